@@ -1,0 +1,215 @@
+//! Control protocol: versioned newline-delimited JSON over a Unix socket.
+//!
+//! Owns: request parsing (bounded, never panics), response framing, socket paths,
+//! and the client used by the CLI. A request is one line `{"v":1,"op":"...",...}`;
+//! the server may send event lines (`{"event":"progress",...}`) and then exactly one
+//! response line: `{"ok":true,...}` or `{"ok":false,"error":{"code":..,"message":..}}`.
+//! See docs/protocol.md.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+
+/// Protocol version spoken by this build.
+pub const PROTOCOL_VERSION: u64 = 1;
+/// Largest request line accepted, in bytes.
+pub const MAX_REQUEST: usize = 1 << 20;
+
+/// A parsed request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Op {
+    /// Liveness check; answers the daemon's pid and store.
+    Ping,
+    /// Mount a session (creating it, optionally from a host directory).
+    Mount {
+        /// Session name.
+        session: String,
+        /// Absolute mountpoint.
+        mountpoint: PathBuf,
+        /// Host directory to import when the session is created.
+        #[serde(default)]
+        from: Option<PathBuf>,
+    },
+    /// Flush and unmount.
+    Umount {
+        /// Absolute mountpoint.
+        mountpoint: PathBuf,
+    },
+    /// List sessions.
+    Sessions,
+    /// Flush everything, unmount everything, exit.
+    Shutdown,
+}
+
+/// A protocol-level error before an op runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProtoError {
+    /// Machine-readable code.
+    pub code: &'static str,
+    /// Human message.
+    pub message: String,
+}
+
+/// Parse one request line. Never panics.
+pub fn parse_request(line: &[u8]) -> std::result::Result<Op, ProtoError> {
+    let err = |code, message: String| ProtoError { code, message };
+    if line.len() > MAX_REQUEST {
+        return Err(err("too_large", format!("request exceeds {MAX_REQUEST} bytes")));
+    }
+    let v: Value = serde_json::from_slice(line)
+        .map_err(|e| err("bad_request", format!("malformed JSON: {e}")))?;
+    let Some(obj) = v.as_object() else {
+        return Err(err("bad_request", "request must be a JSON object".into()));
+    };
+    match obj.get("v").and_then(Value::as_u64) {
+        Some(PROTOCOL_VERSION) => {}
+        Some(other) => {
+            return Err(err(
+                "unsupported_version",
+                format!("protocol version {other} is not supported (this daemon speaks {PROTOCOL_VERSION})"),
+            ));
+        }
+        None => return Err(err("bad_request", "missing protocol version field \"v\"".into())),
+    }
+    let op = obj
+        .get("op")
+        .and_then(Value::as_str)
+        .ok_or_else(|| err("bad_request", "missing \"op\"".into()))?
+        .to_string();
+    let mut body = obj.clone();
+    body.remove("v");
+    serde_json::from_value(Value::Object(body)).map_err(|e| {
+        let m = e.to_string();
+        if m.contains("unknown variant") {
+            err("unknown_op", format!("unknown op {op:?}"))
+        } else {
+            err("bad_request", format!("bad arguments for {op:?}: {m}"))
+        }
+    })
+}
+
+/// Encode a request line.
+pub fn encode_request(op: &Op) -> Vec<u8> {
+    let mut v = serde_json::to_value(op).expect("op serializes");
+    v.as_object_mut()
+        .unwrap()
+        .insert("v".into(), json!(PROTOCOL_VERSION));
+    let mut line = serde_json::to_vec(&v).unwrap();
+    line.push(b'\n');
+    line
+}
+
+/// Error response body.
+pub fn error_response(code: &str, message: &str) -> Value {
+    json!({"ok": false, "error": {"code": code, "message": message}})
+}
+
+/// The runtime directory for sockets: `$XDG_RUNTIME_DIR/treefork` or
+/// `/tmp/treefork-<uid>`, created 0700.
+pub fn runtime_dir() -> Result<PathBuf> {
+    let base = match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d).join("treefork"),
+        _ => PathBuf::from(format!("/tmp/treefork-{}", unsafe { libc::getuid() })),
+    };
+    std::fs::create_dir_all(&base).map_err(|e| Error::io(&base, e))?;
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| Error::io(&base, e))?;
+    Ok(base)
+}
+
+/// The daemon socket of the store at `store` (an absolute, canonical path).
+pub fn daemon_socket(store: &Path) -> Result<PathBuf> {
+    let h = blake3::hash(store.as_os_str().as_encoded_bytes());
+    Ok(runtime_dir()?.join(format!("d-{}.sock", &h.to_hex()[..16])))
+}
+
+/// A connected client.
+pub struct Client {
+    stream: BufReader<UnixStream>,
+}
+
+impl Client {
+    /// Connect to a socket.
+    pub fn connect(path: &Path) -> std::io::Result<Client> {
+        let s = UnixStream::connect(path)?;
+        Ok(Client {
+            stream: BufReader::new(s),
+        })
+    }
+
+    /// Send `op`; feed event lines to `on_event`; return the final response.
+    pub fn call(&mut self, op: &Op, on_event: &mut dyn FnMut(&Value)) -> Result<Value> {
+        let io = |e| Error::io("control socket", e);
+        self.stream.get_mut().write_all(&encode_request(op)).map_err(io)?;
+        loop {
+            let mut line = String::new();
+            let n = self.stream.read_line(&mut line).map_err(io)?;
+            if n == 0 {
+                return Err(Error::io(
+                    "control socket",
+                    std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "daemon closed the connection"),
+                ));
+            }
+            let v: Value = serde_json::from_str(&line)
+                .map_err(|e| Error::corrupt("daemon response", e.to_string()))?;
+            if v.get("event").is_some() {
+                on_event(&v);
+                continue;
+            }
+            return Ok(v);
+        }
+    }
+
+    /// Set a read timeout.
+    pub fn set_timeout(&self, d: Option<Duration>) {
+        let _ = self.stream.get_ref().set_read_timeout(d);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn round_trip() {
+        let op = Op::Mount {
+            session: "a".into(),
+            mountpoint: "/m".into(),
+            from: None,
+        };
+        let line = encode_request(&op);
+        assert_eq!(parse_request(line.trim_ascii_end()).unwrap(), op);
+    }
+
+    #[test]
+    fn errors_are_precise() {
+        assert_eq!(parse_request(b"{").unwrap_err().code, "bad_request");
+        assert_eq!(parse_request(br#"{"v":2,"op":"ping"}"#).unwrap_err().code, "unsupported_version");
+        assert_eq!(parse_request(br#"{"v":1,"op":"dance"}"#).unwrap_err().code, "unknown_op");
+        assert_eq!(parse_request(br#"{"op":"ping"}"#).unwrap_err().code, "bad_request");
+        assert_eq!(parse_request(br#"{"v":1,"op":"umount"}"#).unwrap_err().code, "bad_request");
+        assert_eq!(parse_request(br#"[1]"#).unwrap_err().code, "bad_request");
+        assert_eq!(parse_request(br#"{"v":1,"op":"ping"}"#).unwrap(), Op::Ping);
+    }
+
+    proptest! {
+        #[test]
+        fn parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let _ = parse_request(&bytes);
+        }
+
+        #[test]
+        fn parser_never_panics_on_jsonish(s in r#"\{"v":1,"op":"[a-z_]{0,8}"(,"[a-z]{1,10}":("[^"]{0,10}"|[0-9]{1,5}|null|\[\]))*\}"#) {
+            let _ = parse_request(s.as_bytes());
+        }
+    }
+}

@@ -1,0 +1,486 @@
+//! The store daemon: one process per store, serving every mounted session of it.
+//!
+//! Owns: the store lock, the open store, the control socket, the table of mounts,
+//! periodic flushing, and orderly shutdown. One process per store because sled allows
+//! one opener; it also lets every session share one object cache.
+//!
+//! Lifecycle: the CLI starts the daemon on first mount (or runs it in the foreground);
+//! the daemon exits when its last mount goes away (umount request, external
+//! `umount`, SIGTERM/SIGINT), flushing every session first.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::control::{self, Op};
+use crate::error::{Error, Result};
+use crate::fs::TreeforkFs;
+use crate::lock::StoreLock;
+use crate::session::{self, Session};
+use crate::store::{ObjectStore, PackStore};
+
+/// How often dirty sessions are flushed in the background.
+pub const FLUSH_INTERVAL: Duration = Duration::from_secs(5);
+
+struct Mounted {
+    session: Arc<Session>,
+    bg: Option<fuser::BackgroundSession>,
+}
+
+/// A running daemon.
+pub struct Daemon {
+    store_dir: PathBuf,
+    store: Arc<PackStore>,
+    mounts: Mutex<HashMap<PathBuf, Mounted>>,
+    socket: PathBuf,
+    stop: AtomicBool,
+    _lock: StoreLock,
+}
+
+/// Options of the daemon process.
+pub struct DaemonOptions {
+    /// Store directory (absolute).
+    pub store: PathBuf,
+    /// Mount to perform before serving (foreground mode).
+    pub initial: Option<Op>,
+}
+
+/// Check a mountpoint: exists, is a directory, is empty, and is not already a mount.
+/// A stale treefork/FUSE mount left by a killed daemon is detached first.
+pub fn check_mountpoint(mp: &Path) -> Result<()> {
+    let md = match std::fs::metadata(mp) {
+        Ok(m) => m,
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+            log::warn!("{}: stale FUSE mount (daemon died); detaching it", mp.display());
+            detach(mp);
+            std::fs::metadata(mp).map_err(|e| Error::io(mp, e))?
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::Invalid(format!(
+                "mountpoint {} does not exist",
+                mp.display()
+            )));
+        }
+        Err(e) => return Err(Error::io(mp, e)),
+    };
+    if !md.is_dir() {
+        return Err(Error::Invalid(format!(
+            "mountpoint {} is not a directory",
+            mp.display()
+        )));
+    }
+    if is_mountpoint(mp) {
+        return Err(Error::Conflict(format!(
+            "{} is already a mount point",
+            mp.display()
+        )));
+    }
+    let mut rd = std::fs::read_dir(mp).map_err(|e| Error::io(mp, e))?;
+    if rd.next().is_some() {
+        return Err(Error::Invalid(format!(
+            "mountpoint {} is not empty",
+            mp.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `p` is listed as a mount point in /proc/self/mountinfo.
+pub fn is_mountpoint(p: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let want = p.to_string_lossy();
+    info.lines().any(|l| {
+        l.split(' ')
+            .nth(4)
+            .map(|m| unescape_mount(m) == want)
+            .unwrap_or(false)
+    })
+}
+
+fn unescape_mount(s: &str) -> String {
+    s.replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
+}
+
+/// Lazily detach whatever is mounted at `mp`.
+pub fn detach(mp: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(mp.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: valid C string.
+    unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) == 0 }
+}
+
+fn umount(mp: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(mp.as_os_str().as_bytes())?;
+    // SAFETY: valid C string.
+    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+impl Daemon {
+    /// Take the store lock, open the store and bind the control socket.
+    pub fn start(store_dir: &Path) -> Result<Arc<Daemon>> {
+        let lock = StoreLock::acquire(store_dir)?;
+        let store = Arc::new(PackStore::open(store_dir)?);
+        let socket = control::daemon_socket(store_dir)?;
+        // We hold the store lock, so any socket file left here is stale.
+        let _ = std::fs::remove_file(&socket);
+        Ok(Arc::new(Daemon {
+            store_dir: store_dir.to_path_buf(),
+            store,
+            mounts: Mutex::new(HashMap::new()),
+            socket,
+            stop: AtomicBool::new(false),
+            _lock: lock,
+        }))
+    }
+
+    /// Serve until the last mount is gone or a stop is requested.
+    pub fn serve(self: &Arc<Self>, initial: Option<Op>) -> Result<()> {
+        let listener = UnixListener::bind(&self.socket).map_err(|e| Error::io(&self.socket, e))?;
+        std::fs::set_permissions(&self.socket, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| Error::io(&self.socket, e))?;
+        log::info!(
+            "daemon {} serving store {} on {}",
+            std::process::id(),
+            self.store_dir.display(),
+            self.socket.display()
+        );
+        if let Some(op) = initial {
+            if let Err(e) = self.handle(op, &mut |_| {}) {
+                let _ = std::fs::remove_file(&self.socket);
+                return Err(e);
+            }
+        }
+        let acceptor = self.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                match stream {
+                    Ok(stream) => {
+                        let d = acceptor.clone();
+                        std::thread::spawn(move || d.connection(stream));
+                    }
+                    Err(e) => log::warn!("accept: {e}"),
+                }
+            }
+        });
+        let started = Instant::now();
+        let mut last_flush = Instant::now();
+        let mut ever_mounted = initial_mounted(self);
+        while !self.stop.load(Ordering::Relaxed) && !signal_received() {
+            std::thread::sleep(Duration::from_millis(50));
+            self.reap();
+            let n = self.mounts.lock().unwrap().len();
+            ever_mounted |= n > 0;
+            if n == 0 && (ever_mounted || started.elapsed() > Duration::from_secs(30)) {
+                break;
+            }
+            if last_flush.elapsed() >= FLUSH_INTERVAL {
+                self.flush_all();
+                last_flush = Instant::now();
+            }
+        }
+        self.shutdown();
+        let _ = std::fs::remove_file(&self.socket);
+        log::info!("daemon {} exiting", std::process::id());
+        Ok(())
+    }
+
+    fn flush_all(&self) {
+        let sessions: Vec<Arc<Session>> = self
+            .mounts
+            .lock()
+            .unwrap()
+            .values()
+            .map(|m| m.session.clone())
+            .collect();
+        for s in sessions {
+            if let Err(e) = s.flush() {
+                log::error!("session {}: background flush failed: {e}", s.name());
+            }
+        }
+    }
+
+    /// Forget mounts whose FUSE session ended (unmounted from outside).
+    fn reap(&self) {
+        let mut m = self.mounts.lock().unwrap();
+        let done: Vec<PathBuf> = m
+            .iter()
+            .filter(|(_, v)| v.bg.as_ref().is_some_and(|b| b.guard.is_finished()))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in done {
+            if let Some(mut v) = m.remove(&k) {
+                log::info!("session {} at {} was unmounted", v.session.name(), k.display());
+                if let Err(e) = v.session.flush() {
+                    log::error!("session {}: flush after unmount failed: {e}", v.session.name());
+                }
+                if let Some(bg) = v.bg.take() {
+                    let _ = bg.join();
+                }
+            }
+        }
+    }
+
+    fn shutdown(&self) {
+        let all: Vec<PathBuf> = self.mounts.lock().unwrap().keys().cloned().collect();
+        for mp in all {
+            if let Err(e) = self.unmount(&mp) {
+                log::warn!("{}: {e}; detaching lazily", mp.display());
+                if let Some(mut m) = self.mounts.lock().unwrap().remove(&mp) {
+                    let _ = m.session.flush();
+                    detach(&mp);
+                    if let Some(bg) = m.bg.take() {
+                        let _ = bg.join();
+                    }
+                }
+            }
+        }
+    }
+
+    fn unmount(&self, mp: &Path) -> Result<()> {
+        let session = match self.mounts.lock().unwrap().get(mp) {
+            Some(m) => m.session.clone(),
+            None => {
+                return Err(Error::NotFound(format!(
+                    "{} is not a treefork mount of this store",
+                    mp.display()
+                )));
+            }
+        };
+        session.flush()?;
+        umount(mp).map_err(|e| {
+            if e.raw_os_error() == Some(libc::EBUSY) {
+                Error::Conflict(format!(
+                    "{} is busy (a process has files open or its cwd there); nothing was lost, retry once it is closed",
+                    mp.display()
+                ))
+            } else {
+                Error::io(mp, e)
+            }
+        })?;
+        if let Some(mut m) = self.mounts.lock().unwrap().remove(mp) {
+            if let Some(bg) = m.bg.take() {
+                let _ = bg.join();
+            }
+            m.session.flush()?;
+        }
+        Ok(())
+    }
+
+    fn mount(&self, name: &str, mp: &Path, from: Option<&Path>, events: &mut dyn FnMut(Value)) -> Result<Value> {
+        session::validate_session_name(name)?;
+        if !mp.is_absolute() {
+            return Err(Error::Invalid(format!(
+                "mountpoint {} must be an absolute path",
+                mp.display()
+            )));
+        }
+        {
+            let m = self.mounts.lock().unwrap();
+            if let Some((p, _)) = m.iter().find(|(_, v)| v.session.name() == name) {
+                return Err(Error::Conflict(format!(
+                    "session {name} is already mounted at {}",
+                    p.display()
+                )));
+            }
+        }
+        check_mountpoint(mp)?;
+        let store: Arc<dyn ObjectStore> = self.store.clone();
+        let rec = match (session::load_record(&*store, name)?, from) {
+            (Some(_), Some(_)) => {
+                return Err(Error::Conflict(format!(
+                    "session {name} already exists; --from only applies when creating a session"
+                )));
+            }
+            (Some(r), None) => r,
+            (None, Some(dir)) => {
+                let mut last = Instant::now();
+                let imported = crate::import::import_dir(&*store, dir, &mut |done, total| {
+                    if last.elapsed() > Duration::from_millis(100) || done == total {
+                        last = Instant::now();
+                        events(json!({"event": "progress", "done": done, "total": total}));
+                    }
+                })?;
+                session::create_record(&*store, name, imported.root, imported.bytes, imported.inodes)?
+            }
+            (None, None) => {
+                let md = std::fs::metadata(mp).map_err(|e| Error::io(mp, e))?;
+                let root = session::empty_root(&*store, md.uid(), md.gid())?;
+                session::create_record(&*store, name, root, 0, 1)?
+            }
+        };
+        let session = Arc::new(Session::open(store, rec)?);
+        let mut cfg = fuser::Config::default();
+        cfg.mount_options = vec![
+            fuser::MountOption::FSName(format!("treefork:{name}")),
+            fuser::MountOption::Subtype("treefork".into()),
+            fuser::MountOption::DefaultPermissions,
+            fuser::MountOption::Dev,
+        ];
+        cfg.acl = fuser::SessionACL::All;
+        cfg.n_threads = Some(4);
+        cfg.clone_fd = true;
+        let bg = fuser::spawn_mount(TreeforkFs::new(session.clone()), mp, &cfg)
+            .map_err(|e| Error::io(mp, e))?;
+        self.mounts.lock().unwrap().insert(
+            mp.to_path_buf(),
+            Mounted {
+                session,
+                bg: Some(bg),
+            },
+        );
+        log::info!("mounted session {name} at {}", mp.display());
+        Ok(json!({"session": name, "mountpoint": mp}))
+    }
+
+    fn sessions(&self) -> Result<Value> {
+        let mounted: HashMap<String, PathBuf> = self
+            .mounts
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (v.session.name().to_string(), k.clone()))
+            .collect();
+        let mut list = Vec::new();
+        for r in session::list_records(&*self.store)? {
+            let mp = mounted.get(&r.name);
+            list.push(json!({
+                "name": r.name,
+                "state": if mp.is_some() { "mounted" } else { "stopped" },
+                "mountpoint": mp,
+                "bytes": r.bytes,
+                "inodes": r.inodes,
+                "updated": r.updated,
+                "root": r.root,
+            }));
+        }
+        Ok(json!({"sessions": list}))
+    }
+
+    /// Run one op.
+    pub fn handle(&self, op: Op, events: &mut dyn FnMut(Value)) -> Result<Value> {
+        match op {
+            Op::Ping => Ok(json!({"pid": std::process::id(), "store": self.store_dir})),
+            Op::Mount {
+                session,
+                mountpoint,
+                from,
+            } => self.mount(&session, &mountpoint, from.as_deref(), events),
+            Op::Umount { mountpoint } => {
+                self.unmount(&mountpoint)?;
+                Ok(json!({"mountpoint": mountpoint}))
+            }
+            Op::Sessions => self.sessions(),
+            Op::Shutdown => {
+                self.stop.store(true, Ordering::Relaxed);
+                Ok(json!({}))
+            }
+        }
+    }
+
+    fn connection(&self, stream: UnixStream) {
+        let _ = stream.set_nonblocking(false);
+        let Ok(mut out) = stream.try_clone() else {
+            return;
+        };
+        let mut reader = BufReader::new(stream);
+        loop {
+            let mut line = Vec::new();
+            let n = match (&mut reader)
+                .take(control::MAX_REQUEST as u64 + 1)
+                .read_until(b'\n', &mut line)
+            {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            let resp = if n > control::MAX_REQUEST {
+                // Too large: answer and drop the connection (the rest is unread).
+                let r = control::error_response(
+                    "too_large",
+                    &format!("request exceeds {} bytes", control::MAX_REQUEST),
+                );
+                let _ = writeln!(out, "{r}");
+                return;
+            } else {
+                match control::parse_request(line.trim_ascii()) {
+                    Err(e) => control::error_response(e.code, &e.message),
+                    Ok(op) => {
+                        let mut ev_out = out.try_clone().ok();
+                        let mut events = |v: Value| {
+                            if let Some(o) = ev_out.as_mut() {
+                                let _ = writeln!(o, "{v}");
+                            }
+                        };
+                        match self.handle(op, &mut events) {
+                            Ok(mut v) => {
+                                v.as_object_mut().unwrap().insert("ok".into(), json!(true));
+                                v
+                            }
+                            Err(e) => control::error_response(e.code(), &e.to_string()),
+                        }
+                    }
+                }
+            };
+            if writeln!(out, "{resp}").is_err() {
+                return;
+            }
+        }
+    }
+}
+
+fn initial_mounted(d: &Daemon) -> bool {
+    !d.mounts.lock().unwrap().is_empty()
+}
+
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALLED.store(true, Ordering::Relaxed);
+}
+
+fn signal_received() -> bool {
+    SIGNALLED.load(Ordering::Relaxed)
+}
+
+/// Install SIGTERM/SIGINT/SIGHUP handlers that request an orderly shutdown.
+pub fn install_signal_handlers() {
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+}
+
+/// Run a daemon for `opts.store` in this process until it is done.
+pub fn run(opts: DaemonOptions) -> Result<()> {
+    install_signal_handlers();
+    let d = Daemon::start(&opts.store)?;
+    d.serve(opts.initial)
+}
+
+/// Whether a daemon answers on the socket of `store`.
+pub fn ping(store: &Path) -> Option<Value> {
+    let sock = control::daemon_socket(store).ok()?;
+    let mut c = control::Client::connect(&sock).ok()?;
+    c.set_timeout(Some(Duration::from_secs(10)));
+    c.call(&Op::Ping, &mut |_| {}).ok()
+}

@@ -1,0 +1,132 @@
+//! Error types and the single mapping from errors to errno.
+//!
+//! Policy: library code returns [`Error`]; `anyhow` is used only by the binary.
+//! FUSE handlers turn an `Error` into an errno with [`Error::errno`] and nowhere else.
+//! Whenever that answer is `EIO`, the cause is logged there, so no EIO goes unexplained.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Result alias used throughout the library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Every failure the library can report.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A POSIX-level refusal of a filesystem operation (ENOENT, EEXIST, ...).
+    #[error("{}", errno_name(*.0))]
+    Posix(i32),
+    /// An I/O error on a file of the store (pack, lock, ...).
+    #[error("I/O error on {}: {source}", path.display())]
+    Io {
+        /// The file or directory the operation was on.
+        path: PathBuf,
+        /// The underlying error; its errno reaches the FUSE caller (ENOSPC stays ENOSPC).
+        #[source]
+        source: io::Error,
+    },
+    /// The metadata database (sled) failed.
+    #[error("metadata database error: {0}")]
+    Meta(#[from] sled::Error),
+    /// Stored bytes failed verification or did not decode.
+    #[error("corrupt {what}: {reason}")]
+    Corrupt {
+        /// What was being read (object id, record, pack).
+        what: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// An object referenced by the tree is absent from the store.
+    #[error("missing object {0} (not in the store index)")]
+    Missing(String),
+    /// The store is held by another live daemon.
+    #[error("store {} is in use by another treefork daemon{}", path.display(), pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    Locked {
+        /// The store directory.
+        path: PathBuf,
+        /// The pid recorded by the holder, when known.
+        pid: Option<u32>,
+    },
+    /// Bad input from a user or client (names the problem).
+    #[error("{0}")]
+    Invalid(String),
+    /// A named thing does not exist (session, ref, mount).
+    #[error("{0}")]
+    NotFound(String),
+    /// A request conflicts with current state (already mounted, busy, exists).
+    #[error("{0}")]
+    Conflict(String),
+}
+
+impl Error {
+    /// Wrap an `io::Error` with the path it happened on.
+    pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Build a corruption error.
+    pub fn corrupt(what: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Corrupt {
+            what: what.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The errno a FUSE caller receives for this error. The one place errors become
+    /// errnos; logs the cause of every EIO.
+    pub fn errno(&self) -> i32 {
+        let e = match self {
+            Error::Posix(e) => *e,
+            Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+            Error::Meta(sled::Error::Io(e)) => e.raw_os_error().unwrap_or(libc::EIO),
+            Error::Meta(_) | Error::Corrupt { .. } | Error::Missing(_) => libc::EIO,
+            Error::Locked { .. } | Error::Conflict(_) => libc::EBUSY,
+            Error::Invalid(_) => libc::EINVAL,
+            Error::NotFound(_) => libc::ENOENT,
+        };
+        if e == libc::EIO {
+            log::error!("answering EIO: {self}");
+        }
+        e
+    }
+
+    /// A stable machine-readable code for the control protocol.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Posix(_) => "posix",
+            Error::Io { .. } => "io",
+            Error::Meta(_) => "meta",
+            Error::Corrupt { .. } => "corrupt",
+            Error::Missing(_) => "missing_object",
+            Error::Locked { .. } => "locked",
+            Error::Invalid(_) => "invalid",
+            Error::NotFound(_) => "not_found",
+            Error::Conflict(_) => "conflict",
+        }
+    }
+}
+
+/// Shorthand for a POSIX refusal.
+pub fn posix<T>(errno: i32) -> Result<T> {
+    Err(Error::Posix(errno))
+}
+
+fn errno_name(e: i32) -> String {
+    io::Error::from_raw_os_error(e).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_errno_is_preserved() {
+        let e = Error::io("/x", io::Error::from_raw_os_error(libc::ENOSPC));
+        assert_eq!(e.errno(), libc::ENOSPC);
+        assert_eq!(Error::Posix(libc::ENOENT).errno(), libc::ENOENT);
+        assert_eq!(Error::corrupt("chunk", "hash").errno(), libc::EIO);
+    }
+}

@@ -1,0 +1,559 @@
+//! FUSE translation: the only module that names fuser.
+//!
+//! Every handler parses its arguments, calls one `Session` method, and replies once;
+//! errors become errnos through `Error::errno` (the single mapping). No filesystem
+//! logic lives here.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+
+use crate::error::Error;
+use crate::session::ops::{DirEntry, NewNode, SetAttr};
+use crate::session::{Session, Stat};
+use crate::tree::{Kind, Timespec};
+
+/// How long the kernel may cache attributes and entries. Every change goes through
+/// the kernel, and checkout invalidates explicitly, so this can be long.
+pub const TTL: Duration = Duration::from_secs(1);
+
+/// The FUSE filesystem of one mounted session.
+pub struct TreeforkFs {
+    session: Arc<Session>,
+    dirs: Mutex<HashMap<u64, Arc<Vec<DirEntry>>>>,
+    next_fh: AtomicU64,
+}
+
+impl TreeforkFs {
+    /// Serve `session`.
+    pub fn new(session: Arc<Session>) -> Self {
+        TreeforkFs {
+            session,
+            dirs: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+        }
+    }
+}
+
+fn errno(e: Error) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+fn to_system(t: Timespec) -> SystemTime {
+    if t.sec >= 0 {
+        UNIX_EPOCH + Duration::new(t.sec as u64, t.nsec)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(t.sec.unsigned_abs()) + Duration::from_nanos(t.nsec as u64)
+    }
+}
+
+fn from_system(t: SystemTime) -> Timespec {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => Timespec {
+            sec: d.as_secs() as i64,
+            nsec: d.subsec_nanos(),
+        },
+        Err(e) => {
+            let d = e.duration();
+            let mut sec = -(d.as_secs() as i64);
+            let mut nsec = d.subsec_nanos();
+            if nsec > 0 {
+                sec -= 1;
+                nsec = 1_000_000_000 - nsec;
+            }
+            Timespec { sec, nsec }
+        }
+    }
+}
+
+fn time_or_now(t: TimeOrNow) -> Timespec {
+    match t {
+        TimeOrNow::Now => Timespec::now(),
+        TimeOrNow::SpecificTime(s) => from_system(s),
+    }
+}
+
+fn file_type(k: Kind) -> FileType {
+    match k {
+        Kind::File => FileType::RegularFile,
+        Kind::Dir => FileType::Directory,
+        Kind::Symlink => FileType::Symlink,
+        Kind::Fifo => FileType::NamedPipe,
+        Kind::Socket => FileType::Socket,
+        Kind::CharDev => FileType::CharDevice,
+        Kind::BlockDev => FileType::BlockDevice,
+    }
+}
+
+fn attr(s: &Stat) -> FileAttr {
+    let a = &s.attr;
+    FileAttr {
+        ino: INodeNo(s.ino),
+        size: a.size,
+        blocks: s.blocks,
+        atime: to_system(a.atime),
+        mtime: to_system(a.mtime),
+        ctime: to_system(a.ctime),
+        crtime: to_system(a.ctime),
+        kind: file_type(s.kind),
+        perm: a.perm as u16,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+fn reply_entry(r: Result<Stat, Error>, reply: ReplyEntry) {
+    match r {
+        Ok(s) => reply.entry(&TTL, &attr(&s), Generation(0)),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
+fn reply_empty(r: Result<(), Error>, reply: ReplyEmpty) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
+fn reply_xattr(r: Result<Vec<u8>, Error>, size: u32, reply: ReplyXattr) {
+    match r {
+        Ok(v) if size == 0 => reply.size(v.len() as u32),
+        Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
+        Ok(v) => reply.data(&v),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
+impl Filesystem for TreeforkFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        for cap in [
+            InitFlags::FUSE_WRITEBACK_CACHE,
+            InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_CACHE_SYMLINKS,
+            InitFlags::FUSE_ATOMIC_O_TRUNC,
+            InitFlags::FUSE_BIG_WRITES,
+        ] {
+            if config.add_capabilities(cap).is_err() {
+                log::info!("kernel does not offer {cap:?}");
+            }
+        }
+        let _ = config.set_max_write(1 << 20);
+        let _ = config.set_max_background(64);
+        log::info!("session {} serving", self.session.name());
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        if let Err(e) = self.session.flush() {
+            log::error!("session {}: final flush failed: {e}", self.session.name());
+        }
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        reply_entry(self.session.lookup(parent.0, name.as_bytes()), reply)
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.session.forget(ino.0, nlookup)
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.session.getattr(ino.0) {
+            Ok(s) => reply.attr(&TTL, &attr(&s)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let a = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime: atime.map(time_or_now),
+            mtime: mtime.map(time_or_now),
+            ctime: ctime.map(from_system),
+        };
+        match self.session.setattr(ino.0, a) {
+            Ok(s) => reply.attr(&TTL, &attr(&s)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.session.readlink(ino.0) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let node = match Kind::from_mode(mode) {
+            Some(Kind::File) => NewNode::File,
+            Some(k @ (Kind::Fifo | Kind::Socket | Kind::CharDev | Kind::BlockDev)) => {
+                NewNode::Special(k, rdev)
+            }
+            _ => return reply.error(Errno::EINVAL),
+        };
+        let r = self
+            .session
+            .create_node(parent.0, name.as_bytes(), node, mode, req.uid(), req.gid());
+        reply_entry(r, reply)
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = self.session.create_node(
+            parent.0,
+            name.as_bytes(),
+            NewNode::Dir,
+            mode,
+            req.uid(),
+            req.gid(),
+        );
+        reply_entry(r, reply)
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        reply_empty(self.session.remove(parent.0, name.as_bytes(), false), reply)
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        reply_empty(self.session.remove(parent.0, name.as_bytes(), true), reply)
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let r = self.session.create_node(
+            parent.0,
+            link_name.as_bytes(),
+            NewNode::Symlink(target.as_os_str().as_bytes()),
+            0o777,
+            req.uid(),
+            req.gid(),
+        );
+        reply_entry(r, reply)
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let r = self.session.rename(
+            parent.0,
+            name.as_bytes(),
+            newparent.0,
+            newname.as_bytes(),
+            flags.bits(),
+        );
+        reply_empty(r, reply)
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        reply_entry(
+            self.session.link(ino.0, newparent.0, newname.as_bytes()),
+            reply,
+        )
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
+        match self.session.open_handle(ino.0, write) {
+            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.session.read(ino.0, offset, size) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.session.write(ino.0, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok()
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.session.release(ino.0);
+        reply.ok()
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply_empty(self.session.flush().map(|_| ()), reply)
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.session.list_dir(ino.0) {
+            Ok(list) => {
+                let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+                self.dirs.lock().unwrap().insert(fh, Arc::new(list));
+                reply.opened(FileHandle(fh), FopenFlags::empty())
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let Some(list) = self.dirs.lock().unwrap().get(&fh.0).cloned() else {
+            return reply.error(Errno::EBADF);
+        };
+        for (i, e) in list.iter().enumerate().skip(offset as usize) {
+            if reply.add(
+                INodeNo(e.ino),
+                (i + 1) as u64,
+                file_type(e.kind),
+                OsStr::from_bytes(&e.name),
+            ) {
+                break;
+            }
+        }
+        reply.ok()
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.dirs.lock().unwrap().remove(&fh.0);
+        reply.ok()
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply_empty(self.session.flush().map(|_| ()), reply)
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let (total, free, avail, used) = self.session.statfs();
+        const B: u64 = 4096;
+        let files = used + avail / B;
+        reply.statfs(total / B, free / B, avail / B, files, avail / B, B as u32, 255, B as u32)
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply_empty(
+            self.session.setxattr(ino.0, name.as_bytes(), value, flags),
+            reply,
+        )
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        reply_xattr(self.session.getxattr(ino.0, name.as_bytes()), size, reply)
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        reply_xattr(self.session.listxattr(ino.0), size, reply)
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        reply_empty(self.session.removexattr(ino.0, name.as_bytes()), reply)
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let r = self.session.create_node(
+            parent.0,
+            name.as_bytes(),
+            NewNode::File,
+            mode,
+            req.uid(),
+            req.gid(),
+        );
+        match r.and_then(|s| self.session.open_handle(s.ino, false)) {
+            Ok(s) => reply.created(
+                &TTL,
+                &attr(&s),
+                Generation(0),
+                FileHandle(0),
+                FopenFlags::FOPEN_KEEP_CACHE,
+            ),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        reply_empty(self.session.fallocate(ino.0, offset, length, mode), reply)
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        if offset < 0 {
+            return reply.error(Errno::ENXIO);
+        }
+        match self.session.seek_data_hole(ino.0, offset as u64, whence) {
+            Ok(o) => reply.offset(o as i64),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Typed identifiers.
+//!
+//! Owns: the 32-byte content ids (`ChunkId`, `NodeId`, `CheckpointId`) and the
+//! inode number type `Ino`. Content ids are blake3 hashes in separate key-derivation
+//! domains so that a chunk and a tree node with the same bytes never share an id.
+//! Invariant: an id is only ever constructed from the hash of the exact bytes it names
+//! (or parsed from a stored/printed form of such a hash).
+
+use std::fmt;
+
+/// Key-derivation context for file data chunks.
+pub const CHUNK_DOMAIN: &str = "treefork chunk v1";
+/// Key-derivation context for tree nodes (directories, file block lists, roots).
+pub const NODE_DOMAIN: &str = "treefork tree v1";
+/// Key-derivation context for checkpoint records.
+pub const CHECKPOINT_DOMAIN: &str = "treefork checkpoint v1";
+
+macro_rules! content_id {
+    ($(#[$doc:meta])* $name:ident, $domain:expr) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub [u8; 32]);
+
+        impl $name {
+            /// Hash `data` in this id's domain.
+            pub fn of(data: &[u8]) -> Self {
+                let mut h = blake3::Hasher::new_derive_key($domain);
+                h.update(data);
+                $name(*h.finalize().as_bytes())
+            }
+            /// Full lowercase hex form (64 chars).
+            pub fn to_hex(&self) -> String {
+                hex(&self.0)
+            }
+            /// Parse the full hex form.
+            pub fn from_hex(s: &str) -> Option<Self> {
+                parse_hex32(s).map($name)
+            }
+            /// Short prefix for logs and human output.
+            pub fn short(&self) -> String {
+                hex(&self.0[..6])
+            }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.short())
+            }
+        }
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({})", stringify!($name), self.short())
+            }
+        }
+    };
+}
+
+content_id!(
+    /// Id of a chunk of file data: blake3 (domain [`CHUNK_DOMAIN`]) of its raw bytes.
+    ChunkId,
+    CHUNK_DOMAIN
+);
+content_id!(
+    /// Id of an encoded tree node: blake3 (domain [`NODE_DOMAIN`]) of its encoding.
+    NodeId,
+    NODE_DOMAIN
+);
+content_id!(
+    /// Id of a checkpoint: blake3 (domain [`CHECKPOINT_DOMAIN`]) of its canonical record.
+    CheckpointId,
+    CHECKPOINT_DOMAIN
+);
+
+/// Inode number. Persistent: stored in directory entries, stable across remounts.
+/// `Ino(1)` is the root directory.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct Ino(pub u64);
+
+impl Ino {
+    /// The workspace root directory.
+    pub const ROOT: Ino = Ino(1);
+}
+
+impl fmt::Display for Ino {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ino {}", self.0)
+    }
+}
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+    s
+}
+
+fn parse_hex32(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    let b = s.as_bytes();
+    for i in 0..32 {
+        let hi = (b[2 * i] as char).to_digit(16)?;
+        let lo = (b[2 * i + 1] as char).to_digit(16)?;
+        out[i] = (hi * 16 + lo) as u8;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn domains_differ() {
+        assert_ne!(ChunkId::of(b"x").0, NodeId::of(b"x").0);
+    }
+
+    #[test]
+    fn hex_round_trip() {
+        let id = ChunkId::of(b"hello");
+        assert_eq!(ChunkId::from_hex(&id.to_hex()), Some(id));
+        assert_eq!(ChunkId::from_hex("zz"), None);
+        assert_eq!(id.short().len(), 12);
+    }
+}

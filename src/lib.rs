@@ -1,0 +1,20 @@
+//! treefork: copy-on-write workspaces over FUSE, backed by a content-addressed store.
+//!
+//! Layers, dependencies pointing down only:
+//! `daemon`/`control` (process, sockets) → `fs` (FUSE translation) → `session`
+//! (live inode table) → `tree` (immutable Merkle nodes) → `store` (packs + index)
+//! → `meta` (sled) → `id`/`error`.
+
+pub mod control;
+pub mod daemon;
+pub mod error;
+pub mod fs;
+pub mod id;
+pub mod import;
+pub mod lock;
+pub mod meta;
+pub mod session;
+pub mod store;
+pub mod tree;
+
+pub use error::{Error, Result};

@@ -1,0 +1,301 @@
+//! The `treefork` command line: a thin client of the store daemon's control socket.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{Parser, Subcommand};
+use serde_json::Value;
+
+use treefork::control::{self, Client, Op};
+use treefork::daemon;
+
+#[derive(Parser)]
+#[command(name = "treefork", version, about = "Copy-on-write workspaces for agent sessions, over FUSE")]
+struct Cli {
+    /// Store directory [default: $TREEFORK_STORE, else $XDG_DATA_HOME/treefork, else ~/.local/share/treefork]
+    #[arg(long, global = true, value_name = "DIR")]
+    store: Option<PathBuf>,
+    /// Print machine-readable JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Mount a session workspace (creating the session if needed).
+    Mount {
+        /// Empty directory to mount on.
+        mountpoint: PathBuf,
+        /// Session name.
+        #[arg(long, default_value = "default")]
+        session: String,
+        /// Start a new session from a copy of this directory's tree.
+        #[arg(long, value_name = "DIR")]
+        from: Option<PathBuf>,
+        /// Serve in this process (logs to stderr) instead of a background daemon.
+        #[arg(long)]
+        foreground: bool,
+    },
+    /// Flush everything and unmount.
+    Umount {
+        /// The mountpoint.
+        mountpoint: PathBuf,
+    },
+    /// List sessions with their state and size.
+    Sessions,
+    /// Run the store daemon (started automatically by `mount`).
+    #[command(hide = true)]
+    Daemon,
+}
+
+fn store_dir(cli: &Cli) -> Result<PathBuf> {
+    let dir = if let Some(s) = &cli.store {
+        s.clone()
+    } else if let Some(s) = std::env::var_os("TREEFORK_STORE").filter(|s| !s.is_empty()) {
+        PathBuf::from(s)
+    } else if let Some(s) = std::env::var_os("XDG_DATA_HOME").filter(|s| !s.is_empty()) {
+        PathBuf::from(s).join("treefork")
+    } else {
+        let home = std::env::var_os("HOME").ok_or_else(|| anyhow!("HOME is not set; pass --store"))?;
+        PathBuf::from(home).join(".local/share/treefork")
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create store directory {}", dir.display()))?;
+    dir.canonicalize()
+        .with_context(|| format!("cannot resolve store directory {}", dir.display()))
+}
+
+/// Absolute path of `p` without requiring it to be reachable (stale mounts).
+fn absolute(p: &Path) -> Result<PathBuf> {
+    match p.canonicalize() {
+        Ok(c) => Ok(c),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("mountpoint {} does not exist", p.display())
+        }
+        Err(_) => {
+            let abs = std::path::absolute(p)?;
+            let parent = abs.parent().ok_or_else(|| anyhow!("bad path {}", p.display()))?;
+            Ok(parent.canonicalize()?.join(abs.file_name().unwrap_or_default()))
+        }
+    }
+}
+
+fn call(store: &Path, op: &Op, on_event: &mut dyn FnMut(&Value)) -> Result<Value> {
+    let sock = control::daemon_socket(store)?;
+    let mut c = Client::connect(&sock)
+        .with_context(|| format!("no treefork daemon is running for store {}", store.display()))?;
+    let v = c.call(op, on_event)?;
+    if v.get("ok").and_then(Value::as_bool) == Some(true) {
+        Ok(v)
+    } else {
+        let msg = v
+            .pointer("/error/message")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown error");
+        Err(anyhow!("{msg}"))
+    }
+}
+
+fn ensure_daemon(store: &Path) -> Result<()> {
+    if daemon::ping(store).is_some() {
+        return Ok(());
+    }
+    let log_path = store.join("daemon.log");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("cannot open {}", log_path.display()))?;
+    let log_len = log.metadata().map(|m| m.len()).unwrap_or(0);
+    let exe = std::env::current_exe()?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("--store")
+        .arg(store)
+        .arg("daemon")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    if std::env::var_os("RUST_LOG").is_none() {
+        cmd.env("RUST_LOG", "info");
+    }
+    // SAFETY: setsid is async-signal-safe; detaches the daemon from our terminal.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().context("cannot start the treefork daemon")?;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(20) {
+        if daemon::ping(store).is_some() {
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait()? {
+            if daemon::ping(store).is_some() {
+                return Ok(());
+            }
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let tail = text
+                .get(log_len as usize..)
+                .unwrap_or("")
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .to_string();
+            let tail = tail.split("error: ").last().unwrap_or(&tail).to_string();
+            bail!(
+                "the treefork daemon exited ({status}): {}",
+                if tail.is_empty() { "see daemon.log".into() } else { tail }
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    bail!("the treefork daemon did not come up within 20 s (see {})", log_path.display())
+}
+
+fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap());
+}
+
+fn human_bytes(n: f64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut n = n;
+    let mut u = 0;
+    while n >= 1024.0 && u < units.len() - 1 {
+        n /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{n:.0} {}", units[u]) } else { format!("{n:.1} {}", units[u]) }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match &cli.cmd {
+        Cmd::Daemon => {
+            let store = store_dir(&cli)?;
+            daemon::run(daemon::DaemonOptions {
+                store,
+                initial: None,
+            })?;
+        }
+        Cmd::Mount {
+            mountpoint,
+            session,
+            from,
+            foreground,
+        } => {
+            let store = store_dir(&cli)?;
+            let mp = absolute(mountpoint)?;
+            let from = match from {
+                Some(f) => Some(f.canonicalize().with_context(|| format!("--from {}: cannot resolve", f.display()))?),
+                None => None,
+            };
+            let op = Op::Mount {
+                session: session.clone(),
+                mountpoint: mp.clone(),
+                from,
+            };
+            if *foreground {
+                if daemon::ping(&store).is_some() {
+                    bail!("a treefork daemon already serves store {}; mount without --foreground", store.display());
+                }
+                daemon::run(daemon::DaemonOptions {
+                    store,
+                    initial: Some(op),
+                })?;
+                return Ok(());
+            }
+            ensure_daemon(&store)?;
+            let bar = indicatif::ProgressBar::hidden();
+            if std::io::stderr().is_terminal() && !cli.json {
+                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template("importing {bar:40} {pos}/{len} entries")
+                        .unwrap(),
+                );
+            }
+            let v = call(&store, &op, &mut |ev| {
+                if let (Some(d), Some(t)) = (ev["done"].as_u64(), ev["total"].as_u64()) {
+                    bar.set_length(t);
+                    bar.set_position(d);
+                }
+            })?;
+            bar.finish_and_clear();
+            if cli.json {
+                print_json(&v);
+            } else {
+                println!("mounted session {session} at {}", mp.display());
+            }
+        }
+        Cmd::Umount { mountpoint } => {
+            let store = store_dir(&cli)?;
+            let mp = absolute(mountpoint)?;
+            let stale = matches!(std::fs::metadata(&mp), Err(e) if e.raw_os_error() == Some(libc::ENOTCONN));
+            let r = if daemon::ping(&store).is_some() {
+                call(&store, &Op::Umount { mountpoint: mp.clone() }, &mut |_| {}).map(|_| ())
+            } else {
+                Err(anyhow!("no treefork daemon is running for store {}", store.display()))
+            };
+            match r {
+                Ok(()) => {}
+                Err(_) if stale && daemon::detach(&mp) => {
+                    eprintln!("treefork: detached stale mount {} (its daemon had died; flushed data is in the store)", mp.display());
+                }
+                Err(e) => return Err(e),
+            }
+            if cli.json {
+                print_json(&serde_json::json!({"ok": true, "mountpoint": mp}));
+            } else {
+                println!("unmounted {}", mp.display());
+            }
+        }
+        Cmd::Sessions => {
+            let store = store_dir(&cli)?;
+            let v = if daemon::ping(&store).is_some() {
+                call(&store, &Op::Sessions, &mut |_| {})?
+            } else {
+                let _lock = treefork::lock::StoreLock::acquire(&store)?;
+                let s = treefork::store::PackStore::open(&store)?;
+                let list: Vec<Value> = treefork::session::list_records(&s)?
+                    .into_iter()
+                    .map(|r| serde_json::json!({"name": r.name, "state": "stopped", "mountpoint": null,
+                        "bytes": r.bytes, "inodes": r.inodes, "updated": r.updated, "root": r.root}))
+                    .collect();
+                serde_json::json!({"ok": true, "sessions": list})
+            };
+            if cli.json {
+                print_json(&v);
+            } else {
+                println!("{:<24} {:<8} {:>10} {:>8}  MOUNTPOINT", "SESSION", "STATE", "SIZE", "FILES");
+                for s in v["sessions"].as_array().cloned().unwrap_or_default() {
+                    println!(
+                        "{:<24} {:<8} {:>10} {:>8}  {}",
+                        s["name"].as_str().unwrap_or(""),
+                        s["state"].as_str().unwrap_or(""),
+                        human_bytes(s["bytes"].as_f64().unwrap_or(0.0)),
+                        s["inodes"].as_i64().unwrap_or(0),
+                        s["mountpoint"].as_str().unwrap_or("-"),
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .format_timestamp_millis()
+        .init();
+    let cli = Cli::parse();
+    if let Err(e) = run(cli) {
+        eprintln!("treefork: error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,88 @@
+//! Metadata database: the only module that names sled.
+//!
+//! Owns: the key layout of the single sled tree and atomic, durable batches.
+//! Keys are a one-byte-plus-slash prefix followed by the key body:
+//! `o/<32-byte id>` object index entries, `s/<name>` session records,
+//! `c/<32-byte id>` checkpoints, `r/<name>` refs. Integers inside keys, when added,
+//! are big-endian so that sled's byte order is numeric order.
+//! Invariant: every [`MetaDb::apply`] is atomic (one sled batch) and durable (flushed)
+//! before it returns.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// Prefix of object-index keys.
+pub const OBJECT_PREFIX: &[u8] = b"o/";
+/// Prefix of session-record keys.
+pub const SESSION_PREFIX: &[u8] = b"s/";
+
+/// One write of a metadata batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetaOp {
+    /// Insert or overwrite `key`.
+    Put(Vec<u8>, Vec<u8>),
+    /// Remove `key`.
+    Delete(Vec<u8>),
+}
+
+/// Build a key from a prefix and a body.
+pub fn key(prefix: &[u8], body: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(prefix.len() + body.len());
+    k.extend_from_slice(prefix);
+    k.extend_from_slice(body);
+    k
+}
+
+/// The sled database of a store.
+pub struct MetaDb {
+    db: sled::Db,
+}
+
+impl MetaDb {
+    /// Open (creating) the database in `dir`. sled takes an exclusive lock on it.
+    pub fn open(dir: &Path) -> Result<MetaDb> {
+        let db = sled::Config::new()
+            .path(dir)
+            .cache_capacity(64 << 20)
+            .mode(sled::Mode::HighThroughput)
+            .open()
+            .map_err(|e| match e {
+                sled::Error::Io(io) => Error::io(dir, io),
+                other => Error::Meta(other),
+            })?;
+        Ok(MetaDb { db })
+    }
+
+    /// Read one key.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.db.get(key)?.map(|v| v.to_vec()))
+    }
+
+    /// All pairs whose key starts with `prefix`, in key order.
+    pub fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        for kv in self.db.scan_prefix(prefix) {
+            let (k, v) = kv?;
+            out.push((k.to_vec(), v.to_vec()));
+        }
+        Ok(out)
+    }
+
+    /// Apply `ops` atomically and make them durable.
+    pub fn apply(&self, ops: Vec<MetaOp>) -> Result<()> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let mut batch = sled::Batch::default();
+        for op in ops {
+            match op {
+                MetaOp::Put(k, v) => batch.insert(k, v),
+                MetaOp::Delete(k) => batch.remove(k),
+            }
+        }
+        self.db.apply_batch(batch)?;
+        self.db.flush()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,306 @@
+//! File data operations of a session: read, write, truncate, fallocate, lseek.
+//!
+//! Files are cut into fixed [`BLOCK_SIZE`] blocks. A block is a sealed chunk, an
+//! in-memory buffer, or absent (a hole, reading as zeros). Chunk reads happen outside
+//! the table lock; a block rewritten meanwhile simply means the read happened first.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::inode::{Block, Data, State};
+use super::{SEAL_THRESHOLD, Session};
+use crate::error::{Result, posix};
+use crate::id::ChunkId;
+use crate::store::{Kind as ObjKind, ObjectStore};
+use crate::tree::{BLOCK_SIZE, Kind, Timespec};
+
+/// Largest file size accepted (like ext4's 16 TiB).
+pub const MAX_FILE_SIZE: u64 = 1 << 44;
+
+fn blocks_mut(st: &mut State, ino: u64) -> Result<&mut std::collections::BTreeMap<u64, Block>> {
+    match &mut st.get_mut(ino)?.data {
+        Data::File(f) => Ok(f.blocks.as_mut().expect("file loaded")),
+        Data::Dir(_) => posix(libc::EISDIR),
+        _ => posix(libc::EINVAL),
+    }
+}
+
+fn get_chunk(store: &dyn ObjectStore, id: &ChunkId, ino: u64) -> Result<Arc<Vec<u8>>> {
+    store.get(ObjKind::Chunk, &id.0).map_err(|e| {
+        log::error!("ino {ino}: chunk {} unreadable: {e}", id.to_hex());
+        e
+    })
+}
+
+/// Mark file content modified: its node id no longer names it.
+fn content_changed(st: &mut State, ino: u64) {
+    if let Ok(i) = st.get_mut(ino) {
+        if let Data::File(f) = &mut i.data {
+            f.stored = None;
+        }
+    }
+    st.dirty_files.insert(ino);
+    st.mark_dirty(ino);
+}
+
+fn set_size(st: &mut State, ino: u64, size: u64) -> Result<()> {
+    let i = st.get_mut(ino)?;
+    let delta = size as i64 - i.attr.size as i64;
+    i.attr.size = size;
+    if i.attr.nlink > 0 {
+        st.total_bytes += delta;
+    }
+    Ok(())
+}
+
+/// Truncate or extend `ino` to `size` (table lock held).
+pub(crate) fn truncate_locked(st: &mut State, store: &dyn ObjectStore, ino: u64, size: u64) -> Result<()> {
+    if size > MAX_FILE_SIZE {
+        return posix(libc::EFBIG);
+    }
+    st.load_file(store, ino)?;
+    let old = st.get(ino)?.attr.size;
+    if size < old {
+        let tail_idx = size / BLOCK_SIZE;
+        let tail_len = (size % BLOCK_SIZE) as usize;
+        // Materialize a partial tail block before cutting it.
+        let tail_chunk = match blocks_mut(st, ino)?.get(&tail_idx) {
+            Some(Block::Stored(c)) if tail_len > 0 => Some(*c),
+            _ => None,
+        };
+        let tail_data = match tail_chunk {
+            Some(c) => Some(get_chunk(store, &c, ino)?),
+            None => None,
+        };
+        let blocks = blocks_mut(st, ino)?;
+        let first_gone = if tail_len == 0 { tail_idx } else { tail_idx + 1 };
+        let _ = blocks.split_off(&first_gone);
+        if tail_len > 0 {
+            if let Some(d) = tail_data {
+                blocks.insert(tail_idx, Block::Mem(d));
+            }
+            if let Some(Block::Mem(d)) = blocks.get_mut(&tail_idx) {
+                let v = Arc::make_mut(d);
+                v.truncate(tail_len);
+            }
+        }
+    }
+    if size != old {
+        set_size(st, ino, size)?;
+        let now = Timespec::now();
+        let i = st.get_mut(ino)?;
+        i.attr.mtime = now;
+        i.attr.ctime = now;
+        content_changed(st, ino);
+    }
+    Ok(())
+}
+
+impl Session {
+    /// Read up to `size` bytes at `offset`.
+    pub fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        let mut fetch: Vec<(usize, usize, usize, ChunkId)> = Vec::new();
+        let mut buf;
+        {
+            let mut st = self.lock();
+            st.load_file(&**self.store(), ino)?;
+            let i = st.get(ino)?;
+            let fsize = i.attr.size;
+            if offset >= fsize {
+                return Ok(Vec::new());
+            }
+            let end = fsize.min(offset + size as u64);
+            buf = vec![0u8; (end - offset) as usize];
+            let Data::File(f) = &i.data else {
+                return posix(libc::EISDIR);
+            };
+            let blocks = f.blocks.as_ref().unwrap();
+            let first = offset / BLOCK_SIZE;
+            let last = (end - 1) / BLOCK_SIZE;
+            for (&idx, b) in blocks.range(first..=last) {
+                let bstart = idx * BLOCK_SIZE;
+                let from = offset.max(bstart);
+                let to = end.min(bstart + BLOCK_SIZE);
+                let (in_block, out) = ((from - bstart) as usize, (from - offset) as usize);
+                let len = (to - from) as usize;
+                match b {
+                    Block::Mem(d) => copy_padded(&mut buf[out..out + len], d, in_block),
+                    Block::Stored(c) => fetch.push((out, in_block, len, *c)),
+                }
+            }
+        }
+        for (out, in_block, len, c) in fetch {
+            let d = get_chunk(&**self.store(), &c, ino)?;
+            copy_padded(&mut buf[out..out + len], &d, in_block);
+        }
+        Ok(buf)
+    }
+
+    /// Write `data` at `offset`; returns bytes written.
+    pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
+        let end = offset
+            .checked_add(data.len() as u64)
+            .filter(|e| *e <= MAX_FILE_SIZE)
+            .ok_or(crate::error::Error::Posix(libc::EFBIG))?;
+        {
+            let mut st = self.lock();
+            let store = self.store().clone();
+            st.load_file(&*store, ino)?;
+            let fsize = st.get(ino)?.attr.size;
+            if data.is_empty() {
+                return Ok(0);
+            }
+            let first = offset / BLOCK_SIZE;
+            let last = (end - 1) / BLOCK_SIZE;
+            for idx in first..=last {
+                let bstart = idx * BLOCK_SIZE;
+                let from = offset.max(bstart);
+                let to = end.min(bstart + BLOCK_SIZE);
+                let in_block = (from - bstart) as usize;
+                let src = &data[(from - offset) as usize..(to - offset) as usize];
+                let whole = in_block == 0 && (to - bstart == BLOCK_SIZE || to >= fsize);
+                let existing = blocks_mut(&mut st, ino)?.get(&idx).cloned();
+                let mut buf: Arc<Vec<u8>> = match existing {
+                    Some(Block::Mem(d)) => d,
+                    Some(Block::Stored(_)) if whole => Arc::new(Vec::new()),
+                    Some(Block::Stored(c)) => get_chunk(&*store, &c, ino)?,
+                    None => Arc::new(Vec::new()),
+                };
+                // Drop the table's reference so make_mut does not copy needlessly.
+                blocks_mut(&mut st, ino)?.remove(&idx);
+                let v = Arc::make_mut(&mut buf);
+                let need = in_block + src.len();
+                if whole && v.len() > need && to >= fsize {
+                    v.truncate(need);
+                }
+                if v.len() < need {
+                    v.resize(need, 0);
+                }
+                v[in_block..need].copy_from_slice(src);
+                blocks_mut(&mut st, ino)?.insert(idx, Block::Mem(buf));
+            }
+            if end > fsize {
+                set_size(&mut st, ino, end)?;
+            }
+            let now = Timespec::now();
+            let i = st.get_mut(ino)?;
+            i.attr.mtime = now;
+            i.attr.ctime = now;
+            content_changed(&mut st, ino);
+        }
+        if self.dirty_bytes.fetch_add(data.len() as u64, Ordering::Relaxed) + data.len() as u64
+            > SEAL_THRESHOLD
+        {
+            self.seal()?;
+        }
+        Ok(data.len() as u32)
+    }
+
+    /// fallocate(2): mode 0, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE, ZERO_RANGE.
+    pub fn fallocate(&self, ino: u64, offset: u64, len: u64, mode: i32) -> Result<()> {
+        let end = offset
+            .checked_add(len)
+            .filter(|e| *e <= MAX_FILE_SIZE)
+            .ok_or(crate::error::Error::Posix(libc::EFBIG))?;
+        let keep = mode & libc::FALLOC_FL_KEEP_SIZE != 0;
+        let punch = mode & libc::FALLOC_FL_PUNCH_HOLE != 0;
+        let zero = mode & libc::FALLOC_FL_ZERO_RANGE != 0;
+        let known = libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE;
+        if mode & !known != 0 || (punch && !keep) || (punch && zero) {
+            return posix(libc::EOPNOTSUPP);
+        }
+        let mut st = self.lock();
+        let store = self.store().clone();
+        st.load_file(&*store, ino)?;
+        if st.get(ino)?.kind != Kind::File {
+            return posix(libc::ENODEV);
+        }
+        let fsize = st.get(ino)?.attr.size;
+        if punch || zero {
+            let zend = end.min(if keep { fsize } else { end.max(fsize) });
+            zero_range(&mut st, &*store, ino, offset, zend)?;
+        }
+        if !keep && end > fsize {
+            set_size(&mut st, ino, end)?;
+        }
+        let i = st.get_mut(ino)?;
+        i.attr.ctime = Timespec::now();
+        if punch || zero || (!keep && end > fsize) {
+            i.attr.mtime = i.attr.ctime;
+            content_changed(&mut st, ino);
+        } else {
+            st.mark_dirty(ino);
+        }
+        Ok(())
+    }
+
+    /// lseek(2) SEEK_DATA / SEEK_HOLE at block granularity.
+    pub fn seek_data_hole(&self, ino: u64, offset: u64, whence: i32) -> Result<u64> {
+        let mut st = self.lock();
+        st.load_file(&**self.store(), ino)?;
+        let i = st.get(ino)?;
+        let size = i.attr.size;
+        if offset >= size {
+            return posix(libc::ENXIO);
+        }
+        let Data::File(f) = &i.data else {
+            return posix(libc::EINVAL);
+        };
+        let blocks = f.blocks.as_ref().unwrap();
+        let first = offset / BLOCK_SIZE;
+        match whence {
+            libc::SEEK_DATA => match blocks.range(first..).next() {
+                Some((&idx, _)) if idx * BLOCK_SIZE < size => Ok(offset.max(idx * BLOCK_SIZE)),
+                _ => posix(libc::ENXIO),
+            },
+            libc::SEEK_HOLE => {
+                let mut idx = first;
+                while blocks.contains_key(&idx) {
+                    idx += 1;
+                }
+                Ok(offset.max(idx * BLOCK_SIZE).min(size))
+            }
+            _ => posix(libc::EINVAL),
+        }
+    }
+}
+
+/// Zero bytes [from, to): whole blocks become holes, partial ones are rewritten.
+fn zero_range(st: &mut State, store: &dyn ObjectStore, ino: u64, from: u64, to: u64) -> Result<()> {
+    if from >= to {
+        return Ok(());
+    }
+    let first = from / BLOCK_SIZE;
+    let last = (to - 1) / BLOCK_SIZE;
+    let present: Vec<u64> = blocks_mut(st, ino)?.range(first..=last).map(|(i, _)| *i).collect();
+    for idx in present {
+        let bstart = idx * BLOCK_SIZE;
+        let a = from.max(bstart) - bstart;
+        let b = to.min(bstart + BLOCK_SIZE) - bstart;
+        if a == 0 && b == BLOCK_SIZE {
+            blocks_mut(st, ino)?.remove(&idx);
+            continue;
+        }
+        let mut buf = match blocks_mut(st, ino)?.remove(&idx) {
+            Some(Block::Mem(d)) => d,
+            Some(Block::Stored(c)) => get_chunk(store, &c, ino)?,
+            None => continue,
+        };
+        let v = Arc::make_mut(&mut buf);
+        let (a, b) = (a as usize, (b as usize).min(v.len()));
+        if a < b {
+            v[a..b].fill(0);
+        }
+        blocks_mut(st, ino)?.insert(idx, Block::Mem(buf));
+    }
+    Ok(())
+}
+
+/// Copy `src[from..]` into `dst`, zero-filling past the end of `src`.
+fn copy_padded(dst: &mut [u8], src: &[u8], from: usize) {
+    let avail = src.len().saturating_sub(from).min(dst.len());
+    if avail > 0 {
+        dst[..avail].copy_from_slice(&src[from..from + avail]);
+    }
+    dst[avail..].fill(0);
+}

@@ -1,0 +1,246 @@
+//! Turning the live table back into immutable tree nodes.
+//!
+//! `seal` moves written blocks into the chunk store (hashing and compression run
+//! outside the table lock); `flush` then re-encodes only dirty paths bottom-up,
+//! writes the new root node and commits the session record naming it, atomically
+//! with the index entries of everything written (store "packs before index").
+//! Cost is proportional to what changed since the last flush, never to tree size.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::inode::{Block, Data, State};
+use super::{Session, record_op};
+use crate::error::Result;
+use crate::id::{ChunkId, NodeId};
+use crate::store::{Kind as ObjKind, ObjectStore};
+use crate::tree::{BLOCK_SIZE, Content, DirNode, Entry, FileNode, INLINE_MAX, Record, RootNode, Timespec};
+
+impl Session {
+    /// Seal written blocks of large files into chunks. Not durable by itself.
+    pub fn seal(&self) -> Result<()> {
+        let _g = self.flush_lock.lock().unwrap();
+        self.seal_locked()
+    }
+
+    fn seal_locked(&self) -> Result<()> {
+        self.dirty_bytes.store(0, Ordering::Relaxed);
+        let work: Vec<(u64, u64, Arc<Vec<u8>>, Vec<u8>)> = {
+            let st = self.lock();
+            let mut w = Vec::new();
+            for &ino in &st.dirty_files {
+                let Some(i) = st.inodes.get(&ino) else { continue };
+                let size = i.attr.size;
+                if size <= INLINE_MAX {
+                    continue;
+                }
+                let Data::File(f) = &i.data else { continue };
+                for (&idx, b) in f.blocks.iter().flatten() {
+                    if let Block::Mem(d) = b {
+                        w.push((ino, idx, d.clone(), canonical_block(d, idx, size)));
+                    }
+                }
+            }
+            w
+        };
+        if work.is_empty() {
+            return Ok(());
+        }
+        let mut sealed = Vec::with_capacity(work.len());
+        for (ino, idx, arc, bytes) in work {
+            let id = if bytes.iter().all(|&b| b == 0) {
+                None
+            } else {
+                Some(ChunkId(self.store().put(ObjKind::Chunk, &bytes)?))
+            };
+            sealed.push((ino, idx, arc, id));
+        }
+        let mut st = self.lock();
+        for (ino, idx, arc, id) in sealed {
+            let Some(i) = st.inodes.get_mut(&ino) else { continue };
+            let Data::File(f) = &mut i.data else { continue };
+            let Some(blocks) = f.blocks.as_mut() else { continue };
+            if let Some(Block::Mem(cur)) = blocks.get(&idx) {
+                if Arc::ptr_eq(cur, &arc) {
+                    match id {
+                        Some(c) => blocks.insert(idx, Block::Stored(c)),
+                        None => blocks.remove(&idx),
+                    };
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Make the whole working state durable; returns the new root node id.
+    pub fn flush(&self) -> Result<NodeId> {
+        let _g = self.flush_lock.lock().unwrap();
+        self.seal_locked()?;
+        let (root_id, rec) = {
+            let mut st = self.lock();
+            if !st.changed {
+                if let Some(r) = st.root_id {
+                    return Ok(r);
+                }
+            }
+            let store = self.store().clone();
+            let root_rec = encode(&mut st, &*store, 1)?;
+            let mut links = Vec::new();
+            let link_inos: Vec<u64> = st.links.iter().copied().collect();
+            for ino in link_inos {
+                if st.inodes.contains_key(&ino) {
+                    links.push(encode(&mut st, &*store, ino)?);
+                } else if let Some(r) = st.link_records.get(&ino) {
+                    links.push(r.clone());
+                }
+            }
+            let root = RootNode {
+                root: root_rec,
+                links,
+                next_ino: st.next_ino,
+            };
+            let id = NodeId(store.put(ObjKind::Node, &root.encode())?);
+            let mut rec = self.record.lock().unwrap().clone();
+            rec.root = id.to_hex();
+            rec.updated = Timespec::now().sec;
+            rec.bytes = st.total_bytes;
+            rec.inodes = st.total_inodes;
+            st.root_id = Some(id);
+            st.changed = false;
+            st.links_dirty = false;
+            (id, rec)
+        };
+        if let Err(e) = self.store().commit(vec![record_op(&rec)]) {
+            // Not durable: make sure the next flush tries again.
+            self.lock().changed = true;
+            return Err(e);
+        }
+        *self.record.lock().unwrap() = rec;
+        Ok(root_id)
+    }
+}
+
+/// The bytes of block `idx` as stored: exactly its logical length, zero padded.
+fn canonical_block(d: &[u8], idx: u64, size: u64) -> Vec<u8> {
+    let len = size.saturating_sub(idx * BLOCK_SIZE).min(BLOCK_SIZE) as usize;
+    let mut v = d[..d.len().min(len)].to_vec();
+    v.resize(len, 0);
+    v
+}
+
+/// Encode inode `ino` into its stored record, re-encoding its content if it changed.
+fn encode(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<Record> {
+    let i = st.get(ino)?;
+    let content = match i.clean_content() {
+        Some(c) => c,
+        None => encode_content(st, store, ino)?,
+    };
+    let i = st.get_mut(ino)?;
+    i.dirty = false;
+    Ok(Record {
+        kind: i.kind,
+        ino,
+        attr: i.attr,
+        xattrs: i.xattrs.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        content,
+    })
+}
+
+/// Write the content node of a dirty directory or file and remember its id.
+fn encode_content(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<Content> {
+    let kind_is_dir = matches!(st.get(ino)?.data, Data::Dir(_));
+    if kind_is_dir {
+        st.load_dir(store, ino)?;
+        let children: Vec<(Vec<u8>, u64)> = match &st.get(ino)?.data {
+            Data::Dir(d) => d
+                .entries
+                .as_ref()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+            _ => unreachable!(),
+        };
+        let mut node = DirNode {
+            entries: Vec::with_capacity(children.len()),
+        };
+        for (name, child) in children {
+            let c = st.get(child)?;
+            let e = if c.hardlink {
+                Entry::HardLink {
+                    ino: child,
+                    kind: c.kind,
+                }
+            } else {
+                Entry::Inline(encode(st, store, child)?)
+            };
+            node.entries.push((name, e));
+        }
+        let id = NodeId(store.put(ObjKind::Node, &node.encode())?);
+        if let Data::Dir(d) = &mut st.get_mut(ino)?.data {
+            d.stored = Some(id);
+        }
+        return Ok(Content::Node(id));
+    }
+    // Regular file.
+    st.load_file(store, ino)?;
+    let i = st.get(ino)?;
+    let size = i.attr.size;
+    if size == 0 {
+        return Ok(Content::None);
+    }
+    let Data::File(f) = &i.data else {
+        unreachable!()
+    };
+    let blocks = f.blocks.as_ref().unwrap();
+    let node = if size <= INLINE_MAX {
+        let mut buf = vec![0u8; size as usize];
+        match blocks.get(&0) {
+            Some(Block::Mem(d)) => {
+                let n = d.len().min(buf.len());
+                buf[..n].copy_from_slice(&d[..n]);
+            }
+            Some(Block::Stored(c)) => {
+                let d = store.get(ObjKind::Chunk, &c.0)?;
+                let n = d.len().min(buf.len());
+                buf[..n].copy_from_slice(&d[..n]);
+            }
+            None => {}
+        }
+        FileNode::Inline(buf)
+    } else {
+        let mut list = Vec::with_capacity(blocks.len());
+        let mut resealed = Vec::new();
+        for (&idx, b) in blocks {
+            if idx * BLOCK_SIZE >= size {
+                continue;
+            }
+            match b {
+                Block::Stored(c) => list.push((idx, *c)),
+                Block::Mem(d) => {
+                    // Written after the seal pass: seal it here, under the lock.
+                    let bytes = canonical_block(d, idx, size);
+                    if bytes.iter().all(|&x| x == 0) {
+                        continue;
+                    }
+                    let c = ChunkId(store.put(ObjKind::Chunk, &bytes)?);
+                    list.push((idx, c));
+                    resealed.push((idx, c));
+                }
+            }
+        }
+        if let Data::File(f) = &mut st.get_mut(ino)?.data {
+            let b = f.blocks.as_mut().unwrap();
+            for (idx, c) in resealed {
+                b.insert(idx, Block::Stored(c));
+            }
+        }
+        FileNode::Blocks { size, blocks: list }
+    };
+    let id = NodeId(store.put(ObjKind::Node, &node.encode())?);
+    if let Data::File(f) = &mut st.get_mut(ino)?.data {
+        f.stored = Some(id);
+    }
+    st.dirty_files.remove(&ino);
+    Ok(Content::Node(id))
+}

@@ -1,0 +1,216 @@
+//! The live inode table of a mounted session.
+//!
+//! Owns: [`Inode`] (one live inode: attributes, xattrs, content state, tree links,
+//! kernel reference counts) and [`State`] (the table plus allocation counters).
+//!
+//! Invariants:
+//! - a directory's `entries` (once loaded) map names to inos present in `inodes`;
+//! - `parent` is the containing directory for single-linked inodes, 0 for the root,
+//!   hard-linked inodes (their record lives in the link table) and orphans;
+//! - if an inode is `dirty` and reachable through `parent`, every ancestor is dirty
+//!   and has `stored == None` (so a flush walks only dirty paths);
+//! - a content id (`Dir::stored`, `FileData::stored`) is `Some` only when it names
+//!   exactly the current content.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::id::{ChunkId, NodeId};
+use crate::tree::{Attr, BLOCK_SIZE, Content, Kind, Record, Timespec};
+
+/// One block of a live file.
+#[derive(Clone, Debug)]
+pub enum Block {
+    /// Sealed into the store.
+    Stored(ChunkId),
+    /// In memory (written since the last seal, or loaded from an inline node).
+    /// May be shorter than the block; missing bytes read as zeros.
+    Mem(Arc<Vec<u8>>),
+}
+
+/// Content state of a live regular file.
+#[derive(Debug, Default)]
+pub struct FileData {
+    /// File node naming exactly the current content; `None` once modified (or empty).
+    pub stored: Option<NodeId>,
+    /// Blocks by index; `None` until loaded from `stored`.
+    pub blocks: Option<BTreeMap<u64, Block>>,
+}
+
+/// Content state of a live directory.
+#[derive(Debug, Default)]
+pub struct Dir {
+    /// Dir node naming exactly the current entries and their records.
+    pub stored: Option<NodeId>,
+    /// Entries by name; `None` until loaded from `stored`.
+    pub entries: Option<BTreeMap<Vec<u8>, u64>>,
+}
+
+/// Content of a live inode.
+#[derive(Debug)]
+pub enum Data {
+    /// Directory.
+    Dir(Dir),
+    /// Regular file.
+    File(FileData),
+    /// Symlink target.
+    Symlink(Vec<u8>),
+    /// Device, fifo or socket.
+    Special,
+}
+
+/// A live inode.
+#[derive(Debug)]
+pub struct Inode {
+    /// Kind.
+    pub kind: Kind,
+    /// Attributes (size, times, mode, ...).
+    pub attr: Attr,
+    /// Extended attributes.
+    pub xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// Content.
+    pub data: Data,
+    /// Containing directory (see module invariants).
+    pub parent: u64,
+    /// Whether the record lives in the hard-link table.
+    pub hardlink: bool,
+    /// Record must be re-encoded at the next flush.
+    pub dirty: bool,
+    /// Kernel lookup count.
+    pub lookups: u64,
+    /// Open file handles.
+    pub opens: u32,
+}
+
+impl Inode {
+    /// A live inode from a stored record (content not loaded).
+    pub fn from_record(r: &Record, parent: u64, hardlink: bool) -> Inode {
+        let data = match (&r.kind, &r.content) {
+            (Kind::Dir, Content::Node(id)) => Data::Dir(Dir {
+                stored: Some(*id),
+                entries: None,
+            }),
+            (Kind::Dir, _) => Data::Dir(Dir {
+                stored: None,
+                entries: Some(BTreeMap::new()),
+            }),
+            (Kind::File, Content::Node(id)) => Data::File(FileData {
+                stored: Some(*id),
+                blocks: None,
+            }),
+            (Kind::File, _) => Data::File(FileData {
+                stored: None,
+                blocks: Some(BTreeMap::new()),
+            }),
+            (Kind::Symlink, Content::Bytes(b)) => Data::Symlink(b.clone()),
+            (Kind::Symlink, _) => Data::Symlink(Vec::new()),
+            _ => Data::Special,
+        };
+        Inode {
+            kind: r.kind,
+            attr: r.attr,
+            xattrs: r.xattrs.iter().cloned().collect(),
+            data,
+            parent,
+            hardlink,
+            dirty: false,
+            lookups: 0,
+            opens: 0,
+        }
+    }
+
+    /// A fresh inode of `kind`.
+    pub fn new(kind: Kind, perm: u32, uid: u32, gid: u32, parent: u64) -> Inode {
+        let now = Timespec::now();
+        let data = match kind {
+            Kind::Dir => Data::Dir(Dir {
+                stored: None,
+                entries: Some(BTreeMap::new()),
+            }),
+            Kind::File => Data::File(FileData {
+                stored: None,
+                blocks: Some(BTreeMap::new()),
+            }),
+            Kind::Symlink => Data::Symlink(Vec::new()),
+            _ => Data::Special,
+        };
+        Inode {
+            kind,
+            attr: Attr {
+                perm: perm & 0o7777,
+                uid,
+                gid,
+                size: 0,
+                nlink: if kind == Kind::Dir { 2 } else { 1 },
+                rdev: 0,
+                atime: now,
+                mtime: now,
+                ctime: now,
+            },
+            xattrs: BTreeMap::new(),
+            data,
+            parent,
+            hardlink: false,
+            dirty: true,
+            lookups: 0,
+            opens: 0,
+        }
+    }
+
+    /// Content reference for the record, valid when the content is clean.
+    pub fn clean_content(&self) -> Option<Content> {
+        match &self.data {
+            Data::Dir(d) => d.stored.map(Content::Node),
+            Data::File(f) => match f.stored {
+                Some(id) => Some(Content::Node(id)),
+                None if self.attr.size == 0 => Some(Content::None),
+                None => None,
+            },
+            Data::Symlink(t) => Some(Content::Bytes(t.clone())),
+            Data::Special => Some(Content::None),
+        }
+    }
+
+    /// Number of 512-byte blocks allocated (holes take none).
+    pub fn blocks512(&self) -> u64 {
+        let size = self.attr.size;
+        match &self.data {
+            Data::File(FileData {
+                blocks: Some(b), ..
+            }) => b
+                .keys()
+                .map(|i| {
+                    let len = (size.saturating_sub(i * BLOCK_SIZE)).min(BLOCK_SIZE);
+                    len.div_ceil(512)
+                })
+                .sum(),
+            Data::Dir(_) => 8,
+            _ => size.div_ceil(512),
+        }
+    }
+}
+
+/// The whole live table of one session.
+#[derive(Debug, Default)]
+pub struct State {
+    /// Live inodes by ino.
+    pub inodes: HashMap<u64, Inode>,
+    /// Next inode number to hand out.
+    pub next_ino: u64,
+    /// Inos whose records live in the link table (hard-linked).
+    pub links: BTreeSet<u64>,
+    /// Link-table records not yet materialized as live inodes.
+    pub link_records: HashMap<u64, Record>,
+    /// Link table changed since the last flush.
+    pub links_dirty: bool,
+    /// Anything changed since the last flush.
+    pub changed: bool,
+    /// Files holding unsealed written blocks.
+    pub dirty_files: HashSet<u64>,
+    /// Root node of the last flush.
+    pub root_id: Option<NodeId>,
+    /// Logical bytes in regular files (for `sessions`).
+    pub total_bytes: i64,
+    /// Number of inodes in the tree.
+    pub total_inodes: i64,
+}

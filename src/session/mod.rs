@@ -1,0 +1,416 @@
+//! One workspace session: a live, mutable view of a Merkle tree.
+//!
+//! Owns: the inode table ([`inode::State`]) of one session, the POSIX operations on it
+//! (`ops`, `data`), and turning it back into immutable tree nodes (`flush`).
+//! The session never names fuser: `crate::fs` translates FUSE requests into calls here.
+//!
+//! Persistence: the session's durable state is its session record (`s/<name>` in the
+//! metadata db) naming a root node. A flush seals dirty blocks into chunks, re-encodes
+//! only dirty paths, and commits the new root with the store's "packs before index"
+//! protocol, so after a crash the session is exactly at its last flush.
+//! Concurrency: one mutex over the table; chunk reads and sealing (hash + compress +
+//! pack append) run outside it.
+
+pub mod data;
+pub mod flush;
+pub mod inode;
+pub mod ops;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result, posix};
+use crate::id::NodeId;
+use crate::meta;
+use crate::store::{Kind as ObjKind, ObjectStore};
+use crate::tree::{Attr, Content, DirNode, Entry, FileNode, Kind, Record, RootNode, Timespec};
+use inode::{Block, Data, Inode, State};
+
+/// Version of the session record format.
+pub const SESSION_RECORD_VERSION: u32 = 1;
+/// Longest file name accepted.
+pub const NAME_MAX: usize = 255;
+
+/// Durable description of a session (JSON under `s/<name>`). Extensible: unknown
+/// fields are ignored by older readers, new fields must have defaults.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct SessionRecord {
+    /// Record format version.
+    pub version: u32,
+    /// Session name.
+    pub name: String,
+    /// Root node of the working state (hex).
+    pub root: String,
+    /// Root the session started from (hex).
+    pub base: String,
+    /// Creation time (unix seconds).
+    pub created: i64,
+    /// Last flush (unix seconds).
+    pub updated: i64,
+    /// Logical bytes in regular files.
+    #[serde(default)]
+    pub bytes: i64,
+    /// Number of inodes.
+    #[serde(default)]
+    pub inodes: i64,
+}
+
+/// Attributes as reported to the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    /// Inode number.
+    pub ino: u64,
+    /// Kind.
+    pub kind: Kind,
+    /// Attributes.
+    pub attr: Attr,
+    /// 512-byte blocks allocated.
+    pub blocks: u64,
+}
+
+/// Validate a session name: 1-64 chars of `[A-Za-z0-9._-]`, not starting with `.` or `-`.
+pub fn validate_session_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && !name.starts_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!(
+            "invalid session name {name:?}: use 1-64 characters from [A-Za-z0-9._-], not starting with '.' or '-'"
+        )))
+    }
+}
+
+/// Read a session record.
+pub fn load_record(store: &dyn ObjectStore, name: &str) -> Result<Option<SessionRecord>> {
+    match store.meta_get(&meta::key(meta::SESSION_PREFIX, name.as_bytes()))? {
+        None => Ok(None),
+        Some(v) => serde_json::from_slice(&v)
+            .map(Some)
+            .map_err(|e| Error::corrupt(format!("session record {name}"), e.to_string())),
+    }
+}
+
+/// All session records.
+pub fn list_records(store: &dyn ObjectStore) -> Result<Vec<SessionRecord>> {
+    let mut out = Vec::new();
+    for (k, v) in store.meta_scan(meta::SESSION_PREFIX)? {
+        let name = String::from_utf8_lossy(&k[meta::SESSION_PREFIX.len()..]).into_owned();
+        out.push(
+            serde_json::from_slice(&v)
+                .map_err(|e| Error::corrupt(format!("session record {name}"), e.to_string()))?,
+        );
+    }
+    Ok(out)
+}
+
+/// Store a root node for an empty workspace owned by `uid:gid`.
+pub fn empty_root(store: &dyn ObjectStore, uid: u32, gid: u32) -> Result<NodeId> {
+    let now = Timespec::now();
+    let root = RootNode {
+        root: Record {
+            kind: Kind::Dir,
+            ino: 1,
+            attr: Attr {
+                perm: 0o755,
+                uid,
+                gid,
+                size: 0,
+                nlink: 2,
+                rdev: 0,
+                atime: now,
+                mtime: now,
+                ctime: now,
+            },
+            xattrs: Vec::new(),
+            content: Content::Node(NodeId(store.put(ObjKind::Node, &DirNode::default().encode())?)),
+        },
+        links: Vec::new(),
+        next_ino: 2,
+    };
+    Ok(NodeId(store.put(ObjKind::Node, &root.encode())?))
+}
+
+/// Create a session record for `name` starting at `root` (committed durably).
+pub fn create_record(
+    store: &dyn ObjectStore,
+    name: &str,
+    root: NodeId,
+    bytes: i64,
+    inodes: i64,
+) -> Result<SessionRecord> {
+    validate_session_name(name)?;
+    let now = Timespec::now().sec;
+    let rec = SessionRecord {
+        version: SESSION_RECORD_VERSION,
+        name: name.to_string(),
+        root: root.to_hex(),
+        base: root.to_hex(),
+        created: now,
+        updated: now,
+        bytes,
+        inodes,
+    };
+    store.commit(vec![record_op(&rec)])?;
+    Ok(rec)
+}
+
+pub(crate) fn record_op(rec: &SessionRecord) -> meta::MetaOp {
+    meta::MetaOp::Put(
+        meta::key(meta::SESSION_PREFIX, rec.name.as_bytes()),
+        serde_json::to_vec(rec).expect("session record serializes"),
+    )
+}
+
+/// Dirty bytes above which a writer seals blocks before continuing.
+pub const SEAL_THRESHOLD: u64 = 64 << 20;
+
+/// A live session.
+pub struct Session {
+    name: String,
+    store: Arc<dyn ObjectStore>,
+    state: Mutex<State>,
+    record: Mutex<SessionRecord>,
+    /// Serializes seal/flush.
+    flush_lock: Mutex<()>,
+    dirty_bytes: AtomicU64,
+}
+
+impl Session {
+    /// Open a session from its record.
+    pub fn open(store: Arc<dyn ObjectStore>, rec: SessionRecord) -> Result<Session> {
+        let root_id = NodeId::from_hex(&rec.root)
+            .ok_or_else(|| Error::corrupt(format!("session record {}", rec.name), "bad root id"))?;
+        let root = RootNode::decode(&store.get(ObjKind::Node, &root_id.0)?)?;
+        let mut st = State {
+            next_ino: root.next_ino.max(2),
+            root_id: Some(root_id),
+            total_bytes: rec.bytes,
+            total_inodes: rec.inodes,
+            ..State::default()
+        };
+        let mut ri = Inode::from_record(&root.root, 0, false);
+        ri.lookups = 1;
+        st.inodes.insert(1, ri);
+        for l in root.links {
+            st.links.insert(l.ino);
+            st.link_records.insert(l.ino, l);
+        }
+        Ok(Session {
+            name: rec.name.clone(),
+            store,
+            state: Mutex::new(st),
+            record: Mutex::new(rec),
+            flush_lock: Mutex::new(()),
+            dirty_bytes: AtomicU64::new(0),
+        })
+    }
+
+    /// Session name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The store this session writes to.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// The last durable session record.
+    pub fn record(&self) -> SessionRecord {
+        self.record.lock().unwrap().clone()
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap()
+    }
+
+    /// Attributes of `ino`.
+    pub fn getattr(&self, ino: u64) -> Result<Stat> {
+        let st = self.lock();
+        stat_of(&st, ino)
+    }
+
+    /// Statfs numbers: (total, free, avail) bytes of the backing store, and inodes used.
+    pub fn statfs(&self) -> (u64, u64, u64, u64) {
+        let (t, f, a) = self.store.space();
+        (t, f, a, self.lock().total_inodes.max(0) as u64)
+    }
+}
+
+pub(crate) fn stat_of(st: &State, ino: u64) -> Result<Stat> {
+    let i = st.inodes.get(&ino).ok_or(Error::Posix(libc::ENOENT))?;
+    Ok(Stat {
+        ino,
+        kind: i.kind,
+        attr: i.attr,
+        blocks: i.blocks512(),
+    })
+}
+
+pub(crate) fn check_name(name: &[u8]) -> Result<()> {
+    if name.len() > NAME_MAX {
+        return posix(libc::ENAMETOOLONG);
+    }
+    if name.is_empty() || name.contains(&b'/') || name == b"." || name == b".." {
+        return posix(libc::EINVAL);
+    }
+    Ok(())
+}
+
+impl State {
+    pub(crate) fn get(&self, ino: u64) -> Result<&Inode> {
+        self.inodes.get(&ino).ok_or(Error::Posix(libc::ENOENT))
+    }
+
+    pub(crate) fn get_mut(&mut self, ino: u64) -> Result<&mut Inode> {
+        self.inodes.get_mut(&ino).ok_or(Error::Posix(libc::ENOENT))
+    }
+
+    /// Mark `ino`'s record changed, and every ancestor's content (module invariant).
+    pub(crate) fn mark_dirty(&mut self, ino: u64) {
+        self.changed = true;
+        let mut cur = ino;
+        let mut first = true;
+        while let Some(i) = self.inodes.get_mut(&cur) {
+            if !first {
+                if let Data::Dir(d) = &mut i.data {
+                    d.stored = None;
+                }
+            }
+            let was = i.dirty;
+            i.dirty = true;
+            if i.hardlink {
+                self.links_dirty = true;
+                return;
+            }
+            if (was && !first) || i.parent == 0 {
+                return;
+            }
+            first = false;
+            cur = i.parent;
+        }
+    }
+
+    /// Mark a directory's entries changed.
+    pub(crate) fn mark_dir_changed(&mut self, ino: u64) {
+        if let Some(Inode {
+            data: Data::Dir(d), ..
+        }) = self.inodes.get_mut(&ino)
+        {
+            d.stored = None;
+        }
+        self.mark_dirty(ino);
+    }
+
+    pub(crate) fn alloc_ino(&mut self) -> u64 {
+        let i = self.next_ino;
+        self.next_ino += 1;
+        i
+    }
+
+    /// Make sure the entries of directory `ino` are loaded.
+    pub(crate) fn load_dir(&mut self, store: &dyn ObjectStore, ino: u64) -> Result<()> {
+        let id = match &self.get(ino)?.data {
+            Data::Dir(d) if d.entries.is_some() => return Ok(()),
+            Data::Dir(d) => d.stored.expect("unloaded dir has a stored id"),
+            _ => return posix(libc::ENOTDIR),
+        };
+        let node = DirNode::decode(&store.get(ObjKind::Node, &id.0)?).map_err(|e| {
+            log::error!("directory {ino} (node {id}) does not decode: {e}");
+            e
+        })?;
+        let mut entries = BTreeMap::new();
+        for (name, e) in node.entries {
+            let child = e.ino();
+            match e {
+                Entry::Inline(r) => {
+                    self.inodes
+                        .entry(child)
+                        .or_insert_with(|| Inode::from_record(&r, ino, false));
+                }
+                Entry::HardLink { .. } => {
+                    if !self.inodes.contains_key(&child) {
+                        let r = self.link_records.remove(&child).ok_or_else(|| {
+                            Error::corrupt(
+                                format!("directory node {id}"),
+                                format!("hard link to ino {child} missing from the link table"),
+                            )
+                        })?;
+                        self.inodes.insert(child, Inode::from_record(&r, 0, true));
+                    }
+                }
+            }
+            entries.insert(name, child);
+        }
+        if let Data::Dir(d) = &mut self.get_mut(ino)?.data {
+            d.entries = Some(entries);
+        }
+        Ok(())
+    }
+
+    /// Make sure the block map of file `ino` is loaded.
+    pub(crate) fn load_file(&mut self, store: &dyn ObjectStore, ino: u64) -> Result<()> {
+        let id = match &self.get(ino)?.data {
+            Data::File(f) if f.blocks.is_some() => return Ok(()),
+            Data::File(f) => f.stored.expect("unloaded file has a stored id"),
+            Data::Dir(_) => return posix(libc::EISDIR),
+            _ => return posix(libc::EINVAL),
+        };
+        let node = FileNode::decode(&store.get(ObjKind::Node, &id.0)?).map_err(|e| {
+            log::error!("file ino {ino} (node {id}) does not decode: {e}");
+            e
+        })?;
+        let mut blocks = BTreeMap::new();
+        match node {
+            FileNode::Inline(d) => {
+                if !d.is_empty() {
+                    blocks.insert(0, Block::Mem(Arc::new(d)));
+                }
+            }
+            FileNode::Blocks { blocks: b, .. } => {
+                for (i, c) in b {
+                    blocks.insert(i, Block::Stored(c));
+                }
+            }
+        }
+        if let Data::File(f) = &mut self.get_mut(ino)?.data {
+            f.blocks = Some(blocks);
+        }
+        Ok(())
+    }
+
+    /// Look up `name` in directory `parent` (loading it if needed).
+    pub(crate) fn child(&mut self, store: &dyn ObjectStore, parent: u64, name: &[u8]) -> Result<Option<u64>> {
+        self.load_dir(store, parent)?;
+        match &self.get(parent)?.data {
+            Data::Dir(d) => Ok(d.entries.as_ref().unwrap().get(name).copied()),
+            _ => posix(libc::ENOTDIR),
+        }
+    }
+
+    pub(crate) fn entries_mut(&mut self, dir: u64) -> Result<&mut BTreeMap<Vec<u8>, u64>> {
+        match &mut self.get_mut(dir)?.data {
+            Data::Dir(d) => Ok(d.entries.as_mut().expect("dir loaded")),
+            _ => posix(libc::ENOTDIR),
+        }
+    }
+
+    /// Drop an inode that is unlinked and no longer referenced by the kernel.
+    pub(crate) fn maybe_reap(&mut self, ino: u64) {
+        if let Some(i) = self.inodes.get(&ino) {
+            if i.attr.nlink == 0 && i.lookups == 0 && i.opens == 0 {
+                self.inodes.remove(&ino);
+                self.dirty_files.remove(&ino);
+            }
+        }
+    }
+}

@@ -1,0 +1,529 @@
+//! Namespace and attribute operations of a session (lookup, create, unlink, rename,
+//! link, setattr, xattrs, directory listing). Each takes the table lock once, checks
+//! POSIX preconditions, mutates, and marks dirty paths (see `inode` invariants).
+
+use std::collections::BTreeMap;
+
+use super::inode::{Data, Inode};
+use super::{Session, Stat, check_name, stat_of};
+use crate::error::{Error, Result, posix};
+use crate::tree::{Kind, Timespec};
+
+/// Which attributes a setattr changes.
+#[derive(Default, Debug, Clone)]
+pub struct SetAttr {
+    /// New permission bits (type bits ignored).
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New size (truncate / extend).
+    pub size: Option<u64>,
+    /// New access time.
+    pub atime: Option<Timespec>,
+    /// New modification time.
+    pub mtime: Option<Timespec>,
+    /// Explicit change time.
+    pub ctime: Option<Timespec>,
+}
+
+/// One directory entry of a listing snapshot.
+#[derive(Clone, Debug)]
+pub struct DirEntry {
+    /// Name.
+    pub name: Vec<u8>,
+    /// Inode number.
+    pub ino: u64,
+    /// Kind.
+    pub kind: Kind,
+}
+
+/// What a new inode is.
+pub enum NewNode<'a> {
+    /// Directory.
+    Dir,
+    /// Regular file.
+    File,
+    /// Symlink to a target.
+    Symlink(&'a [u8]),
+    /// Fifo, socket or device with rdev.
+    Special(Kind, u32),
+}
+
+/// xattr set flags.
+pub const XATTR_CREATE: i32 = 1;
+/// xattr set flags.
+pub const XATTR_REPLACE: i32 = 2;
+
+impl Session {
+    /// Look up `name` in `parent`; counts a kernel reference on success.
+    pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Stat> {
+        if name.len() > super::NAME_MAX {
+            return posix(libc::ENAMETOOLONG);
+        }
+        let mut st = self.lock();
+        let ino = st
+            .child(&**self.store(), parent, name)?
+            .ok_or(Error::Posix(libc::ENOENT))?;
+        st.get_mut(ino)?.lookups += 1;
+        stat_of(&st, ino)
+    }
+
+    /// Drop `n` kernel references to `ino`.
+    pub fn forget(&self, ino: u64, n: u64) {
+        let mut st = self.lock();
+        if let Some(i) = st.inodes.get_mut(&ino) {
+            i.lookups = i.lookups.saturating_sub(n);
+        }
+        st.maybe_reap(ino);
+    }
+
+    /// Create an inode named `name` in `parent`; counts a kernel reference.
+    pub fn create_node(
+        &self,
+        parent: u64,
+        name: &[u8],
+        node: NewNode<'_>,
+        perm: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Stat> {
+        check_name(name)?;
+        let mut st = self.lock();
+        let store = self.store().clone();
+        if st.child(&*store, parent, name)?.is_some() {
+            return posix(libc::EEXIST);
+        }
+        let p = st.get(parent)?;
+        if p.attr.nlink == 0 {
+            return posix(libc::ENOENT);
+        }
+        let (kind, mut perm, mut gid) = (
+            match node {
+                NewNode::Dir => Kind::Dir,
+                NewNode::File => Kind::File,
+                NewNode::Symlink(_) => Kind::Symlink,
+                NewNode::Special(k, _) => k,
+            },
+            perm & 0o7777,
+            gid,
+        );
+        if p.attr.perm & libc::S_ISGID != 0 {
+            gid = p.attr.gid;
+            if kind == Kind::Dir {
+                perm |= libc::S_ISGID;
+            }
+        }
+        let ino = st.alloc_ino();
+        let mut inode = Inode::new(kind, perm, uid, gid, parent);
+        match node {
+            NewNode::Symlink(target) => {
+                if target.len() >= 4096 {
+                    return posix(libc::ENAMETOOLONG);
+                }
+                inode.attr.perm = 0o777;
+                inode.attr.size = target.len() as u64;
+                inode.data = Data::Symlink(target.to_vec());
+            }
+            NewNode::Special(_, rdev) => inode.attr.rdev = rdev,
+            _ => {}
+        }
+        inode.lookups = 1;
+        let now = inode.attr.ctime;
+        st.inodes.insert(ino, inode);
+        st.entries_mut(parent)?.insert(name.to_vec(), ino);
+        let p = st.get_mut(parent)?;
+        p.attr.mtime = now;
+        p.attr.ctime = now;
+        if kind == Kind::Dir {
+            p.attr.nlink += 1;
+        }
+        st.total_inodes += 1;
+        st.mark_dir_changed(parent);
+        st.mark_dirty(ino);
+        stat_of(&st, ino)
+    }
+
+    /// Read a symlink's target.
+    pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
+        match &self.lock().get(ino)?.data {
+            Data::Symlink(t) => Ok(t.clone()),
+            _ => posix(libc::EINVAL),
+        }
+    }
+
+    /// Remove a non-directory (`dir == false`) or an empty directory (`dir == true`).
+    pub fn remove(&self, parent: u64, name: &[u8], dir: bool) -> Result<()> {
+        if name.len() > super::NAME_MAX {
+            return posix(libc::ENAMETOOLONG);
+        }
+        let mut st = self.lock();
+        let store = self.store().clone();
+        let ino = st
+            .child(&*store, parent, name)?
+            .ok_or(Error::Posix(libc::ENOENT))?;
+        let is_dir = st.get(ino)?.kind == Kind::Dir;
+        match (dir, is_dir) {
+            (true, false) => return posix(libc::ENOTDIR),
+            (false, true) => return posix(libc::EISDIR),
+            (true, true) => {
+                st.load_dir(&*store, ino)?;
+                if !st.entries_mut(ino)?.is_empty() {
+                    return posix(libc::ENOTEMPTY);
+                }
+            }
+            _ => {}
+        }
+        st.entries_mut(parent)?.remove(name);
+        let now = Timespec::now();
+        let p = st.get_mut(parent)?;
+        p.attr.mtime = now;
+        p.attr.ctime = now;
+        if is_dir {
+            p.attr.nlink -= 1;
+        }
+        st.mark_dir_changed(parent);
+        drop_link(&mut st, ino, now);
+        Ok(())
+    }
+
+    /// rename(2) with RENAME_NOREPLACE / RENAME_EXCHANGE flags.
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &[u8],
+        newparent: u64,
+        newname: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        check_name(newname)?;
+        if name.len() > super::NAME_MAX {
+            return posix(libc::ENAMETOOLONG);
+        }
+        let noreplace = flags & libc::RENAME_NOREPLACE != 0;
+        let exchange = flags & libc::RENAME_EXCHANGE != 0;
+        if flags & !(libc::RENAME_NOREPLACE | libc::RENAME_EXCHANGE) != 0 || (noreplace && exchange)
+        {
+            return posix(libc::EINVAL);
+        }
+        let mut st = self.lock();
+        let store = self.store().clone();
+        let src = st
+            .child(&*store, parent, name)?
+            .ok_or(Error::Posix(libc::ENOENT))?;
+        let dst = st.child(&*store, newparent, newname)?;
+        let src_dir = st.get(src)?.kind == Kind::Dir;
+        // A directory may not move below itself.
+        if src_dir || exchange {
+            let mut cur = newparent;
+            while cur != 0 {
+                if cur == src || Some(cur) == dst.filter(|_| exchange) {
+                    return posix(libc::EINVAL);
+                }
+                cur = st.get(cur)?.parent;
+            }
+        }
+        let now = Timespec::now();
+        if exchange {
+            let dst = dst.ok_or(Error::Posix(libc::ENOENT))?;
+            let dst_dir = st.get(dst)?.kind == Kind::Dir;
+            st.entries_mut(parent)?.insert(name.to_vec(), dst);
+            st.entries_mut(newparent)?.insert(newname.to_vec(), src);
+            if parent != newparent && src_dir != dst_dir {
+                let (d_from, d_to) = if src_dir {
+                    (parent, newparent)
+                } else {
+                    (newparent, parent)
+                };
+                st.get_mut(d_from)?.attr.nlink -= 1;
+                st.get_mut(d_to)?.attr.nlink += 1;
+            }
+            for (ino, p) in [(src, newparent), (dst, parent)] {
+                let i = st.get_mut(ino)?;
+                if !i.hardlink {
+                    i.parent = p;
+                }
+                i.attr.ctime = now;
+            }
+            touch_dirs(&mut st, parent, newparent, now)?;
+            st.mark_dirty(src);
+            st.mark_dirty(dst);
+            return Ok(());
+        }
+        if let Some(dst) = dst {
+            if noreplace {
+                return posix(libc::EEXIST);
+            }
+            if dst == src {
+                return Ok(());
+            }
+            let dst_dir = st.get(dst)?.kind == Kind::Dir;
+            match (src_dir, dst_dir) {
+                (true, false) => return posix(libc::ENOTDIR),
+                (false, true) => return posix(libc::EISDIR),
+                (true, true) => {
+                    st.load_dir(&*store, dst)?;
+                    if !st.entries_mut(dst)?.is_empty() {
+                        return posix(libc::ENOTEMPTY);
+                    }
+                    st.get_mut(newparent)?.attr.nlink -= 1;
+                }
+                _ => {}
+            }
+            st.entries_mut(newparent)?.remove(newname);
+            drop_link(&mut st, dst, now);
+        }
+        st.entries_mut(parent)?.remove(name);
+        st.entries_mut(newparent)?.insert(newname.to_vec(), src);
+        if src_dir && parent != newparent {
+            st.get_mut(parent)?.attr.nlink -= 1;
+            st.get_mut(newparent)?.attr.nlink += 1;
+        }
+        let i = st.get_mut(src)?;
+        if !i.hardlink {
+            i.parent = newparent;
+        }
+        i.attr.ctime = now;
+        touch_dirs(&mut st, parent, newparent, now)?;
+        st.mark_dirty(src);
+        Ok(())
+    }
+
+    /// Add a hard link `newname` in `newparent` to `ino`; counts a kernel reference.
+    pub fn link(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Stat> {
+        check_name(newname)?;
+        let mut st = self.lock();
+        let store = self.store().clone();
+        if st.get(ino)?.kind == Kind::Dir {
+            return posix(libc::EPERM);
+        }
+        if st.child(&*store, newparent, newname)?.is_some() {
+            return posix(libc::EEXIST);
+        }
+        if st.get(ino)?.attr.nlink == 0 {
+            return posix(libc::ENOENT);
+        }
+        if st.get(ino)?.attr.nlink >= 65000 {
+            return posix(libc::EMLINK);
+        }
+        let now = Timespec::now();
+        let old_parent = st.get(ino)?.parent;
+        if !st.get(ino)?.hardlink {
+            // The old entry becomes a link-table reference: its directory changes.
+            st.mark_dir_changed(old_parent);
+            let i = st.get_mut(ino)?;
+            i.hardlink = true;
+            i.parent = 0;
+            st.links.insert(ino);
+        }
+        let i = st.get_mut(ino)?;
+        i.attr.nlink += 1;
+        i.attr.ctime = now;
+        i.lookups += 1;
+        st.entries_mut(newparent)?.insert(newname.to_vec(), ino);
+        let p = st.get_mut(newparent)?;
+        p.attr.mtime = now;
+        p.attr.ctime = now;
+        st.mark_dir_changed(newparent);
+        st.mark_dirty(ino);
+        stat_of(&st, ino)
+    }
+
+    /// Change attributes (chmod, chown, truncate, utimens).
+    pub fn setattr(&self, ino: u64, a: SetAttr) -> Result<Stat> {
+        let mut st = self.lock();
+        if let Some(size) = a.size {
+            if st.get(ino)?.kind == Kind::Dir {
+                return posix(libc::EISDIR);
+            }
+            if st.get(ino)?.kind != Kind::File {
+                return posix(libc::EINVAL);
+            }
+            super::data::truncate_locked(&mut st, &**self.store(), ino, size)?;
+        }
+        let now = Timespec::now();
+        let i = st.get_mut(ino)?;
+        if let Some(m) = a.mode {
+            i.attr.perm = m & 0o7777;
+        }
+        if let Some(u) = a.uid {
+            i.attr.uid = u;
+        }
+        if let Some(g) = a.gid {
+            i.attr.gid = g;
+        }
+        if let Some(t) = a.atime {
+            i.attr.atime = t;
+        }
+        if let Some(t) = a.mtime {
+            i.attr.mtime = t;
+        }
+        i.attr.ctime = a.ctime.unwrap_or(now);
+        st.mark_dirty(ino);
+        stat_of(&st, ino)
+    }
+
+    /// Set an extended attribute.
+    pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
+        check_xattr_name(name)?;
+        if value.len() > 65536 {
+            return posix(libc::E2BIG);
+        }
+        let mut st = self.lock();
+        let i = st.get_mut(ino)?;
+        let exists = i.xattrs.contains_key(name);
+        if flags & XATTR_CREATE != 0 && exists {
+            return posix(libc::EEXIST);
+        }
+        if flags & XATTR_REPLACE != 0 && !exists {
+            return posix(libc::ENODATA);
+        }
+        i.xattrs.insert(name.to_vec(), value.to_vec());
+        i.attr.ctime = Timespec::now();
+        st.mark_dirty(ino);
+        Ok(())
+    }
+
+    /// Get an extended attribute.
+    pub fn getxattr(&self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
+        check_xattr_name(name)?;
+        let st = self.lock();
+        st.get(ino)?
+            .xattrs
+            .get(name)
+            .cloned()
+            .ok_or(Error::Posix(libc::ENODATA))
+    }
+
+    /// List extended attribute names, NUL-terminated.
+    pub fn listxattr(&self, ino: u64) -> Result<Vec<u8>> {
+        let st = self.lock();
+        let mut out = Vec::new();
+        for k in st.get(ino)?.xattrs.keys() {
+            out.extend_from_slice(k);
+            out.push(0);
+        }
+        Ok(out)
+    }
+
+    /// Remove an extended attribute.
+    pub fn removexattr(&self, ino: u64, name: &[u8]) -> Result<()> {
+        check_xattr_name(name)?;
+        let mut st = self.lock();
+        let i = st.get_mut(ino)?;
+        if i.xattrs.remove(name).is_none() {
+            return posix(libc::ENODATA);
+        }
+        i.attr.ctime = Timespec::now();
+        st.mark_dirty(ino);
+        Ok(())
+    }
+
+    /// Snapshot a directory's entries (with "." and "..") for a readdir stream.
+    pub fn list_dir(&self, ino: u64) -> Result<Vec<DirEntry>> {
+        let mut st = self.lock();
+        st.load_dir(&**self.store(), ino)?;
+        let i = st.get(ino)?;
+        let parent = if i.parent == 0 { ino } else { i.parent };
+        let Data::Dir(d) = &i.data else {
+            return posix(libc::ENOTDIR);
+        };
+        let entries: &BTreeMap<Vec<u8>, u64> = d.entries.as_ref().unwrap();
+        let mut out = Vec::with_capacity(entries.len() + 2);
+        out.push(DirEntry {
+            name: b".".to_vec(),
+            ino,
+            kind: Kind::Dir,
+        });
+        out.push(DirEntry {
+            name: b"..".to_vec(),
+            ino: parent,
+            kind: Kind::Dir,
+        });
+        for (name, &child) in entries {
+            let kind = st.inodes.get(&child).map(|c| c.kind).unwrap_or(Kind::File);
+            out.push(DirEntry {
+                name: name.clone(),
+                ino: child,
+                kind,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Count an open handle on `ino` (file or directory).
+    pub fn open_handle(&self, ino: u64, write: bool) -> Result<Stat> {
+        let mut st = self.lock();
+        let i = st.get_mut(ino)?;
+        if write && i.kind == Kind::Dir {
+            return posix(libc::EISDIR);
+        }
+        i.opens += 1;
+        stat_of(&st, ino)
+    }
+
+    /// Release an open handle.
+    pub fn release(&self, ino: u64) {
+        let mut st = self.lock();
+        if let Some(i) = st.inodes.get_mut(&ino) {
+            i.opens = i.opens.saturating_sub(1);
+        }
+        st.maybe_reap(ino);
+    }
+}
+
+fn check_xattr_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name.len() > 255 {
+        return posix(libc::ERANGE);
+    }
+    let ok = [
+        &b"user."[..],
+        b"security.",
+        b"trusted.",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p) && name.len() > p.len());
+    if !ok {
+        return posix(libc::EOPNOTSUPP);
+    }
+    Ok(())
+}
+
+fn touch_dirs(st: &mut super::inode::State, a: u64, b: u64, now: Timespec) -> Result<()> {
+    for d in [a, b] {
+        let p = st.get_mut(d)?;
+        p.attr.mtime = now;
+        p.attr.ctime = now;
+        st.mark_dir_changed(d);
+    }
+    Ok(())
+}
+
+/// Drop one link to `ino` (its directory entry is already gone).
+fn drop_link(st: &mut super::inode::State, ino: u64, now: Timespec) {
+    let Some(i) = st.inodes.get_mut(&ino) else {
+        return;
+    };
+    let is_dir = i.kind == Kind::Dir;
+    i.attr.ctime = now;
+    i.attr.nlink = if is_dir { 0 } else { i.attr.nlink.saturating_sub(1) };
+    let gone = i.attr.nlink == 0;
+    let hard = i.hardlink;
+    if gone {
+        i.parent = 0;
+        let size = i.attr.size as i64;
+        if i.kind == Kind::File {
+            st.total_bytes -= size;
+        }
+        st.total_inodes -= 1;
+        if hard {
+            st.links.remove(&ino);
+            st.links_dirty = true;
+            st.changed = true;
+        }
+        st.maybe_reap(ino);
+    } else {
+        st.mark_dirty(ino);
+    }
+}

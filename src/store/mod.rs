@@ -1,0 +1,526 @@
+//! The content-addressed object store.
+//!
+//! Owns: object bytes (file chunks and tree nodes) and the metadata database that
+//! indexes them. [`ObjectStore`] is the trait every layer above uses; [`PackStore`] is
+//! the on-disk implementation (append-only packs + sled index), [`MemStore`] the
+//! in-memory twin for tests.
+//!
+//! Write protocol ("packs before index"): `put` appends a record to the current pack
+//! and remembers its location in a pending map; `commit` fsyncs every pack written
+//! since the last commit, then applies the pending index entries together with the
+//! caller's metadata ops in one atomic, flushed sled batch. So an index entry never
+//! points at bytes that are not durable, and a crash loses only unreferenced tails.
+//! Every `get` verifies the object's hash; a mismatch is [`Error::Corrupt`] (EIO).
+
+pub mod cache;
+pub mod pack;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::error::{Error, Result};
+use crate::meta::{self, MetaDb, MetaOp};
+use cache::ObjectCache;
+pub use pack::Kind;
+use pack::{Codec, RecordHeader};
+
+/// What every layer above needs from a store of objects plus metadata.
+pub trait ObjectStore: Send + Sync {
+    /// Store `raw` (deduplicated); returns its id. Not durable until [`commit`](Self::commit).
+    fn put(&self, kind: Kind, raw: &[u8]) -> Result<[u8; 32]>;
+    /// Read and verify an object.
+    fn get(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>>;
+    /// Whether the object is present (durable or pending).
+    fn contains(&self, id: &[u8; 32]) -> Result<bool>;
+    /// Make every put durable, then apply `ops` atomically and durably.
+    fn commit(&self, ops: Vec<MetaOp>) -> Result<()>;
+    /// Read a metadata key.
+    fn meta_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Scan metadata keys by prefix.
+    fn meta_scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// Free space of the backing filesystem, for statfs: (total, free, avail) bytes.
+    fn space(&self) -> (u64, u64, u64);
+}
+
+/// Location of an object in the packs (value of an `o/` key).
+///
+/// Encoding (23 bytes, little-endian): version u8 = 1 | kind u8 | codec u8 |
+/// pack u32 | offset u64 | stored_len u32 | raw_len u32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Loc {
+    /// Object kind.
+    pub kind: Kind,
+    /// Payload codec.
+    pub codec: Codec,
+    /// Pack number.
+    pub pack: u32,
+    /// Offset of the record header within the pack.
+    pub offset: u64,
+    /// Payload length in the pack.
+    pub stored_len: u32,
+    /// Decoded length.
+    pub raw_len: u32,
+}
+
+const LOC_VERSION: u8 = 1;
+const LOC_LEN: usize = 23;
+
+impl Loc {
+    /// Encode for the index.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(LOC_LEN);
+        v.push(LOC_VERSION);
+        v.push(self.kind as u8);
+        v.push(self.codec as u8);
+        v.extend_from_slice(&self.pack.to_le_bytes());
+        v.extend_from_slice(&self.offset.to_le_bytes());
+        v.extend_from_slice(&self.stored_len.to_le_bytes());
+        v.extend_from_slice(&self.raw_len.to_le_bytes());
+        v
+    }
+
+    /// Decode an index value.
+    pub fn decode(b: &[u8]) -> Result<Loc> {
+        if b.len() != LOC_LEN || b[0] != LOC_VERSION {
+            return Err(Error::corrupt("index entry", "bad length or version"));
+        }
+        let kind = Kind::from_u8(b[1]).ok_or_else(|| Error::corrupt("index entry", "bad kind"))?;
+        let codec = match b[2] {
+            0 => Codec::Raw,
+            1 => Codec::Zstd,
+            _ => return Err(Error::corrupt("index entry", "bad codec")),
+        };
+        Ok(Loc {
+            kind,
+            codec,
+            pack: u32::from_le_bytes(b[3..7].try_into().unwrap()),
+            offset: u64::from_le_bytes(b[7..15].try_into().unwrap()),
+            stored_len: u32::from_le_bytes(b[15..19].try_into().unwrap()),
+            raw_len: u32::from_le_bytes(b[19..23].try_into().unwrap()),
+        })
+    }
+}
+
+/// Name of the store descriptor file.
+pub const STORE_FILE: &str = "treefork.store";
+/// Format tag in the descriptor.
+pub const STORE_FORMAT: &str = "treefork-store";
+/// Current store layout version.
+pub const STORE_VERSION: u32 = 1;
+/// Packs are rotated once they exceed this size.
+pub const PACK_TARGET_SIZE: u64 = 64 << 20;
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoreDescriptor {
+    format: String,
+    version: u32,
+}
+
+struct Writer {
+    pack: u32,
+    file: Option<Arc<File>>,
+    offset: u64,
+    unsynced: Vec<Arc<File>>,
+}
+
+/// The on-disk store: `DIR/treefork.store`, `DIR/meta/` (sled), `DIR/packs/pack-N.tfp`.
+pub struct PackStore {
+    dir: PathBuf,
+    db: MetaDb,
+    writer: Mutex<Writer>,
+    pending: RwLock<HashMap<[u8; 32], Loc>>,
+    readers: RwLock<HashMap<u32, Arc<File>>>,
+    cache: ObjectCache,
+}
+
+fn pack_path(dir: &Path, n: u32) -> PathBuf {
+    dir.join("packs").join(format!("pack-{n:08}.tfp"))
+}
+
+impl PackStore {
+    /// Open the store at `dir`, creating it when `dir` is missing or empty.
+    /// The caller must already hold the store lock (see `crate::lock`).
+    pub fn open(dir: &Path) -> Result<PackStore> {
+        let desc_path = dir.join(STORE_FILE);
+        let empty = match fs::read_dir(dir) {
+            Ok(mut it) => it.all(|e| e.map(|e| e.file_name() == "lock").unwrap_or(false)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+            Err(e) => return Err(Error::io(dir, e)),
+        };
+        if empty {
+            fs::create_dir_all(dir.join("packs")).map_err(|e| Error::io(dir, e))?;
+            let d = StoreDescriptor {
+                format: STORE_FORMAT.into(),
+                version: STORE_VERSION,
+            };
+            let tmp = dir.join("treefork.store.tmp");
+            fs::write(&tmp, serde_json::to_vec_pretty(&d).unwrap())
+                .map_err(|e| Error::io(&tmp, e))?;
+            fs::rename(&tmp, &desc_path).map_err(|e| Error::io(&desc_path, e))?;
+        } else {
+            let bytes = fs::read(&desc_path).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    Error::Invalid(format!(
+                        "{} is not a treefork store (no {STORE_FILE}) and is not empty",
+                        dir.display()
+                    ))
+                } else {
+                    Error::io(&desc_path, e)
+                }
+            })?;
+            let d: StoreDescriptor = serde_json::from_slice(&bytes).map_err(|e| {
+                Error::corrupt(desc_path.display().to_string(), format!("unreadable: {e}"))
+            })?;
+            if d.format != STORE_FORMAT || d.version != STORE_VERSION {
+                return Err(Error::corrupt(
+                    desc_path.display().to_string(),
+                    format!("unsupported format {} version {}", d.format, d.version),
+                ));
+            }
+            fs::create_dir_all(dir.join("packs")).map_err(|e| Error::io(dir, e))?;
+        }
+        let db = MetaDb::open(&dir.join("meta"))?;
+        let mut last = 0u32;
+        for e in fs::read_dir(dir.join("packs")).map_err(|e| Error::io(dir, e))? {
+            let name = e.map_err(|e| Error::io(dir, e))?.file_name();
+            let name = name.to_string_lossy();
+            if let Some(n) = name
+                .strip_prefix("pack-")
+                .and_then(|s| s.strip_suffix(".tfp"))
+                .and_then(|s| s.parse::<u32>().ok())
+            {
+                last = last.max(n);
+            }
+        }
+        Ok(PackStore {
+            dir: dir.to_path_buf(),
+            db,
+            writer: Mutex::new(Writer {
+                pack: last,
+                file: None,
+                offset: 0,
+                unsynced: Vec::new(),
+            }),
+            pending: RwLock::new(HashMap::new()),
+            readers: RwLock::new(HashMap::new()),
+            cache: ObjectCache::new(128 << 20),
+        })
+    }
+
+    /// The store directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn lookup(&self, id: &[u8; 32]) -> Result<Option<Loc>> {
+        if let Some(l) = self.pending.read().unwrap().get(id) {
+            return Ok(Some(*l));
+        }
+        match self.db.get(&meta::key(meta::OBJECT_PREFIX, id))? {
+            Some(v) => Ok(Some(Loc::decode(&v)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn reader(&self, pack: u32) -> Result<Arc<File>> {
+        if let Some(f) = self.readers.read().unwrap().get(&pack) {
+            return Ok(f.clone());
+        }
+        let p = pack_path(&self.dir, pack);
+        let f = Arc::new(File::open(&p).map_err(|e| Error::io(&p, e))?);
+        self.readers.write().unwrap().insert(pack, f.clone());
+        Ok(f)
+    }
+
+    /// Start a new pack file (called with the writer lock held).
+    fn rotate(&self, w: &mut Writer) -> Result<()> {
+        let n = w.pack + 1;
+        let p = pack_path(&self.dir, n);
+        let mut f = OpenOptions::new()
+            .create_new(true)
+            .read(true)
+            .write(true)
+            .open(&p)
+            .map_err(|e| Error::io(&p, e))?;
+        f.write_all(&pack::pack_header())
+            .map_err(|e| Error::io(&p, e))?;
+        let f = Arc::new(f);
+        if let Some(old) = w.file.take() {
+            w.unsynced.push(old);
+        }
+        self.readers.write().unwrap().insert(n, f.clone());
+        w.pack = n;
+        w.file = Some(f);
+        w.offset = pack::PACK_HEADER_LEN;
+        // The new directory entry must be durable before any index entry names it.
+        if let Ok(d) = File::open(self.dir.join("packs")) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+impl ObjectStore for PackStore {
+    fn put(&self, kind: Kind, raw: &[u8]) -> Result<[u8; 32]> {
+        let id = kind.hash(raw);
+        if self.lookup(&id)?.is_some() {
+            return Ok(id);
+        }
+        let (codec, payload) = pack::compress(raw);
+        let header = RecordHeader {
+            kind,
+            codec,
+            raw_len: raw.len() as u32,
+            stored_len: payload.len() as u32,
+            id,
+        };
+        let mut rec = Vec::with_capacity(pack::RECORD_HEADER_LEN + payload.len());
+        rec.extend_from_slice(&header.encode());
+        rec.extend_from_slice(&payload);
+        let mut w = self.writer.lock().unwrap();
+        // Re-check under the writer lock: another thread may have written it meanwhile.
+        if self.pending.read().unwrap().contains_key(&id) {
+            return Ok(id);
+        }
+        if w.file.is_none() || w.offset >= PACK_TARGET_SIZE {
+            self.rotate(&mut w)?;
+        }
+        let file = w.file.clone().unwrap();
+        // Positional write at our own offset: a failed (e.g. ENOSPC) partial write is
+        // simply overwritten by the next record.
+        file.write_all_at(&rec, w.offset)
+            .map_err(|e| Error::io(pack_path(&self.dir, w.pack), e))?;
+        let loc = Loc {
+            kind,
+            codec,
+            pack: w.pack,
+            offset: w.offset,
+            stored_len: payload.len() as u32,
+            raw_len: raw.len() as u32,
+        };
+        w.offset += rec.len() as u64;
+        self.pending.write().unwrap().insert(id, loc);
+        Ok(id)
+    }
+
+    fn get(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>> {
+        if let Some(v) = self.cache.get(id) {
+            return Ok(v);
+        }
+        let what = || format!("{kind:?} object {}", crate::id::hex(&id[..6]));
+        let loc = self.lookup(id)?.ok_or_else(|| Error::Missing(what()))?;
+        let f = self.reader(loc.pack)?;
+        let mut buf = vec![0u8; pack::RECORD_HEADER_LEN + loc.stored_len as usize];
+        f.read_exact_at(&mut buf, loc.offset).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                Error::corrupt(what(), "pack truncated")
+            } else {
+                Error::io(pack_path(&self.dir, loc.pack), e)
+            }
+        })?;
+        let h = RecordHeader::decode(&buf)?;
+        if h.id != *id || h.kind != kind || h.stored_len != loc.stored_len {
+            return Err(Error::corrupt(what(), "record header does not match index"));
+        }
+        let raw = Arc::new(pack::decode_payload(&h, &buf[pack::RECORD_HEADER_LEN..])?);
+        self.cache.insert(*id, raw.clone());
+        Ok(raw)
+    }
+
+    fn contains(&self, id: &[u8; 32]) -> Result<bool> {
+        Ok(self.lookup(id)?.is_some())
+    }
+
+    fn commit(&self, mut ops: Vec<MetaOp>) -> Result<()> {
+        let w = self.writer.lock().unwrap();
+        for f in w.unsynced.iter().chain(w.file.iter()) {
+            f.sync_data()
+                .map_err(|e| Error::io(self.dir.join("packs"), e))?;
+        }
+        let pending: Vec<([u8; 32], Loc)> = self
+            .pending
+            .read()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        for (id, loc) in &pending {
+            ops.push(MetaOp::Put(meta::key(meta::OBJECT_PREFIX, id), loc.encode()));
+        }
+        self.db.apply(ops)?;
+        let mut w = w;
+        w.unsynced.clear();
+        let mut p = self.pending.write().unwrap();
+        for (id, _) in pending {
+            p.remove(&id);
+        }
+        Ok(())
+    }
+
+    fn meta_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.db.get(key)
+    }
+
+    fn meta_scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.db.scan(prefix)
+    }
+
+    fn space(&self) -> (u64, u64, u64) {
+        statvfs_bytes(&self.dir).unwrap_or((0, 0, 0))
+    }
+}
+
+/// (total, free, available) bytes of the filesystem holding `path`.
+pub fn statvfs_bytes(path: &Path) -> Option<(u64, u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `s` a valid out-pointer.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return None;
+    }
+    let f = s.f_frsize;
+    Some((s.f_blocks * f, s.f_bfree * f, s.f_bavail * f))
+}
+
+/// In-memory twin of [`PackStore`] for tests of the layers above.
+#[derive(Default)]
+pub struct MemStore {
+    objects: RwLock<HashMap<[u8; 32], (Kind, Arc<Vec<u8>>)>>,
+    meta: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+}
+
+impl ObjectStore for MemStore {
+    fn put(&self, kind: Kind, raw: &[u8]) -> Result<[u8; 32]> {
+        let id = kind.hash(raw);
+        self.objects
+            .write()
+            .unwrap()
+            .entry(id)
+            .or_insert_with(|| (kind, Arc::new(raw.to_vec())));
+        Ok(id)
+    }
+    fn get(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>> {
+        match self.objects.read().unwrap().get(id) {
+            Some((k, v)) if *k == kind => Ok(v.clone()),
+            _ => Err(Error::Missing(crate::id::hex(&id[..6]))),
+        }
+    }
+    fn contains(&self, id: &[u8; 32]) -> Result<bool> {
+        Ok(self.objects.read().unwrap().contains_key(id))
+    }
+    fn commit(&self, ops: Vec<MetaOp>) -> Result<()> {
+        let mut m = self.meta.lock().unwrap();
+        for op in ops {
+            match op {
+                MetaOp::Put(k, v) => {
+                    m.insert(k, v);
+                }
+                MetaOp::Delete(k) => {
+                    m.remove(&k);
+                }
+            }
+        }
+        Ok(())
+    }
+    fn meta_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.meta.lock().unwrap().get(key).cloned())
+    }
+    fn meta_scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        Ok(self
+            .meta
+            .lock()
+            .unwrap()
+            .range(prefix.to_vec()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+    fn space(&self) -> (u64, u64, u64) {
+        (1 << 40, 1 << 40, 1 << 40)
+    }
+}
+
+/// Read a whole pack file (for scanning).
+pub fn read_pack(path: &Path) -> Result<Vec<u8>> {
+    let mut v = Vec::new();
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut v))
+        .map_err(|e| Error::io(path, e))?;
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn suite(s: &dyn ObjectStore) {
+        let a = s.put(Kind::Chunk, b"hello world").unwrap();
+        let b = s.put(Kind::Chunk, b"hello world").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(&**s.get(Kind::Chunk, &a).unwrap(), b"hello world");
+        let big = vec![3u8; 65536];
+        let c = s.put(Kind::Node, &big).unwrap();
+        s.commit(vec![MetaOp::Put(b"s/x".to_vec(), b"1".to_vec())])
+            .unwrap();
+        assert_eq!(&**s.get(Kind::Node, &c).unwrap(), &big);
+        assert!(s.contains(&c).unwrap());
+        assert_eq!(s.meta_get(b"s/x").unwrap().unwrap(), b"1");
+        assert_eq!(s.meta_scan(b"s/").unwrap().len(), 1);
+        assert!(s.get(Kind::Chunk, &[9; 32]).is_err());
+    }
+
+    #[test]
+    fn mem_store_suite() {
+        suite(&MemStore::default());
+    }
+
+    #[test]
+    fn pack_store_suite_and_reopen() {
+        let d = tempfile::tempdir().unwrap();
+        let id;
+        {
+            let s = PackStore::open(d.path()).unwrap();
+            suite(&s);
+            id = s.put(Kind::Chunk, b"durable").unwrap();
+            s.commit(vec![]).unwrap();
+        }
+        let s = PackStore::open(d.path()).unwrap();
+        assert_eq!(&**s.get(Kind::Chunk, &id).unwrap(), b"durable");
+        // The reopened store writes to a fresh pack.
+        s.put(Kind::Chunk, b"more").unwrap();
+        assert_eq!(s.writer.lock().unwrap().pack, 2);
+    }
+
+    #[test]
+    fn corrupt_pack_is_an_error_not_wrong_data() {
+        let d = tempfile::tempdir().unwrap();
+        let data: Vec<u8> = (0..50_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let id;
+        {
+            let s = PackStore::open(d.path()).unwrap();
+            id = s.put(Kind::Chunk, &data).unwrap();
+            s.commit(vec![]).unwrap();
+        }
+        let p = pack_path(d.path(), 1);
+        let mut bytes = fs::read(&p).unwrap();
+        let n = bytes.len();
+        bytes[n - 100] ^= 1;
+        fs::write(&p, bytes).unwrap();
+        let s = PackStore::open(d.path()).unwrap();
+        let e = s.get(Kind::Chunk, &id).unwrap_err();
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    }
+
+    #[test]
+    fn foreign_directory_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join("notes.txt"), b"x").unwrap();
+        let e = PackStore::open(d.path()).err().unwrap();
+        assert!(e.to_string().contains("not a treefork store"), "{e}");
+    }
+}

@@ -131,6 +131,52 @@ pub fn daemon_socket(store: &Path) -> Result<PathBuf> {
     Ok(runtime_dir()?.join(format!("d-{}.sock", &h.to_hex()[..16])))
 }
 
+/// What the daemon records about one of its mounts, for clients that start from a
+/// path (`umount MOUNTPOINT`, and commands run inside a workspace).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MountRecord {
+    /// The mountpoint.
+    pub mountpoint: PathBuf,
+    /// The store serving it.
+    pub store: PathBuf,
+    /// The session mounted there.
+    pub session: String,
+}
+
+fn mount_record_path(mp: &Path) -> Result<PathBuf> {
+    let h = blake3::hash(mp.as_os_str().as_encoded_bytes());
+    Ok(runtime_dir()?.join(format!("m-{}.json", &h.to_hex()[..16])))
+}
+
+/// Register a mount (daemon side).
+pub fn register_mount(rec: &MountRecord) -> Result<()> {
+    let p = mount_record_path(&rec.mountpoint)?;
+    std::fs::write(&p, serde_json::to_vec(rec).unwrap()).map_err(|e| Error::io(&p, e))
+}
+
+/// Remove a mount registration (daemon side).
+pub fn unregister_mount(mp: &Path) {
+    if let Ok(p) = mount_record_path(mp) {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// The registered mount at `path` or at its closest registered ancestor.
+pub fn find_mount(path: &Path) -> Option<MountRecord> {
+    let mut cur = Some(path);
+    while let Some(p) = cur {
+        if let Ok(bytes) = std::fs::read(mount_record_path(p).ok()?) {
+            if let Ok(r) = serde_json::from_slice::<MountRecord>(&bytes) {
+                if r.mountpoint == p {
+                    return Some(r);
+                }
+            }
+        }
+        cur = p.parent();
+    }
+    None
+}
+
 /// A connected client.
 pub struct Client {
     stream: BufReader<UnixStream>,

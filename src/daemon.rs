@@ -41,6 +41,8 @@ pub struct Daemon {
     mounts: Mutex<HashMap<PathBuf, Mounted>>,
     socket: PathBuf,
     stop: AtomicBool,
+    /// Mount requests in progress (the daemon does not exit while one runs).
+    pending: std::sync::atomic::AtomicUsize,
     _lock: StoreLock,
 }
 
@@ -148,6 +150,7 @@ impl Daemon {
             mounts: Mutex::new(HashMap::new()),
             socket,
             stop: AtomicBool::new(false),
+            pending: std::sync::atomic::AtomicUsize::new(0),
             _lock: lock,
         }))
     }
@@ -187,10 +190,16 @@ impl Daemon {
         while !self.stop.load(Ordering::Relaxed) && !signal_received() {
             std::thread::sleep(Duration::from_millis(50));
             self.reap();
-            let n = self.mounts.lock().unwrap().len();
-            ever_mounted |= n > 0;
-            if n == 0 && (ever_mounted || started.elapsed() > Duration::from_secs(30)) {
-                break;
+            {
+                let m = self.mounts.lock().unwrap();
+                ever_mounted |= !m.is_empty();
+                let idle = m.is_empty() && self.pending.load(Ordering::SeqCst) == 0;
+                if idle && (ever_mounted || started.elapsed() > Duration::from_secs(30)) {
+                    // Decided under the mounts lock: a mount request arriving now sees
+                    // `stop` and is told to retry with a new daemon.
+                    self.stop.store(true, Ordering::SeqCst);
+                    break;
+                }
             }
             if last_flush.elapsed() >= FLUSH_INTERVAL {
                 self.flush_all();
@@ -228,12 +237,15 @@ impl Daemon {
             .collect();
         for k in done {
             if let Some(mut v) = m.remove(&k) {
+                control::unregister_mount(&k);
                 log::info!("session {} at {} was unmounted", v.session.name(), k.display());
                 if let Err(e) = v.session.flush() {
                     log::error!("session {}: flush after unmount failed: {e}", v.session.name());
                 }
                 if let Some(bg) = v.bg.take() {
-                    let _ = bg.join();
+                    if let Err(e) = bg.join() {
+                        log::error!("session {}: FUSE loop ended with an error: {e}", v.session.name());
+                    }
                 }
             }
         }
@@ -247,6 +259,7 @@ impl Daemon {
                 if let Some(mut m) = self.mounts.lock().unwrap().remove(&mp) {
                     let _ = m.session.flush();
                     detach(&mp);
+                    control::unregister_mount(&mp);
                     if let Some(bg) = m.bg.take() {
                         let _ = bg.join();
                     }
@@ -256,36 +269,46 @@ impl Daemon {
     }
 
     fn unmount(&self, mp: &Path) -> Result<()> {
-        let session = match self.mounts.lock().unwrap().get(mp) {
-            Some(m) => m.session.clone(),
-            None => {
-                return Err(Error::NotFound(format!(
-                    "{} is not a treefork mount of this store",
-                    mp.display()
-                )));
-            }
-        };
-        session.flush()?;
-        umount(mp).map_err(|e| {
-            if e.raw_os_error() == Some(libc::EBUSY) {
-                Error::Conflict(format!(
-                    "{} is busy (a process has files open or its cwd there); nothing was lost, retry once it is closed",
-                    mp.display()
-                ))
-            } else {
-                Error::io(mp, e)
-            }
+        let mut entry = self.mounts.lock().unwrap().remove(mp).ok_or_else(|| {
+            Error::NotFound(format!(
+                "{} is not a treefork mount of this store",
+                mp.display()
+            ))
         })?;
-        if let Some(mut m) = self.mounts.lock().unwrap().remove(mp) {
-            if let Some(bg) = m.bg.take() {
-                let _ = bg.join();
-            }
-            m.session.flush()?;
+        let r = entry.session.flush().and_then(|_| {
+            umount(mp).map_err(|e| {
+                if e.raw_os_error() == Some(libc::EBUSY) {
+                    Error::Conflict(format!(
+                        "{} is busy (a process has files open or its cwd there); nothing was lost, retry once it is closed",
+                        mp.display()
+                    ))
+                } else {
+                    Error::io(mp, e)
+                }
+            })
+        });
+        if let Err(e) = r {
+            self.mounts.lock().unwrap().insert(mp.to_path_buf(), entry);
+            return Err(e);
         }
+        control::unregister_mount(mp);
+        if let Some(bg) = entry.bg.take() {
+            if let Err(e) = bg.join() {
+                log::error!("session {}: FUSE loop ended with an error: {e}", entry.session.name());
+            }
+        }
+        entry.session.flush()?;
+        log::info!("unmounted session {} from {}", entry.session.name(), mp.display());
         Ok(())
     }
 
-    fn mount(&self, name: &str, mp: &Path, from: Option<&Path>, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn mount(
+        &self,
+        name: &str,
+        mp: &Path,
+        from: Option<&Path>,
+        events: &mut dyn FnMut(Value),
+    ) -> Result<Value> {
         session::validate_session_name(name)?;
         if !mp.is_absolute() {
             return Err(Error::Invalid(format!(
@@ -340,6 +363,13 @@ impl Daemon {
         cfg.clone_fd = true;
         let bg = fuser::spawn_mount(TreeforkFs::new(session.clone()), mp, &cfg)
             .map_err(|e| Error::io(mp, e))?;
+        if let Err(e) = control::register_mount(&control::MountRecord {
+            mountpoint: mp.to_path_buf(),
+            store: self.store_dir.clone(),
+            session: name.to_string(),
+        }) {
+            log::warn!("cannot register mount {}: {e}", mp.display());
+        }
         self.mounts.lock().unwrap().insert(
             mp.to_path_buf(),
             Mounted {
@@ -352,22 +382,26 @@ impl Daemon {
     }
 
     fn sessions(&self) -> Result<Value> {
-        let mounted: HashMap<String, PathBuf> = self
+        let mounted: HashMap<String, (PathBuf, Arc<Session>)> = self
             .mounts
             .lock()
             .unwrap()
             .iter()
-            .map(|(k, v)| (v.session.name().to_string(), k.clone()))
+            .map(|(k, v)| (v.session.name().to_string(), (k.clone(), v.session.clone())))
             .collect();
         let mut list = Vec::new();
         for r in session::list_records(&*self.store)? {
-            let mp = mounted.get(&r.name);
+            let mp = mounted.get(&r.name).map(|(p, _)| p);
+            let (bytes, inodes) = match mounted.get(&r.name) {
+                Some((_, s)) => s.usage(),
+                None => (r.bytes, r.inodes),
+            };
             list.push(json!({
                 "name": r.name,
                 "state": if mp.is_some() { "mounted" } else { "stopped" },
                 "mountpoint": mp,
-                "bytes": r.bytes,
-                "inodes": r.inodes,
+                "bytes": bytes,
+                "inodes": inodes,
                 "updated": r.updated,
                 "root": r.root,
             }));
@@ -375,8 +409,22 @@ impl Daemon {
         Ok(json!({"sessions": list}))
     }
 
-    /// Run one op.
+    /// Run one op. The daemon does not exit while an op runs; once it has decided
+    /// to exit, mount requests get `shutting_down` (the client starts a new daemon).
     pub fn handle(&self, op: Op, events: &mut dyn FnMut(Value)) -> Result<Value> {
+        {
+            let _m = self.mounts.lock().unwrap();
+            if self.stop.load(Ordering::SeqCst) && matches!(op, Op::Mount { .. }) {
+                return Err(Error::ShuttingDown);
+            }
+            self.pending.fetch_add(1, Ordering::SeqCst);
+        }
+        let r = self.handle_op(op, events);
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+        r
+    }
+
+    fn handle_op(&self, op: Op, events: &mut dyn FnMut(Value)) -> Result<Value> {
         match op {
             Op::Ping => Ok(json!({"pid": std::process::id(), "store": self.store_dir})),
             Op::Mount {
@@ -386,7 +434,13 @@ impl Daemon {
             } => self.mount(&session, &mountpoint, from.as_deref(), events),
             Op::Umount { mountpoint } => {
                 self.unmount(&mountpoint)?;
-                Ok(json!({"mountpoint": mountpoint}))
+                let m = self.mounts.lock().unwrap();
+                // This request itself is still counted in `pending`.
+                let exiting = m.is_empty() && self.pending.load(Ordering::SeqCst) == 1;
+                if exiting {
+                    self.stop.store(true, Ordering::SeqCst);
+                }
+                Ok(json!({"mountpoint": mountpoint, "daemon_exiting": exiting}))
             }
             Op::Sessions => self.sessions(),
             Op::Shutdown => {

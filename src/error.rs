@@ -56,6 +56,9 @@ pub enum Error {
     /// A request conflicts with current state (already mounted, busy, exists).
     #[error("{0}")]
     Conflict(String),
+    /// The daemon is exiting; the client should start a new one and retry.
+    #[error("the daemon is shutting down")]
+    ShuttingDown,
 }
 
 impl Error {
@@ -83,7 +86,7 @@ impl Error {
             Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
             Error::Meta(sled::Error::Io(e)) => e.raw_os_error().unwrap_or(libc::EIO),
             Error::Meta(_) | Error::Corrupt { .. } | Error::Missing(_) => libc::EIO,
-            Error::Locked { .. } | Error::Conflict(_) => libc::EBUSY,
+            Error::Locked { .. } | Error::Conflict(_) | Error::ShuttingDown => libc::EBUSY,
             Error::Invalid(_) => libc::EINVAL,
             Error::NotFound(_) => libc::ENOENT,
         };
@@ -105,6 +108,7 @@ impl Error {
             Error::Invalid(_) => "invalid",
             Error::NotFound(_) => "not_found",
             Error::Conflict(_) => "conflict",
+            Error::ShuttingDown => "shutting_down",
         }
     }
 }

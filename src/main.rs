@@ -53,11 +53,29 @@ enum Cmd {
     Daemon,
 }
 
+/// The store named explicitly (flag or environment), if any.
+fn explicit_store(cli: &Cli) -> Option<PathBuf> {
+    cli.store.clone().or_else(|| {
+        std::env::var_os("TREEFORK_STORE")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+    })
+}
+
+/// The store serving `path`: explicit, else the one registered for the mount
+/// containing `path`, else the default.
+fn store_for_path(cli: &Cli, path: &Path) -> Result<PathBuf> {
+    if explicit_store(cli).is_none() {
+        if let Some(r) = control::find_mount(path) {
+            return Ok(r.store);
+        }
+    }
+    store_dir(cli)
+}
+
 fn store_dir(cli: &Cli) -> Result<PathBuf> {
-    let dir = if let Some(s) = &cli.store {
-        s.clone()
-    } else if let Some(s) = std::env::var_os("TREEFORK_STORE").filter(|s| !s.is_empty()) {
-        PathBuf::from(s)
+    let dir = if let Some(s) = explicit_store(cli) {
+        s
     } else if let Some(s) = std::env::var_os("XDG_DATA_HOME").filter(|s| !s.is_empty()) {
         PathBuf::from(s).join("treefork")
     } else {
@@ -84,6 +102,21 @@ fn absolute(p: &Path) -> Result<PathBuf> {
     }
 }
 
+/// A failed call: the daemon's error code and message.
+#[derive(Debug)]
+struct DaemonError {
+    code: String,
+    message: String,
+}
+
+impl std::fmt::Display for DaemonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for DaemonError {}
+
 fn call(store: &Path, op: &Op, on_event: &mut dyn FnMut(&Value)) -> Result<Value> {
     let sock = control::daemon_socket(store)?;
     let mut c = Client::connect(&sock)
@@ -92,11 +125,20 @@ fn call(store: &Path, op: &Op, on_event: &mut dyn FnMut(&Value)) -> Result<Value
     if v.get("ok").and_then(Value::as_bool) == Some(true) {
         Ok(v)
     } else {
-        let msg = v
-            .pointer("/error/message")
-            .and_then(Value::as_str)
-            .unwrap_or("unknown error");
-        Err(anyhow!("{msg}"))
+        let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+        Err(DaemonError {
+            code: s("/error/code"),
+            message: s("/error/message"),
+        }
+        .into())
+    }
+}
+
+/// Wait (bounded) until no daemon answers for `store`.
+fn wait_daemon_gone(store: &Path) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(15) && daemon::ping(store).is_some() {
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -120,7 +162,7 @@ fn ensure_daemon(store: &Path) -> Result<()> {
         .stdout(Stdio::null())
         .stderr(log);
     if std::env::var_os("RUST_LOG").is_none() {
-        cmd.env("RUST_LOG", "info");
+        cmd.env("RUST_LOG", "info,fuser::mnt=error");
     }
     // SAFETY: setsid is async-signal-safe; detaches the daemon from our terminal.
     unsafe {
@@ -211,7 +253,6 @@ fn run(cli: Cli) -> Result<()> {
                 })?;
                 return Ok(());
             }
-            ensure_daemon(&store)?;
             let bar = indicatif::ProgressBar::hidden();
             if std::io::stderr().is_terminal() && !cli.json {
                 bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
@@ -220,12 +261,27 @@ fn run(cli: Cli) -> Result<()> {
                         .unwrap(),
                 );
             }
-            let v = call(&store, &op, &mut |ev| {
-                if let (Some(d), Some(t)) = (ev["done"].as_u64(), ev["total"].as_u64()) {
-                    bar.set_length(t);
-                    bar.set_position(d);
+            let mut attempt = 0;
+            let v = loop {
+                ensure_daemon(&store)?;
+                let r = call(&store, &op, &mut |ev| {
+                    if let (Some(d), Some(t)) = (ev["done"].as_u64(), ev["total"].as_u64()) {
+                        bar.set_length(t);
+                        bar.set_position(d);
+                    }
+                });
+                match r {
+                    Err(e)
+                        if attempt < 3
+                            && e.downcast_ref::<DaemonError>()
+                                .is_some_and(|d| d.code == "shutting_down") =>
+                    {
+                        attempt += 1;
+                        wait_daemon_gone(&store);
+                    }
+                    r => break r?,
                 }
-            })?;
+            };
             bar.finish_and_clear();
             if cli.json {
                 print_json(&v);
@@ -234,11 +290,15 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Cmd::Umount { mountpoint } => {
-            let store = store_dir(&cli)?;
             let mp = absolute(mountpoint)?;
+            let store = store_for_path(&cli, &mp)?;
             let stale = matches!(std::fs::metadata(&mp), Err(e) if e.raw_os_error() == Some(libc::ENOTCONN));
             let r = if daemon::ping(&store).is_some() {
-                call(&store, &Op::Umount { mountpoint: mp.clone() }, &mut |_| {}).map(|_| ())
+                call(&store, &Op::Umount { mountpoint: mp.clone() }, &mut |_| {}).map(|v| {
+                    if v["daemon_exiting"].as_bool() == Some(true) {
+                        wait_daemon_gone(&store);
+                    }
+                })
             } else {
                 Err(anyhow!("no treefork daemon is running for store {}", store.display()))
             };

@@ -42,16 +42,27 @@ pub struct MetaDb {
 impl MetaDb {
     /// Open (creating) the database in `dir`. sled takes an exclusive lock on it.
     pub fn open(dir: &Path) -> Result<MetaDb> {
-        let db = sled::Config::new()
-            .path(dir)
-            .cache_capacity(64 << 20)
-            .mode(sled::Mode::HighThroughput)
-            .open()
-            .map_err(|e| match e {
-                sled::Error::Io(io) => Error::io(dir, io),
-                other => Error::Meta(other),
-            })?;
-        Ok(MetaDb { db })
+        // The caller holds the store lock, so sled's own lock can only be held by a
+        // previous handle of this process that is still shutting down: retry briefly.
+        let mut tries = 0;
+        loop {
+            let r = sled::Config::new()
+                .path(dir)
+                .cache_capacity(64 << 20)
+                .mode(sled::Mode::HighThroughput)
+                .open();
+            match r {
+                Ok(db) => return Ok(MetaDb { db }),
+                Err(sled::Error::Io(io))
+                    if io.kind() == std::io::ErrorKind::WouldBlock && tries < 100 =>
+                {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(sled::Error::Io(io)) => return Err(Error::io(dir, io)),
+                Err(other) => return Err(Error::Meta(other)),
+            }
+        }
     }
 
     /// Read one key.

@@ -233,6 +233,12 @@ impl Session {
         self.state.lock().unwrap()
     }
 
+    /// Live (logical bytes, inodes) of the working state.
+    pub fn usage(&self) -> (i64, i64) {
+        let st = self.lock();
+        (st.total_bytes, st.total_inodes)
+    }
+
     /// Attributes of `ino`.
     pub fn getattr(&self, ino: u64) -> Result<Stat> {
         let st = self.lock();

@@ -147,7 +147,10 @@ impl PackStore {
     pub fn open(dir: &Path) -> Result<PackStore> {
         let desc_path = dir.join(STORE_FILE);
         let empty = match fs::read_dir(dir) {
-            Ok(mut it) => it.all(|e| e.map(|e| e.file_name() == "lock").unwrap_or(false)),
+            Ok(mut it) => it.all(|e| {
+                e.map(|e| e.file_name() == "lock" || e.file_name() == "daemon.log")
+                    .unwrap_or(false)
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
             Err(e) => return Err(Error::io(dir, e)),
         };

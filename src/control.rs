@@ -62,7 +62,10 @@ pub struct ProtoError {
 pub fn parse_request(line: &[u8]) -> std::result::Result<Op, ProtoError> {
     let err = |code, message: String| ProtoError { code, message };
     if line.len() > MAX_REQUEST {
-        return Err(err("too_large", format!("request exceeds {MAX_REQUEST} bytes")));
+        return Err(err(
+            "too_large",
+            format!("request exceeds {MAX_REQUEST} bytes"),
+        ));
     }
     let v: Value = serde_json::from_slice(line)
         .map_err(|e| err("bad_request", format!("malformed JSON: {e}")))?;
@@ -74,10 +77,17 @@ pub fn parse_request(line: &[u8]) -> std::result::Result<Op, ProtoError> {
         Some(other) => {
             return Err(err(
                 "unsupported_version",
-                format!("protocol version {other} is not supported (this daemon speaks {PROTOCOL_VERSION})"),
+                format!(
+                    "protocol version {other} is not supported (this daemon speaks {PROTOCOL_VERSION})"
+                ),
             ));
         }
-        None => return Err(err("bad_request", "missing protocol version field \"v\"".into())),
+        None => {
+            return Err(err(
+                "bad_request",
+                "missing protocol version field \"v\"".into(),
+            ));
+        }
     }
     let op = obj
         .get("op")
@@ -194,14 +204,20 @@ impl Client {
     /// Send `op`; feed event lines to `on_event`; return the final response.
     pub fn call(&mut self, op: &Op, on_event: &mut dyn FnMut(&Value)) -> Result<Value> {
         let io = |e| Error::io("control socket", e);
-        self.stream.get_mut().write_all(&encode_request(op)).map_err(io)?;
+        self.stream
+            .get_mut()
+            .write_all(&encode_request(op))
+            .map_err(io)?;
         loop {
             let mut line = String::new();
             let n = self.stream.read_line(&mut line).map_err(io)?;
             if n == 0 {
                 return Err(Error::io(
                     "control socket",
-                    std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "daemon closed the connection"),
+                    std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "daemon closed the connection",
+                    ),
                 ));
             }
             let v: Value = serde_json::from_str(&line)
@@ -239,10 +255,22 @@ mod tests {
     #[test]
     fn errors_are_precise() {
         assert_eq!(parse_request(b"{").unwrap_err().code, "bad_request");
-        assert_eq!(parse_request(br#"{"v":2,"op":"ping"}"#).unwrap_err().code, "unsupported_version");
-        assert_eq!(parse_request(br#"{"v":1,"op":"dance"}"#).unwrap_err().code, "unknown_op");
-        assert_eq!(parse_request(br#"{"op":"ping"}"#).unwrap_err().code, "bad_request");
-        assert_eq!(parse_request(br#"{"v":1,"op":"umount"}"#).unwrap_err().code, "bad_request");
+        assert_eq!(
+            parse_request(br#"{"v":2,"op":"ping"}"#).unwrap_err().code,
+            "unsupported_version"
+        );
+        assert_eq!(
+            parse_request(br#"{"v":1,"op":"dance"}"#).unwrap_err().code,
+            "unknown_op"
+        );
+        assert_eq!(
+            parse_request(br#"{"op":"ping"}"#).unwrap_err().code,
+            "bad_request"
+        );
+        assert_eq!(
+            parse_request(br#"{"v":1,"op":"umount"}"#).unwrap_err().code,
+            "bad_request"
+        );
         assert_eq!(parse_request(br#"[1]"#).unwrap_err().code, "bad_request");
         assert_eq!(parse_request(br#"{"v":1,"op":"ping"}"#).unwrap(), Op::Ping);
     }

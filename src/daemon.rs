@@ -60,7 +60,10 @@ pub fn check_mountpoint(mp: &Path) -> Result<()> {
     let md = match std::fs::metadata(mp) {
         Ok(m) => m,
         Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
-            log::warn!("{}: stale FUSE mount (daemon died); detaching it", mp.display());
+            log::warn!(
+                "{}: stale FUSE mount (daemon died); detaching it",
+                mp.display()
+            );
             detach(mp);
             std::fs::metadata(mp).map_err(|e| Error::io(mp, e))?
         }
@@ -238,13 +241,23 @@ impl Daemon {
         for k in done {
             if let Some(mut v) = m.remove(&k) {
                 control::unregister_mount(&k);
-                log::info!("session {} at {} was unmounted", v.session.name(), k.display());
+                log::info!(
+                    "session {} at {} was unmounted",
+                    v.session.name(),
+                    k.display()
+                );
                 if let Err(e) = v.session.flush() {
-                    log::error!("session {}: flush after unmount failed: {e}", v.session.name());
+                    log::error!(
+                        "session {}: flush after unmount failed: {e}",
+                        v.session.name()
+                    );
                 }
                 if let Some(bg) = v.bg.take() {
                     if let Err(e) = bg.join() {
-                        log::error!("session {}: FUSE loop ended with an error: {e}", v.session.name());
+                        log::error!(
+                            "session {}: FUSE loop ended with an error: {e}",
+                            v.session.name()
+                        );
                     }
                 }
             }
@@ -294,11 +307,18 @@ impl Daemon {
         control::unregister_mount(mp);
         if let Some(bg) = entry.bg.take() {
             if let Err(e) = bg.join() {
-                log::error!("session {}: FUSE loop ended with an error: {e}", entry.session.name());
+                log::error!(
+                    "session {}: FUSE loop ended with an error: {e}",
+                    entry.session.name()
+                );
             }
         }
         entry.session.flush()?;
-        log::info!("unmounted session {} from {}", entry.session.name(), mp.display());
+        log::info!(
+            "unmounted session {} from {}",
+            entry.session.name(),
+            mp.display()
+        );
         Ok(())
     }
 
@@ -342,7 +362,13 @@ impl Daemon {
                         events(json!({"event": "progress", "done": done, "total": total}));
                     }
                 })?;
-                session::create_record(&*store, name, imported.root, imported.bytes, imported.inodes)?
+                session::create_record(
+                    &*store,
+                    name,
+                    imported.root,
+                    imported.bytes,
+                    imported.inodes,
+                )?
             }
             (None, None) => {
                 let md = std::fs::metadata(mp).map_err(|e| Error::io(mp, e))?;

@@ -13,10 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
-    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::error::Error;
@@ -237,9 +237,9 @@ impl Filesystem for TreeforkFs {
             }
             _ => return reply.error(Errno::EINVAL),
         };
-        let r = self
-            .session
-            .create_node(parent.0, name.as_bytes(), node, mode, req.uid(), req.gid());
+        let r =
+            self.session
+                .create_node(parent.0, name.as_bytes(), node, mode, req.uid(), req.gid());
         reply_entry(r, reply)
     }
 
@@ -465,7 +465,16 @@ impl Filesystem for TreeforkFs {
         let (total, free, avail, used) = self.session.statfs();
         const B: u64 = 4096;
         let files = used + avail / B;
-        reply.statfs(total / B, free / B, avail / B, files, avail / B, B as u32, 255, B as u32)
+        reply.statfs(
+            total / B,
+            free / B,
+            avail / B,
+            files,
+            avail / B,
+            B as u32,
+            255,
+            B as u32,
+        )
     }
 
     fn setxattr(

@@ -64,7 +64,10 @@ pub fn import_dir(
 ) -> Result<Imported> {
     let md = fs::symlink_metadata(dir).map_err(|e| Error::io(dir, e))?;
     if !md.is_dir() {
-        return Err(Error::Invalid(format!("--from {}: not a directory", dir.display())));
+        return Err(Error::Invalid(format!(
+            "--from {}: not a directory",
+            dir.display()
+        )));
     }
     let total = count_entries(dir);
     let mut ctx = Ctx {
@@ -174,7 +177,9 @@ fn import_file(ctx: &mut Ctx<'_>, path: &Path, size: u64) -> Result<Content> {
             blocks,
         }
     };
-    Ok(Content::Node(NodeId(ctx.store.put(ObjKind::Node, &node.encode())?)))
+    Ok(Content::Node(NodeId(
+        ctx.store.put(ObjKind::Node, &node.encode())?,
+    )))
 }
 
 fn import_tree(ctx: &mut Ctx<'_>, dir: &Path) -> Result<Content> {
@@ -241,11 +246,14 @@ fn import_tree(ctx: &mut Ctx<'_>, dir: &Path) -> Result<Content> {
             node.entries
                 .push((name.as_bytes().to_vec(), Entry::HardLink { ino, kind }));
         } else {
-            node.entries.push((name.as_bytes().to_vec(), Entry::Inline(rec)));
+            node.entries
+                .push((name.as_bytes().to_vec(), Entry::Inline(rec)));
         }
         tick(ctx);
     }
-    Ok(Content::Node(NodeId(ctx.store.put(ObjKind::Node, &node.encode())?)))
+    Ok(Content::Node(NodeId(
+        ctx.store.put(ObjKind::Node, &node.encode())?,
+    )))
 }
 
 fn tick(ctx: &mut Ctx<'_>) {

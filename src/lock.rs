@@ -43,7 +43,8 @@ impl StoreLock {
             return Err(Error::io(&path, err));
         }
         f.set_len(0).map_err(|e| Error::io(&path, e))?;
-        f.seek(SeekFrom::Start(0)).map_err(|e| Error::io(&path, e))?;
+        f.seek(SeekFrom::Start(0))
+            .map_err(|e| Error::io(&path, e))?;
         writeln!(f, "{}", std::process::id()).map_err(|e| Error::io(&path, e))?;
         Ok(StoreLock { _file: f })
     }

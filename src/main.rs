@@ -13,7 +13,11 @@ use treefork::control::{self, Client, Op};
 use treefork::daemon;
 
 #[derive(Parser)]
-#[command(name = "treefork", version, about = "Copy-on-write workspaces for agent sessions, over FUSE")]
+#[command(
+    name = "treefork",
+    version,
+    about = "Copy-on-write workspaces for agent sessions, over FUSE"
+)]
 struct Cli {
     /// Store directory [default: $TREEFORK_STORE, else $XDG_DATA_HOME/treefork, else ~/.local/share/treefork]
     #[arg(long, global = true, value_name = "DIR")]
@@ -79,10 +83,12 @@ fn store_dir(cli: &Cli) -> Result<PathBuf> {
     } else if let Some(s) = std::env::var_os("XDG_DATA_HOME").filter(|s| !s.is_empty()) {
         PathBuf::from(s).join("treefork")
     } else {
-        let home = std::env::var_os("HOME").ok_or_else(|| anyhow!("HOME is not set; pass --store"))?;
+        let home =
+            std::env::var_os("HOME").ok_or_else(|| anyhow!("HOME is not set; pass --store"))?;
         PathBuf::from(home).join(".local/share/treefork")
     };
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create store directory {}", dir.display()))?;
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create store directory {}", dir.display()))?;
     dir.canonicalize()
         .with_context(|| format!("cannot resolve store directory {}", dir.display()))
 }
@@ -96,8 +102,12 @@ fn absolute(p: &Path) -> Result<PathBuf> {
         }
         Err(_) => {
             let abs = std::path::absolute(p)?;
-            let parent = abs.parent().ok_or_else(|| anyhow!("bad path {}", p.display()))?;
-            Ok(parent.canonicalize()?.join(abs.file_name().unwrap_or_default()))
+            let parent = abs
+                .parent()
+                .ok_or_else(|| anyhow!("bad path {}", p.display()))?;
+            Ok(parent
+                .canonicalize()?
+                .join(abs.file_name().unwrap_or_default()))
         }
     }
 }
@@ -119,13 +129,22 @@ impl std::error::Error for DaemonError {}
 
 fn call(store: &Path, op: &Op, on_event: &mut dyn FnMut(&Value)) -> Result<Value> {
     let sock = control::daemon_socket(store)?;
-    let mut c = Client::connect(&sock)
-        .with_context(|| format!("no treefork daemon is running for store {}", store.display()))?;
+    let mut c = Client::connect(&sock).with_context(|| {
+        format!(
+            "no treefork daemon is running for store {}",
+            store.display()
+        )
+    })?;
     let v = c.call(op, on_event)?;
     if v.get("ok").and_then(Value::as_bool) == Some(true) {
         Ok(v)
     } else {
-        let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+        let s = |p: &str| {
+            v.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
         Err(DaemonError {
             code: s("/error/code"),
             message: s("/error/message"),
@@ -194,12 +213,19 @@ fn ensure_daemon(store: &Path) -> Result<()> {
             let tail = tail.split("error: ").last().unwrap_or(&tail).to_string();
             bail!(
                 "the treefork daemon exited ({status}): {}",
-                if tail.is_empty() { "see daemon.log".into() } else { tail }
+                if tail.is_empty() {
+                    "see daemon.log".into()
+                } else {
+                    tail
+                }
             );
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    bail!("the treefork daemon did not come up within 20 s (see {})", log_path.display())
+    bail!(
+        "the treefork daemon did not come up within 20 s (see {})",
+        log_path.display()
+    )
 }
 
 fn print_json(v: &Value) {
@@ -214,7 +240,11 @@ fn human_bytes(n: f64) -> String {
         n /= 1024.0;
         u += 1;
     }
-    if u == 0 { format!("{n:.0} {}", units[u]) } else { format!("{n:.1} {}", units[u]) }
+    if u == 0 {
+        format!("{n:.0} {}", units[u])
+    } else {
+        format!("{n:.1} {}", units[u])
+    }
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -235,7 +265,10 @@ fn run(cli: Cli) -> Result<()> {
             let store = store_dir(&cli)?;
             let mp = absolute(mountpoint)?;
             let from = match from {
-                Some(f) => Some(f.canonicalize().with_context(|| format!("--from {}: cannot resolve", f.display()))?),
+                Some(f) => Some(
+                    f.canonicalize()
+                        .with_context(|| format!("--from {}: cannot resolve", f.display()))?,
+                ),
                 None => None,
             };
             let op = Op::Mount {
@@ -245,7 +278,10 @@ fn run(cli: Cli) -> Result<()> {
             };
             if *foreground {
                 if daemon::ping(&store).is_some() {
-                    bail!("a treefork daemon already serves store {}; mount without --foreground", store.display());
+                    bail!(
+                        "a treefork daemon already serves store {}; mount without --foreground",
+                        store.display()
+                    );
                 }
                 daemon::run(daemon::DaemonOptions {
                     store,
@@ -257,8 +293,10 @@ fn run(cli: Cli) -> Result<()> {
             if std::io::stderr().is_terminal() && !cli.json {
                 bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
                 bar.set_style(
-                    indicatif::ProgressStyle::with_template("importing {bar:40} {pos}/{len} entries")
-                        .unwrap(),
+                    indicatif::ProgressStyle::with_template(
+                        "importing {bar:40} {pos}/{len} entries",
+                    )
+                    .unwrap(),
                 );
             }
             let mut attempt = 0;
@@ -294,18 +332,31 @@ fn run(cli: Cli) -> Result<()> {
             let store = store_for_path(&cli, &mp)?;
             let stale = matches!(std::fs::metadata(&mp), Err(e) if e.raw_os_error() == Some(libc::ENOTCONN));
             let r = if daemon::ping(&store).is_some() {
-                call(&store, &Op::Umount { mountpoint: mp.clone() }, &mut |_| {}).map(|v| {
+                call(
+                    &store,
+                    &Op::Umount {
+                        mountpoint: mp.clone(),
+                    },
+                    &mut |_| {},
+                )
+                .map(|v| {
                     if v["daemon_exiting"].as_bool() == Some(true) {
                         wait_daemon_gone(&store);
                     }
                 })
             } else {
-                Err(anyhow!("no treefork daemon is running for store {}", store.display()))
+                Err(anyhow!(
+                    "no treefork daemon is running for store {}",
+                    store.display()
+                ))
             };
             match r {
                 Ok(()) => {}
                 Err(_) if stale && daemon::detach(&mp) => {
-                    eprintln!("treefork: detached stale mount {} (its daemon had died; flushed data is in the store)", mp.display());
+                    eprintln!(
+                        "treefork: detached stale mount {} (its daemon had died; flushed data is in the store)",
+                        mp.display()
+                    );
                 }
                 Err(e) => return Err(e),
             }
@@ -324,15 +375,20 @@ fn run(cli: Cli) -> Result<()> {
                 let s = treefork::store::PackStore::open(&store)?;
                 let list: Vec<Value> = treefork::session::list_records(&s)?
                     .into_iter()
-                    .map(|r| serde_json::json!({"name": r.name, "state": "stopped", "mountpoint": null,
-                        "bytes": r.bytes, "inodes": r.inodes, "updated": r.updated, "root": r.root}))
+                    .map(|r| {
+                        serde_json::json!({"name": r.name, "state": "stopped", "mountpoint": null,
+                        "bytes": r.bytes, "inodes": r.inodes, "updated": r.updated, "root": r.root})
+                    })
                     .collect();
                 serde_json::json!({"ok": true, "sessions": list})
             };
             if cli.json {
                 print_json(&v);
             } else {
-                println!("{:<24} {:<8} {:>10} {:>8}  MOUNTPOINT", "SESSION", "STATE", "SIZE", "FILES");
+                println!(
+                    "{:<24} {:<8} {:>10} {:>8}  MOUNTPOINT",
+                    "SESSION", "STATE", "SIZE", "FILES"
+                );
                 for s in v["sessions"].as_array().cloned().unwrap_or_default() {
                     println!(
                         "{:<24} {:<8} {:>10} {:>8}  {}",

@@ -54,7 +54,12 @@ fn set_size(st: &mut State, ino: u64, size: u64) -> Result<()> {
 }
 
 /// Truncate or extend `ino` to `size` (table lock held).
-pub(crate) fn truncate_locked(st: &mut State, store: &dyn ObjectStore, ino: u64, size: u64) -> Result<()> {
+pub(crate) fn truncate_locked(
+    st: &mut State,
+    store: &dyn ObjectStore,
+    ino: u64,
+    size: u64,
+) -> Result<()> {
     if size > MAX_FILE_SIZE {
         return posix(libc::EFBIG);
     }
@@ -73,7 +78,11 @@ pub(crate) fn truncate_locked(st: &mut State, store: &dyn ObjectStore, ino: u64,
             None => None,
         };
         let blocks = blocks_mut(st, ino)?;
-        let first_gone = if tail_len == 0 { tail_idx } else { tail_idx + 1 };
+        let first_gone = if tail_len == 0 {
+            tail_idx
+        } else {
+            tail_idx + 1
+        };
         let _ = blocks.split_off(&first_gone);
         if tail_len > 0 {
             if let Some(d) = tail_data {
@@ -188,7 +197,10 @@ impl Session {
             i.attr.ctime = now;
             content_changed(&mut st, ino);
         }
-        if self.dirty_bytes.fetch_add(data.len() as u64, Ordering::Relaxed) + data.len() as u64
+        if self
+            .dirty_bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed)
+            + data.len() as u64
             > SEAL_THRESHOLD
         {
             self.seal()?;
@@ -205,7 +217,8 @@ impl Session {
         let keep = mode & libc::FALLOC_FL_KEEP_SIZE != 0;
         let punch = mode & libc::FALLOC_FL_PUNCH_HOLE != 0;
         let zero = mode & libc::FALLOC_FL_ZERO_RANGE != 0;
-        let known = libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE;
+        let known =
+            libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE;
         if mode & !known != 0 || (punch && !keep) || (punch && zero) {
             return posix(libc::EOPNOTSUPP);
         }
@@ -272,7 +285,10 @@ fn zero_range(st: &mut State, store: &dyn ObjectStore, ino: u64, from: u64, to: 
     }
     let first = from / BLOCK_SIZE;
     let last = (to - 1) / BLOCK_SIZE;
-    let present: Vec<u64> = blocks_mut(st, ino)?.range(first..=last).map(|(i, _)| *i).collect();
+    let present: Vec<u64> = blocks_mut(st, ino)?
+        .range(first..=last)
+        .map(|(i, _)| *i)
+        .collect();
     for idx in present {
         let bstart = idx * BLOCK_SIZE;
         let a = from.max(bstart) - bstart;

@@ -14,7 +14,9 @@ use super::{Session, record_op};
 use crate::error::Result;
 use crate::id::{ChunkId, NodeId};
 use crate::store::{Kind as ObjKind, ObjectStore};
-use crate::tree::{BLOCK_SIZE, Content, DirNode, Entry, FileNode, INLINE_MAX, Record, RootNode, Timespec};
+use crate::tree::{
+    BLOCK_SIZE, Content, DirNode, Entry, FileNode, INLINE_MAX, Record, RootNode, Timespec,
+};
 
 impl Session {
     /// Seal written blocks of large files into chunks. Not durable by itself.
@@ -29,7 +31,9 @@ impl Session {
             let st = self.lock();
             let mut w = Vec::new();
             for &ino in &st.dirty_files {
-                let Some(i) = st.inodes.get(&ino) else { continue };
+                let Some(i) = st.inodes.get(&ino) else {
+                    continue;
+                };
                 let size = i.attr.size;
                 if size <= INLINE_MAX {
                     continue;
@@ -57,9 +61,13 @@ impl Session {
         }
         let mut st = self.lock();
         for (ino, idx, arc, id) in sealed {
-            let Some(i) = st.inodes.get_mut(&ino) else { continue };
+            let Some(i) = st.inodes.get_mut(&ino) else {
+                continue;
+            };
             let Data::File(f) = &mut i.data else { continue };
-            let Some(blocks) = f.blocks.as_mut() else { continue };
+            let Some(blocks) = f.blocks.as_mut() else {
+                continue;
+            };
             if let Some(Block::Mem(cur)) = blocks.get(&idx) {
                 if Arc::ptr_eq(cur, &arc) {
                     match id {
@@ -141,7 +149,11 @@ fn encode(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<Record> {
         kind: i.kind,
         ino,
         attr: i.attr,
-        xattrs: i.xattrs.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        xattrs: i
+            .xattrs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         content,
     })
 }

@@ -131,7 +131,9 @@ pub fn empty_root(store: &dyn ObjectStore, uid: u32, gid: u32) -> Result<NodeId>
                 ctime: now,
             },
             xattrs: Vec::new(),
-            content: Content::Node(NodeId(store.put(ObjKind::Node, &DirNode::default().encode())?)),
+            content: Content::Node(NodeId(
+                store.put(ObjKind::Node, &DirNode::default().encode())?,
+            )),
         },
         links: Vec::new(),
         next_ino: 2,
@@ -395,7 +397,12 @@ impl State {
     }
 
     /// Look up `name` in directory `parent` (loading it if needed).
-    pub(crate) fn child(&mut self, store: &dyn ObjectStore, parent: u64, name: &[u8]) -> Result<Option<u64>> {
+    pub(crate) fn child(
+        &mut self,
+        store: &dyn ObjectStore,
+        parent: u64,
+        name: &[u8],
+    ) -> Result<Option<u64>> {
         self.load_dir(store, parent)?;
         match &self.get(parent)?.data {
             Data::Dir(d) => Ok(d.entries.as_ref().unwrap().get(name).copied()),

@@ -477,13 +477,9 @@ fn check_xattr_name(name: &[u8]) -> Result<()> {
     if name.is_empty() || name.len() > 255 {
         return posix(libc::ERANGE);
     }
-    let ok = [
-        &b"user."[..],
-        b"security.",
-        b"trusted.",
-    ]
-    .iter()
-    .any(|p| name.starts_with(p) && name.len() > p.len());
+    let ok = [&b"user."[..], b"security.", b"trusted."]
+        .iter()
+        .any(|p| name.starts_with(p) && name.len() > p.len());
     if !ok {
         return posix(libc::EOPNOTSUPP);
     }
@@ -507,7 +503,11 @@ fn drop_link(st: &mut super::inode::State, ino: u64, now: Timespec) {
     };
     let is_dir = i.kind == Kind::Dir;
     i.attr.ctime = now;
-    i.attr.nlink = if is_dir { 0 } else { i.attr.nlink.saturating_sub(1) };
+    i.attr.nlink = if is_dir {
+        0
+    } else {
+        i.attr.nlink.saturating_sub(1)
+    };
     let gone = i.attr.nlink == 0;
     let hard = i.hardlink;
     if gone {

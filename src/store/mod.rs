@@ -352,7 +352,10 @@ impl ObjectStore for PackStore {
             .map(|(k, v)| (*k, *v))
             .collect();
         for (id, loc) in &pending {
-            ops.push(MetaOp::Put(meta::key(meta::OBJECT_PREFIX, id), loc.encode()));
+            ops.push(MetaOp::Put(
+                meta::key(meta::OBJECT_PREFIX, id),
+                loc.encode(),
+            ));
         }
         self.db.apply(ops)?;
         let mut w = w;

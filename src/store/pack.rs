@@ -97,7 +97,10 @@ pub fn check_pack_header(b: &[u8]) -> Result<()> {
     }
     let v = u32::from_le_bytes(b[12..16].try_into().unwrap());
     if v != PACK_VERSION {
-        return Err(Error::corrupt("pack header", format!("unsupported version {v}")));
+        return Err(Error::corrupt(
+            "pack header",
+            format!("unsupported version {v}"),
+        ));
     }
     Ok(())
 }
@@ -201,7 +204,10 @@ pub fn scan(pack: &[u8]) -> (Vec<Scanned>, Option<(u64, Error)>) {
         if end > pack.len() {
             return (
                 out,
-                Some((off as u64, Error::corrupt("pack record", "truncated payload"))),
+                Some((
+                    off as u64,
+                    Error::corrupt("pack record", "truncated payload"),
+                )),
             );
         }
         out.push(Scanned {

@@ -1,0 +1,240 @@
+//! The CLI contract: mount/umount/sessions, --from, --json, and bad input.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+
+use crate::harness::{Mount, fuse_available, tf, tf_ok};
+
+fn err_line(o: &std::process::Output) -> String {
+    assert!(!o.status.success(), "expected failure");
+    let e = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(
+        e.trim_end().lines().count(),
+        1,
+        "error must be one line: {e:?}"
+    );
+    e
+}
+
+fn store_listing(store: &std::path::Path) -> Vec<(String, u64)> {
+    let mut v = Vec::new();
+    fn walk(p: &std::path::Path, out: &mut Vec<(String, u64)>) {
+        for e in fs::read_dir(p).into_iter().flatten().flatten() {
+            let md = e.metadata().unwrap();
+            if md.is_dir() {
+                walk(&e.path(), out);
+            } else if e.file_name() != "daemon.log" && e.file_name() != "lock" {
+                out.push((e.path().display().to_string(), md.len()));
+            }
+        }
+    }
+    walk(store, &mut v);
+    v.sort();
+    v
+}
+
+#[test]
+fn bad_mountpoints_are_refused_with_one_line() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new();
+    let before = store_listing(&m.store);
+    let missing = m.tmp.path().join("missing");
+    let e = err_line(&tf(
+        &m.store,
+        &["mount", missing.to_str().unwrap(), "--session", "x"],
+    ));
+    assert!(e.contains("does not exist"), "{e}");
+
+    let full = m.tmp.path().join("full");
+    fs::create_dir(&full).unwrap();
+    fs::write(full.join("f"), b"x").unwrap();
+    let e = err_line(&tf(
+        &m.store,
+        &["mount", full.to_str().unwrap(), "--session", "x"],
+    ));
+    assert!(e.contains("not empty"), "{e}");
+
+    let e = err_line(&tf(
+        &m.store,
+        &["mount", m.mp.to_str().unwrap(), "--session", "x"],
+    ));
+    assert!(e.contains("already a mount point"), "{e}");
+
+    let other = m.tmp.path().join("other");
+    fs::create_dir(&other).unwrap();
+    let e = err_line(&tf(
+        &m.store,
+        &["mount", other.to_str().unwrap(), "--session", "s"],
+    ));
+    assert!(e.contains("already mounted"), "{e}");
+
+    let e = err_line(&tf(
+        &m.store,
+        &["mount", other.to_str().unwrap(), "--session", "../x"],
+    ));
+    assert!(e.contains("invalid session name"), "{e}");
+
+    // Nothing was created by the refused requests.
+    let out = tf_ok(&m.store, &["sessions", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["sessions"].as_array().unwrap().len(), 1);
+    assert_eq!(before.len(), store_listing(&m.store).len());
+}
+
+#[test]
+fn corrupt_or_foreign_store_is_refused_and_left_alone() {
+    if !fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mp = tmp.path().join("mnt");
+    fs::create_dir(&mp).unwrap();
+
+    let foreign = tmp.path().join("foreign");
+    fs::create_dir(&foreign).unwrap();
+    fs::write(foreign.join("precious.txt"), b"mine").unwrap();
+    let e = err_line(&tf(&foreign, &["mount", mp.to_str().unwrap()]));
+    assert!(e.contains("not a treefork store"), "{e}");
+    assert_eq!(fs::read(foreign.join("precious.txt")).unwrap(), b"mine");
+
+    let store = tmp.path().join("store");
+    let o = tf(&store, &["sessions"]);
+    assert!(o.status.success());
+    fs::write(store.join("treefork.store"), b"{garbage").unwrap();
+    let e = err_line(&tf(&store, &["mount", mp.to_str().unwrap()]));
+    assert!(e.contains("corrupt"), "{e}");
+    assert_eq!(fs::read(store.join("treefork.store")).unwrap(), b"{garbage");
+    assert!(!treefork::daemon::is_mountpoint(&mp));
+}
+
+#[test]
+fn second_daemon_on_a_store_is_refused() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new();
+    let o = tf(&m.store, &["daemon"]);
+    let e = err_line(&o);
+    assert!(e.contains("in use by another treefork daemon"), "{e}");
+    assert!(e.contains(&format!("pid {}", m.daemon_pid())), "{e}");
+    fs::write(m.p("still-works"), b"ok").unwrap();
+    assert_eq!(fs::read(m.p("still-works")).unwrap(), b"ok");
+}
+
+#[test]
+fn sessions_lists_state_and_size() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new();
+    fs::write(m.p("f"), vec![1u8; 10_000]).unwrap();
+    let out = tf_ok(&m.store, &["sessions", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let s = &v["sessions"][0];
+    assert_eq!(s["name"], "s");
+    assert_eq!(s["state"], "mounted");
+    assert_eq!(s["bytes"], 10_000);
+    m.umount();
+    // Global options are accepted after the subcommand too.
+    let out = tf_ok(&m.store, &["sessions"]);
+    assert!(out.contains("stopped"), "{out}");
+    let o = std::process::Command::new(crate::harness::bin())
+        .args(["sessions", "--json", "--store"])
+        .arg(&m.store)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    m.mount();
+}
+
+#[test]
+fn from_imports_a_tree_with_links() {
+    if !fuse_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    fs::create_dir_all(src.join("d/e")).unwrap();
+    fs::write(src.join("d/e/f"), b"deep").unwrap();
+    fs::write(src.join("big"), vec![7u8; 300_000]).unwrap();
+    fs::write(src.join("empty"), b"").unwrap();
+    fs::hard_link(src.join("d/e/f"), src.join("hard")).unwrap();
+    std::os::unix::fs::symlink("d/e/f", src.join("sym")).unwrap();
+    let store = tmp.path().join("store");
+    let mp = tmp.path().join("mnt");
+    fs::create_dir(&mp).unwrap();
+    tf_ok(
+        &store,
+        &[
+            "mount",
+            mp.to_str().unwrap(),
+            "--session",
+            "imp",
+            "--from",
+            src.to_str().unwrap(),
+        ],
+    );
+    let guard = Guard(store.clone(), mp.clone());
+    assert_eq!(fs::read(mp.join("d/e/f")).unwrap(), b"deep");
+    assert_eq!(fs::read(mp.join("big")).unwrap(), vec![7u8; 300_000]);
+    assert_eq!(fs::read(mp.join("empty")).unwrap(), b"");
+    assert_eq!(
+        fs::read_link(mp.join("sym")).unwrap().to_str(),
+        Some("d/e/f")
+    );
+    let a = fs::metadata(mp.join("hard")).unwrap();
+    let b = fs::metadata(mp.join("d/e/f")).unwrap();
+    assert_eq!(a.ino(), b.ino());
+    assert_eq!(a.nlink(), 2);
+    // Writes do not reach the source tree.
+    fs::write(mp.join("d/e/f"), b"changed").unwrap();
+    assert_eq!(fs::read(src.join("d/e/f")).unwrap(), b"deep");
+    assert_eq!(fs::read(mp.join("hard")).unwrap(), b"changed");
+    // --from on an existing session is refused.
+    tf_ok(&store, &["umount", mp.to_str().unwrap()]);
+    let e = err_line(&tf(
+        &store,
+        &[
+            "mount",
+            mp.to_str().unwrap(),
+            "--session",
+            "imp",
+            "--from",
+            src.to_str().unwrap(),
+        ],
+    ));
+    assert!(e.contains("already exists"), "{e}");
+    drop(guard);
+}
+
+struct Guard(std::path::PathBuf, std::path::PathBuf);
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let o = tf(&self.0, &["umount", self.1.to_str().unwrap()]);
+        if !o.status.success() {
+            treefork::daemon::detach(&self.1);
+        }
+    }
+}
+
+#[test]
+fn help_everywhere() {
+    for args in [
+        &["--help"][..],
+        &["mount", "--help"],
+        &["umount", "--help"],
+        &["sessions", "--help"],
+    ] {
+        let o = std::process::Command::new(crate::harness::bin())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("Usage"),
+            "{args:?}"
+        );
+    }
+}

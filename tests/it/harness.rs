@@ -1,0 +1,162 @@
+//! Test harness: real treefork mounts in temporary directories, driven through the CLI.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The treefork binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_treefork")
+}
+
+/// Whether FUSE mounts are possible here; tests return early (with a message) if not.
+pub fn fuse_available() -> bool {
+    let ok = Path::new("/dev/fuse").exists() && unsafe { libc::geteuid() } == 0;
+    if !ok {
+        eprintln!("SKIP: /dev/fuse missing or not root; mount tests need both");
+    }
+    ok
+}
+
+/// Run treefork with `--store store` and `args`.
+pub fn tf(store: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("TREEFORK_STORE")
+        .output()
+        .expect("run treefork")
+}
+
+/// Run treefork and require success; returns stdout.
+pub fn tf_ok(store: &Path, args: &[&str]) -> String {
+    let o = tf(store, args);
+    assert!(
+        o.status.success(),
+        "treefork {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        daemon_log(store)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The daemon log of a store (for failure messages).
+pub fn daemon_log(store: &Path) -> String {
+    std::fs::read_to_string(store.join("daemon.log")).unwrap_or_default()
+}
+
+/// A mounted session in a temporary store.
+pub struct Mount {
+    /// Keeps the temporary tree alive.
+    pub tmp: tempfile::TempDir,
+    /// Store directory.
+    pub store: PathBuf,
+    /// Mountpoint.
+    pub mp: PathBuf,
+    /// Session name.
+    pub session: String,
+}
+
+impl Mount {
+    /// A fresh store with session `s` mounted.
+    pub fn new() -> Mount {
+        Self::with_session("s")
+    }
+
+    /// A fresh store with the named session mounted.
+    pub fn with_session(session: &str) -> Mount {
+        let tmp = tempfile::Builder::new()
+            .prefix("tf-test-")
+            .tempdir()
+            .unwrap();
+        let store = tmp.path().join("store");
+        let mp = tmp.path().join("mnt");
+        std::fs::create_dir_all(&mp).unwrap();
+        let m = Mount {
+            tmp,
+            store,
+            mp,
+            session: session.to_string(),
+        };
+        m.mount();
+        m
+    }
+
+    /// Mount (again).
+    pub fn mount(&self) {
+        tf_ok(
+            &self.store,
+            &[
+                "mount",
+                self.mp.to_str().unwrap(),
+                "--session",
+                &self.session,
+            ],
+        );
+    }
+
+    /// Unmount cleanly.
+    pub fn umount(&self) {
+        tf_ok(&self.store, &["umount", self.mp.to_str().unwrap()]);
+    }
+
+    /// Unmount and mount again.
+    pub fn remount(&self) {
+        self.umount();
+        self.mount();
+    }
+
+    /// Pid of the daemon serving this store.
+    pub fn daemon_pid(&self) -> i32 {
+        std::fs::read_to_string(self.store.join("lock"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// SIGKILL the daemon and wait until it is gone.
+    pub fn kill_daemon(&self) {
+        let pid = self.daemon_pid();
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        for _ in 0..500 {
+            // The zombie keeps its pid, but its store lock is released at death.
+            if treefork::lock::StoreLock::acquire(&self.store).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("daemon {pid} did not die");
+    }
+
+    /// Path inside the mount.
+    pub fn p(&self, rel: &str) -> PathBuf {
+        self.mp.join(rel)
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let o = tf(&self.store, &["umount", self.mp.to_str().unwrap()]);
+        if !o.status.success() {
+            treefork::daemon::detach(&self.mp);
+        }
+    }
+}
+
+/// Run a shell command in `dir`, requiring success; returns stdout.
+pub fn sh(dir: &Path, script: &str) -> String {
+    let o = Command::new("bash")
+        .arg("-ec")
+        .arg(script)
+        .current_dir(dir)
+        .output()
+        .expect("run bash");
+    assert!(
+        o.status.success(),
+        "script failed: {script}\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}

@@ -1,0 +1,9 @@
+//! Integration tests: every test mounts a real treefork (no mocks) through the CLI.
+//! One binary with submodules, so the crate is linked once.
+
+mod harness;
+
+mod cli;
+mod persistence;
+mod posix;
+mod programs;

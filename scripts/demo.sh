@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Quick start, step 1: install what is missing, build, and mount a demo workspace
+# with the embedded default store ($TREEFORK_STORE, else ~/.local/share/treefork).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v fusermount3 >/dev/null 2>&1 || [ ! -e /dev/fuse ]; then
+  echo "==> installing fuse3"
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq fuse3 >/dev/null
+  else sudo apt-get update -qq && sudo apt-get install -y -qq fuse3 >/dev/null; fi
+fi
+
+echo "==> building treefork (release)"
+cargo build --release --quiet
+TF="$PWD/target/release/treefork"
+
+MNT="${1:-/tmp/treefork-demo}"
+mkdir -p "$MNT"
+if grep -q " $MNT fuse" /proc/mounts; then "$TF" umount "$MNT" || true; fi
+
+echo "==> mounting session 'demo' at $MNT"
+"$TF" mount "$MNT" --session demo
+
+cd "$MNT"
+echo "==> working in the workspace like any directory"
+mkdir -p src && printf 'fn main() { println!("hello"); }\n' > src/main.rs
+dd if=/dev/urandom of=data.bin bs=1M count=4 status=none
+ln data.bin data.hardlink && ln -sf src/main.rs main.link
+ls -la
+sha=$(sha256sum data.bin | cut -d' ' -f1)
+cd /
+
+echo "==> unmount and mount again: everything is still there"
+"$TF" umount "$MNT"
+"$TF" mount "$MNT" --session demo
+[ "$(sha256sum "$MNT/data.bin" | cut -d' ' -f1)" = "$sha" ] && echo "data.bin intact ($sha)"
+"$TF" sessions
+
+echo
+echo "The workspace stays mounted at $MNT. Unmount with: $TF umount $MNT"

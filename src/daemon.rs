@@ -387,8 +387,10 @@ impl Daemon {
         cfg.acl = fuser::SessionACL::All;
         cfg.n_threads = Some(4);
         cfg.clone_fd = true;
-        let bg = fuser::spawn_mount(TreeforkFs::new(session.clone()), mp, &cfg)
+        let notifier = Arc::new(std::sync::OnceLock::new());
+        let bg = fuser::spawn_mount(TreeforkFs::new(session.clone(), notifier.clone()), mp, &cfg)
             .map_err(|e| Error::io(mp, e))?;
+        let _ = notifier.set(bg.notifier());
         if let Err(e) = control::register_mount(&control::MountRecord {
             mountpoint: mp.to_path_buf(),
             store: self.store_dir.clone(),

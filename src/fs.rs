@@ -31,15 +31,19 @@ pub const TTL: Duration = Duration::from_secs(1);
 /// The FUSE filesystem of one mounted session.
 pub struct TreeforkFs {
     session: Arc<Session>,
+    /// Set once the mount exists; used to drop the kernel's cached attributes when
+    /// they go stale without a request the kernel would see (allocation after fsync).
+    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
     dirs: Mutex<HashMap<u64, Arc<Vec<DirEntry>>>>,
     next_fh: AtomicU64,
 }
 
 impl TreeforkFs {
-    /// Serve `session`.
-    pub fn new(session: Arc<Session>) -> Self {
+    /// Serve `session`; `notifier` is filled in by the caller after mounting.
+    pub fn new(session: Arc<Session>, notifier: Arc<std::sync::OnceLock<fuser::Notifier>>) -> Self {
         TreeforkFs {
             session,
+            notifier,
             dirs: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
         }
@@ -326,7 +330,21 @@ impl Filesystem for TreeforkFs {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
-        match self.session.open_handle(ino.0, write) {
+        // With ATOMIC_O_TRUNC the kernel leaves O_TRUNC to us.
+        let r = self.session.open_handle(ino.0, write).and_then(|s| {
+            if flags.0 & libc::O_TRUNC != 0 && write && s.attr.size > 0 {
+                self.session.setattr(
+                    ino.0,
+                    SetAttr {
+                        size: Some(0),
+                        ..SetAttr::default()
+                    },
+                )
+            } else {
+                Ok(s)
+            }
+        });
+        match r {
             Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(errno(e)),
         }
@@ -395,12 +413,20 @@ impl Filesystem for TreeforkFs {
     fn fsync(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        reply_empty(self.session.flush().map(|_| ()), reply)
+        let r = self.session.flush().map(|_| ());
+        if r.is_ok() {
+            // Sealing may have changed st_blocks; a negative offset invalidates
+            // attributes only (no page-cache locks, safe inside a request).
+            if let Some(n) = self.notifier.get() {
+                let _ = n.inval_inode(ino, -1, 0);
+            }
+        }
+        reply_empty(r, reply)
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {

@@ -126,6 +126,7 @@ fn record_from(md: &fs::Metadata, kind: Kind, ino: u64, content: Content) -> Rec
             uid: md.uid(),
             gid: md.gid(),
             size: if kind == Kind::Dir { 0 } else { md.size() },
+            blocks: if kind == Kind::File { md.blocks() } else { 0 },
             nlink: 1,
             rdev: md.rdev() as u32,
             atime: ts(md.atime(), md.atime_nsec()),

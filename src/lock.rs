@@ -50,6 +50,16 @@ impl StoreLock {
     }
 }
 
+/// Whether no daemon holds the lock of the store at `dir` (probe only; takes nothing).
+pub fn is_free(dir: &Path) -> bool {
+    let Ok(f) = File::open(dir.join("lock")) else {
+        return true;
+    };
+    // SAFETY: flock on a valid fd; a shared probe lock is dropped right away.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+    rc == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -153,18 +153,39 @@ fn call(store: &Path, op: &Op, on_event: &mut dyn FnMut(&Value)) -> Result<Value
     }
 }
 
-/// Wait (bounded) until no daemon answers for `store`.
+/// Wait (bounded) until the daemon of `store` is gone: not answering and its store
+/// lock released (it removes its socket shortly before it exits).
 fn wait_daemon_gone(store: &Path) {
     let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(15) && daemon::ping(store).is_some() {
-        std::thread::sleep(Duration::from_millis(20));
+    while start.elapsed() < Duration::from_secs(15)
+        && (daemon::ping(store).is_some() || !treefork::lock::is_free(store))
+    {
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
 fn ensure_daemon(store: &Path) -> Result<()> {
-    if daemon::ping(store).is_some() {
-        return Ok(());
+    let mut attempt = 0;
+    loop {
+        if daemon::ping(store).is_some() {
+            return Ok(());
+        }
+        // A daemon that is still exiting holds the lock for a moment after its
+        // socket is gone; wait for it rather than racing it.
+        wait_daemon_gone(store);
+        match spawn_daemon(store) {
+            Err(e)
+                if attempt < 5 && e.to_string().contains("in use by another treefork daemon") =>
+            {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            r => return r,
+        }
     }
+}
+
+fn spawn_daemon(store: &Path) -> Result<()> {
     let log_path = store.join("daemon.log");
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -220,7 +241,7 @@ fn ensure_daemon(store: &Path) -> Result<()> {
                 }
             );
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(10));
     }
     bail!(
         "the treefork daemon did not come up within 20 s (see {})",

@@ -116,6 +116,9 @@ pub struct Attr {
     pub gid: u32,
     /// Size in bytes (file length, symlink target length, 0 for others).
     pub size: u64,
+    /// 512-byte blocks allocated (holes take none), as of the last flush. Lets
+    /// `stat` answer without loading the file's block list.
+    pub blocks: u64,
     /// Link count (directories: 2 + subdirectories).
     pub nlink: u32,
     /// Device number for device nodes.
@@ -247,6 +250,7 @@ fn put_record(out: &mut Vec<u8>, r: &Record) {
         out.extend_from_slice(&v.to_le_bytes());
     }
     out.extend_from_slice(&a.size.to_le_bytes());
+    out.extend_from_slice(&a.blocks.to_le_bytes());
     out.extend_from_slice(&a.nlink.to_le_bytes());
     out.extend_from_slice(&a.rdev.to_le_bytes());
     put_ts(out, a.atime);
@@ -338,6 +342,7 @@ impl<'a> Reader<'a> {
             uid: self.u32()?,
             gid: self.u32()?,
             size: self.u64()?,
+            blocks: self.u64()?,
             nlink: self.u32()?,
             rdev: self.u32()?,
             atime: self.ts()?,
@@ -532,6 +537,7 @@ mod tests {
                 uid: 1,
                 gid: 2,
                 size: 10,
+                blocks: 8,
                 nlink: 1,
                 rdev: 0,
                 atime: Timespec { sec: -5, nsec: 7 },

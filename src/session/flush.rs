@@ -145,6 +145,9 @@ fn encode(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<Record> {
     };
     let i = st.get_mut(ino)?;
     i.dirty = false;
+    if i.kind == crate::tree::Kind::File {
+        i.attr.blocks = i.blocks512();
+    }
     Ok(Record {
         kind: i.kind,
         ino,

@@ -141,6 +141,7 @@ impl Inode {
                 uid,
                 gid,
                 size: 0,
+                blocks: 0,
                 nlink: if kind == Kind::Dir { 2 } else { 1 },
                 rdev: 0,
                 atime: now,
@@ -185,7 +186,8 @@ impl Inode {
                 })
                 .sum(),
             Data::Dir(_) => 8,
-            _ => size.div_ceil(512),
+            Data::File(_) => self.attr.blocks,
+            _ => 0,
         }
     }
 }

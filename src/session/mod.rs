@@ -124,6 +124,7 @@ pub fn empty_root(store: &dyn ObjectStore, uid: u32, gid: u32) -> Result<NodeId>
                 uid,
                 gid,
                 size: 0,
+                blocks: 0,
                 nlink: 2,
                 rdev: 0,
                 atime: now,

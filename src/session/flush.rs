@@ -50,15 +50,37 @@ impl Session {
         if work.is_empty() {
             return Ok(());
         }
-        let mut sealed = Vec::with_capacity(work.len());
-        for (ino, idx, arc, bytes) in work {
+        // Hash + compress on every core; only the pack append is serialized.
+        let store = self.store();
+        let seal_one = |(ino, idx, arc, bytes): (u64, u64, Arc<Vec<u8>>, Vec<u8>)| {
             let id = if bytes.iter().all(|&b| b == 0) {
                 None
             } else {
-                Some(ChunkId(self.store().put(ObjKind::Chunk, &bytes)?))
+                Some(ChunkId(store.put(ObjKind::Chunk, &bytes)?))
             };
-            sealed.push((ino, idx, arc, id));
-        }
+            Ok::<_, crate::error::Error>((ino, idx, arc, id))
+        };
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
+        let sealed: Vec<_> = if workers < 2 || work.len() < 4 {
+            work.into_iter().map(seal_one).collect::<Result<_>>()?
+        } else {
+            let mut parts: Vec<Vec<_>> = (0..workers).map(|_| Vec::new()).collect();
+            for (i, w) in work.into_iter().enumerate() {
+                parts[i % workers].push(w);
+            }
+            let results: Vec<Result<Vec<_>>> = std::thread::scope(|s| {
+                let handles: Vec<_> = parts
+                    .into_iter()
+                    .map(|p| s.spawn(move || p.into_iter().map(seal_one).collect::<Result<Vec<_>>>()))
+                    .collect();
+                handles.into_iter().map(|h| h.join().expect("seal worker panicked")).collect()
+            });
+            let mut all = Vec::new();
+            for r in results {
+                all.extend(r?);
+            }
+            all
+        };
         let mut st = self.lock();
         for (ino, idx, arc, id) in sealed {
             let Some(i) = st.inodes.get_mut(&ino) else {

@@ -175,12 +175,11 @@ pub fn unregister_mount(mp: &Path) {
 pub fn find_mount(path: &Path) -> Option<MountRecord> {
     let mut cur = Some(path);
     while let Some(p) = cur {
-        if let Ok(bytes) = std::fs::read(mount_record_path(p).ok()?) {
-            if let Ok(r) = serde_json::from_slice::<MountRecord>(&bytes) {
-                if r.mountpoint == p {
-                    return Some(r);
-                }
-            }
+        if let Ok(bytes) = std::fs::read(mount_record_path(p).ok()?)
+            && let Ok(r) = serde_json::from_slice::<MountRecord>(&bytes)
+            && r.mountpoint == p
+        {
+            return Some(r);
         }
         cur = p.parent();
     }

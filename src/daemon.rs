@@ -169,11 +169,11 @@ impl Daemon {
             self.store_dir.display(),
             self.socket.display()
         );
-        if let Some(op) = initial {
-            if let Err(e) = self.handle(op, &mut |_| {}) {
-                let _ = std::fs::remove_file(&self.socket);
-                return Err(e);
-            }
+        if let Some(op) = initial
+            && let Err(e) = self.handle(op, &mut |_| {})
+        {
+            let _ = std::fs::remove_file(&self.socket);
+            return Err(e);
         }
         let acceptor = self.clone();
         std::thread::spawn(move || {
@@ -252,13 +252,13 @@ impl Daemon {
                         v.session.name()
                     );
                 }
-                if let Some(bg) = v.bg.take() {
-                    if let Err(e) = bg.join() {
-                        log::error!(
-                            "session {}: FUSE loop ended with an error: {e}",
-                            v.session.name()
-                        );
-                    }
+                if let Some(bg) = v.bg.take()
+                    && let Err(e) = bg.join()
+                {
+                    log::error!(
+                        "session {}: FUSE loop ended with an error: {e}",
+                        v.session.name()
+                    );
                 }
             }
         }
@@ -305,13 +305,13 @@ impl Daemon {
             return Err(e);
         }
         control::unregister_mount(mp);
-        if let Some(bg) = entry.bg.take() {
-            if let Err(e) = bg.join() {
-                log::error!(
-                    "session {}: FUSE loop ended with an error: {e}",
-                    entry.session.name()
-                );
-            }
+        if let Some(bg) = entry.bg.take()
+            && let Err(e) = bg.join()
+        {
+            log::error!(
+                "session {}: FUSE loop ended with an error: {e}",
+                entry.session.name()
+            );
         }
         entry.session.flush()?;
         log::info!(

@@ -210,14 +210,15 @@ fn import_tree(ctx: &mut Ctx<'_>, dir: &Path) -> Result<Content> {
         } else {
             Kind::BlockDev
         };
-        if kind != Kind::Dir && md.nlink() > 1 {
-            if let Some(&ino) = ctx.links.get(&(md.dev(), md.ino())) {
-                ctx.link_records.get_mut(&ino).unwrap().attr.nlink += 1;
-                node.entries
-                    .push((name.as_bytes().to_vec(), Entry::HardLink { ino, kind }));
-                tick(ctx);
-                continue;
-            }
+        if kind != Kind::Dir
+            && md.nlink() > 1
+            && let Some(&ino) = ctx.links.get(&(md.dev(), md.ino()))
+        {
+            ctx.link_records.get_mut(&ino).unwrap().attr.nlink += 1;
+            node.entries
+                .push((name.as_bytes().to_vec(), Entry::HardLink { ino, kind }));
+            tick(ctx);
+            continue;
         }
         let content = match kind {
             Kind::Dir => import_tree(ctx, &path)?,
@@ -259,7 +260,7 @@ fn import_tree(ctx: &mut Ctx<'_>, dir: &Path) -> Result<Content> {
 
 fn tick(ctx: &mut Ctx<'_>) {
     ctx.done += 1;
-    if ctx.done % 256 == 0 {
+    if ctx.done.is_multiple_of(256) {
         (ctx.progress)(ctx.done, ctx.total);
     }
 }

@@ -69,10 +69,10 @@ fn explicit_store(cli: &Cli) -> Option<PathBuf> {
 /// The store serving `path`: explicit, else the one registered for the mount
 /// containing `path`, else the default.
 fn store_for_path(cli: &Cli, path: &Path) -> Result<PathBuf> {
-    if explicit_store(cli).is_none() {
-        if let Some(r) = control::find_mount(path) {
-            return Ok(r.store);
-        }
+    if explicit_store(cli).is_none()
+        && let Some(r) = control::find_mount(path)
+    {
+        return Ok(r.store);
     }
     store_dir(cli)
 }

@@ -411,10 +411,10 @@ impl DirNode {
             if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
                 return Err(bad("invalid entry name"));
             }
-            if let Some((prev, _)) = entries.last() {
-                if *prev >= name {
-                    return Err(bad("entries not sorted"));
-                }
+            if let Some((prev, _)) = entries.last()
+                && *prev >= name
+            {
+                return Err(bad("entries not sorted"));
             }
             let e = match r.u8()? {
                 0 => Entry::Inline(r.record()?),

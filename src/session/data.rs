@@ -34,10 +34,10 @@ fn get_chunk(store: &dyn ObjectStore, id: &ChunkId, ino: u64) -> Result<Arc<Vec<
 
 /// Mark file content modified: its node id no longer names it.
 fn content_changed(st: &mut State, ino: u64) {
-    if let Ok(i) = st.get_mut(ino) {
-        if let Data::File(f) = &mut i.data {
-            f.stored = None;
-        }
+    if let Ok(i) = st.get_mut(ino)
+        && let Data::File(f) = &mut i.data
+    {
+        f.stored = None;
     }
     st.dirty_files.insert(ino);
     st.mark_dirty(ino);

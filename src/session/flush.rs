@@ -18,6 +18,9 @@ use crate::tree::{
     BLOCK_SIZE, Content, DirNode, Entry, FileNode, INLINE_MAX, Record, RootNode, Timespec,
 };
 
+/// One block to seal: (ino, block index, the live buffer, its canonical bytes).
+type SealWork = (u64, u64, Arc<Vec<u8>>, Vec<u8>);
+
 impl Session {
     /// Seal written blocks of large files into chunks. Not durable by itself.
     pub fn seal(&self) -> Result<()> {
@@ -27,7 +30,7 @@ impl Session {
 
     fn seal_locked(&self) -> Result<()> {
         self.dirty_bytes.store(0, Ordering::Relaxed);
-        let work: Vec<(u64, u64, Arc<Vec<u8>>, Vec<u8>)> = {
+        let work: Vec<SealWork> = {
             let st = self.lock();
             let mut w = Vec::new();
             for &ino in &st.dirty_files {
@@ -52,7 +55,7 @@ impl Session {
         }
         // Hash + compress on every core; only the pack append is serialized.
         let store = self.store();
-        let seal_one = |(ino, idx, arc, bytes): (u64, u64, Arc<Vec<u8>>, Vec<u8>)| {
+        let seal_one = |(ino, idx, arc, bytes): SealWork| {
             let id = if bytes.iter().all(|&b| b == 0) {
                 None
             } else {
@@ -60,7 +63,9 @@ impl Session {
             };
             Ok::<_, crate::error::Error>((ino, idx, arc, id))
         };
-        let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(4);
         let sealed: Vec<_> = if workers < 2 || work.len() < 4 {
             work.into_iter().map(seal_one).collect::<Result<_>>()?
         } else {
@@ -71,9 +76,14 @@ impl Session {
             let results: Vec<Result<Vec<_>>> = std::thread::scope(|s| {
                 let handles: Vec<_> = parts
                     .into_iter()
-                    .map(|p| s.spawn(move || p.into_iter().map(seal_one).collect::<Result<Vec<_>>>()))
+                    .map(|p| {
+                        s.spawn(move || p.into_iter().map(seal_one).collect::<Result<Vec<_>>>())
+                    })
                     .collect();
-                handles.into_iter().map(|h| h.join().expect("seal worker panicked")).collect()
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("seal worker panicked"))
+                    .collect()
             });
             let mut all = Vec::new();
             for r in results {
@@ -90,13 +100,13 @@ impl Session {
             let Some(blocks) = f.blocks.as_mut() else {
                 continue;
             };
-            if let Some(Block::Mem(cur)) = blocks.get(&idx) {
-                if Arc::ptr_eq(cur, &arc) {
-                    match id {
-                        Some(c) => blocks.insert(idx, Block::Stored(c)),
-                        None => blocks.remove(&idx),
-                    };
-                }
+            if let Some(Block::Mem(cur)) = blocks.get(&idx)
+                && Arc::ptr_eq(cur, &arc)
+            {
+                match id {
+                    Some(c) => blocks.insert(idx, Block::Stored(c)),
+                    None => blocks.remove(&idx),
+                };
             }
         }
         Ok(())
@@ -108,10 +118,10 @@ impl Session {
         self.seal_locked()?;
         let (root_id, rec) = {
             let mut st = self.lock();
-            if !st.changed {
-                if let Some(r) = st.root_id {
-                    return Ok(r);
-                }
+            if !st.changed
+                && let Some(r) = st.root_id
+            {
+                return Ok(r);
             }
             let store = self.store().clone();
             let root_rec = encode(&mut st, &*store, 1)?;

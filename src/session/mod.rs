@@ -290,10 +290,8 @@ impl State {
         let mut cur = ino;
         let mut first = true;
         while let Some(i) = self.inodes.get_mut(&cur) {
-            if !first {
-                if let Data::Dir(d) = &mut i.data {
-                    d.stored = None;
-                }
+            if !first && let Data::Dir(d) = &mut i.data {
+                d.stored = None;
             }
             let was = i.dirty;
             i.dirty = true;
@@ -420,11 +418,13 @@ impl State {
 
     /// Drop an inode that is unlinked and no longer referenced by the kernel.
     pub(crate) fn maybe_reap(&mut self, ino: u64) {
-        if let Some(i) = self.inodes.get(&ino) {
-            if i.attr.nlink == 0 && i.lookups == 0 && i.opens == 0 {
-                self.inodes.remove(&ino);
-                self.dirty_files.remove(&ino);
-            }
+        if let Some(i) = self.inodes.get(&ino)
+            && i.attr.nlink == 0
+            && i.lookups == 0
+            && i.opens == 0
+        {
+            self.inodes.remove(&ino);
+            self.dirty_files.remove(&ino);
         }
     }
 }

@@ -393,10 +393,12 @@ pub fn statvfs_bytes(path: &Path) -> Option<(u64, u64, u64)> {
     Some((s.f_blocks * f, s.f_bfree * f, s.f_bavail * f))
 }
 
+type MemObject = (Kind, Arc<Vec<u8>>);
+
 /// In-memory twin of [`PackStore`] for tests of the layers above.
 #[derive(Default)]
 pub struct MemStore {
-    objects: RwLock<HashMap<[u8; 32], (Kind, Arc<Vec<u8>>)>>,
+    objects: RwLock<HashMap<[u8; 32], MemObject>>,
     meta: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
 }
 

@@ -151,12 +151,11 @@ impl RecordHeader {
 
 /// Compress `raw` for storage: zstd level 1, or raw when that saves < 10 %.
 pub fn compress(raw: &[u8]) -> (Codec, Vec<u8>) {
-    if raw.len() >= 64 {
-        if let Ok(c) = zstd::bulk::compress(raw, 1) {
-            if c.len() * 10 < raw.len() * 9 {
-                return (Codec::Zstd, c);
-            }
-        }
+    if raw.len() >= 64
+        && let Ok(c) = zstd::bulk::compress(raw, 1)
+        && c.len() * 10 < raw.len() * 9
+    {
+        return (Codec::Zstd, c);
     }
     (Codec::Raw, raw.to_vec())
 }

@@ -56,7 +56,7 @@ fn fsynced_files_survive_kill_9() {
         // An overwrite in place of an earlier file, also fsync'd.
         if round > 0 {
             let (n, d) = &mut expected[0];
-            let mut f = OpenOptions::new().write(true).open(m.p(n)).unwrap();
+            let f = OpenOptions::new().write(true).open(m.p(n)).unwrap();
             let patch = pattern(100 + round, 5000);
             use std::os::unix::fs::FileExt;
             f.write_all_at(&patch, 60_000).unwrap();

@@ -1079,6 +1079,7 @@ fn fallocate_modes() {
         .read(true)
         .write(true)
         .create(true)
+        .truncate(true)
         .open(m.p("fa"))
         .unwrap();
     fallocate(&f, 0, 0, 300_000).unwrap();
@@ -1149,6 +1150,7 @@ fn seek_data_and_hole() {
         .read(true)
         .write(true)
         .create(true)
+        .truncate(true)
         .open(m.p("sparse"))
         .unwrap();
     let ten = 10 * MIB as i64;
@@ -1206,6 +1208,7 @@ fn sparse_file_takes_no_space() {
         .read(true)
         .write(true)
         .create(true)
+        .truncate(true)
         .open(&p)
         .unwrap();
     f.write_all_at(b"Z", GIB).unwrap();
@@ -1245,6 +1248,7 @@ fn file_over_4gib() {
         .read(true)
         .write(true)
         .create(true)
+        .truncate(true)
         .open(&p)
         .unwrap();
     f.write_all_at(&data, off).unwrap();
@@ -1305,6 +1309,7 @@ fn open_unlinked_file_stays_usable() {
         .read(true)
         .write(true)
         .create(true)
+        .truncate(true)
         .open(&p)
         .unwrap();
     let first = pattern(100_000, 1);
@@ -1442,6 +1447,7 @@ fn shared_mmap_writes_persist() {
         .read(true)
         .write(true)
         .create(true)
+        .truncate(true)
         .open(&p)
         .unwrap();
     f.set_len(len as u64).unwrap();

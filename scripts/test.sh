@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The whole test suite (README's second quick-start command; .ci/run runs exactly this).
+# Installs what it needs, then: lint, unit + property tests, integration tests on real
+# FUSE mounts, and the outside suites (pjdfstest, fsx) against a treefork mount.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "installing test tools (fuse3, pjdfstest, fsx) where missing"
+bash scripts/install-test-tools.sh
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy -D warnings"
+cargo clippy --all-targets --quiet -- -D warnings
+
+step "unit and property tests"
+cargo test --lib --quiet
+
+step "integration tests (real mounts)"
+cargo test --test it -- --test-threads=2
+
+TF="$ROOT/target/debug/treefork"
+WORK=$(mktemp -d /tmp/treefork-suites.XXXXXX)
+STORE="$WORK/store"
+cleanup() {
+  for mp in "$WORK"/mnt-*; do
+    [ -d "$mp" ] || continue
+    "$TF" --store "$STORE" umount "$mp" >/dev/null 2>&1 || umount -l "$mp" 2>/dev/null || true
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+run_on_mount() { # name, then the command to run with the mountpoint appended
+  local name=$1; shift
+  local mp="$WORK/mnt-$name"
+  mkdir -p "$mp"
+  "$TF" --store "$STORE" mount "$mp" --session "$name" >/dev/null
+  chmod 0755 "$mp"
+  local rc=0
+  "$@" "$mp" || rc=$?
+  "$TF" --store "$STORE" umount "$mp" >/dev/null
+  return $rc
+}
+
+step "pjdfstest (POSIX conformance) on a treefork mount"
+mkdir -p "$WORK/secondary"   # a second filesystem, enables the EXDEV tests
+PJDFSTEST_SECONDARY="$WORK/secondary" run_on_mount pjdfstest bash scripts/run-pjdfstest.sh
+
+step "fsx (data integrity) on a treefork mount"
+run_on_mount fsx bash scripts/run-fsx.sh
+
+step "all suites passed"

@@ -2,7 +2,7 @@
 //!
 //! Owns: the key layout of the single sled tree and atomic, durable batches.
 //! Keys are a one-byte-plus-slash prefix followed by the key body:
-//! `o/<32-byte id>` object index entries, `s/<name>` session records,
+//! `m/format` format marker, `o/<32-byte id>` object index entries, `s/<name>` session records,
 //! `c/<32-byte id>` checkpoints, `r/<name>` refs. Integers inside keys, when added,
 //! are big-endian so that sled's byte order is numeric order.
 //! Invariant: every [`MetaDb::apply`] is atomic (one sled batch) and durable (flushed)
@@ -12,6 +12,10 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
+/// Key of the format marker written when a store is created.
+pub const FORMAT_KEY: &[u8] = b"m/format";
+/// Value of the format marker.
+pub const FORMAT_VALUE: &[u8] = b"treefork-meta v1";
 /// Prefix of object-index keys.
 pub const OBJECT_PREFIX: &[u8] = b"o/";
 /// Prefix of session-record keys.

@@ -186,7 +186,35 @@ impl PackStore {
             }
             fs::create_dir_all(dir.join("packs")).map_err(|e| Error::io(dir, e))?;
         }
-        let db = MetaDb::open(&dir.join("meta"))?;
+        let meta_dir = dir.join("meta");
+        let db = std::panic::catch_unwind(|| MetaDb::open(&meta_dir)).map_err(|_| {
+            Error::corrupt(
+                format!("metadata database {}", meta_dir.display()),
+                "sled panicked while opening it",
+            )
+        })??;
+        // sled treats an unreadable database as empty; the marker written at creation
+        // tells "new store" from "lost index", so a damaged index is never mistaken
+        // for an empty store (which would hide every session).
+        match db.get(meta::FORMAT_KEY)? {
+            Some(v) if v == meta::FORMAT_VALUE => {}
+            Some(v) => {
+                return Err(Error::corrupt(
+                    format!("metadata database {}", meta_dir.display()),
+                    format!("unknown format marker {:?}", String::from_utf8_lossy(&v)),
+                ));
+            }
+            None if empty => db.apply(vec![MetaOp::Put(
+                meta::FORMAT_KEY.to_vec(),
+                meta::FORMAT_VALUE.to_vec(),
+            )])?,
+            None => {
+                return Err(Error::corrupt(
+                    format!("metadata database {}", meta_dir.display()),
+                    "format marker missing (index lost or damaged; the packs are untouched)",
+                ));
+            }
+        }
         let mut last = 0u32;
         for e in fs::read_dir(dir.join("packs")).map_err(|e| Error::io(dir, e))? {
             let name = e.map_err(|e| Error::io(dir, e))?.file_name();

@@ -107,6 +107,26 @@ fn corrupt_or_foreign_store_is_refused_and_left_alone() {
     assert!(e.contains("corrupt"), "{e}");
     assert_eq!(fs::read(store.join("treefork.store")).unwrap(), b"{garbage");
     assert!(!treefork::daemon::is_mountpoint(&mp));
+
+    // A damaged metadata database is refused, never mistaken for an empty store.
+    let store2 = tmp.path().join("store2");
+    tf_ok(&store2, &["mount", mp.to_str().unwrap(), "--session", "a"]);
+    fs::write(mp.join("f"), b"data").unwrap();
+    tf_ok(&store2, &["umount", mp.to_str().unwrap()]);
+    let db = store2.join("meta/db");
+    let mut bytes = fs::read(&db).unwrap();
+    for i in (0..bytes.len()).step_by(97) {
+        bytes[i] ^= 0xff;
+    }
+    fs::write(&db, &bytes).unwrap();
+    let listing = store_listing(&store2.join("packs"));
+    let e = err_line(&tf(
+        &store2,
+        &["mount", mp.to_str().unwrap(), "--session", "a"],
+    ));
+    assert!(e.contains("corrupt"), "{e}");
+    assert_eq!(listing, store_listing(&store2.join("packs")));
+    assert!(!treefork::daemon::is_mountpoint(&mp));
 }
 
 #[test]

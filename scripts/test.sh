@@ -25,6 +25,7 @@ cargo test --test it -- --test-threads=2
 
 TF="$ROOT/target/debug/treefork"
 WORK=$(mktemp -d /tmp/treefork-suites.XXXXXX)
+chmod 0755 "$WORK"   # pjdfstest runs cases as other users: every parent must be searchable
 STORE="$WORK/store"
 cleanup() {
   for mp in "$WORK"/mnt-*; do

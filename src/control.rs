@@ -47,6 +47,98 @@ pub enum Op {
     Sessions,
     /// Flush everything, unmount everything, exit.
     Shutdown,
+    /// Take a checkpoint of the session.
+    Checkpoint {
+        /// Message.
+        #[serde(default)]
+        message: String,
+        /// Why: manual, auto, before-risky, milestone.
+        #[serde(default = "default_trigger")]
+        trigger: String,
+    },
+    /// The session's checkpoints, newest first.
+    Log {
+        /// At most this many.
+        #[serde(default)]
+        limit: Option<usize>,
+    },
+    /// Paths changed since the last checkpoint.
+    Status,
+    /// Create a branch at a ref (default: HEAD, checkpointing pending changes first).
+    Branch {
+        /// Branch name.
+        name: String,
+        /// Ref it points at.
+        #[serde(default)]
+        from: Option<String>,
+    },
+    /// List branches.
+    Branches,
+    /// Delete a branch.
+    BranchDelete {
+        /// Branch name.
+        name: String,
+    },
+    /// Make the live mount show a ref's tree (saving pending changes first).
+    Checkout {
+        /// The ref.
+        #[serde(rename = "ref")]
+        target: String,
+    },
+    /// Create a new session from a ref (default: a fresh checkpoint) and mount it.
+    Fork {
+        /// New session name.
+        name: String,
+        /// Ref to start from.
+        #[serde(default)]
+        from: Option<String>,
+        /// Where to mount it (absolute, empty directory).
+        mountpoint: PathBuf,
+    },
+    /// Differences between two states (refs, or `WORKING`).
+    Diff {
+        /// Old side (default HEAD).
+        #[serde(default)]
+        a: Option<String>,
+        /// New side (default WORKING).
+        #[serde(default)]
+        b: Option<String>,
+        /// `name-status` (default), `stat` or `patch`.
+        #[serde(default)]
+        mode: Option<String>,
+    },
+    /// Rewind the tree, or some paths of it, to a ref.
+    Restore {
+        /// The ref.
+        #[serde(rename = "ref")]
+        target: String,
+        /// Paths relative to the workspace root (empty: everything).
+        #[serde(default)]
+        paths: Vec<String>,
+        /// Only report what would change.
+        #[serde(default)]
+        dry_run: bool,
+    },
+    /// Show (and with `set`, change) the session's settings.
+    Config {
+        /// Fields to change.
+        #[serde(default)]
+        set: Option<serde_json::Map<String, Value>>,
+    },
+}
+
+fn default_trigger() -> String {
+    "manual".into()
+}
+
+/// A request: an op, optionally aimed at a session by name (on the store socket;
+/// a session socket implies its session).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// Target session.
+    pub session: Option<String>,
+    /// The operation.
+    pub op: Op,
 }
 
 /// A protocol-level error before an op runs.
@@ -60,6 +152,11 @@ pub struct ProtoError {
 
 /// Parse one request line. Never panics.
 pub fn parse_request(line: &[u8]) -> std::result::Result<Op, ProtoError> {
+    parse(line).map(|r| r.op)
+}
+
+/// Parse one request line with its optional session. Never panics.
+pub fn parse(line: &[u8]) -> std::result::Result<Request, ProtoError> {
     let err = |code, message: String| ProtoError { code, message };
     if line.len() > MAX_REQUEST {
         return Err(err(
@@ -96,14 +193,20 @@ pub fn parse_request(line: &[u8]) -> std::result::Result<Op, ProtoError> {
         .to_string();
     let mut body = obj.clone();
     body.remove("v");
-    serde_json::from_value(Value::Object(body)).map_err(|e| {
+    let session = match body.remove("session") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(_) => return Err(err("bad_request", "\"session\" must be a string".into())),
+    };
+    let op: Op = serde_json::from_value(Value::Object(body)).map_err(|e| {
         let m = e.to_string();
         if m.contains("unknown variant") {
             err("unknown_op", format!("unknown op {op:?}"))
         } else {
             err("bad_request", format!("bad arguments for {op:?}: {m}"))
         }
-    })
+    })?;
+    Ok(Request { session, op })
 }
 
 /// Encode a request line.
@@ -151,6 +254,15 @@ pub struct MountRecord {
     pub store: PathBuf,
     /// The session mounted there.
     pub session: String,
+    /// The session's control socket.
+    #[serde(default)]
+    pub socket: Option<PathBuf>,
+}
+
+/// The control socket of the session mounted at `mp`.
+pub fn session_socket(mp: &Path) -> Result<PathBuf> {
+    let h = blake3::hash(mp.as_os_str().as_encoded_bytes());
+    Ok(runtime_dir()?.join(format!("s-{}.sock", &h.to_hex()[..16])))
 }
 
 fn mount_record_path(mp: &Path) -> Result<PathBuf> {

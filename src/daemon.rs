@@ -29,9 +29,24 @@ use crate::store::{ObjectStore, PackStore};
 /// How often dirty sessions are flushed in the background.
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(5);
 
-struct Mounted {
-    session: Arc<Session>,
+pub(crate) struct Mounted {
+    pub(crate) session: Arc<Session>,
     bg: Option<fuser::BackgroundSession>,
+    /// Sends kernel cache invalidations for this mount.
+    pub(crate) notifier: fuser::Notifier,
+    /// The session socket's listening fd (shut down to stop its acceptor).
+    ctl_fd: i32,
+    ctl_path: PathBuf,
+    /// Unix ms of the last automatic checkpoint.
+    pub(crate) last_auto_ms: u64,
+}
+
+impl Mounted {
+    fn close_control(&self) {
+        // SAFETY: shutting down our own listening socket wakes its blocked accept().
+        unsafe { libc::shutdown(self.ctl_fd, libc::SHUT_RDWR) };
+        let _ = std::fs::remove_file(&self.ctl_path);
+    }
 }
 
 /// A running daemon.
@@ -40,6 +55,7 @@ pub struct Daemon {
     store: Arc<PackStore>,
     mounts: Mutex<HashMap<PathBuf, Mounted>>,
     socket: PathBuf,
+    me: std::sync::OnceLock<std::sync::Weak<Daemon>>,
     stop: AtomicBool,
     /// Mount requests in progress (the daemon does not exit while one runs).
     pending: std::sync::atomic::AtomicUsize,
@@ -147,7 +163,8 @@ impl Daemon {
         let socket = control::daemon_socket(store_dir)?;
         // We hold the store lock, so any socket file left here is stale.
         let _ = std::fs::remove_file(&socket);
-        Ok(Arc::new(Daemon {
+        let d = Arc::new(Daemon {
+            me: std::sync::OnceLock::new(),
             store_dir: store_dir.to_path_buf(),
             store,
             mounts: Mutex::new(HashMap::new()),
@@ -155,7 +172,18 @@ impl Daemon {
             stop: AtomicBool::new(false),
             pending: std::sync::atomic::AtomicUsize::new(0),
             _lock: lock,
-        }))
+        });
+        let _ = d.me.set(Arc::downgrade(&d));
+        Ok(d)
+    }
+
+    /// The store.
+    pub(crate) fn store(&self) -> &Arc<PackStore> {
+        &self.store
+    }
+
+    pub(crate) fn mounts(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Mounted>> {
+        self.mounts.lock().unwrap()
     }
 
     /// Serve until the last mount is gone or a stop is requested.
@@ -181,7 +209,7 @@ impl Daemon {
                 match stream {
                     Ok(stream) => {
                         let d = acceptor.clone();
-                        std::thread::spawn(move || d.connection(stream));
+                        std::thread::spawn(move || d.connection(stream, None));
                     }
                     Err(e) => log::warn!("accept: {e}"),
                 }
@@ -208,6 +236,7 @@ impl Daemon {
                 self.flush_all();
                 last_flush = Instant::now();
             }
+            crate::commands::auto_checkpoints(self);
         }
         self.shutdown();
         let _ = std::fs::remove_file(&self.socket);
@@ -241,6 +270,7 @@ impl Daemon {
         for k in done {
             if let Some(mut v) = m.remove(&k) {
                 control::unregister_mount(&k);
+                v.close_control();
                 log::info!(
                     "session {} at {} was unmounted",
                     v.session.name(),
@@ -271,6 +301,7 @@ impl Daemon {
                 log::warn!("{}: {e}; detaching lazily", mp.display());
                 if let Some(mut m) = self.mounts.lock().unwrap().remove(&mp) {
                     let _ = m.session.flush();
+                    m.close_control();
                     detach(&mp);
                     control::unregister_mount(&mp);
                     if let Some(bg) = m.bg.take() {
@@ -305,6 +336,7 @@ impl Daemon {
             return Err(e);
         }
         control::unregister_mount(mp);
+        entry.close_control();
         if let Some(bg) = entry.bg.take()
             && let Err(e) = bg.join()
         {
@@ -322,7 +354,7 @@ impl Daemon {
         Ok(())
     }
 
-    fn mount(
+    pub(crate) fn mount(
         &self,
         name: &str,
         mp: &Path,
@@ -330,6 +362,41 @@ impl Daemon {
         events: &mut dyn FnMut(Value),
     ) -> Result<Value> {
         session::validate_session_name(name)?;
+        if let Some(p) = self.mounted_at(name) {
+            return Err(Error::Conflict(format!(
+                "session {name} is already mounted at {}",
+                p.display()
+            )));
+        }
+        let rec = match session::load_record(&**self.store(), name)? {
+            Some(r) if from.is_some() => {
+                let _ = r;
+                return Err(Error::Conflict(format!(
+                    "session {name} already exists; --from only applies when creating a session"
+                )));
+            }
+            r => r,
+        };
+        self.mount_record(name, mp, rec, from, events)
+    }
+
+    /// Where session `name` is mounted, if it is.
+    pub(crate) fn mounted_at(&self, name: &str) -> Option<PathBuf> {
+        self.mounts()
+            .iter()
+            .find(|(_, v)| v.session.name() == name)
+            .map(|(p, _)| p.clone())
+    }
+
+    /// Mount a session from its record (or create it: imported from `from`, or empty).
+    pub(crate) fn mount_record(
+        &self,
+        name: &str,
+        mp: &Path,
+        existing: Option<session::SessionRecord>,
+        from: Option<&Path>,
+        events: &mut dyn FnMut(Value),
+    ) -> Result<Value> {
         if !mp.is_absolute() {
             return Err(Error::Invalid(format!(
                 "mountpoint {} must be an absolute path",
@@ -347,13 +414,8 @@ impl Daemon {
         }
         check_mountpoint(mp)?;
         let store: Arc<dyn ObjectStore> = self.store.clone();
-        let rec = match (session::load_record(&*store, name)?, from) {
-            (Some(_), Some(_)) => {
-                return Err(Error::Conflict(format!(
-                    "session {name} already exists; --from only applies when creating a session"
-                )));
-            }
-            (Some(r), None) => r,
+        let rec = match (existing, from) {
+            (Some(r), _) => r,
             (None, Some(dir)) => {
                 let mut last = Instant::now();
                 let imported = crate::import::import_dir(&*store, dir, &mut |done, total| {
@@ -391,18 +453,45 @@ impl Daemon {
         let bg = fuser::spawn_mount(TreeforkFs::new(session.clone(), notifier.clone()), mp, &cfg)
             .map_err(|e| Error::io(mp, e))?;
         let _ = notifier.set(bg.notifier());
+        let ctl_path = control::session_socket(mp)?;
+        let _ = std::fs::remove_file(&ctl_path);
+        let listener = UnixListener::bind(&ctl_path).map_err(|e| Error::io(&ctl_path, e))?;
+        std::fs::set_permissions(&ctl_path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| Error::io(&ctl_path, e))?;
+        let ctl_fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
+        if let Some(me) = self.me.get().and_then(|w| w.upgrade()) {
+            let bound = name.to_string();
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    match stream {
+                        Ok(stream) => {
+                            let d = me.clone();
+                            let b = bound.clone();
+                            std::thread::spawn(move || d.connection(stream, Some(b)));
+                        }
+                        // Shut down at unmount.
+                        Err(_) => break,
+                    }
+                }
+            });
+        }
         if let Err(e) = control::register_mount(&control::MountRecord {
             mountpoint: mp.to_path_buf(),
             store: self.store_dir.clone(),
             session: name.to_string(),
+            socket: Some(ctl_path.clone()),
         }) {
             log::warn!("cannot register mount {}: {e}", mp.display());
         }
         self.mounts.lock().unwrap().insert(
             mp.to_path_buf(),
             Mounted {
+                notifier: bg.notifier(),
                 session,
                 bg: Some(bg),
+                ctl_fd,
+                ctl_path,
+                last_auto_ms: session::now_ms(),
             },
         );
         log::info!("mounted session {name} at {}", mp.display());
@@ -440,6 +529,16 @@ impl Daemon {
     /// Run one op. The daemon does not exit while an op runs; once it has decided
     /// to exit, mount requests get `shutting_down` (the client starts a new daemon).
     pub fn handle(&self, op: Op, events: &mut dyn FnMut(Value)) -> Result<Value> {
+        self.handle_request(None, op, events)
+    }
+
+    /// Run one op, aimed at `session` when given (session sockets bind theirs).
+    pub fn handle_request(
+        &self,
+        session: Option<&str>,
+        op: Op,
+        events: &mut dyn FnMut(Value),
+    ) -> Result<Value> {
         {
             let _m = self.mounts.lock().unwrap();
             if self.stop.load(Ordering::SeqCst) && matches!(op, Op::Mount { .. }) {
@@ -447,12 +546,12 @@ impl Daemon {
             }
             self.pending.fetch_add(1, Ordering::SeqCst);
         }
-        let r = self.handle_op(op, events);
+        let r = self.handle_op(session, op, events);
         self.pending.fetch_sub(1, Ordering::SeqCst);
         r
     }
 
-    fn handle_op(&self, op: Op, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn handle_op(&self, session: Option<&str>, op: Op, events: &mut dyn FnMut(Value)) -> Result<Value> {
         match op {
             Op::Ping => Ok(json!({"pid": std::process::id(), "store": self.store_dir})),
             Op::Mount {
@@ -475,10 +574,11 @@ impl Daemon {
                 self.stop.store(true, Ordering::Relaxed);
                 Ok(json!({}))
             }
+            op => crate::commands::run(self, session, op),
         }
     }
 
-    fn connection(&self, stream: UnixStream) {
+    fn connection(&self, stream: UnixStream, bound: Option<String>) {
         let _ = stream.set_nonblocking(false);
         let Ok(mut out) = stream.try_clone() else {
             return;
@@ -502,16 +602,31 @@ impl Daemon {
                 let _ = writeln!(out, "{r}");
                 return;
             } else {
-                match control::parse_request(line.trim_ascii()) {
+                match control::parse(line.trim_ascii()) {
                     Err(e) => control::error_response(e.code, &e.message),
-                    Ok(op) => {
+                    Ok(req) => {
+                        let target = match (&bound, &req.session) {
+                            (Some(b), Some(s)) if b != s => {
+                                let r = control::error_response(
+                                    "invalid",
+                                    &format!("this socket serves session {b}, not {s}"),
+                                );
+                                if writeln!(out, "{r}").is_err() {
+                                    return;
+                                }
+                                continue;
+                            }
+                            (Some(b), _) => Some(b.clone()),
+                            (None, s) => s.clone(),
+                        };
+                        let op = req.op;
                         let mut ev_out = out.try_clone().ok();
                         let mut events = |v: Value| {
                             if let Some(o) = ev_out.as_mut() {
                                 let _ = writeln!(o, "{v}");
                             }
                         };
-                        match self.handle(op, &mut events) {
+                        match self.handle_request(target.as_deref(), op, &mut events) {
                             Ok(mut v) => {
                                 v.as_object_mut().unwrap().insert("ok".into(), json!(true));
                                 v

@@ -5,14 +5,17 @@
 //! (live inode table) → `tree` (immutable Merkle nodes) → `store` (packs + index)
 //! → `meta` (sled) → `id`/`error`.
 
+pub mod commands;
 pub mod control;
 pub mod daemon;
+pub mod diff;
 pub mod error;
 pub mod fs;
 pub mod id;
 pub mod import;
 pub mod lock;
 pub mod meta;
+pub mod refs;
 pub mod session;
 pub mod store;
 pub mod tree;

@@ -25,6 +25,9 @@ struct Cli {
     /// Print machine-readable JSON.
     #[arg(long, global = true)]
     json: bool,
+    /// Act on the workspace containing PATH [default: the current directory].
+    #[arg(short = 'C', global = true, value_name = "PATH")]
+    dir: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -52,6 +55,85 @@ enum Cmd {
     },
     /// List sessions with their state and size.
     Sessions,
+    /// Take a checkpoint; prints its id.
+    Checkpoint {
+        /// Message.
+        #[arg(short, long, default_value = "")]
+        message: String,
+        /// Why it is taken.
+        #[arg(long, default_value = "manual", value_parser = ["manual", "auto", "before-risky", "milestone"])]
+        trigger: String,
+    },
+    /// Checkpoints of this session, newest first.
+    Log {
+        /// Show at most N.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Paths added, modified or deleted since the last checkpoint.
+    Status,
+    /// Create a branch at REF (default: HEAD, checkpointing pending changes), or delete one.
+    Branch {
+        /// Branch name.
+        name: String,
+        /// Checkpoint id, branch, HEAD or HEAD~N.
+        #[arg(value_name = "REF")]
+        from: Option<String>,
+        /// Delete the branch.
+        #[arg(short = 'd', long)]
+        delete: bool,
+    },
+    /// List branches.
+    Branches,
+    /// Show REF's tree in the live mount (pending changes are saved first).
+    Checkout {
+        /// Checkpoint id, branch, HEAD or HEAD~N.
+        #[arg(value_name = "REF")]
+        target: String,
+    },
+    /// Start a new session from REF (default: a fresh checkpoint) and mount it.
+    Fork {
+        /// New session name.
+        name: String,
+        /// Checkpoint id, branch, HEAD or HEAD~N.
+        #[arg(long, value_name = "REF")]
+        from: Option<String>,
+        /// Empty directory to mount the fork on.
+        #[arg(long = "mount", value_name = "DIR")]
+        mountpoint: PathBuf,
+    },
+    /// Differences between two states (default: HEAD and the live working state).
+    Diff {
+        /// Old side: checkpoint id, branch, HEAD, HEAD~N or WORKING.
+        a: Option<String>,
+        /// New side [default: WORKING].
+        b: Option<String>,
+        /// Per-file line counts.
+        #[arg(long, conflicts_with_all = ["name_status", "patch"])]
+        stat: bool,
+        /// One line per path with A/M/D (default).
+        #[arg(long)]
+        name_status: bool,
+        /// Unified diff of text files.
+        #[arg(long, short = 'p', conflicts_with = "name_status")]
+        patch: bool,
+    },
+    /// Rewind the whole tree, or only PATHs, to REF (saving pending changes first).
+    Restore {
+        /// Checkpoint id, branch, HEAD or HEAD~N.
+        #[arg(value_name = "REF")]
+        target: String,
+        /// Paths to restore (default: everything).
+        paths: Vec<PathBuf>,
+        /// Only list what would change.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Show or change session settings (KEY=VALUE, e.g. auto_checkpoint_ops=100).
+    Config {
+        /// Settings to change.
+        settings: Vec<String>,
+    },
     /// Run the store daemon (started automatically by `mount`).
     #[command(hide = true)]
     Daemon,
@@ -249,6 +331,77 @@ fn spawn_daemon(store: &Path) -> Result<()> {
     )
 }
 
+/// The workspace (mount record) that `-C PATH` or the current directory is in.
+fn workspace(cli: &Cli) -> Result<control::MountRecord> {
+    let start = match &cli.dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let abs = std::path::absolute(&start)?;
+    let probe = abs.canonicalize().unwrap_or(abs.clone());
+    control::find_mount(&probe)
+        .or_else(|| control::find_mount(&abs))
+        .ok_or_else(|| anyhow!("{} is not inside a mounted treefork workspace (use -C PATH)", start.display()))
+}
+
+/// Send a session op to the workspace's session socket.
+fn session_call(cli: &Cli, op: Op) -> Result<(control::MountRecord, Value)> {
+    let ws = workspace(cli)?;
+    let sock = match &ws.socket {
+        Some(s) => s.clone(),
+        None => control::session_socket(&ws.mountpoint)?,
+    };
+    let mut c = Client::connect(&sock).with_context(|| {
+        format!("the daemon serving {} does not answer (is it still mounted?)", ws.mountpoint.display())
+    })?;
+    let v = c.call(&op, &mut |_| {})?;
+    if v.get("ok").and_then(Value::as_bool) == Some(true) {
+        Ok((ws, v))
+    } else {
+        let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+        Err(DaemonError {
+            code: s("/error/code"),
+            message: s("/error/message"),
+        }
+        .into())
+    }
+}
+
+/// `path` (relative to the current directory) as a path relative to the workspace root.
+fn workspace_relative(ws: &control::MountRecord, path: &Path) -> Result<String> {
+    let abs = std::path::absolute(path)?;
+    let mut norm = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                norm.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => norm.push(other),
+        }
+    }
+    let rel = norm
+        .strip_prefix(&ws.mountpoint)
+        .map_err(|_| anyhow!("{} is outside the workspace {}", path.display(), ws.mountpoint.display()))?;
+    Ok(rel.to_string_lossy().into_owned())
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
+fn fmt_time(secs: i64) -> String {
+    let out = Command::new("date")
+        .arg("-d")
+        .arg(format!("@{secs}"))
+        .arg("+%Y-%m-%d %H:%M:%S")
+        .output();
+    match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        _ => secs.to_string(),
+    }
+}
+
 fn print_json(v: &Value) {
     println!("{}", serde_json::to_string_pretty(v).unwrap());
 }
@@ -385,6 +538,190 @@ fn run(cli: Cli) -> Result<()> {
                 print_json(&serde_json::json!({"ok": true, "mountpoint": mp}));
             } else {
                 println!("unmounted {}", mp.display());
+            }
+        }
+        Cmd::Checkpoint { message, trigger } => {
+            let (_, v) = session_call(&cli, Op::Checkpoint { message: message.clone(), trigger: trigger.clone() })?;
+            if cli.json {
+                print_json(&v);
+            } else {
+                println!("{}", v["checkpoint"]["id"].as_str().unwrap_or(""));
+            }
+        }
+        Cmd::Log { limit } => {
+            let (_, v) = session_call(&cli, Op::Log { limit: Some(*limit) })?;
+            if cli.json {
+                print_json(&v);
+            } else {
+                for c in v["checkpoints"].as_array().cloned().unwrap_or_default() {
+                    println!(
+                        "{}  {}  {:<14} {:>5} changed  {}",
+                        short(c["id"].as_str().unwrap_or("")),
+                        fmt_time(c["time"].as_i64().unwrap_or(0)),
+                        c["trigger"].as_str().unwrap_or(""),
+                        c["files_changed"].as_u64().unwrap_or(0),
+                        c["message"].as_str().unwrap_or(""),
+                    );
+                }
+            }
+        }
+        Cmd::Status => {
+            let (_, v) = session_call(&cli, Op::Status)?;
+            if cli.json {
+                print_json(&v);
+            } else {
+                for c in v["changes"].as_array().cloned().unwrap_or_default() {
+                    let letter = match c["change"].as_str() {
+                        Some("added") => 'A',
+                        Some("deleted") => 'D',
+                        _ => 'M',
+                    };
+                    println!("{letter} {}", c["path"].as_str().unwrap_or(""));
+                }
+            }
+        }
+        Cmd::Branch { name, from, delete } => {
+            let op = if *delete {
+                Op::BranchDelete { name: name.clone() }
+            } else {
+                Op::Branch { name: name.clone(), from: from.clone() }
+            };
+            let (_, v) = session_call(&cli, op)?;
+            if cli.json {
+                print_json(&v);
+            } else if *delete {
+                println!("deleted branch {name}");
+            } else {
+                println!("branch {name} -> {}", short(v["checkpoint"].as_str().unwrap_or("")));
+            }
+        }
+        Cmd::Branches => {
+            let (_, v) = session_call(&cli, Op::Branches)?;
+            if cli.json {
+                print_json(&v);
+            } else {
+                for b in v["branches"].as_array().cloned().unwrap_or_default() {
+                    println!(
+                        "{:<40} {}  {}",
+                        b["name"].as_str().unwrap_or(""),
+                        short(b["checkpoint"].as_str().unwrap_or("")),
+                        b["message"].as_str().unwrap_or(""),
+                    );
+                }
+            }
+        }
+        Cmd::Checkout { target } => {
+            let (ws, v) = session_call(&cli, Op::Checkout { target: target.clone() })?;
+            if cli.json {
+                print_json(&v);
+            } else {
+                if let Some(r) = v["saved"]["ref"].as_str() {
+                    println!("saved pending changes as {r}");
+                }
+                println!(
+                    "{} now shows {}",
+                    ws.mountpoint.display(),
+                    short(v["checkpoint"]["id"].as_str().unwrap_or(""))
+                );
+            }
+        }
+        Cmd::Fork { name, from, mountpoint } => {
+            let mp = absolute(mountpoint)?;
+            let (_, v) = session_call(
+                &cli,
+                Op::Fork { name: name.clone(), from: from.clone(), mountpoint: mp.clone() },
+            )?;
+            if cli.json {
+                print_json(&v);
+            } else {
+                println!(
+                    "forked session {name} from {} at {}",
+                    short(v["checkpoint"].as_str().unwrap_or("")),
+                    mp.display()
+                );
+            }
+        }
+        Cmd::Diff { a, b, stat, name_status: _, patch } => {
+            let mode = if *stat { "stat" } else if *patch { "patch" } else { "name-status" };
+            let (_, v) = session_call(
+                &cli,
+                Op::Diff { a: a.clone(), b: b.clone(), mode: Some(mode.into()) },
+            )?;
+            if cli.json {
+                print_json(&v);
+            } else if *patch {
+                print!("{}", v["patch"].as_str().unwrap_or(""));
+            } else {
+                let entries = v["entries"].as_array().cloned().unwrap_or_default();
+                let (mut adds, mut dels) = (0, 0);
+                for e in &entries {
+                    let path = e["path"].as_str().unwrap_or("");
+                    if *stat {
+                        if e["binary"].as_bool() == Some(true) {
+                            println!(" {path} | binary");
+                        } else {
+                            let (a, d) = (e["added"].as_u64().unwrap_or(0), e["removed"].as_u64().unwrap_or(0));
+                            adds += a;
+                            dels += d;
+                            println!(" {path} | {} {}{}", a + d, "+".repeat(a.min(40) as usize), "-".repeat(d.min(40) as usize));
+                        }
+                    } else {
+                        let letter = match e["change"].as_str() {
+                            Some("added") => 'A',
+                            Some("deleted") => 'D',
+                            _ => 'M',
+                        };
+                        println!("{letter}\t{path}");
+                    }
+                }
+                if *stat {
+                    println!(" {} paths changed, {adds} insertions(+), {dels} deletions(-)", entries.len());
+                }
+            }
+        }
+        Cmd::Restore { target, paths, dry_run } => {
+            let ws = workspace(&cli)?;
+            let rel: Vec<String> = paths.iter().map(|p| workspace_relative(&ws, p)).collect::<Result<_>>()?;
+            let (_, v) = session_call(
+                &cli,
+                Op::Restore { target: target.clone(), paths: rel, dry_run: *dry_run },
+            )?;
+            if cli.json {
+                print_json(&v);
+            } else {
+                if let Some(r) = v["saved"]["ref"].as_str() {
+                    println!("saved pending changes as {r}");
+                }
+                let verb = if *dry_run { "would" } else { "did" };
+                for c in v["changes"].as_array().cloned().unwrap_or_default() {
+                    let what = match c["change"].as_str() {
+                        Some("added") => "restore",
+                        Some("deleted") => "remove",
+                        _ => "rewind",
+                    };
+                    println!("{verb} {what} {}", c["path"].as_str().unwrap_or(""));
+                }
+            }
+        }
+        Cmd::Config { settings } => {
+            let set = if settings.is_empty() {
+                None
+            } else {
+                let mut m = serde_json::Map::new();
+                for s in settings {
+                    let (k, val) = s.split_once('=').ok_or_else(|| anyhow!("expected KEY=VALUE, got {s:?}"))?;
+                    let val: Value = serde_json::from_str(val).unwrap_or(Value::String(val.into()));
+                    m.insert(k.to_string(), val);
+                }
+                Some(m)
+            };
+            let (_, v) = session_call(&cli, Op::Config { set })?;
+            if cli.json {
+                print_json(&v);
+            } else if let Some(o) = v["config"].as_object() {
+                for (k, val) in o {
+                    println!("{k}={val}");
+                }
             }
         }
         Cmd::Sessions => {

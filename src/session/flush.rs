@@ -10,7 +10,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::inode::{Block, Data, State};
-use super::{Session, record_op};
+use super::{Session, SessionRecord, record_op};
+use crate::meta::MetaOp;
+
+/// Callback of [`Session::flush_with`]: adjust the record for the new root and return
+/// extra ops to commit with it.
+pub type Extra<'a> = &'a mut dyn FnMut(&mut SessionRecord, NodeId) -> Result<Vec<MetaOp>>;
 use crate::error::Result;
 use crate::id::{ChunkId, NodeId};
 use crate::store::{Kind as ObjKind, ObjectStore};
@@ -114,14 +119,25 @@ impl Session {
 
     /// Make the whole working state durable; returns the new root node id.
     pub fn flush(&self) -> Result<NodeId> {
+        self.flush_with(None).map(|(id, _)| id)
+    }
+
+    /// Flush, letting `extra` update the session record and add metadata ops that
+    /// commit atomically with the new root (checkpoints, refs).
+    pub fn flush_with(&self, extra: Option<Extra<'_>>) -> Result<(NodeId, SessionRecord)> {
         let _g = self.flush_lock.lock().unwrap();
+        self.flush_locked(extra)
+    }
+
+    pub(crate) fn flush_locked(&self, extra: Option<Extra<'_>>) -> Result<(NodeId, SessionRecord)> {
         self.seal_locked()?;
-        let (root_id, rec) = {
+        let (root_id, mut rec) = {
             let mut st = self.lock();
             if !st.changed
+                && extra.is_none()
                 && let Some(r) = st.root_id
             {
-                return Ok(r);
+                return Ok((r, self.record()));
             }
             let store = self.store().clone();
             let root_rec = encode(&mut st, &*store, 1)?;
@@ -139,7 +155,11 @@ impl Session {
                 links,
                 next_ino: st.next_ino,
             };
-            let id = NodeId(store.put(ObjKind::Node, &root.encode())?);
+            let id = if st.changed || st.root_id.is_none() {
+                NodeId(store.put(ObjKind::Node, &root.encode())?)
+            } else {
+                st.root_id.unwrap()
+            };
             let mut rec = self.record.lock().unwrap().clone();
             rec.root = id.to_hex();
             rec.updated = Timespec::now().sec;
@@ -150,13 +170,24 @@ impl Session {
             st.links_dirty = false;
             (id, rec)
         };
-        if let Err(e) = self.store().commit(vec![record_op(&rec)]) {
+        let mut ops = Vec::new();
+        if let Some(f) = extra {
+            match f(&mut rec, root_id) {
+                Ok(o) => ops = o,
+                Err(e) => {
+                    self.lock().changed = true;
+                    return Err(e);
+                }
+            }
+        }
+        ops.push(record_op(&rec));
+        if let Err(e) = self.store().commit(ops) {
             // Not durable: make sure the next flush tries again.
             self.lock().changed = true;
             return Err(e);
         }
-        *self.record.lock().unwrap() = rec;
-        Ok(root_id)
+        *self.record.lock().unwrap() = rec.clone();
+        Ok((root_id, rec))
     }
 }
 

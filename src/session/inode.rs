@@ -215,4 +215,8 @@ pub struct State {
     pub total_bytes: i64,
     /// Number of inodes in the tree.
     pub total_inodes: i64,
+    /// Mutations since the last checkpoint (auto-checkpoint trigger).
+    pub mutations: u64,
+    /// Unix ms of the last mutation.
+    pub last_mutation_ms: u64,
 }

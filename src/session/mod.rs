@@ -15,6 +15,7 @@ pub mod data;
 pub mod flush;
 pub mod inode;
 pub mod ops;
+pub mod snapshot;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
@@ -56,6 +57,34 @@ pub struct SessionRecord {
     /// Number of inodes.
     #[serde(default)]
     pub inodes: i64,
+    /// The session's current checkpoint (hex), parent of its next one.
+    #[serde(default)]
+    pub head: Option<String>,
+    /// Per-session settings.
+    #[serde(default)]
+    pub config: SessionConfig,
+}
+
+/// Per-session settings (`treefork config`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(default)]
+pub struct SessionConfig {
+    /// Take an automatic checkpoint after this many mutating operations (0 = off).
+    pub auto_checkpoint_ops: u64,
+    /// Take an automatic checkpoint after this many idle seconds following a change (0 = off).
+    pub auto_checkpoint_idle_secs: u64,
+    /// Never take automatic checkpoints closer together than this (seconds).
+    pub auto_checkpoint_min_interval_secs: u64,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            auto_checkpoint_ops: 0,
+            auto_checkpoint_idle_secs: 0,
+            auto_checkpoint_min_interval_secs: 30,
+        }
+    }
 }
 
 /// Attributes as reported to the kernel.
@@ -161,12 +190,14 @@ pub fn create_record(
         updated: now,
         bytes,
         inodes,
+        head: None,
+        config: SessionConfig::default(),
     };
     store.commit(vec![record_op(&rec)])?;
     Ok(rec)
 }
 
-pub(crate) fn record_op(rec: &SessionRecord) -> meta::MetaOp {
+pub fn record_op(rec: &SessionRecord) -> meta::MetaOp {
     meta::MetaOp::Put(
         meta::key(meta::SESSION_PREFIX, rec.name.as_bytes()),
         serde_json::to_vec(rec).expect("session record serializes"),
@@ -185,6 +216,8 @@ pub struct Session {
     /// Serializes seal/flush.
     flush_lock: Mutex<()>,
     dirty_bytes: AtomicU64,
+    /// Serializes control operations (checkpoint, checkout, restore, ...).
+    pub(crate) op_lock: Mutex<()>,
 }
 
 impl Session {
@@ -214,6 +247,7 @@ impl Session {
             record: Mutex::new(rec),
             flush_lock: Mutex::new(()),
             dirty_bytes: AtomicU64::new(0),
+            op_lock: Mutex::new(()),
         })
     }
 
@@ -265,6 +299,13 @@ pub(crate) fn stat_of(st: &State, ino: u64) -> Result<Stat> {
     })
 }
 
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
 pub(crate) fn check_name(name: &[u8]) -> Result<()> {
     if name.len() > NAME_MAX {
         return posix(libc::ENAMETOOLONG);
@@ -287,6 +328,8 @@ impl State {
     /// Mark `ino`'s record changed, and every ancestor's content (module invariant).
     pub(crate) fn mark_dirty(&mut self, ino: u64) {
         self.changed = true;
+        self.mutations += 1;
+        self.last_mutation_ms = now_ms();
         let mut cur = ino;
         let mut first = true;
         while let Some(i) = self.inodes.get_mut(&cur) {

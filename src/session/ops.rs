@@ -497,7 +497,7 @@ fn touch_dirs(st: &mut super::inode::State, a: u64, b: u64, now: Timespec) -> Re
 }
 
 /// Drop one link to `ino` (its directory entry is already gone).
-fn drop_link(st: &mut super::inode::State, ino: u64, now: Timespec) {
+pub(crate) fn drop_link(st: &mut super::inode::State, ino: u64, now: Timespec) {
     let Some(i) = st.inodes.get_mut(&ino) else {
         return;
     };

@@ -1,0 +1,411 @@
+//! Session operations served on the control sockets: checkpoint, log, status,
+//! branches, checkout, fork, diff, restore, config, and automatic checkpoints.
+//!
+//! Each op runs under its session's op lock (so a checkout waits for a running
+//! checkpoint), first pushes the kernel's writeback cache to the daemon with
+//! `syncfs(2)` (so what programs wrote is included), and sends kernel cache
+//! invalidations only after every session lock is released.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::control::Op;
+use crate::daemon::Daemon;
+use crate::diff;
+use crate::error::{Error, Result};
+use crate::id::{CheckpointId, NodeId};
+use crate::refs::{self, Checkpoint};
+use crate::session::snapshot::Inval;
+use crate::session::{self, Session, now_ms};
+use crate::store::ObjectStore;
+use crate::tree::Timespec;
+
+/// Default number of log entries.
+pub const DEFAULT_LOG_LIMIT: usize = 20;
+
+struct Target {
+    session: Arc<Session>,
+    mountpoint: PathBuf,
+    notifier: fuser::Notifier,
+}
+
+fn target(d: &Daemon, name: Option<&str>) -> Result<Target> {
+    let m = d.mounts();
+    let found = match name {
+        Some(n) => m.iter().find(|(_, v)| v.session.name() == n),
+        None if m.len() == 1 => m.iter().next(),
+        None => {
+            return Err(Error::Invalid(
+                "which session? run the command inside a workspace, use -C PATH, or name the session".into(),
+            ));
+        }
+    };
+    let (mp, v) = found.ok_or_else(|| {
+        Error::NotFound(format!("session {} is not mounted", name.unwrap_or("?")))
+    })?;
+    Ok(Target {
+        session: v.session.clone(),
+        mountpoint: mp.clone(),
+        notifier: v.notifier.clone(),
+    })
+}
+
+/// Push the kernel's dirty pages of the mount at `mp` to the daemon.
+fn syncfs(mp: &Path) -> Result<()> {
+    let f = std::fs::File::open(mp).map_err(|e| Error::io(mp, e))?;
+    // SAFETY: syncfs on a valid fd we own.
+    if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&f)) } != 0 {
+        return Err(Error::io(mp, std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn send_invals(t: &Target, inval: Vec<Inval>) {
+    for i in inval {
+        let r = match &i {
+            Inval::Entry(parent, name) => t
+                .notifier
+                .inval_entry(fuser::INodeNo(*parent), std::ffi::OsStr::from_bytes(name)),
+            Inval::Inode(ino) => t.notifier.inval_inode(fuser::INodeNo(*ino), 0, 0),
+        };
+        if let Err(e) = r {
+            // ENOENT: the kernel had nothing cached for it.
+            if e.raw_os_error() != Some(libc::ENOENT) {
+                log::warn!("invalidation {i:?} failed: {e}");
+            }
+        }
+    }
+}
+
+fn ckpt_json(c: &Checkpoint) -> Value {
+    json!({
+        "id": c.id, "short": &c.id[..12], "session": c.session, "root": c.root,
+        "parent": c.parent, "time_ns": c.time_ns.to_string(),
+        "time": (c.time_ns / 1_000_000_000) as i64,
+        "message": c.message, "trigger": c.trigger, "files_changed": c.files_changed,
+    })
+}
+
+fn auto_ref(kind: &str) -> String {
+    let t = Timespec::now();
+    format!("auto/{kind}-{}{:09}", t.sec, t.nsec)
+}
+
+/// Save pending changes as a checkpoint under an `auto/...` ref, if there are any.
+fn save_pending(s: &Session, kind: &str, what: &str) -> Result<Option<(Checkpoint, String)>> {
+    if !s.has_changes()? && s.record().head.is_some() {
+        return Ok(None);
+    }
+    let name = auto_ref(kind);
+    let c = s.checkpoint(&format!("auto: before {what}"), kind, Some(&name))?;
+    Ok(Some((c, name)))
+}
+
+fn working_root(t: &Target) -> Result<NodeId> {
+    syncfs(&t.mountpoint)?;
+    t.session.flush()
+}
+
+/// The root of a diff side: a ref, or `WORKING` for the live state.
+fn side_root(t: &Target, spec: &str) -> Result<NodeId> {
+    if spec == "WORKING" {
+        return working_root(t);
+    }
+    let head = t.session.record().head;
+    refs::resolve(&**t.session.store(), head.as_deref(), spec)?.root_id()
+}
+
+fn under(path: &[u8], prefixes: &[Vec<u8>]) -> bool {
+    prefixes.is_empty()
+        || prefixes.iter().any(|p| {
+            p.is_empty() || path == &p[..] || (path.starts_with(p) && path.get(p.len()) == Some(&b'/'))
+        })
+}
+
+fn clean_path(p: &str) -> Result<Vec<u8>> {
+    let comps: Vec<&str> = p.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+    if comps.contains(&"..") {
+        return Err(Error::Invalid(format!("path {p:?} must stay inside the workspace (no '..')")));
+    }
+    Ok(comps.join("/").into_bytes())
+}
+
+/// Run a session op.
+pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
+    let store: Arc<dyn ObjectStore> = d.store().clone();
+    match op {
+        Op::Branches => {
+            let mut list = Vec::new();
+            for (name, r) in refs::list_refs(&*store)? {
+                let c = CheckpointId::from_hex(&r.checkpoint).and_then(|id| refs::load(&*store, &id).ok());
+                list.push(json!({
+                    "name": name, "checkpoint": r.checkpoint, "created": r.created,
+                    "message": c.as_ref().map(|c| c.message.clone()),
+                    "session": c.as_ref().map(|c| c.session.clone()),
+                }));
+            }
+            return Ok(json!({"branches": list}));
+        }
+        Op::BranchDelete { name } => {
+            if refs::get_ref(&*store, &name)?.is_none() {
+                return Err(Error::NotFound(format!("no branch named {name:?}")));
+            }
+            store.commit(vec![refs::delete_ref_op(&name)])?;
+            return Ok(json!({"deleted": name}));
+        }
+        _ => {}
+    }
+    let t = target(d, session)?;
+    let s = t.session.clone();
+    let _op = s.op_lock.lock().unwrap();
+    match op {
+        Op::Checkpoint { message, trigger } => {
+            if !refs::TRIGGERS.contains(&trigger.as_str()) {
+                return Err(Error::Invalid(format!(
+                    "unknown trigger {trigger:?} (manual, auto, before-risky, milestone)"
+                )));
+            }
+            syncfs(&t.mountpoint)?;
+            let c = s.checkpoint(&message, &trigger, None)?;
+            Ok(json!({"checkpoint": ckpt_json(&c)}))
+        }
+        Op::Log { limit } => {
+            let limit = limit.unwrap_or(DEFAULT_LOG_LIMIT);
+            let mut out = Vec::new();
+            let mut cur = s.record().head;
+            while let Some(id) = cur.as_deref().and_then(CheckpointId::from_hex) {
+                if out.len() >= limit {
+                    break;
+                }
+                let c = refs::load(&*store, &id)?;
+                cur = c.parent.clone();
+                out.push(ckpt_json(&c));
+            }
+            Ok(json!({"checkpoints": out}))
+        }
+        Op::Status => {
+            let root = working_root(&t)?;
+            let entries = diff::diff_roots(&*store, s.base_root()?, root)?;
+            let list: Vec<Value> = entries
+                .iter()
+                .map(|e| json!({"path": e.path_str(), "change": e.change}))
+                .collect();
+            Ok(json!({"head": s.record().head, "changes": list}))
+        }
+        Op::Branch { name, from } => {
+            refs::validate_ref_name(&name)?;
+            if refs::get_ref(&*store, &name)?.is_some() {
+                return Err(Error::Conflict(format!("branch {name:?} already exists")));
+            }
+            let c = match from {
+                Some(spec) => refs::resolve(&*store, s.record().head.as_deref(), &spec)?,
+                None => {
+                    syncfs(&t.mountpoint)?;
+                    if s.record().head.is_none() || s.has_changes()? {
+                        s.checkpoint(&format!("branch {name}"), "manual", None)?
+                    } else {
+                        refs::resolve(&*store, s.record().head.as_deref(), "HEAD")?
+                    }
+                }
+            };
+            let r = refs::RefRecord {
+                checkpoint: c.id.clone(),
+                created: Timespec::now().sec,
+            };
+            store.commit(vec![refs::ref_op(&name, &r)])?;
+            Ok(json!({"branch": name, "checkpoint": c.id}))
+        }
+        Op::Checkout { target: spec } => {
+            let head = s.record().head;
+            let c = refs::resolve(&*store, head.as_deref(), &spec)?;
+            syncfs(&t.mountpoint)?;
+            let saved = save_pending(&s, "before-checkout", &format!("checkout of {spec}"))?;
+            let inval = s.graft(c.root_id()?, None)?;
+            let (cid, croot) = (c.id.clone(), c.root.clone());
+            let mut extra = |rec: &mut session::SessionRecord, _root: NodeId| -> Result<Vec<_>> {
+                rec.head = Some(cid.clone());
+                rec.base = croot.clone();
+                Ok(vec![])
+            };
+            s.flush_with(Some(&mut extra))?;
+            send_invals(&t, inval);
+            Ok(json!({
+                "checkpoint": ckpt_json(&c),
+                "saved": saved.map(|(c, r)| json!({"checkpoint": c.id, "ref": r})),
+            }))
+        }
+        Op::Fork { name, from, mountpoint } => {
+            session::validate_session_name(&name)?;
+            if session::load_record(&*store, &name)?.is_some() {
+                return Err(Error::Conflict(format!("session {name} already exists")));
+            }
+            if !mountpoint.is_absolute() {
+                return Err(Error::Invalid(format!("mountpoint {} must be absolute", mountpoint.display())));
+            }
+            crate::daemon::check_mountpoint(&mountpoint)?;
+            let c = match from {
+                Some(spec) => refs::resolve(&*store, s.record().head.as_deref(), &spec)?,
+                None => {
+                    syncfs(&t.mountpoint)?;
+                    if s.record().head.is_none() || s.has_changes()? {
+                        s.checkpoint(&format!("fork {name}"), "fork", None)?
+                    } else {
+                        refs::resolve(&*store, s.record().head.as_deref(), "HEAD")?
+                    }
+                }
+            };
+            let root = c.root_id()?;
+            let mut rec = session::create_record(&*store, &name, root, s.usage().0, s.usage().1)?;
+            rec.head = Some(c.id.clone());
+            rec.config = s.record().config;
+            store.commit(vec![session::record_op(&rec)])?;
+            drop(_op);
+            match d.mount_record(&name, &mountpoint, Some(rec), None, &mut |_| {}) {
+                Ok(_) => Ok(json!({"session": name, "mountpoint": mountpoint, "checkpoint": c.id})),
+                Err(e) => {
+                    // Nothing half-made stays behind.
+                    let _ = store.commit(vec![crate::meta::MetaOp::Delete(crate::meta::key(
+                        crate::meta::SESSION_PREFIX,
+                        name.as_bytes(),
+                    ))]);
+                    Err(e)
+                }
+            }
+        }
+        Op::Diff { a, b, mode } => {
+            let mode = mode.unwrap_or_else(|| "name-status".into());
+            if !["name-status", "stat", "patch"].contains(&mode.as_str()) {
+                return Err(Error::Invalid(format!("unknown diff mode {mode:?} (name-status, stat, patch)")));
+            }
+            let ra = match a.as_deref() {
+                Some(spec) => side_root(&t, spec)?,
+                None if s.record().head.is_some() => side_root(&t, "HEAD")?,
+                None => s.base_root()?,
+            };
+            let rb = side_root(&t, b.as_deref().unwrap_or("WORKING"))?;
+            let entries = diff::diff_roots(&*store, ra, rb)?;
+            let mut list = Vec::new();
+            let mut text = String::new();
+            for e in &entries {
+                let mut v = json!({"path": e.path_str(), "change": e.change});
+                if mode == "stat" {
+                    match diff::line_counts(&*store, e)? {
+                        Some((add, del)) => {
+                            v["added"] = json!(add);
+                            v["removed"] = json!(del);
+                        }
+                        None => v["binary"] = json!(true),
+                    }
+                }
+                if mode == "patch" {
+                    text.push_str(&diff::patch(&*store, e)?);
+                }
+                list.push(v);
+            }
+            Ok(json!({"a": ra.to_hex(), "b": rb.to_hex(), "entries": list, "patch": if mode == "patch" { Some(text) } else { None }}))
+        }
+        Op::Restore { target: spec, paths, dry_run } => {
+            let c = refs::resolve(&*store, s.record().head.as_deref(), &spec)?;
+            let paths: Vec<Vec<u8>> = paths.iter().map(|p| clean_path(p)).collect::<Result<_>>()?;
+            let root = working_root(&t)?;
+            let plan: Vec<Value> = diff::diff_roots(&*store, root, c.root_id()?)?
+                .iter()
+                .filter(|e| under(&e.path, &paths))
+                .map(|e| json!({"path": e.path_str(), "change": e.change}))
+                .collect();
+            if dry_run {
+                return Ok(json!({"dry_run": true, "changes": plan}));
+            }
+            if plan.is_empty() {
+                return Ok(json!({"dry_run": false, "changes": plan, "saved": null}));
+            }
+            let saved = save_pending(&s, "before-restore", &format!("restore of {spec}"))?;
+            let only = if paths.is_empty() || paths.iter().any(|p| p.is_empty()) {
+                None
+            } else {
+                Some(&paths[..])
+            };
+            let inval = s.graft(c.root_id()?, only)?;
+            s.flush()?;
+            send_invals(&t, inval);
+            Ok(json!({
+                "dry_run": false, "changes": plan,
+                "saved": saved.map(|(c, r)| json!({"checkpoint": c.id, "ref": r})),
+            }))
+        }
+        Op::Config { set } => {
+            let mut cfg = s.record().config;
+            if let Some(set) = set {
+                let mut v = serde_json::to_value(&cfg).unwrap();
+                for (k, val) in set {
+                    if v.get(&k).is_none() {
+                        return Err(Error::Invalid(format!("unknown setting {k:?}")));
+                    }
+                    v[&k] = val;
+                }
+                cfg = serde_json::from_value(v).map_err(|e| Error::Invalid(format!("bad setting: {e}")))?;
+                let new = cfg.clone();
+                let mut extra = |rec: &mut session::SessionRecord, _: NodeId| -> Result<Vec<_>> {
+                    rec.config = new.clone();
+                    Ok(vec![])
+                };
+                s.flush_with(Some(&mut extra))?;
+            }
+            Ok(json!({"config": cfg}))
+        }
+        _ => Err(Error::Invalid("not a session operation".into())),
+    }
+}
+
+/// Take automatic checkpoints where a session's settings ask for them.
+pub fn auto_checkpoints(d: &Daemon) {
+    let now = now_ms();
+    let due: Vec<(PathBuf, Arc<Session>)> = d
+        .mounts()
+        .iter()
+        .filter_map(|(mp, m)| {
+            let cfg = m.session.record().config;
+            let (muts, last) = m.session.activity();
+            let min_gap = cfg.auto_checkpoint_min_interval_secs * 1000;
+            let by_ops = cfg.auto_checkpoint_ops > 0 && muts >= cfg.auto_checkpoint_ops;
+            let by_idle = cfg.auto_checkpoint_idle_secs > 0
+                && muts > 0
+                && now.saturating_sub(last) >= cfg.auto_checkpoint_idle_secs * 1000;
+            ((by_ops || by_idle) && now.saturating_sub(m.last_auto_ms) >= min_gap)
+                .then(|| (mp.clone(), m.session.clone()))
+        })
+        .collect();
+    for (mp, s) in due {
+        let Ok(_g) = s.op_lock.try_lock() else {
+            continue;
+        };
+        let r = syncfs(&mp).and_then(|_| {
+            let (muts, _) = s.activity();
+            s.checkpoint(&format!("auto: {muts} changes"), "auto", None)
+        });
+        match r {
+            Ok(c) => log::info!("session {}: automatic checkpoint {}", s.name(), &c.id[..12]),
+            Err(e) => log::error!("session {}: automatic checkpoint failed: {e}", s.name()),
+        }
+        if let Some(m) = d.mounts().get_mut(&mp) {
+            m.last_auto_ms = now;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_filters() {
+        assert!(under(b"a/b", &[b"a".to_vec()]));
+        assert!(!under(b"ab", &[b"a".to_vec()]));
+        assert!(under(b"x", &[]));
+        assert_eq!(clean_path("/a/./b/").unwrap(), b"a/b");
+        assert!(clean_path("a/../../etc").is_err());
+    }
+}

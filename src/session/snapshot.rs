@@ -1,0 +1,287 @@
+//! Checkpoints and tree swaps of a live session.
+//!
+//! Owns: taking a checkpoint (flush + checkpoint record + HEAD move, one atomic
+//! commit), and *grafting* another tree into the live table (checkout and restore).
+//!
+//! Graft rules, applied path by path from the root (or from each restored path):
+//! an entry whose live record equals the target record is left alone (same inode,
+//! same cached pages); a directory present in both keeps its inode number and is
+//! grafted recursively; anything else is replaced: the old inode is unlinked (open
+//! handles keep reading what they had) and the target entry is inserted under fresh
+//! inode numbers, so the kernel never sees an inode number change meaning. Cost is
+//! proportional to what differs; equal subtrees are skipped by id. The kernel
+//! entries and inodes to invalidate are returned for the caller to send after every
+//! lock is released.
+
+use std::collections::BTreeSet;
+
+use super::inode::{Data, Inode, State};
+use super::{Session, SessionRecord, now_ms};
+use crate::diff::{self, Tree};
+use crate::error::{Error, Result, posix};
+use crate::id::{CheckpointId, NodeId};
+use crate::refs::{self, Checkpoint};
+use crate::store::ObjectStore;
+use crate::tree::{Content, Kind, Record, Timespec};
+
+/// A kernel cache invalidation to send after a graft.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inval {
+    /// Forget the dentry `name` in directory `parent`.
+    Entry(u64, Vec<u8>),
+    /// Forget the attributes (and pages) of an inode.
+    Inode(u64),
+}
+
+impl Session {
+    /// The root of the session's base: its HEAD checkpoint's root, or the root it
+    /// was created from.
+    pub fn base_root(&self) -> Result<NodeId> {
+        let rec = self.record();
+        NodeId::from_hex(&rec.base)
+            .ok_or_else(|| Error::corrupt(format!("session record {}", rec.name), "bad base id"))
+    }
+
+    /// Take a checkpoint of the current state (call after the kernel's writeback was
+    /// flushed). Returns the checkpoint and the new session record.
+    pub fn checkpoint(&self, message: &str, trigger: &str, branch: Option<&str>) -> Result<Checkpoint> {
+        let store = self.store().clone();
+        let name = self.name().to_string();
+        let mut made: Option<Checkpoint> = None;
+        let mut extra = |rec: &mut SessionRecord, root: NodeId| -> Result<Vec<crate::meta::MetaOp>> {
+            let parent = rec.head.as_deref().and_then(CheckpointId::from_hex);
+            let from = NodeId::from_hex(&rec.base).unwrap_or(root);
+            let changed = diff::diff_roots(&*store, from, root)?.len() as u64;
+            let c = Checkpoint::new(&name, root, parent, message, trigger, changed);
+            rec.head = Some(c.id.clone());
+            rec.base = root.to_hex();
+            let mut ops = vec![c.op()];
+            if let Some(b) = branch {
+                ops.push(refs::ref_op(
+                    b,
+                    &refs::RefRecord {
+                        checkpoint: c.id.clone(),
+                        created: Timespec::now().sec,
+                    },
+                ));
+            }
+            made = Some(c);
+            Ok(ops)
+        };
+        self.flush_with(Some(&mut extra))?;
+        let mut st = self.lock();
+        st.mutations = 0;
+        drop(st);
+        Ok(made.expect("checkpoint built"))
+    }
+
+    /// Whether the working state differs from the base (flushes first).
+    pub fn has_changes(&self) -> Result<bool> {
+        let root = self.flush()?;
+        Ok(!diff::diff_roots(&**self.store(), self.base_root()?, root)?.is_empty())
+    }
+
+    /// (mutations since the last checkpoint, unix ms of the last one).
+    pub fn activity(&self) -> (u64, u64) {
+        let st = self.lock();
+        (st.mutations, st.last_mutation_ms)
+    }
+
+    /// Replace the live tree (or the given paths of it) by the tree `target`.
+    /// The caller flushes before (so every live inode is clean) and after.
+    pub fn graft(&self, target: NodeId, paths: Option<&[Vec<u8>]>) -> Result<Vec<Inval>> {
+        let store = self.store().clone();
+        let t = Tree::load(&*store, target)?;
+        let _g = self.flush_lock.lock().unwrap();
+        let mut st = self.lock();
+        st.next_ino = st.next_ino.max(t.root.next_ino);
+        let mut inval = Vec::new();
+        match paths {
+            None => graft_dir(&mut st, &*store, &t, 1, &t.root.root, &mut inval)?,
+            Some(paths) => {
+                for p in paths {
+                    graft_path(&mut st, &*store, &t, p, &mut inval)?;
+                }
+            }
+        }
+        st.changed = true;
+        st.last_mutation_ms = now_ms();
+        Ok(inval)
+    }
+}
+
+fn live_record(i: &Inode, ino: u64) -> Option<Record> {
+    Some(Record {
+        kind: i.kind,
+        ino,
+        attr: i.attr,
+        xattrs: i.xattrs.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        content: i.clean_content()?,
+    })
+}
+
+fn target_dir(store: &dyn ObjectStore, r: &Record) -> Result<crate::tree::DirNode> {
+    diff::load_dir(
+        store,
+        match r.content {
+            Content::Node(id) => Some(id),
+            _ => None,
+        },
+    )
+}
+
+/// Graft one path (`a/b/c`): descend while both sides are directories, graft the
+/// first entry that differs in kind or presence, or the final component.
+fn graft_path(st: &mut State, store: &dyn ObjectStore, t: &Tree, path: &[u8], inval: &mut Vec<Inval>) -> Result<()> {
+    let comps: Vec<&[u8]> = path.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".").collect();
+    if comps.iter().any(|c| *c == b"..") {
+        return Err(Error::Invalid(format!(
+            "path {:?} must stay inside the workspace (no '..')",
+            String::from_utf8_lossy(path)
+        )));
+    }
+    if comps.is_empty() {
+        return graft_dir(st, store, t, 1, &t.root.root.clone(), inval);
+    }
+    let mut live_dir = 1u64;
+    let mut target: Option<Record> = Some(t.root.root.clone());
+    for (n, comp) in comps.iter().enumerate() {
+        let tdir = match &target {
+            Some(r) if r.kind == Kind::Dir => Some(target_dir(store, r)?),
+            _ => None,
+        };
+        let tchild = tdir
+            .as_ref()
+            .and_then(|d| d.entries.iter().find(|(name, _)| name == comp))
+            .and_then(|(_, e)| t.resolve(e));
+        let live = st.child(store, live_dir, comp)?;
+        let last = n + 1 == comps.len();
+        let both_dirs = matches!((&tchild, live), (Some(r), Some(l)) if r.kind == Kind::Dir && st.get(l)?.kind == Kind::Dir);
+        if last || !both_dirs {
+            return graft_entry(st, store, t, live_dir, comp, tchild, inval);
+        }
+        live_dir = live.unwrap();
+        target = tchild;
+    }
+    Ok(())
+}
+
+fn graft_entry(
+    st: &mut State,
+    store: &dyn ObjectStore,
+    t: &Tree,
+    parent: u64,
+    name: &[u8],
+    target: Option<Record>,
+    inval: &mut Vec<Inval>,
+) -> Result<()> {
+    let live = st.child(store, parent, name)?;
+    match (live, target) {
+        (None, None) => {}
+        (Some(l), None) => {
+            remove_entry(st, parent, name, l)?;
+            inval.push(Inval::Entry(parent, name.to_vec()));
+        }
+        (None, Some(r)) => {
+            insert_fresh(st, store, t, parent, name, &r)?;
+            inval.push(Inval::Entry(parent, name.to_vec()));
+        }
+        (Some(l), Some(r)) => {
+            let i = st.get(l)?;
+            if !i.hardlink && live_record(i, l).as_ref() == Some(&r) {
+                return Ok(());
+            }
+            if i.kind == Kind::Dir && r.kind == Kind::Dir {
+                graft_dir(st, store, t, l, &r, inval)?;
+            } else {
+                remove_entry(st, parent, name, l)?;
+                insert_fresh(st, store, t, parent, name, &r)?;
+                inval.push(Inval::Entry(parent, name.to_vec()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Make live directory `dir` (kept inode) look like target record `r`.
+fn graft_dir(st: &mut State, store: &dyn ObjectStore, t: &Tree, dir: u64, r: &Record, inval: &mut Vec<Inval>) -> Result<()> {
+    st.load_dir(store, dir)?;
+    let tdir = target_dir(store, r)?;
+    let mut names: BTreeSet<Vec<u8>> = st.entries_mut(dir)?.keys().cloned().collect();
+    names.extend(tdir.entries.iter().map(|(n, _)| n.clone()));
+    for name in names {
+        let tchild = tdir
+            .entries
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, e)| t.resolve(e));
+        graft_entry(st, store, t, dir, &name, tchild, inval)?;
+    }
+    let i = st.get_mut(dir)?;
+    let nlink = i.attr.nlink;
+    i.attr = r.attr;
+    i.attr.nlink = nlink;
+    i.xattrs = r.xattrs.iter().cloned().collect();
+    st.mark_dir_changed(dir);
+    inval.push(Inval::Inode(dir));
+    Ok(())
+}
+
+fn remove_entry(st: &mut State, parent: u64, name: &[u8], ino: u64) -> Result<()> {
+    st.entries_mut(parent)?.remove(name);
+    let now = Timespec::now();
+    let is_dir = st.get(ino)?.kind == Kind::Dir;
+    if is_dir {
+        st.get_mut(parent)?.attr.nlink -= 1;
+    }
+    super::ops::drop_link(st, ino, now);
+    st.mark_dir_changed(parent);
+    Ok(())
+}
+
+/// Insert target record `r` (and, for a directory, its whole subtree) under fresh
+/// inode numbers. Hard links inside are materialized as separate files.
+fn insert_fresh(
+    st: &mut State,
+    store: &dyn ObjectStore,
+    t: &Tree,
+    parent: u64,
+    name: &[u8],
+    r: &Record,
+) -> Result<u64> {
+    if st.child(store, parent, name)?.is_some() {
+        return posix(libc::EEXIST);
+    }
+    let ino = st.alloc_ino();
+    let mut inode = Inode::from_record(r, parent, false);
+    if r.kind != Kind::Dir {
+        inode.attr.nlink = 1;
+    }
+    inode.dirty = true;
+    let is_dir = r.kind == Kind::Dir;
+    if is_dir {
+        // Children get fresh inodes too: materialize the directory now.
+        inode.data = Data::Dir(super::inode::Dir {
+            stored: None,
+            entries: Some(Default::default()),
+        });
+        inode.attr.nlink = 2;
+    }
+    if r.kind == Kind::File {
+        st.total_bytes += r.attr.size as i64;
+    }
+    st.total_inodes += 1;
+    st.inodes.insert(ino, inode);
+    st.entries_mut(parent)?.insert(name.to_vec(), ino);
+    if is_dir {
+        st.get_mut(parent)?.attr.nlink += 1;
+        for (cname, e) in target_dir(store, r)?.entries {
+            if let Some(cr) = t.resolve(&e) {
+                insert_fresh(st, store, t, ino, &cname, &cr)?;
+            }
+        }
+    }
+    st.mark_dir_changed(parent);
+    st.mark_dirty(ino);
+    Ok(ino)
+}

@@ -121,14 +121,21 @@ fn side_root(t: &Target, spec: &str) -> Result<NodeId> {
 fn under(path: &[u8], prefixes: &[Vec<u8>]) -> bool {
     prefixes.is_empty()
         || prefixes.iter().any(|p| {
-            p.is_empty() || path == &p[..] || (path.starts_with(p) && path.get(p.len()) == Some(&b'/'))
+            p.is_empty()
+                || path == &p[..]
+                || (path.starts_with(p) && path.get(p.len()) == Some(&b'/'))
         })
 }
 
 fn clean_path(p: &str) -> Result<Vec<u8>> {
-    let comps: Vec<&str> = p.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+    let comps: Vec<&str> = p
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
     if comps.contains(&"..") {
-        return Err(Error::Invalid(format!("path {p:?} must stay inside the workspace (no '..')")));
+        return Err(Error::Invalid(format!(
+            "path {p:?} must stay inside the workspace (no '..')"
+        )));
     }
     Ok(comps.join("/").into_bytes())
 }
@@ -140,7 +147,8 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
         Op::Branches => {
             let mut list = Vec::new();
             for (name, r) in refs::list_refs(&*store)? {
-                let c = CheckpointId::from_hex(&r.checkpoint).and_then(|id| refs::load(&*store, &id).ok());
+                let c = CheckpointId::from_hex(&r.checkpoint)
+                    .and_then(|id| refs::load(&*store, &id).ok());
                 list.push(json!({
                     "name": name, "checkpoint": r.checkpoint, "created": r.created,
                     "message": c.as_ref().map(|c| c.message.clone()),
@@ -237,13 +245,20 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
                 "saved": saved.map(|(c, r)| json!({"checkpoint": c.id, "ref": r})),
             }))
         }
-        Op::Fork { name, from, mountpoint } => {
+        Op::Fork {
+            name,
+            from,
+            mountpoint,
+        } => {
             session::validate_session_name(&name)?;
             if session::load_record(&*store, &name)?.is_some() {
                 return Err(Error::Conflict(format!("session {name} already exists")));
             }
             if !mountpoint.is_absolute() {
-                return Err(Error::Invalid(format!("mountpoint {} must be absolute", mountpoint.display())));
+                return Err(Error::Invalid(format!(
+                    "mountpoint {} must be absolute",
+                    mountpoint.display()
+                )));
             }
             crate::daemon::check_mountpoint(&mountpoint)?;
             let c = match from {
@@ -278,7 +293,9 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
         Op::Diff { a, b, mode } => {
             let mode = mode.unwrap_or_else(|| "name-status".into());
             if !["name-status", "stat", "patch"].contains(&mode.as_str()) {
-                return Err(Error::Invalid(format!("unknown diff mode {mode:?} (name-status, stat, patch)")));
+                return Err(Error::Invalid(format!(
+                    "unknown diff mode {mode:?} (name-status, stat, patch)"
+                )));
             }
             let ra = match a.as_deref() {
                 Some(spec) => side_root(&t, spec)?,
@@ -305,9 +322,15 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
                 }
                 list.push(v);
             }
-            Ok(json!({"a": ra.to_hex(), "b": rb.to_hex(), "entries": list, "patch": if mode == "patch" { Some(text) } else { None }}))
+            Ok(
+                json!({"a": ra.to_hex(), "b": rb.to_hex(), "entries": list, "patch": if mode == "patch" { Some(text) } else { None }}),
+            )
         }
-        Op::Restore { target: spec, paths, dry_run } => {
+        Op::Restore {
+            target: spec,
+            paths,
+            dry_run,
+        } => {
             let c = refs::resolve(&*store, s.record().head.as_deref(), &spec)?;
             let paths: Vec<Vec<u8>> = paths.iter().map(|p| clean_path(p)).collect::<Result<_>>()?;
             let root = working_root(&t)?;
@@ -346,7 +369,8 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
                     }
                     v[&k] = val;
                 }
-                cfg = serde_json::from_value(v).map_err(|e| Error::Invalid(format!("bad setting: {e}")))?;
+                cfg = serde_json::from_value(v)
+                    .map_err(|e| Error::Invalid(format!("bad setting: {e}")))?;
                 let new = cfg.clone();
                 let mut extra = |rec: &mut session::SessionRecord, _: NodeId| -> Result<Vec<_>> {
                     rec.config = new.clone();

@@ -193,7 +193,13 @@ pub fn parse(line: &[u8]) -> std::result::Result<Request, ProtoError> {
         .to_string();
     let mut body = obj.clone();
     body.remove("v");
-    let session = match body.remove("session") {
+    // `session` names the target session of any op; `mount` takes it as its argument.
+    let taken = if op == "mount" {
+        body.get("session").cloned()
+    } else {
+        body.remove("session")
+    };
+    let session = match taken {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s),
         Some(_) => return Err(err("bad_request", "\"session\" must be a string".into())),

@@ -551,7 +551,12 @@ impl Daemon {
         r
     }
 
-    fn handle_op(&self, session: Option<&str>, op: Op, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn handle_op(
+        &self,
+        session: Option<&str>,
+        op: Op,
+        events: &mut dyn FnMut(Value),
+    ) -> Result<Value> {
         match op {
             Op::Ping => Ok(json!({"pid": std::process::id(), "store": self.store_dir})),
             Op::Mount {

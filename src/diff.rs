@@ -320,7 +320,10 @@ pub fn text_of(store: &dyn ObjectStore, r: Option<&Record>) -> Result<Option<Str
 
 /// (lines added, lines removed) of one entry, `None` if binary.
 pub fn line_counts(store: &dyn ObjectStore, e: &DiffEntry) -> Result<Option<(usize, usize)>> {
-    let (Some(a), Some(b)) = (text_of(store, e.old.as_ref())?, text_of(store, e.new.as_ref())?) else {
+    let (Some(a), Some(b)) = (
+        text_of(store, e.old.as_ref())?,
+        text_of(store, e.new.as_ref())?,
+    ) else {
         return Ok(None);
     };
     let d = similar::TextDiff::from_lines(&a, &b);
@@ -339,21 +342,37 @@ pub fn line_counts(store: &dyn ObjectStore, e: &DiffEntry) -> Result<Option<(usi
 pub fn patch(store: &dyn ObjectStore, e: &DiffEntry) -> Result<String> {
     let p = e.path_str();
     let (a_name, b_name) = (
-        if e.old.is_some() { format!("a/{p}") } else { "/dev/null".into() },
-        if e.new.is_some() { format!("b/{p}") } else { "/dev/null".into() },
+        if e.old.is_some() {
+            format!("a/{p}")
+        } else {
+            "/dev/null".into()
+        },
+        if e.new.is_some() {
+            format!("b/{p}")
+        } else {
+            "/dev/null".into()
+        },
     );
     let mut out = format!("diff --treefork a/{p} b/{p}\n");
     let is_dir = |r: &Option<Record>| r.as_ref().is_some_and(|r| r.kind == Kind::Dir);
     if is_dir(&e.old) || is_dir(&e.new) {
         return Ok(String::new());
     }
-    match (text_of(store, e.old.as_ref())?, text_of(store, e.new.as_ref())?) {
+    match (
+        text_of(store, e.old.as_ref())?,
+        text_of(store, e.new.as_ref())?,
+    ) {
         (Some(a), Some(b)) => {
             if a == b {
                 out.push_str("(metadata only)\n");
             } else {
                 let d = similar::TextDiff::from_lines(&a, &b);
-                out.push_str(&d.unified_diff().context_radius(3).header(&a_name, &b_name).to_string());
+                out.push_str(
+                    &d.unified_diff()
+                        .context_radius(3)
+                        .header(&a_name, &b_name)
+                        .to_string(),
+                );
             }
         }
         _ => out.push_str(&format!("Binary files {a_name} and {b_name} differ\n")),
@@ -368,7 +387,9 @@ mod tests {
     use crate::tree::{Attr, Timespec};
 
     fn file(store: &MemStore, ino: u64, data: &[u8]) -> Record {
-        let id = store.put(ObjKind::Node, &FileNode::Inline(data.to_vec()).encode()).unwrap();
+        let id = store
+            .put(ObjKind::Node, &FileNode::Inline(data.to_vec()).encode())
+            .unwrap();
         Record {
             kind: Kind::File,
             ino,
@@ -376,7 +397,10 @@ mod tests {
                 perm: 0o644,
                 size: data.len() as u64,
                 nlink: 1,
-                mtime: Timespec { sec: ino as i64, nsec: 0 },
+                mtime: Timespec {
+                    sec: ino as i64,
+                    nsec: 0,
+                },
                 ..Attr::default()
             },
             xattrs: vec![],
@@ -395,35 +419,74 @@ mod tests {
         Record {
             kind: Kind::Dir,
             ino,
-            attr: Attr { perm: 0o755, nlink: 2, ..Attr::default() },
+            attr: Attr {
+                perm: 0o755,
+                nlink: 2,
+                ..Attr::default()
+            },
             xattrs: vec![],
             content: Content::Node(NodeId(id)),
         }
     }
 
     fn root(store: &MemStore, r: Record) -> NodeId {
-        NodeId(store.put(ObjKind::Node, &RootNode { root: r, links: vec![], next_ino: 100 }.encode()).unwrap())
+        NodeId(
+            store
+                .put(
+                    ObjKind::Node,
+                    &RootNode {
+                        root: r,
+                        links: vec![],
+                        next_ino: 100,
+                    }
+                    .encode(),
+                )
+                .unwrap(),
+        )
     }
 
     #[test]
     fn finds_added_modified_deleted_and_skips_equal() {
         let s = MemStore::default();
         let shared = dir(&s, 10, vec![("x", file(&s, 11, b"same"))]);
-        let a = root(&s, dir(&s, 1, vec![
-            ("keep", shared.clone()),
-            ("mod", file(&s, 2, b"one\ntwo\n")),
-            ("gone", dir(&s, 3, vec![("inner", file(&s, 4, b"z"))])),
-        ]));
-        let b = root(&s, dir(&s, 1, vec![
-            ("keep", shared),
-            ("mod", file(&s, 2, b"one\nthree\n")),
-            ("new", file(&s, 5, b"n")),
-        ]));
+        let a = root(
+            &s,
+            dir(
+                &s,
+                1,
+                vec![
+                    ("keep", shared.clone()),
+                    ("mod", file(&s, 2, b"one\ntwo\n")),
+                    ("gone", dir(&s, 3, vec![("inner", file(&s, 4, b"z"))])),
+                ],
+            ),
+        );
+        let b = root(
+            &s,
+            dir(
+                &s,
+                1,
+                vec![
+                    ("keep", shared),
+                    ("mod", file(&s, 2, b"one\nthree\n")),
+                    ("new", file(&s, 5, b"n")),
+                ],
+            ),
+        );
         let d = diff_roots(&s, a, b).unwrap();
-        let got: Vec<(String, char)> = d.iter().map(|e| (e.path_str(), e.change.letter())).collect();
-        assert_eq!(got, vec![
-            ("gone".into(), 'D'), ("gone/inner".into(), 'D'), ("mod".into(), 'M'), ("new".into(), 'A'),
-        ]);
+        let got: Vec<(String, char)> = d
+            .iter()
+            .map(|e| (e.path_str(), e.change.letter()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("gone".into(), 'D'),
+                ("gone/inner".into(), 'D'),
+                ("mod".into(), 'M'),
+                ("new".into(), 'A'),
+            ]
+        );
         let m = d.iter().find(|e| e.path == b"mod").unwrap();
         assert_eq!(line_counts(&s, m).unwrap(), Some((1, 1)));
         assert!(patch(&s, m).unwrap().contains("-two\n+three\n"));

@@ -341,7 +341,12 @@ fn workspace(cli: &Cli) -> Result<control::MountRecord> {
     let probe = abs.canonicalize().unwrap_or(abs.clone());
     control::find_mount(&probe)
         .or_else(|| control::find_mount(&abs))
-        .ok_or_else(|| anyhow!("{} is not inside a mounted treefork workspace (use -C PATH)", start.display()))
+        .ok_or_else(|| {
+            anyhow!(
+                "{} is not inside a mounted treefork workspace (use -C PATH)",
+                start.display()
+            )
+        })
 }
 
 /// Send a session op to the workspace's session socket.
@@ -352,13 +357,21 @@ fn session_call(cli: &Cli, op: Op) -> Result<(control::MountRecord, Value)> {
         None => control::session_socket(&ws.mountpoint)?,
     };
     let mut c = Client::connect(&sock).with_context(|| {
-        format!("the daemon serving {} does not answer (is it still mounted?)", ws.mountpoint.display())
+        format!(
+            "the daemon serving {} does not answer (is it still mounted?)",
+            ws.mountpoint.display()
+        )
     })?;
     let v = c.call(&op, &mut |_| {})?;
     if v.get("ok").and_then(Value::as_bool) == Some(true) {
         Ok((ws, v))
     } else {
-        let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+        let s = |p: &str| {
+            v.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
         Err(DaemonError {
             code: s("/error/code"),
             message: s("/error/message"),
@@ -380,9 +393,13 @@ fn workspace_relative(ws: &control::MountRecord, path: &Path) -> Result<String> 
             other => norm.push(other),
         }
     }
-    let rel = norm
-        .strip_prefix(&ws.mountpoint)
-        .map_err(|_| anyhow!("{} is outside the workspace {}", path.display(), ws.mountpoint.display()))?;
+    let rel = norm.strip_prefix(&ws.mountpoint).map_err(|_| {
+        anyhow!(
+            "{} is outside the workspace {}",
+            path.display(),
+            ws.mountpoint.display()
+        )
+    })?;
     Ok(rel.to_string_lossy().into_owned())
 }
 
@@ -541,7 +558,13 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Cmd::Checkpoint { message, trigger } => {
-            let (_, v) = session_call(&cli, Op::Checkpoint { message: message.clone(), trigger: trigger.clone() })?;
+            let (_, v) = session_call(
+                &cli,
+                Op::Checkpoint {
+                    message: message.clone(),
+                    trigger: trigger.clone(),
+                },
+            )?;
             if cli.json {
                 print_json(&v);
             } else {
@@ -549,7 +572,12 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Cmd::Log { limit } => {
-            let (_, v) = session_call(&cli, Op::Log { limit: Some(*limit) })?;
+            let (_, v) = session_call(
+                &cli,
+                Op::Log {
+                    limit: Some(*limit),
+                },
+            )?;
             if cli.json {
                 print_json(&v);
             } else {
@@ -584,7 +612,10 @@ fn run(cli: Cli) -> Result<()> {
             let op = if *delete {
                 Op::BranchDelete { name: name.clone() }
             } else {
-                Op::Branch { name: name.clone(), from: from.clone() }
+                Op::Branch {
+                    name: name.clone(),
+                    from: from.clone(),
+                }
             };
             let (_, v) = session_call(&cli, op)?;
             if cli.json {
@@ -592,7 +623,10 @@ fn run(cli: Cli) -> Result<()> {
             } else if *delete {
                 println!("deleted branch {name}");
             } else {
-                println!("branch {name} -> {}", short(v["checkpoint"].as_str().unwrap_or("")));
+                println!(
+                    "branch {name} -> {}",
+                    short(v["checkpoint"].as_str().unwrap_or(""))
+                );
             }
         }
         Cmd::Branches => {
@@ -611,7 +645,12 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Cmd::Checkout { target } => {
-            let (ws, v) = session_call(&cli, Op::Checkout { target: target.clone() })?;
+            let (ws, v) = session_call(
+                &cli,
+                Op::Checkout {
+                    target: target.clone(),
+                },
+            )?;
             if cli.json {
                 print_json(&v);
             } else {
@@ -625,11 +664,19 @@ fn run(cli: Cli) -> Result<()> {
                 );
             }
         }
-        Cmd::Fork { name, from, mountpoint } => {
+        Cmd::Fork {
+            name,
+            from,
+            mountpoint,
+        } => {
             let mp = absolute(mountpoint)?;
             let (_, v) = session_call(
                 &cli,
-                Op::Fork { name: name.clone(), from: from.clone(), mountpoint: mp.clone() },
+                Op::Fork {
+                    name: name.clone(),
+                    from: from.clone(),
+                    mountpoint: mp.clone(),
+                },
             )?;
             if cli.json {
                 print_json(&v);
@@ -641,11 +688,27 @@ fn run(cli: Cli) -> Result<()> {
                 );
             }
         }
-        Cmd::Diff { a, b, stat, name_status: _, patch } => {
-            let mode = if *stat { "stat" } else if *patch { "patch" } else { "name-status" };
+        Cmd::Diff {
+            a,
+            b,
+            stat,
+            name_status: _,
+            patch,
+        } => {
+            let mode = if *stat {
+                "stat"
+            } else if *patch {
+                "patch"
+            } else {
+                "name-status"
+            };
             let (_, v) = session_call(
                 &cli,
-                Op::Diff { a: a.clone(), b: b.clone(), mode: Some(mode.into()) },
+                Op::Diff {
+                    a: a.clone(),
+                    b: b.clone(),
+                    mode: Some(mode.into()),
+                },
             )?;
             if cli.json {
                 print_json(&v);
@@ -660,10 +723,18 @@ fn run(cli: Cli) -> Result<()> {
                         if e["binary"].as_bool() == Some(true) {
                             println!(" {path} | binary");
                         } else {
-                            let (a, d) = (e["added"].as_u64().unwrap_or(0), e["removed"].as_u64().unwrap_or(0));
+                            let (a, d) = (
+                                e["added"].as_u64().unwrap_or(0),
+                                e["removed"].as_u64().unwrap_or(0),
+                            );
                             adds += a;
                             dels += d;
-                            println!(" {path} | {} {}{}", a + d, "+".repeat(a.min(40) as usize), "-".repeat(d.min(40) as usize));
+                            println!(
+                                " {path} | {} {}{}",
+                                a + d,
+                                "+".repeat(a.min(40) as usize),
+                                "-".repeat(d.min(40) as usize)
+                            );
                         }
                     } else {
                         let letter = match e["change"].as_str() {
@@ -675,16 +746,30 @@ fn run(cli: Cli) -> Result<()> {
                     }
                 }
                 if *stat {
-                    println!(" {} paths changed, {adds} insertions(+), {dels} deletions(-)", entries.len());
+                    println!(
+                        " {} paths changed, {adds} insertions(+), {dels} deletions(-)",
+                        entries.len()
+                    );
                 }
             }
         }
-        Cmd::Restore { target, paths, dry_run } => {
+        Cmd::Restore {
+            target,
+            paths,
+            dry_run,
+        } => {
             let ws = workspace(&cli)?;
-            let rel: Vec<String> = paths.iter().map(|p| workspace_relative(&ws, p)).collect::<Result<_>>()?;
+            let rel: Vec<String> = paths
+                .iter()
+                .map(|p| workspace_relative(&ws, p))
+                .collect::<Result<_>>()?;
             let (_, v) = session_call(
                 &cli,
-                Op::Restore { target: target.clone(), paths: rel, dry_run: *dry_run },
+                Op::Restore {
+                    target: target.clone(),
+                    paths: rel,
+                    dry_run: *dry_run,
+                },
             )?;
             if cli.json {
                 print_json(&v);
@@ -709,7 +794,9 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 let mut m = serde_json::Map::new();
                 for s in settings {
-                    let (k, val) = s.split_once('=').ok_or_else(|| anyhow!("expected KEY=VALUE, got {s:?}"))?;
+                    let (k, val) = s
+                        .split_once('=')
+                        .ok_or_else(|| anyhow!("expected KEY=VALUE, got {s:?}"))?;
                     let val: Value = serde_json::from_str(val).unwrap_or(Value::String(val.into()));
                     m.insert(k.to_string(), val);
                 }

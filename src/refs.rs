@@ -24,7 +24,15 @@ pub const REF_PREFIX: &[u8] = b"r/";
 pub const CHECKPOINT_VERSION: u32 = 1;
 
 /// Why a checkpoint was taken.
-pub const TRIGGERS: &[&str] = &["manual", "auto", "before-risky", "milestone", "before-checkout", "before-restore", "fork"];
+pub const TRIGGERS: &[&str] = &[
+    "manual",
+    "auto",
+    "before-risky",
+    "milestone",
+    "before-checkout",
+    "before-restore",
+    "fork",
+];
 
 /// A checkpoint: an immutable, named state of a session.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -111,7 +119,8 @@ pub fn load(store: &dyn ObjectStore, id: &CheckpointId) -> Result<Checkpoint> {
     let v = store
         .meta_get(&meta::key(CHECKPOINT_PREFIX, &id.0))?
         .ok_or_else(|| Error::NotFound(format!("unknown checkpoint {}", id.to_hex())))?;
-    serde_json::from_slice(&v).map_err(|e| Error::corrupt(format!("checkpoint {id}"), e.to_string()))
+    serde_json::from_slice(&v)
+        .map_err(|e| Error::corrupt(format!("checkpoint {id}"), e.to_string()))
 }
 
 /// A branch ref.
@@ -127,14 +136,21 @@ pub struct RefRecord {
 /// empty, `.` or `..`, do not start with `.` or `-`; no whitespace, control
 /// characters or any of `~^:?*[\`; not `HEAD` or `WORKING`; not 64 hex digits.
 pub fn validate_ref_name(name: &str) -> Result<()> {
-    let bad = |why: &str| Err(Error::Invalid(format!("invalid branch name {name:?}: {why}")));
+    let bad = |why: &str| {
+        Err(Error::Invalid(format!(
+            "invalid branch name {name:?}: {why}"
+        )))
+    };
     if name.is_empty() {
         return bad("empty");
     }
     if name.len() > 200 {
         return bad("longer than 200 bytes");
     }
-    if name.chars().any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c)) {
+    if name
+        .chars()
+        .any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c))
+    {
         return bad("contains whitespace, a control character or one of ~^:?*[\\");
     }
     for comp in name.split('/') {
@@ -166,7 +182,10 @@ pub fn get_ref(store: &dyn ObjectStore, name: &str) -> Result<Option<RefRecord>>
 
 /// The op that writes a branch.
 pub fn ref_op(name: &str, r: &RefRecord) -> MetaOp {
-    MetaOp::Put(meta::key(REF_PREFIX, name.as_bytes()), serde_json::to_vec(r).unwrap())
+    MetaOp::Put(
+        meta::key(REF_PREFIX, name.as_bytes()),
+        serde_json::to_vec(r).unwrap(),
+    )
 }
 
 /// The op that deletes a branch.
@@ -179,8 +198,8 @@ pub fn list_refs(store: &dyn ObjectStore) -> Result<Vec<(String, RefRecord)>> {
     let mut out = Vec::new();
     for (k, v) in store.meta_scan(REF_PREFIX)? {
         let name = String::from_utf8_lossy(&k[REF_PREFIX.len()..]).into_owned();
-        let r: RefRecord =
-            serde_json::from_slice(&v).map_err(|e| Error::corrupt(format!("ref {name}"), e.to_string()))?;
+        let r: RefRecord = serde_json::from_slice(&v)
+            .map_err(|e| Error::corrupt(format!("ref {name}"), e.to_string()))?;
         out.push((name, r));
     }
     Ok(out)
@@ -189,8 +208,9 @@ pub fn list_refs(store: &dyn ObjectStore) -> Result<Vec<(String, RefRecord)>> {
 /// Resolve a ref spec to a checkpoint. `head` is the session's current checkpoint.
 pub fn resolve(store: &dyn ObjectStore, head: Option<&str>, spec: &str) -> Result<Checkpoint> {
     let head_of = || {
-        head.and_then(CheckpointId::from_hex)
-            .ok_or_else(|| Error::NotFound("this session has no checkpoint yet (HEAD is unset)".into()))
+        head.and_then(CheckpointId::from_hex).ok_or_else(|| {
+            Error::NotFound("this session has no checkpoint yet (HEAD is unset)".into())
+        })
     };
     if spec == "HEAD" {
         return load(store, &head_of()?);
@@ -201,9 +221,13 @@ pub fn resolve(store: &dyn ObjectStore, head: Option<&str>, spec: &str) -> Resul
             .map_err(|_| Error::Invalid(format!("bad ref {spec:?}: expected HEAD~N")))?;
         let mut c = load(store, &head_of()?)?;
         for _ in 0..n {
-            let p = c.parent.as_deref().and_then(CheckpointId::from_hex).ok_or_else(|| {
-                Error::NotFound(format!("{spec}: history has fewer than {n} ancestors"))
-            })?;
+            let p = c
+                .parent
+                .as_deref()
+                .and_then(CheckpointId::from_hex)
+                .ok_or_else(|| {
+                    Error::NotFound(format!("{spec}: history has fewer than {n} ancestors"))
+                })?;
             c = load(store, &p)?;
         }
         return Ok(c);
@@ -228,10 +252,14 @@ pub fn resolve(store: &dyn ObjectStore, head: Option<&str>, spec: &str) -> Resul
         return match found.len() {
             0 => Err(Error::NotFound(format!("unknown ref {spec:?}"))),
             1 => load(store, &CheckpointId::from_hex(&found[0]).unwrap()),
-            n => Err(Error::Invalid(format!("checkpoint prefix {spec:?} is ambiguous ({n} matches)"))),
+            n => Err(Error::Invalid(format!(
+                "checkpoint prefix {spec:?} is ambiguous ({n} matches)"
+            ))),
         };
     }
-    Err(Error::NotFound(format!("unknown ref {spec:?} (not a branch, checkpoint id, HEAD or HEAD~N)")))
+    Err(Error::NotFound(format!(
+        "unknown ref {spec:?} (not a branch, checkpoint id, HEAD or HEAD~N)"
+    )))
 }
 
 #[cfg(test)]
@@ -244,7 +272,21 @@ mod tests {
         for ok in ["main", "auto/before-checkout-1", "feat.x", "a_b-c"] {
             validate_ref_name(ok).unwrap();
         }
-        for bad in ["", "a/../b", "..", "a//b", "/a", "a/", "x y", "a\u{7}", "HEAD", ".hidden", "-x", "a~1", &"f".repeat(64)] {
+        for bad in [
+            "",
+            "a/../b",
+            "..",
+            "a//b",
+            "/a",
+            "a/",
+            "x y",
+            "a\u{7}",
+            "HEAD",
+            ".hidden",
+            "-x",
+            "a~1",
+            &"f".repeat(64),
+        ] {
             assert!(validate_ref_name(bad).is_err(), "{bad:?}");
         }
     }
@@ -255,8 +297,18 @@ mod tests {
         let r = NodeId::of(b"r");
         let c1 = Checkpoint::new("s", r, None, "one", "manual", 1);
         let c2 = Checkpoint::new("s", r, Some(c1.cid()), "two", "manual", 1);
-        s.commit(vec![c1.op(), c2.op(), ref_op("b", &RefRecord { checkpoint: c1.id.clone(), created: 0 })])
-            .unwrap();
+        s.commit(vec![
+            c1.op(),
+            c2.op(),
+            ref_op(
+                "b",
+                &RefRecord {
+                    checkpoint: c1.id.clone(),
+                    created: 0,
+                },
+            ),
+        ])
+        .unwrap();
         assert_eq!(resolve(&s, Some(&c2.id), "HEAD").unwrap().id, c2.id);
         assert_eq!(resolve(&s, Some(&c2.id), "HEAD~1").unwrap().id, c1.id);
         assert!(resolve(&s, Some(&c2.id), "HEAD~2").is_err());

@@ -44,30 +44,36 @@ impl Session {
 
     /// Take a checkpoint of the current state (call after the kernel's writeback was
     /// flushed). Returns the checkpoint and the new session record.
-    pub fn checkpoint(&self, message: &str, trigger: &str, branch: Option<&str>) -> Result<Checkpoint> {
+    pub fn checkpoint(
+        &self,
+        message: &str,
+        trigger: &str,
+        branch: Option<&str>,
+    ) -> Result<Checkpoint> {
         let store = self.store().clone();
         let name = self.name().to_string();
         let mut made: Option<Checkpoint> = None;
-        let mut extra = |rec: &mut SessionRecord, root: NodeId| -> Result<Vec<crate::meta::MetaOp>> {
-            let parent = rec.head.as_deref().and_then(CheckpointId::from_hex);
-            let from = NodeId::from_hex(&rec.base).unwrap_or(root);
-            let changed = diff::diff_roots(&*store, from, root)?.len() as u64;
-            let c = Checkpoint::new(&name, root, parent, message, trigger, changed);
-            rec.head = Some(c.id.clone());
-            rec.base = root.to_hex();
-            let mut ops = vec![c.op()];
-            if let Some(b) = branch {
-                ops.push(refs::ref_op(
-                    b,
-                    &refs::RefRecord {
-                        checkpoint: c.id.clone(),
-                        created: Timespec::now().sec,
-                    },
-                ));
-            }
-            made = Some(c);
-            Ok(ops)
-        };
+        let mut extra =
+            |rec: &mut SessionRecord, root: NodeId| -> Result<Vec<crate::meta::MetaOp>> {
+                let parent = rec.head.as_deref().and_then(CheckpointId::from_hex);
+                let from = NodeId::from_hex(&rec.base).unwrap_or(root);
+                let changed = diff::diff_roots(&*store, from, root)?.len() as u64;
+                let c = Checkpoint::new(&name, root, parent, message, trigger, changed);
+                rec.head = Some(c.id.clone());
+                rec.base = root.to_hex();
+                let mut ops = vec![c.op()];
+                if let Some(b) = branch {
+                    ops.push(refs::ref_op(
+                        b,
+                        &refs::RefRecord {
+                            checkpoint: c.id.clone(),
+                            created: Timespec::now().sec,
+                        },
+                    ));
+                }
+                made = Some(c);
+                Ok(ops)
+            };
         self.flush_with(Some(&mut extra))?;
         let mut st = self.lock();
         st.mutations = 0;
@@ -115,7 +121,11 @@ fn live_record(i: &Inode, ino: u64) -> Option<Record> {
         kind: i.kind,
         ino,
         attr: i.attr,
-        xattrs: i.xattrs.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        xattrs: i
+            .xattrs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         content: i.clean_content()?,
     })
 }
@@ -132,8 +142,17 @@ fn target_dir(store: &dyn ObjectStore, r: &Record) -> Result<crate::tree::DirNod
 
 /// Graft one path (`a/b/c`): descend while both sides are directories, graft the
 /// first entry that differs in kind or presence, or the final component.
-fn graft_path(st: &mut State, store: &dyn ObjectStore, t: &Tree, path: &[u8], inval: &mut Vec<Inval>) -> Result<()> {
-    let comps: Vec<&[u8]> = path.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".").collect();
+fn graft_path(
+    st: &mut State,
+    store: &dyn ObjectStore,
+    t: &Tree,
+    path: &[u8],
+    inval: &mut Vec<Inval>,
+) -> Result<()> {
+    let comps: Vec<&[u8]> = path
+        .split(|&b| b == b'/')
+        .filter(|c| !c.is_empty() && *c != b".")
+        .collect();
     if comps.iter().any(|c| *c == b"..") {
         return Err(Error::Invalid(format!(
             "path {:?} must stay inside the workspace (no '..')",
@@ -204,7 +223,14 @@ fn graft_entry(
 }
 
 /// Make live directory `dir` (kept inode) look like target record `r`.
-fn graft_dir(st: &mut State, store: &dyn ObjectStore, t: &Tree, dir: u64, r: &Record, inval: &mut Vec<Inval>) -> Result<()> {
+fn graft_dir(
+    st: &mut State,
+    store: &dyn ObjectStore,
+    t: &Tree,
+    dir: u64,
+    r: &Record,
+    inval: &mut Vec<Inval>,
+) -> Result<()> {
     st.load_dir(store, dir)?;
     let tdir = target_dir(store, r)?;
     let mut names: BTreeSet<Vec<u8>> = st.entries_mut(dir)?.keys().cloned().collect();

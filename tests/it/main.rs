@@ -7,3 +7,4 @@ mod cli;
 mod persistence;
 mod posix;
 mod programs;
+mod snapshots;

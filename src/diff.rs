@@ -408,7 +408,8 @@ mod tests {
         }
     }
 
-    fn dir(store: &MemStore, ino: u64, entries: Vec<(&str, Record)>) -> Record {
+    fn dir(store: &MemStore, ino: u64, mut entries: Vec<(&str, Record)>) -> Record {
+        entries.sort_by(|a, b| a.0.cmp(b.0));
         let node = DirNode {
             entries: entries
                 .into_iter()

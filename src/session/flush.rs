@@ -130,7 +130,9 @@ impl Session {
     }
 
     pub(crate) fn flush_locked(&self, extra: Option<Extra<'_>>) -> Result<(NodeId, SessionRecord)> {
+        let t0 = std::time::Instant::now();
         self.seal_locked()?;
+        let t_seal = t0.elapsed();
         let (root_id, mut rec) = {
             let mut st = self.lock();
             if !st.changed
@@ -170,6 +172,7 @@ impl Session {
             st.links_dirty = false;
             (id, rec)
         };
+        let t_encode = t0.elapsed();
         let mut ops = Vec::new();
         if let Some(f) = extra {
             match f(&mut rec, root_id) {
@@ -187,6 +190,13 @@ impl Session {
             return Err(e);
         }
         *self.record.lock().unwrap() = rec.clone();
+        log::debug!(
+            "session {}: flush seal {:?} encode {:?} extra+commit {:?}",
+            self.name(),
+            t_seal,
+            t_encode - t_seal,
+            t0.elapsed() - t_encode
+        );
         Ok((root_id, rec))
     }
 }

@@ -125,6 +125,8 @@ struct Writer {
     file: Option<Arc<File>>,
     offset: u64,
     unsynced: Vec<Arc<File>>,
+    /// Bytes were appended to `file` since its last fsync.
+    dirty: bool,
 }
 
 /// The on-disk store: `DIR/treefork.store`, `DIR/meta/` (sled), `DIR/packs/pack-N.tfp`.
@@ -235,6 +237,7 @@ impl PackStore {
                 file: None,
                 offset: 0,
                 unsynced: Vec::new(),
+                dirty: false,
             }),
             pending: RwLock::new(HashMap::new()),
             readers: RwLock::new(HashMap::new()),
@@ -334,6 +337,7 @@ impl ObjectStore for PackStore {
             raw_len: raw.len() as u32,
         };
         w.offset += rec.len() as u64;
+        w.dirty = true;
         self.pending.write().unwrap().insert(id, loc);
         Ok(id)
     }
@@ -368,7 +372,8 @@ impl ObjectStore for PackStore {
 
     fn commit(&self, mut ops: Vec<MetaOp>) -> Result<()> {
         let w = self.writer.lock().unwrap();
-        for f in w.unsynced.iter().chain(w.file.iter()) {
+        let current = w.file.iter().filter(|_| w.dirty);
+        for f in w.unsynced.iter().chain(current) {
             f.sync_data()
                 .map_err(|e| Error::io(self.dir.join("packs"), e))?;
         }
@@ -385,9 +390,16 @@ impl ObjectStore for PackStore {
                 loc.encode(),
             ));
         }
+        let t = std::time::Instant::now();
         self.db.apply(ops)?;
+        log::debug!(
+            "commit: {} index entries, sled batch+flush {:?}",
+            pending.len(),
+            t.elapsed()
+        );
         let mut w = w;
         w.unsynced.clear();
+        w.dirty = false;
         let mut p = self.pending.write().unwrap();
         for (id, _) in pending {
             p.remove(&id);

@@ -151,13 +151,28 @@ impl RecordHeader {
 
 /// Compress `raw` for storage: zstd level 1, or raw when that saves < 10 %.
 pub fn compress(raw: &[u8]) -> (Codec, Vec<u8>) {
-    if raw.len() >= 64
-        && let Ok(c) = zstd::bulk::compress(raw, 1)
-        && c.len() * 10 < raw.len() * 9
-    {
-        return (Codec::Zstd, c);
+    if raw.len() >= 64 {
+        let c = COMPRESSOR.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            if slot.is_none() {
+                *slot = zstd::bulk::Compressor::new(1).ok();
+            }
+            slot.as_mut().and_then(|z| z.compress(raw).ok())
+        });
+        if let Some(c) = c
+            && c.len() * 10 < raw.len() * 9
+        {
+            return (Codec::Zstd, c);
+        }
     }
     (Codec::Raw, raw.to_vec())
+}
+
+thread_local! {
+    /// One zstd context per thread: creating a context costs more than compressing
+    /// a small tree node.
+    static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Decode a payload and verify it hashes to the header's id.

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Snapshot latency benchmark; see bench/snapshots.sh. Talks to treefork's session
+socket directly (JSON lines) so the figures are the operations, not process start-up;
+the CLI round trip (process spawn included) is reported separately."""
+import argparse, datetime, json, os, platform, shutil, socket, statistics, subprocess, sys, tempfile, time
+
+def sh(*args, **kw):
+    return subprocess.run(args, check=True, capture_output=True, text=True, **kw).stdout
+
+def make_tree(root, n):
+    os.makedirs(root)
+    per_dir = 100
+    for d in range((n + per_dir - 1) // per_dir):
+        dp = os.path.join(root, f"pkg{d:04d}", "src")
+        os.makedirs(dp)
+        for f in range(min(per_dir, n - d * per_dir)):
+            with open(os.path.join(dp, f"mod{f:03d}.rs"), "w") as fh:
+                fh.write(f"// file {d}/{f}\npub fn f{f}() -> u32 {{ {d * per_dir + f} }}\n" * 4)
+
+def touch10(root, rep):
+    for i in range(10):
+        p = os.path.join(root, f"pkg{i:04d}", "src", "mod000.rs")
+        with open(p, "a") as fh:
+            fh.write(f"// edit {rep}\n")
+
+class Ctl:
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX); self.s.connect(path); self.f = self.s.makefile("rwb")
+    def call(self, **op):
+        op["v"] = 1
+        t = time.perf_counter()
+        self.f.write((json.dumps(op) + "\n").encode()); self.f.flush()
+        while True:
+            r = json.loads(self.f.readline())
+            if "event" not in r: break
+        dt = (time.perf_counter() - t) * 1000
+        if not r.get("ok"): raise RuntimeError(f"{op}: {r}")
+        return r, dt
+
+def timed(fn):
+    t = time.perf_counter(); fn(); return (time.perf_counter() - t) * 1000
+
+def med(xs): return statistics.median(xs) if xs else float("nan")
+
+def bench_size(bin_, n, work, reps):
+    res = {}
+    src = os.path.join(work, f"src-{n}"); make_tree(src, n)
+    store = os.path.join(work, f"store-{n}"); mp = os.path.join(work, f"mnt-{n}"); os.makedirs(mp)
+    tf = lambda *a: sh(bin_, "--store", store, *a)
+    tf("mount", mp, "--session", "main", "--from", src)
+    forks = []
+    try:
+        rec = json.load(open(next(os.path.join("/tmp", f"treefork-{os.getuid()}", x) for x in os.listdir(f"/tmp/treefork-{os.getuid()}") if x.startswith("m-") and json.load(open(os.path.join("/tmp", f"treefork-{os.getuid()}", x)))["mountpoint"] == mp)))
+        c = Ctl(rec["socket"])
+        c.call(op="checkpoint", message="base")
+        ck, br, fk, co, df, cli = [], [], [], [], [], []
+        ids = []
+        for r in range(reps):
+            touch10(mp, r)
+            out, dt = c.call(op="checkpoint", message=f"rep {r}"); ck.append(dt); ids.append(out["checkpoint"]["id"])
+            br.append(c.call(op="branch", name=f"b{r}", **{"from": "HEAD"})[1])
+            df.append(c.call(op="diff", a="HEAD~1", b="HEAD")[1])
+            fmp = os.path.join(work, f"fork-{n}-{r}"); os.makedirs(fmp)
+            fk.append(c.call(op="fork", name=f"f{r}", **{"from": "HEAD"}, mountpoint=fmp)[1]); forks.append(fmp)
+            touch10(mp, r + 1000)
+            cli.append(timed(lambda: sh(bin_, "-C", mp, "checkpoint", "-m", f"cli {r}")))
+        for r in range(reps):
+            co.append(c.call(op="checkout", ref=ids[r % len(ids)])[1])
+            co.append(c.call(op="checkout", ref=ids[-1])[1])
+        res.update(checkpoint=med(ck), branch=med(br), fork=med(fk), checkout=med(co), diff=med(df), cli_checkpoint=med(cli))
+    finally:
+        for f in forks: subprocess.run([bin_, "--store", store, "umount", f], capture_output=True)
+        subprocess.run([bin_, "--store", store, "umount", mp], capture_output=True)
+    res["store_bytes"] = int(sh("du", "-sb", store).split()[0]); res["tree_bytes"] = int(sh("du", "-sb", src).split()[0])
+    # Baselines.
+    base_reps = max(1, min(reps, 3 if n >= 100000 else reps))
+    cps = []
+    for r in range(base_reps):
+        d = os.path.join(work, f"cp-{n}-{r}"); cps.append(timed(lambda: sh("cp", "-a", src, d))); shutil.rmtree(d)
+    res["cp -a"] = med(cps)
+    repo = os.path.join(work, f"git-{n}"); sh("cp", "-a", src, repo)
+    g = lambda *a: sh("git", "-C", repo, "-c", "user.email=b@b", "-c", "user.name=b", *a)
+    g("init", "-q"); g("add", "-A"); g("commit", "-qm", "base")
+    wts, stashes = [], []
+    for r in range(base_reps):
+        wt = os.path.join(work, f"wt-{n}-{r}")
+        wts.append(timed(lambda: g("worktree", "add", "-q", wt)))
+        touch10(repo, r)
+        stashes.append(timed(lambda: (g("stash", "-q"), g("stash", "apply", "-q"))))
+        g("checkout", "-q", "--", "."); g("stash", "drop", "-q")
+    res["git worktree add"] = med(wts); res["git stash+apply"] = med(stashes)
+    upper = os.path.join(work, f"upper-{n}"); os.makedirs(upper); touch10_dst = upper
+    for i in range(10):
+        os.makedirs(os.path.join(upper, f"pkg{i:04d}", "src"), exist_ok=True)
+        shutil.copy(os.path.join(src, f"pkg{i:04d}", "src", "mod000.rs"), os.path.join(upper, f"pkg{i:04d}", "src", "mod000.rs"))
+    ovs = []
+    for r in range(base_reps):
+        up2, wk, om = (os.path.join(work, f"{x}-{n}-{r}") for x in ("up2", "wk", "ov"))
+        os.makedirs(wk); os.makedirs(om)
+        def fork_overlay():
+            sh("cp", "-a", upper, up2)
+            sh("fuse-overlayfs", "-o", f"lowerdir={src},upperdir={up2},workdir={wk}", om)
+        ovs.append(timed(fork_overlay))
+        subprocess.run(["umount", om], capture_output=True)
+    res["fuse-overlayfs fork"] = med(ovs)
+    shutil.rmtree(src, ignore_errors=True); shutil.rmtree(repo, ignore_errors=True)
+    return res
+
+def main():
+    ap = argparse.ArgumentParser(); ap.add_argument("--bin", required=True); ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--reps", type=int, default=7); a = ap.parse_args()
+    sizes = [int(x) for x in a.sizes.split(",")]
+    bin_ = os.path.abspath(a.bin)
+    work = tempfile.mkdtemp(prefix="tf-bench-", dir="/var/tmp")
+    results = {}
+    try:
+        for n in sizes:
+            print(f"== {n} files", file=sys.stderr)
+            results[n] = bench_size(bin_, n, work, a.reps)
+            print(json.dumps(results[n]), file=sys.stderr)
+    finally:
+        subprocess.run(["bash", "-c", f"grep -o ' {work}/[^ ]*' /proc/mounts | xargs -r -n1 umount -l"], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    rows = ["checkpoint", "branch", "fork", "checkout", "diff", "cli_checkpoint", "cp -a", "git worktree add", "git stash+apply", "fuse-overlayfs fork"]
+    labels = {"checkpoint": "treefork checkpoint (10 files changed)", "branch": "treefork branch", "fork": "treefork fork (until mounted)",
+              "checkout": "treefork checkout (10 files differ)", "diff": "treefork diff HEAD~1 HEAD", "cli_checkpoint": "treefork checkpoint via CLI (incl. process start)"}
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    head = ["operation (median ms)"] + [f"{n:,} files" for n in sizes] + ([f"{sizes[-1]:,} / {sizes[0]:,}"] if len(sizes) > 1 else [])
+    lines = [f"# Snapshot benchmark — {date}", "",
+             f"Machine: {os.cpu_count()} cores, {mem:.0f} GiB, Linux {platform.release()}; {sh(bin_, '--version').strip()}, "
+             f"{sh('git', '--version').strip()}, fuse-overlayfs {sh('fuse-overlayfs', '--version').splitlines()[0].split()[-1]}.", "",
+             "treefork operations are timed on the session's control socket (request to response); every row is the median of "
+             "the repetitions, all measured in the same run. Trees: 100 small files per directory.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        vals = [results[n][r] for n in sizes]
+        cells = [f"{v:.1f}" for v in vals]
+        if len(sizes) > 1: cells.append(f"{vals[-1] / vals[0]:.2f}×")
+        lines.append(f"| {labels.get(r, r)} | " + " | ".join(cells) + " |")
+    lines += ["", "Store size after import vs raw tree (du -sb): " + ", ".join(
+        f"{n:,}: {results[n]['store_bytes'] / 2**20:.1f} MiB store / {results[n]['tree_bytes'] / 2**20:.1f} MiB tree" for n in sizes), ""]
+    text = "\n".join(lines)
+    print(text)
+    os.makedirs("bench/results", exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    open(f"bench/results/snapshots-{stamp}.md", "w").write(text)
+    open("bench/RESULTS.md", "w").write(text)
+
+if __name__ == "__main__":
+    main()

@@ -48,6 +48,8 @@ def bench_size(bin_, n, work, reps):
     store = os.path.join(work, f"store-{n}"); mp = os.path.join(work, f"mnt-{n}"); os.makedirs(mp)
     tf = lambda *a: sh(bin_, "--store", store, *a)
     tf("mount", mp, "--session", "main", "--from", src)
+    # Let the import's writeback settle so it does not land in the first timings.
+    sh("sync"); time.sleep(2)
     forks = []
     try:
         rec = json.load(open(next(os.path.join("/tmp", f"treefork-{os.getuid()}", x) for x in os.listdir(f"/tmp/treefork-{os.getuid()}") if x.startswith("m-") and json.load(open(os.path.join("/tmp", f"treefork-{os.getuid()}", x)))["mountpoint"] == mp)))

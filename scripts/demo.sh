@@ -28,6 +28,29 @@ dd if=/dev/urandom of=data.bin bs=1M count=4 status=none
 ln data.bin data.hardlink && ln -sf src/main.rs main.link
 ls -la
 sha=$(sha256sum data.bin | cut -d' ' -f1)
+
+echo "==> checkpoint, change, diff, rewind"
+cd "$MNT"
+C1=$("$TF" checkpoint -m "hello world")
+echo "checkpoint $C1"
+printf 'fn main() { println!("risky change"); }\n' > src/main.rs
+rm data.hardlink
+"$TF" status
+"$TF" diff --patch | head -20
+"$TF" checkout "$C1"            # pending changes are saved as auto/before-checkout-*
+cat src/main.rs
+"$TF" log
+"$TF" branches
+
+echo "==> fork: an independent copy, mounted at once"
+FORK="${MNT}-fork"
+mkdir -p "$FORK"
+if grep -q " $FORK fuse" /proc/mounts; then "$TF" umount "$FORK" || true; fi
+"$TF" sessions --json | grep -q '"demo-fork"' && FORKNAME="demo-fork-$(date +%s)" || FORKNAME=demo-fork
+"$TF" fork "$FORKNAME" --mount "$FORK"
+echo "only in the fork" > "$FORK/fork.txt"
+ls "$FORK"; ls "$MNT"
+"$TF" umount "$FORK"
 cd /
 
 echo "==> unmount and mount again: everything is still there"

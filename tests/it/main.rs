@@ -4,6 +4,7 @@
 mod harness;
 
 mod cli;
+mod consistency;
 mod persistence;
 mod posix;
 mod programs;

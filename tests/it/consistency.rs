@@ -1,0 +1,98 @@
+//! Checkpoints taken while another process writes: every checkpoint holds a state
+//! that existed (each fsync'd, atomically replaced file is one whole version, at least
+//! as new as the last version acknowledged before the checkpoint was requested).
+
+use std::fs;
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::harness::{Mount, fuse_available, tf, tf_ok};
+
+fn version_of(bytes: &[u8]) -> Option<u64> {
+    let first = *bytes.first()?;
+    if bytes.len() != 100_000 || bytes.iter().any(|&b| b != first) {
+        return None;
+    }
+    Some(first as u64)
+}
+
+#[test]
+fn checkpoints_under_concurrent_writes_are_consistent() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new();
+    fs::create_dir(m.p("data")).unwrap();
+    fs::write(m.p("data/x"), vec![0u8; 100_000]).unwrap();
+    let acked = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (acked, stop, dir) = (acked.clone(), stop.clone(), m.p("data"));
+        std::thread::spawn(move || {
+            let mut v = 1u64;
+            while !stop.load(Ordering::Relaxed) && v < 250 {
+                let tmp = dir.join("x.tmp");
+                let mut f = fs::File::create(&tmp).unwrap();
+                f.write_all(&vec![v as u8; 100_000]).unwrap();
+                f.sync_all().unwrap();
+                fs::rename(&tmp, dir.join("x")).unwrap();
+                fs::File::open(&dir).unwrap().sync_all().unwrap();
+                acked.store(v, Ordering::SeqCst);
+                v += 1;
+            }
+        })
+    };
+    let mut taken = Vec::new();
+    for _ in 0..8 {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let before = acked.load(Ordering::SeqCst);
+        let o = tf(
+            &m.store,
+            &[
+                "-C",
+                m.mp.to_str().unwrap(),
+                "checkpoint",
+                "-m",
+                "during writes",
+            ],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        taken.push((
+            String::from_utf8_lossy(&o.stdout).trim().to_string(),
+            before,
+        ));
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    // Read each checkpoint through a fork of it.
+    for (i, (id, before)) in taken.iter().enumerate() {
+        let fmp = m.tmp.path().join(format!("fork{i}"));
+        fs::create_dir(&fmp).unwrap();
+        tf_ok(
+            &m.store,
+            &[
+                "-C",
+                m.mp.to_str().unwrap(),
+                "fork",
+                &format!("f{i}"),
+                "--from",
+                id,
+                "--mount",
+                fmp.to_str().unwrap(),
+            ],
+        );
+        let bytes = fs::read(fmp.join("data/x")).unwrap();
+        tf_ok(&m.store, &["umount", fmp.to_str().unwrap()]);
+        let v = version_of(&bytes)
+            .unwrap_or_else(|| panic!("checkpoint {id}: data/x is a mix of versions"));
+        assert!(
+            v >= before % 256,
+            "checkpoint {id} holds version {v}, older than acknowledged {before}"
+        );
+        assert!(
+            !fs::read_dir(fmp).unwrap().any(|_| true),
+            "fork mountpoint not empty after unmount"
+        );
+    }
+}

@@ -173,8 +173,17 @@ fn graft_path(
             .as_ref()
             .and_then(|d| d.entries.iter().find(|(name, _)| name == comp))
             .and_then(|(_, e)| t.resolve(e));
-        let live = st.child(store, live_dir, comp)?;
+        let mut live = st.child(store, live_dir, comp)?;
         let last = n + 1 == comps.len();
+        // A missing parent of the restored path is recreated empty (with the target's
+        // attributes): restoring `a/b/c` must not bring back `a/x`.
+        if !last
+            && live.is_none()
+            && let Some(r) = tchild.as_ref().filter(|r| r.kind == Kind::Dir)
+        {
+            live = Some(insert_empty_dir(st, live_dir, comp, r)?);
+            inval.push(Inval::Entry(live_dir, comp.to_vec()));
+        }
         let both_dirs = matches!((&tchild, live), (Some(r), Some(l)) if r.kind == Kind::Dir && st.get(l)?.kind == Kind::Dir);
         if last || !both_dirs {
             return graft_entry(st, store, t, live_dir, comp, tchild, inval);
@@ -251,6 +260,23 @@ fn graft_dir(
     st.mark_dir_changed(dir);
     inval.push(Inval::Inode(dir));
     Ok(())
+}
+
+fn insert_empty_dir(st: &mut State, parent: u64, name: &[u8], r: &Record) -> Result<u64> {
+    let ino = st.alloc_ino();
+    let mut inode = Inode::from_record(r, parent, false);
+    inode.data = Data::Dir(super::inode::Dir {
+        stored: None,
+        entries: Some(Default::default()),
+    });
+    inode.attr.nlink = 2;
+    st.inodes.insert(ino, inode);
+    st.entries_mut(parent)?.insert(name.to_vec(), ino);
+    st.get_mut(parent)?.attr.nlink += 1;
+    st.total_inodes += 1;
+    st.mark_dir_changed(parent);
+    st.mark_dir_changed(ino);
+    Ok(ino)
 }
 
 fn remove_entry(st: &mut State, parent: u64, name: &[u8], ino: u64) -> Result<()> {

@@ -260,7 +260,7 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
                     mountpoint.display()
                 )));
             }
-            crate::daemon::check_mountpoint(&mountpoint)?;
+            crate::daemon::check_mountpoint(&mountpoint, &|| d.is_dead_mount_of_ours(&mountpoint))?;
             let c = match from {
                 Some(spec) => refs::resolve(&*store, s.record().head.as_deref(), &spec)?,
                 None => {

@@ -72,7 +72,19 @@ pub struct DaemonOptions {
 
 /// Check a mountpoint: exists, is a directory, is empty, and is not already a mount.
 /// A stale treefork/FUSE mount left by a killed daemon is detached first.
-pub fn check_mountpoint(mp: &Path) -> Result<()> {
+///
+/// `ours_dead` says whether a mount found at `mp` is a dead mount of this daemon's
+/// store (registered for the store, but not served by the live daemon holding the
+/// store lock): the kernel may still answer `stat` from its cache for a second after
+/// the daemon died, so the registry, not ENOTCONN alone, decides.
+pub fn check_mountpoint(mp: &Path, ours_dead: &dyn Fn() -> bool) -> Result<()> {
+    if is_mountpoint(mp) && ours_dead() {
+        log::warn!(
+            "{}: mount left by a dead daemon of this store; detaching it",
+            mp.display()
+        );
+        detach(mp);
+    }
     let md = match std::fs::metadata(mp) {
         Ok(m) => m,
         Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
@@ -380,6 +392,14 @@ impl Daemon {
         self.mount_record(name, mp, rec, from, events)
     }
 
+    /// Whether `mp` is registered as a mount of this store that this (live, lock
+    /// holding) daemon does not serve: a leftover of a daemon that died.
+    pub(crate) fn is_dead_mount_of_ours(&self, mp: &Path) -> bool {
+        !self.mounts().contains_key(mp)
+            && control::find_mount(mp)
+                .is_some_and(|r| r.mountpoint == mp && r.store == self.store_dir)
+    }
+
     /// Where session `name` is mounted, if it is.
     pub(crate) fn mounted_at(&self, name: &str) -> Option<PathBuf> {
         self.mounts()
@@ -412,7 +432,7 @@ impl Daemon {
                 )));
             }
         }
-        check_mountpoint(mp)?;
+        check_mountpoint(mp, &|| self.is_dead_mount_of_ours(mp))?;
         let store: Arc<dyn ObjectStore> = self.store.clone();
         let rec = match (existing, from) {
             (Some(r), _) => r,

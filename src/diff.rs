@@ -300,10 +300,10 @@ pub fn text_of(store: &dyn ObjectStore, r: Option<&Record>) -> Result<Option<Str
     let Some(r) = r else {
         return Ok(Some(String::new()));
     };
-    if r.kind == Kind::Symlink {
-        if let Content::Bytes(b) = &r.content {
-            return Ok(String::from_utf8(b.clone()).ok().map(|s| s + "\n"));
-        }
+    if r.kind == Kind::Symlink
+        && let Content::Bytes(b) = &r.content
+    {
+        return Ok(String::from_utf8(b.clone()).ok().map(|s| s + "\n"));
     }
     if r.kind != Kind::File {
         return Ok(Some(String::new()));

@@ -157,10 +157,9 @@ impl Session {
                 links,
                 next_ino: st.next_ino,
             };
-            let id = if st.changed || st.root_id.is_none() {
-                NodeId(store.put(ObjKind::Node, &root.encode())?)
-            } else {
-                st.root_id.unwrap()
+            let id = match st.root_id {
+                Some(id) if !st.changed => id,
+                _ => NodeId(store.put(ObjKind::Node, &root.encode())?),
             };
             let mut rec = self.record.lock().unwrap().clone();
             rec.root = id.to_hex();

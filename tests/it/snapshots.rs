@@ -185,7 +185,7 @@ impl Drop for Guard {
 /// A long-running bash reading commands from stdin.
 struct Shell {
     child: std::process::Child,
-    out: BufReader<std::process::ChildStdout>,
+    lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Shell {
@@ -198,23 +198,36 @@ impl Shell {
             .spawn()
             .unwrap();
         let out = BufReader::new(child.stdout.take().unwrap());
-        Shell { child, out }
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Shell { child, lines }
     }
 
-    /// Run `cmd`; returns its stdout (stderr is merged into stdout).
+    /// Run `cmd`; returns its output (stderr merged into stdout), one `\n` per line.
     fn run(&mut self, cmd: &str) -> String {
         let stdin = self.child.stdin.as_mut().unwrap();
-        writeln!(stdin, "{{ {cmd} ; }} 2>&1; echo __END__").unwrap();
+        writeln!(stdin, "{{ {cmd} ; }} 2>&1; printf '\\n__END__\\n'").unwrap();
         stdin.flush().unwrap();
         let mut out = String::new();
         loop {
-            let mut line = String::new();
-            let n = self.out.read_line(&mut line).unwrap();
-            assert!(n > 0, "shell exited; output so far: {out}");
-            if line == "__END__\n" {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|e| panic!("shell running {cmd:?}: {e}; output so far: {out:?}"));
+            if line == "__END__" {
+                // Drop the newline printf added before the marker.
+                out.pop();
                 return out;
             }
             out.push_str(&line);
+            out.push('\n');
         }
     }
 }

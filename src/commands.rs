@@ -229,17 +229,32 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
         Op::Checkout { target: spec } => {
             let head = s.record().head;
             let c = refs::resolve(&*store, head.as_deref(), &spec)?;
+            let t0 = std::time::Instant::now();
             syncfs(&t.mountpoint)?;
+            let t1 = t0.elapsed();
             let saved = save_pending(&s, "before-checkout", &format!("checkout of {spec}"))?;
+            let t2 = t0.elapsed();
             let inval = s.graft(c.root_id()?, None)?;
-            let (cid, croot) = (c.id.clone(), c.root.clone());
-            let mut extra = |rec: &mut session::SessionRecord, _root: NodeId| -> Result<Vec<_>> {
+            let t3 = t0.elapsed();
+            let cid = c.id.clone();
+            let mut extra = |rec: &mut session::SessionRecord, root: NodeId| -> Result<Vec<_>> {
                 rec.head = Some(cid.clone());
-                rec.base = croot.clone();
+                // The grafted tree equals the checkpoint's in content (only inode
+                // numbers differ), so it is the base that status compares against.
+                rec.base = root.to_hex();
                 Ok(vec![])
             };
             s.flush_with(Some(&mut extra))?;
+            let t4 = t0.elapsed();
+            let n = inval.len();
             send_invals(&t, inval);
+            log::debug!(
+                "checkout {spec}: syncfs {t1:?} save {:?} graft {:?} flush {:?} {n} invalidations {:?}",
+                t2 - t1,
+                t3 - t2,
+                t4 - t3,
+                t0.elapsed() - t4
+            );
             Ok(json!({
                 "checkpoint": ckpt_json(&c),
                 "saved": saved.map(|(c, r)| json!({"checkpoint": c.id, "ref": r})),
@@ -273,7 +288,7 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
                 }
             };
             let root = c.root_id()?;
-            let mut rec = session::create_record(&*store, &name, root, s.usage().0, s.usage().1)?;
+            let mut rec = session::new_record(&name, root, s.usage().0, s.usage().1)?;
             rec.head = Some(c.id.clone());
             rec.config = s.record().config;
             store.commit(vec![session::record_op(&rec)])?;

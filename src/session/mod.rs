@@ -179,9 +179,16 @@ pub fn create_record(
     bytes: i64,
     inodes: i64,
 ) -> Result<SessionRecord> {
+    let rec = new_record(name, root, bytes, inodes)?;
+    store.commit(vec![record_op(&rec)])?;
+    Ok(rec)
+}
+
+/// A new session record for `name` starting at `root` (not yet stored).
+pub fn new_record(name: &str, root: NodeId, bytes: i64, inodes: i64) -> Result<SessionRecord> {
     validate_session_name(name)?;
     let now = Timespec::now().sec;
-    let rec = SessionRecord {
+    Ok(SessionRecord {
         version: SESSION_RECORD_VERSION,
         name: name.to_string(),
         root: root.to_hex(),
@@ -192,9 +199,7 @@ pub fn create_record(
         inodes,
         head: None,
         config: SessionConfig::default(),
-    };
-    store.commit(vec![record_op(&rec)])?;
-    Ok(rec)
+    })
 }
 
 pub fn record_op(rec: &SessionRecord) -> meta::MetaOp {

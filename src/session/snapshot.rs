@@ -13,7 +13,7 @@
 //! entries and inodes to invalidate are returned for the caller to send after every
 //! lock is released.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::inode::{Data, Inode, State};
 use super::{Session, SessionRecord, now_ms};
@@ -241,15 +241,12 @@ fn graft_dir(
     inval: &mut Vec<Inval>,
 ) -> Result<()> {
     st.load_dir(store, dir)?;
-    let tdir = target_dir(store, r)?;
+    let tdir: BTreeMap<Vec<u8>, crate::tree::Entry> =
+        target_dir(store, r)?.entries.into_iter().collect();
     let mut names: BTreeSet<Vec<u8>> = st.entries_mut(dir)?.keys().cloned().collect();
-    names.extend(tdir.entries.iter().map(|(n, _)| n.clone()));
+    names.extend(tdir.keys().cloned());
     for name in names {
-        let tchild = tdir
-            .entries
-            .iter()
-            .find(|(n, _)| *n == name)
-            .and_then(|(_, e)| t.resolve(e));
+        let tchild = tdir.get(&name).and_then(|e| t.resolve(e));
         graft_entry(st, store, t, dir, &name, tchild, inval)?;
     }
     let i = st.get_mut(dir)?;

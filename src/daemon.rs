@@ -458,7 +458,9 @@ impl Daemon {
                 session::create_record(&*store, name, root, 0, 1)?
             }
         };
+        let t0 = Instant::now();
         let session = Arc::new(Session::open(store, rec)?);
+        let t_open = t0.elapsed();
         let mut cfg = fuser::Config::default();
         cfg.mount_options = vec![
             fuser::MountOption::FSName(format!("treefork:{name}")),
@@ -473,6 +475,7 @@ impl Daemon {
         let bg = fuser::spawn_mount(TreeforkFs::new(session.clone(), notifier.clone()), mp, &cfg)
             .map_err(|e| Error::io(mp, e))?;
         let _ = notifier.set(bg.notifier());
+        let t_mount = t0.elapsed();
         let ctl_path = control::session_socket(mp)?;
         let _ = std::fs::remove_file(&ctl_path);
         let listener = UnixListener::bind(&ctl_path).map_err(|e| Error::io(&ctl_path, e))?;
@@ -514,7 +517,12 @@ impl Daemon {
                 last_auto_ms: session::now_ms(),
             },
         );
-        log::info!("mounted session {name} at {}", mp.display());
+        log::info!(
+            "mounted session {name} at {} (open {t_open:?}, fuse mount {:?}, socket+registry {:?})",
+            mp.display(),
+            t_mount - t_open,
+            t0.elapsed() - t_mount
+        );
         Ok(json!({"session": name, "mountpoint": mp}))
     }
 

@@ -218,21 +218,25 @@ fn call(store: &Path, op: &Op, on_event: &mut dyn FnMut(&Value)) -> Result<Value
         )
     })?;
     let v = c.call(op, on_event)?;
+    checked(v)
+}
+
+/// A daemon response as a result: `ok:true` → the response, else its error.
+fn checked(v: Value) -> Result<Value> {
     if v.get("ok").and_then(Value::as_bool) == Some(true) {
-        Ok(v)
-    } else {
-        let s = |p: &str| {
-            v.pointer(p)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        Err(DaemonError {
-            code: s("/error/code"),
-            message: s("/error/message"),
-        }
-        .into())
+        return Ok(v);
     }
+    let s = |p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    Err(DaemonError {
+        code: s("/error/code"),
+        message: s("/error/message"),
+    }
+    .into())
 }
 
 /// Wait (bounded) until the daemon of `store` is gone: not answering and its store
@@ -363,21 +367,7 @@ fn session_call(cli: &Cli, op: Op) -> Result<(control::MountRecord, Value)> {
         )
     })?;
     let v = c.call(&op, &mut |_| {})?;
-    if v.get("ok").and_then(Value::as_bool) == Some(true) {
-        Ok((ws, v))
-    } else {
-        let s = |p: &str| {
-            v.pointer(p)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        Err(DaemonError {
-            code: s("/error/code"),
-            message: s("/error/message"),
-        }
-        .into())
-    }
+    Ok((ws, checked(v)?))
 }
 
 /// `path` (relative to the current directory) as a path relative to the workspace root.

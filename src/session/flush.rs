@@ -220,17 +220,7 @@ fn encode(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<Record> {
     if i.kind == crate::tree::Kind::File {
         i.attr.blocks = i.blocks512();
     }
-    Ok(Record {
-        kind: i.kind,
-        ino,
-        attr: i.attr,
-        xattrs: i
-            .xattrs
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        content,
-    })
+    Ok(i.record(ino, content))
 }
 
 /// Write the content node of a dirty directory or file and remember its id.

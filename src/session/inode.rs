@@ -158,6 +158,21 @@ impl Inode {
         }
     }
 
+    /// The stored record of this inode with the given content reference.
+    pub fn record(&self, ino: u64, content: Content) -> Record {
+        Record {
+            kind: self.kind,
+            ino,
+            attr: self.attr,
+            xattrs: self
+                .xattrs
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            content,
+        }
+    }
+
     /// Content reference for the record, valid when the content is clean.
     pub fn clean_content(&self) -> Option<Content> {
         match &self.data {

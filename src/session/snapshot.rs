@@ -117,17 +117,7 @@ impl Session {
 }
 
 fn live_record(i: &Inode, ino: u64) -> Option<Record> {
-    Some(Record {
-        kind: i.kind,
-        ino,
-        attr: i.attr,
-        xattrs: i
-            .xattrs
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        content: i.clean_content()?,
-    })
+    Some(i.record(ino, i.clean_content()?))
 }
 
 fn target_dir(store: &dyn ObjectStore, r: &Record) -> Result<crate::tree::DirNode> {

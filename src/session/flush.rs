@@ -13,15 +13,16 @@ use super::inode::{Block, Data, State};
 use super::{Session, SessionRecord, record_op};
 use crate::meta::MetaOp;
 
-/// Callback of [`Session::flush_with`]: adjust the record for the new root and return
-/// extra ops to commit with it.
-pub type Extra<'a> = &'a mut dyn FnMut(&mut SessionRecord, NodeId) -> Result<Vec<MetaOp>>;
 use crate::error::Result;
 use crate::id::{ChunkId, NodeId};
 use crate::store::{Kind as ObjKind, ObjectStore};
 use crate::tree::{
     BLOCK_SIZE, Content, DirNode, Entry, FileNode, INLINE_MAX, Record, RootNode, Timespec,
 };
+
+/// Callback of [`Session::flush_with`]: adjust the record for the new root and return
+/// extra ops to commit with it.
+pub type Extra<'a> = &'a mut dyn FnMut(&mut SessionRecord, NodeId) -> Result<Vec<MetaOp>>;
 
 /// One block to seal: (ino, block index, the live buffer, its canonical bytes).
 type SealWork = (u64, u64, Arc<Vec<u8>>, Vec<u8>);

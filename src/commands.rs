@@ -104,6 +104,38 @@ fn save_pending(s: &Session, kind: &str, what: &str) -> Result<Option<(Checkpoin
     Ok(Some((c, name)))
 }
 
+type Saved = Option<(Checkpoint, String)>;
+
+/// Save pending changes, then graft `target` — retrying when programs wrote in
+/// between, so no acknowledged write is left out of both the saved checkpoint and
+/// the new tree.
+fn save_and_graft(
+    t: &Target,
+    kind: &str,
+    what: &str,
+    target: NodeId,
+    paths: Option<&[Vec<u8>]>,
+) -> Result<(Saved, Vec<Inval>)> {
+    let mut saved_any = None;
+    for _ in 0..5 {
+        syncfs(&t.mountpoint)?;
+        // Everything up to this generation is in the save below; anything later
+        // makes the graft refuse and the loop save again.
+        let generation = t.session.generation();
+        let saved = save_pending(&t.session, kind, what)?;
+        if saved.is_some() {
+            saved_any = saved;
+        }
+        match t.session.graft(target, paths, Some(generation)) {
+            Err(Error::Conflict(_)) => continue,
+            r => return Ok((saved_any, r?)),
+        }
+    }
+    Err(Error::Conflict(format!(
+        "{what}: the workspace kept changing while being saved; retry when writers pause"
+    )))
+}
+
 fn working_root(t: &Target) -> Result<NodeId> {
     syncfs(&t.mountpoint)?;
     t.session.flush()
@@ -230,12 +262,14 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
             let head = s.record().head;
             let c = refs::resolve(&*store, head.as_deref(), &spec)?;
             let t0 = std::time::Instant::now();
-            syncfs(&t.mountpoint)?;
+            let (saved, inval) = save_and_graft(
+                &t,
+                "before-checkout",
+                &format!("checkout of {spec}"),
+                c.root_id()?,
+                None,
+            )?;
             let t1 = t0.elapsed();
-            let saved = save_pending(&s, "before-checkout", &format!("checkout of {spec}"))?;
-            let t2 = t0.elapsed();
-            let inval = s.graft(c.root_id()?, None)?;
-            let t3 = t0.elapsed();
             let cid = c.id.clone();
             let mut extra = |rec: &mut session::SessionRecord, root: NodeId| -> Result<Vec<_>> {
                 rec.head = Some(cid.clone());
@@ -245,15 +279,13 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
                 Ok(vec![])
             };
             s.flush_with(Some(&mut extra))?;
-            let t4 = t0.elapsed();
+            let t2 = t0.elapsed();
             let n = inval.len();
             send_invals(&t, inval);
             log::debug!(
-                "checkout {spec}: syncfs {t1:?} save {:?} graft {:?} flush {:?} {n} invalidations {:?}",
+                "checkout {spec}: sync+save+graft {t1:?} flush {:?} {n} invalidations {:?}",
                 t2 - t1,
-                t3 - t2,
-                t4 - t3,
-                t0.elapsed() - t4
+                t0.elapsed() - t2
             );
             Ok(json!({
                 "checkpoint": ckpt_json(&c),
@@ -360,13 +392,18 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
             if plan.is_empty() {
                 return Ok(json!({"dry_run": false, "changes": plan, "saved": null}));
             }
-            let saved = save_pending(&s, "before-restore", &format!("restore of {spec}"))?;
             let only = if paths.is_empty() || paths.iter().any(|p| p.is_empty()) {
                 None
             } else {
                 Some(&paths[..])
             };
-            let inval = s.graft(c.root_id()?, only)?;
+            let (saved, inval) = save_and_graft(
+                &t,
+                "before-restore",
+                &format!("restore of {spec}"),
+                c.root_id()?,
+                only,
+            )?;
             s.flush()?;
             send_invals(&t, inval);
             Ok(json!({

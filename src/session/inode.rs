@@ -232,6 +232,9 @@ pub struct State {
     pub total_inodes: i64,
     /// Mutations since the last checkpoint (auto-checkpoint trigger).
     pub mutations: u64,
+    /// Monotonic count of every mutation (never reset): lets a control op detect
+    /// writes that slipped in between its save and its graft.
+    pub generation: u64,
     /// Unix ms of the last mutation.
     pub last_mutation_ms: u64,
 }

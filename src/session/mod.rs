@@ -334,6 +334,7 @@ impl State {
     pub(crate) fn mark_dirty(&mut self, ino: u64) {
         self.changed = true;
         self.mutations += 1;
+        self.generation += 1;
         self.last_mutation_ms = now_ms();
         let mut cur = ino;
         let mut first = true;

@@ -93,13 +93,32 @@ impl Session {
         (st.mutations, st.last_mutation_ms)
     }
 
+    /// The mutation generation (see [`State::generation`]).
+    pub fn generation(&self) -> u64 {
+        self.lock().generation
+    }
+
     /// Replace the live tree (or the given paths of it) by the tree `target`.
-    /// The caller flushes before (so every live inode is clean) and after.
-    pub fn graft(&self, target: NodeId, paths: Option<&[Vec<u8>]>) -> Result<Vec<Inval>> {
+    /// The caller flushes before (so every live inode is clean) and after. With
+    /// `expect`, refuses (`Conflict`) if anything was written since that generation,
+    /// so a write racing the caller's save is never dropped from the tree.
+    pub fn graft(
+        &self,
+        target: NodeId,
+        paths: Option<&[Vec<u8>]>,
+        expect: Option<u64>,
+    ) -> Result<Vec<Inval>> {
         let store = self.store().clone();
         let t = Tree::load(&*store, target)?;
         let _g = self.flush_lock.lock().unwrap();
         let mut st = self.lock();
+        if let Some(g) = expect
+            && st.generation != g
+        {
+            return Err(Error::Conflict(
+                "the workspace changed while it was being saved".into(),
+            ));
+        }
         st.next_ino = st.next_ino.max(t.root.next_ino);
         let mut inval = Vec::new();
         match paths {

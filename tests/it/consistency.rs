@@ -96,3 +96,72 @@ fn checkpoints_under_concurrent_writes_are_consistent() {
         );
     }
 }
+
+#[test]
+fn checkout_under_a_writer_loses_no_acknowledged_write() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new();
+    let mp = m.mp.to_str().unwrap().to_string();
+    fs::write(m.p("base"), b"base").unwrap();
+    tf_ok(&m.store, &["-C", &mp, "branch", "start"]);
+    let acked = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (acked, stop, dir) = (acked.clone(), stop.clone(), m.mp.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) && i < 2000 {
+                let mut f = fs::File::create(dir.join(format!("w{i}"))).unwrap();
+                f.write_all(format!("write {i}").as_bytes()).unwrap();
+                f.sync_all().unwrap();
+                acked.store(i + 1, Ordering::SeqCst);
+                i += 1;
+            }
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let out = tf_ok(&m.store, &["-C", &mp, "--json", "checkout", "start"]);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    let n = acked.load(Ordering::SeqCst);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let saved = v["saved"]["ref"]
+        .as_str()
+        .expect("pending writes were saved")
+        .to_string();
+    let fmp = m.tmp.path().join("saved");
+    fs::create_dir(&fmp).unwrap();
+    tf_ok(
+        &m.store,
+        &[
+            "-C",
+            &mp,
+            "fork",
+            "saved",
+            "--from",
+            &saved,
+            "--mount",
+            fmp.to_str().unwrap(),
+        ],
+    );
+    let mut missing = Vec::new();
+    for i in 0..n {
+        let name = format!("w{i}");
+        let want = format!("write {i}").into_bytes();
+        let live = fs::read(m.p(&name)).ok();
+        let kept = fs::read(fmp.join(&name)).ok();
+        if live.as_ref() != Some(&want) && kept.as_ref() != Some(&want) {
+            missing.push(name);
+        }
+    }
+    tf_ok(&m.store, &["umount", fmp.to_str().unwrap()]);
+    assert!(
+        missing.is_empty(),
+        "acknowledged writes lost by checkout: {missing:?} (of {n})"
+    );
+    let o = tf(&m.store, &["-C", &mp, "status"]);
+    assert!(o.status.success());
+}

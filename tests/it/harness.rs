@@ -160,3 +160,17 @@ pub fn sh(dir: &Path, script: &str) -> String {
     );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
+
+/// Deterministic pseudo-random bytes (xorshift64*), different per seed.
+pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}

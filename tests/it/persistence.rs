@@ -3,24 +3,12 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 
-use crate::harness::{Mount, fuse_available, tf_ok};
+use crate::harness::{Mount, fuse_available, pattern, tf_ok};
 
 fn write_synced(path: &std::path::Path, data: &[u8]) {
     let mut f = File::create(path).unwrap();
     f.write_all(data).unwrap();
     f.sync_all().unwrap();
-}
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 #[test]
@@ -31,7 +19,7 @@ fn clean_unmount_keeps_everything_without_fsync() {
     let m = Mount::new();
     fs::create_dir_all(m.p("a/b/c")).unwrap();
     fs::write(m.p("a/b/c/small"), b"small file").unwrap();
-    let big = pattern(1, 3 << 20);
+    let big = pattern(3 << 20, 1);
     fs::write(m.p("a/big"), &big).unwrap();
     std::os::unix::fs::symlink("b/c/small", m.p("a/link")).unwrap();
     m.remount();
@@ -50,21 +38,21 @@ fn fsynced_files_survive_kill_9() {
     for round in 0..5u64 {
         // Acknowledged (fsync'd) writes of this round.
         let name = format!("synced-{round}");
-        let data = pattern(round, 100_000 + round as usize * 70_000);
+        let data = pattern(100_000 + round as usize * 70_000, round);
         write_synced(&m.p(&name), &data);
         expected.push((name, data));
         // An overwrite in place of an earlier file, also fsync'd.
         if round > 0 {
             let (n, d) = &mut expected[0];
             let f = OpenOptions::new().write(true).open(m.p(n)).unwrap();
-            let patch = pattern(100 + round, 5000);
+            let patch = pattern(5000, 100 + round);
             use std::os::unix::fs::FileExt;
             f.write_all_at(&patch, 60_000).unwrap();
             f.sync_all().unwrap();
             d[60_000..65_000].copy_from_slice(&patch);
         }
         // Unacknowledged write: may or may not survive, must not corrupt anything.
-        fs::write(m.p("unsynced"), pattern(999, 50_000)).unwrap();
+        fs::write(m.p("unsynced"), pattern(50_000, 999)).unwrap();
         m.kill_daemon();
         // The mountpoint is now a dead FUSE mount; mount recovers it.
         m.mount();
@@ -73,7 +61,7 @@ fn fsynced_files_survive_kill_9() {
             assert!(got == *d, "round {round}: {n} differs after kill -9");
         }
         if let Ok(u) = fs::read(m.p("unsynced")) {
-            let full = pattern(999, 50_000);
+            let full = pattern(50_000, 999);
             assert!(
                 u.len() <= full.len() && full.starts_with(&u) || u.iter().all(|&b| b == 0),
                 "unsynced file holds garbage"

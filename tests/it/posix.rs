@@ -12,7 +12,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 
-use crate::harness::{Mount, fuse_available};
+use crate::harness::{Mount, fuse_available, pattern};
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
@@ -21,20 +21,6 @@ const GIB: u64 = 1024 * MIB;
 const BLOCK: u64 = 64 * KIB;
 
 // ---------------------------------------------------------------- helpers
-
-/// Deterministic pseudo-random bytes (xorshift64*), different per seed.
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
 
 fn cpath(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap()

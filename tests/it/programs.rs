@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::Path;
 
-use crate::harness::{Mount, fuse_available, sh};
+use crate::harness::{Mount, fuse_available, pattern, sh};
 
 /// Whether `tool` is on PATH; prints a skip message if not.
 fn have(tool: &str) -> bool {
@@ -16,20 +16,6 @@ fn have(tool: &str) -> bool {
         eprintln!("SKIP: {tool} not installed");
     }
     ok
-}
-
-/// Deterministic pseudo-random bytes.
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-    }
-    out.truncate(len);
-    out
 }
 
 const GIT_ENV: &str = "export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null; \

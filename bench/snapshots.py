@@ -48,13 +48,18 @@ def bench_size(bin_, n, work, reps):
     store = os.path.join(work, f"store-{n}"); mp = os.path.join(work, f"mnt-{n}"); os.makedirs(mp)
     tf = lambda *a: sh(bin_, "--store", store, *a)
     tf("mount", mp, "--session", "main", "--from", src)
-    # Let the import's writeback settle so it does not land in the first timings.
-    sh("sync"); time.sleep(2)
+    # Measure steady state, not the import: let its writeback and sled's background
+    # work settle (longer for bigger imports), then warm up untimed.
+    sh("sync"); time.sleep(2 + n / 20000)
     forks = []
     try:
         rec = json.load(open(next(os.path.join("/tmp", f"treefork-{os.getuid()}", x) for x in os.listdir(f"/tmp/treefork-{os.getuid()}") if x.startswith("m-") and json.load(open(os.path.join("/tmp", f"treefork-{os.getuid()}", x)))["mountpoint"] == mp)))
         c = Ctl(rec["socket"])
         c.call(op="checkpoint", message="base")
+        for w in range(3):
+            touch10(mp, 10_000 + w)
+            c.call(op="checkpoint", message=f"warm-up {w}")
+            c.call(op="branch", name=f"warm{w}", **{"from": "HEAD"})
         ck, br, fk, co, df, cli = [], [], [], [], [], []
         ids = []
         for r in range(reps):
@@ -132,7 +137,8 @@ def main():
     lines = [f"# Snapshot benchmark — {date}", "",
              f"Machine: {os.cpu_count()} cores, {mem:.0f} GiB, Linux {platform.release()}; {sh(bin_, '--version').strip()}, "
              f"{sh('git', '--version').strip()}, fuse-overlayfs {sh('fuse-overlayfs', '--version').splitlines()[0].split()[-1]}.", "",
-             "treefork operations are timed on the session's control socket (request to response); every row is the median of "
+             "treefork operations are timed on the session's control socket (request to response), in steady state "
+             "(after the import's writeback settled and 3 untimed warm-up rounds); every row is the median of "
              "the repetitions, all measured in the same run. Trees: 100 small files per directory.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:

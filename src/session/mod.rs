@@ -14,6 +14,8 @@
 pub mod data;
 pub mod flush;
 pub mod inode;
+#[cfg(test)]
+mod model_tests;
 pub mod ops;
 pub mod snapshot;
 

@@ -118,9 +118,11 @@ fn save_and_graft(
 ) -> Result<(Saved, Vec<Inval>)> {
     let mut saved_any = None;
     for _ in 0..5 {
+        // syncfs first: it makes the kernel send writes, which need the gate.
         syncfs(&t.mountpoint)?;
-        // Everything up to this generation is in the save below; anything later
-        // makes the graft refuse and the loop save again.
+        // Writes wait (a few ms) until the tree is swapped: nothing falls between
+        // the save and the graft. The generation check stays as a guard.
+        let _gate = t.session.gate.write().unwrap();
         let generation = t.session.generation();
         let saved = save_pending(&t.session, kind, what)?;
         if saved.is_some() {

@@ -225,6 +225,9 @@ pub struct Session {
     dirty_bytes: AtomicU64,
     /// Serializes control operations (checkpoint, checkout, restore, ...).
     pub(crate) op_lock: Mutex<()>,
+    /// Mutating operations hold it shared; a checkout/restore holds it exclusively
+    /// from its save to its graft, so no write can fall between the two.
+    pub(crate) gate: std::sync::RwLock<()>,
 }
 
 impl Session {
@@ -255,6 +258,7 @@ impl Session {
             flush_lock: Mutex::new(()),
             dirty_bytes: AtomicU64::new(0),
             op_lock: Mutex::new(()),
+            gate: std::sync::RwLock::new(()),
         })
     }
 

@@ -138,6 +138,26 @@ fn save_and_graft(
     )))
 }
 
+/// The checkpoint named by `from`, or (without it) HEAD — checkpointing the live
+/// state first when it has changes or the session has no checkpoint yet.
+fn ref_or_fresh(
+    t: &Target,
+    from: Option<&str>,
+    message: &str,
+    trigger: &str,
+) -> Result<Checkpoint> {
+    let s = &t.session;
+    if let Some(spec) = from {
+        return refs::resolve(&**s.store(), s.record().head.as_deref(), spec);
+    }
+    syncfs(&t.mountpoint)?;
+    if s.record().head.is_none() || s.has_changes()? {
+        s.checkpoint(message, trigger, None)
+    } else {
+        refs::resolve(&**s.store(), s.record().head.as_deref(), "HEAD")
+    }
+}
+
 fn working_root(t: &Target) -> Result<NodeId> {
     syncfs(&t.mountpoint)?;
     t.session.flush()
@@ -242,17 +262,7 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
             if refs::get_ref(&*store, &name)?.is_some() {
                 return Err(Error::Conflict(format!("branch {name:?} already exists")));
             }
-            let c = match from {
-                Some(spec) => refs::resolve(&*store, s.record().head.as_deref(), &spec)?,
-                None => {
-                    syncfs(&t.mountpoint)?;
-                    if s.record().head.is_none() || s.has_changes()? {
-                        s.checkpoint(&format!("branch {name}"), "manual", None)?
-                    } else {
-                        refs::resolve(&*store, s.record().head.as_deref(), "HEAD")?
-                    }
-                }
-            };
+            let c = ref_or_fresh(&t, from.as_deref(), &format!("branch {name}"), "manual")?;
             let r = refs::RefRecord {
                 checkpoint: c.id.clone(),
                 created: Timespec::now().sec,
@@ -310,17 +320,7 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
                 )));
             }
             crate::daemon::check_mountpoint(&mountpoint, &|| d.is_dead_mount_of_ours(&mountpoint))?;
-            let c = match from {
-                Some(spec) => refs::resolve(&*store, s.record().head.as_deref(), &spec)?,
-                None => {
-                    syncfs(&t.mountpoint)?;
-                    if s.record().head.is_none() || s.has_changes()? {
-                        s.checkpoint(&format!("fork {name}"), "fork", None)?
-                    } else {
-                        refs::resolve(&*store, s.record().head.as_deref(), "HEAD")?
-                    }
-                }
-            };
+            let c = ref_or_fresh(&t, from.as_deref(), &format!("fork {name}"), "fork")?;
             let root = c.root_id()?;
             let mut rec = session::new_record(&name, root, s.usage().0, s.usage().1)?;
             rec.head = Some(c.id.clone());

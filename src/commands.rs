@@ -282,20 +282,12 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
                 None,
             )?;
             let t1 = t0.elapsed();
-            let cid = c.id.clone();
-            let mut extra = |rec: &mut session::SessionRecord, root: NodeId| -> Result<Vec<_>> {
-                rec.head = Some(cid.clone());
-                // The grafted tree equals the checkpoint's in content (only inode
-                // numbers differ), so it is the base that status compares against.
-                rec.base = root.to_hex();
-                Ok(vec![])
-            };
-            s.flush_with(Some(&mut extra))?;
+            s.commit_checkout(&c.id, c.root_id()?)?;
             let t2 = t0.elapsed();
             let n = inval.len();
             send_invals(&t, inval);
             log::debug!(
-                "checkout {spec}: sync+save+graft {t1:?} flush {:?} {n} invalidations {:?}",
+                "checkout {spec}: sync+save+graft {t1:?} commit {:?} {n} invalidations {:?}",
                 t2 - t1,
                 t0.elapsed() - t2
             );

@@ -9,10 +9,11 @@
 
 use std::collections::HashMap;
 
+use crate::dirs::{load_differing, load_dir};
 use crate::error::Result;
 use crate::id::NodeId;
 use crate::store::{Kind as ObjKind, ObjectStore};
-use crate::tree::{BLOCK_SIZE, Content, DirNode, Entry, FileNode, Kind, Record, RootNode};
+use crate::tree::{BLOCK_SIZE, Content, Entry, FileNode, Kind, Record, RootNode};
 
 /// How a path changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -72,6 +73,14 @@ impl Tree {
         Ok(Tree { root, links })
     }
 
+    /// Whether every hard-link record present in both trees is equal: then equal
+    /// directory ids in the two trees stand for equal subtrees.
+    pub fn links_agree(&self, other: &Tree) -> bool {
+        self.links
+            .iter()
+            .all(|(ino, r)| other.links.get(ino).is_none_or(|o| o == r))
+    }
+
     /// The record an entry stands for (resolving hard links).
     pub fn resolve(&self, e: &Entry) -> Option<Record> {
         match e {
@@ -103,14 +112,6 @@ impl Tree {
     }
 }
 
-/// Load a directory node (`None` = empty directory).
-pub fn load_dir(store: &dyn ObjectStore, id: Option<NodeId>) -> Result<DirNode> {
-    match id {
-        None => Ok(DirNode::default()),
-        Some(id) => DirNode::decode(&store.get(ObjKind::Node, &id.0)?),
-    }
-}
-
 /// Whether two records are the same for diff purposes (see module docs).
 pub fn same(a: &Record, b: &Record) -> bool {
     a.kind == b.kind
@@ -138,10 +139,14 @@ pub fn diff_roots(store: &dyn ObjectStore, a: NodeId, b: NodeId) -> Result<Vec<D
     }
     let ta = Tree::load(store, a)?;
     let tb = Tree::load(store, b)?;
+    // Equal directory ids mean equal subtrees only if the hard-link records they
+    // may refer to are equal too.
+    let skip = ta.links_agree(&tb);
     diff_dirs(
         store,
         (&ta, dir_id(&ta.root.root)),
         (&tb, dir_id(&tb.root.root)),
+        skip,
         &[],
         &mut out,
     )?;
@@ -161,14 +166,17 @@ fn diff_dirs(
     store: &dyn ObjectStore,
     (ta, a): (&Tree, Option<NodeId>),
     (tb, b): (&Tree, Option<NodeId>),
+    skip: bool,
     prefix: &[u8],
     out: &mut Vec<DiffEntry>,
 ) -> Result<()> {
-    if a == b && (a.is_some() || std::ptr::eq(ta, tb)) {
+    if a == b && (a.is_none() || skip) {
         return Ok(());
     }
-    let da = load_dir(store, a)?;
-    let db = load_dir(store, b)?;
+    let (da, db) = match (a, b) {
+        (Some(a), Some(b)) if skip => load_differing(store, a, b)?,
+        _ => (load_dir(store, a)?, load_dir(store, b)?),
+    };
     let (mut i, mut j) = (0, 0);
     while i < da.entries.len() || j < db.entries.len() {
         let ord = match (da.entries.get(i), db.entries.get(j)) {
@@ -209,7 +217,14 @@ fn diff_dirs(
                                 new: Some(rb.clone()),
                             });
                         }
-                        diff_dirs(store, (ta, dir_id(&ra)), (tb, dir_id(&rb)), &path, out)?;
+                        diff_dirs(
+                            store,
+                            (ta, dir_id(&ra)),
+                            (tb, dir_id(&rb)),
+                            skip,
+                            &path,
+                            out,
+                        )?;
                     }
                     (Some(ra), Some(rb)) if ra.kind != rb.kind => {
                         whole(store, ta, ra, &path, Change::Deleted, out)?;
@@ -384,7 +399,7 @@ pub fn patch(store: &dyn ObjectStore, e: &DiffEntry) -> Result<String> {
 mod tests {
     use super::*;
     use crate::store::MemStore;
-    use crate::tree::{Attr, Timespec};
+    use crate::tree::{Attr, DirNode, Timespec};
 
     fn file(store: &MemStore, ino: u64, data: &[u8]) -> Record {
         let id = store

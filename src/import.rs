@@ -253,9 +253,10 @@ fn import_tree(ctx: &mut Ctx<'_>, dir: &Path) -> Result<Content> {
         }
         tick(ctx);
     }
-    Ok(Content::Node(NodeId(
-        ctx.store.put(ObjKind::Node, &node.encode())?,
-    )))
+    Ok(Content::Node(crate::dirs::put_dir(
+        ctx.store,
+        node.entries,
+    )?))
 }
 
 fn tick(ctx: &mut Ctx<'_>) {

@@ -9,6 +9,7 @@ pub mod commands;
 pub mod control;
 pub mod daemon;
 pub mod diff;
+pub mod dirs;
 pub mod error;
 pub mod fs;
 pub mod id;

@@ -57,8 +57,12 @@ impl MetaDb {
                 .open();
             match r {
                 Ok(db) => return Ok(MetaDb { db }),
+                // sled reports its lock as WouldBlock or as an `Other` error
+                // "could not acquire lock on ...".
                 Err(sled::Error::Io(io))
-                    if io.kind() == std::io::ErrorKind::WouldBlock && tries < 100 =>
+                    if (io.kind() == std::io::ErrorKind::WouldBlock
+                        || io.to_string().contains("could not acquire lock"))
+                        && tries < 100 =>
                 {
                     tries += 1;
                     std::thread::sleep(std::time::Duration::from_millis(20));

@@ -2,12 +2,18 @@
 //!
 //! Owns: [`Record`] (one inode: kind, ino, attributes, xattrs, content reference),
 //! [`DirNode`] (sorted entries), [`FileNode`] (inline bytes or a sparse block list) and
-//! [`RootNode`] (the workspace root: root directory record, hard-link table, next ino).
+//! [`RootNode`] (the workspace root: root directory record, hard-link table, next ino),
+//! [`DirIndex`] (a large directory split into shards) and the shard boundary rule.
 //!
 //! Encoding (little-endian), every node starts with magic "TFND", version u8 = 1 and a
-//! type byte ('D' dir, 'F' file, 'R' root). Encoding is canonical: entries sorted by
-//! name, xattrs sorted by name, so equal trees have equal ids. Decoders never panic on
-//! arbitrary input (property-tested). Pure code: no I/O here.
+//! type byte ('D' dir, 'F' file, 'R' root, 'I' dir index). Encoding is canonical:
+//! entries sorted by name, xattrs sorted by name, and a directory's split into shards
+//! depends only on its names ([`shard_ranges`]), so equal trees have equal ids.
+//! A directory of at most [`SHARD_THRESHOLD`] entries is one 'D' node; a larger one is
+//! an 'I' node listing 'D' leaves whose concatenation is the directory. Changing one
+//! entry of a large directory rewrites one leaf and the index, not the whole
+//! directory. Decoders never panic on arbitrary input (property-tested). Pure code:
+//! no I/O here.
 
 use crate::error::{Error, Result};
 use crate::id::{ChunkId, NodeId};
@@ -218,6 +224,152 @@ pub struct RootNode {
     pub links: Vec<Record>,
     /// Next inode number to allocate in sessions starting from this tree.
     pub next_ino: u64,
+}
+
+/// Directories with more entries than this are stored as a [`DirIndex`] of shards.
+pub const SHARD_THRESHOLD: usize = 256;
+/// A shard ends after a name whose boundary hash has these low bits all zero
+/// (about 64 entries per shard).
+const SHARD_MASK: u64 = 63;
+/// Fewest entries in a shard before a boundary may end it.
+const SHARD_MIN: usize = 16;
+/// Most entries in a shard (bounds a leaf even for adversarial names).
+const SHARD_MAX: usize = 512;
+
+/// A sharded directory: its entries are the concatenation of the leaf [`DirNode`]s,
+/// in order (each leaf non-empty, names increasing across leaves).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct DirIndex {
+    /// (number of entries, leaf node id) per shard, in name order.
+    pub shards: Vec<(u32, NodeId)>,
+}
+
+/// How a directory of `names` (sorted) is split into shards: one range when it has at
+/// most [`SHARD_THRESHOLD`] entries, otherwise content-defined ranges (a boundary
+/// depends only on the names around it, so inserting or removing a name changes one
+/// shard, rarely two).
+pub fn shard_ranges<'a>(
+    names: impl ExactSizeIterator<Item = &'a [u8]>,
+) -> Vec<std::ops::Range<usize>> {
+    let n = names.len();
+    if n <= SHARD_THRESHOLD {
+        return std::iter::once(0..n).collect();
+    }
+    let mut out = Vec::with_capacity(n / 32 + 1);
+    let mut start = 0;
+    for (i, name) in names.enumerate() {
+        let len = i + 1 - start;
+        if len >= SHARD_MAX || (len >= SHARD_MIN && boundary_hash(name) & SHARD_MASK == 0) {
+            out.push(start..i + 1);
+            start = i + 1;
+        }
+    }
+    if start < n {
+        out.push(start..n);
+    }
+    out
+}
+
+/// FNV-1a with a murmur3 finalizer: fast, stable across versions and platforms
+/// (part of the on-disk format: it decides shard boundaries).
+fn boundary_hash(name: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in name {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// Digest of a shard's membership: names, inode numbers, kinds and whether each
+/// entry is a hard-link reference. Two shards with equal digests whose inline
+/// records are unchanged encode to the same leaf (lets a flush reuse clean leaves).
+#[derive(Default)]
+pub struct ShardDigest(blake3::Hasher);
+
+impl ShardDigest {
+    /// Add one entry, in name order.
+    pub fn add(&mut self, name: &[u8], ino: u64, kind: Kind, hardlink: bool) {
+        self.0.update(&(name.len() as u32).to_le_bytes());
+        self.0.update(name);
+        self.0.update(&ino.to_le_bytes());
+        self.0.update(&[kind as u8, hardlink as u8]);
+    }
+    /// The digest.
+    pub fn finish(&self) -> [u8; 32] {
+        *self.0.finalize().as_bytes()
+    }
+}
+
+/// Whether encoded node `b` is a [`DirIndex`] (by its type byte; not validated).
+pub fn is_dir_index(b: &[u8]) -> bool {
+    b.len() > 5 && &b[..4] == NODE_MAGIC && b[5] == b'I'
+}
+
+/// A directory content node of either shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AnyDir {
+    /// All entries in one node.
+    Flat(DirNode),
+    /// A sharded directory's index.
+    Index(DirIndex),
+}
+
+impl AnyDir {
+    /// Decode a 'D' or an 'I' node.
+    pub fn decode(b: &[u8]) -> Result<AnyDir> {
+        match b.get(5) {
+            Some(b'I') => DirIndex::decode(b).map(AnyDir::Index),
+            _ => DirNode::decode(b).map(AnyDir::Flat),
+        }
+    }
+}
+
+impl DirIndex {
+    /// Canonical encoding.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(10 + self.shards.len() * 36);
+        header(&mut out, b'I');
+        out.extend_from_slice(&(self.shards.len() as u32).to_le_bytes());
+        for (n, id) in &self.shards {
+            out.extend_from_slice(&n.to_le_bytes());
+            out.extend_from_slice(&id.0);
+        }
+        out
+    }
+
+    /// Decode; rejects empty indexes and empty shards.
+    pub fn decode(b: &[u8]) -> Result<DirIndex> {
+        let mut r = Reader::new(b, b'I')?;
+        let n = r.count(36)?;
+        if n == 0 {
+            return Err(bad("empty directory index"));
+        }
+        let mut shards = Vec::with_capacity(n);
+        for _ in 0..n {
+            let count = r.u32()?;
+            if count == 0 {
+                return Err(bad("empty shard"));
+            }
+            shards.push((count, NodeId(r.id()?)));
+        }
+        r.end()?;
+        Ok(DirIndex { shards })
+    }
+
+    /// Total number of entries.
+    pub fn len(&self) -> u64 {
+        self.shards.iter().map(|(n, _)| *n as u64).sum()
+    }
+
+    /// Whether the index lists no entries (never true for a decoded index).
+    pub fn is_empty(&self) -> bool {
+        self.shards.is_empty()
+    }
 }
 
 fn bad(why: &str) -> Error {
@@ -589,7 +741,59 @@ mod tests {
         assert!(DirNode::decode(&d.encode()).is_err());
     }
 
+    #[test]
+    fn index_round_trip() {
+        let i = DirIndex {
+            shards: vec![(3, NodeId::of(b"a")), (70, NodeId::of(b"b"))],
+        };
+        assert_eq!(DirIndex::decode(&i.encode()).unwrap(), i);
+        assert_eq!(AnyDir::decode(&i.encode()).unwrap(), AnyDir::Index(i));
+        let empty = DirIndex::default().encode();
+        assert!(DirIndex::decode(&empty).is_err());
+    }
+
+    fn names(n: usize, salt: &str) -> Vec<Vec<u8>> {
+        let mut v: Vec<Vec<u8>> = (0..n)
+            .map(|i| format!("{salt}{i:06}.rs").into_bytes())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn small_dirs_are_one_shard() {
+        let v = names(SHARD_THRESHOLD, "f");
+        assert_eq!(
+            shard_ranges(v.iter().map(|n| n.as_slice())),
+            vec![0..v.len()]
+        );
+        let empty = shard_ranges(std::iter::empty());
+        assert_eq!((empty.len(), empty[0].len()), (1, 0));
+    }
+
     proptest! {
+        #[test]
+        fn shards_cover_and_are_stable(n in 257usize..3000, ins in 0usize..3000, salt in "[a-z]{0,3}") {
+            let v = names(n, &salt);
+            let r = shard_ranges(v.iter().map(|n| n.as_slice()));
+            // Contiguous, complete, within bounds.
+            prop_assert_eq!(r[0].start, 0);
+            prop_assert_eq!(r.last().unwrap().end, n);
+            for w in r.windows(2) { prop_assert_eq!(w[0].end, w[1].start); }
+            for x in &r { prop_assert!(!x.is_empty() && x.len() <= SHARD_MAX); }
+            // Inserting one name changes at most two shards' memberships.
+            let mut v2 = v.clone();
+            let extra = format!("{salt}{:06}x", ins % n).into_bytes();
+            let pos = v2.binary_search(&extra).unwrap_err();
+            v2.insert(pos, extra);
+            let r2 = shard_ranges(v2.iter().map(|n| n.as_slice()));
+            let sets = |v: &Vec<Vec<u8>>, r: &Vec<std::ops::Range<usize>>| -> std::collections::HashSet<Vec<Vec<u8>>> {
+                r.iter().map(|x| v[x.clone()].to_vec()).collect()
+            };
+            let (a, b) = (sets(&v, &r), sets(&v2, &r2));
+            prop_assert!(a.difference(&b).count() <= 2, "{} shards changed", a.difference(&b).count());
+        }
+
         #[test]
         fn file_round_trip(size in 1u64..1<<40, idx in proptest::collection::btree_set(0u64..1000, 0..20)) {
             let blocks: Vec<(u64, ChunkId)> = idx.into_iter()
@@ -600,12 +804,14 @@ mod tests {
         }
 
         #[test]
-        fn decoders_never_panic(mut bytes in proptest::collection::vec(any::<u8>(), 0..300), ty in 0usize..3) {
+        fn decoders_never_panic(mut bytes in proptest::collection::vec(any::<u8>(), 0..300), ty in 0usize..4) {
             if bytes.len() >= 6 {
                 bytes[..4].copy_from_slice(NODE_MAGIC);
                 bytes[4] = NODE_VERSION;
-                bytes[5] = [b'D', b'F', b'R'][ty];
+                bytes[5] = [b'D', b'F', b'R', b'I'][ty];
             }
+            let _ = AnyDir::decode(&bytes);
+            let _ = DirIndex::decode(&bytes);
             let _ = DirNode::decode(&bytes);
             let _ = FileNode::decode(&bytes);
             let _ = RootNode::decode(&bytes);

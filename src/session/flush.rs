@@ -13,11 +13,14 @@ use super::inode::{Block, Data, State};
 use super::{Session, SessionRecord, record_op};
 use crate::meta::MetaOp;
 
+use std::collections::HashMap;
+
 use crate::error::Result;
 use crate::id::{ChunkId, NodeId};
 use crate::store::{Kind as ObjKind, ObjectStore};
 use crate::tree::{
-    BLOCK_SIZE, Content, DirNode, Entry, FileNode, INLINE_MAX, Record, RootNode, Timespec,
+    BLOCK_SIZE, Content, DirIndex, DirNode, Entry, FileNode, INLINE_MAX, Record, RootNode,
+    ShardDigest, Timespec, shard_ranges,
 };
 
 /// Callback of [`Session::flush_with`]: adjust the record for the new root and return
@@ -224,6 +227,28 @@ fn encode(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<Record> {
     Ok(i.record(ino, content))
 }
 
+/// Encode the entries of `children` (name, ino), in order.
+fn encode_entries(
+    st: &mut State,
+    store: &dyn ObjectStore,
+    children: &[(Vec<u8>, u64)],
+) -> Result<Vec<(Vec<u8>, Entry)>> {
+    let mut out = Vec::with_capacity(children.len());
+    for (name, child) in children {
+        let c = st.get(*child)?;
+        let e = if c.hardlink {
+            Entry::HardLink {
+                ino: *child,
+                kind: c.kind,
+            }
+        } else {
+            Entry::Inline(encode(st, store, *child)?)
+        };
+        out.push((name.clone(), e));
+    }
+    Ok(out)
+}
+
 /// Write the content node of a dirty directory or file and remember its id.
 fn encode_content(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<Content> {
     let kind_is_dir = matches!(st.get(ino)?.data, Data::Dir(_));
@@ -239,24 +264,57 @@ fn encode_content(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<C
                 .collect(),
             _ => unreachable!(),
         };
-        let mut node = DirNode {
-            entries: Vec::with_capacity(children.len()),
-        };
-        for (name, child) in children {
-            let c = st.get(child)?;
-            let e = if c.hardlink {
-                Entry::HardLink {
-                    ino: child,
-                    kind: c.kind,
-                }
-            } else {
-                Entry::Inline(encode(st, store, child)?)
+        if !crate::dirs::is_sharded_len(children.len()) {
+            let node = DirNode {
+                entries: encode_entries(st, store, &children)?,
             };
-            node.entries.push((name, e));
+            let id = NodeId(store.put(ObjKind::Node, &node.encode())?);
+            if let Data::Dir(d) = &mut st.get_mut(ino)?.data {
+                d.stored = Some(id);
+                d.shards.clear();
+            }
+            return Ok(Content::Node(id));
         }
-        let id = NodeId(store.put(ObjKind::Node, &node.encode())?);
+        // Sharded: rewrite only the leaves whose membership changed or that hold a
+        // changed record; reuse the others by id.
+        let old = match &mut st.get_mut(ino)?.data {
+            Data::Dir(d) => std::mem::take(&mut d.shards),
+            _ => unreachable!(),
+        };
+        let mut shards = HashMap::with_capacity(old.len() + 1);
+        let mut index = DirIndex::default();
+        let (mut reused, mut written) = (0usize, 0usize);
+        for r in shard_ranges(children.iter().map(|(n, _)| n.as_slice())) {
+            let part = &children[r];
+            let mut digest = ShardDigest::default();
+            let mut clean = true;
+            for (name, c) in part {
+                let i = st.get(*c)?;
+                digest.add(name, *c, i.kind, i.hardlink);
+                clean &= i.hardlink || i.is_clean();
+            }
+            let digest = digest.finish();
+            let id = match old.get(&digest) {
+                Some(id) if clean => {
+                    reused += 1;
+                    *id
+                }
+                _ => {
+                    written += 1;
+                    let leaf = DirNode {
+                        entries: encode_entries(st, store, part)?,
+                    };
+                    NodeId(store.put(ObjKind::Node, &leaf.encode())?)
+                }
+            };
+            shards.insert(digest, id);
+            index.shards.push((part.len() as u32, id));
+        }
+        log::trace!("dir {ino}: {written} shards written, {reused} reused");
+        let id = NodeId(store.put(ObjKind::Node, &index.encode())?);
         if let Data::Dir(d) = &mut st.get_mut(ino)?.data {
             d.stored = Some(id);
+            d.shards = shards;
         }
         return Ok(Content::Node(id));
     }

@@ -44,6 +44,10 @@ pub struct Dir {
     pub stored: Option<NodeId>,
     /// Entries by name; `None` until loaded from `stored`.
     pub entries: Option<BTreeMap<Vec<u8>, u64>>,
+    /// Leaves of the last encode or load of a sharded directory, by membership
+    /// digest ([`crate::tree::ShardDigest`]): a flush reuses a leaf whose digest is
+    /// unchanged and whose inline children are all clean.
+    pub shards: HashMap<[u8; 32], NodeId>,
 }
 
 /// Content of a live inode.
@@ -89,10 +93,12 @@ impl Inode {
             (Kind::Dir, Content::Node(id)) => Data::Dir(Dir {
                 stored: Some(*id),
                 entries: None,
+                shards: HashMap::new(),
             }),
             (Kind::Dir, _) => Data::Dir(Dir {
                 stored: None,
                 entries: Some(BTreeMap::new()),
+                shards: HashMap::new(),
             }),
             (Kind::File, Content::Node(id)) => Data::File(FileData {
                 stored: Some(*id),
@@ -126,6 +132,7 @@ impl Inode {
             Kind::Dir => Data::Dir(Dir {
                 stored: None,
                 entries: Some(BTreeMap::new()),
+                shards: HashMap::new(),
             }),
             Kind::File => Data::File(FileData {
                 stored: None,
@@ -171,6 +178,16 @@ impl Inode {
                 .collect(),
             content,
         }
+    }
+
+    /// Whether the record is unchanged since it was last encoded (or loaded).
+    pub fn is_clean(&self) -> bool {
+        !self.dirty
+            && match &self.data {
+                Data::Dir(d) => d.stored.is_some(),
+                Data::File(f) => f.stored.is_some() || self.attr.size == 0,
+                _ => true,
+            }
     }
 
     /// Content reference for the record, valid when the content is clean.

@@ -19,7 +19,7 @@ mod model_tests;
 pub mod ops;
 pub mod snapshot;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -386,35 +386,45 @@ impl State {
             Data::Dir(d) => d.stored.expect("unloaded dir has a stored id"),
             _ => return posix(libc::ENOTDIR),
         };
-        let node = DirNode::decode(&store.get(ObjKind::Node, &id.0)?).map_err(|e| {
-            log::error!("directory {ino} (node {id}) does not decode: {e}");
+        let loaded = crate::dirs::load_shards(store, id).map_err(|e| {
+            log::error!("directory {ino} (node {id}) does not load: {e}");
             e
         })?;
+        let sharded = loaded.len() > 1;
         let mut entries = BTreeMap::new();
-        for (name, e) in node.entries {
-            let child = e.ino();
-            match e {
-                Entry::Inline(r) => {
-                    self.inodes
-                        .entry(child)
-                        .or_insert_with(|| Inode::from_record(&r, ino, false));
-                }
-                Entry::HardLink { .. } => {
-                    if !self.inodes.contains_key(&child) {
-                        let r = self.link_records.remove(&child).ok_or_else(|| {
-                            Error::corrupt(
-                                format!("directory node {id}"),
-                                format!("hard link to ino {child} missing from the link table"),
-                            )
-                        })?;
-                        self.inodes.insert(child, Inode::from_record(&r, 0, true));
+        let mut shards = HashMap::new();
+        for shard in loaded {
+            let mut digest = crate::tree::ShardDigest::default();
+            for (name, e) in shard.node.entries {
+                let child = e.ino();
+                digest.add(&name, child, e.kind(), matches!(e, Entry::HardLink { .. }));
+                match e {
+                    Entry::Inline(r) => {
+                        self.inodes
+                            .entry(child)
+                            .or_insert_with(|| Inode::from_record(&r, ino, false));
+                    }
+                    Entry::HardLink { .. } => {
+                        if !self.inodes.contains_key(&child) {
+                            let r = self.link_records.remove(&child).ok_or_else(|| {
+                                Error::corrupt(
+                                    format!("directory node {id}"),
+                                    format!("hard link to ino {child} missing from the link table"),
+                                )
+                            })?;
+                            self.inodes.insert(child, Inode::from_record(&r, 0, true));
+                        }
                     }
                 }
+                entries.insert(name, child);
             }
-            entries.insert(name, child);
+            if sharded {
+                shards.insert(digest.finish(), shard.id);
+            }
         }
         if let Data::Dir(d) = &mut self.get_mut(ino)?.data {
             d.entries = Some(entries);
+            d.shards = shards;
         }
         Ok(())
     }

@@ -81,6 +81,28 @@ impl Session {
         Ok(made.expect("checkpoint built"))
     }
 
+    /// After a whole-tree [`graft`](Self::graft) of `root`: make the session's HEAD
+    /// `head` and its base and durable root `root`, in one small commit. The live
+    /// table is not re-encoded here: it equals `root` in content (grafted paths only
+    /// got fresh inode numbers), and the next flush writes it.
+    pub fn commit_checkout(&self, head: &str, root: NodeId) -> Result<SessionRecord> {
+        let _g = self.flush_lock.lock().unwrap();
+        let (bytes, inodes) = {
+            let st = self.lock();
+            (st.total_bytes, st.total_inodes)
+        };
+        let mut rec = self.record();
+        rec.head = Some(head.to_string());
+        rec.base = root.to_hex();
+        rec.root = root.to_hex();
+        rec.updated = Timespec::now().sec;
+        rec.bytes = bytes;
+        rec.inodes = inodes;
+        self.store().commit(vec![super::record_op(&rec)])?;
+        *self.record.lock().unwrap() = rec.clone();
+        Ok(rec)
+    }
+
     /// Whether the working state differs from the base (flushes first).
     pub fn has_changes(&self) -> Result<bool> {
         let root = self.flush()?;
@@ -120,12 +142,18 @@ impl Session {
             ));
         }
         st.next_ino = st.next_ino.max(t.root.next_ino);
+        // Equal subtrees (and shared directory shards) may be skipped only if the
+        // hard-link records they can refer to agree in both trees.
+        let skip = match st.root_id {
+            Some(live) if !st.changed => Tree::load(&*store, live)?.links_agree(&t),
+            _ => false,
+        };
         let mut inval = Vec::new();
         match paths {
-            None => graft_dir(&mut st, &*store, &t, 1, &t.root.root, &mut inval)?,
+            None => graft_dir(&mut st, &*store, &t, skip, 1, &t.root.root, &mut inval)?,
             Some(paths) => {
                 for p in paths {
-                    graft_path(&mut st, &*store, &t, p, &mut inval)?;
+                    graft_path(&mut st, &*store, &t, skip, p, &mut inval)?;
                 }
             }
         }
@@ -140,7 +168,7 @@ fn live_record(i: &Inode, ino: u64) -> Option<Record> {
 }
 
 fn target_dir(store: &dyn ObjectStore, r: &Record) -> Result<crate::tree::DirNode> {
-    diff::load_dir(
+    crate::dirs::load_dir(
         store,
         match r.content {
             Content::Node(id) => Some(id),
@@ -155,6 +183,7 @@ fn graft_path(
     st: &mut State,
     store: &dyn ObjectStore,
     t: &Tree,
+    skip: bool,
     path: &[u8],
     inval: &mut Vec<Inval>,
 ) -> Result<()> {
@@ -169,7 +198,7 @@ fn graft_path(
         )));
     }
     if comps.is_empty() {
-        return graft_dir(st, store, t, 1, &t.root.root.clone(), inval);
+        return graft_dir(st, store, t, skip, 1, &t.root.root.clone(), inval);
     }
     let mut live_dir = 1u64;
     let mut target: Option<Record> = Some(t.root.root.clone());
@@ -195,7 +224,7 @@ fn graft_path(
         }
         let both_dirs = matches!((&tchild, live), (Some(r), Some(l)) if r.kind == Kind::Dir && st.get(l)?.kind == Kind::Dir);
         if last || !both_dirs {
-            return graft_entry(st, store, t, live_dir, comp, tchild, inval);
+            return graft_entry(st, store, t, skip, live_dir, comp, tchild, inval);
         }
         live_dir = live.unwrap();
         target = tchild;
@@ -203,10 +232,12 @@ fn graft_path(
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn graft_entry(
     st: &mut State,
     store: &dyn ObjectStore,
     t: &Tree,
+    skip: bool,
     parent: u64,
     name: &[u8],
     target: Option<Record>,
@@ -225,11 +256,12 @@ fn graft_entry(
         }
         (Some(l), Some(r)) => {
             let i = st.get(l)?;
-            if !i.hardlink && live_record(i, l).as_ref() == Some(&r) {
+            let equal = !i.hardlink && live_record(i, l).as_ref() == Some(&r);
+            if equal && (skip || i.kind != Kind::Dir) {
                 return Ok(());
             }
             if i.kind == Kind::Dir && r.kind == Kind::Dir {
-                graft_dir(st, store, t, l, &r, inval)?;
+                graft_dir(st, store, t, skip, l, &r, inval)?;
             } else {
                 remove_entry(st, parent, name, l)?;
                 insert_fresh(st, store, t, parent, name, &r)?;
@@ -245,18 +277,36 @@ fn graft_dir(
     st: &mut State,
     store: &dyn ObjectStore,
     t: &Tree,
+    skip: bool,
     dir: u64,
     r: &Record,
     inval: &mut Vec<Inval>,
 ) -> Result<()> {
     st.load_dir(store, dir)?;
-    let tdir: BTreeMap<Vec<u8>, crate::tree::Entry> =
-        target_dir(store, r)?.entries.into_iter().collect();
-    let mut names: BTreeSet<Vec<u8>> = st.entries_mut(dir)?.keys().cloned().collect();
+    let live_id = match &st.get(dir)?.data {
+        Data::Dir(d) => d.stored,
+        _ => None,
+    };
+    let (mut names, tdir): (BTreeSet<Vec<u8>>, BTreeMap<Vec<u8>, crate::tree::Entry>) =
+        match (live_id, &r.content) {
+            // The live directory is exactly node `l`: only entries outside the shards
+            // both sides share can differ.
+            (Some(l), Content::Node(tid)) if skip => {
+                let (live, target) = crate::dirs::load_differing(store, l, *tid)?;
+                (
+                    live.entries.into_iter().map(|(n, _)| n).collect(),
+                    target.entries.into_iter().collect(),
+                )
+            }
+            _ => (
+                st.entries_mut(dir)?.keys().cloned().collect(),
+                target_dir(store, r)?.entries.into_iter().collect(),
+            ),
+        };
     names.extend(tdir.keys().cloned());
     for name in names {
         let tchild = tdir.get(&name).and_then(|e| t.resolve(e));
-        graft_entry(st, store, t, dir, &name, tchild, inval)?;
+        graft_entry(st, store, t, skip, dir, &name, tchild, inval)?;
     }
     let i = st.get_mut(dir)?;
     let nlink = i.attr.nlink;
@@ -274,6 +324,7 @@ fn insert_empty_dir(st: &mut State, parent: u64, name: &[u8], r: &Record) -> Res
     inode.data = Data::Dir(super::inode::Dir {
         stored: None,
         entries: Some(Default::default()),
+        shards: Default::default(),
     });
     inode.attr.nlink = 2;
     st.inodes.insert(ino, inode);
@@ -322,6 +373,7 @@ fn insert_fresh(
         inode.data = Data::Dir(super::inode::Dir {
             stored: None,
             entries: Some(Default::default()),
+            shards: Default::default(),
         });
         inode.attr.nlink = 2;
     }

@@ -175,12 +175,27 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
+thread_local! {
+    /// Likewise for decompression (a context is ~100 KiB of allocations).
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// Decode a payload and verify it hashes to the header's id.
 pub fn decode_payload(h: &RecordHeader, payload: &[u8]) -> Result<Vec<u8>> {
     let what = || format!("{:?} object {}", h.kind, crate::id::hex(&h.id[..6]));
     let raw = match h.codec {
         Codec::Raw => payload.to_vec(),
-        Codec::Zstd => zstd::bulk::decompress(payload, h.raw_len as usize)
+        Codec::Zstd => DECOMPRESSOR
+            .with(|cell| {
+                let mut slot = cell.borrow_mut();
+                if slot.is_none() {
+                    *slot = Some(zstd::bulk::Decompressor::new()?);
+                }
+                slot.as_mut()
+                    .unwrap()
+                    .decompress(payload, h.raw_len as usize)
+            })
             .map_err(|e| Error::corrupt(what(), format!("zstd: {e}")))?,
     };
     if raw.len() != h.raw_len as usize {

@@ -1105,3 +1105,118 @@ fn history_survives_remount_and_kill() {
     assert_eq!(read(m.p("g")), "g");
     assert_eq!(head(&m), c2);
 }
+
+// ---------------------------------------------------------------------------------
+// 11. large (sharded) directories and hard links across checkout
+
+/// Contents of every regular file directly in `dir`.
+fn contents(dir: &Path) -> std::collections::BTreeMap<String, String> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| {
+            (
+                e.file_name().into_string().unwrap(),
+                fs::read_to_string(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn large_directory_checkpoint_diff_checkout_restore() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new();
+    let big = m.p("big");
+    fs::create_dir(&big).unwrap();
+    for i in 0..3000 {
+        fs::write(big.join(format!("f{i:05}")), format!("v1 {i}\n")).unwrap();
+    }
+    let c1 = checkpoint(&m, "3000 files");
+    let v1 = contents(&big);
+    assert_eq!(v1.len(), 3000);
+
+    // Changes spread over the directory: modify, add, delete, rename, chmod.
+    for i in [7, 1500, 2999] {
+        fs::write(big.join(format!("f{i:05}")), format!("v2 {i}\n")).unwrap();
+    }
+    fs::write(big.join("f01234.new"), "added\n").unwrap();
+    fs::remove_file(big.join("f00100")).unwrap();
+    fs::rename(big.join("f02000"), big.join("zz-renamed")).unwrap();
+    fs::set_permissions(
+        big.join("f00500"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let want = pairs(&[
+        ("big/f01234.new", "added"),
+        ("big/zz-renamed", "added"),
+        ("big/f00100", "deleted"),
+        ("big/f02000", "deleted"),
+        ("big/f00007", "modified"),
+        ("big/f00500", "modified"),
+        ("big/f01500", "modified"),
+        ("big/f02999", "modified"),
+    ]);
+    assert_eq!(status(&m), want);
+    let c2 = checkpoint(&m, "changes");
+    let v2 = contents(&big);
+    assert_eq!(changes(&wsj(&m, &["diff", &c1, &c2])["entries"]), want);
+
+    // Checkout back and forth: exact contents each time.
+    ws_ok(&m, &["checkout", &c1]);
+    assert_eq!(contents(&big), v1);
+    assert_eq!(status(&m), vec![]);
+    ws_ok(&m, &["checkout", &c2]);
+    assert_eq!(contents(&big), v2);
+    assert_eq!(
+        fs::metadata(big.join("f00500")).unwrap().mode() & 0o777,
+        0o600
+    );
+
+    // Restore one file of the big directory; the others stay.
+    in_dir_json(&m, &m.mp, &["restore", &c1, "big/f01500"]);
+    assert_eq!(read(big.join("f01500")), "v1 1500\n");
+    assert_eq!(read(big.join("f00007")), "v2 7\n");
+    assert_eq!(status(&m), pairs(&[("big/f01500", "modified")]));
+
+    // Everything survives a remount (the directory is re-read from its shards).
+    let before = contents(&big);
+    m.remount();
+    assert_eq!(contents(&big), before);
+    ws_ok(&m, &["checkout", &c1]);
+    assert_eq!(contents(&big), v1);
+}
+
+#[test]
+fn checkout_restores_hard_linked_files() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new();
+    fs::create_dir(m.p("d")).unwrap();
+    fs::write(m.p("d/a"), "one\n").unwrap();
+    fs::hard_link(m.p("d/a"), m.p("d/b")).unwrap();
+    let c1 = checkpoint(&m, "linked");
+    // Change the content through one name: only the link table changes, the
+    // directory node does not.
+    fs::write(m.p("d/b"), "two\n").unwrap();
+    assert_eq!(
+        status(&m),
+        pairs(&[("d/a", "modified"), ("d/b", "modified")])
+    );
+    let c2 = checkpoint(&m, "changed");
+    assert_eq!(
+        changes(&wsj(&m, &["diff", &c1, &c2])["entries"]),
+        pairs(&[("d/a", "modified"), ("d/b", "modified")])
+    );
+    ws_ok(&m, &["checkout", &c1]);
+    assert_eq!(read(m.p("d/a")), "one\n");
+    assert_eq!(read(m.p("d/b")), "one\n");
+    ws_ok(&m, &["checkout", &c2]);
+    assert_eq!(read(m.p("d/a")), "two\n");
+    assert_eq!(read(m.p("d/b")), "two\n");
+}

@@ -24,9 +24,13 @@ use crate::session::ops::{DirEntry, NewNode, SetAttr};
 use crate::session::{Session, Stat};
 use crate::tree::{Kind, Timespec};
 
-/// How long the kernel may cache attributes and entries. Every change goes through
-/// the kernel, and checkout invalidates explicitly, so this can be long.
-pub const TTL: Duration = Duration::from_secs(1);
+/// How long the kernel may cache attributes, entries and negative entries. Every
+/// change to a session goes through this mount's kernel requests, except checkout
+/// and restore, which invalidate what they change explicitly (entries, including
+/// names they create, and inodes); so the kernel can answer `stat`, `lookup` and
+/// misses from its caches for long (what makes `git status`, `find` and builds run
+/// at native speed when warm).
+pub const TTL: Duration = Duration::from_secs(60);
 
 /// The FUSE filesystem of one mounted session.
 pub struct TreeforkFs {
@@ -128,6 +132,23 @@ fn reply_entry(r: Result<Stat, Error>, reply: ReplyEntry) {
     }
 }
 
+/// A lookup miss as a *negative entry* (node id 0 with a timeout), which the kernel
+/// caches, instead of ENOENT, which it would ask again every time.
+fn reply_lookup(r: Result<Stat, Error>, reply: ReplyEntry) {
+    match r {
+        Err(Error::Posix(libc::ENOENT)) => {
+            let negative = Stat {
+                ino: 0,
+                kind: Kind::File,
+                attr: Default::default(),
+                blocks: 0,
+            };
+            reply.entry(&TTL, &attr(&negative), Generation(0))
+        }
+        r => reply_entry(r, reply),
+    }
+}
+
 fn reply_empty(r: Result<(), Error>, reply: ReplyEmpty) {
     match r {
         Ok(()) => reply.ok(),
@@ -152,6 +173,8 @@ impl Filesystem for TreeforkFs {
             InitFlags::FUSE_CACHE_SYMLINKS,
             InitFlags::FUSE_ATOMIC_O_TRUNC,
             InitFlags::FUSE_BIG_WRITES,
+            InitFlags::FUSE_DO_READDIRPLUS,
+            InitFlags::FUSE_READDIRPLUS_AUTO,
         ] {
             if config.add_capabilities(cap).is_err() {
                 log::info!("kernel does not offer {cap:?}");
@@ -170,7 +193,7 @@ impl Filesystem for TreeforkFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        reply_entry(self.session.lookup(parent.0, name.as_bytes()), reply)
+        reply_lookup(self.session.lookup(parent.0, name.as_bytes()), reply)
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -458,6 +481,67 @@ impl Filesystem for TreeforkFs {
                 file_type(e.kind),
                 OsStr::from_bytes(&e.name),
             ) {
+                break;
+            }
+        }
+        reply.ok()
+    }
+
+    /// Entries with their attributes, so `ls -l`, `du`, `git status` do not look up
+    /// each name. Each entry returned (except `.` and `..`, sent without a node id)
+    /// counts a kernel reference, like a lookup.
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: fuser::ReplyDirectoryPlus,
+    ) {
+        let Some(list) = self.dirs.lock().unwrap().get(&fh.0).cloned() else {
+            return reply.error(Errno::EBADF);
+        };
+        for (i, e) in list.iter().enumerate().skip(offset as usize) {
+            let dot = e.name == b"." || e.name == b"..";
+            let st = if dot {
+                None
+            } else {
+                // Gone since opendir: leave it out, as a fresh listing would.
+                match self.session.lookup_ino(e.ino) {
+                    Ok(s) => Some(s),
+                    Err(_) => continue,
+                }
+            };
+            let full = match &st {
+                Some(s) => reply.add(
+                    INodeNo(e.ino),
+                    (i + 1) as u64,
+                    OsStr::from_bytes(&e.name),
+                    &TTL,
+                    &attr(s),
+                    Generation(0),
+                ),
+                None => {
+                    let a = Stat {
+                        ino: 0,
+                        kind: Kind::Dir,
+                        attr: Default::default(),
+                        blocks: 0,
+                    };
+                    reply.add(
+                        INodeNo(0),
+                        (i + 1) as u64,
+                        OsStr::from_bytes(&e.name),
+                        &Duration::ZERO,
+                        &attr(&a),
+                        Generation(0),
+                    )
+                }
+            };
+            if full {
+                if st.is_some() {
+                    self.session.forget(e.ino, 1);
+                }
                 break;
             }
         }

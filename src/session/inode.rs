@@ -252,6 +252,9 @@ pub struct State {
     /// Monotonic count of every mutation (never reset): lets a control op detect
     /// writes that slipped in between its save and its graft.
     pub generation: u64,
+    /// (generation, target root) at the end of the last whole-tree graft: while the
+    /// generation is unchanged the live tree equals that root in content.
+    pub graft_mark: Option<(u64, NodeId)>,
     /// Unix ms of the last mutation.
     pub last_mutation_ms: u64,
 }

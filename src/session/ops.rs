@@ -70,6 +70,17 @@ impl Session {
         stat_of(&st, ino)
     }
 
+    /// Stat a live inode by number, counting a kernel reference (readdirplus).
+    pub fn lookup_ino(&self, ino: u64) -> Result<Stat> {
+        let mut st = self.lock();
+        let i = st.get_mut(ino)?;
+        if i.attr.nlink == 0 {
+            return posix(libc::ENOENT);
+        }
+        i.lookups += 1;
+        stat_of(&st, ino)
+    }
+
     /// Drop `n` kernel references to `ino`.
     pub fn forget(&self, ino: u64, n: u64) {
         let mut st = self.lock();

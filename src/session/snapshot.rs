@@ -105,8 +105,17 @@ impl Session {
 
     /// Whether the working state differs from the base (flushes first).
     pub fn has_changes(&self) -> Result<bool> {
+        let base = self.base_root()?;
+        {
+            // Right after a checkout nothing needs encoding to know the answer: the
+            // live tree is the grafted target (= base) and nothing was written since.
+            let st = self.lock();
+            if st.graft_mark == Some((st.generation, base)) {
+                return Ok(false);
+            }
+        }
         let root = self.flush()?;
-        Ok(!diff::diff_roots(&**self.store(), self.base_root()?, root)?.is_empty())
+        Ok(!diff::diff_roots(&**self.store(), base, root)?.is_empty())
     }
 
     /// (mutations since the last checkpoint, unix ms of the last one).
@@ -159,6 +168,7 @@ impl Session {
         }
         st.changed = true;
         st.last_mutation_ms = now_ms();
+        st.graft_mark = paths.is_none().then_some((st.generation, target));
         Ok(inval)
     }
 }

@@ -1219,4 +1219,11 @@ fn checkout_restores_hard_linked_files() {
     ws_ok(&m, &["checkout", &c2]);
     assert_eq!(read(m.p("d/a")), "two\n");
     assert_eq!(read(m.p("d/b")), "two\n");
+    assert_eq!(status(&m), vec![]);
+    // A write right after a checkout is a change (status, and the next checkout saves it).
+    fs::write(m.p("d/c"), "new\n").unwrap();
+    assert_eq!(status(&m), pairs(&[("d/c", "added")]));
+    let v = wsj(&m, &["checkout", &c1]);
+    assert!(v["saved"]["ref"].is_string(), "{v}");
+    assert!(!m.p("d/c").exists());
 }

@@ -54,6 +54,17 @@ impl TreeforkFs {
     }
 }
 
+impl TreeforkFs {
+    /// Drop the kernel's cached attributes of `ino` after the daemon changed them
+    /// on its own (a negative offset touches no page-cache locks: safe inside a
+    /// request).
+    fn inval_attr(&self, ino: INodeNo) {
+        if let Some(n) = self.notifier.get() {
+            let _ = n.inval_inode(ino, -1, 0);
+        }
+    }
+}
+
 fn errno(e: Error) -> Errno {
     Errno::from_i32(e.errno())
 }
@@ -174,6 +185,10 @@ impl Filesystem for TreeforkFs {
             InitFlags::FUSE_ATOMIC_O_TRUNC,
             InitFlags::FUSE_BIG_WRITES,
             InitFlags::FUSE_DO_READDIRPLUS,
+            // We clear set-user/group-id on write, truncate and chown ourselves;
+            // in exchange the kernel stops asking for security.capability before
+            // every write(2) (it sets SB_NOSEC).
+            InitFlags::FUSE_HANDLE_KILLPRIV_V2,
             InitFlags::FUSE_READDIRPLUS_AUTO,
         ] {
             if config.add_capabilities(cap).is_err() {
@@ -209,7 +224,7 @@ impl Filesystem for TreeforkFs {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -233,6 +248,9 @@ impl Filesystem for TreeforkFs {
             atime: atime.map(time_or_now),
             mtime: mtime.map(time_or_now),
             ctime: ctime.map(from_system),
+            // chown always drops them; truncation only when the caller is not
+            // privileged (uid 0 stands for CAP_FSETID).
+            kill_suidgid: uid.is_some() || gid.is_some() || (size.is_some() && req.uid() != 0),
         };
         match self.session.setattr(ino.0, a) {
             Ok(s) => reply.attr(&TTL, &attr(&s)),
@@ -351,18 +369,23 @@ impl Filesystem for TreeforkFs {
         )
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
         // With ATOMIC_O_TRUNC the kernel leaves O_TRUNC to us.
         let r = self.session.open_handle(ino.0, write).and_then(|s| {
             if flags.0 & libc::O_TRUNC != 0 && write && s.attr.size > 0 {
-                self.session.setattr(
+                let t = self.session.setattr(
                     ino.0,
                     SetAttr {
                         size: Some(0),
+                        kill_suidgid: req.uid() != 0,
                         ..SetAttr::default()
                     },
-                )
+                )?;
+                if t.attr.perm != s.attr.perm {
+                    self.inval_attr(ino);
+                }
+                Ok(t)
             } else {
                 Ok(s)
             }
@@ -397,11 +420,18 @@ impl Filesystem for TreeforkFs {
         _fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+            match self.session.kill_suidgid(ino.0) {
+                Ok(true) => self.inval_attr(ino),
+                Ok(false) => {}
+                Err(e) => return reply.error(errno(e)),
+            }
+        }
         match self.session.write(ino.0, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno(e)),
@@ -443,11 +473,8 @@ impl Filesystem for TreeforkFs {
     ) {
         let r = self.session.flush().map(|_| ());
         if r.is_ok() {
-            // Sealing may have changed st_blocks; a negative offset invalidates
-            // attributes only (no page-cache locks, safe inside a request).
-            if let Some(n) = self.notifier.get() {
-                let _ = n.inval_inode(ino, -1, 0);
-            }
+            // Sealing may have changed st_blocks.
+            self.inval_attr(ino);
         }
         reply_empty(r, reply)
     }

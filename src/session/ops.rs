@@ -26,6 +26,22 @@ pub struct SetAttr {
     pub mtime: Option<Timespec>,
     /// Explicit change time.
     pub ctime: Option<Timespec>,
+    /// Clear set-user-id (and set-group-id when group-executable) of a regular
+    /// file, as Linux does on chown and on truncation by an unprivileged caller
+    /// (the kernel leaves this to us under FUSE_HANDLE_KILLPRIV_V2). Ignored when
+    /// `mode` is set.
+    pub kill_suidgid: bool,
+}
+
+/// Permission bits after a privilege-dropping change (Linux `should_remove_suid`):
+/// set-user-id always goes; set-group-id only with group execute (otherwise it marks
+/// mandatory locking, not privilege).
+pub fn killed_suidgid(perm: u32) -> u32 {
+    let mut p = perm & !(libc::S_ISUID as u32);
+    if p & libc::S_IXGRP as u32 != 0 {
+        p &= !(libc::S_ISGID as u32);
+    }
+    p
 }
 
 /// One directory entry of a listing snapshot.
@@ -375,9 +391,28 @@ impl Session {
         if let Some(t) = a.mtime {
             i.attr.mtime = t;
         }
+        if a.kill_suidgid && a.mode.is_none() && i.kind == Kind::File {
+            i.attr.perm = killed_suidgid(i.attr.perm);
+        }
         i.attr.ctime = a.ctime.unwrap_or(now);
         st.mark_dirty(ino);
         stat_of(&st, ino)
+    }
+
+    /// Drop set-user-id / set-group-id after an unprivileged write (the kernel asks
+    /// with FUSE_WRITE_KILL_SUIDGID). Returns whether the mode changed.
+    pub fn kill_suidgid(&self, ino: u64) -> Result<bool> {
+        let _gate = self.gate.read().unwrap();
+        let mut st = self.lock();
+        let i = st.get_mut(ino)?;
+        let p = killed_suidgid(i.attr.perm);
+        if p == i.attr.perm || i.kind != Kind::File {
+            return Ok(false);
+        }
+        i.attr.perm = p;
+        i.attr.ctime = Timespec::now();
+        st.mark_dirty(ino);
+        Ok(true)
     }
 
     /// Set an extended attribute.

@@ -37,9 +37,9 @@ pub struct SetAttr {
 /// set-user-id always goes; set-group-id only with group execute (otherwise it marks
 /// mandatory locking, not privilege).
 pub fn killed_suidgid(perm: u32) -> u32 {
-    let mut p = perm & !(libc::S_ISUID as u32);
-    if p & libc::S_IXGRP as u32 != 0 {
-        p &= !(libc::S_ISGID as u32);
+    let mut p = perm & !libc::S_ISUID;
+    if p & libc::S_IXGRP != 0 {
+        p &= !libc::S_ISGID;
     }
     p
 }

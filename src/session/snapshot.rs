@@ -153,10 +153,13 @@ impl Session {
         st.next_ino = st.next_ino.max(t.root.next_ino);
         // Equal subtrees (and shared directory shards) may be skipped only if the
         // hard-link records they can refer to agree in both trees.
-        let skip = match st.root_id {
-            Some(live) if !st.changed => Tree::load(&*store, live)?.links_agree(&t),
-            _ => false,
-        };
+        // Without live hard links no live directory holds a link-table reference,
+        // so an equal id on both sides cannot hide a differing link record.
+        let skip = st.links.is_empty()
+            || match st.root_id {
+                Some(live) if !st.changed => Tree::load(&*store, live)?.links_agree(&t),
+                _ => false,
+            };
         let mut inval = Vec::new();
         match paths {
             None => graft_dir(&mut st, &*store, &t, skip, 1, &t.root.root, &mut inval)?,

@@ -40,6 +40,9 @@ pub struct TreeforkFs {
     notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
     dirs: Mutex<HashMap<u64, Arc<Vec<DirEntry>>>>,
     next_fh: AtomicU64,
+    /// The kernel supports FUSE_NO_OPEN_SUPPORT: `open` answers ENOSYS once and the
+    /// kernel stops sending OPEN/RELEASE for files (two round trips per open(2)).
+    no_open: bool,
 }
 
 impl TreeforkFs {
@@ -50,6 +53,7 @@ impl TreeforkFs {
             notifier,
             dirs: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
+            no_open: false,
         }
     }
 }
@@ -182,7 +186,6 @@ impl Filesystem for TreeforkFs {
             InitFlags::FUSE_WRITEBACK_CACHE,
             InitFlags::FUSE_PARALLEL_DIROPS,
             InitFlags::FUSE_CACHE_SYMLINKS,
-            InitFlags::FUSE_ATOMIC_O_TRUNC,
             InitFlags::FUSE_BIG_WRITES,
             InitFlags::FUSE_DO_READDIRPLUS,
             // We clear set-user/group-id on write, truncate and chown ourselves;
@@ -195,6 +198,11 @@ impl Filesystem for TreeforkFs {
                 log::info!("kernel does not offer {cap:?}");
             }
         }
+        // Not ATOMIC_O_TRUNC: with no_open the kernel would skip the truncation;
+        // without it, O_TRUNC arrives as a SETATTR (size 0).
+        self.no_open = config
+            .add_capabilities(InitFlags::FUSE_NO_OPEN_SUPPORT)
+            .is_ok();
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_background(64);
         log::info!("session {} serving", self.session.name());
@@ -369,28 +377,16 @@ impl Filesystem for TreeforkFs {
         )
     }
 
-    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        // Nothing per open file needs the daemon: an open file pins its kernel inode
+        // (so its lookup count keeps an unlinked file alive), O_TRUNC comes as a
+        // SETATTR, and files keep their page cache (KEEP_CACHE is the kernel's
+        // default without open).
+        if self.no_open {
+            return reply.error(Errno::ENOSYS);
+        }
         let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
-        // With ATOMIC_O_TRUNC the kernel leaves O_TRUNC to us.
-        let r = self.session.open_handle(ino.0, write).and_then(|s| {
-            if flags.0 & libc::O_TRUNC != 0 && write && s.attr.size > 0 {
-                let t = self.session.setattr(
-                    ino.0,
-                    SetAttr {
-                        size: Some(0),
-                        kill_suidgid: req.uid() != 0,
-                        ..SetAttr::default()
-                    },
-                )?;
-                if t.attr.perm != s.attr.perm {
-                    self.inval_attr(ino);
-                }
-                Ok(t)
-            } else {
-                Ok(s)
-            }
-        });
-        match r {
+        match self.session.open_handle(ino.0, write) {
             Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(errno(e)),
         }
@@ -446,7 +442,9 @@ impl Filesystem for TreeforkFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok()
+        // Nothing to do on close(2) (data reaches us by writeback; fsync is the
+        // durability point): ENOSYS makes the kernel stop sending FLUSH.
+        reply.error(Errno::ENOSYS)
     }
 
     fn release(
@@ -484,7 +482,13 @@ impl Filesystem for TreeforkFs {
             Ok(list) => {
                 let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
                 self.dirs.lock().unwrap().insert(fh, Arc::new(list));
-                reply.opened(FileHandle(fh), FopenFlags::empty())
+                // The kernel may keep listings: it drops them itself when an entry
+                // changes through this mount, and checkout/restore invalidate every
+                // directory whose entries they change.
+                reply.opened(
+                    FileHandle(fh),
+                    FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+                )
             }
             Err(e) => reply.error(errno(e)),
         }

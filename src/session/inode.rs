@@ -82,8 +82,6 @@ pub struct Inode {
     pub dirty: bool,
     /// Kernel lookup count.
     pub lookups: u64,
-    /// Open file handles.
-    pub opens: u32,
 }
 
 impl Inode {
@@ -121,7 +119,6 @@ impl Inode {
             hardlink,
             dirty: false,
             lookups: 0,
-            opens: 0,
         }
     }
 
@@ -161,7 +158,6 @@ impl Inode {
             hardlink: false,
             dirty: true,
             lookups: 0,
-            opens: 0,
         }
     }
 

@@ -486,7 +486,6 @@ impl State {
         if let Some(i) = self.inodes.get(&ino)
             && i.attr.nlink == 0
             && i.lookups == 0
-            && i.opens == 0
         {
             self.inodes.remove(&ino);
             self.dirty_files.remove(&ino);

@@ -512,17 +512,13 @@ impl Session {
         if write && i.kind == Kind::Dir {
             return posix(libc::EISDIR);
         }
-        i.opens += 1;
         stat_of(&st, ino)
     }
 
-    /// Release an open handle.
+    /// Release an open handle. Open files are not counted: an open file pins its
+    /// kernel inode, so its lookup count already keeps it (even unlinked) alive.
     pub fn release(&self, ino: u64) {
-        let mut st = self.lock();
-        if let Some(i) = st.inodes.get_mut(&ino) {
-            i.opens = i.opens.saturating_sub(1);
-        }
-        st.maybe_reap(ino);
+        self.lock().maybe_reap(ino);
     }
 }
 

@@ -172,6 +172,13 @@ impl Session {
         st.changed = true;
         st.last_mutation_ms = now_ms();
         st.graft_mark = paths.is_none().then_some((st.generation, target));
+        // One invalidation per inode is enough (a directory is listed once per
+        // changed entry above).
+        let mut seen = std::collections::HashSet::new();
+        inval.retain(|i| match i {
+            Inval::Inode(ino) => seen.insert(*ino),
+            Inval::Entry(..) => true,
+        });
         Ok(inval)
     }
 }
@@ -234,6 +241,7 @@ fn graft_path(
         {
             live = Some(insert_empty_dir(st, live_dir, comp, r)?);
             inval.push(Inval::Entry(live_dir, comp.to_vec()));
+            inval.push(Inval::Inode(live_dir));
         }
         let both_dirs = matches!((&tchild, live), (Some(r), Some(l)) if r.kind == Kind::Dir && st.get(l)?.kind == Kind::Dir);
         if last || !both_dirs {
@@ -262,10 +270,12 @@ fn graft_entry(
         (Some(l), None) => {
             remove_entry(st, parent, name, l)?;
             inval.push(Inval::Entry(parent, name.to_vec()));
+            inval.push(Inval::Inode(parent));
         }
         (None, Some(r)) => {
             insert_fresh(st, store, t, parent, name, &r)?;
             inval.push(Inval::Entry(parent, name.to_vec()));
+            inval.push(Inval::Inode(parent));
         }
         (Some(l), Some(r)) => {
             let i = st.get(l)?;
@@ -279,6 +289,7 @@ fn graft_entry(
                 remove_entry(st, parent, name, l)?;
                 insert_fresh(st, store, t, parent, name, &r)?;
                 inval.push(Inval::Entry(parent, name.to_vec()));
+                inval.push(Inval::Inode(parent));
             }
         }
     }

@@ -167,6 +167,28 @@ fn umount(mp: &Path) -> std::io::Result<()> {
     }
 }
 
+/// The uid of the process at the other end of a Unix socket (SO_PEERCRED).
+fn peer_uid(s: &UnixStream) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(cred.uid)
+}
+
 impl Daemon {
     /// Take the store lock, open the store and bind the control socket.
     pub fn start(store_dir: &Path) -> Result<Arc<Daemon>> {
@@ -616,6 +638,22 @@ impl Daemon {
         let Ok(mut out) = stream.try_clone() else {
             return;
         };
+        // Besides the 0600 socket in a 0700 directory: only the user who runs the
+        // daemon (who mounted) and root may drive it.
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        match peer_uid(&stream) {
+            Some(uid) if uid == me || uid == 0 => {}
+            who => {
+                log::warn!("control connection from uid {who:?} refused (daemon runs as uid {me})");
+                let r = control::error_response(
+                    "forbidden",
+                    &format!("only uid {me} (the mounting user) or root may use this socket"),
+                );
+                let _ = writeln!(out, "{r}");
+                return;
+            }
+        }
         let mut reader = BufReader::new(stream);
         loop {
             let mut line = Vec::new();

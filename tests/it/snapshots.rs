@@ -1227,3 +1227,51 @@ fn checkout_restores_hard_linked_files() {
     assert!(v["saved"]["ref"].is_string(), "{v}");
     assert!(!m.p("d/c").exists());
 }
+
+/// Only the mounting user (here root) and root may use a session socket: even with
+/// the file permissions opened up, another uid gets `forbidden` (SO_PEERCRED).
+#[test]
+fn control_socket_refuses_other_users() {
+    if !fuse_available()
+        || !Path::new("/usr/bin/setpriv").exists()
+        || !Path::new("/usr/bin/python3").exists()
+    {
+        return;
+    }
+    let m = Mount::new();
+    let rec = treefork::control::find_mount(&m.mp).expect("mount registered");
+    let sock = rec.socket.expect("session socket recorded");
+    // The socket is 0600 in a 0700 directory; open both so the peer check is what
+    // refuses.
+    let dir = Path::new(&sock).parent().unwrap().to_path_buf();
+    let perm = |p: &Path, mode: u32| {
+        fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap()
+    };
+    perm(&dir, 0o777);
+    perm(Path::new(&sock), 0o777);
+    let script = format!(
+        "import socket; s = socket.socket(socket.AF_UNIX); s.connect({sock:?}); \
+         s.sendall(b'{{\"v\":1,\"op\":\"status\"}}\\n'); print(s.makefile().readline())"
+    );
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+        ])
+        .arg(&script)
+        .output()
+        .unwrap();
+    perm(&dir, 0o700);
+    perm(Path::new(&sock), 0o600);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("\"forbidden\""),
+        "uid 65534 was not refused: {out} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Root still works.
+    assert_eq!(wsj(&m, &["status"])["changes"], serde_json::json!([]));
+}

@@ -55,7 +55,7 @@ impl MetaDb {
         loop {
             let r = sled::Config::new()
                 .path(dir)
-                .cache_capacity(64 << 20)
+                .cache_capacity(32 << 20)
                 .mode(sled::Mode::HighThroughput)
                 .open();
             match r {

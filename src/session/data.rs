@@ -152,7 +152,7 @@ impl Session {
             .checked_add(data.len() as u64)
             .filter(|e| *e <= MAX_FILE_SIZE)
             .ok_or(crate::error::Error::Posix(libc::EFBIG))?;
-        {
+        let grown = {
             let mut st = self.lock();
             let store = self.store().clone();
             st.load_file(&*store, ino)?;
@@ -162,6 +162,10 @@ impl Session {
             }
             let first = offset / BLOCK_SIZE;
             let last = (end - 1) / BLOCK_SIZE;
+            // Memory this write adds: a block entering memory counts whole (a 4 KiB
+            // write into a stored block holds all 64 KiB until sealed); rewriting a
+            // block already in memory adds nothing.
+            let mut grown = 0u64;
             for idx in first..=last {
                 let bstart = idx * BLOCK_SIZE;
                 let from = offset.max(bstart);
@@ -170,6 +174,7 @@ impl Session {
                 let src = &data[(from - offset) as usize..(to - offset) as usize];
                 let whole = in_block == 0 && (to - bstart == BLOCK_SIZE || to >= fsize);
                 let existing = blocks_mut(&mut st, ino)?.get(&idx).cloned();
+                let was_mem = matches!(existing, Some(Block::Mem(_)));
                 let mut buf: Arc<Vec<u8>> = match existing {
                     Some(Block::Mem(d)) => d,
                     Some(Block::Stored(_)) if whole => Arc::new(Vec::new()),
@@ -186,7 +191,9 @@ impl Session {
                 if v.len() < need {
                     v.resize(need, 0);
                 }
+                let before = if was_mem { v.len() } else { 0 };
                 v[in_block..need].copy_from_slice(src);
+                grown += (v.len() - before.min(v.len())) as u64;
                 blocks_mut(&mut st, ino)?.insert(idx, Block::Mem(buf));
             }
             if end > fsize {
@@ -197,13 +204,9 @@ impl Session {
             i.attr.mtime = now;
             i.attr.ctime = now;
             content_changed(&mut st, ino);
-        }
-        if self
-            .dirty_bytes
-            .fetch_add(data.len() as u64, Ordering::Relaxed)
-            + data.len() as u64
-            > SEAL_THRESHOLD
-        {
+            grown
+        };
+        if self.dirty_bytes.fetch_add(grown, Ordering::Relaxed) + grown > SEAL_THRESHOLD {
             self.seal()?;
         }
         Ok(data.len() as u32)

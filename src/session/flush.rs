@@ -27,6 +27,9 @@ use crate::tree::{
 /// extra ops to commit with it.
 pub type Extra<'a> = &'a mut dyn FnMut(&mut SessionRecord, NodeId) -> Result<Vec<MetaOp>>;
 
+/// Seals of at least this many bytes hand freed memory back to the kernel.
+const TRIM_AFTER: usize = 8 << 20;
+
 /// One block to seal: (ino, block index, the live buffer, its canonical bytes).
 type SealWork = (u64, u64, Arc<Vec<u8>>, Vec<u8>);
 
@@ -62,6 +65,7 @@ impl Session {
         if work.is_empty() {
             return Ok(());
         }
+        let sealed_bytes: usize = work.iter().map(|w| w.3.len()).sum();
         // Hash + compress on every core; only the pack append is serialized.
         let store = self.store();
         let seal_one = |(ino, idx, arc, bytes): SealWork| {
@@ -116,6 +120,15 @@ impl Session {
                     Some(c) => blocks.insert(idx, Block::Stored(c)),
                     None => blocks.remove(&idx),
                 };
+            }
+        }
+        drop(st);
+        if sealed_bytes >= TRIM_AFTER {
+            // The sealed blocks' memory is free now; glibc keeps freed arena memory
+            // mapped (measured: RSS stayed at ~700 MiB after a random-write run).
+            // SAFETY: malloc_trim only returns free heap pages to the kernel.
+            unsafe {
+                libc::malloc_trim(0);
             }
         }
         Ok(())

@@ -200,7 +200,7 @@ impl Inode {
         }
     }
 
-    /// Number of 512-byte blocks allocated (holes take none).
+    /// Number of 512-byte blocks allocated (holes take none), counted in 4 KiB units.
     pub fn blocks512(&self) -> u64 {
         let size = self.attr.size;
         match &self.data {
@@ -209,8 +209,9 @@ impl Inode {
             }) => b
                 .keys()
                 .map(|i| {
+                    // Allocation in 4 KiB units, like ext4 (so `du` agrees with it).
                     let len = (size.saturating_sub(i * BLOCK_SIZE)).min(BLOCK_SIZE);
-                    len.div_ceil(512)
+                    len.div_ceil(4096) * 8
                 })
                 .sum(),
             Data::Dir(_) => 8,

@@ -241,7 +241,7 @@ impl PackStore {
             }),
             pending: RwLock::new(HashMap::new()),
             readers: RwLock::new(HashMap::new()),
-            cache: ObjectCache::new(128 << 20),
+            cache: ObjectCache::new(64 << 20),
         })
     }
 

@@ -1229,7 +1229,8 @@ fn checkout_restores_hard_linked_files() {
 }
 
 /// Only the mounting user (here root) and root may use a session socket: even with
-/// the file permissions opened up, another uid gets `forbidden` (SO_PEERCRED).
+/// the file permissions opened up, another uid gets `forbidden` (SO_PEERCRED) as
+/// soon as it connects, and the connection is closed.
 #[test]
 fn control_socket_refuses_other_users() {
     if !fuse_available()
@@ -1241,17 +1242,21 @@ fn control_socket_refuses_other_users() {
     let m = Mount::new();
     let rec = treefork::control::find_mount(&m.mp).expect("mount registered");
     let sock = rec.socket.expect("session socket recorded");
-    // The socket is 0600 in a 0700 directory; open both so the peer check is what
-    // refuses.
-    let dir = Path::new(&sock).parent().unwrap().to_path_buf();
+    // The socket is 0600 in a 0700 directory (which other tests' commands keep
+    // resetting): reach it through a hard link in an open directory, with the
+    // socket's mode opened, so the peer check is what refuses.
+    let open_dir = tempfile::tempdir().unwrap();
     let perm = |p: &Path, mode: u32| {
         fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap()
     };
-    perm(&dir, 0o777);
-    perm(Path::new(&sock), 0o777);
+    perm(open_dir.path(), 0o755);
+    let link = open_dir.path().join("s.sock");
+    fs::hard_link(&sock, &link).unwrap();
+    perm(&link, 0o777);
+    let sock = link.to_str().unwrap().to_string();
     let script = format!(
         "import socket; s = socket.socket(socket.AF_UNIX); s.connect({sock:?}); \
-         s.sendall(b'{{\"v\":1,\"op\":\"status\"}}\\n'); print(s.makefile().readline())"
+         print(s.makefile().readline())"
     );
     let o = Command::new("setpriv")
         .args([
@@ -1264,7 +1269,6 @@ fn control_socket_refuses_other_users() {
         .arg(&script)
         .output()
         .unwrap();
-    perm(&dir, 0o700);
     perm(Path::new(&sock), 0o600);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(

@@ -1,0 +1,1 @@
+// Nothing to build: this package only exists to be vendored (see Cargo.toml).

@@ -119,7 +119,9 @@ fn save_and_graft(
     let mut saved_any = None;
     for _ in 0..5 {
         // syncfs first: it makes the kernel send writes, which need the gate.
+        let t0 = std::time::Instant::now();
         syncfs(&t.mountpoint)?;
+        let t_sync = t0.elapsed();
         // Writes wait (a few ms) until the tree is swapped: nothing falls between
         // the save and the graft. The generation check stays as a guard.
         let _gate = t.session.gate.write().unwrap();
@@ -128,7 +130,14 @@ fn save_and_graft(
         if saved.is_some() {
             saved_any = saved;
         }
-        match t.session.graft(target, paths, Some(generation)) {
+        let t_save = t0.elapsed();
+        let r = t.session.graft(target, paths, Some(generation));
+        log::debug!(
+            "{what}: syncfs {t_sync:?} save {:?} graft {:?}",
+            t_save - t_sync,
+            t0.elapsed() - t_save
+        );
+        match r {
             Err(Error::Conflict(_)) => continue,
             r => return Ok((saved_any, r?)),
         }

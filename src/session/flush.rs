@@ -159,25 +159,7 @@ impl Session {
                 return Ok((r, self.record()));
             }
             let store = self.store().clone();
-            let root_rec = encode(&mut st, &*store, 1)?;
-            let mut links = Vec::new();
-            let link_inos: Vec<u64> = st.links.iter().copied().collect();
-            for ino in link_inos {
-                if st.inodes.contains_key(&ino) {
-                    links.push(encode(&mut st, &*store, ino)?);
-                } else if let Some(r) = st.link_records.get(&ino) {
-                    links.push(r.clone());
-                }
-            }
-            let root = RootNode {
-                root: root_rec,
-                links,
-                next_ino: st.next_ino,
-            };
-            let id = match st.root_id {
-                Some(id) if !st.changed => id,
-                _ => NodeId(store.put(ObjKind::Node, &root.encode())?),
-            };
+            let id = encode_tree(&mut st, &*store)?;
             let mut rec = self.record.lock().unwrap().clone();
             rec.root = id.to_hex();
             rec.updated = Timespec::now().sec;
@@ -217,6 +199,31 @@ impl Session {
     }
 }
 
+/// Encode every dirty node (so each live directory and file has a content id again)
+/// and return the root node's id. Puts objects but commits nothing: a caller that
+/// needs durability commits afterwards (`changed` is left for it to clear).
+pub(crate) fn encode_tree(st: &mut State, store: &dyn ObjectStore) -> Result<NodeId> {
+    let root_rec = encode(st, store, 1)?;
+    let mut links = Vec::new();
+    let link_inos: Vec<u64> = st.links.iter().copied().collect();
+    for ino in link_inos {
+        if st.inodes.contains_key(&ino) {
+            links.push(encode(st, store, ino)?);
+        } else if let Some(r) = st.link_records.get(&ino) {
+            links.push(r.clone());
+        }
+    }
+    let root = RootNode {
+        root: root_rec,
+        links,
+        next_ino: st.next_ino,
+    };
+    Ok(match st.root_id {
+        Some(id) if !st.changed => id,
+        _ => NodeId(store.put(ObjKind::Node, &root.encode())?),
+    })
+}
+
 /// The bytes of block `idx` as stored: exactly its logical length, zero padded.
 fn canonical_block(d: &[u8], idx: u64, size: u64) -> Vec<u8> {
     let len = size.saturating_sub(idx * BLOCK_SIZE).min(BLOCK_SIZE) as usize;
@@ -238,6 +245,37 @@ fn encode(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<Record> {
         i.attr.blocks = i.blocks512();
     }
     Ok(i.record(ino, content))
+}
+
+/// The shards of live directory `dir` that are known to equal a stored leaf: clean
+/// (every inline child clean) and with a cached membership digest. Returns (leaf id,
+/// the shard's names). Same partition and digest as the sharded encode below.
+pub(crate) fn clean_leaves(st: &State, dir: u64) -> Result<Vec<(NodeId, Vec<Vec<u8>>)>> {
+    let Data::Dir(d) = &st.get(dir)?.data else {
+        return Ok(Vec::new());
+    };
+    let Some(entries) = d.entries.as_ref() else {
+        return Ok(Vec::new());
+    };
+    if d.shards.is_empty() || !crate::dirs::is_sharded_len(entries.len()) {
+        return Ok(Vec::new());
+    }
+    let children: Vec<(&Vec<u8>, u64)> = entries.iter().map(|(k, v)| (k, *v)).collect();
+    let mut out = Vec::new();
+    for r in shard_ranges(children.iter().map(|(n, _)| n.as_slice())) {
+        let part = &children[r];
+        let mut digest = ShardDigest::default();
+        let mut clean = true;
+        for (name, c) in part {
+            let i = st.get(*c)?;
+            digest.add(name, *c, i.kind, i.hardlink);
+            clean &= i.hardlink || i.is_clean();
+        }
+        if clean && let Some(id) = d.shards.get(&digest.finish()) {
+            out.push((*id, part.iter().map(|(n, _)| (*n).clone()).collect()));
+        }
+    }
+    Ok(out)
 }
 
 /// Encode the entries of `children` (name, ino), in order.

@@ -322,6 +322,16 @@ fn graft_dir(
                     target.entries.into_iter().collect(),
                 )
             }
+            // The live directory is not encoded (e.g. right after a checkout) but
+            // some of its shards still equal stored leaves: skip those the target
+            // shares.
+            (None, Content::Node(tid)) if skip => match shared_leaves(st, store, dir, *tid)? {
+                Some(x) => x,
+                None => (
+                    st.entries_mut(dir)?.keys().cloned().collect(),
+                    target_dir(store, r)?.entries.into_iter().collect(),
+                ),
+            },
             _ => (
                 st.entries_mut(dir)?.keys().cloned().collect(),
                 target_dir(store, r)?.entries.into_iter().collect(),
@@ -340,6 +350,50 @@ fn graft_dir(
     st.mark_dir_changed(dir);
     inval.push(Inval::Inode(dir));
     Ok(())
+}
+
+type Names = (BTreeSet<Vec<u8>>, BTreeMap<Vec<u8>, crate::tree::Entry>);
+
+/// For a live sharded directory without a content id and a sharded target `tid`:
+/// the live names and target entries outside the leaves both sides share (a live
+/// shard equals a stored leaf when it is clean and its membership digest is cached;
+/// see `flush::clean_leaves`). `None` when the target is not sharded.
+fn shared_leaves(
+    st: &State,
+    store: &dyn ObjectStore,
+    dir: u64,
+    tid: crate::id::NodeId,
+) -> Result<Option<Names>> {
+    let (tids, sharded) = crate::dirs::shard_ids(store, tid)?;
+    if !sharded {
+        return Ok(None);
+    }
+    let tset: std::collections::HashSet<_> = tids.iter().copied().collect();
+    let mut matched = std::collections::HashSet::new();
+    let mut same: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    let live = super::flush::clean_leaves(st, dir)?;
+    for (id, names) in &live {
+        if tset.contains(id) {
+            matched.insert(*id);
+            same.extend(names.iter().map(|n| n.as_slice()));
+        }
+    }
+    let Data::Dir(d) = &st.get(dir)?.data else {
+        return posix(libc::ENOTDIR);
+    };
+    let names = d
+        .entries
+        .as_ref()
+        .expect("dir loaded")
+        .keys()
+        .filter(|n| !same.contains(n.as_slice()))
+        .cloned()
+        .collect();
+    let mut target = BTreeMap::new();
+    for id in tids.into_iter().filter(|id| !matched.contains(id)) {
+        target.extend(crate::dirs::load_leaf(store, id)?.entries);
+    }
+    Ok(Some((names, target)))
 }
 
 fn insert_empty_dir(st: &mut State, parent: u64, name: &[u8], r: &Record) -> Result<u64> {

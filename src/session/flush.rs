@@ -247,6 +247,22 @@ fn encode(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<Record> {
     Ok(i.record(ino, content))
 }
 
+/// A live shard's membership digest, and whether every inline child in it is clean
+/// (then the shard encodes to the leaf cached under that digest).
+fn shard_state<'a>(
+    st: &State,
+    part: impl Iterator<Item = (&'a [u8], u64)>,
+) -> Result<([u8; 32], bool)> {
+    let mut digest = ShardDigest::default();
+    let mut clean = true;
+    for (name, c) in part {
+        let i = st.get(c)?;
+        digest.add(name, c, i.kind, i.hardlink);
+        clean &= i.hardlink || i.is_clean();
+    }
+    Ok((digest.finish(), clean))
+}
+
 /// The shards of live directory `dir` that are known to equal a stored leaf: clean
 /// (every inline child clean) and with a cached membership digest. Returns (leaf id,
 /// the shard's names). Same partition and digest as the sharded encode below.
@@ -264,14 +280,8 @@ pub(crate) fn clean_leaves(st: &State, dir: u64) -> Result<Vec<(NodeId, Vec<Vec<
     let mut out = Vec::new();
     for r in shard_ranges(children.iter().map(|(n, _)| n.as_slice())) {
         let part = &children[r];
-        let mut digest = ShardDigest::default();
-        let mut clean = true;
-        for (name, c) in part {
-            let i = st.get(*c)?;
-            digest.add(name, *c, i.kind, i.hardlink);
-            clean &= i.hardlink || i.is_clean();
-        }
-        if clean && let Some(id) = d.shards.get(&digest.finish()) {
+        let (digest, clean) = shard_state(st, part.iter().map(|(n, c)| (n.as_slice(), *c)))?;
+        if clean && let Some(id) = d.shards.get(&digest) {
             out.push((*id, part.iter().map(|(n, _)| (*n).clone()).collect()));
         }
     }
@@ -337,14 +347,7 @@ fn encode_content(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<C
         let (mut reused, mut written) = (0usize, 0usize);
         for r in shard_ranges(children.iter().map(|(n, _)| n.as_slice())) {
             let part = &children[r];
-            let mut digest = ShardDigest::default();
-            let mut clean = true;
-            for (name, c) in part {
-                let i = st.get(*c)?;
-                digest.add(name, *c, i.kind, i.hardlink);
-                clean &= i.hardlink || i.is_clean();
-            }
-            let digest = digest.finish();
+            let (digest, clean) = shard_state(st, part.iter().map(|(n, c)| (n.as_slice(), *c)))?;
             let id = match old.get(&digest) {
                 Some(id) if clean => {
                     reused += 1;

@@ -119,6 +119,23 @@ pub enum Op {
         #[serde(default)]
         dry_run: bool,
     },
+    /// Garbage-collect the store (mark & sweep from every root, then repack).
+    Gc {
+        /// Only report what would be reclaimed.
+        #[serde(default)]
+        dry_run: bool,
+    },
+    /// Verify the store (and with `repair`, fix what can be fixed; store offline only).
+    Fsck {
+        /// Rebuild the index from packs and move unusable records aside.
+        #[serde(default)]
+        repair: bool,
+    },
+    /// Delete a session record (not mounted); its checkpoints become reclaimable.
+    SessionRm {
+        /// Session name.
+        name: String,
+    },
     /// Show (and with `set`, change) the session's settings.
     Config {
         /// Fields to change.

@@ -59,6 +59,12 @@ pub struct Daemon {
     stop: AtomicBool,
     /// Mount requests in progress (the daemon does not exit while one runs).
     pending: std::sync::atomic::AtomicUsize,
+    /// Held shared while a session is being created or mounted (its puts are not
+    /// yet reachable from a mounted session's table or a committed record); a gc
+    /// takes it exclusively once, as part of its barrier.
+    publish: std::sync::RwLock<()>,
+    /// Serializes gc and fsck.
+    maintenance: Mutex<()>,
     _lock: StoreLock,
 }
 
@@ -205,6 +211,8 @@ impl Daemon {
             socket,
             stop: AtomicBool::new(false),
             pending: std::sync::atomic::AtomicUsize::new(0),
+            publish: std::sync::RwLock::new(()),
+            maintenance: Mutex::new(()),
             _lock: lock,
         });
         let _ = d.me.set(Arc::downgrade(&d));
@@ -445,6 +453,7 @@ impl Daemon {
                 mp.display()
             )));
         }
+        let _publishing = self.publish.read().unwrap();
         {
             let m = self.mounts.lock().unwrap();
             if let Some((p, _)) = m.iter().find(|(_, v)| v.session.name() == name) {
@@ -625,6 +634,56 @@ impl Daemon {
                 Ok(json!({"mountpoint": mountpoint, "daemon_exiting": exiting}))
             }
             Op::Sessions => self.sessions(),
+            Op::Gc { dry_run } => {
+                let _m = self.maintenance.try_lock().map_err(|_| {
+                    Error::Conflict("a gc or fsck is already running on this store".into())
+                })?;
+                let mut last = Instant::now();
+                let rep = crate::gc::gc(&self.store, self, dry_run, &mut |phase, done, total| {
+                    if last.elapsed() > Duration::from_millis(100) || done == total {
+                        last = Instant::now();
+                        events(
+                            json!({"event": "progress", "phase": phase, "done": done, "total": total}),
+                        );
+                    }
+                })?;
+                Ok(json!({ "gc": rep }))
+            }
+            Op::Fsck { repair } => {
+                if repair {
+                    return Err(Error::Conflict(format!(
+                        "fsck --repair needs the store offline: unmount its {} mounted session(s) first",
+                        self.mounts().len()
+                    )));
+                }
+                let _m = self.maintenance.try_lock().map_err(|_| {
+                    Error::Conflict("a gc or fsck is already running on this store".into())
+                })?;
+                let mut last = Instant::now();
+                let rep = crate::fsck::fsck(&self.store, false, &mut |phase, done, total| {
+                    if last.elapsed() > Duration::from_millis(100) || done == total {
+                        last = Instant::now();
+                        events(
+                            json!({"event": "progress", "phase": phase, "done": done, "total": total}),
+                        );
+                    }
+                })?;
+                Ok(json!({ "fsck": rep, "clean": rep.clean() }))
+            }
+            Op::SessionRm { name } => {
+                if let Some(p) = self.mounted_at(&name) {
+                    return Err(Error::Conflict(format!(
+                        "session {name} is mounted at {}; unmount it first",
+                        p.display()
+                    )));
+                }
+                let _publishing = self.publish.read().unwrap();
+                if self.mounted_at(&name).is_some() {
+                    return Err(Error::Conflict(format!("session {name} is being mounted")));
+                }
+                crate::session::remove_record(&*self.store, &name)?;
+                Ok(json!({ "removed": name }))
+            }
             Op::Shutdown => {
                 self.stop.store(true, Ordering::Relaxed);
                 Ok(json!({}))
@@ -711,6 +770,29 @@ impl Daemon {
                 return;
             }
         }
+    }
+}
+
+impl crate::gc::Live for Daemon {
+    fn barrier(&self) {
+        drop(self.publish.write().unwrap());
+        let sessions: Vec<Arc<Session>> =
+            self.mounts().values().map(|m| m.session.clone()).collect();
+        for s in sessions {
+            s.flush_barrier();
+        }
+    }
+
+    fn live_ids(&self) -> Vec<(String, Vec<crate::id::NodeId>, Vec<crate::id::ChunkId>)> {
+        let sessions: Vec<Arc<Session>> =
+            self.mounts().values().map(|m| m.session.clone()).collect();
+        sessions
+            .into_iter()
+            .map(|s| {
+                let (n, c) = s.live_ids();
+                (s.name().to_string(), n, c)
+            })
+            .collect()
     }
 }
 

@@ -134,9 +134,38 @@ enum Cmd {
         /// Settings to change.
         settings: Vec<String>,
     },
+    /// Reclaim space: drop objects no session, branch or live checkpoint reaches,
+    /// rewrite packs that are mostly garbage. Safe while sessions are mounted.
+    Gc {
+        /// Only report what would be reclaimed.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Verify every reachable object, the index and the records; exit 1 on damage.
+    Fsck {
+        /// Rebuild the index from the packs and move unusable records aside
+        /// (store offline: unmount its sessions first). Never deletes data.
+        #[arg(long)]
+        repair: bool,
+    },
+    /// Manage sessions.
+    Session {
+        #[command(subcommand)]
+        cmd: SessionCmd,
+    },
     /// Run the store daemon (started automatically by `mount`).
     #[command(hide = true)]
     Daemon,
+}
+
+#[derive(Subcommand)]
+enum SessionCmd {
+    /// Delete a session (not mounted). Its checkpoints stay reachable through
+    /// branches and forks that name them; the rest becomes reclaimable by `gc`.
+    Rm {
+        /// Session name.
+        name: String,
+    },
 }
 
 /// The store named explicitly (flag or environment), if any.
@@ -801,6 +830,110 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
         }
+        Cmd::Gc { dry_run } => {
+            let dry_run = *dry_run;
+            let v = store_op(&cli, Op::Gc { dry_run }, |s, p| {
+                let r = treefork::gc::gc(s, &treefork::gc::Offline, dry_run, p)?;
+                Ok(serde_json::json!({ "gc": r }))
+            })?;
+            if cli.json {
+                print_json(&v);
+            } else {
+                let g = &v["gc"];
+                let n = |k: &str| g[k].as_u64().unwrap_or(0);
+                println!(
+                    "{}{} of {} objects unreachable ({}), {} checkpoint(s); packs: {} deleted, {} rewritten ({} copied); store {} -> {}",
+                    if dry_run { "dry run: " } else { "" },
+                    n("objects_reclaimed"),
+                    n("objects_before"),
+                    human_bytes(n("bytes_reclaimed") as f64),
+                    n("checkpoints_reclaimed"),
+                    n("packs_deleted"),
+                    n("packs_repacked"),
+                    human_bytes(n("bytes_copied") as f64),
+                    human_bytes(n("disk_before") as f64),
+                    human_bytes(n("disk_after") as f64),
+                );
+            }
+        }
+        Cmd::Fsck { repair } => {
+            let repair = *repair;
+            let v = store_op(&cli, Op::Fsck { repair }, |s, p| {
+                let r = treefork::fsck::fsck(s, repair, p)?;
+                let clean = r.clean();
+                Ok(serde_json::json!({ "fsck": r, "clean": clean }))
+            })?;
+            let f = &v["fsck"];
+            if cli.json {
+                print_json(&v);
+            } else {
+                let n = |k: &str| f[k].as_u64().unwrap_or(0);
+                println!(
+                    "{} packs, {} records, {} index entries; {} reachable objects verified ({}); {} unindexed records (garbage)",
+                    n("packs"),
+                    n("records"),
+                    n("index_entries"),
+                    n("objects_verified"),
+                    human_bytes(n("bytes_verified") as f64),
+                    n("unindexed_records"),
+                );
+                for t in f["torn_tails"].as_array().into_iter().flatten() {
+                    println!(
+                        "note: torn tail (crash leftover, harmless): {}",
+                        t.as_str().unwrap_or("")
+                    );
+                }
+                for r in f["repaired"].as_array().into_iter().flatten() {
+                    println!("repaired: {}", r.as_str().unwrap_or(""));
+                }
+                for p in f["problems"].as_array().into_iter().flatten() {
+                    let s = |k: &str| p[k].as_str().unwrap_or("");
+                    println!(
+                        "DAMAGED: {}{}{}: {}",
+                        s("owner"),
+                        if s("path").is_empty() {
+                            String::new()
+                        } else {
+                            format!(" path {}", s("path"))
+                        },
+                        if s("object").is_empty() {
+                            String::new()
+                        } else {
+                            format!(" object {}", s("object"))
+                        },
+                        s("error")
+                    );
+                }
+            }
+            let problems = f["problems"].as_array().map_or(0, |a| a.len());
+            if problems > 0 {
+                bail!(
+                    "the store has {problems} problem(s){}",
+                    if repair {
+                        " left after repair"
+                    } else {
+                        "; `treefork fsck --repair` rebuilds what can be rebuilt"
+                    }
+                );
+            }
+            if !cli.json {
+                println!("store is clean");
+            }
+        }
+        Cmd::Session {
+            cmd: SessionCmd::Rm { name },
+        } => {
+            let name = name.clone();
+            let v = store_op(&cli, Op::SessionRm { name: name.clone() }, |s, _| {
+                treefork::session::remove_record(s, &name)?;
+                Ok(serde_json::json!({ "removed": name }))
+            })?;
+            if cli.json {
+                print_json(&v);
+            } else {
+                println!("removed session {name} (run `treefork gc` to reclaim its space)");
+            }
+        }
         Cmd::Sessions => {
             let store = store_dir(&cli)?;
             let v = if daemon::ping(&store).is_some() {
@@ -838,6 +971,51 @@ fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Run a store-level op: through the daemon when one serves the store, else in
+/// this process (holding the store lock), with a progress bar on a terminal.
+fn store_op(
+    cli: &Cli,
+    op: Op,
+    offline: impl FnOnce(
+        &treefork::store::PackStore,
+        &mut dyn FnMut(&str, u64, u64),
+    ) -> treefork::Result<Value>,
+) -> Result<Value> {
+    let store = store_dir(cli)?;
+    let bar = indicatif::ProgressBar::hidden();
+    if std::io::stderr().is_terminal() && !cli.json {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{msg:8} {bar:40} {pos}/{len}").unwrap(),
+        );
+    }
+    let mut show = |phase: &str, done: u64, total: u64| {
+        bar.set_message(phase.to_string());
+        bar.set_length(total);
+        bar.set_position(done);
+    };
+    let v = if daemon::ping(&store).is_some() {
+        call(&store, &op, &mut |ev| {
+            if let (Some(p), Some(d), Some(t)) = (
+                ev["phase"].as_str(),
+                ev["done"].as_u64(),
+                ev["total"].as_u64(),
+            ) {
+                show(p, d, t);
+            }
+        })?
+    } else {
+        if !store.join(treefork::store::STORE_FILE).exists() {
+            bail!("{} is not a treefork store", store.display());
+        }
+        let _lock = treefork::lock::StoreLock::acquire(&store)?;
+        let s = treefork::store::PackStore::open(&store)?;
+        offline(&s, &mut show)?
+    };
+    bar.finish_and_clear();
+    Ok(v)
 }
 
 fn main() {

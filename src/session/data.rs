@@ -139,7 +139,13 @@ impl Session {
             }
         }
         for (out, in_block, len, c) in fetch {
-            let d = get_chunk(&**self.store(), &c, ino)?;
+            let d = get_chunk(&**self.store(), &c, ino).inspect_err(|_| {
+                let path = self.lock().path_of(ino);
+                log::error!(
+                    "read of {path} (ino {ino}) failed: chunk {} is damaged or missing",
+                    c.to_hex()
+                );
+            })?;
             copy_padded(&mut buf[out..out + len], &d, in_block);
         }
         Ok(buf)

@@ -35,6 +35,12 @@ type SealWork = (u64, u64, Arc<Vec<u8>>, Vec<u8>);
 
 impl Session {
     /// Seal written blocks of large files into chunks. Not durable by itself.
+    /// Return once no seal or flush of this session is in progress (gc barrier:
+    /// every object they put is then reachable from the live table or the record).
+    pub fn flush_barrier(&self) {
+        drop(self.flush_lock.lock().unwrap());
+    }
+
     pub fn seal(&self) -> Result<()> {
         let _g = self.flush_lock.lock().unwrap();
         self.seal_locked()

@@ -143,6 +143,19 @@ pub fn list_records(store: &dyn ObjectStore) -> Result<Vec<SessionRecord>> {
     Ok(out)
 }
 
+/// Delete session `name`'s record (the caller makes sure it is not mounted). Its
+/// objects and checkpoints stay until a gc finds nothing else names them.
+pub fn remove_record(store: &dyn ObjectStore, name: &str) -> Result<()> {
+    validate_session_name(name)?;
+    if load_record(store, name)?.is_none() {
+        return Err(Error::NotFound(format!("no session named {name}")));
+    }
+    store.commit(vec![meta::MetaOp::Delete(meta::key(
+        meta::SESSION_PREFIX,
+        name.as_bytes(),
+    ))])
+}
+
 /// Store a root node for an empty workspace owned by `uid:gid`.
 pub fn empty_root(store: &dyn ObjectStore, uid: u32, gid: u32) -> Result<NodeId> {
     let now = Timespec::now();
@@ -287,6 +300,40 @@ impl Session {
         (st.total_bytes, st.total_inodes)
     }
 
+    /// Every object id the live inode table holds, as gc roots: (node ids of any
+    /// type, chunk ids). Covers what no durable root reaches yet — sealed blocks of
+    /// files written since the last flush, open-but-unlinked files, cached shard
+    /// leaves a flush may reuse without writing them again.
+    pub fn live_ids(&self) -> (Vec<NodeId>, Vec<crate::id::ChunkId>) {
+        let st = self.lock();
+        let mut nodes: Vec<NodeId> = st.root_id.into_iter().collect();
+        nodes.extend(st.graft_mark.map(|(_, r)| r));
+        let mut chunks = Vec::new();
+        for i in st.inodes.values() {
+            match &i.data {
+                inode::Data::Dir(d) => {
+                    nodes.extend(d.stored);
+                    nodes.extend(d.shards.values().copied());
+                }
+                inode::Data::File(f) => {
+                    nodes.extend(f.stored);
+                    for b in f.blocks.iter().flat_map(|b| b.values()) {
+                        if let inode::Block::Stored(c) = b {
+                            chunks.push(*c);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        for r in st.link_records.values() {
+            if let crate::tree::Content::Node(id) = r.content {
+                nodes.push(id);
+            }
+        }
+        (nodes, chunks)
+    }
+
     /// Attributes of `ino`.
     pub fn getattr(&self, ino: u64) -> Result<Stat> {
         let st = self.lock();
@@ -328,6 +375,44 @@ pub(crate) fn check_name(name: &[u8]) -> Result<()> {
 }
 
 impl State {
+    /// A path of `ino` for messages: walks `parent` links (names found by scanning
+    /// each parent's loaded entries); hard-linked and orphaned inodes are described.
+    pub fn path_of(&self, ino: u64) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        let mut cur = ino;
+        while cur != 1 {
+            let Some(i) = self.inodes.get(&cur) else {
+                return format!("(inode {ino})");
+            };
+            if i.hardlink {
+                parts.push(format!("(hard-linked inode {cur})"));
+                break;
+            }
+            let name = self.inodes.get(&i.parent).and_then(|p| match &p.data {
+                Data::Dir(d) => d
+                    .entries
+                    .as_ref()?
+                    .iter()
+                    .find(|(_, v)| **v == cur)
+                    .map(|(k, _)| String::from_utf8_lossy(k).into_owned()),
+                _ => None,
+            });
+            match name {
+                Some(n) => parts.push(n),
+                None => {
+                    parts.push(format!("(unlinked inode {cur})"));
+                    break;
+                }
+            }
+            cur = i.parent;
+            if parts.len() > 4096 {
+                break;
+            }
+        }
+        parts.reverse();
+        format!("/{}", parts.join("/"))
+    }
+
     pub(crate) fn get(&self, ino: u64) -> Result<&Inode> {
         self.inodes.get(&ino).ok_or(Error::Posix(libc::ENOENT))
     }

@@ -15,7 +15,7 @@
 pub mod cache;
 pub mod pack;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
@@ -83,6 +83,11 @@ impl Loc {
         v
     }
 
+    /// Bytes the record takes in its pack (header + payload).
+    pub fn record_len(&self) -> u64 {
+        pack::RECORD_HEADER_LEN as u64 + self.stored_len as u64
+    }
+
     /// Decode an index value.
     pub fn decode(b: &[u8]) -> Result<Loc> {
         if b.len() != LOC_LEN || b[0] != LOC_VERSION {
@@ -124,7 +129,7 @@ struct Writer {
     pack: u32,
     file: Option<Arc<File>>,
     offset: u64,
-    unsynced: Vec<Arc<File>>,
+    unsynced: Vec<(u32, Arc<File>)>,
     /// Bytes were appended to `file` since its last fsync.
     dirty: bool,
 }
@@ -137,6 +142,10 @@ pub struct PackStore {
     pending: RwLock<HashMap<[u8; 32], Loc>>,
     readers: RwLock<HashMap<u32, Arc<File>>>,
     cache: ObjectCache,
+    /// While a gc runs: every id `put` since it began (dedup hits included), which
+    /// the sweep must keep. `gc_active` lets `put` skip the lock otherwise.
+    gc_active: std::sync::atomic::AtomicBool,
+    gc_guard: Mutex<HashSet<[u8; 32]>>,
 }
 
 fn pack_path(dir: &Path, n: u32) -> PathBuf {
@@ -242,12 +251,231 @@ impl PackStore {
             pending: RwLock::new(HashMap::new()),
             readers: RwLock::new(HashMap::new()),
             cache: ObjectCache::new(64 << 20),
+            gc_active: std::sync::atomic::AtomicBool::new(false),
+            gc_guard: Mutex::new(HashSet::new()),
         })
     }
 
     /// The store directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Start a gc: from now on every `put` (dedup hits included) is remembered until
+    /// [`gc_end`](Self::gc_end), and [`sweep`](Self::sweep) keeps those objects.
+    pub fn gc_begin(&self) {
+        self.gc_guard.lock().unwrap().clear();
+        self.gc_active
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// End a gc (see [`gc_begin`](Self::gc_begin)).
+    pub fn gc_end(&self) {
+        self.gc_active
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        self.gc_guard.lock().unwrap().clear();
+    }
+
+    /// Every committed index entry.
+    pub fn index(&self) -> Result<Vec<([u8; 32], Loc)>> {
+        let mut out = Vec::new();
+        for (k, v) in self.db.scan(meta::OBJECT_PREFIX)? {
+            let id: [u8; 32] = k[meta::OBJECT_PREFIX.len()..]
+                .try_into()
+                .map_err(|_| Error::corrupt("index", "malformed object key"))?;
+            out.push((id, Loc::decode(&v)?));
+        }
+        Ok(out)
+    }
+
+    /// The objects a sweep keeping `keep` would drop: committed index entries that
+    /// are neither in `keep` nor put since [`gc_begin`](Self::gc_begin).
+    pub fn unreachable(&self, keep: &HashSet<[u8; 32]>) -> Result<Vec<([u8; 32], Loc)>> {
+        let guard = self.gc_guard.lock().unwrap();
+        Ok(self
+            .index()?
+            .into_iter()
+            .filter(|(id, _)| !keep.contains(id) && !guard.contains(id))
+            .collect())
+    }
+
+    /// Drop the index entries of every object not in `keep` and not put since
+    /// [`gc_begin`](Self::gc_begin), together with `extra` metadata ops. Puts wait
+    /// while this runs, so an object deduplicated by a concurrent put is either kept
+    /// (in the guard) or written again (its entry already gone). Returns (objects,
+    /// stored bytes) dropped. The pack bytes stay until [`repack`](Self::repack) or
+    /// [`delete_pack`](Self::delete_pack).
+    pub fn sweep(&self, keep: &HashSet<[u8; 32]>, extra: Vec<MetaOp>) -> Result<(u64, u64)> {
+        let guard = self.gc_guard.lock().unwrap();
+        let dead: Vec<([u8; 32], Loc)> = self
+            .index()?
+            .into_iter()
+            .filter(|(id, _)| !keep.contains(id) && !guard.contains(id))
+            .collect();
+        let bytes: u64 = dead.iter().map(|(_, l)| l.record_len()).sum();
+        let mut ops = extra;
+        for (id, _) in &dead {
+            ops.push(MetaOp::Delete(meta::key(meta::OBJECT_PREFIX, id)));
+            if ops.len() >= 50_000 {
+                self.db.apply(std::mem::take(&mut ops))?;
+            }
+        }
+        self.db.apply(ops)?;
+        drop(guard);
+        for (id, _) in &dead {
+            self.cache.remove(id);
+        }
+        Ok((dead.len() as u64, bytes))
+    }
+
+    /// Pack files on disk: (number, size in bytes), by number.
+    pub fn packs(&self) -> Result<Vec<(u32, u64)>> {
+        let dir = self.dir.join("packs");
+        let mut out = Vec::new();
+        for e in fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
+            let e = e.map_err(|e| Error::io(&dir, e))?;
+            let name = e.file_name();
+            if let Some(n) = name
+                .to_string_lossy()
+                .strip_prefix("pack-")
+                .and_then(|s| s.strip_suffix(".tfp"))
+                .and_then(|s| s.parse::<u32>().ok())
+            {
+                let len = e.metadata().map_err(|err| Error::io(e.path(), err))?.len();
+                out.push((n, len));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Packs that may still gain index entries (the open pack, packs not yet
+    /// fsync'd, packs holding uncommitted puts): a gc never rewrites or deletes them.
+    pub fn protected_packs(&self) -> HashSet<u32> {
+        let w = self.writer.lock().unwrap();
+        let mut p: HashSet<u32> = w.unsynced.iter().map(|(n, _)| *n).collect();
+        if w.file.is_some() {
+            p.insert(w.pack);
+        }
+        p.extend(self.pending.read().unwrap().values().map(|l| l.pack));
+        p
+    }
+
+    /// Close the open pack if everything in it is committed, so a gc may rewrite or
+    /// delete it (the next put starts a new pack). A long-running daemon otherwise
+    /// keeps its first pack open for up to 64 MiB.
+    pub fn close_pack(&self) {
+        let mut w = self.writer.lock().unwrap();
+        let pack = w.pack;
+        if w.file.is_some()
+            && !w.dirty
+            && w.unsynced.is_empty()
+            && !self
+                .pending
+                .read()
+                .unwrap()
+                .values()
+                .any(|l| l.pack == pack)
+        {
+            w.file = None;
+        }
+    }
+
+    /// Path of pack `n`.
+    pub fn pack_path(&self, n: u32) -> PathBuf {
+        pack_path(&self.dir, n)
+    }
+
+    /// Copy the records `live` (all in pack `n`, each verified on the way) into the
+    /// open pack, commit their new locations, then delete pack `n`. A record that
+    /// fails verification stops the repack before anything is deleted. Returns the
+    /// bytes copied.
+    pub fn repack(&self, n: u32, live: &[([u8; 32], Loc)]) -> Result<u64> {
+        let path = pack_path(&self.dir, n);
+        let image = read_pack(&path)?;
+        let mut copied = 0u64;
+        for (id, loc) in live {
+            debug_assert_eq!(loc.pack, n);
+            let start = loc.offset as usize;
+            let end = start + pack::RECORD_HEADER_LEN + loc.stored_len as usize;
+            let what = || {
+                format!(
+                    "{:?} object {} in pack {n}",
+                    loc.kind,
+                    crate::id::hex(&id[..6])
+                )
+            };
+            let rec = image
+                .get(start..end)
+                .ok_or_else(|| Error::corrupt(what(), "pack truncated"))?;
+            let h = RecordHeader::decode(rec)?;
+            if h.id != *id || h.kind != loc.kind || h.stored_len != loc.stored_len {
+                return Err(Error::corrupt(what(), "record header does not match index"));
+            }
+            pack::decode_payload(&h, &rec[pack::RECORD_HEADER_LEN..])?;
+            let mut w = self.writer.lock().unwrap();
+            if w.file.is_none() || w.offset >= PACK_TARGET_SIZE {
+                self.rotate(&mut w)?;
+            }
+            let file = w.file.clone().unwrap();
+            file.write_all_at(rec, w.offset)
+                .map_err(|e| Error::io(pack_path(&self.dir, w.pack), e))?;
+            let new = Loc {
+                pack: w.pack,
+                offset: w.offset,
+                ..*loc
+            };
+            w.offset += rec.len() as u64;
+            w.dirty = true;
+            self.pending.write().unwrap().insert(*id, new);
+            copied += rec.len() as u64;
+        }
+        self.commit(Vec::new())?;
+        self.delete_pack(n)?;
+        Ok(copied)
+    }
+
+    /// Delete pack `n` (the caller has made sure no index entry names it).
+    pub fn delete_pack(&self, n: u32) -> Result<()> {
+        let path = pack_path(&self.dir, n);
+        self.readers.write().unwrap().remove(&n);
+        fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+        if let Ok(d) = File::open(self.dir.join("packs")) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+
+    /// Read and verify an object from its pack, bypassing the cache (fsck).
+    pub fn read_verified(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>> {
+        self.read_object(kind, id).map(Arc::new)
+    }
+
+    fn read_object(&self, kind: Kind, id: &[u8; 32]) -> Result<Vec<u8>> {
+        let what = || format!("{kind:?} object {}", crate::id::hex(&id[..6]));
+        let mut loc = self.lookup(id)?.ok_or_else(|| Error::Missing(what()))?;
+        let f = match self.reader(loc.pack) {
+            Ok(f) => f,
+            // A gc moved the object and removed its pack between our lookup and open.
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                loc = self.lookup(id)?.ok_or_else(|| Error::Missing(what()))?;
+                self.reader(loc.pack)?
+            }
+            Err(e) => return Err(e),
+        };
+        let mut buf = vec![0u8; pack::RECORD_HEADER_LEN + loc.stored_len as usize];
+        f.read_exact_at(&mut buf, loc.offset).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                Error::corrupt(what(), "pack truncated")
+            } else {
+                Error::io(pack_path(&self.dir, loc.pack), e)
+            }
+        })?;
+        let h = RecordHeader::decode(&buf)?;
+        if h.id != *id || h.kind != kind || h.stored_len != loc.stored_len {
+            return Err(Error::corrupt(what(), "record header does not match index"));
+        }
+        pack::decode_payload(&h, &buf[pack::RECORD_HEADER_LEN..])
     }
 
     fn lookup(&self, id: &[u8; 32]) -> Result<Option<Loc>> {
@@ -284,7 +512,7 @@ impl PackStore {
             .map_err(|e| Error::io(&p, e))?;
         let f = Arc::new(f);
         if let Some(old) = w.file.take() {
-            w.unsynced.push(old);
+            w.unsynced.push((w.pack, old));
         }
         self.readers.write().unwrap().insert(n, f.clone());
         w.pack = n;
@@ -301,6 +529,11 @@ impl PackStore {
 impl ObjectStore for PackStore {
     fn put(&self, kind: Kind, raw: &[u8]) -> Result<[u8; 32]> {
         let id = kind.hash(raw);
+        // Guard before the dedup lookup: a sweep either sees this id in the guard or
+        // has already removed the index entry (and then this put writes a new copy).
+        if self.gc_active.load(std::sync::atomic::Ordering::SeqCst) {
+            self.gc_guard.lock().unwrap().insert(id);
+        }
         if self.lookup(&id)?.is_some() {
             return Ok(id);
         }
@@ -346,22 +579,7 @@ impl ObjectStore for PackStore {
         if let Some(v) = self.cache.get(id) {
             return Ok(v);
         }
-        let what = || format!("{kind:?} object {}", crate::id::hex(&id[..6]));
-        let loc = self.lookup(id)?.ok_or_else(|| Error::Missing(what()))?;
-        let f = self.reader(loc.pack)?;
-        let mut buf = vec![0u8; pack::RECORD_HEADER_LEN + loc.stored_len as usize];
-        f.read_exact_at(&mut buf, loc.offset).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                Error::corrupt(what(), "pack truncated")
-            } else {
-                Error::io(pack_path(&self.dir, loc.pack), e)
-            }
-        })?;
-        let h = RecordHeader::decode(&buf)?;
-        if h.id != *id || h.kind != kind || h.stored_len != loc.stored_len {
-            return Err(Error::corrupt(what(), "record header does not match index"));
-        }
-        let raw = Arc::new(pack::decode_payload(&h, &buf[pack::RECORD_HEADER_LEN..])?);
+        let raw = Arc::new(self.read_object(kind, id)?);
         self.cache.insert(*id, raw.clone());
         Ok(raw)
     }
@@ -373,7 +591,7 @@ impl ObjectStore for PackStore {
     fn commit(&self, mut ops: Vec<MetaOp>) -> Result<()> {
         let w = self.writer.lock().unwrap();
         let current = w.file.iter().filter(|_| w.dirty);
-        for f in w.unsynced.iter().chain(current) {
+        for f in w.unsynced.iter().map(|(_, f)| f).chain(current) {
             f.sync_data()
                 .map_err(|e| Error::io(self.dir.join("packs"), e))?;
         }

@@ -1,0 +1,254 @@
+//! Garbage collection: mark from every root, sweep the index, repack mostly-dead packs.
+//!
+//! Owns: the gc protocol. Safe while sessions are mounted and written:
+//! 1. `PackStore::gc_begin` — from now on every `put` (dedup hits too) is guarded;
+//! 2. [`Live::barrier`] — waits for every put that started before (1) to be published
+//!    in a live inode table or a committed root (sessions seal and flush under their
+//!    flush lock; imports under the daemon's import lock);
+//! 3. mark: the durable roots ([`crate::reach::roots`]) and every mounted session's
+//!    live ids ([`crate::session::Session::live_ids`]), walked to every node and chunk;
+//! 4. sweep: one pass under the guard lock drops index entries neither marked nor
+//!    guarded, plus the records of dead checkpoints;
+//! 5. repack: packs no writer can still add to whose live records fill less than
+//!    half of them are copied forward (verified) and deleted; fully dead ones are
+//!    deleted.
+//!
+//! Invariant: an object reachable from any root, any live table or any put since (1)
+//! keeps its index entry; a pack is deleted only after the index names none of its
+//! records (new locations committed first). A gc that finds a damaged record or an
+//! unreadable reachable node refuses to sweep (it could not know what that node
+//! references) and says to run `treefork fsck`.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::id::{ChunkId, NodeId};
+use crate::meta::{self, MetaOp};
+use crate::reach::{self, ChunkCheck, Walk};
+use crate::refs;
+use crate::store::{Kind as ObjKind, ObjectStore, PackStore};
+
+/// What a gc needs from whoever serves mounted sessions.
+pub trait Live {
+    /// Return once every put that started before it was called is published (in a
+    /// live table or a committed root).
+    fn barrier(&self);
+    /// For each mounted session: (name, node ids, chunk ids) its live table holds.
+    fn live_ids(&self) -> Vec<(String, Vec<NodeId>, Vec<ChunkId>)>;
+}
+
+/// No mounted sessions (a gc run by the CLI on a store no daemon serves).
+pub struct Offline;
+
+impl Live for Offline {
+    fn barrier(&self) {}
+    fn live_ids(&self) -> Vec<(String, Vec<NodeId>, Vec<ChunkId>)> {
+        Vec::new()
+    }
+}
+
+/// Result of a gc.
+#[derive(Debug, Default, Serialize)]
+pub struct GcReport {
+    /// Nothing was changed.
+    pub dry_run: bool,
+    /// Index entries before.
+    pub objects_before: u64,
+    /// Objects reachable (nodes + chunks marked).
+    pub objects_live: u64,
+    /// Objects dropped from the index (or that would be, in a dry run).
+    pub objects_reclaimed: u64,
+    /// Their bytes in the packs.
+    pub bytes_reclaimed: u64,
+    /// Checkpoint records dropped (checkpoints of removed sessions no root names).
+    pub checkpoints_reclaimed: u64,
+    /// Packs deleted because nothing in them was live.
+    pub packs_deleted: u64,
+    /// Packs rewritten because they were mostly garbage.
+    pub packs_repacked: u64,
+    /// Live bytes copied by repacking.
+    pub bytes_copied: u64,
+    /// Pack bytes on disk before.
+    pub disk_before: u64,
+    /// Pack bytes on disk after (estimated in a dry run).
+    pub disk_after: u64,
+    /// Mounted sessions whose live tables were marked.
+    pub mounted_sessions: u64,
+    /// Wall time in milliseconds.
+    pub elapsed_ms: u64,
+}
+
+struct GuardEnd<'a>(&'a PackStore);
+impl Drop for GuardEnd<'_> {
+    fn drop(&mut self) {
+        self.0.gc_end();
+    }
+}
+
+/// A pack is rewritten when its live records fill less than this fraction of it.
+pub const REPACK_LIVE_FRACTION: f64 = 0.5;
+
+/// Run a gc. `progress(phase, done, total)` is called now and then.
+pub fn gc(
+    store: &PackStore,
+    live: &dyn Live,
+    dry_run: bool,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<GcReport> {
+    let t0 = Instant::now();
+    let mut rep = GcReport {
+        dry_run,
+        ..GcReport::default()
+    };
+    rep.disk_before = store.packs()?.iter().map(|(_, n)| n).sum();
+    store.gc_begin();
+    let end = GuardEnd(store);
+    live.barrier();
+
+    // Mark.
+    progress("mark", 0, 0);
+    let mut roots = reach::roots(store)?;
+    let tree_roots = roots.tree_roots();
+    if !roots.problems.is_empty() {
+        return Err(refuse(&roots.problems));
+    }
+    let read = |k: ObjKind, id: &[u8; 32]| store.get(k, id);
+    let mut walk = Walk::new(&read, ChunkCheck::Mark);
+    let total = tree_roots.len() as u64;
+    for (i, (owner, id)) in tree_roots.into_iter().enumerate() {
+        walk.root(&owner, id);
+        progress("mark", i as u64 + 1, total);
+    }
+    let sessions = live.live_ids();
+    rep.mounted_sessions = sessions.len() as u64;
+    for (name, nodes, chunks) in sessions {
+        let owner = format!("session {name} (mounted)");
+        for n in nodes {
+            walk.any_node(&owner, n);
+        }
+        for c in chunks {
+            walk.chunk(&owner, "(live)", c.0);
+        }
+    }
+    if !walk.problems.is_empty() {
+        return Err(refuse(&walk.problems));
+    }
+    let marked: HashSet<[u8; 32]> = walk.reached().copied().collect();
+    rep.objects_live = marked.len() as u64;
+    let dead_ckpts: Vec<MetaOp> = roots
+        .checkpoints
+        .keys()
+        .filter(|id| !roots.live.contains(id))
+        .map(|id| MetaOp::Delete(meta::key(refs::CHECKPOINT_PREFIX, &id.0)))
+        .collect();
+    rep.checkpoints_reclaimed = dead_ckpts.len() as u64;
+
+    // Sweep.
+    progress("sweep", 0, 1);
+    let index_before = store.index()?;
+    rep.objects_before = index_before.len() as u64;
+    let dead: HashSet<[u8; 32]> = if dry_run {
+        let d = store.unreachable(&marked)?;
+        rep.objects_reclaimed = d.len() as u64;
+        rep.bytes_reclaimed = d.iter().map(|(_, l)| l.record_len()).sum();
+        d.into_iter().map(|(id, _)| id).collect()
+    } else {
+        let (n, bytes) = store.sweep(&marked, dead_ckpts)?;
+        rep.objects_reclaimed = n;
+        rep.bytes_reclaimed = bytes;
+        HashSet::new()
+    };
+    progress("sweep", 1, 1);
+    drop(end);
+
+    // Repack.
+    let index: Vec<_> = if dry_run {
+        index_before
+            .into_iter()
+            .filter(|(id, _)| !dead.contains(id))
+            .collect()
+    } else {
+        store.index()?
+    };
+    let mut by_pack: HashMap<u32, Vec<([u8; 32], crate::store::Loc)>> = HashMap::new();
+    for (id, loc) in index {
+        by_pack.entry(loc.pack).or_default().push((id, loc));
+    }
+    store.close_pack();
+    let protected = store.protected_packs();
+    let packs = store.packs()?;
+    let mut disk_after = 0u64;
+    let candidates: Vec<(u32, u64)> = packs
+        .into_iter()
+        .filter(|(n, size)| {
+            let keep = protected.contains(n) || {
+                let live: u64 = by_pack
+                    .get(n)
+                    .map_or(0, |v| v.iter().map(|(_, l)| l.record_len()).sum());
+                live as f64 >= *size as f64 * REPACK_LIVE_FRACTION
+            };
+            if keep {
+                disk_after += size;
+            }
+            !keep
+        })
+        .collect();
+    let total = candidates.len() as u64;
+    for (i, (n, _size)) in candidates.into_iter().enumerate() {
+        let live = by_pack.remove(&n).unwrap_or_default();
+        let live_bytes: u64 = live.iter().map(|(_, l)| l.record_len()).sum();
+        disk_after += live_bytes;
+        if live.is_empty() {
+            rep.packs_deleted += 1;
+            if !dry_run {
+                store.delete_pack(n)?;
+            }
+        } else {
+            rep.packs_repacked += 1;
+            rep.bytes_copied += live_bytes;
+            if !dry_run {
+                store.repack(n, &live)?;
+            }
+        }
+        progress("repack", i as u64 + 1, total);
+    }
+    rep.disk_after = if dry_run {
+        disk_after
+    } else {
+        store.packs()?.iter().map(|(_, n)| n).sum()
+    };
+    rep.elapsed_ms = t0.elapsed().as_millis() as u64;
+    log::info!(
+        "gc{}: {} of {} objects reclaimed ({} bytes), {} checkpoints, packs deleted {} repacked {}, disk {} -> {} bytes in {} ms",
+        if dry_run { " (dry run)" } else { "" },
+        rep.objects_reclaimed,
+        rep.objects_before,
+        rep.bytes_reclaimed,
+        rep.checkpoints_reclaimed,
+        rep.packs_deleted,
+        rep.packs_repacked,
+        rep.disk_before,
+        rep.disk_after,
+        rep.elapsed_ms
+    );
+    Ok(rep)
+}
+
+fn refuse(problems: &[reach::Problem]) -> Error {
+    let first = &problems[0];
+    Error::Conflict(format!(
+        "gc refused: {} damaged or unreadable record(s)/object(s), e.g. {} {}{}: {} — run `treefork fsck`",
+        problems.len(),
+        first.owner,
+        first.path,
+        first
+            .object
+            .as_deref()
+            .map(|o| format!(" (object {})", &o[..12.min(o.len())]))
+            .unwrap_or_default(),
+        first.error
+    ))
+}

@@ -1,0 +1,420 @@
+//! Reachability: what the store's roots reach, for garbage collection and fsck.
+//!
+//! Owns: the set of *live checkpoints* and the walk from tree roots to every node and
+//! chunk they reference.
+//!
+//! Roots of the store (see docs/design.md, "Garbage collection"):
+//! - every session record: its working root, its base root and its head checkpoint;
+//! - every branch (ref), including the `auto/...` refs of auto-saves;
+//! - every checkpoint taken in a session that still exists;
+//! - the parent chain of every live checkpoint;
+//! - for mounted sessions, the ids their live inode tables hold (see
+//!   `Session::live_ids`), which a gc adds on top.
+//!
+//! So a checkpoint becomes unreachable only when its session was removed
+//! (`session rm`) and no branch, no other session and no live checkpoint's parent
+//! chain names it; `branch -d` and `session rm` are the only ways to make space
+//! reclaimable.
+//!
+//! The walk is iterative (no recursion limit on deep trees), visits each node once
+//! (dedup makes the graph a DAG), and never aborts: an unreadable node is recorded
+//! as a [`Problem`] with the path it was reached by and the walk goes on.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::id::{CheckpointId, NodeId};
+use crate::refs::{self, Checkpoint};
+use crate::session::SessionRecord;
+use crate::store::{Kind as ObjKind, ObjectStore};
+use crate::tree::{AnyDir, Content, Entry, FileNode, Kind, NODE_MAGIC, Record, RootNode};
+
+/// Something wrong found while walking.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Problem {
+    /// What holds the damaged path: `session NAME`, `checkpoint ID`, `branch NAME`.
+    pub owner: String,
+    /// Path inside the tree (`/` = the root), when the problem is inside a tree.
+    pub path: String,
+    /// The object id (hex), when one is involved.
+    pub object: Option<String>,
+    /// What is wrong.
+    pub error: String,
+}
+
+/// The store's durable roots.
+#[derive(Debug, Default)]
+pub struct Roots {
+    /// Session records.
+    pub sessions: Vec<SessionRecord>,
+    /// Branches: (name, checkpoint hex).
+    pub branches: Vec<(String, String)>,
+    /// Every checkpoint record, by id.
+    pub checkpoints: HashMap<CheckpointId, Checkpoint>,
+    /// Checkpoints that are live (see module docs).
+    pub live: HashSet<CheckpointId>,
+    /// Records that could not be read or that name something missing.
+    pub problems: Vec<Problem>,
+}
+
+/// Read every session, branch and checkpoint record and compute the live checkpoints.
+pub fn roots(store: &dyn ObjectStore) -> Result<Roots> {
+    let mut r = Roots::default();
+    for (k, v) in store.meta_scan(crate::meta::SESSION_PREFIX)? {
+        let name = String::from_utf8_lossy(&k[crate::meta::SESSION_PREFIX.len()..]).into_owned();
+        match serde_json::from_slice::<SessionRecord>(&v) {
+            Ok(s) => r.sessions.push(s),
+            Err(e) => r.problems.push(Problem {
+                owner: format!("session {name}"),
+                path: String::new(),
+                object: None,
+                error: format!("unreadable session record: {e}"),
+            }),
+        }
+    }
+    for (k, v) in store.meta_scan(refs::REF_PREFIX)? {
+        let name = String::from_utf8_lossy(&k[refs::REF_PREFIX.len()..]).into_owned();
+        match serde_json::from_slice::<refs::RefRecord>(&v) {
+            Ok(rr) => r.branches.push((name, rr.checkpoint)),
+            Err(e) => r.problems.push(Problem {
+                owner: format!("branch {name}"),
+                path: String::new(),
+                object: None,
+                error: format!("unreadable ref record: {e}"),
+            }),
+        }
+    }
+    for (k, v) in store.meta_scan(refs::CHECKPOINT_PREFIX)? {
+        let body = &k[refs::CHECKPOINT_PREFIX.len()..];
+        let Ok(raw) = <[u8; 32]>::try_from(body) else {
+            r.problems.push(Problem {
+                owner: format!("checkpoint key {}", crate::id::hex(body)),
+                path: String::new(),
+                object: None,
+                error: "malformed checkpoint key".into(),
+            });
+            continue;
+        };
+        let id = CheckpointId(raw);
+        match serde_json::from_slice::<Checkpoint>(&v) {
+            Ok(c) => {
+                r.checkpoints.insert(id, c);
+            }
+            Err(e) => r.problems.push(Problem {
+                owner: format!("checkpoint {}", id.to_hex()),
+                path: String::new(),
+                object: None,
+                error: format!("unreadable checkpoint record: {e}"),
+            }),
+        }
+    }
+    // Live checkpoints: seeds, then parent chains.
+    let names: HashSet<&str> = r.sessions.iter().map(|s| s.name.as_str()).collect();
+    let mut stack: Vec<(CheckpointId, String)> = Vec::new();
+    for (id, c) in &r.checkpoints {
+        if names.contains(c.session.as_str()) {
+            stack.push((*id, format!("session {}", c.session)));
+        }
+    }
+    for s in &r.sessions {
+        if let Some(h) = &s.head {
+            stack.push(parse_cid(
+                h,
+                &format!("session {}", s.name),
+                &mut r.problems,
+            ));
+        }
+    }
+    for (name, c) in &r.branches {
+        stack.push(parse_cid(c, &format!("branch {name}"), &mut r.problems));
+    }
+    while let Some((id, owner)) = stack.pop() {
+        if id.0 == [0; 32] || r.live.contains(&id) {
+            continue;
+        }
+        let Some(c) = r.checkpoints.get(&id) else {
+            r.problems.push(Problem {
+                owner,
+                path: String::new(),
+                object: Some(id.to_hex()),
+                error: "names a checkpoint that does not exist".into(),
+            });
+            continue;
+        };
+        r.live.insert(id);
+        if let Some(p) = &c.parent {
+            stack.push(parse_cid(
+                p,
+                &format!("checkpoint {} (parent)", id.to_hex()),
+                &mut r.problems,
+            ));
+        }
+    }
+    Ok(r)
+}
+
+fn parse_cid(hex: &str, owner: &str, problems: &mut Vec<Problem>) -> (CheckpointId, String) {
+    match CheckpointId::from_hex(hex) {
+        Some(id) => (id, owner.to_string()),
+        None => {
+            problems.push(Problem {
+                owner: owner.to_string(),
+                path: String::new(),
+                object: None,
+                error: format!("malformed checkpoint id {hex:?}"),
+            });
+            (CheckpointId([0; 32]), owner.to_string())
+        }
+    }
+}
+
+impl Roots {
+    /// Every tree root to walk, with the owner to name in problems.
+    pub fn tree_roots(&mut self) -> Vec<(String, NodeId)> {
+        let mut out = Vec::new();
+        let mut bad = Vec::new();
+        for s in &self.sessions {
+            for (what, hex) in [("root", &s.root), ("base", &s.base)] {
+                match NodeId::from_hex(hex) {
+                    Some(id) => out.push((format!("session {}", s.name), id)),
+                    None => bad.push(Problem {
+                        owner: format!("session {}", s.name),
+                        path: String::new(),
+                        object: None,
+                        error: format!("malformed {what} id {hex:?}"),
+                    }),
+                }
+            }
+        }
+        let mut live: Vec<_> = self.live.iter().copied().collect();
+        live.sort();
+        for id in live {
+            let c = &self.checkpoints[&id];
+            match c.root_id() {
+                Ok(root) => out.push((format!("checkpoint {}", id.to_hex()), root)),
+                Err(e) => bad.push(Problem {
+                    owner: format!("checkpoint {}", id.to_hex()),
+                    path: String::new(),
+                    object: None,
+                    error: e.to_string(),
+                }),
+            }
+        }
+        self.problems.extend(bad);
+        out
+    }
+}
+
+/// How chunks are treated by a [`Walk`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ChunkCheck {
+    /// Only record chunk ids (gc).
+    Mark,
+    /// Also read and verify every chunk (fsck).
+    Verify,
+}
+
+/// Reads an object, verifying its hash (fsck passes an uncached reader).
+pub type Reader<'a> = &'a (dyn Fn(ObjKind, &[u8; 32]) -> Result<Arc<Vec<u8>>> + Sync);
+
+enum Item {
+    Root(NodeId),
+    Record(Record),
+    Dir(NodeId),
+    File(NodeId),
+    Any(NodeId),
+}
+
+/// A walk over trees, accumulating reached objects and problems.
+pub struct Walk<'a> {
+    read: Reader<'a>,
+    chunks_mode: ChunkCheck,
+    /// Node ids reached (read and decoded successfully or not).
+    pub nodes: HashSet<[u8; 32]>,
+    /// Chunk ids reached.
+    pub chunks: HashSet<[u8; 32]>,
+    /// Problems found.
+    pub problems: Vec<Problem>,
+    /// Bytes of chunk data read (Verify mode).
+    pub bytes_verified: u64,
+}
+
+impl<'a> Walk<'a> {
+    /// A new walk reading with `read`.
+    pub fn new(read: Reader<'a>, chunks_mode: ChunkCheck) -> Walk<'a> {
+        Walk {
+            read,
+            chunks_mode,
+            nodes: HashSet::new(),
+            chunks: HashSet::new(),
+            problems: Vec::new(),
+            bytes_verified: 0,
+        }
+    }
+
+    /// Every object id reached (nodes and chunks).
+    pub fn reached(&self) -> impl Iterator<Item = &[u8; 32]> {
+        self.nodes.iter().chain(self.chunks.iter())
+    }
+
+    /// Walk the tree under root node `id`.
+    pub fn root(&mut self, owner: &str, id: NodeId) {
+        self.run(owner, "/".into(), Item::Root(id));
+    }
+
+    /// Walk a node of unknown type (a live session's table holds root, directory
+    /// and file node ids): its type byte decides.
+    pub fn any_node(&mut self, owner: &str, id: NodeId) {
+        self.run(owner, "(live)".into(), Item::Any(id));
+    }
+
+    /// Record a chunk id (a live session's sealed block).
+    pub fn chunk(&mut self, owner: &str, path: &str, id: [u8; 32]) {
+        if !self.chunks.insert(id) || self.chunks_mode == ChunkCheck::Mark {
+            return;
+        }
+        match (self.read)(ObjKind::Chunk, &id) {
+            Ok(b) => self.bytes_verified += b.len() as u64,
+            Err(e) => self.problem(owner, path, &id, e.to_string()),
+        }
+    }
+
+    fn problem(&mut self, owner: &str, path: &str, id: &[u8; 32], error: String) {
+        self.problems.push(Problem {
+            owner: owner.to_string(),
+            path: path.to_string(),
+            object: Some(crate::id::hex(id)),
+            error,
+        });
+    }
+
+    /// Read a node once; `None` when already visited or unreadable (then recorded).
+    fn node(&mut self, owner: &str, path: &str, id: &NodeId) -> Option<Arc<Vec<u8>>> {
+        if !self.nodes.insert(id.0) {
+            return None;
+        }
+        match (self.read)(ObjKind::Node, &id.0) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                self.problem(owner, path, &id.0, e.to_string());
+                None
+            }
+        }
+    }
+
+    fn run(&mut self, owner: &str, path: String, first: Item) {
+        let mut stack = vec![(path, first)];
+        while let Some((path, item)) = stack.pop() {
+            match item {
+                Item::Any(id) => {
+                    // Peek the type byte without marking, then dispatch.
+                    if self.nodes.contains(&id.0) {
+                        continue;
+                    }
+                    match (self.read)(ObjKind::Node, &id.0) {
+                        Ok(b) if b.len() > 5 && &b[..4] == NODE_MAGIC => {
+                            let next = match b[5] {
+                                b'R' => Item::Root(id),
+                                b'F' => Item::File(id),
+                                _ => Item::Dir(id),
+                            };
+                            stack.push((path, next));
+                        }
+                        Ok(_) => {
+                            self.nodes.insert(id.0);
+                            self.problem(owner, &path, &id.0, "not a tree node".into());
+                        }
+                        Err(e) => {
+                            self.nodes.insert(id.0);
+                            self.problem(owner, &path, &id.0, e.to_string());
+                        }
+                    }
+                }
+                Item::Root(id) => {
+                    let Some(b) = self.node(owner, &path, &id) else {
+                        continue;
+                    };
+                    match RootNode::decode(&b) {
+                        Ok(r) => {
+                            for l in r.links {
+                                let p = format!("(hard-linked inode {})", l.ino);
+                                stack.push((p, Item::Record(l)));
+                            }
+                            stack.push(("/".into(), Item::Record(r.root)));
+                        }
+                        Err(e) => self.problem(owner, &path, &id.0, e.to_string()),
+                    }
+                }
+                Item::Record(r) => {
+                    if let Content::Node(id) = r.content {
+                        match r.kind {
+                            Kind::Dir => stack.push((path, Item::Dir(id))),
+                            Kind::File => stack.push((path, Item::File(id))),
+                            _ => self.problem(owner, &path, &id.0, "node on a special file".into()),
+                        }
+                    }
+                }
+                Item::Dir(id) => {
+                    let Some(b) = self.node(owner, &path, &id) else {
+                        continue;
+                    };
+                    match AnyDir::decode(&b) {
+                        Ok(AnyDir::Index(ix)) => {
+                            for (_, leaf) in ix.shards {
+                                stack.push((path.clone(), Item::Dir(leaf)));
+                            }
+                        }
+                        Ok(AnyDir::Flat(d)) => {
+                            for (name, e) in d.entries {
+                                if let Entry::Inline(r) = e {
+                                    let p = join(&path, &name);
+                                    stack.push((p, Item::Record(r)));
+                                }
+                            }
+                        }
+                        Err(e) => self.problem(owner, &path, &id.0, e.to_string()),
+                    }
+                }
+                Item::File(id) => {
+                    let Some(b) = self.node(owner, &path, &id) else {
+                        continue;
+                    };
+                    match FileNode::decode(&b) {
+                        Ok(FileNode::Inline(_)) => {}
+                        Ok(FileNode::Blocks { blocks, .. }) => {
+                            for (_, c) in blocks {
+                                self.chunk(owner, &path, c.0);
+                            }
+                        }
+                        Err(e) => self.problem(owner, &path, &id.0, e.to_string()),
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn join(dir: &str, name: &[u8]) -> String {
+    let name = String::from_utf8_lossy(name);
+    if dir.ends_with('/') {
+        format!("{dir}{name}")
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// Convenience used by tests: every object reached from the store's durable roots.
+pub fn reachable(store: &dyn ObjectStore) -> Result<(Roots, HashSet<[u8; 32]>)> {
+    let mut r = roots(store)?;
+    let read = |k: ObjKind, id: &[u8; 32]| store.get(k, id);
+    let mut w = Walk::new(&read, ChunkCheck::Mark);
+    for (owner, id) in r.tree_roots() {
+        w.root(&owner, id);
+    }
+    let all: HashSet<[u8; 32]> = w.reached().copied().collect();
+    r.problems.extend(w.problems);
+    Ok((r, all))
+}

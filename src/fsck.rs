@@ -130,9 +130,8 @@ pub fn fsck(
         indexed.insert((loc.pack, loc.offset));
         let ok = match at.get(&(loc.pack, loc.offset)) {
             Some(h) => h.id == *id && h.kind == loc.kind && h.stored_len == loc.stored_len,
-            None if loc.offset >= scanned_len.get(&loc.pack).copied().unwrap_or(0)
-                && scanned_len.contains_key(&loc.pack) =>
-            {
+            // Written after we read that pack (or the pack is newer): read it.
+            None if loc.offset >= scanned_len.get(&loc.pack).copied().unwrap_or(0) => {
                 store.read_verified(loc.kind, id).is_ok()
             }
             None => false,
@@ -253,6 +252,11 @@ pub fn fsck(
         if !ops.is_empty() {
             store.commit(ops)?;
         }
+        // What is left: a fresh check of the repaired store.
+        let after = fsck(store, false, progress)?;
+        rep.problems = after.problems;
+        rep.unindexed_records = after.unindexed_records;
+        rep.index_entries = after.index_entries;
     }
     progress("done", 1, 1);
     Ok(rep)

@@ -164,7 +164,13 @@ pub fn gc(
     progress("sweep", 1, 1);
     drop(end);
 
-    // Repack.
+    // Repack. List the packs, close the open pack, then decide which packs are
+    // protected and only then read the index: a listed, unprotected pack gains no
+    // entries from then on, so the index read below lists every live record in it
+    // (a pack created after the listing is not a candidate).
+    let packs = store.packs()?;
+    store.close_pack();
+    let protected = store.protected_packs();
     let index: Vec<_> = if dry_run {
         index_before
             .into_iter()
@@ -177,9 +183,6 @@ pub fn gc(
     for (id, loc) in index {
         by_pack.entry(loc.pack).or_default().push((id, loc));
     }
-    store.close_pack();
-    let protected = store.protected_packs();
-    let packs = store.packs()?;
     let mut disk_after = 0u64;
     let candidates: Vec<(u32, u64)> = packs
         .into_iter()

@@ -5,6 +5,7 @@ mod harness;
 
 mod cli;
 mod consistency;
+mod maintenance;
 mod persistence;
 mod posix;
 mod programs;

@@ -1,0 +1,318 @@
+//! Store maintenance on real mounts: gc (with concurrent writers), session rm,
+//! fsck (clean, corrupt chunk, lost index, dangling refs) and repair.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::Value;
+
+use crate::harness::{Mount, fuse_available, pattern, tf, tf_ok};
+
+fn json(store: &Path, args: &[&str]) -> Value {
+    let mut a = vec!["--json"];
+    a.extend_from_slice(args);
+    serde_json::from_str(&tf_ok(store, &a)).unwrap()
+}
+
+fn gc(store: &Path) -> Value {
+    json(store, &["gc"])["gc"].clone()
+}
+
+fn fsck_clean(store: &Path) {
+    let o = tf(store, &["fsck"]);
+    assert!(
+        o.status.success(),
+        "fsck found problems:\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn write_synced(path: &Path, data: &[u8]) {
+    let mut f = fs::File::create(path).unwrap();
+    f.write_all(data).unwrap();
+    f.sync_all().unwrap();
+}
+
+#[test]
+fn gc_reclaims_only_what_session_rm_and_branch_delete_release() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new();
+    let keep = pattern(2 << 20, 1);
+    fs::write(m.p("keep"), &keep).unwrap();
+    let mp = m.mp.to_str().unwrap();
+    tf_ok(&m.store, &["-C", mp, "checkpoint", "-m", "base"]);
+    // A fork with data of its own, checkpointed, and a branch on it.
+    let fmp = m.tmp.path().join("fork");
+    fs::create_dir_all(&fmp).unwrap();
+    let fmp = fmp.to_str().unwrap();
+    tf_ok(&m.store, &["-C", mp, "fork", "f", "--mount", fmp]);
+    let own = pattern(3 << 20, 2);
+    fs::write(Path::new(fmp).join("own"), &own).unwrap();
+    tf_ok(&m.store, &["-C", fmp, "checkpoint", "-m", "fork work"]);
+    tf_ok(&m.store, &["-C", fmp, "branch", "keepme"]);
+    tf_ok(&m.store, &["umount", fmp]);
+
+    // Nothing is garbage yet beyond superseded nodes.
+    let g = json(&m.store, &["gc", "--dry-run"])["gc"].clone();
+    assert!(g["bytes_reclaimed"].as_u64().unwrap() < 100_000, "{g}");
+
+    // A mounted session cannot be removed; an unknown one is an error.
+    let o = tf(&m.store, &["session", "rm", "s"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is mounted"));
+    let o = tf(&m.store, &["session", "rm", "nope"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no session named nope"));
+
+    // Removing the fork: its checkpoint is still named by the branch.
+    tf_ok(&m.store, &["session", "rm", "f"]);
+    let g = gc(&m.store);
+    assert!(g["bytes_reclaimed"].as_u64().unwrap() < 100_000, "{g}");
+    assert_eq!(g["checkpoints_reclaimed"], 0, "{g}");
+    fsck_clean(&m.store);
+    // The branch still shows the fork's data.
+    let f2 = m.tmp.path().join("fork2");
+    fs::create_dir_all(&f2).unwrap();
+    let f2 = f2.to_str().unwrap();
+    tf_ok(
+        &m.store,
+        &["-C", mp, "fork", "f2", "--from", "keepme", "--mount", f2],
+    );
+    assert_eq!(fs::read(Path::new(f2).join("own")).unwrap(), own);
+    tf_ok(&m.store, &["umount", f2]);
+    tf_ok(&m.store, &["session", "rm", "f2"]);
+
+    // Deleting the branch releases the fork's data: the store shrinks.
+    tf_ok(&m.store, &["-C", mp, "branch", "-d", "keepme"]);
+    let g = gc(&m.store);
+    assert!(g["bytes_reclaimed"].as_u64().unwrap() >= 3 << 20, "{g}");
+    assert!(g["checkpoints_reclaimed"].as_u64().unwrap() >= 1, "{g}");
+    assert!(
+        g["disk_after"].as_u64().unwrap() + (3 << 20) <= g["disk_before"].as_u64().unwrap(),
+        "{g}"
+    );
+    // Everything the live session reaches is intact, now and after a remount.
+    assert_eq!(fs::read(m.p("keep")).unwrap(), keep);
+    fsck_clean(&m.store);
+    m.umount();
+    fsck_clean(&m.store);
+    m.mount();
+    assert_eq!(fs::read(m.p("keep")).unwrap(), keep);
+    tf_ok(&m.store, &["-C", mp, "checkout", "HEAD"]);
+}
+
+#[test]
+fn gc_with_concurrent_writers_removes_nothing_reachable() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Arc::new(Mount::new());
+    let stop = Arc::new(AtomicBool::new(false));
+    let gc_runs = {
+        let (m, stop) = (m.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let o = tf(&m.store, &["gc"]);
+                assert!(
+                    o.status.success(),
+                    "gc failed: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+                n += 1;
+            }
+            n
+        })
+    };
+    // Writers: each owns some files, rewrites them (with shared content so dedup
+    // hits objects a gc may be sweeping), deletes some, checkpoints now and then.
+    let writers: Vec<_> = (0..2u64)
+        .map(|w| {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                let mut expect: HashMap<String, Vec<u8>> = HashMap::new();
+                for round in 0..40u64 {
+                    for f in 0..6u64 {
+                        let name = format!("w{w}-f{f}");
+                        if (round + f) % 5 == 4 {
+                            let _ = fs::remove_file(m.p(&name));
+                            expect.remove(&name);
+                            continue;
+                        }
+                        // Seeds repeat across rounds and writers: content that was
+                        // garbage a moment ago comes back.
+                        let seed = (round * 7 + f) % 11;
+                        let len = 70_000 + (seed as usize) * 40_000;
+                        let data = pattern(len, seed);
+                        if f % 2 == 0 {
+                            write_synced(&m.p(&name), &data);
+                        } else {
+                            fs::write(m.p(&name), &data).unwrap();
+                        }
+                        expect.insert(name, data);
+                    }
+                    if round % 10 == 9 {
+                        tf_ok(
+                            &m.store,
+                            &["-C", m.mp.to_str().unwrap(), "checkpoint", "-m", "w"],
+                        );
+                    }
+                }
+                expect
+            })
+        })
+        .collect();
+    let mut expect = HashMap::new();
+    for w in writers {
+        expect.extend(w.join().unwrap());
+    }
+    stop.store(true, Ordering::Relaxed);
+    let runs = gc_runs.join().unwrap();
+    assert!(runs >= 2, "gc ran {runs} times");
+    gc(&m.store);
+    for (name, data) in &expect {
+        assert_eq!(&fs::read(m.p(name)).unwrap(), data, "{name}");
+    }
+    fsck_clean(&m.store);
+    m.umount();
+    gc(&m.store);
+    fsck_clean(&m.store);
+    m.mount();
+    for (name, data) in &expect {
+        assert_eq!(&fs::read(m.p(name)).unwrap(), data, "{name} after remount");
+    }
+    // Every checkpoint is still whole.
+    let log = json(&m.store, &["-C", m.mp.to_str().unwrap(), "log"]);
+    assert!(log["checkpoints"].as_array().unwrap().len() >= 8, "{log}");
+}
+
+/// Flip one byte inside the payload of the record of `id` in the store's packs.
+fn corrupt_object(store: &Path, id: &[u8; 32]) {
+    for e in fs::read_dir(store.join("packs")).unwrap() {
+        let p = e.unwrap().path();
+        let mut bytes = fs::read(&p).unwrap();
+        let (recs, _) = treefork::store::pack::scan(&bytes);
+        if let Some(r) = recs.iter().find(|r| r.header.id == *id) {
+            let at = r.offset as usize
+                + treefork::store::pack::RECORD_HEADER_LEN
+                + r.header.stored_len as usize / 2;
+            bytes[at] ^= 0x55;
+            fs::write(&p, bytes).unwrap();
+            return;
+        }
+    }
+    panic!("object not found in any pack");
+}
+
+#[test]
+fn corrupt_chunk_is_eio_and_fsck_names_file_and_object() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new();
+    fs::create_dir_all(m.p("dir")).unwrap();
+    let victim = pattern(200_000, 9);
+    fs::write(m.p("dir/victim"), &victim).unwrap();
+    let fine = pattern(150_000, 10);
+    fs::write(m.p("fine"), &fine).unwrap();
+    m.umount();
+    // The second 64 KiB block of the victim.
+    let block = &victim[65536..131072];
+    let id = treefork::store::Kind::Chunk.hash(block);
+    corrupt_object(&m.store, &id);
+    m.mount();
+    let e = fs::read(m.p("dir/victim")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    // The first block is still readable; other files read fine.
+    let mut f = fs::File::open(m.p("dir/victim")).unwrap();
+    let mut first = vec![0u8; 65536];
+    std::io::Read::read_exact(&mut f, &mut first).unwrap();
+    assert_eq!(first, victim[..65536]);
+    drop(f);
+    assert_eq!(fs::read(m.p("fine")).unwrap(), fine);
+    let log = crate::harness::daemon_log(&m.store);
+    assert!(
+        log.contains("/dir/victim") && log.contains(&treefork::id::hex(&id)),
+        "daemon log does not name the file and chunk:\n{log}"
+    );
+    // fsck (online, through the daemon) names the file and the object.
+    let o = tf(&m.store, &["fsck"]);
+    assert!(!o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("/dir/victim") && out.contains(&treefork::id::hex(&id)),
+        "{out}"
+    );
+    // Repair needs the store offline, and cannot invent the lost bytes: the
+    // problem stays reported, nothing else is touched.
+    let o = tf(&m.store, &["fsck", "--repair"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("offline"));
+    m.umount();
+    let o = tf(&m.store, &["fsck", "--repair"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("/dir/victim"));
+    m.mount();
+    assert_eq!(fs::read(m.p("fine")).unwrap(), fine);
+}
+
+#[test]
+fn fsck_repair_rebuilds_index_and_moves_dangling_refs_aside() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new();
+    let data = pattern(500_000, 3);
+    fs::write(m.p("f"), &data).unwrap();
+    fs::write(m.p("small"), b"small").unwrap();
+    tf_ok(
+        &m.store,
+        &["-C", m.mp.to_str().unwrap(), "checkpoint", "-m", "c"],
+    );
+    m.umount();
+    {
+        // Lose a third of the index and add a branch to a checkpoint that does not exist.
+        use treefork::meta::{self, MetaOp};
+        use treefork::store::ObjectStore;
+        let _lock = treefork::lock::StoreLock::acquire(&m.store).unwrap();
+        let s = treefork::store::PackStore::open(&m.store).unwrap();
+        let mut ops: Vec<MetaOp> = s
+            .index()
+            .unwrap()
+            .iter()
+            .step_by(3)
+            .map(|(id, _)| MetaOp::Delete(meta::key(meta::OBJECT_PREFIX, id)))
+            .collect();
+        assert!(!ops.is_empty());
+        ops.push(MetaOp::Put(
+            b"r/dangling".to_vec(),
+            format!(r#"{{"checkpoint":"{}","created":0}}"#, "ab".repeat(32)).into_bytes(),
+        ));
+        s.commit(ops).unwrap();
+    }
+    let o = tf(&m.store, &["fsck"]);
+    assert!(!o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("branch dangling"), "{out}");
+    assert!(out.contains("missing object"), "{out}");
+    let o = tf(&m.store, &["fsck", "--repair"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("repaired: index"), "{out}");
+    assert!(out.contains("moved branch dangling aside"), "{out}");
+    fsck_clean(&m.store);
+    m.mount();
+    assert_eq!(fs::read(m.p("f")).unwrap(), data);
+    assert_eq!(fs::read(m.p("small")).unwrap(), b"small");
+    let b = json(&m.store, &["-C", m.mp.to_str().unwrap(), "branches"]);
+    assert!(!b.to_string().contains("dangling"), "{b}");
+}

@@ -14,6 +14,7 @@
 
 pub mod cache;
 pub mod pack;
+pub mod space;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
@@ -137,6 +138,7 @@ pub struct PackStore {
     pending: RwLock<HashMap<[u8; 32], Loc>>,
     readers: RwLock<HashMap<u32, Arc<File>>>,
     cache: ObjectCache,
+    reserve: space::Reserve,
 }
 
 fn pack_path(dir: &Path, n: u32) -> PathBuf {
@@ -242,6 +244,7 @@ impl PackStore {
             pending: RwLock::new(HashMap::new()),
             readers: RwLock::new(HashMap::new()),
             cache: ObjectCache::new(64 << 20),
+            reserve: space::Reserve::new(dir),
         })
     }
 
@@ -280,8 +283,11 @@ impl PackStore {
             .write(true)
             .open(&p)
             .map_err(|e| Error::io(&p, e))?;
-        f.write_all(&pack::pack_header())
-            .map_err(|e| Error::io(&p, e))?;
+        if let Err(e) = f.write_all(&pack::pack_header()) {
+            // Do not leave the number taken (the next rotate would fail with EEXIST).
+            let _ = fs::remove_file(&p);
+            return Err(Error::io(&p, e));
+        }
         let f = Arc::new(f);
         if let Some(old) = w.file.take() {
             w.unsynced.push(old);
@@ -324,10 +330,14 @@ impl ObjectStore for PackStore {
             self.rotate(&mut w)?;
         }
         let file = w.file.clone().unwrap();
+        self.reserve.append(&self.dir, rec.len() as u64)?;
         // Positional write at our own offset: a failed (e.g. ENOSPC) partial write is
-        // simply overwritten by the next record.
-        file.write_all_at(&rec, w.offset)
-            .map_err(|e| Error::io(pack_path(&self.dir, w.pack), e))?;
+        // simply overwritten by the next record; cut it off now to free its space.
+        if let Err(e) = file.write_all_at(&rec, w.offset) {
+            let _ = file.set_len(w.offset);
+            self.reserve.forget();
+            return Err(Error::io(pack_path(&self.dir, w.pack), e));
+        }
         let loc = Loc {
             kind,
             codec,
@@ -371,6 +381,7 @@ impl ObjectStore for PackStore {
     }
 
     fn commit(&self, mut ops: Vec<MetaOp>) -> Result<()> {
+        self.reserve.commit(&self.dir)?;
         let w = self.writer.lock().unwrap();
         let current = w.file.iter().filter(|_| w.dirty);
         for f in w.unsynced.iter().chain(current) {

@@ -5,6 +5,7 @@ mod harness;
 
 mod cli;
 mod consistency;
+mod enospc;
 mod persistence;
 mod posix;
 mod programs;

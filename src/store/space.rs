@@ -19,8 +19,9 @@ use crate::error::{Error, Result};
 /// Environment variable overriding the reserve (bytes).
 pub const RESERVE_ENV: &str = "TREEFORK_RESERVE_BYTES";
 
-/// Appends are allowed without asking the filesystem again for this many bytes.
-const BUDGET_MAX: u64 = 16 << 20;
+/// Appends are allowed without asking the filesystem again for this many bytes
+/// (small: other programs may fill the disk meanwhile; a statvfs per MiB is free).
+const BUDGET_MAX: u64 = 1 << 20;
 
 /// Free space kept for the metadata database.
 pub struct Reserve {

@@ -238,8 +238,13 @@ fn enospc_reaches_the_writer_and_the_session_recovers_without_remount() {
     let free = avail(&filler);
     let big = pattern(24 << 20, 3);
     let outcome = write_fsync(&m.p("big"), &big);
-    eprintln!("store had {free} bytes free; writing 24 MiB gave {outcome:?}");
+    eprintln!(
+        "store had {free} bytes free; writing 24 MiB gave {outcome:?}; {} bytes free now",
+        avail(&filler)
+    );
     assert!(is_enospc(&outcome), "expected ENOSPC, got {outcome:?}");
+    // The store stopped at its reserve instead of filling the disk.
+    assert!(avail(&filler) > 1 << 20, "{} bytes free", avail(&filler));
 
     // Nothing earlier is harmed, and the control commands answer (clearly) at once.
     check_files(m, &before_files, "while full");

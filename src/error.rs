@@ -2,7 +2,9 @@
 //!
 //! Policy: library code returns [`Error`]; `anyhow` is used only by the binary.
 //! FUSE handlers turn an `Error` into an errno with [`Error::errno`] and nowhere else.
-//! Whenever that answer is `EIO`, the cause is logged there, so no EIO goes unexplained.
+//! Whenever that answer is `EIO`, the cause is logged there, so no EIO goes unexplained;
+//! other store I/O errors (ENOSPC, EDQUOT, ...) are logged as warnings and keep their
+//! errno.
 
 use std::io;
 use std::path::PathBuf;
@@ -83,8 +85,8 @@ impl Error {
     pub fn errno(&self) -> i32 {
         let e = match self {
             Error::Posix(e) => *e,
-            Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
-            Error::Meta(sled::Error::Io(e)) => e.raw_os_error().unwrap_or(libc::EIO),
+            Error::Io { source, .. } => io_errno(source),
+            Error::Meta(sled::Error::Io(e)) => io_errno(e),
             Error::Meta(_) | Error::Corrupt { .. } | Error::Missing(_) => libc::EIO,
             Error::Locked { .. } | Error::Conflict(_) | Error::ShuttingDown => libc::EBUSY,
             Error::Invalid(_) => libc::EINVAL,
@@ -92,6 +94,8 @@ impl Error {
         };
         if e == libc::EIO {
             log::error!("answering EIO: {self}");
+        } else if matches!(self, Error::Io { .. } | Error::Meta(_)) {
+            log::warn!("answering {}: {self}", errno_name(e));
         }
         e
     }
@@ -118,6 +122,22 @@ pub fn posix<T>(errno: i32) -> Result<T> {
     Err(Error::Posix(errno))
 }
 
+/// The errno of an I/O error. sled re-creates the `io::Error` it stored when it
+/// reports it again (losing the OS code but keeping the kind), so the kinds a full or
+/// failing disk produces map back to their errnos.
+fn io_errno(e: &io::Error) -> i32 {
+    if let Some(n) = e.raw_os_error() {
+        return n;
+    }
+    match e.kind() {
+        io::ErrorKind::StorageFull => libc::ENOSPC,
+        io::ErrorKind::QuotaExceeded => libc::EDQUOT,
+        io::ErrorKind::ReadOnlyFilesystem => libc::EROFS,
+        io::ErrorKind::FileTooLarge => libc::EFBIG,
+        _ => libc::EIO,
+    }
+}
+
 fn errno_name(e: i32) -> String {
     io::Error::from_raw_os_error(e).to_string()
 }
@@ -132,5 +152,16 @@ mod tests {
         assert_eq!(e.errno(), libc::ENOSPC);
         assert_eq!(Error::Posix(libc::ENOENT).errno(), libc::ENOENT);
         assert_eq!(Error::corrupt("chunk", "hash").errno(), libc::EIO);
+    }
+
+    #[test]
+    fn sled_io_errors_keep_their_errno() {
+        // sled clones its remembered error as io::Error::new(kind, debug string).
+        let full = io::Error::from_raw_os_error(libc::ENOSPC);
+        let cloned = io::Error::new(full.kind(), format!("{full:?}"));
+        assert_eq!(Error::Meta(sled::Error::Io(full)).errno(), libc::ENOSPC);
+        assert_eq!(Error::Meta(sled::Error::Io(cloned)).errno(), libc::ENOSPC);
+        let other = io::Error::other("x");
+        assert_eq!(Error::Meta(sled::Error::Io(other)).errno(), libc::EIO);
     }
 }

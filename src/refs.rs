@@ -94,6 +94,25 @@ impl Checkpoint {
         }
     }
 
+    /// Parse a stored record (`c/<id>` value), checking what later code relies on:
+    /// the version and that the id, root and parent are well-formed hex ids.
+    pub fn decode(what: &str, bytes: &[u8]) -> Result<Checkpoint> {
+        let bad = |why: String| Error::corrupt(format!("checkpoint {what}"), why);
+        let c: Checkpoint = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
+        if c.version != CHECKPOINT_VERSION {
+            return Err(bad(format!("unsupported version {}", c.version)));
+        }
+        if CheckpointId::from_hex(&c.id).is_none()
+            || NodeId::from_hex(&c.root).is_none()
+            || c.parent
+                .as_deref()
+                .is_some_and(|p| CheckpointId::from_hex(p).is_none())
+        {
+            return Err(bad("bad id, root or parent".into()));
+        }
+        Ok(c)
+    }
+
     /// Typed id.
     pub fn cid(&self) -> CheckpointId {
         CheckpointId::from_hex(&self.id).expect("checkpoint id is hex")
@@ -119,8 +138,7 @@ pub fn load(store: &dyn ObjectStore, id: &CheckpointId) -> Result<Checkpoint> {
     let v = store
         .meta_get(&meta::key(CHECKPOINT_PREFIX, &id.0))?
         .ok_or_else(|| Error::NotFound(format!("unknown checkpoint {}", id.to_hex())))?;
-    serde_json::from_slice(&v)
-        .map_err(|e| Error::corrupt(format!("checkpoint {id}"), e.to_string()))
+    Checkpoint::decode(&id.to_string(), &v)
 }
 
 /// A branch ref.
@@ -130,6 +148,14 @@ pub struct RefRecord {
     pub checkpoint: String,
     /// Creation time (unix s).
     pub created: i64,
+}
+
+impl RefRecord {
+    /// Parse a stored ref (`r/<name>` value).
+    pub fn decode(name: &str, bytes: &[u8]) -> Result<RefRecord> {
+        serde_json::from_slice(bytes)
+            .map_err(|e| Error::corrupt(format!("ref {name}"), e.to_string()))
+    }
 }
 
 /// Validate a branch name: 1-200 bytes; `/`-separated components that are not
@@ -174,9 +200,7 @@ pub fn validate_ref_name(name: &str) -> Result<()> {
 pub fn get_ref(store: &dyn ObjectStore, name: &str) -> Result<Option<RefRecord>> {
     match store.meta_get(&meta::key(REF_PREFIX, name.as_bytes()))? {
         None => Ok(None),
-        Some(v) => serde_json::from_slice(&v)
-            .map(Some)
-            .map_err(|e| Error::corrupt(format!("ref {name}"), e.to_string())),
+        Some(v) => RefRecord::decode(name, &v).map(Some),
     }
 }
 
@@ -198,8 +222,7 @@ pub fn list_refs(store: &dyn ObjectStore) -> Result<Vec<(String, RefRecord)>> {
     let mut out = Vec::new();
     for (k, v) in store.meta_scan(REF_PREFIX)? {
         let name = String::from_utf8_lossy(&k[REF_PREFIX.len()..]).into_owned();
-        let r: RefRecord = serde_json::from_slice(&v)
-            .map_err(|e| Error::corrupt(format!("ref {name}"), e.to_string()))?;
+        let r = RefRecord::decode(&name, &v)?;
         out.push((name, r));
     }
     Ok(out)
@@ -288,6 +311,41 @@ mod tests {
             &"f".repeat(64),
         ] {
             assert!(validate_ref_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+
+        /// Stored checkpoint and ref records: arbitrary or mutated bytes never panic,
+        /// and valid records round-trip.
+        #[test]
+        fn record_decoders_never_panic(
+            msg in ".{0,40}",
+            parent in proptest::prelude::any::<bool>(),
+            flips in proptest::collection::vec((proptest::prelude::any::<usize>(), 0u8..8), 0..4),
+            cut in proptest::prelude::any::<usize>(),
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+        ) {
+            let p = Checkpoint::new("s", NodeId::of(b"p"), None, "p", "manual", 0);
+            let c = Checkpoint::new("s", NodeId::of(msg.as_bytes()), parent.then(|| p.cid()), &msg, "auto", 3);
+            let bytes = serde_json::to_vec(&c).unwrap();
+            proptest::prop_assert_eq!(&Checkpoint::decode("x", &bytes).unwrap(), &c);
+            let mut m = bytes.clone();
+            for (at, bit) in &flips {
+                let i = at % m.len();
+                m[i] ^= 1 << bit;
+            }
+            m.truncate(cut % (m.len() + 1));
+            if let Ok(d) = Checkpoint::decode("x", &m) {
+                let _ = (d.cid(), d.root_id().unwrap(), d.op());
+            }
+            let _ = Checkpoint::decode("x", &junk);
+            let r = RefRecord { checkpoint: c.id.clone(), created: 7 };
+            let rb = serde_json::to_vec(&r).unwrap();
+            proptest::prop_assert_eq!(RefRecord::decode("b", &rb).unwrap(), r);
+            let _ = RefRecord::decode("b", &m);
+            let _ = RefRecord::decode("b", &junk);
         }
     }
 

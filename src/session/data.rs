@@ -158,6 +158,11 @@ impl Session {
             .checked_add(data.len() as u64)
             .filter(|e| *e <= MAX_FILE_SIZE)
             .ok_or(crate::error::Error::Posix(libc::EFBIG))?;
+        if self.dirty_bytes.load(Ordering::Relaxed) > SEAL_THRESHOLD {
+            // The last seal failed (disk full): retry it before taking more data
+            // into memory, and refuse this write while it keeps failing.
+            self.seal()?;
+        }
         let grown = {
             let mut st = self.lock();
             let store = self.store().clone();

@@ -85,8 +85,8 @@ impl Session {
         let workers = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(4);
-        let sealed: Vec<_> = if workers < 2 || work.len() < 4 {
-            work.into_iter().map(seal_one).collect::<Result<_>>()?
+        let sealed: Result<Vec<_>> = if workers < 2 || work.len() < 4 {
+            work.into_iter().map(seal_one).collect()
         } else {
             let mut parts: Vec<Vec<_>> = (0..workers).map(|_| Vec::new()).collect();
             for (i, w) in work.into_iter().enumerate() {
@@ -104,11 +104,23 @@ impl Session {
                     .map(|h| h.join().expect("seal worker panicked"))
                     .collect()
             });
-            let mut all = Vec::new();
-            for r in results {
+            results.into_iter().try_fold(Vec::new(), |mut all, r| {
                 all.extend(r?);
+                Ok(all)
+            })
+        };
+        // A failed put (ENOSPC, EIO) leaves every block in memory as `Mem` (only the
+        // swap below makes a block `Stored`), and counts them as unsealed again so
+        // the next write retries the seal (and is refused while it keeps failing)
+        // instead of piling up more memory. Records that did reach the pack stay
+        // pending in the store and are reused by id on the retry.
+        let sealed = match sealed {
+            Ok(s) => s,
+            Err(e) => {
+                self.dirty_bytes
+                    .fetch_add(sealed_bytes as u64, Ordering::Relaxed);
+                return Err(e);
             }
-            all
         };
         let mut st = self.lock();
         for (ino, idx, arc, id) in sealed {

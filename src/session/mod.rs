@@ -120,13 +120,24 @@ pub fn validate_session_name(name: &str) -> Result<()> {
     }
 }
 
+impl SessionRecord {
+    /// Parse a stored session record (`s/<name>` value), checking that its root is a
+    /// well-formed id (opening the session relies on it).
+    pub fn decode(name: &str, bytes: &[u8]) -> Result<SessionRecord> {
+        let bad = |why: String| Error::corrupt(format!("session record {name}"), why);
+        let r: SessionRecord = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
+        if NodeId::from_hex(&r.root).is_none() {
+            return Err(bad("bad root id".into()));
+        }
+        Ok(r)
+    }
+}
+
 /// Read a session record.
 pub fn load_record(store: &dyn ObjectStore, name: &str) -> Result<Option<SessionRecord>> {
     match store.meta_get(&meta::key(meta::SESSION_PREFIX, name.as_bytes()))? {
         None => Ok(None),
-        Some(v) => serde_json::from_slice(&v)
-            .map(Some)
-            .map_err(|e| Error::corrupt(format!("session record {name}"), e.to_string())),
+        Some(v) => SessionRecord::decode(name, &v).map(Some),
     }
 }
 
@@ -135,10 +146,7 @@ pub fn list_records(store: &dyn ObjectStore) -> Result<Vec<SessionRecord>> {
     let mut out = Vec::new();
     for (k, v) in store.meta_scan(meta::SESSION_PREFIX)? {
         let name = String::from_utf8_lossy(&k[meta::SESSION_PREFIX.len()..]).into_owned();
-        out.push(
-            serde_json::from_slice(&v)
-                .map_err(|e| Error::corrupt(format!("session record {name}"), e.to_string()))?,
-        );
+        out.push(SessionRecord::decode(&name, &v)?);
     }
     Ok(out)
 }
@@ -574,6 +582,44 @@ impl State {
         {
             self.inodes.remove(&ino);
             self.dirty_files.remove(&ino);
+        }
+    }
+}
+
+#[cfg(test)]
+mod record_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Stored session records: valid ones round-trip; arbitrary or mutated bytes
+        /// give a record or `Corrupt`, never a panic.
+        #[test]
+        fn session_record_decoder(
+            name in "[a-z][a-z0-9._-]{0,20}",
+            bytes in any::<i64>(),
+            head in any::<bool>(),
+            flips in proptest::collection::vec((any::<usize>(), 0u8..8), 0..4),
+            cut in any::<usize>(),
+            junk in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
+            let mut r = new_record(&name, NodeId::of(name.as_bytes()), bytes, 3).unwrap();
+            r.head = head.then(|| NodeId::of(b"h").to_hex());
+            let enc = serde_json::to_vec(&r).unwrap();
+            prop_assert_eq!(&SessionRecord::decode(&name, &enc).unwrap(), &r);
+            let mut m = enc.clone();
+            for (at, bit) in &flips {
+                let i = at % m.len();
+                m[i] ^= 1 << bit;
+            }
+            m.truncate(cut % (m.len() + 1));
+            match SessionRecord::decode(&name, &m) {
+                Ok(d) => prop_assert!(NodeId::from_hex(&d.root).is_some()),
+                Err(e) => prop_assert!(matches!(e, Error::Corrupt { .. }), "{}", e),
+            }
+            let _ = SessionRecord::decode(&name, &junk);
         }
     }
 }

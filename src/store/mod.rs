@@ -14,6 +14,7 @@
 
 pub mod cache;
 pub mod pack;
+pub mod space;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
@@ -125,6 +126,19 @@ struct StoreDescriptor {
     version: u32,
 }
 
+/// Check the bytes of a store descriptor (`treefork.store`); `what` names it in errors.
+pub fn check_descriptor(what: &str, bytes: &[u8]) -> Result<()> {
+    let d: StoreDescriptor = serde_json::from_slice(bytes)
+        .map_err(|e| Error::corrupt(what, format!("unreadable: {e}")))?;
+    if d.format != STORE_FORMAT || d.version != STORE_VERSION {
+        return Err(Error::corrupt(
+            what,
+            format!("unsupported format {} version {}", d.format, d.version),
+        ));
+    }
+    Ok(())
+}
+
 struct Writer {
     pack: u32,
     file: Option<Arc<File>>,
@@ -146,6 +160,7 @@ pub struct PackStore {
     /// the sweep must keep. `gc_active` lets `put` skip the lock otherwise.
     gc_active: std::sync::atomic::AtomicBool,
     gc_guard: Mutex<HashSet<[u8; 32]>>,
+    reserve: space::Reserve,
 }
 
 fn pack_path(dir: &Path, n: u32) -> PathBuf {
@@ -186,15 +201,7 @@ impl PackStore {
                     Error::io(&desc_path, e)
                 }
             })?;
-            let d: StoreDescriptor = serde_json::from_slice(&bytes).map_err(|e| {
-                Error::corrupt(desc_path.display().to_string(), format!("unreadable: {e}"))
-            })?;
-            if d.format != STORE_FORMAT || d.version != STORE_VERSION {
-                return Err(Error::corrupt(
-                    desc_path.display().to_string(),
-                    format!("unsupported format {} version {}", d.format, d.version),
-                ));
-            }
+            check_descriptor(&desc_path.display().to_string(), &bytes)?;
             fs::create_dir_all(dir.join("packs")).map_err(|e| Error::io(dir, e))?;
         }
         let meta_dir = dir.join("meta");
@@ -253,6 +260,7 @@ impl PackStore {
             cache: ObjectCache::new(64 << 20),
             gc_active: std::sync::atomic::AtomicBool::new(false),
             gc_guard: Mutex::new(HashSet::new()),
+            reserve: space::Reserve::new(dir),
         })
     }
 
@@ -508,8 +516,11 @@ impl PackStore {
             .write(true)
             .open(&p)
             .map_err(|e| Error::io(&p, e))?;
-        f.write_all(&pack::pack_header())
-            .map_err(|e| Error::io(&p, e))?;
+        if let Err(e) = f.write_all(&pack::pack_header()) {
+            // Do not leave the number taken (the next rotate would fail with EEXIST).
+            let _ = fs::remove_file(&p);
+            return Err(Error::io(&p, e));
+        }
         let f = Arc::new(f);
         if let Some(old) = w.file.take() {
             w.unsynced.push((w.pack, old));
@@ -557,10 +568,14 @@ impl ObjectStore for PackStore {
             self.rotate(&mut w)?;
         }
         let file = w.file.clone().unwrap();
+        self.reserve.append(&self.dir, rec.len() as u64)?;
         // Positional write at our own offset: a failed (e.g. ENOSPC) partial write is
-        // simply overwritten by the next record.
-        file.write_all_at(&rec, w.offset)
-            .map_err(|e| Error::io(pack_path(&self.dir, w.pack), e))?;
+        // simply overwritten by the next record; cut it off now to free its space.
+        if let Err(e) = file.write_all_at(&rec, w.offset) {
+            let _ = file.set_len(w.offset);
+            self.reserve.forget();
+            return Err(Error::io(pack_path(&self.dir, w.pack), e));
+        }
         let loc = Loc {
             kind,
             codec,
@@ -589,6 +604,7 @@ impl ObjectStore for PackStore {
     }
 
     fn commit(&self, mut ops: Vec<MetaOp>) -> Result<()> {
+        self.reserve.commit(&self.dir)?;
         let w = self.writer.lock().unwrap();
         let current = w.file.iter().filter(|_| w.dirty);
         for f in w.unsynced.iter().map(|(_, f)| f).chain(current) {
@@ -780,6 +796,64 @@ mod tests {
         let s = PackStore::open(d.path()).unwrap();
         let e = s.get(Kind::Chunk, &id).unwrap_err();
         assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+
+        /// Index entries: valid ones round-trip, any other bytes are `Corrupt`.
+        #[test]
+        fn loc_decoder(
+            kind in 1u8..3, codec in 0u8..2, pack: u32, offset: u64, stored_len: u32, raw_len: u32,
+            flip in proptest::option::of((0usize..LOC_LEN, 0u8..8)),
+            cut in 0usize..LOC_LEN + 2,
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+        ) {
+            let l = Loc {
+                kind: Kind::from_u8(kind).unwrap(),
+                codec: if codec == 0 { Codec::Raw } else { Codec::Zstd },
+                pack, offset, stored_len, raw_len,
+            };
+            let mut b = l.encode();
+            proptest::prop_assert_eq!(Loc::decode(&b).unwrap(), l);
+            if let Some((i, bit)) = flip {
+                b[i] ^= 1 << bit;
+            }
+            b.truncate(cut);
+            match Loc::decode(&b) {
+                Ok(d) => proptest::prop_assert_eq!(d.encode(), b),
+                Err(e) => proptest::prop_assert!(matches!(e, Error::Corrupt { .. }), "{}", e),
+            }
+            if let Ok(d) = Loc::decode(&junk) {
+                proptest::prop_assert_eq!(d.encode(), junk);
+            }
+        }
+
+        /// Store descriptors: the written one is accepted, anything else is refused
+        /// as corrupt (never a panic).
+        #[test]
+        fn descriptor_decoder(
+            flips in proptest::collection::vec((proptest::prelude::any::<usize>(), 0u8..8), 0..3),
+            cut in proptest::prelude::any::<usize>(),
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..100),
+        ) {
+            let good = serde_json::to_vec_pretty(&StoreDescriptor {
+                format: STORE_FORMAT.into(),
+                version: STORE_VERSION,
+            })
+            .unwrap();
+            proptest::prop_assert!(check_descriptor("d", &good).is_ok());
+            let mut m = good.clone();
+            for (at, bit) in &flips {
+                let i = at % m.len();
+                m[i] ^= 1 << bit;
+            }
+            m.truncate(cut % (m.len() + 1));
+            if let Err(e) = check_descriptor("d", &m) {
+                proptest::prop_assert!(matches!(e, Error::Corrupt { .. }), "{}", e);
+            }
+            proptest::prop_assert!(check_descriptor("d", &junk).is_err());
+        }
     }
 
     #[test]

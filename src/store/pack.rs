@@ -291,6 +291,108 @@ mod tests {
         }
     }
 
+    /// A valid pack of `objs` and the offset of each record.
+    fn pack_of(objs: &[Vec<u8>]) -> (Vec<u8>, Vec<usize>) {
+        let mut pack = pack_header();
+        let mut offs = Vec::new();
+        for (i, o) in objs.iter().enumerate() {
+            offs.push(pack.len());
+            let kind = if i % 2 == 0 { Kind::Chunk } else { Kind::Node };
+            pack.extend(record(kind, o));
+        }
+        (pack, offs)
+    }
+
+    /// Every record `scan` returns lies inside the pack, and its payload decodes to
+    /// bytes with the header's id or is rejected as corrupt.
+    fn check_scanned(pack: &[u8], recs: &[Scanned]) -> Result<(), TestCaseError> {
+        for r in recs {
+            let start = r.offset as usize + RECORD_HEADER_LEN;
+            let end = start + r.header.stored_len as usize;
+            prop_assert!(end <= pack.len());
+            match decode_payload(&r.header, &pack[start..end]) {
+                Ok(raw) => prop_assert_eq!(r.header.kind.hash(&raw), r.header.id),
+                Err(e) => prop_assert!(matches!(e, Error::Corrupt { .. }), "{}", e),
+            }
+        }
+        Ok(())
+    }
+
+    fn objects() -> impl Strategy<Value = Vec<Vec<u8>>> {
+        proptest::collection::vec(
+            prop_oneof![
+                proptest::collection::vec(any::<u8>(), 0..300),
+                (any::<u8>(), 0usize..3000).prop_map(|(b, n)| vec![b; n]),
+            ],
+            1..6,
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+        /// Truncated packs: exactly the records wholly before the cut come back, and
+        /// the torn one is reported at its offset.
+        #[test]
+        fn scan_truncated_pack(objs in objects(), cut in any::<usize>()) {
+            let (pack, offs) = pack_of(&objs);
+            let cut = cut % (pack.len() + 1);
+            let torn = &pack[..cut];
+            let (recs, err) = scan(torn);
+            check_scanned(torn, &recs)?;
+            let whole = offs
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| offs.get(i + 1).copied().unwrap_or(pack.len()) <= cut)
+                .count();
+            if cut < PACK_HEADER_LEN as usize {
+                prop_assert!(recs.is_empty() && err.is_some());
+            } else {
+                prop_assert_eq!(recs.len(), whole);
+                match offs.get(whole) {
+                    Some(&o) if o < cut => prop_assert_eq!(err.map(|e| e.0), Some(o as u64)),
+                    _ => prop_assert!(err.is_none()),
+                }
+            }
+        }
+
+        /// Bit-flipped packs: no panic; what scan returns is in bounds and every
+        /// payload either verifies or is rejected as corrupt.
+        #[test]
+        fn scan_bit_flipped_pack(
+            objs in objects(),
+            flips in proptest::collection::vec((any::<usize>(), 0u8..8), 1..6),
+        ) {
+            let (mut pack, _) = pack_of(&objs);
+            for (at, bit) in flips {
+                let i = at % pack.len();
+                pack[i] ^= 1 << bit;
+            }
+            let (recs, err) = scan(&pack);
+            check_scanned(&pack, &recs)?;
+            if let Some((off, e)) = err {
+                prop_assert!(off as usize <= pack.len());
+                prop_assert!(matches!(e, Error::Corrupt { .. }), "{}", e);
+            }
+        }
+
+        /// Random bytes after a valid header, and random record headers.
+        #[test]
+        fn scan_random_records(
+            body in proptest::collection::vec(any::<u8>(), 0..600),
+            hdr in proptest::collection::vec(any::<u8>(), RECORD_HEADER_LEN..RECORD_HEADER_LEN + 8),
+        ) {
+            let mut pack = pack_header();
+            pack.extend(&body);
+            let (recs, _) = scan(&pack);
+            check_scanned(&pack, &recs)?;
+            if let Ok(h) = RecordHeader::decode(&hdr) {
+                prop_assert_eq!(&h.encode()[..4], &hdr[..4]);
+                prop_assert_eq!(RecordHeader::decode(&h.encode()).unwrap(), h);
+            }
+        }
+    }
+
     #[test]
     fn flipped_byte_is_detected() {
         let raw = vec![7u8; 10_000];

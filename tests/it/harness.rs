@@ -82,6 +82,19 @@ impl Mount {
         m
     }
 
+    /// A session `session` of the store at `store`, to be mounted on `mp` (not mounted
+    /// yet); `tmp` is kept alive with it. For tests that need the store somewhere
+    /// special (e.g. on a size-limited filesystem).
+    pub fn at(tmp: tempfile::TempDir, store: PathBuf, mp: PathBuf, session: &str) -> Mount {
+        std::fs::create_dir_all(&mp).unwrap();
+        Mount {
+            tmp,
+            store,
+            mp,
+            session: session.to_string(),
+        }
+    }
+
     /// Mount (again).
     pub fn mount(&self) {
         tf_ok(

@@ -5,6 +5,7 @@ mod harness;
 
 mod cli;
 mod consistency;
+mod enospc;
 mod maintenance;
 mod persistence;
 mod posix;

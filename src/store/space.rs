@@ -1,0 +1,102 @@
+//! The free-space reserve of a store.
+//!
+//! Owns: deciding whether a pack append or a metadata commit may use the remaining
+//! space of the filesystem holding the store. Pack appends stop (ENOSPC) while fewer
+//! than [`Reserve::bytes`] would remain free, and commits stop below a quarter of
+//! it, so the metadata database (whose first failed write poisons it, see
+//! `crate::meta`) always finds room for the commit that names what the packs hold.
+//! Only other programs filling the disk can still make a sled write fail.
+//!
+//! The reserve is `TREEFORK_RESERVE_BYTES` when set (0 disables it; tests use that
+//! to reach sled's own ENOSPC), else 1/32 of the filesystem, between 1 and 64 MiB.
+
+use std::io;
+use std::path::Path;
+use std::sync::Mutex;
+
+use crate::error::{Error, Result};
+
+/// Environment variable overriding the reserve (bytes).
+pub const RESERVE_ENV: &str = "TREEFORK_RESERVE_BYTES";
+
+/// Appends are allowed without asking the filesystem again for this many bytes
+/// (small: other programs may fill the disk meanwhile; a statvfs per MiB is free).
+const BUDGET_MAX: u64 = 1 << 20;
+
+/// Free space kept for the metadata database.
+pub struct Reserve {
+    bytes: u64,
+    /// Bytes that may still be appended before free space is measured again.
+    budget: Mutex<u64>,
+}
+
+impl Reserve {
+    /// The reserve for a store in `dir`.
+    pub fn new(dir: &Path) -> Reserve {
+        let bytes = match std::env::var(RESERVE_ENV).ok().and_then(|v| v.parse().ok()) {
+            Some(b) => b,
+            None => super::statvfs_bytes(dir).map_or(1 << 20, |(total, _, _)| {
+                (total / 32).clamp(1 << 20, 64 << 20)
+            }),
+        };
+        Reserve {
+            bytes,
+            budget: Mutex::new(0),
+        }
+    }
+
+    /// Bytes kept free.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// May `len` more bytes be appended to a pack in `dir`?
+    pub fn append(&self, dir: &Path, len: u64) -> Result<()> {
+        if self.bytes == 0 {
+            return Ok(());
+        }
+        let mut budget = self.budget.lock().unwrap();
+        if *budget < len {
+            let Some((_, _, avail)) = super::statvfs_bytes(dir) else {
+                return Ok(());
+            };
+            *budget = avail.saturating_sub(self.bytes).min(BUDGET_MAX);
+            if *budget < len {
+                *budget = 0;
+                return Err(self.full(dir, avail));
+            }
+        }
+        *budget -= len;
+        Ok(())
+    }
+
+    /// May a metadata commit run?
+    pub fn commit(&self, dir: &Path) -> Result<()> {
+        if self.bytes == 0 {
+            return Ok(());
+        }
+        match super::statvfs_bytes(dir) {
+            Some((_, _, avail)) if avail < self.bytes / 4 => Err(self.full(dir, avail)),
+            _ => Ok(()),
+        }
+    }
+
+    /// A failed append may have consumed space: measure again next time.
+    pub fn forget(&self) {
+        *self.budget.lock().unwrap() = 0;
+    }
+
+    fn full(&self, dir: &Path, avail: u64) -> Error {
+        Error::io(
+            dir,
+            io::Error::new(
+                io::ErrorKind::StorageFull,
+                format!(
+                    "No space left on device ({} KiB free; the store keeps {} KiB free for its index)",
+                    avail >> 10,
+                    self.bytes >> 10
+                ),
+            ),
+        )
+    }
+}

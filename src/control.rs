@@ -480,10 +480,15 @@ impl Client {
     /// Send `op`; feed event lines to `on_event`; return the final response.
     pub fn call(&mut self, op: &Op, on_event: &mut dyn FnMut(&Value)) -> Result<Value> {
         let io = |e| Error::io("control socket", e);
-        self.stream
-            .get_mut()
-            .write_all(&encode_request(op))
-            .map_err(io)?;
+        if let Err(e) = self.stream.get_mut().write_all(&encode_request(op)) {
+            // A refused connection (`forbidden`, `busy`) is answered and closed at
+            // once, possibly before the request is written: read that answer.
+            let mut line = String::new();
+            return match self.stream.read_line(&mut line) {
+                Ok(n) if n > 0 => serde_json::from_str(&line).map_err(|_| io(e)),
+                _ => Err(io(e)),
+            };
+        }
         loop {
             let mut line = String::new();
             let n = self.stream.read_line(&mut line).map_err(io)?;

@@ -948,6 +948,14 @@ impl Daemon {
             Ok(r) => r,
             Err(e) => return Ok(control::error_response(e.code, &e.message)),
         };
+        if !ctx.role.allows(&req.op) {
+            log::info!(
+                "session {}: refused {} on an agent socket",
+                ctx.bound.as_deref().unwrap_or("?"),
+                req.op.name()
+            );
+            return Err(ctx.role.refusal(&req.op));
+        }
         let target = match (&ctx.bound, &req.session) {
             (Some(b), Some(s)) if b != s => {
                 return Err(Error::Invalid(format!(
@@ -957,14 +965,6 @@ impl Daemon {
             (Some(b), _) => Some(b.clone()),
             (None, s) => s.clone(),
         };
-        if !ctx.role.allows(&req.op) {
-            log::info!(
-                "session {}: refused {} on an agent socket",
-                target.as_deref().unwrap_or("?"),
-                req.op.name()
-            );
-            return Err(ctx.role.refusal(&req.op));
-        }
         let is_ping = req.op == Op::Ping;
         let mut ev_out = out.try_clone().ok();
         let mut events = |v: Value| {

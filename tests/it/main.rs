@@ -8,4 +8,5 @@ mod consistency;
 mod persistence;
 mod posix;
 mod programs;
+mod security;
 mod snapshots;

@@ -1,7 +1,9 @@
 //! Control protocol: versioned newline-delimited JSON over a Unix socket.
 //!
 //! Owns: request parsing (bounded, never panics), response framing, socket paths,
-//! and the client used by the CLI. A request is one line `{"v":1,"op":"...",...}`;
+//! the mount registry, roles ([`Role::allows`], the one place ops are classified as
+//! user-only or also allowed to agents), the per-connection limits ([`RateLimit`],
+//! [`MAX_CONNECTIONS`]), and the client used by the CLI. A request is one line `{"v":1,"op":"...",...}`;
 //! the server may send event lines (`{"event":"progress",...}`) and then exactly one
 //! response line: `{"ok":true,...}` or `{"ok":false,"error":{"code":..,"message":..}}`.
 //! See docs/protocol.md.

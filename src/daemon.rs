@@ -1,7 +1,8 @@
 //! The store daemon: one process per store, serving every mounted session of it.
 //!
-//! Owns: the store lock, the open store, the control socket, the table of mounts,
-//! periodic flushing, and orderly shutdown. One process per store because sled allows
+//! Owns: the store lock, the open store, the control sockets (the store's, each
+//! session's, and optional agent-role sockets: peer check, role check, rate bound,
+//! connection cap), the table of mounts, periodic flushing, and orderly shutdown. One process per store because sled allows
 //! one opener; it also lets every session share one object cache.
 //!
 //! Lifecycle: the CLI starts the daemon on first mount (or runs it in the foreground);

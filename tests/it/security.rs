@@ -712,3 +712,43 @@ fn one_daemon_per_store_and_one_mount_per_session() {
     assert_eq!(v["changes"], json!([{"path": "f", "change": "added"}]));
     assert!(treefork::daemon::ping(&m.store.canonicalize().unwrap()).is_some());
 }
+
+#[test]
+fn user_fork_can_serve_an_agent_socket() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new();
+    fs::write(m.p("f"), "x").unwrap();
+    let fmp = m.tmp.path().join("fork");
+    fs::create_dir(&fmp).unwrap();
+    let sock = m.tmp.path().join("fork-agent.sock");
+    let v = user_ok(
+        &m,
+        &[
+            "fork",
+            "g",
+            "--mount",
+            fmp.to_str().unwrap(),
+            "--agent-socket",
+            sock.to_str().unwrap(),
+        ],
+    );
+    let guard = Unmount(m.store.clone(), fmp.clone());
+    assert_eq!(v["agent_socket"], sock.to_str().unwrap());
+    assert!(v["checkpoint"].is_string(), "{v}");
+    let mut c = connect(&sock);
+    let v = request(&mut c, &json!({"v":1,"op":"ping"}));
+    assert_eq!(
+        (v["role"].as_str(), v["session"].as_str()),
+        (Some("agent"), Some("g"))
+    );
+    assert_eq!(v["mountpoint"], fmp.to_str().unwrap());
+    let v = request(&mut c, &json!({"v":1,"op":"status"}));
+    assert_eq!(v["changes"], json!([]), "{v}");
+    let v = request(&mut c, &json!({"v":1,"op":"umount","mountpoint": fmp}));
+    assert_eq!(code(&v), "forbidden");
+    drop(c);
+    drop(guard);
+    assert!(!sock.exists(), "agent socket of the fork left behind");
+}

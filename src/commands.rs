@@ -190,7 +190,18 @@ fn under(path: &[u8], prefixes: &[Vec<u8>]) -> bool {
         })
 }
 
+/// A path argument as a normalized workspace path: relative to the workspace root,
+/// no NUL, no `..` (refused, not resolved), empty and `.` components dropped (the
+/// empty result is the whole tree).
 fn clean_path(p: &str) -> Result<Vec<u8>> {
+    if p.contains('\0') {
+        return Err(Error::Invalid(format!("path {p:?} contains a NUL byte")));
+    }
+    if p.starts_with('/') {
+        return Err(Error::Invalid(format!(
+            "path {p:?} must be relative to the workspace root"
+        )));
+    }
     let comps: Vec<&str> = p
         .split('/')
         .filter(|c| !c.is_empty() && *c != ".")
@@ -201,6 +212,26 @@ fn clean_path(p: &str) -> Result<Vec<u8>> {
         )));
     }
     Ok(comps.join("/").into_bytes())
+}
+
+/// Refuse a path that goes *through* a symbolic link in the tree `root` (`what`
+/// names the tree in the message): links are never followed, and grafting the link
+/// instead would change more than the caller named.
+fn refuse_symlink_prefix(
+    store: &dyn ObjectStore,
+    root: NodeId,
+    what: &str,
+    path: &[u8],
+) -> Result<()> {
+    let tree = diff::Tree::load(store, root)?;
+    if let Some(link) = tree.symlink_prefix(store, path)? {
+        return Err(Error::Invalid(format!(
+            "path {:?} goes through the symbolic link {:?} in {what}; symbolic links are not followed (name the link itself to restore it)",
+            String::from_utf8_lossy(path),
+            String::from_utf8_lossy(&link)
+        )));
+    }
+    Ok(())
 }
 
 /// Run a session op.
@@ -309,7 +340,10 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
             name,
             from,
             mountpoint,
+            agent_socket,
+            agent_uid,
         } => {
+            let agent = crate::daemon::AgentSocket::from_request(agent_socket, agent_uid)?;
             session::validate_session_name(&name)?;
             if session::load_record(&*store, &name)?.is_some() {
                 return Err(Error::Conflict(format!("session {name} already exists")));
@@ -328,8 +362,11 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
             rec.config = s.record().config;
             store.commit(vec![session::record_op(&rec)])?;
             drop(_op);
-            match d.mount_record(&name, &mountpoint, Some(rec), None, &mut |_| {}) {
-                Ok(_) => Ok(json!({"session": name, "mountpoint": mountpoint, "checkpoint": c.id})),
+            match d.mount_record(&name, &mountpoint, Some(rec), None, agent, &mut |_| {}) {
+                Ok(mut v) => {
+                    v["checkpoint"] = json!(c.id);
+                    Ok(v)
+                }
                 Err(e) => {
                     // Nothing half-made stays behind.
                     let _ = store.commit(vec![crate::meta::MetaOp::Delete(crate::meta::key(
@@ -384,6 +421,10 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
             let c = refs::resolve(&*store, s.record().head.as_deref(), &spec)?;
             let paths: Vec<Vec<u8>> = paths.iter().map(|p| clean_path(p)).collect::<Result<_>>()?;
             let root = working_root(&t)?;
+            for p in &paths {
+                refuse_symlink_prefix(&*store, root, "the working tree", p)?;
+                refuse_symlink_prefix(&*store, c.root_id()?, &spec, p)?;
+            }
             let plan: Vec<Value> = diff::diff_roots(&*store, root, c.root_id()?)?
                 .iter()
                 .filter(|e| under(&e.path, &paths))
@@ -484,7 +525,12 @@ mod tests {
         assert!(under(b"a/b", &[b"a".to_vec()]));
         assert!(!under(b"ab", &[b"a".to_vec()]));
         assert!(under(b"x", &[]));
-        assert_eq!(clean_path("/a/./b/").unwrap(), b"a/b");
+        assert_eq!(clean_path("a/./b/").unwrap(), b"a/b");
         assert!(clean_path("a/../../etc").is_err());
+        assert!(clean_path("a/../b").is_err());
+        assert!(clean_path("/etc/passwd").is_err());
+        assert!(clean_path("a\0b").is_err());
+        assert_eq!(clean_path(".").unwrap(), b"");
+        assert_eq!(clean_path("").unwrap(), b"");
     }
 }

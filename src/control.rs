@@ -1,7 +1,9 @@
 //! Control protocol: versioned newline-delimited JSON over a Unix socket.
 //!
 //! Owns: request parsing (bounded, never panics), response framing, socket paths,
-//! and the client used by the CLI. A request is one line `{"v":1,"op":"...",...}`;
+//! the mount registry, roles ([`Role::allows`], the one place ops are classified as
+//! user-only or also allowed to agents), the per-connection limits ([`RateLimit`],
+//! [`MAX_CONNECTIONS`]), and the client used by the CLI. A request is one line `{"v":1,"op":"...",...}`;
 //! the server may send event lines (`{"event":"progress",...}`) and then exactly one
 //! response line: `{"ok":true,...}` or `{"ok":false,"error":{"code":..,"message":..}}`.
 //! See docs/protocol.md.
@@ -10,7 +12,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -37,6 +39,13 @@ pub enum Op {
         /// Host directory to import when the session is created.
         #[serde(default)]
         from: Option<PathBuf>,
+        /// Also serve the session on an agent-role socket at this absolute path.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_socket: Option<PathBuf>,
+        /// A uid allowed on the agent socket besides the daemon's and root (the socket
+        /// file is then owned by it, mode 0600).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_uid: Option<u32>,
     },
     /// Flush and unmount.
     Umount {
@@ -94,6 +103,13 @@ pub enum Op {
         from: Option<String>,
         /// Where to mount it (absolute, empty directory).
         mountpoint: PathBuf,
+        /// Also serve the session on an agent-role socket at this absolute path.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_socket: Option<PathBuf>,
+        /// A uid allowed on the agent socket besides the daemon's and root (the socket
+        /// file is then owned by it, mode 0600).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_uid: Option<u32>,
     },
     /// Differences between two states (refs, or `WORKING`).
     Diff {
@@ -146,6 +162,152 @@ pub enum Op {
 
 fn default_trigger() -> String {
     "manual".into()
+}
+
+impl Op {
+    /// The op's wire name (`"branch_delete"`, ...).
+    pub fn name(&self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.get("op").and_then(Value::as_str).map(str::to_string))
+            .unwrap_or_default()
+    }
+}
+
+/// Who is calling, decided by the socket a request arrives on.
+///
+/// The store socket and each session's own socket serve the **user** (the mounting
+/// user and root): every op. A session's optional agent socket serves the **agent**
+/// role, which may only add history, never drop it ("nothing is ever lost"): it can
+/// take checkpoints, create branches and forks, and check out or restore (both save
+/// pending changes as an `auto/...` checkpoint first), but not delete branches,
+/// unmount, mount, shut down, list the store's sessions, or change settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Full rights.
+    User,
+    /// Additive operations only.
+    Agent,
+}
+
+impl Role {
+    /// Whether this role may run `op`. The one place roles are decided: an
+    /// exhaustive match over every op and every field (no `_`/`..`), so a new op or
+    /// a new argument does not compile until it is classified here.
+    pub fn allows(&self, op: &Op) -> bool {
+        let agent = match op {
+            Op::Ping
+            | Op::Status
+            | Op::Branches
+            | Op::Checkpoint {
+                message: _,
+                trigger: _,
+            }
+            | Op::Log { limit: _ }
+            | Op::Diff {
+                a: _,
+                b: _,
+                mode: _,
+            } => true,
+            // Creates a new name only: an existing name is refused (`conflict`)
+            // for every role, so no op moves or overwrites a branch.
+            Op::Branch { name: _, from: _ } => true,
+            // Both save pending changes as an `auto/before-...` checkpoint first.
+            Op::Checkout { target: _ } => true,
+            Op::Restore {
+                target: _,
+                paths: _,
+                dry_run: _,
+            } => true,
+            // A fork adds a session; granting sockets to uids stays with the user.
+            Op::Fork {
+                name: _,
+                from: _,
+                mountpoint: _,
+                agent_socket,
+                agent_uid,
+            } => agent_socket.is_none() && agent_uid.is_none(),
+            // Showing is fine; changing settings is the user's.
+            Op::Config { set } => set.is_none(),
+            // Store-wide maintenance and anything that drops history.
+            Op::BranchDelete { name: _ }
+            | Op::SessionRm { name: _ }
+            | Op::Gc { dry_run: _ }
+            | Op::Fsck { repair: _ }
+            | Op::Umount { mountpoint: _ }
+            | Op::Sessions
+            | Op::Shutdown
+            | Op::Mount {
+                session: _,
+                mountpoint: _,
+                from: _,
+                agent_socket: _,
+                agent_uid: _,
+            } => false,
+        };
+        match self {
+            Role::User => true,
+            Role::Agent => agent,
+        }
+    }
+
+    /// The refusal of `op` for this role.
+    pub fn refusal(&self, op: &Op) -> Error {
+        let what = match op {
+            Op::Config { .. } => "config with \"set\"".to_string(),
+            Op::Fork { .. } => "fork with agent_socket/agent_uid".to_string(),
+            op => op.name(),
+        };
+        Error::Forbidden(format!(
+            "{what} is not allowed on an agent socket (agent role: additive operations only)"
+        ))
+    }
+}
+
+/// Requests a connection may send at once before it is rate limited.
+pub const RATE_BURST: f64 = 200.0;
+/// Sustained requests per second per connection (the bucket's refill rate).
+pub const RATE_PER_SEC: f64 = 1000.0;
+/// Connections served at once per socket; the next one gets `busy` and is closed.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// A token bucket: `burst` requests at once, refilled at `per_sec`.
+#[derive(Debug, Clone)]
+pub struct RateLimit {
+    tokens: f64,
+    burst: f64,
+    per_sec: f64,
+    last: Instant,
+}
+
+impl RateLimit {
+    /// A full bucket.
+    pub fn new(burst: f64, per_sec: f64) -> RateLimit {
+        RateLimit {
+            tokens: burst,
+            burst,
+            per_sec,
+            last: Instant::now(),
+        }
+    }
+
+    /// Take one token at `now`; false when the bucket is empty.
+    pub fn allow_at(&mut self, now: Instant) -> bool {
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = self.last.max(now);
+        self.tokens = (self.tokens + dt * self.per_sec).min(self.burst);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Take one token now.
+    pub fn allow(&mut self) -> bool {
+        self.allow_at(Instant::now())
+    }
 }
 
 /// A request: an op, optionally aimed at a session by name (on the store socket;
@@ -280,6 +442,9 @@ pub struct MountRecord {
     /// The session's control socket.
     #[serde(default)]
     pub socket: Option<PathBuf>,
+    /// The session's agent-role socket, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_socket: Option<PathBuf>,
 }
 
 /// The control socket of the session mounted at `mp`.
@@ -338,10 +503,15 @@ impl Client {
     /// Send `op`; feed event lines to `on_event`; return the final response.
     pub fn call(&mut self, op: &Op, on_event: &mut dyn FnMut(&Value)) -> Result<Value> {
         let io = |e| Error::io("control socket", e);
-        self.stream
-            .get_mut()
-            .write_all(&encode_request(op))
-            .map_err(io)?;
+        if let Err(e) = self.stream.get_mut().write_all(&encode_request(op)) {
+            // A refused connection (`forbidden`, `busy`) is answered and closed at
+            // once, possibly before the request is written: read that answer.
+            let mut line = String::new();
+            return match self.stream.read_line(&mut line) {
+                Ok(n) if n > 0 => serde_json::from_str(&line).map_err(|_| io(e)),
+                _ => Err(io(e)),
+            };
+        }
         loop {
             let mut line = String::new();
             let n = self.stream.read_line(&mut line).map_err(io)?;
@@ -381,6 +551,8 @@ mod tests {
             session: "a".into(),
             mountpoint: "/m".into(),
             from: None,
+            agent_socket: None,
+            agent_uid: None,
         };
         let line = encode_request(&op);
         assert_eq!(parse_request(line.trim_ascii_end()).unwrap(), op);
@@ -407,6 +579,96 @@ mod tests {
         );
         assert_eq!(parse_request(br#"[1]"#).unwrap_err().code, "bad_request");
         assert_eq!(parse_request(br#"{"v":1,"op":"ping"}"#).unwrap(), Op::Ping);
+    }
+
+    #[test]
+    fn old_clients_and_old_daemons_interoperate() {
+        // An old client's mount (no agent fields) parses.
+        let op = parse_request(br#"{"v":1,"op":"mount","session":"a","mountpoint":"/m"}"#).unwrap();
+        assert!(matches!(
+            op,
+            Op::Mount {
+                agent_socket: None,
+                agent_uid: None,
+                ..
+            }
+        ));
+        // A new client without agent fields sends none (old daemons deny unknown fields).
+        let line = encode_request(&op);
+        assert!(!String::from_utf8_lossy(&line).contains("agent"));
+        let op = parse_request(
+            br#"{"v":1,"op":"fork","name":"f","mountpoint":"/m","agent_socket":"/a.sock","agent_uid":7}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            op,
+            Op::Fork {
+                agent_uid: Some(7),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn roles() {
+        let p = |s: &str| parse_request(s.as_bytes()).unwrap();
+        let additive = [
+            r#"{"v":1,"op":"ping"}"#,
+            r#"{"v":1,"op":"checkpoint","message":"m"}"#,
+            r#"{"v":1,"op":"log"}"#,
+            r#"{"v":1,"op":"status"}"#,
+            r#"{"v":1,"op":"diff","a":"HEAD~1"}"#,
+            r#"{"v":1,"op":"branch","name":"b"}"#,
+            r#"{"v":1,"op":"branches"}"#,
+            r#"{"v":1,"op":"fork","name":"f","mountpoint":"/m"}"#,
+            r#"{"v":1,"op":"checkout","ref":"HEAD~1"}"#,
+            r#"{"v":1,"op":"restore","ref":"HEAD","paths":["a"]}"#,
+            r#"{"v":1,"op":"config"}"#,
+        ];
+        let destructive = [
+            r#"{"v":1,"op":"branch_delete","name":"b"}"#,
+            r#"{"v":1,"op":"umount","mountpoint":"/m"}"#,
+            r#"{"v":1,"op":"mount","session":"s","mountpoint":"/m"}"#,
+            r#"{"v":1,"op":"shutdown"}"#,
+            r#"{"v":1,"op":"sessions"}"#,
+            r#"{"v":1,"op":"config","set":{"auto_checkpoint_ops":1}}"#,
+            r#"{"v":1,"op":"fork","name":"f","mountpoint":"/m","agent_socket":"/a"}"#,
+            r#"{"v":1,"op":"fork","name":"f","mountpoint":"/m","agent_uid":1}"#,
+        ];
+        for l in additive {
+            assert!(Role::Agent.allows(&p(l)), "agent refused {l}");
+            assert!(Role::User.allows(&p(l)), "user refused {l}");
+        }
+        for l in destructive {
+            assert!(!Role::Agent.allows(&p(l)), "agent allowed {l}");
+            assert!(Role::User.allows(&p(l)), "user refused {l}");
+            let e = Role::Agent.refusal(&p(l));
+            assert_eq!(e.code(), "forbidden");
+            assert!(
+                e.to_string().contains("not allowed on an agent socket"),
+                "{e}"
+            );
+        }
+        assert!(
+            Role::Agent
+                .refusal(&p(destructive[0]))
+                .to_string()
+                .starts_with("branch_delete is not allowed")
+        );
+    }
+
+    #[test]
+    fn rate_limit_bucket() {
+        let t0 = Instant::now();
+        let mut r = RateLimit::new(3.0, 10.0);
+        r.last = t0;
+        assert!((0..3).all(|_| r.allow_at(t0)));
+        assert!(!r.allow_at(t0));
+        // 100 ms refills one token; never more than the burst.
+        assert!(r.allow_at(t0 + Duration::from_millis(100)));
+        assert!(!r.allow_at(t0 + Duration::from_millis(100)));
+        let later = t0 + Duration::from_secs(60);
+        assert_eq!((0..10).filter(|_| r.allow_at(later)).count(), 3);
     }
 
     proptest! {

@@ -1,7 +1,8 @@
 //! The store daemon: one process per store, serving every mounted session of it.
 //!
-//! Owns: the store lock, the open store, the control socket, the table of mounts,
-//! periodic flushing, and orderly shutdown. One process per store because sled allows
+//! Owns: the store lock, the open store, the control sockets (the store's, each
+//! session's, and optional agent-role sockets: peer check, role check, rate bound,
+//! connection cap), the table of mounts, periodic flushing, and orderly shutdown. One process per store because sled allows
 //! one opener; it also lets every session share one object cache.
 //!
 //! Lifecycle: the CLI starts the daemon on first mount (or runs it in the foreground);
@@ -13,13 +14,13 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::control::{self, Op};
+use crate::control::{self, Op, Role};
 use crate::error::{Error, Result};
 use crate::fs::TreeforkFs;
 use crate::lock::StoreLock;
@@ -37,6 +38,8 @@ pub(crate) struct Mounted {
     /// The session socket's listening fd (shut down to stop its acceptor).
     ctl_fd: i32,
     ctl_path: PathBuf,
+    /// The agent socket's listening fd and path, if the session has one.
+    agent_ctl: Option<(i32, PathBuf)>,
     /// Unix ms of the last automatic checkpoint.
     pub(crate) last_auto_ms: u64,
 }
@@ -46,7 +49,142 @@ impl Mounted {
         // SAFETY: shutting down our own listening socket wakes its blocked accept().
         unsafe { libc::shutdown(self.ctl_fd, libc::SHUT_RDWR) };
         let _ = std::fs::remove_file(&self.ctl_path);
+        if let Some((fd, path)) = &self.agent_ctl {
+            // SAFETY: as above.
+            unsafe { libc::shutdown(*fd, libc::SHUT_RDWR) };
+            remove_socket_file(path);
+        }
     }
+}
+
+/// An agent-role socket requested with a mount or fork.
+#[derive(Debug, Clone)]
+pub(crate) struct AgentSocket {
+    /// Absolute path of the socket file.
+    pub(crate) path: PathBuf,
+    /// A uid allowed besides the daemon's and root; the socket file is chowned to it.
+    pub(crate) uid: Option<u32>,
+}
+
+impl AgentSocket {
+    /// From the `agent_socket`/`agent_uid` fields of a request.
+    pub(crate) fn from_request(path: Option<PathBuf>, uid: Option<u32>) -> Result<Option<Self>> {
+        match (path, uid) {
+            (None, None) => Ok(None),
+            (None, Some(_)) => Err(Error::Invalid(
+                "agent_uid needs agent_socket (the socket it may use)".into(),
+            )),
+            (Some(path), uid) if path.is_absolute() => Ok(Some(AgentSocket { path, uid })),
+            (Some(path), _) => Err(Error::Invalid(format!(
+                "agent socket {} must be an absolute path",
+                path.display()
+            ))),
+        }
+    }
+}
+
+/// What one listening control socket serves.
+struct SocketCtx {
+    /// The session it is bound to (`None`: the store socket).
+    bound: Option<String>,
+    role: Role,
+    /// A uid allowed besides the daemon's and root (agent sockets only).
+    extra_uid: Option<u32>,
+    /// Connections being served.
+    conns: AtomicUsize,
+}
+
+/// Remove a socket file we created, only if it still is a socket (the directory
+/// may belong to someone else, who may have replaced it).
+fn remove_socket_file(path: &Path) {
+    use std::os::unix::fs::FileTypeExt;
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Bind an agent socket at a caller-chosen path, mode 0600, owned by `uid` when
+/// given. A stale socket file (nobody answers) is replaced; anything else at the path
+/// is refused, never removed. The mode and owner are set through an `O_PATH |
+/// O_NOFOLLOW` descriptor checked to be the socket we just bound (a socket owned by
+/// us), so a file swapped in meanwhile (e.g. a symlink to a system file, in a
+/// directory the agent can write) is never chmod'ed or chown'ed.
+fn bind_agent_socket(a: &AgentSocket) -> Result<UnixListener> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::FileTypeExt;
+    let path = &a.path;
+    match std::fs::symlink_metadata(path) {
+        Ok(md) if md.file_type().is_socket() => {
+            if UnixStream::connect(path).is_ok() {
+                return Err(Error::Conflict(format!(
+                    "agent socket {} is in use by a running server",
+                    path.display()
+                )));
+            }
+            let _ = std::fs::remove_file(path);
+        }
+        Ok(_) => {
+            return Err(Error::Invalid(format!(
+                "agent socket {} exists and is not a socket; refusing to replace it",
+                path.display()
+            )));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io(path, e)),
+    }
+    let listener = UnixListener::bind(path).map_err(|e| Error::io(path, e))?;
+    let secure = || -> Result<()> {
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| Error::Invalid("agent socket path contains NUL".into()))?;
+        // SAFETY: valid C string; the fd is owned below.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(Error::io(path, std::io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` was just opened and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let md = std::fs::File::from(fd.try_clone().map_err(|e| Error::io(path, e))?)
+            .metadata()
+            .map_err(|e| Error::io(path, e))?;
+        // SAFETY: geteuid has no preconditions.
+        if !md.file_type().is_socket() || md.uid() != unsafe { libc::geteuid() } {
+            return Err(Error::Conflict(format!(
+                "agent socket {} was replaced while it was being set up",
+                path.display()
+            )));
+        }
+        let via = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        std::fs::set_permissions(&via, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| Error::io(path, e))?;
+        if let Some(uid) = a.uid {
+            // SAFETY: valid fd and an empty C string with AT_EMPTY_PATH.
+            let rc = unsafe {
+                libc::fchownat(
+                    fd.as_raw_fd(),
+                    c"".as_ptr(),
+                    uid,
+                    u32::MAX,
+                    libc::AT_EMPTY_PATH,
+                )
+            };
+            if rc != 0 {
+                return Err(Error::io(path, std::io::Error::last_os_error()));
+            }
+        }
+        Ok(())
+    };
+    if let Err(e) = secure() {
+        drop(listener);
+        remove_socket_file(path);
+        return Err(e);
+    }
+    Ok(listener)
 }
 
 /// A running daemon.
@@ -245,18 +383,13 @@ impl Daemon {
             let _ = std::fs::remove_file(&self.socket);
             return Err(e);
         }
-        let acceptor = self.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                match stream {
-                    Ok(stream) => {
-                        let d = acceptor.clone();
-                        std::thread::spawn(move || d.connection(stream, None));
-                    }
-                    Err(e) => log::warn!("accept: {e}"),
-                }
-            }
-        });
+        let ctx = SocketCtx {
+            bound: None,
+            role: Role::User,
+            extra_uid: None,
+            conns: AtomicUsize::new(0),
+        };
+        self.clone().accept(listener, ctx, false);
         let started = Instant::now();
         let mut last_flush = Instant::now();
         let mut ever_mounted = initial_mounted(self);
@@ -401,6 +534,7 @@ impl Daemon {
         name: &str,
         mp: &Path,
         from: Option<&Path>,
+        agent: Option<AgentSocket>,
         events: &mut dyn FnMut(Value),
     ) -> Result<Value> {
         session::validate_session_name(name)?;
@@ -419,7 +553,7 @@ impl Daemon {
             }
             r => r,
         };
-        self.mount_record(name, mp, rec, from, events)
+        self.mount_record(name, mp, rec, from, agent, events)
     }
 
     /// Whether `mp` is registered as a mount of this store that this (live, lock
@@ -438,13 +572,15 @@ impl Daemon {
             .map(|(p, _)| p.clone())
     }
 
-    /// Mount a session from its record (or create it: imported from `from`, or empty).
+    /// Mount a session from its record (or create it: imported from `from`, or empty),
+    /// serving it on its session socket and, when `agent` is given, on an agent socket.
     pub(crate) fn mount_record(
         &self,
         name: &str,
         mp: &Path,
         existing: Option<session::SessionRecord>,
         from: Option<&Path>,
+        agent: Option<AgentSocket>,
         events: &mut dyn FnMut(Value),
     ) -> Result<Value> {
         if !mp.is_absolute() {
@@ -464,7 +600,41 @@ impl Daemon {
             }
         }
         check_mountpoint(mp, &|| self.is_dead_mount_of_ours(mp))?;
+        // Bound first, so a bad agent socket leaves nothing created or mounted.
+        let agent_listener = match &agent {
+            Some(a) => Some(bind_agent_socket(a)?),
+            None => None,
+        };
+        let r = self.mount_served(
+            name,
+            mp,
+            existing,
+            from,
+            agent.as_ref(),
+            agent_listener,
+            events,
+        );
+        if r.is_err()
+            && let Some(a) = &agent
+        {
+            remove_socket_file(&a.path);
+        }
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn mount_served(
+        &self,
+        name: &str,
+        mp: &Path,
+        existing: Option<session::SessionRecord>,
+        from: Option<&Path>,
+        agent: Option<&AgentSocket>,
+        agent_listener: Option<UnixListener>,
+        events: &mut dyn FnMut(Value),
+    ) -> Result<Value> {
         let store: Arc<dyn ObjectStore> = self.store.clone();
+        let mut skipped = None;
         let rec = match (existing, from) {
             (Some(r), _) => r,
             (None, Some(dir)) => {
@@ -475,6 +645,7 @@ impl Daemon {
                         events(json!({"event": "progress", "done": done, "total": total}));
                     }
                 })?;
+                skipped = Some(imported.skipped);
                 session::create_record(
                     &*store,
                     name,
@@ -513,27 +684,34 @@ impl Daemon {
         std::fs::set_permissions(&ctl_path, std::fs::Permissions::from_mode(0o600))
             .map_err(|e| Error::io(&ctl_path, e))?;
         let ctl_fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
+        let agent_ctl = agent_listener
+            .as_ref()
+            .zip(agent)
+            .map(|(l, a)| (std::os::fd::AsRawFd::as_raw_fd(l), a.path.clone()));
         if let Some(me) = self.me.get().and_then(|w| w.upgrade()) {
-            let bound = name.to_string();
-            std::thread::spawn(move || {
-                for stream in listener.incoming() {
-                    match stream {
-                        Ok(stream) => {
-                            let d = me.clone();
-                            let b = bound.clone();
-                            std::thread::spawn(move || d.connection(stream, Some(b)));
-                        }
-                        // Shut down at unmount.
-                        Err(_) => break,
-                    }
-                }
-            });
+            let ctx = SocketCtx {
+                bound: Some(name.to_string()),
+                role: Role::User,
+                extra_uid: None,
+                conns: AtomicUsize::new(0),
+            };
+            me.clone().accept(listener, ctx, true);
+            if let (Some(l), Some(a)) = (agent_listener, agent) {
+                let ctx = SocketCtx {
+                    bound: Some(name.to_string()),
+                    role: Role::Agent,
+                    extra_uid: a.uid,
+                    conns: AtomicUsize::new(0),
+                };
+                me.accept(l, ctx, true);
+            }
         }
         if let Err(e) = control::register_mount(&control::MountRecord {
             mountpoint: mp.to_path_buf(),
             store: self.store_dir.clone(),
             session: name.to_string(),
             socket: Some(ctl_path.clone()),
+            agent_socket: agent.map(|a| a.path.clone()),
         }) {
             log::warn!("cannot register mount {}: {e}", mp.display());
         }
@@ -545,6 +723,7 @@ impl Daemon {
                 bg: Some(bg),
                 ctl_fd,
                 ctl_path,
+                agent_ctl,
                 last_auto_ms: session::now_ms(),
             },
         );
@@ -554,7 +733,15 @@ impl Daemon {
             t_mount - t_open,
             t0.elapsed() - t_mount
         );
-        Ok(json!({"session": name, "mountpoint": mp}))
+        let mut v = json!({"session": name, "mountpoint": mp});
+        if let Some(a) = agent {
+            v["agent_socket"] = json!(a.path);
+        }
+        if let Some(n) = skipped {
+            // Sockets and device nodes of the imported directory (see import.rs).
+            v["skipped"] = json!(n);
+        }
+        Ok(v)
     }
 
     fn sessions(&self) -> Result<Value> {
@@ -617,12 +804,28 @@ impl Daemon {
         events: &mut dyn FnMut(Value),
     ) -> Result<Value> {
         match op {
-            Op::Ping => Ok(json!({"pid": std::process::id(), "store": self.store_dir})),
+            Op::Ping => {
+                let mut v = json!({"pid": std::process::id(), "store": self.store_dir});
+                // On a session socket: which workspace it serves (an agent's CLI,
+                // which cannot read the registry, resolves its paths with it).
+                if let Some(name) = session
+                    && let Some(mp) = self.mounted_at(name)
+                {
+                    v["session"] = json!(name);
+                    v["mountpoint"] = json!(mp);
+                }
+                Ok(v)
+            }
             Op::Mount {
                 session,
                 mountpoint,
                 from,
-            } => self.mount(&session, &mountpoint, from.as_deref(), events),
+                agent_socket,
+                agent_uid,
+            } => {
+                let agent = AgentSocket::from_request(agent_socket, agent_uid)?;
+                self.mount(&session, &mountpoint, from.as_deref(), agent, events)
+            }
             Op::Umount { mountpoint } => {
                 self.unmount(&mountpoint)?;
                 let m = self.mounts.lock().unwrap();
@@ -692,27 +895,70 @@ impl Daemon {
         }
     }
 
-    fn connection(&self, stream: UnixStream, bound: Option<String>) {
+    /// Serve `listener` on its own thread: one thread per connection, at most
+    /// [`control::MAX_CONNECTIONS`] at once (the next gets `busy` and is closed).
+    /// Session sockets (`stop_on_error`) stop when their listening socket is shut
+    /// down at unmount.
+    fn accept(self: Arc<Self>, listener: UnixListener, ctx: SocketCtx, stop_on_error: bool) {
+        let ctx = Arc::new(ctx);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                match stream {
+                    Ok(mut stream) => {
+                        if ctx.conns.fetch_add(1, Ordering::SeqCst) >= control::MAX_CONNECTIONS {
+                            ctx.conns.fetch_sub(1, Ordering::SeqCst);
+                            let e = Error::Busy(format!(
+                                "this socket already serves {} connections; retry later",
+                                control::MAX_CONNECTIONS
+                            ));
+                            log::warn!("control connection refused: {e}");
+                            let _ = writeln!(
+                                stream,
+                                "{}",
+                                control::error_response(e.code(), &e.to_string())
+                            );
+                            continue;
+                        }
+                        let d = self.clone();
+                        let ctx = ctx.clone();
+                        std::thread::spawn(move || {
+                            d.connection(stream, &ctx);
+                            ctx.conns.fetch_sub(1, Ordering::SeqCst);
+                        });
+                    }
+                    Err(_) if stop_on_error => break,
+                    Err(e) => log::warn!("accept: {e}"),
+                }
+            }
+        });
+    }
+
+    fn connection(&self, stream: UnixStream, ctx: &SocketCtx) {
         let _ = stream.set_nonblocking(false);
         let Ok(mut out) = stream.try_clone() else {
             return;
         };
         // Besides the 0600 socket in a 0700 directory: only the user who runs the
-        // daemon (who mounted) and root may drive it.
+        // daemon (who mounted) and root may drive it, and on an agent socket the
+        // agent's uid when one was given.
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
         match peer_uid(&stream) {
-            Some(uid) if uid == me || uid == 0 => {}
+            Some(uid) if uid == me || uid == 0 || Some(uid) == ctx.extra_uid => {}
             who => {
                 log::warn!("control connection from uid {who:?} refused (daemon runs as uid {me})");
-                let r = control::error_response(
-                    "forbidden",
-                    &format!("only uid {me} (the mounting user) or root may use this socket"),
-                );
-                let _ = writeln!(out, "{r}");
+                let also = ctx
+                    .extra_uid
+                    .map(|u| format!(", uid {u}"))
+                    .unwrap_or_default();
+                let e = Error::Forbidden(format!(
+                    "only uid {me} (the mounting user){also} or root may use this socket"
+                ));
+                let _ = writeln!(out, "{}", control::error_response(e.code(), &e.to_string()));
                 return;
             }
         }
+        let mut limit = control::RateLimit::new(control::RATE_BURST, control::RATE_PER_SEC);
         let mut reader = BufReader::new(stream);
         loop {
             let mut line = Vec::new();
@@ -723,7 +969,7 @@ impl Daemon {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
-            let resp = if n > control::MAX_REQUEST {
+            if n > control::MAX_REQUEST {
                 // Too large: answer and drop the connection (the rest is unread).
                 let r = control::error_response(
                     "too_large",
@@ -731,45 +977,72 @@ impl Daemon {
                 );
                 let _ = writeln!(out, "{r}");
                 return;
-            } else {
-                match control::parse(line.trim_ascii()) {
-                    Err(e) => control::error_response(e.code, &e.message),
-                    Ok(req) => {
-                        let target = match (&bound, &req.session) {
-                            (Some(b), Some(s)) if b != s => {
-                                let r = control::error_response(
-                                    "invalid",
-                                    &format!("this socket serves session {b}, not {s}"),
-                                );
-                                if writeln!(out, "{r}").is_err() {
-                                    return;
-                                }
-                                continue;
-                            }
-                            (Some(b), _) => Some(b.clone()),
-                            (None, s) => s.clone(),
-                        };
-                        let op = req.op;
-                        let mut ev_out = out.try_clone().ok();
-                        let mut events = |v: Value| {
-                            if let Some(o) = ev_out.as_mut() {
-                                let _ = writeln!(o, "{v}");
-                            }
-                        };
-                        match self.handle_request(target.as_deref(), op, &mut events) {
-                            Ok(mut v) => {
-                                v.as_object_mut().unwrap().insert("ok".into(), json!(true));
-                                v
-                            }
-                            Err(e) => control::error_response(e.code(), &e.to_string()),
-                        }
-                    }
-                }
+            }
+            let resp = match self.request(ctx, &line, &mut limit, &out) {
+                Ok(v) => v,
+                Err(e) => control::error_response(e.code(), &e.to_string()),
             };
             if writeln!(out, "{resp}").is_err() {
                 return;
             }
         }
+    }
+
+    /// Answer one request line received on a socket described by `ctx`: rate bound,
+    /// parse, session binding, role, then the op. Events go to `out`.
+    fn request(
+        &self,
+        ctx: &SocketCtx,
+        line: &[u8],
+        limit: &mut control::RateLimit,
+        out: &UnixStream,
+    ) -> Result<Value> {
+        if !limit.allow() {
+            return Err(Error::RateLimited(format!(
+                "too many requests: at most {} per second per connection (bursts of {}); retry shortly",
+                control::RATE_PER_SEC,
+                control::RATE_BURST
+            )));
+        }
+        let req = match control::parse(line.trim_ascii()) {
+            Ok(r) => r,
+            Err(e) => return Ok(control::error_response(e.code, &e.message)),
+        };
+        if !ctx.role.allows(&req.op) {
+            log::info!(
+                "session {}: refused {} on an agent socket",
+                ctx.bound.as_deref().unwrap_or("?"),
+                req.op.name()
+            );
+            return Err(ctx.role.refusal(&req.op));
+        }
+        let target = match (&ctx.bound, &req.session) {
+            (Some(b), Some(s)) if b != s => {
+                return Err(Error::Invalid(format!(
+                    "this socket serves session {b}, not {s}"
+                )));
+            }
+            (Some(b), _) => Some(b.clone()),
+            (None, s) => s.clone(),
+        };
+        let is_ping = req.op == Op::Ping;
+        let mut ev_out = out.try_clone().ok();
+        let mut events = |v: Value| {
+            if let Some(o) = ev_out.as_mut() {
+                let _ = writeln!(o, "{v}");
+            }
+        };
+        let mut v = self.handle_request(target.as_deref(), req.op, &mut events)?;
+        let o = v.as_object_mut().unwrap();
+        o.insert("ok".into(), json!(true));
+        if is_ping {
+            let role = match ctx.role {
+                Role::User => "user",
+                Role::Agent => "agent",
+            };
+            o.insert("role".into(), json!(role));
+        }
+        Ok(v)
     }
 }
 

@@ -89,6 +89,38 @@ impl Tree {
         }
     }
 
+    /// The first proper prefix of `path` (`/`-separated, relative) that is a
+    /// symbolic link in this tree, if any. Stops (None) where the path leaves the tree.
+    pub fn symlink_prefix(&self, store: &dyn ObjectStore, path: &[u8]) -> Result<Option<Vec<u8>>> {
+        let comps: Vec<&[u8]> = path
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty())
+            .collect();
+        let mut cur = self.root.root.clone();
+        for (i, comp) in comps.iter().enumerate().take(comps.len().saturating_sub(1)) {
+            let Content::Node(id) = cur.content else {
+                return Ok(None);
+            };
+            if cur.kind != Kind::Dir {
+                return Ok(None);
+            }
+            let dir = load_dir(store, Some(id))?;
+            let Some(r) = dir
+                .entries
+                .iter()
+                .find(|(n, _)| n == comp)
+                .and_then(|(_, e)| self.resolve(e))
+            else {
+                return Ok(None);
+            };
+            if r.kind == Kind::Symlink {
+                return Ok(Some(comps[..=i].join(&b'/')));
+            }
+            cur = r;
+        }
+        Ok(None)
+    }
+
     /// The record at `path` (`/`-separated, relative; empty = root).
     pub fn lookup(&self, store: &dyn ObjectStore, path: &[u8]) -> Result<Option<Record>> {
         let mut cur = self.root.root.clone();

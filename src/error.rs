@@ -61,6 +61,15 @@ pub enum Error {
     /// The daemon is exiting; the client should start a new one and retry.
     #[error("the daemon is shutting down")]
     ShuttingDown,
+    /// The caller's role does not allow the request (agent sockets, other uids).
+    #[error("{0}")]
+    Forbidden(String),
+    /// The connection sent requests faster than its rate bound; retry shortly.
+    #[error("{0}")]
+    RateLimited(String),
+    /// The socket serves as many connections as it allows; retry later.
+    #[error("{0}")]
+    Busy(String),
 }
 
 impl Error {
@@ -88,7 +97,11 @@ impl Error {
             Error::Io { source, .. } => io_errno(source),
             Error::Meta(sled::Error::Io(e)) => io_errno(e),
             Error::Meta(_) | Error::Corrupt { .. } | Error::Missing(_) => libc::EIO,
-            Error::Locked { .. } | Error::Conflict(_) | Error::ShuttingDown => libc::EBUSY,
+            Error::Locked { .. } | Error::Conflict(_) | Error::ShuttingDown | Error::Busy(_) => {
+                libc::EBUSY
+            }
+            Error::Forbidden(_) => libc::EPERM,
+            Error::RateLimited(_) => libc::EAGAIN,
             Error::Invalid(_) => libc::EINVAL,
             Error::NotFound(_) => libc::ENOENT,
         };
@@ -113,6 +126,9 @@ impl Error {
             Error::NotFound(_) => "not_found",
             Error::Conflict(_) => "conflict",
             Error::ShuttingDown => "shutting_down",
+            Error::Forbidden(_) => "forbidden",
+            Error::RateLimited(_) => "rate_limited",
+            Error::Busy(_) => "busy",
         }
     }
 }

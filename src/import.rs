@@ -1,13 +1,24 @@
 //! Importing a directory tree from the host filesystem into the store.
 //!
 //! Owns: turning a host directory into a root node. Never follows symlinks (they are
-//! imported as symlinks), never writes outside the store, keeps hard links as hard
-//! links (within the imported tree), and reports progress as (done, total) entries.
+//! imported as symlinks), never reads outside the directory, never writes outside the
+//! store, keeps hard links as hard links (within the imported tree), and reports
+//! progress as (done, total) entries.
+//!
+//! The walk is descriptor-based so a tree that changes while it is imported cannot
+//! redirect it: every entry is opened relative to its parent's descriptor with
+//! `O_NOFOLLOW`, and a file or directory is read only through a descriptor checked to
+//! be the inode that was examined (a swapped-in symlink or other file aborts the
+//! import instead of being followed). Sockets and device nodes are skipped (logged and
+//! counted): they are not content, and a device node would give the workspace's users
+//! access to a host device. FIFOs are kept (as FIFOs; nothing is read from them).
 
 use std::collections::HashMap;
+use std::ffi::{CString, OsStr, OsString};
 use std::fs::{self, File};
-use std::io::Read;
-use std::os::unix::ffi::OsStrExt;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
@@ -28,6 +39,8 @@ pub struct Imported {
     pub bytes: i64,
     /// Number of inodes.
     pub inodes: i64,
+    /// Entries not imported (sockets, device nodes).
+    pub skipped: u64,
 }
 
 struct Ctx<'a> {
@@ -39,18 +52,106 @@ struct Ctx<'a> {
     total: u64,
     bytes: i64,
     inodes: i64,
+    skipped: u64,
     progress: &'a mut dyn FnMut(u64, u64),
 }
 
-/// Count the entries below `dir` (for progress totals).
-pub fn count_entries(dir: &Path) -> u64 {
+/// Open `name` relative to `dir` (or the path `name` itself) without following a
+/// final symlink.
+fn open_at(dir: Option<&OwnedFd>, name: &OsStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let c =
+        CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let dfd = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+    // SAFETY: valid C string; the returned fd is owned below.
+    let fd = unsafe { libc::openat(dfd, c.as_ptr(), flags | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// fstat of a descriptor (also an `O_PATH` one).
+fn metadata(fd: &OwnedFd) -> io::Result<fs::Metadata> {
+    File::from(fd.try_clone()?).metadata()
+}
+
+/// Require that `fd` is the inode `md` describes (the entry was not swapped).
+fn same_inode(fd: &OwnedFd, md: &fs::Metadata, path: &Path) -> Result<()> {
+    let now = metadata(fd).map_err(|e| Error::io(path, e))?;
+    if now.dev() != md.dev() || now.ino() != md.ino() {
+        return Err(Error::Conflict(format!(
+            "{} changed while it was being imported; retry",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The names in directory `dir` (without `.`/`..`), sorted, with whether each is a
+/// directory according to `d_type` (None: unknown).
+fn list_dir(dir: &OwnedFd) -> io::Result<Vec<(OsString, Option<bool>)>> {
+    let raw = dir.try_clone()?.into_raw_fd();
+    // SAFETY: `raw` is an owned directory fd; fdopendir takes it over.
+    let dp = unsafe { libc::fdopendir(raw) };
+    if dp.is_null() {
+        let e = io::Error::last_os_error();
+        // SAFETY: fdopendir failed, so `raw` is still ours to close.
+        unsafe { libc::close(raw) };
+        return Err(e);
+    }
+    // The duplicate shares the offset with `dir`: start from the beginning.
+    // SAFETY: `dp` is a valid DIR*.
+    unsafe { libc::rewinddir(dp) };
+    let mut out = Vec::new();
+    let r = loop {
+        // SAFETY: resetting errno to tell end-of-directory from an error.
+        unsafe { *libc::__errno_location() = 0 };
+        // SAFETY: `dp` is a valid DIR*; the entry is read before the next call.
+        let ent = unsafe { libc::readdir(dp) };
+        if ent.is_null() {
+            let e = io::Error::last_os_error();
+            break if e.raw_os_error().unwrap_or(0) == 0 {
+                Ok(())
+            } else {
+                Err(e)
+            };
+        }
+        // SAFETY: d_name is NUL-terminated within the entry.
+        let (name, dt) = unsafe {
+            (
+                std::ffi::CStr::from_ptr((*ent).d_name.as_ptr())
+                    .to_bytes()
+                    .to_vec(),
+                (*ent).d_type,
+            )
+        };
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let is_dir = match dt {
+            libc::DT_UNKNOWN => None,
+            libc::DT_DIR => Some(true),
+            _ => Some(false),
+        };
+        out.push((OsString::from_vec(name), is_dir));
+    };
+    // SAFETY: `dp` is valid and closed once (this also closes `raw`).
+    unsafe { libc::closedir(dp) };
+    r?;
+    out.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    Ok(out)
+}
+
+/// Count the entries below the directory `dir` (for progress totals; best effort).
+fn count_entries(dir: &OwnedFd) -> u64 {
     let mut n = 0;
-    if let Ok(rd) = fs::read_dir(dir) {
-        for e in rd.flatten() {
-            n += 1;
-            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                n += count_entries(&e.path());
-            }
+    for (name, is_dir) in list_dir(dir).unwrap_or_default() {
+        n += 1;
+        if is_dir != Some(false)
+            && let Ok(sub) = open_at(Some(dir), &name, libc::O_RDONLY | libc::O_DIRECTORY)
+        {
+            n += count_entries(&sub);
         }
     }
     n
@@ -62,14 +163,18 @@ pub fn import_dir(
     dir: &Path,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Imported> {
-    let md = fs::symlink_metadata(dir).map_err(|e| Error::io(dir, e))?;
-    if !md.is_dir() {
-        return Err(Error::Invalid(format!(
-            "--from {}: not a directory",
-            dir.display()
-        )));
-    }
-    let total = count_entries(dir);
+    let fd = match open_at(None, dir.as_os_str(), libc::O_RDONLY | libc::O_DIRECTORY) {
+        Ok(fd) => fd,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)) => {
+            return Err(Error::Invalid(format!(
+                "--from {}: not a directory",
+                dir.display()
+            )));
+        }
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    let md = metadata(&fd).map_err(|e| Error::io(dir, e))?;
+    let total = count_entries(&fd);
     let mut ctx = Ctx {
         store,
         next_ino: 2,
@@ -79,11 +184,12 @@ pub fn import_dir(
         total,
         bytes: 0,
         inodes: 1,
+        skipped: 0,
         progress,
     };
-    let content = import_tree(&mut ctx, dir)?;
+    let (content, subdirs) = import_tree(&mut ctx, &fd, dir)?;
     let mut root = record_from(&md, Kind::Dir, 1, content);
-    root.attr.nlink = 2 + count_subdirs(dir);
+    root.attr.nlink = 2 + subdirs;
     let mut links: Vec<Record> = ctx.link_records.into_values().collect();
     links.sort_by_key(|r| r.ino);
     let node = RootNode {
@@ -97,17 +203,8 @@ pub fn import_dir(
         root: id,
         bytes: ctx.bytes,
         inodes: ctx.inodes,
+        skipped: ctx.skipped,
     })
-}
-
-fn count_subdirs(dir: &Path) -> u32 {
-    fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
-                .count() as u32
-        })
-        .unwrap_or(0)
 }
 
 fn ts(sec: i64, nsec: i64) -> Timespec {
@@ -138,11 +235,10 @@ fn record_from(md: &fs::Metadata, kind: Kind, ino: u64, content: Content) -> Rec
     }
 }
 
-fn import_file(ctx: &mut Ctx<'_>, path: &Path, size: u64) -> Result<Content> {
+fn import_file(ctx: &mut Ctx<'_>, mut f: File, path: &Path, size: u64) -> Result<Content> {
     if size == 0 {
         return Ok(Content::None);
     }
-    let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
     let node = if size <= INLINE_MAX {
         let mut buf = Vec::with_capacity(size as usize);
         f.read_to_end(&mut buf).map_err(|e| Error::io(path, e))?;
@@ -183,17 +279,42 @@ fn import_file(ctx: &mut Ctx<'_>, path: &Path, size: u64) -> Result<Content> {
     )))
 }
 
-fn import_tree(ctx: &mut Ctx<'_>, dir: &Path) -> Result<Content> {
-    let mut names: Vec<_> = fs::read_dir(dir)
-        .map_err(|e| Error::io(dir, e))?
-        .map(|e| e.map(|e| e.file_name()))
-        .collect::<std::io::Result<_>>()
-        .map_err(|e| Error::io(dir, e))?;
-    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+/// The target of the symlink open (`O_PATH | O_NOFOLLOW`) as `fd`.
+fn read_link(fd: &OwnedFd) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; 4096];
+    loop {
+        // SAFETY: `buf` is valid for `buf.len()` bytes; "" with an O_PATH fd names
+        // the link itself.
+        let n = unsafe {
+            libc::readlinkat(
+                fd.as_raw_fd(),
+                c"".as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if (n as usize) < buf.len() {
+            buf.truncate(n as usize);
+            return Ok(buf);
+        }
+        buf.resize(buf.len() * 2, 0);
+    }
+}
+
+/// Import the directory open as `dir` (`path` is for messages): its content and
+/// number of subdirectories.
+fn import_tree(ctx: &mut Ctx<'_>, dir: &OwnedFd, path: &Path) -> Result<(Content, u32)> {
+    let names = list_dir(dir).map_err(|e| Error::io(path, e))?;
     let mut node = DirNode::default();
-    for name in names {
-        let path = dir.join(&name);
-        let md = fs::symlink_metadata(&path).map_err(|e| Error::io(&path, e))?;
+    let mut subdirs = 0;
+    for (name, _) in names {
+        let path = path.join(&name);
+        // The entry itself, never what a symlink points at.
+        let entry = open_at(Some(dir), &name, libc::O_PATH).map_err(|e| Error::io(&path, e))?;
+        let md = metadata(&entry).map_err(|e| Error::io(&path, e))?;
         let ft = md.file_type();
         let kind = if ft.is_dir() {
             Kind::Dir
@@ -203,12 +324,16 @@ fn import_tree(ctx: &mut Ctx<'_>, dir: &Path) -> Result<Content> {
             Kind::Symlink
         } else if ft.is_fifo() {
             Kind::Fifo
-        } else if ft.is_socket() {
-            Kind::Socket
-        } else if ft.is_char_device() {
-            Kind::CharDev
         } else {
-            Kind::BlockDev
+            let what = if ft.is_socket() {
+                "socket"
+            } else {
+                "device node"
+            };
+            log::warn!("import: skipping {} (a {what})", path.display());
+            ctx.skipped += 1;
+            tick(ctx);
+            continue;
         };
         if kind != Kind::Dir
             && md.nlink() > 1
@@ -220,28 +345,33 @@ fn import_tree(ctx: &mut Ctx<'_>, dir: &Path) -> Result<Content> {
             tick(ctx);
             continue;
         }
+        let mut nlink = 1;
         let content = match kind {
-            Kind::Dir => import_tree(ctx, &path)?,
-            Kind::File => {
-                ctx.bytes += md.size() as i64;
-                import_file(ctx, &path, md.size())?
+            Kind::Dir => {
+                subdirs += 1;
+                let d = open_at(Some(dir), &name, libc::O_RDONLY | libc::O_DIRECTORY)
+                    .map_err(|e| Error::io(&path, e))?;
+                same_inode(&d, &md, &path)?;
+                let (c, n) = import_tree(ctx, &d, &path)?;
+                nlink = 2 + n;
+                c
             }
-            Kind::Symlink => Content::Bytes(
-                fs::read_link(&path)
-                    .map_err(|e| Error::io(&path, e))?
-                    .as_os_str()
-                    .as_bytes()
-                    .to_vec(),
-            ),
+            Kind::File => {
+                // O_NONBLOCK: a FIFO swapped in must not block the import.
+                let f = open_at(Some(dir), &name, libc::O_RDONLY | libc::O_NONBLOCK)
+                    .map_err(|e| Error::io(&path, e))?;
+                same_inode(&f, &md, &path)?;
+                ctx.bytes += md.size() as i64;
+                import_file(ctx, File::from(f), &path, md.size())?
+            }
+            Kind::Symlink => Content::Bytes(read_link(&entry).map_err(|e| Error::io(&path, e))?),
             _ => Content::None,
         };
         let ino = ctx.next_ino;
         ctx.next_ino += 1;
         ctx.inodes += 1;
         let mut rec = record_from(&md, kind, ino, content);
-        if kind == Kind::Dir {
-            rec.attr.nlink = 2 + count_subdirs(&path);
-        }
+        rec.attr.nlink = nlink;
         if kind != Kind::Dir && md.nlink() > 1 {
             ctx.links.insert((md.dev(), md.ino()), ino);
             ctx.link_records.insert(ino, rec);
@@ -253,10 +383,10 @@ fn import_tree(ctx: &mut Ctx<'_>, dir: &Path) -> Result<Content> {
         }
         tick(ctx);
     }
-    Ok(Content::Node(crate::dirs::put_dir(
-        ctx.store,
-        node.entries,
-    )?))
+    Ok((
+        Content::Node(crate::dirs::put_dir(ctx.store, node.entries)?),
+        subdirs,
+    ))
 }
 
 fn tick(ctx: &mut Ctx<'_>) {

@@ -28,6 +28,10 @@ struct Cli {
     /// Act on the workspace containing PATH [default: the current directory].
     #[arg(short = 'C', global = true, value_name = "PATH")]
     dir: Option<PathBuf>,
+    /// Talk only to this control socket (e.g. a session's agent socket) instead of
+    /// the one registered for the workspace [default: $TREEFORK_SOCKET].
+    #[arg(long, global = true, value_name = "PATH")]
+    socket: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -47,6 +51,13 @@ enum Cmd {
         /// Serve in this process (logs to stderr) instead of a background daemon.
         #[arg(long)]
         foreground: bool,
+        /// Also serve the session's control ops on an agent socket at PATH, where
+        /// only additive operations are allowed (no branch deletion, unmount, settings).
+        #[arg(long, value_name = "PATH")]
+        agent_socket: Option<PathBuf>,
+        /// Let this uid (besides yours and root) use the agent socket; it owns the file.
+        #[arg(long, value_name = "UID", requires = "agent_socket")]
+        agent_uid: Option<u32>,
     },
     /// Flush everything and unmount.
     Umount {
@@ -101,6 +112,13 @@ enum Cmd {
         /// Empty directory to mount the fork on.
         #[arg(long = "mount", value_name = "DIR")]
         mountpoint: PathBuf,
+        /// Also serve the session's control ops on an agent socket at PATH, where
+        /// only additive operations are allowed (no branch deletion, unmount, settings).
+        #[arg(long, value_name = "PATH")]
+        agent_socket: Option<PathBuf>,
+        /// Let this uid (besides yours and root) use the agent socket; it owns the file.
+        #[arg(long, value_name = "UID", requires = "agent_socket")]
+        agent_uid: Option<u32>,
     },
     /// Differences between two states (default: HEAD and the live working state).
     Diff {
@@ -166,6 +184,31 @@ enum SessionCmd {
         /// Session name.
         name: String,
     },
+}
+
+/// The control socket named explicitly (`--socket` or `$TREEFORK_SOCKET`), if any:
+/// then every command talks to it alone (an agent's runtime sets it to the agent
+/// socket; the agent cannot read the user's registry).
+fn explicit_socket(cli: &Cli) -> Option<PathBuf> {
+    cli.socket.clone().or_else(|| {
+        std::env::var_os("TREEFORK_SOCKET")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+    })
+}
+
+/// Absolute form of a path given on the command line (not resolved).
+fn absolute_arg(p: &Option<PathBuf>) -> Result<Option<PathBuf>> {
+    p.as_ref()
+        .map(|p| std::path::absolute(p).with_context(|| format!("bad path {}", p.display())))
+        .transpose()
+}
+
+/// Call `op` on an explicit socket.
+fn socket_call(sock: &Path, op: &Op) -> Result<Value> {
+    let mut c = Client::connect(sock)
+        .with_context(|| format!("cannot connect to control socket {}", sock.display()))?;
+    checked(c.call(op, &mut |_| {})?)
 }
 
 /// The store named explicitly (flag or environment), if any.
@@ -382,8 +425,11 @@ fn workspace(cli: &Cli) -> Result<control::MountRecord> {
         })
 }
 
-/// Send a session op to the workspace's session socket.
-fn session_call(cli: &Cli, op: Op) -> Result<(control::MountRecord, Value)> {
+/// Send a session op to the explicit socket, else to the workspace's session socket.
+fn session_call(cli: &Cli, op: Op) -> Result<Value> {
+    if let Some(sock) = explicit_socket(cli) {
+        return socket_call(&sock, &op);
+    }
     let ws = workspace(cli)?;
     let sock = match &ws.socket {
         Some(s) => s.clone(),
@@ -396,11 +442,26 @@ fn session_call(cli: &Cli, op: Op) -> Result<(control::MountRecord, Value)> {
         )
     })?;
     let v = c.call(&op, &mut |_| {})?;
-    Ok((ws, checked(v)?))
+    checked(v)
 }
 
-/// `path` (relative to the current directory) as a path relative to the workspace root.
-fn workspace_relative(ws: &control::MountRecord, path: &Path) -> Result<String> {
+/// The root of the workspace the session commands act on: asked from the explicit
+/// socket's daemon, else found in the registry.
+fn workspace_root(cli: &Cli) -> Result<PathBuf> {
+    if let Some(sock) = explicit_socket(cli) {
+        let v = socket_call(&sock, &Op::Ping)?;
+        return v["mountpoint"]
+            .as_str()
+            .map(PathBuf::from)
+            .ok_or_else(|| anyhow!("{} is not a session's control socket", sock.display()));
+    }
+    Ok(workspace(cli)?.mountpoint)
+}
+
+/// `path` (relative to the current directory) as a path relative to the workspace
+/// root `ws`: `..` is resolved lexically, and a path outside the workspace is refused
+/// (the daemon refuses `..`, absolute paths and paths through symbolic links).
+fn workspace_relative(ws: &Path, path: &Path) -> Result<String> {
     let abs = std::path::absolute(path)?;
     let mut norm = PathBuf::new();
     for c in abs.components() {
@@ -412,14 +473,17 @@ fn workspace_relative(ws: &control::MountRecord, path: &Path) -> Result<String> 
             other => norm.push(other),
         }
     }
-    let rel = norm.strip_prefix(&ws.mountpoint).map_err(|_| {
+    let rel = norm.strip_prefix(ws).map_err(|_| {
         anyhow!(
             "{} is outside the workspace {}",
             path.display(),
-            ws.mountpoint.display()
+            ws.display()
         )
     })?;
-    Ok(rel.to_string_lossy().into_owned())
+    let rel = rel
+        .to_str()
+        .ok_or_else(|| anyhow!("{} is not valid UTF-8", path.display()))?;
+    Ok(rel.to_string())
 }
 
 fn short(id: &str) -> &str {
@@ -471,8 +535,9 @@ fn run(cli: Cli) -> Result<()> {
             session,
             from,
             foreground,
+            agent_socket,
+            agent_uid,
         } => {
-            let store = store_dir(&cli)?;
             let mp = absolute(mountpoint)?;
             let from = match from {
                 Some(f) => Some(
@@ -485,7 +550,19 @@ fn run(cli: Cli) -> Result<()> {
                 session: session.clone(),
                 mountpoint: mp.clone(),
                 from,
+                agent_socket: absolute_arg(agent_socket)?,
+                agent_uid: *agent_uid,
             };
+            if let Some(sock) = explicit_socket(&cli) {
+                let v = socket_call(&sock, &op)?;
+                if cli.json {
+                    print_json(&v);
+                } else {
+                    println!("mounted session {session} at {}", mp.display());
+                }
+                return Ok(());
+            }
+            let store = store_dir(&cli)?;
             if *foreground {
                 if daemon::ping(&store).is_some() {
                     bail!(
@@ -539,6 +616,16 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Umount { mountpoint } => {
             let mp = absolute(mountpoint)?;
+            if let Some(sock) = explicit_socket(&cli) {
+                socket_call(
+                    &sock,
+                    &Op::Umount {
+                        mountpoint: mp.clone(),
+                    },
+                )?;
+                println!("unmounted {}", mp.display());
+                return Ok(());
+            }
             let store = store_for_path(&cli, &mp)?;
             let stale = matches!(std::fs::metadata(&mp), Err(e) if e.raw_os_error() == Some(libc::ENOTCONN));
             let r = if daemon::ping(&store).is_some() {
@@ -577,7 +664,7 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Cmd::Checkpoint { message, trigger } => {
-            let (_, v) = session_call(
+            let v = session_call(
                 &cli,
                 Op::Checkpoint {
                     message: message.clone(),
@@ -591,7 +678,7 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Cmd::Log { limit } => {
-            let (_, v) = session_call(
+            let v = session_call(
                 &cli,
                 Op::Log {
                     limit: Some(*limit),
@@ -613,7 +700,7 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Cmd::Status => {
-            let (_, v) = session_call(&cli, Op::Status)?;
+            let v = session_call(&cli, Op::Status)?;
             if cli.json {
                 print_json(&v);
             } else {
@@ -636,7 +723,7 @@ fn run(cli: Cli) -> Result<()> {
                     from: from.clone(),
                 }
             };
-            let (_, v) = session_call(&cli, op)?;
+            let v = session_call(&cli, op)?;
             if cli.json {
                 print_json(&v);
             } else if *delete {
@@ -649,7 +736,7 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Cmd::Branches => {
-            let (_, v) = session_call(&cli, Op::Branches)?;
+            let v = session_call(&cli, Op::Branches)?;
             if cli.json {
                 print_json(&v);
             } else {
@@ -664,7 +751,7 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Cmd::Checkout { target } => {
-            let (ws, v) = session_call(
+            let v = session_call(
                 &cli,
                 Op::Checkout {
                     target: target.clone(),
@@ -677,8 +764,7 @@ fn run(cli: Cli) -> Result<()> {
                     println!("saved pending changes as {r}");
                 }
                 println!(
-                    "{} now shows {}",
-                    ws.mountpoint.display(),
+                    "the workspace now shows {}",
                     short(v["checkpoint"]["id"].as_str().unwrap_or(""))
                 );
             }
@@ -687,14 +773,18 @@ fn run(cli: Cli) -> Result<()> {
             name,
             from,
             mountpoint,
+            agent_socket,
+            agent_uid,
         } => {
             let mp = absolute(mountpoint)?;
-            let (_, v) = session_call(
+            let v = session_call(
                 &cli,
                 Op::Fork {
                     name: name.clone(),
                     from: from.clone(),
                     mountpoint: mp.clone(),
+                    agent_socket: absolute_arg(agent_socket)?,
+                    agent_uid: *agent_uid,
                 },
             )?;
             if cli.json {
@@ -721,7 +811,7 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 "name-status"
             };
-            let (_, v) = session_call(
+            let v = session_call(
                 &cli,
                 Op::Diff {
                     a: a.clone(),
@@ -777,12 +867,12 @@ fn run(cli: Cli) -> Result<()> {
             paths,
             dry_run,
         } => {
-            let ws = workspace(&cli)?;
+            let ws = workspace_root(&cli)?;
             let rel: Vec<String> = paths
                 .iter()
                 .map(|p| workspace_relative(&ws, p))
                 .collect::<Result<_>>()?;
-            let (_, v) = session_call(
+            let v = session_call(
                 &cli,
                 Op::Restore {
                     target: target.clone(),
@@ -821,7 +911,7 @@ fn run(cli: Cli) -> Result<()> {
                 }
                 Some(m)
             };
-            let (_, v) = session_call(&cli, Op::Config { set })?;
+            let v = session_call(&cli, Op::Config { set })?;
             if cli.json {
                 print_json(&v);
             } else if let Some(o) = v["config"].as_object() {
@@ -935,10 +1025,14 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Cmd::Sessions => {
-            let store = store_dir(&cli)?;
-            let v = if daemon::ping(&store).is_some() {
+            let v = if let Some(sock) = explicit_socket(&cli) {
+                socket_call(&sock, &Op::Sessions)?
+            } else if let store = store_dir(&cli)?
+                && daemon::ping(&store).is_some()
+            {
                 call(&store, &Op::Sessions, &mut |_| {})?
             } else {
+                let store = store_dir(&cli)?;
                 let _lock = treefork::lock::StoreLock::acquire(&store)?;
                 let s = treefork::store::PackStore::open(&store)?;
                 let list: Vec<Value> = treefork::session::list_records(&s)?
@@ -983,6 +1077,9 @@ fn store_op(
         &mut dyn FnMut(&str, u64, u64),
     ) -> treefork::Result<Value>,
 ) -> Result<Value> {
+    if let Some(sock) = explicit_socket(cli) {
+        return socket_call(&sock, &op);
+    }
     let store = store_dir(cli)?;
     let bar = indicatif::ProgressBar::hidden();
     if std::io::stderr().is_terminal() && !cli.json {

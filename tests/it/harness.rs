@@ -24,6 +24,7 @@ pub fn tf(store: &Path, args: &[&str]) -> Output {
         .arg(store)
         .args(args)
         .env_remove("TREEFORK_STORE")
+        .env_remove("TREEFORK_SOCKET")
         .output()
         .expect("run treefork")
 }
@@ -65,6 +66,11 @@ impl Mount {
 
     /// A fresh store with the named session mounted.
     pub fn with_session(session: &str) -> Mount {
+        Self::with_options(session, &[])
+    }
+
+    /// A fresh store with the named session mounted with extra `mount` arguments.
+    pub fn with_options(session: &str, extra: &[&str]) -> Mount {
         let tmp = tempfile::Builder::new()
             .prefix("tf-test-")
             .tempdir()
@@ -78,7 +84,7 @@ impl Mount {
             mp,
             session: session.to_string(),
         };
-        m.mount();
+        m.mount_with(extra);
         m
     }
 
@@ -97,15 +103,19 @@ impl Mount {
 
     /// Mount (again).
     pub fn mount(&self) {
-        tf_ok(
-            &self.store,
-            &[
-                "mount",
-                self.mp.to_str().unwrap(),
-                "--session",
-                &self.session,
-            ],
-        );
+        self.mount_with(&[]);
+    }
+
+    /// Mount (again) with extra `mount` arguments.
+    pub fn mount_with(&self, extra: &[&str]) {
+        let mut args = vec![
+            "mount",
+            self.mp.to_str().unwrap(),
+            "--session",
+            &self.session,
+        ];
+        args.extend_from_slice(extra);
+        tf_ok(&self.store, &args);
     }
 
     /// Unmount cleanly.

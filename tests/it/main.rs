@@ -10,4 +10,5 @@ mod maintenance;
 mod persistence;
 mod posix;
 mod programs;
+mod security;
 mod snapshots;

@@ -149,7 +149,22 @@ impl Mount {
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        panic!("daemon {pid} did not die");
+        // Who holds the lock (diagnostics).
+        let lock = self.store.join("lock");
+        let mut holders = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            if let Ok(fds) = std::fs::read_dir(e.path().join("fd")) {
+                for fd in fds.flatten() {
+                    if std::fs::read_link(fd.path()).is_ok_and(|t| t == lock) {
+                        let cmd = std::fs::read_to_string(e.path().join("cmdline"))
+                            .unwrap_or_default()
+                            .replace('\0', " ");
+                        holders.push(format!("{}: {cmd}", e.file_name().to_string_lossy()));
+                    }
+                }
+            }
+        }
+        panic!("daemon {pid} did not die; lock held by {holders:?}");
     }
 
     /// Path inside the mount.

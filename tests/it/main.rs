@@ -5,6 +5,7 @@ mod harness;
 
 mod cli;
 mod consistency;
+mod crash;
 mod enospc;
 mod maintenance;
 mod persistence;

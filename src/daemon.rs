@@ -943,8 +943,8 @@ impl Daemon {
         // agent's uid when one was given.
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
-        match peer_uid(&stream) {
-            Some(uid) if uid == me || uid == 0 || Some(uid) == ctx.extra_uid => {}
+        let peer = match peer_uid(&stream) {
+            Some(uid) if uid == me || uid == 0 || Some(uid) == ctx.extra_uid => uid,
             who => {
                 log::warn!("control connection from uid {who:?} refused (daemon runs as uid {me})");
                 let also = ctx
@@ -957,7 +957,7 @@ impl Daemon {
                 let _ = writeln!(out, "{}", control::error_response(e.code(), &e.to_string()));
                 return;
             }
-        }
+        };
         let mut limit = control::RateLimit::new(control::RATE_BURST, control::RATE_PER_SEC);
         let mut reader = BufReader::new(stream);
         loop {
@@ -978,7 +978,7 @@ impl Daemon {
                 let _ = writeln!(out, "{r}");
                 return;
             }
-            let resp = match self.request(ctx, &line, &mut limit, &out) {
+            let resp = match self.request(ctx, peer, &line, &mut limit, &out) {
                 Ok(v) => v,
                 Err(e) => control::error_response(e.code(), &e.to_string()),
             };
@@ -993,6 +993,7 @@ impl Daemon {
     fn request(
         &self,
         ctx: &SocketCtx,
+        peer: u32,
         line: &[u8],
         limit: &mut control::RateLimit,
         out: &UnixStream,
@@ -1015,6 +1016,23 @@ impl Daemon {
                 req.op.name()
             );
             return Err(ctx.role.refusal(&req.op));
+        }
+        // An agent of another uid forks only onto a directory it owns: the daemon
+        // (often root) must not mount over a directory the agent could not write.
+        if let (Role::Agent, Op::Fork { mountpoint, .. }) = (ctx.role, &req.op)
+            // SAFETY: geteuid has no preconditions.
+            && peer != 0
+            && peer != unsafe { libc::geteuid() }
+        {
+            use std::os::unix::fs::MetadataExt;
+            let owned =
+                std::fs::symlink_metadata(mountpoint).is_ok_and(|m| m.is_dir() && m.uid() == peer);
+            if !owned {
+                return Err(Error::Forbidden(format!(
+                    "fork on an agent socket: the mountpoint {} must be a directory owned by uid {peer} (the agent)",
+                    mountpoint.display()
+                )));
+            }
         }
         let target = match (&ctx.bound, &req.session) {
             (Some(b), Some(s)) if b != s => {

@@ -432,6 +432,24 @@ fn agent_socket_serves_only_its_uid() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("not allowed on an agent socket"));
     assert!(treefork::daemon::is_mountpoint(&m.mp));
+    // It forks only onto a directory it owns (the daemon runs as root here).
+    let theirs = m.tmp.path().join("root-owned");
+    fs::create_dir(&theirs).unwrap();
+    let o = cli_as_nobody(&sock, &["fork", "f1", "--mount", theirs.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("must be a directory owned by uid 65534"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!treefork::daemon::is_mountpoint(&theirs));
+    let own = m.tmp.path().join("agent-owned");
+    fs::create_dir(&own).unwrap();
+    std::os::unix::fs::chown(&own, Some(65534), Some(65534)).unwrap();
+    let o = cli_as_nobody(&sock, &["fork", "f2", "--mount", own.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(treefork::daemon::is_mountpoint(&own));
+    tf_ok(&m.store, &["umount", own.to_str().unwrap()]);
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::harness::{Mount, daemon_log, fuse_available, pattern};
+use crate::harness::{Mount, daemon_log, fuse_available, pattern, write_synced, ws_ok};
 
 /// A size-limited tmpfs, unmounted on drop (lazily if something still holds it).
 struct Tmpfs(PathBuf);
@@ -105,17 +105,6 @@ fn ws(m: &Mount, args: &[&str]) -> Output {
     ws_env(m, &[], args)
 }
 
-fn ws_ok(m: &Mount, args: &[&str]) -> String {
-    let o = ws(m, args);
-    assert!(
-        o.status.success(),
-        "treefork {args:?} failed: {}\n{}",
-        String::from_utf8_lossy(&o.stderr),
-        daemon_log(&m.store)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 fn checkpoint(m: &Mount, msg: &str) -> String {
     let out = ws_ok(m, &["--json", "checkpoint", "-m", msg]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -141,16 +130,6 @@ fn write_fsync(path: &Path, data: &[u8]) -> Outcome {
     match f.sync_all() {
         Ok(()) => Outcome::Ok,
         Err(e) => Outcome::Fsync(e),
-    }
-}
-
-fn write_synced(path: &Path, data: &[u8]) {
-    if let Some(d) = path.parent() {
-        fs::create_dir_all(d).unwrap();
-    }
-    match write_fsync(path, data) {
-        Outcome::Ok => {}
-        o => panic!("{}: {o:?}", path.display()),
     }
 }
 

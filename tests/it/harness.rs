@@ -182,6 +182,33 @@ impl Drop for Mount {
     }
 }
 
+/// `treefork --store S -C MP args...` for the workspace of `m`.
+pub fn ws(m: &Mount, args: &[&str]) -> Output {
+    let mut full = vec!["-C", m.mp.to_str().unwrap()];
+    full.extend_from_slice(args);
+    tf(&m.store, &full)
+}
+
+/// Like [`ws`], requiring success; returns stdout.
+pub fn ws_ok(m: &Mount, args: &[&str]) -> String {
+    let o = ws(m, args);
+    assert!(
+        o.status.success(),
+        "treefork {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        daemon_log(&m.store)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Write `data` to `path` and fsync it.
+pub fn write_synced(path: &Path, data: &[u8]) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).unwrap();
+    f.write_all(data).unwrap();
+    f.sync_all().unwrap();
+}
+
 /// Run a shell command in `dir`, requiring success; returns stdout.
 pub fn sh(dir: &Path, script: &str) -> String {
     let o = Command::new("bash")

@@ -3,14 +3,13 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 
-use crate::harness::{Mount, fuse_available, pattern, tf, tf_ok};
+use crate::harness::{Mount, fuse_available, pattern, tf, tf_ok, write_synced};
 
 fn json(store: &Path, args: &[&str]) -> Value {
     let mut a = vec!["--json"];
@@ -30,12 +29,6 @@ fn fsck_clean(store: &Path) {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
-}
-
-fn write_synced(path: &Path, data: &[u8]) {
-    let mut f = fs::File::create(path).unwrap();
-    f.write_all(data).unwrap();
-    f.sync_all().unwrap();
 }
 
 #[test]

@@ -1,15 +1,8 @@
 //! Persistence: clean remounts and `kill -9` of the daemon.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
 
-use crate::harness::{Mount, fuse_available, pattern, tf_ok};
-
-fn write_synced(path: &std::path::Path, data: &[u8]) {
-    let mut f = File::create(path).unwrap();
-    f.write_all(data).unwrap();
-    f.sync_all().unwrap();
-}
+use crate::harness::{Mount, fuse_available, pattern, tf_ok, write_synced};
 
 #[test]
 fn clean_unmount_keeps_everything_without_fsync() {

@@ -12,29 +12,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::harness::{Mount, daemon_log, fuse_available, tf, tf_ok};
+use crate::harness::{Mount, daemon_log, fuse_available, tf, tf_ok, ws, ws_ok};
 
 // ---------------------------------------------------------------------------------
 // Helpers
-
-/// `treefork --store S -C MP args...`
-fn ws(m: &Mount, args: &[&str]) -> Output {
-    let mut full = vec!["-C", m.mp.to_str().unwrap()];
-    full.extend_from_slice(args);
-    tf(&m.store, &full)
-}
-
-/// Like [`ws`], requiring success; returns stdout.
-fn ws_ok(m: &Mount, args: &[&str]) -> String {
-    let o = ws(m, args);
-    assert!(
-        o.status.success(),
-        "treefork {args:?} failed: {}\n{}",
-        String::from_utf8_lossy(&o.stderr),
-        daemon_log(&m.store)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 /// Like [`ws_ok`] with `--json`; returns the parsed output.
 fn wsj(m: &Mount, args: &[&str]) -> Value {

@@ -4,12 +4,10 @@
 //! errors become errnos through `Error::errno` (the single mapping). No filesystem
 //! logic lives here.
 
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
@@ -20,7 +18,7 @@ use fuser::{
 };
 
 use crate::error::Error;
-use crate::session::ops::{DirEntry, NewNode, SetAttr};
+use crate::session::ops::{NewNode, SetAttr};
 use crate::session::{Session, Stat};
 use crate::tree::{Kind, Timespec};
 
@@ -33,16 +31,24 @@ use crate::tree::{Kind, Timespec};
 pub const TTL: Duration = Duration::from_secs(60);
 
 /// The FUSE filesystem of one mounted session.
+/// Entries per readdir reply we prepare (the kernel's buffer takes what fits; the
+/// rest is read again from the next cookie).
+const READDIR_PAGE: usize = 512;
+/// Entries per readdirplus reply we prepare (each takes a kernel reference, given
+/// back when it does not fit; ~25 fit in a 4 KiB buffer).
+const READDIRPLUS_PAGE: usize = 64;
+
 pub struct TreeforkFs {
     session: Arc<Session>,
     /// Set once the mount exists; used to drop the kernel's cached attributes when
     /// they go stale without a request the kernel would see (allocation after fsync).
     notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
-    dirs: Mutex<HashMap<u64, Arc<Vec<DirEntry>>>>,
-    next_fh: AtomicU64,
     /// The kernel supports FUSE_NO_OPEN_SUPPORT: `open` answers ENOSYS once and the
     /// kernel stops sending OPEN/RELEASE for files (two round trips per open(2)).
     no_open: bool,
+    /// The kernel supports FUSE_NO_OPENDIR_SUPPORT: likewise for directories; it
+    /// then caches listings by default (FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE).
+    no_opendir: bool,
 }
 
 impl TreeforkFs {
@@ -51,9 +57,8 @@ impl TreeforkFs {
         TreeforkFs {
             session,
             notifier,
-            dirs: Mutex::new(HashMap::new()),
-            next_fh: AtomicU64::new(1),
             no_open: false,
+            no_opendir: false,
         }
     }
 }
@@ -202,6 +207,11 @@ impl Filesystem for TreeforkFs {
         // without it, O_TRUNC arrives as a SETATTR (size 0).
         self.no_open = config
             .add_capabilities(InitFlags::FUSE_NO_OPEN_SUPPORT)
+            .is_ok();
+        // Listings are stateless (cookies, see `Entries`), so nothing per open
+        // directory needs the daemon either.
+        self.no_opendir = config
+            .add_capabilities(InitFlags::FUSE_NO_OPENDIR_SUPPORT)
             .is_ok();
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_background(64);
@@ -478,18 +488,20 @@ impl Filesystem for TreeforkFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.session.list_dir(ino.0) {
-            Ok(list) => {
-                let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-                self.dirs.lock().unwrap().insert(fh, Arc::new(list));
+        if self.no_opendir {
+            return reply.error(Errno::ENOSYS);
+        }
+        match self.session.getattr(ino.0) {
+            Ok(s) if s.kind == Kind::Dir => {
                 // The kernel may keep listings: it drops them itself when an entry
                 // changes through this mount, and checkout/restore invalidate every
                 // directory whose entries they change.
                 reply.opened(
-                    FileHandle(fh),
+                    FileHandle(0),
                     FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
                 )
             }
+            Ok(_) => reply.error(Errno::ENOTDIR),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -497,18 +509,22 @@ impl Filesystem for TreeforkFs {
     fn readdir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
+        ino: INodeNo,
+        _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let Some(list) = self.dirs.lock().unwrap().get(&fh.0).cloned() else {
-            return reply.error(Errno::EBADF);
+        let page = match self
+            .session
+            .readdir_page(ino.0, offset, READDIR_PAGE, false)
+        {
+            Ok(p) => p,
+            Err(e) => return reply.error(errno(e)),
         };
-        for (i, e) in list.iter().enumerate().skip(offset as usize) {
+        for (cookie, e, _) in page {
             if reply.add(
                 INodeNo(e.ino),
-                (i + 1) as u64,
+                cookie,
                 file_type(e.kind),
                 OsStr::from_bytes(&e.name),
             ) {
@@ -520,33 +536,29 @@ impl Filesystem for TreeforkFs {
 
     /// Entries with their attributes, so `ls -l`, `du`, `git status` do not look up
     /// each name. Each entry returned (except `.` and `..`, sent without a node id)
-    /// counts a kernel reference, like a lookup.
+    /// counts a kernel reference, like a lookup; the page is read under one lock.
     fn readdirplus(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
+        ino: INodeNo,
+        _fh: FileHandle,
         offset: u64,
         mut reply: fuser::ReplyDirectoryPlus,
     ) {
-        let Some(list) = self.dirs.lock().unwrap().get(&fh.0).cloned() else {
-            return reply.error(Errno::EBADF);
+        let page = match self
+            .session
+            .readdir_page(ino.0, offset, READDIRPLUS_PAGE, true)
+        {
+            Ok(p) => p,
+            Err(e) => return reply.error(errno(e)),
         };
-        for (i, e) in list.iter().enumerate().skip(offset as usize) {
-            let dot = e.name == b"." || e.name == b"..";
-            let st = if dot {
-                None
-            } else {
-                // Gone since opendir: leave it out, as a fresh listing would.
-                match self.session.lookup_ino(e.ino) {
-                    Ok(s) => Some(s),
-                    Err(_) => continue,
-                }
-            };
+        let mut unsent = Vec::new();
+        let mut it = page.into_iter();
+        for (cookie, e, st) in it.by_ref() {
             let full = match &st {
                 Some(s) => reply.add(
                     INodeNo(e.ino),
-                    (i + 1) as u64,
+                    cookie,
                     OsStr::from_bytes(&e.name),
                     &TTL,
                     &attr(s),
@@ -561,7 +573,7 @@ impl Filesystem for TreeforkFs {
                     };
                     reply.add(
                         INodeNo(0),
-                        (i + 1) as u64,
+                        cookie,
                         OsStr::from_bytes(&e.name),
                         &Duration::ZERO,
                         &attr(&a),
@@ -571,11 +583,14 @@ impl Filesystem for TreeforkFs {
             };
             if full {
                 if st.is_some() {
-                    self.session.forget(e.ino, 1);
+                    unsent.push(e.ino);
                 }
                 break;
             }
         }
+        // Give back the references of entries that did not fit.
+        unsent.extend(it.filter(|(_, _, st)| st.is_some()).map(|(_, e, _)| e.ino));
+        self.session.forget_many(&unsent);
         reply.ok()
     }
 
@@ -583,11 +598,10 @@ impl Filesystem for TreeforkFs {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.dirs.lock().unwrap().remove(&fh.0);
         reply.ok()
     }
 

@@ -37,13 +37,112 @@ pub struct FileData {
     pub blocks: Option<BTreeMap<u64, Block>>,
 }
 
+/// A loaded directory's entries (name → ino) and, once the directory has been
+/// listed, its readdir cookies.
+///
+/// Cookies make listings stateless (no OPENDIR/RELEASEDIR; the kernel resumes a
+/// listing with the cookie of the last entry it got): each name gets a sequence
+/// number when it enters the directory, a listing walks names in sequence order,
+/// and a cookie is "everything after this number". So an entry that stays put is
+/// returned exactly once however the directory changes meanwhile; a name inserted
+/// (or replaced) during a listing gets a larger number and may or may not be
+/// returned, as POSIX allows. Reads go through `Deref` to the map; every change goes
+/// through [`insert`](Self::insert) / [`remove`](Self::remove), which keep the
+/// cookies in step.
+#[derive(Debug, Default)]
+pub struct Entries {
+    map: BTreeMap<Vec<u8>, u64>,
+    cookies: Option<Cookies>,
+}
+
+#[derive(Debug, Default)]
+struct Cookies {
+    by_seq: BTreeMap<u64, Vec<u8>>,
+    seq_of: HashMap<Vec<u8>, u64>,
+    next: u64,
+}
+
+impl Cookies {
+    fn add(&mut self, name: Vec<u8>) {
+        let s = self.next;
+        self.next += 1;
+        self.by_seq.insert(s, name.clone());
+        self.seq_of.insert(name, s);
+    }
+    fn drop_name(&mut self, name: &[u8]) {
+        if let Some(s) = self.seq_of.remove(name) {
+            self.by_seq.remove(&s);
+        }
+    }
+}
+
+impl std::ops::Deref for Entries {
+    type Target = BTreeMap<Vec<u8>, u64>;
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
+impl From<BTreeMap<Vec<u8>, u64>> for Entries {
+    fn from(map: BTreeMap<Vec<u8>, u64>) -> Entries {
+        Entries { map, cookies: None }
+    }
+}
+
+impl Entries {
+    /// Add or replace `name`. A replaced name whose ino changes gets a new cookie.
+    pub fn insert(&mut self, name: Vec<u8>, ino: u64) -> Option<u64> {
+        let old = self.map.insert(name.clone(), ino);
+        if old != Some(ino)
+            && let Some(c) = &mut self.cookies
+        {
+            c.drop_name(&name);
+            c.add(name);
+        }
+        old
+    }
+
+    /// Remove `name`.
+    pub fn remove(&mut self, name: &[u8]) -> Option<u64> {
+        let old = self.map.remove(name);
+        if old.is_some()
+            && let Some(c) = &mut self.cookies
+        {
+            c.drop_name(name);
+        }
+        old
+    }
+
+    /// Up to `max` entries whose cookie is greater than `after`, in cookie order:
+    /// (cookie, name, ino). Cookies start at `base` (callers reserve smaller
+    /// numbers for `.` and `..`).
+    pub fn page(&mut self, after: u64, base: u64, max: usize) -> Vec<(u64, Vec<u8>, u64)> {
+        let map = &self.map;
+        let c = self.cookies.get_or_insert_with(|| {
+            let mut c = Cookies::default();
+            for name in map.keys() {
+                c.add(name.clone());
+            }
+            c
+        });
+        let from = after
+            .saturating_sub(base)
+            .saturating_add(u64::from(after >= base));
+        c.by_seq
+            .range(from..)
+            .take(max)
+            .map(|(s, name)| (s + base, name.clone(), map[name]))
+            .collect()
+    }
+}
+
 /// Content state of a live directory.
 #[derive(Debug, Default)]
 pub struct Dir {
     /// Dir node naming exactly the current entries and their records.
     pub stored: Option<NodeId>,
     /// Entries by name; `None` until loaded from `stored`.
-    pub entries: Option<BTreeMap<Vec<u8>, u64>>,
+    pub entries: Option<Entries>,
     /// Leaves of the last encode or load of a sharded directory, by membership
     /// digest ([`crate::tree::ShardDigest`]): a flush reuses a leaf whose digest is
     /// unchanged and whose inline children are all clean.
@@ -95,7 +194,7 @@ impl Inode {
             }),
             (Kind::Dir, _) => Data::Dir(Dir {
                 stored: None,
-                entries: Some(BTreeMap::new()),
+                entries: Some(Entries::default()),
                 shards: HashMap::new(),
             }),
             (Kind::File, Content::Node(id)) => Data::File(FileData {
@@ -128,7 +227,7 @@ impl Inode {
         let data = match kind {
             Kind::Dir => Data::Dir(Dir {
                 stored: None,
-                entries: Some(BTreeMap::new()),
+                entries: Some(Entries::default()),
                 shards: HashMap::new(),
             }),
             Kind::File => Data::File(FileData {
@@ -254,4 +353,66 @@ pub struct State {
     pub graft_mark: Option<(u64, NodeId)>,
     /// Unix ms of the last mutation.
     pub last_mutation_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Entries;
+    use proptest::prelude::*;
+    use std::collections::{BTreeMap, HashMap};
+
+    proptest! {
+        /// A listing read page by page while the directory changes returns every
+        /// name that was there throughout exactly once, never a name that was
+        /// never there, and nothing twice unless it was re-inserted meanwhile.
+        #[test]
+        fn cookies_survive_changes(
+            initial in proptest::collection::btree_set(0u16..400, 0..120),
+            ops in proptest::collection::vec((any::<bool>(), 0u16..400), 0..200),
+            page in 1usize..20,
+        ) {
+            let name = |n: u16| format!("f{n}").into_bytes();
+            let mut e = Entries::from(
+                initial.iter().map(|&n| (name(n), n as u64)).collect::<BTreeMap<_, _>>(),
+            );
+            let mut stable: HashMap<Vec<u8>, bool> =
+                initial.iter().map(|&n| (name(n), true)).collect();
+            let mut ever: std::collections::HashSet<Vec<u8>> = stable.keys().cloned().collect();
+            let mut seen: HashMap<Vec<u8>, usize> = HashMap::new();
+            let mut after = 0;
+            let mut ops = ops.into_iter();
+            loop {
+                let got = e.page(after, 3, page);
+                for (c, n, ino) in &got {
+                    prop_assert!(*c > after);
+                    prop_assert_eq!(e.get(n).copied(), Some(*ino));
+                    *seen.entry(n.clone()).or_default() += 1;
+                }
+                let Some(last) = got.last() else { break };
+                after = last.0;
+                // Change the directory between pages.
+                for (insert, n) in ops.by_ref().take(3) {
+                    let k = name(n);
+                    if insert {
+                        e.insert(k.clone(), 1000 + n as u64);
+                        ever.insert(k.clone());
+                    } else {
+                        e.remove(&k);
+                    }
+                    stable.insert(k, false);
+                }
+            }
+            for (n, count) in &seen {
+                prop_assert!(ever.contains(n));
+                if stable.get(n) == Some(&true) {
+                    prop_assert_eq!(*count, 1);
+                }
+            }
+            for (n, s) in &stable {
+                if *s {
+                    prop_assert_eq!(seen.get(n).copied(), Some(1), "stable name {:?} missed", n);
+                }
+            }
+        }
+    }
 }

@@ -516,7 +516,7 @@ impl State {
             }
         }
         if let Data::Dir(d) = &mut self.get_mut(ino)?.data {
-            d.entries = Some(entries);
+            d.entries = Some(entries.into());
             d.shards = shards;
         }
         Ok(())
@@ -567,7 +567,7 @@ impl State {
         }
     }
 
-    pub(crate) fn entries_mut(&mut self, dir: u64) -> Result<&mut BTreeMap<Vec<u8>, u64>> {
+    pub(crate) fn entries_mut(&mut self, dir: u64) -> Result<&mut inode::Entries> {
         match &mut self.get_mut(dir)?.data {
             Data::Dir(d) => Ok(d.entries.as_mut().expect("dir loaded")),
             _ => posix(libc::ENOTDIR),

@@ -2,8 +2,6 @@
 //! link, setattr, xattrs, directory listing). Each takes the table lock once, checks
 //! POSIX preconditions, mutates, and marks dirty paths (see `inode` invariants).
 
-use std::collections::BTreeMap;
-
 use super::inode::{Data, Inode};
 use super::{Session, Stat, check_name, stat_of};
 use crate::error::{Error, Result, posix};
@@ -86,15 +84,18 @@ impl Session {
         stat_of(&st, ino)
     }
 
-    /// Stat a live inode by number, counting a kernel reference (readdirplus).
-    pub fn lookup_ino(&self, ino: u64) -> Result<Stat> {
-        let mut st = self.lock();
-        let i = st.get_mut(ino)?;
-        if i.attr.nlink == 0 {
-            return posix(libc::ENOENT);
+    /// Drop one kernel reference to each of `inos` (under one lock).
+    pub fn forget_many(&self, inos: &[u64]) {
+        if inos.is_empty() {
+            return;
         }
-        i.lookups += 1;
-        stat_of(&st, ino)
+        let mut st = self.lock();
+        for &ino in inos {
+            if let Some(i) = st.inodes.get_mut(&ino) {
+                i.lookups = i.lookups.saturating_sub(1);
+            }
+            st.maybe_reap(ino);
+        }
     }
 
     /// Drop `n` kernel references to `ino`.
@@ -473,34 +474,57 @@ impl Session {
         Ok(())
     }
 
-    /// Snapshot a directory's entries (with "." and "..") for a readdir stream.
-    pub fn list_dir(&self, ino: u64) -> Result<Vec<DirEntry>> {
+    /// One page of a listing of directory `ino`: the entries after cookie `after`
+    /// (0 = from the start; `.` is 1, `..` is 2, names follow — see
+    /// [`Entries`](super::inode::Entries)), at most `max`. With `plus`, each name's
+    /// attributes come too and each counts a kernel reference, like a lookup (the
+    /// caller forgets those it could not send). Stateless: no open handle.
+    pub fn readdir_page(
+        &self,
+        ino: u64,
+        after: u64,
+        max: usize,
+        plus: bool,
+    ) -> Result<Vec<(u64, DirEntry, Option<Stat>)>> {
         let mut st = self.lock();
         st.load_dir(&**self.store(), ino)?;
-        let i = st.get(ino)?;
+        let i = st.get_mut(ino)?;
         let parent = if i.parent == 0 { ino } else { i.parent };
-        let Data::Dir(d) = &i.data else {
+        let Data::Dir(d) = &mut i.data else {
             return posix(libc::ENOTDIR);
         };
-        let entries: &BTreeMap<Vec<u8>, u64> = d.entries.as_ref().unwrap();
-        let mut out = Vec::with_capacity(entries.len() + 2);
-        out.push(DirEntry {
-            name: b".".to_vec(),
-            ino,
-            kind: Kind::Dir,
-        });
-        out.push(DirEntry {
-            name: b"..".to_vec(),
-            ino: parent,
-            kind: Kind::Dir,
-        });
-        for (name, &child) in entries {
-            let kind = st.inodes.get(&child).map(|c| c.kind).unwrap_or(Kind::File);
-            out.push(DirEntry {
-                name: name.clone(),
-                ino: child,
-                kind,
-            });
+        let page = d.entries.as_mut().unwrap().page(after, 3, max);
+        let mut out = Vec::with_capacity(page.len() + 2);
+        for (cookie, name, dot) in [(1, &b"."[..], ino), (2, &b".."[..], parent)] {
+            if after < cookie {
+                let e = DirEntry {
+                    name: name.to_vec(),
+                    ino: dot,
+                    kind: Kind::Dir,
+                };
+                out.push((cookie, e, None));
+            }
+        }
+        for (cookie, name, child) in page {
+            let Some(c) = st.inodes.get_mut(&child) else {
+                continue;
+            };
+            let kind = c.kind;
+            let stat = if plus {
+                c.lookups += 1;
+                Some(stat_of(&st, child)?)
+            } else {
+                None
+            };
+            out.push((
+                cookie,
+                DirEntry {
+                    name,
+                    ino: child,
+                    kind,
+                },
+                stat,
+            ));
         }
         Ok(out)
     }

@@ -366,7 +366,14 @@ fn agent_socket_path_is_checked() {
 
 /// Run the CLI as uid/gid 65534 (no groups) against `sock`.
 fn cli_as_nobody(sock: &Path, args: &[&str]) -> Output {
-    let mut cmd = Command::new(bin());
+    // The build tree may sit under a directory uid 65534 cannot search (a clone in
+    // a 0700 temp dir): run a copy from an open directory.
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.path().join("treefork");
+    fs::copy(bin(), &exe).unwrap();
+    fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = Command::new(&exe);
     cmd.arg("--json")
         .arg("--socket")
         .arg(sock)

@@ -149,16 +149,41 @@ impl RecordHeader {
     }
 }
 
-/// Compress `raw` for storage: zstd level 1, or raw when that saves < 10 %.
+/// Objects at least this large are probed before being compressed whole.
+const PROBE_MIN: usize = 16 << 10;
+/// Bytes taken from each of the start, middle and end for the probe.
+const PROBE_SLICE: usize = 2 << 10;
+
+fn zstd1(raw: &[u8]) -> Option<Vec<u8>> {
+    COMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = zstd::bulk::Compressor::new(1).ok();
+        }
+        slot.as_mut().and_then(|z| z.compress(raw).ok())
+    })
+}
+
+/// Whether a sample of `raw` (three 2 KiB slices: start, middle, end) shrinks by at
+/// least 5 % under zstd: incompressible data (media, archives, random test data)
+/// then costs a 6 KiB compression instead of a whole block's.
+fn worth_compressing(raw: &[u8]) -> bool {
+    if raw.len() < PROBE_MIN {
+        return true;
+    }
+    let mid = raw.len() / 2 - PROBE_SLICE / 2;
+    let mut sample = Vec::with_capacity(3 * PROBE_SLICE);
+    sample.extend_from_slice(&raw[..PROBE_SLICE]);
+    sample.extend_from_slice(&raw[mid..mid + PROBE_SLICE]);
+    sample.extend_from_slice(&raw[raw.len() - PROBE_SLICE..]);
+    zstd1(&sample).is_none_or(|c| c.len() * 20 < sample.len() * 19)
+}
+
+/// Compress `raw` for storage: zstd level 1, or raw when that saves < 10 % (or a
+/// probe says it would not).
 pub fn compress(raw: &[u8]) -> (Codec, Vec<u8>) {
-    if raw.len() >= 64 {
-        let c = COMPRESSOR.with(|cell| {
-            let mut slot = cell.borrow_mut();
-            if slot.is_none() {
-                *slot = zstd::bulk::Compressor::new(1).ok();
-            }
-            slot.as_mut().and_then(|z| z.compress(raw).ok())
-        });
+    if raw.len() >= 64 && worth_compressing(raw) {
+        let c = zstd1(raw);
         if let Some(c) = c
             && c.len() * 10 < raw.len() * 9
         {
@@ -391,6 +416,29 @@ mod tests {
                 prop_assert_eq!(RecordHeader::decode(&h.encode()).unwrap(), h);
             }
         }
+    }
+
+    #[test]
+    fn probe_skips_incompressible_blocks_only() {
+        let mut x = 0x9e3779b97f4a7c15u64;
+        let random: Vec<u8> = (0..65536)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        assert_eq!(compress(&random).0, Codec::Raw);
+        let text: Vec<u8> = (0..65536u32)
+            .flat_map(|i| format!("line {i}\n").into_bytes())
+            .take(65536)
+            .collect();
+        assert_eq!(compress(&text).0, Codec::Zstd);
+        // Random start, zeros after: the probe's middle and end slices see zeros.
+        let mut mixed = random[..20000].to_vec();
+        mixed.resize(65536, 0);
+        assert_eq!(compress(&mixed).0, Codec::Zstd);
     }
 
     #[test]

@@ -201,9 +201,12 @@ pub fn ws_ok(m: &Mount, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// Write `data` to `path` and fsync it.
+/// Write `data` to `path` (creating its directory) and fsync it.
 pub fn write_synced(path: &Path, data: &[u8]) {
     use std::io::Write;
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d).unwrap();
+    }
     let mut f = std::fs::File::create(path).unwrap();
     f.write_all(data).unwrap();
     f.sync_all().unwrap();

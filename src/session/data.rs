@@ -25,8 +25,11 @@ fn blocks_mut(st: &mut State, ino: u64) -> Result<&mut std::collections::BTreeMa
     }
 }
 
+/// Read a chunk of file `ino`, bypassing the object cache: data read for `read()`
+/// is cached by the kernel's page cache and data read to be modified is about to be
+/// replaced, so neither earns a place beside the tree nodes the cache keeps.
 fn get_chunk(store: &dyn ObjectStore, id: &ChunkId, ino: u64) -> Result<Arc<Vec<u8>>> {
-    store.get(ObjKind::Chunk, &id.0).map_err(|e| {
+    store.get_uncached(ObjKind::Chunk, &id.0).map_err(|e| {
         log::error!("ino {ino}: chunk {} unreadable: {e}", id.to_hex());
         e
     })
@@ -173,9 +176,9 @@ impl Session {
             }
             let first = offset / BLOCK_SIZE;
             let last = (end - 1) / BLOCK_SIZE;
-            // Memory this write adds: a block entering memory counts whole (a 4 KiB
-            // write into a stored block holds all 64 KiB until sealed); rewriting a
-            // block already in memory adds nothing.
+            // Memory this write adds (by allocation, so a 4 KiB write into a stored
+            // block counts the whole 64 KiB it pulls in, and growing a block in
+            // memory counts its growth).
             let mut grown = 0u64;
             for idx in first..=last {
                 let bstart = idx * BLOCK_SIZE;
@@ -195,6 +198,9 @@ impl Session {
                 // Drop the table's reference so make_mut does not copy needlessly.
                 blocks_mut(&mut st, ino)?.remove(&idx);
                 let v = Arc::make_mut(&mut buf);
+                // Memory this block holds beyond what was already counted: all of
+                // it when it enters memory, its growth when it was in memory.
+                let before = if was_mem { v.capacity() } else { 0 };
                 let need = in_block + src.len();
                 if whole && v.len() > need && to >= fsize {
                     v.truncate(need);
@@ -202,9 +208,8 @@ impl Session {
                 if v.len() < need {
                     v.resize(need, 0);
                 }
-                let before = if was_mem { v.len() } else { 0 };
                 v[in_block..need].copy_from_slice(src);
-                grown += (v.len() - before.min(v.len())) as u64;
+                grown += v.capacity().saturating_sub(before) as u64;
                 blocks_mut(&mut st, ino)?.insert(idx, Block::Mem(buf));
             }
             if end > fsize {

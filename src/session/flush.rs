@@ -31,7 +31,9 @@ pub type Extra<'a> = &'a mut dyn FnMut(&mut SessionRecord, NodeId) -> Result<Vec
 const TRIM_AFTER: usize = 8 << 20;
 
 /// One block to seal: (ino, block index, the live buffer, its canonical bytes).
-type SealWork = (u64, u64, Arc<Vec<u8>>, Vec<u8>);
+/// (ino, block index, the block as in the table, its stored length): the stored
+/// bytes are the block's first `len` bytes, zero-padded when the block is shorter.
+type SealWork = (u64, u64, Arc<Vec<u8>>, usize);
 
 impl Session {
     /// Seal written blocks of large files into chunks. Not durable by itself.
@@ -62,7 +64,7 @@ impl Session {
                 let Data::File(f) = &i.data else { continue };
                 for (&idx, b) in f.blocks.iter().flatten() {
                     if let Block::Mem(d) = b {
-                        w.push((ino, idx, d.clone(), canonical_block(d, idx, size)));
+                        w.push((ino, idx, d.clone(), block_len(idx, size)));
                     }
                 }
             }
@@ -71,10 +73,17 @@ impl Session {
         if work.is_empty() {
             return Ok(());
         }
-        let sealed_bytes: usize = work.iter().map(|w| w.3.len()).sum();
+        let sealed_bytes: usize = work.iter().map(|w| w.3).sum();
         // Hash + compress on every core; only the pack append is serialized.
         let store = self.store();
-        let seal_one = |(ino, idx, arc, bytes): SealWork| {
+        let seal_one = |(ino, idx, arc, len): SealWork| {
+            // Borrow the block when it already has its stored length (the common
+            // case); copy only to pad or cut it.
+            let bytes: std::borrow::Cow<'_, [u8]> = if arc.len() == len {
+                std::borrow::Cow::Borrowed(&arc[..])
+            } else {
+                std::borrow::Cow::Owned(canonical_block(&arc, idx, len as u64 + idx * BLOCK_SIZE))
+            };
             let id = if bytes.iter().all(|&b| b == 0) {
                 None
             } else {
@@ -240,6 +249,11 @@ pub(crate) fn encode_tree(st: &mut State, store: &dyn ObjectStore) -> Result<Nod
         Some(id) if !st.changed => id,
         _ => NodeId(store.put(ObjKind::Node, &root.encode())?),
     })
+}
+
+/// The stored length of block `idx` of a file of `size` bytes.
+fn block_len(idx: u64, size: u64) -> usize {
+    size.saturating_sub(idx * BLOCK_SIZE).min(BLOCK_SIZE) as usize
 }
 
 /// The bytes of block `idx` as stored: exactly its logical length, zero padded.

@@ -233,7 +233,7 @@ pub fn record_op(rec: &SessionRecord) -> meta::MetaOp {
 }
 
 /// Dirty bytes above which a writer seals blocks before continuing.
-pub const SEAL_THRESHOLD: u64 = 64 << 20;
+pub const SEAL_THRESHOLD: u64 = 32 << 20;
 
 /// A live session.
 pub struct Session {

@@ -35,6 +35,11 @@ pub trait ObjectStore: Send + Sync {
     fn put(&self, kind: Kind, raw: &[u8]) -> Result<[u8; 32]>;
     /// Read and verify an object.
     fn get(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>>;
+    /// Like [`get`](Self::get), without adding the object to a cache (for reads whose
+    /// result is about to be replaced, like a block read to be rewritten).
+    fn get_uncached(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>> {
+        self.get(kind, id)
+    }
     /// Whether the object is present (durable or pending).
     fn contains(&self, id: &[u8; 32]) -> Result<bool>;
     /// Make every put durable, then apply `ops` atomically and durably.
@@ -597,6 +602,13 @@ impl ObjectStore for PackStore {
         let raw = Arc::new(self.read_object(kind, id)?);
         self.cache.insert(*id, raw.clone());
         Ok(raw)
+    }
+
+    fn get_uncached(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>> {
+        match self.cache.get(id) {
+            Some(v) => Ok(v),
+            None => self.read_object(kind, id).map(Arc::new),
+        }
     }
 
     fn contains(&self, id: &[u8; 32]) -> Result<bool> {

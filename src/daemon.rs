@@ -646,13 +646,19 @@ impl Daemon {
                     }
                 })?;
                 skipped = Some(imported.skipped);
-                session::create_record(
+                let rec = session::create_record(
                     &*store,
                     name,
                     imported.root,
                     imported.bytes,
                     imported.inodes,
-                )?
+                )?;
+                // An import frees most of what it allocated; give it back.
+                // SAFETY: malloc_trim only returns free heap pages to the kernel.
+                unsafe {
+                    libc::malloc_trim(0);
+                }
+                rec
             }
             (None, None) => {
                 let md = std::fs::metadata(mp).map_err(|e| Error::io(mp, e))?;

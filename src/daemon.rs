@@ -197,6 +197,10 @@ pub struct Daemon {
     stop: AtomicBool,
     /// Mount requests in progress (the daemon does not exit while one runs).
     pending: std::sync::atomic::AtomicUsize,
+    /// Requests read from a control connection whose response is not written yet;
+    /// the daemon waits for them before exiting (an `umount` that ends the daemon
+    /// must still get its answer).
+    unanswered: std::sync::atomic::AtomicUsize,
     /// Held shared while a session is being created or mounted (its puts are not
     /// yet reachable from a mounted session's table or a committed record); a gc
     /// takes it exclusively once, as part of its barrier.
@@ -349,6 +353,7 @@ impl Daemon {
             socket,
             stop: AtomicBool::new(false),
             pending: std::sync::atomic::AtomicUsize::new(0),
+            unanswered: std::sync::atomic::AtomicUsize::new(0),
             publish: std::sync::RwLock::new(()),
             maintenance: Mutex::new(()),
             _lock: lock,
@@ -415,6 +420,10 @@ impl Daemon {
         }
         self.shutdown();
         let _ = std::fs::remove_file(&self.socket);
+        let t = Instant::now();
+        while self.unanswered.load(Ordering::SeqCst) > 0 && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         log::info!("daemon {} exiting", std::process::id());
         Ok(())
     }
@@ -984,11 +993,14 @@ impl Daemon {
                 let _ = writeln!(out, "{r}");
                 return;
             }
+            self.unanswered.fetch_add(1, Ordering::SeqCst);
             let resp = match self.request(ctx, peer, &line, &mut limit, &out) {
                 Ok(v) => v,
                 Err(e) => control::error_response(e.code(), &e.to_string()),
             };
-            if writeln!(out, "{resp}").is_err() {
+            let written = writeln!(out, "{resp}").is_ok();
+            self.unanswered.fetch_sub(1, Ordering::SeqCst);
+            if !written {
                 return;
             }
         }

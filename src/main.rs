@@ -1108,7 +1108,11 @@ fn store_op(
             bail!("{} is not a treefork store", store.display());
         }
         let _lock = treefork::lock::StoreLock::acquire(&store)?;
-        let s = treefork::store::PackStore::open(&store)?;
+        let s = if matches!(op, Op::Fsck { repair: true }) {
+            treefork::store::PackStore::open_for_repair(&store)?
+        } else {
+            treefork::store::PackStore::open(&store)?
+        };
         offline(&s, &mut show)?
     };
     bar.finish_and_clear();

@@ -176,6 +176,18 @@ impl PackStore {
     /// Open the store at `dir`, creating it when `dir` is missing or empty.
     /// The caller must already hold the store lock (see `crate::lock`).
     pub fn open(dir: &Path) -> Result<PackStore> {
+        Self::open_with(dir, false)
+    }
+
+    /// Open for `fsck --repair`: a metadata database without its format marker (lost
+    /// or damaged: sled reads it as empty) is accepted and marked again, so the index
+    /// can be rebuilt from the packs. Session, checkpoint and branch records that were
+    /// only in the lost database do not come back.
+    pub fn open_for_repair(dir: &Path) -> Result<PackStore> {
+        Self::open_with(dir, true)
+    }
+
+    fn open_with(dir: &Path, repair: bool) -> Result<PackStore> {
         let desc_path = dir.join(STORE_FILE);
         let empty = match fs::read_dir(dir) {
             Ok(mut it) => it.all(|e| {
@@ -231,10 +243,20 @@ impl PackStore {
                 meta::FORMAT_KEY.to_vec(),
                 meta::FORMAT_VALUE.to_vec(),
             )])?,
+            None if repair => {
+                log::warn!(
+                    "metadata database {}: format marker missing; marking it for the index rebuild",
+                    meta_dir.display()
+                );
+                db.apply(vec![MetaOp::Put(
+                    meta::FORMAT_KEY.to_vec(),
+                    meta::FORMAT_VALUE.to_vec(),
+                )])?
+            }
             None => {
                 return Err(Error::corrupt(
                     format!("metadata database {}", meta_dir.display()),
-                    "format marker missing (index lost or damaged; the packs are untouched)",
+                    "format marker missing (index lost or damaged; the packs are untouched; `treefork fsck --repair` rebuilds the index)",
                 ));
             }
         }

@@ -64,15 +64,6 @@ impl FsckReport {
     }
 }
 
-fn problem(owner: &str, object: Option<&[u8]>, error: String) -> Problem {
-    Problem {
-        owner: owner.to_string(),
-        path: String::new(),
-        object: object.map(crate::id::hex),
-        error,
-    }
-}
-
 /// Verify the store; with `repair`, fix what can be fixed without losing data (the
 /// caller guarantees no session is mounted). `progress(phase, done, total)`.
 pub fn fsck(
@@ -138,7 +129,7 @@ pub fn fsck(
         };
         if !ok {
             bad_entries.push((*id, *loc));
-            rep.problems.push(problem(
+            rep.problems.push(Problem::record(
                 "index",
                 Some(id),
                 format!(

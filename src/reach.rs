@@ -45,6 +45,23 @@ pub struct Problem {
     pub error: String,
 }
 
+impl Problem {
+    /// A problem with a record (no tree path): `owner` says which, `object` the id
+    /// involved when there is one.
+    pub fn record(
+        owner: impl Into<String>,
+        object: Option<&[u8]>,
+        error: impl Into<String>,
+    ) -> Problem {
+        Problem {
+            owner: owner.into(),
+            path: String::new(),
+            object: object.map(crate::id::hex),
+            error: error.into(),
+        }
+    }
+}
+
 /// The store's durable roots.
 #[derive(Debug, Default)]
 pub struct Roots {
@@ -65,50 +82,46 @@ pub fn roots(store: &dyn ObjectStore) -> Result<Roots> {
     let mut r = Roots::default();
     for (k, v) in store.meta_scan(crate::meta::SESSION_PREFIX)? {
         let name = String::from_utf8_lossy(&k[crate::meta::SESSION_PREFIX.len()..]).into_owned();
-        match serde_json::from_slice::<SessionRecord>(&v) {
+        match SessionRecord::decode(&name, &v) {
             Ok(s) => r.sessions.push(s),
-            Err(e) => r.problems.push(Problem {
-                owner: format!("session {name}"),
-                path: String::new(),
-                object: None,
-                error: format!("unreadable session record: {e}"),
-            }),
+            Err(e) => r.problems.push(Problem::record(
+                format!("session {name}"),
+                None,
+                format!("unreadable session record: {e}"),
+            )),
         }
     }
     for (k, v) in store.meta_scan(refs::REF_PREFIX)? {
         let name = String::from_utf8_lossy(&k[refs::REF_PREFIX.len()..]).into_owned();
-        match serde_json::from_slice::<refs::RefRecord>(&v) {
+        match refs::RefRecord::decode(&name, &v) {
             Ok(rr) => r.branches.push((name, rr.checkpoint)),
-            Err(e) => r.problems.push(Problem {
-                owner: format!("branch {name}"),
-                path: String::new(),
-                object: None,
-                error: format!("unreadable ref record: {e}"),
-            }),
+            Err(e) => r.problems.push(Problem::record(
+                format!("branch {name}"),
+                None,
+                format!("unreadable ref record: {e}"),
+            )),
         }
     }
     for (k, v) in store.meta_scan(refs::CHECKPOINT_PREFIX)? {
         let body = &k[refs::CHECKPOINT_PREFIX.len()..];
         let Ok(raw) = <[u8; 32]>::try_from(body) else {
-            r.problems.push(Problem {
-                owner: format!("checkpoint key {}", crate::id::hex(body)),
-                path: String::new(),
-                object: None,
-                error: "malformed checkpoint key".into(),
-            });
+            r.problems.push(Problem::record(
+                format!("checkpoint key {}", crate::id::hex(body)),
+                None,
+                "malformed checkpoint key",
+            ));
             continue;
         };
         let id = CheckpointId(raw);
-        match serde_json::from_slice::<Checkpoint>(&v) {
+        match Checkpoint::decode(&id.to_hex(), &v) {
             Ok(c) => {
                 r.checkpoints.insert(id, c);
             }
-            Err(e) => r.problems.push(Problem {
-                owner: format!("checkpoint {}", id.to_hex()),
-                path: String::new(),
-                object: None,
-                error: format!("unreadable checkpoint record: {e}"),
-            }),
+            Err(e) => r.problems.push(Problem::record(
+                format!("checkpoint {}", id.to_hex()),
+                None,
+                format!("unreadable checkpoint record: {e}"),
+            )),
         }
     }
     // Live checkpoints: seeds, then parent chains.
@@ -136,12 +149,11 @@ pub fn roots(store: &dyn ObjectStore) -> Result<Roots> {
             continue;
         }
         let Some(c) = r.checkpoints.get(&id) else {
-            r.problems.push(Problem {
+            r.problems.push(Problem::record(
                 owner,
-                path: String::new(),
-                object: Some(id.to_hex()),
-                error: "names a checkpoint that does not exist".into(),
-            });
+                Some(&id.0),
+                "names a checkpoint that does not exist",
+            ));
             continue;
         };
         r.live.insert(id);
@@ -160,12 +172,11 @@ fn parse_cid(hex: &str, owner: &str, problems: &mut Vec<Problem>) -> (Checkpoint
     match CheckpointId::from_hex(hex) {
         Some(id) => (id, owner.to_string()),
         None => {
-            problems.push(Problem {
-                owner: owner.to_string(),
-                path: String::new(),
-                object: None,
-                error: format!("malformed checkpoint id {hex:?}"),
-            });
+            problems.push(Problem::record(
+                owner.to_string(),
+                None,
+                format!("malformed checkpoint id {hex:?}"),
+            ));
             (CheckpointId([0; 32]), owner.to_string())
         }
     }
@@ -180,12 +191,11 @@ impl Roots {
             for (what, hex) in [("root", &s.root), ("base", &s.base)] {
                 match NodeId::from_hex(hex) {
                     Some(id) => out.push((format!("session {}", s.name), id)),
-                    None => bad.push(Problem {
-                        owner: format!("session {}", s.name),
-                        path: String::new(),
-                        object: None,
-                        error: format!("malformed {what} id {hex:?}"),
-                    }),
+                    None => bad.push(Problem::record(
+                        format!("session {}", s.name),
+                        None,
+                        format!("malformed {what} id {hex:?}"),
+                    )),
                 }
             }
         }
@@ -195,12 +205,11 @@ impl Roots {
             let c = &self.checkpoints[&id];
             match c.root_id() {
                 Ok(root) => out.push((format!("checkpoint {}", id.to_hex()), root)),
-                Err(e) => bad.push(Problem {
-                    owner: format!("checkpoint {}", id.to_hex()),
-                    path: String::new(),
-                    object: None,
-                    error: e.to_string(),
-                }),
+                Err(e) => bad.push(Problem::record(
+                    format!("checkpoint {}", id.to_hex()),
+                    None,
+                    e.to_string(),
+                )),
             }
         }
         self.problems.extend(bad);

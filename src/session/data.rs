@@ -12,7 +12,7 @@ use super::{SEAL_THRESHOLD, Session};
 use crate::error::{Result, posix};
 use crate::id::ChunkId;
 use crate::store::{Kind as ObjKind, ObjectStore};
-use crate::tree::{BLOCK_SIZE, FileNode, Kind, Timespec};
+use crate::tree::{BLOCK_SIZE, FileNode, INLINE_MAX, Kind, Timespec};
 
 /// Largest file size accepted (like ext4's 16 TiB).
 pub const MAX_FILE_SIZE: u64 = 1 << 44;
@@ -114,42 +114,40 @@ impl Session {
         let mut fetch: Vec<(usize, usize, usize, ChunkId)> = Vec::new();
         let mut buf;
         {
-            let st = self.lock();
-            let i = st.get(ino)?;
-            let fsize = i.attr.size;
-            let Data::File(f) = &i.data else {
-                return posix(libc::EISDIR);
+            let mut st = self.lock();
+            let (fsize, unloaded) = match &st.get(ino)?.data {
+                Data::File(f) => (
+                    st.get(ino)?.attr.size,
+                    f.stored.filter(|_| f.blocks.is_none()),
+                ),
+                _ => return posix(libc::EISDIR),
             };
             if offset >= fsize {
                 return Ok(Vec::new());
             }
             let end = fsize.min(offset + size as u64);
             buf = vec![0u8; (end - offset) as usize];
+            if let Some(id) = unloaded {
+                // A small clean file is served from its stored (inline) node without
+                // loading it into the table: the kernel's page cache keeps the data,
+                // and loading kept every small file read once in memory (+100 MiB per
+                // 100,000). A larger file's block map is loaded once and kept, so
+                // reads do not decode it again on every call.
+                if fsize <= INLINE_MAX
+                    && let FileNode::Inline(d) =
+                        FileNode::decode(&self.store().get(ObjKind::Node, &id.0)?)?
+                {
+                    copy_padded(&mut buf, &d, offset as usize);
+                    return Ok(buf);
+                }
+                st.load_file(&**self.store(), ino)?;
+            }
+            let Data::File(f) = &st.get(ino)?.data else {
+                return posix(libc::EISDIR);
+            };
+            let blocks = f.blocks.as_ref().expect("file loaded");
             let first = offset / BLOCK_SIZE;
             let last = (end - 1) / BLOCK_SIZE;
-            let Some(blocks) = f.blocks.as_ref() else {
-                // A clean file: read from its stored node without loading it into
-                // the table (the kernel's page cache keeps the data; loading kept
-                // every small file read once in memory: +100 MiB per 100,000).
-                let id = f.stored.expect("unloaded file has a stored id");
-                drop(st);
-                let node = FileNode::decode(&self.store().get(ObjKind::Node, &id.0)?)?;
-                match node {
-                    FileNode::Inline(d) => copy_padded(&mut buf, &d, offset as usize),
-                    FileNode::Blocks { blocks, .. } => {
-                        let start = blocks.partition_point(|(idx, _)| *idx < first);
-                        for (idx, c) in blocks[start..].iter().take_while(|(idx, _)| *idx <= last) {
-                            let bstart = idx * BLOCK_SIZE;
-                            let from = offset.max(bstart);
-                            let to = end.min(bstart + BLOCK_SIZE);
-                            let (in_block, out) =
-                                ((from - bstart) as usize, (from - offset) as usize);
-                            fetch.push((out, in_block, (to - from) as usize, *c));
-                        }
-                    }
-                }
-                return self.fetch_into(ino, buf, fetch);
-            };
             for (&idx, b) in blocks.range(first..=last) {
                 let bstart = idx * BLOCK_SIZE;
                 let from = offset.max(bstart);
@@ -162,16 +160,6 @@ impl Session {
                 }
             }
         }
-        self.fetch_into(ino, buf, fetch)
-    }
-
-    /// Fill `buf` from stored chunks: (offset in buf, offset in block, length, chunk).
-    fn fetch_into(
-        &self,
-        ino: u64,
-        mut buf: Vec<u8>,
-        fetch: Vec<(usize, usize, usize, ChunkId)>,
-    ) -> Result<Vec<u8>> {
         for (out, in_block, len, c) in fetch {
             let d = get_chunk(&**self.store(), &c, ino).inspect_err(|_| {
                 let path = self.lock().path_of(ino);

@@ -9,8 +9,9 @@
 //!   read uncached, so this reads the whole live store);
 //!
 //! With `repair` (only with the store offline), the fixes that never lose data:
-//! - the index is rebuilt from the packs: each record whose payload verifies and
-//!   whose id the index lacks (or names a bad record for) is indexed;
+//! - the index is rebuilt from the packs: each record whose payload verifies (a
+//!   delta against a verified whole record) and whose id the index lacks (or names
+//!   a bad record for) is indexed;
 //! - a record that names something unreadable or missing (a session whose root is
 //!   gone, a branch to a missing checkpoint, ...) is *moved aside* to the `l/`
 //!   prefix with the reason, never deleted.
@@ -79,6 +80,7 @@ pub fn fsck(
     let mut at: HashMap<(u32, u64), pack::RecordHeader> = HashMap::new();
     let mut scanned_len: HashMap<u32, u64> = HashMap::new();
     let mut valid_copies: HashMap<[u8; 32], Loc> = HashMap::new();
+    let mut deltas: Vec<(pack::RecordHeader, Vec<u8>, Loc)> = Vec::new();
     let total = packs.len() as u64;
     for (i, (n, _)) in packs.iter().enumerate() {
         progress("packs", i as u64, total);
@@ -97,18 +99,31 @@ pub fn fsck(
             if repair {
                 let start = r.offset as usize + pack::RECORD_HEADER_LEN;
                 let payload = &image[start..start + r.header.stored_len as usize];
-                if pack::decode_payload(&r.header, payload).is_ok() {
-                    valid_copies.entry(r.header.id).or_insert(Loc {
-                        kind: r.header.kind,
-                        codec: r.header.codec,
-                        pack: *n,
-                        offset: r.offset,
-                        stored_len: r.header.stored_len,
-                        raw_len: r.header.raw_len,
-                    });
+                let loc = Loc {
+                    kind: r.header.kind,
+                    codec: r.header.codec,
+                    pack: *n,
+                    offset: r.offset,
+                    stored_len: r.header.stored_len,
+                    raw_len: r.header.raw_len,
+                };
+                if r.header.codec == pack::Codec::Delta {
+                    // Verified once every whole record (its possible base) is known.
+                    deltas.push((r.header, payload.to_vec(), loc));
+                } else if pack::decode_payload(&r.header, payload).is_ok() {
+                    valid_copies.entry(r.header.id).or_insert(loc);
                 }
             }
             at.insert((*n, r.offset), r.header);
+        }
+    }
+    for (h, payload, loc) in deltas {
+        let ok = pack::delta_base(&h, &payload)
+            .and_then(|b| Some((b, *valid_copies.get(&b)?)))
+            .and_then(|(b, bloc)| store.read_whole_at(&b, &bloc).ok())
+            .is_some_and(|base| pack::decode_payload_with(&h, &payload, Some(&base)).is_ok());
+        if ok {
+            valid_copies.entry(h.id).or_insert(loc);
         }
     }
     // 2. Index ↔ packs.

@@ -40,7 +40,7 @@ fn content_changed(st: &mut State, ino: u64) {
     if let Ok(i) = st.get_mut(ino)
         && let Data::File(f) = &mut i.data
     {
-        f.stored = None;
+        f.unstore();
     }
     st.dirty_files.insert(ino);
     st.mark_dirty(ino);

@@ -33,7 +33,29 @@ const TRIM_AFTER: usize = 8 << 20;
 /// One block to seal: (ino, block index, the live buffer, its canonical bytes).
 /// (ino, block index, the block as in the table, its stored length): the stored
 /// bytes are the block's first `len` bytes, zero-padded when the block is shorter.
-type SealWork = (u64, u64, Arc<Vec<u8>>, usize);
+/// Last: the chunk this block replaced, a delta-base hint (small files only).
+type SealWork = (u64, u64, Arc<Vec<u8>>, usize, Option<ChunkId>);
+
+/// Files up to this size store a changed block as a delta of the block it replaced
+/// (source files, configs: an edit then costs bytes, not the file); larger files
+/// (databases, images, benchmark data) keep every chunk whole, so that a random read
+/// stays one record and a rewrite costs no extra read of the old block.
+const DELTA_FILE_MAX: u64 = 4 * BLOCK_SIZE;
+
+/// The chunks of a small file's base node, by block index (see [`DELTA_FILE_MAX`]).
+fn base_chunks(store: &dyn ObjectStore, base: Option<NodeId>, size: u64) -> HashMap<u64, ChunkId> {
+    let Some(b) = base.filter(|_| size <= DELTA_FILE_MAX) else {
+        return HashMap::new();
+    };
+    match store
+        .get(ObjKind::Node, &b.0)
+        .ok()
+        .and_then(|raw| FileNode::decode(&raw).ok())
+    {
+        Some(FileNode::Blocks { blocks, .. }) => blocks.into_iter().collect(),
+        _ => HashMap::new(),
+    }
+}
 
 impl Session {
     /// Seal written blocks of large files into chunks. Not durable by itself.
@@ -50,6 +72,7 @@ impl Session {
 
     fn seal_locked(&self) -> Result<()> {
         self.dirty_bytes.store(0, Ordering::Relaxed);
+        let store = self.store();
         let work: Vec<SealWork> = {
             let st = self.lock();
             let mut w = Vec::new();
@@ -62,9 +85,11 @@ impl Session {
                     continue;
                 }
                 let Data::File(f) = &i.data else { continue };
+                let bases = base_chunks(store.as_ref(), f.base, size);
                 for (&idx, b) in f.blocks.iter().flatten() {
                     if let Block::Mem(d) = b {
-                        w.push((ino, idx, d.clone(), block_len(idx, size)));
+                        let base = bases.get(&idx).copied();
+                        w.push((ino, idx, d.clone(), block_len(idx, size), base));
                     }
                 }
             }
@@ -75,8 +100,7 @@ impl Session {
         }
         let sealed_bytes: usize = work.iter().map(|w| w.3).sum();
         // Hash + compress on every core; only the pack append is serialized.
-        let store = self.store();
-        let seal_one = |(ino, idx, arc, len): SealWork| {
+        let seal_one = |(ino, idx, arc, len, base): SealWork| {
             // Borrow the block when it already has its stored length (the common
             // case); copy only to pad or cut it.
             let bytes: std::borrow::Cow<'_, [u8]> = if arc.len() == len {
@@ -87,7 +111,11 @@ impl Session {
             let id = if bytes.iter().all(|&b| b == 0) {
                 None
             } else {
-                Some(ChunkId(store.put(ObjKind::Chunk, &bytes)?))
+                Some(ChunkId(store.put_based(
+                    ObjKind::Chunk,
+                    &bytes,
+                    base.as_ref().map(|c| &c.0),
+                )?))
             };
             Ok::<_, crate::error::Error>((ino, idx, arc, id))
         };
@@ -357,17 +385,33 @@ fn encode_content(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<C
                 .collect(),
             _ => unreachable!(),
         };
+        let base = match &st.get(ino)?.data {
+            Data::Dir(d) => d.base,
+            _ => None,
+        };
         if !crate::dirs::is_sharded_len(children.len()) {
             let node = DirNode {
                 entries: encode_entries(st, store, &children)?,
             };
-            let id = NodeId(store.put(ObjKind::Node, &node.encode())?);
+            let id = NodeId(store.put_based(
+                ObjKind::Node,
+                &node.encode(),
+                base.as_ref().map(|b| &b.0),
+            )?);
             if let Data::Dir(d) = &mut st.get_mut(ino)?.data {
                 d.stored = Some(id);
+                d.base = None;
                 d.shards.clear();
             }
             return Ok(Content::Node(id));
         }
+        // A changed leaf's delta base: the old index's leaf at the same position
+        // (membership changes move few names across leaves).
+        let old_leaves: Vec<NodeId> = base
+            .and_then(|b| store.get(ObjKind::Node, &b.0).ok())
+            .and_then(|raw| DirIndex::decode(&raw).ok())
+            .map(|ix| ix.shards.into_iter().map(|(_, id)| id).collect())
+            .unwrap_or_default();
         // Sharded: rewrite only the leaves whose membership changed or that hold a
         // changed record; reuse the others by id.
         let old = match &mut st.get_mut(ino)?.data {
@@ -377,7 +421,10 @@ fn encode_content(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<C
         let mut shards = HashMap::with_capacity(old.len() + 1);
         let mut index = DirIndex::default();
         let (mut reused, mut written) = (0usize, 0usize);
-        for r in shard_ranges(children.iter().map(|(n, _)| n.as_slice())) {
+        for (pos, r) in shard_ranges(children.iter().map(|(n, _)| n.as_slice()))
+            .into_iter()
+            .enumerate()
+        {
             let part = &children[r];
             let (digest, clean) = shard_state(st, part.iter().map(|(n, c)| (n.as_slice(), *c)))?;
             let id = match old.get(&digest) {
@@ -390,16 +437,19 @@ fn encode_content(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<C
                     let leaf = DirNode {
                         entries: encode_entries(st, store, part)?,
                     };
-                    NodeId(store.put(ObjKind::Node, &leaf.encode())?)
+                    let hint = old_leaves.get(pos).map(|b| &b.0);
+                    NodeId(store.put_based(ObjKind::Node, &leaf.encode(), hint)?)
                 }
             };
             shards.insert(digest, id);
             index.shards.push((part.len() as u32, id));
         }
         log::trace!("dir {ino}: {written} shards written, {reused} reused");
-        let id = NodeId(store.put(ObjKind::Node, &index.encode())?);
+        let id =
+            NodeId(store.put_based(ObjKind::Node, &index.encode(), base.as_ref().map(|b| &b.0))?);
         if let Data::Dir(d) = &mut st.get_mut(ino)?.data {
             d.stored = Some(id);
+            d.base = None;
             d.shards = shards;
         }
         return Ok(Content::Node(id));
@@ -415,6 +465,7 @@ fn encode_content(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<C
         unreachable!()
     };
     let blocks = f.blocks.as_ref().unwrap();
+    let base = f.base;
     let node = if size <= INLINE_MAX {
         let mut buf = vec![0u8; size as usize];
         match blocks.get(&0) {
@@ -433,6 +484,7 @@ fn encode_content(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<C
     } else {
         let mut list = Vec::with_capacity(blocks.len());
         let mut resealed = Vec::new();
+        let mut bases: Option<HashMap<u64, ChunkId>> = None;
         for (&idx, b) in blocks {
             if idx * BLOCK_SIZE >= size {
                 continue;
@@ -445,7 +497,15 @@ fn encode_content(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<C
                     if bytes.iter().all(|&x| x == 0) {
                         continue;
                     }
-                    let c = ChunkId(store.put(ObjKind::Chunk, &bytes)?);
+                    let hint = bases
+                        .get_or_insert_with(|| base_chunks(store, base, size))
+                        .get(&idx)
+                        .copied();
+                    let c = ChunkId(store.put_based(
+                        ObjKind::Chunk,
+                        &bytes,
+                        hint.as_ref().map(|c| &c.0),
+                    )?);
                     list.push((idx, c));
                     resealed.push((idx, c));
                 }
@@ -459,9 +519,10 @@ fn encode_content(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<C
         }
         FileNode::Blocks { size, blocks: list }
     };
-    let id = NodeId(store.put(ObjKind::Node, &node.encode())?);
+    let id = NodeId(store.put_based(ObjKind::Node, &node.encode(), base.as_ref().map(|b| &b.0))?);
     if let Data::File(f) = &mut st.get_mut(ino)?.data {
         f.stored = Some(id);
+        f.base = None;
     }
     st.dirty_files.remove(&ino);
     Ok(Content::Node(id))

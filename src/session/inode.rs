@@ -35,6 +35,19 @@ pub struct FileData {
     pub stored: Option<NodeId>,
     /// Blocks by index; `None` until loaded from `stored`.
     pub blocks: Option<BTreeMap<u64, Block>>,
+    /// The last stored node of this file before it was modified: a hint for the
+    /// store to keep the new version as a delta of the old ([`crate::store::ObjectStore::put_based`]).
+    /// Never needed for correctness.
+    pub base: Option<NodeId>,
+}
+
+impl FileData {
+    /// The content changed: `stored` no longer names it (and becomes the delta base).
+    pub fn unstore(&mut self) {
+        if let Some(s) = self.stored.take() {
+            self.base = Some(s);
+        }
+    }
 }
 
 /// A loaded directory's entries (name → ino) and, once the directory has been
@@ -147,6 +160,18 @@ pub struct Dir {
     /// digest ([`crate::tree::ShardDigest`]): a flush reuses a leaf whose digest is
     /// unchanged and whose inline children are all clean.
     pub shards: HashMap<[u8; 32], NodeId>,
+    /// The last stored node before the entries changed (a delta-base hint, as
+    /// [`FileData::base`]).
+    pub base: Option<NodeId>,
+}
+
+impl Dir {
+    /// The entries changed: `stored` no longer names them (and becomes the delta base).
+    pub fn unstore(&mut self) {
+        if let Some(s) = self.stored.take() {
+            self.base = Some(s);
+        }
+    }
 }
 
 /// Content of a live inode.
@@ -191,19 +216,23 @@ impl Inode {
                 stored: Some(*id),
                 entries: None,
                 shards: HashMap::new(),
+                base: None,
             }),
             (Kind::Dir, _) => Data::Dir(Dir {
                 stored: None,
                 entries: Some(Entries::default()),
                 shards: HashMap::new(),
+                base: None,
             }),
             (Kind::File, Content::Node(id)) => Data::File(FileData {
                 stored: Some(*id),
                 blocks: None,
+                base: None,
             }),
             (Kind::File, _) => Data::File(FileData {
                 stored: None,
                 blocks: Some(BTreeMap::new()),
+                base: None,
             }),
             (Kind::Symlink, Content::Bytes(b)) => Data::Symlink(b.clone()),
             (Kind::Symlink, _) => Data::Symlink(Vec::new()),
@@ -229,10 +258,12 @@ impl Inode {
                 stored: None,
                 entries: Some(Entries::default()),
                 shards: HashMap::new(),
+                base: None,
             }),
             Kind::File => Data::File(FileData {
                 stored: None,
                 blocks: Some(BTreeMap::new()),
+                base: None,
             }),
             Kind::Symlink => Data::Symlink(Vec::new()),
             _ => Data::Special,

@@ -439,7 +439,7 @@ impl State {
         let mut first = true;
         while let Some(i) = self.inodes.get_mut(&cur) {
             if !first && let Data::Dir(d) = &mut i.data {
-                d.stored = None;
+                d.unstore();
             }
             let was = i.dirty;
             i.dirty = true;
@@ -461,7 +461,7 @@ impl State {
             data: Data::Dir(d), ..
         }) = self.inodes.get_mut(&ino)
         {
-            d.stored = None;
+            d.unstore();
         }
         self.mark_dirty(ino);
     }

@@ -403,6 +403,7 @@ fn insert_empty_dir(st: &mut State, parent: u64, name: &[u8], r: &Record) -> Res
         stored: None,
         entries: Some(Default::default()),
         shards: Default::default(),
+        base: None,
     });
     inode.attr.nlink = 2;
     st.inodes.insert(ino, inode);
@@ -452,6 +453,7 @@ fn insert_fresh(
             stored: None,
             entries: Some(Default::default()),
             shards: Default::default(),
+            base: None,
         });
         inode.attr.nlink = 2;
     }

@@ -26,13 +26,20 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaDb, MetaOp};
 use cache::ObjectCache;
-pub use pack::Kind;
-use pack::{Codec, RecordHeader};
+use pack::RecordHeader;
+pub use pack::{Codec, Kind};
 
 /// What every layer above needs from a store of objects plus metadata.
 pub trait ObjectStore: Send + Sync {
     /// Store `raw` (deduplicated); returns its id. Not durable until [`commit`](Self::commit).
     fn put(&self, kind: Kind, raw: &[u8]) -> Result<[u8; 32]>;
+    /// Like [`put`](Self::put), with a hint: `base` is an earlier version of the same
+    /// content (same kind), which the store may use to keep only the difference.
+    /// Stores without deltas ignore it.
+    fn put_based(&self, kind: Kind, raw: &[u8], base: Option<&[u8; 32]>) -> Result<[u8; 32]> {
+        let _ = base;
+        self.put(kind, raw)
+    }
     /// Read and verify an object.
     fn get(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>>;
     /// Like [`get`](Self::get), without adding the object to a cache (for reads whose
@@ -100,11 +107,8 @@ impl Loc {
             return Err(Error::corrupt("index entry", "bad length or version"));
         }
         let kind = Kind::from_u8(b[1]).ok_or_else(|| Error::corrupt("index entry", "bad kind"))?;
-        let codec = match b[2] {
-            0 => Codec::Raw,
-            1 => Codec::Zstd,
-            _ => return Err(Error::corrupt("index entry", "bad codec")),
-        };
+        let codec =
+            Codec::from_u8(b[2]).ok_or_else(|| Error::corrupt("index entry", "bad codec"))?;
         Ok(Loc {
             kind,
             codec,
@@ -120,8 +124,13 @@ impl Loc {
 pub const STORE_FILE: &str = "treefork.store";
 /// Format tag in the descriptor.
 pub const STORE_FORMAT: &str = "treefork-store";
-/// Current store layout version.
-pub const STORE_VERSION: u32 = 1;
+/// Current store layout version. 2 added delta records (codec 2); a version-1 store
+/// (no deltas) is accepted and marked 2 when opened, so that an older treefork refuses
+/// it by its descriptor instead of failing on its first delta record.
+pub const STORE_VERSION: u32 = 2;
+/// Objects smaller than this are always stored whole (a delta would not pay for
+/// its base id and the second read).
+pub const DELTA_MIN: usize = 256;
 /// Packs are rotated once they exceed this size.
 pub const PACK_TARGET_SIZE: u64 = 64 << 20;
 
@@ -131,15 +140,34 @@ struct StoreDescriptor {
     version: u32,
 }
 
-/// Check the bytes of a store descriptor (`treefork.store`); `what` names it in errors.
-pub fn check_descriptor(what: &str, bytes: &[u8]) -> Result<()> {
+/// Check the bytes of a store descriptor (`treefork.store`); `what` names it in
+/// errors. Returns the store's version (1 or [`STORE_VERSION`]).
+pub fn check_descriptor(what: &str, bytes: &[u8]) -> Result<u32> {
     let d: StoreDescriptor = serde_json::from_slice(bytes)
         .map_err(|e| Error::corrupt(what, format!("unreadable: {e}")))?;
-    if d.format != STORE_FORMAT || d.version != STORE_VERSION {
+    if d.format != STORE_FORMAT || !(1..=STORE_VERSION).contains(&d.version) {
         return Err(Error::corrupt(
             what,
             format!("unsupported format {} version {}", d.format, d.version),
         ));
+    }
+    Ok(d.version)
+}
+
+fn write_descriptor(dir: &Path) -> Result<()> {
+    let d = StoreDescriptor {
+        format: STORE_FORMAT.into(),
+        version: STORE_VERSION,
+    };
+    let tmp = dir.join("treefork.store.tmp");
+    let path = dir.join(STORE_FILE);
+    fs::write(&tmp, serde_json::to_vec_pretty(&d).unwrap()).map_err(|e| Error::io(&tmp, e))?;
+    File::open(&tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| Error::io(&tmp, e))?;
+    fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
     }
     Ok(())
 }
@@ -199,14 +227,7 @@ impl PackStore {
         };
         if empty {
             fs::create_dir_all(dir.join("packs")).map_err(|e| Error::io(dir, e))?;
-            let d = StoreDescriptor {
-                format: STORE_FORMAT.into(),
-                version: STORE_VERSION,
-            };
-            let tmp = dir.join("treefork.store.tmp");
-            fs::write(&tmp, serde_json::to_vec_pretty(&d).unwrap())
-                .map_err(|e| Error::io(&tmp, e))?;
-            fs::rename(&tmp, &desc_path).map_err(|e| Error::io(&desc_path, e))?;
+            write_descriptor(dir)?;
         } else {
             let bytes = fs::read(&desc_path).map_err(|e| {
                 if e.kind() == std::io::ErrorKind::NotFound {
@@ -218,7 +239,9 @@ impl PackStore {
                     Error::io(&desc_path, e)
                 }
             })?;
-            check_descriptor(&desc_path.display().to_string(), &bytes)?;
+            if check_descriptor(&desc_path.display().to_string(), &bytes)? < STORE_VERSION {
+                write_descriptor(dir)?;
+            }
             fs::create_dir_all(dir.join("packs")).map_err(|e| Error::io(dir, e))?;
         }
         let meta_dir = dir.join("meta");
@@ -327,10 +350,11 @@ impl PackStore {
     /// are neither in `keep` nor put since [`gc_begin`](Self::gc_begin).
     pub fn unreachable(&self, keep: &HashSet<[u8; 32]>) -> Result<Vec<([u8; 32], Loc)>> {
         let guard = self.gc_guard.lock().unwrap();
-        Ok(self
-            .index()?
+        let index = self.index()?;
+        let bases = self.bases_of(keep, &guard, &index)?;
+        Ok(index
             .into_iter()
-            .filter(|(id, _)| !keep.contains(id) && !guard.contains(id))
+            .filter(|(id, _)| !keep.contains(id) && !guard.contains(id) && !bases.contains(id))
             .collect())
     }
 
@@ -342,10 +366,11 @@ impl PackStore {
     /// [`delete_pack`](Self::delete_pack).
     pub fn sweep(&self, keep: &HashSet<[u8; 32]>, extra: Vec<MetaOp>) -> Result<(u64, u64)> {
         let guard = self.gc_guard.lock().unwrap();
-        let dead: Vec<([u8; 32], Loc)> = self
-            .index()?
+        let index = self.index()?;
+        let bases = self.bases_of(keep, &guard, &index)?;
+        let dead: Vec<([u8; 32], Loc)> = index
             .into_iter()
-            .filter(|(id, _)| !keep.contains(id) && !guard.contains(id))
+            .filter(|(id, _)| !keep.contains(id) && !guard.contains(id) && !bases.contains(id))
             .collect();
         let bytes: u64 = dead.iter().map(|(_, l)| l.record_len()).sum();
         let mut ops = extra;
@@ -447,7 +472,7 @@ impl PackStore {
             if h.id != *id || h.kind != loc.kind || h.stored_len != loc.stored_len {
                 return Err(Error::corrupt(what(), "record header does not match index"));
             }
-            pack::decode_payload(&h, &rec[pack::RECORD_HEADER_LEN..])?;
+            self.decode_record(&h, &rec[pack::RECORD_HEADER_LEN..])?;
             let mut w = self.writer.lock().unwrap();
             if w.file.is_none() || w.offset >= PACK_TARGET_SIZE {
                 self.rotate(&mut w)?;
@@ -487,6 +512,42 @@ impl PackStore {
     }
 
     fn read_object(&self, kind: Kind, id: &[u8; 32]) -> Result<Vec<u8>> {
+        let (h, buf) = self.read_record(kind, id)?;
+        self.decode_record(&h, &buf[pack::RECORD_HEADER_LEN..])
+    }
+
+    /// Decode (and verify) a record's payload; a delta's base is read and verified
+    /// first, and must itself be stored whole.
+    fn decode_record(&self, h: &RecordHeader, payload: &[u8]) -> Result<Vec<u8>> {
+        let Some(b) = pack::delta_base(h, payload) else {
+            return pack::decode_payload(h, payload);
+        };
+        let what = || format!("{:?} object {}", h.kind, crate::id::hex(&h.id[..6]));
+        let base = match self.cache.get(&b) {
+            Some(v) => v,
+            None => {
+                let (bh, buf) = self.read_record(h.kind, &b).map_err(|e| match e {
+                    Error::Missing(_) => Error::corrupt(
+                        what(),
+                        format!("its delta base {} is missing", crate::id::hex(&b[..6])),
+                    ),
+                    e => e,
+                })?;
+                if bh.codec == Codec::Delta {
+                    return Err(Error::corrupt(what(), "its delta base is itself a delta"));
+                }
+                let raw = Arc::new(pack::decode_payload(&bh, &buf[pack::RECORD_HEADER_LEN..])?);
+                if h.kind == Kind::Node {
+                    self.cache.insert(b, raw.clone());
+                }
+                raw
+            }
+        };
+        pack::decode_payload_with(h, payload, Some(&base))
+    }
+
+    /// Read an object's whole record (header checked against the index).
+    fn read_record(&self, kind: Kind, id: &[u8; 32]) -> Result<(RecordHeader, Vec<u8>)> {
         let what = || format!("{kind:?} object {}", crate::id::hex(&id[..6]));
         let mut loc = self.lookup(id)?.ok_or_else(|| Error::Missing(what()))?;
         let f = match self.reader(loc.pack) {
@@ -510,7 +571,103 @@ impl PackStore {
         if h.id != *id || h.kind != kind || h.stored_len != loc.stored_len {
             return Err(Error::corrupt(what(), "record header does not match index"));
         }
+        Ok((h, buf))
+    }
+
+    /// Read and verify the whole (non-delta) record of `id` at `loc`, which need not
+    /// be what the index says (fsck's rebuild).
+    pub fn read_whole_at(&self, id: &[u8; 32], loc: &Loc) -> Result<Vec<u8>> {
+        let what = || format!("{:?} object {}", loc.kind, crate::id::hex(&id[..6]));
+        let mut buf = vec![0u8; pack::RECORD_HEADER_LEN + loc.stored_len as usize];
+        self.reader(loc.pack)?
+            .read_exact_at(&mut buf, loc.offset)
+            .map_err(|e| Error::corrupt(what(), format!("unreadable: {e}")))?;
+        let h = RecordHeader::decode(&buf)?;
+        if h.id != *id || h.codec == Codec::Delta {
+            return Err(Error::corrupt(what(), "not a whole record of this object"));
+        }
         pack::decode_payload(&h, &buf[pack::RECORD_HEADER_LEN..])
+    }
+
+    /// The base a delta object names (reads its first payload bytes).
+    fn delta_base_of(&self, id: &[u8; 32], loc: &Loc) -> Result<[u8; 32]> {
+        let what = || format!("{:?} object {}", loc.kind, crate::id::hex(&id[..6]));
+        let mut b = [0u8; pack::DELTA_BASE_LEN];
+        self.reader(loc.pack)?
+            .read_exact_at(&mut b, loc.offset + pack::RECORD_HEADER_LEN as u64)
+            .map_err(|e| Error::corrupt(what(), format!("delta base id unreadable: {e}")))?;
+        Ok(b)
+    }
+
+    /// While a gc runs, remember `id` as put (see [`gc_begin`](Self::gc_begin)).
+    fn guard(&self, id: &[u8; 32]) {
+        if self.gc_active.load(std::sync::atomic::Ordering::SeqCst) {
+            self.gc_guard.lock().unwrap().insert(*id);
+        }
+    }
+
+    /// How to store `raw`: a delta against `hint` (or against the whole object that
+    /// `hint` is a delta of) when that takes at most half the bytes of compressing
+    /// `raw` on its own, else [`pack::compress`].
+    fn encode(&self, kind: Kind, raw: &[u8], hint: Option<&[u8; 32]>) -> (Codec, Vec<u8>) {
+        let plain = pack::compress(raw);
+        if let Some(hint) = hint
+            && raw.len() >= DELTA_MIN
+            && plain.1.len() >= DELTA_MIN / 2
+            && let Some(d) = self.delta_against(kind, raw, hint)
+            && d.len() * 2 <= plain.1.len()
+        {
+            return (Codec::Delta, d);
+        }
+        plain
+    }
+
+    fn delta_against(&self, kind: Kind, raw: &[u8], hint: &[u8; 32]) -> Option<Vec<u8>> {
+        // Guard each id before looking it up, as `put` does: a concurrent sweep then
+        // either keeps the base or has already dropped it (and we store `raw` whole).
+        self.guard(hint);
+        let loc = self.lookup(hint).ok()??;
+        let base = if loc.codec == Codec::Delta {
+            let b = self.delta_base_of(hint, &loc).ok()?;
+            self.guard(&b);
+            let l = self.lookup(&b).ok()??;
+            (l.codec != Codec::Delta).then_some(b)?
+        } else {
+            *hint
+        };
+        let base_raw = match self.cache.get(&base) {
+            Some(v) => v,
+            None => Arc::new(self.read_object(kind, &base).ok()?),
+        };
+        pack::compress_delta(raw, &base, &base_raw)
+    }
+
+    /// Bases of the delta objects among `keep`, the gc guard and pending puts that
+    /// are not in `keep` themselves: a kept delta keeps its base. Called with the
+    /// guard locked.
+    fn bases_of(
+        &self,
+        keep: &HashSet<[u8; 32]>,
+        guard: &HashSet<[u8; 32]>,
+        index: &[([u8; 32], Loc)],
+    ) -> Result<HashSet<[u8; 32]>> {
+        let pending: Vec<([u8; 32], Loc)> = self
+            .pending
+            .read()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        let mut out = HashSet::new();
+        for (id, loc) in index.iter().chain(pending.iter()) {
+            if loc.codec == Codec::Delta && (keep.contains(id) || guard.contains(id)) {
+                let b = self.delta_base_of(id, loc)?;
+                if !keep.contains(&b) {
+                    out.insert(b);
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn lookup(&self, id: &[u8; 32]) -> Result<Option<Loc>> {
@@ -566,16 +723,18 @@ impl PackStore {
 
 impl ObjectStore for PackStore {
     fn put(&self, kind: Kind, raw: &[u8]) -> Result<[u8; 32]> {
+        self.put_based(kind, raw, None)
+    }
+
+    fn put_based(&self, kind: Kind, raw: &[u8], base: Option<&[u8; 32]>) -> Result<[u8; 32]> {
         let id = kind.hash(raw);
         // Guard before the dedup lookup: a sweep either sees this id in the guard or
         // has already removed the index entry (and then this put writes a new copy).
-        if self.gc_active.load(std::sync::atomic::Ordering::SeqCst) {
-            self.gc_guard.lock().unwrap().insert(id);
-        }
+        self.guard(&id);
         if self.lookup(&id)?.is_some() {
             return Ok(id);
         }
-        let (codec, payload) = pack::compress(raw);
+        let (codec, payload) = self.encode(kind, raw, base.filter(|b| **b != id));
         let header = RecordHeader {
             kind,
             codec,
@@ -812,6 +971,91 @@ mod tests {
         assert_eq!(s.writer.lock().unwrap().pack, 2);
     }
 
+    fn text(seed: u32, n: u32) -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| {
+                format!("fn f{i}() -> u32 {{ {} }}\n", i.wrapping_mul(seed) % 9973).into_bytes()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn deltas_round_trip_stay_one_level_and_keep_their_base() {
+        let d = tempfile::tempdir().unwrap();
+        let v1 = text(7, 2000);
+        let mut v2 = v1.clone();
+        v2.splice(20_000..20_000, b"// an edit\n".iter().copied());
+        let mut v3 = v2.clone();
+        v3.splice(100..100, b"// another\n".iter().copied());
+        let (a, b, c);
+        {
+            let s = PackStore::open(d.path()).unwrap();
+            a = s.put(Kind::Chunk, &v1).unwrap();
+            s.commit(vec![]).unwrap();
+            b = s.put_based(Kind::Chunk, &v2, Some(&a)).unwrap();
+            // A delta of a delta is a delta of the whole base.
+            c = s.put_based(Kind::Chunk, &v3, Some(&b)).unwrap();
+            s.commit(vec![]).unwrap();
+            let lb = s.lookup(&b).unwrap().unwrap();
+            let lc = s.lookup(&c).unwrap().unwrap();
+            assert_eq!(lb.codec, Codec::Delta);
+            assert_eq!(lc.codec, Codec::Delta);
+            assert!(
+                lb.stored_len < 200,
+                "delta of a one-line edit: {} bytes",
+                lb.stored_len
+            );
+            assert_eq!(s.delta_base_of(&c, &lc).unwrap(), a);
+            // An unrelated hint is ignored when it does not pay.
+            let other = s.put_based(Kind::Chunk, &text(13, 500), Some(&a)).unwrap();
+            assert_ne!(s.lookup(&other).unwrap().unwrap().codec, Codec::Delta);
+            // A hint of another kind or a missing hint: stored whole.
+            let n = s
+                .put_based(Kind::Node, &v3[..5000], Some(&[9; 32]))
+                .unwrap();
+            assert_ne!(s.lookup(&n).unwrap().unwrap().codec, Codec::Delta);
+        }
+        let s = PackStore::open(d.path()).unwrap();
+        assert_eq!(&**s.get(Kind::Chunk, &b).unwrap(), &v2);
+        assert_eq!(&**s.get_uncached(Kind::Chunk, &c).unwrap(), &v3);
+        // gc keeping only the deltas keeps their base.
+        s.gc_begin();
+        let keep: HashSet<[u8; 32]> = [b, c].into_iter().collect();
+        assert!(s.unreachable(&keep).unwrap().iter().all(|(id, _)| *id != a));
+        s.sweep(&keep, vec![]).unwrap();
+        s.gc_end();
+        assert!(s.contains(&a).unwrap());
+        drop(s);
+        let s = PackStore::open(d.path()).unwrap();
+        assert_eq!(&**s.read_verified(Kind::Chunk, &c).unwrap(), &v3);
+        // Without their base, deltas are corrupt (never wrong data).
+        s.gc_begin();
+        s.db.apply(vec![MetaOp::Delete(meta::key(meta::OBJECT_PREFIX, &a))])
+            .unwrap();
+        s.gc_end();
+        let e = s.read_verified(Kind::Chunk, &b).unwrap_err();
+        assert!(
+            matches!(e, Error::Corrupt { .. }) && e.to_string().contains("delta base"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn version_1_store_is_upgraded() {
+        let d = tempfile::tempdir().unwrap();
+        drop(PackStore::open(d.path()).unwrap());
+        let p = d.path().join(STORE_FILE);
+        fs::write(&p, br#"{"format":"treefork-store","version":1}"#).unwrap();
+        drop(PackStore::open(d.path()).unwrap());
+        assert_eq!(
+            check_descriptor("d", &fs::read(&p).unwrap()).unwrap(),
+            STORE_VERSION
+        );
+        fs::write(&p, br#"{"format":"treefork-store","version":3}"#).unwrap();
+        let e = PackStore::open(d.path()).err().unwrap();
+        assert!(e.to_string().contains("version 3"), "{e}");
+    }
+
     #[test]
     fn corrupt_pack_is_an_error_not_wrong_data() {
         let d = tempfile::tempdir().unwrap();
@@ -838,14 +1082,14 @@ mod tests {
         /// Index entries: valid ones round-trip, any other bytes are `Corrupt`.
         #[test]
         fn loc_decoder(
-            kind in 1u8..3, codec in 0u8..2, pack: u32, offset: u64, stored_len: u32, raw_len: u32,
+            kind in 1u8..3, codec in 0u8..3, pack: u32, offset: u64, stored_len: u32, raw_len: u32,
             flip in proptest::option::of((0usize..LOC_LEN, 0u8..8)),
             cut in 0usize..LOC_LEN + 2,
             junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
         ) {
             let l = Loc {
                 kind: Kind::from_u8(kind).unwrap(),
-                codec: if codec == 0 { Codec::Raw } else { Codec::Zstd },
+                codec: Codec::from_u8(codec).unwrap(),
                 pack, offset, stored_len, raw_len,
             };
             let mut b = l.encode();

@@ -8,8 +8,13 @@
 //! pack header (16 bytes):  magic "TREEFORKPACK" (12) | version u32 = 1
 //! record header (48 bytes): magic u32 = 0x4352_4654 ("TFRC") | kind u8 | codec u8 |
 //!                           reserved u16 = 0 | raw_len u32 | stored_len u32 | id [32]
-//! record payload:          stored_len bytes (zstd frame when codec = 1, raw when 0)
+//! record payload:          stored_len bytes: raw when codec = 0; one zstd frame when
+//!                           codec = 1; when codec = 2 (delta): base id [32] | one zstd
+//!                           frame compressed with the base object's raw bytes as its
+//!                           prefix (raw-content dictionary)
 //! ```
+//! A delta's base is an object of the same kind stored whole (codec 0 or 1), never
+//! another delta, so reading any object takes at most two records.
 //! Invariants: a record is never modified after it is written; a pack is only ever
 //! appended to by the daemon that created it, and a new daemon always starts a new
 //! pack, so a torn tail left by a crash is never followed by valid records.
@@ -66,6 +71,20 @@ pub enum Codec {
     Raw = 0,
     /// One zstd frame.
     Zstd = 1,
+    /// Base object id + a zstd frame compressed against the base (see module doc).
+    Delta = 2,
+}
+
+impl Codec {
+    /// Decode the codec byte.
+    pub fn from_u8(b: u8) -> Option<Codec> {
+        match b {
+            0 => Some(Codec::Raw),
+            1 => Some(Codec::Zstd),
+            2 => Some(Codec::Delta),
+            _ => None,
+        }
+    }
 }
 
 /// Decoded record header.
@@ -127,15 +146,18 @@ impl RecordHeader {
             return Err(Error::corrupt("pack record", "bad record magic"));
         }
         let kind = Kind::from_u8(b[4]).ok_or_else(|| Error::corrupt("pack record", "bad kind"))?;
-        let codec = match b[5] {
-            0 => Codec::Raw,
-            1 => Codec::Zstd,
-            c => return Err(Error::corrupt("pack record", format!("bad codec {c}"))),
-        };
+        let codec = Codec::from_u8(b[5])
+            .ok_or_else(|| Error::corrupt("pack record", format!("bad codec {}", b[5])))?;
         let raw_len = u32::from_le_bytes(b[8..12].try_into().unwrap());
         let stored_len = u32::from_le_bytes(b[12..16].try_into().unwrap());
         if raw_len > MAX_OBJECT_LEN || stored_len > MAX_OBJECT_LEN {
             return Err(Error::corrupt("pack record", "length out of range"));
+        }
+        if codec == Codec::Delta && (stored_len as usize) < DELTA_BASE_LEN {
+            return Err(Error::corrupt(
+                "pack record",
+                "delta shorter than its base id",
+            ));
         }
         let mut id = [0u8; 32];
         id.copy_from_slice(&b[16..48]);
@@ -209,8 +231,43 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// Decode a payload and verify it hashes to the header's id.
+/// Bytes of a delta payload that name its base.
+pub const DELTA_BASE_LEN: usize = 32;
+
+/// The base id a delta payload names (`None` for whole records).
+pub fn delta_base(h: &RecordHeader, payload: &[u8]) -> Option<[u8; 32]> {
+    (h.codec == Codec::Delta)
+        .then(|| payload.get(..DELTA_BASE_LEN)?.try_into().ok())
+        .flatten()
+}
+
+/// Compress `raw` against `base` (the raw bytes of object `base_id`): the delta
+/// payload, or `None` when zstd fails.
+pub fn compress_delta(raw: &[u8], base_id: &[u8; 32], base: &[u8]) -> Option<Vec<u8>> {
+    use zstd::zstd_safe::{CCtx, CParameter};
+    let mut cctx = CCtx::try_create()?;
+    cctx.set_parameter(CParameter::CompressionLevel(3)).ok()?;
+    cctx.ref_prefix(base).ok()?;
+    let mut out = Vec::with_capacity(DELTA_BASE_LEN + zstd::zstd_safe::compress_bound(raw.len()));
+    out.extend_from_slice(base_id);
+    let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(raw.len()));
+    cctx.compress2(&mut frame, raw).ok()?;
+    out.extend_from_slice(&frame);
+    Some(out)
+}
+
+/// Decode a whole (non-delta) payload and verify it hashes to the header's id.
 pub fn decode_payload(h: &RecordHeader, payload: &[u8]) -> Result<Vec<u8>> {
+    decode_payload_with(h, payload, None)
+}
+
+/// Decode a payload and verify it hashes to the header's id; a delta needs the raw
+/// bytes of its base (`base`), which the caller has read and verified.
+pub fn decode_payload_with(
+    h: &RecordHeader,
+    payload: &[u8],
+    base: Option<&[u8]>,
+) -> Result<Vec<u8>> {
     let what = || format!("{:?} object {}", h.kind, crate::id::hex(&h.id[..6]));
     let raw = match h.codec {
         Codec::Raw => payload.to_vec(),
@@ -225,6 +282,14 @@ pub fn decode_payload(h: &RecordHeader, payload: &[u8]) -> Result<Vec<u8>> {
                     .decompress(payload, h.raw_len as usize)
             })
             .map_err(|e| Error::corrupt(what(), format!("zstd: {e}")))?,
+        Codec::Delta => {
+            let base = base.ok_or_else(|| Error::corrupt(what(), "delta read without its base"))?;
+            let frame = payload
+                .get(DELTA_BASE_LEN..)
+                .ok_or_else(|| Error::corrupt(what(), "delta shorter than its base id"))?;
+            decompress_delta(frame, base, h.raw_len as usize)
+                .map_err(|e| Error::corrupt(what(), format!("zstd delta: {e}")))?
+        }
     };
     if raw.len() != h.raw_len as usize {
         return Err(Error::corrupt(what(), "length mismatch"));
@@ -233,6 +298,21 @@ pub fn decode_payload(h: &RecordHeader, payload: &[u8]) -> Result<Vec<u8>> {
         return Err(Error::corrupt(what(), "hash mismatch"));
     }
     Ok(raw)
+}
+
+fn decompress_delta(
+    frame: &[u8],
+    base: &[u8],
+    raw_len: usize,
+) -> std::result::Result<Vec<u8>, String> {
+    use zstd::zstd_safe::DCtx;
+    let mut dctx = DCtx::try_create().ok_or("no context")?;
+    dctx.ref_prefix(base)
+        .map_err(|c| zstd::zstd_safe::get_error_name(c).to_string())?;
+    let mut out = Vec::with_capacity(raw_len);
+    dctx.decompress(&mut out, frame)
+        .map_err(|c| zstd::zstd_safe::get_error_name(c).to_string())?;
+    Ok(out)
 }
 
 /// One record found by [`scan`].
@@ -310,6 +390,45 @@ mod tests {
             let start = r.offset as usize + RECORD_HEADER_LEN;
             let got = decode_payload(&r.header, &pack[start..start + r.header.stored_len as usize]).unwrap();
             prop_assert_eq!(got, raw);
+        }
+
+        /// A delta decodes to its object with the right base only; with another
+        /// base (or a flipped byte) it is rejected as corrupt, never wrong data.
+        #[test]
+        fn delta_round_trip(
+            base in proptest::collection::vec(any::<u8>(), 0..4000),
+            at in any::<usize>(),
+            edit in proptest::collection::vec(any::<u8>(), 0..50),
+            flip in proptest::option::of((any::<usize>(), 0u8..8)),
+        ) {
+            let mut raw = base.clone();
+            let at = at % (raw.len() + 1);
+            raw.splice(at..at, edit.iter().copied());
+            let bid = Kind::Chunk.hash(&base);
+            let mut payload = compress_delta(&raw, &bid, &base).unwrap();
+            let h = RecordHeader {
+                kind: Kind::Chunk,
+                codec: Codec::Delta,
+                raw_len: raw.len() as u32,
+                stored_len: payload.len() as u32,
+                id: Kind::Chunk.hash(&raw),
+            };
+            prop_assert_eq!(delta_base(&h, &payload), Some(bid));
+            prop_assert_eq!(decode_payload_with(&h, &payload, Some(&base)).unwrap(), raw.clone());
+            prop_assert!(decode_payload(&h, &payload).is_err());
+            let mut other = base.clone();
+            other.push(1);
+            if let Ok(got) = decode_payload_with(&h, &payload, Some(&other)) {
+                prop_assert_eq!(got, raw.clone());
+            }
+            if let Some((i, bit)) = flip {
+                let i = DELTA_BASE_LEN + i % (payload.len() - DELTA_BASE_LEN);
+                payload[i] ^= 1 << bit;
+                match decode_payload_with(&h, &payload, Some(&base)) {
+                    Ok(got) => prop_assert_eq!(got, raw),
+                    Err(e) => prop_assert!(matches!(e, Error::Corrupt { .. }), "{}", e),
+                }
+            }
         }
 
         #[test]

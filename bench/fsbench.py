@@ -200,6 +200,17 @@ class Treefork(Target):
         tf_umount(self.bin, self.store, [self.root])
 
 
+class TreeforkNoWb(Treefork):
+    """Experiment: treefork without the kernel's writeback cache."""
+    name = "treefork-nowb"
+    def start(self):
+        os.environ["TREEFORK_WRITEBACK"] = "0"
+        try:
+            super().start()
+        finally:
+            del os.environ["TREEFORK_WRITEBACK"]
+
+
 def tf_umount(bin_, store, mps):
     pid = treefork_daemon(store)
     for mp in mps:
@@ -673,6 +684,8 @@ def update_section(path, name, text):
 # ---------------------------------------------------------------- main
 
 ALL_TARGETS = ["native", "fuse-overlayfs", "bindfs", "treefork"]
+# Not in a default run: treefork variants for experiments (see bench/README.md).
+EXTRA_TARGETS = ["treefork-nowb"]
 ALL_WORKLOADS = ["seq", "rand", "fiofiles", "smallfiles", "tree", "build", "rm", "storage"]
 
 
@@ -690,9 +703,9 @@ def main():
         cleanup(a.cleanup); return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cfg = QUICK if a.quick else FULL
-    tnames = [t for t in ALL_TARGETS if t in a.targets.split(",")]
+    tnames = [t for t in ALL_TARGETS + EXTRA_TARGETS if t in a.targets.split(",")]
     wnames = [w for w in ALL_WORKLOADS if w in a.workloads.split(",")]
-    bad = set(a.targets.split(",")) - set(ALL_TARGETS) | set(a.workloads.split(",")) - set(ALL_WORKLOADS)
+    bad = set(a.targets.split(",")) - set(ALL_TARGETS + EXTRA_TARGETS) | set(a.workloads.split(",")) - set(ALL_WORKLOADS)
     if bad:
         ap.error(f"unknown target/workload: {', '.join(sorted(bad))}")
     full = not a.quick and tnames == ALL_TARGETS and wnames == ALL_WORKLOADS
@@ -713,7 +726,8 @@ def main():
     rows, res, hwm, storage = [], {}, {}, None
     targets = []
     try:
-        cls = {"native": Native, "fuse-overlayfs": Overlay, "bindfs": Bindfs, "treefork": lambda w: Treefork(w, bin_)}
+        cls = {"native": Native, "fuse-overlayfs": Overlay, "bindfs": Bindfs, "treefork": lambda w: Treefork(w, bin_),
+               "treefork-nowb": lambda w: TreeforkNoWb(w, bin_)}
         for n in tnames:
             t = cls[n](work); t.start(); targets.append(t)
             log(f"{n}: {t.root}" + (f" (server pid {t.pid})" if t.pid else ""))

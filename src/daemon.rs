@@ -686,6 +686,8 @@ impl Daemon {
             fuser::MountOption::Dev,
         ];
         cfg.acl = fuser::SessionACL::All;
+        // 4 threads: measured per-request latency (access(2) of a missing name, one
+        // LOOKUP) ~100 us with 1 thread, 35-40 us with 2, 4 or 8 on this 2-core VM.
         cfg.n_threads = Some(4);
         cfg.clone_fd = true;
         let notifier = Arc::new(std::sync::OnceLock::new());

@@ -609,17 +609,26 @@ impl PackStore {
     /// How to store `raw`: a delta against `hint` (or against the whole object that
     /// `hint` is a delta of) when that takes at most half the bytes of compressing
     /// `raw` on its own, else [`pack::compress`].
+    ///
+    /// A delta of at most 1/8 of `raw` is taken without compressing `raw` whole
+    /// (zstd level 1 does not get real data below 1/4), which keeps a flush of small
+    /// edits at one compression per object.
     fn encode(&self, kind: Kind, raw: &[u8], hint: Option<&[u8; 32]>) -> (Codec, Vec<u8>) {
-        let plain = pack::compress(raw);
-        if let Some(hint) = hint
-            && raw.len() >= DELTA_MIN
-            && plain.1.len() >= DELTA_MIN / 2
-            && let Some(d) = self.delta_against(kind, raw, hint)
-            && d.len() * 2 <= plain.1.len()
-        {
-            return (Codec::Delta, d);
+        let delta = hint
+            .filter(|_| raw.len() >= DELTA_MIN)
+            .and_then(|h| self.delta_against(kind, raw, h));
+        match delta {
+            Some(d) if d.len() * 8 <= raw.len() => (Codec::Delta, d),
+            Some(d) => {
+                let plain = pack::compress(raw);
+                if d.len() * 2 <= plain.1.len() {
+                    (Codec::Delta, d)
+                } else {
+                    plain
+                }
+            }
+            None => pack::compress(raw),
         }
-        plain
     }
 
     fn delta_against(&self, kind: Kind, raw: &[u8], hint: &[u8; 32]) -> Option<Vec<u8>> {

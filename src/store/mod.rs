@@ -11,6 +11,12 @@
 //! caller's metadata ops in one atomic, flushed sled batch. So an index entry never
 //! points at bytes that are not durable, and a crash loses only unreferenced tails.
 //! Every `get` verifies the object's hash; a mismatch is [`Error::Corrupt`] (EIO).
+//!
+//! Deltas: [`ObjectStore::put_based`] may store an object as a delta of an earlier
+//! version (pack codec 2). Invariants: a delta's base is stored whole (reads take at
+//! most two records); a put guards the base's id before looking it up (so a
+//! concurrent gc keeps it or the object is stored whole); a sweep keeps the base of
+//! every kept, guarded or pending delta.
 
 pub mod cache;
 pub mod pack;

@@ -117,13 +117,21 @@ pub fn fsck(
             at.insert((*n, r.offset), r.header);
         }
     }
+    // The base each delta copy in `valid_copies` was verified against: indexing the
+    // delta also points the base's entry at that whole copy.
+    let mut verified_base: HashMap<[u8; 32], [u8; 32]> = HashMap::new();
     for (h, payload, loc) in deltas {
-        let ok = pack::delta_base(&h, &payload)
-            .and_then(|b| Some((b, *valid_copies.get(&b)?)))
-            .and_then(|(b, bloc)| store.read_whole_at(&b, &bloc).ok())
+        let Some(b) = pack::delta_base(&h, &payload) else {
+            continue;
+        };
+        let ok = valid_copies
+            .get(&b)
+            .filter(|bloc| bloc.codec != pack::Codec::Delta && bloc.kind == h.kind)
+            .and_then(|bloc| store.read_whole_at(&b, bloc).ok())
             .is_some_and(|base| pack::decode_payload_with(&h, &payload, Some(&base)).is_ok());
-        if ok {
-            valid_copies.entry(h.id).or_insert(loc);
+        if ok && !valid_copies.contains_key(&h.id) {
+            valid_copies.insert(h.id, loc);
+            verified_base.insert(h.id, b);
         }
     }
     // 2. Index ↔ packs.
@@ -161,12 +169,23 @@ pub fn fsck(
         let have: HashSet<[u8; 32]> = index.iter().map(|(id, _)| *id).collect();
         let bad: HashSet<[u8; 32]> = bad_entries.iter().map(|(id, _)| *id).collect();
         let mut ops = Vec::new();
+        let mut put: HashSet<[u8; 32]> = HashSet::new();
         for (id, loc) in &valid_copies {
-            if !have.contains(id) || bad.contains(id) {
+            if (!have.contains(id) || bad.contains(id)) && put.insert(*id) {
                 ops.push(MetaOp::Put(
                     meta::key(meta::OBJECT_PREFIX, id),
                     loc.encode(),
                 ));
+                // A delta reads its base through the index: make that entry the
+                // whole copy the delta was verified against (one level, always).
+                if let Some(b) = verified_base.get(id)
+                    && put.insert(*b)
+                {
+                    ops.push(MetaOp::Put(
+                        meta::key(meta::OBJECT_PREFIX, b),
+                        valid_copies[b].encode(),
+                    ));
+                }
             }
         }
         let fixed: HashSet<String> = bad
@@ -266,4 +285,64 @@ pub fn fsck(
     }
     progress("done", 1, 1);
     Ok(rep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(seed: u32, n: u32) -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| format!("let v{i} = {};\n", i.wrapping_mul(seed) % 7919).into_bytes())
+            .collect()
+    }
+
+    fn loc_of(s: &PackStore, id: &[u8; 32]) -> Loc {
+        s.index()
+            .unwrap()
+            .into_iter()
+            .find(|(i, _)| i == id)
+            .unwrap()
+            .1
+    }
+
+    #[test]
+    fn repair_indexes_a_delta_with_its_base_whole() {
+        // Object x exists twice in the packs: as a delta (of w) and whole; y is a
+        // delta of the whole x. The index has lost y and names x's delta copy.
+        // Re-indexing y must also point x at its whole copy.
+        let d = tempfile::tempdir().unwrap();
+        let s = PackStore::open(d.path()).unwrap();
+        let w = text(5, 3000);
+        let mut x = w.clone();
+        x.splice(900..900, b"// x\n".iter().copied());
+        let mut y = x.clone();
+        y.splice(30_000..30_000, b"// y\n".iter().copied());
+        let wid = s.put(ObjKind::Chunk, &w).unwrap();
+        let xid = s.put_based(ObjKind::Chunk, &x, Some(&wid)).unwrap();
+        s.commit(vec![]).unwrap();
+        let x_delta = loc_of(&s, &xid);
+        assert_eq!(x_delta.codec, pack::Codec::Delta);
+        let xkey = meta::key(meta::OBJECT_PREFIX, &xid);
+        s.commit(vec![MetaOp::Delete(xkey.clone())]).unwrap();
+        s.put(ObjKind::Chunk, &x).unwrap();
+        let yid = s.put_based(ObjKind::Chunk, &y, Some(&xid)).unwrap();
+        s.commit(vec![]).unwrap();
+        assert_ne!(loc_of(&s, &xid).codec, pack::Codec::Delta);
+        assert_eq!(loc_of(&s, &yid).codec, pack::Codec::Delta);
+        s.commit(vec![
+            MetaOp::Put(xkey, x_delta.encode()),
+            MetaOp::Delete(meta::key(meta::OBJECT_PREFIX, &yid)),
+        ])
+        .unwrap();
+        drop(s);
+
+        let s = PackStore::open_for_repair(d.path()).unwrap();
+        let rep = fsck(&s, true, &mut |_, _, _| {}).unwrap();
+        assert!(!rep.repaired.is_empty(), "{rep:?}");
+        assert_ne!(loc_of(&s, &xid).codec, pack::Codec::Delta);
+        assert_eq!(&**s.read_verified(ObjKind::Chunk, &yid).unwrap(), &y);
+        assert_eq!(&**s.read_verified(ObjKind::Chunk, &xid).unwrap(), &x);
+        assert_eq!(&**s.read_verified(ObjKind::Chunk, &wid).unwrap(), &w);
+    }
 }

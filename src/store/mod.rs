@@ -356,8 +356,11 @@ impl PackStore {
     /// are neither in `keep` nor put since [`gc_begin`](Self::gc_begin).
     pub fn unreachable(&self, keep: &HashSet<[u8; 32]>) -> Result<Vec<([u8; 32], Loc)>> {
         let guard = self.gc_guard.lock().unwrap();
+        // Pending before the index: `commit` applies its entries to the index and
+        // only then forgets them, so every put is seen in one or the other.
+        let pending = self.pending_snapshot();
         let index = self.index()?;
-        let bases = self.bases_of(keep, &guard, &index)?;
+        let bases = self.bases_of(keep, &guard, &index, &pending)?;
         Ok(index
             .into_iter()
             .filter(|(id, _)| !keep.contains(id) && !guard.contains(id) && !bases.contains(id))
@@ -372,8 +375,10 @@ impl PackStore {
     /// [`delete_pack`](Self::delete_pack).
     pub fn sweep(&self, keep: &HashSet<[u8; 32]>, extra: Vec<MetaOp>) -> Result<(u64, u64)> {
         let guard = self.gc_guard.lock().unwrap();
+        // Pending before the index (see `unreachable`).
+        let pending = self.pending_snapshot();
         let index = self.index()?;
-        let bases = self.bases_of(keep, &guard, &index)?;
+        let bases = self.bases_of(keep, &guard, &index, &pending)?;
         let dead: Vec<([u8; 32], Loc)> = index
             .into_iter()
             .filter(|(id, _)| !keep.contains(id) && !guard.contains(id) && !bases.contains(id))
@@ -589,7 +594,7 @@ impl PackStore {
             .read_exact_at(&mut buf, loc.offset)
             .map_err(|e| Error::corrupt(what(), format!("unreadable: {e}")))?;
         let h = RecordHeader::decode(&buf)?;
-        if h.id != *id || h.codec == Codec::Delta {
+        if h.id != *id || h.kind != loc.kind || h.codec == Codec::Delta {
             return Err(Error::corrupt(what(), "not a whole record of this object"));
         }
         pack::decode_payload(&h, &buf[pack::RECORD_HEADER_LEN..])
@@ -641,12 +646,13 @@ impl PackStore {
         // Guard each id before looking it up, as `put` does: a concurrent sweep then
         // either keeps the base or has already dropped it (and we store `raw` whole).
         self.guard(hint);
-        let loc = self.lookup(hint).ok()??;
+        // A base is only ever of the same kind as its deltas (their ids hash apart).
+        let loc = self.lookup(hint).ok()?.filter(|l| l.kind == kind)?;
         let base = if loc.codec == Codec::Delta {
             let b = self.delta_base_of(hint, &loc).ok()?;
             self.guard(&b);
             let l = self.lookup(&b).ok()??;
-            (l.codec != Codec::Delta).then_some(b)?
+            (l.codec != Codec::Delta && l.kind == kind).then_some(b)?
         } else {
             *hint
         };
@@ -657,25 +663,23 @@ impl PackStore {
         pack::compress_delta(raw, &base, &base_raw)
     }
 
-    /// Bases of the delta objects among `keep`, the gc guard and pending puts that
-    /// are not in `keep` themselves: a kept delta keeps its base. Called with the
-    /// guard locked.
+    /// Bases to keep beside `keep`: the base of every delta in `keep` or the gc
+    /// guard, and of every pending delta whatever it is (a put from before the gc
+    /// began may commit after the sweep, and its base must still be there).
+    /// Called with the guard locked.
     fn bases_of(
         &self,
         keep: &HashSet<[u8; 32]>,
         guard: &HashSet<[u8; 32]>,
         index: &[([u8; 32], Loc)],
+        pending: &[([u8; 32], Loc)],
     ) -> Result<HashSet<[u8; 32]>> {
-        let pending: Vec<([u8; 32], Loc)> = self
-            .pending
-            .read()
-            .unwrap()
+        let kept = index
             .iter()
-            .map(|(k, v)| (*k, *v))
-            .collect();
+            .filter(|(id, _)| keep.contains(id) || guard.contains(id));
         let mut out = HashSet::new();
-        for (id, loc) in index.iter().chain(pending.iter()) {
-            if loc.codec == Codec::Delta && (keep.contains(id) || guard.contains(id)) {
+        for (id, loc) in kept.chain(pending.iter()) {
+            if loc.codec == Codec::Delta {
                 let b = self.delta_base_of(id, loc)?;
                 if !keep.contains(&b) {
                     out.insert(b);
@@ -683,6 +687,16 @@ impl PackStore {
             }
         }
         Ok(out)
+    }
+
+    /// The uncommitted puts and their locations.
+    fn pending_snapshot(&self) -> Vec<([u8; 32], Loc)> {
+        self.pending
+            .read()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect()
     }
 
     fn lookup(&self, id: &[u8; 32]) -> Result<Option<Loc>> {
@@ -819,13 +833,7 @@ impl ObjectStore for PackStore {
             f.sync_data()
                 .map_err(|e| Error::io(self.dir.join("packs"), e))?;
         }
-        let pending: Vec<([u8; 32], Loc)> = self
-            .pending
-            .read()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (*k, *v))
-            .collect();
+        let pending = self.pending_snapshot();
         for (id, loc) in &pending {
             ops.push(MetaOp::Put(
                 meta::key(meta::OBJECT_PREFIX, id),
@@ -1024,11 +1032,15 @@ mod tests {
             // An unrelated hint is ignored when it does not pay.
             let other = s.put_based(Kind::Chunk, &text(13, 500), Some(&a)).unwrap();
             assert_ne!(s.lookup(&other).unwrap().unwrap().codec, Codec::Delta);
-            // A hint of another kind or a missing hint: stored whole.
-            let n = s
+            // A hint of another kind (even one in the cache) or a missing hint:
+            // stored whole.
+            s.get(Kind::Chunk, &a).unwrap();
+            let n = s.put_based(Kind::Node, &v2, Some(&a)).unwrap();
+            assert_ne!(s.lookup(&n).unwrap().unwrap().codec, Codec::Delta);
+            let m = s
                 .put_based(Kind::Node, &v3[..5000], Some(&[9; 32]))
                 .unwrap();
-            assert_ne!(s.lookup(&n).unwrap().unwrap().codec, Codec::Delta);
+            assert_ne!(s.lookup(&m).unwrap().unwrap().codec, Codec::Delta);
         }
         let s = PackStore::open(d.path()).unwrap();
         assert_eq!(&**s.get(Kind::Chunk, &b).unwrap(), &v2);
@@ -1053,6 +1065,29 @@ mod tests {
             matches!(e, Error::Corrupt { .. }) && e.to_string().contains("delta base"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn gc_keeps_the_base_of_an_uncommitted_delta() {
+        // A delta put before the gc began, still pending while the sweep runs and
+        // committed after it: its base is in no keep set, and must stay.
+        let d = tempfile::tempdir().unwrap();
+        let v1 = text(3, 2000);
+        let mut v2 = v1.clone();
+        v2.splice(5_000..5_000, b"// an edit\n".iter().copied());
+        let s = PackStore::open(d.path()).unwrap();
+        let a = s.put(Kind::Chunk, &v1).unwrap();
+        s.commit(vec![]).unwrap();
+        let b = s.put_based(Kind::Chunk, &v2, Some(&a)).unwrap();
+        assert_eq!(s.lookup(&b).unwrap().unwrap().codec, Codec::Delta);
+        s.gc_begin();
+        let keep = HashSet::new();
+        assert!(s.unreachable(&keep).unwrap().iter().all(|(id, _)| *id != a));
+        s.sweep(&keep, vec![]).unwrap();
+        s.gc_end();
+        s.commit(vec![]).unwrap();
+        s.cache.remove(&a);
+        assert_eq!(&**s.read_verified(Kind::Chunk, &b).unwrap(), &v2);
     }
 
     #[test]

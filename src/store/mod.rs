@@ -356,11 +356,21 @@ impl PackStore {
     /// are neither in `keep` nor put since [`gc_begin`](Self::gc_begin).
     pub fn unreachable(&self, keep: &HashSet<[u8; 32]>) -> Result<Vec<([u8; 32], Loc)>> {
         let guard = self.gc_guard.lock().unwrap();
+        self.dead(keep, &guard)
+    }
+
+    /// Committed index entries neither in `keep`, nor in the gc `guard`, nor the
+    /// base of a delta that stays. Called with the guard locked.
+    fn dead(
+        &self,
+        keep: &HashSet<[u8; 32]>,
+        guard: &HashSet<[u8; 32]>,
+    ) -> Result<Vec<([u8; 32], Loc)>> {
         // Pending before the index: `commit` applies its entries to the index and
         // only then forgets them, so every put is seen in one or the other.
         let pending = self.pending_snapshot();
         let index = self.index()?;
-        let bases = self.bases_of(keep, &guard, &index, &pending)?;
+        let bases = self.bases_of(keep, guard, &index, &pending)?;
         Ok(index
             .into_iter()
             .filter(|(id, _)| !keep.contains(id) && !guard.contains(id) && !bases.contains(id))
@@ -375,14 +385,7 @@ impl PackStore {
     /// [`delete_pack`](Self::delete_pack).
     pub fn sweep(&self, keep: &HashSet<[u8; 32]>, extra: Vec<MetaOp>) -> Result<(u64, u64)> {
         let guard = self.gc_guard.lock().unwrap();
-        // Pending before the index (see `unreachable`).
-        let pending = self.pending_snapshot();
-        let index = self.index()?;
-        let bases = self.bases_of(keep, &guard, &index, &pending)?;
-        let dead: Vec<([u8; 32], Loc)> = index
-            .into_iter()
-            .filter(|(id, _)| !keep.contains(id) && !guard.contains(id) && !bases.contains(id))
-            .collect();
+        let dead = self.dead(keep, &guard)?;
         let bytes: u64 = dead.iter().map(|(_, l)| l.record_len()).sum();
         let mut ops = extra;
         for (id, _) in &dead {

@@ -8,13 +8,19 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_treefork")
 }
 
-/// Whether FUSE mounts are possible here; tests return early (with a message) if not.
+/// Requires what every mount test needs (root and `/dev/fuse`) and fails the test
+/// with a clear message when it is missing: a mount test that cannot mount must never
+/// return early and count as passed. Always returns true (kept as a function so call
+/// sites read as a precondition).
 pub fn fuse_available() -> bool {
-    let ok = Path::new("/dev/fuse").exists() && unsafe { libc::geteuid() } == 0;
-    if !ok {
-        eprintln!("SKIP: /dev/fuse missing or not root; mount tests need both");
-    }
-    ok
+    assert!(
+        Path::new("/dev/fuse").exists(),
+        "mount tests need /dev/fuse, which is missing on this machine"
+    );
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "mount tests need root (euid is {euid})");
+    true
 }
 
 /// Run treefork with `--store store` and `args`.

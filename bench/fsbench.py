@@ -211,6 +211,11 @@ class TreeforkNoWb(Treefork):
             del os.environ["TREEFORK_WRITEBACK"]
 
 
+class TreeforkBase(Treefork):
+    """A second treefork binary (e.g. the previous release), to compare two builds in one run."""
+    name = "treefork-base"
+
+
 def tf_umount(bin_, store, mps):
     pid = treefork_daemon(store)
     for mp in mps:
@@ -685,7 +690,7 @@ def update_section(path, name, text):
 
 ALL_TARGETS = ["native", "fuse-overlayfs", "bindfs", "treefork"]
 # Not in a default run: treefork variants for experiments (see bench/README.md).
-EXTRA_TARGETS = ["treefork-nowb"]
+EXTRA_TARGETS = ["treefork-nowb", "treefork-base"]
 ALL_WORKLOADS = ["seq", "rand", "fiofiles", "smallfiles", "tree", "build", "rm", "storage"]
 
 
@@ -693,6 +698,7 @@ def main():
     global cfg
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bin", default=os.path.join(REPO, "target/release/treefork"))
+    ap.add_argument("--bin-base", help="a second treefork binary, run as target treefork-base (A/B of two builds)")
     ap.add_argument("--work", help="empty work dir (default: a new /var/tmp/fsbench-*)")
     ap.add_argument("--quick", action="store_true", help="small sizes and a small corpus, for development")
     ap.add_argument("--targets", default=",".join(ALL_TARGETS), help="comma-separated subset of " + ",".join(ALL_TARGETS))
@@ -703,6 +709,10 @@ def main():
         cleanup(a.cleanup); return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cfg = QUICK if a.quick else FULL
+    if a.bin_base and "treefork-base" not in a.targets.split(","):
+        a.targets += ",treefork-base"
+    if "treefork-base" in a.targets.split(",") and not a.bin_base:
+        ap.error("target treefork-base needs --bin-base")
     tnames = [t for t in ALL_TARGETS + EXTRA_TARGETS if t in a.targets.split(",")]
     wnames = [w for w in ALL_WORKLOADS if w in a.workloads.split(",")]
     bad = set(a.targets.split(",")) - set(ALL_TARGETS + EXTRA_TARGETS) | set(a.workloads.split(",")) - set(ALL_WORKLOADS)
@@ -727,7 +737,8 @@ def main():
     targets = []
     try:
         cls = {"native": Native, "fuse-overlayfs": Overlay, "bindfs": Bindfs, "treefork": lambda w: Treefork(w, bin_),
-               "treefork-nowb": lambda w: TreeforkNoWb(w, bin_)}
+               "treefork-nowb": lambda w: TreeforkNoWb(w, bin_),
+               "treefork-base": lambda w: TreeforkBase(w, os.path.abspath(a.bin_base))}
         for n in tnames:
             t = cls[n](work); t.start(); targets.append(t)
             log(f"{n}: {t.root}" + (f" (server pid {t.pid})" if t.pid else ""))

@@ -57,6 +57,7 @@ class Tree:
     """One mounted session of n files and its measurements."""
     def __init__(self, bin_, n, work):
         self.bin, self.n, self.work = bin_, n, work
+        os.makedirs(work, exist_ok=True)
         self.src = os.path.join(work, f"src-{n}"); make_tree(self.src, n)
         self.store = os.path.join(work, f"store-{n}"); self.mp = os.path.join(work, f"mnt-{n}"); os.makedirs(self.mp)
         sh(bin_, "--store", self.store, "mount", self.mp, "--session", "main", "--from", self.src)
@@ -131,62 +132,88 @@ def baselines(n, src, work, reps):
 
 def main():
     ap = argparse.ArgumentParser(); ap.add_argument("--bin", required=True); ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--bin-base", help="a second treefork binary measured in the same run (A/B of two builds); "
+                    "the report then compares the two and skips the non-treefork baselines")
     ap.add_argument("--reps", type=int, default=9); a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
-    bin_ = os.path.abspath(a.bin)
+    bins = [("new", os.path.abspath(a.bin))] + ([("base", os.path.abspath(a.bin_base))] if a.bin_base else [])
     work = tempfile.mkdtemp(prefix="tf-bench-", dir="/var/tmp")
     results = {}
     try:
-        # All sizes are mounted at once and their operations interleaved round by
-        # round, so a noisy minute on this shared machine hits every size alike and
-        # the 100k/1k ratios compare like with like.
+        # All sizes (and both binaries in an A/B run) are mounted at once and their
+        # operations interleaved round by round, so a noisy minute on this shared
+        # machine hits every size alike and the ratios compare like with like.
         trees = []
         for n in sizes:
-            print(f"== importing {n} files", file=sys.stderr)
-            trees.append(Tree(bin_, n, work))
+            for label, b in bins:
+                print(f"== importing {n} files ({label})", file=sys.stderr)
+                trees.append((label, Tree(b, n, os.path.join(work, label) if len(bins) > 1 else work)))
         # Steady state, not the import: let writeback and sled's background work settle.
         sh("sync"); time.sleep(2 + max(sizes) / 10000)
-        for t in trees: t.warm_up()
+        for _, t in trees: t.warm_up()
         for r in range(a.reps):
-            for t in trees: t.round(r)
+            for _, t in trees: t.round(r)
         for r in range(a.reps):
-            for t in trees: t.checkouts(r)
-        for t in trees:
-            results[t.n] = t.close()
-        for t in trees:
-            print(f"== baselines at {t.n} files", file=sys.stderr)
-            results[t.n].update(baselines(t.n, t.src, work, a.reps))
-            print(json.dumps(results[t.n]), file=sys.stderr)
+            for _, t in trees: t.checkouts(r)
+        for label, t in trees:
+            results[(label, t.n)] = t.close()
+        if len(bins) == 1:
+            for _, t in trees:
+                print(f"== baselines at {t.n} files", file=sys.stderr)
+                results[("new", t.n)].update(baselines(t.n, t.src, work, a.reps))
+                print(json.dumps(results[("new", t.n)]), file=sys.stderr)
     finally:
         subprocess.run(["bash", "-c", f"grep -o ' {work}/[^ ]*' /proc/mounts | xargs -r -n1 umount -l"], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
-    rows = ["checkpoint", "branch", "fork", "checkout", "diff", "cli_checkpoint", "cp -a", "git worktree add", "git stash+apply", "fuse-overlayfs fork"]
-    labels = {"checkpoint": "treefork checkpoint (10 files changed)", "branch": "treefork branch", "fork": "treefork fork (until mounted)",
-              "checkout": "treefork checkout (10 files differ)", "diff": "treefork diff HEAD~1 HEAD", "cli_checkpoint": "treefork checkpoint via CLI (incl. process start)"}
+    text = report(results, sizes, bins)
+    print(text)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    os.makedirs("bench/results", exist_ok=True)
+    if len(bins) == 1:
+        open(f"bench/results/snapshots-{stamp}.md", "w").write(text)
+        update_section("bench/RESULTS.md", "snapshots", text)
+    else:
+        out = f"bench/results/snapshots-ab-{stamp}.md"
+        with open(out, "a") as f:
+            f.write(text + "\n\n")
+        print(f"appended to {out}", file=sys.stderr)
+
+LABELS = {"checkpoint": "treefork checkpoint (10 files changed)", "branch": "treefork branch", "fork": "treefork fork (until mounted)",
+          "checkout": "treefork checkout (10 files differ)", "diff": "treefork diff HEAD~1 HEAD", "cli_checkpoint": "treefork checkpoint via CLI (incl. process start)"}
+
+def report(results, sizes, bins):
+    ab = len(bins) > 1
+    rows = ["checkpoint", "branch", "fork", "checkout", "diff", "cli_checkpoint"]
+    if not ab:
+        rows += ["cp -a", "git worktree add", "git stash+apply", "fuse-overlayfs fork"]
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    head = ["operation (median ms)"] + [f"{n:,} files" for n in sizes] + ([f"{sizes[-1]:,} / {sizes[0]:,}"] if len(sizes) > 1 else [])
-    lines = [f"# Snapshot benchmark — {date}", "",
-             f"Machine: {os.cpu_count()} cores, {mem:.0f} GiB, Linux {platform.release()}; {sh(bin_, '--version').strip()}, "
+    vers = "; ".join(f"{label}: {sh(b, '--version').strip()} ({b})" for label, b in bins)
+    if ab:
+        head = ["operation (median ms)"] + [f"{n:,} {label}" for n in sizes for label, _ in bins] + [f"{n:,} new/base" for n in sizes]
+    else:
+        head = ["operation (median ms)"] + [f"{n:,} files" for n in sizes] + ([f"{sizes[-1]:,} / {sizes[0]:,}"] if len(sizes) > 1 else [])
+    lines = [f"# Snapshot benchmark{' (A/B of two builds)' if ab else ''} — {date}", "",
+             f"Machine: {os.cpu_count()} cores, {mem:.0f} GiB, Linux {platform.release()}; {vers}, "
              f"{sh('git', '--version').strip()}, fuse-overlayfs {sh('fuse-overlayfs', '--version').splitlines()[0].split()[-1]}.", "",
              "treefork operations are timed on the session's control socket (request to response), in steady state "
              "(after the import's writeback settled and 3 untimed warm-up rounds); every row is the median of "
-             "the repetitions; all sizes are mounted together and their operations interleaved round by round. "
-             "Trees: 100 small files per directory, so the 100,000-file root has 1,000 entries.", "",
+             "the repetitions; all sizes" + (" and both builds" if ab else "") + " are mounted together and their operations "
+             "interleaved round by round. Trees: 100 small files per directory, so the 100,000-file root has 1,000 entries.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        vals = [results[n][r] for n in sizes]
-        cells = [f"{v:.1f}" for v in vals]
-        if len(sizes) > 1: cells.append(f"{vals[-1] / vals[0]:.2f}×")
-        lines.append(f"| {labels.get(r, r)} | " + " | ".join(cells) + " |")
+        if ab:
+            vals = [results[(label, n)][r] for n in sizes for label, _ in bins]
+            cells = [f"{v:.1f}" for v in vals] + [f"{results[('new', n)][r] / results[('base', n)][r]:.2f}×" for n in sizes]
+        else:
+            vals = [results[("new", n)][r] for n in sizes]
+            cells = [f"{v:.1f}" for v in vals]
+            if len(sizes) > 1: cells.append(f"{vals[-1] / vals[0]:.2f}×")
+        lines.append(f"| {LABELS.get(r, r)} | " + " | ".join(cells) + " |")
     lines += ["", "Store size after import vs raw tree (du -sb): " + ", ".join(
-        f"{n:,}: {results[n]['store_bytes'] / 2**20:.1f} MiB store / {results[n]['tree_bytes'] / 2**20:.1f} MiB tree" for n in sizes), ""]
-    text = "\n".join(lines)
-    print(text)
-    os.makedirs("bench/results", exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-    open(f"bench/results/snapshots-{stamp}.md", "w").write(text)
-    update_section("bench/RESULTS.md", "snapshots", text)
+        f"{n:,} {label}: {results[(label, n)]['store_bytes'] / 2**20:.1f} MiB store / {results[(label, n)]['tree_bytes'] / 2**20:.1f} MiB tree"
+        for n in sizes for label, _ in bins), ""]
+    return "\n".join(lines)
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,7 @@
 //! Garbage collection: mark from every root, sweep the index, repack mostly-dead packs.
 //!
 //! Owns: the gc protocol. Safe while sessions are mounted and written:
-//! 1. `PackStore::gc_begin` — from now on every `put` (dedup hits too) is guarded;
+//! 1. [`Packs::gc_begin`] — from now on every `put` (dedup hits too) is guarded;
 //! 2. [`Live::barrier`] — waits for every put that started before (1) to be published
 //!    in a live inode table or a committed root (sessions seal and flush under their
 //!    flush lock; imports under the daemon's import lock);
@@ -29,7 +29,7 @@ use crate::id::{ChunkId, NodeId};
 use crate::meta::{self, MetaOp};
 use crate::reach::{self, ChunkCheck, Walk};
 use crate::refs;
-use crate::store::{Kind as ObjKind, ObjectStore, PackStore};
+use crate::store::{Kind as ObjKind, Loc, Packs};
 
 /// What a gc needs from whoever serves mounted sessions.
 pub trait Live {
@@ -81,7 +81,7 @@ pub struct GcReport {
     pub elapsed_ms: u64,
 }
 
-struct GuardEnd<'a>(&'a PackStore);
+struct GuardEnd<'a>(&'a dyn Packs);
 impl Drop for GuardEnd<'_> {
     fn drop(&mut self) {
         self.0.gc_end();
@@ -93,7 +93,7 @@ pub const REPACK_LIVE_FRACTION: f64 = 0.5;
 
 /// Run a gc. `progress(phase, done, total)` is called now and then.
 pub fn gc(
-    store: &PackStore,
+    store: &dyn Packs,
     live: &dyn Live,
     dry_run: bool,
     progress: &mut dyn FnMut(&str, u64, u64),
@@ -110,7 +110,7 @@ pub fn gc(
 
     // Mark.
     progress("mark", 0, 0);
-    let mut roots = reach::roots(store)?;
+    let mut roots = reach::roots(store.meta())?;
     let tree_roots = roots.tree_roots();
     if !roots.problems.is_empty() {
         return Err(refuse(&roots.problems));
@@ -179,7 +179,7 @@ pub fn gc(
     } else {
         store.index()?
     };
-    let mut by_pack: HashMap<u32, Vec<([u8; 32], crate::store::Loc)>> = HashMap::new();
+    let mut by_pack: HashMap<u32, Vec<([u8; 32], Loc)>> = HashMap::new();
     for (id, loc) in index {
         by_pack.entry(loc.pack).or_default().push((id, loc));
     }

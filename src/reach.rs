@@ -29,7 +29,7 @@ use crate::error::Result;
 use crate::id::{CheckpointId, NodeId};
 use crate::refs::{self, Checkpoint};
 use crate::session::SessionRecord;
-use crate::store::{Kind as ObjKind, ObjectStore};
+use crate::store::{Kind as ObjKind, MetaStore, ObjectStore};
 use crate::tree::{AnyDir, Content, Entry, FileNode, Kind, NODE_MAGIC, Record, RootNode};
 
 /// Something wrong found while walking.
@@ -78,9 +78,9 @@ pub struct Roots {
 }
 
 /// Read every session, branch and checkpoint record and compute the live checkpoints.
-pub fn roots(store: &dyn ObjectStore) -> Result<Roots> {
+pub fn roots(meta: &dyn MetaStore) -> Result<Roots> {
     let mut r = Roots::default();
-    for (k, v) in store.meta_scan(crate::meta::SESSION_PREFIX)? {
+    for (k, v) in meta.scan(crate::meta::SESSION_PREFIX)? {
         let name = String::from_utf8_lossy(&k[crate::meta::SESSION_PREFIX.len()..]).into_owned();
         match SessionRecord::decode(&name, &v) {
             Ok(s) => r.sessions.push(s),
@@ -91,7 +91,7 @@ pub fn roots(store: &dyn ObjectStore) -> Result<Roots> {
             )),
         }
     }
-    for (k, v) in store.meta_scan(refs::REF_PREFIX)? {
+    for (k, v) in meta.scan(refs::REF_PREFIX)? {
         let name = String::from_utf8_lossy(&k[refs::REF_PREFIX.len()..]).into_owned();
         match refs::RefRecord::decode(&name, &v) {
             Ok(rr) => r.branches.push((name, rr.checkpoint)),
@@ -102,7 +102,7 @@ pub fn roots(store: &dyn ObjectStore) -> Result<Roots> {
             )),
         }
     }
-    for (k, v) in store.meta_scan(refs::CHECKPOINT_PREFIX)? {
+    for (k, v) in meta.scan(refs::CHECKPOINT_PREFIX)? {
         let body = &k[refs::CHECKPOINT_PREFIX.len()..];
         let Ok(raw) = <[u8; 32]>::try_from(body) else {
             r.problems.push(Problem::record(
@@ -417,7 +417,7 @@ fn join(dir: &str, name: &[u8]) -> String {
 
 /// Convenience used by tests: every object reached from the store's durable roots.
 pub fn reachable(store: &dyn ObjectStore) -> Result<(Roots, HashSet<[u8; 32]>)> {
-    let mut r = roots(store)?;
+    let mut r = roots(store.meta())?;
     let read = |k: ObjKind, id: &[u8; 32]| store.get(k, id);
     let mut w = Walk::new(&read, ChunkCheck::Mark);
     for (owner, id) in r.tree_roots() {

@@ -23,6 +23,8 @@
 //! Every `get` verifies the object's hash; a mismatch is [`Error::Corrupt`] (EIO).
 
 pub mod cache;
+#[cfg(test)]
+mod defect_tests;
 pub mod fds;
 mod maintain;
 pub mod memstore;

@@ -255,3 +255,39 @@ fn refuse(problems: &[reach::Problem]) -> Error {
         first.error
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reach::tests::{deep_chain, on_small_stack};
+    use crate::store::{ObjectStore, PackStore};
+
+    /// One mounted session whose live table holds `nodes`.
+    struct OneLive(Vec<NodeId>);
+
+    impl Live for OneLive {
+        fn barrier(&self) {}
+        fn live_ids(&self) -> Vec<(String, Vec<NodeId>, Vec<ChunkId>)> {
+            vec![("deep".into(), self.0.clone(), vec![])]
+        }
+    }
+
+    #[test]
+    fn gc_and_fsck_of_a_10000_deep_tree_do_not_recurse() {
+        let d = tempfile::tempdir().unwrap();
+        let s = PackStore::open(d.path()).unwrap();
+        let (root, bottom) = deep_chain(&s, 10_000);
+        let garbage = s.put(ObjKind::Chunk, b"unreferenced").unwrap();
+        s.commit(vec![]).unwrap();
+        let rep = on_small_stack(|| {
+            let rep = gc(&s, &OneLive(vec![root]), false, &mut |_, _, _| {}).unwrap();
+            let f = crate::fsck::fsck(&s, false, &mut |_, _, _| {}).unwrap();
+            assert!(f.clean(), "{:?}", f.problems);
+            rep
+        });
+        assert_eq!(rep.objects_live, 10_002);
+        assert_eq!(rep.objects_reclaimed, 1);
+        assert!(!s.contains(&garbage).unwrap());
+        assert!(s.contains(&bottom).unwrap());
+    }
+}

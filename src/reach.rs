@@ -427,3 +427,86 @@ pub fn reachable(store: &dyn ObjectStore) -> Result<(Roots, HashSet<[u8; 32]>)> 
     r.problems.extend(w.problems);
     Ok((r, all))
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::store::MemStore;
+    use crate::tree::{Attr, DirNode, Timespec};
+
+    fn record(kind: Kind, ino: u64, content: Content) -> Record {
+        Record {
+            kind,
+            ino,
+            attr: Attr {
+                perm: 0o755,
+                nlink: 2,
+                mtime: Timespec { sec: 1, nsec: 0 },
+                ..Attr::default()
+            },
+            xattrs: vec![],
+            content,
+        }
+    }
+
+    /// A root whose tree is a chain of `depth` directories `d/d/d/...`, with a small
+    /// file at the bottom. Built bottom-up (no recursion). Returns the root and the
+    /// bottom file's node id.
+    pub(crate) fn deep_chain(store: &dyn ObjectStore, depth: u64) -> (NodeId, [u8; 32]) {
+        let file = FileNode::Inline(b"at the bottom".to_vec());
+        let fid = store.put(ObjKind::Node, &file.encode()).unwrap();
+        let mut entry = (
+            b"f".to_vec(),
+            record(Kind::File, depth + 2, Content::Node(NodeId(fid))),
+        );
+        for i in 0..depth {
+            let dir = DirNode {
+                entries: vec![(entry.0, Entry::Inline(entry.1))],
+            };
+            let id = store.put(ObjKind::Node, &dir.encode()).unwrap();
+            entry = (
+                b"d".to_vec(),
+                record(Kind::Dir, depth + 1 - i, Content::Node(NodeId(id))),
+            );
+        }
+        let root = RootNode {
+            root: entry.1,
+            links: vec![],
+            next_ino: depth + 3,
+        };
+        (
+            NodeId(store.put(ObjKind::Node, &root.encode()).unwrap()),
+            fid,
+        )
+    }
+
+    /// Run `f` on a thread with a small stack: a walk that recursed once per
+    /// directory level would overflow it (and abort the test binary).
+    pub(crate) fn on_small_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+        std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .stack_size(256 << 10)
+                .spawn_scoped(s, f)
+                .unwrap()
+                .join()
+                .unwrap()
+        })
+    }
+
+    #[test]
+    fn walks_of_a_10000_deep_tree_do_not_recurse() {
+        let store = MemStore::default();
+        let (root, bottom) = deep_chain(&store, 10_000);
+        for mode in [ChunkCheck::Mark, ChunkCheck::Verify] {
+            let w = on_small_stack(|| {
+                let read = |k: ObjKind, id: &[u8; 32]| store.get(k, id);
+                let mut w = Walk::new(&read, mode);
+                w.root("test", root);
+                w.any_node("live", root);
+                (w.nodes.len(), w.nodes.contains(&bottom), w.problems)
+            });
+            // root + 10,000 directories + the file node.
+            assert_eq!(w, (10_002, true, vec![]));
+        }
+    }
+}

@@ -18,6 +18,9 @@
 //!
 //! Problems are reported with the owner (session/checkpoint/branch), the path inside
 //! the tree and the object id, so a damaged chunk names the file it belongs to.
+//!
+//! fsck takes the store as [`crate::store::Packs`] (pack images, index, verified
+//! reads) and reads the records through its [`crate::store::MetaStore`].
 
 use std::collections::{HashMap, HashSet};
 

@@ -10,8 +10,11 @@
 //! 4. sweep: one pass under the guard lock drops index entries neither marked nor
 //!    guarded, plus the records of dead checkpoints;
 //! 5. repack: packs no writer can still add to whose live records fill less than
-//!    half of them are copied forward (verified) and deleted; fully dead ones are
-//!    deleted.
+//!    half of them are copied forward (verified, within the space reserve) and
+//!    deleted; fully dead ones are deleted.
+//!
+//! gc takes the store as [`Packs`] (the object store plus its index and packs) and
+//! reads the roots through its [`crate::store::MetaStore`]; the walk is iterative.
 //!
 //! Invariant: an object reachable from any root, any live table or any put since (1)
 //! keeps its index entry; a pack is deleted only after the index names none of its

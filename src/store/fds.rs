@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -80,7 +80,8 @@ impl PackFds {
 }
 
 /// Fds of this process open on files under `dir` (from `/proc/self/fd`; tests).
-pub fn open_under(dir: &Path) -> usize {
+#[cfg(test)]
+pub(crate) fn open_under(dir: &std::path::Path) -> usize {
     let Ok(it) = std::fs::read_dir("/proc/self/fd") else {
         return 0;
     };

@@ -859,7 +859,7 @@ impl Daemon {
                     Error::Conflict("a gc or fsck is already running on this store".into())
                 })?;
                 let mut last = Instant::now();
-                let rep = crate::gc::gc(&self.store, self, dry_run, &mut |phase, done, total| {
+                let rep = crate::gc::gc(&*self.store, self, dry_run, &mut |phase, done, total| {
                     if last.elapsed() > Duration::from_millis(100) || done == total {
                         last = Instant::now();
                         events(
@@ -880,7 +880,7 @@ impl Daemon {
                     Error::Conflict("a gc or fsck is already running on this store".into())
                 })?;
                 let mut last = Instant::now();
-                let rep = crate::fsck::fsck(&self.store, false, &mut |phase, done, total| {
+                let rep = crate::fsck::fsck(&*self.store, false, &mut |phase, done, total| {
                     if last.elapsed() > Duration::from_millis(100) || done == total {
                         last = Instant::now();
                         events(

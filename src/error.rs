@@ -38,6 +38,16 @@ pub enum Error {
         /// Why it was rejected.
         reason: String,
     },
+    /// An object is larger than a pack record can hold (refused, never written).
+    #[error("{what} of {len} bytes is larger than the store's limit of {max} bytes")]
+    ObjectTooLarge {
+        /// What was being stored.
+        what: String,
+        /// Its length.
+        len: u64,
+        /// The largest length accepted.
+        max: u64,
+    },
     /// An object referenced by the tree is absent from the store.
     #[error("missing object {0} (not in the store index)")]
     Missing(String),
@@ -101,6 +111,7 @@ impl Error {
                 libc::EBUSY
             }
             Error::Forbidden(_) => libc::EPERM,
+            Error::ObjectTooLarge { .. } => libc::EFBIG,
             Error::RateLimited(_) => libc::EAGAIN,
             Error::Invalid(_) => libc::EINVAL,
             Error::NotFound(_) => libc::ENOENT,
@@ -121,6 +132,7 @@ impl Error {
             Error::Meta(_) => "meta",
             Error::Corrupt { .. } => "corrupt",
             Error::Missing(_) => "missing_object",
+            Error::ObjectTooLarge { .. } => "object_too_large",
             Error::Locked { .. } => "locked",
             Error::Invalid(_) => "invalid",
             Error::NotFound(_) => "not_found",

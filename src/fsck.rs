@@ -18,6 +18,9 @@
 //!
 //! Problems are reported with the owner (session/checkpoint/branch), the path inside
 //! the tree and the object id, so a damaged chunk names the file it belongs to.
+//!
+//! fsck takes the store as [`crate::store::Packs`] (pack images, index, verified
+//! reads) and reads the records through its [`crate::store::MetaStore`].
 
 use std::collections::{HashMap, HashSet};
 
@@ -29,7 +32,7 @@ use crate::id::NodeId;
 use crate::meta::{self, MetaOp};
 use crate::reach::{self, ChunkCheck, Problem, Walk};
 use crate::refs;
-use crate::store::{Kind as ObjKind, Loc, ObjectStore, PackStore, pack};
+use crate::store::{Kind as ObjKind, Loc, Packs, pack};
 
 /// Key prefix of records moved aside by a repair (`l/` + the original key).
 pub const LOST_PREFIX: &[u8] = b"l/";
@@ -68,7 +71,7 @@ impl FsckReport {
 /// Verify the store; with `repair`, fix what can be fixed without losing data (the
 /// caller guarantees no session is mounted). `progress(phase, done, total)`.
 pub fn fsck(
-    store: &PackStore,
+    store: &dyn Packs,
     repair: bool,
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<FsckReport> {
@@ -84,7 +87,7 @@ pub fn fsck(
     let total = packs.len() as u64;
     for (i, (n, _)) in packs.iter().enumerate() {
         progress("packs", i as u64, total);
-        let image = crate::store::read_pack(&store.pack_path(*n))?;
+        let image = store.read_pack(*n)?;
         let (recs, err) = pack::scan(&image);
         rep.packs += 1;
         rep.records += recs.len() as u64;
@@ -207,7 +210,7 @@ pub fn fsck(
     }
 
     // 4. Records and everything they reach.
-    let mut roots = reach::roots(store)?;
+    let mut roots = reach::roots(store.meta())?;
     let tree_roots = roots.tree_roots();
     let read = |k: ObjKind, id: &[u8; 32]| store.read_verified(k, id);
     let mut walk = Walk::new(&read, ChunkCheck::Verify);
@@ -290,6 +293,7 @@ pub fn fsck(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{ObjectStore, PackStore};
 
     fn text(seed: u32, n: u32) -> Vec<u8> {
         (0..n)

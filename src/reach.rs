@@ -29,7 +29,7 @@ use crate::error::Result;
 use crate::id::{CheckpointId, NodeId};
 use crate::refs::{self, Checkpoint};
 use crate::session::SessionRecord;
-use crate::store::{Kind as ObjKind, ObjectStore};
+use crate::store::{Kind as ObjKind, MetaStore, ObjectStore};
 use crate::tree::{AnyDir, Content, Entry, FileNode, Kind, NODE_MAGIC, Record, RootNode};
 
 /// Something wrong found while walking.
@@ -78,9 +78,9 @@ pub struct Roots {
 }
 
 /// Read every session, branch and checkpoint record and compute the live checkpoints.
-pub fn roots(store: &dyn ObjectStore) -> Result<Roots> {
+pub fn roots(meta: &dyn MetaStore) -> Result<Roots> {
     let mut r = Roots::default();
-    for (k, v) in store.meta_scan(crate::meta::SESSION_PREFIX)? {
+    for (k, v) in meta.scan(crate::meta::SESSION_PREFIX)? {
         let name = String::from_utf8_lossy(&k[crate::meta::SESSION_PREFIX.len()..]).into_owned();
         match SessionRecord::decode(&name, &v) {
             Ok(s) => r.sessions.push(s),
@@ -91,7 +91,7 @@ pub fn roots(store: &dyn ObjectStore) -> Result<Roots> {
             )),
         }
     }
-    for (k, v) in store.meta_scan(refs::REF_PREFIX)? {
+    for (k, v) in meta.scan(refs::REF_PREFIX)? {
         let name = String::from_utf8_lossy(&k[refs::REF_PREFIX.len()..]).into_owned();
         match refs::RefRecord::decode(&name, &v) {
             Ok(rr) => r.branches.push((name, rr.checkpoint)),
@@ -102,7 +102,7 @@ pub fn roots(store: &dyn ObjectStore) -> Result<Roots> {
             )),
         }
     }
-    for (k, v) in store.meta_scan(refs::CHECKPOINT_PREFIX)? {
+    for (k, v) in meta.scan(refs::CHECKPOINT_PREFIX)? {
         let body = &k[refs::CHECKPOINT_PREFIX.len()..];
         let Ok(raw) = <[u8; 32]>::try_from(body) else {
             r.problems.push(Problem::record(
@@ -417,7 +417,7 @@ fn join(dir: &str, name: &[u8]) -> String {
 
 /// Convenience used by tests: every object reached from the store's durable roots.
 pub fn reachable(store: &dyn ObjectStore) -> Result<(Roots, HashSet<[u8; 32]>)> {
-    let mut r = roots(store)?;
+    let mut r = roots(store.meta())?;
     let read = |k: ObjKind, id: &[u8; 32]| store.get(k, id);
     let mut w = Walk::new(&read, ChunkCheck::Mark);
     for (owner, id) in r.tree_roots() {
@@ -426,4 +426,87 @@ pub fn reachable(store: &dyn ObjectStore) -> Result<(Roots, HashSet<[u8; 32]>)> 
     let all: HashSet<[u8; 32]> = w.reached().copied().collect();
     r.problems.extend(w.problems);
     Ok((r, all))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::store::MemStore;
+    use crate::tree::{Attr, DirNode, Timespec};
+
+    fn record(kind: Kind, ino: u64, content: Content) -> Record {
+        Record {
+            kind,
+            ino,
+            attr: Attr {
+                perm: 0o755,
+                nlink: 2,
+                mtime: Timespec { sec: 1, nsec: 0 },
+                ..Attr::default()
+            },
+            xattrs: vec![],
+            content,
+        }
+    }
+
+    /// A root whose tree is a chain of `depth` directories `d/d/d/...`, with a small
+    /// file at the bottom. Built bottom-up (no recursion). Returns the root and the
+    /// bottom file's node id.
+    pub(crate) fn deep_chain(store: &dyn ObjectStore, depth: u64) -> (NodeId, [u8; 32]) {
+        let file = FileNode::Inline(b"at the bottom".to_vec());
+        let fid = store.put(ObjKind::Node, &file.encode()).unwrap();
+        let mut entry = (
+            b"f".to_vec(),
+            record(Kind::File, depth + 2, Content::Node(NodeId(fid))),
+        );
+        for i in 0..depth {
+            let dir = DirNode {
+                entries: vec![(entry.0, Entry::Inline(entry.1))],
+            };
+            let id = store.put(ObjKind::Node, &dir.encode()).unwrap();
+            entry = (
+                b"d".to_vec(),
+                record(Kind::Dir, depth + 1 - i, Content::Node(NodeId(id))),
+            );
+        }
+        let root = RootNode {
+            root: entry.1,
+            links: vec![],
+            next_ino: depth + 3,
+        };
+        (
+            NodeId(store.put(ObjKind::Node, &root.encode()).unwrap()),
+            fid,
+        )
+    }
+
+    /// Run `f` on a thread with a small stack: a walk that recursed once per
+    /// directory level would overflow it (and abort the test binary).
+    pub(crate) fn on_small_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+        std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .stack_size(256 << 10)
+                .spawn_scoped(s, f)
+                .unwrap()
+                .join()
+                .unwrap()
+        })
+    }
+
+    #[test]
+    fn walks_of_a_10000_deep_tree_do_not_recurse() {
+        let store = MemStore::default();
+        let (root, bottom) = deep_chain(&store, 10_000);
+        for mode in [ChunkCheck::Mark, ChunkCheck::Verify] {
+            let w = on_small_stack(|| {
+                let read = |k: ObjKind, id: &[u8; 32]| store.get(k, id);
+                let mut w = Walk::new(&read, mode);
+                w.root("test", root);
+                w.any_node("live", root);
+                (w.nodes.len(), w.nodes.contains(&bottom), w.problems)
+            });
+            // root + 10,000 directories + the file node.
+            assert_eq!(w, (10_002, true, vec![]));
+        }
+    }
 }

@@ -45,6 +45,14 @@ impl Reserve {
         }
     }
 
+    /// A reserve of exactly `bytes` (0 disables it).
+    pub fn with_bytes(bytes: u64) -> Reserve {
+        Reserve {
+            bytes,
+            budget: Mutex::new(0),
+        }
+    }
+
     /// Bytes kept free.
     pub fn bytes(&self) -> u64 {
         self.bytes

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
+use treefork::store::Packs as _;
 
 use crate::harness::{Mount, fuse_available, pattern, tf, tf_ok, write_synced};
 

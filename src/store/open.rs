@@ -1,0 +1,146 @@
+//! Opening a store directory: the descriptor, the metadata database's format
+//! marker, and finding the last pack.
+//!
+//! Owns: `DIR/treefork.store` (format tag + version) and the create-or-refuse rule
+//! (only a missing or empty directory becomes a new store). Invariant: a store is
+//! never opened with a metadata database that lost its format marker, except for
+//! `fsck --repair`, which marks it again before rebuilding the index.
+
+use std::fs::{self, File};
+use std::path::Path;
+
+use super::metastore::MetaStore;
+use super::packstore::{PackStore, sync_dir};
+use crate::error::{Error, Result};
+use crate::meta::{self, MetaDb, MetaOp};
+
+/// Name of the store descriptor file.
+pub const STORE_FILE: &str = "treefork.store";
+/// Format tag in the descriptor.
+pub const STORE_FORMAT: &str = "treefork-store";
+/// Current store layout version. 2 added delta records (codec 2); a version-1 store
+/// (no deltas) is accepted and marked 2 when opened, so that an older treefork refuses
+/// it by its descriptor instead of failing on its first delta record.
+pub const STORE_VERSION: u32 = 2;
+
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(super) struct StoreDescriptor {
+    pub(super) format: String,
+    pub(super) version: u32,
+}
+
+/// Check the bytes of a store descriptor (`treefork.store`); `what` names it in
+/// errors. Returns the store's version (1 or [`STORE_VERSION`]).
+pub fn check_descriptor(what: &str, bytes: &[u8]) -> Result<u32> {
+    let d: StoreDescriptor = serde_json::from_slice(bytes)
+        .map_err(|e| Error::corrupt(what, format!("unreadable: {e}")))?;
+    if d.format != STORE_FORMAT || !(1..=STORE_VERSION).contains(&d.version) {
+        return Err(Error::corrupt(
+            what,
+            format!("unsupported format {} version {}", d.format, d.version),
+        ));
+    }
+    Ok(d.version)
+}
+
+fn write_descriptor(dir: &Path) -> Result<()> {
+    let d = StoreDescriptor {
+        format: STORE_FORMAT.into(),
+        version: STORE_VERSION,
+    };
+    let tmp = dir.join("treefork.store.tmp");
+    let path = dir.join(STORE_FILE);
+    fs::write(&tmp, serde_json::to_vec_pretty(&d).unwrap()).map_err(|e| Error::io(&tmp, e))?;
+    File::open(&tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| Error::io(&tmp, e))?;
+    fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+    sync_dir(dir)
+}
+
+/// Open (or create) the store at `dir`; see [`PackStore::open`] and
+/// [`PackStore::open_for_repair`].
+pub(super) fn open(dir: &Path, repair: bool) -> Result<PackStore> {
+    let empty = check_or_create(dir)?;
+    let meta_dir = dir.join("meta");
+    let db = std::panic::catch_unwind(|| MetaDb::open(&meta_dir)).map_err(|_| {
+        Error::corrupt(
+            format!("metadata database {}", meta_dir.display()),
+            "sled panicked while opening it",
+        )
+    })??;
+    check_marker(&db, &meta_dir, empty, repair)?;
+    let mut last = 0u32;
+    for e in fs::read_dir(dir.join("packs")).map_err(|e| Error::io(dir, e))? {
+        let name = e.map_err(|e| Error::io(dir, e))?.file_name();
+        if let Some(n) = super::pack_number(&name) {
+            last = last.max(n);
+        }
+    }
+    Ok(PackStore::new(dir, Box::new(db), last))
+}
+
+/// Create the store when `dir` is missing or empty (returns true), else check its
+/// descriptor (upgrading a version-1 one).
+fn check_or_create(dir: &Path) -> Result<bool> {
+    let desc_path = dir.join(STORE_FILE);
+    let empty = match fs::read_dir(dir) {
+        Ok(mut it) => it.all(|e| {
+            e.map(|e| e.file_name() == "lock" || e.file_name() == "daemon.log")
+                .unwrap_or(false)
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    if empty {
+        fs::create_dir_all(dir.join("packs")).map_err(|e| Error::io(dir, e))?;
+        write_descriptor(dir)?;
+    } else {
+        let bytes = fs::read(&desc_path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Error::Invalid(format!(
+                    "{} is not a treefork store (no {STORE_FILE}) and is not empty",
+                    dir.display()
+                ))
+            } else {
+                Error::io(&desc_path, e)
+            }
+        })?;
+        if check_descriptor(&desc_path.display().to_string(), &bytes)? < STORE_VERSION {
+            write_descriptor(dir)?;
+        }
+        fs::create_dir_all(dir.join("packs")).map_err(|e| Error::io(dir, e))?;
+    }
+    Ok(empty)
+}
+
+/// sled treats an unreadable database as empty; the marker written at creation
+/// tells "new store" from "lost index", so a damaged index is never mistaken for an
+/// empty store (which would hide every session).
+fn check_marker(db: &dyn MetaStore, meta_dir: &Path, empty: bool, repair: bool) -> Result<()> {
+    let mark = || {
+        db.apply(vec![MetaOp::Put(
+            meta::FORMAT_KEY.to_vec(),
+            meta::FORMAT_VALUE.to_vec(),
+        )])
+    };
+    match db.get(meta::FORMAT_KEY)? {
+        Some(v) if v == meta::FORMAT_VALUE => Ok(()),
+        Some(v) => Err(Error::corrupt(
+            format!("metadata database {}", meta_dir.display()),
+            format!("unknown format marker {:?}", String::from_utf8_lossy(&v)),
+        )),
+        None if empty => mark(),
+        None if repair => {
+            log::warn!(
+                "metadata database {}: format marker missing; marking it for the index rebuild",
+                meta_dir.display()
+            );
+            mark()
+        }
+        None => Err(Error::corrupt(
+            format!("metadata database {}", meta_dir.display()),
+            "format marker missing (index lost or damaged; the packs are untouched; `treefork fsck --repair` rebuilds the index)",
+        )),
+    }
+}

@@ -61,6 +61,8 @@ pub trait ObjectStore: Send + Sync {
     fn meta_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// Scan metadata keys by prefix.
     fn meta_scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// At most `limit` metadata pairs in `range`, in key order.
+    fn meta_range(&self, range: &meta::KeyRange, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
     /// Free space of the backing filesystem, for statfs: (total, free, avail) bytes.
     fn space(&self) -> (u64, u64, u64);
 }
@@ -132,8 +134,9 @@ pub const STORE_FILE: &str = "treefork.store";
 pub const STORE_FORMAT: &str = "treefork-store";
 /// Current store layout version. 2 added delta records (codec 2); a version-1 store
 /// (no deltas) is accepted and marked 2 when opened, so that an older treefork refuses
-/// it by its descriptor instead of failing on its first delta record.
-pub const STORE_VERSION: u32 = 2;
+/// it by its descriptor instead of failing on its first delta record. 3 changed the
+/// checkpoint and session record formats (`parents`, `meta`: `refs`, `session`).
+pub const STORE_VERSION: u32 = 3;
 /// Objects smaller than this are always stored whole (a delta would not pay for
 /// its base id and the second read).
 pub const DELTA_MIN: usize = 256;
@@ -344,9 +347,8 @@ impl PackStore {
     pub fn index(&self) -> Result<Vec<([u8; 32], Loc)>> {
         let mut out = Vec::new();
         for (k, v) in self.db.scan(meta::OBJECT_PREFIX)? {
-            let id: [u8; 32] = k[meta::OBJECT_PREFIX.len()..]
-                .try_into()
-                .map_err(|_| Error::corrupt("index", "malformed object key"))?;
+            let id = meta::object_id(&k)
+                .ok_or_else(|| Error::corrupt("index", "malformed object key"))?;
             out.push((id, Loc::decode(&v)?));
         }
         Ok(out)
@@ -389,7 +391,7 @@ impl PackStore {
         let bytes: u64 = dead.iter().map(|(_, l)| l.record_len()).sum();
         let mut ops = extra;
         for (id, _) in &dead {
-            ops.push(MetaOp::Delete(meta::key(meta::OBJECT_PREFIX, id)));
+            ops.push(MetaOp::Delete(meta::object_key(id)));
             if ops.len() >= 50_000 {
                 self.db.apply(std::mem::take(&mut ops))?;
             }
@@ -706,7 +708,7 @@ impl PackStore {
         if let Some(l) = self.pending.read().unwrap().get(id) {
             return Ok(Some(*l));
         }
-        match self.db.get(&meta::key(meta::OBJECT_PREFIX, id))? {
+        match self.db.get(&meta::object_key(id))? {
             Some(v) => Ok(Some(Loc::decode(&v)?)),
             None => Ok(None),
         }
@@ -838,10 +840,7 @@ impl ObjectStore for PackStore {
         }
         let pending = self.pending_snapshot();
         for (id, loc) in &pending {
-            ops.push(MetaOp::Put(
-                meta::key(meta::OBJECT_PREFIX, id),
-                loc.encode(),
-            ));
+            ops.push(MetaOp::Put(meta::object_key(id), loc.encode()));
         }
         let t = std::time::Instant::now();
         self.db.apply(ops)?;
@@ -866,6 +865,10 @@ impl ObjectStore for PackStore {
 
     fn meta_scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.db.scan(prefix)
+    }
+
+    fn meta_range(&self, range: &meta::KeyRange, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.db.range(range, limit)
     }
 
     fn space(&self) -> (u64, u64, u64) {
@@ -941,6 +944,17 @@ impl ObjectStore for MemStore {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect())
     }
+    fn meta_range(&self, range: &meta::KeyRange, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        Ok(self
+            .meta
+            .lock()
+            .unwrap()
+            .range(range.start.clone()..)
+            .take_while(|(k, _)| range.contains(k))
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
     fn space(&self) -> (u64, u64, u64) {
         (1 << 40, 1 << 40, 1 << 40)
     }
@@ -966,12 +980,12 @@ mod tests {
         assert_eq!(&**s.get(Kind::Chunk, &a).unwrap(), b"hello world");
         let big = vec![3u8; 65536];
         let c = s.put(Kind::Node, &big).unwrap();
-        s.commit(vec![MetaOp::Put(b"s/x".to_vec(), b"1".to_vec())])
+        s.commit(vec![MetaOp::Put(meta::session_key("x"), b"1".to_vec())])
             .unwrap();
         assert_eq!(&**s.get(Kind::Node, &c).unwrap(), &big);
         assert!(s.contains(&c).unwrap());
-        assert_eq!(s.meta_get(b"s/x").unwrap().unwrap(), b"1");
-        assert_eq!(s.meta_scan(b"s/").unwrap().len(), 1);
+        assert_eq!(s.meta_get(&meta::session_key("x")).unwrap().unwrap(), b"1");
+        assert_eq!(s.meta_scan(meta::SESSION_PREFIX).unwrap().len(), 1);
         assert!(s.get(Kind::Chunk, &[9; 32]).is_err());
     }
 
@@ -1060,7 +1074,7 @@ mod tests {
         assert_eq!(&**s.read_verified(Kind::Chunk, &c).unwrap(), &v3);
         // Without their base, deltas are corrupt (never wrong data).
         s.gc_begin();
-        s.db.apply(vec![MetaOp::Delete(meta::key(meta::OBJECT_PREFIX, &a))])
+        s.db.apply(vec![MetaOp::Delete(meta::object_key(&a))])
             .unwrap();
         s.gc_end();
         let e = s.read_verified(Kind::Chunk, &b).unwrap_err();
@@ -1104,7 +1118,14 @@ mod tests {
             check_descriptor("d", &fs::read(&p).unwrap()).unwrap(),
             STORE_VERSION
         );
-        fs::write(&p, br#"{"format":"treefork-store","version":3}"#).unwrap();
+        fs::write(
+            &p,
+            format!(
+                r#"{{"format":"treefork-store","version":{}}}"#,
+                STORE_VERSION + 1
+            ),
+        )
+        .unwrap();
         let e = PackStore::open(d.path()).err().unwrap();
         assert!(e.to_string().contains("version 3"), "{e}");
     }

@@ -279,7 +279,7 @@ fn fsck_repair_rebuilds_index_and_moves_dangling_refs_aside() {
             .unwrap()
             .iter()
             .step_by(3)
-            .map(|(id, _)| MetaOp::Delete(meta::key(meta::OBJECT_PREFIX, id)))
+            .map(|(id, _)| MetaOp::Delete(meta::object_key(id)))
             .collect();
         assert!(!ops.is_empty());
         ops.push(MetaOp::Put(

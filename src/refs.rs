@@ -515,11 +515,16 @@ mod tests {
 
     #[test]
     fn version_1_records_upgrade_and_keep_their_id() {
-        // The bytes of a record written by 22a34dd (tests/fixtures/store-v2).
-        let fixture = br#"{"version":1,"id":"3c8a2f1fa8d47c2f3cff6b97b1b0d4e5ba8e4ac3c7f4c6b6d0f2dd0d3c1c6e0a","session":"s","root":"0000000000000000000000000000000000000000000000000000000000000000","parent":null,"time_ns":1,"message":"m","trigger":"manual","files_changed":0,"meta":{}}"#;
-        let c = Checkpoint::decode("x", fixture).unwrap();
-        assert_eq!(c.version, CHECKPOINT_VERSION);
-        assert!(c.parents.is_empty());
+        // Records exactly as 22a34dd wrote them (tests/fixtures/store-v2.tar.gz,
+        // checkpoints "first" and "second" of session main).
+        let first = br#"{"version":1,"id":"6ec2b90cd72bf94c65f1dbc55d6b95f1da5a2f8b0b70341d49bede450157425c","session":"main","root":"de46d5ac9ecf23b43231c3042e39e87b1de203b53abdd878f99d0e321349116a","parent":null,"time_ns":1795446060054634806,"message":"first","trigger":"manual","files_changed":9,"meta":{}}"#;
+        let second = br#"{"version":1,"id":"8c1cb70eb83df170ea953f81ff334898199141ddf923ceb671b864324500a612","session":"main","root":"b40c940371ae3347ae1454b25204905d10fff344f5b769e5f40ef8bcb52841b1","parent":"6ec2b90cd72bf94c65f1dbc55d6b95f1da5a2f8b0b70341d49bede450157425c","time_ns":1795446060074678136,"message":"second","trigger":"milestone","files_changed":2,"meta":{}}"#;
+        let f = Checkpoint::decode("first", first).unwrap();
+        let s2 = Checkpoint::decode("second", second).unwrap();
+        assert_eq!(f.version, CHECKPOINT_VERSION);
+        assert!(f.parents.is_empty());
+        assert_eq!(s2.parents, vec![f.id.clone()]);
+        assert!(f.id_matches() && s2.id_matches(), "real v1 ids verify");
 
         let (p, pb) = v1_record(None, 5);
         let (id, bytes) = v1_record(Some(&p), 7);
@@ -541,6 +546,23 @@ mod tests {
         let mut t = c.clone();
         t.message = "changed".into();
         assert!(!t.id_matches());
+    }
+
+    #[test]
+    fn version_1_session_record_upgrades() {
+        use crate::session::{SESSION_RECORD_VERSION, SessionRecord};
+        // As 22a34dd wrote it (tests/fixtures/store-v2.tar.gz, session main).
+        let old = br#"{"version":1,"name":"main","root":"4c9c283a6d540dad90f51934c1b9cca63f7bebe66d1011da13ce6730bc6dee7b","base":"de46d5ac9ecf23b43231c3042e39e87b1de203b53abdd878f99d0e321349116a","created":1795446059,"updated":1795446060,"bytes":5800038,"inodes":10,"head":"6ec2b90cd72bf94c65f1dbc55d6b95f1da5a2f8b0b70341d49bede450157425c","config":{"auto_checkpoint_ops":0,"auto_checkpoint_idle_secs":0,"auto_checkpoint_min_interval_secs":30}}"#;
+        let r = SessionRecord::decode("main", old).unwrap();
+        assert_eq!(r.version, SESSION_RECORD_VERSION);
+        assert!(r.meta.is_empty());
+        assert_eq!(r.bytes, 5800038);
+        let written: Value = serde_json::to_value(&r).unwrap();
+        assert_eq!(written["version"], 2);
+        assert!(written["meta"].is_object());
+        let mut newer = written.clone();
+        newer["version"] = 3.into();
+        assert!(SessionRecord::decode("main", &serde_json::to_vec(&newer).unwrap()).is_err());
     }
 
     #[test]

@@ -1127,7 +1127,11 @@ mod tests {
         )
         .unwrap();
         let e = PackStore::open(d.path()).err().unwrap();
-        assert!(e.to_string().contains("version 3"), "{e}");
+        assert!(
+            e.to_string()
+                .contains(&format!("version {}", STORE_VERSION + 1)),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Checkpoints and named refs.
 //!
 //! Owns: checkpoint records (`c/<id>`), branch refs (`r/<name>`), ref-name
-//! validation and resolving user ref syntax (`HEAD`, `HEAD~N`, branch names, full or
+//! validation and resolving user ref syntax (`HEAD`, `HEAD~N` along first parents, branch names, full or
 //! unique-prefix checkpoint ids), and the rules for triggers and record `meta` maps
 //! ([`rules`]). Keys are built by `crate::meta`.
 //!

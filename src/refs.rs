@@ -1,9 +1,9 @@
 //! Checkpoints and named refs.
 //!
 //! Owns: checkpoint records (`c/<id>`), branch refs (`r/<name>`), ref-name
-//! validation and resolving user ref syntax (`HEAD`, `HEAD~N` along first parents, branch names, full or
-//! unique-prefix checkpoint ids), and the rules for triggers and record `meta` maps
-//! ([`rules`]). Keys are built by `crate::meta`.
+//! validation and resolving user ref syntax (`HEAD`, `HEAD~N` along first parents,
+//! branch names, full or unique-prefix checkpoint ids), and the rules for triggers
+//! and record `meta` maps ([`rules`]). Keys are built by `crate::meta`.
 //!
 //! Checkpoint records are JSON with a version, a list of `parents` and an open
 //! `meta` map (string → JSON), so later features (exec records, experiments,
@@ -603,6 +603,34 @@ mod tests {
         let mut raw: Value = serde_json::from_slice(&bytes).unwrap();
         raw.as_object_mut().unwrap().remove("parents");
         assert!(Checkpoint::decode("x", &serde_json::to_vec(&raw).unwrap()).is_err());
+    }
+
+    #[test]
+    fn every_parent_is_live() {
+        let s = MemStore::default();
+        let r = NodeId::of(b"r");
+        let a = Checkpoint::new("gone", r, None, "a", "manual", 0);
+        let b = Checkpoint::new("gone", r, None, "b", "manual", 0);
+        let m = NewCheckpoint {
+            session: "gone",
+            root: r,
+            parents: vec![a.cid(), b.cid()],
+            message: "merge",
+            trigger: "manual",
+            files_changed: 0,
+            meta: Map::new(),
+        }
+        .build();
+        let head = RefRecord {
+            checkpoint: m.id.clone(),
+            created: 0,
+        };
+        s.commit(vec![a.op(), b.op(), m.op(), ref_op("m", &head)])
+            .unwrap();
+        let roots = crate::reach::roots(&s).unwrap();
+        for c in [&a, &b, &m] {
+            assert!(roots.live.contains(&c.cid()), "{} reclaimable", c.message);
+        }
     }
 
     /// A store that refuses to list checkpoints: finding one must not need that.

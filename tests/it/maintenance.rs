@@ -283,7 +283,7 @@ fn fsck_repair_rebuilds_index_and_moves_dangling_refs_aside() {
             .collect();
         assert!(!ops.is_empty());
         ops.push(MetaOp::Put(
-            b"r/dangling".to_vec(),
+            meta::ref_key("dangling"),
             format!(r#"{{"checkpoint":"{}","created":0}}"#, "ab".repeat(32)).into_bytes(),
         ));
         s.commit(ops).unwrap();

@@ -83,7 +83,7 @@ fn send_invals(t: &Target, inval: Vec<Inval>) {
 fn ckpt_json(c: &Checkpoint) -> Value {
     json!({
         "id": c.id, "short": &c.id[..12], "session": c.session, "root": c.root,
-        "parent": c.parent, "time_ns": c.time_ns.to_string(),
+        "parent": c.parent(), "parents": c.parents, "meta": c.meta, "time_ns": c.time_ns.to_string(),
         "time": (c.time_ns / 1_000_000_000) as i64,
         "message": c.message, "trigger": c.trigger, "files_changed": c.files_changed,
     })
@@ -265,11 +265,7 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
     let _op = s.op_lock.lock().unwrap();
     match op {
         Op::Checkpoint { message, trigger } => {
-            if !refs::TRIGGERS.contains(&trigger.as_str()) {
-                return Err(Error::Invalid(format!(
-                    "unknown trigger {trigger:?} (manual, auto, before-risky, milestone)"
-                )));
-            }
+            refs::validate_requested_trigger(&trigger)?;
             syncfs(&t.mountpoint)?;
             let c = s.checkpoint(&message, &trigger, None)?;
             Ok(json!({"checkpoint": ckpt_json(&c)}))
@@ -283,7 +279,7 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
                     break;
                 }
                 let c = refs::load(&*store, &id)?;
-                cur = c.parent.clone();
+                cur = c.parent().map(str::to_string);
                 out.push(ckpt_json(&c));
             }
             Ok(json!({"checkpoints": out}))
@@ -369,10 +365,9 @@ pub fn run(d: &Daemon, session: Option<&str>, op: Op) -> Result<Value> {
                 }
                 Err(e) => {
                     // Nothing half-made stays behind.
-                    let _ = store.commit(vec![crate::meta::MetaOp::Delete(crate::meta::key(
-                        crate::meta::SESSION_PREFIX,
-                        name.as_bytes(),
-                    ))]);
+                    let _ = store.commit(vec![crate::meta::MetaOp::Delete(
+                        crate::meta::session_key(&name),
+                    )]);
                     Err(e)
                 }
             }

@@ -31,11 +31,10 @@ use crate::error::Result;
 use crate::id::NodeId;
 use crate::meta::{self, MetaOp};
 use crate::reach::{self, ChunkCheck, Problem, Walk};
-use crate::refs;
 use crate::store::{Kind as ObjKind, Loc, Packs, pack};
 
 /// Key prefix of records moved aside by a repair (`l/` + the original key).
-pub const LOST_PREFIX: &[u8] = b"l/";
+pub use crate::meta::LOST_PREFIX;
 
 /// What fsck found (and did).
 #[derive(Debug, Default, Serialize)]
@@ -175,19 +174,13 @@ pub fn fsck(
         let mut put: HashSet<[u8; 32]> = HashSet::new();
         for (id, loc) in &valid_copies {
             if (!have.contains(id) || bad.contains(id)) && put.insert(*id) {
-                ops.push(MetaOp::Put(
-                    meta::key(meta::OBJECT_PREFIX, id),
-                    loc.encode(),
-                ));
+                ops.push(MetaOp::Put(meta::object_key(id), loc.encode()));
                 // A delta reads its base through the index: make that entry the
                 // whole copy the delta was verified against (one level, always).
                 if let Some(b) = verified_base.get(id)
                     && put.insert(*b)
                 {
-                    ops.push(MetaOp::Put(
-                        meta::key(meta::OBJECT_PREFIX, b),
-                        valid_copies[b].encode(),
-                    ));
+                    ops.push(MetaOp::Put(meta::object_key(b), valid_copies[b].encode()));
                 }
             }
         }
@@ -234,8 +227,7 @@ pub fn fsck(
     if repair {
         let mut ops = Vec::new();
         let mut aside = |key: Vec<u8>, value: serde_json::Value, what: String, why: &str| {
-            let mut lost = LOST_PREFIX.to_vec();
-            lost.extend_from_slice(&key);
+            let lost = meta::lost_key(&key);
             ops.push(MetaOp::Put(
                 lost,
                 serde_json::to_vec(&json!({"reason": why, "record": value})).unwrap(),
@@ -248,7 +240,7 @@ pub fn fsck(
         for s in &roots.sessions {
             if broken(&s.root) {
                 aside(
-                    meta::key(meta::SESSION_PREFIX, s.name.as_bytes()),
+                    meta::session_key(&s.name),
                     serde_json::to_value(s).unwrap(),
                     format!("session {}", s.name),
                     "its root node is missing or damaged",
@@ -258,7 +250,7 @@ pub fn fsck(
         for (id, c) in &roots.checkpoints {
             if roots.live.contains(id) && broken(&c.root) {
                 aside(
-                    meta::key(refs::CHECKPOINT_PREFIX, &id.0),
+                    meta::checkpoint_key(&id.0),
                     serde_json::to_value(c).unwrap(),
                     format!("checkpoint {}", id.to_hex()),
                     "its root node is missing or damaged",
@@ -270,7 +262,7 @@ pub fn fsck(
                 .is_some_and(|id| roots.checkpoints.contains_key(&id));
             if !exists {
                 aside(
-                    meta::key(refs::REF_PREFIX, name.as_bytes()),
+                    meta::ref_key(name),
                     json!({"checkpoint": c}),
                     format!("branch {name}"),
                     "it names a checkpoint that does not exist",
@@ -327,7 +319,7 @@ mod tests {
         s.commit(vec![]).unwrap();
         let x_delta = loc_of(&s, &xid);
         assert_eq!(x_delta.codec, pack::Codec::Delta);
-        let xkey = meta::key(meta::OBJECT_PREFIX, &xid);
+        let xkey = meta::object_key(&xid);
         s.commit(vec![MetaOp::Delete(xkey.clone())]).unwrap();
         s.put(ObjKind::Chunk, &x).unwrap();
         let yid = s.put_based(ObjKind::Chunk, &y, Some(&xid)).unwrap();
@@ -336,7 +328,7 @@ mod tests {
         assert_eq!(loc_of(&s, &yid).codec, pack::Codec::Delta);
         s.commit(vec![
             MetaOp::Put(xkey, x_delta.encode()),
-            MetaOp::Delete(meta::key(meta::OBJECT_PREFIX, &yid)),
+            MetaOp::Delete(meta::object_key(&yid)),
         ])
         .unwrap();
         drop(s);

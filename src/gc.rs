@@ -31,7 +31,6 @@ use crate::error::{Error, Result};
 use crate::id::{ChunkId, NodeId};
 use crate::meta::{self, MetaOp};
 use crate::reach::{self, ChunkCheck, Walk};
-use crate::refs;
 use crate::store::{Kind as ObjKind, Loc, Packs};
 
 /// What a gc needs from whoever serves mounted sessions.
@@ -145,7 +144,7 @@ pub fn gc(
         .checkpoints
         .keys()
         .filter(|id| !roots.live.contains(id))
-        .map(|id| MetaOp::Delete(meta::key(refs::CHECKPOINT_PREFIX, &id.0)))
+        .map(|id| MetaOp::Delete(meta::checkpoint_key(&id.0)))
         .collect();
     rep.checkpoints_reclaimed = dead_ckpts.len() as u64;
 

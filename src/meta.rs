@@ -1,10 +1,8 @@
 //! Metadata database: the only module that names sled.
 //!
-//! Owns: the key layout of the single sled tree and atomic, durable batches.
-//! Keys are a one-byte-plus-slash prefix followed by the key body:
-//! `m/format` format marker, `o/<32-byte id>` object index entries, `s/<name>` session records,
-//! `c/<32-byte id>` checkpoints, `r/<name>` refs. Integers inside keys, when added,
-//! are big-endian so that sled's byte order is numeric order.
+//! Owns: the key layout of the single sled tree (every prefix, typed key builders
+//! and parsers: [`keys`], re-exported here), bounded range scans, and atomic,
+//! durable batches. No other module spells a key prefix.
 //! Invariant: every [`MetaDb::apply`] is atomic (one sled batch) and durable (flushed)
 //! before it returns.
 //!
@@ -21,14 +19,10 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use crate::error::{Error, Result};
 
-/// Key of the format marker written when a store is created.
-pub const FORMAT_KEY: &[u8] = b"m/format";
-/// Value of the format marker.
-pub const FORMAT_VALUE: &[u8] = b"treefork-meta v1";
-/// Prefix of object-index keys.
-pub const OBJECT_PREFIX: &[u8] = b"o/";
-/// Prefix of session-record keys.
-pub const SESSION_PREFIX: &[u8] = b"s/";
+pub mod keys;
+pub use keys::*;
+#[cfg(test)]
+mod range_tests;
 
 /// One write of a metadata batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,14 +31,6 @@ pub enum MetaOp {
     Put(Vec<u8>, Vec<u8>),
     /// Remove `key`.
     Delete(Vec<u8>),
-}
-
-/// Build a key from a prefix and a body.
-pub fn key(prefix: &[u8], body: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(prefix.len() + body.len());
-    k.extend_from_slice(prefix);
-    k.extend_from_slice(body);
-    k
 }
 
 /// The sled database of a store.
@@ -200,13 +186,31 @@ impl MetaDb {
         Ok(db.get(key).map_err(|e| self.failed(e))?.map(|v| v.to_vec()))
     }
 
-    /// All pairs whose key starts with `prefix`, in key order.
+    /// All pairs whose key starts with `prefix`, in key order (for listings that
+    /// need every record of a kind; to find one record use [`range`](Self::range)).
     pub fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.range(&KeyRange::prefix(prefix), usize::MAX)
+    }
+
+    /// At most `limit` pairs of `range`, in key order. Reads only what it returns
+    /// (plus one step of sled's iterator).
+    pub fn range(&self, range: &KeyRange, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::new();
+        if limit == 0 || range.end.as_ref().is_some_and(|e| *e <= range.start) {
+            return Ok(out);
+        }
         let g = self.db(false)?;
-        for kv in g.as_ref().unwrap().scan_prefix(prefix) {
+        let db = g.as_ref().unwrap();
+        let it = match &range.end {
+            Some(end) => db.range(range.start.as_slice()..end.as_slice()),
+            None => db.range(range.start.as_slice()..),
+        };
+        for kv in it {
             let (k, v) = kv.map_err(|e| self.failed(e))?;
             out.push((k.to_vec(), v.to_vec()));
+            if out.len() >= limit {
+                break;
+            }
         }
         Ok(out)
     }

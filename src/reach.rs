@@ -81,7 +81,9 @@ pub struct Roots {
 pub fn roots(meta: &dyn MetaStore) -> Result<Roots> {
     let mut r = Roots::default();
     for (k, v) in meta.scan(crate::meta::SESSION_PREFIX)? {
-        let name = String::from_utf8_lossy(&k[crate::meta::SESSION_PREFIX.len()..]).into_owned();
+        let name = crate::meta::session_name(&k)
+            .unwrap_or("(not UTF-8)")
+            .to_string();
         match SessionRecord::decode(&name, &v) {
             Ok(s) => r.sessions.push(s),
             Err(e) => r.problems.push(Problem::record(
@@ -91,8 +93,10 @@ pub fn roots(meta: &dyn MetaStore) -> Result<Roots> {
             )),
         }
     }
-    for (k, v) in meta.scan(refs::REF_PREFIX)? {
-        let name = String::from_utf8_lossy(&k[refs::REF_PREFIX.len()..]).into_owned();
+    for (k, v) in meta.scan(crate::meta::REF_PREFIX)? {
+        let name = crate::meta::ref_name(&k)
+            .unwrap_or("(not UTF-8)")
+            .to_string();
         match refs::RefRecord::decode(&name, &v) {
             Ok(rr) => r.branches.push((name, rr.checkpoint)),
             Err(e) => r.problems.push(Problem::record(
@@ -102,11 +106,10 @@ pub fn roots(meta: &dyn MetaStore) -> Result<Roots> {
             )),
         }
     }
-    for (k, v) in meta.scan(refs::CHECKPOINT_PREFIX)? {
-        let body = &k[refs::CHECKPOINT_PREFIX.len()..];
-        let Ok(raw) = <[u8; 32]>::try_from(body) else {
+    for (k, v) in meta.scan(crate::meta::CHECKPOINT_PREFIX)? {
+        let Some(raw) = crate::meta::checkpoint_id(&k) else {
             r.problems.push(Problem::record(
-                format!("checkpoint key {}", crate::id::hex(body)),
+                format!("checkpoint key {}", crate::id::hex(&k)),
                 None,
                 "malformed checkpoint key",
             ));
@@ -157,7 +160,7 @@ pub fn roots(meta: &dyn MetaStore) -> Result<Roots> {
             continue;
         };
         r.live.insert(id);
-        if let Some(p) = &c.parent {
+        for p in &c.parents {
             stack.push(parse_cid(
                 p,
                 &format!("checkpoint {} (parent)", id.to_hex()),

@@ -1,43 +1,45 @@
 //! Checkpoints and named refs.
 //!
 //! Owns: checkpoint records (`c/<id>`), branch refs (`r/<name>`), ref-name
-//! validation and resolving user ref syntax (`HEAD`, `HEAD~N`, branch names, full or
-//! unique-prefix checkpoint ids). Checkpoint records are JSON with a version and an
-//! open `meta` map, so later features (exec records, message-log links, remote
-//! tiers) extend them without a format change. A checkpoint id is the blake3
-//! (checkpoint domain) of the canonical JSON of its identifying fields.
+//! validation and resolving user ref syntax (`HEAD`, `HEAD~N` along first parents,
+//! branch names, full or unique-prefix checkpoint ids), and the rules for triggers
+//! and record `meta` maps ([`rules`]). Keys are built by `crate::meta`.
+//!
+//! Checkpoint records are JSON with a version, a list of `parents` and an open
+//! `meta` map (string → JSON), so later features (exec records, experiments,
+//! message-log links, remote tiers) extend them without a format change. A
+//! checkpoint id is the blake3 (checkpoint domain) of the canonical JSON of its
+//! identifying fields; for a version-2 record that includes the parents and the
+//! meta map. Version-1 records (one optional `parent`, written before parents and
+//! meta existed) are read as version 2 and keep the id they were stored under:
+//! ids are never recomputed. Records are immutable once written.
 //! Refs are store-wide, so any session can fork from any branch.
+//! Finding a checkpoint by an id prefix reads only the keys in that prefix's byte
+//! range (at most a few), never every checkpoint.
+
+mod rules;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::id::{CheckpointId, NodeId};
-use crate::meta::{self, MetaOp};
+use crate::meta::{self, KeyRange, MetaOp};
 use crate::store::ObjectStore;
+pub use rules::{
+    KNOWN_TRIGGERS, MAX_META_BYTES, TriggerRule, validate_meta, validate_requested_trigger,
+    validate_trigger,
+};
 
-/// Prefix of checkpoint keys.
-pub const CHECKPOINT_PREFIX: &[u8] = b"c/";
-/// Prefix of ref keys.
-pub const REF_PREFIX: &[u8] = b"r/";
-/// Checkpoint record format version.
-pub const CHECKPOINT_VERSION: u32 = 1;
-
-/// Why a checkpoint was taken.
-pub const TRIGGERS: &[&str] = &[
-    "manual",
-    "auto",
-    "before-risky",
-    "milestone",
-    "before-checkout",
-    "before-restore",
-    "fork",
-];
+/// Checkpoint record format version. 2 replaced `parent` by `parents` and made
+/// `meta` part of the id.
+pub const CHECKPOINT_VERSION: u32 = 2;
 
 /// A checkpoint: an immutable, named state of a session.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct Checkpoint {
-    /// Format version.
+    /// Format version ([`CHECKPOINT_VERSION`] once decoded: older records are
+    /// upgraded when read).
     pub version: u32,
     /// Id (hex).
     pub id: String,
@@ -45,23 +47,94 @@ pub struct Checkpoint {
     pub session: String,
     /// Root node of the tree (hex).
     pub root: String,
-    /// Previous checkpoint of the session, if any (hex).
-    pub parent: Option<String>,
+    /// Parent checkpoints (hex), first parent first: the session's previous
+    /// checkpoint, if any; later ones are merged or otherwise related states.
+    pub parents: Vec<String>,
     /// Unix time in nanoseconds.
     pub time_ns: i128,
     /// Message.
     pub message: String,
-    /// Trigger (see [`TRIGGERS`]).
+    /// Trigger (see [`KNOWN_TRIGGERS`]; an open set of names checked by
+    /// [`validate_trigger`]).
     pub trigger: String,
-    /// Paths changed since `parent` (or since the session's start).
+    /// Paths changed since the first parent (or since the session's start).
     pub files_changed: u64,
-    /// Extension point for later features.
-    #[serde(default)]
+    /// Request- and feature-defined data (see [`validate_meta`]); part of the id.
     pub meta: Map<String, Value>,
 }
 
+/// A stored checkpoint record of any supported version.
+#[derive(Deserialize)]
+struct StoredCheckpoint {
+    version: u32,
+    id: String,
+    session: String,
+    root: String,
+    /// Version 1.
+    #[serde(default)]
+    parent: Option<String>,
+    /// Version 2.
+    #[serde(default)]
+    parents: Option<Vec<String>>,
+    time_ns: i128,
+    message: String,
+    trigger: String,
+    files_changed: u64,
+    #[serde(default)]
+    meta: Map<String, Value>,
+}
+
+/// What a new checkpoint is made of (its id and time are filled in by
+/// [`build`](Self::build)).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewCheckpoint<'a> {
+    /// Session it is taken in.
+    pub session: &'a str,
+    /// Root node of the tree.
+    pub root: NodeId,
+    /// Parents, first parent first.
+    pub parents: Vec<CheckpointId>,
+    /// Message.
+    pub message: &'a str,
+    /// Trigger.
+    pub trigger: &'a str,
+    /// Paths changed since the first parent.
+    pub files_changed: u64,
+    /// Request- and feature-defined data.
+    pub meta: Map<String, Value>,
+}
+
+impl NewCheckpoint<'_> {
+    /// The record, timestamped now.
+    pub fn build(self) -> Checkpoint {
+        let time_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i128)
+            .unwrap_or(0);
+        self.build_at(time_ns)
+    }
+
+    /// The record, with the given time.
+    pub fn build_at(self, time_ns: i128) -> Checkpoint {
+        let mut c = Checkpoint {
+            version: CHECKPOINT_VERSION,
+            id: String::new(),
+            session: self.session.into(),
+            root: self.root.to_hex(),
+            parents: self.parents.iter().map(|p| p.to_hex()).collect(),
+            time_ns,
+            message: self.message.into(),
+            trigger: self.trigger.into(),
+            files_changed: self.files_changed,
+            meta: self.meta,
+        };
+        c.id = c.ident_v2().to_hex();
+        c
+    }
+}
+
 impl Checkpoint {
-    /// Build a record and compute its id.
+    /// Build a record with at most one parent and no meta, and compute its id.
     pub fn new(
         session: &str,
         root: NodeId,
@@ -70,52 +143,96 @@ impl Checkpoint {
         trigger: &str,
         files_changed: u64,
     ) -> Checkpoint {
-        let time_ns = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as i128)
-            .unwrap_or(0);
-        let ident = serde_json::json!({
-            "session": session, "root": root.to_hex(),
-            "parent": parent.map(|p| p.to_hex()), "time_ns": time_ns.to_string(),
-            "message": message, "trigger": trigger,
-        });
-        let id = CheckpointId::of(&serde_json::to_vec(&ident).unwrap());
-        Checkpoint {
-            version: CHECKPOINT_VERSION,
-            id: id.to_hex(),
-            session: session.into(),
-            root: root.to_hex(),
-            parent: parent.map(|p| p.to_hex()),
-            time_ns,
-            message: message.into(),
-            trigger: trigger.into(),
+        NewCheckpoint {
+            session,
+            root,
+            parents: parent.into_iter().collect(),
+            message,
+            trigger,
             files_changed,
             meta: Map::new(),
         }
+        .build()
     }
 
-    /// Parse a stored record (`c/<id>` value), checking what later code relies on:
-    /// the version and that the id, root and parent are well-formed hex ids.
+    /// The version-2 id: identifying fields, parents and meta.
+    fn ident_v2(&self) -> CheckpointId {
+        let ident = serde_json::json!({
+            "v": 2, "session": self.session, "root": self.root,
+            "parents": self.parents, "time_ns": self.time_ns.to_string(),
+            "message": self.message, "trigger": self.trigger, "meta": self.meta,
+        });
+        CheckpointId::of(&serde_json::to_vec(&ident).unwrap())
+    }
+
+    /// The version-1 id (records written before parents and meta existed).
+    fn ident_v1(&self) -> Option<CheckpointId> {
+        if self.parents.len() > 1 {
+            return None;
+        }
+        let ident = serde_json::json!({
+            "session": self.session, "root": self.root,
+            "parent": self.parents.first(), "time_ns": self.time_ns.to_string(),
+            "message": self.message, "trigger": self.trigger,
+        });
+        Some(CheckpointId::of(&serde_json::to_vec(&ident).unwrap()))
+    }
+
+    /// Whether the id is the hash of the record's identifying fields, in the form of
+    /// either version (a version-1 record keeps its version-1 id).
+    pub fn id_matches(&self) -> bool {
+        let id = Some(self.cid());
+        Some(self.ident_v2()) == id || self.ident_v1() == id
+    }
+
+    /// Parse a stored record (`c/<id>` value) of any supported version, checking what
+    /// later code relies on: that the id, root and parents are well-formed hex ids.
+    /// A version-1 record's `parent` becomes `parents`; its id is kept.
     pub fn decode(what: &str, bytes: &[u8]) -> Result<Checkpoint> {
         let bad = |why: String| Error::corrupt(format!("checkpoint {what}"), why);
-        let c: Checkpoint = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
-        if c.version != CHECKPOINT_VERSION {
-            return Err(bad(format!("unsupported version {}", c.version)));
-        }
-        if CheckpointId::from_hex(&c.id).is_none()
-            || NodeId::from_hex(&c.root).is_none()
-            || c.parent
-                .as_deref()
-                .is_some_and(|p| CheckpointId::from_hex(p).is_none())
+        let s: StoredCheckpoint = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
+        let parents = match (s.version, s.parent, s.parents) {
+            (1, parent, None) => parent.into_iter().collect(),
+            (2, None, Some(parents)) => parents,
+            (1 | 2, _, _) => return Err(bad("both or neither of parent and parents".into())),
+            (v, _, _) => return Err(bad(format!("unsupported version {v}"))),
+        };
+        if CheckpointId::from_hex(&s.id).is_none()
+            || NodeId::from_hex(&s.root).is_none()
+            || parents.iter().any(|p| CheckpointId::from_hex(p).is_none())
         {
             return Err(bad("bad id, root or parent".into()));
         }
-        Ok(c)
+        Ok(Checkpoint {
+            version: CHECKPOINT_VERSION,
+            id: s.id,
+            session: s.session,
+            root: s.root,
+            parents,
+            time_ns: s.time_ns,
+            message: s.message,
+            trigger: s.trigger,
+            files_changed: s.files_changed,
+            meta: s.meta,
+        })
     }
 
     /// Typed id.
     pub fn cid(&self) -> CheckpointId {
         CheckpointId::from_hex(&self.id).expect("checkpoint id is hex")
+    }
+
+    /// The first parent (hex): the session's previous checkpoint.
+    pub fn parent(&self) -> Option<&str> {
+        self.parents.first().map(String::as_str)
+    }
+
+    /// Typed parents (checked by [`decode`](Self::decode) and [`NewCheckpoint`]).
+    pub fn parent_ids(&self) -> Vec<CheckpointId> {
+        self.parents
+            .iter()
+            .filter_map(|p| CheckpointId::from_hex(p))
+            .collect()
     }
 
     /// Typed root.
@@ -127,7 +244,7 @@ impl Checkpoint {
     /// The metadata op that stores this record.
     pub fn op(&self) -> MetaOp {
         MetaOp::Put(
-            meta::key(CHECKPOINT_PREFIX, &self.cid().0),
+            meta::checkpoint_key(&self.cid().0),
             serde_json::to_vec(self).unwrap(),
         )
     }
@@ -136,7 +253,7 @@ impl Checkpoint {
 /// Load a checkpoint by id.
 pub fn load(store: &dyn ObjectStore, id: &CheckpointId) -> Result<Checkpoint> {
     let v = store
-        .meta_get(&meta::key(CHECKPOINT_PREFIX, &id.0))?
+        .meta_get(&meta::checkpoint_key(&id.0))?
         .ok_or_else(|| Error::NotFound(format!("unknown checkpoint {}", id.to_hex())))?;
     Checkpoint::decode(&id.to_string(), &v)
 }
@@ -198,7 +315,7 @@ pub fn validate_ref_name(name: &str) -> Result<()> {
 
 /// Read a branch.
 pub fn get_ref(store: &dyn ObjectStore, name: &str) -> Result<Option<RefRecord>> {
-    match store.meta_get(&meta::key(REF_PREFIX, name.as_bytes()))? {
+    match store.meta_get(&meta::ref_key(name))? {
         None => Ok(None),
         Some(v) => RefRecord::decode(name, &v).map(Some),
     }
@@ -206,26 +323,63 @@ pub fn get_ref(store: &dyn ObjectStore, name: &str) -> Result<Option<RefRecord>>
 
 /// The op that writes a branch.
 pub fn ref_op(name: &str, r: &RefRecord) -> MetaOp {
-    MetaOp::Put(
-        meta::key(REF_PREFIX, name.as_bytes()),
-        serde_json::to_vec(r).unwrap(),
-    )
+    MetaOp::Put(meta::ref_key(name), serde_json::to_vec(r).unwrap())
 }
 
 /// The op that deletes a branch.
 pub fn delete_ref_op(name: &str) -> MetaOp {
-    MetaOp::Delete(meta::key(REF_PREFIX, name.as_bytes()))
+    MetaOp::Delete(meta::ref_key(name))
 }
 
 /// All branches, sorted by name.
 pub fn list_refs(store: &dyn ObjectStore) -> Result<Vec<(String, RefRecord)>> {
     let mut out = Vec::new();
-    for (k, v) in store.meta_scan(REF_PREFIX)? {
-        let name = String::from_utf8_lossy(&k[REF_PREFIX.len()..]).into_owned();
-        let r = RefRecord::decode(&name, &v)?;
-        out.push((name, r));
+    for (k, v) in store.meta_scan(meta::REF_PREFIX)? {
+        let name = meta::ref_name(&k)
+            .ok_or_else(|| Error::corrupt("ref key", format!("not UTF-8: {k:?}")))?;
+        let r = RefRecord::decode(name, &v)?;
+        out.push((name.to_string(), r));
     }
     Ok(out)
+}
+
+/// How many checkpoints an ambiguous id prefix lists.
+const AMBIGUOUS_SHOWN: usize = 4;
+
+/// The one checkpoint whose id starts with the hex digits `lower` (any length):
+/// a bounded range scan over the prefix's keys.
+fn resolve_prefix(store: &dyn ObjectStore, spec: &str, lower: &str) -> Result<Checkpoint> {
+    let range = KeyRange::checkpoint_hex(lower)
+        .ok_or_else(|| Error::Invalid(format!("bad checkpoint id prefix {spec:?}")))?;
+    let found = store
+        .meta_range(&range, AMBIGUOUS_SHOWN + 1)?
+        .iter()
+        .map(|(k, _)| {
+            meta::checkpoint_id(k)
+                .map(CheckpointId)
+                .ok_or_else(|| Error::corrupt("checkpoint key", format!("malformed: {k:?}")))
+        })
+        .collect::<Result<Vec<CheckpointId>>>()?;
+    match found.as_slice() {
+        [] => Err(Error::NotFound(format!("unknown ref {spec:?}"))),
+        [one] => load(store, one),
+        many => {
+            let shown: Vec<String> = many
+                .iter()
+                .take(AMBIGUOUS_SHOWN)
+                .map(|id| id.to_hex()[..16].to_string())
+                .collect();
+            let more = if many.len() > AMBIGUOUS_SHOWN {
+                ", ..."
+            } else {
+                ""
+            };
+            Err(Error::Invalid(format!(
+                "checkpoint prefix {spec:?} is ambiguous: it matches {}{more}",
+                shown.join(", ")
+            )))
+        }
+    }
 }
 
 /// Resolve a ref spec to a checkpoint. `head` is the session's current checkpoint.
@@ -244,13 +398,9 @@ pub fn resolve(store: &dyn ObjectStore, head: Option<&str>, spec: &str) -> Resul
             .map_err(|_| Error::Invalid(format!("bad ref {spec:?}: expected HEAD~N")))?;
         let mut c = load(store, &head_of()?)?;
         for _ in 0..n {
-            let p = c
-                .parent
-                .as_deref()
-                .and_then(CheckpointId::from_hex)
-                .ok_or_else(|| {
-                    Error::NotFound(format!("{spec}: history has fewer than {n} ancestors"))
-                })?;
+            let p = c.parent().and_then(CheckpointId::from_hex).ok_or_else(|| {
+                Error::NotFound(format!("{spec}: history has fewer than {n} ancestors"))
+            })?;
             c = load(store, &p)?;
         }
         return Ok(c);
@@ -265,20 +415,7 @@ pub fn resolve(store: &dyn ObjectStore, head: Option<&str>, spec: &str) -> Resul
         if let Some(id) = CheckpointId::from_hex(&lower) {
             return load(store, &id);
         }
-        let mut found = Vec::new();
-        for (k, _) in store.meta_scan(CHECKPOINT_PREFIX)? {
-            let hex = crate::id::hex(&k[CHECKPOINT_PREFIX.len()..]);
-            if hex.starts_with(&lower) {
-                found.push(hex);
-            }
-        }
-        return match found.len() {
-            0 => Err(Error::NotFound(format!("unknown ref {spec:?}"))),
-            1 => load(store, &CheckpointId::from_hex(&found[0]).unwrap()),
-            n => Err(Error::Invalid(format!(
-                "checkpoint prefix {spec:?} is ambiguous ({n} matches)"
-            ))),
-        };
+        return resolve_prefix(store, spec, &lower);
     }
     Err(Error::NotFound(format!(
         "unknown ref {spec:?} (not a branch, checkpoint id, HEAD or HEAD~N)"
@@ -286,93 +423,4 @@ pub fn resolve(store: &dyn ObjectStore, head: Option<&str>, spec: &str) -> Resul
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::MemStore;
-
-    #[test]
-    fn names() {
-        for ok in ["main", "auto/before-checkout-1", "feat.x", "a_b-c"] {
-            validate_ref_name(ok).unwrap();
-        }
-        for bad in [
-            "",
-            "a/../b",
-            "..",
-            "a//b",
-            "/a",
-            "a/",
-            "x y",
-            "a\u{7}",
-            "HEAD",
-            ".hidden",
-            "-x",
-            "a~1",
-            &"f".repeat(64),
-        ] {
-            assert!(validate_ref_name(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
-
-        /// Stored checkpoint and ref records: arbitrary or mutated bytes never panic,
-        /// and valid records round-trip.
-        #[test]
-        fn record_decoders_never_panic(
-            msg in ".{0,40}",
-            parent in proptest::prelude::any::<bool>(),
-            flips in proptest::collection::vec((proptest::prelude::any::<usize>(), 0u8..8), 0..4),
-            cut in proptest::prelude::any::<usize>(),
-            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
-        ) {
-            let p = Checkpoint::new("s", NodeId::of(b"p"), None, "p", "manual", 0);
-            let c = Checkpoint::new("s", NodeId::of(msg.as_bytes()), parent.then(|| p.cid()), &msg, "auto", 3);
-            let bytes = serde_json::to_vec(&c).unwrap();
-            proptest::prop_assert_eq!(&Checkpoint::decode("x", &bytes).unwrap(), &c);
-            let mut m = bytes.clone();
-            for (at, bit) in &flips {
-                let i = at % m.len();
-                m[i] ^= 1 << bit;
-            }
-            m.truncate(cut % (m.len() + 1));
-            if let Ok(d) = Checkpoint::decode("x", &m) {
-                let _ = (d.cid(), d.root_id().unwrap(), d.op());
-            }
-            let _ = Checkpoint::decode("x", &junk);
-            let r = RefRecord { checkpoint: c.id.clone(), created: 7 };
-            let rb = serde_json::to_vec(&r).unwrap();
-            proptest::prop_assert_eq!(RefRecord::decode("b", &rb).unwrap(), r);
-            let _ = RefRecord::decode("b", &m);
-            let _ = RefRecord::decode("b", &junk);
-        }
-    }
-
-    #[test]
-    fn resolve_specs() {
-        let s = MemStore::default();
-        let r = NodeId::of(b"r");
-        let c1 = Checkpoint::new("s", r, None, "one", "manual", 1);
-        let c2 = Checkpoint::new("s", r, Some(c1.cid()), "two", "manual", 1);
-        s.commit(vec![
-            c1.op(),
-            c2.op(),
-            ref_op(
-                "b",
-                &RefRecord {
-                    checkpoint: c1.id.clone(),
-                    created: 0,
-                },
-            ),
-        ])
-        .unwrap();
-        assert_eq!(resolve(&s, Some(&c2.id), "HEAD").unwrap().id, c2.id);
-        assert_eq!(resolve(&s, Some(&c2.id), "HEAD~1").unwrap().id, c1.id);
-        assert!(resolve(&s, Some(&c2.id), "HEAD~2").is_err());
-        assert_eq!(resolve(&s, None, "b").unwrap().id, c1.id);
-        assert_eq!(resolve(&s, None, &c2.id[..10]).unwrap().id, c2.id);
-        assert!(resolve(&s, None, "nope").is_err());
-        assert!(resolve(&s, None, "HEAD").is_err());
-    }
-}
+mod tests;

@@ -32,8 +32,9 @@ use crate::store::{Kind as ObjKind, ObjectStore};
 use crate::tree::{Attr, Content, DirNode, Entry, FileNode, Kind, Record, RootNode, Timespec};
 use inode::{Block, Data, Inode, State};
 
-/// Version of the session record format.
-pub const SESSION_RECORD_VERSION: u32 = 1;
+/// Version of the session record format. 2 added `meta`; older records are read
+/// as the current version and written back as it at the next flush.
+pub const SESSION_RECORD_VERSION: u32 = 2;
 /// Longest file name accepted.
 pub const NAME_MAX: usize = 255;
 
@@ -65,6 +66,9 @@ pub struct SessionRecord {
     /// Per-session settings.
     #[serde(default)]
     pub config: SessionConfig,
+    /// Request- and feature-defined data (rules: `refs::validate_meta`).
+    #[serde(default)]
+    pub meta: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Per-session settings (`treefork config`).
@@ -125,17 +129,21 @@ impl SessionRecord {
     /// well-formed id (opening the session relies on it).
     pub fn decode(name: &str, bytes: &[u8]) -> Result<SessionRecord> {
         let bad = |why: String| Error::corrupt(format!("session record {name}"), why);
-        let r: SessionRecord = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
+        let mut r: SessionRecord = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
         if NodeId::from_hex(&r.root).is_none() {
             return Err(bad("bad root id".into()));
         }
+        if !(1..=SESSION_RECORD_VERSION).contains(&r.version) {
+            return Err(bad(format!("unsupported version {}", r.version)));
+        }
+        r.version = SESSION_RECORD_VERSION;
         Ok(r)
     }
 }
 
 /// Read a session record.
 pub fn load_record(store: &dyn ObjectStore, name: &str) -> Result<Option<SessionRecord>> {
-    match store.meta_get(&meta::key(meta::SESSION_PREFIX, name.as_bytes()))? {
+    match store.meta_get(&meta::session_key(name))? {
         None => Ok(None),
         Some(v) => SessionRecord::decode(name, &v).map(Some),
     }
@@ -145,8 +153,8 @@ pub fn load_record(store: &dyn ObjectStore, name: &str) -> Result<Option<Session
 pub fn list_records(store: &dyn ObjectStore) -> Result<Vec<SessionRecord>> {
     let mut out = Vec::new();
     for (k, v) in store.meta_scan(meta::SESSION_PREFIX)? {
-        let name = String::from_utf8_lossy(&k[meta::SESSION_PREFIX.len()..]).into_owned();
-        out.push(SessionRecord::decode(&name, &v)?);
+        let name = meta::session_name(&k).unwrap_or("(not UTF-8)");
+        out.push(SessionRecord::decode(name, &v)?);
     }
     Ok(out)
 }
@@ -158,10 +166,7 @@ pub fn remove_record(store: &dyn ObjectStore, name: &str) -> Result<()> {
     if load_record(store, name)?.is_none() {
         return Err(Error::NotFound(format!("no session named {name}")));
     }
-    store.commit(vec![meta::MetaOp::Delete(meta::key(
-        meta::SESSION_PREFIX,
-        name.as_bytes(),
-    ))])
+    store.commit(vec![meta::MetaOp::Delete(meta::session_key(name))])
 }
 
 /// Store a root node for an empty workspace owned by `uid:gid`.
@@ -222,12 +227,13 @@ pub fn new_record(name: &str, root: NodeId, bytes: i64, inodes: i64) -> Result<S
         inodes,
         head: None,
         config: SessionConfig::default(),
+        meta: serde_json::Map::new(),
     })
 }
 
 pub fn record_op(rec: &SessionRecord) -> meta::MetaOp {
     meta::MetaOp::Put(
-        meta::key(meta::SESSION_PREFIX, rec.name.as_bytes()),
+        meta::session_key(&rec.name),
         serde_json::to_vec(rec).expect("session record serializes"),
     )
 }

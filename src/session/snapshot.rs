@@ -50,6 +50,22 @@ impl Session {
         trigger: &str,
         branch: Option<&str>,
     ) -> Result<Checkpoint> {
+        self.checkpoint_with_meta(message, trigger, branch, serde_json::Map::new())
+    }
+
+    /// [`checkpoint`](Self::checkpoint) with a `meta` map (stored in the record and
+    /// covered by its id). Checks the trigger's syntax and the map
+    /// ([`refs::validate_meta`]); whether a client may use the trigger is the
+    /// caller's check ([`refs::validate_requested_trigger`]).
+    pub fn checkpoint_with_meta(
+        &self,
+        message: &str,
+        trigger: &str,
+        branch: Option<&str>,
+        meta: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Checkpoint> {
+        refs::validate_trigger(trigger)?;
+        refs::validate_meta(&meta)?;
         let store = self.store().clone();
         let name = self.name().to_string();
         let mut made: Option<Checkpoint> = None;
@@ -58,7 +74,16 @@ impl Session {
                 let parent = rec.head.as_deref().and_then(CheckpointId::from_hex);
                 let from = NodeId::from_hex(&rec.base).unwrap_or(root);
                 let changed = diff::diff_roots(&*store, from, root)?.len() as u64;
-                let c = Checkpoint::new(&name, root, parent, message, trigger, changed);
+                let c = refs::NewCheckpoint {
+                    session: &name,
+                    root,
+                    parents: parent.into_iter().collect(),
+                    message,
+                    trigger,
+                    files_changed: changed,
+                    meta: meta.clone(),
+                }
+                .build();
                 rec.head = Some(c.id.clone());
                 rec.base = root.to_hex();
                 let mut ops = vec![c.op()];

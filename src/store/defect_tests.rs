@@ -135,7 +135,7 @@ fn a_damaged_index_entry_never_sizes_an_allocation() {
     let s = PackStore::open(d.path()).unwrap();
     let id = s.put(Kind::Chunk, &text(2000)).unwrap();
     s.commit(vec![]).unwrap();
-    let key = meta::key(meta::OBJECT_PREFIX, &id);
+    let key = meta::object_key(&id);
     let mut loc = Loc::decode(&s.meta_get(&key).unwrap().unwrap()).unwrap();
     loc.stored_len = 1 << 30;
     // A raw write of the damaged entry (Loc::encode does not check).
@@ -161,7 +161,7 @@ fn a_record_header_not_matching_its_index_entry_is_corrupt_before_decoding() {
         let b = s.put(Kind::Chunk, &base).unwrap();
         id = s.put_based(Kind::Chunk, &raw, Some(&b)).unwrap();
         s.commit(vec![]).unwrap();
-        let v = s.meta_get(&meta::key(meta::OBJECT_PREFIX, &id)).unwrap();
+        let v = s.meta_get(&meta::object_key(&id)).unwrap();
         loc = Loc::decode(&v.unwrap()).unwrap();
     }
     // A delta: its decoder sizes its output by the header's raw_len.
@@ -236,17 +236,11 @@ fn a_failed_directory_fsync_after_a_rotation_fails_the_commit() {
     let e = s.commit(vec![]).unwrap_err();
     assert!(matches!(e, Error::Io { .. }), "{e}");
     assert!(
-        s.meta_get(&meta::key(meta::OBJECT_PREFIX, &id))
-            .unwrap()
-            .is_none(),
+        s.meta_get(&meta::object_key(&id)).unwrap().is_none(),
         "the index names a pack whose directory entry is not durable"
     );
     // Once the directory can be synced, the same commit goes through.
     fs::rename(&moved, &packs).unwrap();
     s.commit(vec![]).unwrap();
-    assert!(
-        s.meta_get(&meta::key(meta::OBJECT_PREFIX, &id))
-            .unwrap()
-            .is_some()
-    );
+    assert!(s.meta_get(&meta::object_key(&id)).unwrap().is_some());
 }

@@ -78,9 +78,8 @@ impl Packs for PackStore {
     fn index(&self) -> Result<Vec<([u8; 32], Loc)>> {
         let mut out = Vec::new();
         for (k, v) in self.db.scan(meta::OBJECT_PREFIX)? {
-            let id: [u8; 32] = k[meta::OBJECT_PREFIX.len()..]
-                .try_into()
-                .map_err(|_| Error::corrupt("index", "malformed object key"))?;
+            let id = meta::object_id(&k)
+                .ok_or_else(|| Error::corrupt("index", "malformed object key"))?;
             out.push((id, Loc::decode(&v)?));
         }
         Ok(out)
@@ -99,7 +98,7 @@ impl Packs for PackStore {
         let bytes: u64 = dead.iter().map(|(_, l)| l.record_len()).sum();
         let mut ops = extra;
         for (id, _) in &dead {
-            ops.push(MetaOp::Delete(meta::key(meta::OBJECT_PREFIX, id)));
+            ops.push(MetaOp::Delete(meta::object_key(id)));
             if ops.len() >= 50_000 {
                 self.db.apply(std::mem::take(&mut ops))?;
             }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use crate::error::Result;
-use crate::meta::{MetaDb, MetaOp};
+use crate::meta::{KeyRange, MetaDb, MetaOp};
 
 /// A key-value store of metadata with atomic, durable batches.
 pub trait MetaStore: Send + Sync {
@@ -21,6 +21,9 @@ pub trait MetaStore: Send + Sync {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// All pairs whose key starts with `prefix`, in key order.
     fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// At most `limit` pairs whose key is in `range`, in key order (a bounded read:
+    /// finding one record never loads a whole prefix).
+    fn range(&self, range: &KeyRange, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
     /// Apply `ops` atomically and make them durable.
     fn apply(&self, ops: Vec<MetaOp>) -> Result<()>;
 }
@@ -31,6 +34,9 @@ impl MetaStore for MetaDb {
     }
     fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         MetaDb::scan(self, prefix)
+    }
+    fn range(&self, range: &KeyRange, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        MetaDb::range(self, range, limit)
     }
     fn apply(&self, ops: Vec<MetaOp>) -> Result<()> {
         MetaDb::apply(self, ops)
@@ -54,6 +60,17 @@ impl MetaStore for MemMeta {
             .unwrap()
             .range(prefix.to_vec()..)
             .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+    fn range(&self, range: &KeyRange, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        Ok(self
+            .map
+            .lock()
+            .unwrap()
+            .range(range.start.clone()..)
+            .take_while(|(k, _)| range.contains(k))
+            .take(limit)
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect())
     }

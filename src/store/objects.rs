@@ -51,6 +51,14 @@ pub trait ObjectStore: Send + Sync {
     fn meta_scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.meta().scan(prefix)
     }
+    /// At most `limit` metadata pairs in `range`, in key order.
+    fn meta_range(
+        &self,
+        range: &crate::meta::KeyRange,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.meta().range(range, limit)
+    }
     /// Free space of the backing filesystem, for statfs: (total, free, avail) bytes.
     fn space(&self) -> (u64, u64, u64);
 }

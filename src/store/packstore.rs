@@ -196,7 +196,7 @@ impl PackStore {
         if let Some(l) = self.pending.read().unwrap().get(id) {
             return Ok(Some(*l));
         }
-        match self.db.get(&meta::key(meta::OBJECT_PREFIX, id))? {
+        match self.db.get(&meta::object_key(id))? {
             Some(v) => Ok(Some(Loc::decode(&v)?)),
             None => Ok(None),
         }
@@ -425,10 +425,7 @@ impl ObjectStore for PackStore {
         }
         let pending = self.pending_snapshot();
         for (id, loc) in &pending {
-            ops.push(MetaOp::Put(
-                meta::key(meta::OBJECT_PREFIX, id),
-                loc.encode(),
-            ));
+            ops.push(MetaOp::Put(meta::object_key(id), loc.encode()));
         }
         let t = std::time::Instant::now();
         self.db.apply(ops)?;

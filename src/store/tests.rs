@@ -17,12 +17,12 @@ fn suite(s: &dyn ObjectStore) {
     assert_eq!(&**s.get(Kind::Chunk, &a).unwrap(), b"hello world");
     let big = vec![3u8; 65536];
     let c = s.put(Kind::Node, &big).unwrap();
-    s.commit(vec![MetaOp::Put(b"s/x".to_vec(), b"1".to_vec())])
+    s.commit(vec![MetaOp::Put(meta::session_key("x"), b"1".to_vec())])
         .unwrap();
     assert_eq!(&**s.get(Kind::Node, &c).unwrap(), &big);
     assert!(s.contains(&c).unwrap());
-    assert_eq!(s.meta_get(b"s/x").unwrap().unwrap(), b"1");
-    assert_eq!(s.meta_scan(b"s/").unwrap().len(), 1);
+    assert_eq!(s.meta_get(&meta::session_key("x")).unwrap().unwrap(), b"1");
+    assert_eq!(s.meta_scan(meta::SESSION_PREFIX).unwrap().len(), 1);
     assert!(s.get(Kind::Chunk, &[9; 32]).is_err());
 }
 
@@ -111,7 +111,7 @@ fn deltas_round_trip_stay_one_level_and_keep_their_base() {
     assert_eq!(&**s.read_verified(Kind::Chunk, &c).unwrap(), &v3);
     // Without their base, deltas are corrupt (never wrong data).
     s.gc_begin();
-    s.db.apply(vec![MetaOp::Delete(meta::key(meta::OBJECT_PREFIX, &a))])
+    s.db.apply(vec![MetaOp::Delete(meta::object_key(&a))])
         .unwrap();
     s.gc_end();
     let e = s.read_verified(Kind::Chunk, &b).unwrap_err();
@@ -155,9 +155,14 @@ fn version_1_store_is_upgraded() {
         check_descriptor("d", &fs::read(&p).unwrap()).unwrap(),
         STORE_VERSION
     );
-    fs::write(&p, br#"{"format":"treefork-store","version":3}"#).unwrap();
+    let next = STORE_VERSION + 1;
+    fs::write(
+        &p,
+        format!(r#"{{"format":"treefork-store","version":{next}}}"#),
+    )
+    .unwrap();
     let e = PackStore::open(d.path()).err().unwrap();
-    assert!(e.to_string().contains("version 3"), "{e}");
+    assert!(e.to_string().contains(&format!("version {next}")), "{e}");
 }
 
 #[test]

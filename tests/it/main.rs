@@ -13,3 +13,4 @@ mod posix;
 mod programs;
 mod security;
 mod snapshots;
+mod upgrade;

@@ -280,11 +280,11 @@ fn fsck_repair_rebuilds_index_and_moves_dangling_refs_aside() {
             .unwrap()
             .iter()
             .step_by(3)
-            .map(|(id, _)| MetaOp::Delete(meta::key(meta::OBJECT_PREFIX, id)))
+            .map(|(id, _)| MetaOp::Delete(meta::object_key(id)))
             .collect();
         assert!(!ops.is_empty());
         ops.push(MetaOp::Put(
-            b"r/dangling".to_vec(),
+            meta::ref_key("dangling"),
             format!(r#"{{"checkpoint":"{}","created":0}}"#, "ab".repeat(32)).into_bytes(),
         ));
         s.commit(ops).unwrap();

@@ -1,0 +1,269 @@
+//! The key layout of the metadata database: the only place a key prefix is spelled.
+//!
+//! Owns: one typed builder and one parser per record kind, and the byte ranges
+//! that bounded scans ([`super::MetaDb::range`]) walk.
+//! Keys are a one-byte-plus-slash prefix followed by the key body:
+//!
+//! | prefix | body | record |
+//! |---|---|---|
+//! | `m/format` | — | format marker |
+//! | `o/` | object id, 32 bytes | object index entry (owned by `store`) |
+//! | `s/` | session name | session record (owned by `session`) |
+//! | `c/` | checkpoint id, 32 bytes | checkpoint record (owned by `refs`) |
+//! | `r/` | branch name | ref (owned by `refs`) |
+//! | `l/` | a whole original key | record moved aside by `fsck --repair` |
+//!
+//! Invariants: no prefix is a prefix of another, so a prefix range holds exactly one
+//! record kind; integers inside keys, when added, are big-endian so that sled's byte
+//! order is numeric order. Parsers return `None` for a key of another kind or a
+//! malformed body (a wrong-length id); they never panic.
+
+/// Key of the format marker written when a store is created.
+pub const FORMAT_KEY: &[u8] = b"m/format";
+/// Value of the format marker.
+pub const FORMAT_VALUE: &[u8] = b"treefork-meta v1";
+/// Prefix of object-index keys.
+pub const OBJECT_PREFIX: &[u8] = b"o/";
+/// Prefix of session-record keys.
+pub const SESSION_PREFIX: &[u8] = b"s/";
+/// Prefix of checkpoint keys.
+pub const CHECKPOINT_PREFIX: &[u8] = b"c/";
+/// Prefix of ref (branch) keys.
+pub const REF_PREFIX: &[u8] = b"r/";
+/// Prefix of records moved aside by a repair (`l/` + the original key).
+pub const LOST_PREFIX: &[u8] = b"l/";
+
+fn key(prefix: &[u8], body: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(prefix.len() + body.len());
+    k.extend_from_slice(prefix);
+    k.extend_from_slice(body);
+    k
+}
+
+fn id_body(prefix: &[u8], key: &[u8]) -> Option<[u8; 32]> {
+    key.strip_prefix(prefix)?.try_into().ok()
+}
+
+fn name_body<'a>(prefix: &[u8], key: &'a [u8]) -> Option<&'a str> {
+    std::str::from_utf8(key.strip_prefix(prefix)?).ok()
+}
+
+/// Key of an object's index entry.
+pub fn object_key(id: &[u8; 32]) -> Vec<u8> {
+    key(OBJECT_PREFIX, id)
+}
+
+/// The object id of an index key.
+pub fn object_id(key: &[u8]) -> Option<[u8; 32]> {
+    id_body(OBJECT_PREFIX, key)
+}
+
+/// Key of a session record.
+pub fn session_key(name: &str) -> Vec<u8> {
+    key(SESSION_PREFIX, name.as_bytes())
+}
+
+/// The session name of a session-record key (`None` if not UTF-8).
+pub fn session_name(key: &[u8]) -> Option<&str> {
+    name_body(SESSION_PREFIX, key)
+}
+
+/// Key of a checkpoint record.
+pub fn checkpoint_key(id: &[u8; 32]) -> Vec<u8> {
+    key(CHECKPOINT_PREFIX, id)
+}
+
+/// The checkpoint id of a checkpoint key.
+pub fn checkpoint_id(key: &[u8]) -> Option<[u8; 32]> {
+    id_body(CHECKPOINT_PREFIX, key)
+}
+
+/// Key of a ref (branch).
+pub fn ref_key(name: &str) -> Vec<u8> {
+    key(REF_PREFIX, name.as_bytes())
+}
+
+/// The branch name of a ref key (`None` if not UTF-8).
+pub fn ref_name(key: &[u8]) -> Option<&str> {
+    name_body(REF_PREFIX, key)
+}
+
+/// Key under which a repair keeps the record that was at `original`.
+pub fn lost_key(original: &[u8]) -> Vec<u8> {
+    key(LOST_PREFIX, original)
+}
+
+/// The original key of a moved-aside record.
+pub fn lost_original(key: &[u8]) -> Option<&[u8]> {
+    key.strip_prefix(LOST_PREFIX)
+}
+
+/// A half-open key range `[start, end)`; `end: None` is unbounded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRange {
+    /// First key in the range.
+    pub start: Vec<u8>,
+    /// First key after the range.
+    pub end: Option<Vec<u8>>,
+}
+
+impl KeyRange {
+    /// Every key that starts with `prefix`.
+    pub fn prefix(prefix: &[u8]) -> KeyRange {
+        KeyRange {
+            start: prefix.to_vec(),
+            end: prefix_end(prefix),
+        }
+    }
+
+    /// Whether `k` lies in the range.
+    pub fn contains(&self, k: &[u8]) -> bool {
+        k >= self.start.as_slice() && self.end.as_deref().is_none_or(|e| k < e)
+    }
+
+    /// Checkpoint keys whose id, written in hex, starts with `hex` (any length up to
+    /// 64, odd lengths included; case-insensitive). `None` if `hex` is not hex or
+    /// longer than an id.
+    pub fn checkpoint_hex(hex: &str) -> Option<KeyRange> {
+        hex_prefix_range(CHECKPOINT_PREFIX, hex)
+    }
+}
+
+/// The smallest key greater than every key starting with `prefix` (`None` if there is
+/// none: the prefix is empty or all `0xff`).
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last != 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// Keys `prefix` + a binary body whose hex spelling starts with `hex`.
+///
+/// An even number of digits is a byte prefix. An odd one fixes the high nibble of
+/// the next byte: `abc` is the bytes `ab c0` up to (excluding) `ab d0`.
+fn hex_prefix_range(prefix: &[u8], hex: &str) -> Option<KeyRange> {
+    if hex.len() > 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let nib = |b: u8| (b as char).to_digit(16).unwrap() as u8;
+    let digits: Vec<u8> = hex.bytes().map(nib).collect();
+    let mut start = prefix.to_vec();
+    for pair in digits.chunks(2) {
+        start.push(match pair {
+            [hi, lo] => hi << 4 | lo,
+            [hi] => hi << 4,
+            _ => unreachable!(),
+        });
+    }
+    let end = if digits.len() % 2 == 1 {
+        // Exclusive end of the high nibble: the next nibble value, with carry.
+        let mut e = start.clone();
+        let last = e.pop().unwrap();
+        if last >= 0xf0 {
+            prefix_end(&e)
+        } else {
+            e.push(last + 0x10);
+            Some(e)
+        }
+    } else {
+        prefix_end(&start)
+    };
+    Some(KeyRange { start, end })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn builders_and_parsers_round_trip() {
+        let id = [7u8; 32];
+        assert_eq!(object_key(&id), [b"o/".as_slice(), &id].concat());
+        assert_eq!(object_id(&object_key(&id)), Some(id));
+        assert_eq!(checkpoint_id(&checkpoint_key(&id)), Some(id));
+        assert_eq!(session_name(&session_key("work")), Some("work"));
+        assert_eq!(ref_name(&ref_key("auto/x")), Some("auto/x"));
+        assert_eq!(
+            lost_original(&lost_key(b"c/abc")),
+            Some(b"c/abc".as_slice())
+        );
+        // Another kind's key, or a malformed body, parses to None.
+        assert_eq!(object_id(&checkpoint_key(&id)), None);
+        assert_eq!(checkpoint_id(b"c/short"), None);
+        assert_eq!(checkpoint_id(&[b"c/".as_slice(), &[0; 33]].concat()), None);
+        assert_eq!(session_name(&ref_key("x")), None);
+        assert_eq!(session_name(b"s/\xff"), None);
+    }
+
+    #[test]
+    fn prefixes_are_disjoint() {
+        let all = [
+            FORMAT_KEY,
+            OBJECT_PREFIX,
+            SESSION_PREFIX,
+            CHECKPOINT_PREFIX,
+            REF_PREFIX,
+            LOST_PREFIX,
+        ];
+        for (i, a) in all.iter().enumerate() {
+            for (j, b) in all.iter().enumerate() {
+                if i != j {
+                    assert!(!a.starts_with(b), "{a:?} starts with {b:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn hex_ranges() {
+        let r = KeyRange::checkpoint_hex("abc").unwrap();
+        assert_eq!(r.start, b"c/\xab\xc0");
+        assert_eq!(r.end.as_deref(), Some(b"c/\xab\xd0".as_slice()));
+        let r = KeyRange::checkpoint_hex("ABcd").unwrap();
+        assert_eq!(r.start, b"c/\xab\xcd");
+        assert_eq!(r.end.as_deref(), Some(b"c/\xab\xce".as_slice()));
+        // Carries: a last nibble or byte of f rolls over into the byte before.
+        let r = KeyRange::checkpoint_hex("aff").unwrap();
+        assert_eq!(r.start, b"c/\xaf\xf0");
+        assert_eq!(r.end.as_deref(), Some(b"c/\xb0".as_slice()));
+        let r = KeyRange::checkpoint_hex("ffff").unwrap();
+        assert_eq!(r.end.as_deref(), Some(b"c0".as_slice()));
+        let r = KeyRange::checkpoint_hex("").unwrap();
+        assert_eq!(r, KeyRange::prefix(b"c/"));
+        assert!(KeyRange::checkpoint_hex("abg").is_none());
+        assert!(KeyRange::checkpoint_hex(&"a".repeat(65)).is_none());
+        assert_eq!(prefix_end(b"\xff\xff"), None);
+        assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
+    }
+
+    proptest! {
+        /// A hex-prefix range holds exactly the checkpoint keys whose hex id starts
+        /// with the prefix, whatever its length or case.
+        #[test]
+        fn hex_range_is_exact(
+            id in any::<[u8; 32]>(),
+            other in any::<[u8; 32]>(),
+            len in 0usize..=64,
+            upper in any::<bool>(),
+        ) {
+            let hex = crate::id::hex(&id);
+            let mut p = hex[..len].to_string();
+            if upper {
+                p = p.to_ascii_uppercase();
+            }
+            let r = KeyRange::checkpoint_hex(&p).unwrap();
+            prop_assert!(r.contains(&checkpoint_key(&id)));
+            let o = crate::id::hex(&other);
+            prop_assert_eq!(r.contains(&checkpoint_key(&other)), o.starts_with(&hex[..len]));
+            // Nothing of another kind falls in it.
+            prop_assert!(!r.contains(&ref_key(&hex)));
+            prop_assert!(!r.contains(&object_key(&id)));
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! Tests of checkpoint and ref records: old-record decoding, ids, resolving by
+//! bounded id-prefix range, parents in gc roots.
+
+use super::*;
+use crate::store::{MemStore, MetaStore};
+
+#[test]
+fn names() {
+    for ok in ["main", "auto/before-checkout-1", "feat.x", "a_b-c"] {
+        validate_ref_name(ok).unwrap();
+    }
+    for bad in [
+        "",
+        "a/../b",
+        "..",
+        "a//b",
+        "/a",
+        "a/",
+        "x y",
+        "a\u{7}",
+        "HEAD",
+        ".hidden",
+        "-x",
+        "a~1",
+        &"f".repeat(64),
+    ] {
+        assert!(validate_ref_name(bad).is_err(), "{bad:?}");
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+
+    /// Stored checkpoint and ref records: arbitrary or mutated bytes never panic,
+    /// and valid records round-trip.
+    #[test]
+    fn record_decoders_never_panic(
+        msg in ".{0,40}",
+        parent in proptest::prelude::any::<bool>(),
+        flips in proptest::collection::vec((proptest::prelude::any::<usize>(), 0u8..8), 0..4),
+        cut in proptest::prelude::any::<usize>(),
+        junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+    ) {
+        let p = Checkpoint::new("s", NodeId::of(b"p"), None, "p", "manual", 0);
+        let mut meta = Map::new();
+        meta.insert("m".into(), Value::String(msg.clone()));
+        let c = NewCheckpoint {
+            session: "s",
+            root: NodeId::of(msg.as_bytes()),
+            parents: if parent { vec![p.cid(), p.cid()] } else { vec![] },
+            message: &msg,
+            trigger: "auto",
+            files_changed: 3,
+            meta,
+        }
+        .build();
+        let bytes = serde_json::to_vec(&c).unwrap();
+        proptest::prop_assert_eq!(&Checkpoint::decode("x", &bytes).unwrap(), &c);
+        let mut m = bytes.clone();
+        for (at, bit) in &flips {
+            let i = at % m.len();
+            m[i] ^= 1 << bit;
+        }
+        m.truncate(cut % (m.len() + 1));
+        if let Ok(d) = Checkpoint::decode("x", &m) {
+            let _ = (d.cid(), d.root_id().unwrap(), d.op());
+        }
+        let _ = Checkpoint::decode("x", &junk);
+        let r = RefRecord { checkpoint: c.id.clone(), created: 7 };
+        let rb = serde_json::to_vec(&r).unwrap();
+        proptest::prop_assert_eq!(RefRecord::decode("b", &rb).unwrap(), r);
+        let _ = RefRecord::decode("b", &m);
+        let _ = RefRecord::decode("b", &junk);
+    }
+}
+
+/// A record as the version-1 code wrote it (`parent`, id over the v1 identity).
+fn v1_record(parent: Option<&str>, time_ns: i128) -> (String, Vec<u8>) {
+    let root = NodeId::of(b"r").to_hex();
+    let ident = serde_json::json!({
+        "session": "s", "root": root, "parent": parent,
+        "time_ns": time_ns.to_string(), "message": "old", "trigger": "manual",
+    });
+    let id = CheckpointId::of(&serde_json::to_vec(&ident).unwrap()).to_hex();
+    let rec = serde_json::json!({
+        "version": 1, "id": id, "session": "s", "root": root, "parent": parent,
+        "time_ns": time_ns, "message": "old", "trigger": "manual",
+        "files_changed": 2, "meta": {},
+    });
+    (id, serde_json::to_vec(&rec).unwrap())
+}
+
+#[test]
+fn version_1_records_upgrade_and_keep_their_id() {
+    // Records exactly as 22a34dd wrote them (tests/fixtures/store-v2.tar.gz,
+    // checkpoints "first" and "second" of session main).
+    let first = br#"{"version":1,"id":"6ec2b90cd72bf94c65f1dbc55d6b95f1da5a2f8b0b70341d49bede450157425c","session":"main","root":"de46d5ac9ecf23b43231c3042e39e87b1de203b53abdd878f99d0e321349116a","parent":null,"time_ns":1795446060054634806,"message":"first","trigger":"manual","files_changed":9,"meta":{}}"#;
+    let second = br#"{"version":1,"id":"8c1cb70eb83df170ea953f81ff334898199141ddf923ceb671b864324500a612","session":"main","root":"b40c940371ae3347ae1454b25204905d10fff344f5b769e5f40ef8bcb52841b1","parent":"6ec2b90cd72bf94c65f1dbc55d6b95f1da5a2f8b0b70341d49bede450157425c","time_ns":1795446060074678136,"message":"second","trigger":"milestone","files_changed":2,"meta":{}}"#;
+    let f = Checkpoint::decode("first", first).unwrap();
+    let s2 = Checkpoint::decode("second", second).unwrap();
+    assert_eq!(f.version, CHECKPOINT_VERSION);
+    assert!(f.parents.is_empty());
+    assert_eq!(s2.parents, vec![f.id.clone()]);
+    assert!(f.id_matches() && s2.id_matches(), "real v1 ids verify");
+
+    let (p, pb) = v1_record(None, 5);
+    let (id, bytes) = v1_record(Some(&p), 7);
+    let c = Checkpoint::decode("x", &bytes).unwrap();
+    assert_eq!(c.id, id, "the stored id is kept");
+    assert_eq!(c.parents, vec![p.clone()]);
+    assert_eq!(c.parent(), Some(p.as_str()));
+    assert!(c.id_matches(), "a v1 id verifies with the v1 identity");
+    assert!(Checkpoint::decode("p", &pb).unwrap().parents.is_empty());
+    // Written back, it is a version-2 record under the same key and id.
+    let MetaOp::Put(k, v) = c.op() else { panic!() };
+    assert_eq!(k, meta::checkpoint_key(&c.cid().0));
+    let raw: Value = serde_json::from_slice(&v).unwrap();
+    assert_eq!(raw["version"], 2);
+    assert_eq!(raw["parents"], serde_json::json!([p]));
+    assert!(raw.get("parent").is_none());
+    assert_eq!(Checkpoint::decode("x", &v).unwrap(), c);
+    // A v1 record that was tampered with does not verify.
+    let mut t = c.clone();
+    t.message = "changed".into();
+    assert!(!t.id_matches());
+}
+
+#[test]
+fn version_1_session_record_upgrades() {
+    use crate::session::{SESSION_RECORD_VERSION, SessionRecord};
+    // As 22a34dd wrote it (tests/fixtures/store-v2.tar.gz, session main).
+    let old = br#"{"version":1,"name":"main","root":"4c9c283a6d540dad90f51934c1b9cca63f7bebe66d1011da13ce6730bc6dee7b","base":"de46d5ac9ecf23b43231c3042e39e87b1de203b53abdd878f99d0e321349116a","created":1795446059,"updated":1795446060,"bytes":5800038,"inodes":10,"head":"6ec2b90cd72bf94c65f1dbc55d6b95f1da5a2f8b0b70341d49bede450157425c","config":{"auto_checkpoint_ops":0,"auto_checkpoint_idle_secs":0,"auto_checkpoint_min_interval_secs":30}}"#;
+    let r = SessionRecord::decode("main", old).unwrap();
+    assert_eq!(r.version, SESSION_RECORD_VERSION);
+    assert!(r.meta.is_empty());
+    assert_eq!(r.bytes, 5800038);
+    let written: Value = serde_json::to_value(&r).unwrap();
+    assert_eq!(written["version"], 2);
+    assert!(written["meta"].is_object());
+    let mut newer = written.clone();
+    newer["version"] = 3.into();
+    assert!(SessionRecord::decode("main", &serde_json::to_vec(&newer).unwrap()).is_err());
+}
+
+#[test]
+fn version_2_records() {
+    let r = NodeId::of(b"r");
+    let a = Checkpoint::new("s", r, None, "a", "manual", 0);
+    let b = Checkpoint::new("s", r, None, "b", "manual", 0);
+    let mk = |meta: Value| {
+        NewCheckpoint {
+            session: "s",
+            root: r,
+            parents: vec![a.cid(), b.cid()],
+            message: "merge",
+            trigger: "experiment",
+            files_changed: 1,
+            meta: meta.as_object().unwrap().clone(),
+        }
+        .build_at(9)
+    };
+    let c = mk(serde_json::json!({"exec.cmd": "make", "n": 2}));
+    assert_eq!(c.parent(), Some(a.id.as_str()));
+    assert_eq!(c.parent_ids(), vec![a.cid(), b.cid()]);
+    assert!(c.id_matches());
+    let bytes = serde_json::to_vec(&c).unwrap();
+    assert_eq!(Checkpoint::decode("x", &bytes).unwrap(), c);
+    // The meta map is part of the id.
+    assert_ne!(mk(serde_json::json!({"n": 3})).id, c.id);
+    // Malformed or mixed forms, and unknown versions, are refused.
+    let mut raw: Value = serde_json::from_slice(&bytes).unwrap();
+    raw["parent"] = a.id.clone().into();
+    assert!(Checkpoint::decode("x", &serde_json::to_vec(&raw).unwrap()).is_err());
+    let mut raw: Value = serde_json::from_slice(&bytes).unwrap();
+    raw["version"] = 3.into();
+    assert!(Checkpoint::decode("x", &serde_json::to_vec(&raw).unwrap()).is_err());
+    let mut raw: Value = serde_json::from_slice(&bytes).unwrap();
+    raw["parents"] = serde_json::json!(["zz"]);
+    assert!(Checkpoint::decode("x", &serde_json::to_vec(&raw).unwrap()).is_err());
+    let mut raw: Value = serde_json::from_slice(&bytes).unwrap();
+    raw.as_object_mut().unwrap().remove("parents");
+    assert!(Checkpoint::decode("x", &serde_json::to_vec(&raw).unwrap()).is_err());
+}
+
+#[test]
+fn every_parent_is_live() {
+    let s = MemStore::default();
+    let r = NodeId::of(b"r");
+    let a = Checkpoint::new("gone", r, None, "a", "manual", 0);
+    let b = Checkpoint::new("gone", r, None, "b", "manual", 0);
+    let m = NewCheckpoint {
+        session: "gone",
+        root: r,
+        parents: vec![a.cid(), b.cid()],
+        message: "merge",
+        trigger: "manual",
+        files_changed: 0,
+        meta: Map::new(),
+    }
+    .build();
+    let head = RefRecord {
+        checkpoint: m.id.clone(),
+        created: 0,
+    };
+    s.commit(vec![a.op(), b.op(), m.op(), ref_op("m", &head)])
+        .unwrap();
+    let roots = crate::reach::roots(s.meta()).unwrap();
+    for c in [&a, &b, &m] {
+        assert!(roots.live.contains(&c.cid()), "{} reclaimable", c.message);
+    }
+}
+
+/// A store that refuses to list checkpoints: finding one must not need that.
+struct NoCheckpointScan(MemStore);
+
+impl ObjectStore for NoCheckpointScan {
+    fn put(&self, kind: crate::store::Kind, raw: &[u8]) -> Result<[u8; 32]> {
+        self.0.put(kind, raw)
+    }
+    fn get(&self, kind: crate::store::Kind, id: &[u8; 32]) -> Result<std::sync::Arc<Vec<u8>>> {
+        self.0.get(kind, id)
+    }
+    fn contains(&self, id: &[u8; 32]) -> Result<bool> {
+        self.0.contains(id)
+    }
+    fn commit(&self, ops: Vec<MetaOp>) -> Result<()> {
+        self.0.commit(ops)
+    }
+    fn meta(&self) -> &dyn MetaStore {
+        self
+    }
+    fn space(&self) -> (u64, u64, u64) {
+        self.0.space()
+    }
+}
+
+impl MetaStore for NoCheckpointScan {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.0.meta_get(key)
+    }
+    fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        assert!(
+            !meta::CHECKPOINT_PREFIX.starts_with(prefix),
+            "listed every checkpoint"
+        );
+        self.0.meta_scan(prefix)
+    }
+    fn range(&self, range: &KeyRange, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        assert!(limit <= 16, "unbounded range scan");
+        self.0.meta_range(range, limit)
+    }
+    fn apply(&self, ops: Vec<MetaOp>) -> Result<()> {
+        self.0.meta().apply(ops)
+    }
+}
+
+#[test]
+fn id_prefixes_resolve_by_range() {
+    let s = NoCheckpointScan(MemStore::default());
+    let r = NodeId::of(b"r");
+    let all: Vec<Checkpoint> = (0..300)
+        .map(|i| Checkpoint::new("s", r, None, &i.to_string(), "manual", 0))
+        .collect();
+    s.commit(all.iter().map(Checkpoint::op).collect()).unwrap();
+    for c in &all {
+        // The shortest accepted prefix (4) and longer ones, odd and even, any case,
+        // are unique or ambiguous exactly as among all ids.
+        for len in [4, 5, 6, 7, 12] {
+            let p = &c.id[..len];
+            let n = all.iter().filter(|o| o.id.starts_with(p)).count();
+            match resolve(&s, None, p) {
+                Ok(found) => assert_eq!((n, &found.id), (1, &c.id), "{p}"),
+                Err(e) => {
+                    assert!(n > 1, "{p}: {e}");
+                    assert!(e.to_string().contains("ambiguous"), "{e}");
+                }
+            }
+            if n == 1 {
+                let up = p.to_ascii_uppercase();
+                assert_eq!(resolve(&s, None, &up).unwrap().id, c.id);
+            }
+        }
+    }
+    // Ambiguous at length 1..3 for sure with 300 ids; the spec needs 4 digits,
+    // so check the range itself.
+    let short = KeyRange::checkpoint_hex(&all[0].id[..1]).unwrap();
+    let n = all
+        .iter()
+        .filter(|o| o.id.starts_with(&all[0].id[..1]))
+        .count();
+    assert_eq!(s.0.meta_range(&short, usize::MAX).unwrap().len(), n);
+    assert_eq!(s.0.meta_range(&short, 3).unwrap().len(), n.min(3));
+    assert!(resolve(&s, None, "0123456").is_err());
+}
+
+#[test]
+fn resolve_specs() {
+    let s = MemStore::default();
+    let r = NodeId::of(b"r");
+    let c1 = Checkpoint::new("s", r, None, "one", "manual", 1);
+    let c2 = Checkpoint::new("s", r, Some(c1.cid()), "two", "manual", 1);
+    s.commit(vec![
+        c1.op(),
+        c2.op(),
+        ref_op(
+            "b",
+            &RefRecord {
+                checkpoint: c1.id.clone(),
+                created: 0,
+            },
+        ),
+    ])
+    .unwrap();
+    assert_eq!(resolve(&s, Some(&c2.id), "HEAD").unwrap().id, c2.id);
+    assert_eq!(resolve(&s, Some(&c2.id), "HEAD~1").unwrap().id, c1.id);
+    assert!(resolve(&s, Some(&c2.id), "HEAD~2").is_err());
+    assert_eq!(resolve(&s, None, "b").unwrap().id, c1.id);
+    assert_eq!(resolve(&s, None, &c2.id[..10]).unwrap().id, c2.id);
+    assert!(resolve(&s, None, "nope").is_err());
+    assert!(resolve(&s, None, "HEAD").is_err());
+}

@@ -104,3 +104,59 @@ commands! {
     Session(store::Session),
     #[command(hide = true)] Daemon(daemon::Daemon),
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn definitions_are_consistent() {
+        // Duplicate flags, dangling `requires`/`conflicts_with` ids, bad defaults.
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn shared_flags_parse_in_every_command_that_has_them() {
+        for args in [
+            &[
+                "treefork",
+                "mount",
+                "/m",
+                "--agent-socket",
+                "/s",
+                "--agent-uid",
+                "7",
+            ][..],
+            &[
+                "treefork",
+                "fork",
+                "n",
+                "--mount",
+                "/m",
+                "--agent-socket",
+                "/s",
+                "--agent-uid",
+                "7",
+            ],
+        ] {
+            let cli = Cli::try_parse_from(args).unwrap();
+            let agent = match &cli.cmd {
+                Cmd::Mount(m) => m.agent(),
+                Cmd::Fork(f) => f.agent(),
+                _ => unreachable!(),
+            };
+            assert_eq!(agent.agent_uid, Some(7));
+        }
+        // --agent-uid needs --agent-socket.
+        assert!(Cli::try_parse_from(["treefork", "mount", "/m", "--agent-uid", "7"]).is_err());
+        // Global options after the subcommand.
+        let cli = Cli::try_parse_from(["treefork", "gc", "--json", "--store", "/s"]).unwrap();
+        assert!(cli.globals.json);
+        assert_eq!(
+            cli.globals.store.as_deref(),
+            Some(std::path::Path::new("/s"))
+        );
+    }
+}

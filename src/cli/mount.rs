@@ -41,6 +41,13 @@ impl Human for Mounted {
     }
 }
 
+impl Mount {
+    #[cfg(test)]
+    pub(super) fn agent(&self) -> &AgentArgs {
+        &self.agent
+    }
+}
+
 impl Run for Mount {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let mp = paths::mountpoint(&self.mountpoint)?;

@@ -238,6 +238,13 @@ impl Human for Forked {
     }
 }
 
+impl Fork {
+    #[cfg(test)]
+    pub(super) fn agent(&self) -> &AgentArgs {
+        &self.agent
+    }
+}
+
 impl Run for Fork {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let mp = paths::mountpoint(&self.mountpoint)?;

@@ -50,15 +50,29 @@ pub fn wait_daemon_gone(store: &Path) {
     }
 }
 
+/// Wait (bounded) until a daemon answers for `store` (true) or none holds its lock
+/// (false). A daemon that is exiting holds the lock for a moment after its socket
+/// is gone, and one that is starting (spawned by another client) holds it before
+/// its socket answers: wait for either rather than racing it.
+fn settle(store: &Path) -> bool {
+    let start = Instant::now();
+    loop {
+        if daemon_running(store) {
+            return true;
+        }
+        if treefork::lock::is_free(store) || start.elapsed() >= Duration::from_secs(15) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn ensure_daemon(store: &Path) -> Result<()> {
     let mut attempt = 0;
     loop {
-        if daemon_running(store) {
+        if settle(store) {
             return Ok(());
         }
-        // A daemon that is still exiting holds the lock for a moment after its
-        // socket is gone; wait for it rather than racing it.
-        wait_daemon_gone(store);
         match spawn_daemon(store) {
             Err(e) if attempt < 5 && e.downcast_ref::<SpawnFailed>().is_some_and(|s| s.locked) => {
                 attempt += 1;

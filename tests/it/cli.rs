@@ -139,6 +139,8 @@ fn second_daemon_on_a_store_is_refused() {
     let e = err_line(&o);
     assert!(e.contains("in use by another treefork daemon"), "{e}");
     assert!(e.contains(&format!("pid {}", m.daemon_pid())), "{e}");
+    // The spawning client retries on this exit status, never on the message text.
+    assert_eq!(o.status.code(), Some(75), "store-locked exit status");
     fs::write(m.p("still-works"), b"ok").unwrap();
     assert_eq!(fs::read(m.p("still-works")).unwrap(), b"ok");
 }
@@ -257,4 +259,134 @@ fn help_everywhere() {
             "{args:?}"
         );
     }
+}
+
+#[test]
+fn concurrent_first_mounts_share_one_daemon() {
+    if !fuse_available() {
+        return;
+    }
+    // Every mount finds no daemon and spawns one; all but one of those exit
+    // "store locked", and their clients must retry against the winner.
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let mps: Vec<_> = (0..4)
+        .map(|i| {
+            let mp = tmp.path().join(format!("mnt{i}"));
+            fs::create_dir(&mp).unwrap();
+            mp
+        })
+        .collect();
+    let t0 = std::time::Instant::now();
+    let outs: Vec<_> = std::thread::scope(|sc| {
+        let hs: Vec<_> = mps
+            .iter()
+            .enumerate()
+            .map(|(i, mp)| {
+                let store = &store;
+                sc.spawn(move || {
+                    let session = format!("s{i}");
+                    tf(
+                        store,
+                        &["mount", mp.to_str().unwrap(), "--session", &session],
+                    )
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let guards: Vec<_> = mps
+        .iter()
+        .map(|mp| Guard(store.clone(), mp.clone()))
+        .collect();
+    for (i, o) in outs.iter().enumerate() {
+        assert!(
+            o.status.success(),
+            "mount {i}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // A client that finds another's daemon starting waits for it to answer, not
+    // for it to exit (that wait ran out only after 15 s).
+    let took = t0.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(8),
+        "mounts took {took:?}"
+    );
+    for mp in &mps {
+        fs::write(mp.join("f"), b"x").unwrap();
+    }
+    drop(guards);
+}
+
+#[test]
+fn json_through_an_explicit_socket() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new();
+    let sock = treefork::control::find_mount(&m.mp)
+        .and_then(|r| r.socket)
+        .expect("session socket registered");
+    let sock = sock.to_str().unwrap();
+    let out = tf_ok(&m.store, &["--socket", sock, "status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["ok"], true, "{out}");
+    // umount through the socket answers JSON like umount through the store.
+    let mp = m.mp.to_str().unwrap();
+    let out = tf_ok(&m.store, &["--socket", sock, "umount", mp, "--json"]);
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out:?}"));
+    assert_eq!(v["ok"], true, "{out}");
+    assert_eq!(v["mountpoint"], mp, "{out}");
+    assert!(!treefork::daemon::is_mountpoint(&m.mp));
+}
+
+#[test]
+fn every_result_prints_as_json_or_for_people() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new();
+    fs::write(m.p("a"), b"one\n").unwrap();
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut full = args.to_vec();
+        full.push("--json");
+        let out = crate::harness::ws_ok(&m, &full);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {out:?}"))
+    };
+    let human = |args: &[&str]| crate::harness::ws_ok(&m, args);
+    assert_eq!(json(&["status"])["changes"][0]["path"], "a");
+    assert_eq!(human(&["status"]), "A a\n");
+    assert_eq!(human(&["diff"]), "A\ta\n");
+    assert_eq!(
+        human(&["diff", "--stat"]),
+        " a | 1 +\n 1 paths changed, 1 insertions(+), 0 deletions(-)\n"
+    );
+    let id = json(&["checkpoint", "-m", "first"])["checkpoint"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(id.len(), 64);
+    assert_eq!(
+        human(&["branch", "b1"]),
+        format!("branch b1 -> {}\n", &id[..12])
+    );
+    assert_eq!(json(&["branches"])["branches"][0]["name"], "b1");
+    assert_eq!(human(&["branch", "-d", "b1"]), "deleted branch b1\n");
+    assert_eq!(json(&["log"])["checkpoints"][0]["id"], id.as_str());
+    let log = human(&["log"]);
+    assert!(log.starts_with(&id[..12]) && log.contains("first"), "{log}");
+    fs::write(m.p("a"), b"two\n").unwrap();
+    let r = json(&["restore", "HEAD", "--dry-run"]);
+    assert_eq!(r["dry_run"], true);
+    assert_eq!(human(&["restore", "HEAD", "--dry-run"]), "would rewind a\n");
+    let cfg = human(&["config"]);
+    assert!(cfg.lines().all(|l| l.contains('=')), "{cfg}");
+    assert!(json(&["config"])["config"].is_object());
+    let f = json(&["fsck"]);
+    assert_eq!(f["clean"], true);
+    assert!(human(&["fsck"]).ends_with("store is clean\n"));
+    assert!(json(&["gc", "--dry-run"])["gc"]["dry_run"] == true);
+    assert!(human(&["gc", "--dry-run"]).starts_with("dry run: "));
 }

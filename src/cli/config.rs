@@ -1,0 +1,68 @@
+//! `config`: show or change the session's settings.
+
+use serde_json::{Map, Value};
+
+use super::prelude::*;
+
+/// Show or change session settings (KEY=VALUE, e.g. auto_checkpoint_ops=100).
+#[derive(clap::Args)]
+pub struct Config {
+    /// Settings to change.
+    settings: Vec<String>,
+}
+
+/// `KEY=VALUE` lines, values as JSON.
+#[derive(Deserialize)]
+struct Settings {
+    config: Option<Map<String, Value>>,
+}
+
+impl Human for Settings {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        for (k, val) in self.config.iter().flatten() {
+            writeln!(out, "{k}={val}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `KEY=VALUE` arguments as a JSON object; a value that is not JSON is a string.
+fn parse_settings(settings: &[String]) -> Result<Option<Map<String, Value>>> {
+    if settings.is_empty() {
+        return Ok(None);
+    }
+    let mut m = Map::new();
+    for s in settings {
+        let (k, val) = s
+            .split_once('=')
+            .ok_or_else(|| anyhow!("expected KEY=VALUE, got {s:?}"))?;
+        let val: Value = serde_json::from_str(val).unwrap_or(Value::String(val.into()));
+        m.insert(k.to_string(), val);
+    }
+    Ok(Some(m))
+}
+
+impl Run for Config {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let set = parse_settings(&self.settings)?;
+        let r: Reply<Settings> = cx.session(Op::Config { set })?;
+        Ok(r.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_parse_as_json_else_string() {
+        let m = parse_settings(&["a=100".into(), "b=x y".into(), "c=true".into()])
+            .unwrap()
+            .unwrap();
+        assert_eq!(m["a"], serde_json::json!(100));
+        assert_eq!(m["b"], serde_json::json!("x y"));
+        assert_eq!(m["c"], serde_json::json!(true));
+        assert!(parse_settings(&[]).unwrap().is_none());
+        assert!(parse_settings(&["nokey".into()]).is_err());
+    }
+}

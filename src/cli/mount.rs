@@ -1,0 +1,212 @@
+//! `mount`, `umount`, `sessions`: workspaces and the daemon that serves them.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use super::args::AgentArgs;
+use super::output::{human_bytes, progress_bar};
+use super::paths;
+use super::plumbing;
+use super::prelude::*;
+
+/// Mount a session workspace (creating the session if needed).
+#[derive(clap::Args)]
+pub struct Mount {
+    /// Empty directory to mount on.
+    mountpoint: PathBuf,
+    /// Session name.
+    #[arg(long, default_value = "default")]
+    session: String,
+    /// Start a new session from a copy of this directory's tree.
+    #[arg(long, value_name = "DIR")]
+    from: Option<PathBuf>,
+    /// Serve in this process (logs to stderr) instead of a background daemon.
+    #[arg(long)]
+    foreground: bool,
+    #[command(flatten)]
+    agent: AgentArgs,
+}
+
+/// `mounted session NAME at MOUNTPOINT`.
+struct Mounted {
+    session: String,
+    mountpoint: PathBuf,
+}
+
+impl Human for Mounted {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        let (s, mp) = (&self.session, self.mountpoint.display());
+        writeln!(out, "mounted session {s} at {mp}")
+    }
+}
+
+impl Mount {
+    #[cfg(test)]
+    pub(super) fn agent(&self) -> &AgentArgs {
+        &self.agent
+    }
+}
+
+impl Run for Mount {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let mp = paths::mountpoint(&self.mountpoint)?;
+        let from = match &self.from {
+            Some(f) => Some(
+                f.canonicalize()
+                    .with_context(|| format!("--from {}: cannot resolve", f.display()))?,
+            ),
+            None => None,
+        };
+        let op = Op::Mount {
+            session: self.session.clone(),
+            mountpoint: mp.clone(),
+            from,
+            agent_socket: paths::absolute_arg(&self.agent.agent_socket)?,
+            agent_uid: self.agent.agent_uid,
+        };
+        let reply: Reply<Ignored> = match cx.explicit(&op)? {
+            Some(r) => r,
+            None => {
+                let store = cx.store_dir()?;
+                if self.foreground {
+                    plumbing::serve_foreground(store, op)?;
+                    return Ok(Outcome::Silent);
+                }
+                let bar = progress_bar("importing {bar:40} {pos}/{len} entries", cx.json());
+                let r = plumbing::call_with_daemon(&store, &op, &mut |p| {
+                    bar.set_length(p.total);
+                    bar.set_position(p.done);
+                })?;
+                bar.finish_and_clear();
+                r
+            }
+        };
+        let session = self.session.clone();
+        Ok(reply
+            .map(|_| Mounted {
+                session,
+                mountpoint: mp,
+            })
+            .into())
+    }
+}
+
+/// Flush everything and unmount.
+#[derive(clap::Args)]
+pub struct Umount {
+    /// The mountpoint.
+    mountpoint: PathBuf,
+}
+
+/// `unmounted MOUNTPOINT`.
+struct Unmounted {
+    mountpoint: PathBuf,
+}
+
+impl Human for Unmounted {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "unmounted {}", self.mountpoint.display())
+    }
+}
+
+impl Run for Umount {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let mp = paths::mountpoint(&self.mountpoint)?;
+        let op = Op::Umount {
+            mountpoint: mp.clone(),
+        };
+        let done = || {
+            let raw = serde_json::json!({
+                "ok": true,
+                "mountpoint": serde_json::to_value(&mp).unwrap_or_default(),
+            });
+            let body = Unmounted {
+                mountpoint: mp.clone(),
+            };
+            Ok(Reply::new(raw, body).into())
+        };
+        if cx.explicit::<Ignored>(&op)?.is_some() {
+            return done();
+        }
+        let store = cx.store_for_path(&mp)?;
+        let stale =
+            matches!(std::fs::metadata(&mp), Err(e) if e.raw_os_error() == Some(libc::ENOTCONN));
+        let r = if plumbing::daemon_running(&store) {
+            #[derive(Deserialize)]
+            struct Gone {
+                daemon_exiting: Option<bool>,
+            }
+            plumbing::call::<Gone>(&store, &op, &mut |_| {}).map(|r| {
+                if r.body.daemon_exiting == Some(true) {
+                    plumbing::wait_daemon_gone(&store);
+                }
+            })
+        } else {
+            Err(anyhow!(
+                "no treefork daemon is running for store {}",
+                store.display()
+            ))
+        };
+        match r {
+            Ok(()) => {}
+            Err(_) if stale && plumbing::detach(&mp) => {
+                eprintln!(
+                    "treefork: detached stale mount {} (its daemon had died; flushed data is in the store)",
+                    mp.display()
+                );
+            }
+            Err(e) => return Err(e),
+        }
+        done()
+    }
+}
+
+/// List sessions with their state and size.
+#[derive(clap::Args)]
+pub struct Sessions {}
+
+/// The session table.
+#[derive(Deserialize)]
+struct SessionList {
+    #[serde(default)]
+    sessions: Vec<SessionRow>,
+}
+
+#[derive(Deserialize)]
+struct SessionRow {
+    name: Option<String>,
+    state: Option<String>,
+    bytes: Option<f64>,
+    inodes: Option<i64>,
+    mountpoint: Option<String>,
+}
+
+impl Human for SessionList {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "{:<24} {:<8} {:>10} {:>8}  MOUNTPOINT",
+            "SESSION", "STATE", "SIZE", "FILES"
+        )?;
+        for s in &self.sessions {
+            writeln!(
+                out,
+                "{:<24} {:<8} {:>10} {:>8}  {}",
+                s.name.as_deref().unwrap_or(""),
+                s.state.as_deref().unwrap_or(""),
+                human_bytes(s.bytes.unwrap_or(0.0)),
+                s.inodes.unwrap_or(0),
+                s.mountpoint.as_deref().unwrap_or("-"),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Run for Sessions {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let r: Reply<SessionList> = cx.store_op(Op::Sessions, false)?;
+        Ok(r.into())
+    }
+}

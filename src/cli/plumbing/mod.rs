@@ -1,0 +1,292 @@
+//! Plumbing: every call the CLI makes into the treefork library goes through this
+//! module (and its submodules), so a change of the library's layout is re-pointed
+//! here and nowhere else. Commands build an [`Op`] and hand it to [`Ctx`]:
+//!
+//! - [`Ctx::session`]: a session op, sent to the explicit socket (`--socket`,
+//!   `$TREEFORK_SOCKET`) if there is one, else to the session socket of the
+//!   workspace containing `-C PATH` or the current directory;
+//! - [`Ctx::store_op`]: a store-wide op, through the daemon serving the store, or
+//!   in this process (holding the store lock) when none does;
+//! - [`Ctx::explicit`], [`call`], [`call_with_daemon`]: the pieces `mount` and
+//!   `umount` combine themselves.
+//!
+//! Every call returns a typed [`Reply`]. A refusal by the daemon is a
+//! [`DaemonError`] carrying the protocol's error code; callers decide on the code
+//! ([`DaemonError::is`]), never on message text.
+
+mod offline;
+mod spawn;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use treefork::control::{self, Client};
+
+use super::args::Globals;
+use super::output::{Reply, progress_bar};
+
+pub use spawn::{call_with_daemon, run_daemon, serve_foreground, wait_daemon_gone};
+pub use treefork::control::Op;
+
+/// A failed call: the daemon's error code and message.
+#[derive(Debug)]
+pub struct DaemonError {
+    /// The protocol's error code (`Error::code`), e.g. `shutting_down`.
+    pub code: String,
+    /// The daemon's message (what the user sees).
+    pub message: String,
+}
+
+impl DaemonError {
+    /// Whether the daemon answered with the code of `kind`.
+    pub fn is(&self, kind: &treefork::Error) -> bool {
+        self.code == kind.code()
+    }
+}
+
+impl std::fmt::Display for DaemonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for DaemonError {}
+
+/// A daemon response as a result: `ok:true` → the response, else its error.
+fn checked(v: Value) -> Result<Value> {
+    if v.get("ok").and_then(Value::as_bool) == Some(true) {
+        return Ok(v);
+    }
+    let s = |p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    Err(DaemonError {
+        code: s("/error/code"),
+        message: s("/error/message"),
+    }
+    .into())
+}
+
+/// A progress event of a long request (`mount --from`, `gc`, `fsck`).
+pub struct Progress<'a> {
+    /// The phase, when the op has several.
+    pub phase: Option<&'a str>,
+    /// Units done.
+    pub done: u64,
+    /// Units in all.
+    pub total: u64,
+}
+
+fn progress_of(ev: &Value) -> Option<Progress<'_>> {
+    Some(Progress {
+        phase: ev["phase"].as_str(),
+        done: ev["done"].as_u64()?,
+        total: ev["total"].as_u64()?,
+    })
+}
+
+/// Send `op` on the socket at `sock` and type its answer.
+fn call_socket<T: DeserializeOwned>(
+    sock: &Path,
+    op: &Op,
+    on_progress: &mut dyn FnMut(Progress),
+    no_answer: impl FnOnce() -> String,
+) -> Result<Reply<T>> {
+    let mut c = Client::connect(sock).with_context(no_answer)?;
+    let v = c.call(op, &mut |ev| {
+        if let Some(p) = progress_of(ev) {
+            on_progress(p)
+        }
+    })?;
+    Reply::parse(checked(v)?)
+}
+
+/// Call `op` on the daemon serving `store`.
+pub fn call<T: DeserializeOwned>(
+    store: &Path,
+    op: &Op,
+    on_progress: &mut dyn FnMut(Progress),
+) -> Result<Reply<T>> {
+    let sock = control::daemon_socket(store)?;
+    call_socket(&sock, op, on_progress, || {
+        format!(
+            "no treefork daemon is running for store {}",
+            store.display()
+        )
+    })
+}
+
+/// Whether a daemon answers for `store`.
+pub fn daemon_running(store: &Path) -> bool {
+    treefork::daemon::ping(store).is_some()
+}
+
+/// Detach the (dead) FUSE mount at `mp`; whether it was detached.
+pub fn detach(mp: &Path) -> bool {
+    treefork::daemon::detach(mp)
+}
+
+/// The command's context: the global options and what they resolve to.
+pub struct Ctx {
+    g: Globals,
+}
+
+impl Ctx {
+    /// The context of one invocation.
+    pub fn new(g: Globals) -> Ctx {
+        Ctx { g }
+    }
+
+    /// Whether `--json` was given.
+    pub fn json(&self) -> bool {
+        self.g.json
+    }
+
+    /// The control socket named explicitly (`--socket` or `$TREEFORK_SOCKET`), if
+    /// any: then every command talks to it alone (an agent's runtime sets it to the
+    /// agent socket; the agent cannot read the user's registry).
+    fn explicit_socket(&self) -> Option<PathBuf> {
+        self.g.socket.clone().or_else(|| {
+            std::env::var_os("TREEFORK_SOCKET")
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+        })
+    }
+
+    /// Call `op` on the explicit socket, if one is named.
+    pub fn explicit<T: DeserializeOwned>(&self, op: &Op) -> Result<Option<Reply<T>>> {
+        let Some(sock) = self.explicit_socket() else {
+            return Ok(None);
+        };
+        call_socket(&sock, op, &mut |_| {}, || {
+            format!("cannot connect to control socket {}", sock.display())
+        })
+        .map(Some)
+    }
+
+    /// The store named explicitly (flag or environment), if any.
+    fn explicit_store(&self) -> Option<PathBuf> {
+        self.g.store.clone().or_else(|| {
+            std::env::var_os("TREEFORK_STORE")
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+        })
+    }
+
+    /// The store directory (created if absent), canonical.
+    pub fn store_dir(&self) -> Result<PathBuf> {
+        let dir = if let Some(s) = self.explicit_store() {
+            s
+        } else if let Some(s) = std::env::var_os("XDG_DATA_HOME").filter(|s| !s.is_empty()) {
+            PathBuf::from(s).join("treefork")
+        } else {
+            let home =
+                std::env::var_os("HOME").ok_or_else(|| anyhow!("HOME is not set; pass --store"))?;
+            PathBuf::from(home).join(".local/share/treefork")
+        };
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create store directory {}", dir.display()))?;
+        dir.canonicalize()
+            .with_context(|| format!("cannot resolve store directory {}", dir.display()))
+    }
+
+    /// The store serving `path`: explicit, else the one registered for the mount
+    /// containing `path`, else the default.
+    pub fn store_for_path(&self, path: &Path) -> Result<PathBuf> {
+        if self.explicit_store().is_none()
+            && let Some(r) = control::find_mount(path)
+        {
+            return Ok(r.store);
+        }
+        self.store_dir()
+    }
+
+    /// The workspace (mount record) that `-C PATH` or the current directory is in.
+    fn workspace(&self) -> Result<control::MountRecord> {
+        let start = match &self.g.dir {
+            Some(d) => d.clone(),
+            None => std::env::current_dir().context("cannot read the current directory")?,
+        };
+        let abs = std::path::absolute(&start)?;
+        let probe = abs.canonicalize().unwrap_or(abs.clone());
+        control::find_mount(&probe)
+            .or_else(|| control::find_mount(&abs))
+            .ok_or_else(|| {
+                anyhow!(
+                    "{} is not inside a mounted treefork workspace (use -C PATH)",
+                    start.display()
+                )
+            })
+    }
+
+    /// The root of the workspace the session commands act on: asked from the
+    /// explicit socket's daemon, else found in the registry.
+    pub fn workspace_root(&self) -> Result<PathBuf> {
+        #[derive(serde::Deserialize)]
+        struct Pong {
+            mountpoint: Option<PathBuf>,
+        }
+        if let Some(pong) = self.explicit::<Pong>(&Op::Ping)? {
+            return pong.body.mountpoint.ok_or_else(|| {
+                let sock = self.explicit_socket().unwrap_or_default();
+                anyhow!("{} is not a session's control socket", sock.display())
+            });
+        }
+        Ok(self.workspace()?.mountpoint)
+    }
+
+    /// Send a session op to the explicit socket, else to the workspace's session
+    /// socket.
+    pub fn session<T: DeserializeOwned>(&self, op: Op) -> Result<Reply<T>> {
+        if let Some(r) = self.explicit(&op)? {
+            return Ok(r);
+        }
+        let ws = self.workspace()?;
+        let sock = match &ws.socket {
+            Some(s) => s.clone(),
+            None => control::session_socket(&ws.mountpoint)?,
+        };
+        call_socket(&sock, &op, &mut |_| {}, || {
+            format!(
+                "the daemon serving {} does not answer (is it still mounted?)",
+                ws.mountpoint.display()
+            )
+        })
+    }
+
+    /// Run a store-wide op (`sessions`, `gc`, `fsck`, `session rm`): on the explicit
+    /// socket if one is named, else through the daemon when one serves the store,
+    /// else in this process holding the store lock. With `progress`, phases are
+    /// shown as a bar on a terminal.
+    pub fn store_op<T: DeserializeOwned>(&self, op: Op, progress: bool) -> Result<Reply<T>> {
+        if let Some(r) = self.explicit(&op)? {
+            return Ok(r);
+        }
+        let store = self.store_dir()?;
+        let bar = if progress {
+            progress_bar("{msg:8} {bar:40} {pos}/{len}", self.json())
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        let mut show = |p: Progress| {
+            if let Some(phase) = p.phase {
+                bar.set_message(phase.to_string());
+                bar.set_length(p.total);
+                bar.set_position(p.done);
+            }
+        };
+        let r = if daemon_running(&store) {
+            call(&store, &op, &mut show)?
+        } else {
+            Reply::parse(offline::run(&store, &op, &mut show)?)?
+        };
+        bar.finish_and_clear();
+        Ok(r)
+    }
+}

@@ -1,0 +1,254 @@
+//! `checkpoint`, `log`, `status`, `diff`: saving and inspecting the session's states.
+
+use super::output::{change_letter, fmt_time, short};
+use super::prelude::*;
+
+/// A checkpoint as the daemon describes it.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CheckpointInfo {
+    id: Option<String>,
+    time: Option<i64>,
+    trigger: Option<String>,
+    files_changed: Option<u64>,
+    message: Option<String>,
+}
+
+/// A changed path (`status`, `diff`, `restore`).
+#[derive(Deserialize)]
+pub(super) struct Change {
+    pub(super) path: Option<String>,
+    pub(super) change: Option<String>,
+}
+
+impl Change {
+    pub(super) fn path(&self) -> &str {
+        self.path.as_deref().unwrap_or("")
+    }
+    pub(super) fn change(&self) -> &str {
+        self.change.as_deref().unwrap_or("")
+    }
+}
+
+/// Take a checkpoint; prints its id.
+#[derive(clap::Args)]
+pub struct Checkpoint {
+    /// Message.
+    #[arg(short, long, default_value = "")]
+    message: String,
+    /// Why it is taken.
+    #[arg(long, default_value = "manual", value_parser = ["manual", "auto", "before-risky", "milestone"])]
+    trigger: String,
+}
+
+#[derive(Deserialize)]
+struct Checkpointed {
+    #[serde(default)]
+    checkpoint: CheckpointInfo,
+}
+
+impl Human for Checkpointed {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "{}", self.checkpoint.id.as_deref().unwrap_or(""))
+    }
+}
+
+impl Run for Checkpoint {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let r: Reply<Checkpointed> = cx.session(Op::Checkpoint {
+            message: self.message.clone(),
+            trigger: self.trigger.clone(),
+        })?;
+        Ok(r.into())
+    }
+}
+
+/// Checkpoints of this session, newest first.
+#[derive(clap::Args)]
+pub struct Log {
+    /// Show at most N.
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
+}
+
+#[derive(Deserialize)]
+struct History {
+    #[serde(default)]
+    checkpoints: Vec<CheckpointInfo>,
+}
+
+impl Human for History {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        for c in &self.checkpoints {
+            writeln!(
+                out,
+                "{}  {}  {:<14} {:>5} changed  {}",
+                short(c.id.as_deref().unwrap_or("")),
+                fmt_time(c.time.unwrap_or(0)),
+                c.trigger.as_deref().unwrap_or(""),
+                c.files_changed.unwrap_or(0),
+                c.message.as_deref().unwrap_or(""),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Run for Log {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let r: Reply<History> = cx.session(Op::Log {
+            limit: Some(self.limit),
+        })?;
+        Ok(r.into())
+    }
+}
+
+/// Paths added, modified or deleted since the last checkpoint.
+#[derive(clap::Args)]
+pub struct Status {}
+
+#[derive(Deserialize)]
+struct Pending {
+    #[serde(default)]
+    changes: Vec<Change>,
+}
+
+impl Human for Pending {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        for c in &self.changes {
+            writeln!(out, "{} {}", change_letter(c.change()), c.path())?;
+        }
+        Ok(())
+    }
+}
+
+impl Run for Status {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let r: Reply<Pending> = cx.session(Op::Status)?;
+        Ok(r.into())
+    }
+}
+
+/// Differences between two states (default: HEAD and the live working state).
+#[derive(clap::Args)]
+pub struct Diff {
+    /// Old side: checkpoint id, branch, HEAD, HEAD~N or WORKING.
+    a: Option<String>,
+    /// New side [default: WORKING].
+    b: Option<String>,
+    /// Per-file line counts.
+    #[arg(long, conflicts_with_all = ["name_status", "patch"])]
+    stat: bool,
+    /// One line per path with A/M/D (default).
+    #[arg(long)]
+    #[allow(
+        dead_code,
+        reason = "the default mode; accepted so scripts can name it"
+    )]
+    name_status: bool,
+    /// Unified diff of text files.
+    #[arg(long, short = 'p', conflicts_with = "name_status")]
+    patch: bool,
+}
+
+/// How `diff` shows its result.
+#[derive(Clone, Copy, PartialEq)]
+enum DiffMode {
+    NameStatus,
+    Stat,
+    Patch,
+}
+
+impl DiffMode {
+    fn wire(self) -> &'static str {
+        match self {
+            DiffMode::NameStatus => "name-status",
+            DiffMode::Stat => "stat",
+            DiffMode::Patch => "patch",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct DiffEntry {
+    #[serde(flatten)]
+    change: Change,
+    binary: Option<bool>,
+    added: Option<u64>,
+    removed: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct Differences {
+    #[serde(default)]
+    entries: Vec<DiffEntry>,
+    patch: Option<String>,
+    #[serde(skip, default = "name_status")]
+    mode: DiffMode,
+}
+
+fn name_status() -> DiffMode {
+    DiffMode::NameStatus
+}
+
+impl Differences {
+    fn stat(&self, out: &mut dyn Write) -> io::Result<()> {
+        let (mut adds, mut dels) = (0, 0);
+        for e in &self.entries {
+            let path = e.change.path();
+            if e.binary == Some(true) {
+                writeln!(out, " {path} | binary")?;
+                continue;
+            }
+            let (a, d) = (e.added.unwrap_or(0), e.removed.unwrap_or(0));
+            adds += a;
+            dels += d;
+            writeln!(
+                out,
+                " {path} | {} {}{}",
+                a + d,
+                "+".repeat(a.min(40) as usize),
+                "-".repeat(d.min(40) as usize)
+            )?;
+        }
+        let n = self.entries.len();
+        writeln!(
+            out,
+            " {n} paths changed, {adds} insertions(+), {dels} deletions(-)"
+        )
+    }
+}
+
+impl Human for Differences {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        match self.mode {
+            DiffMode::Patch => write!(out, "{}", self.patch.as_deref().unwrap_or("")),
+            DiffMode::Stat => self.stat(out),
+            DiffMode::NameStatus => {
+                for e in &self.entries {
+                    let c = &e.change;
+                    writeln!(out, "{}\t{}", change_letter(c.change()), c.path())?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Run for Diff {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let mode = if self.stat {
+            DiffMode::Stat
+        } else if self.patch {
+            DiffMode::Patch
+        } else {
+            DiffMode::NameStatus
+        };
+        let r: Reply<Differences> = cx.session(Op::Diff {
+            a: self.a.clone(),
+            b: self.b.clone(),
+            mode: Some(mode.wire().into()),
+        })?;
+        Ok(r.map(|d| Differences { mode, ..d }).into())
+    }
+}

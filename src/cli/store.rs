@@ -1,0 +1,227 @@
+//! `gc`, `fsck`, `session rm`: store-wide maintenance, through the daemon when one
+//! serves the store, else in this process.
+
+use super::output::human_bytes;
+use super::prelude::*;
+
+/// Reclaim space: drop objects no session, branch or live checkpoint reaches,
+/// rewrite packs that are mostly garbage. Safe while sessions are mounted.
+#[derive(clap::Args)]
+pub struct Gc {
+    /// Only report what would be reclaimed.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct GcReport {
+    objects_reclaimed: u64,
+    objects_before: u64,
+    bytes_reclaimed: u64,
+    checkpoints_reclaimed: u64,
+    packs_deleted: u64,
+    packs_repacked: u64,
+    bytes_copied: u64,
+    disk_before: u64,
+    disk_after: u64,
+}
+
+#[derive(Deserialize)]
+struct Collected {
+    #[serde(default)]
+    gc: GcReport,
+    #[serde(skip)]
+    dry_run: bool,
+}
+
+impl Human for Collected {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        let g = &self.gc;
+        let b = |n: u64| human_bytes(n as f64);
+        writeln!(
+            out,
+            "{}{} of {} objects unreachable ({}), {} checkpoint(s); packs: {} deleted, {} rewritten ({} copied); store {} -> {}",
+            if self.dry_run { "dry run: " } else { "" },
+            g.objects_reclaimed,
+            g.objects_before,
+            b(g.bytes_reclaimed),
+            g.checkpoints_reclaimed,
+            g.packs_deleted,
+            g.packs_repacked,
+            b(g.bytes_copied),
+            b(g.disk_before),
+            b(g.disk_after),
+        )
+    }
+}
+
+impl Run for Gc {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let dry_run = self.dry_run;
+        let r: Reply<Collected> = cx.store_op(Op::Gc { dry_run }, true)?;
+        Ok(r.map(|c| Collected { dry_run, ..c }).into())
+    }
+}
+
+/// Verify every reachable object, the index and the records; exit 1 on damage.
+#[derive(clap::Args)]
+pub struct Fsck {
+    /// Rebuild the index from the packs and move unusable records aside
+    /// (store offline: unmount its sessions first). Never deletes data.
+    #[arg(long)]
+    repair: bool,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct FsckReport {
+    packs: u64,
+    records: u64,
+    index_entries: u64,
+    objects_verified: u64,
+    bytes_verified: u64,
+    unindexed_records: u64,
+    torn_tails: Vec<String>,
+    repaired: Vec<String>,
+    problems: Vec<Problem>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Problem {
+    owner: Option<String>,
+    path: Option<String>,
+    object: Option<String>,
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Checked {
+    #[serde(default)]
+    fsck: FsckReport,
+    #[serde(skip)]
+    repair: bool,
+}
+
+impl Problem {
+    fn line(&self) -> String {
+        let s = |o: &Option<String>| o.clone().unwrap_or_default();
+        let path = s(&self.path);
+        let object = s(&self.object);
+        format!(
+            "DAMAGED: {}{}{}: {}",
+            s(&self.owner),
+            if path.is_empty() {
+                String::new()
+            } else {
+                format!(" path {path}")
+            },
+            if object.is_empty() {
+                String::new()
+            } else {
+                format!(" object {object}")
+            },
+            s(&self.error)
+        )
+    }
+}
+
+impl Human for Checked {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        let f = &self.fsck;
+        writeln!(
+            out,
+            "{} packs, {} records, {} index entries; {} reachable objects verified ({}); {} unindexed records (garbage)",
+            f.packs,
+            f.records,
+            f.index_entries,
+            f.objects_verified,
+            human_bytes(f.bytes_verified as f64),
+            f.unindexed_records,
+        )?;
+        for t in &f.torn_tails {
+            writeln!(out, "note: torn tail (crash leftover, harmless): {t}")?;
+        }
+        for r in &f.repaired {
+            writeln!(out, "repaired: {r}")?;
+        }
+        for p in &f.problems {
+            writeln!(out, "{}", p.line())?;
+        }
+        if f.problems.is_empty() {
+            writeln!(out, "store is clean")?;
+        }
+        Ok(())
+    }
+
+    fn verdict(&self) -> Result<()> {
+        let problems = self.fsck.problems.len();
+        if problems > 0 {
+            bail!(
+                "the store has {problems} problem(s){}",
+                if self.repair {
+                    " left after repair"
+                } else {
+                    "; `treefork fsck --repair` rebuilds what can be rebuilt"
+                }
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Run for Fsck {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let repair = self.repair;
+        let r: Reply<Checked> = cx.store_op(Op::Fsck { repair }, true)?;
+        Ok(r.map(|c| Checked { repair, ..c }).into())
+    }
+}
+
+/// Manage sessions.
+#[derive(clap::Args)]
+pub struct Session {
+    #[command(subcommand)]
+    cmd: SessionCmd,
+}
+
+#[derive(clap::Subcommand)]
+enum SessionCmd {
+    /// Delete a session (not mounted). Its checkpoints stay reachable through
+    /// branches and forks that name them; the rest becomes reclaimable by `gc`.
+    Rm {
+        /// Session name.
+        name: String,
+    },
+}
+
+/// `removed session NAME`.
+#[derive(Deserialize)]
+struct Removed {
+    #[serde(skip)]
+    name: String,
+}
+
+impl Human for Removed {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        let name = &self.name;
+        writeln!(
+            out,
+            "removed session {name} (run `treefork gc` to reclaim its space)"
+        )
+    }
+}
+
+impl Run for Session {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        match &self.cmd {
+            SessionCmd::Rm { name } => {
+                let op = Op::SessionRm { name: name.clone() };
+                let r: Reply<Removed> = cx.store_op(op, true)?;
+                let name = name.clone();
+                Ok(r.map(|_| Removed { name }).into())
+            }
+        }
+    }
+}

@@ -117,7 +117,7 @@ impl Session {
         uid: u32,
         gid: u32,
     ) -> Result<Stat> {
-        let _gate = self.gate.read().unwrap();
+        let _gate = self.gate_shared();
         check_name(name)?;
         let mut st = self.lock();
         let store = self.store().clone();
@@ -184,7 +184,7 @@ impl Session {
 
     /// Remove a non-directory (`dir == false`) or an empty directory (`dir == true`).
     pub fn remove(&self, parent: u64, name: &[u8], dir: bool) -> Result<()> {
-        let _gate = self.gate.read().unwrap();
+        let _gate = self.gate_shared();
         if name.len() > super::NAME_MAX {
             return posix(libc::ENAMETOOLONG);
         }
@@ -227,7 +227,7 @@ impl Session {
         newname: &[u8],
         flags: u32,
     ) -> Result<()> {
-        let _gate = self.gate.read().unwrap();
+        let _gate = self.gate_shared();
         check_name(newname)?;
         if name.len() > super::NAME_MAX {
             return posix(libc::ENAMETOOLONG);
@@ -323,7 +323,7 @@ impl Session {
 
     /// Add a hard link `newname` in `newparent` to `ino`; counts a kernel reference.
     pub fn link(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Stat> {
-        let _gate = self.gate.read().unwrap();
+        let _gate = self.gate_shared();
         check_name(newname)?;
         let mut st = self.lock();
         let store = self.store().clone();
@@ -364,7 +364,7 @@ impl Session {
 
     /// Change attributes (chmod, chown, truncate, utimens).
     pub fn setattr(&self, ino: u64, a: SetAttr) -> Result<Stat> {
-        let _gate = self.gate.read().unwrap();
+        let _gate = self.gate_shared();
         let mut st = self.lock();
         if let Some(size) = a.size {
             if st.get(ino)?.kind == Kind::Dir {
@@ -403,7 +403,7 @@ impl Session {
     /// Drop set-user-id / set-group-id after an unprivileged write (the kernel asks
     /// with FUSE_WRITE_KILL_SUIDGID). Returns whether the mode changed.
     pub fn kill_suidgid(&self, ino: u64) -> Result<bool> {
-        let _gate = self.gate.read().unwrap();
+        let _gate = self.gate_shared();
         let mut st = self.lock();
         let i = st.get_mut(ino)?;
         let p = killed_suidgid(i.attr.perm);
@@ -418,7 +418,7 @@ impl Session {
 
     /// Set an extended attribute.
     pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
-        let _gate = self.gate.read().unwrap();
+        let _gate = self.gate_shared();
         check_xattr_name(name)?;
         if value.len() > 65536 {
             return posix(libc::E2BIG);
@@ -462,7 +462,7 @@ impl Session {
 
     /// Remove an extended attribute.
     pub fn removexattr(&self, ino: u64, name: &[u8]) -> Result<()> {
-        let _gate = self.gate.read().unwrap();
+        let _gate = self.gate_shared();
         check_xattr_name(name)?;
         let mut st = self.lock();
         let i = st.get_mut(ino)?;

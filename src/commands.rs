@@ -131,15 +131,21 @@ fn save_and_graft(
             saved_any = saved;
         }
         let t_save = t0.elapsed();
-        let r = t.session.graft(target, paths, Some(generation));
+        let (inval, r) = t.session.graft(target, paths, Some(generation));
         log::debug!(
             "{what}: syncfs {t_sync:?} save {:?} graft {:?}",
             t_save - t_sync,
             t0.elapsed() - t_save
         );
         match r {
-            Err(Error::Conflict(_)) => continue,
-            r => return Ok((saved_any, r?)),
+            Err(Error::Conflict(_)) if inval.is_empty() => continue,
+            Ok(()) => return Ok((saved_any, inval)),
+            Err(e) => {
+                // A graft that failed midway changed part of the tree: the kernel
+                // must forget what it changed all the same.
+                send_invals(t, inval);
+                return Err(e);
+            }
         }
     }
     Err(Error::Conflict(format!(

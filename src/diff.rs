@@ -13,7 +13,7 @@ use crate::dirs::{load_differing, load_dir};
 use crate::error::Result;
 use crate::id::NodeId;
 use crate::store::{Kind as ObjKind, ObjectStore};
-use crate::tree::{BLOCK_SIZE, Content, Entry, FileNode, Kind, Record, RootNode};
+use crate::tree::{BLOCK_SIZE, Content, DirNode, Entry, FileNode, Kind, Record, RootNode};
 
 /// How a path changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -166,27 +166,100 @@ fn dir_id(r: &Record) -> Option<NodeId> {
 /// All differences between trees `a` and `b`, sorted by path.
 pub fn diff_roots(store: &dyn ObjectStore, a: NodeId, b: NodeId) -> Result<Vec<DiffEntry>> {
     let mut out = Vec::new();
+    diff_walk(store, a, b, &mut |e| {
+        out.push(e);
+        true
+    })?;
+    Ok(out)
+}
+
+/// The number of differences between trees `a` and `b` (without keeping them).
+pub fn diff_count(store: &dyn ObjectStore, a: NodeId, b: NodeId) -> Result<u64> {
+    let mut n = 0u64;
+    diff_walk(store, a, b, &mut |_| {
+        n += 1;
+        true
+    })?;
+    Ok(n)
+}
+
+/// Whether trees `a` and `b` differ at all (stops at the first difference).
+pub fn differ(store: &dyn ObjectStore, a: NodeId, b: NodeId) -> Result<bool> {
+    let mut any = false;
+    diff_walk(store, a, b, &mut |_| {
+        any = true;
+        false
+    })?;
+    Ok(any)
+}
+
+/// A directory pair being compared: both sides' entries (one side empty for a
+/// subtree that was added or deleted whole) and the position in each.
+struct Frame {
+    da: DirNode,
+    db: DirNode,
+    i: usize,
+    j: usize,
+    path: Vec<u8>,
+}
+
+/// A step of the walk: compare a directory pair, or report an entry after the
+/// subtree pushed before it (a directory replaced by a file: the deleted subtree
+/// comes before the added file, in path order).
+enum Step {
+    Frame(Frame),
+    Emit(DiffEntry),
+}
+
+/// Visit every difference between trees `a` and `b` in path order, until `visit`
+/// returns false. Iterative (an explicit stack of directory pairs, one per level
+/// being compared): no tree depth can overflow the thread's stack.
+pub fn diff_walk(
+    store: &dyn ObjectStore,
+    a: NodeId,
+    b: NodeId,
+    visit: &mut dyn FnMut(DiffEntry) -> bool,
+) -> Result<()> {
     if a == b {
-        return Ok(out);
+        return Ok(());
     }
     let ta = Tree::load(store, a)?;
     let tb = Tree::load(store, b)?;
     // Equal directory ids mean equal subtrees only if the hard-link records they
     // may refer to are equal too.
     let skip = ta.links_agree(&tb);
-    diff_dirs(
+    let w = Walk {
         store,
-        (&ta, dir_id(&ta.root.root)),
-        (&tb, dir_id(&tb.root.root)),
+        ta: &ta,
+        tb: &tb,
         skip,
-        &[],
-        &mut out,
-    )?;
-    Ok(out)
+    };
+    let mut stack = Vec::new();
+    if let Some(f) = w.frame(dir_id(&ta.root.root), dir_id(&tb.root.root), Vec::new())? {
+        stack.push(Step::Frame(f));
+    }
+    while let Some(step) = stack.pop() {
+        let mut f = match step {
+            Step::Emit(e) => {
+                if !visit(e) {
+                    return Ok(());
+                }
+                continue;
+            }
+            Step::Frame(f) => f,
+        };
+        let Some(steps) = w.next(&mut f)? else {
+            continue;
+        };
+        stack.push(Step::Frame(f));
+        stack.extend(steps.into_iter().rev());
+    }
+    Ok(())
 }
 
 fn join(prefix: &[u8], name: &[u8]) -> Vec<u8> {
-    let mut p = prefix.to_vec();
+    let mut p = Vec::with_capacity(prefix.len() + 1 + name.len());
+    p.extend_from_slice(prefix);
     if !p.is_empty() {
         p.push(b'/');
     }
@@ -194,125 +267,145 @@ fn join(prefix: &[u8], name: &[u8]) -> Vec<u8> {
     p
 }
 
-fn diff_dirs(
-    store: &dyn ObjectStore,
-    (ta, a): (&Tree, Option<NodeId>),
-    (tb, b): (&Tree, Option<NodeId>),
+struct Walk<'a> {
+    store: &'a dyn ObjectStore,
+    ta: &'a Tree,
+    tb: &'a Tree,
     skip: bool,
-    prefix: &[u8],
-    out: &mut Vec<DiffEntry>,
-) -> Result<()> {
-    if a == b && (a.is_none() || skip) {
-        return Ok(());
-    }
-    let (da, db) = match (a, b) {
-        (Some(a), Some(b)) if skip => load_differing(store, a, b)?,
-        _ => (load_dir(store, a)?, load_dir(store, b)?),
-    };
-    let (mut i, mut j) = (0, 0);
-    while i < da.entries.len() || j < db.entries.len() {
-        let ord = match (da.entries.get(i), db.entries.get(j)) {
-            (Some((na, _)), Some((nb, _))) => na.cmp(nb),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            _ => std::cmp::Ordering::Greater,
-        };
-        match ord {
-            std::cmp::Ordering::Less => {
-                let (name, e) = &da.entries[i];
-                if let Some(r) = ta.resolve(e) {
-                    whole(store, ta, r, &join(prefix, name), Change::Deleted, out)?;
-                }
-                i += 1;
-            }
-            std::cmp::Ordering::Greater => {
-                let (name, e) = &db.entries[j];
-                if let Some(r) = tb.resolve(e) {
-                    whole(store, tb, r, &join(prefix, name), Change::Added, out)?;
-                }
-                j += 1;
-            }
-            std::cmp::Ordering::Equal => {
-                let (name, ea) = &da.entries[i];
-                let eb = &db.entries[j].1;
-                let path = join(prefix, name);
-                match (ta.resolve(ea), tb.resolve(eb)) {
-                    (Some(ra), Some(rb)) if ra.kind == Kind::Dir && rb.kind == Kind::Dir => {
-                        if ra.attr.perm != rb.attr.perm
-                            || ra.attr.uid != rb.attr.uid
-                            || ra.attr.gid != rb.attr.gid
-                            || ra.xattrs != rb.xattrs
-                        {
-                            out.push(DiffEntry {
-                                path: path.clone(),
-                                change: Change::Modified,
-                                old: Some(ra.clone()),
-                                new: Some(rb.clone()),
-                            });
-                        }
-                        diff_dirs(
-                            store,
-                            (ta, dir_id(&ra)),
-                            (tb, dir_id(&rb)),
-                            skip,
-                            &path,
-                            out,
-                        )?;
-                    }
-                    (Some(ra), Some(rb)) if ra.kind != rb.kind => {
-                        whole(store, ta, ra, &path, Change::Deleted, out)?;
-                        whole(store, tb, rb, &path, Change::Added, out)?;
-                    }
-                    (Some(ra), Some(rb)) => {
-                        if !same(&ra, &rb) {
-                            out.push(DiffEntry {
-                                path,
-                                change: Change::Modified,
-                                old: Some(ra),
-                                new: Some(rb),
-                            });
-                        }
-                    }
-                    (Some(ra), None) => whole(store, ta, ra, &path, Change::Deleted, out)?,
-                    (None, Some(rb)) => whole(store, tb, rb, &path, Change::Added, out)?,
-                    (None, None) => {}
-                }
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    Ok(())
 }
 
-/// Report `r` and (for directories) everything below it as added or deleted.
-fn whole(
-    store: &dyn ObjectStore,
-    t: &Tree,
-    r: Record,
-    path: &[u8],
-    change: Change,
-    out: &mut Vec<DiffEntry>,
-) -> Result<()> {
-    let dir = dir_id(&r);
-    let is_dir = r.kind == Kind::Dir;
-    let (old, new) = match change {
-        Change::Deleted => (Some(r), None),
-        _ => (None, Some(r)),
-    };
-    out.push(DiffEntry {
-        path: path.to_vec(),
-        change,
-        old,
-        new,
-    });
-    if is_dir {
-        for (name, e) in load_dir(store, dir)?.entries {
-            if let Some(child) = t.resolve(&e) {
-                whole(store, t, child, &join(path, &name), change, out)?;
+/// What one entry of a frame yields, in path order: differences to report and
+/// directory pairs to compare.
+type Next = Vec<Step>;
+
+fn steps(e: Option<DiffEntry>, sub: Option<Frame>) -> impl Iterator<Item = Step> {
+    e.map(Step::Emit).into_iter().chain(sub.map(Step::Frame))
+}
+
+impl Walk<'_> {
+    /// The frame comparing directory nodes `a` and `b` (None: nothing to compare).
+    fn frame(&self, a: Option<NodeId>, b: Option<NodeId>, path: Vec<u8>) -> Result<Option<Frame>> {
+        if a == b && (a.is_none() || self.skip) {
+            return Ok(None);
+        }
+        let (da, db) = match (a, b) {
+            (Some(a), Some(b)) if self.skip => load_differing(self.store, a, b)?,
+            _ => (load_dir(self.store, a)?, load_dir(self.store, b)?),
+        };
+        Ok(Some(Frame {
+            da,
+            db,
+            i: 0,
+            j: 0,
+            path,
+        }))
+    }
+
+    /// `r` (in the old tree for `Deleted`, else the new one) reported whole: the
+    /// entry now, its subtree as a one-sided frame.
+    fn whole(
+        &self,
+        r: Record,
+        path: Vec<u8>,
+        change: Change,
+    ) -> Result<(DiffEntry, Option<Frame>)> {
+        let dir = dir_id(&r);
+        let (old, new) = match change {
+            Change::Deleted => (Some(r), None),
+            _ => (None, Some(r)),
+        };
+        let sub = match (dir, change) {
+            (None, _) => None,
+            (d, Change::Deleted) => self.frame(d, None, path.clone())?,
+            (d, _) => self.frame(None, d, path.clone())?,
+        };
+        Ok((
+            DiffEntry {
+                path,
+                change,
+                old,
+                new,
+            },
+            sub,
+        ))
+    }
+
+    /// Advance `f` to its next differing entry (None: the frame is done).
+    fn next(&self, f: &mut Frame) -> Result<Option<Next>> {
+        let (ta, tb) = (self.ta, self.tb);
+        while f.i < f.da.entries.len() || f.j < f.db.entries.len() {
+            let ord = match (f.da.entries.get(f.i), f.db.entries.get(f.j)) {
+                (Some((na, _)), Some((nb, _))) => na.cmp(nb),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                _ => std::cmp::Ordering::Greater,
+            };
+            let (ra, rb, name) = match ord {
+                std::cmp::Ordering::Less => {
+                    let (name, e) = &f.da.entries[f.i];
+                    f.i += 1;
+                    (ta.resolve(e), None, name)
+                }
+                std::cmp::Ordering::Greater => {
+                    let (name, e) = &f.db.entries[f.j];
+                    f.j += 1;
+                    (None, tb.resolve(e), name)
+                }
+                std::cmp::Ordering::Equal => {
+                    let (name, ea) = &f.da.entries[f.i];
+                    let eb = &f.db.entries[f.j].1;
+                    f.i += 1;
+                    f.j += 1;
+                    (ta.resolve(ea), tb.resolve(eb), name)
+                }
+            };
+            let path = join(&f.path, name);
+            match (ra, rb) {
+                (Some(ra), Some(rb)) if ra.kind == Kind::Dir && rb.kind == Kind::Dir => {
+                    let attrs_differ = ra.attr.perm != rb.attr.perm
+                        || ra.attr.uid != rb.attr.uid
+                        || ra.attr.gid != rb.attr.gid
+                        || ra.xattrs != rb.xattrs;
+                    let sub = self.frame(dir_id(&ra), dir_id(&rb), path.clone())?;
+                    let emit = attrs_differ.then(|| DiffEntry {
+                        path,
+                        change: Change::Modified,
+                        old: Some(ra),
+                        new: Some(rb),
+                    });
+                    if emit.is_some() || sub.is_some() {
+                        return Ok(Some(steps(emit, sub).collect()));
+                    }
+                }
+                (Some(ra), Some(rb)) if ra.kind != rb.kind => {
+                    let (del, sub) = self.whole(ra, path.clone(), Change::Deleted)?;
+                    let (add, add_sub) = self.whole(rb, path, Change::Added)?;
+                    let all = steps(Some(del), sub).chain(steps(Some(add), add_sub));
+                    return Ok(Some(all.collect()));
+                }
+                (Some(ra), Some(rb)) => {
+                    if !same(&ra, &rb) {
+                        let e = DiffEntry {
+                            path,
+                            change: Change::Modified,
+                            old: Some(ra),
+                            new: Some(rb),
+                        };
+                        return Ok(Some(vec![Step::Emit(e)]));
+                    }
+                }
+                (Some(ra), None) => {
+                    let (e, sub) = self.whole(ra, path, Change::Deleted)?;
+                    return Ok(Some(steps(Some(e), sub).collect()));
+                }
+                (None, Some(rb)) => {
+                    let (e, sub) = self.whole(rb, path, Change::Added)?;
+                    return Ok(Some(steps(Some(e), sub).collect()));
+                }
+                (None, None) => {}
             }
         }
+        Ok(None)
     }
-    Ok(())
 }
 
 /// Read a regular file's bytes from its record (at most `limit` bytes).

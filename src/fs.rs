@@ -3,6 +3,13 @@
 //! Every handler parses its arguments, calls one `Session` method, and replies once;
 //! errors become errnos through `Error::errno` (the single mapping). No filesystem
 //! logic lives here.
+//!
+//! Panics: every handler runs under `catch_unwind` ([`guarded!`]). A panic (a bug)
+//! is logged with the request and its arguments and answered EIO (the unsent reply
+//! answers it as it drops); the session's locks survive poisoning
+//! (`Session::lock` repairs the table), so the mount keeps serving. Debug builds
+//! panic on purpose on `setxattr` of [`crate::session::ops::DEBUG_PANIC_XATTR`]
+//! (tests only).
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -18,7 +25,7 @@ use fuser::{
 };
 
 use crate::error::Error;
-use crate::session::ops::{NewNode, SetAttr};
+use crate::session::ops::{Caller, NewNode, SetAttr};
 use crate::session::{Session, Stat};
 use crate::tree::{Kind, Timespec};
 
@@ -72,6 +79,52 @@ impl TreeforkFs {
         if let Some(n) = self.notifier.get() {
             let _ = n.inval_inode(ino, -1, 0);
         }
+    }
+}
+
+/// Run a handler body, catching a panic: log it with the request (`op` and the
+/// listed arguments) and let the reply the body owned answer EIO as it drops.
+macro_rules! guarded {
+    ($self:ident, $op:literal, [$($arg:expr),*], $body:block) => {
+        $self.guarded(
+            $op,
+            || format!(concat!($(stringify!($arg), "={:?} ",)*), $($arg),*),
+            || $body,
+        )
+    };
+}
+
+impl TreeforkFs {
+    fn guarded(&self, op: &str, args: impl FnOnce() -> String, body: impl FnOnce()) {
+        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+            let why = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(non-text panic)".into());
+            log::error!(
+                "session {}: {op} {}panicked: {why}; answered EIO, the mount keeps serving",
+                self.session.name(),
+                args()
+            );
+        }
+    }
+}
+
+/// The credentials a chown's set-group-id rule needs: the caller's groups (primary
+/// and supplementary, from `/proc/<pid>/status`; the kernel does not send them).
+fn caller(req: &Request) -> Caller {
+    let mut groups = vec![req.gid()];
+    if let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", req.pid())) {
+        for line in status.lines() {
+            if let Some(g) = line.strip_prefix("Groups:") {
+                groups.extend(g.split_whitespace().filter_map(|x| x.parse::<u32>().ok()));
+            }
+        }
+    }
+    Caller {
+        privileged: req.uid() == 0,
+        groups,
     }
 }
 
@@ -234,24 +287,48 @@ impl Filesystem for TreeforkFs {
     }
 
     fn destroy(&mut self) {
-        if let Err(e) = self.session.flush() {
-            log::error!("session {}: final flush failed: {e}", self.session.name());
-        }
+        guarded!(self, "destroy", [], {
+            if let Err(e) = self.session.flush() {
+                log::error!("session {}: final flush failed: {e}", self.session.name());
+            }
+        })
+    }
+
+    /// No ioctl is supported. Answered ENOTTY (what a regular file answers an
+    /// unknown ioctl), quietly: every `open()` by a Python program asks (isatty).
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        reply.error(Errno::ENOTTY)
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        reply_lookup(self.session.lookup(parent.0, name.as_bytes()), reply)
+        guarded!(self, "lookup", [parent, name], {
+            reply_lookup(self.session.lookup(parent.0, name.as_bytes()), reply)
+        })
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        self.session.forget(ino.0, nlookup)
+        guarded!(self, "forget", [ino, nlookup], {
+            self.session.forget(ino.0, nlookup)
+        })
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.session.getattr(ino.0) {
-            Ok(s) => reply.attr(&TTL, &attr(&s)),
-            Err(e) => reply.error(errno(e)),
-        }
+        guarded!(self, "getattr", [ino], {
+            match self.session.getattr(ino.0) {
+                Ok(s) => reply.attr(&TTL, &attr(&s)),
+                Err(e) => reply.error(errno(e)),
+            }
+        })
     }
 
     fn setattr(
@@ -272,29 +349,48 @@ impl Filesystem for TreeforkFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let a = SetAttr {
-            mode,
-            uid,
-            gid,
-            size,
-            atime: atime.map(time_or_now),
-            mtime: mtime.map(time_or_now),
-            ctime: ctime.map(from_system),
-            // chown always drops them; truncation only when the caller is not
-            // privileged (uid 0 stands for CAP_FSETID).
-            kill_suidgid: uid.is_some() || gid.is_some() || (size.is_some() && req.uid() != 0),
-        };
-        match self.session.setattr(ino.0, a) {
-            Ok(s) => reply.attr(&TTL, &attr(&s)),
-            Err(e) => reply.error(errno(e)),
-        }
+        guarded!(
+            self,
+            "setattr",
+            [ino, mode, uid, gid, size, atime, mtime, ctime],
+            {
+                let a = SetAttr {
+                    mode,
+                    uid,
+                    gid,
+                    size,
+                    atime: atime.map(time_or_now),
+                    mtime: mtime.map(time_or_now),
+                    ctime: ctime.map(from_system),
+                    // Truncation by an unprivileged caller (uid 0 stands for
+                    // CAP_FSETID) drops them.
+                    kill_suidgid: size.is_some() && req.uid() != 0,
+                    // A chown, also chown(-1, -1): the kernel strips the mode it
+                    // computed and sends only a ctime then (no other request sends
+                    // a bare ctime: utimensat(OMIT, OMIT) sends nothing).
+                    chown: (uid.is_some()
+                        || gid.is_some()
+                        || (ctime.is_some()
+                            && [mode, size.map(|_| 0)].iter().all(Option::is_none)
+                            && atime.is_none()
+                            && mtime.is_none()))
+                    .then(|| caller(req)),
+                };
+                match self.session.setattr(ino.0, a) {
+                    Ok(s) => reply.attr(&TTL, &attr(&s)),
+                    Err(e) => reply.error(errno(e)),
+                }
+            }
+        )
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match self.session.readlink(ino.0) {
-            Ok(t) => reply.data(&t),
-            Err(e) => reply.error(errno(e)),
-        }
+        guarded!(self, "readlink", [ino], {
+            match self.session.readlink(ino.0) {
+                Ok(t) => reply.data(&t),
+                Err(e) => reply.error(errno(e)),
+            }
+        })
     }
 
     fn mknod(
@@ -307,17 +403,24 @@ impl Filesystem for TreeforkFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let node = match Kind::from_mode(mode) {
-            Some(Kind::File) => NewNode::File,
-            Some(k @ (Kind::Fifo | Kind::Socket | Kind::CharDev | Kind::BlockDev)) => {
-                NewNode::Special(k, rdev)
-            }
-            _ => return reply.error(Errno::EINVAL),
-        };
-        let r =
-            self.session
-                .create_node(parent.0, name.as_bytes(), node, mode, req.uid(), req.gid());
-        reply_entry(r, reply)
+        guarded!(self, "mknod", [parent, name, mode, rdev], {
+            let node = match Kind::from_mode(mode) {
+                Some(Kind::File) => NewNode::File,
+                Some(k @ (Kind::Fifo | Kind::Socket | Kind::CharDev | Kind::BlockDev)) => {
+                    NewNode::Special(k, rdev)
+                }
+                _ => return reply.error(Errno::EINVAL),
+            };
+            let r = self.session.create_node(
+                parent.0,
+                name.as_bytes(),
+                node,
+                mode,
+                req.uid(),
+                req.gid(),
+            );
+            reply_entry(r, reply)
+        })
     }
 
     fn mkdir(
@@ -329,23 +432,29 @@ impl Filesystem for TreeforkFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        let r = self.session.create_node(
-            parent.0,
-            name.as_bytes(),
-            NewNode::Dir,
-            mode,
-            req.uid(),
-            req.gid(),
-        );
-        reply_entry(r, reply)
+        guarded!(self, "mkdir", [parent, name, mode], {
+            let r = self.session.create_node(
+                parent.0,
+                name.as_bytes(),
+                NewNode::Dir,
+                mode,
+                req.uid(),
+                req.gid(),
+            );
+            reply_entry(r, reply)
+        })
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        reply_empty(self.session.remove(parent.0, name.as_bytes(), false), reply)
+        guarded!(self, "unlink", [parent, name], {
+            reply_empty(self.session.remove(parent.0, name.as_bytes(), false), reply)
+        })
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        reply_empty(self.session.remove(parent.0, name.as_bytes(), true), reply)
+        guarded!(self, "rmdir", [parent, name], {
+            reply_empty(self.session.remove(parent.0, name.as_bytes(), true), reply)
+        })
     }
 
     fn symlink(
@@ -356,15 +465,17 @@ impl Filesystem for TreeforkFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let r = self.session.create_node(
-            parent.0,
-            link_name.as_bytes(),
-            NewNode::Symlink(target.as_os_str().as_bytes()),
-            0o777,
-            req.uid(),
-            req.gid(),
-        );
-        reply_entry(r, reply)
+        guarded!(self, "symlink", [parent, link_name, target], {
+            let r = self.session.create_node(
+                parent.0,
+                link_name.as_bytes(),
+                NewNode::Symlink(target.as_os_str().as_bytes()),
+                0o777,
+                req.uid(),
+                req.gid(),
+            );
+            reply_entry(r, reply)
+        })
     }
 
     fn rename(
@@ -377,14 +488,16 @@ impl Filesystem for TreeforkFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let r = self.session.rename(
-            parent.0,
-            name.as_bytes(),
-            newparent.0,
-            newname.as_bytes(),
-            flags.bits(),
-        );
-        reply_empty(r, reply)
+        guarded!(self, "rename", [parent, name, newparent, newname, flags], {
+            let r = self.session.rename(
+                parent.0,
+                name.as_bytes(),
+                newparent.0,
+                newname.as_bytes(),
+                flags.bits(),
+            );
+            reply_empty(r, reply)
+        })
     }
 
     fn link(
@@ -395,25 +508,29 @@ impl Filesystem for TreeforkFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        reply_entry(
-            self.session.link(ino.0, newparent.0, newname.as_bytes()),
-            reply,
-        )
+        guarded!(self, "link", [ino, newparent, newname], {
+            reply_entry(
+                self.session.link(ino.0, newparent.0, newname.as_bytes()),
+                reply,
+            )
+        })
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        // Nothing per open file needs the daemon: an open file pins its kernel inode
-        // (so its lookup count keeps an unlinked file alive), O_TRUNC comes as a
-        // SETATTR, and files keep their page cache (KEEP_CACHE is the kernel's
-        // default without open).
-        if self.no_open {
-            return reply.error(Errno::ENOSYS);
-        }
-        let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
-        match self.session.open_handle(ino.0, write) {
-            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
-            Err(e) => reply.error(errno(e)),
-        }
+        guarded!(self, "open", [ino, flags], {
+            // Nothing per open file needs the daemon: an open file pins its kernel inode
+            // (so its lookup count keeps an unlinked file alive), O_TRUNC comes as a
+            // SETATTR, and files keep their page cache (KEEP_CACHE is the kernel's
+            // default without open).
+            if self.no_open {
+                return reply.error(Errno::ENOSYS);
+            }
+            let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
+            match self.session.open_handle(ino.0, write) {
+                Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+                Err(e) => reply.error(errno(e)),
+            }
+        })
     }
 
     fn read(
@@ -427,10 +544,12 @@ impl Filesystem for TreeforkFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.session.read(ino.0, offset, size) {
-            Ok(d) => reply.data(&d),
-            Err(e) => reply.error(errno(e)),
-        }
+        guarded!(self, "read", [ino, offset, size], {
+            match self.session.read(ino.0, offset, size) {
+                Ok(d) => reply.data(&d),
+                Err(e) => reply.error(errno(e)),
+            }
+        })
     }
 
     fn write(
@@ -445,17 +564,19 @@ impl Filesystem for TreeforkFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
-            match self.session.kill_suidgid(ino.0) {
-                Ok(true) => self.inval_attr(ino),
-                Ok(false) => {}
-                Err(e) => return reply.error(errno(e)),
+        guarded!(self, "write", [ino, offset, data.len(), write_flags], {
+            if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+                match self.session.kill_suidgid(ino.0) {
+                    Ok(true) => self.inval_attr(ino),
+                    Ok(false) => {}
+                    Err(e) => return reply.error(errno(e)),
+                }
             }
-        }
-        match self.session.write(ino.0, offset, data) {
-            Ok(n) => reply.written(n),
-            Err(e) => reply.error(errno(e)),
-        }
+            match self.session.write(ino.0, offset, data) {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(errno(e)),
+            }
+        })
     }
 
     fn flush(
@@ -466,9 +587,11 @@ impl Filesystem for TreeforkFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // Nothing to do on close(2) (data reaches us by writeback; fsync is the
-        // durability point): ENOSYS makes the kernel stop sending FLUSH.
-        reply.error(Errno::ENOSYS)
+        guarded!(self, "flush", [], {
+            // Nothing to do on close(2) (data reaches us by writeback; fsync is the
+            // durability point): ENOSYS makes the kernel stop sending FLUSH.
+            reply.error(Errno::ENOSYS)
+        })
     }
 
     fn release(
@@ -481,8 +604,10 @@ impl Filesystem for TreeforkFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.session.release(ino.0);
-        reply.ok()
+        guarded!(self, "release", [ino], {
+            self.session.release(ino.0);
+            reply.ok()
+        })
     }
 
     fn fsync(
@@ -493,31 +618,35 @@ impl Filesystem for TreeforkFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let r = self.session.flush().map(|_| ());
-        if r.is_ok() {
-            // Sealing may have changed st_blocks.
-            self.inval_attr(ino);
-        }
-        reply_empty(r, reply)
+        guarded!(self, "fsync", [ino], {
+            let r = self.session.flush().map(|_| ());
+            if r.is_ok() {
+                // Sealing may have changed st_blocks.
+                self.inval_attr(ino);
+            }
+            reply_empty(r, reply)
+        })
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        if self.no_opendir {
-            return reply.error(Errno::ENOSYS);
-        }
-        match self.session.getattr(ino.0) {
-            Ok(s) if s.kind == Kind::Dir => {
-                // The kernel may keep listings: it drops them itself when an entry
-                // changes through this mount, and checkout/restore invalidate every
-                // directory whose entries they change.
-                reply.opened(
-                    FileHandle(0),
-                    FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
-                )
+        guarded!(self, "opendir", [ino], {
+            if self.no_opendir {
+                return reply.error(Errno::ENOSYS);
             }
-            Ok(_) => reply.error(Errno::ENOTDIR),
-            Err(e) => reply.error(errno(e)),
-        }
+            match self.session.getattr(ino.0) {
+                Ok(s) if s.kind == Kind::Dir => {
+                    // The kernel may keep listings: it drops them itself when an entry
+                    // changes through this mount, and checkout/restore invalidate every
+                    // directory whose entries they change.
+                    reply.opened(
+                        FileHandle(0),
+                        FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+                    )
+                }
+                Ok(_) => reply.error(Errno::ENOTDIR),
+                Err(e) => reply.error(errno(e)),
+            }
+        })
     }
 
     fn readdir(
@@ -528,24 +657,26 @@ impl Filesystem for TreeforkFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let page = match self
-            .session
-            .readdir_page(ino.0, offset, READDIR_PAGE, false)
-        {
-            Ok(p) => p,
-            Err(e) => return reply.error(errno(e)),
-        };
-        for (cookie, e, _) in page {
-            if reply.add(
-                INodeNo(e.ino),
-                cookie,
-                file_type(e.kind),
-                OsStr::from_bytes(&e.name),
-            ) {
-                break;
+        guarded!(self, "readdir", [ino, offset], {
+            let page = match self
+                .session
+                .readdir_page(ino.0, offset, READDIR_PAGE, false)
+            {
+                Ok(p) => p,
+                Err(e) => return reply.error(errno(e)),
+            };
+            for (cookie, e, _) in page {
+                if reply.add(
+                    INodeNo(e.ino),
+                    cookie,
+                    file_type(e.kind),
+                    OsStr::from_bytes(&e.name),
+                ) {
+                    break;
+                }
             }
-        }
-        reply.ok()
+            reply.ok()
+        })
     }
 
     /// Entries with their attributes, so `ls -l`, `du`, `git status` do not look up
@@ -559,53 +690,55 @@ impl Filesystem for TreeforkFs {
         offset: u64,
         mut reply: fuser::ReplyDirectoryPlus,
     ) {
-        let page = match self
-            .session
-            .readdir_page(ino.0, offset, READDIRPLUS_PAGE, true)
-        {
-            Ok(p) => p,
-            Err(e) => return reply.error(errno(e)),
-        };
-        let mut unsent = Vec::new();
-        let mut it = page.into_iter();
-        for (cookie, e, st) in it.by_ref() {
-            let full = match &st {
-                Some(s) => reply.add(
-                    INodeNo(e.ino),
-                    cookie,
-                    OsStr::from_bytes(&e.name),
-                    &TTL,
-                    &attr(s),
-                    Generation(0),
-                ),
-                None => {
-                    let a = Stat {
-                        ino: 0,
-                        kind: Kind::Dir,
-                        attr: Default::default(),
-                        blocks: 0,
-                    };
-                    reply.add(
-                        INodeNo(0),
+        guarded!(self, "readdirplus", [ino, offset], {
+            let page = match self
+                .session
+                .readdir_page(ino.0, offset, READDIRPLUS_PAGE, true)
+            {
+                Ok(p) => p,
+                Err(e) => return reply.error(errno(e)),
+            };
+            let mut unsent = Vec::new();
+            let mut it = page.into_iter();
+            for (cookie, e, st) in it.by_ref() {
+                let full = match &st {
+                    Some(s) => reply.add(
+                        INodeNo(e.ino),
                         cookie,
                         OsStr::from_bytes(&e.name),
-                        &Duration::ZERO,
-                        &attr(&a),
+                        &TTL,
+                        &attr(s),
                         Generation(0),
-                    )
+                    ),
+                    None => {
+                        let a = Stat {
+                            ino: 0,
+                            kind: Kind::Dir,
+                            attr: Default::default(),
+                            blocks: 0,
+                        };
+                        reply.add(
+                            INodeNo(0),
+                            cookie,
+                            OsStr::from_bytes(&e.name),
+                            &Duration::ZERO,
+                            &attr(&a),
+                            Generation(0),
+                        )
+                    }
+                };
+                if full {
+                    if st.is_some() {
+                        unsent.push(e.ino);
+                    }
+                    break;
                 }
-            };
-            if full {
-                if st.is_some() {
-                    unsent.push(e.ino);
-                }
-                break;
             }
-        }
-        // Give back the references of entries that did not fit.
-        unsent.extend(it.filter(|(_, _, st)| st.is_some()).map(|(_, e, _)| e.ino));
-        self.session.forget_many(&unsent);
-        reply.ok()
+            // Give back the references of entries that did not fit.
+            unsent.extend(it.filter(|(_, _, st)| st.is_some()).map(|(_, e, _)| e.ino));
+            self.session.forget_many(&unsent);
+            reply.ok()
+        })
     }
 
     fn releasedir(
@@ -616,7 +749,7 @@ impl Filesystem for TreeforkFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        reply.ok()
+        guarded!(self, "releasedir", [], { reply.ok() })
     }
 
     fn fsyncdir(
@@ -627,23 +760,27 @@ impl Filesystem for TreeforkFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        reply_empty(self.session.flush().map(|_| ()), reply)
+        guarded!(self, "fsyncdir", [], {
+            reply_empty(self.session.flush().map(|_| ()), reply)
+        })
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let (total, free, avail, used) = self.session.statfs();
-        const B: u64 = 4096;
-        let files = used + avail / B;
-        reply.statfs(
-            total / B,
-            free / B,
-            avail / B,
-            files,
-            avail / B,
-            B as u32,
-            255,
-            B as u32,
-        )
+        guarded!(self, "statfs", [], {
+            let (total, free, avail, used) = self.session.statfs();
+            const B: u64 = 4096;
+            let files = used + avail / B;
+            reply.statfs(
+                total / B,
+                free / B,
+                avail / B,
+                files,
+                avail / B,
+                B as u32,
+                255,
+                B as u32,
+            )
+        })
     }
 
     fn setxattr(
@@ -656,22 +793,30 @@ impl Filesystem for TreeforkFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        reply_empty(
-            self.session.setxattr(ino.0, name.as_bytes(), value, flags),
-            reply,
-        )
+        guarded!(self, "setxattr", [ino, name, value.len(), flags], {
+            reply_empty(
+                self.session.setxattr(ino.0, name.as_bytes(), value, flags),
+                reply,
+            )
+        })
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        reply_xattr(self.session.getxattr(ino.0, name.as_bytes()), size, reply)
+        guarded!(self, "getxattr", [ino, name, size], {
+            reply_xattr(self.session.getxattr(ino.0, name.as_bytes()), size, reply)
+        })
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        reply_xattr(self.session.listxattr(ino.0), size, reply)
+        guarded!(self, "listxattr", [ino, size], {
+            reply_xattr(self.session.listxattr(ino.0), size, reply)
+        })
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        reply_empty(self.session.removexattr(ino.0, name.as_bytes()), reply)
+        guarded!(self, "removexattr", [ino, name], {
+            reply_empty(self.session.removexattr(ino.0, name.as_bytes()), reply)
+        })
     }
 
     fn create(
@@ -684,24 +829,26 @@ impl Filesystem for TreeforkFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let r = self.session.create_node(
-            parent.0,
-            name.as_bytes(),
-            NewNode::File,
-            mode,
-            req.uid(),
-            req.gid(),
-        );
-        match r.and_then(|s| self.session.open_handle(s.ino, false)) {
-            Ok(s) => reply.created(
-                &TTL,
-                &attr(&s),
-                Generation(0),
-                FileHandle(0),
-                FopenFlags::FOPEN_KEEP_CACHE,
-            ),
-            Err(e) => reply.error(errno(e)),
-        }
+        guarded!(self, "create", [parent, name, mode], {
+            let r = self.session.create_node(
+                parent.0,
+                name.as_bytes(),
+                NewNode::File,
+                mode,
+                req.uid(),
+                req.gid(),
+            );
+            match r.and_then(|s| self.session.open_handle(s.ino, false)) {
+                Ok(s) => reply.created(
+                    &TTL,
+                    &attr(&s),
+                    Generation(0),
+                    FileHandle(0),
+                    FopenFlags::FOPEN_KEEP_CACHE,
+                ),
+                Err(e) => reply.error(errno(e)),
+            }
+        })
     }
 
     fn fallocate(
@@ -714,7 +861,9 @@ impl Filesystem for TreeforkFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        reply_empty(self.session.fallocate(ino.0, offset, length, mode), reply)
+        guarded!(self, "fallocate", [ino, offset, length, mode], {
+            reply_empty(self.session.fallocate(ino.0, offset, length, mode), reply)
+        })
     }
 
     fn lseek(
@@ -726,12 +875,14 @@ impl Filesystem for TreeforkFs {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        if offset < 0 {
-            return reply.error(Errno::ENXIO);
-        }
-        match self.session.seek_data_hole(ino.0, offset as u64, whence) {
-            Ok(o) => reply.offset(o as i64),
-            Err(e) => reply.error(errno(e)),
-        }
+        guarded!(self, "lseek", [ino, offset, whence], {
+            if offset < 0 {
+                return reply.error(Errno::ENXIO);
+            }
+            match self.session.seek_data_hole(ino.0, offset as u64, whence) {
+                Ok(o) => reply.offset(o as i64),
+                Err(e) => reply.error(errno(e)),
+            }
+        })
     }
 }

@@ -144,17 +144,58 @@ fn list_dir(dir: &OwnedFd) -> io::Result<Vec<(OsString, Option<bool>)>> {
 }
 
 /// Count the entries below the directory `dir` (for progress totals; best effort).
+/// Iterative, with one descriptor open: a level keeps its remaining names, and the
+/// walk climbs back through `..` (see [`up`]).
 fn count_entries(dir: &OwnedFd) -> u64 {
     let mut n = 0;
-    for (name, is_dir) in list_dir(dir).unwrap_or_default() {
+    let Ok(first) = dir.try_clone() else { return 0 };
+    let mut cur = first;
+    // (names still to visit, identity of the directory they are in).
+    let mut stack: Vec<(std::vec::IntoIter<(OsString, Option<bool>)>, (u64, u64))> = Vec::new();
+    let Ok(md) = metadata(&cur) else { return 0 };
+    stack.push((
+        list_dir(&cur).unwrap_or_default().into_iter(),
+        (md.dev(), md.ino()),
+    ));
+    while let Some((names, _)) = stack.last_mut() {
+        let Some((name, is_dir)) = names.next() else {
+            stack.pop();
+            match stack.last() {
+                Some((_, id)) => match up(&cur, *id) {
+                    Ok(p) => cur = p,
+                    Err(_) => return n,
+                },
+                None => return n,
+            }
+            continue;
+        };
         n += 1;
         if is_dir != Some(false)
-            && let Ok(sub) = open_at(Some(dir), &name, libc::O_RDONLY | libc::O_DIRECTORY)
+            && let Ok(sub) = open_at(Some(&cur), &name, libc::O_RDONLY | libc::O_DIRECTORY)
+            && let Ok(md) = metadata(&sub)
         {
-            n += count_entries(&sub);
+            let names = list_dir(&sub).unwrap_or_default().into_iter();
+            stack.push((names, (md.dev(), md.ino())));
+            cur = sub;
         }
     }
     n
+}
+
+/// The parent of directory `dir` (through its `..`), required to be the directory
+/// `(dev, ino)` the walk came from: a directory moved during the walk aborts it.
+/// Lets a walk keep one descriptor open however deep the tree is.
+fn up(dir: &OwnedFd, want: (u64, u64)) -> io::Result<OwnedFd> {
+    let p = open_at(
+        Some(dir),
+        OsStr::new(".."),
+        libc::O_RDONLY | libc::O_DIRECTORY,
+    )?;
+    let md = metadata(&p)?;
+    if (md.dev(), md.ino()) != want {
+        return Err(io::Error::other("directory moved during the import"));
+    }
+    Ok(p)
 }
 
 /// Import `dir` into `store`; `progress(done, total)` is called as entries are stored.
@@ -304,89 +345,173 @@ fn read_link(fd: &OwnedFd) -> io::Result<Vec<u8>> {
     }
 }
 
-/// Import the directory open as `dir` (`path` is for messages): its content and
-/// number of subdirectories.
-fn import_tree(ctx: &mut Ctx<'_>, dir: &OwnedFd, path: &Path) -> Result<(Content, u32)> {
-    let names = list_dir(dir).map_err(|e| Error::io(path, e))?;
-    let mut node = DirNode::default();
-    let mut subdirs = 0;
-    for (name, _) in names {
-        let path = path.join(&name);
-        // The entry itself, never what a symlink points at.
-        let entry = open_at(Some(dir), &name, libc::O_PATH).map_err(|e| Error::io(&path, e))?;
-        let md = metadata(&entry).map_err(|e| Error::io(&path, e))?;
-        let ft = md.file_type();
-        let kind = if ft.is_dir() {
-            Kind::Dir
-        } else if ft.is_file() {
-            Kind::File
-        } else if ft.is_symlink() {
-            Kind::Symlink
-        } else if ft.is_fifo() {
-            Kind::Fifo
-        } else {
-            let what = if ft.is_socket() {
-                "socket"
-            } else {
-                "device node"
-            };
-            log::warn!("import: skipping {} (a {what})", path.display());
-            ctx.skipped += 1;
-            tick(ctx)?;
-            continue;
-        };
-        if kind != Kind::Dir
-            && md.nlink() > 1
-            && let Some(&ino) = ctx.links.get(&(md.dev(), md.ino()))
-        {
-            ctx.link_records.get_mut(&ino).unwrap().attr.nlink += 1;
-            node.entries
-                .push((name.as_bytes().to_vec(), Entry::HardLink { ino, kind }));
-            tick(ctx)?;
-            continue;
-        }
-        let mut nlink = 1;
-        let content = match kind {
-            Kind::Dir => {
-                subdirs += 1;
-                let d = open_at(Some(dir), &name, libc::O_RDONLY | libc::O_DIRECTORY)
-                    .map_err(|e| Error::io(&path, e))?;
-                same_inode(&d, &md, &path)?;
-                let (c, n) = import_tree(ctx, &d, &path)?;
-                nlink = 2 + n;
-                c
-            }
-            Kind::File => {
-                // O_NONBLOCK: a FIFO swapped in must not block the import.
-                let f = open_at(Some(dir), &name, libc::O_RDONLY | libc::O_NONBLOCK)
-                    .map_err(|e| Error::io(&path, e))?;
-                same_inode(&f, &md, &path)?;
-                ctx.bytes += md.size() as i64;
-                import_file(ctx, File::from(f), &path, md.size())?
-            }
-            Kind::Symlink => Content::Bytes(read_link(&entry).map_err(|e| Error::io(&path, e))?),
-            _ => Content::None,
-        };
-        let ino = ctx.next_ino;
-        ctx.next_ino += 1;
-        ctx.inodes += 1;
-        let mut rec = record_from(&md, kind, ino, content);
-        rec.attr.nlink = nlink;
-        if kind != Kind::Dir && md.nlink() > 1 {
-            ctx.links.insert((md.dev(), md.ino()), ino);
-            ctx.link_records.insert(ino, rec);
-            node.entries
-                .push((name.as_bytes().to_vec(), Entry::HardLink { ino, kind }));
-        } else {
-            node.entries
-                .push((name.as_bytes().to_vec(), Entry::Inline(rec)));
-        }
-        tick(ctx)?;
+/// A directory being imported: its entries so far, the names still to visit, and
+/// what its own record needs once it is done.
+struct Level {
+    node: DirNode,
+    names: std::vec::IntoIter<(OsString, Option<bool>)>,
+    subdirs: u32,
+    /// Identity (dev, ino) of the directory: checked when the walk climbs back to
+    /// it through `..` (only the deepest level keeps a descriptor open).
+    id: (u64, u64),
+    /// Its entry in the parent (name and metadata); None for the root.
+    entry: Option<(OsString, fs::Metadata)>,
+}
+
+impl Level {
+    fn open(dir: &OwnedFd, path: &Path, entry: Option<(OsString, fs::Metadata)>) -> Result<Level> {
+        let md = metadata(dir).map_err(|e| Error::io(path, e))?;
+        Ok(Level {
+            node: DirNode::default(),
+            names: list_dir(dir).map_err(|e| Error::io(path, e))?.into_iter(),
+            subdirs: 0,
+            id: (md.dev(), md.ino()),
+            entry,
+        })
     }
-    Ok((
-        Content::Node(crate::dirs::put_dir(ctx.store, node.entries)?),
-        subdirs,
-    ))
+}
+
+/// Import the directory open as `dir` (`path` is for messages): its content and
+/// number of subdirectories. Iterative (a stack of [`Level`]s, one descriptor
+/// open): a tree of any depth imports in constant thread stack and descriptors.
+fn import_tree(ctx: &mut Ctx<'_>, dir: &OwnedFd, path: &Path) -> Result<(Content, u32)> {
+    let mut cur = dir.try_clone().map_err(|e| Error::io(path, e))?;
+    let mut stack = vec![Level::open(&cur, path, None)?];
+    loop {
+        let top = stack
+            .last_mut()
+            .expect("stack holds the root until it is done");
+        let Some((name, _)) = top.names.next() else {
+            // This directory is complete: store it and give it to its parent.
+            let done = stack.pop().expect("top exists");
+            let content = Content::Node(crate::dirs::put_dir(ctx.store, done.node.entries)?);
+            let Some((name, md)) = done.entry else {
+                return Ok((content, done.subdirs));
+            };
+            let parent_path = path_of(path, &stack, None);
+            let parent = stack.last_mut().expect("a non-root level has a parent");
+            cur = up(&cur, parent.id).map_err(|e| Error::io(parent_path, e))?;
+            let ino = ctx.next_ino;
+            ctx.next_ino += 1;
+            ctx.inodes += 1;
+            let mut rec = record_from(&md, Kind::Dir, ino, content);
+            rec.attr.nlink = 2 + done.subdirs;
+            parent
+                .node
+                .entries
+                .push((name.as_bytes().to_vec(), Entry::Inline(rec)));
+            tick(ctx)?;
+            continue;
+        };
+        // Built per entry, never kept: a deep tree's paths would add up to
+        // depth^2 bytes.
+        let path = path_of(path, &stack, Some(&name));
+        let top = stack.last_mut().expect("checked above");
+        if let Some(sub) = import_entry(ctx, &cur, top, name, &path)? {
+            top.subdirs += 1;
+            let (d, name, md) = sub;
+            stack.push(Level::open(&d, &path, Some((name, md)))?);
+            cur = d;
+        }
+    }
+}
+
+/// The host path of entry `name` of the deepest level of `stack` (or of that level
+/// itself), for messages.
+fn path_of(root: &Path, stack: &[Level], name: Option<&OsStr>) -> std::path::PathBuf {
+    let mut p = root.to_path_buf();
+    for l in stack {
+        if let Some((n, _)) = &l.entry {
+            p.push(n);
+        }
+    }
+    if let Some(n) = name {
+        p.push(n);
+    }
+    p
+}
+
+/// Import entry `name` of the directory open as `dir` into `level`; a directory is
+/// returned (open, with its name and metadata) for the caller to descend into.
+fn import_entry(
+    ctx: &mut Ctx<'_>,
+    dir: &OwnedFd,
+    level: &mut Level,
+    name: OsString,
+    path: &Path,
+) -> Result<Option<(OwnedFd, OsString, fs::Metadata)>> {
+    // The entry itself, never what a symlink points at.
+    let entry = open_at(Some(dir), &name, libc::O_PATH).map_err(|e| Error::io(path, e))?;
+    let md = metadata(&entry).map_err(|e| Error::io(path, e))?;
+    let ft = md.file_type();
+    let kind = if ft.is_dir() {
+        Kind::Dir
+    } else if ft.is_file() {
+        Kind::File
+    } else if ft.is_symlink() {
+        Kind::Symlink
+    } else if ft.is_fifo() {
+        Kind::Fifo
+    } else {
+        let what = if ft.is_socket() {
+            "socket"
+        } else {
+            "device node"
+        };
+        log::warn!("import: skipping {} (a {what})", path.display());
+        ctx.skipped += 1;
+        tick(ctx)?;
+        return Ok(None);
+    };
+    if kind != Kind::Dir
+        && md.nlink() > 1
+        && let Some(&ino) = ctx.links.get(&(md.dev(), md.ino()))
+    {
+        ctx.link_records.get_mut(&ino).unwrap().attr.nlink += 1;
+        level
+            .node
+            .entries
+            .push((name.as_bytes().to_vec(), Entry::HardLink { ino, kind }));
+        tick(ctx)?;
+        return Ok(None);
+    }
+    let content = match kind {
+        Kind::Dir => {
+            let d = open_at(Some(dir), &name, libc::O_RDONLY | libc::O_DIRECTORY)
+                .map_err(|e| Error::io(path, e))?;
+            same_inode(&d, &md, path)?;
+            return Ok(Some((d, name, md)));
+        }
+        Kind::File => {
+            // O_NONBLOCK: a FIFO swapped in must not block the import.
+            let f = open_at(Some(dir), &name, libc::O_RDONLY | libc::O_NONBLOCK)
+                .map_err(|e| Error::io(path, e))?;
+            same_inode(&f, &md, path)?;
+            ctx.bytes += md.size() as i64;
+            import_file(ctx, File::from(f), path, md.size())?
+        }
+        Kind::Symlink => Content::Bytes(read_link(&entry).map_err(|e| Error::io(path, e))?),
+        _ => Content::None,
+    };
+    let ino = ctx.next_ino;
+    ctx.next_ino += 1;
+    ctx.inodes += 1;
+    let rec = record_from(&md, kind, ino, content);
+    if kind != Kind::Dir && md.nlink() > 1 {
+        ctx.links.insert((md.dev(), md.ino()), ino);
+        ctx.link_records.insert(ino, rec);
+        level
+            .node
+            .entries
+            .push((name.as_bytes().to_vec(), Entry::HardLink { ino, kind }));
+    } else {
+        level
+            .node
+            .entries
+            .push((name.as_bytes().to_vec(), Entry::Inline(rec)));
+    }
+    tick(ctx)?;
+    Ok(None)
 }
 
 /// Entries between intermediate commits of an import: a 100,000-file import as one

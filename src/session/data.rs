@@ -175,7 +175,7 @@ impl Session {
 
     /// Write `data` at `offset`; returns bytes written.
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
-        let _gate = self.gate.read().unwrap();
+        let _gate = self.gate_shared();
         let end = offset
             .checked_add(data.len() as u64)
             .filter(|e| *e <= MAX_FILE_SIZE)
@@ -249,7 +249,7 @@ impl Session {
 
     /// fallocate(2): mode 0, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE, ZERO_RANGE.
     pub fn fallocate(&self, ino: u64, offset: u64, len: u64, mode: i32) -> Result<()> {
-        let _gate = self.gate.read().unwrap();
+        let _gate = self.gate_shared();
         let end = offset
             .checked_add(len)
             .filter(|e| *e <= MAX_FILE_SIZE)

@@ -62,11 +62,11 @@ impl Session {
     /// Return once no seal or flush of this session is in progress (gc barrier:
     /// every object they put is then reachable from the live table or the record).
     pub fn flush_barrier(&self) {
-        drop(self.flush_lock.lock().unwrap());
+        drop(super::relock(self.flush_lock.lock()));
     }
 
     pub fn seal(&self) -> Result<()> {
-        let _g = self.flush_lock.lock().unwrap();
+        let _g = super::relock(self.flush_lock.lock());
         self.seal_locked()
     }
 
@@ -197,7 +197,7 @@ impl Session {
     /// Flush, letting `extra` update the session record and add metadata ops that
     /// commit atomically with the new root (checkpoints, refs).
     pub fn flush_with(&self, extra: Option<Extra<'_>>) -> Result<(NodeId, SessionRecord)> {
-        let _g = self.flush_lock.lock().unwrap();
+        let _g = super::relock(self.flush_lock.lock());
         self.flush_locked(extra)
     }
 
@@ -215,7 +215,7 @@ impl Session {
             }
             let store = self.store().clone();
             let id = encode_tree(&mut st, &*store)?;
-            let mut rec = self.record.lock().unwrap().clone();
+            let mut rec = super::relock(self.record.lock()).clone();
             rec.root = id.to_hex();
             rec.updated = Timespec::now().sec;
             rec.bytes = st.total_bytes;
@@ -242,7 +242,7 @@ impl Session {
             self.lock().changed = true;
             return Err(e);
         }
-        *self.record.lock().unwrap() = rec.clone();
+        *super::relock(self.record.lock()) = rec.clone();
         log::debug!(
             "session {}: flush seal {:?} encode {:?} extra+commit {:?}",
             self.name(),
@@ -292,14 +292,62 @@ fn canonical_block(d: &[u8], idx: u64, size: u64) -> Vec<u8> {
     v
 }
 
-/// Encode inode `ino` into its stored record, re-encoding its content if it changed.
+/// Encode inode `ino` into its stored record, re-encoding its content and that of
+/// every changed descendant first. Iterative (an explicit stack, children before
+/// parents): a tree as deep as an agent can make it never grows the thread's stack.
 fn encode(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<Record> {
-    let i = st.get(ino)?;
-    let content = match i.clean_content() {
-        Some(c) => c,
-        None => encode_content(st, store, ino)?,
-    };
+    for n in content_order(st, store, ino)? {
+        encode_content(st, store, n)?;
+        // Its record now names new content: the parent's leaf must be rewritten
+        // (as for any changed record; see `shard_state`).
+        st.get_mut(n)?.dirty = true;
+    }
+    take_record(st, ino)
+}
+
+/// The inodes below (and including) `ino` whose content must be re-encoded, each
+/// after all of its descendants (post-order). A clean directory's subtree is skipped:
+/// its content id covers every record below it (`mark_dirty` unstores ancestors).
+fn content_order(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<Vec<u64>> {
+    let mut order = Vec::new();
+    let mut stack = vec![(ino, false)];
+    while let Some((n, expanded)) = stack.pop() {
+        if expanded {
+            order.push(n);
+            continue;
+        }
+        let i = st.get(n)?;
+        if i.clean_content().is_some() {
+            continue;
+        }
+        if !matches!(i.data, Data::Dir(_)) {
+            order.push(n);
+            continue;
+        }
+        st.load_dir(store, n)?;
+        stack.push((n, true));
+        let Data::Dir(d) = &st.get(n)?.data else {
+            unreachable!("checked above")
+        };
+        for &child in d.entries.as_ref().expect("dir loaded").values() {
+            if st.get(child).is_ok_and(|c| !c.hardlink) {
+                stack.push((child, false));
+            }
+        }
+    }
+    Ok(order)
+}
+
+/// The stored record of `ino`, whose content is clean (encoded before): marks the
+/// record clean.
+fn take_record(st: &mut State, ino: u64) -> Result<Record> {
     let i = st.get_mut(ino)?;
+    let content = i.clean_content().ok_or_else(|| {
+        crate::error::Error::corrupt(
+            format!("live inode {ino}"),
+            "content not encoded before its record",
+        )
+    })?;
     i.dirty = false;
     if i.kind == crate::tree::Kind::File {
         i.attr.blocks = i.blocks512();
@@ -348,12 +396,9 @@ pub(crate) fn clean_leaves(st: &State, dir: u64) -> Result<Vec<(NodeId, Vec<Vec<
     Ok(out)
 }
 
-/// Encode the entries of `children` (name, ino), in order.
-fn encode_entries(
-    st: &mut State,
-    store: &dyn ObjectStore,
-    children: &[(Vec<u8>, u64)],
-) -> Result<Vec<(Vec<u8>, Entry)>> {
+/// Encode the entries of `children` (name, ino), in order; their content is clean
+/// (see [`content_order`]).
+fn encode_entries(st: &mut State, children: &[(Vec<u8>, u64)]) -> Result<Vec<(Vec<u8>, Entry)>> {
     let mut out = Vec::with_capacity(children.len());
     for (name, child) in children {
         let c = st.get(*child)?;
@@ -363,14 +408,15 @@ fn encode_entries(
                 kind: c.kind,
             }
         } else {
-            Entry::Inline(encode(st, store, *child)?)
+            Entry::Inline(take_record(st, *child)?)
         };
         out.push((name.clone(), e));
     }
     Ok(out)
 }
 
-/// Write the content node of a dirty directory or file and remember its id.
+/// Write the content node of a dirty directory or file and remember its id. A
+/// directory's children must have clean content already (not recursive).
 fn encode_content(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<Content> {
     let kind_is_dir = matches!(st.get(ino)?.data, Data::Dir(_));
     if kind_is_dir {
@@ -391,7 +437,7 @@ fn encode_content(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<C
         };
         if !crate::dirs::is_sharded_len(children.len()) {
             let node = DirNode {
-                entries: encode_entries(st, store, &children)?,
+                entries: encode_entries(st, &children)?,
             };
             let id = NodeId(store.put_based(
                 ObjKind::Node,
@@ -435,7 +481,7 @@ fn encode_content(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<C
                 _ => {
                     written += 1;
                     let leaf = DirNode {
-                        entries: encode_entries(st, store, part)?,
+                        entries: encode_entries(st, part)?,
                     };
                     let hint = old_leaves.get(pos).map(|b| &b.0);
                     NodeId(store.put_based(ObjKind::Node, &leaf.encode(), hint)?)

@@ -12,6 +12,8 @@
 //! pack append) run outside it.
 
 pub mod data;
+#[cfg(test)]
+mod deep_tests;
 pub mod flush;
 pub mod inode;
 #[cfg(test)]
@@ -21,7 +23,7 @@ pub mod snapshot;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, LockResult, Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
@@ -301,11 +303,32 @@ impl Session {
 
     /// The last durable session record.
     pub fn record(&self) -> SessionRecord {
-        self.record.lock().unwrap().clone()
+        relock(self.record.lock()).clone()
     }
 
+    /// The table lock. A panic in a request while it was held (a bug) poisons it;
+    /// the table is then checked and repaired ([`State::repair_after_panic`]) and
+    /// the mount keeps serving, instead of every later request panicking too.
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap()
+        match self.state.lock() {
+            Ok(g) => g,
+            Err(p) => {
+                let mut g = p.into_inner();
+                self.state.clear_poison();
+                log::error!(
+                    "session {}: a request panicked holding the table lock; repairing the table",
+                    self.name
+                );
+                g.repair_after_panic();
+                g
+            }
+        }
+    }
+
+    /// The mutating-request gate, shared (see `gate`). Only a panicking writer
+    /// (checkout, restore) could poison it; it guards no data.
+    pub(crate) fn gate_shared(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        relock(self.gate.read())
     }
 
     /// Live (logical bytes, inodes) of the working state.
@@ -359,6 +382,12 @@ impl Session {
         let (t, f, a) = self.store.space();
         (t, f, a, self.lock().total_inodes.max(0) as u64)
     }
+}
+
+/// A guard whether or not a panic poisoned its lock: for locks whose data stays
+/// consistent at every unlock point (or that guard no data).
+pub(crate) fn relock<G>(r: LockResult<G>) -> G {
+    r.unwrap_or_else(PoisonError::into_inner)
 }
 
 pub(crate) fn stat_of(st: &State, ino: u64) -> Result<Stat> {
@@ -578,6 +607,36 @@ impl State {
             Data::Dir(d) => Ok(d.entries.as_mut().expect("dir loaded")),
             _ => posix(libc::ENOTDIR),
         }
+    }
+
+    /// Restore the table's structural invariants after a request panicked halfway
+    /// through a mutation: every loaded directory entry names a live inode, and
+    /// everything is re-encoded at the next flush (whatever the interrupted request
+    /// changed). What it changed is otherwise kept; the panic is answered EIO.
+    pub(crate) fn repair_after_panic(&mut self) {
+        let mut dangling = Vec::new();
+        for (&ino, i) in &self.inodes {
+            if let Data::Dir(d) = &i.data
+                && let Some(e) = &d.entries
+            {
+                for (name, child) in e.iter() {
+                    if !self.inodes.contains_key(child) {
+                        dangling.push((ino, name.clone()));
+                    }
+                }
+            }
+        }
+        for (dir, name) in dangling {
+            log::error!(
+                "repair: dropping entry {:?} of inode {dir} (no inode)",
+                String::from_utf8_lossy(&name)
+            );
+            if let Ok(e) = self.entries_mut(dir) {
+                e.remove(&name);
+            }
+            self.mark_dir_changed(dir);
+        }
+        self.changed = true;
     }
 
     /// Drop an inode that is unlinked and no longer referenced by the kernel.

@@ -25,10 +25,36 @@ pub struct SetAttr {
     /// Explicit change time.
     pub ctime: Option<Timespec>,
     /// Clear set-user-id (and set-group-id when group-executable) of a regular
-    /// file, as Linux does on chown and on truncation by an unprivileged caller
-    /// (the kernel leaves this to us under FUSE_HANDLE_KILLPRIV_V2). Ignored when
-    /// `mode` is set.
+    /// file, as Linux does on truncation by an unprivileged caller (the kernel
+    /// leaves this to us under FUSE_HANDLE_KILLPRIV_V2). Ignored when `mode` is set.
     pub kill_suidgid: bool,
+    /// The request is a chown (also one that changes nothing) by this caller: drop
+    /// set-user-id / set-group-id of a non-directory by Linux's rules
+    /// ([`chown_killed`]). Ignored when `mode` is set.
+    pub chown: Option<Caller>,
+}
+
+/// Who asks for a chown (for its set-group-id rule).
+#[derive(Default, Debug, Clone)]
+pub struct Caller {
+    /// Holds CAP_FSETID (uid 0 stands for it).
+    pub privileged: bool,
+    /// Primary and supplementary groups.
+    pub groups: Vec<u32>,
+}
+
+/// Permission bits of a non-directory after a chown, as Linux computes them
+/// (`chown_common`, `setattr_should_drop_sgid`): set-user-id always goes, even for
+/// root; set-group-id goes with group execute, and otherwise when the caller is
+/// neither in the file's group (before the change) nor privileged.
+pub fn chown_killed(perm: u32, gid: u32, by: &Caller) -> u32 {
+    let mut p = perm & !libc::S_ISUID;
+    if p & libc::S_ISGID != 0
+        && (p & libc::S_IXGRP != 0 || !(by.privileged || by.groups.contains(&gid)))
+    {
+        p &= !libc::S_ISGID;
+    }
+    p
 }
 
 /// Permission bits after a privilege-dropping change (Linux `should_remove_suid`):
@@ -64,6 +90,10 @@ pub enum NewNode<'a> {
     /// Fifo, socket or device with rdev.
     Special(Kind, u32),
 }
+
+/// Debug builds only: a `setxattr` of this name panics while holding the table
+/// lock (to test that a panicking request answers EIO and the mount keeps serving).
+pub const DEBUG_PANIC_XATTR: &[u8] = b"user.treefork.debug-panic";
 
 /// xattr set flags.
 pub const XATTR_CREATE: i32 = 1;
@@ -117,7 +147,7 @@ impl Session {
         uid: u32,
         gid: u32,
     ) -> Result<Stat> {
-        let _gate = self.gate.read().unwrap();
+        let _gate = self.gate_shared();
         check_name(name)?;
         let mut st = self.lock();
         let store = self.store().clone();
@@ -184,7 +214,7 @@ impl Session {
 
     /// Remove a non-directory (`dir == false`) or an empty directory (`dir == true`).
     pub fn remove(&self, parent: u64, name: &[u8], dir: bool) -> Result<()> {
-        let _gate = self.gate.read().unwrap();
+        let _gate = self.gate_shared();
         if name.len() > super::NAME_MAX {
             return posix(libc::ENAMETOOLONG);
         }
@@ -227,7 +257,7 @@ impl Session {
         newname: &[u8],
         flags: u32,
     ) -> Result<()> {
-        let _gate = self.gate.read().unwrap();
+        let _gate = self.gate_shared();
         check_name(newname)?;
         if name.len() > super::NAME_MAX {
             return posix(libc::ENAMETOOLONG);
@@ -323,7 +353,7 @@ impl Session {
 
     /// Add a hard link `newname` in `newparent` to `ino`; counts a kernel reference.
     pub fn link(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Stat> {
-        let _gate = self.gate.read().unwrap();
+        let _gate = self.gate_shared();
         check_name(newname)?;
         let mut st = self.lock();
         let store = self.store().clone();
@@ -364,7 +394,7 @@ impl Session {
 
     /// Change attributes (chmod, chown, truncate, utimens).
     pub fn setattr(&self, ino: u64, a: SetAttr) -> Result<Stat> {
-        let _gate = self.gate.read().unwrap();
+        let _gate = self.gate_shared();
         let mut st = self.lock();
         if let Some(size) = a.size {
             if st.get(ino)?.kind == Kind::Dir {
@@ -377,6 +407,13 @@ impl Session {
         }
         let now = Timespec::now();
         let i = st.get_mut(ino)?;
+        if let Some(by) = &a.chown
+            && a.mode.is_none()
+            && i.kind != Kind::Dir
+        {
+            // Before the new group is set: the rule looks at the old one.
+            i.attr.perm = chown_killed(i.attr.perm, i.attr.gid, by);
+        }
         if let Some(m) = a.mode {
             i.attr.perm = m & 0o7777;
         }
@@ -403,7 +440,7 @@ impl Session {
     /// Drop set-user-id / set-group-id after an unprivileged write (the kernel asks
     /// with FUSE_WRITE_KILL_SUIDGID). Returns whether the mode changed.
     pub fn kill_suidgid(&self, ino: u64) -> Result<bool> {
-        let _gate = self.gate.read().unwrap();
+        let _gate = self.gate_shared();
         let mut st = self.lock();
         let i = st.get_mut(ino)?;
         let p = killed_suidgid(i.attr.perm);
@@ -418,7 +455,13 @@ impl Session {
 
     /// Set an extended attribute.
     pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
-        let _gate = self.gate.read().unwrap();
+        #[cfg(debug_assertions)]
+        if name == DEBUG_PANIC_XATTR {
+            let mut st = self.lock();
+            st.changed = true;
+            panic!("debug panic hook ({DEBUG_PANIC_XATTR:?} on inode {ino})");
+        }
+        let _gate = self.gate_shared();
         check_xattr_name(name)?;
         if value.len() > 65536 {
             return posix(libc::E2BIG);
@@ -462,7 +505,7 @@ impl Session {
 
     /// Remove an extended attribute.
     pub fn removexattr(&self, ino: u64, name: &[u8]) -> Result<()> {
-        let _gate = self.gate.read().unwrap();
+        let _gate = self.gate_shared();
         check_xattr_name(name)?;
         let mut st = self.lock();
         let i = st.get_mut(ino)?;

@@ -73,7 +73,7 @@ impl Session {
             |rec: &mut SessionRecord, root: NodeId| -> Result<Vec<crate::meta::MetaOp>> {
                 let parent = rec.head.as_deref().and_then(CheckpointId::from_hex);
                 let from = NodeId::from_hex(&rec.base).unwrap_or(root);
-                let changed = diff::diff_roots(&*store, from, root)?.len() as u64;
+                let changed = diff::diff_count(&*store, from, root)?;
                 let c = refs::NewCheckpoint {
                     session: &name,
                     root,
@@ -111,7 +111,7 @@ impl Session {
     /// table is not re-encoded here: it equals `root` in content (grafted paths only
     /// got fresh inode numbers), and the next flush writes it.
     pub fn commit_checkout(&self, head: &str, root: NodeId) -> Result<SessionRecord> {
-        let _g = self.flush_lock.lock().unwrap();
+        let _g = super::relock(self.flush_lock.lock());
         let (bytes, inodes) = {
             let st = self.lock();
             (st.total_bytes, st.total_inodes)
@@ -124,7 +124,7 @@ impl Session {
         rec.bytes = bytes;
         rec.inodes = inodes;
         self.store().commit(vec![super::record_op(&rec)])?;
-        *self.record.lock().unwrap() = rec.clone();
+        *super::relock(self.record.lock()) = rec.clone();
         Ok(rec)
     }
 
@@ -140,7 +140,7 @@ impl Session {
             }
         }
         let root = self.flush()?;
-        Ok(!diff::diff_roots(&**self.store(), base, root)?.is_empty())
+        diff::differ(&**self.store(), base, root)
     }
 
     /// (mutations since the last checkpoint, unix ms of the last one).
@@ -158,15 +158,39 @@ impl Session {
     /// The caller flushes before (so every live inode is clean) and after. With
     /// `expect`, refuses (`Conflict`) if anything was written since that generation,
     /// so a write racing the caller's save is never dropped from the tree.
+    ///
+    /// Returns the kernel invalidations for what changed *and* the outcome: a graft
+    /// that fails midway (a target node that does not read) has changed part of the
+    /// tree, and the caller must send those invalidations whatever the result, or
+    /// the kernel keeps node ids that no longer name anything.
     pub fn graft(
         &self,
         target: NodeId,
         paths: Option<&[Vec<u8>]>,
         expect: Option<u64>,
-    ) -> Result<Vec<Inval>> {
+    ) -> (Vec<Inval>, Result<()>) {
+        let mut inval = Vec::new();
+        let r = self.graft_into(target, paths, expect, &mut inval);
+        // One invalidation per inode is enough (a directory is listed once per
+        // changed entry).
+        let mut seen = std::collections::HashSet::new();
+        inval.retain(|i| match i {
+            Inval::Inode(ino) => seen.insert(*ino),
+            Inval::Entry(..) => true,
+        });
+        (inval, r)
+    }
+
+    fn graft_into(
+        &self,
+        target: NodeId,
+        paths: Option<&[Vec<u8>]>,
+        expect: Option<u64>,
+        inval: &mut Vec<Inval>,
+    ) -> Result<()> {
         let store = self.store().clone();
         let t = Tree::load(&*store, target)?;
-        let _g = self.flush_lock.lock().unwrap();
+        let _g = super::relock(self.flush_lock.lock());
         let mut st = self.lock();
         if let Some(g) = expect
             && st.generation != g
@@ -185,26 +209,25 @@ impl Session {
                 Some(live) if !st.changed => Tree::load(&*store, live)?.links_agree(&t),
                 _ => false,
             };
-        let mut inval = Vec::new();
-        match paths {
-            None => graft_dir(&mut st, &*store, &t, skip, 1, &t.root.root, &mut inval)?,
-            Some(paths) => {
-                for p in paths {
-                    graft_path(&mut st, &*store, &t, skip, p, &mut inval)?;
-                }
-            }
-        }
+        let mut g = Graft {
+            st: &mut st,
+            store: &*store,
+            t: &t,
+            skip,
+            inval,
+        };
+        let r = match paths {
+            None => g.run(Task::Dir(1, t.root.root.clone())),
+            Some(paths) => paths.iter().try_for_each(|p| g.path(p)),
+        };
+        // Whatever was grafted before an error is part of the live tree now.
         st.changed = true;
         st.last_mutation_ms = now_ms();
-        st.graft_mark = paths.is_none().then_some((st.generation, target));
-        // One invalidation per inode is enough (a directory is listed once per
-        // changed entry above).
-        let mut seen = std::collections::HashSet::new();
-        inval.retain(|i| match i {
-            Inval::Inode(ino) => seen.insert(*ino),
-            Inval::Entry(..) => true,
-        });
-        Ok(inval)
+        st.graft_mark = match (&r, paths) {
+            (Ok(()), None) => Some((st.generation, target)),
+            _ => None,
+        };
+        r
     }
 }
 
@@ -222,125 +245,155 @@ fn target_dir(store: &dyn ObjectStore, r: &Record) -> Result<crate::tree::DirNod
     )
 }
 
-/// Graft one path (`a/b/c`): descend while both sides are directories, graft the
-/// first entry that differs in kind or presence, or the final component.
-fn graft_path(
-    st: &mut State,
-    store: &dyn ObjectStore,
-    t: &Tree,
+/// One step of a graft (see module docs); [`Graft::run`] works a stack of them, so
+/// a tree of any depth grafts in constant thread stack.
+enum Task {
+    /// Make live directory `.0` (kept inode) look like target record `.1`.
+    Dir(u64, Record),
+    /// After a `Dir`'s entries: take the target directory's attributes.
+    Finish(u64, Record),
+    /// Make entry `name` of live directory `parent` equal the target (None: absent).
+    Entry(u64, Vec<u8>, Option<Record>),
+    /// Insert target record `r` as `name` in `parent` under fresh inode numbers.
+    Fresh(u64, Vec<u8>, Record),
+}
+
+/// A graft in progress. Every change to the table pushes its invalidations at
+/// once, so an error midway leaves nothing changed and uninvalidated.
+struct Graft<'a> {
+    st: &'a mut State,
+    store: &'a dyn ObjectStore,
+    t: &'a Tree,
     skip: bool,
-    path: &[u8],
-    inval: &mut Vec<Inval>,
-) -> Result<()> {
-    let comps: Vec<&[u8]> = path
-        .split(|&b| b == b'/')
-        .filter(|c| !c.is_empty() && *c != b".")
-        .collect();
-    if comps.iter().any(|c| *c == b"..") {
-        return Err(Error::Invalid(format!(
-            "path {:?} must stay inside the workspace (no '..')",
-            String::from_utf8_lossy(path)
-        )));
+    inval: &'a mut Vec<Inval>,
+}
+
+impl Graft<'_> {
+    fn run(&mut self, first: Task) -> Result<()> {
+        let mut stack = vec![first];
+        while let Some(task) = stack.pop() {
+            match task {
+                Task::Dir(dir, r) => self.dir(dir, r, &mut stack)?,
+                Task::Finish(dir, r) => {
+                    let i = self.st.get_mut(dir)?;
+                    let nlink = i.attr.nlink;
+                    i.attr = r.attr;
+                    i.attr.nlink = nlink;
+                    i.xattrs = r.xattrs.iter().cloned().collect();
+                    self.st.mark_dir_changed(dir);
+                    self.inval.push(Inval::Inode(dir));
+                }
+                Task::Entry(parent, name, target) => {
+                    self.entry(parent, &name, target, &mut stack)?
+                }
+                Task::Fresh(parent, name, r) => self.fresh(parent, &name, &r, &mut stack)?,
+            }
+        }
+        Ok(())
     }
-    if comps.is_empty() {
-        return graft_dir(st, store, t, skip, 1, &t.root.root.clone(), inval);
+
+    /// The entry `name` of `parent` changed (inserted, removed or replaced).
+    fn changed(&mut self, parent: u64, name: &[u8]) {
+        self.inval.push(Inval::Entry(parent, name.to_vec()));
+        self.inval.push(Inval::Inode(parent));
     }
-    let mut live_dir = 1u64;
-    let mut target: Option<Record> = Some(t.root.root.clone());
-    for (n, comp) in comps.iter().enumerate() {
-        let tdir = match &target {
-            Some(r) if r.kind == Kind::Dir => Some(target_dir(store, r)?),
+
+    /// Graft one path (`a/b/c`): descend while both sides are directories, graft
+    /// the first entry that differs in kind or presence, or the final component.
+    fn path(&mut self, path: &[u8]) -> Result<()> {
+        let comps: Vec<&[u8]> = path
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty() && *c != b".")
+            .collect();
+        if comps.iter().any(|c| *c == b"..") {
+            return Err(Error::Invalid(format!(
+                "path {:?} must stay inside the workspace (no '..')",
+                String::from_utf8_lossy(path)
+            )));
+        }
+        if comps.is_empty() {
+            return self.run(Task::Dir(1, self.t.root.root.clone()));
+        }
+        let (st, store, t) = (&mut *self.st, self.store, self.t);
+        let mut live_dir = 1u64;
+        let mut target: Option<Record> = Some(t.root.root.clone());
+        for (n, comp) in comps.iter().enumerate() {
+            let tdir = match &target {
+                Some(r) if r.kind == Kind::Dir => Some(target_dir(store, r)?),
+                _ => None,
+            };
+            let tchild = tdir
+                .as_ref()
+                .and_then(|d| d.entries.iter().find(|(name, _)| name == comp))
+                .and_then(|(_, e)| t.resolve(e));
+            let mut live = st.child(store, live_dir, comp)?;
+            let last = n + 1 == comps.len();
+            // A missing parent of the restored path is recreated empty (with the
+            // target's attributes): restoring `a/b/c` must not bring back `a/x`.
+            if !last
+                && live.is_none()
+                && let Some(r) = tchild.as_ref().filter(|r| r.kind == Kind::Dir)
+            {
+                live = Some(insert_empty_dir(st, live_dir, comp, r)?);
+                self.inval.push(Inval::Entry(live_dir, comp.to_vec()));
+                self.inval.push(Inval::Inode(live_dir));
+            }
+            let both_dirs = matches!((&tchild, live), (Some(r), Some(l)) if r.kind == Kind::Dir && st.get(l)?.kind == Kind::Dir);
+            if last || !both_dirs {
+                return self.run(Task::Entry(live_dir, comp.to_vec(), tchild));
+            }
+            live_dir = live.unwrap();
+            target = tchild;
+        }
+        Ok(())
+    }
+
+    fn entry(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        target: Option<Record>,
+        stack: &mut Vec<Task>,
+    ) -> Result<()> {
+        let live = self.st.child(self.store, parent, name)?;
+        match (live, target) {
+            (None, None) => {}
+            (Some(l), None) => {
+                remove_entry(self.st, parent, name, l)?;
+                self.changed(parent, name);
+            }
+            (None, Some(r)) => stack.push(Task::Fresh(parent, name.to_vec(), r)),
+            (Some(l), Some(r)) => {
+                let i = self.st.get(l)?;
+                let equal = !i.hardlink && live_record(i, l).as_ref() == Some(&r);
+                if equal && (self.skip || i.kind != Kind::Dir) {
+                    return Ok(());
+                }
+                if i.kind == Kind::Dir && r.kind == Kind::Dir {
+                    stack.push(Task::Dir(l, r));
+                } else {
+                    remove_entry(self.st, parent, name, l)?;
+                    self.changed(parent, name);
+                    stack.push(Task::Fresh(parent, name.to_vec(), r));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Make live directory `dir` (kept inode) look like target record `r`: queue
+    /// its entries, then its attributes.
+    fn dir(&mut self, dir: u64, r: Record, stack: &mut Vec<Task>) -> Result<()> {
+        let (st, store) = (&mut *self.st, self.store);
+        st.load_dir(store, dir)?;
+        let live_id = match &st.get(dir)?.data {
+            Data::Dir(d) => d.stored,
             _ => None,
         };
-        let tchild = tdir
-            .as_ref()
-            .and_then(|d| d.entries.iter().find(|(name, _)| name == comp))
-            .and_then(|(_, e)| t.resolve(e));
-        let mut live = st.child(store, live_dir, comp)?;
-        let last = n + 1 == comps.len();
-        // A missing parent of the restored path is recreated empty (with the target's
-        // attributes): restoring `a/b/c` must not bring back `a/x`.
-        if !last
-            && live.is_none()
-            && let Some(r) = tchild.as_ref().filter(|r| r.kind == Kind::Dir)
-        {
-            live = Some(insert_empty_dir(st, live_dir, comp, r)?);
-            inval.push(Inval::Entry(live_dir, comp.to_vec()));
-            inval.push(Inval::Inode(live_dir));
-        }
-        let both_dirs = matches!((&tchild, live), (Some(r), Some(l)) if r.kind == Kind::Dir && st.get(l)?.kind == Kind::Dir);
-        if last || !both_dirs {
-            return graft_entry(st, store, t, skip, live_dir, comp, tchild, inval);
-        }
-        live_dir = live.unwrap();
-        target = tchild;
-    }
-    Ok(())
-}
-
-#[allow(clippy::too_many_arguments)]
-fn graft_entry(
-    st: &mut State,
-    store: &dyn ObjectStore,
-    t: &Tree,
-    skip: bool,
-    parent: u64,
-    name: &[u8],
-    target: Option<Record>,
-    inval: &mut Vec<Inval>,
-) -> Result<()> {
-    let live = st.child(store, parent, name)?;
-    match (live, target) {
-        (None, None) => {}
-        (Some(l), None) => {
-            remove_entry(st, parent, name, l)?;
-            inval.push(Inval::Entry(parent, name.to_vec()));
-            inval.push(Inval::Inode(parent));
-        }
-        (None, Some(r)) => {
-            insert_fresh(st, store, t, parent, name, &r)?;
-            inval.push(Inval::Entry(parent, name.to_vec()));
-            inval.push(Inval::Inode(parent));
-        }
-        (Some(l), Some(r)) => {
-            let i = st.get(l)?;
-            let equal = !i.hardlink && live_record(i, l).as_ref() == Some(&r);
-            if equal && (skip || i.kind != Kind::Dir) {
-                return Ok(());
-            }
-            if i.kind == Kind::Dir && r.kind == Kind::Dir {
-                graft_dir(st, store, t, skip, l, &r, inval)?;
-            } else {
-                remove_entry(st, parent, name, l)?;
-                insert_fresh(st, store, t, parent, name, &r)?;
-                inval.push(Inval::Entry(parent, name.to_vec()));
-                inval.push(Inval::Inode(parent));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Make live directory `dir` (kept inode) look like target record `r`.
-fn graft_dir(
-    st: &mut State,
-    store: &dyn ObjectStore,
-    t: &Tree,
-    skip: bool,
-    dir: u64,
-    r: &Record,
-    inval: &mut Vec<Inval>,
-) -> Result<()> {
-    st.load_dir(store, dir)?;
-    let live_id = match &st.get(dir)?.data {
-        Data::Dir(d) => d.stored,
-        _ => None,
-    };
-    let (mut names, tdir): (BTreeSet<Vec<u8>>, BTreeMap<Vec<u8>, crate::tree::Entry>) =
-        match (live_id, &r.content) {
-            // The live directory is exactly node `l`: only entries outside the shards
-            // both sides share can differ.
-            (Some(l), Content::Node(tid)) if skip => {
+        let (mut names, tdir): Names = match (live_id, &r.content) {
+            // The live directory is exactly node `l`: only entries outside the
+            // shards both sides share can differ.
+            (Some(l), Content::Node(tid)) if self.skip => {
                 let (live, target) = crate::dirs::load_differing(store, l, *tid)?;
                 (
                     live.entries.into_iter().map(|(n, _)| n).collect(),
@@ -350,31 +403,43 @@ fn graft_dir(
             // The live directory is not encoded (e.g. right after a checkout) but
             // some of its shards still equal stored leaves: skip those the target
             // shares.
-            (None, Content::Node(tid)) if skip => match shared_leaves(st, store, dir, *tid)? {
+            (None, Content::Node(tid)) if self.skip => match shared_leaves(st, store, dir, *tid)? {
                 Some(x) => x,
                 None => (
                     st.entries_mut(dir)?.keys().cloned().collect(),
-                    target_dir(store, r)?.entries.into_iter().collect(),
+                    target_dir(store, &r)?.entries.into_iter().collect(),
                 ),
             },
             _ => (
                 st.entries_mut(dir)?.keys().cloned().collect(),
-                target_dir(store, r)?.entries.into_iter().collect(),
+                target_dir(store, &r)?.entries.into_iter().collect(),
             ),
         };
-    names.extend(tdir.keys().cloned());
-    for name in names {
-        let tchild = tdir.get(&name).and_then(|e| t.resolve(e));
-        graft_entry(st, store, t, skip, dir, &name, tchild, inval)?;
+        names.extend(tdir.keys().cloned());
+        stack.push(Task::Finish(dir, r));
+        // Reversed: entries are grafted in name order.
+        for name in names.into_iter().rev() {
+            let tchild = tdir.get(&name).and_then(|e| self.t.resolve(e));
+            stack.push(Task::Entry(dir, name, tchild));
+        }
+        Ok(())
     }
-    let i = st.get_mut(dir)?;
-    let nlink = i.attr.nlink;
-    i.attr = r.attr;
-    i.attr.nlink = nlink;
-    i.xattrs = r.xattrs.iter().cloned().collect();
-    st.mark_dir_changed(dir);
-    inval.push(Inval::Inode(dir));
-    Ok(())
+
+    /// Insert target record `r` under a fresh inode number; a directory's entries
+    /// are queued (hard links inside are materialized as separate files).
+    fn fresh(&mut self, parent: u64, name: &[u8], r: &Record, stack: &mut Vec<Task>) -> Result<()> {
+        let ino = insert_fresh(self.st, self.store, parent, name, r)?;
+        self.changed(parent, name);
+        if r.kind == Kind::Dir {
+            let entries = target_dir(self.store, r)?.entries;
+            for (cname, e) in entries.into_iter().rev() {
+                if let Some(cr) = self.t.resolve(&e) {
+                    stack.push(Task::Fresh(ino, cname, cr));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 type Names = (BTreeSet<Vec<u8>>, BTreeMap<Vec<u8>, crate::tree::Entry>);
@@ -452,12 +517,11 @@ fn remove_entry(st: &mut State, parent: u64, name: &[u8], ino: u64) -> Result<()
     Ok(())
 }
 
-/// Insert target record `r` (and, for a directory, its whole subtree) under fresh
-/// inode numbers. Hard links inside are materialized as separate files.
+/// Insert target record `r` as `name` in `parent` under a fresh inode number (a
+/// directory starts empty and materialized: its children get fresh inodes too).
 fn insert_fresh(
     st: &mut State,
     store: &dyn ObjectStore,
-    t: &Tree,
     parent: u64,
     name: &[u8],
     r: &Record,
@@ -473,7 +537,6 @@ fn insert_fresh(
     inode.dirty = true;
     let is_dir = r.kind == Kind::Dir;
     if is_dir {
-        // Children get fresh inodes too: materialize the directory now.
         inode.data = Data::Dir(super::inode::Dir {
             stored: None,
             entries: Some(Default::default()),
@@ -490,11 +553,6 @@ fn insert_fresh(
     st.entries_mut(parent)?.insert(name.to_vec(), ino);
     if is_dir {
         st.get_mut(parent)?.attr.nlink += 1;
-        for (cname, e) in target_dir(store, r)?.entries {
-            if let Some(cr) = t.resolve(&e) {
-                insert_fresh(st, store, t, ino, &cname, &cr)?;
-            }
-        }
     }
     st.mark_dir_changed(parent);
     st.mark_dirty(ino);

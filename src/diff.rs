@@ -208,7 +208,7 @@ struct Frame {
 /// comes before the added file, in path order).
 enum Step {
     Frame(Frame),
-    Emit(DiffEntry),
+    Emit(Box<DiffEntry>),
 }
 
 /// Visit every difference between trees `a` and `b` in path order, until `visit`
@@ -241,7 +241,7 @@ pub fn diff_walk(
     while let Some(step) = stack.pop() {
         let mut f = match step {
             Step::Emit(e) => {
-                if !visit(e) {
+                if !visit(*e) {
                     return Ok(());
                 }
                 continue;
@@ -279,7 +279,9 @@ struct Walk<'a> {
 type Next = Vec<Step>;
 
 fn steps(e: Option<DiffEntry>, sub: Option<Frame>) -> impl Iterator<Item = Step> {
-    e.map(Step::Emit).into_iter().chain(sub.map(Step::Frame))
+    e.map(|e| Step::Emit(Box::new(e)))
+        .into_iter()
+        .chain(sub.map(Step::Frame))
 }
 
 impl Walk<'_> {
@@ -366,7 +368,7 @@ impl Walk<'_> {
                         || ra.attr.gid != rb.attr.gid
                         || ra.xattrs != rb.xattrs;
                     let sub = self.frame(dir_id(&ra), dir_id(&rb), path.clone())?;
-                    let emit = attrs_differ.then(|| DiffEntry {
+                    let emit = attrs_differ.then_some(DiffEntry {
                         path,
                         change: Change::Modified,
                         old: Some(ra),
@@ -390,7 +392,7 @@ impl Walk<'_> {
                             old: Some(ra),
                             new: Some(rb),
                         };
-                        return Ok(Some(vec![Step::Emit(e)]));
+                        return Ok(Some(vec![Step::Emit(Box::new(e))]));
                     }
                 }
                 (Some(ra), None) => {

@@ -143,6 +143,9 @@ fn list_dir(dir: &OwnedFd) -> io::Result<Vec<(OsString, Option<bool>)>> {
     Ok(out)
 }
 
+/// A directory's names still to visit, with whether each is a directory.
+type Names = std::vec::IntoIter<(OsString, Option<bool>)>;
+
 /// Count the entries below the directory `dir` (for progress totals; best effort).
 /// Iterative, with one descriptor open: a level keeps its remaining names, and the
 /// walk climbs back through `..` (see [`up`]).
@@ -151,7 +154,7 @@ fn count_entries(dir: &OwnedFd) -> u64 {
     let Ok(first) = dir.try_clone() else { return 0 };
     let mut cur = first;
     // (names still to visit, identity of the directory they are in).
-    let mut stack: Vec<(std::vec::IntoIter<(OsString, Option<bool>)>, (u64, u64))> = Vec::new();
+    let mut stack: Vec<(Names, (u64, u64))> = Vec::new();
     let Ok(md) = metadata(&cur) else { return 0 };
     stack.push((
         list_dir(&cur).unwrap_or_default().into_iter(),
@@ -349,7 +352,7 @@ fn read_link(fd: &OwnedFd) -> io::Result<Vec<u8>> {
 /// what its own record needs once it is done.
 struct Level {
     node: DirNode,
-    names: std::vec::IntoIter<(OsString, Option<bool>)>,
+    names: Names,
     subdirs: u32,
     /// Identity (dev, ino) of the directory: checked when the walk climbs back to
     /// it through `..` (only the deepest level keeps a descriptor open).

@@ -6,12 +6,13 @@
 //! Graft rules, applied path by path from the root (or from each restored path):
 //! an entry whose live record equals the target record is left alone (same inode,
 //! same cached pages); a directory present in both keeps its inode number and is
-//! grafted recursively; anything else is replaced: the old inode is unlinked (open
+//! grafted in turn (a heap stack of tasks: no recursion per level); anything else is replaced: the old inode is unlinked (open
 //! handles keep reading what they had) and the target entry is inserted under fresh
 //! inode numbers, so the kernel never sees an inode number change meaning. Cost is
 //! proportional to what differs; equal subtrees are skipped by id. The kernel
 //! entries and inodes to invalidate are returned for the caller to send after every
-//! lock is released.
+//! lock is released — also when the graft fails midway (what changed is returned
+//! with the error).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -525,9 +525,11 @@ fn run(cli: Cli) -> Result<()> {
     match &cli.cmd {
         Cmd::Daemon => {
             let store = store_dir(&cli)?;
+            // Started by `mount` (see `ensure_daemon`), the one command that may create a store.
             daemon::run(daemon::DaemonOptions {
                 store,
                 initial: None,
+                create: true,
             })?;
         }
         Cmd::Mount {
@@ -573,6 +575,7 @@ fn run(cli: Cli) -> Result<()> {
                 daemon::run(daemon::DaemonOptions {
                     store,
                     initial: Some(op),
+                    create: true,
                 })?;
                 return Ok(());
             }

@@ -1,0 +1,18 @@
+//! `checkpoint`: save the live tree as a checkpoint of the session.
+
+use serde_json::{Value, json};
+
+use super::{Target, ckpt_json, syncfs};
+use crate::error::{Error, Result};
+use crate::refs;
+
+pub(super) fn run(t: &Target, message: &str, trigger: &str) -> Result<Value> {
+    if !refs::TRIGGERS.contains(&trigger) {
+        return Err(Error::Invalid(format!(
+            "unknown trigger {trigger:?} (manual, auto, before-risky, milestone)"
+        )));
+    }
+    syncfs(&t.mountpoint)?;
+    let c = t.session.checkpoint(message, trigger, None)?;
+    Ok(json!({"checkpoint": ckpt_json(&c)}))
+}

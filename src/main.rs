@@ -779,7 +779,8 @@ fn run(cli: Cli) -> Result<()> {
             agent_socket,
             agent_uid,
         } => {
-            let mp = absolute(mountpoint)?;
+            // A missing mountpoint is created by the daemon (as `git worktree add` does).
+            let mp = absolute(mountpoint).or_else(|_| std::path::absolute(mountpoint))?;
             let v = session_call(
                 &cli,
                 Op::Fork {

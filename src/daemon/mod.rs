@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-pub use mountpoint::{detach, is_mountpoint, mount_options};
+pub use mountpoint::{detach, is_mountpoint};
 
 use crate::control::{self, AgentSocket, MountFor, Op, Role};
 use crate::error::{Error, Result};

@@ -317,19 +317,6 @@ pub fn is_mountpoint(p: &Path) -> bool {
     })
 }
 
-/// The mount options (per-mount and per-superblock) of the mount at `p`, if any.
-pub fn mount_options(p: &Path) -> Option<String> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let want = p.to_string_lossy();
-    info.lines().rev().find_map(|l| {
-        let f: Vec<&str> = l.split(' ').collect();
-        (f.get(4).map(|m| unescape_mount(m)) == Some(want.to_string())).then(|| {
-            let sb = f.iter().skip_while(|x| **x != "-").nth(3).unwrap_or(&"");
-            format!("{},{}", f.get(5).unwrap_or(&""), sb)
-        })
-    })
-}
-
 fn unescape_mount(s: &str) -> String {
     s.replace("\\040", " ")
         .replace("\\011", "\t")

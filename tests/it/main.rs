@@ -11,5 +11,6 @@ mod maintenance;
 mod persistence;
 mod posix;
 mod programs;
+mod races;
 mod security;
 mod snapshots;

@@ -108,6 +108,11 @@ fn agent_fork_never_mounts_through_a_swapped_symlink() {
     std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
     let victim = m.tmp.path().join("victim");
     fs::create_dir(&victim).unwrap();
+    let _guards = [
+        Detach(victim.clone()),
+        Detach(home.join("ws")),
+        Detach(home.join("ws.real")),
+    ];
     let ws = home.join("ws");
     let real = home.join("ws.real");
     let mut mounted_ok = 0;
@@ -245,22 +250,32 @@ fn at_once<T: Send + 'static>(n: usize, f: impl Fn(usize) -> T + Send + Sync + '
     hs.into_iter().map(|h| h.join().unwrap()).collect()
 }
 
+/// Detaches a path at the end of a test, even a failed one.
+struct Detach(PathBuf);
+impl Drop for Detach {
+    fn drop(&mut self) {
+        if treefork::daemon::is_mountpoint(&self.0) {
+            treefork::daemon::detach(&self.0);
+        }
+    }
+}
+
 /// Two mounted sessions `a` and `b` of one store (forks from different sessions do
 /// not share an op lock).
-fn two_sessions() -> (Mount, PathBuf) {
+fn two_sessions() -> (Mount, PathBuf, Detach) {
     let m = Mount::with_session("a");
     let b = m.tmp.path().join("b");
     fs::create_dir(&b).unwrap();
     tf_ok(&m.store, &["mount", b.to_str().unwrap(), "--session", "b"]);
     fs::write(m.p("fa"), "a").unwrap();
     fs::write(b.join("fb"), "b").unwrap();
-    (m, b)
+    (m, b.clone(), Detach(b))
 }
 
 #[test]
 fn two_forks_of_one_name_one_wins_and_keeps_its_session() {
     assert!(fuse_available(), "mount tests need root and /dev/fuse");
-    let (m, b) = two_sessions();
+    let (m, b, _b) = two_sessions();
     let store = m.store.clone();
     let parents = [m.mp.clone(), b.clone()];
     for round in 0..6 {
@@ -314,7 +329,7 @@ fn two_forks_of_one_name_one_wins_and_keeps_its_session() {
 #[test]
 fn branch_creation_races_have_one_winner() {
     assert!(fuse_available(), "mount tests need root and /dev/fuse");
-    let (m, b) = two_sessions();
+    let (m, b, _b) = two_sessions();
     let store = m.store.clone();
     let parents = [m.mp.clone(), b.clone()];
     for round in 0..8 {
@@ -370,6 +385,7 @@ fn mount_during_unmount_waits_for_the_last_flush() {
     fs::write(m.p("big"), &data).unwrap();
     let other = m.tmp.path().join("other");
     fs::create_dir(&other).unwrap();
+    let _other = Detach(other.clone());
     let (store, mp, other2) = (m.store.clone(), m.mp.clone(), other.clone());
     let outs = at_once(2, move |i| {
         if i == 0 {

@@ -20,7 +20,6 @@ pub use roles::*;
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use proptest::prelude::*;
     use std::time::{Duration, Instant};
 
     #[test]

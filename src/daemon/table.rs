@@ -157,7 +157,7 @@ impl MountTable {
                 .find(|(_, e)| e.mountpoint.as_deref() == Some(mp))
         {
             return Err(Error::Conflict(format!(
-                "{} is already in use by session {other}",
+                "{} is already a mount point (of session {other})",
                 mp.display()
             )));
         }
@@ -248,11 +248,12 @@ impl MountTable {
         self.lock().is_empty()
     }
 
-    /// Whether any entry (any state) is at `mp`.
+    /// Whether a mount this daemon made (Live or Closing) is at `mp`; a claim still
+    /// Mounting there has mounted nothing yet.
     pub(crate) fn has_mountpoint(&self, mp: &Path) -> bool {
         self.lock()
             .values()
-            .any(|e| e.mountpoint.as_deref() == Some(mp))
+            .any(|e| e.mountpoint.as_deref() == Some(mp) && !matches!(e.state, State::Mounting))
     }
 }
 

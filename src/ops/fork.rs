@@ -41,7 +41,9 @@ pub(super) fn run<H: Host>(
     } = req;
     session::validate_session_name(name)?;
     let store = h.store();
-    let mut claim = h.claim(name)?;
+    let mut claim = h
+        .claim(name)
+        .map_err(|e| Error::Conflict(format!("session {name} already exists ({e})")))?;
     if session::load_record(&*store, name)?.is_some() {
         return Err(Error::Conflict(format!("session {name} already exists")));
     }

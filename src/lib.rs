@@ -1,11 +1,12 @@
 //! treefork: copy-on-write workspaces over FUSE, backed by a content-addressed store.
 //!
 //! Layers, dependencies pointing down only:
-//! `daemon`/`control` (process, sockets) → `fs` (FUSE translation) → `session`
+//! `daemon` (process, mount table, sockets) → `ops` (session operations, reaching
+//! the daemon through `ops::Host`) → `control` (protocol, roles, registry, client)
+//! and `fs` (FUSE translation) → `session`
 //! (live inode table) → `tree` (immutable Merkle nodes) → `store` (packs + index)
 //! → `meta` (sled) → `id`/`error`.
 
-pub mod commands;
 pub mod control;
 pub mod daemon;
 pub mod diff;
@@ -18,6 +19,7 @@ pub mod id;
 pub mod import;
 pub mod lock;
 pub mod meta;
+pub mod ops;
 pub mod reach;
 pub mod refs;
 pub mod session;

@@ -9,7 +9,7 @@ pub struct Daemon {}
 
 impl Run for Daemon {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        plumbing::run_daemon(cx.store_dir()?)?;
+        plumbing::run_daemon(cx.store_dir_create()?)?;
         Ok(Outcome::Silent)
     }
 }

@@ -68,7 +68,7 @@ impl Run for Mount {
         let reply: Reply<Ignored> = match cx.explicit(&op)? {
             Some(r) => r,
             None => {
-                let store = cx.store_dir()?;
+                let store = cx.store_dir_create()?;
                 if self.foreground {
                     plumbing::serve_foreground(store, op)?;
                     return Ok(Outcome::Silent);

@@ -247,7 +247,9 @@ impl Fork {
 
 impl Run for Fork {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let mp = paths::mountpoint(&self.mountpoint)?;
+        // A missing mountpoint is created by the daemon (as `git worktree add` does).
+        let mp = paths::mountpoint(&self.mountpoint)
+            .or_else(|_| std::path::absolute(&self.mountpoint).map_err(anyhow::Error::from))?;
         let r: Reply<Forked> = cx.session(Op::Fork {
             name: self.name.clone(),
             from: self.from.clone(),

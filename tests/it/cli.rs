@@ -390,3 +390,36 @@ fn every_result_prints_as_json_or_for_people() {
     assert!(json(&["gc", "--dry-run"])["gc"]["dry_run"] == true);
     assert!(human(&["gc", "--dry-run"]).starts_with("dry run: "));
 }
+
+/// Regression (issue 12): a mistyped `--store` silently created an empty store, and
+/// `gc`/`fsck` reported it "clean". Only `mount` creates a store; every other command
+/// says there is none there and creates nothing.
+#[test]
+fn only_mount_creates_a_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let typo = tmp.path().join("stroe");
+    for args in [
+        &["gc"][..],
+        &["gc", "--dry-run"],
+        &["fsck"],
+        &["sessions"],
+        &["session", "rm", "x"],
+    ] {
+        let o = tf(&typo, args);
+        assert!(!o.status.success(), "{args:?} succeeded on a missing store");
+        let e = err_line(&o);
+        assert!(e.contains("no treefork store at"), "{args:?}: {e}");
+        assert!(e.contains("stroe"), "{args:?} does not name the path: {e}");
+        assert!(!typo.exists(), "{args:?} created {}", typo.display());
+    }
+    // An existing empty directory is not a store either.
+    fs::create_dir(&typo).unwrap();
+    let o = tf(&typo, &["fsck"]);
+    assert!(!o.status.success());
+    assert!(err_line(&o).contains("no treefork store at"));
+    assert_eq!(
+        fs::read_dir(&typo).unwrap().count(),
+        0,
+        "fsck wrote into it"
+    );
+}

@@ -12,6 +12,7 @@ mod maintenance;
 mod persistence;
 mod posix;
 mod programs;
+mod races;
 mod robustness;
 mod security;
 mod snapshots;

@@ -179,8 +179,27 @@ impl Ctx {
         })
     }
 
-    /// The store directory (created if absent), canonical.
+    /// The directory of an existing store, canonical. Only `mount` creates a store
+    /// ([`store_dir_create`](Self::store_dir_create)): a mistyped `--store` must be an
+    /// error naming the path, never an empty store that reports "clean".
     pub fn store_dir(&self) -> Result<PathBuf> {
+        let dir = self.store_location()?;
+        treefork::daemon::require_store(&dir)?;
+        dir.canonicalize()
+            .with_context(|| format!("cannot resolve store directory {}", dir.display()))
+    }
+
+    /// The store directory, created if absent (for `mount`), canonical.
+    pub fn store_dir_create(&self) -> Result<PathBuf> {
+        let dir = self.store_location()?;
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create store directory {}", dir.display()))?;
+        dir.canonicalize()
+            .with_context(|| format!("cannot resolve store directory {}", dir.display()))
+    }
+
+    /// Where the store is: `--store`, `$TREEFORK_STORE`, else the XDG default.
+    fn store_location(&self) -> Result<PathBuf> {
         let dir = if let Some(s) = self.explicit_store() {
             s
         } else if let Some(s) = std::env::var_os("XDG_DATA_HOME").filter(|s| !s.is_empty()) {
@@ -190,10 +209,7 @@ impl Ctx {
                 std::env::var_os("HOME").ok_or_else(|| anyhow!("HOME is not set; pass --store"))?;
             PathBuf::from(home).join(".local/share/treefork")
         };
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create store directory {}", dir.display()))?;
-        dir.canonicalize()
-            .with_context(|| format!("cannot resolve store directory {}", dir.display()))
+        Ok(dir)
     }
 
     /// The store serving `path`: explicit, else the one registered for the mount

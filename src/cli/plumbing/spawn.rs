@@ -187,6 +187,8 @@ pub fn run_daemon(store: std::path::PathBuf) -> Result<()> {
     daemon::run(DaemonOptions {
         store,
         initial: None,
+        // Started by `mount` (see `ensure_daemon`), the one command that may create a store.
+        create: true,
     })
     .map_err(|e| {
         let locked = matches!(e, treefork::Error::Locked { .. });
@@ -214,6 +216,7 @@ pub fn serve_foreground(store: std::path::PathBuf, mount: Op) -> Result<()> {
     daemon::run(DaemonOptions {
         store,
         initial: Some(mount),
+        create: true,
     })?;
     Ok(())
 }

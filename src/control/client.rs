@@ -1,0 +1,66 @@
+//! The client the CLI uses: one connection, one request at a time, events fed to a
+//! callback, then the response.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::protocol::{Op, encode_request};
+use crate::error::{Error, Result};
+
+/// A connected client.
+pub struct Client {
+    stream: BufReader<UnixStream>,
+}
+
+impl Client {
+    /// Connect to a socket.
+    pub fn connect(path: &Path) -> std::io::Result<Client> {
+        let s = UnixStream::connect(path)?;
+        Ok(Client {
+            stream: BufReader::new(s),
+        })
+    }
+
+    /// Send `op`; feed event lines to `on_event`; return the final response.
+    pub fn call(&mut self, op: &Op, on_event: &mut dyn FnMut(&Value)) -> Result<Value> {
+        let io = |e| Error::io("control socket", e);
+        if let Err(e) = self.stream.get_mut().write_all(&encode_request(op)) {
+            // A refused connection (`forbidden`, `busy`) is answered and closed at
+            // once, possibly before the request is written: read that answer.
+            let mut line = String::new();
+            return match self.stream.read_line(&mut line) {
+                Ok(n) if n > 0 => serde_json::from_str(&line).map_err(|_| io(e)),
+                _ => Err(io(e)),
+            };
+        }
+        loop {
+            let mut line = String::new();
+            let n = self.stream.read_line(&mut line).map_err(io)?;
+            if n == 0 {
+                return Err(Error::io(
+                    "control socket",
+                    std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "daemon closed the connection",
+                    ),
+                ));
+            }
+            let v: Value = serde_json::from_str(&line)
+                .map_err(|e| Error::corrupt("daemon response", e.to_string()))?;
+            if v.get("event").is_some() {
+                on_event(&v);
+                continue;
+            }
+            return Ok(v);
+        }
+    }
+
+    /// Set a read timeout.
+    pub fn set_timeout(&self, d: Option<Duration>) {
+        let _ = self.stream.get_ref().set_read_timeout(d);
+    }
+}

@@ -1,0 +1,266 @@
+//! Protocol: the request ops, parsing (bounded, never panics), encoding and response
+//! framing, and the protocol version.
+//!
+//! A request is one line `{"v":1,"op":"...",...}`; the server may send event lines
+//! (`{"event":"progress",...}`) and then exactly one response line: `{"ok":true,...}`
+//! or `{"ok":false,"error":{"code":..,"message":..}}`. See docs/protocol.md.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// Protocol version spoken by this build.
+pub const PROTOCOL_VERSION: u64 = 1;
+/// Largest request line accepted, in bytes.
+pub const MAX_REQUEST: usize = 1 << 20;
+
+/// A parsed request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Op {
+    /// Liveness check; answers the daemon's pid and store.
+    Ping,
+    /// Mount a session (creating it, optionally from a host directory).
+    Mount {
+        /// Session name.
+        session: String,
+        /// Absolute mountpoint.
+        mountpoint: PathBuf,
+        /// Host directory to import when the session is created.
+        #[serde(default)]
+        from: Option<PathBuf>,
+        /// Also serve the session on an agent-role socket at this absolute path.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_socket: Option<PathBuf>,
+        /// A uid allowed on the agent socket besides the daemon's and root (the socket
+        /// file is then owned by it, mode 0600).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_uid: Option<u32>,
+    },
+    /// Flush and unmount.
+    Umount {
+        /// Absolute mountpoint.
+        mountpoint: PathBuf,
+    },
+    /// List sessions.
+    Sessions,
+    /// Flush everything, unmount everything, exit.
+    Shutdown,
+    /// Take a checkpoint of the session.
+    Checkpoint {
+        /// Message.
+        #[serde(default)]
+        message: String,
+        /// Why: manual, auto, before-risky, milestone.
+        #[serde(default = "default_trigger")]
+        trigger: String,
+    },
+    /// The session's checkpoints, newest first.
+    Log {
+        /// At most this many.
+        #[serde(default)]
+        limit: Option<usize>,
+    },
+    /// Paths changed since the last checkpoint.
+    Status,
+    /// Create a branch at a ref (default: HEAD, checkpointing pending changes first).
+    Branch {
+        /// Branch name.
+        name: String,
+        /// Ref it points at.
+        #[serde(default)]
+        from: Option<String>,
+    },
+    /// List branches.
+    Branches,
+    /// Delete a branch.
+    BranchDelete {
+        /// Branch name.
+        name: String,
+    },
+    /// Make the live mount show a ref's tree (saving pending changes first).
+    Checkout {
+        /// The ref.
+        #[serde(rename = "ref")]
+        target: String,
+    },
+    /// Create a new session from a ref (default: a fresh checkpoint) and mount it.
+    Fork {
+        /// New session name.
+        name: String,
+        /// Ref to start from.
+        #[serde(default)]
+        from: Option<String>,
+        /// Where to mount it (absolute, empty directory).
+        mountpoint: PathBuf,
+        /// Also serve the session on an agent-role socket at this absolute path.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_socket: Option<PathBuf>,
+        /// A uid allowed on the agent socket besides the daemon's and root (the socket
+        /// file is then owned by it, mode 0600).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_uid: Option<u32>,
+    },
+    /// Differences between two states (refs, or `WORKING`).
+    Diff {
+        /// Old side (default HEAD).
+        #[serde(default)]
+        a: Option<String>,
+        /// New side (default WORKING).
+        #[serde(default)]
+        b: Option<String>,
+        /// `name-status` (default), `stat` or `patch`.
+        #[serde(default)]
+        mode: Option<String>,
+    },
+    /// Rewind the tree, or some paths of it, to a ref.
+    Restore {
+        /// The ref.
+        #[serde(rename = "ref")]
+        target: String,
+        /// Paths relative to the workspace root (empty: everything).
+        #[serde(default)]
+        paths: Vec<String>,
+        /// Only report what would change.
+        #[serde(default)]
+        dry_run: bool,
+    },
+    /// Garbage-collect the store (mark & sweep from every root, then repack).
+    Gc {
+        /// Only report what would be reclaimed.
+        #[serde(default)]
+        dry_run: bool,
+    },
+    /// Verify the store (and with `repair`, fix what can be fixed; store offline only).
+    Fsck {
+        /// Rebuild the index from packs and move unusable records aside.
+        #[serde(default)]
+        repair: bool,
+    },
+    /// Delete a session record (not mounted); its checkpoints become reclaimable.
+    SessionRm {
+        /// Session name.
+        name: String,
+    },
+    /// Show (and with `set`, change) the session's settings.
+    Config {
+        /// Fields to change.
+        #[serde(default)]
+        set: Option<serde_json::Map<String, Value>>,
+    },
+}
+
+fn default_trigger() -> String {
+    "manual".into()
+}
+
+impl Op {
+    /// The op's wire name (`"branch_delete"`, ...).
+    pub fn name(&self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.get("op").and_then(Value::as_str).map(str::to_string))
+            .unwrap_or_default()
+    }
+}
+
+/// A request: an op, optionally aimed at a session by name (on the store socket;
+/// a session socket implies its session).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// Target session.
+    pub session: Option<String>,
+    /// The operation.
+    pub op: Op,
+}
+
+/// A protocol-level error before an op runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProtoError {
+    /// Machine-readable code.
+    pub code: &'static str,
+    /// Human message.
+    pub message: String,
+}
+
+/// Parse one request line. Never panics.
+pub fn parse_request(line: &[u8]) -> std::result::Result<Op, ProtoError> {
+    parse(line).map(|r| r.op)
+}
+
+/// Parse one request line with its optional session. Never panics.
+pub fn parse(line: &[u8]) -> std::result::Result<Request, ProtoError> {
+    let err = |code, message: String| ProtoError { code, message };
+    if line.len() > MAX_REQUEST {
+        return Err(err(
+            "too_large",
+            format!("request exceeds {MAX_REQUEST} bytes"),
+        ));
+    }
+    let v: Value = serde_json::from_slice(line)
+        .map_err(|e| err("bad_request", format!("malformed JSON: {e}")))?;
+    let Some(obj) = v.as_object() else {
+        return Err(err("bad_request", "request must be a JSON object".into()));
+    };
+    match obj.get("v").and_then(Value::as_u64) {
+        Some(PROTOCOL_VERSION) => {}
+        Some(other) => {
+            return Err(err(
+                "unsupported_version",
+                format!(
+                    "protocol version {other} is not supported (this daemon speaks {PROTOCOL_VERSION})"
+                ),
+            ));
+        }
+        None => {
+            return Err(err(
+                "bad_request",
+                "missing protocol version field \"v\"".into(),
+            ));
+        }
+    }
+    let op = obj
+        .get("op")
+        .and_then(Value::as_str)
+        .ok_or_else(|| err("bad_request", "missing \"op\"".into()))?
+        .to_string();
+    let mut body = obj.clone();
+    body.remove("v");
+    // `session` names the target session of any op; `mount` takes it as its argument.
+    let taken = if op == "mount" {
+        body.get("session").cloned()
+    } else {
+        body.remove("session")
+    };
+    let session = match taken {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(_) => return Err(err("bad_request", "\"session\" must be a string".into())),
+    };
+    let op: Op = serde_json::from_value(Value::Object(body)).map_err(|e| {
+        let m = e.to_string();
+        if m.contains("unknown variant") {
+            err("unknown_op", format!("unknown op {op:?}"))
+        } else {
+            err("bad_request", format!("bad arguments for {op:?}: {m}"))
+        }
+    })?;
+    Ok(Request { session, op })
+}
+
+/// Encode a request line.
+pub fn encode_request(op: &Op) -> Vec<u8> {
+    let mut v = serde_json::to_value(op).expect("op serializes");
+    v.as_object_mut()
+        .unwrap()
+        .insert("v".into(), json!(PROTOCOL_VERSION));
+    let mut line = serde_json::to_vec(&v).unwrap();
+    line.push(b'\n');
+    line
+}
+
+/// Error response body.
+pub fn error_response(code: &str, message: &str) -> Value {
+    json!({"ok": false, "error": {"code": code, "message": message}})
+}

@@ -1,0 +1,202 @@
+//! Roles and limits: who may run which op ([`Role::allows`], the one place ops are
+//! classified as user-only or also allowed to agents), who a mount is made for
+//! ([`MountFor`]), agent sockets requested with a mount or fork, and the
+//! per-connection limits ([`RateLimit`], [`MAX_CONNECTIONS`]).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use super::protocol::Op;
+use crate::error::{Error, Result};
+
+/// Who is calling, decided by the socket a request arrives on.
+///
+/// The store socket and each session's own socket serve the **user** (the mounting
+/// user and root): every op. A session's optional agent socket serves the **agent**
+/// role, which may only add history, never drop it ("nothing is ever lost"): it can
+/// take checkpoints, create branches and forks, and check out or restore (both save
+/// pending changes as an `auto/...` checkpoint first), but not delete branches,
+/// unmount, mount, shut down, list the store's sessions, or change settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Full rights.
+    User,
+    /// Additive operations only.
+    Agent,
+}
+
+impl Role {
+    /// Whether this role may run `op`. The one place roles are decided: an
+    /// exhaustive match over every op and every field (no `_`/`..`), so a new op or
+    /// a new argument does not compile until it is classified here.
+    pub fn allows(&self, op: &Op) -> bool {
+        let agent = match op {
+            Op::Ping
+            | Op::Status
+            | Op::Branches
+            | Op::Checkpoint {
+                message: _,
+                trigger: _,
+            }
+            | Op::Log { limit: _ }
+            | Op::Diff {
+                a: _,
+                b: _,
+                mode: _,
+            } => true,
+            // Creates a new name only: an existing name is refused (`conflict`)
+            // for every role, so no op moves or overwrites a branch.
+            Op::Branch { name: _, from: _ } => true,
+            // Both save pending changes as an `auto/before-...` checkpoint first.
+            Op::Checkout { target: _ } => true,
+            Op::Restore {
+                target: _,
+                paths: _,
+                dry_run: _,
+            } => true,
+            // A fork adds a session; granting sockets to uids stays with the user.
+            Op::Fork {
+                name: _,
+                from: _,
+                mountpoint: _,
+                agent_socket,
+                agent_uid,
+            } => agent_socket.is_none() && agent_uid.is_none(),
+            // Showing is fine; changing settings is the user's.
+            Op::Config { set } => set.is_none(),
+            // Store-wide maintenance and anything that drops history.
+            Op::BranchDelete { name: _ }
+            | Op::SessionRm { name: _ }
+            | Op::Gc { dry_run: _ }
+            | Op::Fsck { repair: _ }
+            | Op::Umount { mountpoint: _ }
+            | Op::Sessions
+            | Op::Shutdown
+            | Op::Mount {
+                session: _,
+                mountpoint: _,
+                from: _,
+                agent_socket: _,
+                agent_uid: _,
+            } => false,
+        };
+        match self {
+            Role::User => true,
+            Role::Agent => agent,
+        }
+    }
+
+    /// The refusal of `op` for this role.
+    pub fn refusal(&self, op: &Op) -> Error {
+        let what = match op {
+            Op::Config { .. } => "config with \"set\"".to_string(),
+            Op::Fork { .. } => "fork with agent_socket/agent_uid".to_string(),
+            op => op.name(),
+        };
+        Error::Forbidden(format!(
+            "{what} is not allowed on an agent socket (agent role: additive operations only)"
+        ))
+    }
+}
+
+/// Requests a connection may send at once before it is rate limited.
+pub const RATE_BURST: f64 = 200.0;
+/// Sustained requests per second per connection (the bucket's refill rate).
+pub const RATE_PER_SEC: f64 = 1000.0;
+/// Connections served at once per socket; the next one gets `busy` and is closed.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// A token bucket: `burst` requests at once, refilled at `per_sec`.
+#[derive(Debug, Clone)]
+pub struct RateLimit {
+    tokens: f64,
+    burst: f64,
+    per_sec: f64,
+    pub(super) last: Instant,
+}
+
+impl RateLimit {
+    /// A full bucket.
+    pub fn new(burst: f64, per_sec: f64) -> RateLimit {
+        RateLimit {
+            tokens: burst,
+            burst,
+            per_sec,
+            last: Instant::now(),
+        }
+    }
+
+    /// Take one token at `now`; false when the bucket is empty.
+    pub fn allow_at(&mut self, now: Instant) -> bool {
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = self.last.max(now);
+        self.tokens = (self.tokens + dt * self.per_sec).min(self.burst);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Take one token now.
+    pub fn allow(&mut self) -> bool {
+        self.allow_at(Instant::now())
+    }
+}
+
+/// Who a mount is made for: decides which directories may be mounted over and the
+/// mount flags (see `daemon::mountpoint`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MountFor {
+    /// The mounting user (the daemon's uid) or root: any directory they name.
+    User,
+    /// An agent of another uid: only a directory it owns; mounted `nosuid,nodev`.
+    Agent {
+        /// The agent's uid (from the socket's peer credentials).
+        uid: u32,
+        /// The agent's gid (owner group of directories created for it).
+        gid: u32,
+    },
+}
+
+impl MountFor {
+    /// For a request from `peer` (uid, gid) on a socket of `role` served by a
+    /// daemon running as `me`: the agent rule applies to an agent socket's peers
+    /// other than root and the daemon's own uid.
+    pub fn of(role: Role, peer: (u32, u32), me: u32) -> MountFor {
+        match role {
+            Role::Agent if peer.0 != 0 && peer.0 != me => MountFor::Agent {
+                uid: peer.0,
+                gid: peer.1,
+            },
+            _ => MountFor::User,
+        }
+    }
+}
+
+/// An agent-role socket requested with a mount or fork.
+#[derive(Debug, Clone)]
+pub struct AgentSocket {
+    /// Absolute path of the socket file.
+    pub path: PathBuf,
+    /// A uid allowed besides the daemon's and root; the socket file is chowned to it.
+    pub uid: Option<u32>,
+}
+
+impl AgentSocket {
+    /// From the `agent_socket`/`agent_uid` fields of a request.
+    pub fn from_request(path: Option<PathBuf>, uid: Option<u32>) -> Result<Option<Self>> {
+        match (path, uid) {
+            (None, None) => Ok(None),
+            (None, Some(_)) => Err(Error::Invalid(
+                "agent_uid needs agent_socket (the socket it may use)".into(),
+            )),
+            (Some(path), uid) if path.is_absolute() => Ok(Some(AgentSocket { path, uid })),
+            (Some(path), _) => Err(Error::Invalid(format!(
+                "agent socket {} must be an absolute path",
+                path.display()
+            ))),
+        }
+    }
+}

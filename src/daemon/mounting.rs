@@ -1,0 +1,436 @@
+//! Mounting and unmounting sessions, and the [`Host`] implementation through which
+//! session ops reach the daemon.
+//!
+//! A mount claims the session name in the mount table first (Mounting), resolves
+//! and checks the mountpoint once, creates the session if needed, mounts through the
+//! checked descriptor, then goes Live. An unmount moves the session to Closing
+//! before its flushes and to Gone only after the last one returned, so it stays a gc
+//! root and owns its name throughout. A failed mount removes a session record only
+//! if it created it (the name was claimed meanwhile, so nobody else could have).
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::Daemon;
+use super::mountpoint::{self, MountDir, MountFor};
+use super::server::{SocketCtx, bind_agent_socket, remove_socket_file};
+use super::table::{Claim, Mounted, State};
+use crate::control::{self, AgentSocket, Role};
+use crate::error::{Error, Result};
+use crate::fs::TreeforkFs;
+use crate::ops::{Host, Target};
+use crate::session::{self, Session, SessionRecord};
+use crate::store::ObjectStore;
+
+/// How a session to mount is obtained.
+enum Source<'a> {
+    /// Its record (existing, or just written by a fork).
+    Record(SessionRecord),
+    /// Created now, imported from a host directory.
+    Import(&'a Path),
+    /// Created now, empty.
+    Empty,
+}
+
+impl Daemon {
+    /// Mount session `name` at `mp` (creating it, from `from` or empty, if absent).
+    pub(crate) fn mount(
+        &self,
+        name: &str,
+        mp: &Path,
+        from: Option<&Path>,
+        agent: Option<AgentSocket>,
+        events: &mut dyn FnMut(Value),
+    ) -> Result<Value> {
+        session::validate_session_name(name)?;
+        let mut claim = self.table.claim(name, Some(mp))?;
+        let source = match (session::load_record(&**self.store(), name)?, from) {
+            (Some(_), Some(_)) => {
+                return Err(Error::Conflict(format!(
+                    "session {name} already exists; --from only applies when creating a session"
+                )));
+            }
+            (Some(r), None) => Source::Record(r),
+            (None, Some(dir)) => Source::Import(dir),
+            (None, None) => Source::Empty,
+        };
+        let creating = !matches!(source, Source::Record(_));
+        let dir = mountpoint::open_mountpoint(mp, MountFor::User, false, &|| {
+            self.is_dead_mount_of_ours(mp)
+        })?;
+        let r = self.mount_dir(&mut claim, dir, source, agent, events);
+        if r.is_err() && creating {
+            // Created under our claim (if it got that far): nobody else's record.
+            let key = crate::meta::session_key(&name);
+            if let Err(e) = self.store.commit(vec![crate::meta::MetaOp::Delete(key)]) {
+                log::error!("mount {name}: cannot remove the record of the failed mount: {e}");
+            }
+        }
+        r
+    }
+
+    /// Whether `mp` is registered as a mount of this store that this (live, lock
+    /// holding) daemon does not serve: a leftover of a daemon that died.
+    pub(crate) fn is_dead_mount_of_ours(&self, mp: &Path) -> bool {
+        !self.table.has_mountpoint(mp)
+            && control::find_mount(mp)
+                .is_some_and(|r| r.mountpoint == mp && r.store == self.store_dir)
+    }
+
+    /// Where session `name` is mounted (Live), if it is.
+    pub(crate) fn mounted_at(&self, name: &str) -> Option<PathBuf> {
+        match self.table.lock().get(name) {
+            Some(e) if matches!(e.state, State::Live(_)) => e.mountpoint.clone(),
+            _ => None,
+        }
+    }
+
+    /// Mount a claimed session on a checked directory, serving it on its session
+    /// socket and, when `agent` is given, on an agent socket.
+    fn mount_dir(
+        &self,
+        claim: &mut Claim<'_>,
+        dir: MountDir,
+        source: Source<'_>,
+        agent: Option<AgentSocket>,
+        events: &mut dyn FnMut(Value),
+    ) -> Result<Value> {
+        let _publishing = self.publish.read().unwrap_or_else(|p| p.into_inner());
+        // Bound first, so a bad agent socket leaves nothing created or mounted.
+        let agent_listener = match &agent {
+            Some(a) => Some(bind_agent_socket(a)?),
+            None => None,
+        };
+        let r = self.mount_served(claim, &dir, source, agent.as_ref(), agent_listener, events);
+        if r.is_err()
+            && let Some(a) = &agent
+        {
+            remove_socket_file(&a.path);
+        }
+        r
+    }
+
+    /// The session record to mount: `source`'s, or a new one (imported or empty).
+    fn session_record(
+        &self,
+        name: &str,
+        dir: &MountDir,
+        source: Source<'_>,
+        events: &mut dyn FnMut(Value),
+    ) -> Result<(SessionRecord, Option<u64>)> {
+        let store = &*self.store;
+        match source {
+            Source::Record(r) => Ok((r, None)),
+            Source::Import(from) => {
+                let mut last = Instant::now();
+                let imported = crate::import::import_dir(store, from, &mut |done, total| {
+                    if last.elapsed() > Duration::from_millis(100) || done == total {
+                        last = Instant::now();
+                        events(json!({"event": "progress", "done": done, "total": total}));
+                    }
+                })?;
+                let rec = session::create_record(
+                    store,
+                    name,
+                    imported.root,
+                    imported.bytes,
+                    imported.inodes,
+                )?;
+                // An import frees most of what it allocated; give it back.
+                // SAFETY: malloc_trim only returns free heap pages to the kernel.
+                unsafe {
+                    libc::malloc_trim(0);
+                }
+                Ok((rec, Some(imported.skipped as u64)))
+            }
+            Source::Empty => {
+                let (uid, gid) = dir.owner()?;
+                let root = session::empty_root(store, uid, gid)?;
+                Ok((session::create_record(store, name, root, 0, 1)?, None))
+            }
+        }
+    }
+
+    fn mount_served(
+        &self,
+        claim: &mut Claim<'_>,
+        dir: &MountDir,
+        source: Source<'_>,
+        agent: Option<&AgentSocket>,
+        agent_listener: Option<UnixListener>,
+        events: &mut dyn FnMut(Value),
+    ) -> Result<Value> {
+        let name = claim.name().to_string();
+        let mp = dir.path().to_path_buf();
+        let (rec, skipped) = self.session_record(&name, dir, source, events)?;
+        let t0 = Instant::now();
+        let store: Arc<dyn ObjectStore> = self.store.clone();
+        let session = Arc::new(Session::open(store, rec)?);
+        let t_open = t0.elapsed();
+        let bg = self.spawn_fuse(&name, dir, session.clone())?;
+        let t_mount = t0.elapsed();
+        let (ctl_path, listener) = match session_listener(&mp) {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = mountpoint::umount(&mp);
+                return Err(e);
+            }
+        };
+        let ctl_fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
+        let agent_ctl = agent_listener
+            .as_ref()
+            .zip(agent)
+            .map(|(l, a)| (std::os::fd::AsRawFd::as_raw_fd(l), a.path.clone()));
+        if let Some(me) = self.me.get().and_then(|w| w.upgrade()) {
+            let ctx = SocketCtx {
+                bound: Some(name.clone()),
+                role: Role::User,
+                extra_uid: None,
+                conns: AtomicUsize::new(0),
+            };
+            me.clone().accept(listener, ctx, true);
+            if let (Some(l), Some(a)) = (agent_listener, agent) {
+                let ctx = SocketCtx {
+                    bound: Some(name.clone()),
+                    role: Role::Agent,
+                    extra_uid: a.uid,
+                    conns: AtomicUsize::new(0),
+                };
+                me.accept(l, ctx, true);
+            }
+        }
+        if let Err(e) = control::register_mount(&control::MountRecord {
+            mountpoint: mp.clone(),
+            store: self.store_dir.clone(),
+            session: name.clone(),
+            socket: Some(ctl_path.clone()),
+            agent_socket: agent.map(|a| a.path.clone()),
+        }) {
+            log::warn!("cannot register mount {}: {e}", mp.display());
+        }
+        claim.go_live(
+            &mp,
+            Mounted {
+                notifier: bg.notifier(),
+                session,
+                bg: Some(bg),
+                ctl_fd,
+                ctl_path,
+                agent_ctl,
+                last_auto_ms: Arc::new(AtomicU64::new(session::now_ms())),
+            },
+        );
+        log::info!(
+            "mounted session {name} at {} (open {t_open:?}, fuse mount {:?}, socket+registry {:?})",
+            mp.display(),
+            t_mount - t_open,
+            t0.elapsed() - t_mount
+        );
+        let mut v = json!({"session": name, "mountpoint": mp});
+        if let Some(a) = agent {
+            v["agent_socket"] = json!(a.path);
+        }
+        if let Some(n) = skipped {
+            // Sockets and device nodes of the imported directory (see import.rs).
+            v["skipped"] = json!(n);
+        }
+        Ok(v)
+    }
+
+    /// Mount `session` on `dir` (through its descriptor) and serve it in the
+    /// background.
+    fn spawn_fuse(
+        &self,
+        name: &str,
+        dir: &MountDir,
+        session: Arc<Session>,
+    ) -> Result<fuser::BackgroundSession> {
+        let mut cfg = fuser::Config::default();
+        // 4 threads: measured per-request latency (access(2) of a missing name, one
+        // LOOKUP) ~100 us with 1 thread, 35-40 us with 2, 4 or 8 on this 2-core VM.
+        cfg.n_threads = Some(4);
+        cfg.clone_fd = true;
+        let dev = mountpoint::mount_fuse(dir, &format!("treefork:{name}"))?;
+        let notifier = Arc::new(std::sync::OnceLock::new());
+        let fs = TreeforkFs::new(session, notifier.clone());
+        let bg = fuser::Session::from_fd(fs, dev, fuser::SessionACL::All, cfg)
+            .and_then(fuser::Session::spawn);
+        match bg {
+            Ok(bg) => {
+                let _ = notifier.set(bg.notifier());
+                Ok(bg)
+            }
+            Err(e) => {
+                detach(dir.path());
+                Err(Error::io(dir.path(), e))
+            }
+        }
+    }
+
+    /// Flush and unmount the session at `mp`. It is Closing (a gc root owning its
+    /// name) from before the first flush until after the last one.
+    pub(crate) fn unmount(&self, mp: &Path) -> Result<()> {
+        let (name, mut entry) = self.table.begin_close(mp)?;
+        let r = entry.session.flush().and_then(|_| {
+            mountpoint::umount(mp).map_err(|e| {
+                if e.raw_os_error() == Some(libc::EBUSY) {
+                    Error::Conflict(format!(
+                        "{} is busy (a process has files open or its cwd there); nothing was lost, retry once it is closed",
+                        mp.display()
+                    ))
+                } else {
+                    Error::io(mp, e)
+                }
+            })
+        });
+        if let Err(e) = r {
+            self.table.abort_close(&name, entry);
+            return Err(e);
+        }
+        let r = self.close_unmounted(mp, &mut entry);
+        self.table.finish_close(&name);
+        r?;
+        log::info!("unmounted session {name} from {}", mp.display());
+        Ok(())
+    }
+
+    /// After the kernel let go of `mp`: stop serving and flush one last time.
+    fn close_unmounted(&self, mp: &Path, entry: &mut Mounted) -> Result<()> {
+        control::unregister_mount(mp);
+        entry.close_control();
+        if let Some(bg) = entry.bg.take()
+            && let Err(e) = bg.join()
+        {
+            log::error!(
+                "session {}: FUSE loop ended with an error: {e}",
+                entry.session.name()
+            );
+        }
+        entry.session.flush().map(|_| ())
+    }
+
+    /// Finish mounts whose FUSE session ended (unmounted from outside).
+    pub(crate) fn reap(&self) {
+        let done: Vec<PathBuf> = self
+            .table
+            .lock()
+            .values()
+            .filter(|e| match &e.state {
+                State::Live(m) => m.bg.as_ref().is_some_and(|b| b.guard.is_finished()),
+                _ => false,
+            })
+            .filter_map(|e| e.mountpoint.clone())
+            .collect();
+        for mp in done {
+            let Ok((name, mut entry)) = self.table.begin_close(&mp) else {
+                continue;
+            };
+            log::info!("session {name} at {} was unmounted", mp.display());
+            if let Err(e) = self.close_unmounted(&mp, &mut entry) {
+                log::error!("session {name}: flush after unmount failed: {e}");
+            }
+            self.table.finish_close(&name);
+        }
+    }
+
+    /// Unmount everything (lazily where a mount is busy).
+    pub(crate) fn shutdown(&self) {
+        for mp in self.table.live_mountpoints() {
+            if let Err(e) = self.unmount(&mp) {
+                log::warn!("{}: {e}; detaching lazily", mp.display());
+                let Ok((name, mut entry)) = self.table.begin_close(&mp) else {
+                    continue;
+                };
+                let _ = entry.session.flush();
+                detach(&mp);
+                if let Err(e) = self.close_unmounted(&mp, &mut entry) {
+                    log::error!("session {name}: last flush failed: {e}");
+                }
+                self.table.finish_close(&name);
+            }
+        }
+    }
+}
+
+fn detach(mp: &Path) {
+    mountpoint::detach(mp);
+}
+
+/// Bind the session socket of the mount at `mp` (mode 0600).
+fn session_listener(mp: &Path) -> Result<(PathBuf, UnixListener)> {
+    let ctl_path = control::session_socket(mp)?;
+    let _ = std::fs::remove_file(&ctl_path);
+    let listener = UnixListener::bind(&ctl_path).map_err(|e| Error::io(&ctl_path, e))?;
+    std::fs::set_permissions(&ctl_path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| Error::io(&ctl_path, e))?;
+    Ok((ctl_path, listener))
+}
+
+impl Host for Daemon {
+    type Dir = MountDir;
+    type Claim<'a> = Claim<'a>;
+
+    fn store(&self) -> Arc<dyn ObjectStore> {
+        self.store.clone()
+    }
+
+    fn target(&self, name: Option<&str>) -> Result<Target> {
+        let live = self.live();
+        let found = match name {
+            Some(n) => live.into_iter().find(|t| t.session.name() == n),
+            None if live.len() == 1 => live.into_iter().next(),
+            None => {
+                return Err(Error::Invalid(
+                    "which session? run the command inside a workspace, use -C PATH, or name the session".into(),
+                ));
+            }
+        };
+        found.ok_or_else(|| {
+            Error::NotFound(format!("session {} is not mounted", name.unwrap_or("?")))
+        })
+    }
+
+    fn live(&self) -> Vec<Target> {
+        self.table
+            .lock()
+            .values()
+            .filter_map(|e| match (&e.state, &e.mountpoint) {
+                (State::Live(m), Some(mp)) => Some(Target {
+                    session: m.session.clone(),
+                    mountpoint: mp.clone(),
+                    notifier: m.notifier.clone(),
+                    last_auto_ms: m.last_auto_ms.clone(),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn name_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.names.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn claim(&self, name: &str) -> Result<Claim<'_>> {
+        self.table.claim(name, None)
+    }
+
+    fn open_mountpoint(&self, path: &Path, who: MountFor) -> Result<MountDir> {
+        mountpoint::open_mountpoint(path, who, true, &|| self.is_dead_mount_of_ours(path))
+    }
+
+    fn mount_claimed(
+        &self,
+        claim: &mut Claim<'_>,
+        dir: MountDir,
+        rec: SessionRecord,
+        agent: Option<AgentSocket>,
+    ) -> Result<Value> {
+        self.mount_dir(claim, dir, Source::Record(rec), agent, &mut |_| {})
+    }
+}

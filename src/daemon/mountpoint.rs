@@ -1,0 +1,394 @@
+//! Mountpoint safety: where the daemon (often root) may put a mount.
+//!
+//! Owns: resolving a requested mountpoint exactly once ([`open_mountpoint`]: `openat2`
+//! with `RESOLVE_NO_SYMLINKS`, `O_PATH | O_DIRECTORY`), every check on it (directory,
+//! owner for agents, empty, not already a mount) done on that descriptor, creating a
+//! missing mountpoint with `mkdirat` on checked parent descriptors, and the FUSE
+//! `mount(2)` itself, made through `/proc/self/fd/N` of the same descriptor
+//! ([`mount_fuse`]) so the path is never resolved again.
+//!
+//! Invariants: a mount lands on the very directory that was checked, whatever is
+//! renamed or swapped for a symlink meanwhile; a mountpoint requested by an agent is
+//! a directory owned by the agent's uid (or created by us, inside one, and given to
+//! it); a mount made for an agent is `nosuid,nodev`.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+pub use crate::control::MountFor;
+use crate::error::{Error, Result};
+
+/// A checked mountpoint: an `O_PATH` descriptor of the directory and the path it was
+/// requested as (for messages, the registry and unmounting).
+#[derive(Debug)]
+pub struct MountDir {
+    fd: OwnedFd,
+    path: PathBuf,
+    for_: MountFor,
+}
+
+impl MountDir {
+    /// The path the mountpoint was requested as.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Who the mount is made for.
+    pub fn made_for(&self) -> MountFor {
+        self.for_
+    }
+
+    /// The owner (uid, gid) of the directory.
+    pub fn owner(&self) -> Result<(u32, u32)> {
+        let st = fstat(&self.fd, &self.path)?;
+        Ok((st.st_uid, st.st_gid))
+    }
+
+    fn proc_path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+    }
+}
+
+fn cstr(p: &Path) -> Result<CString> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| Error::Invalid(format!("path {} contains a NUL byte", p.display())))
+}
+
+/// `openat2(dirfd, path, O_PATH | O_DIRECTORY | O_CLOEXEC, RESOLVE_NO_SYMLINKS)`.
+fn open_dir_nofollow(dirfd: i32, path: &Path) -> std::io::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: open_how is plain data; all-zero is its default.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: valid C string and a properly sized open_how; the fd returned is owned
+    // by nobody else.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dirfd,
+            c.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor from openat2.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+fn fstat(fd: &OwnedFd, path: &Path) -> Result<libc::stat> {
+    // SAFETY: an all-zero stat is a valid out-buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid fd and buffer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(Error::io(path, std::io::Error::last_os_error()));
+    }
+    Ok(st)
+}
+
+/// Whether the directory behind `fd` is the root of a mount.
+fn is_mount_root(fd: &OwnedFd, path: &Path) -> Result<bool> {
+    // SAFETY: an all-zero statx is a valid out-buffer.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: valid fd, empty C string with AT_EMPTY_PATH, valid buffer.
+    let rc = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_BASIC_STATS,
+            &mut stx,
+        )
+    };
+    if rc != 0 {
+        return Err(Error::io(path, std::io::Error::last_os_error()));
+    }
+    let bit = libc::STATX_ATTR_MOUNT_ROOT as u64;
+    Ok(stx.stx_attributes_mask & bit != 0 && stx.stx_attributes & bit != 0)
+}
+
+fn refused_path(path: &Path, e: std::io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => {
+            Error::Invalid(format!("mountpoint {} does not exist", path.display()))
+        }
+        Some(libc::ELOOP) | Some(libc::EXDEV) => Error::Invalid(format!(
+            "mountpoint {} goes through a symbolic link; name the real directory",
+            path.display()
+        )),
+        Some(libc::ENOTDIR) => {
+            Error::Invalid(format!("mountpoint {} is not a directory", path.display()))
+        }
+        _ => Error::io(path, e),
+    }
+}
+
+fn not_owned(path: &Path, uid: u32) -> Error {
+    Error::Forbidden(format!(
+        "fork on an agent socket: the mountpoint {} must be a directory owned by uid {uid} (the agent)",
+        path.display()
+    ))
+}
+
+/// Open the mountpoint `path` once, for `who`, and check it: absolute, reached
+/// without symbolic links, a directory, owned by the agent (agents), empty, and not
+/// already a mount. A missing directory is created when `create` (as `git worktree
+/// add` does), each level with `mkdirat` on the checked descriptor of its parent;
+/// for an agent the deepest existing ancestor must be its own and what is created
+/// is given to it. A stale FUSE mount left by a dead daemon is detached first
+/// (`ours_dead`: see [`super::Daemon::is_dead_mount_of_ours`]).
+pub fn open_mountpoint(
+    path: &Path,
+    who: MountFor,
+    create: bool,
+    ours_dead: &dyn Fn() -> bool,
+) -> Result<MountDir> {
+    if !path.is_absolute() {
+        return Err(Error::Invalid(format!(
+            "mountpoint {} must be an absolute path",
+            path.display()
+        )));
+    }
+    detach_stale(path, ours_dead);
+    let fd = match open_dir_nofollow(libc::AT_FDCWD, path) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) && create => create_dirs(path, who)?,
+        Err(e) => return Err(refused_path(path, e)),
+    };
+    let st = fstat(&fd, path)?;
+    if let MountFor::Agent { uid, .. } = who
+        && st.st_uid != uid
+    {
+        return Err(not_owned(path, uid));
+    }
+    if is_mount_root(&fd, path)? {
+        return Err(Error::Conflict(format!(
+            "{} is already a mount point",
+            path.display()
+        )));
+    }
+    let dir = MountDir {
+        fd,
+        path: path.to_path_buf(),
+        for_: who,
+    };
+    let mut rd = std::fs::read_dir(dir.proc_path()).map_err(|e| Error::io(path, e))?;
+    if rd.next().is_some() {
+        return Err(Error::Invalid(format!(
+            "mountpoint {} is not empty",
+            path.display()
+        )));
+    }
+    Ok(dir)
+}
+
+/// Detach a mount at `path` left by a dead daemon: a registered mount of this store
+/// no live daemon serves, or any FUSE mount answering ENOTCONN.
+fn detach_stale(path: &Path, ours_dead: &dyn Fn() -> bool) {
+    if is_mountpoint(path) && ours_dead() {
+        log::warn!(
+            "{}: mount left by a dead daemon of this store; detaching it",
+            path.display()
+        );
+        detach(path);
+    }
+    if let Err(e) = std::fs::symlink_metadata(path)
+        && e.raw_os_error() == Some(libc::ENOTCONN)
+    {
+        log::warn!(
+            "{}: stale FUSE mount (daemon died); detaching it",
+            path.display()
+        );
+        detach(path);
+    }
+}
+
+/// Create the missing levels of `path` below its deepest existing ancestor, each
+/// with `mkdirat` on the checked descriptor of its parent; returns the last one.
+fn create_dirs(path: &Path, who: MountFor) -> Result<OwnedFd> {
+    let comps: Vec<Component> = path.components().collect();
+    if comps.iter().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(Error::Invalid(format!(
+            "mountpoint {} must not contain '..'",
+            path.display()
+        )));
+    }
+    // The deepest ancestor that exists (the root always does).
+    let mut n = comps.len() - 1;
+    let mut parent = loop {
+        let anc: PathBuf = comps[..n].iter().collect();
+        match open_dir_nofollow(libc::AT_FDCWD, &anc) {
+            Ok(fd) => break fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && n > 1 => n -= 1,
+            Err(e) => return Err(refused_path(&anc, e)),
+        }
+    };
+    if let MountFor::Agent { uid, .. } = who {
+        let anc: PathBuf = comps[..n].iter().collect();
+        if fstat(&parent, &anc)?.st_uid != uid {
+            return Err(not_owned(path, uid));
+        }
+    }
+    for comp in &comps[n..] {
+        let name = Path::new(comp.as_os_str());
+        let c = cstr(name)?;
+        // SAFETY: valid dirfd and C string.
+        if unsafe { libc::mkdirat(parent.as_raw_fd(), c.as_ptr(), 0o755) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EEXIST) {
+                return Err(Error::io(path, e));
+            }
+        }
+        let fd = open_dir_nofollow(parent.as_raw_fd(), name).map_err(|e| refused_path(path, e))?;
+        if let MountFor::Agent { uid, gid } = who {
+            // SAFETY: valid fd, empty C string with AT_EMPTY_PATH.
+            let rc = unsafe {
+                libc::fchownat(fd.as_raw_fd(), c"".as_ptr(), uid, gid, libc::AT_EMPTY_PATH)
+            };
+            if rc != 0 {
+                return Err(Error::io(path, std::io::Error::last_os_error()));
+            }
+        }
+        parent = fd;
+    }
+    log::info!("created mountpoint {}", path.display());
+    Ok(parent)
+}
+
+/// Mount a FUSE file system on `dir` through its descriptor; returns the
+/// `/dev/fuse` descriptor to serve it with. `fsname` is shown as the mount source.
+/// Always `nosuid`; `nodev` too when made for an agent.
+pub fn mount_fuse(dir: &MountDir, fsname: &str) -> Result<OwnedFd> {
+    let dev = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .map_err(|e| Error::io("/dev/fuse", e))?;
+    let dev = OwnedFd::from(dev);
+    let st = fstat(&dir.fd, &dir.path)?;
+    // SAFETY: getuid/getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let opts = format!(
+        "fd={},rootmode={:o},user_id={uid},group_id={gid},default_permissions,allow_other",
+        dev.as_raw_fd(),
+        st.st_mode & libc::S_IFMT
+    );
+    let mut flags = libc::MS_NOSUID;
+    if matches!(dir.for_, MountFor::Agent { .. }) {
+        flags |= libc::MS_NODEV;
+    }
+    let source = CString::new(fsname).map_err(|_| Error::Invalid("NUL in fsname".into()))?;
+    let target = cstr(&dir.proc_path())?;
+    let opts = CString::new(opts).expect("no NUL");
+    // SAFETY: valid C strings; the target is a magic link to our own O_PATH fd, so
+    // the kernel mounts on exactly that directory.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            c"fuse".as_ptr(),
+            flags,
+            opts.as_ptr().cast(),
+        )
+    };
+    if rc != 0 {
+        return Err(Error::io(&dir.path, std::io::Error::last_os_error()));
+    }
+    Ok(dev)
+}
+
+/// Whether `p` is listed as a mount point in /proc/self/mountinfo.
+pub fn is_mountpoint(p: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let want = p.to_string_lossy();
+    info.lines().any(|l| {
+        l.split(' ')
+            .nth(4)
+            .map(|m| unescape_mount(m) == want)
+            .unwrap_or(false)
+    })
+}
+
+fn unescape_mount(s: &str) -> String {
+    s.replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
+}
+
+/// Lazily detach whatever is mounted at `mp` (never following a final symlink).
+pub fn detach(mp: &Path) -> bool {
+    let Ok(c) = cstr(mp) else {
+        return false;
+    };
+    // SAFETY: valid C string.
+    unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) == 0 }
+}
+
+/// Unmount `mp` (never following a final symlink).
+pub(crate) fn umount(mp: &Path) -> std::io::Result<()> {
+    let c = CString::new(mp.as_os_str().as_bytes())?;
+    // SAFETY: valid C string.
+    if unsafe { libc::umount2(c.as_ptr(), libc::UMOUNT_NOFOLLOW) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symlinks_are_never_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, d.path().join("link")).unwrap();
+        let e =
+            open_mountpoint(&d.path().join("link"), MountFor::User, true, &|| false).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        open_mountpoint(&real, MountFor::User, false, &|| false).unwrap();
+        // Created through the link's parent: never through the link itself.
+        let e = open_mountpoint(&d.path().join("link/sub"), MountFor::User, true, &|| false)
+            .unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(!real.join("sub").exists());
+    }
+
+    #[test]
+    fn missing_levels_are_created_and_checked() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("a/b/c");
+        let m = open_mountpoint(&p, MountFor::User, true, &|| false).unwrap();
+        assert!(p.is_dir());
+        assert_eq!(m.path(), p);
+        std::fs::write(p.join("f"), "x").unwrap();
+        let e = open_mountpoint(&p, MountFor::User, true, &|| false).unwrap_err();
+        assert!(e.to_string().contains("not empty"), "{e}");
+        let e = open_mountpoint(&d.path().join("x"), MountFor::User, false, &|| false).unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
+        // An agent needs its own ancestor.
+        let agent = MountFor::Agent {
+            uid: 65534,
+            gid: 65534,
+        };
+        let e = open_mountpoint(&d.path().join("q"), agent, true, &|| false).unwrap_err();
+        assert!(matches!(e, Error::Forbidden(_)), "{e}");
+        assert!(!d.path().join("q").exists());
+        let own = d.path().join("own");
+        std::fs::create_dir(&own).unwrap();
+        std::os::unix::fs::chown(&own, Some(65534), Some(65534)).unwrap();
+        open_mountpoint(&own.join("w"), agent, true, &|| false).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(std::fs::metadata(own.join("w")).unwrap().uid(), 65534);
+    }
+}

@@ -1,0 +1,312 @@
+//! The control server: listening sockets, connections and requests.
+//!
+//! Owns: one acceptor thread per listening socket (the store's, each session's, and
+//! optional agent-role sockets) with a connection cap; per connection the peer
+//! check (uid from `SO_PEERCRED`), the rate bound and the request size bound; per
+//! request parsing, the session binding of session sockets and the role check, then
+//! [`Daemon::handle_request`]. Also binds agent sockets at caller-chosen paths.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Value, json};
+
+use super::Daemon;
+use crate::control::{self, AgentSocket, MountFor, Op, Role};
+use crate::error::{Error, Result};
+
+/// What one listening control socket serves.
+pub(crate) struct SocketCtx {
+    /// The session it is bound to (`None`: the store socket).
+    pub(crate) bound: Option<String>,
+    pub(crate) role: Role,
+    /// A uid allowed besides the daemon's and root (agent sockets only).
+    pub(crate) extra_uid: Option<u32>,
+    /// Connections being served.
+    pub(crate) conns: AtomicUsize,
+}
+
+/// Remove a socket file we created, only if it still is a socket (the directory
+/// may belong to someone else, who may have replaced it).
+pub(crate) fn remove_socket_file(path: &Path) {
+    use std::os::unix::fs::FileTypeExt;
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Bind an agent socket at a caller-chosen path, mode 0600, owned by `uid` when
+/// given. A stale socket file (nobody answers) is replaced; anything else at the path
+/// is refused, never removed. The mode and owner are set through an `O_PATH |
+/// O_NOFOLLOW` descriptor checked to be the socket we just bound (a socket owned by
+/// us), so a file swapped in meanwhile (e.g. a symlink to a system file, in a
+/// directory the agent can write) is never chmod'ed or chown'ed.
+pub(crate) fn bind_agent_socket(a: &AgentSocket) -> Result<UnixListener> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::FileTypeExt;
+    let path = &a.path;
+    match std::fs::symlink_metadata(path) {
+        Ok(md) if md.file_type().is_socket() => {
+            if UnixStream::connect(path).is_ok() {
+                return Err(Error::Conflict(format!(
+                    "agent socket {} is in use by a running server",
+                    path.display()
+                )));
+            }
+            let _ = std::fs::remove_file(path);
+        }
+        Ok(_) => {
+            return Err(Error::Invalid(format!(
+                "agent socket {} exists and is not a socket; refusing to replace it",
+                path.display()
+            )));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io(path, e)),
+    }
+    let listener = UnixListener::bind(path).map_err(|e| Error::io(path, e))?;
+    let secure = || -> Result<()> {
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| Error::Invalid("agent socket path contains NUL".into()))?;
+        // SAFETY: valid C string; the fd is owned below.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(Error::io(path, std::io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` was just opened and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let md = std::fs::File::from(fd.try_clone().map_err(|e| Error::io(path, e))?)
+            .metadata()
+            .map_err(|e| Error::io(path, e))?;
+        // SAFETY: geteuid has no preconditions.
+        if !md.file_type().is_socket() || md.uid() != unsafe { libc::geteuid() } {
+            return Err(Error::Conflict(format!(
+                "agent socket {} was replaced while it was being set up",
+                path.display()
+            )));
+        }
+        let via = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        std::fs::set_permissions(&via, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| Error::io(path, e))?;
+        if let Some(uid) = a.uid {
+            // SAFETY: valid fd and an empty C string with AT_EMPTY_PATH.
+            let rc = unsafe {
+                libc::fchownat(
+                    fd.as_raw_fd(),
+                    c"".as_ptr(),
+                    uid,
+                    u32::MAX,
+                    libc::AT_EMPTY_PATH,
+                )
+            };
+            if rc != 0 {
+                return Err(Error::io(path, std::io::Error::last_os_error()));
+            }
+        }
+        Ok(())
+    };
+    if let Err(e) = secure() {
+        drop(listener);
+        remove_socket_file(path);
+        return Err(e);
+    }
+    Ok(listener)
+}
+
+/// The uid and gid of the process at the other end of a Unix socket (SO_PEERCRED).
+fn peer_cred(s: &UnixStream) -> Option<(u32, u32)> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some((cred.uid, cred.gid))
+}
+
+impl Daemon {
+    /// Serve `listener` on its own thread: one thread per connection, at most
+    /// [`control::MAX_CONNECTIONS`] at once (the next gets `busy` and is closed).
+    /// Session sockets (`stop_on_error`) stop when their listening socket is shut
+    /// down at unmount.
+    pub(crate) fn accept(
+        self: Arc<Self>,
+        listener: UnixListener,
+        ctx: SocketCtx,
+        stop_on_error: bool,
+    ) {
+        let ctx = Arc::new(ctx);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                match stream {
+                    Ok(mut stream) => {
+                        if ctx.conns.fetch_add(1, Ordering::SeqCst) >= control::MAX_CONNECTIONS {
+                            ctx.conns.fetch_sub(1, Ordering::SeqCst);
+                            let e = Error::Busy(format!(
+                                "this socket already serves {} connections; retry later",
+                                control::MAX_CONNECTIONS
+                            ));
+                            log::warn!("control connection refused: {e}");
+                            let _ = writeln!(
+                                stream,
+                                "{}",
+                                control::error_response(e.code(), &e.to_string())
+                            );
+                            continue;
+                        }
+                        let d = self.clone();
+                        let ctx = ctx.clone();
+                        std::thread::spawn(move || {
+                            d.connection(stream, &ctx);
+                            ctx.conns.fetch_sub(1, Ordering::SeqCst);
+                        });
+                    }
+                    Err(_) if stop_on_error => break,
+                    Err(e) => log::warn!("accept: {e}"),
+                }
+            }
+        });
+    }
+
+    fn connection(&self, stream: UnixStream, ctx: &SocketCtx) {
+        let _ = stream.set_nonblocking(false);
+        let Ok(mut out) = stream.try_clone() else {
+            return;
+        };
+        // Besides the 0600 socket in a 0700 directory: only the user who runs the
+        // daemon (who mounted) and root may drive it, and on an agent socket the
+        // agent's uid when one was given.
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        let peer = match peer_cred(&stream) {
+            Some((uid, gid)) if uid == me || uid == 0 || Some(uid) == ctx.extra_uid => (uid, gid),
+            who => {
+                let who = who.map(|(uid, _)| uid);
+                log::warn!("control connection from uid {who:?} refused (daemon runs as uid {me})");
+                let also = ctx
+                    .extra_uid
+                    .map(|u| format!(", uid {u}"))
+                    .unwrap_or_default();
+                let e = Error::Forbidden(format!(
+                    "only uid {me} (the mounting user){also} or root may use this socket"
+                ));
+                let _ = writeln!(out, "{}", control::error_response(e.code(), &e.to_string()));
+                return;
+            }
+        };
+        let mut limit = control::RateLimit::new(control::RATE_BURST, control::RATE_PER_SEC);
+        let mut reader = BufReader::new(stream);
+        loop {
+            let mut line = Vec::new();
+            let n = match (&mut reader)
+                .take(control::MAX_REQUEST as u64 + 1)
+                .read_until(b'\n', &mut line)
+            {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            if n > control::MAX_REQUEST {
+                // Too large: answer and drop the connection (the rest is unread).
+                let r = control::error_response(
+                    "too_large",
+                    &format!("request exceeds {} bytes", control::MAX_REQUEST),
+                );
+                let _ = writeln!(out, "{r}");
+                return;
+            }
+            self.unanswered.fetch_add(1, Ordering::SeqCst);
+            let resp = match self.request(ctx, peer, &line, &mut limit, &out) {
+                Ok(v) => v,
+                Err(e) => control::error_response(e.code(), &e.to_string()),
+            };
+            let written = writeln!(out, "{resp}").is_ok();
+            self.unanswered.fetch_sub(1, Ordering::SeqCst);
+            if !written {
+                return;
+            }
+        }
+    }
+
+    /// Answer one request line received on a socket described by `ctx`: rate bound,
+    /// parse, session binding, role, then the op. Events go to `out`.
+    fn request(
+        &self,
+        ctx: &SocketCtx,
+        peer: (u32, u32),
+        line: &[u8],
+        limit: &mut control::RateLimit,
+        out: &UnixStream,
+    ) -> Result<Value> {
+        if !limit.allow() {
+            return Err(Error::RateLimited(format!(
+                "too many requests: at most {} per second per connection (bursts of {}); retry shortly",
+                control::RATE_PER_SEC,
+                control::RATE_BURST
+            )));
+        }
+        let req = match control::parse(line.trim_ascii()) {
+            Ok(r) => r,
+            Err(e) => return Ok(control::error_response(e.code, &e.message)),
+        };
+        if !ctx.role.allows(&req.op) {
+            log::info!(
+                "session {}: refused {} on an agent socket",
+                ctx.bound.as_deref().unwrap_or("?"),
+                req.op.name()
+            );
+            return Err(ctx.role.refusal(&req.op));
+        }
+        // An agent of another uid mounts only onto directories it owns (checked on
+        // the resolved directory itself, see `mountpoint`).
+        // SAFETY: geteuid has no preconditions.
+        let who = MountFor::of(ctx.role, peer, unsafe { libc::geteuid() });
+        let target = match (&ctx.bound, &req.session) {
+            (Some(b), Some(s)) if b != s => {
+                return Err(Error::Invalid(format!(
+                    "this socket serves session {b}, not {s}"
+                )));
+            }
+            (Some(b), _) => Some(b.clone()),
+            (None, s) => s.clone(),
+        };
+        let is_ping = req.op == Op::Ping;
+        let mut ev_out = out.try_clone().ok();
+        let mut events = |v: Value| {
+            if let Some(o) = ev_out.as_mut() {
+                let _ = writeln!(o, "{v}");
+            }
+        };
+        let mut v = self.handle_request(who, target.as_deref(), req.op, &mut events)?;
+        let o = v.as_object_mut().unwrap();
+        o.insert("ok".into(), json!(true));
+        if is_ping {
+            let role = match ctx.role {
+                Role::User => "user",
+                Role::Agent => "agent",
+            };
+            o.insert("role".into(), json!(role));
+        }
+        Ok(v)
+    }
+}

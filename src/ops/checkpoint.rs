@@ -1,0 +1,14 @@
+//! `checkpoint`: save the live tree as a checkpoint of the session.
+
+use serde_json::{Value, json};
+
+use super::{Target, ckpt_json, syncfs};
+use crate::error::Result;
+use crate::refs;
+
+pub(super) fn run(t: &Target, message: &str, trigger: &str) -> Result<Value> {
+    refs::validate_requested_trigger(trigger)?;
+    syncfs(&t.mountpoint)?;
+    let c = t.session.checkpoint(message, trigger, None)?;
+    Ok(json!({"checkpoint": ckpt_json(&c)}))
+}

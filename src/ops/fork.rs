@@ -1,0 +1,73 @@
+//! `fork`: create a new session from a ref (default: a fresh checkpoint) and mount it.
+//!
+//! Order (each step can fail without leaving anything behind that another request
+//! won): claim the new name (store-wide, in the host's mount table); refuse an
+//! existing record; resolve and check the mountpoint once (created when missing,
+//! the agent ownership rule applied to the descriptor); checkpoint; write the
+//! record; mount through the checked descriptor. On failure the record is removed,
+//! which is safe because the claim is still held.
+
+use std::path::Path;
+use std::sync::MutexGuard;
+
+use serde_json::{Value, json};
+
+use super::{Host, Target, ref_or_fresh};
+use crate::control::{AgentSocket, MountFor};
+use crate::error::{Error, Result};
+use crate::meta::{self, MetaOp};
+use crate::session;
+
+pub(super) struct Request<'a> {
+    pub(super) name: &'a str,
+    pub(super) from: Option<&'a str>,
+    pub(super) mountpoint: &'a Path,
+    pub(super) agent: Option<AgentSocket>,
+    pub(super) who: MountFor,
+}
+
+pub(super) fn run<H: Host>(
+    h: &H,
+    t: &Target,
+    op_lock: MutexGuard<'_, ()>,
+    req: Request<'_>,
+) -> Result<Value> {
+    let Request {
+        name,
+        from,
+        mountpoint,
+        agent,
+        who,
+    } = req;
+    session::validate_session_name(name)?;
+    let store = h.store();
+    let mut claim = h
+        .claim(name)
+        .map_err(|e| Error::Conflict(format!("session {name} already exists ({e})")))?;
+    if session::load_record(&*store, name)?.is_some() {
+        return Err(Error::Conflict(format!("session {name} already exists")));
+    }
+    let dir = h.open_mountpoint(mountpoint, who)?;
+    let s = &t.session;
+    let c = ref_or_fresh(t, from, &format!("fork {name}"), "fork")?;
+    let mut rec = session::new_record(name, c.root_id()?, s.usage().0, s.usage().1)?;
+    rec.head = Some(c.id.clone());
+    rec.config = s.record().config;
+    store.commit(vec![session::record_op(&rec)])?;
+    drop(op_lock);
+    match h.mount_claimed(&mut claim, dir, rec, agent) {
+        Ok(mut v) => {
+            v["checkpoint"] = json!(c.id);
+            Ok(v)
+        }
+        Err(e) => {
+            // The claim is still held: the record is ours to remove.
+            let key = meta::session_key(&name);
+            if let Err(e2) = store.commit(vec![MetaOp::Delete(key)]) {
+                log::error!("fork {name}: cannot remove the record of the failed fork: {e2}");
+            }
+            drop(claim);
+            Err(e)
+        }
+    }
+}

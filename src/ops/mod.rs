@@ -1,0 +1,284 @@
+//! Session operations served on the control sockets: checkpoint, log, status,
+//! branches, checkout, restore, fork, diff, config, and automatic checkpoints. One
+//! file per verb; this module holds the plumbing they share.
+//!
+//! Ops reach the daemon only through [`Host`] (find a mounted session, the store,
+//! the store-wide name lock, session name claims, mountpoints, mounting), so `ops`
+//! never imports `daemon`.
+//!
+//! Each session op runs under its session's op lock (so a checkout waits for a
+//! running checkpoint), first pushes the kernel's writeback cache to the daemon with
+//! `syncfs(2)` (so what programs wrote is included), and sends kernel cache
+//! invalidations after the tree changed, on every path out, errors included (an
+//! invalidation produced and not sent leaves the kernel with orphaned node ids).
+//!
+//! Names are created atomically store-wide: a branch under [`Host::name_lock`]
+//! (check and write in one critical section), a session by [`Host::claim`] (the
+//! daemon's mount table owns each session name from creation to the end of its
+//! last flush).
+
+mod auto;
+mod branch;
+mod checkout;
+mod checkpoint;
+mod config;
+mod diff;
+mod fork;
+mod log;
+mod restore;
+mod status;
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use serde_json::{Value, json};
+
+pub use auto::auto_checkpoints;
+
+use crate::control::{AgentSocket, MountFor, Op};
+use crate::error::{Error, Result};
+use crate::id::NodeId;
+use crate::refs::{self, Checkpoint};
+use crate::session::snapshot::Inval;
+use crate::session::{Session, SessionRecord};
+use crate::store::ObjectStore;
+use crate::tree::Timespec;
+
+/// Default number of log entries.
+pub const DEFAULT_LOG_LIMIT: usize = 20;
+
+/// A mounted (live) session, as ops see it.
+#[derive(Clone)]
+pub struct Target {
+    /// The session.
+    pub session: Arc<Session>,
+    /// Where it is mounted.
+    pub mountpoint: PathBuf,
+    /// Sends kernel cache invalidations for its mount.
+    pub notifier: fuser::Notifier,
+    /// Unix ms of its last automatic checkpoint.
+    pub last_auto_ms: Arc<AtomicU64>,
+}
+
+/// What ops need from whoever serves the mounted sessions (the daemon).
+pub trait Host {
+    /// A checked mountpoint, resolved once.
+    type Dir;
+    /// A session name owned by the caller until dropped (or mounted).
+    type Claim<'a>
+    where
+        Self: 'a;
+    /// The store.
+    fn store(&self) -> Arc<dyn ObjectStore>;
+    /// The live session `name`, or the only one when `name` is `None`.
+    fn target(&self, name: Option<&str>) -> Result<Target>;
+    /// Every live session.
+    fn live(&self) -> Vec<Target>;
+    /// Held while a branch name is checked and written (store-wide).
+    fn name_lock(&self) -> std::sync::MutexGuard<'_, ()>;
+    /// Own session name `name` (refused while anyone else owns it: mounted,
+    /// being mounted, created, unmounted or removed).
+    fn claim(&self, name: &str) -> Result<Self::Claim<'_>>;
+    /// Resolve and check a mountpoint for `who`, creating it when missing.
+    fn open_mountpoint(&self, path: &Path, who: MountFor) -> Result<Self::Dir>;
+    /// Mount the session of `rec` (its name claimed by `claim`) on `dir`. On
+    /// success the name passes to the mount; on failure the caller still owns it.
+    fn mount_claimed(
+        &self,
+        claim: &mut Self::Claim<'_>,
+        dir: Self::Dir,
+        rec: SessionRecord,
+        agent: Option<AgentSocket>,
+    ) -> Result<Value>;
+}
+
+/// Run a session op for a caller `who`, aimed at `session` when given.
+pub fn run<H: Host>(h: &H, who: MountFor, session: Option<&str>, op: Op) -> Result<Value> {
+    match op {
+        Op::Branches => return branch::list(&*h.store()),
+        Op::BranchDelete { name } => return branch::delete(h, &name),
+        _ => {}
+    }
+    let t = h.target(session)?;
+    let s = t.session.clone();
+    let op_lock = s.op_lock.lock().unwrap();
+    match op {
+        Op::Checkpoint { message, trigger } => checkpoint::run(&t, &message, &trigger),
+        Op::Log { limit } => log::run(&t, limit),
+        Op::Status => status::run(&t),
+        Op::Branch { name, from } => branch::create(h, &t, &name, from.as_deref()),
+        Op::Checkout { target } => checkout::run(&t, &target),
+        Op::Fork {
+            name,
+            from,
+            mountpoint,
+            agent_socket,
+            agent_uid,
+        } => {
+            let agent = AgentSocket::from_request(agent_socket, agent_uid)?;
+            let req = fork::Request {
+                name: &name,
+                from: from.as_deref(),
+                mountpoint: &mountpoint,
+                agent,
+                who,
+            };
+            fork::run(h, &t, op_lock, req)
+        }
+        Op::Diff { a, b, mode } => diff::run(&t, a.as_deref(), b.as_deref(), mode),
+        Op::Restore {
+            target,
+            paths,
+            dry_run,
+        } => restore::run(&t, &target, &paths, dry_run),
+        Op::Config { set } => config::run(&t, set),
+        _ => Err(Error::Invalid("not a session operation".into())),
+    }
+}
+
+/// Push the kernel's dirty pages of the mount at `mp` to the daemon.
+fn syncfs(mp: &Path) -> Result<()> {
+    let f = std::fs::File::open(mp).map_err(|e| Error::io(mp, e))?;
+    // SAFETY: syncfs on a valid fd we own.
+    if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&f)) } != 0 {
+        return Err(Error::io(mp, std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn send_invals(t: &Target, inval: Vec<Inval>) {
+    for i in inval {
+        let r = match &i {
+            Inval::Entry(parent, name) => t
+                .notifier
+                .inval_entry(fuser::INodeNo(*parent), std::ffi::OsStr::from_bytes(name)),
+            Inval::Inode(ino) => t.notifier.inval_inode(fuser::INodeNo(*ino), 0, 0),
+        };
+        if let Err(e) = r {
+            // ENOENT: the kernel had nothing cached for it.
+            if e.raw_os_error() != Some(libc::ENOENT) {
+                ::log::warn!("invalidation {i:?} failed: {e}");
+            }
+        }
+    }
+}
+
+fn ckpt_json(c: &Checkpoint) -> Value {
+    json!({
+        "id": c.id, "short": &c.id[..12], "session": c.session, "root": c.root,
+        "parent": c.parent(), "parents": c.parents, "meta": c.meta, "time_ns": c.time_ns.to_string(),
+        "time": (c.time_ns / 1_000_000_000) as i64,
+        "message": c.message, "trigger": c.trigger, "files_changed": c.files_changed,
+    })
+}
+
+fn auto_ref(kind: &str) -> String {
+    let t = Timespec::now();
+    format!("auto/{kind}-{}{:09}", t.sec, t.nsec)
+}
+
+type Saved = Option<(Checkpoint, String)>;
+
+fn saved_json(saved: Saved) -> Value {
+    json!(saved.map(|(c, r)| json!({"checkpoint": c.id, "ref": r})))
+}
+
+/// Save pending changes as a checkpoint under an `auto/...` ref, if there are any.
+fn save_pending(s: &Session, kind: &str, what: &str) -> Result<Saved> {
+    if !s.has_changes()? && s.record().head.is_some() {
+        return Ok(None);
+    }
+    let name = auto_ref(kind);
+    let c = s.checkpoint(&format!("auto: before {what}"), kind, Some(&name))?;
+    Ok(Some((c, name)))
+}
+
+/// Save pending changes, then graft `target` — retrying when programs wrote in
+/// between, so no acknowledged write is left out of both the saved checkpoint and
+/// the new tree.
+fn save_and_graft(
+    t: &Target,
+    kind: &str,
+    what: &str,
+    target: NodeId,
+    paths: Option<&[Vec<u8>]>,
+) -> Result<(Saved, Vec<Inval>)> {
+    let mut saved_any = None;
+    for _ in 0..5 {
+        // syncfs first: it makes the kernel send writes, which need the gate.
+        let t0 = std::time::Instant::now();
+        syncfs(&t.mountpoint)?;
+        let t_sync = t0.elapsed();
+        // Writes wait (a few ms) until the tree is swapped: nothing falls between
+        // the save and the graft. The generation check stays as a guard.
+        let _gate = crate::session::relock(t.session.gate.write());
+        let generation = t.session.generation();
+        let saved = save_pending(&t.session, kind, what)?;
+        if saved.is_some() {
+            saved_any = saved;
+        }
+        let t_save = t0.elapsed();
+        let (inval, r) = t.session.graft(target, paths, Some(generation));
+        ::log::debug!(
+            "{what}: syncfs {t_sync:?} save {:?} graft {:?}",
+            t_save - t_sync,
+            t0.elapsed() - t_save
+        );
+        match r {
+            Err(Error::Conflict(_)) if inval.is_empty() => continue,
+            Ok(()) => return Ok((saved_any, inval)),
+            Err(e) => {
+                // A graft that failed midway changed part of the tree: the kernel
+                // must forget what it changed all the same.
+                send_invals(t, inval);
+                return Err(e);
+            }
+        }
+    }
+    Err(Error::Conflict(format!(
+        "{what}: the workspace kept changing while being saved; retry when writers pause"
+    )))
+}
+
+/// Send `inval` (the tree changed), then return `r`: invalidations are never
+/// skipped because a later step failed.
+fn invalidate_then<T>(t: &Target, inval: Vec<Inval>, r: Result<T>) -> Result<T> {
+    send_invals(t, inval);
+    r
+}
+
+/// The checkpoint named by `from`, or (without it) HEAD — checkpointing the live
+/// state first when it has changes or the session has no checkpoint yet.
+fn ref_or_fresh(
+    t: &Target,
+    from: Option<&str>,
+    message: &str,
+    trigger: &str,
+) -> Result<Checkpoint> {
+    let s = &t.session;
+    if let Some(spec) = from {
+        return refs::resolve(&**s.store(), s.record().head.as_deref(), spec);
+    }
+    syncfs(&t.mountpoint)?;
+    if s.record().head.is_none() || s.has_changes()? {
+        s.checkpoint(message, trigger, None)
+    } else {
+        refs::resolve(&**s.store(), s.record().head.as_deref(), "HEAD")
+    }
+}
+
+fn working_root(t: &Target) -> Result<NodeId> {
+    syncfs(&t.mountpoint)?;
+    t.session.flush()
+}
+
+/// The root of a diff side: a ref, or `WORKING` for the live state.
+fn side_root(t: &Target, spec: &str) -> Result<NodeId> {
+    if spec == "WORKING" {
+        return working_root(t);
+    }
+    let head = t.session.record().head;
+    refs::resolve(&**t.session.store(), head.as_deref(), spec)?.root_id()
+}

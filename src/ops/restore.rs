@@ -1,0 +1,123 @@
+//! `restore`: rewind the tree, or some paths of it, to a ref.
+
+use serde_json::{Value, json};
+
+use super::{Target, invalidate_then, save_and_graft, saved_json, working_root};
+use crate::diff;
+use crate::error::{Error, Result};
+use crate::id::NodeId;
+use crate::refs;
+use crate::store::ObjectStore;
+
+pub(super) fn run(t: &Target, spec: &str, paths: &[String], dry_run: bool) -> Result<Value> {
+    let s = &t.session;
+    let store = s.store().clone();
+    let c = refs::resolve(&*store, s.record().head.as_deref(), spec)?;
+    let paths: Vec<Vec<u8>> = paths.iter().map(|p| clean_path(p)).collect::<Result<_>>()?;
+    let root = working_root(t)?;
+    for p in &paths {
+        refuse_symlink_prefix(&*store, root, "the working tree", p)?;
+        refuse_symlink_prefix(&*store, c.root_id()?, spec, p)?;
+    }
+    let plan: Vec<Value> = diff::diff_roots(&*store, root, c.root_id()?)?
+        .iter()
+        .filter(|e| under(&e.path, &paths))
+        .map(|e| json!({"path": e.path_str(), "change": e.change}))
+        .collect();
+    if dry_run {
+        return Ok(json!({"dry_run": true, "changes": plan}));
+    }
+    if plan.is_empty() {
+        return Ok(json!({"dry_run": false, "changes": plan, "saved": null}));
+    }
+    let only = if paths.is_empty() || paths.iter().any(|p| p.is_empty()) {
+        None
+    } else {
+        Some(&paths[..])
+    };
+    let (saved, inval) = save_and_graft(
+        t,
+        "before-restore",
+        &format!("restore of {spec}"),
+        c.root_id()?,
+        only,
+    )?;
+    // The tree is grafted: its invalidations go out whether or not the flush does.
+    invalidate_then(t, inval, s.flush())?;
+    Ok(json!({
+        "dry_run": false, "changes": plan,
+        "saved": saved_json(saved),
+    }))
+}
+
+fn under(path: &[u8], prefixes: &[Vec<u8>]) -> bool {
+    prefixes.is_empty()
+        || prefixes.iter().any(|p| {
+            p.is_empty()
+                || path == &p[..]
+                || (path.starts_with(p) && path.get(p.len()) == Some(&b'/'))
+        })
+}
+
+/// A path argument as a normalized workspace path: relative to the workspace root,
+/// no NUL, no `..` (refused, not resolved), empty and `.` components dropped (the
+/// empty result is the whole tree).
+fn clean_path(p: &str) -> Result<Vec<u8>> {
+    if p.contains('\0') {
+        return Err(Error::Invalid(format!("path {p:?} contains a NUL byte")));
+    }
+    if p.starts_with('/') {
+        return Err(Error::Invalid(format!(
+            "path {p:?} must be relative to the workspace root"
+        )));
+    }
+    let comps: Vec<&str> = p
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    if comps.contains(&"..") {
+        return Err(Error::Invalid(format!(
+            "path {p:?} must stay inside the workspace (no '..')"
+        )));
+    }
+    Ok(comps.join("/").into_bytes())
+}
+
+/// Refuse a path that goes *through* a symbolic link in the tree `root` (`what`
+/// names the tree in the message): links are never followed, and grafting the link
+/// instead would change more than the caller named.
+fn refuse_symlink_prefix(
+    store: &dyn ObjectStore,
+    root: NodeId,
+    what: &str,
+    path: &[u8],
+) -> Result<()> {
+    let tree = diff::Tree::load(store, root)?;
+    if let Some(link) = tree.symlink_prefix(store, path)? {
+        return Err(Error::Invalid(format!(
+            "path {:?} goes through the symbolic link {:?} in {what}; symbolic links are not followed (name the link itself to restore it)",
+            String::from_utf8_lossy(path),
+            String::from_utf8_lossy(&link)
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_filters() {
+        assert!(under(b"a/b", &[b"a".to_vec()]));
+        assert!(!under(b"ab", &[b"a".to_vec()]));
+        assert!(under(b"x", &[]));
+        assert_eq!(clean_path("a/./b/").unwrap(), b"a/b");
+        assert!(clean_path("a/../../etc").is_err());
+        assert!(clean_path("a/../b").is_err());
+        assert!(clean_path("/etc/passwd").is_err());
+        assert!(clean_path("a\0b").is_err());
+        assert_eq!(clean_path(".").unwrap(), b"");
+        assert_eq!(clean_path("").unwrap(), b"");
+    }
+}

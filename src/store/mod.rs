@@ -29,6 +29,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
+use crate::durable::{self, Scope};
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaDb, MetaOp};
 use cache::ObjectCache;
@@ -169,12 +170,12 @@ fn write_descriptor(dir: &Path) -> Result<()> {
     let path = dir.join(STORE_FILE);
     fs::write(&tmp, serde_json::to_vec_pretty(&d).unwrap()).map_err(|e| Error::io(&tmp, e))?;
     File::open(&tmp)
-        .and_then(|f| f.sync_all())
+        .and_then(|f| durable::sync_all(&f, Scope::Store))
         .map_err(|e| Error::io(&tmp, e))?;
     fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
+    // The rename (and, at creation, `packs/`) must be durable: a store that lost its
+    // descriptor is refused as "not a treefork store".
+    durable::sync_dir(dir, Scope::Store).map_err(|e| Error::io(dir, e))?;
     Ok(())
 }
 
@@ -233,6 +234,10 @@ impl PackStore {
         };
         if empty {
             fs::create_dir_all(dir.join("packs")).map_err(|e| Error::io(dir, e))?;
+            // The store directory's own entry (when this created it).
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                durable::sync_dir(parent, Scope::Store).map_err(|e| Error::io(parent, e))?;
+            }
             write_descriptor(dir)?;
         } else {
             let bytes = fs::read(&desc_path).map_err(|e| {
@@ -732,10 +737,17 @@ impl PackStore {
             .write(true)
             .open(&p)
             .map_err(|e| Error::io(&p, e))?;
-        if let Err(e) = f.write_all(&pack::pack_header()) {
+        // The new directory entry must be durable before any index entry names it:
+        // a pack whose entry could not be synced is not used.
+        let packs = self.dir.join("packs");
+        if let Err(e) = f
+            .write_all(&pack::pack_header())
+            .map_err(|e| Error::io(&p, e))
+            .and_then(|_| durable::sync_dir(&packs, Scope::Store).map_err(|e| Error::io(&packs, e)))
+        {
             // Do not leave the number taken (the next rotate would fail with EEXIST).
             let _ = fs::remove_file(&p);
-            return Err(Error::io(&p, e));
+            return Err(e);
         }
         let f = Arc::new(f);
         if let Some(old) = w.file.take() {
@@ -745,10 +757,6 @@ impl PackStore {
         w.pack = n;
         w.file = Some(f);
         w.offset = pack::PACK_HEADER_LEN;
-        // The new directory entry must be durable before any index entry names it.
-        if let Ok(d) = File::open(self.dir.join("packs")) {
-            let _ = d.sync_all();
-        }
         Ok(())
     }
 }
@@ -833,7 +841,7 @@ impl ObjectStore for PackStore {
         let w = self.writer.lock().unwrap();
         let current = w.file.iter().filter(|_| w.dirty);
         for f in w.unsynced.iter().map(|(_, f)| f).chain(current) {
-            f.sync_data()
+            durable::sync_data(f, Scope::Store)
                 .map_err(|e| Error::io(self.dir.join("packs"), e))?;
         }
         let pending = self.pending_snapshot();

@@ -10,6 +10,7 @@ mod enospc;
 mod maintenance;
 mod persistence;
 mod posix;
+mod powercut;
 mod programs;
 mod security;
 mod snapshots;

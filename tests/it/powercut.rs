@@ -104,10 +104,10 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        if run("umount", &[s(&self.0)]).is_err() {
-            if let Err(e) = run("umount", &["-l", s(&self.0)]) {
-                eprintln!("cleanup: {e}");
-            }
+        if run("umount", &[s(&self.0)]).is_err()
+            && let Err(e) = run("umount", &["-l", s(&self.0)])
+        {
+            eprintln!("cleanup: {e}");
         }
     }
 }

@@ -12,8 +12,8 @@
 //! test (`tests/it/powercut.rs`) can show that it catches lost data. `1` or `all`:
 //! every sync of this module; `meta`: only the metadata database's own syncs after
 //! sled's flush ([`Scope::Meta`]), which leaves sled's `sync_file_range` alone — the
-//! state before issue 12. Never set it outside tests: acknowledged data is then lost
-//! on a power cut.
+//! state before issue 12. Any other value keeps syncing on. Never set it outside
+//! tests: acknowledged data is then lost on a power cut.
 
 use std::fs::File;
 use std::io;

@@ -6,10 +6,13 @@
 //! in-memory twin for tests.
 //!
 //! Write protocol ("packs before index"): `put` appends a record to the current pack
-//! and remembers its location in a pending map; `commit` fsyncs every pack written
+//! and remembers its location in a pending map; `commit` fdatasyncs every pack written
 //! since the last commit, then applies the pending index entries together with the
-//! caller's metadata ops in one atomic, flushed sled batch. So an index entry never
-//! points at bytes that are not durable, and a crash loses only unreferenced tails.
+//! caller's metadata ops in one atomic sled batch that is durable when it returns
+//! (`MetaDb::apply` syncs sled's files itself). A new pack's directory entry is synced
+//! before the pack takes a record; every sync goes through `crate::durable`. So an
+//! index entry never points at bytes that are not durable, and a crash or power cut
+//! loses only unreferenced tails.
 //! Every `get` verifies the object's hash; a mismatch is [`Error::Corrupt`] (EIO).
 //!
 //! Deltas: [`ObjectStore::put_based`] may store an object as a delta of an earlier

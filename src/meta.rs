@@ -27,7 +27,7 @@
 //! sled recovers exactly the batches that were durable, the caller's failed batch is
 //! simply not there, and the store retries it (its index entries are still pending).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -252,7 +252,7 @@ impl MetaDb {
         let db = g.as_ref().unwrap();
         db.apply_batch(batch).map_err(|e| self.failed(e))?;
         db.flush().map_err(|e| self.failed(e))?;
-        self.files.lock().unwrap().sync().inspect_err(|e| {
+        SledFiles::sync(&self.files).inspect_err(|e| {
             if !self.poisoned.swap(true, Ordering::SeqCst) {
                 log::error!(
                     "metadata database {}: sync failed ({e}); it will be reopened",
@@ -274,9 +274,10 @@ struct SledFiles {
     dir: PathBuf,
     /// The log file, opened read-only (fdatasync needs no write access on Linux;
     /// sled's lock is a `flock` on its own descriptor, untouched by ours).
-    db: File,
-    /// Blob files already fsync'd (sled never rewrites a blob in place).
-    blobs: HashSet<OsString>,
+    db: Arc<File>,
+    /// Blob files already fsync'd, with their length then (sled never rewrites a
+    /// finished blob).
+    blobs: HashMap<OsString, u64>,
     /// Entries of the database directory at the last directory fsync.
     entries: HashSet<OsString>,
 }
@@ -288,11 +289,11 @@ impl SledFiles {
     fn open(dir: &Path) -> Result<SledFiles> {
         let io = |p: &Path, e| Error::io(p, e);
         let db_path = dir.join("db");
-        let db = File::open(&db_path).map_err(|e| io(&db_path, e))?;
+        let db = Arc::new(File::open(&db_path).map_err(|e| io(&db_path, e))?);
         let mut f = SledFiles {
             dir: dir.to_path_buf(),
             db,
-            blobs: HashSet::new(),
+            blobs: HashMap::new(),
             entries: HashSet::new(),
         };
         let conf = dir.join("conf");
@@ -314,17 +315,23 @@ impl SledFiles {
     /// Make everything sled flushed durable: new blob files (then `blobs/`), the log,
     /// and the directory when its entries changed. Blobs first, so that a log entry
     /// naming a blob is never durable before the blob.
-    fn sync(&mut self) -> Result<()> {
+    /// The lock is not held across the log's fdatasync, so concurrent commits sync
+    /// in parallel (the file system batches them into one journal commit).
+    fn sync(files: &Mutex<SledFiles>) -> Result<()> {
         if durable::skipped(Scope::Meta) {
             return Ok(());
         }
-        self.sync_blobs(false)?;
-        let db_path = || self.dir.join("db");
-        durable::sync_data(&self.db, Scope::Meta).map_err(|e| Error::io(db_path(), e))?;
-        let now = list(&self.dir)?;
-        if now != self.entries {
-            durable::sync_dir(&self.dir, Scope::Meta).map_err(|e| Error::io(&self.dir, e))?;
-            self.entries = now;
+        let (db, db_path) = {
+            let mut f = files.lock().unwrap();
+            f.sync_blobs(false)?;
+            (f.db.clone(), f.dir.join("db"))
+        };
+        durable::sync_data(&db, Scope::Meta).map_err(|e| Error::io(db_path, e))?;
+        let mut f = files.lock().unwrap();
+        let now = list(&f.dir)?;
+        if now != f.entries {
+            durable::sync_dir(&f.dir, Scope::Meta).map_err(|e| Error::io(&f.dir, e))?;
+            f.entries = now;
         }
         Ok(())
     }
@@ -333,24 +340,35 @@ impl SledFiles {
     /// `force`). Blobs sled deleted are forgotten.
     fn sync_blobs(&mut self, force: bool) -> Result<()> {
         let dir = self.dir.join("blobs");
-        let now = match list(&dir) {
-            Ok(n) => n,
+        let rd = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd,
             // sled creates it at open; a missing one holds no blob to sync.
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(());
-            }
-            Err(e) => return Err(e),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io(&dir, e)),
         };
+        let mut now = HashMap::new();
         let mut new = false;
-        for name in now.difference(&self.blobs) {
-            let p = dir.join(name);
-            match File::open(&p) {
-                Ok(b) => durable::sync_all(&b, Scope::Meta).map_err(|e| Error::io(&p, e))?,
-                // Removed by sled meanwhile (superseded): nothing to keep.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(Error::io(&p, e)),
+        for e in rd {
+            let e = e.map_err(|e| Error::io(&dir, e))?;
+            let p = e.path();
+            // Removed by sled meanwhile (superseded): nothing to keep.
+            let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+            let len = match e.metadata() {
+                Ok(m) => m.len(),
+                Err(err) if gone(&err) => continue,
+                Err(err) => return Err(Error::io(&p, err)),
+            };
+            // Keyed by length too: a concurrent commit's blob may still be being
+            // written when another commit lists it; it is synced again once it grew.
+            if self.blobs.get(&e.file_name()) != Some(&len) {
+                match File::open(&p) {
+                    Ok(b) => durable::sync_all(&b, Scope::Meta).map_err(|e| Error::io(&p, e))?,
+                    Err(err) if gone(&err) => continue,
+                    Err(err) => return Err(Error::io(&p, err)),
+                }
+                new = true;
             }
-            new = true;
+            now.insert(e.file_name(), len);
         }
         if new || force {
             durable::sync_dir(&dir, Scope::Meta).map_err(|e| Error::io(&dir, e))?;
@@ -415,7 +433,7 @@ mod durability_tests {
             .unwrap();
         let blobs = db.files.lock().unwrap().blobs.clone();
         assert!(!blobs.is_empty(), "the blob sled wrote was not synced");
-        for b in &blobs {
+        for b in blobs.keys() {
             assert!(dir.join("blobs").join(b).is_file());
         }
         assert_eq!(db.get(b"s/big").unwrap().unwrap().len(), 300 << 10);

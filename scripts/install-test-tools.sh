@@ -2,7 +2,7 @@
 # Install what the external file-system test suites need, idempotently:
 #   - fuse3 (fusermount3, /etc/fuse.conf) from Debian, only if missing;
 #   - e2fsprogs (mkfs.ext4, e2fsck), util-linux (fsfreeze) and mount (losetup,
-#     mount, umount) for the power-cut test (tests/it/powercut.rs), only if missing;
+#     mount, umount) for the power-cut test (tests/it/powercut/), only if missing;
 #   - the "tests" user/group that pjdfstest switches to (nobody/nogroup is
 #     the other one and ships with Debian);
 #   - pjdfstest and fsx from crates.io, pinned, only if that exact version

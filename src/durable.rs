@@ -9,7 +9,7 @@
 //! through one of these calls (see "Crash consistency" in docs/design.md).
 //!
 //! **Test only:** `TREEFORK_UNSAFE_NO_SYNC` makes the calls no-ops, so the power-cut
-//! test (`tests/it/powercut.rs`) can show that it catches lost data. `1` or `all`:
+//! test (`tests/it/powercut/`) can show that it catches lost data. `1` or `all`:
 //! every sync of this module; `meta`: only the metadata database's own syncs after
 //! sled's flush ([`Scope::Meta`]), which leaves sled's `sync_file_range` alone — the
 //! state before issue 12. Any other value keeps syncing on. Never set it outside

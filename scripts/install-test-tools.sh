@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install what the external file-system test suites need, idempotently:
 #   - fuse3 (fusermount3, /etc/fuse.conf) from Debian, only if missing;
+#   - e2fsprogs (mkfs.ext4, e2fsck), util-linux (fsfreeze) and mount (losetup,
+#     mount, umount) for the power-cut test (tests/it/powercut/), only if missing;
 #   - the "tests" user/group that pjdfstest switches to (nobody/nogroup is
 #     the other one and ships with Debian);
 #   - pjdfstest and fsx from crates.io, pinned, only if that exact version
@@ -15,7 +17,8 @@ PJDFSTEST_VERSION=0.2.2
 FSX_VERSION=0.3.2
 
 # Debian packages needed at test time.  python3 is already on the machine.
-APT_PACKAGES=(fuse3)
+# e2fsprogs, util-linux, mount: the power-cut test (ext4 on loop devices, fsfreeze).
+APT_PACKAGES=(fuse3 e2fsprogs util-linux mount)
 
 CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
 export PATH="$CARGO_BIN:$PATH"
@@ -46,6 +49,9 @@ fi
 
 if [[ ! -c /dev/fuse ]]; then
     log "WARNING: /dev/fuse is missing; FUSE mounts will fail" >&2
+fi
+if [[ ! -e /dev/loop-control ]]; then
+    log "WARNING: /dev/loop-control is missing; the power-cut test will fail" >&2
 fi
 
 # --- users/groups for pjdfstest (see [dummy_auth] in tests/pjdfstest.toml) ---

@@ -11,6 +11,7 @@ pub mod control;
 pub mod daemon;
 pub mod diff;
 pub mod dirs;
+pub mod durable;
 pub mod error;
 pub mod fs;
 pub mod fsck;

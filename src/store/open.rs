@@ -53,7 +53,7 @@ fn write_descriptor(dir: &Path) -> Result<()> {
     let path = dir.join(STORE_FILE);
     fs::write(&tmp, serde_json::to_vec_pretty(&d).unwrap()).map_err(|e| Error::io(&tmp, e))?;
     File::open(&tmp)
-        .and_then(|f| f.sync_all())
+        .and_then(|f| crate::durable::sync_all(&f, crate::durable::Scope::Store))
         .map_err(|e| Error::io(&tmp, e))?;
     fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
     sync_dir(dir)
@@ -95,6 +95,10 @@ fn check_or_create(dir: &Path) -> Result<bool> {
     };
     if empty {
         fs::create_dir_all(dir.join("packs")).map_err(|e| Error::io(dir, e))?;
+        // The store directory's own entry (when this created it).
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent)?;
+        }
         write_descriptor(dir)?;
     } else {
         let bytes = fs::read(&desc_path).map_err(|e| {

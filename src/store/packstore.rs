@@ -33,6 +33,7 @@ use super::metastore::MetaStore;
 use super::objects::{Loc, ObjectStore, check_object_len};
 use super::pack::{self, Codec, Kind, RecordHeader};
 use super::{DELTA_MIN, PACK_TARGET_SIZE, space};
+use crate::durable::{self, Scope};
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
 
@@ -70,9 +71,7 @@ pub(super) fn pack_path(dir: &Path, n: u32) -> PathBuf {
 
 /// fsync a directory, so the entries created or removed in it are durable.
 pub(super) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(dir, e))
+    durable::sync_dir(dir, Scope::Store).map_err(|e| Error::io(dir, e))
 }
 
 impl PackStore {
@@ -414,7 +413,7 @@ impl ObjectStore for PackStore {
         let mut w = self.writer.lock().unwrap();
         let current = w.file.iter().filter(|_| w.dirty);
         for f in w.unsynced.iter().map(|(_, f)| f).chain(current) {
-            f.sync_data()
+            durable::sync_data(f, Scope::Store)
                 .map_err(|e| Error::io(self.dir.join("packs"), e))?;
         }
         // A pack created since the last commit: its directory entry must be durable

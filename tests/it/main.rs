@@ -11,6 +11,7 @@ mod enospc;
 mod maintenance;
 mod persistence;
 mod posix;
+mod powercut;
 mod programs;
 mod races;
 mod robustness;

@@ -36,9 +36,23 @@ pub struct Checkpoint {
     /// Message.
     #[arg(short, long, default_value = "")]
     message: String,
-    /// Why it is taken.
-    #[arg(long, default_value = "manual", value_parser = ["manual", "auto", "before-risky", "milestone"])]
+    /// Why it is taken: manual, auto, before-risky, milestone, or a name of your own
+    /// ([a-z][a-z0-9_-]*; names the daemon uses for its own checkpoints are refused).
+    #[arg(long, default_value = "manual")]
     trigger: String,
+    /// Data stored in the checkpoint record, as KEY=JSON (a bare word is a string);
+    /// repeatable.
+    #[arg(long = "meta", value_name = "KEY=JSON", value_parser = parse_meta)]
+    meta: Vec<(String, serde_json::Value)>,
+}
+
+/// `KEY=JSON`, or `KEY=word` taken as the string "word".
+fn parse_meta(s: &str) -> std::result::Result<(String, serde_json::Value), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected KEY=JSON, got {s:?}"))?;
+    let v = serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::String(v.to_string()));
+    Ok((k.to_string(), v))
 }
 
 #[derive(Deserialize)]
@@ -58,6 +72,7 @@ impl Run for Checkpoint {
         let r: Reply<Checkpointed> = cx.session(Op::Checkpoint {
             message: self.message.clone(),
             trigger: self.trigger.clone(),
+            meta: self.meta.iter().cloned().collect(),
         })?;
         Ok(r.into())
     }

@@ -52,9 +52,13 @@ pub enum Op {
         /// Message.
         #[serde(default)]
         message: String,
-        /// Why: manual, auto, before-risky, milestone.
+        /// Why: `manual` (default), `auto`, `before-risky`, `milestone`, or any other
+        /// well-formed name not reserved for the daemon (`refs::validate_requested_trigger`).
         #[serde(default = "default_trigger")]
         trigger: String,
+        /// Caller-defined data stored in the record (and covered by its id).
+        #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+        meta: serde_json::Map<String, serde_json::Value>,
     },
     /// The session's checkpoints, newest first.
     Log {

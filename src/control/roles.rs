@@ -37,6 +37,7 @@ impl Role {
             | Op::Checkpoint {
                 message: _,
                 trigger: _,
+                meta: _,
             }
             | Op::Log { limit: _ }
             | Op::Diff {

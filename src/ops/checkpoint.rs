@@ -6,9 +6,17 @@ use super::{Target, ckpt_json, syncfs};
 use crate::error::Result;
 use crate::refs;
 
-pub(super) fn run(t: &Target, message: &str, trigger: &str) -> Result<Value> {
+pub(super) fn run(
+    t: &Target,
+    message: &str,
+    trigger: &str,
+    meta: serde_json::Map<String, Value>,
+) -> Result<Value> {
     refs::validate_requested_trigger(trigger)?;
     syncfs(&t.mountpoint)?;
-    let c = t.session.checkpoint(message, trigger, None)?;
+    refs::validate_meta(&meta)?;
+    let c = t
+        .session
+        .checkpoint_with_meta(message, trigger, None, meta)?;
     Ok(json!({"checkpoint": ckpt_json(&c)}))
 }

@@ -105,7 +105,11 @@ pub fn run<H: Host>(h: &H, who: MountFor, session: Option<&str>, op: Op) -> Resu
     let s = t.session.clone();
     let op_lock = s.op_lock.lock().unwrap();
     match op {
-        Op::Checkpoint { message, trigger } => checkpoint::run(&t, &message, &trigger),
+        Op::Checkpoint {
+            message,
+            trigger,
+            meta,
+        } => checkpoint::run(&t, &message, &trigger, meta),
         Op::Log { limit } => log::run(&t, limit),
         Op::Status => status::run(&t),
         Op::Branch { name, from } => branch::create(h, &t, &name, from.as_deref()),

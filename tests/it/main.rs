@@ -14,6 +14,7 @@ mod posix;
 mod powercut;
 mod programs;
 mod races;
+mod records;
 mod robustness;
 mod security;
 mod snapshots;

@@ -67,7 +67,7 @@ impl Daemon {
         let r = self.mount_dir(&mut claim, dir, source, agent, events);
         if r.is_err() && creating {
             // Created under our claim (if it got that far): nobody else's record.
-            let key = crate::meta::session_key(&name);
+            let key = crate::meta::session_key(name);
             if let Err(e) = self.store.commit(vec![crate::meta::MetaOp::Delete(key)]) {
                 log::error!("mount {name}: cannot remove the record of the failed mount: {e}");
             }

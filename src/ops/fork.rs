@@ -62,7 +62,7 @@ pub(super) fn run<H: Host>(
         }
         Err(e) => {
             // The claim is still held: the record is ours to remove.
-            let key = meta::session_key(&name);
+            let key = meta::session_key(name);
             if let Err(e2) = store.commit(vec![MetaOp::Delete(key)]) {
                 log::error!("fork {name}: cannot remove the record of the failed fork: {e2}");
             }

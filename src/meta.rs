@@ -166,8 +166,9 @@ fn avail_bytes(dir: &Path) -> u64 {
     let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
         return u64::MAX;
     };
-    // SAFETY: `c` is a valid NUL-terminated path and `s` a valid out-pointer.
+    // SAFETY: statvfs is plain old data, for which all-zero bytes are a valid value.
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `s` a valid out-pointer.
     if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
         return u64::MAX;
     }

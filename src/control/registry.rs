@@ -138,6 +138,7 @@ mod tests {
     #[test]
     fn runtime_dir_must_be_private_and_ours() {
         let d = tempfile::tempdir().unwrap();
+        // SAFETY: getuid has no preconditions and cannot fail.
         let me = unsafe { libc::getuid() };
         let fresh = d.path().join("fresh");
         private_dir(&fresh, me).unwrap();

@@ -68,6 +68,7 @@ fn pack_number(name: &std::ffi::OsStr) -> Option<u32> {
 pub fn statvfs_bytes(path: &Path) -> Option<(u64, u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs is plain old data, for which all-zero bytes are a valid value.
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: `c` is a valid NUL-terminated path and `s` a valid out-pointer.
     if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {

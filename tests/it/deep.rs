@@ -15,10 +15,12 @@ const DEPTH: usize = 10_000;
 fn open_dir(dir: Option<&OwnedFd>, name: &str) -> std::io::Result<OwnedFd> {
     let c = CString::new(name).unwrap();
     let d = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+    // SAFETY: every pointer argument is a valid NUL-terminated C string or live buffer owned by this function; fds are open.
     let fd = unsafe { libc::openat(d, c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
+    // SAFETY: fd was just returned by a successful open and is owned by nothing else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
@@ -27,10 +29,12 @@ fn open_dir(dir: Option<&OwnedFd>, name: &str) -> std::io::Result<OwnedFd> {
 fn build(top: &Path, depth: usize, data: &[u8]) {
     let mut cur = open_dir(None, top.to_str().unwrap()).unwrap();
     for _ in 0..depth {
+        // SAFETY: every pointer argument is a valid NUL-terminated C string or live buffer owned by this function; fds are open.
         let r = unsafe { libc::mkdirat(cur.as_raw_fd(), c"d".as_ptr(), 0o755) };
         assert_eq!(r, 0, "mkdirat: {}", std::io::Error::last_os_error());
         cur = open_dir(Some(&cur), "d").unwrap();
     }
+    // SAFETY: every pointer argument is a valid NUL-terminated C string or live buffer owned by this function; fds are open.
     let fd = unsafe {
         libc::openat(
             cur.as_raw_fd(),
@@ -40,9 +44,12 @@ fn build(top: &Path, depth: usize, data: &[u8]) {
         )
     };
     assert!(fd >= 0);
+    // SAFETY: fd was just returned by a successful open and is owned by nothing else.
     let f = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: the buffer pointer and length describe a live, owned buffer; the fd is open.
     let n = unsafe { libc::write(f.as_raw_fd(), data.as_ptr().cast(), data.len()) };
     assert_eq!(n as usize, data.len());
+    // SAFETY: the fd is open and owned.
     assert_eq!(unsafe { libc::fsync(f.as_raw_fd()) }, 0, "fsync");
 }
 
@@ -52,12 +59,15 @@ fn read_bottom(top: &Path, depth: usize) -> Option<Vec<u8>> {
     for _ in 0..depth {
         cur = open_dir(Some(&cur), "d").ok()?;
     }
+    // SAFETY: every pointer argument is a valid NUL-terminated C string or live buffer owned by this function; fds are open.
     let fd = unsafe { libc::openat(cur.as_raw_fd(), c"f".as_ptr(), libc::O_RDONLY) };
     if fd < 0 {
         return None;
     }
+    // SAFETY: fd was just returned by a successful open and is owned by nothing else.
     let f = unsafe { OwnedFd::from_raw_fd(fd) };
     let mut buf = vec![0u8; 4096];
+    // SAFETY: the buffer pointer and length describe a live, owned buffer; the fd is open.
     let n = unsafe { libc::read(f.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
     buf.truncate(n.max(0) as usize);
     Some(buf)
@@ -66,6 +76,7 @@ fn read_bottom(top: &Path, depth: usize) -> Option<Vec<u8>> {
 fn alive(m: &Mount) {
     let pid = m.daemon_pid();
     assert_eq!(
+        // SAFETY: kill has no memory-safety preconditions.
         unsafe { libc::kill(pid, 0) },
         0,
         "daemon died\n{}",

@@ -147,6 +147,7 @@ impl Mount {
     /// SIGKILL the daemon and wait until it is gone.
     pub fn kill_daemon(&self) {
         let pid = self.daemon_pid();
+        // SAFETY: kill has no memory-safety preconditions.
         unsafe { libc::kill(pid, libc::SIGKILL) };
         for _ in 0..500 {
             // The zombie keeps its pid, but its store lock is released at death.

@@ -148,6 +148,7 @@ fn statvfs(p: &Path) -> libc::statvfs {
     let c = cpath(p);
     // SAFETY: zeroed statvfs is a valid out-buffer; `c` is a valid path.
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: every pointer argument is a valid NUL-terminated C string or live buffer owned by this function; fds are open.
     cvt(unsafe { libc::statvfs(c.as_ptr(), &mut s) }).expect("statvfs");
     s
 }

@@ -18,6 +18,7 @@ fn a_panicking_request_answers_eio_and_the_mount_keeps_serving() {
     write_synced(&m.p("a"), b"before");
     let path = std::ffi::CString::new(m.p("a").as_os_str().as_bytes()).unwrap();
     for round in 0..3 {
+        // SAFETY: every pointer argument is a valid NUL-terminated C string or live buffer owned by this function; fds are open.
         let r = unsafe {
             libc::setxattr(
                 path.as_ptr(),
@@ -61,6 +62,7 @@ fn ioctls_are_answered_enotty_quietly() {
     let f = std::fs::File::open(m.p("f")).unwrap();
     let mut buf = [0u8; 64];
     for _ in 0..20 {
+        // SAFETY: every pointer argument is a valid NUL-terminated C string or live buffer owned by this function; fds are open.
         let r = unsafe {
             libc::ioctl(
                 std::os::fd::AsRawFd::as_raw_fd(&f),

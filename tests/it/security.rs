@@ -644,11 +644,13 @@ fn import_never_follows_symlinks_or_imports_devices() {
     sl("../..", "d/up");
     let c = |p: &Path| std::ffi::CString::new(p.to_str().unwrap()).unwrap();
     assert_eq!(
+        // SAFETY: every pointer argument is a valid NUL-terminated C string or live buffer owned by this function; fds are open.
         unsafe { libc::mkfifo(c(&src.join("fifo")).as_ptr(), 0o644) },
         0
     );
     let dev = libc::makedev(1, 3);
     assert_eq!(
+        // SAFETY: every pointer argument is a valid NUL-terminated C string or live buffer owned by this function; fds are open.
         unsafe { libc::mknod(c(&src.join("null")).as_ptr(), libc::S_IFCHR | 0o666, dev) },
         0
     );

@@ -213,6 +213,7 @@ pub(super) struct Rig {
 fn check_prerequisites() {
     // SAFETY: geteuid has no preconditions.
     assert_eq!(
+        // SAFETY: no preconditions; cannot fail.
         unsafe { libc::geteuid() },
         0,
         "the power-cut test needs root (loop devices, mount, fsfreeze); CI runs as root"

@@ -35,9 +35,7 @@ fn store_listing(store: &std::path::Path) -> Vec<(String, u64)> {
 
 #[test]
 fn bad_mountpoints_are_refused_with_one_line() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let before = store_listing(&m.store);
     let missing = m.tmp.path().join("missing");
@@ -85,9 +83,7 @@ fn bad_mountpoints_are_refused_with_one_line() {
 
 #[test]
 fn corrupt_or_foreign_store_is_refused_and_left_alone() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let tmp = tempfile::tempdir().unwrap();
     let mp = tmp.path().join("mnt");
     fs::create_dir(&mp).unwrap();
@@ -131,9 +127,7 @@ fn corrupt_or_foreign_store_is_refused_and_left_alone() {
 
 #[test]
 fn second_daemon_on_a_store_is_refused() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let o = tf(&m.store, &["daemon"]);
     let e = err_line(&o);
@@ -147,9 +141,7 @@ fn second_daemon_on_a_store_is_refused() {
 
 #[test]
 fn sessions_lists_state_and_size() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("f"), vec![1u8; 10_000]).unwrap();
     let out = tf_ok(&m.store, &["sessions", "--json"]);
@@ -173,9 +165,7 @@ fn sessions_lists_state_and_size() {
 
 #[test]
 fn from_imports_a_tree_with_links() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     fs::create_dir_all(src.join("d/e")).unwrap();
@@ -263,9 +253,7 @@ fn help_everywhere() {
 
 #[test]
 fn concurrent_first_mounts_share_one_daemon() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     // Every mount finds no daemon and spawns one; all but one of those exit
     // "store locked", and their clients must retry against the winner.
     let tmp = tempfile::tempdir().unwrap();
@@ -321,9 +309,7 @@ fn concurrent_first_mounts_share_one_daemon() {
 
 #[test]
 fn json_through_an_explicit_socket() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let sock = treefork::control::find_mount(&m.mp)
         .and_then(|r| r.socket)
@@ -344,9 +330,7 @@ fn json_through_an_explicit_socket() {
 
 #[test]
 fn every_result_prints_as_json_or_for_people() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("a"), b"one\n").unwrap();
     let json = |args: &[&str]| -> serde_json::Value {

@@ -16,18 +16,15 @@ use crate::harness::{Mount, daemon_log, fuse_available, pattern, write_synced, w
 struct Tmpfs(PathBuf);
 
 impl Tmpfs {
-    fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+    fn mount(dir: &Path, size: &str) -> Tmpfs {
         fs::create_dir_all(dir).unwrap();
         let st = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
             .arg(dir)
             .status()
-            .ok()?;
-        if !st.success() {
-            eprintln!("SKIP: cannot mount a tmpfs on {}", dir.display());
-            return None;
-        }
-        Some(Tmpfs(dir.to_path_buf()))
+            .expect("run mount");
+        assert!(st.success(), "cannot mount a tmpfs on {}", dir.display());
+        Tmpfs(dir.to_path_buf())
     }
 }
 
@@ -156,16 +153,14 @@ struct Setup {
     _base: tempfile::TempDir,
 }
 
-fn setup(env: &[(&str, &str)]) -> Option<Setup> {
-    if !fuse_available() {
-        return None;
-    }
+fn setup(env: &[(&str, &str)]) -> Setup {
+    assert!(fuse_available());
     let base = tempfile::Builder::new()
         .prefix("tf-enospc-")
         .tempdir()
         .unwrap();
     let fsdir = base.path().join("fs");
-    let tmpfs = Tmpfs::mount(&fsdir, "48m")?;
+    let tmpfs = Tmpfs::mount(&fsdir, "48m");
     let m = Mount::at(
         tempfile::tempdir_in(base.path()).unwrap(),
         fsdir.join("store"),
@@ -178,12 +173,12 @@ fn setup(env: &[(&str, &str)]) -> Option<Setup> {
         &["mount", m.mp.to_str().unwrap(), "--session", "s"],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    Some(Setup {
+    Setup {
         m,
         _fs: tmpfs,
         fsdir,
         _base: base,
-    })
+    }
 }
 
 fn is_enospc(o: &Outcome) -> bool {
@@ -198,7 +193,7 @@ fn is_enospc(o: &Outcome) -> bool {
 /// accepts the rewrite and a checkpoint; a remount shows every byte.
 #[test]
 fn enospc_reaches_the_writer_and_the_session_recovers_without_remount() {
-    let Some(s) = setup(&[]) else { return };
+    let s = setup(&[]);
     let m = &s.m;
     let mut expected = BTreeMap::new();
     for (rel, data) in [
@@ -286,9 +281,7 @@ fn log_or_enospc(m: &Mount) {
 /// the next commit, so once space is freed the same mount carries on.
 #[test]
 fn enospc_in_the_metadata_commit_recovers_without_remount() {
-    let Some(s) = setup(&[(treefork::store::space::RESERVE_ENV, "0")]) else {
-        return;
-    };
+    let s = setup(&[(treefork::store::space::RESERVE_ENV, "0")]);
     let m = &s.m;
     let mut expected = BTreeMap::new();
     for i in 0..5 {

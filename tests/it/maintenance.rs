@@ -34,9 +34,7 @@ fn fsck_clean(store: &Path) {
 
 #[test]
 fn gc_reclaims_only_what_session_rm_and_branch_delete_release() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let keep = pattern(2 << 20, 1);
     fs::write(m.p("keep"), &keep).unwrap();
@@ -103,9 +101,7 @@ fn gc_reclaims_only_what_session_rm_and_branch_delete_release() {
 
 #[test]
 fn gc_with_concurrent_writers_removes_nothing_reachable() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Arc::new(Mount::new());
     let stop = Arc::new(AtomicBool::new(false));
     let gc_runs = {
@@ -206,9 +202,7 @@ fn corrupt_object(store: &Path, id: &[u8; 32]) {
 
 #[test]
 fn corrupt_chunk_is_eio_and_fsck_names_file_and_object() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir_all(m.p("dir")).unwrap();
     let victim = pattern(200_000, 9);
@@ -257,9 +251,7 @@ fn corrupt_chunk_is_eio_and_fsck_names_file_and_object() {
 
 #[test]
 fn fsck_repair_rebuilds_index_and_moves_dangling_refs_aside() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let data = pattern(500_000, 3);
     fs::write(m.p("f"), &data).unwrap();
@@ -313,9 +305,7 @@ fn fsck_repair_rebuilds_index_and_moves_dangling_refs_aside() {
 
 #[test]
 fn fsck_repair_rebuilds_the_index_of_a_lost_metadata_database() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let data = pattern(300_000, 7);
     fs::write(m.p("f"), &data).unwrap();
@@ -388,9 +378,7 @@ fn source_text(seed: usize, lines: usize) -> Vec<u8> {
 /// (live, after checkout, after gc, remount and offline), and fsck verifies them.
 #[test]
 fn edits_are_stored_as_deltas_and_every_version_reads_back() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let mp = m.mp.to_str().unwrap();
     fs::create_dir(m.p("src")).unwrap();

@@ -6,9 +6,7 @@ use crate::harness::{Mount, fuse_available, pattern, tf_ok, write_synced};
 
 #[test]
 fn clean_unmount_keeps_everything_without_fsync() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir_all(m.p("a/b/c")).unwrap();
     fs::write(m.p("a/b/c/small"), b"small file").unwrap();
@@ -23,9 +21,7 @@ fn clean_unmount_keeps_everything_without_fsync() {
 
 #[test]
 fn fsynced_files_survive_kill_9() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let mut expected = Vec::new();
     for round in 0..5u64 {
@@ -65,9 +61,7 @@ fn fsynced_files_survive_kill_9() {
 
 #[test]
 fn fsync_covers_renames_and_directories() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir_all(m.p("dir/sub")).unwrap();
     write_synced(&m.p("dir/sub/tmp"), b"v1");
@@ -81,9 +75,7 @@ fn fsync_covers_renames_and_directories() {
 
 #[test]
 fn dead_daemon_lock_is_recovered_and_store_stays_usable() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     write_synced(&m.p("f"), b"x");
     m.kill_daemon();

@@ -174,9 +174,7 @@ fn assert_bytes(got: &[u8], want: &[u8], what: &str) {
 
 #[test]
 fn create_read_write_overwrite() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("f.txt");
     fs::write(&p, b"hello world\n").unwrap();
@@ -212,9 +210,7 @@ fn create_read_write_overwrite() {
 
 #[test]
 fn partial_overwrite_across_block_boundary() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("blocks.bin");
     let mut model = pattern(3 * BLOCK as usize + 777, 1);
@@ -252,9 +248,7 @@ fn partial_overwrite_across_block_boundary() {
 
 #[test]
 fn chmod_and_ctime() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("f");
     fs::write(&p, b"x").unwrap();
@@ -285,9 +279,7 @@ fn chmod_and_ctime() {
 
 #[test]
 fn chown() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("f");
     fs::write(&p, b"x").unwrap();
@@ -305,9 +297,7 @@ fn chown() {
 
 #[test]
 fn truncate_shrink_then_grow_reads_zeros() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("t");
     let data = pattern(100_000, 7);
@@ -339,9 +329,7 @@ fn truncate_shrink_then_grow_reads_zeros() {
 
 #[test]
 fn utimensat_nanoseconds() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("f");
     fs::write(&p, b"data").unwrap();
@@ -380,9 +368,7 @@ fn utimensat_nanoseconds() {
 
 #[test]
 fn mkdir_rmdir_unlink_errors() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let d = m.p("d");
     fs::create_dir(&d).unwrap();
@@ -418,9 +404,7 @@ fn mkdir_rmdir_unlink_errors() {
 
 #[test]
 fn dir_nlink_counts_subdirs() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let nl = |p: &Path| fs::metadata(p).unwrap().nlink();
     let root0 = nl(&m.mp);
@@ -449,9 +433,7 @@ fn dir_nlink_counts_subdirs() {
 
 #[test]
 fn rename_plain() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("a"), b"content-a").unwrap();
     fs::rename(m.p("a"), m.p("b")).unwrap();
@@ -471,9 +453,7 @@ fn rename_plain() {
 
 #[test]
 fn rename_across_directories() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir_all(m.p("d1/sub/deep")).unwrap();
     fs::create_dir(m.p("d2")).unwrap();
@@ -492,9 +472,7 @@ fn rename_across_directories() {
 
 #[test]
 fn rename_over_existing_file() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("src"), b"new content").unwrap();
     fs::write(m.p("dst"), pattern(200_000, 9)).unwrap();
@@ -518,9 +496,7 @@ fn rename_over_existing_file() {
 
 #[test]
 fn rename_dirs_over_dirs_and_type_mismatches() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir(m.p("a")).unwrap();
     fs::write(m.p("a/inside"), b"i").unwrap();
@@ -560,9 +536,7 @@ fn rename_dirs_over_dirs_and_type_mismatches() {
 
 #[test]
 fn rename_dir_into_own_subdir_is_einval() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir_all(m.p("a/b/c")).unwrap();
     assert_errno(
@@ -576,9 +550,7 @@ fn rename_dir_into_own_subdir_is_einval() {
 
 #[test]
 fn rename_noreplace() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("a"), b"A").unwrap();
     fs::write(m.p("b"), b"B").unwrap();
@@ -596,9 +568,7 @@ fn rename_noreplace() {
 
 #[test]
 fn rename_exchange() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("a"), b"AAAA").unwrap();
     fs::write(m.p("b"), b"BB").unwrap();
@@ -633,9 +603,7 @@ fn rename_exchange() {
 
 #[test]
 fn hard_links() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir(m.p("sub")).unwrap();
     fs::write(m.p("a"), b"original").unwrap();
@@ -701,9 +669,7 @@ fn hard_links() {
 
 #[test]
 fn symlinks() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("target.txt"), b"via link").unwrap();
     std::os::unix::fs::symlink("target.txt", m.p("l")).unwrap();
@@ -750,9 +716,7 @@ fn symlinks() {
 
 #[test]
 fn mknod_fifo_pipes_data() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("fifo");
     let c = cpath(&p);
@@ -779,9 +743,7 @@ fn mknod_fifo_pipes_data() {
 
 #[test]
 fn mknod_unix_socket() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("sock");
     let listener = UnixListener::bind(&p).unwrap();
@@ -804,9 +766,7 @@ fn mknod_unix_socket() {
 
 #[test]
 fn mknod_char_device() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("null");
     let c = cpath(&p);
@@ -829,9 +789,7 @@ fn mknod_char_device() {
 
 #[test]
 fn readdir_100k_entries() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let d = m.p("big");
     fs::create_dir(&d).unwrap();
@@ -857,9 +815,7 @@ fn readdir_100k_entries() {
 
 #[test]
 fn readdir_stable_while_deleting() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let d = m.p("d");
     fs::create_dir(&d).unwrap();
@@ -889,9 +845,7 @@ fn readdir_stable_while_deleting() {
 
 #[test]
 fn xattrs() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("f");
     fs::write(&p, b"x").unwrap();
@@ -971,9 +925,7 @@ fn xattrs() {
 
 #[test]
 fn statfs_matches_store_filesystem() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let mnt = statvfs(&m.mp);
     let store = statvfs(&m.store);
@@ -1011,9 +963,7 @@ fn cat_as_nobody(path: &Path) -> std::process::Output {
 
 #[test]
 fn permissions_enforced_for_other_uid() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     // The temp dir and mount root must be traversable for the other uid.
     fs::set_permissions(m.tmp.path(), fs::Permissions::from_mode(0o755)).unwrap();
@@ -1058,9 +1008,7 @@ fn fallocate(f: &File, mode: i32, off: u64, len: u64) -> io::Result<()> {
 
 #[test]
 fn fallocate_modes() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let f = OpenOptions::new()
         .read(true)
@@ -1129,9 +1077,7 @@ fn lseek(f: &File, off: i64, whence: i32) -> io::Result<i64> {
 
 #[test]
 fn seek_data_and_hole() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let f = OpenOptions::new()
         .read(true)
@@ -1186,9 +1132,7 @@ fn seek_data_and_hole() {
 
 #[test]
 fn sparse_file_takes_no_space() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("sparse");
     let f = OpenOptions::new()
@@ -1224,9 +1168,7 @@ fn sparse_file_takes_no_space() {
 
 #[test]
 fn file_over_4gib() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("huge");
     let data = pattern(MIB as usize, 42);
@@ -1257,9 +1199,7 @@ fn file_over_4gib() {
 
 #[test]
 fn o_append_two_handles_interleave() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("log");
     let open = || {
@@ -1287,9 +1227,7 @@ fn o_append_two_handles_interleave() {
 
 #[test]
 fn open_unlinked_file_stays_usable() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("tmpfile");
     let mut f = OpenOptions::new()
@@ -1333,9 +1271,7 @@ fn open_unlinked_file_stays_usable() {
 
 #[test]
 fn flock_conflicts_between_descriptions() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("lockme");
     fs::write(&p, b"x").unwrap();
@@ -1361,19 +1297,15 @@ fn flock_conflicts_between_descriptions() {
 
 #[test]
 fn fcntl_lock_conflicts_with_child_process() {
-    if !fuse_available() {
-        return;
-    }
-    if Command::new("python3")
-        .arg("-c")
-        .arg("import fcntl")
-        .output()
-        .map(|o| !o.status.success())
-        .unwrap_or(true)
-    {
-        eprintln!("SKIP: python3 not available");
-        return;
-    }
+    assert!(fuse_available());
+    assert!(
+        Command::new("python3")
+            .arg("-c")
+            .arg("import fcntl")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "this test needs python3"
+    );
     let m = Mount::new();
     let p = m.p("lockme");
     fs::write(&p, b"0123456789").unwrap();
@@ -1424,9 +1356,7 @@ fn fcntl_lock_conflicts_with_child_process() {
 
 #[test]
 fn shared_mmap_writes_persist() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("mapped");
     let len = MIB as usize;
@@ -1470,9 +1400,7 @@ fn shared_mmap_writes_persist() {
 
 #[test]
 fn inode_numbers_stable() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir(m.p("d")).unwrap();
     fs::write(m.p("f"), b"x").unwrap();
@@ -1515,9 +1443,7 @@ fn inode_numbers_stable() {
 
 #[test]
 fn st_blocks_of_random_file() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("random");
     let mut f = File::create(&p).unwrap();
@@ -1536,9 +1462,11 @@ fn st_blocks_of_random_file() {
 /// a host directory and on the mount; the modes it prints must agree.
 #[test]
 fn suid_sgid_dropped_like_the_host() {
-    if !fuse_available() || !Path::new("/usr/bin/setpriv").exists() {
-        return;
-    }
+    assert!(fuse_available());
+    assert!(
+        Path::new("/usr/bin/setpriv").exists(),
+        "this test needs /usr/bin/setpriv"
+    );
     let m = Mount::new();
     let host = tempfile::tempdir().unwrap();
     let script = r#"

@@ -121,9 +121,7 @@ fn agent_mount(extra: &[&str]) -> (Mount, PathBuf, tempfile::TempDir) {
 
 #[test]
 fn agent_socket_allows_additive_ops() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let (m, sock, _dir) = agent_mount(&[]);
     let rec = treefork::control::find_mount(&m.mp).unwrap();
     assert_eq!(rec.agent_socket.as_deref(), Some(sock.as_path()));
@@ -225,9 +223,7 @@ fn agent_socket_allows_additive_ops() {
 
 #[test]
 fn agent_socket_refuses_destructive_ops() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let (m, sock, _dir) = agent_mount(&[]);
     fs::write(m.p("f"), "x").unwrap();
     let b = user_ok(&m, &["branch", "keep"])["checkpoint"]
@@ -318,9 +314,7 @@ fn agent_socket_refuses_destructive_ops() {
 
 #[test]
 fn agent_socket_path_is_checked() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     m.umount();
     let plain = m.tmp.path().join("precious");
@@ -399,9 +393,7 @@ fn cli_as_nobody(sock: &Path, args: &[&str]) -> Output {
 
 #[test]
 fn agent_socket_serves_only_its_uid() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     // Without --agent-uid: uid 65534 is refused by the peer check even when the file
     // permissions let it connect (a hard link in an open directory, mode opened).
     let (m, sock, _dir) = agent_mount(&[]);
@@ -461,9 +453,7 @@ fn agent_socket_serves_only_its_uid() {
 
 #[test]
 fn request_rate_and_connections_are_bounded() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let sock = user_socket(&m);
     // 5,000 pings as fast as possible on one connection.
@@ -542,9 +532,7 @@ fn request_rate_and_connections_are_bounded() {
 
 #[test]
 fn restore_paths_stay_inside_and_never_follow_symlinks() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir(m.p("d")).unwrap();
     fs::write(m.p("d/f"), "1").unwrap();
@@ -628,9 +616,7 @@ fn restore_paths_stay_inside_and_never_follow_symlinks() {
 
 #[test]
 fn import_never_follows_symlinks_or_imports_devices() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     fs::create_dir_all(src.join("d")).unwrap();
@@ -712,9 +698,7 @@ fn import_never_follows_symlinks_or_imports_devices() {
 
 #[test]
 fn one_daemon_per_store_and_one_mount_per_session() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("f"), "x").unwrap();
     let other = m.tmp.path().join("other");
@@ -746,9 +730,7 @@ fn one_daemon_per_store_and_one_mount_per_session() {
 
 #[test]
 fn user_fork_can_serve_an_agent_socket() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("f"), "x").unwrap();
     let fmp = m.tmp.path().join("fork");

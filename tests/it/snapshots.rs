@@ -226,9 +226,7 @@ impl Drop for Shell {
 
 #[test]
 fn checkpoint_and_log() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("a.txt"), b"a1").unwrap();
     fs::write(m.p("b.txt"), b"b1").unwrap();
@@ -295,9 +293,7 @@ fn checkpoint_and_log() {
 
 #[test]
 fn status_lists_exact_changes() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("keep"), b"k").unwrap();
     fs::write(m.p("mod"), b"m1").unwrap();
@@ -352,9 +348,7 @@ fn status_lists_exact_changes() {
 
 #[test]
 fn branches_and_ref_errors() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("f"), b"1").unwrap();
     let c1 = checkpoint(&m, "one");
@@ -422,9 +416,7 @@ fn branches_and_ref_errors() {
 
 #[test]
 fn checkout_saves_keeps_inodes_and_live_processes() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir(m.p("sub")).unwrap();
     fs::write(m.p("sub/keep.txt"), b"keep").unwrap();
@@ -512,9 +504,7 @@ fn checkout_saves_keeps_inodes_and_live_processes() {
 
 #[test]
 fn fork_isolates_sessions() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("base"), b"c1").unwrap();
     fs::create_dir_all(m.p("conc")).unwrap();
@@ -627,9 +617,7 @@ fn fork_isolates_sessions() {
 
 #[test]
 fn diff_between_states() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("t.txt"), "line1\nold line\nline3\n").unwrap();
     fs::write(m.p("bin.dat"), [0u8, 1, 2, 0, 255, 254, 0, 9]).unwrap();
@@ -767,9 +755,7 @@ fn diff_between_states() {
 
 #[test]
 fn restore_paths_dry_run_and_undo() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("a.txt"), b"a1").unwrap();
     fs::write(m.p("b.txt"), b"b1").unwrap();
@@ -902,9 +888,7 @@ fn error_code(v: &Value) -> String {
 
 #[test]
 fn control_socket_survives_bad_input() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
     fs::write(m.p("data"), &data).unwrap();
@@ -998,9 +982,7 @@ fn control_socket_survives_bad_input() {
 
 #[test]
 fn auto_checkpoint_after_ops() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let v = wsj(&m, &["config"]);
     assert_eq!(v["config"]["auto_checkpoint_ops"], 0, "{v}");
@@ -1042,9 +1024,7 @@ fn auto_checkpoint_after_ops() {
 
 #[test]
 fn history_survives_remount_and_kill() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("f"), b"1").unwrap();
     let c1 = checkpoint(&m, "one");
@@ -1108,9 +1088,7 @@ fn contents(dir: &Path) -> std::collections::BTreeMap<String, String> {
 
 #[test]
 fn large_directory_checkpoint_diff_checkout_restore() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     let big = m.p("big");
     fs::create_dir(&big).unwrap();
@@ -1175,9 +1153,7 @@ fn large_directory_checkpoint_diff_checkout_restore() {
 
 #[test]
 fn checkout_restores_hard_linked_files() {
-    if !fuse_available() {
-        return;
-    }
+    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir(m.p("d")).unwrap();
     fs::write(m.p("d/a"), "one\n").unwrap();
@@ -1215,11 +1191,9 @@ fn checkout_restores_hard_linked_files() {
 /// soon as it connects, and the connection is closed.
 #[test]
 fn control_socket_refuses_other_users() {
-    if !fuse_available()
-        || !Path::new("/usr/bin/setpriv").exists()
-        || !Path::new("/usr/bin/python3").exists()
-    {
-        return;
+    assert!(fuse_available());
+    for tool in ["/usr/bin/setpriv", "/usr/bin/python3"] {
+        assert!(Path::new(tool).exists(), "this test needs {tool}");
     }
     let m = Mount::new();
     let rec = treefork::control::find_mount(&m.mp).expect("mount registered");

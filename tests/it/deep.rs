@@ -16,7 +16,13 @@ fn open_dir(dir: Option<&OwnedFd>, name: &str) -> std::io::Result<OwnedFd> {
     let c = CString::new(name).unwrap();
     let d = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
     // SAFETY: every pointer argument is a valid NUL-terminated C string or live buffer owned by this function; fds are open.
-    let fd = unsafe { libc::openat(d, c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
+    let fd = unsafe {
+        libc::openat(
+            d,
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -39,7 +45,7 @@ fn build(top: &Path, depth: usize, data: &[u8]) {
         libc::openat(
             cur.as_raw_fd(),
             c"f".as_ptr(),
-            libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
+            libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC | libc::O_CLOEXEC,
             0o644,
         )
     };
@@ -60,7 +66,13 @@ fn read_bottom(top: &Path, depth: usize) -> Option<Vec<u8>> {
         cur = open_dir(Some(&cur), "d").ok()?;
     }
     // SAFETY: every pointer argument is a valid NUL-terminated C string or live buffer owned by this function; fds are open.
-    let fd = unsafe { libc::openat(cur.as_raw_fd(), c"f".as_ptr(), libc::O_RDONLY) };
+    let fd = unsafe {
+        libc::openat(
+            cur.as_raw_fd(),
+            c"f".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return None;
     }

@@ -1,16 +1,14 @@
-//! Argument definitions shared by every command: the top-level parser, the global
-//! options, flag groups used by more than one command, and the command registry.
+//! The top-level parser and the command registry.
 //!
 //! Each command's own arguments live next to its code (`cli/<group>.rs`) as a
 //! `#[derive(clap::Args)]` struct whose doc comment is its `--help` summary; the
-//! registry below names each of them once. A flag used by several commands is
-//! defined here once (a flattened group such as [`AgentArgs`] or a help text
-//! constant such as [`REF_HELP`]), so the commands cannot drift apart.
-
-use std::path::PathBuf;
+//! registry below names each of them once. Options and flag groups used by more
+//! than one command are in `cli/flags.rs` (imported by the commands, so this
+//! registry, which imports the commands, is never imported back).
 
 use clap::{Parser, Subcommand};
 
+use super::flags::Globals;
 use super::{Ctx, Outcome, Result, Run, config, daemon, mount, refs, snapshot, store};
 
 /// The `treefork` command line.
@@ -28,39 +26,6 @@ pub struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,
 }
-
-/// Options every command accepts.
-#[derive(clap::Args, Clone, Debug, Default)]
-pub struct Globals {
-    /// Store directory [default: $TREEFORK_STORE, else $XDG_DATA_HOME/treefork, else ~/.local/share/treefork]
-    #[arg(long, global = true, value_name = "DIR")]
-    pub store: Option<PathBuf>,
-    /// Print machine-readable JSON.
-    #[arg(long, global = true)]
-    pub json: bool,
-    /// Act on the workspace containing PATH [default: the current directory].
-    #[arg(short = 'C', global = true, value_name = "PATH")]
-    pub dir: Option<PathBuf>,
-    /// Talk only to this control socket (e.g. a session's agent socket) instead of
-    /// the one registered for the workspace [default: $TREEFORK_SOCKET].
-    #[arg(long, global = true, value_name = "PATH")]
-    pub socket: Option<PathBuf>,
-}
-
-/// The agent socket of a new mount (`mount`, `fork`).
-#[derive(clap::Args, Clone, Debug, Default)]
-pub struct AgentArgs {
-    /// Also serve the session's control ops on an agent socket at PATH, where
-    /// only additive operations are allowed (no branch deletion, unmount, settings).
-    #[arg(long, value_name = "PATH")]
-    pub agent_socket: Option<PathBuf>,
-    /// Let this uid (besides yours and root) use the agent socket; it owns the file.
-    #[arg(long, value_name = "UID", requires = "agent_socket")]
-    pub agent_uid: Option<u32>,
-}
-
-/// Help of every argument naming a checkpoint (`REF`).
-pub const REF_HELP: &str = "Checkpoint id, branch, HEAD or HEAD~N";
 
 /// Declares the subcommands: one line each, `Variant(group::Args)` (the variant
 /// name, in kebab case, is the command's name). Generates the [`Cmd`] enum clap

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use super::args::AgentArgs;
+use super::flags::AgentArgs;
 use super::output::{human_bytes, progress_bar};
 use super::paths;
 use super::plumbing;

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::args::{AgentArgs, REF_HELP};
+use super::flags::{AgentArgs, REF_HELP};
 use super::output::short;
 use super::paths;
 use super::prelude::*;

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::objects::{Loc, ObjectStore, Packs};
+use super::open::sync_dir;
 use super::pack::{self, Codec, Kind, RecordHeader};
-use super::packstore::{PackStore, pack_path, sync_dir};
+use super::packstore::{PackStore, pack_path};
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
 use std::os::unix::fs::FileExt;

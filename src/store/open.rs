@@ -10,7 +10,6 @@ use std::fs::{self, File};
 use std::path::Path;
 
 use super::metastore::MetaStore;
-use super::packstore::{PackStore, sync_dir};
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaDb, MetaOp};
 
@@ -59,9 +58,14 @@ fn write_descriptor(dir: &Path) -> Result<()> {
     sync_dir(dir)
 }
 
-/// Open (or create) the store at `dir`; see [`PackStore::open`] and
-/// [`PackStore::open_for_repair`].
-pub(super) fn open(dir: &Path, repair: bool) -> Result<PackStore> {
+/// fsync a directory, so the entries created or removed in it are durable.
+pub(super) fn sync_dir(dir: &Path) -> Result<()> {
+    crate::durable::sync_dir(dir, crate::durable::Scope::Store).map_err(|e| Error::io(dir, e))
+}
+
+/// Open (or create) the store at `dir`: its checked metadata database and the
+/// number of its last pack (see `PackStore::open` and `PackStore::open_for_repair`).
+pub(super) fn open(dir: &Path, repair: bool) -> Result<(MetaDb, u32)> {
     let empty = check_or_create(dir)?;
     let meta_dir = dir.join("meta");
     let db = std::panic::catch_unwind(|| MetaDb::open(&meta_dir)).map_err(|_| {
@@ -78,7 +82,7 @@ pub(super) fn open(dir: &Path, repair: bool) -> Result<PackStore> {
             last = last.max(n);
         }
     }
-    Ok(PackStore::new(dir, Box::new(db), last))
+    Ok((db, last))
 }
 
 /// Create the store when `dir` is missing or empty (returns true), else check its

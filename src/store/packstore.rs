@@ -31,6 +31,7 @@ use super::cache::ObjectCache;
 use super::fds::PackFds;
 use super::metastore::MetaStore;
 use super::objects::{Loc, ObjectStore, check_object_len};
+use super::open::sync_dir;
 use super::pack::{self, Codec, Kind, RecordHeader};
 use super::{DELTA_MIN, PACK_TARGET_SIZE, space};
 use crate::durable::{self, Scope};
@@ -69,16 +70,12 @@ pub(super) fn pack_path(dir: &Path, n: u32) -> PathBuf {
     dir.join("packs").join(format!("pack-{n:08}.tfp"))
 }
 
-/// fsync a directory, so the entries created or removed in it are durable.
-pub(super) fn sync_dir(dir: &Path) -> Result<()> {
-    durable::sync_dir(dir, Scope::Store).map_err(|e| Error::io(dir, e))
-}
-
 impl PackStore {
     /// Open the store at `dir`, creating it when `dir` is missing or empty.
     /// The caller must already hold the store lock (see `crate::lock`).
     pub fn open(dir: &Path) -> Result<PackStore> {
-        super::open::open(dir, false)
+        let (db, last) = super::open::open(dir, false)?;
+        Ok(PackStore::new(dir, Box::new(db), last))
     }
 
     /// Open for `fsck --repair`: a metadata database without its format marker (lost
@@ -86,7 +83,8 @@ impl PackStore {
     /// can be rebuilt from the packs. Session, checkpoint and branch records that were
     /// only in the lost database do not come back.
     pub fn open_for_repair(dir: &Path) -> Result<PackStore> {
-        super::open::open(dir, true)
+        let (db, last) = super::open::open(dir, true)?;
+        Ok(PackStore::new(dir, Box::new(db), last))
     }
 
     pub(super) fn new(dir: &Path, db: Box<dyn MetaStore>, last_pack: u32) -> PackStore {

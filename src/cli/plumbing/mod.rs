@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use treefork::control::{self, Client};
 
-use super::args::Globals;
+use super::flags::Globals;
 use super::output::{Reply, progress_bar};
 
 pub use spawn::{call_with_daemon, run_daemon, serve_foreground, wait_daemon_gone};

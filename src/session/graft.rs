@@ -416,7 +416,7 @@ impl Graft<'_> {
                 Item::Live(ino) => {
                     let (children, dir) = match &self.st.get(ino)?.data {
                         Data::Dir(d) => match &d.entries {
-                            Some(e) => (e.iter().map(|(_, c)| *c).collect(), None),
+                            Some(e) => (e.values().copied().collect(), None),
                             None => (Vec::new(), d.stored),
                         },
                         _ => (Vec::new(), None),

@@ -335,21 +335,21 @@ fn tree_op(gc: bool) -> BoxedStrategy<driver::Op> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(32), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(96), ..ProptestConfig::default() })]
     /// The whole tree matches the model through checkpoints, checkouts, restores
     /// and forks (in-memory store).
     #[test]
-    fn tree_ops_match_model(ops in proptest::collection::vec(tree_op(false), 1..40)) {
+    fn tree_ops_match_model(ops in proptest::collection::vec(tree_op(false), 1..60)) {
         driver::World::mem().run(&ops);
     }
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(8), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(24), ..ProptestConfig::default() })]
     /// The same on a pack store, with gc runs among the ops: after each, every
     /// session and every checkpoint still reads.
     #[test]
-    fn tree_ops_match_model_with_gc(ops in proptest::collection::vec(tree_op(true), 1..40)) {
+    fn tree_ops_match_model_with_gc(ops in proptest::collection::vec(tree_op(true), 1..60)) {
         driver::World::packs().run(&ops);
     }
 }

@@ -15,6 +15,7 @@ pub mod data;
 #[cfg(test)]
 mod deep_tests;
 pub mod flush;
+mod graft;
 pub mod inode;
 #[cfg(test)]
 mod model_tests;

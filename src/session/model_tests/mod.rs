@@ -1,6 +1,21 @@
-//! Model test: random operation sequences on a live session over the in-memory
-//! store, checked against a `BTreeMap<path, bytes>` model, across flushes and
-//! reopenings of the session from its durable record.
+//! Model tests: random operation sequences on a live session, checked against a
+//! reference model after every step; proptest shrinks a failing sequence to a
+//! minimal one and prints it (`minimal failing input: ops = [...]`).
+//!
+//! - `session_matches_model`: file data (writes, truncates, renames) across flushes
+//!   and reopenings of the session from its durable record.
+//! - `sharded_dir_matches_model`: a large (sharded) directory stays canonical.
+//! - `tree_ops_match_model` (in-memory store) and `tree_ops_match_model_with_gc`
+//!   (pack store in a temporary directory, with real gc runs): the whole tree —
+//!   directories, hard links, symlinks — through checkpoints, checkouts, restores,
+//!   forks, flushes and reopenings ([`driver`], [`model`]).
+//!
+//! `PROPTEST_CASES=n` runs more cases than the defaults, which keep `cargo test`
+//! fast.
+
+mod driver;
+mod model;
+mod regressions;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -84,8 +99,16 @@ fn check(s: &Session, model: &BTreeMap<u8, Vec<u8>>) {
     }
 }
 
+/// Cases to run: `PROPTEST_CASES` when set, else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
     #[test]
     fn session_matches_model(ops in proptest::collection::vec(op(), 1..40)) {
         let store: Arc<dyn ObjectStore> = Arc::new(MemStore::default());
@@ -188,7 +211,7 @@ fn big_dir_id(store: &dyn ObjectStore, root: crate::id::NodeId) -> crate::id::No
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(24), ..ProptestConfig::default() })]
     /// Incremental flushes of a sharded directory reuse clean shards, yet always give
     /// the canonical encoding of exactly the current content.
     #[test]
@@ -277,5 +300,56 @@ proptest! {
         let s2 = Session::open(store.clone(), s.record()).unwrap();
         let big2 = s2.lookup(1, b"big").unwrap().ino;
         check(&s2, big2, &model);
+    }
+}
+
+fn tree_op(gc: bool) -> BoxedStrategy<driver::Op> {
+    use driver::{DIRS, LEAVES, Op};
+    use proptest::sample::select;
+    let leaf = || select(&LEAVES[..]);
+    let dir = || select(&DIRS[..]);
+    let restorable: Vec<&'static str> = [""].iter().chain(&DIRS).chain(&LEAVES).copied().collect();
+    let ops = prop_oneof![
+        6 => (leaf(), 0u32..150_000, 1u32..70_000, any::<u8>())
+            .prop_map(|(path, offset, len, seed)| Op::Write { path, offset, len, seed }),
+        1 => (leaf(), 0u32..150_000).prop_map(|(path, size)| Op::Truncate { path, size }),
+        3 => dir().prop_map(|path| Op::Mkdir { path }),
+        1 => dir().prop_map(|path| Op::Rmdir { path }),
+        2 => leaf().prop_map(|path| Op::Unlink { path }),
+        3 => (leaf(), leaf()).prop_map(|(from, to)| Op::Link { from, to }),
+        1 => (leaf(), any::<u8>()).prop_map(|(path, seed)| Op::Symlink { path, seed }),
+        2 => (leaf(), leaf()).prop_map(|(from, to)| Op::Rename { from, to }),
+        3 => Just(Op::Checkpoint),
+        3 => any::<u8>().prop_map(|k| Op::Checkout { k }),
+        2 => (any::<u8>(), select(restorable)).prop_map(|(k, path)| Op::Restore { k, path }),
+        1 => any::<u8>().prop_map(|k| Op::Fork { k }),
+        1 => any::<u8>().prop_map(|n| Op::Switch { n }),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Reopen),
+    ];
+    if gc {
+        prop_oneof![18 => ops, 1 => Just(Op::Gc)].boxed()
+    } else {
+        ops.boxed()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(96), ..ProptestConfig::default() })]
+    /// The whole tree matches the model through checkpoints, checkouts, restores
+    /// and forks (in-memory store).
+    #[test]
+    fn tree_ops_match_model(ops in proptest::collection::vec(tree_op(false), 1..60)) {
+        driver::World::mem().run(&ops);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(24), ..ProptestConfig::default() })]
+    /// The same on a pack store, with gc runs among the ops: after each, every
+    /// session and every checkpoint still reads.
+    #[test]
+    fn tree_ops_match_model_with_gc(ops in proptest::collection::vec(tree_op(true), 1..60)) {
+        driver::World::packs().run(&ops);
     }
 }

@@ -61,6 +61,20 @@ pub struct Checkpoint {
     pub files_changed: u64,
     /// Request- and feature-defined data (see [`validate_meta`]); part of the id.
     pub meta: Map<String, Value>,
+    /// The tree's usage when the checkpoint was taken (a session forked from it
+    /// starts with these figures). Derived from `root`, so not part of the id;
+    /// absent in version-1 records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// Logical bytes in regular files and inode count of a tree.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// Logical bytes in regular files.
+    pub bytes: i64,
+    /// Number of inodes.
+    pub inodes: i64,
 }
 
 /// A stored checkpoint record of any supported version.
@@ -82,6 +96,8 @@ struct StoredCheckpoint {
     files_changed: u64,
     #[serde(default)]
     meta: Map<String, Value>,
+    #[serde(default)]
+    usage: Option<Usage>,
 }
 
 /// What a new checkpoint is made of (its id and time are filled in by
@@ -127,6 +143,7 @@ impl NewCheckpoint<'_> {
             trigger: self.trigger.into(),
             files_changed: self.files_changed,
             meta: self.meta,
+            usage: None,
         };
         c.id = c.ident_v2().to_hex();
         c
@@ -214,6 +231,7 @@ impl Checkpoint {
             trigger: s.trigger,
             files_changed: s.files_changed,
             meta: s.meta,
+            usage: s.usage,
         })
     }
 

@@ -50,7 +50,11 @@ pub(super) fn run<H: Host>(
     let dir = h.open_mountpoint(mountpoint, who)?;
     let s = &t.session;
     let c = ref_or_fresh(t, from, &format!("fork {name}"), "fork")?;
-    let mut rec = session::new_record(name, c.root_id()?, s.usage().0, s.usage().1)?;
+    // The fork starts with the usage of the tree it starts from. A record written
+    // before checkpoints carried usage falls back to the current session's figures
+    // (only `statfs` reads them; the next checkout or restore counts them anew).
+    let (bytes, inodes) = c.usage.map_or(s.usage(), |u| (u.bytes, u.inodes));
+    let mut rec = session::new_record(name, c.root_id()?, bytes, inodes)?;
     rec.head = Some(c.id.clone());
     rec.config = s.record().config;
     store.commit(vec![session::record_op(&rec)])?;

@@ -76,6 +76,12 @@ impl Session {
                     meta: meta.clone(),
                 }
                 .build();
+                // The flush set the record's usage to this tree's.
+                let mut c = c;
+                c.usage = Some(refs::Usage {
+                    bytes: rec.bytes,
+                    inodes: rec.inodes,
+                });
                 rec.head = Some(c.id.clone());
                 rec.base = root.to_hex();
                 let mut ops = vec![c.op()];

@@ -65,3 +65,45 @@ fn checkpoint_meta_and_open_triggers() {
     let log: Value = serde_json::from_str(&ws_ok(&m, &["--json", "log"])).unwrap();
     assert_eq!(log["checkpoints"].as_array().unwrap().len(), 2);
 }
+
+/// Regression (found by the model test's author): a fork from an older checkpoint
+/// started with the *current* session's usage (bytes, inodes), and kept it.
+#[test]
+fn a_fork_from_an_old_checkpoint_starts_with_that_checkpoints_usage() {
+    assert!(fuse_available());
+    let m = Mount::new();
+    std::fs::write(m.mp.join("small"), vec![1u8; 10_000]).unwrap();
+    let old = ws_ok(&m, &["checkpoint", "-m", "small"]).trim().to_string();
+    std::fs::write(m.mp.join("big"), vec![2u8; 1_000_000]).unwrap();
+    ws_ok(&m, &["checkpoint", "-m", "big"]);
+    let fork = m.tmp.path().join("fork");
+    ws_ok(
+        &m,
+        &[
+            "fork",
+            "f",
+            "--from",
+            &old,
+            "--mount",
+            fork.to_str().unwrap(),
+        ],
+    );
+    let sessions: Value =
+        serde_json::from_str(&crate::harness::tf_ok(&m.store, &["sessions", "--json"])).unwrap();
+    let by_name = |n: &str| {
+        sessions["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == n)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(by_name("s")["bytes"], 1_010_000);
+    assert_eq!(by_name("f")["bytes"], 10_000, "{sessions}");
+    assert_eq!(
+        by_name("f")["inodes"].as_i64().unwrap() + 1,
+        by_name("s")["inodes"].as_i64().unwrap()
+    );
+    crate::harness::tf_ok(&m.store, &["umount", fork.to_str().unwrap()]);
+}

@@ -122,6 +122,9 @@ pub fn gc(
     Ok(rep)
 }
 
+/// Index entries: (object id, where its record is).
+type Index = Vec<([u8; 32], Loc)>;
+
 /// What the mark step found live, and the checkpoint records it found dead.
 struct Marked {
     /// Every node and chunk reached.
@@ -191,7 +194,7 @@ fn sweep(
     dry_run: bool,
     rep: &mut GcReport,
     progress: &mut dyn FnMut(&str, u64, u64),
-) -> Result<Option<Vec<([u8; 32], Loc)>>> {
+) -> Result<Option<Index>> {
     progress("sweep", 0, 1);
     let index_before = store.index()?;
     rep.objects_before = index_before.len() as u64;
@@ -221,7 +224,7 @@ fn sweep(
 /// index as its sweep would have left it) only counts. Sets `disk_after`.
 fn repack(
     store: &dyn Packs,
-    dry_index: Option<Vec<([u8; 32], Loc)>>,
+    dry_index: Option<Index>,
     rep: &mut GcReport,
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<()> {

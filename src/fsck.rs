@@ -169,7 +169,8 @@ fn scan_packs(
 
 /// Phase 1b (repair only; without repair no deltas are collected): a delta record
 /// is a valid copy when it decodes against a verified whole copy of its base of the
-/// same kind. Only one level: a delta of a delta is not indexed.
+/// same kind (one level: a delta whose base has no verified whole copy is not
+/// indexed).
 fn verify_deltas(store: &dyn Packs, scan: &mut PackScan) {
     for (h, payload, loc) in std::mem::take(&mut scan.deltas) {
         let Some(b) = pack::delta_base(&h, &payload) else {

@@ -69,20 +69,65 @@ impl FsckReport {
 
 /// Verify the store; with `repair`, fix what can be fixed without losing data (the
 /// caller guarantees no session is mounted). `progress(phase, done, total)`.
+///
+/// The phases, in order (one function each, below): `scan_packs`, `verify_deltas`
+/// (repair only), `check_index`, `repair_index` (repair only), `walk_roots`, and with
+/// `repair` `move_aside` followed by a fresh check of the repaired store.
 pub fn fsck(
     store: &dyn Packs,
     repair: bool,
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<FsckReport> {
     let mut rep = FsckReport::default();
-    // 1. Packs. Records of packs a writer is still appending to may be newer than
-    // our read; those index entries are checked by reading them instead.
+    let mut scan = scan_packs(store, repair, &mut rep, progress)?;
+    verify_deltas(store, &mut scan);
+    let index = check_index(store, &scan, &mut rep, progress)?;
+    if repair {
+        repair_index(store, &scan, &index, &mut rep)?;
+    }
+    let walked = walk_roots(store, &mut rep, progress)?;
+    if repair {
+        move_aside(store, &walked, &mut rep)?;
+        // What is left: a fresh check of the repaired store.
+        let after = fsck(store, false, progress)?;
+        rep.problems = after.problems;
+        rep.unindexed_records = after.unindexed_records;
+        rep.index_entries = after.index_entries;
+    }
+    progress("done", 1, 1);
+    Ok(rep)
+}
+
+/// What the pack scan learned.
+#[derive(Default)]
+struct PackScan {
+    /// Every record's header, by (pack, offset).
+    at: HashMap<(u32, u64), pack::RecordHeader>,
+    /// How many bytes of each pack were read.
+    scanned_len: HashMap<u32, u64>,
+    /// Repair only: a location whose payload verifies, for each id.
+    valid_copies: HashMap<[u8; 32], Loc>,
+    /// Repair only: delta records, verified by [`verify_deltas`] once every whole
+    /// record (a possible base) is known.
+    deltas: Vec<(pack::RecordHeader, Vec<u8>, Loc)>,
+    /// The base each delta copy in `valid_copies` was verified against: indexing the
+    /// delta also points the base's entry at that whole copy.
+    verified_base: HashMap<[u8; 32], [u8; 32]>,
+}
+
+/// Phase 1: scan every pack's records. Records of packs a writer is still
+/// appending to may be newer than our read; those index entries are checked by
+/// reading them instead (see [`check_index`]). A torn tail of an unprotected pack is
+/// reported as information.
+fn scan_packs(
+    store: &dyn Packs,
+    repair: bool,
+    rep: &mut FsckReport,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<PackScan> {
     let protected = store.protected_packs();
     let packs = store.packs()?;
-    let mut at: HashMap<(u32, u64), pack::RecordHeader> = HashMap::new();
-    let mut scanned_len: HashMap<u32, u64> = HashMap::new();
-    let mut valid_copies: HashMap<[u8; 32], Loc> = HashMap::new();
-    let mut deltas: Vec<(pack::RecordHeader, Vec<u8>, Loc)> = Vec::new();
+    let mut scan = PackScan::default();
     let total = packs.len() as u64;
     for (i, (n, _)) in packs.iter().enumerate() {
         progress("packs", i as u64, total);
@@ -96,7 +141,7 @@ pub fn fsck(
             rep.torn_tails
                 .push(format!("pack {n} at offset {off}: {e}"));
         }
-        scanned_len.insert(*n, image.len() as u64);
+        scan.scanned_len.insert(*n, image.len() as u64);
         for r in recs {
             if repair {
                 let start = r.offset as usize + pack::RECORD_HEADER_LEN;
@@ -111,49 +156,73 @@ pub fn fsck(
                 };
                 if r.header.codec == pack::Codec::Delta {
                     // Verified once every whole record (its possible base) is known.
-                    deltas.push((r.header, payload.to_vec(), loc));
+                    scan.deltas.push((r.header, payload.to_vec(), loc));
                 } else if pack::decode_payload(&r.header, payload).is_ok() {
-                    valid_copies.entry(r.header.id).or_insert(loc);
+                    scan.valid_copies.entry(r.header.id).or_insert(loc);
                 }
             }
-            at.insert((*n, r.offset), r.header);
+            scan.at.insert((*n, r.offset), r.header);
         }
     }
-    // The base each delta copy in `valid_copies` was verified against: indexing the
-    // delta also points the base's entry at that whole copy.
-    let mut verified_base: HashMap<[u8; 32], [u8; 32]> = HashMap::new();
-    for (h, payload, loc) in deltas {
+    Ok(scan)
+}
+
+/// Phase 1b (repair only; without repair no deltas are collected): a delta record
+/// is a valid copy when it decodes against a verified whole copy of its base of the
+/// same kind (one level: a delta whose base has no verified whole copy is not
+/// indexed).
+fn verify_deltas(store: &dyn Packs, scan: &mut PackScan) {
+    for (h, payload, loc) in std::mem::take(&mut scan.deltas) {
         let Some(b) = pack::delta_base(&h, &payload) else {
             continue;
         };
-        let ok = valid_copies
+        let ok = scan
+            .valid_copies
             .get(&b)
             .filter(|bloc| bloc.codec != pack::Codec::Delta && bloc.kind == h.kind)
             .and_then(|bloc| store.read_whole_at(&b, bloc).ok())
             .is_some_and(|base| pack::decode_payload_with(&h, &payload, Some(&base)).is_ok());
-        if ok && !valid_copies.contains_key(&h.id) {
-            valid_copies.insert(h.id, loc);
-            verified_base.insert(h.id, b);
+        if ok && !scan.valid_copies.contains_key(&h.id) {
+            scan.valid_copies.insert(h.id, loc);
+            scan.verified_base.insert(h.id, b);
         }
     }
-    // 2. Index ↔ packs.
+}
+
+/// The index as [`check_index`] read it.
+struct IndexCheck {
+    /// Every index entry.
+    index: Vec<([u8; 32], Loc)>,
+    /// Ids whose entry names no matching record.
+    bad: HashSet<[u8; 32]>,
+}
+
+/// Phase 2: index ↔ packs. Every index entry must name a scanned record with the
+/// same id, kind and length (an entry past the scanned end of its pack, written
+/// after the scan, is checked by reading it). Counts the records no entry names.
+fn check_index(
+    store: &dyn Packs,
+    scan: &PackScan,
+    rep: &mut FsckReport,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<IndexCheck> {
     progress("index", 0, 1);
     let index = store.index()?;
     rep.index_entries = index.len() as u64;
     let mut indexed: HashSet<(u32, u64)> = HashSet::new();
-    let mut bad_entries: Vec<([u8; 32], Loc)> = Vec::new();
+    let mut bad: HashSet<[u8; 32]> = HashSet::new();
     for (id, loc) in &index {
         indexed.insert((loc.pack, loc.offset));
-        let ok = match at.get(&(loc.pack, loc.offset)) {
+        let ok = match scan.at.get(&(loc.pack, loc.offset)) {
             Some(h) => h.id == *id && h.kind == loc.kind && h.stored_len == loc.stored_len,
             // Written after we read that pack (or the pack is newer): read it.
-            None if loc.offset >= scanned_len.get(&loc.pack).copied().unwrap_or(0) => {
+            None if loc.offset >= scan.scanned_len.get(&loc.pack).copied().unwrap_or(0) => {
                 store.read_verified(loc.kind, id).is_ok()
             }
             None => false,
         };
         if !ok {
-            bad_entries.push((*id, *loc));
+            bad.insert(*id);
             rep.problems.push(Problem::record(
                 "index",
                 Some(id),
@@ -164,45 +233,69 @@ pub fn fsck(
             ));
         }
     }
-    rep.unindexed_records = at.keys().filter(|k| !indexed.contains(k)).count() as u64;
+    rep.unindexed_records = scan.at.keys().filter(|k| !indexed.contains(k)).count() as u64;
+    Ok(IndexCheck { index, bad })
+}
 
-    // 3. Repair the index before walking, so the walk sees the repaired store.
-    if repair {
-        let have: HashSet<[u8; 32]> = index.iter().map(|(id, _)| *id).collect();
-        let bad: HashSet<[u8; 32]> = bad_entries.iter().map(|(id, _)| *id).collect();
-        let mut ops = Vec::new();
-        let mut put: HashSet<[u8; 32]> = HashSet::new();
-        for (id, loc) in &valid_copies {
-            if (!have.contains(id) || bad.contains(id)) && put.insert(*id) {
-                ops.push(MetaOp::Put(meta::object_key(id), loc.encode()));
-                // A delta reads its base through the index: make that entry the
-                // whole copy the delta was verified against (one level, always).
-                if let Some(b) = verified_base.get(id)
-                    && put.insert(*b)
-                {
-                    ops.push(MetaOp::Put(meta::object_key(b), valid_copies[b].encode()));
-                }
+/// Phase 3 (repair only): index every verified copy whose id the index lacks or
+/// names a bad record for, before the walk, so the walk sees the repaired store.
+/// The index problems a repaired entry answers are dropped from the report.
+fn repair_index(
+    store: &dyn Packs,
+    scan: &PackScan,
+    checked: &IndexCheck,
+    rep: &mut FsckReport,
+) -> Result<()> {
+    let have: HashSet<[u8; 32]> = checked.index.iter().map(|(id, _)| *id).collect();
+    let bad = &checked.bad;
+    let mut ops = Vec::new();
+    let mut put: HashSet<[u8; 32]> = HashSet::new();
+    for (id, loc) in &scan.valid_copies {
+        if (!have.contains(id) || bad.contains(id)) && put.insert(*id) {
+            ops.push(MetaOp::Put(meta::object_key(id), loc.encode()));
+            // A delta reads its base through the index: make that entry the
+            // whole copy the delta was verified against (one level, always).
+            if let Some(b) = scan.verified_base.get(id)
+                && put.insert(*b)
+            {
+                ops.push(MetaOp::Put(
+                    meta::object_key(b),
+                    scan.valid_copies[b].encode(),
+                ));
             }
         }
-        let fixed: HashSet<String> = bad
-            .iter()
-            .filter(|id| valid_copies.contains_key(*id))
-            .map(|id| crate::id::hex(id))
-            .collect();
-        if !ops.is_empty() {
-            rep.repaired.push(format!(
-                "index: {} entries written from verified pack records ({} replaced a bad entry)",
-                ops.len(),
-                fixed.len()
-            ));
-            store.commit(ops)?;
-        }
-        rep.problems.retain(|p| {
-            p.owner != "index" || !p.object.as_ref().is_some_and(|o| fixed.contains(o))
-        });
     }
+    let fixed: HashSet<String> = bad
+        .iter()
+        .filter(|id| scan.valid_copies.contains_key(*id))
+        .map(|id| crate::id::hex(id))
+        .collect();
+    if !ops.is_empty() {
+        rep.repaired.push(format!(
+            "index: {} entries written from verified pack records ({} replaced a bad entry)",
+            ops.len(),
+            fixed.len()
+        ));
+        store.commit(ops)?;
+    }
+    rep.problems
+        .retain(|p| p.owner != "index" || !p.object.as_ref().is_some_and(|o| fixed.contains(o)));
+    Ok(())
+}
 
-    // 4. Records and everything they reach.
+/// The roots [`walk_roots`] walked, and whether each tree root itself was readable.
+struct Walked {
+    roots: reach::Roots,
+    root_ok: HashMap<NodeId, bool>,
+}
+
+/// Phase 4: read every session, branch and checkpoint record and walk everything
+/// they reach, reading and verifying every node and chunk (uncached).
+fn walk_roots(
+    store: &dyn Packs,
+    rep: &mut FsckReport,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<Walked> {
     let mut roots = reach::roots(store.meta())?;
     let tree_roots = roots.tree_roots();
     let read = |k: ObjKind, id: &[u8; 32]| store.read_verified(k, id);
@@ -222,64 +315,62 @@ pub fn fsck(
     rep.bytes_verified = walk.bytes_verified;
     rep.problems.extend(roots.problems.iter().cloned());
     rep.problems.extend(walk.problems);
+    Ok(Walked { roots, root_ok })
+}
 
-    // 5. Move aside what cannot be used.
-    if repair {
-        let mut ops = Vec::new();
-        let mut aside = |key: Vec<u8>, value: serde_json::Value, what: String, why: &str| {
-            let lost = meta::lost_key(&key);
-            ops.push(MetaOp::Put(
-                lost,
-                serde_json::to_vec(&json!({"reason": why, "record": value})).unwrap(),
-            ));
-            ops.push(MetaOp::Delete(key));
-            rep.repaired.push(format!("moved {what} aside: {why}"));
-        };
-        let broken =
-            |hex: &str| NodeId::from_hex(hex).is_none_or(|id| root_ok.get(&id) == Some(&false));
-        for s in &roots.sessions {
-            if broken(&s.root) {
-                aside(
-                    meta::session_key(&s.name),
-                    serde_json::to_value(s).unwrap(),
-                    format!("session {}", s.name),
-                    "its root node is missing or damaged",
-                );
-            }
+/// Phase 5 (repair only): move aside (to the `l/` prefix, with the reason) every
+/// record that cannot be used: a session or live checkpoint whose root node is
+/// missing or damaged, a branch naming a checkpoint that does not exist.
+fn move_aside(store: &dyn Packs, walked: &Walked, rep: &mut FsckReport) -> Result<()> {
+    let Walked { roots, root_ok } = walked;
+    let mut ops = Vec::new();
+    let mut aside = |key: Vec<u8>, value: serde_json::Value, what: String, why: &str| {
+        let lost = meta::lost_key(&key);
+        ops.push(MetaOp::Put(
+            lost,
+            serde_json::to_vec(&json!({"reason": why, "record": value})).unwrap(),
+        ));
+        ops.push(MetaOp::Delete(key));
+        rep.repaired.push(format!("moved {what} aside: {why}"));
+    };
+    let broken =
+        |hex: &str| NodeId::from_hex(hex).is_none_or(|id| root_ok.get(&id) == Some(&false));
+    for s in &roots.sessions {
+        if broken(&s.root) {
+            aside(
+                meta::session_key(&s.name),
+                serde_json::to_value(s).unwrap(),
+                format!("session {}", s.name),
+                "its root node is missing or damaged",
+            );
         }
-        for (id, c) in &roots.checkpoints {
-            if roots.live.contains(id) && broken(&c.root) {
-                aside(
-                    meta::checkpoint_key(&id.0),
-                    serde_json::to_value(c).unwrap(),
-                    format!("checkpoint {}", id.to_hex()),
-                    "its root node is missing or damaged",
-                );
-            }
-        }
-        for (name, c) in &roots.branches {
-            let exists = crate::id::CheckpointId::from_hex(c)
-                .is_some_and(|id| roots.checkpoints.contains_key(&id));
-            if !exists {
-                aside(
-                    meta::ref_key(name),
-                    json!({"checkpoint": c}),
-                    format!("branch {name}"),
-                    "it names a checkpoint that does not exist",
-                );
-            }
-        }
-        if !ops.is_empty() {
-            store.commit(ops)?;
-        }
-        // What is left: a fresh check of the repaired store.
-        let after = fsck(store, false, progress)?;
-        rep.problems = after.problems;
-        rep.unindexed_records = after.unindexed_records;
-        rep.index_entries = after.index_entries;
     }
-    progress("done", 1, 1);
-    Ok(rep)
+    for (id, c) in &roots.checkpoints {
+        if roots.live.contains(id) && broken(&c.root) {
+            aside(
+                meta::checkpoint_key(&id.0),
+                serde_json::to_value(c).unwrap(),
+                format!("checkpoint {}", id.to_hex()),
+                "its root node is missing or damaged",
+            );
+        }
+    }
+    for (name, c) in &roots.branches {
+        let exists = crate::id::CheckpointId::from_hex(c)
+            .is_some_and(|id| roots.checkpoints.contains_key(&id));
+        if !exists {
+            aside(
+                meta::ref_key(name),
+                json!({"checkpoint": c}),
+                format!("branch {name}"),
+                "it names a checkpoint that does not exist",
+            );
+        }
+    }
+    if !ops.is_empty() {
+        store.commit(ops)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -94,6 +94,10 @@ impl Drop for GuardEnd<'_> {
 pub const REPACK_LIVE_FRACTION: f64 = 0.5;
 
 /// Run a gc. `progress(phase, done, total)` is called now and then.
+///
+/// The protocol steps of the module docs, in order: the guard (1) and the barrier
+/// (2) here, then `mark` (3), `sweep` (4) and, once the guard is released, `repack`
+/// (5).
 pub fn gc(
     store: &dyn Packs,
     live: &dyn Live,
@@ -109,8 +113,35 @@ pub fn gc(
     store.gc_begin();
     let end = GuardEnd(store);
     live.barrier();
+    let marked = mark(store, live, &mut rep, progress)?;
+    let dry_index = sweep(store, marked, dry_run, &mut rep, progress)?;
+    drop(end);
+    repack(store, dry_index, &mut rep, progress)?;
+    rep.elapsed_ms = t0.elapsed().as_millis() as u64;
+    log_report(&rep);
+    Ok(rep)
+}
 
-    // Mark.
+/// Index entries: (object id, where its record is).
+type Index = Vec<([u8; 32], Loc)>;
+
+/// What the mark step found live, and the checkpoint records it found dead.
+struct Marked {
+    /// Every node and chunk reached.
+    objects: HashSet<[u8; 32]>,
+    /// Deletions of the records of checkpoints that are not live.
+    dead_checkpoints: Vec<MetaOp>,
+}
+
+/// Step 3, mark: walk the durable roots and every mounted session's live ids to
+/// every node and chunk. Refuses (with the first problem) when a record is damaged
+/// or a reachable node unreadable.
+fn mark(
+    store: &dyn Packs,
+    live: &dyn Live,
+    rep: &mut GcReport,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<Marked> {
     progress("mark", 0, 0);
     let mut roots = reach::roots(store.meta())?;
     let tree_roots = roots.tree_roots();
@@ -138,71 +169,84 @@ pub fn gc(
     if !walk.problems.is_empty() {
         return Err(refuse(&walk.problems));
     }
-    let marked: HashSet<[u8; 32]> = walk.reached().copied().collect();
-    rep.objects_live = marked.len() as u64;
-    let dead_ckpts: Vec<MetaOp> = roots
+    let objects: HashSet<[u8; 32]> = walk.reached().copied().collect();
+    rep.objects_live = objects.len() as u64;
+    let dead_checkpoints: Vec<MetaOp> = roots
         .checkpoints
         .keys()
         .filter(|id| !roots.live.contains(id))
         .map(|id| MetaOp::Delete(meta::checkpoint_key(&id.0)))
         .collect();
-    rep.checkpoints_reclaimed = dead_ckpts.len() as u64;
+    rep.checkpoints_reclaimed = dead_checkpoints.len() as u64;
+    Ok(Marked {
+        objects,
+        dead_checkpoints,
+    })
+}
 
-    // Sweep.
+/// Step 4, sweep: one pass under the guard lock drops the index entries neither
+/// marked nor guarded, and the dead checkpoint records. A dry run changes nothing
+/// and returns the index as the sweep would leave it (`None` after a real sweep:
+/// the repack reads the index itself).
+fn sweep(
+    store: &dyn Packs,
+    marked: Marked,
+    dry_run: bool,
+    rep: &mut GcReport,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<Option<Index>> {
     progress("sweep", 0, 1);
     let index_before = store.index()?;
     rep.objects_before = index_before.len() as u64;
-    let dead: HashSet<[u8; 32]> = if dry_run {
-        let d = store.unreachable(&marked)?;
+    let dry_index = if dry_run {
+        let d = store.unreachable(&marked.objects)?;
         rep.objects_reclaimed = d.len() as u64;
         rep.bytes_reclaimed = d.iter().map(|(_, l)| l.record_len()).sum();
-        d.into_iter().map(|(id, _)| id).collect()
+        let dead: HashSet<[u8; 32]> = d.into_iter().map(|(id, _)| id).collect();
+        Some(
+            index_before
+                .into_iter()
+                .filter(|(id, _)| !dead.contains(id))
+                .collect(),
+        )
     } else {
-        let (n, bytes) = store.sweep(&marked, dead_ckpts)?;
+        let (n, bytes) = store.sweep(&marked.objects, marked.dead_checkpoints)?;
         rep.objects_reclaimed = n;
         rep.bytes_reclaimed = bytes;
-        HashSet::new()
+        None
     };
     progress("sweep", 1, 1);
-    drop(end);
+    Ok(dry_index)
+}
 
-    // Repack. List the packs, close the open pack, then decide which packs are
-    // protected and only then read the index: a listed, unprotected pack gains no
-    // entries from then on, so the index read below lists every live record in it
-    // (a pack created after the listing is not a candidate).
+/// Step 5, repack: delete the packs nothing live is in and copy forward the live
+/// records of those less than [`REPACK_LIVE_FRACTION`] live. A dry run (given the
+/// index as its sweep would have left it) only counts. Sets `disk_after`.
+fn repack(
+    store: &dyn Packs,
+    dry_index: Option<Index>,
+    rep: &mut GcReport,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<()> {
+    let dry_run = dry_index.is_some();
+    // List the packs, close the open pack, then decide which packs are protected
+    // and only then read the index: a listed, unprotected pack gains no entries from
+    // then on, so the index read below lists every live record in it (a pack
+    // created after the listing is not a candidate).
     let packs = store.packs()?;
     store.close_pack();
     let protected = store.protected_packs();
-    let index: Vec<_> = if dry_run {
-        index_before
-            .into_iter()
-            .filter(|(id, _)| !dead.contains(id))
-            .collect()
-    } else {
-        store.index()?
+    let index = match dry_index {
+        Some(index) => index,
+        None => store.index()?,
     };
     let mut by_pack: HashMap<u32, Vec<([u8; 32], Loc)>> = HashMap::new();
     for (id, loc) in index {
         by_pack.entry(loc.pack).or_default().push((id, loc));
     }
-    let mut disk_after = 0u64;
-    let candidates: Vec<(u32, u64)> = packs
-        .into_iter()
-        .filter(|(n, size)| {
-            let keep = protected.contains(n) || {
-                let live: u64 = by_pack
-                    .get(n)
-                    .map_or(0, |v| v.iter().map(|(_, l)| l.record_len()).sum());
-                live as f64 >= *size as f64 * REPACK_LIVE_FRACTION
-            };
-            if keep {
-                disk_after += size;
-            }
-            !keep
-        })
-        .collect();
+    let (candidates, mut disk_after) = repack_candidates(packs, &protected, &by_pack);
     let total = candidates.len() as u64;
-    for (i, (n, _size)) in candidates.into_iter().enumerate() {
+    for (i, n) in candidates.into_iter().enumerate() {
         let live = by_pack.remove(&n).unwrap_or_default();
         let live_bytes: u64 = live.iter().map(|(_, l)| l.record_len()).sum();
         disk_after += live_bytes;
@@ -225,10 +269,41 @@ pub fn gc(
     } else {
         store.packs()?.iter().map(|(_, n)| n).sum()
     };
-    rep.elapsed_ms = t0.elapsed().as_millis() as u64;
+    Ok(())
+}
+
+/// The packs to repack or delete: not protected, and less than
+/// [`REPACK_LIVE_FRACTION`] of their size live. Also returns the size of the packs
+/// kept as they are.
+fn repack_candidates(
+    packs: Vec<(u32, u64)>,
+    protected: &HashSet<u32>,
+    by_pack: &HashMap<u32, Vec<([u8; 32], Loc)>>,
+) -> (Vec<u32>, u64) {
+    let mut kept = 0u64;
+    let candidates = packs
+        .into_iter()
+        .filter(|(n, size)| {
+            let keep = protected.contains(n) || {
+                let live: u64 = by_pack
+                    .get(n)
+                    .map_or(0, |v| v.iter().map(|(_, l)| l.record_len()).sum());
+                live as f64 >= *size as f64 * REPACK_LIVE_FRACTION
+            };
+            if keep {
+                kept += size;
+            }
+            !keep
+        })
+        .map(|(n, _)| n)
+        .collect();
+    (candidates, kept)
+}
+
+fn log_report(rep: &GcReport) {
     log::info!(
         "gc{}: {} of {} objects reclaimed ({} bytes), {} checkpoints, packs deleted {} repacked {}, disk {} -> {} bytes in {} ms",
-        if dry_run { " (dry run)" } else { "" },
+        if rep.dry_run { " (dry run)" } else { "" },
         rep.objects_reclaimed,
         rep.objects_before,
         rep.bytes_reclaimed,
@@ -239,7 +314,6 @@ pub fn gc(
         rep.disk_after,
         rep.elapsed_ms
     );
-    Ok(rep)
 }
 
 fn refuse(problems: &[reach::Problem]) -> Error {

@@ -80,95 +80,121 @@ pub struct Roots {
 /// Read every session, branch and checkpoint record and compute the live checkpoints.
 pub fn roots(meta: &dyn MetaStore) -> Result<Roots> {
     let mut r = Roots::default();
-    for (k, v) in meta.scan(crate::meta::SESSION_PREFIX)? {
-        let name = crate::meta::session_name(&k)
-            .unwrap_or("(not UTF-8)")
-            .to_string();
-        match SessionRecord::decode(&name, &v) {
-            Ok(s) => r.sessions.push(s),
-            Err(e) => r.problems.push(Problem::record(
-                format!("session {name}"),
-                None,
-                format!("unreadable session record: {e}"),
-            )),
-        }
-    }
-    for (k, v) in meta.scan(crate::meta::REF_PREFIX)? {
-        let name = crate::meta::ref_name(&k)
-            .unwrap_or("(not UTF-8)")
-            .to_string();
-        match refs::RefRecord::decode(&name, &v) {
-            Ok(rr) => r.branches.push((name, rr.checkpoint)),
-            Err(e) => r.problems.push(Problem::record(
-                format!("branch {name}"),
-                None,
-                format!("unreadable ref record: {e}"),
-            )),
-        }
-    }
-    for (k, v) in meta.scan(crate::meta::CHECKPOINT_PREFIX)? {
-        let Some(raw) = crate::meta::checkpoint_id(&k) else {
-            r.problems.push(Problem::record(
-                format!("checkpoint key {}", crate::id::hex(&k)),
-                None,
-                "malformed checkpoint key",
-            ));
-            continue;
-        };
-        let id = CheckpointId(raw);
-        match Checkpoint::decode(&id.to_hex(), &v) {
-            Ok(c) => {
-                r.checkpoints.insert(id, c);
-            }
-            Err(e) => r.problems.push(Problem::record(
-                format!("checkpoint {}", id.to_hex()),
-                None,
-                format!("unreadable checkpoint record: {e}"),
-            )),
-        }
-    }
-    // Live checkpoints: seeds, then parent chains.
-    let names: HashSet<&str> = r.sessions.iter().map(|s| s.name.as_str()).collect();
-    let mut stack: Vec<(CheckpointId, String)> = Vec::new();
-    for (id, c) in &r.checkpoints {
-        if names.contains(c.session.as_str()) {
-            stack.push((*id, format!("session {}", c.session)));
-        }
-    }
-    for s in &r.sessions {
-        if let Some(h) = &s.head {
-            stack.push(parse_cid(
-                h,
-                &format!("session {}", s.name),
-                &mut r.problems,
-            ));
-        }
-    }
-    for (name, c) in &r.branches {
-        stack.push(parse_cid(c, &format!("branch {name}"), &mut r.problems));
-    }
-    while let Some((id, owner)) = stack.pop() {
-        if id.0 == [0; 32] || r.live.contains(&id) {
-            continue;
-        }
-        let Some(c) = r.checkpoints.get(&id) else {
-            r.problems.push(Problem::record(
-                owner,
-                Some(&id.0),
-                "names a checkpoint that does not exist",
-            ));
-            continue;
-        };
-        r.live.insert(id);
-        for p in &c.parents {
-            stack.push(parse_cid(
-                p,
-                &format!("checkpoint {} (parent)", id.to_hex()),
-                &mut r.problems,
-            ));
-        }
-    }
+    r.read_sessions(meta)?;
+    r.read_branches(meta)?;
+    r.read_checkpoints(meta)?;
+    r.mark_live();
     Ok(r)
+}
+
+impl Roots {
+    /// Every session record; an unreadable one is a problem.
+    fn read_sessions(&mut self, meta: &dyn MetaStore) -> Result<()> {
+        for (k, v) in meta.scan(crate::meta::SESSION_PREFIX)? {
+            let name = crate::meta::session_name(&k)
+                .unwrap_or("(not UTF-8)")
+                .to_string();
+            match SessionRecord::decode(&name, &v) {
+                Ok(s) => self.sessions.push(s),
+                Err(e) => self.problems.push(Problem::record(
+                    format!("session {name}"),
+                    None,
+                    format!("unreadable session record: {e}"),
+                )),
+            }
+        }
+        Ok(())
+    }
+
+    /// Every branch (ref) record; an unreadable one is a problem.
+    fn read_branches(&mut self, meta: &dyn MetaStore) -> Result<()> {
+        for (k, v) in meta.scan(crate::meta::REF_PREFIX)? {
+            let name = crate::meta::ref_name(&k)
+                .unwrap_or("(not UTF-8)")
+                .to_string();
+            match refs::RefRecord::decode(&name, &v) {
+                Ok(rr) => self.branches.push((name, rr.checkpoint)),
+                Err(e) => self.problems.push(Problem::record(
+                    format!("branch {name}"),
+                    None,
+                    format!("unreadable ref record: {e}"),
+                )),
+            }
+        }
+        Ok(())
+    }
+
+    /// Every checkpoint record; a malformed key or unreadable record is a problem.
+    fn read_checkpoints(&mut self, meta: &dyn MetaStore) -> Result<()> {
+        for (k, v) in meta.scan(crate::meta::CHECKPOINT_PREFIX)? {
+            let Some(raw) = crate::meta::checkpoint_id(&k) else {
+                self.problems.push(Problem::record(
+                    format!("checkpoint key {}", crate::id::hex(&k)),
+                    None,
+                    "malformed checkpoint key",
+                ));
+                continue;
+            };
+            let id = CheckpointId(raw);
+            match Checkpoint::decode(&id.to_hex(), &v) {
+                Ok(c) => {
+                    self.checkpoints.insert(id, c);
+                }
+                Err(e) => self.problems.push(Problem::record(
+                    format!("checkpoint {}", id.to_hex()),
+                    None,
+                    format!("unreadable checkpoint record: {e}"),
+                )),
+            }
+        }
+        Ok(())
+    }
+
+    /// Live checkpoints: the seeds (checkpoints of existing sessions, session heads,
+    /// branches), then their parent chains. A name of a missing checkpoint is a
+    /// problem.
+    fn mark_live(&mut self) {
+        let names: HashSet<&str> = self.sessions.iter().map(|s| s.name.as_str()).collect();
+        let mut stack: Vec<(CheckpointId, String)> = Vec::new();
+        for (id, c) in &self.checkpoints {
+            if names.contains(c.session.as_str()) {
+                stack.push((*id, format!("session {}", c.session)));
+            }
+        }
+        for s in &self.sessions {
+            if let Some(h) = &s.head {
+                stack.push(parse_cid(
+                    h,
+                    &format!("session {}", s.name),
+                    &mut self.problems,
+                ));
+            }
+        }
+        for (name, c) in &self.branches {
+            stack.push(parse_cid(c, &format!("branch {name}"), &mut self.problems));
+        }
+        while let Some((id, owner)) = stack.pop() {
+            if id.0 == [0; 32] || self.live.contains(&id) {
+                continue;
+            }
+            let Some(c) = self.checkpoints.get(&id) else {
+                self.problems.push(Problem::record(
+                    owner,
+                    Some(&id.0),
+                    "names a checkpoint that does not exist",
+                ));
+                continue;
+            };
+            self.live.insert(id);
+            for p in &c.parents {
+                stack.push(parse_cid(
+                    p,
+                    &format!("checkpoint {} (parent)", id.to_hex()),
+                    &mut self.problems,
+                ));
+            }
+        }
+    }
 }
 
 fn parse_cid(hex: &str, owner: &str, problems: &mut Vec<Problem>) -> (CheckpointId, String) {
@@ -239,6 +265,9 @@ enum Item {
     File(NodeId),
     Any(NodeId),
 }
+
+/// The walk's work list: (path reached by, item).
+type Stack = Vec<(String, Item)>;
 
 /// A walk over trees, accumulating reached objects and problems.
 pub struct Walk<'a> {
@@ -321,90 +350,104 @@ impl<'a> Walk<'a> {
         let mut stack = vec![(path, first)];
         while let Some((path, item)) = stack.pop() {
             match item {
-                Item::Any(id) => {
-                    // Peek the type byte without marking, then dispatch.
-                    if self.nodes.contains(&id.0) {
-                        continue;
-                    }
-                    match (self.read)(ObjKind::Node, &id.0) {
-                        Ok(b) if b.len() > 5 && &b[..4] == NODE_MAGIC => {
-                            let next = match b[5] {
-                                b'R' => Item::Root(id),
-                                b'F' => Item::File(id),
-                                _ => Item::Dir(id),
-                            };
-                            stack.push((path, next));
-                        }
-                        Ok(_) => {
-                            self.nodes.insert(id.0);
-                            self.problem(owner, &path, &id.0, "not a tree node".into());
-                        }
-                        Err(e) => {
-                            self.nodes.insert(id.0);
-                            self.problem(owner, &path, &id.0, e.to_string());
-                        }
-                    }
+                Item::Any(id) => self.visit_any(owner, path, id, &mut stack),
+                Item::Root(id) => self.visit_root(owner, &path, id, &mut stack),
+                Item::Record(r) => self.visit_record(owner, path, r, &mut stack),
+                Item::Dir(id) => self.visit_dir(owner, &path, id, &mut stack),
+                Item::File(id) => self.visit_file(owner, &path, id),
+            }
+        }
+    }
+
+    /// A node of unknown type: peek its type byte without marking, then push it as
+    /// what it is.
+    fn visit_any(&mut self, owner: &str, path: String, id: NodeId, stack: &mut Stack) {
+        if self.nodes.contains(&id.0) {
+            return;
+        }
+        match (self.read)(ObjKind::Node, &id.0) {
+            Ok(b) if b.len() > 5 && &b[..4] == NODE_MAGIC => {
+                let next = match b[5] {
+                    b'R' => Item::Root(id),
+                    b'F' => Item::File(id),
+                    _ => Item::Dir(id),
+                };
+                stack.push((path, next));
+            }
+            Ok(_) => {
+                self.nodes.insert(id.0);
+                self.problem(owner, &path, &id.0, "not a tree node".into());
+            }
+            Err(e) => {
+                self.nodes.insert(id.0);
+                self.problem(owner, &path, &id.0, e.to_string());
+            }
+        }
+    }
+
+    /// A root node: its root directory's record and every hard-linked inode's.
+    fn visit_root(&mut self, owner: &str, path: &str, id: NodeId, stack: &mut Stack) {
+        let Some(b) = self.node(owner, path, &id) else {
+            return;
+        };
+        match RootNode::decode(&b) {
+            Ok(r) => {
+                for l in r.links {
+                    let p = format!("(hard-linked inode {})", l.ino);
+                    stack.push((p, Item::Record(l)));
                 }
-                Item::Root(id) => {
-                    let Some(b) = self.node(owner, &path, &id) else {
-                        continue;
-                    };
-                    match RootNode::decode(&b) {
-                        Ok(r) => {
-                            for l in r.links {
-                                let p = format!("(hard-linked inode {})", l.ino);
-                                stack.push((p, Item::Record(l)));
-                            }
-                            stack.push(("/".into(), Item::Record(r.root)));
-                        }
-                        Err(e) => self.problem(owner, &path, &id.0, e.to_string()),
-                    }
+                stack.push(("/".into(), Item::Record(r.root)));
+            }
+            Err(e) => self.problem(owner, path, &id.0, e.to_string()),
+        }
+    }
+
+    /// An inode record: the node it names, if any.
+    fn visit_record(&mut self, owner: &str, path: String, r: Record, stack: &mut Stack) {
+        if let Content::Node(id) = r.content {
+            match r.kind {
+                Kind::Dir => stack.push((path, Item::Dir(id))),
+                Kind::File => stack.push((path, Item::File(id))),
+                _ => self.problem(owner, &path, &id.0, "node on a special file".into()),
+            }
+        }
+    }
+
+    /// A directory node: its shards (index) or its inline entries (flat).
+    fn visit_dir(&mut self, owner: &str, path: &str, id: NodeId, stack: &mut Stack) {
+        let Some(b) = self.node(owner, path, &id) else {
+            return;
+        };
+        match AnyDir::decode(&b) {
+            Ok(AnyDir::Index(ix)) => {
+                for (_, leaf) in ix.shards {
+                    stack.push((path.to_string(), Item::Dir(leaf)));
                 }
-                Item::Record(r) => {
-                    if let Content::Node(id) = r.content {
-                        match r.kind {
-                            Kind::Dir => stack.push((path, Item::Dir(id))),
-                            Kind::File => stack.push((path, Item::File(id))),
-                            _ => self.problem(owner, &path, &id.0, "node on a special file".into()),
-                        }
-                    }
-                }
-                Item::Dir(id) => {
-                    let Some(b) = self.node(owner, &path, &id) else {
-                        continue;
-                    };
-                    match AnyDir::decode(&b) {
-                        Ok(AnyDir::Index(ix)) => {
-                            for (_, leaf) in ix.shards {
-                                stack.push((path.clone(), Item::Dir(leaf)));
-                            }
-                        }
-                        Ok(AnyDir::Flat(d)) => {
-                            for (name, e) in d.entries {
-                                if let Entry::Inline(r) = e {
-                                    let p = join(&path, &name);
-                                    stack.push((p, Item::Record(r)));
-                                }
-                            }
-                        }
-                        Err(e) => self.problem(owner, &path, &id.0, e.to_string()),
-                    }
-                }
-                Item::File(id) => {
-                    let Some(b) = self.node(owner, &path, &id) else {
-                        continue;
-                    };
-                    match FileNode::decode(&b) {
-                        Ok(FileNode::Inline(_)) => {}
-                        Ok(FileNode::Blocks { blocks, .. }) => {
-                            for (_, c) in blocks {
-                                self.chunk(owner, &path, c.0);
-                            }
-                        }
-                        Err(e) => self.problem(owner, &path, &id.0, e.to_string()),
+            }
+            Ok(AnyDir::Flat(d)) => {
+                for (name, e) in d.entries {
+                    if let Entry::Inline(r) = e {
+                        stack.push((join(path, &name), Item::Record(r)));
                     }
                 }
             }
+            Err(e) => self.problem(owner, path, &id.0, e.to_string()),
+        }
+    }
+
+    /// A file node: its chunks.
+    fn visit_file(&mut self, owner: &str, path: &str, id: NodeId) {
+        let Some(b) = self.node(owner, path, &id) else {
+            return;
+        };
+        match FileNode::decode(&b) {
+            Ok(FileNode::Inline(_)) => {}
+            Ok(FileNode::Blocks { blocks, .. }) => {
+                for (_, c) in blocks {
+                    self.chunk(owner, path, c.0);
+                }
+            }
+            Err(e) => self.problem(owner, path, &id.0, e.to_string()),
         }
     }
 }

@@ -37,24 +37,18 @@ mod tests {
 
     #[test]
     fn errors_are_precise() {
-        assert_eq!(parse_request(b"{").unwrap_err().code, "bad_request");
-        assert_eq!(
-            parse_request(br#"{"v":2,"op":"ping"}"#).unwrap_err().code,
-            "unsupported_version"
-        );
-        assert_eq!(
-            parse_request(br#"{"v":1,"op":"dance"}"#).unwrap_err().code,
-            "unknown_op"
-        );
-        assert_eq!(
-            parse_request(br#"{"op":"ping"}"#).unwrap_err().code,
-            "bad_request"
-        );
-        assert_eq!(
-            parse_request(br#"{"v":1,"op":"umount"}"#).unwrap_err().code,
-            "bad_request"
-        );
-        assert_eq!(parse_request(br#"[1]"#).unwrap_err().code, "bad_request");
+        let cases: [(&[u8], &str); 6] = [
+            (b"{", "bad_request"),
+            (br#"{"v":2,"op":"ping"}"#, "unsupported_version"),
+            (br#"{"v":1,"op":"dance"}"#, "unknown_op"),
+            (br#"{"op":"ping"}"#, "bad_request"),
+            (br#"{"v":1,"op":"umount"}"#, "bad_request"),
+            (br#"[1]"#, "bad_request"),
+        ];
+        for (line, code) in cases {
+            let e = parse_request(line).unwrap_err();
+            assert_eq!(e.code, code, "{}", String::from_utf8_lossy(line));
+        }
         assert_eq!(parse_request(br#"{"v":1,"op":"ping"}"#).unwrap(), Op::Ping);
     }
 

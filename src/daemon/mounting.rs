@@ -8,6 +8,7 @@
 //! root and owns its name throughout. A failed mount removes a session record only
 //! if it created it (the name was claimed meanwhile, so nobody else could have).
 
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -157,6 +158,8 @@ impl Daemon {
         }
     }
 
+    /// Open the session, mount it, serve its sockets, register the mount and go
+    /// Live.
     fn mount_served(
         &self,
         claim: &mut Claim<'_>,
@@ -182,38 +185,8 @@ impl Daemon {
                 return Err(e);
             }
         };
-        let ctl_fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
-        let agent_ctl = agent_listener
-            .as_ref()
-            .zip(agent)
-            .map(|(l, a)| (std::os::fd::AsRawFd::as_raw_fd(l), a.path.clone()));
-        if let Some(me) = self.me.get().and_then(|w| w.upgrade()) {
-            let ctx = SocketCtx {
-                bound: Some(name.clone()),
-                role: Role::User,
-                extra_uid: None,
-                conns: AtomicUsize::new(0),
-            };
-            me.clone().accept(listener, ctx, true);
-            if let (Some(l), Some(a)) = (agent_listener, agent) {
-                let ctx = SocketCtx {
-                    bound: Some(name.clone()),
-                    role: Role::Agent,
-                    extra_uid: a.uid,
-                    conns: AtomicUsize::new(0),
-                };
-                me.accept(l, ctx, true);
-            }
-        }
-        if let Err(e) = control::register_mount(&control::MountRecord {
-            mountpoint: mp.clone(),
-            store: self.store_dir.clone(),
-            session: name.clone(),
-            socket: Some(ctl_path.clone()),
-            agent_socket: agent.map(|a| a.path.clone()),
-        }) {
-            log::warn!("cannot register mount {}: {e}", mp.display());
-        }
+        let (ctl_fd, agent_ctl) = self.serve_sockets(&name, listener, agent, agent_listener);
+        self.register(&name, &mp, &ctl_path, agent);
         claim.go_live(
             &mp,
             Mounted {
@@ -241,6 +214,56 @@ impl Daemon {
             v["skipped"] = json!(n);
         }
         Ok(v)
+    }
+
+    /// Accept connections on a new mount's session socket (role User) and, when
+    /// given, its agent socket (role Agent), both bound to session `name`. Returns
+    /// the session socket's fd and the agent socket's fd and path.
+    fn serve_sockets(
+        &self,
+        name: &str,
+        listener: UnixListener,
+        agent: Option<&AgentSocket>,
+        agent_listener: Option<UnixListener>,
+    ) -> (RawFd, Option<(RawFd, PathBuf)>) {
+        let ctl_fd = listener.as_raw_fd();
+        let agent_ctl = agent_listener
+            .as_ref()
+            .zip(agent)
+            .map(|(l, a)| (l.as_raw_fd(), a.path.clone()));
+        if let Some(me) = self.me.get().and_then(|w| w.upgrade()) {
+            let ctx = SocketCtx {
+                bound: Some(name.to_string()),
+                role: Role::User,
+                extra_uid: None,
+                conns: AtomicUsize::new(0),
+            };
+            me.clone().accept(listener, ctx, true);
+            if let (Some(l), Some(a)) = (agent_listener, agent) {
+                let ctx = SocketCtx {
+                    bound: Some(name.to_string()),
+                    role: Role::Agent,
+                    extra_uid: a.uid,
+                    conns: AtomicUsize::new(0),
+                };
+                me.accept(l, ctx, true);
+            }
+        }
+        (ctl_fd, agent_ctl)
+    }
+
+    /// Record the mount in the registry (a failure is only logged: the mount works,
+    /// only finding it from its path does not).
+    fn register(&self, name: &str, mp: &Path, ctl_path: &Path, agent: Option<&AgentSocket>) {
+        if let Err(e) = control::register_mount(&control::MountRecord {
+            mountpoint: mp.to_path_buf(),
+            store: self.store_dir.clone(),
+            session: name.to_string(),
+            socket: Some(ctl_path.to_path_buf()),
+            agent_socket: agent.map(|a| a.path.clone()),
+        }) {
+            log::warn!("cannot register mount {}: {e}", mp.display());
+        }
     }
 
     /// Mount `session` on `dir` (through its descriptor) and serve it in the

@@ -94,8 +94,16 @@ pub trait Host {
     ) -> Result<Value>;
 }
 
-/// Run a session op for a caller `who`, aimed at `session` when given.
-pub fn run<H: Host>(h: &H, who: MountFor, session: Option<&str>, op: Op) -> Result<Value> {
+/// Run a session op for a caller `who`, aimed at `session` when given. Event lines
+/// (`{"event":...}`, sent before the response) go to `events`: `diff` with
+/// `stream` sends each file's patch there.
+pub fn run<H: Host>(
+    h: &H,
+    who: MountFor,
+    session: Option<&str>,
+    op: Op,
+    events: &mut dyn FnMut(Value),
+) -> Result<Value> {
     match op {
         Op::Branches => return branch::list(&*h.store()),
         Op::BranchDelete { name } => return branch::delete(h, &name),
@@ -131,7 +139,15 @@ pub fn run<H: Host>(h: &H, who: MountFor, session: Option<&str>, op: Op) -> Resu
             };
             fork::run(h, &t, op_lock, req)
         }
-        Op::Diff { a, b, mode } => diff::run(&t, a.as_deref(), b.as_deref(), mode),
+        Op::Diff { a, b, mode, stream } => {
+            let req = diff::Request {
+                a: a.as_deref(),
+                b: b.as_deref(),
+                mode,
+                stream,
+            };
+            diff::run(&t, op_lock, req, events)
+        }
         Op::Restore {
             target,
             paths,

@@ -7,6 +7,7 @@ mod cli;
 mod consistency;
 mod crash;
 mod deep;
+mod diffstream;
 mod enospc;
 mod maintenance;
 mod persistence;

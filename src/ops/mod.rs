@@ -7,7 +7,8 @@
 //! never imports `daemon`.
 //!
 //! Each session op runs under its session's op lock (so a checkout waits for a
-//! running checkpoint), first pushes the kernel's writeback cache to the daemon with
+//! running checkpoint; `diff` holds it only while resolving its two roots, then
+//! walks and streams without it), first pushes the kernel's writeback cache to the daemon with
 //! `syncfs(2)` (so what programs wrote is included), and sends kernel cache
 //! invalidations after the tree changed, on every path out, errors included (an
 //! invalidation produced and not sent leaves the kernel with orphaned node ids).

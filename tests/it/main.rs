@@ -9,6 +9,7 @@ mod crash;
 mod deep;
 mod diffstream;
 mod enospc;
+mod graftfail;
 mod maintenance;
 mod persistence;
 mod posix;

@@ -1,4 +1,4 @@
-//! A checkout whose graft fails midway still sends the kernel invalidations of what
+//! A checkout or restore whose graft fails midway still sends the kernel invalidations of what
 //! it changed (issue 12, defect 5). The failure is injected with the debug-build
 //! failpoint `TREEFORK_DEBUG_FAILPOINT=graft-after:N` (see `src/failpoint.rs`).
 //!
@@ -72,6 +72,17 @@ fn check_all(m: &Mount, what: &str, expect: &dyn Fn(usize) -> String) {
 
 #[test]
 fn failed_checkout_still_invalidates_the_kernel_cache() {
+    fail_midway(&["checkout", "a"]);
+}
+
+#[test]
+fn failed_restore_still_invalidates_the_kernel_cache() {
+    fail_midway(&["restore", "a"]);
+}
+
+/// Cache every file in the kernel, run `cmd` (a checkout or restore of branch `a`)
+/// and let its graft fail midway; then every path must show the daemon's tree.
+fn fail_midway(cmd: &[&str]) {
     assert!(fuse_available());
     // About four invalidations per replaced file: the graft fails after ~10 of 30.
     let m = mount_with_failpoint(40);
@@ -86,16 +97,13 @@ fn failed_checkout_still_invalidates_the_kernel_cache() {
     // The kernel caches every entry, attribute and page (one-hour TTLs).
     check_all(&m, "before the checkout", &version_b);
 
-    let o = ws(&m, &["checkout", "a"]);
-    assert!(
-        !o.status.success(),
-        "the checkout should fail at the failpoint"
-    );
+    let o = ws(&m, cmd);
+    assert!(!o.status.success(), "{cmd:?} should fail at the failpoint");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("debug failpoint"), "unexpected error: {err}");
 
     // What the session's tree holds now, from the daemon: the files the graft
-    // replaced differ from HEAD (still `b`; the failed checkout did not move it).
+    // replaced differ from `b` (HEAD: the failed checkout did not move it).
     let changed: Vec<usize> = ws_ok(&m, &["diff", "--name-status", "b", "WORKING"])
         .lines()
         .map(|l| {
@@ -116,14 +124,14 @@ fn failed_checkout_still_invalidates_the_kernel_cache() {
             version_b(i)
         }
     };
-    check_all(&m, "after the failed checkout", &held);
+    check_all(&m, "after the failed graft", &held);
 
     // A write through a path the failed graft replaced reaches the live tree.
     let w = changed[0];
-    write_synced(&m.p(&name(w)), b"written after the failed checkout\n");
+    write_synced(&m.p(&name(w)), b"written after the failed graft\n");
     let after_write = |i: usize| {
         if i == w {
-            "written after the failed checkout\n".to_string()
+            "written after the failed graft\n".to_string()
         } else {
             held(i)
         }

@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod checkout_writes;
 mod cli;
 mod consistency;
 mod crash;

@@ -1,5 +1,5 @@
-//! A checkout or restore whose graft fails midway still sends the kernel invalidations of what
-//! it changed (issue 12, defect 5). The failure is injected with the debug-build
+//! A checkout or restore whose graft fails midway still sends the kernel
+//! invalidations of what it changed (issue 12, defect 5). The failure is injected with the debug-build
 //! failpoint `TREEFORK_DEBUG_FAILPOINT=graft-after:N` (see `src/failpoint.rs`).
 //!
 //! With one-hour entry and attribute TTLs, a missed invalidation shows as a path

@@ -434,8 +434,15 @@ pub fn read_file(store: &dyn ObjectStore, r: &Record, limit: u64) -> Result<Vec<
     }
 }
 
-/// Files larger than this are not diffed line by line.
+/// Files larger than this are not diffed line by line, nor loaded at all: a patch
+/// reports them with one line ([`patch`]), a stat as binary. This bounds the memory
+/// of one file's patch (both versions and the line diff) whatever the file size.
 pub const PATCH_LIMIT: u64 = 8 << 20;
+
+/// Whether `r` is a regular file too large to diff line by line.
+fn too_large(r: Option<&Record>) -> bool {
+    r.is_some_and(|r| r.kind == Kind::File && r.attr.size > PATCH_LIMIT)
+}
 
 /// Text of a file for line diffs, or `None` if binary or too large.
 pub fn text_of(store: &dyn ObjectStore, r: Option<&Record>) -> Result<Option<String>> {
@@ -499,6 +506,13 @@ pub fn patch(store: &dyn ObjectStore, e: &DiffEntry) -> Result<String> {
     let is_dir = |r: &Option<Record>| r.as_ref().is_some_and(|r| r.kind == Kind::Dir);
     if is_dir(&e.old) || is_dir(&e.new) {
         return Ok(String::new());
+    }
+    if too_large(e.old.as_ref()) || too_large(e.new.as_ref()) {
+        out.push_str(&format!(
+            "Files {a_name} and {b_name} differ (larger than {} MiB: not compared line by line)\n",
+            PATCH_LIMIT >> 20
+        ));
+        return Ok(out);
     }
     match (
         text_of(store, e.old.as_ref())?,

@@ -13,6 +13,7 @@ pub mod diff;
 pub mod dirs;
 pub mod durable;
 pub mod error;
+pub mod failpoint;
 pub mod fs;
 pub mod fsck;
 pub mod gc;

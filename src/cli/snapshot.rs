@@ -1,6 +1,7 @@
 //! `checkpoint`, `log`, `status`, `diff`: saving and inspecting the session's states.
 
 use super::output::{change_letter, fmt_time, short};
+use super::plumbing::DaemonError;
 use super::prelude::*;
 
 /// A checkpoint as the daemon describes it.
@@ -259,11 +260,59 @@ impl Run for Diff {
         } else {
             DiffMode::NameStatus
         };
-        let r: Reply<Differences> = cx.session(Op::Diff {
+        let op = |stream| Op::Diff {
             a: self.a.clone(),
             b: self.b.clone(),
             mode: Some(mode.wire().into()),
-        })?;
+            stream,
+        };
+        let r: Reply<Differences> = if mode == DiffMode::Patch {
+            match stream_patch(cx, op(true)) {
+                // A daemon that predates `stream` refuses the field: ask it for the
+                // whole patch instead (nothing was printed yet).
+                Err(e)
+                    if e.downcast_ref::<DaemonError>()
+                        .is_some_and(|d| d.code == "bad_request") =>
+                {
+                    cx.session(op(false))?
+                }
+                r => r?,
+            }
+        } else {
+            cx.session(op(false))?
+        };
         Ok(r.map(|d| Differences { mode, ..d }).into())
     }
+}
+
+/// Run a streamed `diff --patch`: each file's patch is written to stdout as it
+/// arrives (for people), or collected into the reply's `patch` (for `--json`, whose
+/// document is then the same as an unstreamed reply's).
+fn stream_patch(cx: &Ctx, op: Op) -> Result<Reply<Differences>> {
+    let json = cx.json();
+    let mut text = String::new();
+    let mut failed: Option<io::Error> = None;
+    let mut on_event = |ev: &serde_json::Value| {
+        if ev["event"] != "patch" || failed.is_some() {
+            return;
+        }
+        let chunk = ev["text"].as_str().unwrap_or("");
+        if json {
+            text.push_str(chunk);
+            return;
+        }
+        let mut out = io::stdout().lock();
+        if let Err(e) = out.write_all(chunk.as_bytes()).and_then(|()| out.flush()) {
+            failed = Some(e);
+        }
+    };
+    let r: Reply<serde_json::Value> = cx.session_events(op, &mut on_event)?;
+    if let Some(e) = failed {
+        return Err(anyhow::Error::new(e).context("cannot write the patch to stdout"));
+    }
+    let mut raw = r.body;
+    if json {
+        raw["patch"] = serde_json::Value::String(text);
+    }
+    Reply::parse(raw)
 }

@@ -81,6 +81,21 @@ mod tests {
     }
 
     #[test]
+    fn diff_stream_is_opt_in() {
+        // Old clients (no `stream`) get the whole patch in the response.
+        let op = parse_request(br#"{"v":1,"op":"diff","mode":"patch"}"#).unwrap();
+        assert!(matches!(op, Op::Diff { stream: false, .. }));
+        // Not streaming: the field is not sent (old daemons deny unknown fields).
+        assert!(!String::from_utf8_lossy(&encode_request(&op)).contains("stream"));
+        let op = parse_request(br#"{"v":1,"op":"diff","mode":"patch","stream":true}"#).unwrap();
+        assert!(matches!(op, Op::Diff { stream: true, .. }));
+        assert_eq!(
+            parse_request(encode_request(&op).trim_ascii_end()).unwrap(),
+            op
+        );
+    }
+
+    #[test]
     fn roles() {
         let p = |s: &str| parse_request(s.as_bytes()).unwrap();
         let additive = [
@@ -89,6 +104,7 @@ mod tests {
             r#"{"v":1,"op":"log"}"#,
             r#"{"v":1,"op":"status"}"#,
             r#"{"v":1,"op":"diff","a":"HEAD~1"}"#,
+            r#"{"v":1,"op":"diff","mode":"patch","stream":true}"#,
             r#"{"v":1,"op":"branch","name":"b"}"#,
             r#"{"v":1,"op":"branches"}"#,
             r#"{"v":1,"op":"fork","name":"f","mountpoint":"/m"}"#,

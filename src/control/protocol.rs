@@ -117,6 +117,11 @@ pub enum Op {
         /// `name-status` (default), `stat` or `patch`.
         #[serde(default)]
         mode: Option<String>,
+        /// With `patch`: send each file's patch as a `{"event":"patch",...}` line as
+        /// soon as it is made; the response then carries no `patch` text. Omitted
+        /// when false, so daemons that predate it still accept the request.
+        #[serde(default, skip_serializing_if = "is_false")]
+        stream: bool,
     },
     /// Rewind the tree, or some paths of it, to a ref.
     Restore {
@@ -153,6 +158,10 @@ pub enum Op {
         #[serde(default)]
         set: Option<serde_json::Map<String, Value>>,
     },
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn default_trigger() -> String {

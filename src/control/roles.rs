@@ -44,6 +44,8 @@ impl Role {
                 a: _,
                 b: _,
                 mode: _,
+                // Streaming changes how the answer is framed, not what it reveals.
+                stream: _,
             } => true,
             // Creates a new name only: an existing name is refused (`conflict`)
             // for every role, so no op moves or overwrites a branch.

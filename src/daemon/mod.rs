@@ -272,7 +272,7 @@ impl Daemon {
                 self.stop.store(true, Ordering::Relaxed);
                 Ok(json!({}))
             }
-            op => crate::ops::run(self, who, session, op),
+            op => crate::ops::run(self, who, session, op, events),
         }
     }
 }

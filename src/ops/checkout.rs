@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Target, ckpt_json, invalidate_then, save_and_graft, saved_json};
+use super::{Target, ckpt_json, save_and_graft, saved_json};
 use crate::error::Result;
 use crate::refs;
 
@@ -12,7 +12,7 @@ pub(super) fn run(t: &Target, spec: &str) -> Result<Value> {
     let c = refs::resolve(&**s.store(), head.as_deref(), spec)?;
     let root = c.root_id()?;
     let t0 = std::time::Instant::now();
-    let (saved, inval) = save_and_graft(
+    let (saved, n) = save_and_graft(
         t,
         "before-checkout",
         &format!("checkout of {spec}"),
@@ -20,9 +20,8 @@ pub(super) fn run(t: &Target, spec: &str) -> Result<Value> {
         None,
     )?;
     let t1 = t0.elapsed();
-    let n = inval.len();
-    // The tree is grafted: its invalidations go out whether or not the commit does.
-    let r = invalidate_then(t, inval, s.commit_checkout(&c.id, root));
+    // The tree is grafted and the kernel told: now commit HEAD.
+    let r = s.commit_checkout(&c.id, root);
     log::debug!(
         "checkout {spec}: sync+save+graft {t1:?}, {n} invalidations, total {:?}",
         t0.elapsed()

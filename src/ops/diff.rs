@@ -1,50 +1,128 @@
 //! `diff`: differences between two states (refs, or `WORKING`).
+//!
+//! The two roots are resolved under the session's op lock (`WORKING` flushes the
+//! live tree). The walk and the per-file work (line counts, patches) read only
+//! stored objects named by those two root ids and run after the op lock is
+//! released, so a client that reads a streamed patch slowly holds up nothing but its
+//! own connection.
+//!
+//! Memory: with `stream` the daemon holds one file's patch at a time (sent as a
+//! `{"event":"patch","path":..,"text":..}` line as soon as it is made) plus the entry
+//! list; without it, the whole patch text (older clients). A file larger than
+//! [`diff::PATCH_LIMIT`] is never loaded: its patch is a one-line notice.
+
+use std::sync::MutexGuard;
 
 use serde_json::{Value, json};
 
 use super::{Target, side_root};
-use crate::diff;
+use crate::diff::{self, DiffEntry};
 use crate::error::{Error, Result};
+use crate::store::ObjectStore;
+
+/// The arguments of a `diff` request.
+pub(super) struct Request<'a> {
+    pub a: Option<&'a str>,
+    pub b: Option<&'a str>,
+    pub mode: Option<String>,
+    pub stream: bool,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    NameStatus,
+    Stat,
+    Patch,
+}
+
+impl Mode {
+    fn parse(mode: Option<&str>) -> Result<Mode> {
+        match mode.unwrap_or("name-status") {
+            "name-status" => Ok(Mode::NameStatus),
+            "stat" => Ok(Mode::Stat),
+            "patch" => Ok(Mode::Patch),
+            other => Err(Error::Invalid(format!(
+                "unknown diff mode {other:?} (name-status, stat, patch)"
+            ))),
+        }
+    }
+}
 
 pub(super) fn run(
     t: &Target,
-    a: Option<&str>,
-    b: Option<&str>,
-    mode: Option<String>,
+    op_lock: MutexGuard<'_, ()>,
+    req: Request<'_>,
+    events: &mut dyn FnMut(Value),
 ) -> Result<Value> {
     let s = &t.session;
     let store = s.store().clone();
-    let mode = mode.unwrap_or_else(|| "name-status".into());
-    if !["name-status", "stat", "patch"].contains(&mode.as_str()) {
-        return Err(Error::Invalid(format!(
-            "unknown diff mode {mode:?} (name-status, stat, patch)"
-        )));
-    }
-    let ra = match a {
+    let mode = Mode::parse(req.mode.as_deref())?;
+    let ra = match req.a {
         Some(spec) => side_root(t, spec)?,
         None if s.record().head.is_some() => side_root(t, "HEAD")?,
         None => s.base_root()?,
     };
-    let rb = side_root(t, b.unwrap_or("WORKING"))?;
-    let entries = diff::diff_roots(&*store, ra, rb)?;
-    let mut list = Vec::new();
-    let mut text = String::new();
-    for e in &entries {
+    let rb = side_root(t, req.b.unwrap_or("WORKING"))?;
+    // Both sides are fixed ids now: the rest reads stored objects only.
+    drop(op_lock);
+    let mut out = Output {
+        store: &*store,
+        mode,
+        stream: req.stream,
+        events,
+        list: Vec::new(),
+        text: String::new(),
+    };
+    let mut failed = None;
+    diff::diff_walk(&*store, ra, rb, &mut |e| match out.entry(&e) {
+        Ok(()) => true,
+        Err(err) => {
+            failed = Some(err);
+            false
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let patch = (mode == Mode::Patch && !req.stream).then_some(out.text);
+    Ok(json!({"a": ra.to_hex(), "b": rb.to_hex(), "entries": out.list, "patch": patch}))
+}
+
+/// What a diff has produced so far.
+struct Output<'a> {
+    store: &'a dyn ObjectStore,
+    mode: Mode,
+    stream: bool,
+    events: &'a mut dyn FnMut(Value),
+    list: Vec<Value>,
+    /// The whole patch (patch mode without `stream`).
+    text: String,
+}
+
+impl Output<'_> {
+    /// Report one changed path: its list entry, and its patch (sent at once when
+    /// streaming, else appended).
+    fn entry(&mut self, e: &DiffEntry) -> Result<()> {
         let mut v = json!({"path": e.path_str(), "change": e.change});
-        if mode == "stat" {
-            match diff::line_counts(&*store, e)? {
+        match self.mode {
+            Mode::NameStatus => {}
+            Mode::Stat => match diff::line_counts(self.store, e)? {
                 Some((add, del)) => {
                     v["added"] = json!(add);
                     v["removed"] = json!(del);
                 }
                 None => v["binary"] = json!(true),
+            },
+            Mode::Patch => {
+                let p = diff::patch(self.store, e)?;
+                if !self.stream {
+                    self.text.push_str(&p);
+                } else if !p.is_empty() {
+                    (self.events)(json!({"event": "patch", "path": e.path_str(), "text": p}));
+                }
             }
         }
-        if mode == "patch" {
-            text.push_str(&diff::patch(&*store, e)?);
-        }
-        list.push(v);
+        self.list.push(v);
+        Ok(())
     }
-    let patch = (mode == "patch").then_some(text);
-    Ok(json!({"a": ra.to_hex(), "b": rb.to_hex(), "entries": list, "patch": patch}))
 }

@@ -7,7 +7,8 @@
 //! never imports `daemon`.
 //!
 //! Each session op runs under its session's op lock (so a checkout waits for a
-//! running checkpoint), first pushes the kernel's writeback cache to the daemon with
+//! running checkpoint; `diff` holds it only while resolving its two roots, then
+//! walks and streams without it), first pushes the kernel's writeback cache to the daemon with
 //! `syncfs(2)` (so what programs wrote is included), and sends kernel cache
 //! invalidations after the tree changed, on every path out, errors included (an
 //! invalidation produced and not sent leaves the kernel with orphaned node ids).
@@ -94,8 +95,16 @@ pub trait Host {
     ) -> Result<Value>;
 }
 
-/// Run a session op for a caller `who`, aimed at `session` when given.
-pub fn run<H: Host>(h: &H, who: MountFor, session: Option<&str>, op: Op) -> Result<Value> {
+/// Run a session op for a caller `who`, aimed at `session` when given. Event lines
+/// (`{"event":...}`, sent before the response) go to `events`: `diff` with
+/// `stream` sends each file's patch there.
+pub fn run<H: Host>(
+    h: &H,
+    who: MountFor,
+    session: Option<&str>,
+    op: Op,
+    events: &mut dyn FnMut(Value),
+) -> Result<Value> {
     match op {
         Op::Branches => return branch::list(&*h.store()),
         Op::BranchDelete { name } => return branch::delete(h, &name),
@@ -131,7 +140,15 @@ pub fn run<H: Host>(h: &H, who: MountFor, session: Option<&str>, op: Op) -> Resu
             };
             fork::run(h, &t, op_lock, req)
         }
-        Op::Diff { a, b, mode } => diff::run(&t, a.as_deref(), b.as_deref(), mode),
+        Op::Diff { a, b, mode, stream } => {
+            let req = diff::Request {
+                a: a.as_deref(),
+                b: b.as_deref(),
+                mode,
+                stream,
+            };
+            diff::run(&t, op_lock, req, events)
+        }
         Op::Restore {
             target,
             paths,
@@ -201,14 +218,21 @@ fn save_pending(s: &Session, kind: &str, what: &str) -> Result<Saved> {
 
 /// Save pending changes, then graft `target` — retrying when programs wrote in
 /// between, so no acknowledged write is left out of both the saved checkpoint and
-/// the new tree.
+/// the new tree. Returns the saved checkpoint and how many invalidations were sent.
+///
+/// The kernel invalidations go out the moment the gate is released, before any
+/// commit, on every path (a graft that failed midway changed part of the tree).
+/// Until they arrive the kernel may still resolve a replaced path to the old inode
+/// (entry TTL one hour), so this window is kept as short as sending them. They
+/// cannot be sent under the gate: a FUSE request blocked on it can hold the
+/// directory lock or page locks the kernel takes to invalidate (deadlock).
 fn save_and_graft(
     t: &Target,
     kind: &str,
     what: &str,
     target: NodeId,
     paths: Option<&[Vec<u8>]>,
-) -> Result<(Saved, Vec<Inval>)> {
+) -> Result<(Saved, usize)> {
     let mut saved_any = None;
     for _ in 0..5 {
         // syncfs first: it makes the kernel send writes, which need the gate.
@@ -217,7 +241,7 @@ fn save_and_graft(
         let t_sync = t0.elapsed();
         // Writes wait (a few ms) until the tree is swapped: nothing falls between
         // the save and the graft. The generation check stays as a guard.
-        let _gate = crate::session::relock(t.session.gate.write());
+        let gate = crate::session::relock(t.session.gate.write());
         let generation = t.session.generation();
         let saved = save_pending(&t.session, kind, what)?;
         if saved.is_some() {
@@ -225,32 +249,23 @@ fn save_and_graft(
         }
         let t_save = t0.elapsed();
         let (inval, r) = t.session.graft(target, paths, Some(generation));
+        drop(gate);
+        let n = inval.len();
+        send_invals(t, inval);
         ::log::debug!(
-            "{what}: syncfs {t_sync:?} save {:?} graft {:?}",
+            "{what}: syncfs {t_sync:?} save {:?} graft+{n} invalidations {:?}",
             t_save - t_sync,
             t0.elapsed() - t_save
         );
         match r {
-            Err(Error::Conflict(_)) if inval.is_empty() => continue,
-            Ok(()) => return Ok((saved_any, inval)),
-            Err(e) => {
-                // A graft that failed midway changed part of the tree: the kernel
-                // must forget what it changed all the same.
-                send_invals(t, inval);
-                return Err(e);
-            }
+            Err(Error::Conflict(_)) if n == 0 => continue,
+            Ok(()) => return Ok((saved_any, n)),
+            Err(e) => return Err(e),
         }
     }
     Err(Error::Conflict(format!(
         "{what}: the workspace kept changing while being saved; retry when writers pause"
     )))
-}
-
-/// Send `inval` (the tree changed), then return `r`: invalidations are never
-/// skipped because a later step failed.
-fn invalidate_then<T>(t: &Target, inval: Vec<Inval>, r: Result<T>) -> Result<T> {
-    send_invals(t, inval);
-    r
 }
 
 /// The checkpoint named by `from`, or (without it) HEAD — checkpointing the live

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Target, invalidate_then, save_and_graft, saved_json, working_root};
+use super::{Target, save_and_graft, saved_json, working_root};
 use crate::diff;
 use crate::error::{Error, Result};
 use crate::id::NodeId;
@@ -35,15 +35,15 @@ pub(super) fn run(t: &Target, spec: &str, paths: &[String], dry_run: bool) -> Re
     } else {
         Some(&paths[..])
     };
-    let (saved, inval) = save_and_graft(
+    let (saved, _) = save_and_graft(
         t,
         "before-restore",
         &format!("restore of {spec}"),
         c.root_id()?,
         only,
     )?;
-    // The tree is grafted: its invalidations go out whether or not the flush does.
-    invalidate_then(t, inval, s.flush())?;
+    // The tree is grafted and the kernel told: now flush it.
+    s.flush()?;
     Ok(json!({
         "dry_run": false, "changes": plan,
         "saved": saved_json(saved),

@@ -122,6 +122,7 @@ impl Graft<'_> {
     fn run(&mut self, first: Task) -> Result<()> {
         let mut stack = vec![first];
         while let Some(task) = stack.pop() {
+            crate::failpoint::graft_step(self.inval.len())?;
             match task {
                 Task::Dir(dir, r) => self.dir(dir, r, &mut stack)?,
                 Task::Finish(dir, r) => {

@@ -3,11 +3,14 @@
 
 mod harness;
 
+mod checkout_writes;
 mod cli;
 mod consistency;
 mod crash;
 mod deep;
+mod diffstream;
 mod enospc;
+mod graftfail;
 mod maintenance;
 mod persistence;
 mod posix;

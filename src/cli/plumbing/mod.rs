@@ -91,19 +91,32 @@ fn progress_of(ev: &Value) -> Option<Progress<'_>> {
     })
 }
 
-/// Send `op` on the socket at `sock` and type its answer.
+/// Send `op` on the socket at `sock` and type its answer; progress events go to
+/// `on_progress`.
 fn call_socket<T: DeserializeOwned>(
     sock: &Path,
     op: &Op,
     on_progress: &mut dyn FnMut(Progress),
     no_answer: impl FnOnce() -> String,
 ) -> Result<Reply<T>> {
-    let mut c = Client::connect(sock).with_context(no_answer)?;
-    let v = c.call(op, &mut |ev| {
+    let mut on_event = |ev: &Value| {
         if let Some(p) = progress_of(ev) {
             on_progress(p)
         }
-    })?;
+    };
+    call_socket_events(sock, op, &mut on_event, no_answer)
+}
+
+/// Send `op` on the socket at `sock`, feed every event line to `on_event` as it
+/// arrives, and type the answer.
+fn call_socket_events<T: DeserializeOwned>(
+    sock: &Path,
+    op: &Op,
+    on_event: &mut dyn FnMut(&Value),
+    no_answer: impl FnOnce() -> String,
+) -> Result<Reply<T>> {
+    let mut c = Client::connect(sock).with_context(no_answer)?;
+    let v = c.call(op, on_event)?;
     Reply::parse(checked(v)?)
 }
 
@@ -260,15 +273,27 @@ impl Ctx {
     /// Send a session op to the explicit socket, else to the workspace's session
     /// socket.
     pub fn session<T: DeserializeOwned>(&self, op: Op) -> Result<Reply<T>> {
-        if let Some(r) = self.explicit(&op)? {
-            return Ok(r);
+        self.session_events(op, &mut |_| {})
+    }
+
+    /// Like [`session`](Self::session), feeding each event line (e.g. a streamed
+    /// `diff` patch) to `on_event` as it arrives.
+    pub fn session_events<T: DeserializeOwned>(
+        &self,
+        op: Op,
+        on_event: &mut dyn FnMut(&Value),
+    ) -> Result<Reply<T>> {
+        if let Some(sock) = self.explicit_socket() {
+            return call_socket_events(&sock, &op, on_event, || {
+                format!("cannot connect to control socket {}", sock.display())
+            });
         }
         let ws = self.workspace()?;
         let sock = match &ws.socket {
             Some(s) => s.clone(),
             None => control::session_socket(&ws.mountpoint)?,
         };
-        call_socket(&sock, &op, &mut |_| {}, || {
+        call_socket_events(&sock, &op, on_event, || {
             format!(
                 "the daemon serving {} does not answer (is it still mounted?)",
                 ws.mountpoint.display()

@@ -7,25 +7,52 @@
 //! graft (checkout, restore) fails with an I/O error at its first step after it has
 //! queued N kernel invalidations, leaving the live tree partly grafted (what a real
 //! I/O error midway does). Used by `tests/it/graftfail.rs`.
+//!
+//! `TREEFORK_DEBUG_FAILPOINT=inval-delay-ms:N`: checkout and restore wait N ms after
+//! the tree swap before sending the kernel its invalidations, widening the window in
+//! which the kernel still reaches replaced inodes through cached entries (see
+//! `Session::open_handle`: such opens answer ESTALE). Used by `tests/it/stale.rs`.
 
 use crate::error::Result;
 
 /// The environment variable naming the active failpoint.
 pub const ENV: &str = "TREEFORK_DEBUG_FAILPOINT";
 
+/// The number of the active failpoint `name:N`, read once per process.
+#[cfg(debug_assertions)]
+fn armed(name: &str) -> Option<usize> {
+    static SPEC: std::sync::OnceLock<Option<(String, usize)>> = std::sync::OnceLock::new();
+    let spec = SPEC.get_or_init(|| {
+        let v = std::env::var(ENV).ok()?;
+        let (name, n) = v.split_once(':')?;
+        let n = n.parse().ok()?;
+        log::warn!("debug failpoint active: {name}:{n}");
+        Some((name.to_string(), n))
+    });
+    spec.as_ref().filter(|(n, _)| n == name).map(|(_, v)| *v)
+}
+
+/// Before checkout and restore send their invalidations: the `inval-delay-ms:N`
+/// failpoint sleeps N ms.
+#[cfg(debug_assertions)]
+pub fn before_invalidations() {
+    if let Some(ms) = armed("inval-delay-ms") {
+        std::thread::sleep(std::time::Duration::from_millis(ms as u64));
+    }
+}
+
+/// Release builds: no failpoints.
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+pub fn before_invalidations() {}
+
 /// Called before each graft step with the number of invalidations queued so far;
 /// fails once the `graft-after:N` failpoint's N is reached.
 #[cfg(debug_assertions)]
 pub fn graft_step(queued: usize) -> Result<()> {
-    static AFTER: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let after = AFTER.get_or_init(|| {
-        let v = std::env::var(ENV).ok()?;
-        let n = v.strip_prefix("graft-after:")?.parse().ok()?;
-        log::warn!("debug failpoint active: grafts fail after {n} invalidations");
-        Some(n)
-    });
+    let after = armed("graft-after");
     match after {
-        Some(n) if queued >= *n => Err(crate::error::Error::io(
+        Some(n) if queued >= n => Err(crate::error::Error::io(
             "graft",
             std::io::Error::other(format!("debug failpoint {ENV}=graft-after:{n}")),
         )),

@@ -176,7 +176,7 @@ impl Daemon {
         let store: Arc<dyn ObjectStore> = self.store.clone();
         let session = Arc::new(Session::open(store, rec)?);
         let t_open = t0.elapsed();
-        let bg = self.spawn_fuse(&name, dir, session.clone())?;
+        let (bg, kernel) = self.spawn_fuse(&name, dir, session.clone())?;
         let t_mount = t0.elapsed();
         let (ctl_path, listener) = match session_listener(&mp) {
             Ok(x) => x,
@@ -190,7 +190,7 @@ impl Daemon {
         claim.go_live(
             &mp,
             Mounted {
-                notifier: bg.notifier(),
+                kernel,
                 session,
                 bg: Some(bg),
                 ctl_fd,
@@ -273,13 +273,21 @@ impl Daemon {
         name: &str,
         dir: &MountDir,
         session: Arc<Session>,
-    ) -> Result<fuser::BackgroundSession> {
+    ) -> Result<(fuser::BackgroundSession, crate::fs::KernelCache)> {
         let mut cfg = fuser::Config::default();
         // 4 threads: measured per-request latency (access(2) of a missing name, one
         // LOOKUP) ~100 us with 1 thread, 35-40 us with 2, 4 or 8 on this 2-core VM.
         cfg.n_threads = Some(4);
         cfg.clone_fd = true;
         let dev = mountpoint::mount_fuse(dir, &format!("treefork:{name}"))?;
+        // A second descriptor of the connection, for notifications fuser lacks.
+        let dev2 = match dev.try_clone() {
+            Ok(d) => d,
+            Err(e) => {
+                detach(dir.path());
+                return Err(Error::io("/dev/fuse", e));
+            }
+        };
         let notifier = Arc::new(std::sync::OnceLock::new());
         let fs = TreeforkFs::new(session, notifier.clone());
         let bg = fuser::Session::from_fd(fs, dev, fuser::SessionACL::All, cfg)
@@ -287,7 +295,8 @@ impl Daemon {
         match bg {
             Ok(bg) => {
                 let _ = notifier.set(bg.notifier());
-                Ok(bg)
+                let kernel = crate::fs::KernelCache::new(bg.notifier(), dev2);
+                Ok((bg, kernel))
             }
             Err(e) => {
                 detach(dir.path());
@@ -427,7 +436,7 @@ impl Host for Daemon {
                 (State::Live(m), Some(mp)) => Some(Target {
                     session: m.session.clone(),
                     mountpoint: mp.clone(),
-                    notifier: m.notifier.clone(),
+                    kernel: m.kernel.clone(),
                     last_auto_ms: m.last_auto_ms.clone(),
                 }),
                 _ => None,

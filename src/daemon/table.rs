@@ -32,7 +32,7 @@ pub(crate) struct Mounted {
     pub(crate) session: Arc<Session>,
     pub(crate) bg: Option<fuser::BackgroundSession>,
     /// Sends kernel cache invalidations for this mount.
-    pub(crate) notifier: fuser::Notifier,
+    pub(crate) kernel: crate::fs::KernelCache,
     /// The session socket's listening fd (shut down to stop its acceptor).
     pub(crate) ctl_fd: i32,
     pub(crate) ctl_path: PathBuf,

@@ -110,8 +110,11 @@ impl TreeforkFs {
 mod convert;
 mod data;
 mod dir;
+mod kernel;
 mod misc;
 mod namespace;
+
+pub use kernel::KernelCache;
 
 /// Implements `Filesystem` methods by forwarding each to the inherent method of the
 /// same name and signature (in the file of its concern).

@@ -12,21 +12,20 @@ pub(super) fn run(t: &Target, spec: &str) -> Result<Value> {
     let c = refs::resolve(&**s.store(), head.as_deref(), spec)?;
     let root = c.root_id()?;
     let t0 = std::time::Instant::now();
+    // HEAD is committed under the write gate, right after the tree swap: a write
+    // (and its flush) may only come after it, never be overwritten by it.
     let (saved, n) = save_and_graft(
         t,
         "before-checkout",
         &format!("checkout of {spec}"),
         root,
         None,
+        &mut || s.commit_checkout(&c.id, root).map(drop),
     )?;
-    let t1 = t0.elapsed();
-    // The tree is grafted and the kernel told: now commit HEAD.
-    let r = s.commit_checkout(&c.id, root);
     log::debug!(
-        "checkout {spec}: sync+save+graft {t1:?}, {n} invalidations, total {:?}",
+        "checkout {spec}: sync+save+graft+commit, {n} invalidations, total {:?}",
         t0.elapsed()
     );
-    r?;
     Ok(json!({
         "checkpoint": ckpt_json(&c),
         "saved": saved_json(saved),

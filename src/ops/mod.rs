@@ -29,7 +29,6 @@ mod log;
 mod restore;
 mod status;
 
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -58,7 +57,7 @@ pub struct Target {
     /// Where it is mounted.
     pub mountpoint: PathBuf,
     /// Sends kernel cache invalidations for its mount.
-    pub notifier: fuser::Notifier,
+    pub kernel: crate::fs::KernelCache,
     /// Unix ms of its last automatic checkpoint.
     pub last_auto_ms: Arc<AtomicU64>,
 }
@@ -170,12 +169,11 @@ fn syncfs(mp: &Path) -> Result<()> {
 }
 
 fn send_invals(t: &Target, inval: Vec<Inval>) {
+    crate::failpoint::before_invalidations();
     for i in inval {
         let r = match &i {
-            Inval::Entry(parent, name) => t
-                .notifier
-                .inval_entry(fuser::INodeNo(*parent), std::ffi::OsStr::from_bytes(name)),
-            Inval::Inode(ino) => t.notifier.inval_inode(fuser::INodeNo(*ino), 0, 0),
+            Inval::Entry(parent, name) => t.kernel.inval_entry(*parent, name),
+            Inval::Inode(ino) => t.kernel.inval_inode(*ino),
         };
         if let Err(e) = r {
             // ENOENT: the kernel had nothing cached for it.
@@ -232,6 +230,7 @@ fn save_and_graft(
     what: &str,
     target: NodeId,
     paths: Option<&[Vec<u8>]>,
+    grafted: &mut dyn FnMut() -> Result<()>,
 ) -> Result<(Saved, usize)> {
     let mut saved_any = None;
     for _ in 0..5 {
@@ -249,6 +248,15 @@ fn save_and_graft(
         }
         let t_save = t0.elapsed();
         let (inval, r) = t.session.graft(target, paths, Some(generation));
+        // What must follow the swap before any write does (checkout's HEAD commit:
+        // a write flushed in between would otherwise be overwritten by it).
+        let r = r.and_then(|()| grafted());
+        if !inval.is_empty() {
+            // Still under the gate: every entry the kernel cached is stale from
+            // here on, so no path walk reaches an inode the graft replaced (see
+            // `fs::KernelCache`). The per-entry invalidations follow the gate.
+            t.kernel.inc_epoch();
+        }
         drop(gate);
         let n = inval.len();
         send_invals(t, inval);

@@ -41,6 +41,7 @@ pub(super) fn run(t: &Target, spec: &str, paths: &[String], dry_run: bool) -> Re
         &format!("restore of {spec}"),
         c.root_id()?,
         only,
+        &mut || Ok(()),
     )?;
     // The tree is grafted and the kernel told: now flush it.
     s.flush()?;

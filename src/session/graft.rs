@@ -392,9 +392,18 @@ impl Graft<'_> {
         }
         if kind != Kind::Dir {
             super::ops::drop_link(self.st, ino, Timespec::now());
+            self.replaced(ino);
             return Ok(());
         }
         self.drop_tree(ino)
+    }
+
+    /// `ino` left the tree: if the kernel may still reach it (it is live), record
+    /// it as replaced (see `State::replaced`).
+    fn replaced(&mut self, ino: u64) {
+        if self.st.inodes.get(&ino).is_some_and(|i| i.attr.nlink == 0) {
+            self.st.replaced.insert(ino);
+        }
     }
 
     fn unref_link(&mut self, ino: u64) {
@@ -430,6 +439,7 @@ impl Graft<'_> {
                         }
                     }
                     super::ops::drop_link(self.st, ino, now);
+                    self.replaced(ino);
                     dir
                 }
                 Item::Stored(r) => {
@@ -491,6 +501,7 @@ impl Graft<'_> {
                 self.st.links.remove(&ino);
                 self.st.links_dirty = true;
                 self.st.changed = true;
+                self.st.replaced.insert(ino);
                 self.st.maybe_reap(ino);
             }
             self.inval.push(Inval::Inode(ino));

@@ -384,6 +384,12 @@ pub struct State {
     pub graft_mark: Option<(u64, NodeId)>,
     /// Unix ms of the last mutation.
     pub last_mutation_ms: u64,
+    /// Inodes a graft (checkout, restore) took out of the tree. Until the kernel
+    /// gets the graft's invalidations it may still reach them through cached
+    /// entries (one-hour TTLs); opening one, or creating a name in one, answers
+    /// ESTALE, so the kernel looks the path up again and finds the new tree instead
+    /// of writing into an orphan. Handles opened before the graft keep working.
+    pub replaced: HashSet<u64>,
 }
 
 #[cfg(test)]

@@ -648,6 +648,7 @@ impl State {
         {
             self.inodes.remove(&ino);
             self.dirty_files.remove(&ino);
+            self.replaced.remove(&ino);
         }
     }
 }

@@ -155,6 +155,9 @@ impl Session {
             return posix(libc::EEXIST);
         }
         let p = st.get(parent)?;
+        if st.replaced.contains(&parent) {
+            return posix(libc::ESTALE);
+        }
         if p.attr.nlink == 0 {
             return posix(libc::ENOENT);
         }
@@ -575,6 +578,10 @@ impl Session {
     /// Count an open handle on `ino` (file or directory).
     pub fn open_handle(&self, ino: u64, write: bool) -> Result<Stat> {
         let mut st = self.lock();
+        if st.replaced.contains(&ino) {
+            // Reached through an entry cached before a graft replaced it.
+            return posix(libc::ESTALE);
+        }
         let i = st.get_mut(ino)?;
         if write && i.kind == Kind::Dir {
             return posix(libc::EISDIR);

@@ -21,4 +21,5 @@ mod records;
 mod robustness;
 mod security;
 mod snapshots;
+mod stale;
 mod upgrade;

@@ -243,6 +243,8 @@ impl Session {
             return Err(e);
         }
         *super::relock(self.record.lock()) = rec.clone();
+        // Forgotten directories that waited for this flush can be unloaded now.
+        self.lock().sweep_after_flush();
         log::debug!(
             "session {}: flush seal {:?} encode {:?} extra+commit {:?}",
             self.name(),

@@ -14,6 +14,9 @@
 pub mod data;
 #[cfg(test)]
 mod deep_tests;
+pub mod evict;
+#[cfg(test)]
+mod evict_tests;
 pub mod flush;
 pub mod inode;
 #[cfg(test)]
@@ -329,6 +332,18 @@ impl Session {
     /// (checkout, restore) could poison it; it guards no data.
     pub(crate) fn gate_shared(&self) -> std::sync::RwLockReadGuard<'_, ()> {
         relock(self.gate.read())
+    }
+
+    /// Number of inodes in the live table (what eviction bounds; `sessions` shows it
+    /// as `live_inodes`).
+    pub fn live_inodes(&self) -> usize {
+        self.lock().inodes.len()
+    }
+
+    /// Unload every forgotten clean directory now ([`evict`]); returns the number
+    /// of inodes removed from the table.
+    pub fn evict_forgotten(&self) -> usize {
+        self.lock().sweep()
     }
 
     /// Live (logical bytes, inodes) of the working state.

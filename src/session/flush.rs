@@ -211,6 +211,9 @@ impl Session {
                 && extra.is_none()
                 && let Some(r) = st.root_id
             {
+                // An idle flush (the daemon's periodic one) sweeps the forgotten
+                // directories no sweep has seen yet.
+                st.sweep_after_flush();
                 return Ok((r, self.record()));
             }
             let store = self.store().clone();

@@ -8,6 +8,7 @@ mod consistency;
 mod crash;
 mod deep;
 mod enospc;
+mod evict;
 mod maintenance;
 mod persistence;
 mod posix;

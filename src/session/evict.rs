@@ -32,10 +32,13 @@
 //! (and itself, if a directory) as a candidate. A sweep runs once the forgets since
 //! the last one reach [`SWEEP_MIN_FORGETS`] or an eighth of the table, so its cost
 //! (proportional to the candidates' entries) is amortized over the forgets that
-//! caused it; and after each flush, for candidates that were blocked only by
-//! unflushed changes. Candidates blocked by a kernel reference are dropped (the
+//! caused it; after each flush, for candidates that were blocked only by unflushed
+//! changes; and at an idle flush (the daemon's periodic one), for candidates left by
+//! the last forgets, so the table comes down within a flush interval once the
+//! forgets stop. Candidates blocked by a kernel reference are dropped (the
 //! reference's own forget brings them back). The sweep walks with explicit stacks
-//! (no recursion per tree level).
+//! (no recursion per tree level) and tries each directory once per round. A large
+//! sweep shrinks the table and trims the heap.
 
 use std::collections::{HashMap, HashSet};
 
@@ -47,6 +50,10 @@ use crate::tree::Kind;
 /// spread over many forgets.
 pub const SWEEP_MIN_FORGETS: u64 = 1024;
 
+/// Once sweeps have removed this many inodes, the table is shrunk and the heap
+/// trimmed.
+const TRIM_AFTER: usize = 8192;
+
 /// Directories to try to unload, and forgets since the last sweep.
 #[derive(Debug, Default)]
 pub struct Pending {
@@ -54,6 +61,8 @@ pub struct Pending {
     dirs: HashSet<u64>,
     /// Forgets (last references dropped) since the last sweep.
     forgets: u64,
+    /// Inodes evicted since the table was last shrunk.
+    removed: usize,
 }
 
 impl Pending {
@@ -147,7 +156,27 @@ impl State {
                 self.inodes.len()
             );
         }
+        self.evict.removed += removed;
+        if self.evict.removed >= TRIM_AFTER {
+            self.evict.removed = 0;
+            self.give_back_memory();
+        }
         removed
+    }
+
+    /// After large evictions: shrink the table (a hash map keeps its capacity,
+    /// about 380 bytes a slot, after removals; shrinking when it is a quarter full
+    /// keeps the rehash cost amortized) and hand freed heap pages back to the kernel
+    /// (glibc keeps freed arena memory mapped otherwise).
+    fn give_back_memory(&mut self) {
+        let len = self.inodes.len();
+        if self.inodes.capacity() > 4 * len.max(1024) {
+            self.inodes.shrink_to(2 * len);
+        }
+        // SAFETY: malloc_trim only returns free heap pages to the kernel.
+        unsafe {
+            libc::malloc_trim(0);
+        }
     }
 
     /// Unload directory `top` and, first, every forgotten loaded directory below it

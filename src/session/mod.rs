@@ -1,7 +1,8 @@
 //! One workspace session: a live, mutable view of a Merkle tree.
 //!
 //! Owns: the inode table ([`inode::State`]) of one session, the POSIX operations on it
-//! (`ops`, `data`), and turning it back into immutable tree nodes (`flush`).
+//! (`ops`, `data`), turning it back into immutable tree nodes (`flush`), and evicting
+//! forgotten clean inodes from it (`evict`).
 //! The session never names fuser: `crate::fs` translates FUSE requests into calls here.
 //!
 //! Persistence: the session's durable state is its session record (`s/<name>` in the

@@ -2,7 +2,8 @@
 # Peak RSS of the treefork daemon for a 100,000-file workspace (the benchmarks issue's
 # memory target): import a generated tree of 1,000 directories x 100 small files with
 # `mount --from`, walk it (`find`, `du`: loads every inode into the live table), read
-# every file, change 1,000 files and checkpoint. Prints VmRSS/VmHWM after each step.
+# every file, let the kernel forget them (drop_caches: FORGETs, so the daemon can evict
+# clean inodes), change 1,000 files and checkpoint. Prints VmRSS/VmHWM after each step.
 # Usage: bench/rss100k.sh [path/to/treefork]   (default: target/release/treefork)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +33,8 @@ find "$M" -type f | wc -l >/dev/null; du -s "$M" >/dev/null
 echo -n "after find + du:                     "; mem
 find "$M" -type f -exec cat {} + >/dev/null
 echo -n "after reading every file:            "; mem
+sync; echo 3 > /proc/sys/vm/drop_caches; sleep 6   # FORGETs, then an idle flush
+echo -n "after drop_caches (kernel forgets):  "; mem
 for d in $(seq -w 0 99); do for f in 0 1 2 3 4 5 6 7 8 9; do echo changed >> "$M/d0$d/f0$f.txt"; done; done
 "$T" -C "$M" checkpoint -m rss >/dev/null
 echo -n "after 1,000 changes + checkpoint:    "; mem

@@ -82,12 +82,15 @@ impl Daemon {
                 Some((_, s)) => s.usage(),
                 None => (r.bytes, r.inodes),
             };
+            // Inodes in the mounted session's live table (eviction bounds it).
+            let live = mounted.get(&r.name).map(|(_, s)| s.live_inodes());
             list.push(json!({
                 "name": r.name,
                 "state": if mp.is_some() { "mounted" } else { "stopped" },
                 "mountpoint": mp,
                 "bytes": bytes,
                 "inodes": inodes,
+                "live_inodes": live,
                 "updated": r.updated,
                 "root": r.root,
             }));

@@ -211,6 +211,9 @@ impl Session {
                 && extra.is_none()
                 && let Some(r) = st.root_id
             {
+                // An idle flush (the daemon's periodic one) sweeps the forgotten
+                // directories no sweep has seen yet.
+                st.sweep_after_flush();
                 return Ok((r, self.record()));
             }
             let store = self.store().clone();
@@ -243,6 +246,8 @@ impl Session {
             return Err(e);
         }
         *super::relock(self.record.lock()) = rec.clone();
+        // Forgotten directories that waited for this flush can be unloaded now.
+        self.lock().sweep_after_flush();
         log::debug!(
             "session {}: flush seal {:?} encode {:?} extra+commit {:?}",
             self.name(),

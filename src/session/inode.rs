@@ -10,7 +10,13 @@
 //! - if an inode is `dirty` and reachable through `parent`, every ancestor is dirty
 //!   and has `stored == None` (so a flush walks only dirty paths);
 //! - a content id (`Dir::stored`, `FileData::stored`) is `Some` only when it names
-//!   exactly the current content.
+//!   exactly the current content;
+//! - a directory's `entries` are `None` (unloaded) only with a `stored` id, and then
+//!   no live inode has it as `parent`;
+//! - an inode leaves the table only when unlinked and forgotten (`nlink == 0 &&
+//!   lookups == 0`), or when evicted with its directory's entries
+//!   ([`super::evict`]: forgotten, clean, its record exactly as stored); an inode
+//!   number is never reused, and an evicted inode comes back with its stored one.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -73,6 +79,9 @@ struct Cookies {
     by_seq: BTreeMap<u64, Vec<u8>>,
     seq_of: HashMap<Vec<u8>, u64>,
     next: u64,
+    /// Numbered in name order and unchanged since: a directory reloaded from a
+    /// node with the same names numbers them the same way.
+    pristine: bool,
 }
 
 impl Cookies {
@@ -109,6 +118,7 @@ impl Entries {
         if old != Some(ino)
             && let Some(c) = &mut self.cookies
         {
+            c.pristine = false;
             c.drop_name(&name);
             c.add(name);
         }
@@ -121,9 +131,17 @@ impl Entries {
         if old.is_some()
             && let Some(c) = &mut self.cookies
         {
+            c.pristine = false;
             c.drop_name(name);
         }
         old
+    }
+
+    /// Whether dropping these entries and loading the same names again gives every
+    /// name the cookie it has now (no listing yet, or none since a change): then a
+    /// listing in progress survives an unload ([`crate::session::evict`]).
+    pub fn cookies_stable(&self) -> bool {
+        self.cookies.as_ref().is_none_or(|c| c.pristine)
     }
 
     /// Up to `max` entries whose cookie is greater than `after`, in cookie order:
@@ -136,6 +154,7 @@ impl Entries {
             for name in map.keys() {
                 c.add(name.clone());
             }
+            c.pristine = true;
             c
         });
         let from = after
@@ -390,6 +409,8 @@ pub struct State {
     /// ESTALE, so the kernel looks the path up again and finds the new tree instead
     /// of writing into an orphan. Handles opened before the graft keep working.
     pub replaced: HashSet<u64>,
+    /// Eviction candidates ([`super::evict`]).
+    pub evict: super::evict::Pending,
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! One workspace session: a live, mutable view of a Merkle tree.
 //!
 //! Owns: the inode table ([`inode::State`]) of one session, the POSIX operations on it
-//! (`ops`, `data`), and turning it back into immutable tree nodes (`flush`).
+//! (`ops`, `data`), turning it back into immutable tree nodes (`flush`), and evicting
+//! forgotten clean inodes from it (`evict`).
 //! The session never names fuser: `crate::fs` translates FUSE requests into calls here.
 //!
 //! Persistence: the session's durable state is its session record (`s/<name>` in the
@@ -14,6 +15,9 @@
 pub mod data;
 #[cfg(test)]
 mod deep_tests;
+pub mod evict;
+#[cfg(test)]
+mod evict_tests;
 pub mod flush;
 mod graft;
 pub mod inode;
@@ -330,6 +334,18 @@ impl Session {
     /// (checkout, restore) could poison it; it guards no data.
     pub(crate) fn gate_shared(&self) -> std::sync::RwLockReadGuard<'_, ()> {
         relock(self.gate.read())
+    }
+
+    /// Number of inodes in the live table (what eviction bounds; `sessions` shows it
+    /// as `live_inodes`).
+    pub fn live_inodes(&self) -> usize {
+        self.lock().inodes.len()
+    }
+
+    /// Unload every forgotten clean directory now ([`evict`]); returns the number
+    /// of inodes removed from the table.
+    pub fn evict_forgotten(&self) -> usize {
+        self.lock().sweep()
     }
 
     /// Live (logical bytes, inodes) of the working state.

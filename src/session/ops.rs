@@ -121,20 +121,17 @@ impl Session {
         }
         let mut st = self.lock();
         for &ino in inos {
-            if let Some(i) = st.inodes.get_mut(&ino) {
-                i.lookups = i.lookups.saturating_sub(1);
-            }
-            st.maybe_reap(ino);
+            drop_lookups(&mut st, ino, 1);
         }
+        st.maybe_sweep();
     }
 
-    /// Drop `n` kernel references to `ino`.
+    /// Drop `n` kernel references to `ino`. The last one makes its directory an
+    /// eviction candidate ([`super::evict`]).
     pub fn forget(&self, ino: u64, n: u64) {
         let mut st = self.lock();
-        if let Some(i) = st.inodes.get_mut(&ino) {
-            i.lookups = i.lookups.saturating_sub(n);
-        }
-        st.maybe_reap(ino);
+        drop_lookups(&mut st, ino, n);
+        st.maybe_sweep();
     }
 
     /// Create an inode named `name` in `parent`; counts a kernel reference.
@@ -594,6 +591,20 @@ impl Session {
     pub fn release(&self, ino: u64) {
         self.lock().maybe_reap(ino);
     }
+}
+
+/// Drop `n` kernel references to `ino`; at the last one, note it for eviction
+/// and reap it if unlinked.
+fn drop_lookups(st: &mut super::inode::State, ino: u64, n: u64) {
+    let Some(i) = st.inodes.get_mut(&ino) else {
+        return;
+    };
+    let was = i.lookups;
+    i.lookups = was.saturating_sub(n);
+    if was > 0 && i.lookups == 0 {
+        st.note_forgotten(ino);
+    }
+    st.maybe_reap(ino);
 }
 
 fn check_xattr_name(name: &[u8]) -> Result<()> {

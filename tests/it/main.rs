@@ -10,6 +10,7 @@ mod crash;
 mod deep;
 mod diffstream;
 mod enospc;
+mod evict;
 mod graftfail;
 mod maintenance;
 mod persistence;

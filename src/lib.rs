@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod diff;
 pub mod dirs;
 pub mod error;
+pub mod files;
 pub mod fs;
 pub mod fsck;
 pub mod gc;

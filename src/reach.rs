@@ -30,7 +30,9 @@ use crate::id::{CheckpointId, NodeId};
 use crate::refs::{self, Checkpoint};
 use crate::session::SessionRecord;
 use crate::store::{Kind as ObjKind, MetaStore, ObjectStore};
-use crate::tree::{AnyDir, Content, Entry, FileNode, Kind, NODE_MAGIC, Record, RootNode};
+use crate::tree::{
+    AnyDir, BlockLeaf, Content, Entry, FileNode, Kind, NODE_MAGIC, Record, RootNode,
+};
 
 /// Something wrong found while walking.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -237,6 +239,9 @@ enum Item {
     Record(Record),
     Dir(NodeId),
     File(NodeId),
+    /// A block-map leaf ('B'), with its leaf number and file size when reached
+    /// through its map.
+    Leaf(NodeId, Option<(u64, u64)>),
     Any(NodeId),
 }
 
@@ -330,7 +335,8 @@ impl<'a> Walk<'a> {
                         Ok(b) if b.len() > 5 && &b[..4] == NODE_MAGIC => {
                             let next = match b[5] {
                                 b'R' => Item::Root(id),
-                                b'F' => Item::File(id),
+                                b'F' | b'M' => Item::File(id),
+                                b'B' => Item::Leaf(id, None),
                                 _ => Item::Dir(id),
                             };
                             stack.push((path, next));
@@ -398,6 +404,28 @@ impl<'a> Walk<'a> {
                         Ok(FileNode::Inline(_)) => {}
                         Ok(FileNode::Blocks { blocks, .. }) => {
                             for (_, c) in blocks {
+                                self.chunk(owner, &path, c.0);
+                            }
+                        }
+                        Ok(FileNode::Map(m)) => {
+                            for (k, leaf) in m.leaves {
+                                stack.push((path.clone(), Item::Leaf(leaf, Some((k, m.size)))));
+                            }
+                        }
+                        Err(e) => self.problem(owner, &path, &id.0, e.to_string()),
+                    }
+                }
+                Item::Leaf(id, at) => {
+                    let Some(b) = self.node(owner, &path, &id) else {
+                        continue;
+                    };
+                    let leaf = match at {
+                        Some((k, size)) => BlockLeaf::decode(&b, k, size),
+                        None => BlockLeaf::decode_unplaced(&b),
+                    };
+                    match leaf {
+                        Ok(l) => {
+                            for (_, c) in l.blocks {
                                 self.chunk(owner, &path, c.0);
                             }
                         }

@@ -878,6 +878,46 @@ mod tests {
         assert_eq!(RootNode::decode(&root.encode()).unwrap(), root);
     }
 
+    /// The 'F' encoding is unchanged by block maps: a file node as written before
+    /// them (bytes spelled out here) still decodes, large or small.
+    #[test]
+    fn old_file_nodes_still_decode() {
+        let mut old = b"TFND\x01F\x01".to_vec();
+        let size: u64 = 10 << 30;
+        old.extend_from_slice(&size.to_le_bytes());
+        old.extend_from_slice(&2u32.to_le_bytes());
+        for i in [7u64, 100_000] {
+            old.extend_from_slice(&i.to_le_bytes());
+            old.extend_from_slice(&ChunkId::of(&i.to_le_bytes()).0);
+        }
+        let want = FileNode::Blocks {
+            size,
+            blocks: vec![
+                (7, ChunkId::of(&7u64.to_le_bytes())),
+                (100_000, ChunkId::of(&100_000u64.to_le_bytes())),
+            ],
+        };
+        assert_eq!(FileNode::decode(&old).unwrap(), want);
+        assert_eq!(want.encode(), old);
+        let inline = b"TFND\x01F\x00\x02\x00\x00\x00hi".to_vec();
+        assert_eq!(
+            FileNode::decode(&inline).unwrap(),
+            FileNode::Inline(b"hi".to_vec())
+        );
+        // Unsorted or misplaced leaves are refused.
+        let m = BlockMap {
+            size: 3 * MAP_MIN_SIZE,
+            leaves: vec![(1, NodeId::of(b"a")), (0, NodeId::of(b"b"))],
+        };
+        assert!(BlockMap::decode(&m.encode()).is_err());
+        let m = BlockMap {
+            size: 3 * MAP_MIN_SIZE,
+            leaves: vec![(3, NodeId::of(b"a"))],
+        };
+        assert!(BlockMap::decode(&m.encode()).is_err());
+        assert!(BlockLeaf::decode(&BlockLeaf::default().encode(), 0, u64::MAX).is_err());
+    }
+
     #[test]
     fn unsorted_dir_is_rejected() {
         let d = DirNode {
@@ -951,13 +991,42 @@ mod tests {
             prop_assert_eq!(FileNode::decode(&f.encode()).unwrap(), f);
         }
 
+        /// Block maps and leaves round-trip; a leaf decodes only at its own leaf
+        /// number and within the file.
         #[test]
-        fn decoders_never_panic(mut bytes in proptest::collection::vec(any::<u8>(), 0..300), ty in 0usize..4) {
+        fn block_map_round_trip(
+            size in (MAP_MIN_SIZE + 1)..(1u64 << 44),
+            ks in proptest::collection::btree_set(0u64..100_000, 0..40),
+            offs in proptest::collection::btree_set(0u64..LEAF_BLOCKS, 1..20),
+        ) {
+            let leaves: Vec<(u64, NodeId)> = ks.iter().copied()
+                .filter(|k| k * MAP_MIN_SIZE < size)
+                .map(|k| (k, NodeId::of(&k.to_le_bytes()))).collect();
+            let m = BlockMap { size, leaves };
+            prop_assert_eq!(BlockMap::decode(&m.encode()).unwrap(), m.clone());
+            prop_assert_eq!(FileNode::decode(&m.encode()).unwrap(), FileNode::Map(m));
+            let k = ks.iter().next().copied().unwrap_or(3);
+            let leaf = BlockLeaf {
+                blocks: offs.iter().map(|o| (k * LEAF_BLOCKS + o, ChunkId::of(&o.to_le_bytes()))).collect(),
+            };
+            let enc = leaf.encode();
+            prop_assert_eq!(BlockLeaf::decode(&enc, k, u64::MAX).unwrap(), leaf.clone());
+            prop_assert_eq!(BlockLeaf::decode_unplaced(&enc).unwrap(), leaf.clone());
+            prop_assert!(BlockLeaf::decode(&enc, k + 1, u64::MAX).is_err());
+            let last = leaf.blocks.last().unwrap().0;
+            prop_assert!(BlockLeaf::decode(&enc, k, last * BLOCK_SIZE).is_err());
+        }
+
+        #[test]
+        fn decoders_never_panic(mut bytes in proptest::collection::vec(any::<u8>(), 0..300), ty in 0usize..6) {
             if bytes.len() >= 6 {
                 bytes[..4].copy_from_slice(NODE_MAGIC);
                 bytes[4] = NODE_VERSION;
-                bytes[5] = [b'D', b'F', b'R', b'I'][ty];
+                bytes[5] = [b'D', b'F', b'R', b'I', b'M', b'B'][ty];
             }
+            let _ = BlockMap::decode(&bytes);
+            let _ = BlockLeaf::decode(&bytes, 0, u64::MAX);
+            let _ = BlockLeaf::decode_unplaced(&bytes);
             let _ = AnyDir::decode(&bytes);
             let _ = DirIndex::decode(&bytes);
             let _ = DirNode::decode(&bytes);

@@ -18,6 +18,8 @@ mod encode;
 pub mod flush;
 pub mod inode;
 #[cfg(test)]
+mod lock_tests;
+#[cfg(test)]
 mod model_tests;
 pub mod ops;
 pub mod snapshot;

@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod blockmap;
 mod cli;
 mod consistency;
 mod crash;

@@ -10,7 +10,11 @@
 //! - if an inode is `dirty` and reachable through `parent`, every ancestor is dirty
 //!   and has `stored == None` (so a flush walks only dirty paths);
 //! - a content id (`Dir::stored`, `FileData::stored`) is `Some` only when it names
-//!   exactly the current content.
+//!   exactly the current content; so does each cached block-map leaf
+//!   (`FileData::leaves`) for the blocks of its span;
+//! - while `FileData::dirty_leaves` is `Some`, every leaf span holding blocks is in
+//!   `leaves` or in `dirty_leaves` (outside a flush's encode step, which holds the
+//!   leaves it writes until it publishes or abandons them).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;

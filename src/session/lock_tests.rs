@@ -23,6 +23,8 @@ type Hook = Box<dyn FnOnce() + Send>;
 struct HookStore {
     inner: MemStore,
     hook: Mutex<Option<Hook>>,
+    /// Run in the next chunk read.
+    chunk_hook: Mutex<Option<Hook>>,
     /// (node puts, node bytes put), counted while `counting`.
     counted: Mutex<(usize, usize)>,
 }
@@ -58,6 +60,12 @@ impl ObjectStore for HookStore {
         self.inner.put_based(kind, raw, base)
     }
     fn get(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>> {
+        if kind == Kind::Chunk {
+            let h = self.chunk_hook.lock().unwrap().take();
+            if let Some(h) = h {
+                h();
+            }
+        }
         self.inner.get(kind, id)
     }
     fn contains(&self, id: &[u8; 32]) -> Result<bool> {
@@ -238,4 +246,69 @@ fn truncate_through_leaves() {
         v
     });
     assert_eq!(r.read(ino, 2 * span, 10).unwrap(), vec![0u8; 10]);
+}
+
+/// Whether `stat` of the root answers while `hold` runs (from another thread, so a
+/// table lock held by the caller shows as a timeout instead of a deadlock).
+fn stat_answers(s: &Arc<Session>) -> bool {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let s = s.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(s.getattr(1).is_ok());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(3))
+        .unwrap_or(false)
+}
+
+/// The chunk a partial-block write, a truncation or a zeroed range needs is read
+/// outside the table lock: a `stat` made during that read answers. (Before: the
+/// read ran under the lock and the `stat` waited for the whole request.)
+#[test]
+fn chunk_reads_do_not_hold_the_table_lock() {
+    let (hs, s) = session();
+    let f = s
+        .create_node(1, b"f", NewNode::File, 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    s.write(f, 0, &vec![3u8; 3 * BLOCK_SIZE as usize]).unwrap();
+    s.flush().unwrap();
+    let answered = Arc::new(Mutex::new(Vec::new()));
+    let arm = |what: &'static str| {
+        let (s2, a) = (s.clone(), answered.clone());
+        *hs.chunk_hook.lock().unwrap() = Some(Box::new(move || {
+            a.lock().unwrap().push((what, stat_answers(&s2)));
+        }));
+    };
+    arm("write");
+    s.write(f, 10, b"partial").unwrap();
+    arm("truncate");
+    s.setattr(
+        f,
+        SetAttr {
+            size: Some(BLOCK_SIZE + 5),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    s.flush().unwrap();
+    arm("fallocate");
+    s.fallocate(
+        f,
+        3,
+        4,
+        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+    )
+    .unwrap();
+    let got = answered.lock().unwrap().clone();
+    assert_eq!(
+        got,
+        [("write", true), ("truncate", true), ("fallocate", true)],
+        "stat during a chunk read"
+    );
+    let r = reopened(&hs, &s);
+    let data = read_all(&r, 1, b"f");
+    let mut want = vec![3u8; BLOCK_SIZE as usize + 5];
+    want[10..17].copy_from_slice(b"partial");
+    want[3..7].fill(0);
+    assert!(data == want, "content after partial write, truncate, punch");
 }

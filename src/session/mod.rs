@@ -8,8 +8,10 @@
 //! metadata db) naming a root node. A flush seals dirty blocks into chunks, re-encodes
 //! only dirty paths, and commits the new root with the store's "packs before index"
 //! protocol, so after a crash the session is exactly at its last flush.
-//! Concurrency: one mutex over the table; chunk reads and sealing (hash + compress +
-//! pack append) run outside it.
+//! Concurrency: one mutex over the table; store reads (block maps, chunks), sealing
+//! and tree encoding (hash + compress + delta + pack append) run outside it (`data`,
+//! `flush`, `encode`: a flush publishes under the lock only what no request changed
+//! meanwhile).
 
 pub mod data;
 #[cfg(test)]

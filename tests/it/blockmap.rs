@@ -92,7 +92,10 @@ fn big_sparse_file_flushes_what_changed() {
     want[100..1100].fill(0xEE);
     assert!(buf == want, "rewritten block differs after remount");
     f.read_exact_at(&mut buf, 4095 * stride * BLOCK).unwrap();
-    assert!(buf == block(4095u64 as u8), "last block differs after remount");
+    assert!(
+        buf == block(4095u64 as u8),
+        "last block differs after remount"
+    );
     f.read_exact_at(&mut buf, 7 * BLOCK).unwrap();
     assert!(buf.iter().all(|&b| b == 0), "a hole reads zeros");
 }

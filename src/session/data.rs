@@ -11,14 +11,14 @@
 //! re-checking that each block still is the chunk read (retrying otherwise). Every
 //! change to a block map marks its block-map leaves changed (`FileData::touch`/`cut`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 
-use super::inode::{Block, Data, FileData, State};
+use super::inode::{Block, Data, FileData, Inode, State};
 use super::{SEAL_THRESHOLD, Session};
 use crate::error::{Result, posix};
-use crate::id::ChunkId;
+use crate::id::{ChunkId, NodeId};
 use crate::store::{Kind as ObjKind, ObjectStore};
 use crate::tree::{BLOCK_SIZE, FileNode, INLINE_MAX, Kind, Timespec};
 
@@ -130,6 +130,83 @@ fn truncate_step(st: &mut State, fetched: &Fetched, ino: u64, size: u64) -> Resu
     Ok(Step::Done(()))
 }
 
+/// Read file node `id` of `ino` whole (its leaves too), logging a failure.
+pub(crate) fn load_file_node(
+    store: &dyn ObjectStore,
+    ino: u64,
+    id: NodeId,
+) -> Result<crate::files::Loaded> {
+    crate::files::load(store, id).map_err(|e| {
+        log::error!("file ino {ino} (node {id}) does not load: {e}");
+        e
+    })
+}
+
+impl State {
+    /// The node to load for file `ino`, or `None` when its block map is loaded.
+    pub(crate) fn file_to_load(&self, ino: u64) -> Result<Option<NodeId>> {
+        match &self.get(ino)?.data {
+            Data::File(f) if f.blocks.is_some() => Ok(None),
+            Data::File(f) => Ok(Some(f.stored.expect("unloaded file has a stored id"))),
+            Data::Dir(_) => posix(libc::EISDIR),
+            _ => posix(libc::EINVAL),
+        }
+    }
+
+    /// Install the block map read from node `id`, if `ino` is still unloaded at `id`.
+    pub(crate) fn install_file(&mut self, ino: u64, id: NodeId, loaded: crate::files::Loaded) {
+        let Some(Inode {
+            data: Data::File(f),
+            ..
+        }) = self.inodes.get_mut(&ino)
+        else {
+            return;
+        };
+        if f.blocks.is_some() || f.stored != Some(id) {
+            return;
+        }
+        let mut blocks = BTreeMap::new();
+        if let Some(d) = loaded.inline
+            && !d.is_empty()
+        {
+            blocks.insert(0, Block::Mem(Arc::new(d)));
+        }
+        for (i, c) in loaded.blocks {
+            blocks.insert(i, Block::Stored(c));
+        }
+        f.blocks = Some(blocks);
+        f.dirty_leaves = (!loaded.leaves.is_empty()).then(Default::default);
+        f.leaves = loaded.leaves.into_iter().collect();
+        f.used = true;
+        self.maps.insert(ino);
+    }
+
+    /// Drop the block maps of clean files not used since the last call (and forget
+    /// files no longer in the table). Called after each flush.
+    pub(crate) fn drop_idle_maps(&mut self) -> usize {
+        let mut dropped = 0;
+        let inodes = &mut self.inodes;
+        self.maps.retain(|ino| {
+            let Some(Inode {
+                data: Data::File(f),
+                ..
+            }) = inodes.get_mut(ino)
+            else {
+                return false;
+            };
+            if std::mem::take(&mut f.used) {
+                return true;
+            }
+            if f.unload() {
+                dropped += 1;
+                return false;
+            }
+            f.blocks.is_some()
+        });
+        dropped
+    }
+}
+
 impl Session {
     /// The table lock, with the block map of file `ino` loaded: the file node (and
     /// its leaves) is read outside the lock, then installed if the file still is
@@ -147,7 +224,7 @@ impl Session {
                 return Ok(st);
             };
             drop(st);
-            let loaded = super::load_file_node(&**self.store(), ino, id)?;
+            let loaded = load_file_node(&**self.store(), ino, id)?;
             let mut st = self.lock();
             st.install_file(ino, id, loaded);
         }
@@ -187,9 +264,8 @@ impl Session {
             // Keep only what the next round can still use (bounds the memory).
             fetched.retain(|c, _| need.contains(c));
             for c in need {
-                if !fetched.contains_key(&c) {
-                    let d = get_chunk(&**self.store(), &c, ino)?;
-                    fetched.insert(c, d);
+                if let std::collections::hash_map::Entry::Vacant(e) = fetched.entry(c) {
+                    e.insert(get_chunk(&**self.store(), &c, ino)?);
                 }
             }
         }
@@ -292,9 +368,10 @@ impl Session {
             .checked_add(data.len() as u64)
             .filter(|e| *e <= MAX_FILE_SIZE)
             .ok_or(crate::error::Error::Posix(libc::EFBIG))?;
-        if self.dirty_bytes.load(Ordering::Relaxed) > SEAL_THRESHOLD {
-            // The last seal failed (disk full): retry it before taking more data
-            // into memory, and refuse this write while it keeps failing.
+        if self.dirty_bytes.load(Ordering::Relaxed) > 2 * SEAL_THRESHOLD {
+            // The last seal failed (disk full), or writers outran a long flush:
+            // seal before taking more data into memory, and refuse this write
+            // while sealing keeps failing.
             self.seal()?;
         }
         let (st, grown) = self.with_chunks(ino, |st, fetched| {
@@ -305,7 +382,7 @@ impl Session {
             return Ok(0);
         };
         if self.dirty_bytes.fetch_add(grown, Ordering::Relaxed) + grown > SEAL_THRESHOLD {
-            self.seal()?;
+            self.try_seal()?;
         }
         Ok(data.len() as u32)
     }

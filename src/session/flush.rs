@@ -77,6 +77,19 @@ impl Session {
         self.seal_locked()
     }
 
+    /// Seal unless a seal or flush is already running (it seals what it finds; the
+    /// writer goes on instead of queueing behind it and holding a FUSE thread, so
+    /// other requests of the mount keep being served). Writers block in
+    /// [`seal`](Self::seal) only past twice the threshold (see `Session::write`).
+    pub(crate) fn try_seal(&self) -> Result<()> {
+        let _g = match self.flush_lock.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        };
+        self.seal_locked()
+    }
+
     fn seal_locked(&self) -> Result<()> {
         self.dirty_bytes.store(0, Ordering::Relaxed);
         let store = self.store();

@@ -37,7 +37,7 @@ use crate::id::NodeId;
 use crate::meta;
 use crate::store::{Kind as ObjKind, ObjectStore};
 use crate::tree::{Attr, Content, DirNode, Entry, Kind, Record, RootNode, Timespec};
-use inode::{Block, Data, Inode, State};
+use inode::{Data, Inode, State};
 
 /// Version of the session record format. 2 added `meta`; older records are read
 /// as the current version and written back as it at the next flush.
@@ -396,18 +396,6 @@ pub(crate) fn relock<G>(r: LockResult<G>) -> G {
     r.unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Read file node `id` of `ino` whole (its leaves too), logging a failure.
-pub(crate) fn load_file_node(
-    store: &dyn ObjectStore,
-    ino: u64,
-    id: NodeId,
-) -> Result<crate::files::Loaded> {
-    crate::files::load(store, id).map_err(|e| {
-        log::error!("file ino {ino} (node {id}) does not load: {e}");
-        e
-    })
-}
-
 pub(crate) fn stat_of(st: &State, ino: u64) -> Result<Stat> {
     let i = st.inodes.get(&ino).ok_or(Error::Posix(libc::ENOENT))?;
     Ok(Stat {
@@ -584,72 +572,9 @@ impl State {
         let Some(id) = self.file_to_load(ino)? else {
             return Ok(());
         };
-        let loaded = load_file_node(store, ino, id)?;
+        let loaded = data::load_file_node(store, ino, id)?;
         self.install_file(ino, id, loaded);
         Ok(())
-    }
-
-    /// The node to load for file `ino`, or `None` when its block map is loaded.
-    pub(crate) fn file_to_load(&self, ino: u64) -> Result<Option<NodeId>> {
-        match &self.get(ino)?.data {
-            Data::File(f) if f.blocks.is_some() => Ok(None),
-            Data::File(f) => Ok(Some(f.stored.expect("unloaded file has a stored id"))),
-            Data::Dir(_) => posix(libc::EISDIR),
-            _ => posix(libc::EINVAL),
-        }
-    }
-
-    /// Install the block map read from node `id`, if `ino` is still unloaded at `id`.
-    pub(crate) fn install_file(&mut self, ino: u64, id: NodeId, loaded: crate::files::Loaded) {
-        let Some(Inode {
-            data: Data::File(f),
-            ..
-        }) = self.inodes.get_mut(&ino)
-        else {
-            return;
-        };
-        if f.blocks.is_some() || f.stored != Some(id) {
-            return;
-        }
-        let mut blocks = BTreeMap::new();
-        if let Some(d) = loaded.inline {
-            if !d.is_empty() {
-                blocks.insert(0, Block::Mem(Arc::new(d)));
-            }
-        }
-        for (i, c) in loaded.blocks {
-            blocks.insert(i, Block::Stored(c));
-        }
-        f.blocks = Some(blocks);
-        f.dirty_leaves = (!loaded.leaves.is_empty()).then(Default::default);
-        f.leaves = loaded.leaves.into_iter().collect();
-        f.used = true;
-        self.maps.insert(ino);
-    }
-
-    /// Drop the block maps of clean files not used since the last call (and forget
-    /// files no longer in the table). Called after each flush.
-    pub(crate) fn drop_idle_maps(&mut self) -> usize {
-        let mut dropped = 0;
-        let inodes = &mut self.inodes;
-        self.maps.retain(|ino| {
-            let Some(Inode {
-                data: Data::File(f),
-                ..
-            }) = inodes.get_mut(ino)
-            else {
-                return false;
-            };
-            if std::mem::take(&mut f.used) {
-                return true;
-            }
-            if f.unload() {
-                dropped += 1;
-                return false;
-            }
-            f.blocks.is_some()
-        });
-        dropped
     }
 
     /// Look up `name` in directory `parent` (loading it if needed).

@@ -312,3 +312,48 @@ fn chunk_reads_do_not_hold_the_table_lock() {
     want[3..7].fill(0);
     assert!(data == want, "content after partial write, truncate, punch");
 }
+
+/// Whether the block map of `ino` is loaded.
+fn map_loaded(s: &Session, ino: u64) -> bool {
+    match &s.lock().inodes[&ino].data {
+        super::inode::Data::File(f) => f.blocks.is_some(),
+        _ => false,
+    }
+}
+
+/// A big file's block map loaded by a read is dropped once the file has been
+/// clean and unused for a whole flush interval, and reloads on the next read
+/// (issue 12, D9: a loaded map stayed for the life of the mount). A file in use
+/// keeps its map.
+#[test]
+fn idle_block_maps_are_dropped() {
+    let (hs, s) = session();
+    let f = s
+        .create_node(1, b"big", NewNode::File, 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    let span = LEAF_BLOCKS * BLOCK_SIZE;
+    s.write(f, 2 * span, &[4u8; 1000]).unwrap();
+    let r = Arc::new(reopened(&hs, &s));
+    let ino = r.lookup(1, b"big").unwrap().ino;
+    assert_eq!(r.read(ino, 2 * span, 10).unwrap(), [4u8; 10]);
+    assert!(map_loaded(&r, ino));
+    r.flush().unwrap();
+    assert!(map_loaded(&r, ino), "used since the last flush: kept");
+    r.read(ino, 0, 10).unwrap();
+    r.flush().unwrap();
+    assert!(map_loaded(&r, ino), "used again: kept");
+    r.flush().unwrap();
+    assert!(!map_loaded(&r, ino), "idle for a flush interval: dropped");
+    assert_eq!(r.read(ino, 2 * span + 990, 20).unwrap(), [4u8; 10]);
+    // A written (dirty) file keeps its map however long it is idle.
+    r.write(ino, 5, b"x").unwrap();
+    r.flush().unwrap();
+    r.write(ino, 6, b"y").unwrap();
+    for _ in 0..3 {
+        assert!(map_loaded(&r, ino));
+        r.lock().touched = None;
+        let _ = r.lock().drop_idle_maps();
+    }
+    assert!(map_loaded(&r, ino), "dirty: kept");
+}

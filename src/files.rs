@@ -58,15 +58,6 @@ pub fn load(store: &dyn ObjectStore, id: NodeId) -> Result<Loaded> {
     })
 }
 
-/// The leaf ids a file node references (none for an 'F' node): for walks that mark
-/// nodes (gc, fsck) without reading the leaves' blocks here.
-pub fn leaf_ids(node: &FileNode) -> Vec<NodeId> {
-    match node {
-        FileNode::Map(m) => m.leaves.iter().map(|(_, id)| *id).collect(),
-        _ => Vec::new(),
-    }
-}
-
 /// Store a file of `size` bytes (> [`crate::tree::INLINE_MAX`]) with `blocks`
 /// (sorted) canonically; returns the file node id.
 pub fn put_blocks(

@@ -4,9 +4,9 @@
 //! in-memory buffer, or absent (a hole, reading as zeros).
 //!
 //! No store read runs under the table lock here: a block map is loaded outside it
-//! ([`Session::lock_loaded`]), `read` copies chunks after releasing it, and a change
+//! (`Session::lock_loaded`), `read` copies chunks after releasing it, and a change
 //! that needs the old bytes of a stored block (a partial-block write, a truncation or
-//! a zeroed range cutting into one) runs as [`Session::with_chunks`]: it names the
+//! a zeroed range cutting into one) runs as `Session::with_chunks`: it names the
 //! chunks it is missing, they are read unlocked, and it runs again under the lock,
 //! re-checking that each block still is the chunk read (retrying otherwise). Every
 //! change to a block map marks its block-map leaves changed (`FileData::touch`/`cut`).

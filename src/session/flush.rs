@@ -2,7 +2,7 @@
 //!
 //! `seal` moves written blocks into the chunk store (base-node reads for delta
 //! hints, hashing and compression run outside the table lock); `flush` then
-//! re-encodes only dirty paths bottom-up ([`super::encode`]: planned under the lock,
+//! re-encodes only dirty paths bottom-up (`session::encode`: planned under the lock,
 //! encoded, compressed and put outside it, published under it with a check that
 //! nothing planned changed meanwhile), writes the new root node and commits the
 //! session record naming it, atomically with the index entries of everything

@@ -1,6 +1,7 @@
 //! Encoding the live table into tree nodes, with the slow part outside the table lock.
 //!
-//! [`encode_tree`] works in three steps:
+//! A flush (`Session::flush_locked`) encodes in three steps, [`plan`], [`encode`]
+//! and [`publish`]:
 //! 1. **plan** (table lock held, no I/O in the common case): walk the dirty paths
 //!    (post-order over an explicit stack) and capture what each node needs: records
 //!    as they are at this instant, block lists (sharing in-memory blocks, not copying

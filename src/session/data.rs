@@ -130,15 +130,32 @@ fn truncate_step(st: &mut State, fetched: &Fetched, ino: u64, size: u64) -> Resu
     Ok(Step::Done(()))
 }
 
-/// Read file node `id` of `ino` whole (its leaves too), logging a failure.
-pub(crate) fn load_file_node(
-    store: &dyn ObjectStore,
-    ino: u64,
-    id: NodeId,
-) -> Result<crate::files::Loaded> {
-    crate::files::load(store, id).map_err(|e| {
+/// A file's block map as read from its node, ready to install.
+pub(crate) struct LoadedMap {
+    blocks: BTreeMap<u64, Block>,
+    leaves: BTreeMap<u64, NodeId>,
+}
+
+/// Read file node `id` of `ino` whole (its leaves too) and build its block map
+/// (callers outside the table lock build it there), logging a failure.
+pub(crate) fn load_file_node(store: &dyn ObjectStore, ino: u64, id: NodeId) -> Result<LoadedMap> {
+    let loaded = crate::files::load(store, id).map_err(|e| {
         log::error!("file ino {ino} (node {id}) does not load: {e}");
         e
+    })?;
+    let mut blocks: BTreeMap<u64, Block> = loaded
+        .blocks
+        .into_iter()
+        .map(|(i, c)| (i, Block::Stored(c)))
+        .collect();
+    if let Some(d) = loaded.inline
+        && !d.is_empty()
+    {
+        blocks.insert(0, Block::Mem(Arc::new(d)));
+    }
+    Ok(LoadedMap {
+        blocks,
+        leaves: loaded.leaves.into_iter().collect(),
     })
 }
 
@@ -154,7 +171,7 @@ impl State {
     }
 
     /// Install the block map read from node `id`, if `ino` is still unloaded at `id`.
-    pub(crate) fn install_file(&mut self, ino: u64, id: NodeId, loaded: crate::files::Loaded) {
+    pub(crate) fn install_file(&mut self, ino: u64, id: NodeId, loaded: LoadedMap) {
         let Some(Inode {
             data: Data::File(f),
             ..
@@ -165,18 +182,9 @@ impl State {
         if f.blocks.is_some() || f.stored != Some(id) {
             return;
         }
-        let mut blocks = BTreeMap::new();
-        if let Some(d) = loaded.inline
-            && !d.is_empty()
-        {
-            blocks.insert(0, Block::Mem(Arc::new(d)));
-        }
-        for (i, c) in loaded.blocks {
-            blocks.insert(i, Block::Stored(c));
-        }
-        f.blocks = Some(blocks);
+        f.blocks = Some(loaded.blocks);
         f.dirty_leaves = (!loaded.leaves.is_empty()).then(Default::default);
-        f.leaves = loaded.leaves.into_iter().collect();
+        f.leaves = loaded.leaves;
         f.used = true;
         self.maps.insert(ino);
     }

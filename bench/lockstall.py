@@ -6,17 +6,25 @@ same stat loop with no writer as the reference. With --bin-base the two builds r
 the same invocation, alternating phases, so a noisy minute hits both.
 
     usage: bench/lockstall.py --bin target/release/treefork [--bin-base OLD] [--size-gib 4] [--secs 30]
+                              [--probe stat|xattr]
+
+Note: the kernel caches attributes (TTL 1 h), so a stat(2) of the small file is
+mostly answered without the daemon; `--probe xattr` times getxattr(2) instead,
+which the kernel never caches, so every probe takes the session's table lock.
 """
 import argparse, datetime, os, platform, random, shutil, statistics, subprocess, sys, tempfile, threading, time
 
 def sh(*a):
     return subprocess.run(a, check=True, capture_output=True, text=True).stdout
 
+PROBES = {"stat": os.stat, "xattr": lambda p: os.getxattr(p, "user.lockstall")}
+probe = PROBES["stat"]
+
 def stat_loop(path, secs, stop=None):
     lat = []
     end = time.perf_counter() + secs
     while time.perf_counter() < end and not (stop and stop.is_set()):
-        t = time.perf_counter_ns(); os.stat(path); lat.append((time.perf_counter_ns() - t) / 1000)
+        t = time.perf_counter_ns(); probe(path); lat.append((time.perf_counter_ns() - t) / 1000)
         time.sleep(0.001)
     return lat
 
@@ -44,6 +52,7 @@ class Mnt:
         sh(bin_, "--store", self.store, "mount", self.mp, "--session", "stall")
         self.big = os.path.join(self.mp, "big"); self.small = os.path.join(self.mp, "small")
         open(self.small, "w").write("x")
+        os.setxattr(self.small, "user.lockstall", b"1")
         print(f"== {label}: writing {size >> 30} GiB", file=sys.stderr)
         subprocess.run(["dd", "if=/dev/urandom", f"of={self.big}", "bs=4M", f"count={size >> 22}", "conv=fsync", "status=none"], check=True)
 
@@ -63,7 +72,10 @@ def main():
     ap.add_argument("--bin", required=True); ap.add_argument("--bin-base")
     ap.add_argument("--size-gib", type=float, default=4); ap.add_argument("--secs", type=float, default=30)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--probe", choices=sorted(PROBES), default="stat")
     a = ap.parse_args()
+    global probe
+    probe = PROBES[a.probe]
     size = int(a.size_gib * 2**30) // (4 << 20) * (4 << 20)
     work = tempfile.mkdtemp(prefix="tf-stall-", dir="/var/tmp")
     bins = [("new", os.path.abspath(a.bin))] + ([("base", os.path.abspath(a.bin_base))] if a.bin_base else [])
@@ -86,7 +98,7 @@ def main():
     lines = [f"# stat latency during a {size >> 30} GiB rewrite — {date}", "",
              f"Machine: {os.cpu_count()} cores, Linux {platform.release()}. " +
              "; ".join(f"{l}: {sh(b, '--version').strip()} ({b})" for l, b in bins), "",
-             f"stat(2) of a 1-byte file every 1 ms; 'busy' while another thread rewrites random 64 KiB blocks of a "
+             f"{'stat(2)' if a.probe == 'stat' else 'getxattr(2)'} of a 1-byte file every 1 ms; 'busy' while another thread rewrites random 64 KiB blocks of a "
              f"{size >> 30} GiB file in the same mount (fsync every 256 MiB), {a.secs:.0f} s per phase, {a.rounds} rounds.", "",
              "| build | idle p50 µs | idle p99 µs | busy p50 µs | busy p99 µs | busy max µs | rewrite MiB/s |", "|---|---|---|---|---|---|---|"]
     for l, _ in bins:

@@ -13,7 +13,7 @@ use crate::dirs::{load_differing, load_dir};
 use crate::error::Result;
 use crate::id::NodeId;
 use crate::store::{Kind as ObjKind, ObjectStore};
-use crate::tree::{BLOCK_SIZE, Content, DirNode, Entry, FileNode, Kind, Record, RootNode};
+use crate::tree::{BLOCK_SIZE, Content, DirNode, Entry, Kind, Record, RootNode};
 
 /// How a path changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -416,9 +416,11 @@ pub fn read_file(store: &dyn ObjectStore, r: &Record, limit: u64) -> Result<Vec<
     let Content::Node(id) = r.content else {
         return Ok(Vec::new());
     };
-    match FileNode::decode(&store.get(ObjKind::Node, &id.0)?)? {
-        FileNode::Inline(d) => Ok(d[..(size as usize).min(d.len())].to_vec()),
-        FileNode::Blocks { blocks, .. } => {
+    let loaded = crate::files::load(store, id)?;
+    match loaded.inline {
+        Some(d) => Ok(d[..(size as usize).min(d.len())].to_vec()),
+        None => {
+            let blocks = loaded.blocks;
             let mut out = vec![0u8; size as usize];
             for (idx, c) in blocks {
                 let start = idx * BLOCK_SIZE;
@@ -540,6 +542,7 @@ pub fn patch(store: &dyn ObjectStore, e: &DiffEntry) -> Result<String> {
 mod tests {
     use super::*;
     use crate::store::MemStore;
+    use crate::tree::FileNode;
     use crate::tree::{Attr, DirNode, Timespec};
 
     fn file(store: &MemStore, ino: u64, data: &[u8]) -> Record {

@@ -283,11 +283,15 @@ fn import_file(ctx: &mut Ctx<'_>, mut f: File, path: &Path, size: u64) -> Result
     if size == 0 {
         return Ok(Content::None);
     }
-    let node = if size <= INLINE_MAX {
+    if size <= INLINE_MAX {
         let mut buf = Vec::with_capacity(size as usize);
         f.read_to_end(&mut buf).map_err(|e| Error::io(path, e))?;
-        FileNode::Inline(buf)
-    } else {
+        let node = FileNode::Inline(buf);
+        return Ok(Content::Node(NodeId(
+            ctx.store.put(ObjKind::Node, &node.encode())?,
+        )));
+    }
+    {
         let mut blocks = Vec::new();
         let mut buf = vec![0u8; BLOCK_SIZE as usize];
         let mut idx = 0u64;
@@ -313,14 +317,11 @@ fn import_file(ctx: &mut Ctx<'_>, mut f: File, path: &Path, size: u64) -> Result
                 break;
             }
         }
-        FileNode::Blocks {
-            size: total,
-            blocks,
-        }
-    };
-    Ok(Content::Node(NodeId(
-        ctx.store.put(ObjKind::Node, &node.encode())?,
-    )))
+        // 'F' or a block map by size, as the session writes it.
+        Ok(Content::Node(crate::files::put_blocks(
+            ctx.store, total, blocks,
+        )?))
+    }
 }
 
 /// The target of the symlink open (`O_PATH | O_NOFOLLOW`) as `fd`.

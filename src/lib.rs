@@ -14,6 +14,7 @@ pub mod dirs;
 pub mod durable;
 pub mod error;
 pub mod failpoint;
+pub mod files;
 pub mod fs;
 pub mod fsck;
 pub mod gc;

@@ -30,7 +30,9 @@ use crate::id::{CheckpointId, NodeId};
 use crate::refs::{self, Checkpoint};
 use crate::session::SessionRecord;
 use crate::store::{Kind as ObjKind, MetaStore, ObjectStore};
-use crate::tree::{AnyDir, Content, Entry, FileNode, Kind, NODE_MAGIC, Record, RootNode};
+use crate::tree::{
+    AnyDir, BlockLeaf, Content, Entry, FileNode, Kind, NODE_MAGIC, Record, RootNode,
+};
 
 /// Something wrong found while walking.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -263,6 +265,9 @@ enum Item {
     Record(Record),
     Dir(NodeId),
     File(NodeId),
+    /// A block-map leaf ('B'), with its leaf number and file size when reached
+    /// through its map.
+    Leaf(NodeId, Option<(u64, u64)>),
     Any(NodeId),
 }
 
@@ -354,7 +359,8 @@ impl<'a> Walk<'a> {
                 Item::Root(id) => self.visit_root(owner, &path, id, &mut stack),
                 Item::Record(r) => self.visit_record(owner, path, r, &mut stack),
                 Item::Dir(id) => self.visit_dir(owner, &path, id, &mut stack),
-                Item::File(id) => self.visit_file(owner, &path, id),
+                Item::File(id) => self.visit_file(owner, &path, id, &mut stack),
+                Item::Leaf(id, at) => self.visit_leaf(owner, &path, id, at),
             }
         }
     }
@@ -369,7 +375,8 @@ impl<'a> Walk<'a> {
             Ok(b) if b.len() > 5 && &b[..4] == NODE_MAGIC => {
                 let next = match b[5] {
                     b'R' => Item::Root(id),
-                    b'F' => Item::File(id),
+                    b'F' | b'M' => Item::File(id),
+                    b'B' => Item::Leaf(id, None),
                     _ => Item::Dir(id),
                 };
                 stack.push((path, next));
@@ -436,7 +443,7 @@ impl<'a> Walk<'a> {
     }
 
     /// A file node: its chunks.
-    fn visit_file(&mut self, owner: &str, path: &str, id: NodeId) {
+    fn visit_file(&mut self, owner: &str, path: &str, id: NodeId, stack: &mut Stack) {
         let Some(b) = self.node(owner, path, &id) else {
             return;
         };
@@ -444,6 +451,30 @@ impl<'a> Walk<'a> {
             Ok(FileNode::Inline(_)) => {}
             Ok(FileNode::Blocks { blocks, .. }) => {
                 for (_, c) in blocks {
+                    self.chunk(owner, path, c.0);
+                }
+            }
+            Ok(FileNode::Map(m)) => {
+                for (k, leaf) in m.leaves {
+                    stack.push((path.to_string(), Item::Leaf(leaf, Some((k, m.size)))));
+                }
+            }
+            Err(e) => self.problem(owner, path, &id.0, e.to_string()),
+        }
+    }
+
+    /// A block-map leaf: its chunks.
+    fn visit_leaf(&mut self, owner: &str, path: &str, id: NodeId, at: Option<(u64, u64)>) {
+        let Some(b) = self.node(owner, path, &id) else {
+            return;
+        };
+        let leaf = match at {
+            Some((k, size)) => BlockLeaf::decode(&b, k, size),
+            None => BlockLeaf::decode_unplaced(&b),
+        };
+        match leaf {
+            Ok(l) => {
+                for (_, c) in l.blocks {
                     self.chunk(owner, path, c.0);
                 }
             }

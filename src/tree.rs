@@ -3,12 +3,15 @@
 //! Owns: [`Record`] (one inode: kind, ino, attributes, xattrs, content reference),
 //! [`DirNode`] (sorted entries), [`FileNode`] (inline bytes or a sparse block list) and
 //! [`RootNode`] (the workspace root: root directory record, hard-link table, next ino),
-//! [`DirIndex`] (a large directory split into shards) and the shard boundary rule.
+//! [`DirIndex`] (a large directory split into shards) and the shard boundary rule,
+//! [`BlockMap`] + [`BlockLeaf`] (a large file's chunked block map).
 //!
 //! Encoding (little-endian), every node starts with magic "TFND", version u8 = 1 and a
-//! type byte ('D' dir, 'F' file, 'R' root, 'I' dir index). Encoding is canonical:
-//! entries sorted by name, xattrs sorted by name, and a directory's split into shards
-//! depends only on its names ([`shard_ranges`]), so equal trees have equal ids.
+//! type byte ('D' dir, 'F' file, 'R' root, 'I' dir index, 'M' block map, 'B' block
+//! leaf). Encoding is canonical: entries sorted by name, xattrs sorted by name, a
+//! directory's split into shards depends only on its names ([`shard_ranges`]), and a
+//! file is an 'F' node up to [`MAP_MIN_SIZE`] bytes and an 'M' node over fixed
+//! [`LEAF_BLOCKS`] spans above it ([`is_mapped`]), so equal trees have equal ids.
 //! A directory of at most [`SHARD_THRESHOLD`] entries is one 'D' node; a larger one is
 //! an 'I' node listing 'D' leaves whose concatenation is the directory. Changing one
 //! entry of a large directory rewrites one leaf and the index, not the whole
@@ -26,6 +29,13 @@ pub const NODE_VERSION: u8 = 1;
 pub const BLOCK_SIZE: u64 = 64 * 1024;
 /// Files at most this long are stored inline in their file node.
 pub const INLINE_MAX: u64 = 4096;
+/// Blocks per block-map leaf ([`BlockLeaf`]): leaf `k` holds the blocks with
+/// indexes in `k * LEAF_BLOCKS .. (k + 1) * LEAF_BLOCKS` (32 MiB of file data).
+pub const LEAF_BLOCKS: u64 = 512;
+/// Files longer than this (one leaf's span) are stored as a [`BlockMap`] over
+/// [`BlockLeaf`] nodes; shorter ones as one [`FileNode::Blocks`] list. The rule
+/// depends only on the size, so equal content has equal ids.
+pub const MAP_MIN_SIZE: u64 = LEAF_BLOCKS * BLOCK_SIZE;
 
 /// Kind of inode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -201,7 +211,7 @@ pub struct DirNode {
     pub entries: Vec<(Vec<u8>, Entry)>,
 }
 
-/// A regular file's content.
+/// A regular file's content node ('F' or 'M').
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FileNode {
     /// Small file, bytes inline.
@@ -213,6 +223,38 @@ pub enum FileNode {
         /// (block index, chunk), strictly increasing by index.
         blocks: Vec<(u64, ChunkId)>,
     },
+    /// A large file's chunked block map (type 'M').
+    Map(BlockMap),
+}
+
+/// The block map of a file longer than [`MAP_MIN_SIZE`] (type 'M'): its non-empty
+/// leaves, by leaf number. Changing one block of the file rewrites one leaf and this
+/// index (about 40 bytes per 32 MiB of file), not a list of every block.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct BlockMap {
+    /// File length.
+    pub size: u64,
+    /// (leaf number, [`BlockLeaf`] node id), strictly increasing by leaf number;
+    /// every leaf starts before `size`.
+    pub leaves: Vec<(u64, NodeId)>,
+}
+
+/// One leaf of a [`BlockMap`] (type 'B'): the blocks of one [`LEAF_BLOCKS`] span,
+/// absolute block indexes, non-empty. Which leaf it is follows from its blocks.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct BlockLeaf {
+    /// (block index, chunk), strictly increasing, all in the same leaf span.
+    pub blocks: Vec<(u64, ChunkId)>,
+}
+
+/// The leaf number of block `idx`.
+pub fn leaf_of(idx: u64) -> u64 {
+    idx / LEAF_BLOCKS
+}
+
+/// Whether a file of `size` bytes is stored as a [`BlockMap`] (canonical rule).
+pub fn is_mapped(size: u64) -> bool {
+    size > MAP_MIN_SIZE
 }
 
 /// The root of a workspace tree.
@@ -603,12 +645,18 @@ impl FileNode {
                     out.extend_from_slice(&c.0);
                 }
             }
+            FileNode::Map(m) => return m.encode(),
         }
         out
     }
 
-    /// Decode; rejects unsorted blocks or blocks past the end of the file.
+    /// Decode an 'F' or an 'M' node; rejects unsorted blocks or blocks past the end
+    /// of the file. Either type is accepted at any size (stores written before block
+    /// maps hold 'F' nodes of large files).
     pub fn decode(b: &[u8]) -> Result<FileNode> {
+        if b.get(5) == Some(&b'M') {
+            return BlockMap::decode(b).map(FileNode::Map);
+        }
         let mut r = Reader::new(b, b'F')?;
         let node = match r.u8()? {
             0 => FileNode::Inline(r.bytes()?),
@@ -632,6 +680,106 @@ impl FileNode {
         };
         r.end()?;
         Ok(node)
+    }
+}
+
+impl BlockMap {
+    /// Canonical encoding.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(18 + self.leaves.len() * 40);
+        header(&mut out, b'M');
+        out.extend_from_slice(&self.size.to_le_bytes());
+        out.extend_from_slice(&(self.leaves.len() as u32).to_le_bytes());
+        for (k, id) in &self.leaves {
+            out.extend_from_slice(&k.to_le_bytes());
+            out.extend_from_slice(&id.0);
+        }
+        out
+    }
+
+    /// Decode; rejects unsorted leaves and leaves past the end of the file.
+    pub fn decode(b: &[u8]) -> Result<BlockMap> {
+        let mut r = Reader::new(b, b'M')?;
+        let size = r.u64()?;
+        let n = r.count(40)?;
+        let mut leaves: Vec<(u64, NodeId)> = Vec::with_capacity(n);
+        for _ in 0..n {
+            let k = r.u64()?;
+            if leaves.last().is_some_and(|(p, _)| *p >= k) {
+                return Err(bad("leaves not sorted"));
+            }
+            if k.saturating_mul(MAP_MIN_SIZE) >= size {
+                return Err(bad("leaf past end of file"));
+            }
+            leaves.push((k, NodeId(r.id()?)));
+        }
+        r.end()?;
+        Ok(BlockMap { size, leaves })
+    }
+}
+
+impl BlockLeaf {
+    /// Canonical encoding.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(10 + self.blocks.len() * 40);
+        header(&mut out, b'B');
+        out.extend_from_slice(&(self.blocks.len() as u32).to_le_bytes());
+        for (i, c) in &self.blocks {
+            out.extend_from_slice(&i.to_le_bytes());
+            out.extend_from_slice(&c.0);
+        }
+        out
+    }
+
+    /// Decode a leaf expected at leaf number `leaf` of a file of `size` bytes;
+    /// rejects empty leaves, unsorted blocks and blocks outside the leaf or the file.
+    pub fn decode(b: &[u8], leaf: u64, size: u64) -> Result<BlockLeaf> {
+        Self::decode_at(b, Some(leaf), size)
+    }
+
+    /// Decode a leaf found without its index (gc, fsck of live ids): the leaf number
+    /// is that of its first block.
+    pub fn decode_unplaced(b: &[u8]) -> Result<BlockLeaf> {
+        Self::decode_at(b, None, u64::MAX)
+    }
+
+    fn decode_at(b: &[u8], mut leaf: Option<u64>, size: u64) -> Result<BlockLeaf> {
+        let mut r = Reader::new(b, b'B')?;
+        let n = r.count(40)?;
+        if n == 0 || n as u64 > LEAF_BLOCKS {
+            return Err(bad("bad block leaf count"));
+        }
+        let mut blocks: Vec<(u64, ChunkId)> = Vec::with_capacity(n);
+        for _ in 0..n {
+            let i = r.u64()?;
+            if blocks.last().is_some_and(|(p, _)| *p >= i) {
+                return Err(bad("blocks not sorted"));
+            }
+            if *leaf.get_or_insert(leaf_of(i)) != leaf_of(i) || i.saturating_mul(BLOCK_SIZE) >= size
+            {
+                return Err(bad("block outside its leaf"));
+            }
+            blocks.push((i, ChunkId(r.id()?)));
+        }
+        r.end()?;
+        Ok(BlockLeaf { blocks })
+    }
+
+    /// Split a sorted block list into leaves: (leaf number, leaf), in order.
+    pub fn split(blocks: &[(u64, ChunkId)]) -> Vec<(u64, BlockLeaf)> {
+        let mut out: Vec<(u64, BlockLeaf)> = Vec::new();
+        for &(i, c) in blocks {
+            match out.last_mut() {
+                Some((k, l)) if *k == leaf_of(i) => l.blocks.push((i, c)),
+                _ => out.push((
+                    leaf_of(i),
+                    BlockLeaf {
+                        blocks: vec![(i, c)],
+                    },
+                )),
+            }
+        }
+        out
     }
 }
 
@@ -730,6 +878,46 @@ mod tests {
         assert_eq!(RootNode::decode(&root.encode()).unwrap(), root);
     }
 
+    /// The 'F' encoding is unchanged by block maps: a file node as written before
+    /// them (bytes spelled out here) still decodes, large or small.
+    #[test]
+    fn old_file_nodes_still_decode() {
+        let mut old = b"TFND\x01F\x01".to_vec();
+        let size: u64 = 10 << 30;
+        old.extend_from_slice(&size.to_le_bytes());
+        old.extend_from_slice(&2u32.to_le_bytes());
+        for i in [7u64, 100_000] {
+            old.extend_from_slice(&i.to_le_bytes());
+            old.extend_from_slice(&ChunkId::of(&i.to_le_bytes()).0);
+        }
+        let want = FileNode::Blocks {
+            size,
+            blocks: vec![
+                (7, ChunkId::of(&7u64.to_le_bytes())),
+                (100_000, ChunkId::of(&100_000u64.to_le_bytes())),
+            ],
+        };
+        assert_eq!(FileNode::decode(&old).unwrap(), want);
+        assert_eq!(want.encode(), old);
+        let inline = b"TFND\x01F\x00\x02\x00\x00\x00hi".to_vec();
+        assert_eq!(
+            FileNode::decode(&inline).unwrap(),
+            FileNode::Inline(b"hi".to_vec())
+        );
+        // Unsorted or misplaced leaves are refused.
+        let m = BlockMap {
+            size: 3 * MAP_MIN_SIZE,
+            leaves: vec![(1, NodeId::of(b"a")), (0, NodeId::of(b"b"))],
+        };
+        assert!(BlockMap::decode(&m.encode()).is_err());
+        let m = BlockMap {
+            size: 3 * MAP_MIN_SIZE,
+            leaves: vec![(3, NodeId::of(b"a"))],
+        };
+        assert!(BlockMap::decode(&m.encode()).is_err());
+        assert!(BlockLeaf::decode(&BlockLeaf::default().encode(), 0, u64::MAX).is_err());
+    }
+
     #[test]
     fn unsorted_dir_is_rejected() {
         let d = DirNode {
@@ -803,13 +991,42 @@ mod tests {
             prop_assert_eq!(FileNode::decode(&f.encode()).unwrap(), f);
         }
 
+        /// Block maps and leaves round-trip; a leaf decodes only at its own leaf
+        /// number and within the file.
         #[test]
-        fn decoders_never_panic(mut bytes in proptest::collection::vec(any::<u8>(), 0..300), ty in 0usize..4) {
+        fn block_map_round_trip(
+            size in (MAP_MIN_SIZE + 1)..(1u64 << 44),
+            ks in proptest::collection::btree_set(0u64..100_000, 0..40),
+            offs in proptest::collection::btree_set(0u64..LEAF_BLOCKS, 1..20),
+        ) {
+            let leaves: Vec<(u64, NodeId)> = ks.iter().copied()
+                .filter(|k| k * MAP_MIN_SIZE < size)
+                .map(|k| (k, NodeId::of(&k.to_le_bytes()))).collect();
+            let m = BlockMap { size, leaves };
+            prop_assert_eq!(BlockMap::decode(&m.encode()).unwrap(), m.clone());
+            prop_assert_eq!(FileNode::decode(&m.encode()).unwrap(), FileNode::Map(m));
+            let k = ks.iter().next().copied().unwrap_or(3);
+            let leaf = BlockLeaf {
+                blocks: offs.iter().map(|o| (k * LEAF_BLOCKS + o, ChunkId::of(&o.to_le_bytes()))).collect(),
+            };
+            let enc = leaf.encode();
+            prop_assert_eq!(BlockLeaf::decode(&enc, k, u64::MAX).unwrap(), leaf.clone());
+            prop_assert_eq!(BlockLeaf::decode_unplaced(&enc).unwrap(), leaf.clone());
+            prop_assert!(BlockLeaf::decode(&enc, k + 1, u64::MAX).is_err());
+            let last = leaf.blocks.last().unwrap().0;
+            prop_assert!(BlockLeaf::decode(&enc, k, last * BLOCK_SIZE).is_err());
+        }
+
+        #[test]
+        fn decoders_never_panic(mut bytes in proptest::collection::vec(any::<u8>(), 0..300), ty in 0usize..6) {
             if bytes.len() >= 6 {
                 bytes[..4].copy_from_slice(NODE_MAGIC);
                 bytes[4] = NODE_VERSION;
-                bytes[5] = [b'D', b'F', b'R', b'I'][ty];
+                bytes[5] = [b'D', b'F', b'R', b'I', b'M', b'B'][ty];
             }
+            let _ = BlockMap::decode(&bytes);
+            let _ = BlockLeaf::decode(&bytes, 0, u64::MAX);
+            let _ = BlockLeaf::decode_unplaced(&bytes);
             let _ = AnyDir::decode(&bytes);
             let _ = DirIndex::decode(&bytes);
             let _ = DirNode::decode(&bytes);

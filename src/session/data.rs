@@ -1,29 +1,55 @@
 //! File data operations of a session: read, write, truncate, fallocate, lseek.
 //!
 //! Files are cut into fixed [`BLOCK_SIZE`] blocks. A block is a sealed chunk, an
-//! in-memory buffer, or absent (a hole, reading as zeros). Chunk reads happen outside
-//! the table lock; a block rewritten meanwhile simply means the read happened first.
+//! in-memory buffer, or absent (a hole, reading as zeros).
+//!
+//! No store read runs under the table lock here: a block map is loaded outside it
+//! (`Session::lock_loaded`), `read` copies chunks after releasing it, and a change
+//! that needs the old bytes of a stored block (a partial-block write, a truncation or
+//! a zeroed range cutting into one) runs as `Session::with_chunks`: it names the
+//! chunks it is missing, they are read unlocked, and it runs again under the lock,
+//! re-checking that each block still is the chunk read (retrying otherwise). Every
+//! change to a block map marks its block-map leaves changed (`FileData::touch`/`cut`).
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
 
-use super::inode::{Block, Data, State};
+use super::inode::{Block, Data, FileData, Inode, State};
 use super::{SEAL_THRESHOLD, Session};
 use crate::error::{Result, posix};
-use crate::id::ChunkId;
+use crate::id::{ChunkId, NodeId};
 use crate::store::{Kind as ObjKind, ObjectStore};
 use crate::tree::{BLOCK_SIZE, FileNode, INLINE_MAX, Kind, Timespec};
 
 /// Largest file size accepted (like ext4's 16 TiB).
 pub const MAX_FILE_SIZE: u64 = 1 << 44;
 
-fn blocks_mut(st: &mut State, ino: u64) -> Result<&mut std::collections::BTreeMap<u64, Block>> {
+fn file_mut(st: &mut State, ino: u64) -> Result<&mut FileData> {
     match &mut st.get_mut(ino)?.data {
-        Data::File(f) => Ok(f.blocks.as_mut().expect("file loaded")),
+        Data::File(f) => Ok(f),
         Data::Dir(_) => posix(libc::EISDIR),
         _ => posix(libc::EINVAL),
     }
 }
+
+fn blocks_mut(st: &mut State, ino: u64) -> Result<&mut std::collections::BTreeMap<u64, Block>> {
+    Ok(file_mut(st, ino)?.blocks.as_mut().expect("file loaded"))
+}
+
+/// Chunks read outside the table lock, by id.
+pub(crate) type Fetched = HashMap<ChunkId, Arc<Vec<u8>>>;
+
+/// What a change run by [`Session::with_chunks`] did: done, or it needs these
+/// chunks first (and changed nothing).
+pub(crate) enum Step<T> {
+    Done(T),
+    Need(Vec<ChunkId>),
+}
+
+/// After this many rounds of blocks changing under a change (each round reads
+/// outside the lock), the last round reads under it, so a change always completes.
+const FETCH_ROUNDS: usize = 8;
 
 /// Read a chunk of file `ino`, bypassing the object cache: data read for `read()`
 /// is cached by the kernel's page cache and data read to be modified is about to be
@@ -56,38 +82,34 @@ fn set_size(st: &mut State, ino: u64, size: u64) -> Result<()> {
     Ok(())
 }
 
-/// Truncate or extend `ino` to `size` (table lock held).
-pub(crate) fn truncate_locked(
-    st: &mut State,
-    store: &dyn ObjectStore,
-    ino: u64,
-    size: u64,
-) -> Result<()> {
+/// Truncate or extend `ino` to `size` (table lock held, file loaded). A cut into a
+/// stored block needs its bytes: `Need` when they are not in `fetched`.
+fn truncate_step(st: &mut State, fetched: &Fetched, ino: u64, size: u64) -> Result<Step<()>> {
     if size > MAX_FILE_SIZE {
         return posix(libc::EFBIG);
     }
-    st.load_file(store, ino)?;
     let old = st.get(ino)?.attr.size;
     if size < old {
         let tail_idx = size / BLOCK_SIZE;
         let tail_len = (size % BLOCK_SIZE) as usize;
         // Materialize a partial tail block before cutting it.
-        let tail_chunk = match blocks_mut(st, ino)?.get(&tail_idx) {
-            Some(Block::Stored(c)) if tail_len > 0 => Some(*c),
+        let tail_data = match blocks_mut(st, ino)?.get(&tail_idx) {
+            Some(Block::Stored(c)) if tail_len > 0 => match fetched.get(c) {
+                Some(d) => Some(d.clone()),
+                None => return Ok(Step::Need(vec![*c])),
+            },
             _ => None,
         };
-        let tail_data = match tail_chunk {
-            Some(c) => Some(get_chunk(store, &c, ino)?),
-            None => None,
-        };
-        let blocks = blocks_mut(st, ino)?;
+        let f = file_mut(st, ino)?;
         let first_gone = if tail_len == 0 {
             tail_idx
         } else {
             tail_idx + 1
         };
-        let _ = blocks.split_off(&first_gone);
+        f.cut(first_gone);
         if tail_len > 0 {
+            f.touch(tail_idx, tail_idx);
+            let blocks = f.blocks.as_mut().expect("file loaded");
             if let Some(d) = tail_data {
                 blocks.insert(tail_idx, Block::Mem(d));
             }
@@ -105,16 +127,179 @@ pub(crate) fn truncate_locked(
         i.attr.ctime = now;
         content_changed(st, ino);
     }
-    Ok(())
+    Ok(Step::Done(()))
+}
+
+/// A file's block map as read from its node, ready to install.
+pub(crate) struct LoadedMap {
+    blocks: BTreeMap<u64, Block>,
+    leaves: BTreeMap<u64, NodeId>,
+}
+
+/// Read file node `id` of `ino` whole (its leaves too) and build its block map
+/// (callers outside the table lock build it there), logging a failure.
+pub(crate) fn load_file_node(store: &dyn ObjectStore, ino: u64, id: NodeId) -> Result<LoadedMap> {
+    let loaded = crate::files::load(store, id).map_err(|e| {
+        log::error!("file ino {ino} (node {id}) does not load: {e}");
+        e
+    })?;
+    let mut blocks: BTreeMap<u64, Block> = loaded
+        .blocks
+        .into_iter()
+        .map(|(i, c)| (i, Block::Stored(c)))
+        .collect();
+    if let Some(d) = loaded.inline
+        && !d.is_empty()
+    {
+        blocks.insert(0, Block::Mem(Arc::new(d)));
+    }
+    Ok(LoadedMap {
+        blocks,
+        leaves: loaded.leaves.into_iter().collect(),
+    })
+}
+
+impl State {
+    /// The node to load for file `ino`, or `None` when its block map is loaded.
+    pub(crate) fn file_to_load(&self, ino: u64) -> Result<Option<NodeId>> {
+        match &self.get(ino)?.data {
+            Data::File(f) if f.blocks.is_some() => Ok(None),
+            Data::File(f) => Ok(Some(f.stored.expect("unloaded file has a stored id"))),
+            Data::Dir(_) => posix(libc::EISDIR),
+            _ => posix(libc::EINVAL),
+        }
+    }
+
+    /// Install the block map read from node `id`, if `ino` is still unloaded at `id`.
+    pub(crate) fn install_file(&mut self, ino: u64, id: NodeId, loaded: LoadedMap) {
+        let Some(Inode {
+            data: Data::File(f),
+            ..
+        }) = self.inodes.get_mut(&ino)
+        else {
+            return;
+        };
+        if f.blocks.is_some() || f.stored != Some(id) {
+            return;
+        }
+        f.blocks = Some(loaded.blocks);
+        f.dirty_leaves = (!loaded.leaves.is_empty()).then(Default::default);
+        f.leaves = loaded.leaves;
+        f.used = true;
+        self.maps.insert(ino);
+    }
+
+    /// Drop the block maps of clean files not used since the last call (and forget
+    /// files no longer in the table). Called after each flush.
+    pub(crate) fn drop_idle_maps(&mut self) -> usize {
+        let mut dropped = 0;
+        let inodes = &mut self.inodes;
+        self.maps.retain(|ino| {
+            let Some(Inode {
+                data: Data::File(f),
+                ..
+            }) = inodes.get_mut(ino)
+            else {
+                return false;
+            };
+            if std::mem::take(&mut f.used) {
+                return true;
+            }
+            if f.unload() {
+                dropped += 1;
+                return false;
+            }
+            f.blocks.is_some()
+        });
+        dropped
+    }
 }
 
 impl Session {
+    /// The table lock, with the block map of file `ino` loaded: the file node (and
+    /// its leaves) is read outside the lock, then installed if the file still is
+    /// at that node (a concurrent load or change wins; then it looks again).
+    pub(crate) fn lock_loaded(&self, ino: u64) -> Result<MutexGuard<'_, State>> {
+        for _ in 0..FETCH_ROUNDS {
+            let mut st = self.lock();
+            let Some(id) = st.file_to_load(ino)? else {
+                if let Data::File(f) = &mut st.get_mut(ino)?.data
+                    && !f.used
+                {
+                    f.used = true;
+                    st.maps.insert(ino);
+                }
+                return Ok(st);
+            };
+            drop(st);
+            let loaded = load_file_node(&**self.store(), ino, id)?;
+            let mut st = self.lock();
+            st.install_file(ino, id, loaded);
+        }
+        let mut st = self.lock();
+        st.load_file(&**self.store(), ino)?;
+        Ok(st)
+    }
+
+    /// Run `change` under the table lock with file `ino` loaded. When it needs the
+    /// bytes of stored chunks it answers `Need` (having changed nothing); they are
+    /// read outside the lock and it runs again, finding them in its `Fetched` if the
+    /// blocks still name them. Returns the lock, still held, with the result.
+    pub(crate) fn with_chunks<T>(
+        &self,
+        ino: u64,
+        mut change: impl FnMut(&mut State, &Fetched) -> Result<Step<T>>,
+    ) -> Result<(MutexGuard<'_, State>, T)> {
+        let mut fetched = Fetched::new();
+        for round in 0.. {
+            let mut st = self.lock_loaded(ino)?;
+            let need = match change(&mut st, &fetched)? {
+                Step::Done(t) => return Ok((st, t)),
+                Step::Need(ids) => ids,
+            };
+            if round + 1 >= FETCH_ROUNDS {
+                // Blocks keep changing under us: read under the lock this once.
+                for c in need {
+                    let d = get_chunk(&**self.store(), &c, ino)?;
+                    fetched.insert(c, d);
+                }
+                if let Step::Done(t) = change(&mut st, &fetched)? {
+                    return Ok((st, t));
+                }
+                continue;
+            }
+            drop(st);
+            // Keep only what the next round can still use (bounds the memory).
+            fetched.retain(|c, _| need.contains(c));
+            for c in need {
+                if let std::collections::hash_map::Entry::Vacant(e) = fetched.entry(c) {
+                    e.insert(get_chunk(&**self.store(), &c, ino)?);
+                }
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// Truncate or extend file `ino` to `size`; returns with the table lock held.
+    pub(crate) fn truncate(&self, ino: u64, size: u64) -> Result<MutexGuard<'_, State>> {
+        {
+            let st = self.lock();
+            match st.get(ino)?.kind {
+                Kind::Dir => return posix(libc::EISDIR),
+                Kind::File => {}
+                _ => return posix(libc::EINVAL),
+            }
+        }
+        let (st, ()) =
+            self.with_chunks(ino, |st, fetched| truncate_step(st, fetched, ino, size))?;
+        Ok(st)
+    }
+
     /// Read up to `size` bytes at `offset`.
     pub fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
         let mut fetch: Vec<(usize, usize, usize, ChunkId)> = Vec::new();
-        let mut buf;
-        {
-            let mut st = self.lock();
+        let small = {
+            let st = self.lock();
             let (fsize, unloaded) = match &st.get(ino)?.data {
                 Data::File(f) => (
                     st.get(ino)?.attr.size,
@@ -125,23 +310,34 @@ impl Session {
             if offset >= fsize {
                 return Ok(Vec::new());
             }
+            unloaded
+                .filter(|_| fsize <= INLINE_MAX)
+                .map(|id| (id, fsize))
+        };
+        if let Some((id, fsize)) = small {
+            // A small clean file is served from its stored (inline) node without
+            // loading it into the table: the kernel's page cache keeps the data, and
+            // loading kept every small file read once in memory (+100 MiB per
+            // 100,000). Read outside the lock: the node names the content as of the
+            // size read with it. A larger file's block map is loaded once and kept,
+            // so reads do not decode it again on every call.
+            if let FileNode::Inline(d) = FileNode::decode(&self.store().get(ObjKind::Node, &id.0)?)?
+            {
+                let end = fsize.min(offset + size as u64);
+                let mut buf = vec![0u8; (end - offset) as usize];
+                copy_padded(&mut buf, &d, offset as usize);
+                return Ok(buf);
+            }
+        }
+        let mut buf;
+        {
+            let st = self.lock_loaded(ino)?;
+            let fsize = st.get(ino)?.attr.size;
+            if offset >= fsize {
+                return Ok(Vec::new());
+            }
             let end = fsize.min(offset + size as u64);
             buf = vec![0u8; (end - offset) as usize];
-            if let Some(id) = unloaded {
-                // A small clean file is served from its stored (inline) node without
-                // loading it into the table: the kernel's page cache keeps the data,
-                // and loading kept every small file read once in memory (+100 MiB per
-                // 100,000). A larger file's block map is loaded once and kept, so
-                // reads do not decode it again on every call.
-                if fsize <= INLINE_MAX
-                    && let FileNode::Inline(d) =
-                        FileNode::decode(&self.store().get(ObjKind::Node, &id.0)?)?
-                {
-                    copy_padded(&mut buf, &d, offset as usize);
-                    return Ok(buf);
-                }
-                st.load_file(&**self.store(), ino)?;
-            }
             let Data::File(f) = &st.get(ino)?.data else {
                 return posix(libc::EISDIR);
             };
@@ -176,73 +372,25 @@ impl Session {
     /// Write `data` at `offset`; returns bytes written.
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
         let _gate = self.gate_shared();
-        let end = offset
+        offset
             .checked_add(data.len() as u64)
             .filter(|e| *e <= MAX_FILE_SIZE)
             .ok_or(crate::error::Error::Posix(libc::EFBIG))?;
-        if self.dirty_bytes.load(Ordering::Relaxed) > SEAL_THRESHOLD {
-            // The last seal failed (disk full): retry it before taking more data
-            // into memory, and refuse this write while it keeps failing.
+        if self.dirty_bytes.load(Ordering::Relaxed) > 2 * SEAL_THRESHOLD {
+            // The last seal failed (disk full), or writers outran a long flush:
+            // seal before taking more data into memory, and refuse this write
+            // while sealing keeps failing.
             self.seal()?;
         }
-        let grown = {
-            let mut st = self.lock();
-            let store = self.store().clone();
-            st.load_file(&*store, ino)?;
-            let fsize = st.get(ino)?.attr.size;
-            if data.is_empty() {
-                return Ok(0);
-            }
-            let first = offset / BLOCK_SIZE;
-            let last = (end - 1) / BLOCK_SIZE;
-            // Memory this write adds (by allocation, so a 4 KiB write into a stored
-            // block counts the whole 64 KiB it pulls in, and growing a block in
-            // memory counts its growth).
-            let mut grown = 0u64;
-            for idx in first..=last {
-                let bstart = idx * BLOCK_SIZE;
-                let from = offset.max(bstart);
-                let to = end.min(bstart + BLOCK_SIZE);
-                let in_block = (from - bstart) as usize;
-                let src = &data[(from - offset) as usize..(to - offset) as usize];
-                let whole = in_block == 0 && (to - bstart == BLOCK_SIZE || to >= fsize);
-                let existing = blocks_mut(&mut st, ino)?.get(&idx).cloned();
-                let was_mem = matches!(existing, Some(Block::Mem(_)));
-                let mut buf: Arc<Vec<u8>> = match existing {
-                    Some(Block::Mem(d)) => d,
-                    Some(Block::Stored(_)) if whole => Arc::new(Vec::new()),
-                    Some(Block::Stored(c)) => get_chunk(&*store, &c, ino)?,
-                    None => Arc::new(Vec::new()),
-                };
-                // Drop the table's reference so make_mut does not copy needlessly.
-                blocks_mut(&mut st, ino)?.remove(&idx);
-                let v = Arc::make_mut(&mut buf);
-                // Memory this block holds beyond what was already counted: all of
-                // it when it enters memory, its growth when it was in memory.
-                let before = if was_mem { v.capacity() } else { 0 };
-                let need = in_block + src.len();
-                if whole && v.len() > need && to >= fsize {
-                    v.truncate(need);
-                }
-                if v.len() < need {
-                    v.resize(need, 0);
-                }
-                v[in_block..need].copy_from_slice(src);
-                grown += v.capacity().saturating_sub(before) as u64;
-                blocks_mut(&mut st, ino)?.insert(idx, Block::Mem(buf));
-            }
-            if end > fsize {
-                set_size(&mut st, ino, end)?;
-            }
-            let now = Timespec::now();
-            let i = st.get_mut(ino)?;
-            i.attr.mtime = now;
-            i.attr.ctime = now;
-            content_changed(&mut st, ino);
-            grown
+        let (st, grown) = self.with_chunks(ino, |st, fetched| {
+            write_step(st, fetched, ino, offset, data)
+        })?;
+        drop(st);
+        let Some(grown) = grown else {
+            return Ok(0);
         };
         if self.dirty_bytes.fetch_add(grown, Ordering::Relaxed) + grown > SEAL_THRESHOLD {
-            self.seal()?;
+            self.try_seal()?;
         }
         Ok(data.len() as u32)
     }
@@ -262,17 +410,19 @@ impl Session {
         if mode & !known != 0 || (punch && !keep) || (punch && zero) {
             return posix(libc::EOPNOTSUPP);
         }
-        let mut st = self.lock();
-        let store = self.store().clone();
-        st.load_file(&*store, ino)?;
-        if st.get(ino)?.kind != Kind::File {
-            return posix(libc::ENODEV);
-        }
-        let fsize = st.get(ino)?.attr.size;
-        if punch || zero {
-            let zend = end.min(if keep { fsize } else { end.max(fsize) });
-            zero_range(&mut st, &*store, ino, offset, zend)?;
-        }
+        let (mut st, fsize) = self.with_chunks(ino, |st, fetched| {
+            if st.get(ino)?.kind != Kind::File {
+                return posix(libc::ENODEV);
+            }
+            let fsize = st.get(ino)?.attr.size;
+            if punch || zero {
+                let zend = end.min(if keep { fsize } else { end.max(fsize) });
+                if let Step::Need(c) = zero_range(st, fetched, ino, offset, zend)? {
+                    return Ok(Step::Need(c));
+                }
+            }
+            Ok(Step::Done(fsize))
+        })?;
         if !keep && end > fsize {
             set_size(&mut st, ino, end)?;
         }
@@ -289,8 +439,7 @@ impl Session {
 
     /// lseek(2) SEEK_DATA / SEEK_HOLE at block granularity.
     pub fn seek_data_hole(&self, ino: u64, offset: u64, whence: i32) -> Result<u64> {
-        let mut st = self.lock();
-        st.load_file(&**self.store(), ino)?;
+        let st = self.lock_loaded(ino)?;
         let i = st.get(ino)?;
         let size = i.attr.size;
         if offset >= size {
@@ -318,28 +467,127 @@ impl Session {
     }
 }
 
-/// Zero bytes [from, to): whole blocks become holes, partial ones are rewritten.
-fn zero_range(st: &mut State, store: &dyn ObjectStore, ino: u64, from: u64, to: u64) -> Result<()> {
+/// The body of a write under the table lock (file loaded): `Need` when a block it
+/// writes part of is a stored chunk not in `fetched`; else the memory it added, or
+/// `None` for an empty write.
+fn write_step(
+    st: &mut State,
+    fetched: &Fetched,
+    ino: u64,
+    offset: u64,
+    data: &[u8],
+) -> Result<Step<Option<u64>>> {
+    let fsize = st.get(ino)?.attr.size;
+    if data.is_empty() {
+        return Ok(Step::Done(None));
+    }
+    let end = offset + data.len() as u64;
+    let first = offset / BLOCK_SIZE;
+    let last = (end - 1) / BLOCK_SIZE;
+    let whole = |idx: u64| {
+        let bstart = idx * BLOCK_SIZE;
+        let to = end.min(bstart + BLOCK_SIZE);
+        offset <= bstart && (to - bstart == BLOCK_SIZE || to >= fsize)
+    };
+    // Only the first and last block can be partial.
+    let need: Vec<ChunkId> = {
+        let blocks = blocks_mut(st, ino)?;
+        [first, last]
+            .into_iter()
+            .filter(|&i| !whole(i))
+            .filter_map(|i| match blocks.get(&i) {
+                Some(Block::Stored(c)) if !fetched.contains_key(c) => Some(*c),
+                _ => None,
+            })
+            .collect()
+    };
+    if !need.is_empty() {
+        return Ok(Step::Need(need));
+    }
+    file_mut(st, ino)?.touch(first, last);
+    // Memory this write adds (by allocation, so a 4 KiB write into a stored
+    // block counts the whole 64 KiB it pulls in, and growing a block in
+    // memory counts its growth).
+    let mut grown = 0u64;
+    for idx in first..=last {
+        let bstart = idx * BLOCK_SIZE;
+        let from = offset.max(bstart);
+        let to = end.min(bstart + BLOCK_SIZE);
+        let in_block = (from - bstart) as usize;
+        let src = &data[(from - offset) as usize..(to - offset) as usize];
+        let whole = whole(idx);
+        // Take the table's reference so make_mut does not copy needlessly.
+        let existing = blocks_mut(st, ino)?.remove(&idx);
+        let was_mem = matches!(existing, Some(Block::Mem(_)));
+        let mut buf: Arc<Vec<u8>> = match existing {
+            Some(Block::Mem(d)) => d,
+            Some(Block::Stored(_)) if whole => Arc::new(Vec::new()),
+            Some(Block::Stored(c)) => fetched[&c].clone(),
+            None => Arc::new(Vec::new()),
+        };
+        let v = Arc::make_mut(&mut buf);
+        // Memory this block holds beyond what was already counted: all of
+        // it when it enters memory, its growth when it was in memory.
+        let before = if was_mem { v.capacity() } else { 0 };
+        let need = in_block + src.len();
+        if whole && v.len() > need && to >= fsize {
+            v.truncate(need);
+        }
+        if v.len() < need {
+            v.resize(need, 0);
+        }
+        v[in_block..need].copy_from_slice(src);
+        grown += v.capacity().saturating_sub(before) as u64;
+        blocks_mut(st, ino)?.insert(idx, Block::Mem(buf));
+    }
+    if end > fsize {
+        set_size(st, ino, end)?;
+    }
+    let now = Timespec::now();
+    let i = st.get_mut(ino)?;
+    i.attr.mtime = now;
+    i.attr.ctime = now;
+    content_changed(st, ino);
+    Ok(Step::Done(Some(grown)))
+}
+
+/// Zero bytes [from, to): whole blocks become holes, partial ones are rewritten
+/// (`Need` when a partial one is a stored chunk not in `fetched`; nothing changed).
+fn zero_range(st: &mut State, fetched: &Fetched, ino: u64, from: u64, to: u64) -> Result<Step<()>> {
     if from >= to {
-        return Ok(());
+        return Ok(Step::Done(()));
     }
     let first = from / BLOCK_SIZE;
     let last = (to - 1) / BLOCK_SIZE;
-    let present: Vec<u64> = blocks_mut(st, ino)?
-        .range(first..=last)
-        .map(|(i, _)| *i)
+    let partial = |idx: u64| {
+        let bstart = idx * BLOCK_SIZE;
+        from > bstart || to < bstart + BLOCK_SIZE
+    };
+    let blocks = blocks_mut(st, ino)?;
+    let need: Vec<ChunkId> = [first, last]
+        .into_iter()
+        .filter(|&i| partial(i))
+        .filter_map(|i| match blocks.get(&i) {
+            Some(Block::Stored(c)) if !fetched.contains_key(c) => Some(*c),
+            _ => None,
+        })
         .collect();
+    if !need.is_empty() {
+        return Ok(Step::Need(need));
+    }
+    let present: Vec<u64> = blocks.range(first..=last).map(|(i, _)| *i).collect();
+    file_mut(st, ino)?.touch(first, last);
     for idx in present {
         let bstart = idx * BLOCK_SIZE;
         let a = from.max(bstart) - bstart;
         let b = to.min(bstart + BLOCK_SIZE) - bstart;
-        if a == 0 && b == BLOCK_SIZE {
+        if !partial(idx) {
             blocks_mut(st, ino)?.remove(&idx);
             continue;
         }
         let mut buf = match blocks_mut(st, ino)?.remove(&idx) {
             Some(Block::Mem(d)) => d,
-            Some(Block::Stored(c)) => get_chunk(store, &c, ino)?,
+            Some(Block::Stored(c)) => fetched[&c].clone(),
             None => continue,
         };
         let v = Arc::make_mut(&mut buf);
@@ -349,7 +597,7 @@ fn zero_range(st: &mut State, store: &dyn ObjectStore, ino: u64, from: u64, to: 
         }
         blocks_mut(st, ino)?.insert(idx, Block::Mem(buf));
     }
-    Ok(())
+    Ok(Step::Done(()))
 }
 
 /// Copy `src[from..]` into `dst`, zero-filling past the end of `src`.

@@ -1,16 +1,20 @@
 //! Turning the live table back into immutable tree nodes.
 //!
-//! `seal` moves written blocks into the chunk store (hashing and compression run
-//! outside the table lock); `flush` then re-encodes only dirty paths bottom-up,
-//! writes the new root node and commits the session record naming it, atomically
-//! with the index entries of everything written (store "packs before index").
-//! Cost is proportional to what changed since the last flush, never to tree size.
+//! `seal` moves written blocks into the chunk store (base-node reads for delta
+//! hints, hashing and compression run outside the table lock); `flush` then
+//! re-encodes only dirty paths bottom-up (`session::encode`: planned under the lock,
+//! encoded, compressed and put outside it, published under it with a check that
+//! nothing planned changed meanwhile), writes the new root node and commits the
+//! session record naming it, atomically with the index entries of everything
+//! written (store "packs before index"). Cost is proportional to what changed since
+//! the last flush, never to tree size (a big file: to its changed block-map leaves).
+//! Seal and flush are serialized by the session's flush lock (the gc barrier).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::inode::{Block, Data, State};
-use super::{Session, SessionRecord, record_op};
+use super::inode::{Block, Data};
+use super::{Session, SessionRecord, encode, record_op};
 use crate::meta::MetaOp;
 
 use std::collections::HashMap;
@@ -18,10 +22,9 @@ use std::collections::HashMap;
 use crate::error::Result;
 use crate::id::{ChunkId, NodeId};
 use crate::store::{Kind as ObjKind, ObjectStore};
-use crate::tree::{
-    BLOCK_SIZE, Content, DirIndex, DirNode, Entry, FileNode, INLINE_MAX, Record, RootNode,
-    ShardDigest, Timespec, shard_ranges,
-};
+use crate::tree::{BLOCK_SIZE, FileNode, INLINE_MAX, Timespec};
+
+pub(crate) use super::encode::clean_leaves;
 
 /// Callback of [`Session::flush_with`]: adjust the record for the new root and return
 /// extra ops to commit with it.
@@ -30,20 +33,24 @@ pub type Extra<'a> = &'a mut dyn FnMut(&mut SessionRecord, NodeId) -> Result<Vec
 /// Seals of at least this many bytes hand freed memory back to the kernel.
 const TRIM_AFTER: usize = 8 << 20;
 
-/// One block to seal: (ino, block index, the live buffer, its canonical bytes).
-/// (ino, block index, the block as in the table, its stored length): the stored
-/// bytes are the block's first `len` bytes, zero-padded when the block is shorter.
-/// Last: the chunk this block replaced, a delta-base hint (small files only).
-type SealWork = (u64, u64, Arc<Vec<u8>>, usize, Option<ChunkId>);
+/// One block to seal: (ino, block index, the block as in the table, its stored
+/// length): the stored bytes are the block's first `len` bytes, zero-padded when the
+/// block is shorter. Last: the file's base node, whose chunk at this index is a
+/// delta-base hint (small files only; read outside the lock).
+type SealWork = (u64, u64, Arc<Vec<u8>>, usize, Option<NodeId>);
 
 /// Files up to this size store a changed block as a delta of the block it replaced
 /// (source files, configs: an edit then costs bytes, not the file); larger files
 /// (databases, images, benchmark data) keep every chunk whole, so that a random read
 /// stays one record and a rewrite costs no extra read of the old block.
-const DELTA_FILE_MAX: u64 = 4 * BLOCK_SIZE;
+pub(super) const DELTA_FILE_MAX: u64 = 4 * BLOCK_SIZE;
 
 /// The chunks of a small file's base node, by block index (see [`DELTA_FILE_MAX`]).
-fn base_chunks(store: &dyn ObjectStore, base: Option<NodeId>, size: u64) -> HashMap<u64, ChunkId> {
+pub(super) fn base_chunks(
+    store: &dyn ObjectStore,
+    base: Option<NodeId>,
+    size: u64,
+) -> HashMap<u64, ChunkId> {
     let Some(b) = base.filter(|_| size <= DELTA_FILE_MAX) else {
         return HashMap::new();
     };
@@ -70,6 +77,19 @@ impl Session {
         self.seal_locked()
     }
 
+    /// Seal unless a seal or flush is already running (it seals what it finds; the
+    /// writer goes on instead of queueing behind it and holding a FUSE thread, so
+    /// other requests of the mount keep being served). Writers block in
+    /// [`seal`](Self::seal) only past twice the threshold (see `Session::write`).
+    pub(crate) fn try_seal(&self) -> Result<()> {
+        let _g = match self.flush_lock.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        };
+        self.seal_locked()
+    }
+
     fn seal_locked(&self) -> Result<()> {
         self.dirty_bytes.store(0, Ordering::Relaxed);
         let store = self.store();
@@ -85,22 +105,31 @@ impl Session {
                     continue;
                 }
                 let Data::File(f) = &i.data else { continue };
-                let bases = base_chunks(store.as_ref(), f.base, size);
+                let base = f.base.filter(|_| size <= DELTA_FILE_MAX);
                 for (&idx, b) in f.blocks.iter().flatten() {
                     if let Block::Mem(d) = b {
-                        let base = bases.get(&idx).copied();
                         w.push((ino, idx, d.clone(), block_len(idx, size), base));
                     }
                 }
             }
             w
         };
+        // Delta hints of small files: their base nodes are read here, unlocked.
+        let mut hints: HashMap<(u64, NodeId), HashMap<u64, ChunkId>> = HashMap::new();
+        for (ino, _, _, _, base) in &work {
+            if let Some(b) = base {
+                hints
+                    .entry((*ino, *b))
+                    .or_insert_with(|| base_chunks(store.as_ref(), Some(*b), 0));
+            }
+        }
         if work.is_empty() {
             return Ok(());
         }
         let sealed_bytes: usize = work.iter().map(|w| w.3).sum();
         // Hash + compress on every core; only the pack append is serialized.
         let seal_one = |(ino, idx, arc, len, base): SealWork| {
+            let base = base.and_then(|b| hints.get(&(ino, b))?.get(&idx).copied());
             // Borrow the block when it already has its stored length (the common
             // case); copy only to pad or cut it.
             let bytes: std::borrow::Cow<'_, [u8]> = if arc.len() == len {
@@ -206,26 +235,45 @@ impl Session {
         self.seal_locked()?;
         let t_seal = t0.elapsed();
         let (root_id, mut rec) = {
-            let mut st = self.lock();
-            if !st.changed
-                && extra.is_none()
-                && let Some(r) = st.root_id
-            {
-                // An idle flush (the daemon's periodic one) sweeps the forgotten
-                // directories no sweep has seen yet.
-                st.sweep_after_flush();
-                return Ok((r, self.record()));
-            }
             let store = self.store().clone();
-            let id = encode_tree(&mut st, &*store)?;
+            let planned = {
+                let mut st = self.lock();
+                let dropped = st.drop_idle_maps();
+                if dropped > 0 {
+                    log::debug!("session {}: dropped {dropped} idle block maps", self.name());
+                }
+                if !st.changed
+                    && let Some(r) = st.root_id
+                {
+                    if extra.is_none() {
+                        // An idle flush (the daemon's periodic one) sweeps the
+                        // forgotten directories no sweep has seen yet.
+                        st.sweep_after_flush();
+                        return Ok((r, self.record()));
+                    }
+                    None
+                } else {
+                    Some(encode::plan(&mut st, &*store)?)
+                }
+            };
+            // Encoding, compression, deltas and puts run outside the table lock.
+            let encoded = planned.as_ref().map(|p| encode::encode(p, &*store));
+            let mut st = self.lock();
+            if let (Some(p), Some(enc)) = (&planned, encoded) {
+                match enc {
+                    Ok(enc) => encode::publish(&mut st, p, enc),
+                    Err(e) => {
+                        encode::abandon(&mut st, p);
+                        return Err(e);
+                    }
+                }
+            }
+            let id = st.root_id.expect("a flushed session has a root");
             let mut rec = super::relock(self.record.lock()).clone();
             rec.root = id.to_hex();
             rec.updated = Timespec::now().sec;
             rec.bytes = st.total_bytes;
             rec.inodes = st.total_inodes;
-            st.root_id = Some(id);
-            st.changed = false;
-            st.links_dirty = false;
             (id, rec)
         };
         let t_encode = t0.elapsed();
@@ -259,322 +307,15 @@ impl Session {
     }
 }
 
-/// Encode every dirty node (so each live directory and file has a content id again)
-/// and return the root node's id. Puts objects but commits nothing: a caller that
-/// needs durability commits afterwards (`changed` is left for it to clear).
-pub(crate) fn encode_tree(st: &mut State, store: &dyn ObjectStore) -> Result<NodeId> {
-    let root_rec = encode(st, store, 1)?;
-    let mut links = Vec::new();
-    let link_inos: Vec<u64> = st.links.iter().copied().collect();
-    for ino in link_inos {
-        if st.inodes.contains_key(&ino) {
-            links.push(encode(st, store, ino)?);
-        } else if let Some(r) = st.link_records.get(&ino) {
-            links.push(r.clone());
-        }
-    }
-    let root = RootNode {
-        root: root_rec,
-        links,
-        next_ino: st.next_ino,
-    };
-    Ok(match st.root_id {
-        Some(id) if !st.changed => id,
-        _ => NodeId(store.put(ObjKind::Node, &root.encode())?),
-    })
-}
-
 /// The stored length of block `idx` of a file of `size` bytes.
 fn block_len(idx: u64, size: u64) -> usize {
     size.saturating_sub(idx * BLOCK_SIZE).min(BLOCK_SIZE) as usize
 }
 
 /// The bytes of block `idx` as stored: exactly its logical length, zero padded.
-fn canonical_block(d: &[u8], idx: u64, size: u64) -> Vec<u8> {
+pub(super) fn canonical_block(d: &[u8], idx: u64, size: u64) -> Vec<u8> {
     let len = size.saturating_sub(idx * BLOCK_SIZE).min(BLOCK_SIZE) as usize;
     let mut v = d[..d.len().min(len)].to_vec();
     v.resize(len, 0);
     v
-}
-
-/// Encode inode `ino` into its stored record, re-encoding its content and that of
-/// every changed descendant first. Iterative (an explicit stack, children before
-/// parents): a tree as deep as an agent can make it never grows the thread's stack.
-fn encode(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<Record> {
-    for n in content_order(st, store, ino)? {
-        encode_content(st, store, n)?;
-        // Its record now names new content: the parent's leaf must be rewritten
-        // (as for any changed record; see `shard_state`).
-        st.get_mut(n)?.dirty = true;
-    }
-    take_record(st, ino)
-}
-
-/// The inodes below (and including) `ino` whose content must be re-encoded, each
-/// after all of its descendants (post-order). A clean directory's subtree is skipped:
-/// its content id covers every record below it (`mark_dirty` unstores ancestors).
-fn content_order(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<Vec<u64>> {
-    let mut order = Vec::new();
-    let mut stack = vec![(ino, false)];
-    while let Some((n, expanded)) = stack.pop() {
-        if expanded {
-            order.push(n);
-            continue;
-        }
-        let i = st.get(n)?;
-        if i.clean_content().is_some() {
-            continue;
-        }
-        if !matches!(i.data, Data::Dir(_)) {
-            order.push(n);
-            continue;
-        }
-        st.load_dir(store, n)?;
-        stack.push((n, true));
-        let Data::Dir(d) = &st.get(n)?.data else {
-            unreachable!("checked above")
-        };
-        for &child in d.entries.as_ref().expect("dir loaded").values() {
-            if st.get(child).is_ok_and(|c| !c.hardlink) {
-                stack.push((child, false));
-            }
-        }
-    }
-    Ok(order)
-}
-
-/// The stored record of `ino`, whose content is clean (encoded before): marks the
-/// record clean.
-fn take_record(st: &mut State, ino: u64) -> Result<Record> {
-    let i = st.get_mut(ino)?;
-    let content = i.clean_content().ok_or_else(|| {
-        crate::error::Error::corrupt(
-            format!("live inode {ino}"),
-            "content not encoded before its record",
-        )
-    })?;
-    i.dirty = false;
-    if i.kind == crate::tree::Kind::File {
-        i.attr.blocks = i.blocks512();
-    }
-    Ok(i.record(ino, content))
-}
-
-/// A live shard's membership digest, and whether every inline child in it is clean
-/// (then the shard encodes to the leaf cached under that digest).
-fn shard_state<'a>(
-    st: &State,
-    part: impl Iterator<Item = (&'a [u8], u64)>,
-) -> Result<([u8; 32], bool)> {
-    let mut digest = ShardDigest::default();
-    let mut clean = true;
-    for (name, c) in part {
-        let i = st.get(c)?;
-        digest.add(name, c, i.kind, i.hardlink);
-        clean &= i.hardlink || i.is_clean();
-    }
-    Ok((digest.finish(), clean))
-}
-
-/// The shards of live directory `dir` that are known to equal a stored leaf: clean
-/// (every inline child clean) and with a cached membership digest. Returns (leaf id,
-/// the shard's names). Same partition and digest as the sharded encode below.
-pub(crate) fn clean_leaves(st: &State, dir: u64) -> Result<Vec<(NodeId, Vec<Vec<u8>>)>> {
-    let Data::Dir(d) = &st.get(dir)?.data else {
-        return Ok(Vec::new());
-    };
-    let Some(entries) = d.entries.as_ref() else {
-        return Ok(Vec::new());
-    };
-    if d.shards.is_empty() || !crate::dirs::is_sharded_len(entries.len()) {
-        return Ok(Vec::new());
-    }
-    let children: Vec<(&Vec<u8>, u64)> = entries.iter().map(|(k, v)| (k, *v)).collect();
-    let mut out = Vec::new();
-    for r in shard_ranges(children.iter().map(|(n, _)| n.as_slice())) {
-        let part = &children[r];
-        let (digest, clean) = shard_state(st, part.iter().map(|(n, c)| (n.as_slice(), *c)))?;
-        if clean && let Some(id) = d.shards.get(&digest) {
-            out.push((*id, part.iter().map(|(n, _)| (*n).clone()).collect()));
-        }
-    }
-    Ok(out)
-}
-
-/// Encode the entries of `children` (name, ino), in order; their content is clean
-/// (see [`content_order`]).
-fn encode_entries(st: &mut State, children: &[(Vec<u8>, u64)]) -> Result<Vec<(Vec<u8>, Entry)>> {
-    let mut out = Vec::with_capacity(children.len());
-    for (name, child) in children {
-        let c = st.get(*child)?;
-        let e = if c.hardlink {
-            Entry::HardLink {
-                ino: *child,
-                kind: c.kind,
-            }
-        } else {
-            Entry::Inline(take_record(st, *child)?)
-        };
-        out.push((name.clone(), e));
-    }
-    Ok(out)
-}
-
-/// Write the content node of a dirty directory or file and remember its id. A
-/// directory's children must have clean content already (not recursive).
-fn encode_content(st: &mut State, store: &dyn ObjectStore, ino: u64) -> Result<Content> {
-    let kind_is_dir = matches!(st.get(ino)?.data, Data::Dir(_));
-    if kind_is_dir {
-        st.load_dir(store, ino)?;
-        let children: Vec<(Vec<u8>, u64)> = match &st.get(ino)?.data {
-            Data::Dir(d) => d
-                .entries
-                .as_ref()
-                .unwrap()
-                .iter()
-                .map(|(k, v)| (k.clone(), *v))
-                .collect(),
-            _ => unreachable!(),
-        };
-        let base = match &st.get(ino)?.data {
-            Data::Dir(d) => d.base,
-            _ => None,
-        };
-        if !crate::dirs::is_sharded_len(children.len()) {
-            let node = DirNode {
-                entries: encode_entries(st, &children)?,
-            };
-            let id = NodeId(store.put_based(
-                ObjKind::Node,
-                &node.encode(),
-                base.as_ref().map(|b| &b.0),
-            )?);
-            if let Data::Dir(d) = &mut st.get_mut(ino)?.data {
-                d.stored = Some(id);
-                d.base = None;
-                d.shards.clear();
-            }
-            return Ok(Content::Node(id));
-        }
-        // A changed leaf's delta base: the old index's leaf at the same position
-        // (membership changes move few names across leaves).
-        let old_leaves: Vec<NodeId> = base
-            .and_then(|b| store.get(ObjKind::Node, &b.0).ok())
-            .and_then(|raw| DirIndex::decode(&raw).ok())
-            .map(|ix| ix.shards.into_iter().map(|(_, id)| id).collect())
-            .unwrap_or_default();
-        // Sharded: rewrite only the leaves whose membership changed or that hold a
-        // changed record; reuse the others by id.
-        let old = match &mut st.get_mut(ino)?.data {
-            Data::Dir(d) => std::mem::take(&mut d.shards),
-            _ => unreachable!(),
-        };
-        let mut shards = HashMap::with_capacity(old.len() + 1);
-        let mut index = DirIndex::default();
-        let (mut reused, mut written) = (0usize, 0usize);
-        for (pos, r) in shard_ranges(children.iter().map(|(n, _)| n.as_slice()))
-            .into_iter()
-            .enumerate()
-        {
-            let part = &children[r];
-            let (digest, clean) = shard_state(st, part.iter().map(|(n, c)| (n.as_slice(), *c)))?;
-            let id = match old.get(&digest) {
-                Some(id) if clean => {
-                    reused += 1;
-                    *id
-                }
-                _ => {
-                    written += 1;
-                    let leaf = DirNode {
-                        entries: encode_entries(st, part)?,
-                    };
-                    let hint = old_leaves.get(pos).map(|b| &b.0);
-                    NodeId(store.put_based(ObjKind::Node, &leaf.encode(), hint)?)
-                }
-            };
-            shards.insert(digest, id);
-            index.shards.push((part.len() as u32, id));
-        }
-        log::trace!("dir {ino}: {written} shards written, {reused} reused");
-        let id =
-            NodeId(store.put_based(ObjKind::Node, &index.encode(), base.as_ref().map(|b| &b.0))?);
-        if let Data::Dir(d) = &mut st.get_mut(ino)?.data {
-            d.stored = Some(id);
-            d.base = None;
-            d.shards = shards;
-        }
-        return Ok(Content::Node(id));
-    }
-    // Regular file.
-    st.load_file(store, ino)?;
-    let i = st.get(ino)?;
-    let size = i.attr.size;
-    if size == 0 {
-        return Ok(Content::None);
-    }
-    let Data::File(f) = &i.data else {
-        unreachable!()
-    };
-    let blocks = f.blocks.as_ref().unwrap();
-    let base = f.base;
-    let node = if size <= INLINE_MAX {
-        let mut buf = vec![0u8; size as usize];
-        match blocks.get(&0) {
-            Some(Block::Mem(d)) => {
-                let n = d.len().min(buf.len());
-                buf[..n].copy_from_slice(&d[..n]);
-            }
-            Some(Block::Stored(c)) => {
-                let d = store.get(ObjKind::Chunk, &c.0)?;
-                let n = d.len().min(buf.len());
-                buf[..n].copy_from_slice(&d[..n]);
-            }
-            None => {}
-        }
-        FileNode::Inline(buf)
-    } else {
-        let mut list = Vec::with_capacity(blocks.len());
-        let mut resealed = Vec::new();
-        let mut bases: Option<HashMap<u64, ChunkId>> = None;
-        for (&idx, b) in blocks {
-            if idx * BLOCK_SIZE >= size {
-                continue;
-            }
-            match b {
-                Block::Stored(c) => list.push((idx, *c)),
-                Block::Mem(d) => {
-                    // Written after the seal pass: seal it here, under the lock.
-                    let bytes = canonical_block(d, idx, size);
-                    if bytes.iter().all(|&x| x == 0) {
-                        continue;
-                    }
-                    let hint = bases
-                        .get_or_insert_with(|| base_chunks(store, base, size))
-                        .get(&idx)
-                        .copied();
-                    let c = ChunkId(store.put_based(
-                        ObjKind::Chunk,
-                        &bytes,
-                        hint.as_ref().map(|c| &c.0),
-                    )?);
-                    list.push((idx, c));
-                    resealed.push((idx, c));
-                }
-            }
-        }
-        if let Data::File(f) = &mut st.get_mut(ino)?.data {
-            let b = f.blocks.as_mut().unwrap();
-            for (idx, c) in resealed {
-                b.insert(idx, Block::Stored(c));
-            }
-        }
-        FileNode::Blocks { size, blocks: list }
-    };
-    let id = NodeId(store.put_based(ObjKind::Node, &node.encode(), base.as_ref().map(|b| &b.0))?);
-    if let Data::File(f) = &mut st.get_mut(ino)?.data {
-        f.stored = Some(id);
-        f.base = None;
-    }
-    st.dirty_files.remove(&ino);
-    Ok(Content::Node(id))
 }

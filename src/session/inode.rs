@@ -17,12 +17,17 @@
 //!   lookups == 0`), or when evicted with its directory's entries
 //!   ([`super::evict`]: forgotten, clean, its record exactly as stored); an inode
 //!   number is never reused, and an evicted inode comes back with its stored one.
+//!   exactly the current content; so does each cached block-map leaf
+//!   (`FileData::leaves`) for the blocks of its span;
+//! - while `FileData::dirty_leaves` is `Some`, every leaf span holding blocks is in
+//!   `leaves` or in `dirty_leaves` (outside a flush's encode step, which holds the
+//!   leaves it writes until it publishes or abandons them).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::id::{ChunkId, NodeId};
-use crate::tree::{Attr, BLOCK_SIZE, Content, Kind, Record, Timespec};
+use crate::tree::{Attr, BLOCK_SIZE, Content, Kind, LEAF_BLOCKS, Record, Timespec, leaf_of};
 
 /// One block of a live file.
 #[derive(Clone, Debug)]
@@ -45,14 +50,70 @@ pub struct FileData {
     /// store to keep the new version as a delta of the old ([`crate::store::ObjectStore::put_based`]).
     /// Never needed for correctness.
     pub base: Option<NodeId>,
+    /// Block-map leaves ([`crate::tree::BlockLeaf`]) that name exactly the current
+    /// blocks of their span, by leaf number: a flush reuses them by id.
+    pub leaves: BTreeMap<u64, NodeId>,
+    /// Leaves changed since `leaves` was brought up to date. `Some` only while every
+    /// leaf holding blocks is in `leaves` or here (so a flush encodes just these);
+    /// `None`: untracked, a flush derives the leaves from `blocks`.
+    pub dirty_leaves: Option<BTreeSet<u64>>,
+    /// Accessed since the last flush looked (see [`State::maps`]).
+    pub used: bool,
 }
 
 impl FileData {
+    /// A file whose content is `stored` (not loaded), or empty.
+    pub fn new(stored: Option<NodeId>) -> FileData {
+        FileData {
+            stored,
+            blocks: stored.is_none().then(BTreeMap::new),
+            ..FileData::default()
+        }
+    }
+
     /// The content changed: `stored` no longer names it (and becomes the delta base).
     pub fn unstore(&mut self) {
         if let Some(s) = self.stored.take() {
             self.base = Some(s);
         }
+    }
+
+    /// Blocks `first..=last` are about to change: their leaves are no longer clean.
+    /// Every change to `blocks` goes through here (or [`Self::cut`]).
+    pub fn touch(&mut self, first: u64, last: u64) {
+        for k in leaf_of(first)..=leaf_of(last) {
+            self.leaves.remove(&k);
+            if let Some(d) = &mut self.dirty_leaves {
+                d.insert(k);
+            }
+        }
+    }
+
+    /// Drop every block from index `from` on (truncate); returns how many.
+    pub fn cut(&mut self, from: u64) -> usize {
+        let Some(blocks) = self.blocks.as_mut() else {
+            return 0;
+        };
+        let gone = blocks.split_off(&from);
+        let mut touched: BTreeSet<u64> = gone.keys().map(|&i| leaf_of(i)).collect();
+        touched.extend(self.leaves.range(leaf_of(from)..).map(|(k, _)| *k));
+        touched.insert(leaf_of(from));
+        for k in touched {
+            self.touch(k * LEAF_BLOCKS, k * LEAF_BLOCKS);
+        }
+        gone.len()
+    }
+
+    /// Drop the loaded block map of a clean file (it reloads from `stored`).
+    /// Returns whether it did: only when `stored` names the content.
+    pub fn unload(&mut self) -> bool {
+        let clean = self.stored.is_some() && self.blocks.is_some();
+        if clean {
+            self.blocks = None;
+            self.leaves.clear();
+            self.dirty_leaves = None;
+        }
+        clean
     }
 }
 
@@ -243,16 +304,8 @@ impl Inode {
                 shards: HashMap::new(),
                 base: None,
             }),
-            (Kind::File, Content::Node(id)) => Data::File(FileData {
-                stored: Some(*id),
-                blocks: None,
-                base: None,
-            }),
-            (Kind::File, _) => Data::File(FileData {
-                stored: None,
-                blocks: Some(BTreeMap::new()),
-                base: None,
-            }),
+            (Kind::File, Content::Node(id)) => Data::File(FileData::new(Some(*id))),
+            (Kind::File, _) => Data::File(FileData::new(None)),
             (Kind::Symlink, Content::Bytes(b)) => Data::Symlink(b.clone()),
             (Kind::Symlink, _) => Data::Symlink(Vec::new()),
             _ => Data::Special,
@@ -279,11 +332,7 @@ impl Inode {
                 shards: HashMap::new(),
                 base: None,
             }),
-            Kind::File => Data::File(FileData {
-                stored: None,
-                blocks: Some(BTreeMap::new()),
-                base: None,
-            }),
+            Kind::File => Data::File(FileData::new(None)),
             Kind::Symlink => Data::Symlink(Vec::new()),
             _ => Data::Special,
         };
@@ -411,6 +460,13 @@ pub struct State {
     pub replaced: HashSet<u64>,
     /// Eviction candidates ([`super::evict`]).
     pub evict: super::evict::Pending,
+    /// While a flush encodes outside the lock: every inode `mark_dirty` reached
+    /// since the flush took its snapshot (their encoded state is not published).
+    pub touched: Option<HashSet<u64>>,
+    /// Files whose block map may be loaded: after each flush, the clean ones not
+    /// used since the previous flush drop theirs (`FileData::unload`), so a big file
+    /// read once does not keep its map in memory for the life of the mount.
+    pub maps: HashSet<u64>,
 }
 
 #[cfg(test)]

@@ -9,18 +9,23 @@
 //! metadata db) naming a root node. A flush seals dirty blocks into chunks, re-encodes
 //! only dirty paths, and commits the new root with the store's "packs before index"
 //! protocol, so after a crash the session is exactly at its last flush.
-//! Concurrency: one mutex over the table; chunk reads and sealing (hash + compress +
-//! pack append) run outside it.
+//! Concurrency: one mutex over the table; store reads (block maps, chunks), sealing
+//! and tree encoding (hash + compress + delta + pack append) run outside it (`data`,
+//! `flush`, `encode`: a flush publishes under the lock only what no request changed
+//! meanwhile).
 
 pub mod data;
 #[cfg(test)]
 mod deep_tests;
+mod encode;
 pub mod evict;
 #[cfg(test)]
 mod evict_tests;
 pub mod flush;
 mod graft;
 pub mod inode;
+#[cfg(test)]
+mod lock_tests;
 #[cfg(test)]
 mod model_tests;
 pub mod ops;
@@ -36,8 +41,8 @@ use crate::error::{Error, Result, posix};
 use crate::id::NodeId;
 use crate::meta;
 use crate::store::{Kind as ObjKind, ObjectStore};
-use crate::tree::{Attr, Content, DirNode, Entry, FileNode, Kind, Record, RootNode, Timespec};
-use inode::{Block, Data, Inode, State};
+use crate::tree::{Attr, Content, DirNode, Entry, Kind, Record, RootNode, Timespec};
+use inode::{Data, Inode, State};
 
 /// Version of the session record format. 2 added `meta`; older records are read
 /// as the current version and written back as it at the next flush.
@@ -371,6 +376,7 @@ impl Session {
                 }
                 inode::Data::File(f) => {
                     nodes.extend(f.stored);
+                    nodes.extend(f.leaves.values().copied());
                     for b in f.blocks.iter().flat_map(|b| b.values()) {
                         if let inode::Block::Stored(c) = b {
                             chunks.push(*c);
@@ -490,6 +496,9 @@ impl State {
         let mut cur = ino;
         let mut first = true;
         while let Some(i) = self.inodes.get_mut(&cur) {
+            if let Some(t) = &mut self.touched {
+                t.insert(cur);
+            }
             if !first && let Data::Dir(d) = &mut i.data {
                 d.unstore();
             }
@@ -574,34 +583,14 @@ impl State {
         Ok(())
     }
 
-    /// Make sure the block map of file `ino` is loaded.
+    /// Make sure the block map of file `ino` is loaded (reads under the caller's
+    /// lock; the session's data paths load outside it, `Session::lock_loaded`).
     pub(crate) fn load_file(&mut self, store: &dyn ObjectStore, ino: u64) -> Result<()> {
-        let id = match &self.get(ino)?.data {
-            Data::File(f) if f.blocks.is_some() => return Ok(()),
-            Data::File(f) => f.stored.expect("unloaded file has a stored id"),
-            Data::Dir(_) => return posix(libc::EISDIR),
-            _ => return posix(libc::EINVAL),
+        let Some(id) = self.file_to_load(ino)? else {
+            return Ok(());
         };
-        let node = FileNode::decode(&store.get(ObjKind::Node, &id.0)?).map_err(|e| {
-            log::error!("file ino {ino} (node {id}) does not decode: {e}");
-            e
-        })?;
-        let mut blocks = BTreeMap::new();
-        match node {
-            FileNode::Inline(d) => {
-                if !d.is_empty() {
-                    blocks.insert(0, Block::Mem(Arc::new(d)));
-                }
-            }
-            FileNode::Blocks { blocks: b, .. } => {
-                for (i, c) in b {
-                    blocks.insert(i, Block::Stored(c));
-                }
-            }
-        }
-        if let Data::File(f) = &mut self.get_mut(ino)?.data {
-            f.blocks = Some(blocks);
-        }
+        let loaded = data::load_file_node(store, ino, id)?;
+        self.install_file(ino, id, loaded);
         Ok(())
     }
 

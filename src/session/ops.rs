@@ -395,16 +395,12 @@ impl Session {
     /// Change attributes (chmod, chown, truncate, utimens).
     pub fn setattr(&self, ino: u64, a: SetAttr) -> Result<Stat> {
         let _gate = self.gate_shared();
-        let mut st = self.lock();
-        if let Some(size) = a.size {
-            if st.get(ino)?.kind == Kind::Dir {
-                return posix(libc::EISDIR);
-            }
-            if st.get(ino)?.kind != Kind::File {
-                return posix(libc::EINVAL);
-            }
-            super::data::truncate_locked(&mut st, &**self.store(), ino, size)?;
-        }
+        // A truncation reads what it needs outside the table lock and returns with
+        // the lock held, so the other changes apply atomically with it.
+        let mut st = match a.size {
+            Some(size) => self.truncate(ino, size)?,
+            None => self.lock(),
+        };
         let now = Timespec::now();
         let i = st.get_mut(ino)?;
         if let Some(by) = &a.chown

@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod blockmap;
 mod checkout_writes;
 mod cli;
 mod consistency;

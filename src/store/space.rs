@@ -68,7 +68,9 @@ impl Reserve {
             let Some((_, _, avail)) = super::statvfs_bytes(dir) else {
                 return Ok(());
             };
-            *budget = avail.saturating_sub(self.bytes).min(BUDGET_MAX);
+            // At least `len`: an object larger than the usual budget is allowed
+            // whenever the space above the reserve holds it.
+            *budget = avail.saturating_sub(self.bytes).min(BUDGET_MAX.max(len));
             if *budget < len {
                 *budget = 0;
                 return Err(self.full(dir, avail));
@@ -106,5 +108,25 @@ impl Reserve {
                 ),
             ),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: the budget was capped at 1 MiB before comparing, so with the
+    /// default reserve every object over 1 MiB (a big file's node, a big
+    /// directory) was refused as "No space left" on an empty disk.
+    #[test]
+    fn an_append_larger_than_the_budget_fits_when_the_disk_has_room() {
+        let d = tempfile::tempdir().unwrap();
+        let r = Reserve::with_bytes(1 << 20);
+        r.append(d.path(), 4 << 20).unwrap();
+        r.append(d.path(), 100).unwrap();
+        // More than the disk holds above the reserve is still refused.
+        let (_, _, avail) = super::super::statvfs_bytes(d.path()).unwrap();
+        let e = r.append(d.path(), avail).unwrap_err();
+        assert!(e.to_string().contains("No space left"), "{e}");
     }
 }

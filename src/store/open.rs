@@ -20,7 +20,9 @@ pub const STORE_FORMAT: &str = "treefork-store";
 /// Current store layout version. 2 added delta records (codec 2); a version-1 store
 /// (no deltas) is accepted and marked 2 when opened, so that an older treefork refuses
 /// it by its descriptor instead of failing on its first delta record. 3 changed the
-/// checkpoint and session record formats (`parents`, `meta`: `refs`, `session`).
+/// checkpoint and session record formats (`parents`, `meta`: `refs`, `session`) and
+/// added block-map file nodes (`M` index, `B` leaf: `tree`), which an older treefork
+/// would report as corrupt.
 pub const STORE_VERSION: u32 = 3;
 
 #[derive(serde::Serialize, serde::Deserialize)]

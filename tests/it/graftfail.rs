@@ -8,9 +8,8 @@
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
-use std::process::Command;
 
-use crate::harness::{Mount, bin, daemon_log, fuse_available, write_synced, ws, ws_ok};
+use crate::harness::{Mount, daemon_log, fuse_available, write_synced, ws, ws_ok};
 
 const FILES: usize = 30;
 
@@ -28,28 +27,7 @@ fn name(i: usize) -> String {
 
 /// A fresh store whose daemon runs with the graft failpoint set to `after`.
 fn mount_with_failpoint(after: usize) -> Mount {
-    let tmp = tempfile::Builder::new()
-        .prefix("tf-test-")
-        .tempdir()
-        .unwrap();
-    let store = tmp.path().join("store");
-    let mp = tmp.path().join("mnt");
-    let m = Mount::at(tmp, store, mp, "s");
-    let o = Command::new(bin())
-        .arg("--store")
-        .arg(&m.store)
-        .args(["mount", m.mp.to_str().unwrap(), "--session", "s"])
-        .env_remove("TREEFORK_STORE")
-        .env_remove("TREEFORK_SOCKET")
-        .env(treefork::failpoint::ENV, format!("graft-after:{after}"))
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "mount failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    m
+    Mount::with_failpoint(&format!("graft-after:{after}"))
 }
 
 /// Every file read through the mount (path lookup, attributes, content), checked

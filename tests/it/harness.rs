@@ -107,6 +107,33 @@ impl Mount {
         }
     }
 
+    /// A fresh store whose daemon runs with the debug failpoint `spec`
+    /// (`TREEFORK_DEBUG_FAILPOINT`, see `src/failpoint.rs`), session `s` mounted.
+    pub fn with_failpoint(spec: &str) -> Mount {
+        let tmp = tempfile::Builder::new()
+            .prefix("tf-test-")
+            .tempdir()
+            .unwrap();
+        let store = tmp.path().join("store");
+        let mp = tmp.path().join("mnt");
+        let m = Mount::at(tmp, store, mp, "s");
+        let o = Command::new(bin())
+            .arg("--store")
+            .arg(&m.store)
+            .args(["mount", m.mp.to_str().unwrap(), "--session", "s"])
+            .env_remove("TREEFORK_STORE")
+            .env_remove("TREEFORK_SOCKET")
+            .env(treefork::failpoint::ENV, spec)
+            .output()
+            .expect("run treefork");
+        assert!(
+            o.status.success(),
+            "mount failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        m
+    }
+
     /// Mount (again).
     pub fn mount(&self) {
         self.mount_with(&[]);

@@ -16,31 +16,10 @@ use crate::harness::{Mount, bin, daemon_log, fuse_available, ws_ok};
 
 const PROBES: usize = 40;
 
-fn mount_with_inval_delay(ms: u64) -> Mount {
-    let tmp = tempfile::Builder::new()
-        .prefix("tf-test-")
-        .tempdir()
-        .unwrap();
-    let store = tmp.path().join("store");
-    let mp = tmp.path().join("mnt");
-    let m = Mount::at(tmp, store, mp, "s");
-    let o = Command::new(bin())
-        .arg("--store")
-        .arg(&m.store)
-        .args(["mount", m.mp.to_str().unwrap(), "--session", "s"])
-        .env_remove("TREEFORK_STORE")
-        .env_remove("TREEFORK_SOCKET")
-        .env(treefork::failpoint::ENV, format!("inval-delay-ms:{ms}"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    m
-}
-
 #[test]
 fn an_open_through_a_replaced_entry_reaches_the_new_tree() {
     assert!(fuse_available());
-    let m = mount_with_inval_delay(4000);
+    let m = Mount::with_failpoint("inval-delay-ms:4000");
     // Checkpoint a: `log` = "A", probes "a", directory `gone` absent.
     fs::write(m.p("log"), b"A\n").unwrap();
     for i in 0..PROBES {

@@ -31,7 +31,7 @@ sha=$(sha256sum data.bin | cut -d' ' -f1)
 
 echo "==> checkpoint, change, diff, rewind"
 cd "$MNT"
-C1=$("$TF" checkpoint -m "hello world")
+C1=$("$TF" checkpoint -m "hello world" --trigger milestone --meta step=1)
 echo "checkpoint $C1"
 printf 'fn main() { println!("risky change"); }\n' > src/main.rs
 rm data.hardlink

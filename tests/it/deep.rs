@@ -136,7 +136,7 @@ fn ten_thousand_levels_survive_every_walk() {
         &["-C", &mp, "fork", "f", "--mount", fork.to_str().unwrap()],
     );
     assert_eq!(read_bottom(&fork, DEPTH).unwrap(), b"bottom");
-    tf_ok(&m.store, &["umount", fork.to_str().unwrap()]);
+    crate::harness::umount_ok(&m.store, &fork);
     m.remount();
     assert_eq!(read_bottom(&m.mp, DEPTH).unwrap(), b"bottom");
     // import: a host directory that deep, through mount --from.

@@ -47,6 +47,54 @@ pub fn tf_ok(store: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// Unmount `mp` of `store`, retrying for a few seconds while it is busy: under a
+/// parallel test run another test's short-lived process can hold a reference for a
+/// moment. A mount still busy after that fails the test, naming the processes
+/// whose cwd or open files are inside it.
+pub fn umount_ok(store: &Path, mp: &Path) {
+    for _ in 0..50 {
+        let o = tf(store, &["umount", mp.to_str().unwrap()]);
+        if o.status.success() {
+            return;
+        }
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains("is busy"), "umount {} failed: {e}", mp.display());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!(
+        "{} stayed busy; holders: {:?}\n{}",
+        mp.display(),
+        holders(mp),
+        daemon_log(store)
+    );
+}
+
+/// Processes whose cwd or an open file is under `dir` (pid, command, path).
+fn holders(dir: &Path) -> Vec<(String, String, PathBuf)> {
+    let mut out = Vec::new();
+    for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let pid = p.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
+        let mut links: Vec<PathBuf> = std::fs::read_link(p.path().join("cwd"))
+            .into_iter()
+            .collect();
+        for fd in std::fs::read_dir(p.path().join("fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            links.extend(std::fs::read_link(fd.path()));
+        }
+        for l in links.into_iter().filter(|l| l.starts_with(dir)) {
+            out.push((pid.clone(), comm.trim().to_string(), l));
+        }
+    }
+    out
+}
+
 /// The daemon log of a store (for failure messages).
 pub fn daemon_log(store: &Path) -> String {
     std::fs::read_to_string(store.join("daemon.log")).unwrap_or_default()

@@ -412,7 +412,7 @@ fn mount_during_unmount_waits_for_the_last_flush() {
             got.len(),
             data.len()
         );
-        tf_ok(&m.store, &["umount", other.to_str().unwrap()]);
+        crate::harness::umount_ok(&m.store, &other);
     } else {
         let e = String::from_utf8_lossy(&outs[1].stderr);
         assert!(e.contains("being unmounted"), "{e}");

@@ -310,7 +310,7 @@ impl Daemon {
     pub(crate) fn unmount(&self, mp: &Path) -> Result<()> {
         let (name, mut entry) = self.table.begin_close(mp)?;
         let r = entry.session.flush().and_then(|_| {
-            mountpoint::umount(mp).map_err(|e| {
+            umount_patiently(mp).map_err(|e| {
                 if e.raw_os_error() == Some(libc::EBUSY) {
                     Error::Conflict(format!(
                         "{} is busy (a process has files open or its cwd there); nothing was lost, retry once it is closed",
@@ -464,5 +464,27 @@ impl Host for Daemon {
         agent: Option<AgentSocket>,
     ) -> Result<Value> {
         self.mount_dir(claim, dir, Source::Record(rec), agent, &mut |_| {})
+    }
+}
+
+/// Unmount `mp`, retrying EBUSY for up to 2 s: a reference that lives only a moment
+/// (a process that just closed its last file there is still exiting; a short-lived
+/// child of another program inherited a descriptor) must not fail an unmount that
+/// a second later succeeds. A mount still busy after that is reported busy.
+fn umount_patiently(mp: &Path) -> std::io::Result<()> {
+    let mut tries = 0;
+    loop {
+        match mountpoint::umount(mp) {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 20 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            r => {
+                if tries > 0 {
+                    log::info!("unmount of {} was busy {tries} times", mp.display());
+                }
+                return r;
+            }
+        }
     }
 }

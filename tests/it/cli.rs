@@ -406,3 +406,28 @@ fn only_mount_creates_a_store() {
         "fsck wrote into it"
     );
 }
+
+/// A mount a process still uses is not torn away: `umount` waits up to 2 s for
+/// short-lived references, then says it is busy (exit 1, nothing lost); once the
+/// process is gone the same `umount` succeeds.
+#[test]
+fn busy_umount_waits_then_says_busy() {
+    assert!(fuse_available());
+    let m = Mount::new();
+    fs::write(m.p("f"), b"kept").unwrap();
+    let mut holder = std::process::Command::new("sleep")
+        .arg("30")
+        .current_dir(&m.mp)
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let o = tf(&m.store, &["umount", m.mp.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(err_line(&o).contains("is busy"), "{}", err_line(&o));
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(1500));
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    tf_ok(&m.store, &["umount", m.mp.to_str().unwrap()]);
+    m.mount();
+    assert_eq!(fs::read(m.p("f")).unwrap(), b"kept");
+}

@@ -8,6 +8,7 @@
 # tree, treefork-base = BASE_REV) and bench/results/snapshots-ab-<date>.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/need.sh
 base_rev=${1:?usage: bench/ab.sh BASE_REV [ROUNDS] [SIZES]}
 rounds=${2:-2}
 sizes=${3:-1000,10000,100000}

@@ -10,14 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "bench/run.sh: run as root (it mounts FUSE filesystems and drops caches)" >&2; exit 1; fi
 
-need=()
-for p in fio:fio fuse-overlayfs:fuse-overlayfs bindfs:bindfs fusermount3:fuse3 git:git python3:python3 findmnt:util-linux; do
-    command -v "${p%%:*}" >/dev/null || need+=("${p#*:}")
-done
-if [ ${#need[@]} -gt 0 ]; then
-    echo "installing ${need[*]}" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+. bench/need.sh
 command -v cargo >/dev/null || { echo "bench/run.sh: cargo not found (install Rust with rustup)" >&2; exit 1; }
 
 cargo build --release --quiet

@@ -158,6 +158,12 @@ impl Mount {
     /// A fresh store whose daemon runs with the debug failpoint `spec`
     /// (`TREEFORK_DEBUG_FAILPOINT`, see `src/failpoint.rs`), session `s` mounted.
     pub fn with_failpoint(spec: &str) -> Mount {
+        Self::with_env(&[(treefork::failpoint::ENV, spec)])
+    }
+
+    /// A fresh store whose daemon runs with the environment variables `env` set,
+    /// session `s` mounted.
+    pub fn with_env(env: &[(&str, &str)]) -> Mount {
         let tmp = tempfile::Builder::new()
             .prefix("tf-test-")
             .tempdir()
@@ -171,7 +177,7 @@ impl Mount {
             .args(["mount", m.mp.to_str().unwrap(), "--session", "s"])
             .env_remove("TREEFORK_STORE")
             .env_remove("TREEFORK_SOCKET")
-            .env(treefork::failpoint::ENV, spec)
+            .envs(env.iter().copied())
             .output()
             .expect("run treefork");
         assert!(

@@ -24,8 +24,8 @@ pub struct DirIndex {
 
 /// How a directory of `names` (sorted) is split into shards: one range when it has at
 /// most [`SHARD_THRESHOLD`] entries, otherwise content-defined ranges (a boundary
-/// depends only on the names around it, so inserting or removing a name changes one
-/// shard, rarely two).
+/// depends only on the names around it and the previous cut, so inserting or removing
+/// a name changes one shard, rarely two, very rarely a short run of them).
 pub fn shard_ranges<'a>(
     names: impl ExactSizeIterator<Item = &'a [u8]>,
 ) -> Vec<std::ops::Range<usize>> {

@@ -22,6 +22,7 @@ pub mod id;
 pub mod import;
 pub mod lock;
 pub mod meta;
+pub mod oplog;
 pub mod ops;
 pub mod reach;
 pub mod refs;

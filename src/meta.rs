@@ -47,6 +47,19 @@ pub enum MetaOp {
     Put(Vec<u8>, Vec<u8>),
     /// Remove `key`.
     Delete(Vec<u8>),
+    /// A precondition: the batch applies only if `key` holds exactly this value
+    /// (`None`: is absent) when it is applied; otherwise nothing of the batch is
+    /// written and the apply fails with [`Error::Conflict`]. Check and write are one
+    /// atomic step, so a check-then-act on a ref or a log slot needs no lock.
+    Expect(Vec<u8>, Option<Vec<u8>>),
+}
+
+/// The error of a failed [`MetaOp::Expect`].
+pub fn expect_failed(key: &[u8]) -> Error {
+    Error::Conflict(format!(
+        "{} changed concurrently",
+        String::from_utf8_lossy(key)
+    ))
 }
 
 /// The sled database of a store.
@@ -58,6 +71,8 @@ pub struct MetaDb {
     poisoned: Arc<AtomicBool>,
     /// What our own syncs after sled's flush need (see the module docs).
     files: Mutex<SledFiles>,
+    /// Held while a batch's preconditions are checked and the batch is applied.
+    apply_lock: Mutex<()>,
 }
 
 /// Batches at least this large are "bulk" (see [`MetaDb::drain_garbage`]).
@@ -73,6 +88,7 @@ impl MetaDb {
             db: RwLock::new(Some(db)),
             poisoned: Arc::new(AtomicBool::new(false)),
             files: Mutex::new(files),
+            apply_lock: Mutex::new(()),
         })
     }
 
@@ -240,6 +256,28 @@ impl MetaDb {
         Ok(out)
     }
 
+    /// At most `limit` pairs of `range`, last key first.
+    pub fn range_rev(&self, range: &KeyRange, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        if limit == 0 || range.end.as_ref().is_some_and(|e| *e <= range.start) {
+            return Ok(out);
+        }
+        let g = self.db(false)?;
+        let db = g.as_ref().unwrap();
+        let it = match &range.end {
+            Some(end) => db.range(range.start.as_slice()..end.as_slice()),
+            None => db.range(range.start.as_slice()..),
+        };
+        for kv in it.rev() {
+            let (k, v) = kv.map_err(|e| self.failed(e))?;
+            out.push((k.to_vec(), v.to_vec()));
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     /// Apply `ops` atomically and make them durable.
     pub fn apply(&self, ops: Vec<MetaOp>) -> Result<()> {
         if ops.is_empty() {
@@ -247,15 +285,26 @@ impl MetaDb {
         }
         let n = ops.len();
         let mut batch = sled::Batch::default();
+        let mut expect = Vec::new();
         for op in ops {
             match op {
                 MetaOp::Put(k, v) => batch.insert(k, v),
                 MetaOp::Delete(k) => batch.remove(k),
+                MetaOp::Expect(k, v) => expect.push((k, v)),
             }
         }
         let g = self.db(true)?;
         let db = g.as_ref().unwrap();
-        db.apply_batch(batch).map_err(|e| self.failed(e))?;
+        {
+            let _one = self.apply_lock.lock().unwrap_or_else(|p| p.into_inner());
+            for (k, want) in &expect {
+                let have = db.get(k).map_err(|e| self.failed(e))?;
+                if have.as_deref() != want.as_deref() {
+                    return Err(expect_failed(k));
+                }
+            }
+            db.apply_batch(batch).map_err(|e| self.failed(e))?;
+        }
         db.flush().map_err(|e| self.failed(e))?;
         SledFiles::sync(&self.files).inspect_err(|e| {
             if !self.poisoned.swap(true, Ordering::SeqCst) {

@@ -200,7 +200,8 @@ impl Daemon {
     /// has decided to exit, mount requests get `shutting_down` (the client starts a
     /// new daemon).
     pub fn handle(&self, op: Op, events: &mut dyn FnMut(Value)) -> Result<Value> {
-        self.handle_request(MountFor::User, None, op, events)
+        let me = crate::oplog::Actor::peer("user", unsafe_euid(), std::process::id());
+        self.handle_request(MountFor::User, &me, None, op, events)
     }
 
     /// Run one op for `who`, aimed at `session` when given (session sockets bind
@@ -208,6 +209,7 @@ impl Daemon {
     pub fn handle_request(
         &self,
         who: MountFor,
+        actor: &crate::oplog::Actor,
         session: Option<&str>,
         op: Op,
         events: &mut dyn FnMut(Value),
@@ -219,7 +221,7 @@ impl Daemon {
             }
             self.pending.fetch_add(1, Ordering::SeqCst);
         }
-        let r = self.handle_op(who, session, op, events);
+        let r = self.handle_op(who, actor, session, op, events);
         self.pending.fetch_sub(1, Ordering::SeqCst);
         r
     }
@@ -227,6 +229,7 @@ impl Daemon {
     fn handle_op(
         &self,
         who: MountFor,
+        actor: &crate::oplog::Actor,
         session: Option<&str>,
         op: Op,
         events: &mut dyn FnMut(Value),
@@ -272,7 +275,7 @@ impl Daemon {
                 self.stop.store(true, Ordering::Relaxed);
                 Ok(json!({}))
             }
-            op => crate::ops::run(self, who, session, op, events),
+            op => crate::ops::run(self, who, actor, session, op, events),
         }
     }
 }
@@ -323,4 +326,9 @@ pub fn ping(store: &Path) -> Option<Value> {
     let mut c = control::Client::connect(&sock).ok()?;
     c.set_timeout(Some(Duration::from_secs(10)));
     c.call(&Op::Ping, &mut |_| {}).ok()
+}
+
+fn unsafe_euid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
 }

@@ -123,8 +123,9 @@ pub(crate) fn bind_agent_socket(a: &AgentSocket) -> Result<UnixListener> {
     Ok(listener)
 }
 
-/// The uid and gid of the process at the other end of a Unix socket (SO_PEERCRED).
-fn peer_cred(s: &UnixStream) -> Option<(u32, u32)> {
+/// The uid, gid and pid of the process at the other end of a Unix socket
+/// (SO_PEERCRED).
+fn peer_cred(s: &UnixStream) -> Option<(u32, u32, u32)> {
     use std::os::fd::AsRawFd;
     let mut cred = libc::ucred {
         pid: 0,
@@ -142,7 +143,7 @@ fn peer_cred(s: &UnixStream) -> Option<(u32, u32)> {
             &mut len,
         )
     };
-    (rc == 0).then_some((cred.uid, cred.gid))
+    (rc == 0).then_some((cred.uid, cred.gid, cred.pid as u32))
 }
 
 impl Daemon {
@@ -200,9 +201,9 @@ impl Daemon {
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
         let peer = match peer_cred(&stream) {
-            Some((uid, gid)) if uid == me || uid == 0 || Some(uid) == ctx.extra_uid => (uid, gid),
+            Some(p) if p.0 == me || p.0 == 0 || Some(p.0) == ctx.extra_uid => p,
             who => {
-                let who = who.map(|(uid, _)| uid);
+                let who = who.map(|(uid, _, _)| uid);
                 log::warn!("control connection from uid {who:?} refused (daemon runs as uid {me})");
                 let also = ctx
                     .extra_uid
@@ -253,7 +254,7 @@ impl Daemon {
     fn request(
         &self,
         ctx: &SocketCtx,
-        peer: (u32, u32),
+        peer: (u32, u32, u32),
         line: &[u8],
         limit: &mut control::RateLimit,
         out: &UnixStream,
@@ -280,7 +281,12 @@ impl Daemon {
         // An agent of another uid mounts only onto directories it owns (checked on
         // the resolved directory itself, see `mountpoint`).
         // SAFETY: geteuid has no preconditions.
-        let who = MountFor::of(ctx.role, peer, unsafe { libc::geteuid() });
+        let who = MountFor::of(ctx.role, (peer.0, peer.1), unsafe { libc::geteuid() });
+        let role = match ctx.role {
+            Role::User => "user",
+            Role::Agent => "agent",
+        };
+        let actor = crate::oplog::Actor::peer(role, peer.0, peer.2);
         let target = match (&ctx.bound, &req.session) {
             (Some(b), Some(s)) if b != s => {
                 return Err(Error::Invalid(format!(
@@ -297,14 +303,10 @@ impl Daemon {
                 let _ = writeln!(o, "{v}");
             }
         };
-        let mut v = self.handle_request(who, target.as_deref(), req.op, &mut events)?;
+        let mut v = self.handle_request(who, &actor, target.as_deref(), req.op, &mut events)?;
         let o = v.as_object_mut().unwrap();
         o.insert("ok".into(), json!(true));
         if is_ping {
-            let role = match ctx.role {
-                Role::User => "user",
-                Role::Agent => "agent",
-            };
             o.insert("role".into(), json!(role));
         }
         Ok(v)

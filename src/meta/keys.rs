@@ -12,6 +12,8 @@
 //! | `c/` | checkpoint id, 32 bytes | checkpoint record (owned by `refs`) |
 //! | `r/` | branch name | ref (owned by `refs`) |
 //! | `l/` | a whole original key | record moved aside by `fsck --repair` |
+//! | `p/` | session name, NUL, sequence number (u64 BE) | operation record (owned by `oplog`) |
+//! | `x/` | session name, NUL, sequence number (u64 BE), one tag byte | an operation's attachment, e.g. captured output (owned by `oplog`) |
 //!
 //! Invariants: no prefix is a prefix of another, so a prefix range holds exactly one
 //! record kind; integers inside keys, when added, are big-endian so that sled's byte
@@ -32,6 +34,11 @@ pub const CHECKPOINT_PREFIX: &[u8] = b"c/";
 pub const REF_PREFIX: &[u8] = b"r/";
 /// Prefix of records moved aside by a repair (`l/` + the original key).
 pub const LOST_PREFIX: &[u8] = b"l/";
+
+/// Prefix of operation-log keys.
+pub const OP_PREFIX: &[u8] = b"p/";
+/// Prefix of operation attachment keys.
+pub const ATTACH_PREFIX: &[u8] = b"x/";
 
 fn key(prefix: &[u8], body: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(prefix.len() + body.len());
@@ -98,6 +105,33 @@ pub fn lost_original(key: &[u8]) -> Option<&[u8]> {
     key.strip_prefix(LOST_PREFIX)
 }
 
+fn session_seq_key(prefix: &[u8], session: &str, seq: u64) -> Vec<u8> {
+    let mut k = key(prefix, session.as_bytes());
+    k.push(0);
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// Key of operation `seq` of `session` (session names never hold NUL).
+pub fn op_key(session: &str, seq: u64) -> Vec<u8> {
+    session_seq_key(OP_PREFIX, session, seq)
+}
+
+/// (session, sequence number) of an operation key.
+pub fn op_parts(key: &[u8]) -> Option<(&str, u64)> {
+    let body = key.strip_prefix(OP_PREFIX)?;
+    let nul = body.iter().position(|&b| b == 0)?;
+    let seq = u64::from_be_bytes(body[nul + 1..].try_into().ok()?);
+    Some((std::str::from_utf8(&body[..nul]).ok()?, seq))
+}
+
+/// Key of attachment `tag` of operation `seq` of `session`.
+pub fn attach_key(session: &str, seq: u64, tag: u8) -> Vec<u8> {
+    let mut k = session_seq_key(ATTACH_PREFIX, session, seq);
+    k.push(tag);
+    k
+}
+
 /// A half-open key range `[start, end)`; `end: None` is unbounded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyRange {
@@ -119,6 +153,33 @@ impl KeyRange {
     /// Whether `k` lies in the range.
     pub fn contains(&self, k: &[u8]) -> bool {
         k >= self.start.as_slice() && self.end.as_deref().is_none_or(|e| k < e)
+    }
+
+    /// Every operation of `session`.
+    pub fn ops(session: &str) -> KeyRange {
+        let mut p = key(OP_PREFIX, session.as_bytes());
+        p.push(0);
+        KeyRange::prefix(&p)
+    }
+
+    /// Operations of `session` numbered `from` and up.
+    pub fn ops_from(session: &str, from: u64) -> KeyRange {
+        KeyRange {
+            start: op_key(session, from),
+            end: KeyRange::ops(session).end,
+        }
+    }
+
+    /// Every attachment of `session`'s operations, or of one of them.
+    pub fn attachments(session: &str, seq: Option<u64>) -> KeyRange {
+        match seq {
+            Some(n) => KeyRange::prefix(&session_seq_key(ATTACH_PREFIX, session, n)),
+            None => {
+                let mut p = key(ATTACH_PREFIX, session.as_bytes());
+                p.push(0);
+                KeyRange::prefix(&p)
+            }
+        }
     }
 
     /// Checkpoint keys whose id, written in hex, starts with `hex` (any length up to
@@ -210,6 +271,8 @@ mod tests {
             CHECKPOINT_PREFIX,
             REF_PREFIX,
             LOST_PREFIX,
+            OP_PREFIX,
+            ATTACH_PREFIX,
         ];
         for (i, a) in all.iter().enumerate() {
             for (j, b) in all.iter().enumerate() {

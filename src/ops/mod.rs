@@ -26,6 +26,7 @@ mod config;
 mod diff;
 mod fork;
 mod log;
+pub(crate) mod record;
 mod restore;
 mod status;
 
@@ -40,6 +41,7 @@ pub use auto::auto_checkpoints;
 use crate::control::{AgentSocket, MountFor, Op};
 use crate::error::{Error, Result};
 use crate::id::NodeId;
+use crate::oplog::Actor;
 use crate::refs::{self, Checkpoint};
 use crate::session::snapshot::Inval;
 use crate::session::{Session, SessionRecord};
@@ -100,6 +102,7 @@ pub trait Host {
 pub fn run<H: Host>(
     h: &H,
     who: MountFor,
+    actor: &Actor,
     session: Option<&str>,
     op: Op,
     events: &mut dyn FnMut(Value),

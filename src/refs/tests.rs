@@ -249,6 +249,10 @@ impl MetaStore for NoCheckpointScan {
         assert!(limit <= 16, "unbounded range scan");
         self.0.meta_range(range, limit)
     }
+    fn range_rev(&self, range: &KeyRange, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        assert!(limit <= 16, "unbounded range scan");
+        self.0.meta_range_rev(range, limit)
+    }
     fn apply(&self, ops: Vec<MetaOp>) -> Result<()> {
         self.0.meta().apply(ops)
     }

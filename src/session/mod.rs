@@ -75,6 +75,10 @@ pub struct SessionRecord {
     /// The session's current checkpoint (hex), parent of its next one.
     #[serde(default)]
     pub head: Option<String>,
+    /// The branch HEAD is attached to: a new checkpoint moves it (see
+    /// `Session::checkpoint_with_meta`). `None`: detached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
     /// Per-session settings.
     #[serde(default)]
     pub config: SessionConfig,
@@ -238,6 +242,7 @@ pub fn new_record(name: &str, root: NodeId, bytes: i64, inodes: i64) -> Result<S
         bytes,
         inodes,
         head: None,
+        branch: None,
         config: SessionConfig::default(),
         meta: serde_json::Map::new(),
     })

@@ -24,6 +24,9 @@ pub trait MetaStore: Send + Sync {
     /// At most `limit` pairs whose key is in `range`, in key order (a bounded read:
     /// finding one record never loads a whole prefix).
     fn range(&self, range: &KeyRange, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// At most `limit` pairs whose key is in `range`, last key first (the newest
+    /// records of a log keyed by sequence number).
+    fn range_rev(&self, range: &KeyRange, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
     /// Apply `ops` atomically and make them durable.
     fn apply(&self, ops: Vec<MetaOp>) -> Result<()>;
 }
@@ -37,6 +40,9 @@ impl MetaStore for MetaDb {
     }
     fn range(&self, range: &KeyRange, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         MetaDb::range(self, range, limit)
+    }
+    fn range_rev(&self, range: &KeyRange, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        MetaDb::range_rev(self, range, limit)
     }
     fn apply(&self, ops: Vec<MetaOp>) -> Result<()> {
         MetaDb::apply(self, ops)
@@ -74,8 +80,27 @@ impl MetaStore for MemMeta {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect())
     }
+    fn range_rev(&self, range: &KeyRange, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let m = self.map.lock().unwrap();
+        let it: Box<dyn DoubleEndedIterator<Item = (&Vec<u8>, &Vec<u8>)>> = match &range.end {
+            Some(e) => Box::new(m.range(range.start.clone()..e.clone())),
+            None => Box::new(m.range(range.start.clone()..)),
+        };
+        Ok(it
+            .rev()
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
     fn apply(&self, ops: Vec<MetaOp>) -> Result<()> {
         let mut m = self.map.lock().unwrap();
+        for op in &ops {
+            if let MetaOp::Expect(k, want) = op
+                && m.get(k) != want.as_ref()
+            {
+                return Err(crate::meta::expect_failed(k));
+            }
+        }
         for op in ops {
             match op {
                 MetaOp::Put(k, v) => {
@@ -84,6 +109,7 @@ impl MetaStore for MemMeta {
                 MetaOp::Delete(k) => {
                     m.remove(&k);
                 }
+                MetaOp::Expect(..) => {}
             }
         }
         Ok(())
@@ -127,6 +153,30 @@ mod tests {
         assert_eq!(m.scan(b"q/").unwrap(), vec![]);
         m.apply(vec![]).unwrap();
         assert_eq!(m.scan(b"").unwrap().len(), 3);
+        // Reverse ranges: newest (last) key first, bounded.
+        let all = KeyRange::prefix(b"");
+        let rev = m.range_rev(&all, 2).unwrap();
+        assert_eq!(rev[0].0, b"s/a".to_vec());
+        assert_eq!(rev[1].0, b"s".to_vec());
+        assert_eq!(m.range_rev(&KeyRange::prefix(b"r/"), 9).unwrap().len(), 1);
+        // A failed precondition writes nothing of its batch.
+        let e = m.apply(vec![
+            MetaOp::Put(b"s/c".to_vec(), b"5".to_vec()),
+            MetaOp::Expect(b"s/a".to_vec(), Some(b"3".to_vec())),
+        ]);
+        assert!(matches!(e, Err(crate::error::Error::Conflict(_))), "{e:?}");
+        assert_eq!(m.get(b"s/c").unwrap(), None);
+        let e = m.apply(vec![MetaOp::Expect(b"s/a".to_vec(), None)]);
+        assert!(matches!(e, Err(crate::error::Error::Conflict(_))), "{e:?}");
+        // Met preconditions (a value, an absence) let the batch through.
+        m.apply(vec![
+            MetaOp::Expect(b"s/a".to_vec(), Some(b"4".to_vec())),
+            MetaOp::Expect(b"s/z".to_vec(), None),
+            MetaOp::Put(b"s/z".to_vec(), b"z".to_vec()),
+        ])
+        .unwrap();
+        assert_eq!(m.get(b"s/z").unwrap().unwrap(), b"z");
+        m.apply(vec![MetaOp::Delete(b"s/z".to_vec())]).unwrap();
     }
 
     #[test]

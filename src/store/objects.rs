@@ -59,6 +59,14 @@ pub trait ObjectStore: Send + Sync {
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.meta().range(range, limit)
     }
+    /// At most `limit` metadata pairs in `range`, last key first.
+    fn meta_range_rev(
+        &self,
+        range: &crate::meta::KeyRange,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.meta().range_rev(range, limit)
+    }
     /// Free space of the backing filesystem, for statfs: (total, free, avail) bytes.
     fn space(&self) -> (u64, u64, u64);
 }

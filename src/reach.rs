@@ -6,6 +6,8 @@
 //! Roots of the store (see docs/design.md, "Garbage collection"):
 //! - every session record: its working root, its base root and its head checkpoint;
 //! - every branch (ref), including the `auto/...` refs of auto-saves;
+//! - every checkpoint and workspace root a retained operation record names
+//!   (`crate::oplog`; retention prunes records at `gc`);
 //! - every checkpoint taken in a session that still exists;
 //! - the parent chain of every live checkpoint;
 //! - for mounted sessions, the ids their live inode tables hold (see
@@ -75,6 +77,11 @@ pub struct Roots {
     pub checkpoints: HashMap<CheckpointId, Checkpoint>,
     /// Checkpoints that are live (see module docs).
     pub live: HashSet<CheckpointId>,
+    /// What retained operation records name: (owner, checkpoint hex) and (owner,
+    /// workspace root hex).
+    pub op_checkpoints: Vec<(String, String)>,
+    /// Workspace roots named by operation records.
+    pub op_roots: Vec<(String, String)>,
     /// Records that could not be read or that name something missing.
     pub problems: Vec<Problem>,
 }
@@ -85,6 +92,7 @@ pub fn roots(meta: &dyn MetaStore) -> Result<Roots> {
     r.read_sessions(meta)?;
     r.read_branches(meta)?;
     r.read_checkpoints(meta)?;
+    r.read_ops(meta)?;
     r.mark_live();
     Ok(r)
 }
@@ -152,6 +160,33 @@ impl Roots {
         Ok(())
     }
 
+    /// Every operation record (of sessions that exist: `session rm` deletes a
+    /// session's log with it); an unreadable one is a problem.
+    fn read_ops(&mut self, meta: &dyn MetaStore) -> Result<()> {
+        for (k, v) in meta.scan(crate::meta::OP_PREFIX)? {
+            let owner = match crate::meta::op_parts(&k) {
+                Some((s, n)) => format!("operation {s}#{n}"),
+                None => format!("operation key {}", crate::id::hex(&k)),
+            };
+            match crate::oplog::Operation::decode(&owner, &v) {
+                Ok(op) => {
+                    for c in op.checkpoints() {
+                        self.op_checkpoints.push((owner.clone(), c.to_string()));
+                    }
+                    for view in [&op.before, &op.after] {
+                        self.op_roots.push((owner.clone(), view.workspace.clone()));
+                    }
+                }
+                Err(e) => self.problems.push(Problem::record(
+                    owner,
+                    None,
+                    format!("unreadable operation record: {e}"),
+                )),
+            }
+        }
+        Ok(())
+    }
+
     /// Live checkpoints: the seeds (checkpoints of existing sessions, session heads,
     /// branches), then their parent chains. A name of a missing checkpoint is a
     /// problem.
@@ -174,6 +209,9 @@ impl Roots {
         }
         for (name, c) in &self.branches {
             stack.push(parse_cid(c, &format!("branch {name}"), &mut self.problems));
+        }
+        for (owner, c) in &self.op_checkpoints {
+            stack.push(parse_cid(c, owner, &mut self.problems));
         }
         while let Some((id, owner)) = stack.pop() {
             if id.0 == [0; 32] || self.live.contains(&id) {
@@ -228,6 +266,16 @@ impl Roots {
                         format!("malformed {what} id {hex:?}"),
                     )),
                 }
+            }
+        }
+        for (owner, hex) in &self.op_roots {
+            match NodeId::from_hex(hex) {
+                Some(id) => out.push((owner.clone(), id)),
+                None => bad.push(Problem::record(
+                    owner.clone(),
+                    None,
+                    format!("malformed workspace id {hex:?}"),
+                )),
             }
         }
         let mut live: Vec<_> = self.live.iter().copied().collect();

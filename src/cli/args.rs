@@ -9,7 +9,7 @@
 use clap::{Parser, Subcommand};
 
 use super::flags::Globals;
-use super::{Ctx, Outcome, Result, Run, config, daemon, mount, refs, snapshot, store};
+use super::{Ctx, Outcome, Result, Run, config, daemon, mount, refs, snapshot, store, undo};
 
 /// The `treefork` command line.
 #[derive(Parser)]
@@ -63,6 +63,9 @@ commands! {
     Fork(refs::Fork),
     Diff(snapshot::Diff),
     Restore(refs::Restore),
+    Undo(undo::Undo),
+    Redo(undo::Redo),
+    Op(undo::OpCmd),
     Config(config::Config),
     Gc(store::Gc),
     Fsck(store::Fsck),

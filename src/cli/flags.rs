@@ -21,6 +21,9 @@ pub struct Globals {
     /// the one registered for the workspace [default: $TREEFORK_SOCKET].
     #[arg(long, global = true, value_name = "PATH")]
     pub socket: Option<PathBuf>,
+    /// Free text recorded with the operation in the session's log (why it was done).
+    #[arg(long, global = true, value_name = "TEXT")]
+    pub explanation: Option<String>,
 }
 
 /// The agent socket of a new mount (`mount`, `fork`).

@@ -70,6 +70,7 @@ pub mod plumbing;
 mod refs;
 mod snapshot;
 mod store;
+mod undo;
 
 pub use anyhow::Result;
 pub use output::Outcome;
@@ -113,6 +114,9 @@ impl std::error::Error for Exit {}
 
 /// Run a parsed command line and print its result.
 pub fn run(cli: args::Cli) -> Result<()> {
+    if let Some(e) = &cli.globals.explanation {
+        treefork::control::set_explanation(e.clone());
+    }
     let cx = Ctx::new(cli.globals);
     let outcome = cli.cmd.run(&cx)?;
     output::emit(outcome, cx.json())

@@ -49,6 +49,14 @@ impl<T> Reply<T> {
         Reply { raw, body }
     }
 
+    /// Add a field to the JSON form.
+    pub fn with_field(mut self, key: &str, value: Value) -> Reply<T> {
+        if let Some(o) = self.raw.as_object_mut() {
+            o.insert(key.into(), value);
+        }
+        self
+    }
+
     /// The same JSON with a different typed body (e.g. one that also knows the
     /// command's arguments).
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Reply<U> {

@@ -9,19 +9,25 @@ use super::paths;
 use super::prelude::*;
 use super::snapshot::Change;
 
-/// Create a branch at REF (default: HEAD, checkpointing pending changes), or delete one.
+/// Create a branch at REF (default: HEAD, checkpointing pending changes), delete
+/// one (`-d`), rename one (`-m OLD NEW`), or with no name list them, marking the
+/// one HEAD is on.
 #[derive(clap::Args)]
 pub struct Branch {
-    /// Branch name.
-    name: String,
+    /// Branch name (with -m: the old name).
+    name: Option<String>,
+    /// Where it starts (with -m: the new name).
     #[arg(value_name = "REF", help = REF_HELP)]
     from: Option<String>,
     /// Delete the branch.
-    #[arg(short = 'd', long)]
+    #[arg(short = 'd', long, conflicts_with = "rename")]
     delete: bool,
+    /// Rename branch NAME to the second argument (sessions on it follow).
+    #[arg(short = 'm', long = "move")]
+    rename: bool,
 }
 
-/// `branch NAME -> ID` or `deleted branch NAME`.
+/// `branch NAME -> ID`, `deleted branch NAME` or `renamed branch OLD -> NEW`.
 #[derive(Deserialize)]
 struct Branched {
     checkpoint: Option<String>,
@@ -29,6 +35,8 @@ struct Branched {
     name: String,
     #[serde(skip)]
     deleted: bool,
+    #[serde(skip)]
+    renamed_to: Option<String>,
 }
 
 impl Human for Branched {
@@ -36,6 +44,8 @@ impl Human for Branched {
         let name = &self.name;
         if self.deleted {
             writeln!(out, "deleted branch {name}")
+        } else if let Some(to) = &self.renamed_to {
+            writeln!(out, "renamed branch {name} -> {to}")
         } else {
             let id = short(self.checkpoint.as_deref().unwrap_or(""));
             writeln!(out, "branch {name} -> {id}")
@@ -45,9 +55,19 @@ impl Human for Branched {
 
 impl Run for Branch {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let name = self.name.clone();
+        let Some(name) = self.name.clone() else {
+            return list_branches(cx, true);
+        };
         let op = if self.delete {
             Op::BranchDelete { name: name.clone() }
+        } else if self.rename {
+            let Some(new) = self.from.clone() else {
+                bail!("branch -m needs the old and the new name");
+            };
+            Op::BranchRename {
+                old: name.clone(),
+                new,
+            }
         } else {
             Op::Branch {
                 name: name.clone(),
@@ -56,7 +76,14 @@ impl Run for Branch {
         };
         let r: Reply<Branched> = cx.session(op)?;
         let deleted = self.delete;
-        Ok(r.map(|b| Branched { name, deleted, ..b }).into())
+        let renamed_to = self.rename.then(|| self.from.clone()).flatten();
+        Ok(r.map(|b| Branched {
+            name,
+            deleted,
+            renamed_to,
+            ..b
+        })
+        .into())
     }
 }
 
@@ -68,6 +95,11 @@ pub struct Branches {}
 struct BranchList {
     #[serde(default)]
     branches: Vec<BranchRow>,
+    /// The branch HEAD is on (marked with `*`), when asked from a session.
+    #[serde(skip)]
+    current: Option<String>,
+    #[serde(skip)]
+    mark: bool,
 }
 
 #[derive(Deserialize)]
@@ -80,10 +112,17 @@ struct BranchRow {
 impl Human for BranchList {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         for b in &self.branches {
+            let name = b.name.as_deref().unwrap_or("");
+            let star = if self.current.as_deref() == Some(name) {
+                "* "
+            } else {
+                "  "
+            };
             writeln!(
                 out,
-                "{:<40} {}  {}",
-                b.name.as_deref().unwrap_or(""),
+                "{}{:<40} {}  {}",
+                if self.mark { star } else { "" },
+                name,
                 short(b.checkpoint.as_deref().unwrap_or("")),
                 b.message.as_deref().unwrap_or(""),
             )?;
@@ -94,9 +133,30 @@ impl Human for BranchList {
 
 impl Run for Branches {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<BranchList> = cx.session(Op::Branches)?;
-        Ok(r.into())
+        list_branches(cx, false)
     }
+}
+
+#[derive(Deserialize)]
+struct OnBranch {
+    branch: Option<String>,
+}
+
+/// The branches; with `mark`, the one HEAD is on is marked `*` (and `current` in
+/// JSON).
+fn list_branches(cx: &Ctx, mark: bool) -> Result<Outcome> {
+    let current = if mark {
+        cx.session::<OnBranch>(Op::Status)
+            .ok()
+            .and_then(|r| r.body.branch)
+    } else {
+        None
+    };
+    let mut r: Reply<BranchList> = cx.session(Op::Branches)?;
+    if mark {
+        r = r.with_field("current", serde_json::json!(current));
+    }
+    Ok(r.map(|b| BranchList { current, mark, ..b }).into())
 }
 
 /// Pending changes saved before a checkout or restore.
@@ -113,17 +173,22 @@ fn saved(out: &mut dyn Write, s: &Option<Saved>) -> io::Result<()> {
     Ok(())
 }
 
-/// Show REF's tree in the live mount (pending changes are saved first).
+/// Show REF's tree in the live mount (pending changes are saved first). A branch
+/// attaches HEAD to it (new checkpoints move it); anything else detaches HEAD.
 #[derive(clap::Args)]
 pub struct Checkout {
-    #[arg(value_name = "REF", help = REF_HELP)]
-    target: String,
+    #[arg(value_name = "REF", help = REF_HELP, required_unless_present = "create")]
+    target: Option<String>,
+    /// Create branch NAME at REF (default: HEAD) and check it out.
+    #[arg(short = 'b', value_name = "NAME")]
+    create: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct CheckedOut {
     saved: Option<Saved>,
     checkpoint: Option<Shown>,
+    branch: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -134,8 +199,17 @@ struct Shown {
 impl Human for CheckedOut {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         saved(out, &self.saved)?;
-        let id = self.checkpoint.as_ref().and_then(|c| c.id.as_deref());
-        writeln!(out, "the workspace now shows {}", short(id.unwrap_or("")))
+        let id = short(
+            self.checkpoint
+                .as_ref()
+                .and_then(|c| c.id.as_deref())
+                .unwrap_or(""),
+        );
+        writeln!(out, "the workspace now shows {id}")?;
+        match &self.branch {
+            Some(b) => writeln!(out, "HEAD is on branch {b}"),
+            None => writeln!(out, "HEAD is detached at {id}"),
+        }
     }
 }
 
@@ -143,6 +217,7 @@ impl Run for Checkout {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let r: Reply<CheckedOut> = cx.session(Op::Checkout {
             target: self.target.clone(),
+            create: self.create.clone(),
         })?;
         Ok(r.into())
     }

@@ -127,10 +127,15 @@ pub struct Status {}
 struct Pending {
     #[serde(default)]
     changes: Vec<Change>,
+    #[serde(default)]
+    branch: Option<String>,
 }
 
 impl Human for Pending {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        if let Some(b) = &self.branch {
+            writeln!(out, "on branch {b}")?;
+        }
         for c in &self.changes {
             writeln!(out, "{} {}", change_letter(c.change()), c.path())?;
         }

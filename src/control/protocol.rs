@@ -83,11 +83,55 @@ pub enum Op {
         /// Branch name.
         name: String,
     },
-    /// Make the live mount show a ref's tree (saving pending changes first).
+    /// Make the live mount show a ref's tree (saving pending changes first). A
+    /// branch name attaches HEAD to it; anything else detaches HEAD.
     Checkout {
-        /// The ref.
-        #[serde(rename = "ref")]
-        target: String,
+        /// The ref (default with `create`: HEAD).
+        #[serde(rename = "ref", default)]
+        target: Option<String>,
+        /// Create this branch at the ref and attach HEAD to it (`checkout -b`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        create: Option<String>,
+    },
+    /// Rename a branch (sessions attached to it follow).
+    BranchRename {
+        /// Current name.
+        old: String,
+        /// New name.
+        new: String,
+    },
+    /// Undo the session's last operation (see docs/design.md, "Operation log").
+    Undo {
+        /// `files` or `refs` to limit it to the workspace or to HEAD and branches.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        what: Option<String>,
+        /// Refuse (`conflict`) unless this is still the session's newest operation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        if_last: Option<u64>,
+    },
+    /// Redo what the last undo undid.
+    Redo {
+        /// `files` or `refs`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        what: Option<String>,
+        /// Refuse (`conflict`) unless this is still the session's newest operation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        if_last: Option<u64>,
+    },
+    /// Return to the state right after operation `op`.
+    OpRestore {
+        /// Operation number.
+        #[serde(rename = "operation")]
+        seq: u64,
+        /// `files` or `refs`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        what: Option<String>,
+    },
+    /// The session's operations, newest first.
+    OpLog {
+        /// At most this many.
+        #[serde(default)]
+        limit: Option<usize>,
     },
     /// Create a new session from a ref (default: a fresh checkpoint) and mount it.
     Fork {
@@ -186,6 +230,8 @@ pub struct Request {
     pub session: Option<String>,
     /// The operation.
     pub op: Op,
+    /// Free text recorded with the operation in the session's log.
+    pub explanation: Option<String>,
 }
 
 /// A protocol-level error before an op runs.
@@ -251,6 +297,16 @@ pub fn parse(line: &[u8]) -> std::result::Result<Request, ProtoError> {
         Some(Value::String(s)) => Some(s),
         Some(_) => return Err(err("bad_request", "\"session\" must be a string".into())),
     };
+    let explanation = match body.remove("explanation") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(_) => {
+            return Err(err(
+                "bad_request",
+                "\"explanation\" must be a string".into(),
+            ));
+        }
+    };
     let op: Op = serde_json::from_value(Value::Object(body)).map_err(|e| {
         let m = e.to_string();
         if m.contains("unknown variant") {
@@ -259,15 +315,30 @@ pub fn parse(line: &[u8]) -> std::result::Result<Request, ProtoError> {
             err("bad_request", format!("bad arguments for {op:?}: {m}"))
         }
     })?;
-    Ok(Request { session, op })
+    Ok(Request {
+        session,
+        op,
+        explanation,
+    })
+}
+
+/// The explanation this process sends with every request (set once by the CLI's
+/// `--explanation`).
+static EXPLANATION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Send `text` as the `explanation` of every request this process makes.
+pub fn set_explanation(text: String) {
+    let _ = EXPLANATION.set(text);
 }
 
 /// Encode a request line.
 pub fn encode_request(op: &Op) -> Vec<u8> {
     let mut v = serde_json::to_value(op).expect("op serializes");
-    v.as_object_mut()
-        .unwrap()
-        .insert("v".into(), json!(PROTOCOL_VERSION));
+    let o = v.as_object_mut().unwrap();
+    o.insert("v".into(), json!(PROTOCOL_VERSION));
+    if let Some(e) = EXPLANATION.get() {
+        o.insert("explanation".into(), json!(e));
+    }
     let mut line = serde_json::to_vec(&v).unwrap();
     line.push(b'\n');
     line

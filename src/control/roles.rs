@@ -51,7 +51,25 @@ impl Role {
             // for every role, so no op moves or overwrites a branch.
             Op::Branch { name: _, from: _ } => true,
             // Both save pending changes as an `auto/before-...` checkpoint first.
-            Op::Checkout { target: _ } => true,
+            // `-b` creates a new name only (an existing one is a conflict).
+            Op::Checkout {
+                target: _,
+                create: _,
+            } => true,
+            // Additive: they append operations and save pending changes first;
+            // whatever they move back is still named by the log.
+            Op::Undo {
+                what: _,
+                if_last: _,
+            }
+            | Op::Redo {
+                what: _,
+                if_last: _,
+            }
+            | Op::OpRestore { seq: _, what: _ }
+            | Op::OpLog { limit: _ } => true,
+            // Drops a name: the user's.
+            Op::BranchRename { old: _, new: _ } => false,
             Op::Restore {
                 target: _,
                 paths: _,

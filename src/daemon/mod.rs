@@ -201,7 +201,7 @@ impl Daemon {
     /// new daemon).
     pub fn handle(&self, op: Op, events: &mut dyn FnMut(Value)) -> Result<Value> {
         let me = crate::oplog::Actor::peer("user", unsafe_euid(), std::process::id());
-        self.handle_request(MountFor::User, &me, None, op, events)
+        self.handle_request(MountFor::User, &me, None, None, op, events)
     }
 
     /// Run one op for `who`, aimed at `session` when given (session sockets bind
@@ -210,6 +210,7 @@ impl Daemon {
         &self,
         who: MountFor,
         actor: &crate::oplog::Actor,
+        explanation: Option<&str>,
         session: Option<&str>,
         op: Op,
         events: &mut dyn FnMut(Value),
@@ -221,7 +222,7 @@ impl Daemon {
             }
             self.pending.fetch_add(1, Ordering::SeqCst);
         }
-        let r = self.handle_op(who, actor, session, op, events);
+        let r = self.handle_op(who, actor, explanation, session, op, events);
         self.pending.fetch_sub(1, Ordering::SeqCst);
         r
     }
@@ -230,6 +231,7 @@ impl Daemon {
         &self,
         who: MountFor,
         actor: &crate::oplog::Actor,
+        explanation: Option<&str>,
         session: Option<&str>,
         op: Op,
         events: &mut dyn FnMut(Value),
@@ -275,7 +277,7 @@ impl Daemon {
                 self.stop.store(true, Ordering::Relaxed);
                 Ok(json!({}))
             }
-            op => crate::ops::run(self, who, actor, session, op, events),
+            op => crate::ops::run(self, who, actor, explanation, session, op, events),
         }
     }
 }

@@ -303,7 +303,14 @@ impl Daemon {
                 let _ = writeln!(o, "{v}");
             }
         };
-        let mut v = self.handle_request(who, &actor, target.as_deref(), req.op, &mut events)?;
+        let mut v = self.handle_request(
+            who,
+            &actor,
+            req.explanation.as_deref(),
+            target.as_deref(),
+            req.op,
+            &mut events,
+        )?;
         let o = v.as_object_mut().unwrap();
         o.insert("ok".into(), json!(true));
         if is_ping {

@@ -28,7 +28,21 @@ pub fn auto_checkpoints<H: Host>(h: &H) {
         };
         let r = syncfs(&t.mountpoint).and_then(|_| {
             let (muts, _) = s.activity();
-            s.checkpoint(&format!("auto: {muts} changes"), "auto", None)
+            let actor = crate::oplog::Actor::daemon();
+            let call = super::record::Call {
+                actor: &actor,
+                explanation: None,
+                request: serde_json::json!({"op": "checkpoint", "trigger": "auto", "changes": muts}),
+            };
+            let store = s.store().clone();
+            let mut hook = call.checkpoint_hook(&*store, "checkpoint");
+            s.checkpoint_logged(
+                &format!("auto: {muts} changes"),
+                "auto",
+                None,
+                serde_json::Map::new(),
+                Some(&mut hook),
+            )
         });
         match r {
             Ok(c) => log::info!("session {}: automatic checkpoint {}", s.name(), &c.id[..12]),

@@ -12,6 +12,7 @@ use std::sync::MutexGuard;
 
 use serde_json::{Value, json};
 
+use super::record::{self, Call, refs_after, view_now};
 use super::{Host, Target, ref_or_fresh};
 use crate::control::{AgentSocket, MountFor};
 use crate::error::{Error, Result};
@@ -29,6 +30,7 @@ pub(super) struct Request<'a> {
 pub(super) fn run<H: Host>(
     h: &H,
     t: &Target,
+    call: &Call,
     op_lock: MutexGuard<'_, ()>,
     req: Request<'_>,
 ) -> Result<Value> {
@@ -49,6 +51,7 @@ pub(super) fn run<H: Host>(
     }
     let dir = h.open_mountpoint(mountpoint, who)?;
     let s = &t.session;
+    let before = view_now(t)?;
     let c = ref_or_fresh(t, from, &format!("fork {name}"), "fork")?;
     // The fork starts with the usage of the tree it starts from. A record written
     // before checkpoints carried usage falls back to the current session's figures
@@ -58,6 +61,12 @@ pub(super) fn run<H: Host>(
     rec.head = Some(c.id.clone());
     rec.config = s.record().config;
     store.commit(vec![session::record_op(&rec)])?;
+    // The source's log says where the fork came from (its HEAD moved only if
+    // pending changes were saved for it).
+    let mut op = call.op("fork", before.clone(), refs_after(t, &before));
+    op.meta
+        .insert("fork".into(), json!({"session": name, "checkpoint": c.id}));
+    let _ = record::append(t, op);
     drop(op_lock);
     match h.mount_claimed(&mut claim, dir, rec, agent) {
         Ok(mut v) => {

@@ -26,9 +26,11 @@ mod config;
 mod diff;
 mod fork;
 mod log;
+mod oplog_list;
 pub(crate) mod record;
 mod restore;
 mod status;
+mod undo;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -103,13 +105,22 @@ pub fn run<H: Host>(
     h: &H,
     who: MountFor,
     actor: &Actor,
+    explanation: Option<&str>,
     session: Option<&str>,
     op: Op,
     events: &mut dyn FnMut(Value),
 ) -> Result<Value> {
+    let call = record::Call {
+        actor,
+        explanation: explanation.map(str::to_string),
+        request: serde_json::to_value(&op).unwrap_or(Value::Null),
+    };
     match op {
         Op::Branches => return branch::list(&*h.store()),
-        Op::BranchDelete { name } => return branch::delete(h, &name),
+        Op::BranchDelete { name } => {
+            let t = h.target(session).ok();
+            return branch::delete(h, t.as_ref(), &call, &name);
+        }
         _ => {}
     }
     let t = h.target(session)?;
@@ -120,11 +131,14 @@ pub fn run<H: Host>(
             message,
             trigger,
             meta,
-        } => checkpoint::run(&t, &message, &trigger, meta),
+        } => checkpoint::run(&t, &call, &message, &trigger, meta),
         Op::Log { limit } => log::run(&t, limit),
         Op::Status => status::run(&t),
-        Op::Branch { name, from } => branch::create(h, &t, &name, from.as_deref()),
-        Op::Checkout { target } => checkout::run(&t, &target),
+        Op::Branch { name, from } => branch::create(h, &t, &call, &name, from.as_deref()),
+        Op::BranchRename { old, new } => branch::rename(h, &t, &call, &old, &new),
+        Op::Checkout { target, create } => {
+            checkout::run(h, &t, &call, target.as_deref(), create.as_deref())
+        }
         Op::Fork {
             name,
             from,
@@ -140,7 +154,7 @@ pub fn run<H: Host>(
                 agent,
                 who,
             };
-            fork::run(h, &t, op_lock, req)
+            fork::run(h, &t, &call, op_lock, req)
         }
         Op::Diff { a, b, mode, stream } => {
             let req = diff::Request {
@@ -155,8 +169,12 @@ pub fn run<H: Host>(
             target,
             paths,
             dry_run,
-        } => restore::run(&t, &target, &paths, dry_run),
-        Op::Config { set } => config::run(&t, set),
+        } => restore::run(&t, &call, &target, &paths, dry_run),
+        Op::Config { set } => config::run(&t, &call, set),
+        Op::Undo { what, if_last } => undo::undo(h, &t, &call, what, if_last),
+        Op::Redo { what, if_last } => undo::redo(h, &t, &call, what, if_last),
+        Op::OpRestore { seq, what } => undo::restore(h, &t, &call, seq, what),
+        Op::OpLog { limit } => oplog_list::run(&t, limit),
         _ => Err(Error::Invalid("not a session operation".into())),
     }
 }
@@ -219,7 +237,9 @@ fn save_pending(s: &Session, kind: &str, what: &str) -> Result<Saved> {
 
 /// Save pending changes, then graft `target` — retrying when programs wrote in
 /// between, so no acknowledged write is left out of both the saved checkpoint and
-/// the new tree. Returns the saved checkpoint and how many invalidations were sent.
+/// the new tree. `grafted` runs under the write gate right after the swap, with
+/// the root the workspace had before it. Returns the saved checkpoint and how many
+/// invalidations were sent.
 ///
 /// The kernel invalidations go out the moment the gate is released, before any
 /// commit, on every path (a graft that failed midway changed part of the tree).
@@ -233,7 +253,7 @@ fn save_and_graft(
     what: &str,
     target: NodeId,
     paths: Option<&[Vec<u8>]>,
-    grafted: &mut dyn FnMut() -> Result<()>,
+    grafted: &mut dyn FnMut(NodeId) -> Result<()>,
 ) -> Result<(Saved, usize)> {
     let mut saved_any = None;
     for _ in 0..5 {
@@ -249,11 +269,13 @@ fn save_and_graft(
         if saved.is_some() {
             saved_any = saved;
         }
+        // The workspace as it was (saved: a flush now only reads it back).
+        let before_root = t.session.flush()?;
         let t_save = t0.elapsed();
         let (inval, r) = t.session.graft(target, paths, Some(generation));
         // What must follow the swap before any write does (checkout's HEAD commit:
         // a write flushed in between would otherwise be overwritten by it).
-        let r = r.and_then(|()| grafted());
+        let r = r.and_then(|()| grafted(before_root));
         if !inval.is_empty() {
             // Still under the gate: every entry the kernel cached is stale from
             // here on, so no path walk reaches an inode the graft replaced (see

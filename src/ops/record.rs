@@ -33,6 +33,18 @@ pub(crate) fn view_now(t: &Target) -> Result<View> {
     Ok(view_of(&t.session.record(), root))
 }
 
+/// The view after an op that changed only refs: HEAD as the session has it now,
+/// the workspace as `before` recorded it.
+pub(crate) fn refs_after(t: &Target, before: &View) -> View {
+    let rec = t.session.record();
+    View {
+        head: rec.head,
+        branch: rec.branch,
+        workspace: before.workspace.clone(),
+        branches: BTreeMap::new(),
+    }
+}
+
 /// Record the current value of `branch` in `view` (as touched by the op).
 pub(crate) fn touch(view: &mut View, store: &dyn crate::store::ObjectStore, branch: &str) {
     let v = crate::refs::get_ref(store, branch)
@@ -42,24 +54,54 @@ pub(crate) fn touch(view: &mut View, store: &dyn crate::store::ObjectStore, bran
     view.branches.insert(branch.to_string(), v);
 }
 
-/// What an op fills in before recording.
-pub(crate) struct Rec<'a> {
+/// Who asked for an op, and how: what its operation record is made from.
+pub(crate) struct Call<'a> {
     /// Who asked.
     pub actor: &'a Actor,
-    /// Operation kind.
-    pub kind: &'a str,
+    /// Explanation given with the request.
+    pub explanation: Option<String>,
     /// The request (protocol form).
     pub request: Value,
-    /// Explanation given with it.
-    pub explanation: Option<String>,
 }
 
-impl Rec<'_> {
-    /// The operation record for `before` → `after`.
-    pub fn op(self, before: View, after: View) -> NewOp {
-        let mut op = NewOp::new(self.actor, self.kind, self.request, before, after);
-        op.explanation = self.explanation;
+impl Call<'_> {
+    /// The operation record of kind `kind` for `before` → `after`.
+    pub fn op(&self, kind: &str, before: View, after: View) -> NewOp {
+        let mut op = NewOp::new(self.actor, kind, self.request.clone(), before, after);
+        op.explanation = self.explanation.clone();
         op
+    }
+
+    /// A checkpoint hook ([`crate::session::snapshot::LogHook`]) that records the
+    /// checkpoint as an operation of kind `kind` in the same batch.
+    pub fn checkpoint_hook<'b>(
+        &'b self,
+        store: &'b dyn crate::store::ObjectStore,
+        kind: &'b str,
+    ) -> impl FnMut(
+        &SessionRecord,
+        &SessionRecord,
+        &crate::refs::Checkpoint,
+    ) -> Result<Vec<crate::meta::MetaOp>>
+    + 'b {
+        move |b, a, c| {
+            let root = c.root_id()?;
+            let mut before = view_of(b, root);
+            let mut after = view_of(a, root);
+            if let Some(br) = &b.branch {
+                before.branches.insert(br.clone(), b.head.clone());
+                after.branches.insert(
+                    br.clone(),
+                    if a.branch.is_some() {
+                        Some(c.id.clone())
+                    } else {
+                        b.head.clone()
+                    },
+                );
+            }
+            let seq = oplog::last(store, &a.name)?.map_or(1, |o| o.seq + 1);
+            Ok(self.op(kind, before, after).build(&a.name, seq).ops())
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 
 use serde_json::{Value, json};
 
+use super::record::{self, Call, view_of};
 use super::{Target, save_and_graft, saved_json, working_root};
 use crate::diff;
 use crate::error::{Error, Result};
@@ -9,7 +10,13 @@ use crate::id::NodeId;
 use crate::refs;
 use crate::store::ObjectStore;
 
-pub(super) fn run(t: &Target, spec: &str, paths: &[String], dry_run: bool) -> Result<Value> {
+pub(super) fn run(
+    t: &Target,
+    call: &Call,
+    spec: &str,
+    paths: &[String],
+    dry_run: bool,
+) -> Result<Value> {
     let s = &t.session;
     let store = s.store().clone();
     let c = refs::resolve(&*store, s.record().head.as_deref(), spec)?;
@@ -35,19 +42,27 @@ pub(super) fn run(t: &Target, spec: &str, paths: &[String], dry_run: bool) -> Re
     } else {
         Some(&paths[..])
     };
+    let mut before = None;
     let (saved, _) = save_and_graft(
         t,
         "before-restore",
         &format!("restore of {spec}"),
         c.root_id()?,
         only,
-        &mut || Ok(()),
+        &mut |before_root| {
+            before = Some(view_of(&s.record(), before_root));
+            Ok(())
+        },
     )?;
     // The tree is grafted and the kernel told: now flush it.
-    s.flush()?;
+    let after_root = s.flush()?;
+    let before = before.expect("grafted");
+    let after = view_of(&s.record(), after_root);
+    let op = record::append(t, call.op("restore", before, after)).ok();
     Ok(json!({
         "dry_run": false, "changes": plan,
         "saved": saved_json(saved),
+        "op": op.map(|o| o.seq),
     }))
 }
 

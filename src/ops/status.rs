@@ -14,5 +14,6 @@ pub(super) fn run(t: &Target) -> Result<Value> {
         .iter()
         .map(|e| json!({"path": e.path_str(), "change": e.change}))
         .collect();
-    Ok(json!({"head": s.record().head, "changes": list}))
+    let rec = s.record();
+    Ok(json!({"head": rec.head, "branch": rec.branch, "changes": list}))
 }

@@ -97,6 +97,11 @@ pub struct SessionConfig {
     pub auto_checkpoint_idle_secs: u64,
     /// Never take automatic checkpoints closer together than this (seconds).
     pub auto_checkpoint_min_interval_secs: u64,
+    /// Keep operation records at least this many days (`gc` prunes older ones
+    /// beyond the count below).
+    pub op_retention_days: u64,
+    /// Keep at least the newest this many operation records.
+    pub op_retention_count: u64,
 }
 
 impl Default for SessionConfig {
@@ -105,6 +110,8 @@ impl Default for SessionConfig {
             auto_checkpoint_ops: 0,
             auto_checkpoint_idle_secs: 0,
             auto_checkpoint_min_interval_secs: 30,
+            op_retention_days: crate::oplog::retention::DEFAULT_DAYS,
+            op_retention_count: crate::oplog::retention::DEFAULT_COUNT,
         }
     }
 }

@@ -25,6 +25,72 @@ pub enum Inval {
     Inode(u64),
 }
 
+/// What [`Session::commit_state`] sets.
+#[derive(Debug, Clone)]
+pub struct StateChange {
+    /// HEAD's checkpoint (hex).
+    pub head: Option<String>,
+    /// The branch HEAD is attached to.
+    pub branch: Option<String>,
+    /// The base root (HEAD's tree).
+    pub base: NodeId,
+    /// The new durable root after a whole-tree graft (`None`: unchanged).
+    pub root: Option<NodeId>,
+}
+
+/// Builds the metadata ops (the operation record) committed with a checkpoint,
+/// from the session record before and after and the new checkpoint.
+pub type LogHook<'a> = &'a mut dyn FnMut(
+    &SessionRecord,
+    &SessionRecord,
+    &Checkpoint,
+) -> Result<Vec<crate::meta::MetaOp>>;
+
+/// The ops moving the branch HEAD is attached to (in `rec`) from the old HEAD
+/// (`before.head`) to `c`, guarded by its old value; detaches `rec` instead when the
+/// branch no longer names the old HEAD.
+fn advance_attached(
+    store: &dyn crate::store::ObjectStore,
+    rec: &mut SessionRecord,
+    before: &SessionRecord,
+    c: &Checkpoint,
+) -> Result<Vec<crate::meta::MetaOp>> {
+    let Some(b) = rec.branch.clone() else {
+        return Ok(Vec::new());
+    };
+    let key = crate::meta::ref_key(&b);
+    let raw = store.meta_get(&key)?;
+    let current = raw
+        .as_deref()
+        .map(|v| refs::RefRecord::decode(&b, v))
+        .transpose()?;
+    match current {
+        Some(r) if Some(&r.checkpoint) == before.head.as_ref() => Ok(vec![
+            crate::meta::MetaOp::Expect(key, raw),
+            refs::ref_op(
+                &b,
+                &refs::RefRecord {
+                    checkpoint: c.id.clone(),
+                    created: r.created,
+                },
+            ),
+        ]),
+        other => {
+            log::warn!(
+                "session {}: branch {b} {} HEAD; HEAD is detached now",
+                rec.name,
+                if other.is_some() {
+                    "moved away from"
+                } else {
+                    "was deleted under"
+                }
+            );
+            rec.branch = None;
+            Ok(Vec::new())
+        }
+    }
+}
+
 impl Session {
     /// The root of the session's base: its HEAD checkpoint's root, or the root it
     /// was created from.
@@ -56,6 +122,27 @@ impl Session {
         branch: Option<&str>,
         meta: serde_json::Map<String, serde_json::Value>,
     ) -> Result<Checkpoint> {
+        self.checkpoint_logged(message, trigger, branch, meta, None)
+    }
+
+    /// [`checkpoint_with_meta`](Self::checkpoint_with_meta), committing in the same
+    /// atomic batch what `log` returns for (record before, record after, the new
+    /// checkpoint): the operation record of the op that took it.
+    ///
+    /// When HEAD is attached to a branch that still names the old HEAD, the branch
+    /// moves to the new checkpoint in the same batch (guarded by a
+    /// [`MetaOp::Expect`](crate::meta::MetaOp::Expect) on its old value). A branch
+    /// that moved elsewhere or was deleted meanwhile is left alone and HEAD is
+    /// detached (logged). A batch refused because the branch or the log moved
+    /// between the check and the commit is retried.
+    pub fn checkpoint_logged(
+        &self,
+        message: &str,
+        trigger: &str,
+        branch: Option<&str>,
+        meta: serde_json::Map<String, serde_json::Value>,
+        mut log: Option<LogHook<'_>>,
+    ) -> Result<Checkpoint> {
         refs::validate_trigger(trigger)?;
         refs::validate_meta(&meta)?;
         let store = self.store().clone();
@@ -63,10 +150,11 @@ impl Session {
         let mut made: Option<Checkpoint> = None;
         let mut extra =
             |rec: &mut SessionRecord, root: NodeId| -> Result<Vec<crate::meta::MetaOp>> {
+                let before = rec.clone();
                 let parent = rec.head.as_deref().and_then(CheckpointId::from_hex);
                 let from = NodeId::from_hex(&rec.base).unwrap_or(root);
                 let changed = diff::diff_count(&*store, from, root)?;
-                let c = refs::NewCheckpoint {
+                let mut c = refs::NewCheckpoint {
                     session: &name,
                     root,
                     parents: parent.into_iter().collect(),
@@ -77,7 +165,6 @@ impl Session {
                 }
                 .build();
                 // The flush set the record's usage to this tree's.
-                let mut c = c;
                 c.usage = Some(refs::Usage {
                     bytes: rec.bytes,
                     inodes: rec.inodes,
@@ -85,6 +172,7 @@ impl Session {
                 rec.head = Some(c.id.clone());
                 rec.base = root.to_hex();
                 let mut ops = vec![c.op()];
+                ops.extend(advance_attached(&*store, rec, &before, &c)?);
                 if let Some(b) = branch {
                     ops.push(refs::ref_op(
                         b,
@@ -94,10 +182,25 @@ impl Session {
                         },
                     ));
                 }
+                if let Some(l) = log.as_mut() {
+                    ops.extend(l(&before, rec, &c)?);
+                }
                 made = Some(c);
                 Ok(ops)
             };
-        self.flush_with(Some(&mut extra))?;
+        let mut tries = 0;
+        loop {
+            match self.flush_with(Some(&mut extra)) {
+                Err(Error::Conflict(e)) if tries < 3 => {
+                    tries += 1;
+                    log::info!("session {name}: checkpoint raced ({e}); retrying");
+                }
+                r => {
+                    r?;
+                    break;
+                }
+            }
+        }
         let mut st = self.lock();
         st.mutations = 0;
         drop(st);
@@ -109,19 +212,45 @@ impl Session {
     /// table is not re-encoded here: it equals `root` in content (grafted paths only
     /// got fresh inode numbers), and the next flush writes it.
     pub fn commit_checkout(&self, head: &str, root: NodeId) -> Result<SessionRecord> {
+        let branch = self.record().branch;
+        self.commit_state(
+            StateChange {
+                head: Some(head.to_string()),
+                branch,
+                base: root,
+                root: Some(root),
+            },
+            &mut |_, _| Ok(Vec::new()),
+        )
+    }
+
+    /// Set HEAD, the attached branch, the base and (after a whole-tree graft) the
+    /// durable root, committing in the same batch what `extra` returns for (record
+    /// before, record after): ref moves and the operation record.
+    pub fn commit_state(
+        &self,
+        change: StateChange,
+        extra: &mut dyn FnMut(&SessionRecord, &SessionRecord) -> Result<Vec<crate::meta::MetaOp>>,
+    ) -> Result<SessionRecord> {
         let _g = super::relock(self.flush_lock.lock());
-        let (bytes, inodes) = {
-            let st = self.lock();
-            (st.total_bytes, st.total_inodes)
-        };
-        let mut rec = self.record();
-        rec.head = Some(head.to_string());
-        rec.base = root.to_hex();
-        rec.root = root.to_hex();
+        let before = self.record();
+        let mut rec = before.clone();
+        rec.head = change.head;
+        rec.branch = change.branch;
+        rec.base = change.base.to_hex();
+        if let Some(root) = change.root {
+            let (bytes, inodes) = {
+                let st = self.lock();
+                (st.total_bytes, st.total_inodes)
+            };
+            rec.root = root.to_hex();
+            rec.bytes = bytes;
+            rec.inodes = inodes;
+        }
         rec.updated = Timespec::now().sec;
-        rec.bytes = bytes;
-        rec.inodes = inodes;
-        self.store().commit(vec![super::record_op(&rec)])?;
+        let mut ops = extra(&before, &rec)?;
+        ops.push(super::record_op(&rec));
+        self.store().commit(ops)?;
         *super::relock(self.record.lock()) = rec.clone();
         Ok(rec)
     }

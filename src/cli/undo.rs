@@ -1,0 +1,184 @@
+//! `undo`, `redo`, `op log`, `op restore`: the session's operation log.
+
+use super::prelude::*;
+
+/// Which part of the state to move.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum WhatArg {
+    /// The workspace's files only.
+    Files,
+    /// HEAD and branches only.
+    Refs,
+}
+
+fn what(w: Option<WhatArg>) -> Option<String> {
+    w.map(|w| match w {
+        WhatArg::Files => "files".into(),
+        WhatArg::Refs => "refs".into(),
+    })
+}
+
+/// Undo the session's last operation (a checkpoint, checkout, restore, branch
+/// change, exec, ...): what it changed goes back. Pending changes are saved first,
+/// so an undo can itself be undone (`redo`).
+#[derive(clap::Args)]
+pub struct Undo {
+    /// Only the workspace's files, or only HEAD and branches.
+    #[arg(long, value_enum)]
+    what: Option<WhatArg>,
+}
+
+/// Redo what the last undo undid.
+#[derive(clap::Args)]
+pub struct Redo {
+    /// Only the workspace's files, or only HEAD and branches.
+    #[arg(long, value_enum)]
+    what: Option<WhatArg>,
+}
+
+#[derive(Deserialize)]
+struct Moved {
+    op: u64,
+    summary: String,
+    #[serde(default)]
+    notes: Vec<String>,
+}
+
+impl Human for Moved {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "operation {}: {}", self.op, self.summary)?;
+        for n in &self.notes {
+            writeln!(out, "note: {n}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Deserialize)]
+struct Newest {
+    #[serde(default)]
+    operations: Vec<OpRow>,
+}
+
+/// The newest operation's number, so the request is refused if another client
+/// acts first (of two concurrent undos exactly one wins).
+fn newest(cx: &Ctx) -> Result<Option<u64>> {
+    let r: Reply<Newest> = cx.session(Op::OpLog { limit: Some(1) })?;
+    Ok(r.body.operations.first().map(|o| o.seq))
+}
+
+impl Run for Undo {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let if_last = newest(cx)?;
+        let r: Reply<Moved> = cx.session(Op::Undo {
+            what: what(self.what),
+            if_last,
+        })?;
+        Ok(r.into())
+    }
+}
+
+impl Run for Redo {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let if_last = newest(cx)?;
+        let r: Reply<Moved> = cx.session(Op::Redo {
+            what: what(self.what),
+            if_last,
+        })?;
+        Ok(r.into())
+    }
+}
+
+/// The operation log: list it, or return to the state after one operation.
+#[derive(clap::Args)]
+pub struct OpCmd {
+    #[command(subcommand)]
+    cmd: OpSub,
+}
+
+#[derive(clap::Subcommand)]
+enum OpSub {
+    /// The session's operations, newest first.
+    Log {
+        /// At most N.
+        #[arg(short = 'n', long = "max-count", value_name = "N")]
+        limit: Option<usize>,
+    },
+    /// Return to the state right after operation OP (saving pending changes first).
+    Restore {
+        /// Operation number (from `op log`).
+        op: u64,
+        /// Only the workspace's files, or only HEAD and branches.
+        #[arg(long, value_enum)]
+        what: Option<WhatArg>,
+    },
+}
+
+#[derive(Deserialize)]
+struct OpRow {
+    seq: u64,
+    #[serde(default)]
+    time: i64,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    summary: String,
+    #[serde(default)]
+    actor: Option<ActorRow>,
+    #[serde(default)]
+    explanation: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ActorRow {
+    role: String,
+    pid: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct OpList {
+    #[serde(default)]
+    operations: Vec<OpRow>,
+}
+
+impl Human for OpList {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        for o in &self.operations {
+            let who = o.actor.as_ref().map_or(String::new(), |a| match a.pid {
+                Some(p) => format!("{} pid {p}", a.role),
+                None => a.role.clone(),
+            });
+            let _ = &o.kind;
+            writeln!(
+                out,
+                "{:>5}  {}  {:<16}  {}",
+                o.seq,
+                super::output::fmt_time(o.time),
+                who,
+                o.summary
+            )?;
+            if let Some(e) = &o.explanation {
+                writeln!(out, "       why: {e}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Run for OpCmd {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        match &self.cmd {
+            OpSub::Log { limit } => {
+                let r: Reply<OpList> = cx.session(Op::OpLog { limit: *limit })?;
+                Ok(r.into())
+            }
+            OpSub::Restore { op, what: w } => {
+                let r: Reply<Moved> = cx.session(Op::OpRestore {
+                    seq: *op,
+                    what: what(*w),
+                })?;
+                Ok(r.into())
+            }
+        }
+    }
+}

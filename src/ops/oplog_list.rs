@@ -1,0 +1,62 @@
+//! `op_log`: the session's operations, newest first.
+
+use serde_json::{Value, json};
+
+use super::{DEFAULT_LOG_LIMIT, Target};
+use crate::error::Result;
+use crate::oplog::{self, Operation, stack::Stacks};
+
+pub(super) fn run(t: &Target, limit: Option<usize>) -> Result<Value> {
+    let s = &t.session;
+    let ops = oplog::list(&**s.store(), s.name(), limit.unwrap_or(DEFAULT_LOG_LIMIT))?;
+    Ok(json!({"operations": ops.iter().map(op_json).collect::<Vec<_>>()}))
+}
+
+/// The JSON form of an operation shown to clients (the record plus a time in
+/// seconds and a one-line summary).
+pub(crate) fn op_json(o: &Operation) -> Value {
+    let mut v = serde_json::to_value(o).unwrap_or(Value::Null);
+    v["time"] = json!((o.time_ns / 1_000_000_000) as i64);
+    v["summary"] = json!(summary(o));
+    v
+}
+
+fn short(id: &Option<String>) -> String {
+    id.as_deref()
+        .map(|h| h[..h.len().min(12)].to_string())
+        .unwrap_or_else(|| "-".into())
+}
+
+/// One line saying what the operation did.
+pub(crate) fn summary(o: &Operation) -> String {
+    let head = |v: &oplog::View| match &v.branch {
+        Some(b) => format!("{b} ({})", short(&v.head)),
+        None => format!("{} (detached)", short(&v.head)),
+    };
+    let mut s = match (o.undoes, o.redoes) {
+        (Some(t), _) => format!("undo of operation {t}"),
+        (_, Some(u)) => format!("redo (reverts operation {u})"),
+        _ => o.kind.clone(),
+    };
+    if o.before.head != o.after.head || o.before.branch != o.after.branch {
+        s.push_str(&format!(": HEAD {} -> {}", head(&o.before), head(&o.after)));
+    }
+    for (b, v) in &o.after.branches {
+        let was = o.before.branches.get(b).cloned().flatten();
+        if was != *v {
+            s.push_str(&format!("; branch {b} {} -> {}", short(&was), short(v)));
+        }
+    }
+    if o.before.workspace != o.after.workspace {
+        s.push_str("; workspace changed");
+    }
+    s
+}
+
+/// The undo/redo stacks of the session's retained log.
+pub(crate) fn stacks(t: &Target) -> Result<(Stacks, Option<Operation>)> {
+    let s = &t.session;
+    let all = oplog::since(&**s.store(), s.name(), 0)?;
+    let last = all.last().cloned();
+    Ok((Stacks::replay(all.iter().map(Into::into)), last))
+}

@@ -1,0 +1,339 @@
+//! `undo`, `redo`, `op_restore`: move a session back or forward along its
+//! operation log. Each appends an operation and deletes nothing; each saves
+//! pending changes first (the `before` view holds them), so it can be undone too.
+//!
+//! - `undo` reverts what the newest not-undone operation T changed: every part of
+//!   T's view (HEAD and its attachment, each branch T touched, the workspace) that
+//!   differs between T's `before` and `after` goes back to its `before` value;
+//!   parts T did not change stay as they are now.
+//! - `redo` reverts the newest undo U the same way (back to U's `before`, which
+//!   held the pending changes of that moment).
+//! - `op restore N` returns to the whole view after operation N: HEAD, the
+//!   branches N touched, and the workspace.
+//!
+//! `what` limits any of them to `files` (the workspace) or `refs` (HEAD and
+//! branches). `if_last` makes the request conditional on the log's newest
+//! operation, so of two clients undoing at once exactly one wins (the op lock
+//! serializes them; the second sees a newer last operation and gets `conflict`).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::oplog_list::{stacks, summary};
+use super::record::{self, Call, view_now, view_of};
+use super::{Host, Target, save_and_graft, saved_json};
+use crate::error::{Error, Result};
+use crate::id::{CheckpointId, NodeId};
+use crate::meta::{self, MetaOp};
+use crate::oplog::{self, NewOp, Operation, View};
+use crate::refs;
+use crate::session::snapshot::StateChange;
+use crate::tree::Timespec;
+
+/// Which parts of a view to move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum What {
+    All,
+    Files,
+    Refs,
+}
+
+fn what_of(w: Option<&str>) -> Result<What> {
+    match w {
+        None | Some("all") => Ok(What::All),
+        Some("files") => Ok(What::Files),
+        Some("refs") => Ok(What::Refs),
+        Some(o) => Err(Error::Invalid(format!(
+            "--what {o:?}: expected files or refs"
+        ))),
+    }
+}
+
+/// The parts of a view to set.
+#[derive(Debug, Default)]
+struct Goal {
+    /// HEAD and its branch.
+    head: Option<(Option<String>, Option<String>)>,
+    /// Branches to set (`None`: delete).
+    branches: BTreeMap<String, Option<String>>,
+    /// Workspace root.
+    workspace: Option<String>,
+}
+
+impl Goal {
+    /// What reverting a change `from` → ... back to `to` sets: the parts that differ.
+    fn revert(from: &View, to: &View) -> Goal {
+        let mut g = Goal::default();
+        if from.head != to.head || from.branch != to.branch {
+            g.head = Some((to.head.clone(), to.branch.clone()));
+        }
+        for b in from.branches.keys().chain(to.branches.keys()) {
+            let (f, t) = (
+                from.branches.get(b).cloned().flatten(),
+                to.branches.get(b).cloned().flatten(),
+            );
+            if f != t {
+                g.branches.insert(b.clone(), t);
+            }
+        }
+        if from.workspace != to.workspace {
+            g.workspace = Some(to.workspace.clone());
+        }
+        g
+    }
+
+    /// The whole view `v`.
+    fn whole(v: &View) -> Goal {
+        Goal {
+            head: Some((v.head.clone(), v.branch.clone())),
+            branches: v.branches.clone(),
+            workspace: Some(v.workspace.clone()),
+        }
+    }
+
+    fn limit(mut self, w: What) -> Goal {
+        match w {
+            What::All => {}
+            What::Files => {
+                self.head = None;
+                self.branches.clear();
+            }
+            What::Refs => self.workspace = None,
+        }
+        self
+    }
+
+    fn is_empty(&self) -> bool {
+        self.head.is_none() && self.branches.is_empty() && self.workspace.is_none()
+    }
+}
+
+fn check_last(last: &Option<Operation>, if_last: Option<u64>) -> Result<()> {
+    match (if_last, last) {
+        (Some(want), Some(l)) if l.seq != want => Err(Error::Conflict(format!(
+            "the session's newest operation is {} ({}), not {want}: another client acted meanwhile; look at `treefork op log` and retry",
+            l.seq,
+            summary(l)
+        ))),
+        (Some(want), None) => Err(Error::Conflict(format!(
+            "operation {want} is not in the session's log"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+pub(super) fn undo<H: Host>(
+    h: &H,
+    t: &Target,
+    call: &Call,
+    what: Option<String>,
+    if_last: Option<u64>,
+) -> Result<Value> {
+    let what = what_of(what.as_deref())?;
+    let (st, last) = stacks(t)?;
+    check_last(&last, if_last)?;
+    let seq = st.undo_target().ok_or_else(|| {
+        Error::NotFound(format!(
+            "nothing to undo in session {}: no operation left that is not undone",
+            t.session.name()
+        ))
+    })?;
+    let op = oplog::get(&**t.session.store(), t.session.name(), seq)?;
+    let goal = Goal::revert(&op.after, &op.before).limit(what);
+    apply(h, t, call, "undo", goal, &mut |n| n.undoes = Some(seq), &op)
+}
+
+pub(super) fn redo<H: Host>(
+    h: &H,
+    t: &Target,
+    call: &Call,
+    what: Option<String>,
+    if_last: Option<u64>,
+) -> Result<Value> {
+    let what = what_of(what.as_deref())?;
+    let (st, last) = stacks(t)?;
+    check_last(&last, if_last)?;
+    let seq = st.redo_target().ok_or_else(|| {
+        Error::NotFound(format!(
+            "nothing to redo in session {}: no undo since the last operation",
+            t.session.name()
+        ))
+    })?;
+    let op = oplog::get(&**t.session.store(), t.session.name(), seq)?;
+    let goal = Goal::revert(&op.after, &op.before).limit(what);
+    apply(h, t, call, "redo", goal, &mut |n| n.redoes = Some(seq), &op)
+}
+
+pub(super) fn restore<H: Host>(
+    h: &H,
+    t: &Target,
+    call: &Call,
+    seq: u64,
+    what: Option<String>,
+) -> Result<Value> {
+    let what = what_of(what.as_deref())?;
+    let op = oplog::get(&**t.session.store(), t.session.name(), seq)?;
+    let goal = Goal::whole(&op.after).limit(what);
+    apply(
+        h,
+        t,
+        call,
+        "op-restore",
+        goal,
+        &mut |n| {
+            n.meta.insert("op".into(), json!(seq));
+        },
+        &op,
+    )
+}
+
+/// The ops setting the goal's branches, each guarded by its current value; and
+/// the values they had (for the record).
+fn branch_ops(
+    store: &dyn crate::store::ObjectStore,
+    goal: &Goal,
+) -> Result<(Vec<MetaOp>, BTreeMap<String, Option<String>>)> {
+    let mut ops = Vec::new();
+    let mut was = BTreeMap::new();
+    for (b, v) in &goal.branches {
+        let key = meta::ref_key(b);
+        let raw = store.meta_get(&key)?;
+        let cur = raw
+            .as_deref()
+            .map(|r| refs::RefRecord::decode(b, r))
+            .transpose()?;
+        was.insert(b.clone(), cur.as_ref().map(|r| r.checkpoint.clone()));
+        ops.push(MetaOp::Expect(key, raw));
+        ops.push(match v {
+            Some(c) => refs::ref_op(
+                b,
+                &refs::RefRecord {
+                    checkpoint: c.clone(),
+                    created: cur.map_or(Timespec::now().sec, |r| r.created),
+                },
+            ),
+            None => refs::delete_ref_op(b),
+        });
+    }
+    Ok((ops, was))
+}
+
+/// HEAD, its branch and the base the goal leaves the session with. A branch to
+/// attach that does not name the goal's HEAD (once the goal's branches are set)
+/// leaves HEAD detached.
+fn head_change(
+    t: &Target,
+    goal: &Goal,
+    root: Option<NodeId>,
+    notes: &mut Vec<String>,
+) -> Result<StateChange> {
+    let s = &t.session;
+    let rec = s.record();
+    let store = s.store();
+    let (head, mut branch) = goal
+        .head
+        .clone()
+        .unwrap_or((rec.head.clone(), rec.branch.clone()));
+    if let (Some(b), Some(h)) = (&branch, &head) {
+        let names = match goal.branches.get(b) {
+            Some(v) => v.clone(),
+            None => refs::get_ref(&**store, b)?.map(|r| r.checkpoint),
+        };
+        if names.as_ref() != Some(h) {
+            notes.push(format!(
+                "branch {b} no longer names {}: HEAD is detached",
+                &h[..h.len().min(12)]
+            ));
+            branch = None;
+        }
+    }
+    let base = match head.as_deref().and_then(CheckpointId::from_hex) {
+        Some(id) if goal.head.is_some() => refs::load(&**store, &id)?.root_id()?,
+        _ => s.base_root()?,
+    };
+    Ok(StateChange {
+        head,
+        branch,
+        base,
+        root,
+    })
+}
+
+fn apply<H: Host>(
+    _h: &H,
+    t: &Target,
+    call: &Call,
+    kind: &str,
+    goal: Goal,
+    fill: &mut dyn FnMut(&mut NewOp),
+    of: &Operation,
+) -> Result<Value> {
+    let s = &t.session;
+    let store = s.store().clone();
+    let mut notes = Vec::new();
+    let mut before: Option<View> = None;
+    let mut saved = None;
+    let mut was = BTreeMap::new();
+    let target_root = goal
+        .workspace
+        .as_deref()
+        .map(|w| {
+            NodeId::from_hex(w)
+                .ok_or_else(|| Error::corrupt(format!("operation {}", of.seq), "bad workspace"))
+        })
+        .transpose()?;
+    if let Some(root) = target_root {
+        let (sv, _) = save_and_graft(
+            t,
+            &format!("before-{kind}"),
+            &format!("{kind} of operation {}", of.seq),
+            root,
+            None,
+            &mut |before_root| {
+                before = Some(view_of(&s.record(), before_root));
+                let change = head_change(t, &goal, Some(root), &mut notes)?;
+                let (ops, w) = branch_ops(&*store, &goal)?;
+                was = w;
+                s.commit_state(change, &mut |_, _| Ok(ops.clone()))
+                    .map(drop)
+            },
+        )?;
+        saved = sv;
+    } else if !goal.is_empty() {
+        before = Some(view_now(t)?);
+        let change = head_change(t, &goal, None, &mut notes)?;
+        let (ops, w) = branch_ops(&*store, &goal)?;
+        was = w;
+        s.commit_state(change, &mut |_, _| Ok(ops.clone()))?;
+    } else {
+        before = Some(view_now(t)?);
+    }
+    let mut before = before.expect("view taken");
+    let ws = target_root.map_or(before.workspace.clone(), |r| r.to_hex());
+    let rec = s.record();
+    let mut after = View {
+        head: rec.head.clone(),
+        branch: rec.branch.clone(),
+        workspace: ws,
+        branches: BTreeMap::new(),
+    };
+    for (b, v) in was {
+        before.branches.insert(b.clone(), v);
+        after
+            .branches
+            .insert(b.clone(), goal.branches.get(&b).cloned().flatten());
+    }
+    let mut nop = call.op(kind, before, after);
+    fill(&mut nop);
+    let rec_op = record::append(t, nop)?;
+    Ok(json!({
+        "op": rec_op.seq,
+        "of": of.seq,
+        "summary": summary(&rec_op),
+        "head": rec.head,
+        "branch": rec.branch,
+        "saved": saved_json(saved),
+        "notes": notes,
+    }))
+}

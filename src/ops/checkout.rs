@@ -4,12 +4,10 @@ use serde_json::{Value, json};
 
 use super::{Target, ckpt_json, save_and_graft, saved_json};
 use crate::error::Result;
-use crate::refs;
 
 pub(super) fn run(t: &Target, spec: &str) -> Result<Value> {
     let s = &t.session;
-    let head = s.record().head;
-    let c = refs::resolve(&**s.store(), head.as_deref(), spec)?;
+    let c = super::refctx::resolve(t, spec)?;
     let root = c.root_id()?;
     let t0 = std::time::Instant::now();
     // HEAD is committed under the write gate, right after the tree swap: a write

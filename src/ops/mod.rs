@@ -26,6 +26,7 @@ mod config;
 mod diff;
 mod fork;
 mod log;
+mod refctx;
 mod restore;
 mod status;
 
@@ -40,7 +41,7 @@ pub use auto::auto_checkpoints;
 use crate::control::{AgentSocket, MountFor, Op};
 use crate::error::{Error, Result};
 use crate::id::NodeId;
-use crate::refs::{self, Checkpoint};
+use crate::refs::Checkpoint;
 use crate::session::snapshot::Inval;
 use crate::session::{Session, SessionRecord};
 use crate::store::ObjectStore;
@@ -286,13 +287,13 @@ fn ref_or_fresh(
 ) -> Result<Checkpoint> {
     let s = &t.session;
     if let Some(spec) = from {
-        return refs::resolve(&**s.store(), s.record().head.as_deref(), spec);
+        return refctx::resolve(t, spec);
     }
     syncfs(&t.mountpoint)?;
     if s.record().head.is_none() || s.has_changes()? {
         s.checkpoint(message, trigger, None)
     } else {
-        refs::resolve(&**s.store(), s.record().head.as_deref(), "HEAD")
+        refctx::resolve(t, "HEAD")
     }
 }
 
@@ -306,6 +307,5 @@ fn side_root(t: &Target, spec: &str) -> Result<NodeId> {
     if spec == "WORKING" {
         return working_root(t);
     }
-    let head = t.session.record().head;
-    refs::resolve(&**t.session.store(), head.as_deref(), spec)?.root_id()
+    refctx::resolve(t, spec)?.root_id()
 }

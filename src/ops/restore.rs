@@ -6,13 +6,12 @@ use super::{Target, save_and_graft, saved_json, working_root};
 use crate::diff;
 use crate::error::{Error, Result};
 use crate::id::NodeId;
-use crate::refs;
 use crate::store::ObjectStore;
 
 pub(super) fn run(t: &Target, spec: &str, paths: &[String], dry_run: bool) -> Result<Value> {
     let s = &t.session;
     let store = s.store().clone();
-    let c = refs::resolve(&*store, s.record().head.as_deref(), spec)?;
+    let c = super::refctx::resolve(t, spec)?;
     let paths: Vec<Vec<u8>> = paths.iter().map(|p| clean_path(p)).collect::<Result<_>>()?;
     let root = working_root(t)?;
     for p in &paths {

@@ -9,7 +9,7 @@
 use clap::{Parser, Subcommand};
 
 use super::flags::Globals;
-use super::{Ctx, Outcome, Result, Run, config, daemon, mount, refs, snapshot, store};
+use super::{Ctx, Outcome, Result, Run, config, daemon, mount, refs, show, snapshot, store};
 
 /// The `treefork` command line.
 #[derive(Parser)]
@@ -62,6 +62,7 @@ commands! {
     Checkout(refs::Checkout),
     Fork(refs::Fork),
     Diff(snapshot::Diff),
+    Show(show::Show),
     Restore(refs::Restore),
     Config(config::Config),
     Gc(store::Gc),

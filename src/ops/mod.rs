@@ -28,6 +28,7 @@ mod fork;
 mod log;
 mod refctx;
 mod restore;
+mod show;
 mod status;
 
 use std::path::{Path, PathBuf};
@@ -119,7 +120,8 @@ pub fn run<H: Host>(
             trigger,
             meta,
         } => checkpoint::run(&t, &message, &trigger, meta),
-        Op::Log { limit } => log::run(&t, limit),
+        Op::Log { limit, from, path } => log::run(&t, limit, from.as_deref(), path.as_deref()),
+        Op::Show { target, path } => show::run(&t, op_lock, &target, path.as_deref(), events),
         Op::Status => status::run(&t),
         Op::Branch { name, from } => branch::create(h, &t, &name, from.as_deref()),
         Op::Checkout { target } => checkout::run(&t, &target),

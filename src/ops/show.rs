@@ -169,6 +169,7 @@ struct Stream<'a> {
     events: &'a mut dyn FnMut(Value),
     buf: Vec<u8>,
     hash: blake3::Hasher,
+    /// Bytes pushed so far (sent or buffered).
     size: u64,
 }
 
@@ -183,6 +184,7 @@ impl<'a> Stream<'a> {
     }
 
     fn push(&mut self, mut data: &[u8]) {
+        self.size += data.len() as u64;
         while !data.is_empty() {
             let n = (CHUNK - self.buf.len()).min(data.len());
             self.buf.extend_from_slice(&data[..n]);
@@ -207,7 +209,6 @@ impl<'a> Stream<'a> {
             return;
         }
         self.hash.update(&self.buf);
-        self.size += self.buf.len() as u64;
         (self.events)(json!({"event": "data", "data": base64(&self.buf)}));
         self.buf.clear();
     }

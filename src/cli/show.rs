@@ -184,7 +184,7 @@ fn decode_base64(s: &str) -> Result<Vec<u8>> {
         } as u32)
     }
     let b = s.as_bytes();
-    if b.len() % 4 != 0 {
+    if !b.len().is_multiple_of(4) {
         bail!("malformed data from the daemon (base64 length {})", b.len());
     }
     let mut out = Vec::with_capacity(b.len() / 4 * 3);

@@ -284,7 +284,7 @@ fn step(store: &dyn ObjectStore, c: Checkpoint, s: Suffix, upto: &str) -> Result
                     let a = if i == 1 { "ancestor" } else { "ancestors" };
                     return Err(Error::NotFound(format!("{upto}: history has only {i} {a}")));
                 };
-                c = load_hex(store, "parent", &p.to_string())?;
+                c = load_hex(store, "parent", p)?;
             }
             Ok(c)
         }

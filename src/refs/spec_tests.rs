@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::id::NodeId;
 use crate::refs::{RefRecord, ref_op, validate_ref_name};
-use crate::store::{MemStore, MetaStore};
+use crate::store::MemStore;
 
 fn spec(base: Base, suffixes: &[Suffix]) -> RefSpec {
     RefSpec {

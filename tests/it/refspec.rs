@@ -299,6 +299,18 @@ fn log_filters_by_path_and_prints_oneline() {
         &c3[..12]
     );
     assert_eq!(out, want);
+    // A file changed through a hard link elsewhere: its directory's node is the
+    // same, the hard-link table differs; the directory is still reported changed.
+    fs::create_dir(m.p("h1")).unwrap();
+    fs::create_dir(m.p("h2")).unwrap();
+    fs::write(m.p("h1/f"), "1").unwrap();
+    fs::hard_link(m.p("h1/f"), m.p("h2/f")).unwrap();
+    let c7 = checkpoint(&m, "hard link");
+    fs::write(m.p("h2/f"), "2").unwrap();
+    let c8 = checkpoint(&m, "write through the other link");
+    assert_eq!(log_ids(&m, &["--", "h1"]), vec![c8.clone(), c7.clone()]);
+    assert_eq!(log_ids(&m, &["--", "h1/f"]), vec![c8.clone(), c7.clone()]);
+    assert_eq!(log_ids(&m, &["-n", "1", "--", "a"]), vec![c6.clone()]);
     // An old-style request (no from/path) still works.
     let v = raw(&m, r#"{"v":1,"op":"log","limit":2}"#);
     assert_eq!(v["checkpoints"].as_array().unwrap().len(), 2, "{v}");

@@ -1,9 +1,10 @@
 //! Checkpoints and named refs.
 //!
 //! Owns: checkpoint records (`c/<id>`), branch refs (`r/<name>`), ref-name
-//! validation and resolving user ref syntax (`HEAD`, `HEAD~N` along first parents,
-//! branch names, full or unique-prefix checkpoint ids), and the rules for triggers
-//! and record `meta` maps ([`rules`]). Keys are built by `crate::meta`.
+//! validation, the ref-spec syntax (`HEAD`, `@`, `@{-N}`, `exec@N`, branch names,
+//! full or unique-prefix checkpoint ids, then `~N`/`^N` suffixes: parsed and
+//! resolved by `spec` against a session's [`RefContext`]), and the rules for
+//! triggers and record `meta` maps ([`rules`]). Keys are built by `crate::meta`.
 //!
 //! Checkpoint records are JSON with a version, a list of `parents` and an open
 //! `meta` map (string → JSON), so later features (exec records, experiments,
@@ -18,6 +19,7 @@
 //! range (at most a few), never every checkpoint.
 
 mod rules;
+mod spec;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -29,6 +31,10 @@ use crate::store::ObjectStore;
 pub use rules::{
     KNOWN_TRIGGERS, MAX_META_BYTES, TriggerRule, validate_meta, validate_requested_trigger,
     validate_trigger,
+};
+pub use spec::{
+    Base, HeadOnly, MAX_SPEC, REF_FORMS, RefContext, RefSpec, Suffix, parse as parse_spec,
+    resolve_in,
 };
 
 /// Checkpoint record format version. 2 replaced `parent` by `parents` and made
@@ -295,7 +301,8 @@ impl RefRecord {
 
 /// Validate a branch name: 1-200 bytes; `/`-separated components that are not
 /// empty, `.` or `..`, do not start with `.` or `-`; no whitespace, control
-/// characters or any of `~^:?*[\`; not `HEAD` or `WORKING`; not 64 hex digits.
+/// characters or any of `~^:?*[\`; no `@{`; not `HEAD`, `WORKING`, `@` or
+/// `exec@<digits>` (ref-spec bases); not 64 hex digits.
 pub fn validate_ref_name(name: &str) -> Result<()> {
     let bad = |why: &str| {
         Err(Error::Invalid(format!(
@@ -322,8 +329,17 @@ pub fn validate_ref_name(name: &str) -> Result<()> {
             return bad("a component starts with '.' or '-'");
         }
     }
-    if name == "HEAD" || name == "WORKING" {
+    if name == "HEAD" || name == "WORKING" || name == "@" {
         return bad("reserved name");
+    }
+    if name.contains("@{") {
+        return bad("contains '@{' (ref syntax: @{-N})");
+    }
+    if name
+        .strip_prefix("exec@")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return bad("exec@N names the state after an exec");
     }
     if name.len() == 64 && name.chars().all(|c| c.is_ascii_hexdigit()) {
         return bad("looks like a checkpoint id");
@@ -400,44 +416,11 @@ fn resolve_prefix(store: &dyn ObjectStore, spec: &str, lower: &str) -> Result<Ch
     }
 }
 
-/// Resolve a ref spec to a checkpoint. `head` is the session's current checkpoint.
+/// Resolve a ref spec to a checkpoint outside a session's context: `head` is the
+/// session's current checkpoint; `@{-N}` and `exec@N` are refused (they need
+/// [`resolve_in`] with a session's [`RefContext`]).
 pub fn resolve(store: &dyn ObjectStore, head: Option<&str>, spec: &str) -> Result<Checkpoint> {
-    let head_of = || {
-        head.and_then(CheckpointId::from_hex).ok_or_else(|| {
-            Error::NotFound("this session has no checkpoint yet (HEAD is unset)".into())
-        })
-    };
-    if spec == "HEAD" {
-        return load(store, &head_of()?);
-    }
-    if let Some(n) = spec.strip_prefix("HEAD~") {
-        let n: u64 = n
-            .parse()
-            .map_err(|_| Error::Invalid(format!("bad ref {spec:?}: expected HEAD~N")))?;
-        let mut c = load(store, &head_of()?)?;
-        for _ in 0..n {
-            let p = c.parent().and_then(CheckpointId::from_hex).ok_or_else(|| {
-                Error::NotFound(format!("{spec}: history has fewer than {n} ancestors"))
-            })?;
-            c = load(store, &p)?;
-        }
-        return Ok(c);
-    }
-    if let Some(r) = get_ref(store, spec)? {
-        let id = CheckpointId::from_hex(&r.checkpoint)
-            .ok_or_else(|| Error::corrupt(format!("ref {spec}"), "bad checkpoint id"))?;
-        return load(store, &id);
-    }
-    if spec.len() >= 4 && spec.len() <= 64 && spec.chars().all(|c| c.is_ascii_hexdigit()) {
-        let lower = spec.to_ascii_lowercase();
-        if let Some(id) = CheckpointId::from_hex(&lower) {
-            return load(store, &id);
-        }
-        return resolve_prefix(store, spec, &lower);
-    }
-    Err(Error::NotFound(format!(
-        "unknown ref {spec:?} (not a branch, checkpoint id, HEAD or HEAD~N)"
-    )))
+    resolve_in(store, &HeadOnly(head), spec)
 }
 
 #[cfg(test)]

@@ -9,7 +9,9 @@
 use clap::{Parser, Subcommand};
 
 use super::flags::Globals;
-use super::{Ctx, Outcome, Result, Run, config, daemon, mount, refs, snapshot, store, undo};
+use super::{
+    Ctx, Outcome, Result, Run, config, daemon, mount, refs, show, snapshot, store, undo,
+};
 
 /// The `treefork` command line.
 #[derive(Parser)]
@@ -62,6 +64,7 @@ commands! {
     Checkout(refs::Checkout),
     Fork(refs::Fork),
     Diff(snapshot::Diff),
+    Show(show::Show),
     Restore(refs::Restore),
     Undo(undo::Undo),
     Redo(undo::Redo),

@@ -68,6 +68,7 @@ pub mod output;
 mod paths;
 pub mod plumbing;
 mod refs;
+mod show;
 mod snapshot;
 mod store;
 mod undo;

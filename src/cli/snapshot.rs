@@ -79,23 +79,40 @@ impl Run for Checkpoint {
     }
 }
 
-/// Checkpoints of this session, newest first.
+/// Checkpoints along first parents from REF (default HEAD), newest first.
 #[derive(clap::Args)]
 pub struct Log {
+    /// Where to start: HEAD (default), @, @{-N}, exec@N, a branch or id prefix,
+    /// with ~N / ^N suffixes.
+    #[arg(value_name = "REF")]
+    from: Option<String>,
     /// Show at most N.
-    #[arg(long, default_value_t = 20)]
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 20)]
     limit: usize,
+    /// One line each: short id and message.
+    #[arg(long)]
+    oneline: bool,
+    /// Only checkpoints that changed this path (a file, or anything under a directory).
+    #[arg(last = true, value_name = "PATH")]
+    path: Option<std::path::PathBuf>,
 }
 
 #[derive(Deserialize)]
 struct History {
     #[serde(default)]
     checkpoints: Vec<CheckpointInfo>,
+    #[serde(skip)]
+    oneline: bool,
 }
 
 impl Human for History {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         for c in &self.checkpoints {
+            if self.oneline {
+                let id = short(c.id.as_deref().unwrap_or(""));
+                writeln!(out, "{id} {}", c.message.as_deref().unwrap_or(""))?;
+                continue;
+            }
             writeln!(
                 out,
                 "{}  {}  {:<14} {:>5} changed  {}",
@@ -112,10 +129,17 @@ impl Human for History {
 
 impl Run for Log {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let path = match &self.path {
+            Some(p) => Some(super::paths::workspace_relative(&cx.workspace_root()?, p)?),
+            None => None,
+        };
         let r: Reply<History> = cx.session(Op::Log {
             limit: Some(self.limit),
+            from: self.from.clone(),
+            path,
         })?;
-        Ok(r.into())
+        let oneline = self.oneline;
+        Ok(r.map(|h| History { oneline, ..h }).into())
     }
 }
 

@@ -60,11 +60,18 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
         meta: serde_json::Map<String, serde_json::Value>,
     },
-    /// The session's checkpoints, newest first.
+    /// Checkpoints along first parents from a ref (default HEAD), newest first.
     Log {
         /// At most this many.
         #[serde(default)]
         limit: Option<usize>,
+        /// Ref spec to start from (default HEAD).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<String>,
+        /// Only checkpoints where this workspace-relative path (a file, or a
+        /// directory's subtree) differs from the first parent's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
     },
     /// Paths changed since the last checkpoint.
     Status,
@@ -195,6 +202,17 @@ pub enum Op {
     SessionRm {
         /// Session name.
         name: String,
+    },
+    /// A checkpoint's metadata and changed paths; with `path`, the bytes (or
+    /// directory entries, or link target) at that path in it, streamed as
+    /// `{"event":"data"}` lines.
+    Show {
+        /// The ref spec.
+        #[serde(rename = "ref")]
+        target: String,
+        /// Workspace-relative path inside that state.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
     },
     /// Show (and with `set`, change) the session's settings.
     Config {

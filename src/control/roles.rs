@@ -39,7 +39,13 @@ impl Role {
                 trigger: _,
                 meta: _,
             }
-            | Op::Log { limit: _ }
+            | Op::Log {
+                limit: _,
+                from: _,
+                path: _,
+            }
+            // Reads stored states only (never follows links out of the tree).
+            | Op::Show { target: _, path: _ }
             | Op::Diff {
                 a: _,
                 b: _,

@@ -25,7 +25,7 @@ pub(super) fn run<H: Host>(
     let spec = spec.ok_or_else(|| Error::Invalid("checkout needs a ref".into()))?;
     let s = &t.session;
     let store = s.store().clone();
-    let c = refs::resolve(&*store, s.record().head.as_deref(), spec)?;
+    let c = super::refctx::resolve(t, spec)?;
     let attach = refs::get_ref(&*store, spec)?
         .filter(|r| r.checkpoint == c.id)
         .map(|_| spec.to_string());

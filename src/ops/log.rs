@@ -1,24 +1,115 @@
-//! `log`: the session's checkpoints, newest first.
+//! `log`: checkpoints along first parents from a ref (default HEAD), newest first;
+//! with a path, only those where that path differs from the first parent's.
+//!
+//! The path filter compares the records found by path in the two roots (kind,
+//! content id, permissions, owner, size, xattrs: see [`diff::same`]), so a
+//! directory compares by its subtree's node id — no tree walk per checkpoint.
+//! Equal directory ids stand for equal subtrees only when the two roots'
+//! hard-link tables agree; when they do not, that one pair falls back to a diff
+//! walk stopped at the first difference under the path. Symbolic links inside the
+//! tree are never followed (a path through one is absent).
 
 use serde_json::{Value, json};
 
-use super::{DEFAULT_LOG_LIMIT, Target, ckpt_json};
+use super::restore::clean_path;
+use super::{DEFAULT_LOG_LIMIT, Target, ckpt_json, refctx};
+use crate::diff::{self, Tree};
 use crate::error::Result;
-use crate::id::CheckpointId;
-use crate::refs;
+use crate::id::{CheckpointId, NodeId};
+use crate::refs::{self, Checkpoint};
+use crate::store::ObjectStore;
+use crate::tree::Record;
 
-pub(super) fn run(t: &Target, limit: Option<usize>) -> Result<Value> {
+pub(super) fn run(
+    t: &Target,
+    limit: Option<usize>,
+    from: Option<&str>,
+    path: Option<&str>,
+) -> Result<Value> {
     let limit = limit.unwrap_or(DEFAULT_LOG_LIMIT);
     let store = t.session.store();
+    let path = path.map(clean_path).transpose()?;
+    let start = match from {
+        Some(spec) => Some(refctx::resolve(t, spec)?),
+        None => match t.session.record().head.as_deref() {
+            Some(_) => Some(refctx::resolve(t, "HEAD")?),
+            None => None,
+        },
+    };
     let mut out = Vec::new();
-    let mut cur = t.session.record().head;
-    while let Some(id) = cur.as_deref().and_then(CheckpointId::from_hex) {
+    let mut cur = start;
+    // The path's record in `cur`'s tree, carried from the previous step.
+    let mut at_cur: Option<(Tree, Option<Record>)> = None;
+    while let Some(c) = cur.take() {
         if out.len() >= limit {
             break;
         }
-        let c = refs::load(&**store, &id)?;
-        cur = c.parent().map(str::to_string);
-        out.push(ckpt_json(&c));
+        let parent = match c.parent().and_then(CheckpointId::from_hex) {
+            Some(p) => Some(refs::load(&**store, &p)?),
+            None => None,
+        };
+        let keep = match &path {
+            None => true,
+            Some(p) => {
+                let here = match at_cur.take() {
+                    Some(x) => x,
+                    None => lookup(&**store, c.root_id()?, p)?,
+                };
+                let there = match &parent {
+                    Some(pc) => Some(lookup(&**store, pc.root_id()?, p)?),
+                    None => None,
+                };
+                let changed =
+                    path_changed(&**store, &c, parent.as_ref(), &here, there.as_ref(), p)?;
+                at_cur = there;
+                changed
+            }
+        };
+        if keep {
+            out.push(ckpt_json(&c));
+        }
+        cur = parent;
     }
     Ok(json!({"checkpoints": out}))
+}
+
+/// The tree of `root` and the record at `path` in it.
+fn lookup(store: &dyn ObjectStore, root: NodeId, path: &[u8]) -> Result<(Tree, Option<Record>)> {
+    let tree = Tree::load(store, root)?;
+    let r = tree.lookup(store, path)?;
+    Ok((tree, r))
+}
+
+/// Whether `path` differs between checkpoint `c` (its tree and record `here`) and
+/// its first parent (`there`; a checkpoint without a parent changed every path it
+/// has).
+fn path_changed(
+    store: &dyn ObjectStore,
+    c: &Checkpoint,
+    parent: Option<&Checkpoint>,
+    here: &(Tree, Option<Record>),
+    there: Option<&(Tree, Option<Record>)>,
+    path: &[u8],
+) -> Result<bool> {
+    let (Some(parent), Some(there)) = (parent, there) else {
+        return Ok(here.1.is_some());
+    };
+    match (&here.1, &there.1) {
+        (None, None) => Ok(false),
+        (Some(a), Some(b)) if diff::same(a, b) => {
+            if a.kind != crate::tree::Kind::Dir || here.0.links_agree(&there.0) {
+                return Ok(false);
+            }
+            // Equal directory ids, different hard-link records: look under it.
+            let mut under = false;
+            diff::diff_walk(store, parent.root_id()?, c.root_id()?, &mut |e| {
+                under = path.is_empty()
+                    || e.path.starts_with(path)
+                        && (e.path.len() == path.len() || e.path.get(path.len()) == Some(&b'/'));
+                !under
+            })?;
+            Ok(under)
+        }
+        _ => Ok(true),
+    }
 }

@@ -28,7 +28,9 @@ mod fork;
 mod log;
 mod oplog_list;
 pub(crate) mod record;
+mod refctx;
 mod restore;
+mod show;
 mod status;
 mod undo;
 
@@ -44,7 +46,7 @@ use crate::control::{AgentSocket, MountFor, Op};
 use crate::error::{Error, Result};
 use crate::id::NodeId;
 use crate::oplog::Actor;
-use crate::refs::{self, Checkpoint};
+use crate::refs::Checkpoint;
 use crate::session::snapshot::Inval;
 use crate::session::{Session, SessionRecord};
 use crate::store::ObjectStore;
@@ -132,7 +134,8 @@ pub fn run<H: Host>(
             trigger,
             meta,
         } => checkpoint::run(&t, &call, &message, &trigger, meta),
-        Op::Log { limit } => log::run(&t, limit),
+        Op::Log { limit, from, path } => log::run(&t, limit, from.as_deref(), path.as_deref()),
+        Op::Show { target, path } => show::run(&t, op_lock, &target, path.as_deref(), events),
         Op::Status => status::run(&t),
         Op::Branch { name, from } => branch::create(h, &t, &call, &name, from.as_deref()),
         Op::BranchRename { old, new } => branch::rename(h, &t, &call, &old, &new),
@@ -311,13 +314,13 @@ fn ref_or_fresh(
 ) -> Result<Checkpoint> {
     let s = &t.session;
     if let Some(spec) = from {
-        return refs::resolve(&**s.store(), s.record().head.as_deref(), spec);
+        return refctx::resolve(t, spec);
     }
     syncfs(&t.mountpoint)?;
     if s.record().head.is_none() || s.has_changes()? {
         s.checkpoint(message, trigger, None)
     } else {
-        refs::resolve(&**s.store(), s.record().head.as_deref(), "HEAD")
+        refctx::resolve(t, "HEAD")
     }
 }
 
@@ -331,6 +334,5 @@ fn side_root(t: &Target, spec: &str) -> Result<NodeId> {
     if spec == "WORKING" {
         return working_root(t);
     }
-    let head = t.session.record().head;
-    refs::resolve(&**t.session.store(), head.as_deref(), spec)?.root_id()
+    refctx::resolve(t, spec)?.root_id()
 }

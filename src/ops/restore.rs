@@ -7,7 +7,6 @@ use super::{Target, save_and_graft, saved_json, working_root};
 use crate::diff;
 use crate::error::{Error, Result};
 use crate::id::NodeId;
-use crate::refs;
 use crate::store::ObjectStore;
 
 pub(super) fn run(
@@ -19,7 +18,7 @@ pub(super) fn run(
 ) -> Result<Value> {
     let s = &t.session;
     let store = s.store().clone();
-    let c = refs::resolve(&*store, s.record().head.as_deref(), spec)?;
+    let c = super::refctx::resolve(t, spec)?;
     let paths: Vec<Vec<u8>> = paths.iter().map(|p| clean_path(p)).collect::<Result<_>>()?;
     let root = working_root(t)?;
     for p in &paths {
@@ -78,7 +77,7 @@ fn under(path: &[u8], prefixes: &[Vec<u8>]) -> bool {
 /// A path argument as a normalized workspace path: relative to the workspace root,
 /// no NUL, no `..` (refused, not resolved), empty and `.` components dropped (the
 /// empty result is the whole tree).
-fn clean_path(p: &str) -> Result<Vec<u8>> {
+pub(super) fn clean_path(p: &str) -> Result<Vec<u8>> {
     if p.contains('\0') {
         return Err(Error::Invalid(format!("path {p:?} contains a NUL byte")));
     }

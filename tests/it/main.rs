@@ -20,6 +20,7 @@ mod powercut;
 mod programs;
 mod races;
 mod records;
+mod refspec;
 mod robustness;
 mod security;
 mod snapshots;

@@ -1,0 +1,62 @@
+//! The ref context of a live session: what `@`/`HEAD`, `@{-N}` and `exec@N` mean
+//! for it. Every op that resolves a ref spec given by a client goes through
+//! [`resolve`] (so the whole ref syntax means the same in every command).
+//!
+//! HEAD comes from the session record. `@{-N}` is answered from the session's
+//! operation log: the HEAD before its N-th newest `checkout` operation. `exec@N`
+//! is the state after exec number N (its `exec` operation's HEAD after).
+
+use super::Target;
+use crate::error::{Error, Result};
+use crate::refs::{self, Checkpoint, RefContext};
+
+/// A [`RefContext`] for a mounted session.
+pub(crate) struct SessionRefs<'a> {
+    t: &'a Target,
+}
+
+impl<'a> SessionRefs<'a> {
+    /// The context of `t`.
+    pub(crate) fn new(t: &'a Target) -> SessionRefs<'a> {
+        SessionRefs { t }
+    }
+}
+
+impl RefContext for SessionRefs<'_> {
+    fn head(&self) -> Option<String> {
+        self.t.session.record().head
+    }
+
+    fn previous_checkout(&self, n: u64) -> Result<String> {
+        let s = &self.t.session;
+        let mut seen = 0;
+        // Newest first, in pages (the log is bounded by retention).
+        for op in crate::oplog::list(&**s.store(), s.name(), usize::MAX)? {
+            if op.kind != "checkout" {
+                continue;
+            }
+            seen += 1;
+            if seen == n {
+                return op.before.head.ok_or_else(|| {
+                    Error::NotFound(format!(
+                        "@{{-{n}}}: the session had no checkpoint before that checkout"
+                    ))
+                });
+            }
+        }
+        Err(Error::NotFound(format!(
+            "@{{-{n}}}: the session's log has {seen} checkout(s)"
+        )))
+    }
+
+    fn exec_state(&self, n: u64) -> Result<String> {
+        Err(Error::Invalid(format!(
+            "exec@{n}: exec records are not yet recorded"
+        )))
+    }
+}
+
+/// Resolve `spec` in the context of the session of `t`.
+pub(crate) fn resolve(t: &Target, spec: &str) -> Result<Checkpoint> {
+    refs::resolve_in(&**t.session.store(), &SessionRefs::new(t), spec)
+}

@@ -1,0 +1,277 @@
+//! `show`: a checkpoint's metadata and the paths it changed (vs its first parent),
+//! or with a path, what is at that path in it — without a checkout.
+//!
+//! The ref is resolved under the session's op lock, which is then released: the
+//! rest reads only stored objects named by the checkpoint's root.
+//!
+//! Contents: a regular file's bytes (holes as zeros) and a symbolic link's target
+//! are sent as `{"event":"data","data":<base64>}` lines of at most [`CHUNK`] bytes
+//! each, so the daemon holds one chunk at a time whatever the file size; the
+//! response then carries the `size` and `blake3` of all the bytes, which the
+//! client checks. A directory answers its entries. The path is hostile input: NUL,
+//! absolute paths and `..` are refused, and symbolic links inside the tree are
+//! never followed (a path through one is refused, naming the link).
+
+use std::sync::MutexGuard;
+
+use serde_json::{Value, json};
+
+use super::restore::clean_path;
+use super::{Target, ckpt_json, refctx};
+use crate::diff::{self, Tree};
+use crate::error::{Error, Result};
+use crate::id::CheckpointId;
+use crate::refs::{self, Checkpoint};
+use crate::store::{Kind as ObjKind, ObjectStore};
+use crate::tree::{BLOCK_SIZE, Content, Kind, Record};
+
+/// Largest number of content bytes in one `data` event.
+pub const CHUNK: usize = 256 * 1024;
+
+pub(super) fn run(
+    t: &Target,
+    op_lock: MutexGuard<'_, ()>,
+    spec: &str,
+    path: Option<&str>,
+    events: &mut dyn FnMut(Value),
+) -> Result<Value> {
+    let path = path.map(clean_path).transpose()?;
+    let c = refctx::resolve(t, spec)?;
+    // The checkpoint is immutable: the rest reads stored objects only.
+    drop(op_lock);
+    let store = t.session.store().clone();
+    match path {
+        None => metadata(&*store, &c),
+        Some(p) => contents(&*store, &c, spec, &p, events),
+    }
+}
+
+/// The record, and the changed paths vs the first parent (`null` for a checkpoint
+/// without parents).
+fn metadata(store: &dyn ObjectStore, c: &Checkpoint) -> Result<Value> {
+    let changes = match c.parent().and_then(CheckpointId::from_hex) {
+        Some(p) => {
+            let parent = refs::load(store, &p)?;
+            let list: Vec<Value> = diff::diff_roots(store, parent.root_id()?, c.root_id()?)?
+                .iter()
+                .map(|e| json!({"path": e.path_str(), "change": e.change}))
+                .collect();
+            Some(list)
+        }
+        None => None,
+    };
+    Ok(json!({"checkpoint": ckpt_json(c), "changes": changes}))
+}
+
+fn kind_name(k: Kind) -> &'static str {
+    match k {
+        Kind::File => "file",
+        Kind::Dir => "dir",
+        Kind::Symlink => "symlink",
+        Kind::Fifo => "fifo",
+        Kind::Socket => "socket",
+        Kind::CharDev => "chardev",
+        Kind::BlockDev => "blockdev",
+    }
+}
+
+fn contents(
+    store: &dyn ObjectStore,
+    c: &Checkpoint,
+    spec: &str,
+    path: &[u8],
+    events: &mut dyn FnMut(Value),
+) -> Result<Value> {
+    let shown = String::from_utf8_lossy(path).into_owned();
+    let tree = Tree::load(store, c.root_id()?)?;
+    if let Some(link) = tree.symlink_prefix(store, path)? {
+        return Err(Error::Invalid(format!(
+            "path {shown:?} goes through the symbolic link {:?} in {spec}; symbolic links are not followed",
+            String::from_utf8_lossy(&link)
+        )));
+    }
+    let r = tree.lookup(store, path)?.ok_or_else(|| {
+        Error::NotFound(format!(
+            "path {shown:?} does not exist in {spec} ({})",
+            &c.id[..12]
+        ))
+    })?;
+    let mut v = json!({
+        "checkpoint": c.id, "path": shown, "kind": kind_name(r.kind),
+        "mode": r.attr.perm & 0o7777,
+    });
+    match r.kind {
+        Kind::Dir => v["entries"] = json!(entries(store, &tree, &r)?),
+        Kind::File | Kind::Symlink => {
+            let mut out = Stream::new(events);
+            match (&r.kind, &r.content) {
+                (Kind::Symlink, Content::Bytes(b)) => out.push(b),
+                (Kind::File, _) => file_bytes(store, &r, &mut out)?,
+                _ => {}
+            }
+            let (size, hash) = out.finish();
+            v["size"] = json!(size);
+            v["blake3"] = json!(hash);
+        }
+        _ => {}
+    }
+    Ok(v)
+}
+
+/// A directory's entries: name, kind, size.
+fn entries(store: &dyn ObjectStore, tree: &Tree, r: &Record) -> Result<Vec<Value>> {
+    let Content::Node(id) = r.content else {
+        return Ok(Vec::new());
+    };
+    let dir = crate::dirs::load_dir(store, Some(id))?;
+    Ok(dir
+        .entries
+        .iter()
+        .map(|(name, e)| {
+            let r = tree.resolve(e);
+            json!({
+                "name": String::from_utf8_lossy(name),
+                "kind": r.as_ref().map(|r| kind_name(r.kind)),
+                "size": r.as_ref().map(|r| r.attr.size),
+            })
+        })
+        .collect())
+}
+
+/// Feed a regular file's bytes (holes and a short last block as zeros, exactly
+/// `size` bytes) to `out`, one stored block at a time.
+fn file_bytes(store: &dyn ObjectStore, r: &Record, out: &mut Stream<'_>) -> Result<()> {
+    let size = r.attr.size;
+    if let Content::Node(id) = r.content {
+        let loaded = crate::files::load(store, id)?;
+        if let Some(d) = loaded.inline {
+            out.push(&d[..(size.min(d.len() as u64)) as usize]);
+        } else {
+            for (idx, chunk) in loaded.blocks {
+                let start = idx.saturating_mul(BLOCK_SIZE);
+                if start >= size {
+                    break;
+                }
+                out.zeros(start.saturating_sub(out.size));
+                let data = store.get(ObjKind::Chunk, &chunk.0)?;
+                let n = (data.len() as u64).min(size - start) as usize;
+                out.push(&data[..n]);
+            }
+        }
+    }
+    out.zeros(size.saturating_sub(out.size));
+    Ok(())
+}
+
+/// Bytes on their way to the client: buffered into `data` events of at most
+/// [`CHUNK`] bytes, counted and hashed.
+struct Stream<'a> {
+    events: &'a mut dyn FnMut(Value),
+    buf: Vec<u8>,
+    hash: blake3::Hasher,
+    /// Bytes pushed so far (sent or buffered).
+    size: u64,
+}
+
+impl<'a> Stream<'a> {
+    fn new(events: &'a mut dyn FnMut(Value)) -> Stream<'a> {
+        Stream {
+            events,
+            buf: Vec::with_capacity(CHUNK),
+            hash: blake3::Hasher::new(),
+            size: 0,
+        }
+    }
+
+    fn push(&mut self, mut data: &[u8]) {
+        self.size += data.len() as u64;
+        while !data.is_empty() {
+            let n = (CHUNK - self.buf.len()).min(data.len());
+            self.buf.extend_from_slice(&data[..n]);
+            data = &data[n..];
+            if self.buf.len() == CHUNK {
+                self.flush();
+            }
+        }
+    }
+
+    fn zeros(&mut self, mut n: u64) {
+        const Z: [u8; 4096] = [0; 4096];
+        while n > 0 {
+            let k = n.min(Z.len() as u64) as usize;
+            self.push(&Z[..k]);
+            n -= k as u64;
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        self.hash.update(&self.buf);
+        (self.events)(json!({"event": "data", "data": base64(&self.buf)}));
+        self.buf.clear();
+    }
+
+    /// Send what is left; the byte count and blake3 (hex) of everything sent.
+    fn finish(mut self) -> (u64, String) {
+        self.flush();
+        (self.size, self.hash.finalize().to_hex().to_string())
+    }
+}
+
+/// Standard base64 (RFC 4648, with padding).
+pub fn base64(data: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::with_capacity(data.len().div_ceil(3) * 4);
+    for c in data.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                s.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                s.push('=');
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_rfc4648_vectors() {
+        for (i, o) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(i.as_bytes()), o);
+        }
+        assert_eq!(base64(&[0xff, 0xfe, 0xfd]), "//79");
+    }
+
+    #[test]
+    fn stream_chunks_count_and_hash() {
+        let mut got: Vec<usize> = Vec::new();
+        let mut ev = |v: Value| got.push(v["data"].as_str().unwrap().len());
+        let mut s = Stream::new(&mut ev);
+        s.push(&[1; 100]);
+        s.zeros(CHUNK as u64 * 2);
+        let (size, hash) = s.finish();
+        let mut all = vec![1u8; 100];
+        all.resize(100 + CHUNK * 2, 0);
+        assert_eq!(size, all.len() as u64);
+        assert_eq!(hash, blake3::hash(&all).to_hex().to_string());
+        let enc = |n: usize| n.div_ceil(3) * 4;
+        assert_eq!(got, vec![enc(CHUNK), enc(CHUNK), enc(100)]);
+    }
+}

@@ -9,9 +9,7 @@
 use clap::{Parser, Subcommand};
 
 use super::flags::Globals;
-use super::{
-    Ctx, Outcome, Result, Run, config, daemon, mount, refs, show, snapshot, store, undo,
-};
+use super::{Ctx, Outcome, Result, Run, config, daemon, mount, refs, show, snapshot, store, undo};
 
 /// The `treefork` command line.
 #[derive(Parser)]

@@ -25,4 +25,5 @@ mod robustness;
 mod security;
 mod snapshots;
 mod stale;
+mod undo;
 mod upgrade;

@@ -9,7 +9,9 @@
 use clap::{Parser, Subcommand};
 
 use super::flags::Globals;
-use super::{Ctx, Outcome, Result, Run, config, daemon, mount, refs, show, snapshot, store, undo};
+use super::{
+    Ctx, Outcome, Result, Run, config, daemon, mount, refs, show, snapshot, store, timeline, undo,
+};
 
 /// The `treefork` command line.
 #[derive(Parser)]
@@ -67,6 +69,8 @@ commands! {
     Undo(undo::Undo),
     Redo(undo::Redo),
     Op(undo::OpCmd),
+    Timeline(timeline::Timeline),
+    Note(timeline::Note),
     Config(config::Config),
     Gc(store::Gc),
     Fsck(store::Fsck),

@@ -71,6 +71,7 @@ mod refs;
 mod show;
 mod snapshot;
 mod store;
+mod timeline;
 mod undo;
 
 pub use anyhow::Result;

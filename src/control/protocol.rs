@@ -134,6 +134,27 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         what: Option<String>,
     },
+    /// The session's activity, oldest first: operations with the files each
+    /// changed, and notes.
+    Timeline {
+        /// Only entries at or after this unix time (seconds).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since: Option<i64>,
+        /// Only entries by this role (`user`, `agent`, `daemon`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        actor: Option<String>,
+        /// At most this many (the newest).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<usize>,
+    },
+    /// Add an entry of the agent or its runtime to the session's log.
+    Note {
+        /// The text.
+        text: String,
+        /// `action` (default), `decision`, `error` or `nudge`.
+        #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+        kind: Option<String>,
+    },
     /// The session's operations, newest first.
     OpLog {
         /// At most this many.

@@ -74,6 +74,13 @@ impl Role {
             }
             | Op::OpRestore { seq: _, what: _ }
             | Op::OpLog { limit: _ } => true,
+            // Reading the activity and adding notes to it.
+            Op::Timeline {
+                since: _,
+                actor: _,
+                limit: _,
+            }
+            | Op::Note { text: _, kind: _ } => true,
             // Drops a name: the user's.
             Op::BranchRename { old: _, new: _ } => false,
             Op::Restore {

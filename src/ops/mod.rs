@@ -32,6 +32,7 @@ mod refctx;
 mod restore;
 mod show;
 mod status;
+mod timeline;
 mod undo;
 
 use std::path::{Path, PathBuf};
@@ -178,6 +179,12 @@ pub fn run<H: Host>(
         Op::Redo { what, if_last } => undo::redo(h, &t, &call, what, if_last),
         Op::OpRestore { seq, what } => undo::restore(h, &t, &call, seq, what),
         Op::OpLog { limit } => oplog_list::run(&t, limit),
+        Op::Timeline {
+            since,
+            actor,
+            limit,
+        } => timeline::run(&t, since, actor.as_deref(), limit),
+        Op::Note { text, kind } => timeline::note(&t, &call, kind.as_deref(), &text),
         _ => Err(Error::Invalid("not a session operation".into())),
     }
 }

@@ -317,3 +317,44 @@ fn gc_prunes_operations_past_retention_and_keeps_what_they_name() {
     let e = err_of(&m, &["undo"]);
     assert!(e.contains("nothing to undo"), "{e}");
 }
+
+#[test]
+fn timeline_lists_operations_with_their_files_and_notes_in_place() {
+    assert!(fuse_available());
+    let m = Mount::new();
+    write_synced(&m.p("a.txt"), b"1");
+    checkpoint(&m, "one");
+    ws_ok(&m, &["note", "--type", "decision", "use the fast path"]);
+    write_synced(&m.p("b.txt"), b"2");
+    ws_ok(&m, &["restore", "HEAD"]);
+    let t = j(&m, &["timeline"]);
+    let es = t["entries"].as_array().unwrap();
+    let kinds: Vec<&str> = es.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["checkpoint", "note", "restore"], "{t}");
+    assert_eq!(es[1]["meta"]["note"]["type"], "decision");
+    // The restore removed b.txt: the entry names it.
+    assert_eq!(es[2]["files"]["paths"][0]["path"], "b.txt", "{t}");
+    assert_eq!(es[2]["files"]["count"], 1);
+    let human = ws_ok(&m, &["timeline"]);
+    assert!(human.contains("[decision] use the fast path"), "{human}");
+    // Filters; a note does not count for undo.
+    assert_eq!(
+        j(&m, &["timeline", "--actor", "agent"])["entries"],
+        json!([])
+    );
+    assert_eq!(
+        j(&m, &["timeline", "--since", "1h"])["entries"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let e = err_of(&m, &["note", "--type", "rant", "x"]);
+    assert!(e.contains("rant"), "{e}");
+    ws_ok(&m, &["note", "before undo"]);
+    ws_ok(&m, &["undo"]);
+    assert!(
+        m.p("b.txt").exists(),
+        "undo skipped the note and undid the restore"
+    );
+}

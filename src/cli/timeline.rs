@@ -1,0 +1,182 @@
+//! `timeline` and `note`: what happened in a session, for the person reviewing
+//! an agent's work, and the agent's own entries in it.
+
+use super::output::fmt_time;
+use super::prelude::*;
+
+/// A session's operations (checkpoints, checkouts, execs, experiments, undos, ...)
+/// and notes in time order, each with the files it changed.
+#[derive(clap::Args)]
+pub struct Timeline {
+    /// Only entries since TIME: unix seconds, or an age like 30m, 2h, 1d.
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
+    /// Only entries by this role: user, agent or daemon.
+    #[arg(long, value_name = "ROLE")]
+    actor: Option<String>,
+    /// At most N entries (the newest).
+    #[arg(short = 'n', long = "max-count", value_name = "N")]
+    limit: Option<usize>,
+}
+
+/// Unix seconds from `30m`, `2h`, `1d`, `45s` (an age) or a plain number.
+fn parse_since(s: &str, now: i64) -> Result<i64> {
+    if let Ok(n) = s.parse::<i64>() {
+        return Ok(n);
+    }
+    let (num, unit) = s.split_at(s.len().saturating_sub(1));
+    let n: i64 = num
+        .parse()
+        .map_err(|_| anyhow!("--since {s:?}: expected unix seconds or an age like 30m, 2h, 1d"))?;
+    let mult = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => bail!("--since {s:?}: the unit is one of s, m, h, d"),
+    };
+    Ok(now - n * mult)
+}
+
+#[derive(Deserialize)]
+struct Entries {
+    #[serde(default)]
+    entries: Vec<Entry>,
+}
+
+#[derive(Deserialize)]
+struct Entry {
+    seq: u64,
+    time: i64,
+    kind: String,
+    summary: String,
+    actor: Actor,
+    #[serde(default)]
+    explanation: Option<String>,
+    #[serde(default)]
+    meta: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    files: Files,
+}
+
+#[derive(Deserialize)]
+struct Actor {
+    role: String,
+}
+
+#[derive(Deserialize, Default)]
+struct Files {
+    #[serde(default)]
+    count: u64,
+    #[serde(default)]
+    paths: Vec<PathChange>,
+}
+
+#[derive(Deserialize)]
+struct PathChange {
+    path: String,
+    change: String,
+}
+
+impl Human for Entries {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        for e in &self.entries {
+            let when = fmt_time(e.time);
+            if e.kind == "note" {
+                let n = &e.meta["note"];
+                writeln!(
+                    out,
+                    "{when}  #{:<4} {:<6} [{}] {}",
+                    e.seq,
+                    e.actor.role,
+                    n["type"].as_str().unwrap_or(""),
+                    n["text"].as_str().unwrap_or("")
+                )?;
+                continue;
+            }
+            writeln!(
+                out,
+                "{when}  #{:<4} {:<6} {}",
+                e.seq, e.actor.role, e.summary
+            )?;
+            if let Some(x) = &e.explanation {
+                writeln!(out, "{:>28} why: {x}", "")?;
+            }
+            for p in &e.files.paths {
+                let letter = p.change.chars().next().unwrap_or('?').to_ascii_uppercase();
+                writeln!(out, "{:>28} {letter} {}", "", p.path)?;
+            }
+            let more = e.files.count.saturating_sub(e.files.paths.len() as u64);
+            if more > 0 {
+                writeln!(out, "{:>28} ... and {more} more", "")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Run for Timeline {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        let since = self
+            .since
+            .as_deref()
+            .map(|s| parse_since(s, now))
+            .transpose()?;
+        let r: Reply<Entries> = cx.session(Op::Timeline {
+            since,
+            actor: self.actor.clone(),
+            limit: self.limit,
+        })?;
+        Ok(r.into())
+    }
+}
+
+/// Add an entry to the session's timeline (what the agent did, decided, got wrong,
+/// or was nudged to do).
+#[derive(clap::Args)]
+pub struct Note {
+    /// The entry's type.
+    #[arg(long = "type", value_parser = ["action", "decision", "error", "nudge"], default_value = "action")]
+    kind: String,
+    /// The text.
+    text: String,
+}
+
+#[derive(Deserialize)]
+struct Noted {
+    op: u64,
+}
+
+impl Human for Noted {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "noted as operation {}", self.op)
+    }
+}
+
+impl Run for Note {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let r: Reply<Noted> = cx.session(Op::Note {
+            text: self.text.clone(),
+            kind: Some(self.kind.clone()),
+        })?;
+        Ok(r.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_since;
+
+    #[test]
+    fn since_accepts_seconds_and_ages() {
+        assert_eq!(parse_since("1700000000", 0).unwrap(), 1_700_000_000);
+        assert_eq!(parse_since("30m", 10_000).unwrap(), 10_000 - 1800);
+        assert_eq!(parse_since("2d", 1_000_000).unwrap(), 1_000_000 - 172_800);
+        assert!(parse_since("5y", 0).is_err());
+        assert!(parse_since("m", 0).is_err());
+    }
+}

@@ -1,0 +1,111 @@
+//! `timeline` and `note`: a session's activity for the person reviewing what an
+//! agent did (seed 004's activity log), and the agent's own entries in it.
+//!
+//! The timeline is the operation log oldest first — checkpoints (manual and
+//! automatic), checkouts, restores, branch changes, forks, execs, experiments,
+//! undos and notes — each with the files its workspace change touched (the diff of
+//! its before and after workspace roots, at most [`PATHS_SHOWN`] paths and the
+//! count). Filters: `since` (unix seconds) and `actor` (a role: user, agent,
+//! daemon). A note is an inert operation (undo skips it) of kind `note`, its type
+//! (`action`, `decision`, `error`, `nudge`) and text in `meta`.
+
+use serde_json::{Value, json};
+
+use super::Target;
+use super::oplog_list::op_json;
+use super::record::{self, Call, view_of};
+use crate::diff;
+use crate::error::{Error, Result};
+use crate::id::NodeId;
+use crate::oplog::{self, Operation};
+
+/// Most paths listed per entry.
+pub const PATHS_SHOWN: usize = 50;
+/// Default number of entries.
+pub const DEFAULT_ENTRIES: usize = 200;
+/// Longest note.
+pub const MAX_NOTE: usize = 16 << 10;
+/// Note types.
+pub const NOTE_TYPES: &[&str] = &["action", "decision", "error", "nudge"];
+
+pub(super) fn run(
+    t: &Target,
+    since: Option<i64>,
+    actor: Option<&str>,
+    limit: Option<usize>,
+) -> Result<Value> {
+    let s = &t.session;
+    let store = s.store();
+    let limit = limit.unwrap_or(DEFAULT_ENTRIES);
+    let mut ops: Vec<Operation> = oplog::list(&**store, s.name(), usize::MAX)?
+        .into_iter()
+        .filter(|o| since.is_none_or(|t| o.time_ns / 1_000_000_000 >= t as i128))
+        .filter(|o| actor.is_none_or(|a| o.actor.role == a))
+        .take(limit)
+        .collect();
+    ops.reverse();
+    let entries: Vec<Value> = ops
+        .iter()
+        .map(|o| {
+            let mut v = op_json(o);
+            v["files"] = files_of(&**store, o);
+            v
+        })
+        .collect();
+    Ok(json!({"entries": entries}))
+}
+
+/// The paths an operation's workspace change touched.
+fn files_of(store: &dyn crate::store::ObjectStore, o: &Operation) -> Value {
+    if o.before.workspace == o.after.workspace {
+        return json!({"count": 0, "paths": []});
+    }
+    let (Some(a), Some(b)) = (
+        NodeId::from_hex(&o.before.workspace),
+        NodeId::from_hex(&o.after.workspace),
+    ) else {
+        return json!({"error": "bad workspace id"});
+    };
+    let mut paths = Vec::new();
+    let mut count = 0u64;
+    let r = diff::diff_walk(store, a, b, &mut |e| {
+        count += 1;
+        if paths.len() < PATHS_SHOWN {
+            paths.push(json!({"path": e.path_str(), "change": e.change}));
+        }
+        true
+    });
+    match r {
+        Ok(()) => json!({"count": count, "paths": paths}),
+        Err(e) => json!({"error": e.to_string()}),
+    }
+}
+
+pub(super) fn note(t: &Target, call: &Call, kind: Option<&str>, text: &str) -> Result<Value> {
+    let kind = kind.unwrap_or("action");
+    if !NOTE_TYPES.contains(&kind) {
+        return Err(Error::Invalid(format!(
+            "note type {kind:?}: expected one of {}",
+            NOTE_TYPES.join(", ")
+        )));
+    }
+    if text.trim().is_empty() {
+        return Err(Error::Invalid("a note needs text".into()));
+    }
+    if text.len() > MAX_NOTE {
+        return Err(Error::Invalid(format!(
+            "a note is at most {MAX_NOTE} bytes ({} given)",
+            text.len()
+        )));
+    }
+    let rec = t.session.record();
+    let root = NodeId::from_hex(&rec.root)
+        .ok_or_else(|| Error::corrupt(format!("session record {}", rec.name), "bad root"))?;
+    let v = view_of(&rec, root);
+    let mut op = call.op("note", v.clone(), v);
+    op.inert = true;
+    op.meta
+        .insert("note".into(), json!({"type": kind, "text": text}));
+    let o = record::append(t, op)?;
+    Ok(json!({"op": o.seq}))
+}

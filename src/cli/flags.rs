@@ -39,4 +39,5 @@ pub struct AgentArgs {
 }
 
 /// Help of every argument naming a checkpoint (`REF`).
-pub const REF_HELP: &str = "Checkpoint id, branch, HEAD or HEAD~N";
+pub const REF_HELP: &str =
+    "Checkpoint id (prefix), branch, HEAD/@, @{-N}, exec@N, each with ~N or ^N suffixes";

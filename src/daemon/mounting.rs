@@ -32,7 +32,7 @@ use crate::store::ObjectStore;
 /// How a session to mount is obtained.
 enum Source<'a> {
     /// Its record (existing, or just written by a fork).
-    Record(SessionRecord),
+    Record(Box<SessionRecord>),
     /// Created now, imported from a host directory.
     Import(&'a Path),
     /// Created now, empty.
@@ -57,7 +57,7 @@ impl Daemon {
                     "session {name} already exists; --from only applies when creating a session"
                 )));
             }
-            (Some(r), None) => Source::Record(r),
+            (Some(r), None) => Source::Record(Box::new(r)),
             (None, Some(dir)) => Source::Import(dir),
             (None, None) => Source::Empty,
         };
@@ -127,7 +127,7 @@ impl Daemon {
     ) -> Result<(SessionRecord, Option<u64>)> {
         let store = &*self.store;
         match source {
-            Source::Record(r) => Ok((r, None)),
+            Source::Record(r) => Ok((*r, None)),
             Source::Import(from) => {
                 let mut last = Instant::now();
                 let imported = crate::import::import_dir(store, from, &mut |done, total| {
@@ -463,7 +463,13 @@ impl Host for Daemon {
         rec: SessionRecord,
         agent: Option<AgentSocket>,
     ) -> Result<Value> {
-        self.mount_dir(claim, dir, Source::Record(rec), agent, &mut |_| {})
+        self.mount_dir(
+            claim,
+            dir,
+            Source::Record(Box::new(rec)),
+            agent,
+            &mut |_| {},
+        )
     }
 }
 

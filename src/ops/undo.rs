@@ -190,10 +190,13 @@ pub(super) fn restore<H: Host>(
 
 /// The ops setting the goal's branches, each guarded by its current value; and
 /// the values they had (for the record).
+/// Branch values by name (`None`: absent).
+type BranchValues = BTreeMap<String, Option<String>>;
+
 fn branch_ops(
     store: &dyn crate::store::ObjectStore,
     goal: &Goal,
-) -> Result<(Vec<MetaOp>, BTreeMap<String, Option<String>>)> {
+) -> Result<(Vec<MetaOp>, BranchValues)> {
     let mut ops = Vec::new();
     let mut was = BTreeMap::new();
     for (b, v) in &goal.branches {

@@ -97,6 +97,8 @@ pub struct SessionConfig {
     pub auto_checkpoint_idle_secs: u64,
     /// Never take automatic checkpoints closer together than this (seconds).
     pub auto_checkpoint_min_interval_secs: u64,
+    /// Most runs an experiment may have (`treefork experiment`).
+    pub experiment_max_runs: u64,
 }
 
 impl Default for SessionConfig {
@@ -105,6 +107,7 @@ impl Default for SessionConfig {
             auto_checkpoint_ops: 0,
             auto_checkpoint_idle_secs: 0,
             auto_checkpoint_min_interval_secs: 30,
+            experiment_max_runs: 32,
         }
     }
 }

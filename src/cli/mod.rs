@@ -68,6 +68,7 @@ pub mod output;
 mod paths;
 pub mod plumbing;
 mod refs;
+pub mod runner;
 mod snapshot;
 mod store;
 

@@ -9,7 +9,7 @@
 use clap::{Parser, Subcommand};
 
 use super::flags::Globals;
-use super::{Ctx, Outcome, Result, Run, config, daemon, mount, refs, snapshot, store};
+use super::{Ctx, Outcome, Result, Run, config, daemon, experiment, mount, refs, snapshot, store};
 
 /// The `treefork` command line.
 #[derive(Parser)]
@@ -64,6 +64,7 @@ commands! {
     Diff(snapshot::Diff),
     Restore(refs::Restore),
     Config(config::Config),
+    Experiment(experiment::Experiment),
     Gc(store::Gc),
     Fsck(store::Fsck),
     Session(store::Session),

@@ -62,6 +62,7 @@
 pub mod args;
 mod config;
 mod daemon;
+mod experiment;
 pub mod flags;
 mod mount;
 pub mod output;

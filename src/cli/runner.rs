@@ -197,6 +197,13 @@ pub fn interrupted() -> i32 {
     LAST_SIGNAL.load(Ordering::SeqCst)
 }
 
+/// Catch SIGINT, SIGTERM and SIGHUP from now on (as [`run`] does on its first
+/// call): for a caller that must not die of them between runs (`experiment`, which
+/// cleans up its forks on interruption; see [`interrupted`]).
+pub fn install_signal_handlers() {
+    signals::install();
+}
+
 /// Make this process the subreaper of its descendants (`PR_SET_CHILD_SUBREAPER`):
 /// processes the command leaves behind are reparented here, not to init, so their
 /// parent chain still leads to this process. Best effort.

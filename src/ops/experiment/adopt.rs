@@ -69,6 +69,12 @@ pub fn adopt<H: Host>(
         ))
     };
     let c = refs::resolve(&*store, None, cid).map_err(|_| gone())?;
+    // A state only the removed fork had is reclaimable: refused even before a gc
+    // reclaims it, so the answer does not depend on when gc ran.
+    let fork = entry["fork"].as_str().unwrap_or_default();
+    if c.session == fork && crate::session::load_record(&*store, fork)?.is_none() {
+        return Err(gone());
+    }
     let root = c.root_id()?;
     Tree::load(&*store, root).map_err(|_| gone())?;
     let rec0 = s.record();

@@ -313,7 +313,9 @@ fn sleepers(arg: &str) -> bool {
         .success()
 }
 
-/// Start `experiment` with long runs and wait until its forks are mounted.
+/// Start `experiment` with long runs and wait until its forks are mounted. The
+/// child is returned to the caller, which waits for it.
+#[allow(clippy::zombie_processes)]
 fn start_long(m: &Mount, arg: &str) -> (std::process::Child, Vec<PathBuf>) {
     let cmd = format!("sleep {arg}");
     let child = Command::new(bin())
@@ -337,10 +339,12 @@ fn start_long(m: &Mount, arg: &str) -> (std::process::Child, Vec<PathBuf>) {
         if forks.len() == 2 && forks.iter().all(|f| is_mountpoint(f)) && sleepers(arg) {
             return (child, forks);
         }
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "forks never mounted"
-        );
+        if t0.elapsed() > Duration::from_secs(20) {
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("forks never mounted\n{}", daemon_log(&m.store));
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
 }

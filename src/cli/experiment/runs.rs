@@ -122,7 +122,9 @@ impl RunArgs {
             runs: specs.clone(),
             cwd: Some(cwd.clone()).filter(|c| !c.is_empty()),
         };
+        let t0 = std::time::Instant::now();
         let begun: Reply<Begun> = cx.session(begin)?;
+        let setup_ms = t0.elapsed().as_secs_f64() * 1000.0;
         let Begun { id, forks } = begun.body;
         let results = self.run_all(&id, &specs, &forks, &cwd, timeout);
         let sig = runner::interrupted();
@@ -137,7 +139,11 @@ impl RunArgs {
             keep: self.keep,
             abort: sig != 0,
         };
-        let r: Reply<Comparison> = cx.session(end)?;
+        let r: Reply<serde_json::Value> = cx.session(end)?;
+        let mut raw = r.body;
+        // Measured here, around the request: fork and mount of every run.
+        raw["setup_ms"] = serde_json::json!((setup_ms * 10.0).round() / 10.0);
+        let r: Reply<Comparison> = Reply::parse(raw)?;
         if sig != 0 {
             return Err(Exit {
                 status: 128 + sig,

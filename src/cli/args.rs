@@ -10,7 +10,8 @@ use clap::{Parser, Subcommand};
 
 use super::flags::Globals;
 use super::{
-    Ctx, Outcome, Result, Run, config, daemon, mount, refs, show, snapshot, store, timeline, undo,
+    Ctx, Outcome, Result, Run, config, daemon, experiment, mount, refs, show, snapshot, store,
+    timeline, undo,
 };
 
 /// The `treefork` command line.
@@ -72,6 +73,7 @@ commands! {
     Timeline(timeline::Timeline),
     Note(timeline::Note),
     Config(config::Config),
+    Experiment(experiment::Experiment),
     Gc(store::Gc),
     Fsck(store::Fsck),
     Session(store::Session),

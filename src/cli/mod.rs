@@ -62,12 +62,14 @@
 pub mod args;
 mod config;
 mod daemon;
+mod experiment;
 pub mod flags;
 mod mount;
 pub mod output;
 mod paths;
 pub mod plumbing;
 mod refs;
+pub mod runner;
 mod show;
 mod snapshot;
 mod store;

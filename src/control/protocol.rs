@@ -241,6 +241,53 @@ pub enum Op {
         #[serde(default)]
         set: Option<serde_json::Map<String, Value>>,
     },
+    /// Start an experiment: save the state, create and mount one fork per run.
+    ExperimentBegin {
+        /// Ref to start from (default: the current state, checkpointed).
+        #[serde(default)]
+        from: Option<String>,
+        /// The runs (at least one, at most the `experiment_max_runs` setting).
+        runs: Vec<crate::ops::experiment::RunSpec>,
+        /// The caller's directory relative to the workspace root.
+        #[serde(default)]
+        cwd: Option<String>,
+    },
+    /// Finish an experiment: record every run's result as one operation and remove
+    /// the forks (all but the winner's, unless `keep`; all with `abort`).
+    ExperimentEnd {
+        /// The experiment id (from `experiment_begin`).
+        id: String,
+        /// What each run did.
+        #[serde(default)]
+        results: Vec<crate::ops::experiment::RunResult>,
+        /// `exit`, `duration`, `output` or `score` (default: exit 0 first, then duration).
+        #[serde(default)]
+        rank_by: Option<String>,
+        /// Leave every fork mounted.
+        #[serde(default)]
+        keep: bool,
+        /// The experiment was interrupted: remove every fork.
+        #[serde(default)]
+        abort: bool,
+    },
+    /// A recorded experiment (default: the newest).
+    ExperimentShow {
+        /// The experiment id.
+        #[serde(default)]
+        id: Option<String>,
+    },
+    /// Bring a run's final state into the session (saving pending changes first).
+    ExperimentAdopt {
+        /// The experiment id (default: the newest).
+        #[serde(default)]
+        id: Option<String>,
+        /// The run number.
+        #[serde(default)]
+        run: Option<u32>,
+        /// Adopt the winner.
+        #[serde(default)]
+        winner: bool,
+    },
 }
 
 fn is_false(b: &bool) -> bool {

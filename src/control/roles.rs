@@ -98,6 +98,29 @@ impl Role {
             } => agent_socket.is_none() && agent_uid.is_none(),
             // Showing is fine; changing settings is the user's.
             Op::Config { set } => set.is_none(),
+            // An experiment adds forks of the agent's own session (names and
+            // mountpoints chosen by the daemon, the agent ownership rule applied)
+            // and one operation; its end removes only the forks that experiment
+            // made, after recording their results; an adopt saves pending changes
+            // first and is recorded (undoable). The daemon runs no command.
+            Op::ExperimentBegin {
+                from: _,
+                runs: _,
+                cwd: _,
+            }
+            | Op::ExperimentEnd {
+                id: _,
+                results: _,
+                rank_by: _,
+                keep: _,
+                abort: _,
+            }
+            | Op::ExperimentShow { id: _ }
+            | Op::ExperimentAdopt {
+                id: _,
+                run: _,
+                winner: _,
+            } => true,
             // Store-wide maintenance and anything that drops history.
             Op::BranchDelete { name: _ }
             | Op::SessionRm { name: _ }

@@ -471,6 +471,14 @@ impl Host for Daemon {
             &mut |_| {},
         )
     }
+
+    fn unmount_session(&self, mp: &Path) -> Result<()> {
+        self.unmount(mp)
+    }
+
+    fn remove_session(&self, name: &str) -> Result<()> {
+        self.session_rm(name).map(drop)
+    }
 }
 
 /// Unmount `mp`, retrying EBUSY for up to 2 s: a reference that lives only a moment

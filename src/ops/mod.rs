@@ -24,6 +24,7 @@ mod checkout;
 mod checkpoint;
 mod config;
 mod diff;
+pub mod experiment;
 mod fork;
 mod log;
 mod oplog_list;
@@ -99,6 +100,10 @@ pub trait Host {
         rec: SessionRecord,
         agent: Option<AgentSocket>,
     ) -> Result<Value>;
+    /// Flush and unmount the live session mounted at `mp`.
+    fn unmount_session(&self, mp: &Path) -> Result<()>;
+    /// Delete the record of session `name`, which must not be mounted (`session rm`).
+    fn remove_session(&self, name: &str) -> Result<()>;
 }
 
 /// Run a session op for a caller `who`, aimed at `session` when given. Event lines
@@ -185,6 +190,39 @@ pub fn run<H: Host>(
             limit,
         } => timeline::run(&t, since, actor.as_deref(), limit),
         Op::Note { text, kind } => timeline::note(&t, &call, kind.as_deref(), &text),
+        Op::ExperimentBegin { from, runs, cwd } => {
+            let req = experiment::begin::Begin {
+                from: from.as_deref(),
+                runs: &runs,
+                cwd: cwd.as_deref(),
+            };
+            experiment::begin(h, &t, op_lock, who, req)
+        }
+        Op::ExperimentEnd {
+            id,
+            results,
+            rank_by,
+            keep,
+            abort,
+        } => {
+            let req = experiment::end::End {
+                id: &id,
+                results,
+                rank_by: rank_by.as_deref(),
+                keep,
+                abort,
+            };
+            experiment::end(h, &t, op_lock, actor, req)
+        }
+        Op::ExperimentShow { id } => experiment::show(&*h.store(), s.name(), id.as_deref()),
+        Op::ExperimentAdopt { id, run, winner } => {
+            let req = experiment::adopt::Adopt {
+                id: id.as_deref(),
+                run,
+                winner,
+            };
+            experiment::adopt(h, &t, &op_lock, actor, req)
+        }
         _ => Err(Error::Invalid("not a session operation".into())),
     }
 }

@@ -54,6 +54,27 @@ pub(crate) fn touch(view: &mut View, store: &dyn crate::store::ObjectStore, bran
     view.branches.insert(branch.to_string(), v);
 }
 
+/// An operation record's header, for ops that record on their own (experiment).
+pub(crate) struct Rec<'a> {
+    /// Who asked.
+    pub actor: &'a Actor,
+    /// Operation kind.
+    pub kind: &'a str,
+    /// The request (protocol form).
+    pub request: Value,
+    /// Explanation given with it.
+    pub explanation: Option<String>,
+}
+
+impl Rec<'_> {
+    /// The operation record for `before` → `after`.
+    pub fn op(self, before: View, after: View) -> NewOp {
+        let mut op = NewOp::new(self.actor, self.kind, self.request, before, after);
+        op.explanation = self.explanation;
+        op
+    }
+}
+
 /// Who asked for an op, and how: what its operation record is made from.
 pub(crate) struct Call<'a> {
     /// Who asked.

@@ -102,6 +102,8 @@ pub struct SessionConfig {
     pub op_retention_days: u64,
     /// Keep at least the newest this many operation records.
     pub op_retention_count: u64,
+    /// Most runs an experiment may have (`treefork experiment`).
+    pub experiment_max_runs: u64,
 }
 
 impl Default for SessionConfig {
@@ -112,6 +114,7 @@ impl Default for SessionConfig {
             auto_checkpoint_min_interval_secs: 30,
             op_retention_days: crate::oplog::retention::DEFAULT_DAYS,
             op_retention_count: crate::oplog::retention::DEFAULT_COUNT,
+            experiment_max_runs: 32,
         }
     }
 }

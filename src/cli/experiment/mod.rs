@@ -1,0 +1,99 @@
+//! `experiment`: run N commands at once, each in its own fork of the session, rank
+//! them and show the comparison; `experiment adopt` brings a run's final state into
+//! the session; `experiment show` prints a recorded experiment again.
+//!
+//! Files: [`runs`] (start the experiment, run the commands in parallel with the
+//! shared process runner, finish it), [`render`] (the table), this file (the
+//! arguments and the two small subcommands).
+
+mod render;
+mod runs;
+
+use super::prelude::*;
+
+/// Try several commands at once, each in its own fork, and rank them.
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Experiment {
+    #[command(subcommand)]
+    sub: Option<Sub>,
+    #[command(flatten)]
+    run: runs::RunArgs,
+}
+
+#[derive(clap::Subcommand)]
+enum Sub {
+    /// Bring a run's final state into the session (pending changes are saved first).
+    Adopt(Adopt),
+    /// Print a recorded experiment again.
+    Show(Show),
+}
+
+/// `experiment adopt RUN|--winner [ID]`.
+#[derive(clap::Args)]
+struct Adopt {
+    /// The run number (see the experiment's table).
+    #[arg(value_name = "RUN", required_unless_present = "winner")]
+    run: Option<u32>,
+    /// Adopt the winner.
+    #[arg(long, conflicts_with = "run")]
+    winner: bool,
+    /// The experiment [default: the session's newest].
+    #[arg(long = "id", value_name = "ID")]
+    id: Option<String>,
+}
+
+/// `experiment show [ID]`.
+#[derive(clap::Args)]
+struct Show {
+    /// The experiment [default: the session's newest].
+    #[arg(value_name = "ID")]
+    id: Option<String>,
+}
+
+/// `adopted run N of experiment ID`.
+#[derive(Deserialize)]
+struct Adopted {
+    id: String,
+    run: u32,
+    checkpoint: render::Ckpt,
+    removed: Option<String>,
+}
+
+impl Human for Adopted {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "adopted run {} of experiment {} (now at {}; `treefork undo` reverts it)",
+            self.run,
+            self.id,
+            super::output::short(&self.checkpoint.id)
+        )?;
+        if let Some(f) = &self.removed {
+            writeln!(out, "removed fork {f}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Run for Experiment {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        match &self.sub {
+            Some(Sub::Adopt(a)) => {
+                let op = Op::ExperimentAdopt {
+                    id: a.id.clone(),
+                    run: a.run,
+                    winner: a.winner,
+                };
+                let r: Reply<Adopted> = cx.session(op)?;
+                Ok(r.into())
+            }
+            Some(Sub::Show(s)) => {
+                let r: Reply<render::Comparison> =
+                    cx.session(Op::ExperimentShow { id: s.id.clone() })?;
+                Ok(r.into())
+            }
+            None => self.run.run(cx),
+        }
+    }
+}

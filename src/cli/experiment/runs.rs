@@ -1,0 +1,333 @@
+//! Running an experiment: `experiment_begin` (the daemon saves the state and
+//! mounts one fork per run), the commands in parallel (at most `-j N` at a time,
+//! each through the shared process runner in its own process group, cwd at the
+//! caller's place in its fork, stdin from /dev/null, output captured), the score
+//! command after each run, then `experiment_end` with every result.
+//!
+//! Interruption: SIGINT, SIGTERM or SIGHUP are caught from before the experiment
+//! starts (the runner's handler) and forwarded to every running command's group;
+//! no run starts after one, and the end request then asks the daemon to remove
+//! every fork (`abort`). A command that cannot start is a result with its error.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use super::super::Exit;
+use super::super::plumbing::{ExpResult, MAX_OUTPUT, RunCommand, RunSpec};
+use super::super::prelude::*;
+use super::super::runner::{self, Mode, Spec};
+use super::render::Comparison;
+
+/// The bytes of results sent with `experiment_end` (the request line limit is 1 MiB).
+const RESULTS_BUDGET: usize = 900 << 10;
+
+/// `experiment [--from REF] [--rank-by BY] [--score CMD] [--timeout S] [-j N]
+/// [--keep] -c CMD...` or `--command CMD --env K=A --env K=B`.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Start every fork from this ref [default: the current state, saved first].
+    #[arg(long, value_name = "REF")]
+    from: Option<String>,
+    /// Rank by: exit code, duration, stdout length (shortest first) or score
+    /// [default: exit 0 first, then duration; score when --score is given].
+    #[arg(long, value_name = "BY", value_parser = ["exit", "duration", "output", "score"])]
+    rank_by: Option<String>,
+    /// Run CMD (sh -c) in each fork after its run; the last number it prints is the
+    /// run's score (higher wins).
+    #[arg(long, value_name = "CMD")]
+    score: Option<String>,
+    /// Stop a run (its whole process group) after S seconds.
+    #[arg(long, value_name = "S")]
+    timeout: Option<f64>,
+    /// Run at most N commands at a time [default: all at once].
+    #[arg(short = 'j', long = "jobs", value_name = "N")]
+    jobs: Option<usize>,
+    /// Keep every fork mounted after the experiment.
+    #[arg(long)]
+    keep: bool,
+    /// A command to try (sh -c), one run each.
+    #[arg(short = 'c', value_name = "CMD", conflicts_with = "command")]
+    commands: Vec<String>,
+    /// One command (sh -c), run once per --env value.
+    #[arg(long, value_name = "CMD", requires = "env")]
+    command: Option<String>,
+    /// K=V set for one run of --command (one run per --env).
+    #[arg(long = "env", value_name = "K=V", requires = "command")]
+    env: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct Begun {
+    id: String,
+    forks: Vec<Fork>,
+}
+
+#[derive(Deserialize)]
+struct Fork {
+    run: u32,
+    mountpoint: PathBuf,
+}
+
+impl RunArgs {
+    fn specs(&self) -> Result<Vec<RunSpec>> {
+        if let Some(cmd) = &self.command {
+            return self
+                .env
+                .iter()
+                .map(|kv| {
+                    let (k, v) = kv
+                        .split_once('=')
+                        .ok_or_else(|| anyhow!("--env {kv:?}: expected K=V"))?;
+                    Ok(RunSpec {
+                        label: kv.clone(),
+                        command: RunCommand::Shell(cmd.clone()),
+                        env: [(k.to_string(), v.to_string())].into(),
+                    })
+                })
+                .collect();
+        }
+        Ok(self
+            .commands
+            .iter()
+            .map(|c| RunSpec {
+                label: c.chars().take(60).collect(),
+                command: RunCommand::Shell(c.clone()),
+                env: Default::default(),
+            })
+            .collect())
+    }
+
+    fn timeout(&self) -> Result<Option<Duration>> {
+        self.timeout
+            .map(|s| {
+                Duration::try_from_secs_f64(s)
+                    .ok()
+                    .filter(|d| !d.is_zero())
+                    .ok_or_else(|| anyhow!("--timeout {s}: expected a positive number of seconds"))
+            })
+            .transpose()
+    }
+
+    /// Run the experiment (see the module docs).
+    pub fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let specs = self.specs()?;
+        let timeout = self.timeout()?;
+        runner::install_signal_handlers();
+        let ws = cx.workspace_root()?;
+        let cwd = caller_place(&ws);
+        let begin = Op::ExperimentBegin {
+            from: self.from.clone(),
+            runs: specs.clone(),
+            cwd: Some(cwd.clone()).filter(|c| !c.is_empty()),
+        };
+        let t0 = std::time::Instant::now();
+        let begun: Reply<Begun> = cx.session(begin)?;
+        let setup_ms = t0.elapsed().as_secs_f64() * 1000.0;
+        let Begun { id, forks } = begun.body;
+        let results = self.run_all(&id, &specs, &forks, &cwd, timeout);
+        let sig = runner::interrupted();
+        let rank_by = self
+            .rank_by
+            .clone()
+            .or_else(|| self.score.as_ref().map(|_| "score".to_string()));
+        let end = Op::ExperimentEnd {
+            id: id.clone(),
+            results: fit(results),
+            rank_by,
+            keep: self.keep,
+            abort: sig != 0,
+        };
+        let r: Reply<serde_json::Value> = cx.session(end)?;
+        let mut raw = r.body;
+        // Measured here, around the request: fork and mount of every run.
+        raw["setup_ms"] = serde_json::json!((setup_ms * 10.0).round() / 10.0);
+        let r: Reply<Comparison> = Reply::parse(raw)?;
+        if sig != 0 {
+            return Err(Exit {
+                status: 128 + sig,
+                error: anyhow!(
+                    "experiment {id} interrupted: every run was stopped and every fork removed"
+                ),
+            }
+            .into());
+        }
+        Ok(r.into())
+    }
+
+    /// Run every command, at most `-j` at a time.
+    fn run_all(
+        &self,
+        id: &str,
+        specs: &[RunSpec],
+        forks: &[Fork],
+        cwd: &str,
+        timeout: Option<Duration>,
+    ) -> Vec<ExpResult> {
+        let jobs = self
+            .jobs
+            .unwrap_or(forks.len())
+            .clamp(1, forks.len().max(1));
+        let next = AtomicUsize::new(0);
+        let out = Mutex::new(Vec::new());
+        std::thread::scope(|sc| {
+            for _ in 0..jobs {
+                sc.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        let (Some(f), Some(spec)) = (forks.get(i), specs.get(i)) else {
+                            break;
+                        };
+                        let dir = f.mountpoint.join(cwd);
+                        let r = self.one(id, f.run, spec, &dir, timeout);
+                        out.lock().unwrap_or_else(|p| p.into_inner()).push(r);
+                    }
+                });
+            }
+        });
+        let mut v = out.into_inner().unwrap_or_else(|p| p.into_inner());
+        v.sort_by_key(|r| r.run);
+        v
+    }
+
+    /// One run (and its score).
+    fn one(
+        &self,
+        id: &str,
+        run: u32,
+        spec: &RunSpec,
+        dir: &Path,
+        t: Option<Duration>,
+    ) -> ExpResult {
+        if runner::interrupted() != 0 {
+            return ExpResult {
+                run,
+                interrupted: true,
+                error: Some("not started: the experiment was interrupted".into()),
+                ..ExpResult::default()
+            };
+        }
+        let argv: Vec<String> = match &spec.command {
+            RunCommand::Argv(v) => v.clone(),
+            RunCommand::Shell(s) => vec!["sh".into(), "-c".into(), s.clone()],
+        };
+        let mut sp = prepared(Spec::new(argv), dir, t).env("TREEFORK_EXPERIMENT", id);
+        sp = sp.env("TREEFORK_RUN", run.to_string());
+        for (k, v) in &spec.env {
+            sp = sp.env(k, v);
+        }
+        let r = runner::run(&sp);
+        let mut res = ExpResult {
+            run,
+            exit: r.exit_code,
+            signal: r.signal,
+            error: r.error.clone(),
+            timed_out: r.timed_out,
+            interrupted: runner::interrupted() != 0,
+            duration_ms: r.duration.as_millis() as u64,
+            stdout_len: r.stdout.len() as u64,
+            stderr_len: r.stderr.len() as u64,
+            truncated: r.stdout_truncated || r.stderr_truncated,
+            stdout: String::from_utf8_lossy(&r.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&r.stderr).into_owned(),
+            ..ExpResult::default()
+        };
+        if let Some(cmd) = &self.score
+            && r.pid.is_some()
+            && !res.interrupted
+        {
+            match score(cmd, dir, t) {
+                Ok(s) => res.score = Some(s),
+                Err(e) => res.score_error = Some(e),
+            }
+        }
+        res
+    }
+}
+
+/// A spec as every experiment process runs: in `dir`, own process group, stdin
+/// from /dev/null, output captured, no control socket of the source session.
+fn prepared(sp: Spec, dir: &Path, t: Option<Duration>) -> Spec {
+    sp.cwd(dir)
+        .mode(Mode::Capture)
+        .own_group(true)
+        .null_stdin(true)
+        .timeout(t)
+        .env("TREEFORK_SOCKET", "")
+}
+
+/// Run the score command in `dir`: the last number it prints.
+fn score(cmd: &str, dir: &Path, t: Option<Duration>) -> std::result::Result<f64, String> {
+    let r = runner::run(&prepared(Spec::new(["sh", "-c", cmd]), dir, t));
+    if let Some(e) = r.error {
+        return Err(e);
+    }
+    let text = String::from_utf8_lossy(&r.stdout);
+    text.split_whitespace()
+        .rev()
+        .find_map(|w| w.parse::<f64>().ok().filter(|x| x.is_finite()))
+        .ok_or_else(|| format!("the score command printed no number (exit {})", r.status()))
+}
+
+/// The caller's directory relative to the workspace root `ws` ("" outside it).
+fn caller_place(ws: &Path) -> String {
+    let Ok(here) = std::env::current_dir() else {
+        return String::new();
+    };
+    let here = here.canonicalize().unwrap_or(here);
+    let ws = ws.canonicalize().unwrap_or_else(|_| ws.to_path_buf());
+    match here.strip_prefix(&ws) {
+        Ok(rel) => rel.to_str().unwrap_or("").to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+/// Cut the captured outputs so every result fits the daemon's limits: at most
+/// `MAX_OUTPUT` bytes a stream, and all of them within [`RESULTS_BUDGET`].
+fn fit(mut results: Vec<ExpResult>) -> Vec<ExpResult> {
+    let mut cap = MAX_OUTPUT;
+    loop {
+        for r in results.iter_mut() {
+            for s in [&mut r.stdout, &mut r.stderr] {
+                if s.len() > cap {
+                    let mut cut = cap;
+                    while !s.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    s.truncate(cut);
+                    r.truncated = true;
+                }
+            }
+        }
+        let size = serde_json::to_vec(&results).map_or(0, |v| v.len());
+        if size <= RESULTS_BUDGET || cap == 0 {
+            return results;
+        }
+        cap /= 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_keeps_results_within_the_request_budget() {
+        let big = "é".repeat(MAX_OUTPUT);
+        let rs: Vec<ExpResult> = (1..=32)
+            .map(|run| ExpResult {
+                run,
+                stdout: big.clone(),
+                stderr: "\u{1}".repeat(MAX_OUTPUT),
+                ..ExpResult::default()
+            })
+            .collect();
+        let f = fit(rs);
+        assert!(serde_json::to_vec(&f).unwrap().len() <= RESULTS_BUDGET);
+        assert!(
+            f.iter()
+                .all(|r| r.truncated && r.stdout.len() <= MAX_OUTPUT)
+        );
+    }
+}

@@ -1,0 +1,128 @@
+//! `experiment_adopt`: bring one run's final state into the session the experiment
+//! started from, as a checkout of that run's final checkpoint does: pending changes
+//! are saved first (`save_and_graft`), HEAD moves to the run's checkpoint, and an
+//! `adopt` operation records the exact views before and after, so `undo` returns
+//! to the state before. Unless the experiment kept its forks, the adopted run's fork
+//! is then unmounted and removed (its state lives on as the session's HEAD).
+
+use std::sync::MutexGuard;
+
+use serde_json::{Value, json};
+
+use super::end::remove_fork;
+use super::{ADOPT_KIND, recorded_or_err};
+use crate::diff::Tree;
+use crate::error::{Error, Result};
+use crate::id::NodeId;
+use crate::oplog::{Actor, View};
+use crate::ops::record::{self, Rec, view_of};
+use crate::ops::{Host, Target, ckpt_json, save_and_graft, saved_json};
+use crate::refs;
+
+/// The arguments of an `experiment_adopt` request.
+pub struct Adopt<'a> {
+    /// The experiment (default: the session's newest).
+    pub id: Option<&'a str>,
+    /// The run to adopt.
+    pub run: Option<u32>,
+    /// Adopt the winner instead.
+    pub winner: bool,
+}
+
+/// Adopt a run of a recorded experiment.
+pub fn adopt<H: Host>(
+    h: &H,
+    t: &Target,
+    _op_lock: &MutexGuard<'_, ()>,
+    actor: &Actor,
+    req: Adopt<'_>,
+) -> Result<Value> {
+    let s = &t.session;
+    let store = h.store();
+    let op = recorded_or_err(&*store, s.name(), req.id)?;
+    let id = op.meta["id"].as_str().unwrap_or_default().to_string();
+    let run = match (req.run, req.winner) {
+        (Some(r), false) => r,
+        (None, true) => op.meta["winner"]
+            .as_u64()
+            .and_then(|w| u32::try_from(w).ok())
+            .ok_or_else(|| {
+                Error::NotFound(format!(
+                    "experiment {id} has no winner (no run could start)"
+                ))
+            })?,
+        _ => {
+            return Err(Error::Invalid(
+                "name one run to adopt, or the winner (not both)".into(),
+            ));
+        }
+    };
+    let entry = op.meta["runs"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["run"].as_u64() == Some(u64::from(run))))
+        .ok_or_else(|| Error::NotFound(format!("experiment {id} has no run {run}")))?
+        .clone();
+    let cid = entry["checkpoint"].as_str().unwrap_or_default();
+    let gone = || {
+        Error::NotFound(format!(
+            "run {run} of experiment {id}: its final state was removed with its fork (only the winner's is kept; run with --keep to adopt any run)"
+        ))
+    };
+    let c = refs::resolve(&*store, None, cid).map_err(|_| gone())?;
+    // A state only the removed fork had is reclaimable: refused even before a gc
+    // reclaims it, so the answer does not depend on when gc ran.
+    let fork = entry["fork"].as_str().unwrap_or_default();
+    if c.session == fork && crate::session::load_record(&*store, fork)?.is_none() {
+        return Err(gone());
+    }
+    let root = c.root_id()?;
+    Tree::load(&*store, root).map_err(|_| gone())?;
+    let rec0 = s.record();
+    let (saved, _) = save_and_graft(
+        t,
+        "before-adopt",
+        &format!("adopt of run {run} of experiment {id}"),
+        root,
+        None,
+        &mut |_| s.commit_checkout(&c.id, root).map(drop),
+    )?;
+    let before = match &saved {
+        Some((sc, _)) => View {
+            head: Some(sc.id.clone()),
+            branch: rec0.branch.clone(),
+            workspace: sc.root.clone(),
+            branches: Default::default(),
+        },
+        None => view_of(
+            &rec0,
+            NodeId::from_hex(&rec0.base).ok_or_else(|| {
+                Error::corrupt(format!("session record {}", rec0.name), "bad base id")
+            })?,
+        ),
+    };
+    let after = view_of(&s.record(), root);
+    let mut new = Rec {
+        actor,
+        kind: ADOPT_KIND,
+        request: json!({"op": "experiment_adopt", "id": id, "run": run}),
+        explanation: None,
+    }
+    .op(before, after);
+    new.meta.insert("experiment".into(), json!(id));
+    new.meta.insert("run".into(), json!(run));
+    let rec = record::append(t, new)?;
+    let mut removed = None;
+    if op.meta["keep"].as_bool() != Some(true)
+        && let Some(fork) = entry["fork"].as_str()
+        && crate::session::load_record(&*store, fork)?.is_some()
+    {
+        match remove_fork(h, fork, true) {
+            Ok(()) => removed = Some(fork.to_string()),
+            Err(e) => log::warn!("adopt: fork {fork} not removed: {e}"),
+        }
+    }
+    Ok(json!({
+        "id": id, "run": run, "checkpoint": ckpt_json(&c), "saved": saved_json(saved),
+        "op": rec.seq, "removed": removed,
+    }))
+}

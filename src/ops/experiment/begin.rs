@@ -1,0 +1,223 @@
+//! `experiment_begin`: save the session's state, create one fork per run from it,
+//! mount each on a directory the daemon makes, answer the forks.
+//!
+//! Order (as `fork`, for N names at once): check the request; take the view
+//! before, checkpoint (or resolve `from`), take the view after; claim every fork
+//! name and refuse existing records; open (create) every mountpoint; write all
+//! records in one commit; release the source's op lock; mount each. A failure at
+//! any step removes what this request made (unmounting the forks already mounted).
+//! Forks are root swaps: no tree is copied, so setup is one record write and one
+//! mount per run.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::MutexGuard;
+
+use serde_json::{Value, json};
+
+use super::wire::{RunSpec, check_spec};
+use super::{META_KEY, check_id, fork_name, new_id};
+use crate::control::MountFor;
+use crate::error::{Error, Result};
+use crate::meta::MetaOp;
+use crate::ops::record::view_now;
+use crate::ops::{Host, Target, ref_or_fresh};
+use crate::session::{self, SessionRecord};
+
+/// The arguments of an `experiment_begin` request.
+pub struct Begin<'a> {
+    /// Ref to start from (default: the current state, checkpointed).
+    pub from: Option<&'a str>,
+    /// The runs.
+    pub runs: &'a [RunSpec],
+    /// The caller's directory relative to the workspace root (recorded; the CLI
+    /// runs each command at the same place in its fork).
+    pub cwd: Option<&'a str>,
+}
+
+/// Longest `cwd`.
+const MAX_CWD: usize = 4096;
+
+/// Check the request: at least one run, at most the session's limit, each run
+/// well formed, `cwd` relative without `..`.
+fn check(t: &Target, req: &Begin<'_>) -> Result<()> {
+    let max = t.session.record().config.experiment_max_runs;
+    if req.runs.is_empty() {
+        return Err(Error::Invalid(
+            "an experiment needs at least one run (-c CMD, or --command CMD with --env)".into(),
+        ));
+    }
+    if req.runs.len() as u64 > max {
+        return Err(Error::Invalid(format!(
+            "{} runs asked; at most {max} per experiment (setting experiment_max_runs)",
+            req.runs.len()
+        )));
+    }
+    for (i, r) in req.runs.iter().enumerate() {
+        check_spec(i, r)?;
+    }
+    if let Some(cwd) = req.cwd {
+        let p = Path::new(cwd);
+        let ok = cwd.len() <= MAX_CWD
+            && !cwd.contains('\0')
+            && p.components().all(|c| matches!(c, Component::Normal(_)));
+        if !ok {
+            return Err(Error::Invalid(format!(
+                "cwd {cwd:?} must be a relative path inside the workspace"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Where the forks of the session mounted at `mp` go:
+/// `<parent>/.<name>.experiments`.
+pub(super) fn forks_dir(mp: &Path) -> Result<PathBuf> {
+    match (mp.parent(), mp.file_name()) {
+        (Some(parent), Some(name)) => {
+            let mut n = std::ffi::OsString::from(".");
+            n.push(name);
+            n.push(".experiments");
+            Ok(parent.join(n))
+        }
+        _ => Err(Error::Invalid(format!(
+            "the workspace at {} has no parent directory for experiment forks",
+            mp.display()
+        ))),
+    }
+}
+
+/// A fork prepared (claimed, record built, mountpoint open), not yet mounted.
+struct Prepared<D> {
+    rec: SessionRecord,
+    dir: D,
+    mp: PathBuf,
+}
+
+/// Create the forks of an experiment and mount them.
+pub fn begin<H: Host>(
+    h: &H,
+    t: &Target,
+    op_lock: MutexGuard<'_, ()>,
+    who: MountFor,
+    req: Begin<'_>,
+) -> Result<Value> {
+    check(t, &req)?;
+    let s = &t.session;
+    let store = h.store();
+    let before = view_now(t)?;
+    let c = ref_or_fresh(t, req.from, "experiment", "experiment")?;
+    let after = view_now(t)?;
+    let dir = forks_dir(&t.mountpoint)?;
+    let id = new_id();
+    check_id(&id)?;
+    let n = req.runs.len() as u32;
+    let data = json!({
+        "id": id, "source": s.name(), "runs": n, "base": c.id, "cwd": req.cwd,
+        "before": before, "after": after,
+    });
+    let mut claims = Vec::new();
+    let made = match prepare(h, t, &c, &dir, &id, &req, data, who, &mut claims) {
+        Ok(m) => m,
+        Err(e) => {
+            remove_dirs(&dir, s.name(), &id, n);
+            return Err(e);
+        }
+    };
+    let ops: Vec<MetaOp> = made.iter().map(|p| session::record_op(&p.rec)).collect();
+    if let Err(e) = store.commit(ops) {
+        remove_dirs(&dir, s.name(), &id, n);
+        return Err(e);
+    }
+    drop(op_lock);
+    let mut forks = Vec::new();
+    let mut mounted: Vec<(String, PathBuf)> = Vec::new();
+    for (p, (claim, spec)) in made.into_iter().zip(claims.iter_mut().zip(req.runs)) {
+        let name = p.rec.name.clone();
+        if let Err(e) = h.mount_claimed(claim, p.dir, p.rec, None) {
+            undo_begin(h, s.name(), &id, &mounted, n);
+            drop(claims);
+            remove_dirs(&dir, s.name(), &id, n);
+            return Err(e);
+        }
+        forks.push(json!({
+            "run": forks.len() + 1, "label": spec.label, "name": name,
+            "mountpoint": p.mp, "command": spec.command, "env": spec.env,
+        }));
+        mounted.push((name, p.mp));
+    }
+    Ok(json!({"id": id, "base": c.id, "cwd": req.cwd, "forks": forks}))
+}
+
+/// Claim every fork name, refuse existing records, open every mountpoint and
+/// build every record (`data`: the experiment's part of each fork's meta).
+#[allow(clippy::too_many_arguments)]
+fn prepare<'h, H: Host>(
+    h: &'h H,
+    t: &Target,
+    c: &crate::refs::Checkpoint,
+    dir: &Path,
+    id: &str,
+    req: &Begin<'_>,
+    data: Value,
+    who: MountFor,
+    claims: &mut Vec<H::Claim<'h>>,
+) -> Result<Vec<Prepared<H::Dir>>> {
+    let s = &t.session;
+    let store = h.store();
+    let mut made = Vec::new();
+    for (i, spec) in (1..).zip(req.runs) {
+        let name = fork_name(s.name(), id, i);
+        session::validate_session_name(&name)?;
+        let claim = h
+            .claim(&name)
+            .map_err(|e| Error::Conflict(format!("session {name} already exists ({e})")))?;
+        claims.push(claim);
+        if session::load_record(&*store, &name)?.is_some() {
+            return Err(Error::Conflict(format!("session {name} already exists")));
+        }
+        let mp = dir.join(&name);
+        let md = h.open_mountpoint(&mp, who)?;
+        let (bytes, inodes) = c.usage.map_or(s.usage(), |u| (u.bytes, u.inodes));
+        let mut rec = session::new_record(&name, c.root_id()?, bytes, inodes)?;
+        rec.head = Some(c.id.clone());
+        rec.config = s.record().config;
+        let mut m = data.clone();
+        m["run"] = json!(i);
+        m["label"] = json!(spec.label);
+        m["command"] = json!(spec.command);
+        m["env"] = json!(spec.env);
+        rec.meta.insert(META_KEY.into(), m);
+        made.push(Prepared { rec, dir: md, mp });
+    }
+    Ok(made)
+}
+
+/// Remove the (empty) mountpoints of experiment `id`'s forks and their directory.
+pub(super) fn remove_dirs(dir: &Path, session: &str, id: &str, n: u32) {
+    for i in 1..=n {
+        let _ = std::fs::remove_dir(dir.join(fork_name(session, id, i)));
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// Remove what a failed begin made: unmount the forks mounted, delete every
+/// record (the claims of the others are still held by the caller).
+fn undo_begin<H: Host>(h: &H, session: &str, id: &str, mounted: &[(String, PathBuf)], n: u32) {
+    for (name, mp) in mounted {
+        if let Err(e) = h.unmount_session(mp) {
+            log::error!("experiment {id}: cannot unmount fork {name}: {e}");
+        }
+    }
+    let store = h.store();
+    for i in 1..=n {
+        let name = fork_name(session, id, i);
+        let r = if mounted.iter().any(|(m, _)| *m == name) {
+            h.remove_session(&name)
+        } else {
+            store.commit(vec![MetaOp::Delete(crate::meta::session_key(&name))])
+        };
+        if let Err(e) = r {
+            log::error!("experiment {id}: cannot remove fork {name}: {e}");
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! `experiment_end`: take each fork's final state (a checkpoint of the fork), rank
+//! the runs, compare them pairwise, record one `experiment` operation in the source
+//! session's log, then (unless `keep`) unmount the forks and remove all but the
+//! winner's (kept, unmounted, until it is adopted). With `abort` (the CLI was
+//! interrupted) every fork is removed.
+//!
+//! Pairwise file-tree diffs are computed here, while every fork's final tree is
+//! certainly in the store, and stored in the record (at most [`MAX_TREE_DIFF`]
+//! entries a pair); output diffs are recomputed from the stored results whenever
+//! the experiment is shown.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::MutexGuard;
+
+use serde_json::{Map, Value, json};
+
+use super::compare::{self, RankBy};
+use super::wire::{RunResult, check_result};
+use super::{KIND, META_KEY, forks, recorded, with_output_diffs};
+use crate::diff::{self, Change, DiffEntry};
+use crate::error::{Error, Result};
+use crate::id::NodeId;
+use crate::oplog::{Actor, View};
+use crate::ops::record::{self, Rec};
+use crate::ops::{Host, Target, ref_or_fresh};
+use crate::refs;
+use crate::session::SessionRecord;
+use crate::store::ObjectStore;
+use crate::tree::{Content, Record};
+
+/// Most file-tree diff entries stored per pair of runs.
+pub const MAX_TREE_DIFF: usize = 1000;
+
+/// The arguments of an `experiment_end` request.
+pub struct End<'a> {
+    /// The experiment.
+    pub id: &'a str,
+    /// What each run did.
+    pub results: Vec<RunResult>,
+    /// The ranking asked for.
+    pub rank_by: Option<&'a str>,
+    /// Leave every fork mounted.
+    pub keep: bool,
+    /// The experiment was interrupted: remove every fork.
+    pub abort: bool,
+}
+
+/// One run's fork at the end.
+struct Final {
+    rec: SessionRecord,
+    checkpoint: String,
+    root: NodeId,
+    files_changed: u64,
+}
+
+/// Record the experiment and clean up its forks.
+pub fn end<H: Host>(
+    h: &H,
+    t: &Target,
+    op_lock: MutexGuard<'_, ()>,
+    actor: &Actor,
+    mut req: End<'_>,
+) -> Result<Value> {
+    super::check_id(req.id)?;
+    let by = RankBy::parse(req.rank_by)?;
+    let s = &t.session;
+    let store = h.store();
+    let forks = forks(&*store, s.name(), req.id)?;
+    if forks.is_empty() {
+        return Err(Error::NotFound(format!(
+            "session {} has no running experiment {}",
+            s.name(),
+            req.id
+        )));
+    }
+    if recorded(&*store, s.name(), Some(req.id))?.is_some() {
+        return Err(Error::Conflict(format!(
+            "experiment {} has already ended",
+            req.id
+        )));
+    }
+    drop(op_lock);
+    let results = complete_results(std::mem::take(&mut req.results), &forks)?;
+    let finals = forks
+        .iter()
+        .map(|(run, rec)| final_state(h, &*store, *run, rec))
+        .collect::<Result<Vec<_>>>()?;
+    let ranking = compare::rank(&results, by);
+    let winner = compare::winner(&results, &ranking).filter(|_| !req.abort);
+    let pairs = tree_pairs(&*store, &results, &finals)?;
+    let runs: Vec<Value> = results
+        .iter()
+        .zip(&finals)
+        .map(|(r, f)| run_entry(r, f))
+        .collect();
+    let m = &forks[0].1.meta[META_KEY];
+    let mut doc = Map::new();
+    for k in ["id", "source", "base", "cwd"] {
+        doc.insert(k.into(), m[k].clone());
+    }
+    doc.insert("rank_by".into(), json!(by));
+    doc.insert("keep".into(), json!(req.keep));
+    doc.insert("aborted".into(), json!(req.abort));
+    doc.insert("runs".into(), json!(runs));
+    doc.insert("ranking".into(), json!(ranking));
+    doc.insert("winner".into(), json!(winner));
+    doc.insert("stats".into(), json!(compare::stats(&results)));
+    doc.insert("pairs".into(), json!(pairs));
+    let view = |k: &str| serde_json::from_value::<View>(m[k].clone());
+    let (before, after) = match (view("before"), view("after")) {
+        (Ok(b), Ok(a)) => (b, a),
+        _ => {
+            let v = record::view_now(t)?;
+            (v.clone(), v)
+        }
+    };
+    let mut op = Rec {
+        actor,
+        kind: KIND,
+        request: json!({"op": "experiment_end", "id": req.id, "rank_by": by, "keep": req.keep}),
+        explanation: None,
+    }
+    .op(before, after);
+    op.meta = doc.clone();
+    let rec = record::append(t, op)?;
+    let cleanup = cleanup(h, &forks, winner, &req);
+    let mut out = with_output_diffs(doc, rec.seq);
+    out["cleanup"] = cleanup;
+    Ok(out)
+}
+
+/// Every fork's result, in run order: those reported (checked, each run at most
+/// once), and for a run without one, a result saying so.
+fn complete_results(got: Vec<RunResult>, forks: &[(u32, SessionRecord)]) -> Result<Vec<RunResult>> {
+    let runs: BTreeSet<u32> = forks.iter().map(|(r, _)| *r).collect();
+    let mut seen = BTreeSet::new();
+    for r in &got {
+        check_result(r)?;
+        if !runs.contains(&r.run) || !seen.insert(r.run) {
+            return Err(Error::Invalid(format!(
+                "result for run {}: no such run, or reported twice",
+                r.run
+            )));
+        }
+    }
+    let mut out: Vec<RunResult> = runs
+        .iter()
+        .map(|&run| {
+            got.iter()
+                .find(|r| r.run == run)
+                .cloned()
+                .unwrap_or_else(|| RunResult {
+                    run,
+                    error: Some("no result was reported for this run".into()),
+                    ..RunResult::default()
+                })
+        })
+        .collect();
+    out.sort_by_key(|r| r.run);
+    Ok(out)
+}
+
+/// A fork's final state: a checkpoint of its live tree (when mounted; its HEAD
+/// otherwise, e.g. after a daemon restart), and how many paths differ from the base.
+fn final_state<H: Host>(
+    h: &H,
+    store: &dyn ObjectStore,
+    run: u32,
+    rec: &SessionRecord,
+) -> Result<Final> {
+    let msg = format!("experiment run {run}");
+    let c = match h.target(Some(&rec.name)) {
+        Ok(ft) => {
+            let _l = ft.session.op_lock.lock().unwrap_or_else(|p| p.into_inner());
+            ref_or_fresh(&ft, None, &msg, "experiment")?
+        }
+        Err(_) => refs::resolve(store, rec.head.as_deref(), "HEAD")?,
+    };
+    let root = c.root_id()?;
+    let base = rec.meta[META_KEY]["base"].as_str().unwrap_or_default();
+    let base_root = refs::resolve(store, None, base)?.root_id()?;
+    Ok(Final {
+        rec: rec.clone(),
+        checkpoint: c.id.clone(),
+        root,
+        files_changed: diff::diff_count(store, base_root, root)?,
+    })
+}
+
+/// A run's stored entry: its result and its fork's facts.
+fn run_entry(r: &RunResult, f: &Final) -> Value {
+    let m = &f.rec.meta[META_KEY];
+    let mut v = json!(r);
+    v["label"] = m["label"].clone();
+    v["command"] = m["command"].clone();
+    v["env"] = m["env"].clone();
+    v["fork"] = json!(f.rec.name);
+    v["checkpoint"] = json!(f.checkpoint);
+    v["files_changed"] = json!(f.files_changed);
+    v
+}
+
+/// A file's content hash in a diff: the stored node id, or blake3 of a symlink's
+/// target; `None` for no content (empty file, directory entry without node).
+fn hash_of(r: Option<&Record>) -> Option<String> {
+    match &r?.content {
+        Content::Node(id) => Some(id.to_hex()),
+        Content::Bytes(b) => Some(blake3::hash(b).to_hex().to_string()),
+        Content::None => None,
+    }
+}
+
+fn entry_json(e: &DiffEntry) -> Value {
+    let kind = match e.change {
+        Change::Added => "added",
+        Change::Deleted => "removed",
+        _ => "modified",
+    };
+    json!({
+        "path": e.path_str(), "type": kind,
+        "a_hash": hash_of(e.old.as_ref()), "b_hash": hash_of(e.new.as_ref()),
+    })
+}
+
+/// For each pair of runs (a < b): the file-tree diff between their final states.
+fn tree_pairs(
+    store: &dyn ObjectStore,
+    results: &[RunResult],
+    finals: &[Final],
+) -> Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for (i, j) in compare::pairs(results) {
+        let mut files = Vec::new();
+        let mut truncated = false;
+        diff::diff_walk(
+            store,
+            finals[i].root,
+            finals[j].root,
+            &mut |e: DiffEntry| {
+                if files.len() == MAX_TREE_DIFF {
+                    truncated = true;
+                    return false;
+                }
+                files.push(entry_json(&e));
+                true
+            },
+        )?;
+        out.push(json!({
+            "a": results[i].run, "b": results[j].run,
+            "files": files, "files_truncated": truncated,
+        }));
+    }
+    Ok(out)
+}
+
+/// Unmount the forks (unless `keep`) and remove all but the winner's (all with
+/// `abort`). Failures are reported, not raised: the experiment is recorded.
+fn cleanup<H: Host>(
+    h: &H,
+    forks: &[(u32, SessionRecord)],
+    winner: Option<u32>,
+    req: &End<'_>,
+) -> Value {
+    let mut removed = Vec::new();
+    let mut kept = Vec::new();
+    let mut errors = Vec::new();
+    if req.keep && !req.abort {
+        kept.extend(forks.iter().map(|(_, r)| r.name.clone()));
+    } else {
+        for (run, rec) in forks {
+            let keep = winner == Some(*run) && !req.abort;
+            match remove_fork(h, &rec.name, !keep) {
+                Ok(()) if keep => kept.push(rec.name.clone()),
+                Ok(()) => removed.push(rec.name.clone()),
+                Err(e) => errors.push(json!({"fork": rec.name, "error": e.to_string()})),
+            }
+        }
+    }
+    json!({"removed": removed, "kept": kept, "errors": errors})
+}
+
+/// Unmount fork `name` if it is mounted (removing its mountpoint directory, and
+/// the experiment directory once empty); with `remove`, delete its record too.
+pub(super) fn remove_fork<H: Host>(h: &H, name: &str, remove: bool) -> Result<()> {
+    if let Ok(ft) = h.target(Some(name)) {
+        let mp: PathBuf = ft.mountpoint.clone();
+        drop(ft);
+        h.unmount_session(&mp)?;
+        let _ = std::fs::remove_dir(&mp);
+        if let Some(dir) = mp.parent().filter(|d| d.file_name().is_some()) {
+            let _ = std::fs::remove_dir(Path::new(dir));
+        }
+    }
+    if remove {
+        h.remove_session(name)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,170 @@
+//! `experiment_begin`, `experiment_end`, `experiment_show`, `experiment_adopt`: try
+//! N commands at once, each in its own fork of the session, and keep the best.
+//!
+//! Split by concern: [`begin`] (save the state, create and mount one fork per run),
+//! [`end`] (take each fork's final state, rank, compare, record one `experiment`
+//! operation, remove the forks), [`adopt`] (graft a run's final state into the
+//! source session, recorded as an `adopt` operation), [`compare`] (the pure
+//! ranking, statistics and output comparison), [`wire`] (the request types).
+//!
+//! The daemon never runs the commands: the CLI does, as its caller, in the forks'
+//! mountpoints. What the CLI reports is checked and bounded before it is stored.
+//!
+//! Invariants:
+//! - fork `i` (from 1) of experiment `ID` of session `S` is the session
+//!   `S-xID-i`, created from one checkpoint of S (the experiment's base) and mounted
+//!   at `<parent of S's mountpoint>/.<its name>.experiments/S-xID-i`, a directory the
+//!   daemon creates (for an agent of another uid: under the rule of
+//!   `daemon::mountpoint`, owned by the agent); its session record carries
+//!   `meta.experiment` = `{id, source, run, label, ...}`, so forks left by a daemon
+//!   crash are found, listed by `sessions` and removable by `session rm`;
+//! - an experiment is recorded once (`experiment_end` refuses an id already
+//!   recorded); its record's `meta` holds every run's result, the ranking, the
+//!   statistics, each run's final checkpoint and the file-tree diffs between runs;
+//! - a run's final state is a checkpoint of its fork: it stays reachable while
+//!   the fork exists (the winner's fork is kept, unmounted, until it is adopted;
+//!   every fork with `keep`), and after an adopt as the source session's HEAD.
+
+pub mod adopt;
+pub mod begin;
+pub mod compare;
+pub mod end;
+pub mod wire;
+
+use serde_json::{Map, Value, json};
+
+pub use adopt::adopt;
+pub use begin::begin;
+pub use end::end;
+pub use wire::{RunCommand, RunResult, RunSpec};
+
+use crate::error::{Error, Result};
+use crate::oplog::{self, Operation};
+use crate::session::{self, SessionRecord};
+use crate::store::ObjectStore;
+
+/// The operation kind of a recorded experiment.
+pub const KIND: &str = "experiment";
+/// The operation kind of an adopt.
+pub const ADOPT_KIND: &str = "adopt";
+/// Key of the experiment's data in a fork's session record `meta`.
+pub const META_KEY: &str = "experiment";
+
+/// The name of fork `run` of experiment `id` of `session`.
+pub fn fork_name(session: &str, id: &str, run: u32) -> String {
+    format!("{session}-x{id}-{run}")
+}
+
+/// A fresh experiment id: six hex digits.
+fn new_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let mut h = blake3::Hasher::new();
+    h.update(&crate::session::now_ms().to_le_bytes());
+    h.update(&std::process::id().to_le_bytes());
+    h.update(&N.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    h.update(&nanos.to_le_bytes());
+    crate::id::hex(&h.finalize().as_bytes()[..3])
+}
+
+/// Check an experiment id from a request (hex digits only, bounded).
+fn check_id(id: &str) -> Result<()> {
+    if !id.is_empty() && id.len() <= 16 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!("bad experiment id {id:?}")))
+    }
+}
+
+/// The forks of experiment `id` of `session` that still exist, by run number.
+fn forks(store: &dyn ObjectStore, session: &str, id: &str) -> Result<Vec<(u32, SessionRecord)>> {
+    let mut out: Vec<(u32, SessionRecord)> = session::list_records(store)?
+        .into_iter()
+        .filter_map(|r| {
+            let m = r.meta.get(META_KEY)?;
+            let ours = m["id"].as_str() == Some(id) && m["source"].as_str() == Some(session);
+            let run = u32::try_from(m["run"].as_u64()?).ok()?;
+            ours.then_some((run, r))
+        })
+        .collect();
+    out.sort_by_key(|(run, _)| *run);
+    Ok(out)
+}
+
+/// The recorded experiment `id` of `session` (the newest one when `id` is `None`).
+fn recorded(store: &dyn ObjectStore, session: &str, id: Option<&str>) -> Result<Option<Operation>> {
+    if let Some(id) = id {
+        check_id(id)?;
+    }
+    let found = oplog::list(store, session, usize::MAX)?
+        .into_iter()
+        .find(|o| o.kind == KIND && id.is_none_or(|id| o.meta["id"].as_str() == Some(id)));
+    Ok(found)
+}
+
+/// The recorded experiment, or `NotFound` naming it.
+fn recorded_or_err(store: &dyn ObjectStore, session: &str, id: Option<&str>) -> Result<Operation> {
+    recorded(store, session, id)?.ok_or_else(|| {
+        Error::NotFound(match id {
+            Some(id) => format!("session {session} has no recorded experiment {id}"),
+            None => format!("session {session} has no recorded experiment"),
+        })
+    })
+}
+
+/// `experiment_show`: a recorded experiment, with its runs' output diffs.
+pub fn show(store: &dyn ObjectStore, session: &str, id: Option<&str>) -> Result<Value> {
+    let op = recorded_or_err(store, session, id)?;
+    Ok(with_output_diffs(op.meta.clone(), op.seq))
+}
+
+/// The stored experiment document `meta` (of operation `seq`) with each pair's
+/// output diffs computed from the stored results and merged into `pairs`.
+fn with_output_diffs(meta: Map<String, Value>, seq: u64) -> Value {
+    let mut doc = Value::Object(meta);
+    let results: Vec<RunResult> = doc["runs"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| serde_json::from_value(strip_run(r)).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut pairs = doc["pairs"].as_array().cloned().unwrap_or_default();
+    for p in pairs.iter_mut() {
+        let (Some(a), Some(b)) = (p["a"].as_u64(), p["b"].as_u64()) else {
+            continue;
+        };
+        let find = |n: u64| results.iter().find(|r| u64::from(r.run) == n);
+        if let (Some(ra), Some(rb)) = (find(a), find(b)) {
+            let d = compare::output_diff(ra, rb);
+            p["exit_code_diff"] = json!(d.exit_code_diff);
+            p["stdout_diff"] = json!(d.stdout_diff);
+            p["stderr_diff"] = json!(d.stderr_diff);
+        }
+    }
+    doc["pairs"] = json!(pairs);
+    doc["op"] = json!(seq);
+    doc
+}
+
+/// A stored run entry reduced to the fields of a [`RunResult`].
+fn strip_run(r: &Value) -> Value {
+    let mut r = r.clone();
+    if let Some(o) = r.as_object_mut() {
+        for k in [
+            "label",
+            "fork",
+            "checkpoint",
+            "files_changed",
+            "command",
+            "env",
+        ] {
+            o.remove(k);
+        }
+    }
+    r
+}

@@ -1,0 +1,139 @@
+//! The experiment's request types, shared by the protocol ([`crate::control::Op`])
+//! and the CLI: what each run is ([`RunSpec`]) and what it did ([`RunResult`]).
+//!
+//! The daemon never runs a command: it creates, records and removes the forks. The
+//! CLI runs the commands (as the caller, in the forks) and reports each result, so
+//! everything here that came from a client is checked ([`check_spec`],
+//! [`check_result`]) before it is stored.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Longest run label.
+pub const MAX_LABEL: usize = 256;
+/// Most bytes of captured output a result may carry per stream (the CLI caps what
+/// it sends to this, and to what fits a request line).
+pub const MAX_OUTPUT: usize = 64 << 10;
+/// Most environment variables per run.
+pub const MAX_ENV: usize = 64;
+
+/// A run's command: an argument vector, or a string for `sh -c`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RunCommand {
+    /// Run directly.
+    Argv(Vec<String>),
+    /// Run by `sh -c`.
+    Shell(String),
+}
+
+/// One run of an experiment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    /// What the run is called in tables (`1`, `K=A`, ...).
+    #[serde(default)]
+    pub label: String,
+    /// What it runs.
+    pub command: RunCommand,
+    /// Environment variables set for it (over the caller's).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// What one run did (sent by the CLI with `experiment_end`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RunResult {
+    /// Run number (from 1).
+    pub run: u32,
+    /// Exit code, when it exited.
+    #[serde(default)]
+    pub exit: Option<i32>,
+    /// The signal that ended it, when one did.
+    #[serde(default)]
+    pub signal: Option<i32>,
+    /// Why it could not start (then nothing else is meaningful).
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Killed by its timeout.
+    #[serde(default)]
+    pub timed_out: bool,
+    /// Stopped because the experiment was interrupted.
+    #[serde(default)]
+    pub interrupted: bool,
+    /// Wall time (ms).
+    #[serde(default)]
+    pub duration_ms: u64,
+    /// Captured standard output (lossy UTF-8, at most [`MAX_OUTPUT`] bytes).
+    #[serde(default)]
+    pub stdout: String,
+    /// Captured standard error (idem).
+    #[serde(default)]
+    pub stderr: String,
+    /// Bytes the run wrote to standard output in all.
+    #[serde(default)]
+    pub stdout_len: u64,
+    /// Bytes it wrote to standard error in all.
+    #[serde(default)]
+    pub stderr_len: u64,
+    /// Whether `stdout` or `stderr` was cut.
+    #[serde(default)]
+    pub truncated: bool,
+    /// The number `--score CMD` printed.
+    #[serde(default)]
+    pub score: Option<f64>,
+    /// Why there is no score although one was asked for.
+    #[serde(default)]
+    pub score_error: Option<String>,
+}
+
+/// Check a run as requested: a label of at most [`MAX_LABEL`] bytes without
+/// control characters, a non-empty command, a bounded environment of well-formed
+/// names.
+pub fn check_spec(i: usize, r: &RunSpec) -> Result<()> {
+    let bad = |m: String| Err(Error::Invalid(format!("run {}: {m}", i + 1)));
+    if r.label.len() > MAX_LABEL || r.label.chars().any(char::is_control) {
+        return bad(format!(
+            "label must be at most {MAX_LABEL} bytes without control characters"
+        ));
+    }
+    match &r.command {
+        RunCommand::Argv(v) if v.is_empty() || v[0].is_empty() => {
+            return bad("empty command".into());
+        }
+        RunCommand::Shell(s) if s.trim().is_empty() => return bad("empty command".into()),
+        _ => {}
+    }
+    if r.env.len() > MAX_ENV {
+        return bad(format!("at most {MAX_ENV} environment variables"));
+    }
+    for k in r.env.keys() {
+        let ok = !k.is_empty()
+            && !k.as_bytes()[0].is_ascii_digit()
+            && k.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_');
+        if !ok {
+            return bad(format!("bad environment variable name {k:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// Check a reported result: output within [`MAX_OUTPUT`], text fields bounded.
+pub fn check_result(r: &RunResult) -> Result<()> {
+    let bad = |m: &str| Err(Error::Invalid(format!("result of run {}: {m}", r.run)));
+    if r.stdout.len() > MAX_OUTPUT || r.stderr.len() > MAX_OUTPUT {
+        return bad("captured output larger than the limit");
+    }
+    let long = |s: &Option<String>| s.as_ref().is_some_and(|s| s.len() > 4096);
+    if long(&r.error) || long(&r.score_error) {
+        return bad("error text longer than 4096 bytes");
+    }
+    if r.score.is_some_and(|s| !s.is_finite()) {
+        return bad("score must be a finite number");
+    }
+    Ok(())
+}

@@ -216,6 +216,14 @@ fn adopt_brings_the_winner_in_and_records_exact_views() {
     let saved = adopted["saved"]["checkpoint"].as_str().unwrap().to_string();
     // The adopted fork is gone.
     assert!(!sessions(&m).contains(&format!("s-x{id}-1")));
+    // Undo reverts the adopt (the pending change comes back), redo reapplies it.
+    ws_ok(&m, &["undo"]);
+    assert_eq!(std::fs::read_to_string(m.p("a.txt")).unwrap(), "old\n");
+    assert!(m.p("pending.txt").exists());
+    assert!(!m.p("b.txt").exists());
+    ws_ok(&m, &["redo"]);
+    assert_eq!(std::fs::read_to_string(m.p("a.txt")).unwrap(), "new\n");
+    assert!(!m.p("pending.txt").exists());
     // Adopting a removed loser is a clear error.
     let o = ws(&m, &["experiment", "adopt", "2", "--id", &id]);
     assert!(!o.status.success());
@@ -224,7 +232,7 @@ fn adopt_brings_the_winner_in_and_records_exact_views() {
     m.umount();
     let store = treefork::store::PackStore::open(&m.store).unwrap();
     let ops = treefork::oplog::list(&store, "s", 100).unwrap();
-    let adopt = ops.iter().find(|o| o.kind == "adopt").unwrap();
+    let adopt = ops.iter().rev().find(|o| o.kind == "adopt").unwrap();
     let exp = ops.iter().find(|o| o.kind == "experiment").unwrap();
     assert!(exp.seq < adopt.seq);
     assert_eq!(exp.meta["id"], id.as_str());

@@ -358,3 +358,23 @@ fn timeline_lists_operations_with_their_files_and_notes_in_place() {
         "undo skipped the note and undid the restore"
     );
 }
+
+#[test]
+fn adopt_moves_the_attached_branch_and_undo_moves_it_back() {
+    assert!(fuse_available());
+    let m = Mount::new();
+    write_synced(&m.p("a"), b"0");
+    let c0 = checkpoint(&m, "zero");
+    ws_ok(&m, &["checkout", "-b", "main"]);
+    let doc = j(&m, &["experiment", "-c", "echo 1 > a"]);
+    assert_eq!(doc["winner"], 1, "{doc}");
+    let run = doc["runs"][0]["checkpoint"].as_str().unwrap().to_string();
+    ws_ok(&m, &["experiment", "adopt", "--winner"]);
+    assert_eq!(read(&m, "a"), "1\n");
+    assert_eq!(head(&m), (run.clone(), json!("main")));
+    assert_eq!(branch_at(&m, "main").as_deref(), Some(run.as_str()));
+    ws_ok(&m, &["undo"]);
+    assert_eq!(read(&m, "a"), "0");
+    assert_eq!(branch_at(&m, "main").as_deref(), Some(c0.as_str()));
+    assert_eq!(head(&m), (c0, json!("main")));
+}

@@ -13,7 +13,6 @@ use super::end::remove_fork;
 use super::{ADOPT_KIND, recorded_or_err};
 use crate::diff::Tree;
 use crate::error::{Error, Result};
-use crate::id::NodeId;
 use crate::oplog::{Actor, View};
 use crate::ops::record::{self, Rec, view_of};
 use crate::ops::{Host, Target, ckpt_json, save_and_graft, saved_json};
@@ -77,30 +76,53 @@ pub fn adopt<H: Host>(
     }
     let root = c.root_id()?;
     Tree::load(&*store, root).map_err(|_| gone())?;
-    let rec0 = s.record();
+    // HEAD moves to the run's state; the branch it is attached to moves with it
+    // (guarded by its value; undo moves it back), in the commit under the gate.
+    let mut before = None;
+    let mut moved: Option<(String, Option<String>)> = None;
     let (saved, _) = save_and_graft(
         t,
         "before-adopt",
         &format!("adopt of run {run} of experiment {id}"),
         root,
         None,
-        &mut |_| s.commit_checkout(&c.id, root).map(drop),
-    )?;
-    let before = match &saved {
-        Some((sc, _)) => View {
-            head: Some(sc.id.clone()),
-            branch: rec0.branch.clone(),
-            workspace: sc.root.clone(),
-            branches: Default::default(),
+        &mut |before_root| {
+            let rec = s.record();
+            before = Some(view_of(&rec, before_root));
+            let mut extra = Vec::new();
+            if let Some(b) = &rec.branch {
+                let key = crate::meta::ref_key(b);
+                let raw = store.meta_get(&key)?;
+                let old = raw
+                    .as_deref()
+                    .map(|v| refs::RefRecord::decode(b, v))
+                    .transpose()?;
+                extra.push(crate::meta::MetaOp::Expect(key, raw));
+                extra.push(refs::ref_op(
+                    b,
+                    &refs::RefRecord {
+                        checkpoint: c.id.clone(),
+                        created: old.as_ref().map_or(0, |r| r.created),
+                    },
+                ));
+                moved = Some((b.clone(), old.map(|r| r.checkpoint)));
+            }
+            let change = crate::session::snapshot::StateChange {
+                head: Some(c.id.clone()),
+                branch: rec.branch.clone(),
+                base: root,
+                root: Some(root),
+            };
+            s.commit_state(change, &mut |_, _| Ok(extra.clone()))
+                .map(drop)
         },
-        None => view_of(
-            &rec0,
-            NodeId::from_hex(&rec0.base).ok_or_else(|| {
-                Error::corrupt(format!("session record {}", rec0.name), "bad base id")
-            })?,
-        ),
-    };
-    let after = view_of(&s.record(), root);
+    )?;
+    let mut before: View = before.expect("grafted");
+    let mut after = view_of(&s.record(), root);
+    if let Some((b, old)) = moved {
+        before.branches.insert(b.clone(), old);
+        after.branches.insert(b, Some(c.id.clone()));
+    }
     let mut new = Rec {
         actor,
         kind: ADOPT_KIND,

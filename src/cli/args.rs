@@ -9,7 +9,9 @@
 use clap::{Parser, Subcommand};
 
 use super::flags::Globals;
-use super::{Ctx, Outcome, Result, Run, config, daemon, mount, refs, snapshot, store};
+use super::{
+    Ctx, Outcome, Result, Run, config, daemon, exec, history, mount, refs, snapshot, store,
+};
 
 /// The `treefork` command line.
 #[derive(Parser)]
@@ -64,6 +66,8 @@ commands! {
     Diff(snapshot::Diff),
     Restore(refs::Restore),
     Config(config::Config),
+    Exec(exec::Exec),
+    History(history::History),
     Gc(store::Gc),
     Fsck(store::Fsck),
     Session(store::Session),

@@ -62,12 +62,18 @@
 pub mod args;
 mod config;
 mod daemon;
+mod exec;
 pub mod flags;
+mod history;
 mod mount;
 pub mod output;
 mod paths;
 pub mod plumbing;
 mod refs;
+#[allow(
+    dead_code,
+    reason = "the API serves exec and experiment; parts are used by experiment only"
+)]
 pub mod runner;
 mod snapshot;
 mod store;

@@ -24,6 +24,7 @@ mod checkout;
 mod checkpoint;
 mod config;
 mod diff;
+pub mod exec;
 mod fork;
 mod log;
 pub(crate) mod record;
@@ -157,6 +158,45 @@ pub fn run<H: Host>(
             dry_run,
         } => restore::run(&t, &target, &paths, dry_run),
         Op::Config { set } => config::run(&t, set),
+        Op::ExecBegin {
+            argv,
+            cwd,
+            explanation,
+        } => exec::begin(
+            &t,
+            actor,
+            exec::Begin {
+                argv,
+                cwd,
+                explanation,
+            },
+        ),
+        Op::ExecOutput { exec, stream, data } => exec::output(&t, exec, &stream, &data),
+        Op::ExecEnd {
+            exec,
+            exit_code,
+            signal,
+            error,
+            pid,
+            duration_ms,
+            stdout_truncated,
+            stderr_truncated,
+            timed_out,
+        } => {
+            let e = exec::Ending {
+                exit_code,
+                signal,
+                error,
+                pid,
+                duration_ms: Some(duration_ms),
+                truncated: [stdout_truncated, stderr_truncated],
+                timed_out,
+                abandoned: false,
+            };
+            exec::end(&t, exec, e)
+        }
+        Op::History { limit } => exec::list(&t, limit),
+        Op::HistoryShow { exec } => exec::show(&t, exec),
         _ => Err(Error::Invalid("not a session operation".into())),
     }
 }

@@ -30,6 +30,7 @@ mod lock_tests;
 mod model_tests;
 pub mod ops;
 pub mod snapshot;
+pub mod watch;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicU64;
@@ -97,6 +98,9 @@ pub struct SessionConfig {
     pub auto_checkpoint_idle_secs: u64,
     /// Never take automatic checkpoints closer together than this (seconds).
     pub auto_checkpoint_min_interval_secs: u64,
+    /// Take an automatic checkpoint after every this many recorded commands
+    /// (`treefork exec`; 0 = off).
+    pub auto_checkpoint_commands: u64,
 }
 
 impl Default for SessionConfig {
@@ -105,6 +109,7 @@ impl Default for SessionConfig {
             auto_checkpoint_ops: 0,
             auto_checkpoint_idle_secs: 0,
             auto_checkpoint_min_interval_secs: 30,
+            auto_checkpoint_commands: 0,
         }
     }
 }
@@ -272,6 +277,8 @@ pub struct Session {
     /// Mutating operations hold it shared; a checkout/restore holds it exclusively
     /// from its save to its graft, so no write can fall between the two.
     pub(crate) gate: std::sync::RwLock<()>,
+    /// Who writes while a recorded command runs (`treefork exec`).
+    pub watch: watch::WriterWatch,
 }
 
 impl Session {
@@ -303,6 +310,7 @@ impl Session {
             dirty_bytes: AtomicU64::new(0),
             op_lock: Mutex::new(()),
             gate: std::sync::RwLock::new(()),
+            watch: watch::WriterWatch::default(),
         })
     }
 

@@ -30,6 +30,7 @@ use super::output::{Reply, progress_bar};
 
 pub use spawn::{call_with_daemon, run_daemon, serve_foreground, wait_daemon_gone};
 pub use treefork::control::Op;
+pub use treefork::ops::exec::{b64_decode, b64_encode};
 
 /// A failed call: the daemon's error code and message.
 #[derive(Debug)]

@@ -265,12 +265,22 @@ fn background_writes_after_the_command_belong_to_the_next_operation() {
 fn outside_writers_are_flagged() {
     assert!(fuse_available());
     let m = Mount::new();
-    // The command's own children (a pipeline, a subshell) are not others.
-    let o = exec(&m, &["sh", "-c", "(echo a > a; cat a | tee b > /dev/null)"]);
+    // The command's own children (a pipeline, a subshell) are not others, nor are
+    // the kernel's writeback of their data to existing files.
+    std::fs::write(m.p("existing"), pattern(300_000, 1)).unwrap();
+    let o = exec(
+        &m,
+        &[
+            "sh",
+            "-c",
+            "(echo a > a; cat a | tee b > /dev/null); echo more >> existing; \
+             dd if=/dev/zero of=existing bs=4096 count=8 conv=notrunc status=none",
+        ],
+    );
     assert!(o.status.success());
     let e = meta(&show(&m, 1)).clone();
     assert_eq!(e["may_include_others"], false, "{e}");
-    assert_eq!(e["changed_count"], 2);
+    assert_eq!(e["changed_count"], 3);
 
     // A process outside the command writes while it runs.
     let mut cmd = Command::new(bin())

@@ -34,7 +34,7 @@ fn value(c: u8) -> Option<u32> {
 /// Decode `s`; `None` if it is not well-formed base64.
 pub fn decode(s: &str) -> Option<Vec<u8>> {
     let b = s.as_bytes();
-    if b.len() % 4 != 0 {
+    if !b.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::with_capacity(b.len() / 4 * 3);

@@ -467,6 +467,9 @@ fn git_commit_in_the_workspace_makes_a_checkpoint() {
             .filter(|c| c["trigger"] == "git-commit")
             .count()
     };
+    // The daemon takes its baseline look within 50 ms of the mount; a commit
+    // before that would be the baseline itself.
+    std::thread::sleep(Duration::from_millis(300));
     git(&["init", "-q"]);
     std::fs::write(m.p("a"), b"1").unwrap();
     git(&["add", "a"]);
@@ -492,4 +495,70 @@ fn git_commit_in_the_workspace_makes_a_checkpoint() {
     assert_eq!(commits(&m), 2);
     let c = &checkpoints(&m)[0];
     assert!(c["message"].as_str().unwrap().starts_with("git commit "));
+}
+
+#[test]
+fn agent_socket_may_exec_and_unmount_finalizes_a_running_exec() {
+    assert!(fuse_available());
+    let dir = tempfile::Builder::new()
+        .prefix("tf-agent-")
+        .tempdir()
+        .unwrap();
+    let sock = dir.path().join("agent.sock");
+    let m = Mount::with_options("s", &["--agent-socket", sock.to_str().unwrap()]);
+    std::fs::create_dir(m.p("w")).unwrap();
+    // Through the agent socket (what an agent runtime sets), from inside the mount.
+    let o = Command::new(bin())
+        .args([
+            "exec",
+            "--explanation",
+            "agent step",
+            "sh",
+            "-c",
+            "echo a > made",
+        ])
+        .env("TREEFORK_SOCKET", &sock)
+        .env_remove("TREEFORK_STORE")
+        .current_dir(m.p("w"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = show(&m, 1);
+    assert_eq!(v["record"]["actor"]["role"], "agent");
+    assert_eq!(meta(&v)["cwd"], "w");
+    assert_eq!(meta(&v)["changed"][0]["path"], "w/made");
+
+    // A command still running when the workspace is unmounted (it left the mount,
+    // so the unmount succeeds) is recorded as abandoned; its own end is refused
+    // with a warning and treefork exec still exits with the command's status.
+    let long = Command::new(bin())
+        .arg("--store")
+        .arg(&m.store)
+        .args(["-C", m.mp.to_str().unwrap(), "exec", "sh", "-c"])
+        .arg("echo x > late; cd /; sleep 1.5; exit 4")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !m.p("late").exists() {
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    crate::harness::umount_ok(&m.store, &m.mp);
+    let out = long.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("was not recorded"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    m.mount();
+    let e = meta(&show(&m, 2)).clone();
+    assert_eq!(e["abandoned"], true, "{e}");
+    assert_eq!(e["changed"][0]["path"], "late");
+    // Numbering continues after the remount.
+    assert!(exec(&m, &["true"]).status.success());
+    assert_eq!(meta(&show(&m, 3))["n"], 3);
 }

@@ -6,7 +6,8 @@
 //! Cost: the refs are read only after the session saw a mutation since the last
 //! look, at most every [`INTERVAL_MS`]; one `syncfs` first (git writes its ref
 //! through the kernel's writeback cache). The first value seen after a mount is
-//! the baseline: only a change from it triggers.
+//! the baseline: only a change from it to a commit triggers (so a repository
+//! created or cloned into the workspace later counts as a commit too).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -20,13 +21,24 @@ const MAX_REF: u32 = 4096;
 /// Largest `packed-refs` read.
 const MAX_PACKED: u32 = 1 << 20;
 
-/// Per session: when it was looked at, the last mutation time then, and the
-/// commit HEAD pointed to (`None`: no repository; `Some(None)`: an unborn branch).
+/// What HEAD named at the last look.
+#[derive(Default, Clone, PartialEq)]
+enum Head {
+    /// Not looked at yet (since the daemon serves the session).
+    #[default]
+    Unknown,
+    /// No repository at the workspace root (or HEAD names no commit yet).
+    NoCommit,
+    /// A commit.
+    Commit(String),
+}
+
+/// Per session: when it was looked at, the last mutation time then, and HEAD.
 #[derive(Default, Clone)]
 struct Seen {
     checked_ms: u64,
     mutation_ms: u64,
-    commit: Option<Option<String>>,
+    head: Head,
 }
 
 static SEEN: Mutex<Option<HashMap<String, Seen>>> = Mutex::new(None);
@@ -65,9 +77,13 @@ pub(super) fn check(t: &Target, now: u64) {
         store_seen(s.name(), st);
         return;
     }
-    let commit = head_commit(s);
-    if let (Some(old), Some(Some(new))) = (&st.commit, &commit)
-        && old.as_ref() != Some(new)
+    let head = match head_commit(s).flatten() {
+        Some(c) => Head::Commit(c),
+        None => Head::NoCommit,
+    };
+    if let Head::Commit(new) = &head
+        && st.head != Head::Unknown
+        && st.head != head
     {
         let msg = format!("git commit {}", &new[..new.len().min(12)]);
         match s.checkpoint(&msg, "git-commit", None) {
@@ -75,7 +91,7 @@ pub(super) fn check(t: &Target, now: u64) {
             Err(e) => log::error!("session {}: git-commit checkpoint failed: {e}", s.name()),
         }
     }
-    st.commit = commit;
+    st.head = head;
     store_seen(s.name(), st);
 }
 

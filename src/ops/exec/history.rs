@@ -91,3 +91,56 @@ pub(in crate::ops) fn show(t: &Target, n: u64) -> Result<Value> {
         "stderr": b64::encode(&err),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oplog::{Actor, NewOp, View};
+    use crate::store::MemStore;
+
+    fn view(head: &str) -> View {
+        View {
+            head: Some(head.into()),
+            workspace: "00".repeat(32),
+            ..View::default()
+        }
+    }
+
+    fn append(store: &MemStore, kind: &str, exec: Value) {
+        let mut op = NewOp::new(&Actor::daemon(), kind, json!({}), view("b"), view("a"));
+        if !exec.is_null() {
+            op.meta.insert("exec".into(), exec);
+        }
+        let attach = |seq| vec![oplog::attachment_op("s", seq, tag::STDOUT, b"out".to_vec())];
+        oplog::append_with(store, "s", op, &attach).unwrap();
+    }
+
+    #[test]
+    fn exec_state_names_the_state_after_each_exec() {
+        let store = MemStore::default();
+        append(&store, "checkpoint", Value::Null);
+        append(&store, KIND, json!({"n": 1, "before": "b1", "after": "a1"}));
+        append(&store, "checkout", Value::Null);
+        // An exec that changed nothing: its state is the one it started from.
+        append(&store, KIND, json!({"n": 2, "before": "b2", "after": null}));
+        assert_eq!(exec_state(&store, "s", 1).unwrap(), "a1");
+        assert_eq!(exec_state(&store, "s", 2).unwrap(), "b2");
+        assert_eq!(find(&store, "s", 2).unwrap().seq, 4);
+        let out = oplog::attachment(&store, "s", 4, tag::STDOUT).unwrap();
+        assert_eq!(
+            out.as_deref(),
+            Some(&b"out"[..]),
+            "attachments share the record's seq"
+        );
+        for missing in [0, 3, u64::MAX] {
+            assert!(matches!(
+                exec_state(&store, "s", missing),
+                Err(Error::NotFound(_))
+            ));
+        }
+        assert!(matches!(
+            exec_state(&store, "other", 1),
+            Err(Error::NotFound(_))
+        ));
+    }
+}

@@ -10,8 +10,8 @@ use clap::{Parser, Subcommand};
 
 use super::flags::Globals;
 use super::{
-    Ctx, Outcome, Result, Run, config, daemon, experiment, mount, refs, show, snapshot, store,
-    timeline, undo,
+    Ctx, Outcome, Result, Run, config, daemon, exec, experiment, history, mount, refs, show,
+    snapshot, store, timeline, undo,
 };
 
 /// The `treefork` command line.
@@ -73,6 +73,8 @@ commands! {
     Timeline(timeline::Timeline),
     Note(timeline::Note),
     Config(config::Config),
+    Exec(exec::Exec),
+    History(history::History),
     Experiment(experiment::Experiment),
     Gc(store::Gc),
     Fsck(store::Fsck),

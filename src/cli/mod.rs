@@ -62,13 +62,19 @@
 pub mod args;
 mod config;
 mod daemon;
+mod exec;
 mod experiment;
 pub mod flags;
+mod history;
 mod mount;
 pub mod output;
 mod paths;
 pub mod plumbing;
 mod refs;
+#[allow(
+    dead_code,
+    reason = "the API serves exec and experiment; parts are used by experiment only"
+)]
 pub mod runner;
 mod show;
 mod snapshot;

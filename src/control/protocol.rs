@@ -288,6 +288,65 @@ pub enum Op {
         #[serde(default)]
         winner: bool,
     },
+    /// Start recording a command the client runs (`treefork exec`): save pending
+    /// changes as the before checkpoint, start watching writers. Answers the exec
+    /// number and the before checkpoint.
+    ExecBegin {
+        /// The command and its arguments.
+        argv: Vec<String>,
+        /// Its working directory, relative to the workspace root (text, recorded).
+        #[serde(default)]
+        cwd: String,
+    },
+    /// A chunk of a running exec's captured output (sent before `exec_end`).
+    ExecOutput {
+        /// The exec number `exec_begin` answered.
+        exec: u64,
+        /// `stdout` or `stderr`.
+        stream: String,
+        /// The bytes, base64.
+        data: String,
+    },
+    /// Finish recording exec `exec`: checkpoint what changed, append its record.
+    ExecEnd {
+        /// The exec number.
+        exec: u64,
+        /// Exit code, when it exited.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        /// The signal that killed it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        /// Why it could not run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        /// Its pid.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pid: Option<u32>,
+        /// Wall time, ms.
+        #[serde(default)]
+        duration_ms: u64,
+        /// The client cut stdout at its capture limit.
+        #[serde(default, skip_serializing_if = "is_false")]
+        stdout_truncated: bool,
+        /// The client cut stderr at its capture limit.
+        #[serde(default, skip_serializing_if = "is_false")]
+        stderr_truncated: bool,
+        /// A timeout stopped it.
+        #[serde(default, skip_serializing_if = "is_false")]
+        timed_out: bool,
+    },
+    /// Exec records of the session, newest first.
+    History {
+        /// At most this many.
+        #[serde(default)]
+        limit: Option<usize>,
+    },
+    /// One exec record with its captured output.
+    HistoryShow {
+        /// The exec number.
+        exec: u64,
+    },
 }
 
 fn is_false(b: &bool) -> bool {

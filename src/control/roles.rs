@@ -96,6 +96,30 @@ impl Role {
                 agent_socket,
                 agent_uid,
             } => agent_socket.is_none() && agent_uid.is_none(),
+            // Recording a command adds a checkpoint and an operation; reading the
+            // history reveals nothing the log does not.
+            Op::ExecBegin {
+                argv: _,
+                cwd: _,
+            }
+            | Op::ExecOutput {
+                exec: _,
+                stream: _,
+                data: _,
+            }
+            | Op::ExecEnd {
+                exec: _,
+                exit_code: _,
+                signal: _,
+                error: _,
+                pid: _,
+                duration_ms: _,
+                stdout_truncated: _,
+                stderr_truncated: _,
+                timed_out: _,
+            }
+            | Op::History { limit: _ }
+            | Op::HistoryShow { exec: _ } => true,
             // Showing is fine; changing settings is the user's.
             Op::Config { set } => set.is_none(),
             // An experiment adds forks of the agent's own session (names and

@@ -308,6 +308,10 @@ impl Daemon {
     /// Flush and unmount the session at `mp`. It is Closing (a gc root owning its
     /// name) from before the first flush until after the last one.
     pub(crate) fn unmount(&self, mp: &Path) -> Result<()> {
+        // A recorded command still running is finalized as abandoned first.
+        if let Some(t) = Host::live(self).into_iter().find(|t| t.mountpoint == mp) {
+            crate::ops::exec::unmounting(&t);
+        }
         let (name, mut entry) = self.table.begin_close(mp)?;
         let r = entry.session.flush().and_then(|_| {
             umount_patiently(mp).map_err(|e| {

@@ -51,7 +51,7 @@ impl TreeforkFs {
 
     pub(super) fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -61,6 +61,7 @@ impl TreeforkFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        self.session.watch.note(req.pid());
         guarded!(self, "write", [ino, offset, data.len(), write_flags], {
             if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
                 match self.session.kill_suidgid(ino.0) {
@@ -127,7 +128,7 @@ impl TreeforkFs {
 
     pub(super) fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -135,6 +136,7 @@ impl TreeforkFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        self.session.watch.note(req.pid());
         guarded!(self, "fallocate", [ino, offset, length, mode], {
             reply_empty(self.session.fallocate(ino.0, offset, length, mode), reply)
         })

@@ -32,7 +32,7 @@ impl TreeforkFs {
 
     pub(super) fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -40,6 +40,7 @@ impl TreeforkFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        self.session.watch.note(req.pid());
         guarded!(self, "setxattr", [ino, name, value.len(), flags], {
             reply_empty(
                 self.session.setxattr(ino.0, name.as_bytes(), value, flags),
@@ -67,13 +68,8 @@ impl TreeforkFs {
         })
     }
 
-    pub(super) fn removexattr(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        name: &OsStr,
-        reply: ReplyEmpty,
-    ) {
+    pub(super) fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.session.watch.note(req.pid());
         guarded!(self, "removexattr", [ino, name], {
             reply_empty(self.session.removexattr(ino.0, name.as_bytes()), reply)
         })

@@ -67,6 +67,7 @@ impl TreeforkFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        self.session.watch.note(req.pid());
         guarded!(
             self,
             "setattr",
@@ -121,6 +122,7 @@ impl TreeforkFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        self.session.watch.note(req.pid());
         guarded!(self, "mknod", [parent, name, mode, rdev], {
             let node = match Kind::from_mode(mode) {
                 Some(Kind::File) => NewNode::File,
@@ -150,6 +152,7 @@ impl TreeforkFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        self.session.watch.note(req.pid());
         guarded!(self, "mkdir", [parent, name, mode], {
             let r = self.session.create_node(
                 parent.0,
@@ -163,13 +166,15 @@ impl TreeforkFs {
         })
     }
 
-    pub(super) fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    pub(super) fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.session.watch.note(req.pid());
         guarded!(self, "unlink", [parent, name], {
             reply_empty(self.session.remove(parent.0, name.as_bytes(), false), reply)
         })
     }
 
-    pub(super) fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    pub(super) fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.session.watch.note(req.pid());
         guarded!(self, "rmdir", [parent, name], {
             reply_empty(self.session.remove(parent.0, name.as_bytes(), true), reply)
         })
@@ -183,6 +188,7 @@ impl TreeforkFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        self.session.watch.note(req.pid());
         guarded!(self, "symlink", [parent, link_name, target], {
             let r = self.session.create_node(
                 parent.0,
@@ -198,7 +204,7 @@ impl TreeforkFs {
 
     pub(super) fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -206,6 +212,7 @@ impl TreeforkFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        self.session.watch.note(req.pid());
         guarded!(self, "rename", [parent, name, newparent, newname, flags], {
             let r = self.session.rename(
                 parent.0,
@@ -220,12 +227,13 @@ impl TreeforkFs {
 
     pub(super) fn link(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         newparent: INodeNo,
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        self.session.watch.note(req.pid());
         guarded!(self, "link", [ino, newparent, newname], {
             reply_entry(
                 self.session.link(ino.0, newparent.0, newname.as_bytes()),
@@ -244,6 +252,7 @@ impl TreeforkFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        self.session.watch.note(req.pid());
         guarded!(self, "create", [parent, name, mode], {
             let r = self.session.create_node(
                 parent.0,

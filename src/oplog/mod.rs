@@ -345,6 +345,32 @@ pub fn append(
     )))
 }
 
+/// [`append`] with state-change ops that depend on the sequence number the record
+/// gets (its attachments: `extra(seq)`), all in one atomic commit.
+pub fn append_with(
+    store: &dyn ObjectStore,
+    session: &str,
+    op: NewOp,
+    extra: &dyn Fn(u64) -> Vec<MetaOp>,
+) -> Result<Operation> {
+    let mut seq = last(store, session)?.map_or(1, |o| o.seq + 1);
+    for _ in 0..8 {
+        let rec = op.clone().build(session, seq);
+        let mut ops = extra(seq);
+        ops.extend(rec.ops());
+        match store.commit(ops) {
+            Ok(()) => return Ok(rec),
+            Err(Error::Conflict(_)) if store.meta_get(&meta::op_key(session, seq))?.is_some() => {
+                seq += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Busy(format!(
+        "session {session}: the operation log kept moving while appending; retry"
+    )))
+}
+
 /// Store an attachment of operation `seq` (not durable until the next commit: put
 /// it in the same batch as the record, or commit it alone).
 pub fn attachment_op(session: &str, seq: u64, tag: u8, bytes: Vec<u8>) -> MetaOp {

@@ -24,6 +24,7 @@ mod checkout;
 mod checkpoint;
 mod config;
 mod diff;
+pub mod exec;
 pub mod experiment;
 mod fork;
 mod log;
@@ -223,6 +224,41 @@ pub fn run<H: Host>(
             };
             experiment::adopt(h, &t, &op_lock, actor, req)
         }
+        Op::ExecBegin { argv, cwd } => exec::begin(
+            &t,
+            actor,
+            exec::Begin {
+                argv,
+                cwd,
+                explanation: call.explanation.clone(),
+            },
+        ),
+        Op::ExecOutput { exec, stream, data } => exec::output(&t, exec, &stream, &data),
+        Op::ExecEnd {
+            exec,
+            exit_code,
+            signal,
+            error,
+            pid,
+            duration_ms,
+            stdout_truncated,
+            stderr_truncated,
+            timed_out,
+        } => {
+            let e = exec::Ending {
+                exit_code,
+                signal,
+                error,
+                pid,
+                duration_ms: Some(duration_ms),
+                truncated: [stdout_truncated, stderr_truncated],
+                timed_out,
+                abandoned: false,
+            };
+            exec::end(&t, exec, e)
+        }
+        Op::History { limit } => exec::list(&t, limit),
+        Op::HistoryShow { exec } => exec::show(&t, exec),
         _ => Err(Error::Invalid("not a session operation".into())),
     }
 }

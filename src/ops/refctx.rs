@@ -50,9 +50,8 @@ impl RefContext for SessionRefs<'_> {
     }
 
     fn exec_state(&self, n: u64) -> Result<String> {
-        Err(Error::Invalid(format!(
-            "exec@{n}: exec records are not yet recorded"
-        )))
+        let s = &self.t.session;
+        super::exec::exec_state(&**s.store(), s.name(), n)
     }
 }
 

@@ -51,6 +51,8 @@ pub const KNOWN_TRIGGERS: &[TriggerRule] = &[
     rule("before-restore", false),
     rule("fork", false),
     rule("exec", false),
+    rule("before-exec", false),
+    rule("git-commit", false),
     rule("experiment", false),
     rule("promote", false),
     rule("message", false),

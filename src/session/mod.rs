@@ -30,6 +30,7 @@ mod lock_tests;
 mod model_tests;
 pub mod ops;
 pub mod snapshot;
+pub mod watch;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicU64;
@@ -104,6 +105,9 @@ pub struct SessionConfig {
     pub op_retention_count: u64,
     /// Most runs an experiment may have (`treefork experiment`).
     pub experiment_max_runs: u64,
+    /// Take an automatic checkpoint after every this many recorded commands
+    /// (`treefork exec`; 0 = off).
+    pub auto_checkpoint_commands: u64,
 }
 
 impl Default for SessionConfig {
@@ -115,6 +119,7 @@ impl Default for SessionConfig {
             op_retention_days: crate::oplog::retention::DEFAULT_DAYS,
             op_retention_count: crate::oplog::retention::DEFAULT_COUNT,
             experiment_max_runs: 32,
+            auto_checkpoint_commands: 0,
         }
     }
 }
@@ -282,6 +287,8 @@ pub struct Session {
     /// Mutating operations hold it shared; a checkout/restore holds it exclusively
     /// from its save to its graft, so no write can fall between the two.
     pub(crate) gate: std::sync::RwLock<()>,
+    /// Who writes while a recorded command runs (`treefork exec`).
+    pub watch: watch::WriterWatch,
 }
 
 impl Session {
@@ -313,6 +320,7 @@ impl Session {
             dirty_bytes: AtomicU64::new(0),
             op_lock: Mutex::new(()),
             gate: std::sync::RwLock::new(()),
+            watch: watch::WriterWatch::default(),
         })
     }
 

@@ -12,6 +12,7 @@ mod deep;
 mod diffstream;
 mod enospc;
 mod evict;
+mod exec;
 mod experiment;
 mod graftfail;
 mod maintenance;

@@ -378,3 +378,42 @@ fn adopt_moves_the_attached_branch_and_undo_moves_it_back() {
     assert_eq!(branch_at(&m, "main").as_deref(), Some(c0.as_str()));
     assert_eq!(head(&m), (c0, json!("main")));
 }
+
+#[test]
+fn undo_right_after_exec_rewinds_exactly_that_command_and_exec_refs_resolve() {
+    assert!(fuse_available());
+    let m = Mount::new();
+    write_synced(&m.p("keep"), b"k");
+    checkpoint(&m, "base");
+    ws_ok(&m, &["checkout", "-b", "main"]);
+    // A pending change before the exec is not the command's: undo keeps it.
+    write_synced(&m.p("pending"), b"p");
+    let o = ws(
+        &m,
+        &[
+            "--explanation",
+            "make a file",
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "echo x > made; rm keep",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(m.p("made").exists() && !m.p("keep").exists());
+    let d = ws_ok(&m, &["diff", "exec@1~", "exec@1"]);
+    assert!(d.contains("made") && d.contains("keep"), "{d}");
+    assert!(!d.contains("pending"), "{d}");
+    let log = j(&m, &["op", "log", "-n", "1"]);
+    assert_eq!(log["operations"][0]["kind"], "exec");
+    assert_eq!(log["operations"][0]["explanation"], "make a file");
+    ws_ok(&m, &["undo"]);
+    assert!(!m.p("made").exists());
+    assert_eq!(read(&m, "keep"), "k");
+    assert_eq!(read(&m, "pending"), "p");
+    assert_eq!(head(&m).1, json!("main"));
+    // exec@1 still names the state after the command.
+    let s = j(&m, &["show", "exec@1"]);
+    assert!(s.to_string().contains("exec"), "{s}");
+}

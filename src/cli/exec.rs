@@ -1,0 +1,135 @@
+//! `exec`: run a command in the workspace and record it in the session's history.
+//!
+//! The command runs here, as this process's child (the caller's environment; cwd:
+//! the caller's when inside the workspace, else the workspace root), its output
+//! passed through unchanged and captured (`cli::runner`). The daemon is told
+//! before (`exec_begin`: it saves the before state and starts watching writers)
+//! and after (`exec_output` chunks, then `exec_end`). `treefork exec` exits with
+//! the command's status (128 + N when killed by signal N, 127 when the program is
+//! missing); it prints nothing of its own but errors and warnings on stderr, so it
+//! ends the process itself instead of returning an outcome to print.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::plumbing::b64_encode;
+use super::prelude::*;
+use super::runner::{self, DEFAULT_CAPTURE_LIMIT, RunResult, Spec};
+
+/// Most bytes of each stream kept in a record (the daemon's own cap).
+pub const MAX_CAPTURE_LIMIT: usize = 4 << 20;
+/// Raw bytes per `exec_output` request (base64 makes it 4/3 of this, well under
+/// the 1 MiB request bound).
+const CHUNK: usize = 512 << 10;
+
+/// Run a command in the workspace and record it (before/after states, changed
+/// paths, exit status, output).
+#[derive(clap::Args)]
+pub struct Exec {
+    /// Stop the command and everything it started (its process group) after S
+    /// seconds.
+    #[arg(long, value_name = "S")]
+    timeout: Option<f64>,
+    /// Bytes of each of stdout and stderr kept in the record (at most 4 MiB).
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_CAPTURE_LIMIT)]
+    capture_limit: usize,
+    /// The command and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    command: Vec<OsString>,
+}
+
+#[derive(Deserialize)]
+struct Begun {
+    exec: u64,
+}
+
+impl Exec {
+    fn timeout(&self) -> Result<Option<Duration>> {
+        match self.timeout {
+            None => Ok(None),
+            Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Some(Duration::from_secs_f64(s))),
+            Some(s) => bail!("--timeout must be a positive number of seconds, not {s}"),
+        }
+    }
+
+    /// The command's directory and its path relative to the workspace root.
+    fn cwd(&self, cx: &Ctx) -> Result<(PathBuf, String)> {
+        let root = cx.workspace_root()?;
+        let here = std::env::current_dir().ok();
+        let inside = here.and_then(|h| {
+            let rel = h.strip_prefix(&root).ok()?.to_str()?.to_string();
+            Some((h, rel))
+        });
+        Ok(inside.unwrap_or((root, String::new())))
+    }
+}
+
+impl Run for Exec {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let timeout = self.timeout()?;
+        if self.capture_limit > MAX_CAPTURE_LIMIT {
+            bail!("--capture-limit is at most {MAX_CAPTURE_LIMIT} bytes");
+        }
+        let (dir, rel) = self.cwd(cx)?;
+        let argv: Vec<String> = self
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        // Processes the command leaves behind stay in this process's tree (the
+        // daemon tells the command's writers from others by the parent chain).
+        runner::become_subreaper();
+        let begun: Reply<Begun> = cx.session(Op::ExecBegin { argv, cwd: rel })?;
+        let n = begun.body.exec;
+        let spec = Spec::new(self.command.clone())
+            .cwd(dir)
+            .capture_limit(self.capture_limit)
+            .timeout(timeout);
+        let r = runner::run(&spec);
+        if let Some(e) = &r.error {
+            eprintln!("treefork: error: {e}");
+        }
+        if r.timed_out {
+            eprintln!(
+                "treefork: exec {n}: stopped after the {}s timeout",
+                self.timeout.unwrap_or(0.0)
+            );
+        }
+        if let Err(e) = record(cx, n, &r) {
+            eprintln!("treefork: warning: exec {n} was not recorded: {e:#}");
+        }
+        let _ = io::stdout().flush();
+        std::process::exit(r.status());
+    }
+}
+
+/// Send the captured output and the outcome of exec `n`.
+fn record(cx: &Ctx, n: u64, r: &RunResult) -> Result<()> {
+    for (stream, bytes) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
+        for chunk in bytes.chunks(CHUNK) {
+            let _: Reply<Ignored> = cx.session(Op::ExecOutput {
+                exec: n,
+                stream: stream.into(),
+                data: b64_encode(chunk),
+            })?;
+        }
+    }
+    let _: Reply<Ignored> = cx.session(Op::ExecEnd {
+        exec: n,
+        exit_code: r.exit_code,
+        signal: r.signal,
+        error: r.error.clone(),
+        pid: r.pid,
+        duration_ms: r.duration.as_millis() as u64,
+        stdout_truncated: r.stdout_truncated,
+        stderr_truncated: r.stderr_truncated,
+        timed_out: r.timed_out,
+    })?;
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! `exec_begin` and `exec_output`: saving the before state, starting the writer
+//! watch, and collecting the captured output.
+
+use serde_json::{Value, json};
+
+use super::slot::{self, MAX_CAPTURE, Running};
+use crate::error::{Error, Result};
+use crate::oplog::Actor;
+use crate::ops::{Target, record, syncfs};
+use crate::session::relock;
+
+/// Most arguments recorded.
+pub const MAX_ARGS: usize = 4096;
+/// Longest recorded working directory.
+pub const MAX_CWD: usize = 4096;
+
+/// What `exec_begin` asks.
+pub(in crate::ops) struct Begin {
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub explanation: Option<String>,
+}
+
+fn check(b: &Begin) -> Result<()> {
+    if b.argv.is_empty() {
+        return Err(Error::Invalid("exec_begin needs a command (argv)".into()));
+    }
+    if b.argv.len() > MAX_ARGS {
+        return Err(Error::Invalid(format!(
+            "exec_begin: {} arguments (at most {MAX_ARGS})",
+            b.argv.len()
+        )));
+    }
+    if b.cwd.len() > MAX_CWD || b.cwd.contains('\0') || b.cwd.starts_with('/') {
+        return Err(Error::Invalid(
+            "exec_begin: cwd must be a path relative to the workspace root".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Begin recording exec N for `actor`: finalize a stale running exec, save
+/// pending changes (the before checkpoint), start the watch.
+pub(in crate::ops) fn begin(t: &Target, actor: &Actor, b: Begin) -> Result<Value> {
+    check(&b)?;
+    let s = &t.session;
+    let stale = slot::with(s, |sl| match &sl.running {
+        Some(r) if r.client_alive() => Err(r.n),
+        _ => Ok(sl.running.take()),
+    });
+    match stale {
+        Err(n) => {
+            return Err(Error::Busy(format!(
+                "exec {n} is still running in this session (one recorded command at a time); wait for it or run this one without `treefork exec`"
+            )));
+        }
+        Ok(Some(r)) => {
+            let why = format!(
+                "abandoned: its client (pid {}) ended before it reported the command's end",
+                r.actor.pid.unwrap_or(0)
+            );
+            if let Err(e) = super::end::finish(t, r, super::end::Ending::abandoned(why)) {
+                ::log::error!("session {}: finalizing an abandoned exec: {e}", s.name());
+            }
+        }
+        Ok(None) => {}
+    }
+    let n = slot::next_number(s)?;
+    syncfs(&t.mountpoint)?;
+    let roots: Vec<u32> = actor.pid.into_iter().collect();
+    let gate = relock(s.gate.write());
+    let saved = (|| -> Result<(String, crate::id::NodeId)> {
+        let rec = s.record();
+        match &rec.head {
+            Some(h) if !s.has_changes()? => Ok((h.clone(), s.base_root()?)),
+            _ => {
+                let c = s.checkpoint(&format!("before exec {n}"), "before-exec", None)?;
+                Ok((c.id.clone(), c.root_id()?))
+            }
+        }
+    })();
+    if saved.is_ok() {
+        s.watch.start(roots);
+    }
+    drop(gate);
+    let (before_ckpt, before_root) = saved?;
+    let mut before = record::view_of(&s.record(), before_root);
+    if let Some(br) = before.branch.clone() {
+        record::touch(&mut before, &**s.store(), &br);
+    }
+    let client_start = actor.pid.and_then(slot::start_time);
+    let running = Running {
+        n,
+        argv: b.argv,
+        cwd: b.cwd,
+        explanation: b.explanation,
+        actor: actor.clone(),
+        client_start,
+        started: std::time::Instant::now(),
+        before_ckpt: before_ckpt.clone(),
+        before_root,
+        before,
+        out: [Vec::new(), Vec::new()],
+        cut: [false, false],
+    };
+    slot::with(s, |sl| sl.running = Some(running));
+    Ok(json!({"exec": n, "before": before_ckpt}))
+}
+
+/// Append a chunk of captured output to running exec `n` (the daemon keeps at
+/// most [`MAX_CAPTURE`] bytes of each stream).
+pub(in crate::ops) fn output(t: &Target, n: u64, stream: &str, data: &str) -> Result<Value> {
+    let i = match stream {
+        "stdout" => 0,
+        "stderr" => 1,
+        other => {
+            return Err(Error::Invalid(format!(
+                "exec_output: stream must be stdout or stderr, not {other:?}"
+            )));
+        }
+    };
+    let bytes = super::b64::decode(data)
+        .ok_or_else(|| Error::Invalid("exec_output: data is not base64".into()))?;
+    slot::with(&t.session, |sl| match sl.running.as_mut() {
+        Some(r) if r.n == n => {
+            let room = MAX_CAPTURE.saturating_sub(r.out[i].len());
+            if bytes.len() > room {
+                r.cut[i] = true;
+            }
+            r.out[i].extend_from_slice(&bytes[..bytes.len().min(room)]);
+            Ok(json!({"exec": n, "bytes": r.out[i].len()}))
+        }
+        _ => Err(not_running(n)),
+    })
+}
+
+pub(super) fn not_running(n: u64) -> Error {
+    Error::NotFound(format!(
+        "no exec {n} is running in this session (it ended, was abandoned, or never began)"
+    ))
+}

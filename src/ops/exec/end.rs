@@ -1,0 +1,172 @@
+//! `exec_end` (and finalizing an abandoned exec): the after state, the changed
+//! paths, the writers outside the command, and the one operation record.
+
+use serde_json::{Map, Value, json};
+
+use super::slot::{self, Running};
+use crate::diff;
+use crate::error::Result;
+use crate::id::NodeId;
+use crate::oplog::{self, tag};
+use crate::ops::{Target, record, syncfs};
+use crate::session::relock;
+use crate::session::watch::Seen;
+
+/// Most changed paths listed in a record (the count is always exact).
+pub const MAX_CHANGED: usize = 1000;
+/// Most bytes of changed paths listed in a record.
+const MAX_CHANGED_BYTES: usize = 256 << 10;
+
+/// How the command ended, as the client reports it.
+#[derive(Default)]
+pub(in crate::ops) struct Ending {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub error: Option<String>,
+    pub pid: Option<u32>,
+    /// `None`: measured by the daemon (abandoned execs).
+    pub duration_ms: Option<u64>,
+    pub truncated: [bool; 2],
+    pub timed_out: bool,
+    pub abandoned: bool,
+}
+
+impl Ending {
+    /// An exec whose client never reported its end.
+    pub fn abandoned(why: String) -> Ending {
+        Ending {
+            error: Some(why),
+            abandoned: true,
+            ..Ending::default()
+        }
+    }
+}
+
+/// Finish running exec `n` as `e` reports.
+pub(in crate::ops) fn end(t: &Target, n: u64, e: Ending) -> Result<Value> {
+    let r = slot::with(&t.session, |sl| {
+        if sl.running.as_ref().is_some_and(|r| r.n == n) {
+            sl.running.take()
+        } else {
+            None
+        }
+    });
+    let r = r.ok_or_else(|| super::begin::not_running(n))?;
+    finish(t, r, e)
+}
+
+/// Stop the watch, checkpoint what changed (trigger `exec`), and append the record.
+pub(super) fn finish(t: &Target, r: Running, e: Ending) -> Result<Value> {
+    let s = &t.session;
+    if let Err(err) = syncfs(&t.mountpoint) {
+        // Unmounting: what reached the daemon is all there is.
+        ::log::warn!("session {}: exec {}: syncfs: {err}", s.name(), r.n);
+    }
+    let gate = relock(s.gate.write());
+    let res = (|| -> Result<(NodeId, Option<String>)> {
+        let root = s.flush()?;
+        let ckpt = if diff::differ(&**s.store(), r.before_root, root)? {
+            let mut meta = Map::new();
+            meta.insert("exec".into(), json!(r.n));
+            let msg = format!("exec {}: {}", r.n, short_command(&r.argv));
+            Some(s.checkpoint_with_meta(&msg, "exec", None, meta)?.id)
+        } else {
+            None
+        };
+        Ok((root, ckpt))
+    })();
+    let seen = s.watch.stop();
+    drop(gate);
+    let (root, ckpt) = res?;
+    let mut after = record::view_of(&s.record(), root);
+    if let Some(br) = after.branch.clone() {
+        record::touch(&mut after, &**s.store(), &br);
+    }
+    let changed = changed_paths(s.store().as_ref(), r.before_root, root)?;
+    let meta = exec_meta(&r, &e, ckpt.as_deref(), &changed, &seen);
+    let request = json!({"op": "exec", "argv": r.argv, "cwd": r.cwd});
+    let mut op = record::Rec {
+        actor: &r.actor,
+        kind: super::KIND,
+        request,
+        explanation: r.explanation.clone(),
+    }
+    .op(r.before.clone(), after);
+    op.meta.insert("exec".into(), meta.clone());
+    let (session, out) = (s.name().to_string(), r.out);
+    let attach = |seq: u64| {
+        [(tag::STDOUT, &out[0]), (tag::STDERR, &out[1])]
+            .into_iter()
+            .filter(|(_, b)| !b.is_empty())
+            .map(|(tg, b)| oplog::attachment_op(&session, seq, tg, b.clone()))
+            .collect()
+    };
+    let rec = oplog::append_with(&**s.store(), s.name(), op, &attach)
+        .inspect_err(|err| ::log::error!("session {}: recording exec {}: {err}", s.name(), r.n))?;
+    slot::with(s, |sl| sl.since_auto += 1);
+    Ok(json!({"exec": meta, "seq": rec.seq, "checkpoint": ckpt}))
+}
+
+/// `argv` joined for a message, cut to 200 characters.
+fn short_command(argv: &[String]) -> String {
+    let j = argv.join(" ");
+    match j.char_indices().nth(200) {
+        Some((i, _)) => format!("{}...", &j[..i]),
+        None => j,
+    }
+}
+
+/// The changed paths (listed up to the caps) and their exact count.
+struct Changed {
+    list: Vec<Value>,
+    count: u64,
+}
+
+fn changed_paths(store: &dyn crate::store::ObjectStore, a: NodeId, b: NodeId) -> Result<Changed> {
+    let mut c = Changed {
+        list: Vec::new(),
+        count: 0,
+    };
+    let mut bytes = 0;
+    diff::diff_walk(store, a, b, &mut |e| {
+        c.count += 1;
+        if c.list.len() < MAX_CHANGED && bytes < MAX_CHANGED_BYTES {
+            bytes += e.path.len();
+            c.list
+                .push(json!({"path": e.path_str(), "change": e.change}));
+        }
+        true
+    })?;
+    Ok(c)
+}
+
+fn exec_meta(r: &Running, e: &Ending, after: Option<&str>, c: &Changed, seen: &Seen) -> Value {
+    let duration_ms = e
+        .duration_ms
+        .unwrap_or_else(|| r.started.elapsed().as_millis() as u64);
+    let others = !seen.others.is_empty() || seen.overflow > 0;
+    json!({
+        "n": r.n,
+        "argv": r.argv,
+        "cwd": r.cwd,
+        "exit": e.exit_code,
+        "signal": e.signal,
+        "error": e.error,
+        "pid": e.pid,
+        "duration_ms": duration_ms,
+        "timed_out": e.timed_out,
+        "abandoned": e.abandoned,
+        "before": r.before_ckpt,
+        "after": after,
+        "changed": c.list,
+        "changed_count": c.count,
+        "changed_truncated": (c.list.len() as u64) < c.count,
+        "others": seen.others,
+        "others_overflow": seen.overflow,
+        "may_include_others": others,
+        "stdout_bytes": r.out[0].len(),
+        "stderr_bytes": r.out[1].len(),
+        "stdout_truncated": e.truncated[0] || r.cut[0],
+        "stderr_truncated": e.truncated[1] || r.cut[1],
+    })
+}

@@ -1,0 +1,146 @@
+//! Reading exec records: the history list, one record with its output, and the
+//! state an exec left ([`exec_state`], for the `exec@N` ref syntax).
+//!
+//! Exec records are operations of kind `exec` in the session's operation log;
+//! exec N is found by scanning from sequence number N (exec N's record can only
+//! come at or after it: every exec appends exactly one operation).
+
+use serde_json::{Value, json};
+
+use super::{KIND, b64};
+use crate::error::{Error, Result};
+use crate::oplog::{self, Operation, tag};
+use crate::ops::Target;
+use crate::store::ObjectStore;
+
+/// Default number of history entries.
+pub const DEFAULT_HISTORY_LIMIT: usize = 20;
+
+fn exec_number(o: &Operation) -> Option<u64> {
+    if o.kind != KIND {
+        return None;
+    }
+    o.meta.get("exec")?.get("n")?.as_u64()
+}
+
+/// The record of exec `n` of `session`.
+pub fn find(store: &dyn ObjectStore, session: &str, n: u64) -> Result<Operation> {
+    oplog::since(store, session, n.max(1))?
+        .into_iter()
+        .find(|o| exec_number(o) == Some(n))
+        .ok_or_else(|| {
+            Error::NotFound(format!(
+                "session {session} has no exec {n} (see `treefork history`)"
+            ))
+        })
+}
+
+/// The checkpoint (hex) of the state after exec `n` of `session`: the exec's own
+/// checkpoint when it changed anything, else the checkpoint it started from. The
+/// state before it is the first parent of its own checkpoint; for an exec that
+/// changed nothing both are the same state (read `meta.exec.before` to be exact).
+pub fn exec_state(store: &dyn ObjectStore, session: &str, n: u64) -> Result<String> {
+    let o = find(store, session, n)?;
+    let meta = &o.meta["exec"];
+    meta.get("after")
+        .and_then(Value::as_str)
+        .or_else(|| meta.get("before").and_then(Value::as_str))
+        .map(str::to_string)
+        .ok_or_else(|| Error::corrupt(format!("exec {n} of {session}"), "no checkpoint"))
+}
+
+/// A history line: the exec meta (without the changed-path list) with the
+/// record's sequence number, time and explanation.
+fn summary(o: &Operation) -> Value {
+    let mut v = o.meta.get("exec").cloned().unwrap_or_else(|| json!({}));
+    if let Some(m) = v.as_object_mut() {
+        m.remove("changed");
+        m.insert("seq".into(), json!(o.seq));
+        m.insert("time_ns".into(), json!(o.time_ns.to_string()));
+        m.insert("time".into(), json!((o.time_ns / 1_000_000_000) as i64));
+        m.insert("explanation".into(), json!(o.explanation));
+        m.insert("actor".into(), json!(o.actor));
+    }
+    v
+}
+
+/// At most `limit` exec records, newest first.
+pub(in crate::ops) fn list(t: &Target, limit: Option<usize>) -> Result<Value> {
+    let s = &t.session;
+    let limit = limit.unwrap_or(DEFAULT_HISTORY_LIMIT);
+    let execs: Vec<Value> = oplog::list(&**s.store(), s.name(), usize::MAX)?
+        .iter()
+        .filter(|o| exec_number(o).is_some())
+        .take(limit)
+        .map(summary)
+        .collect();
+    Ok(json!({"execs": execs}))
+}
+
+/// Exec `n`'s whole record and its captured output (base64).
+pub(in crate::ops) fn show(t: &Target, n: u64) -> Result<Value> {
+    let s = &t.session;
+    let store = &**s.store();
+    let o = find(store, s.name(), n)?;
+    let out = oplog::attachment(store, s.name(), o.seq, tag::STDOUT)?.unwrap_or_default();
+    let err = oplog::attachment(store, s.name(), o.seq, tag::STDERR)?.unwrap_or_default();
+    Ok(json!({
+        "record": o,
+        "summary": summary(&o),
+        "stdout": b64::encode(&out),
+        "stderr": b64::encode(&err),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oplog::{Actor, NewOp, View};
+    use crate::store::MemStore;
+
+    fn view(head: &str) -> View {
+        View {
+            head: Some(head.into()),
+            workspace: "00".repeat(32),
+            ..View::default()
+        }
+    }
+
+    fn append(store: &MemStore, kind: &str, exec: Value) {
+        let mut op = NewOp::new(&Actor::daemon(), kind, json!({}), view("b"), view("a"));
+        if !exec.is_null() {
+            op.meta.insert("exec".into(), exec);
+        }
+        let attach = |seq| vec![oplog::attachment_op("s", seq, tag::STDOUT, b"out".to_vec())];
+        oplog::append_with(store, "s", op, &attach).unwrap();
+    }
+
+    #[test]
+    fn exec_state_names_the_state_after_each_exec() {
+        let store = MemStore::default();
+        append(&store, "checkpoint", Value::Null);
+        append(&store, KIND, json!({"n": 1, "before": "b1", "after": "a1"}));
+        append(&store, "checkout", Value::Null);
+        // An exec that changed nothing: its state is the one it started from.
+        append(&store, KIND, json!({"n": 2, "before": "b2", "after": null}));
+        assert_eq!(exec_state(&store, "s", 1).unwrap(), "a1");
+        assert_eq!(exec_state(&store, "s", 2).unwrap(), "b2");
+        assert_eq!(find(&store, "s", 2).unwrap().seq, 4);
+        let out = oplog::attachment(&store, "s", 4, tag::STDOUT).unwrap();
+        assert_eq!(
+            out.as_deref(),
+            Some(&b"out"[..]),
+            "attachments share the record's seq"
+        );
+        for missing in [0, 3, u64::MAX] {
+            assert!(matches!(
+                exec_state(&store, "s", missing),
+                Err(Error::NotFound(_))
+            ));
+        }
+        assert!(matches!(
+            exec_state(&store, "other", 1),
+            Err(Error::NotFound(_))
+        ));
+    }
+}

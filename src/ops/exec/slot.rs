@@ -1,0 +1,100 @@
+//! The recorder's per-session state, kept in the session's writer-watch slot
+//! (`Session::watch.slot`): the last exec number, the running exec (at most one
+//! per session), and the count of execs since the last automatic checkpoint.
+//!
+//! Not durable: after a daemon crash a running exec is lost (its changes are
+//! pending changes of the next operation) and the number continues from the
+//! newest exec record in the operation log.
+
+use std::time::Instant;
+
+use crate::error::Result;
+use crate::id::NodeId;
+use crate::oplog::{self, Actor, View};
+use crate::session::Session;
+
+/// Most bytes kept of each stream of a running exec, whatever the client sends.
+pub const MAX_CAPTURE: usize = 4 << 20;
+
+/// An exec between `exec_begin` and `exec_end`.
+pub(super) struct Running {
+    pub n: u64,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub explanation: Option<String>,
+    pub actor: Actor,
+    /// The client's start time (`/proc/<pid>/stat` field 22), to tell it from a
+    /// later process with the same pid.
+    pub client_start: Option<u64>,
+    pub started: Instant,
+    pub before_ckpt: String,
+    pub before_root: NodeId,
+    pub before: View,
+    /// Captured stdout and stderr, and whether the daemon cut them.
+    pub out: [Vec<u8>; 2],
+    pub cut: [bool; 2],
+}
+
+impl Running {
+    /// Whether the client that began it still runs.
+    pub fn client_alive(&self) -> bool {
+        match (self.actor.pid, self.client_start) {
+            (Some(pid), Some(t)) => start_time(pid) == Some(t),
+            (Some(pid), None) => std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            _ => false,
+        }
+    }
+}
+
+/// A process's start time (clock ticks after boot).
+pub(super) fn start_time(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = s.get(s.rfind(')')? + 1..)?;
+    // Field 22 overall; the 20th after the comm.
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[derive(Default)]
+pub(super) struct Slot {
+    /// The newest exec number handed out (`None`: not read from the log yet).
+    pub last_n: Option<u64>,
+    pub running: Option<Running>,
+    /// Execs recorded since the last automatic checkpoint.
+    pub since_auto: u64,
+}
+
+/// Run `f` on `s`'s slot (created on first use).
+pub(super) fn with<R>(s: &Session, f: impl FnOnce(&mut Slot) -> R) -> R {
+    let mut g = s.watch.slot.lock().unwrap_or_else(|p| p.into_inner());
+    if g.as_ref().is_none_or(|b| !b.is::<Slot>()) {
+        *g = Some(Box::new(Slot::default()));
+    }
+    let slot = g
+        .as_mut()
+        .and_then(|b| b.downcast_mut::<Slot>())
+        .expect("slot just set");
+    f(slot)
+}
+
+/// The next exec number of `s` (reads the newest exec record the first time).
+pub(super) fn next_number(s: &Session) -> Result<u64> {
+    let known = with(s, |sl| sl.last_n);
+    let last = match known {
+        Some(n) => n,
+        None => newest_number(s)?,
+    };
+    Ok(with(s, |sl| {
+        let n = sl.last_n.unwrap_or(last).max(last) + 1;
+        sl.last_n = Some(n);
+        n
+    }))
+}
+
+fn newest_number(s: &Session) -> Result<u64> {
+    let ops = oplog::list(&**s.store(), s.name(), usize::MAX)?;
+    Ok(ops
+        .iter()
+        .find(|o| o.kind == super::KIND)
+        .and_then(|o| o.meta.get("exec")?.get("n")?.as_u64())
+        .unwrap_or(0))
+}

@@ -14,9 +14,10 @@
 //!   `Session::live_ids`), which a gc adds on top.
 //!
 //! So a checkpoint becomes unreachable only when its session was removed
-//! (`session rm`) and no branch, no other session and no live checkpoint's parent
-//! chain names it; `branch -d` and `session rm` are the only ways to make space
-//! reclaimable.
+//! (`session rm`) and no branch, no other session, no retained operation record
+//! and no live checkpoint's parent chain names it; `branch -d`, `session rm` and
+//! the expiry of operation records (retention, applied at `gc`) are the only ways
+//! to make space reclaimable.
 //!
 //! The walk is iterative (no recursion limit on deep trees), visits each node once
 //! (dedup makes the graph a DAG), and never aborts: an unreadable node is recorded
@@ -91,8 +92,11 @@ pub fn roots(meta: &dyn MetaStore) -> Result<Roots> {
     let mut r = Roots::default();
     r.read_sessions(meta)?;
     r.read_branches(meta)?;
-    r.read_checkpoints(meta)?;
+    // Referrers before referents: a record naming a checkpoint is read before the
+    // checkpoints are, so one committed in between (with its referrer, in the same
+    // batch) is never missing from the scan.
     r.read_ops(meta)?;
+    r.read_checkpoints(meta)?;
     r.mark_live();
     Ok(r)
 }
@@ -632,6 +636,87 @@ pub(crate) mod tests {
             });
             // root + 10,000 directories + the file node.
             assert_eq!(w, (10_002, true, vec![]));
+        }
+    }
+
+    /// A metadata store that commits `inject` just before answering its `at`-th
+    /// scan: a checkpoint and the operation naming it, as one batch, racing a gc's
+    /// reading of the roots.
+    struct RacingMeta<'a> {
+        inner: &'a crate::store::MemMeta,
+        scans: std::sync::atomic::AtomicUsize,
+        at: usize,
+        inject: std::sync::Mutex<Option<Vec<crate::meta::MetaOp>>>,
+    }
+
+    impl MetaStore for RacingMeta<'_> {
+        fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+            self.inner.get(key)
+        }
+        fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+            let n = self.scans.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if n == self.at
+                && let Some(ops) = self.inject.lock().unwrap().take()
+            {
+                self.inner.apply(ops)?;
+            }
+            self.inner.scan(prefix)
+        }
+        fn range(
+            &self,
+            r: &crate::meta::KeyRange,
+            limit: usize,
+        ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+            self.inner.range(r, limit)
+        }
+        fn range_rev(
+            &self,
+            r: &crate::meta::KeyRange,
+            limit: usize,
+        ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+            self.inner.range_rev(r, limit)
+        }
+        fn apply(&self, ops: Vec<crate::meta::MetaOp>) -> Result<()> {
+            self.inner.apply(ops)
+        }
+    }
+
+    #[test]
+    fn roots_read_referrers_before_referents() {
+        use crate::oplog::{Actor, NewOp, View};
+        let store = MemStore::default();
+        let (root, _) = deep_chain(&store, 1);
+        let rec = crate::session::new_record("s", root, 0, 1).unwrap();
+        let c = Checkpoint::new("s", root, None, "m", "manual", 0);
+        let view = |h: Option<&str>| View {
+            head: h.map(str::to_string),
+            branch: None,
+            workspace: root.to_hex(),
+            branches: Default::default(),
+        };
+        let op = NewOp::new(
+            &Actor::daemon(),
+            "checkpoint",
+            serde_json::json!({}),
+            view(None),
+            view(Some(&c.id)),
+        )
+        .build("s", 1);
+        // At every moment of the reading, a commit of a checkpoint with the record
+        // naming it leaves no problem behind.
+        for at in 0..6 {
+            let inner = crate::store::MemMeta::default();
+            inner.apply(vec![crate::session::record_op(&rec)]).unwrap();
+            let mut batch = vec![c.op()];
+            batch.extend(op.ops());
+            let m = RacingMeta {
+                inner: &inner,
+                scans: Default::default(),
+                at,
+                inject: std::sync::Mutex::new(Some(batch)),
+            };
+            let r = roots(&m).unwrap();
+            assert!(r.problems.is_empty(), "scan {at}: {:?}", r.problems);
         }
     }
 }

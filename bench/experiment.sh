@@ -49,15 +49,18 @@ for i in 1 2 3 4 5 6 7 8; do args+=(-c "$build"); done
 t0=$(date +%s.%N)
 out=$(cd "$mp/build" && "$bin" --json experiment --timeout 1800 "${args[@]}")
 t1=$(date +%s.%N)
-printf '%s' "$out" | python3 -c '
+printf '%s' "$out" > "$work/builds.json"
+python3 - "$work/builds.json" <<'PY'
 import json, sys
-d = json.load(sys.stdin)
+d = json.load(open(sys.argv[1]))
 bad = [r for r in d["runs"] if r.get("exit") != 0]
 for r in d["runs"]:
-    print(f"  run {r[\"run\"]}: exit {r.get(\"exit\")} in {r[\"duration_ms\"]/1000:.1f} s, {r[\"files_changed\"]} files changed")
+    print("  run %s: exit %s in %.1f s, %s files changed"
+          % (r["run"], r.get("exit"), r["duration_ms"] / 1000, r["files_changed"]))
     if r.get("exit") != 0:
         print("    " + (r.get("error") or r.get("stderr", ""))[-2000:])
-print(f"  setup {d[\"setup_ms\"]} ms; mean build {d[\"stats\"][\"mean_duration_ms\"]/1000:.1f} s; success rate {d[\"stats\"][\"success_rate\"]}")
+print("  setup %s ms; mean build %.1f s; success rate %s"
+      % (d["setup_ms"], d["stats"]["mean_duration_ms"] / 1000, d["stats"]["success_rate"]))
 sys.exit(1 if bad else 0)
-'
+PY
 echo "wall time: $(echo "$t1 - $t0" | bc) s; all 8 builds succeeded"

@@ -42,6 +42,22 @@ cat src/main.rs
 "$TF" log
 "$TF" branches
 
+echo "==> agent layer: a branch that moves, recorded commands, undo, experiments"
+BR="work-$(date +%s)"
+"$TF" checkout -b "$BR"                       # HEAD attached: new checkpoints move $BR
+"$TF" exec --explanation "add a test file" -- sh -c 'echo "assert 1 + 1 == 2" > test.py'
+"$TF" history -n 3                            # every command: status, duration, files changed
+"$TF" diff exec@1~ exec@1 2>/dev/null || true # what one command changed (exec numbers count per session)
+"$TF" exec -- rm -f src/main.rs               # a mistake...
+"$TF" undo                                    # ...rewound exactly (pending changes are saved first)
+ls src
+"$TF" note --type decision "keep main.rs; try two approaches"
+"$TF" experiment -c 'echo "approach A" > approach.txt' -c 'echo "approach B" > approach.txt; exit 1'
+"$TF" experiment adopt --winner               # the run that exited 0 (undoable, like checkout)
+cat approach.txt
+"$TF" op log -n 8                             # who did what, with undo/redo/op restore over all of it
+"$TF" timeline --since 10m | tail -20         # the review view: operations, files, notes
+
 echo "==> fork: an independent copy, mounted at once"
 FORK="${MNT}-fork"
 mkdir -p "$FORK"

@@ -417,3 +417,69 @@ fn undo_right_after_exec_rewinds_exactly_that_command_and_exec_refs_resolve() {
     let s = j(&m, &["show", "exec@1"]);
     assert!(s.to_string().contains("exec"), "{s}");
 }
+
+/// Two sessions attached to one branch checkpoint at once: the branch's guard
+/// lets exactly one of them move it at a time; the other, finding it moved, is
+/// detached (never left "attached" to a branch that names another state, and the
+/// branch never goes back to an older checkpoint).
+#[test]
+fn two_sessions_on_one_branch_never_leave_it_inconsistent() {
+    assert!(fuse_available());
+    let m = Mount::new();
+    let mp = m.mp.to_str().unwrap().to_string();
+    write_synced(&m.p("f"), b"0");
+    checkpoint(&m, "zero");
+    ws_ok(&m, &["checkout", "-b", "main"]);
+    let fmp = m.tmp.path().join("fork");
+    fs::create_dir(&fmp).unwrap();
+    let fmp = fmp.to_str().unwrap().to_string();
+    tf_ok(&m.store, &["-C", &mp, "fork", "other", "--mount", &fmp]);
+    tf_ok(&m.store, &["-C", &fmp, "checkout", "main"]);
+    let store = m.store.clone();
+    let made: Vec<Vec<String>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = [mp.clone(), fmp.clone()]
+            .into_iter()
+            .map(|dir| {
+                let store = store.clone();
+                sc.spawn(move || {
+                    let mut ids = Vec::new();
+                    for i in 0..12 {
+                        write_synced(
+                            &PathBuf::from(&dir).join("f"),
+                            format!("{dir}{i}").as_bytes(),
+                        );
+                        let v: Value = serde_json::from_str(&tf_ok(
+                            &store,
+                            &["--json", "-C", &dir, "checkpoint", "-m", &format!("{i}")],
+                        ))
+                        .unwrap();
+                        ids.push(v["checkpoint"]["id"].as_str().unwrap().to_string());
+                    }
+                    ids
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let main = branch_at(&m, "main").unwrap();
+    let mut attached = 0;
+    for dir in [&mp, &fmp] {
+        let s: Value =
+            serde_json::from_str(&tf_ok(&m.store, &["--json", "-C", dir, "status"])).unwrap();
+        if s["branch"] == "main" {
+            attached += 1;
+            assert_eq!(
+                s["head"],
+                main.as_str(),
+                "{dir} attached to main but main moved"
+            );
+        }
+    }
+    assert!(attached <= 1, "both sessions still attached to main");
+    // The branch names the newest checkpoint of the session that kept it.
+    assert!(
+        made.iter().any(|ids| ids.last() == Some(&main)),
+        "main ({main}) is not the last checkpoint of either session"
+    );
+    crate::harness::umount_ok(&m.store, std::path::Path::new(&fmp));
+}

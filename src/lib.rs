@@ -20,6 +20,7 @@ pub mod fsck;
 pub mod gc;
 pub mod id;
 pub mod import;
+pub mod lifecycle;
 pub mod lock;
 pub mod meta;
 pub mod oplog;

@@ -69,7 +69,8 @@ impl Daemon {
                 None => e,
             })?;
         session::remove_record(&*self.store, name)?;
-        let ops = crate::oplog::delete_all_ops(&*self.store, name)?;
+        let mut ops = crate::oplog::delete_all_ops(&*self.store, name)?;
+        ops.extend(crate::lifecycle::delete_ops(&*self.store, name)?);
         self.store.commit(ops)?;
         Ok(json!({ "removed": name }))
     }

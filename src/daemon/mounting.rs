@@ -136,13 +136,13 @@ impl Daemon {
                         events(json!({"event": "progress", "done": done, "total": total}));
                     }
                 })?;
-                let rec = session::create_record(
-                    store,
-                    name,
-                    imported.root,
-                    imported.bytes,
-                    imported.inodes,
-                )?;
+                // The session and its info (with the git facts of `from`) in one
+                // commit: a session created now always has its info record.
+                let origin = crate::lifecycle::detect_origin(from, &imported.root.to_hex())?;
+                let rec =
+                    session::new_record(name, imported.root, imported.bytes, imported.inodes)?;
+                let mut info = crate::lifecycle::SessionInfo::new(name, Some(origin));
+                store.commit(vec![session::record_op(&rec), info.op()])?;
                 // An import frees most of what it allocated; give it back.
                 // SAFETY: malloc_trim only returns free heap pages to the kernel.
                 unsafe {
@@ -153,7 +153,10 @@ impl Daemon {
             Source::Empty => {
                 let (uid, gid) = dir.owner()?;
                 let root = session::empty_root(store, uid, gid)?;
-                Ok((session::create_record(store, name, root, 0, 1)?, None))
+                let rec = session::new_record(name, root, 0, 1)?;
+                let mut info = crate::lifecycle::SessionInfo::new(name, None);
+                store.commit(vec![session::record_op(&rec), info.op()])?;
+                Ok((rec, None))
             }
         }
     }

@@ -14,6 +14,8 @@
 //! | `l/` | a whole original key | record moved aside by `fsck --repair` |
 //! | `p/` | session name, NUL, sequence number (u64 BE) | operation record (owned by `oplog`) |
 //! | `x/` | session name, NUL, sequence number (u64 BE), one tag byte | an operation's attachment, e.g. captured output (owned by `oplog`) |
+//! | `i/` | session name | session info record (owned by `lifecycle`) |
+//! | `t/` | session name, NUL, workspace path | a touched file (owned by `lifecycle::touched`) |
 //!
 //! Invariants: no prefix is a prefix of another, so a prefix range holds exactly one
 //! record kind; integers inside keys, when added, are big-endian so that sled's byte
@@ -39,6 +41,30 @@ pub const LOST_PREFIX: &[u8] = b"l/";
 pub const OP_PREFIX: &[u8] = b"p/";
 /// Prefix of operation attachment keys.
 pub const ATTACH_PREFIX: &[u8] = b"x/";
+/// Prefix of session info keys.
+pub const INFO_PREFIX: &[u8] = b"i/";
+/// Prefix of touched-file keys.
+pub const TOUCHED_PREFIX: &[u8] = b"t/";
+
+/// Key of a session's info record.
+pub fn info_key(session: &str) -> Vec<u8> {
+    key(INFO_PREFIX, session.as_bytes())
+}
+
+/// Key of a touched path of a session.
+pub fn touched_key(session: &str, path: &[u8]) -> Vec<u8> {
+    let mut k = key(TOUCHED_PREFIX, session.as_bytes());
+    k.push(0);
+    k.extend_from_slice(path);
+    k
+}
+
+/// The path of a touched-file key.
+pub fn touched_path(key: &[u8]) -> Option<&[u8]> {
+    let body = key.strip_prefix(TOUCHED_PREFIX)?;
+    let nul = body.iter().position(|&b| b == 0)?;
+    Some(&body[nul + 1..])
+}
 
 fn key(prefix: &[u8], body: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(prefix.len() + body.len());
@@ -170,6 +196,13 @@ impl KeyRange {
         }
     }
 
+    /// Every touched-file key of `session`.
+    pub fn touched(session: &str) -> KeyRange {
+        let mut p = key(TOUCHED_PREFIX, session.as_bytes());
+        p.push(0);
+        KeyRange::prefix(&p)
+    }
+
     /// Every attachment of `session`'s operations, or of one of them.
     pub fn attachments(session: &str, seq: Option<u64>) -> KeyRange {
         match seq {
@@ -273,6 +306,8 @@ mod tests {
             LOST_PREFIX,
             OP_PREFIX,
             ATTACH_PREFIX,
+            INFO_PREFIX,
+            TOUCHED_PREFIX,
         ];
         for (i, a) in all.iter().enumerate() {
             for (j, b) in all.iter().enumerate() {

@@ -60,7 +60,9 @@ pub(super) fn run<H: Host>(
     let mut rec = session::new_record(name, c.root_id()?, bytes, inodes)?;
     rec.head = Some(c.id.clone());
     rec.config = s.record().config;
-    store.commit(vec![session::record_op(&rec)])?;
+    let src_info = crate::lifecycle::load(&*store, s.name())?;
+    let mut info = crate::lifecycle::SessionInfo::forked(src_info.as_ref(), name);
+    store.commit(vec![session::record_op(&rec), info.op()])?;
     // The source's log says where the fork came from (its HEAD moved only if
     // pending changes were saved for it).
     let mut op = call.op("fork", before.clone(), refs_after(t, &before));
@@ -76,7 +78,8 @@ pub(super) fn run<H: Host>(
         Err(e) => {
             // The claim is still held: the record is ours to remove.
             let key = meta::session_key(name);
-            if let Err(e2) = store.commit(vec![MetaOp::Delete(key)]) {
+            let info = meta::info_key(name);
+            if let Err(e2) = store.commit(vec![MetaOp::Delete(key), MetaOp::Delete(info)]) {
                 log::error!("fork {name}: cannot remove the record of the failed fork: {e2}");
             }
             drop(claim);

@@ -15,6 +15,7 @@ mod evict;
 mod exec;
 mod experiment;
 mod graftfail;
+mod lifecycle;
 mod maintenance;
 mod persistence;
 mod posix;

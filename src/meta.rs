@@ -236,28 +236,20 @@ impl MetaDb {
     /// At most `limit` pairs of `range`, in key order. Reads only what it returns
     /// (plus one step of sled's iterator).
     pub fn range(&self, range: &KeyRange, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut out = Vec::new();
-        if limit == 0 || range.end.as_ref().is_some_and(|e| *e <= range.start) {
-            return Ok(out);
-        }
-        let g = self.db(false)?;
-        let db = g.as_ref().unwrap();
-        let it = match &range.end {
-            Some(end) => db.range(range.start.as_slice()..end.as_slice()),
-            None => db.range(range.start.as_slice()..),
-        };
-        for kv in it {
-            let (k, v) = kv.map_err(|e| self.failed(e))?;
-            out.push((k.to_vec(), v.to_vec()));
-            if out.len() >= limit {
-                break;
-            }
-        }
-        Ok(out)
+        self.range_dir(range, limit, false)
     }
 
     /// At most `limit` pairs of `range`, last key first.
     pub fn range_rev(&self, range: &KeyRange, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.range_dir(range, limit, true)
+    }
+
+    fn range_dir(
+        &self,
+        range: &KeyRange,
+        limit: usize,
+        rev: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::new();
         if limit == 0 || range.end.as_ref().is_some_and(|e| *e <= range.start) {
             return Ok(out);
@@ -268,7 +260,12 @@ impl MetaDb {
             Some(end) => db.range(range.start.as_slice()..end.as_slice()),
             None => db.range(range.start.as_slice()..),
         };
-        for kv in it.rev() {
+        let it: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> = if rev {
+            Box::new(it.rev())
+        } else {
+            Box::new(it)
+        };
+        for kv in it {
             let (k, v) = kv.map_err(|e| self.failed(e))?;
             out.push((k.to_vec(), v.to_vec()));
             if out.len() >= limit {

@@ -327,22 +327,7 @@ pub fn append(
     op: NewOp,
     extra: Vec<MetaOp>,
 ) -> Result<Operation> {
-    let mut seq = last(store, session)?.map_or(1, |o| o.seq + 1);
-    for _ in 0..8 {
-        let rec = op.clone().build(session, seq);
-        let mut ops = extra.clone();
-        ops.extend(rec.ops());
-        match store.commit(ops) {
-            Ok(()) => return Ok(rec),
-            Err(Error::Conflict(_)) if store.meta_get(&meta::op_key(session, seq))?.is_some() => {
-                seq += 1;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Err(Error::Busy(format!(
-        "session {session}: the operation log kept moving while appending; retry"
-    )))
+    append_with(store, session, op, &|_| extra.clone())
 }
 
 /// [`append`] with state-change ops that depend on the sequence number the record

@@ -181,8 +181,8 @@ pub fn run<H: Host>(
             dry_run,
         } => restore::run(&t, &call, &target, &paths, dry_run),
         Op::Config { set } => config::run(&t, &call, set),
-        Op::Undo { what, if_last } => undo::undo(h, &t, &call, what, if_last),
-        Op::Redo { what, if_last } => undo::redo(h, &t, &call, what, if_last),
+        Op::Undo { what, if_last } => undo::step(h, &t, &call, undo::Way::Undo, what, if_last),
+        Op::Redo { what, if_last } => undo::step(h, &t, &call, undo::Way::Redo, what, if_last),
         Op::OpRestore { seq, what } => undo::restore(h, &t, &call, seq, what),
         Op::OpLog { limit } => oplog_list::run(&t, limit),
         Op::Timeline {

@@ -123,46 +123,48 @@ fn check_last(last: &Option<Operation>, if_last: Option<u64>) -> Result<()> {
     }
 }
 
-pub(super) fn undo<H: Host>(
-    h: &H,
-    t: &Target,
-    call: &Call,
-    what: Option<String>,
-    if_last: Option<u64>,
-) -> Result<Value> {
-    let what = what_of(what.as_deref())?;
-    let (st, last) = stacks(t)?;
-    check_last(&last, if_last)?;
-    let seq = st.undo_target().ok_or_else(|| {
-        Error::NotFound(format!(
-            "nothing to undo in session {}: no operation left that is not undone",
-            t.session.name()
-        ))
-    })?;
-    let op = oplog::get(&**t.session.store(), t.session.name(), seq)?;
-    let goal = Goal::revert(&op.after, &op.before).limit(what);
-    apply(h, t, call, "undo", goal, &mut |n| n.undoes = Some(seq), &op)
+/// Which way along the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Way {
+    /// Revert the newest done operation.
+    Undo,
+    /// Revert the newest undo.
+    Redo,
 }
 
-pub(super) fn redo<H: Host>(
+/// `undo` or `redo`: revert what the target operation changed (see the module docs).
+pub(super) fn step<H: Host>(
     h: &H,
     t: &Target,
     call: &Call,
+    way: Way,
     what: Option<String>,
     if_last: Option<u64>,
 ) -> Result<Value> {
     let what = what_of(what.as_deref())?;
     let (st, last) = stacks(t)?;
     check_last(&last, if_last)?;
-    let seq = st.redo_target().ok_or_else(|| {
+    let (target, kind, nothing) = match way {
+        Way::Undo => (
+            st.undo_target(),
+            "undo",
+            "no operation left that is not undone",
+        ),
+        Way::Redo => (st.redo_target(), "redo", "no undo since the last operation"),
+    };
+    let seq = target.ok_or_else(|| {
         Error::NotFound(format!(
-            "nothing to redo in session {}: no undo since the last operation",
+            "nothing to {kind} in session {}: {nothing}",
             t.session.name()
         ))
     })?;
     let op = oplog::get(&**t.session.store(), t.session.name(), seq)?;
     let goal = Goal::revert(&op.after, &op.before).limit(what);
-    apply(h, t, call, "redo", goal, &mut |n| n.redoes = Some(seq), &op)
+    let mut fill = |n: &mut NewOp| match way {
+        Way::Undo => n.undoes = Some(seq),
+        Way::Redo => n.redoes = Some(seq),
+    };
+    apply(h, t, call, kind, goal, &mut fill, &op)
 }
 
 pub(super) fn restore<H: Host>(

@@ -171,38 +171,9 @@ impl Run for Show {
     }
 }
 
-/// Decode standard base64 (RFC 4648, padded).
+/// Decode a `data` event's base64.
 fn decode_base64(s: &str) -> Result<Vec<u8>> {
-    fn val(c: u8) -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    }
-    let b = s.as_bytes();
-    if !b.len().is_multiple_of(4) {
-        bail!("malformed data from the daemon (base64 length {})", b.len());
-    }
-    let mut out = Vec::with_capacity(b.len() / 4 * 3);
-    for (i, q) in b.chunks(4).enumerate() {
-        let last = i + 1 == b.len() / 4;
-        let pad = q.iter().rev().take_while(|&&c| c == b'=').count();
-        if pad > 2 || (pad > 0 && !last) {
-            bail!("malformed data from the daemon (base64 padding)");
-        }
-        let mut n = 0u32;
-        for &c in &q[..4 - pad] {
-            let v = val(c).ok_or_else(|| anyhow!("malformed data from the daemon (base64)"))?;
-            n = n << 6 | v;
-        }
-        n <<= 6 * pad as u32;
-        out.extend_from_slice(&n.to_be_bytes()[1..4 - pad]);
-    }
-    Ok(out)
+    super::plumbing::b64_decode(s).ok_or_else(|| anyhow!("malformed data from the daemon (base64)"))
 }
 
 #[cfg(test)]

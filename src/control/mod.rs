@@ -11,6 +11,8 @@ pub mod protocol;
 pub mod registry;
 pub mod roles;
 
+mod b64;
+pub use b64::{b64_decode, b64_encode};
 pub use client::Client;
 pub use protocol::*;
 pub use registry::*;

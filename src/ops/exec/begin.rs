@@ -119,7 +119,7 @@ pub(in crate::ops) fn output(t: &Target, n: u64, stream: &str, data: &str) -> Re
             )));
         }
     };
-    let bytes = super::b64::decode(data)
+    let bytes = crate::control::b64_decode(data)
         .ok_or_else(|| Error::Invalid("exec_output: data is not base64".into()))?;
     slot::with(&t.session, |sl| match sl.running.as_mut() {
         Some(r) if r.n == n => {

@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use super::{KIND, b64};
+use super::KIND;
 use crate::error::{Error, Result};
 use crate::oplog::{self, Operation, tag};
 use crate::ops::Target;
@@ -87,8 +87,8 @@ pub(in crate::ops) fn show(t: &Target, n: u64) -> Result<Value> {
     Ok(json!({
         "record": o,
         "summary": summary(&o),
-        "stdout": b64::encode(&out),
-        "stderr": b64::encode(&err),
+        "stdout": crate::control::b64_encode(&out),
+        "stderr": crate::control::b64_encode(&err),
     }))
 }
 

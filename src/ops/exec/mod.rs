@@ -22,13 +22,12 @@
 //!   attribute (`others`, `may_include_others`). Writes after `exec_end` (a
 //!   background process the command left) belong to the next operation.
 
-mod b64;
 mod begin;
 mod end;
 mod history;
 mod slot;
 
-pub use b64::{decode as b64_decode, encode as b64_encode};
+pub use crate::control::{b64_decode, b64_encode};
 pub(super) use begin::{Begin, begin, output};
 pub(super) use end::{Ending, end};
 pub use history::{exec_state, find};

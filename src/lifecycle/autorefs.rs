@@ -118,6 +118,6 @@ mod tests {
             ]
         );
         let all = |_: &str| Policy { days: 0, count: 0 };
-        assert_eq!(prune_ops(&s, 1_000_000, &all).unwrap().len(), 3);
+        assert_eq!(prune_ops(&s, 1_000_001, &all).unwrap().len(), 3);
     }
 }

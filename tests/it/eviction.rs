@@ -70,6 +70,10 @@ fn idle_session_is_evicted_and_mount_brings_every_byte_back() {
     );
     let log = ws_ok(&m, &["op", "log", "--json"]);
     assert!(log.contains("\"evict\""), "{log}");
+    // The eviction checkpoint itself holds the unsynced write (syncfs first).
+    let ckpt = v["evicted"][0]["checkpoint"].as_str().unwrap();
+    let at = ws_ok(&m, &["show", &format!("{ckpt}:unsynced.txt")]);
+    assert_eq!(at, "still here");
     tf_ok(&m.store, &["umount", mp2.to_str().unwrap()]);
 }
 

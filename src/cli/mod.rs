@@ -66,6 +66,7 @@ mod exec;
 mod experiment;
 pub mod flags;
 mod history;
+mod lifecycle;
 mod mount;
 pub mod output;
 mod paths;

@@ -26,6 +26,8 @@ pub struct Mount {
     foreground: bool,
     #[command(flatten)]
     agent: AgentArgs,
+    #[command(flatten)]
+    policy: super::lifecycle::PolicyArgs,
 }
 
 /// `mounted session NAME at MOUNTPOINT`.
@@ -64,6 +66,11 @@ impl Run for Mount {
             from,
             agent_socket: paths::absolute_arg(&self.agent.agent_socket)?,
             agent_uid: self.agent.agent_uid,
+            task: self.policy.task.clone(),
+            ttl_idle: self.policy.ttl_idle.clone(),
+            ttl_absolute: self.policy.ttl_absolute.clone(),
+            until_promote: self.policy.until_promote(),
+            manual: self.policy.manual.then_some(true),
         };
         let reply: Reply<Ignored> = match cx.explicit(&op)? {
             Some(r) => r,
@@ -180,24 +187,28 @@ struct SessionRow {
     bytes: Option<f64>,
     inodes: Option<i64>,
     mountpoint: Option<String>,
+    #[serde(flatten)]
+    life: super::lifecycle::LifeColumns,
 }
 
 impl Human for SessionList {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         writeln!(
             out,
-            "{:<24} {:<8} {:>10} {:>8}  MOUNTPOINT",
-            "SESSION", "STATE", "SIZE", "FILES"
+            "{:<24} {:<8} {:<9} {:>6} {:>6} {:>7} {:>10} {:>8}  MOUNTPOINT / TASK",
+            "SESSION", "STATE", "LIFE", "AGE", "IDLE", "TOUCHED", "SIZE", "FILES"
         )?;
         for s in &self.sessions {
             writeln!(
                 out,
-                "{:<24} {:<8} {:>10} {:>8}  {}",
+                "{:<24} {:<8} {} {:>10} {:>8}  {}{}",
                 s.name.as_deref().unwrap_or(""),
                 s.state.as_deref().unwrap_or(""),
+                s.life.columns(),
                 human_bytes(s.bytes.unwrap_or(0.0)),
                 s.inodes.unwrap_or(0),
                 s.mountpoint.as_deref().unwrap_or("-"),
+                s.life.task_suffix(),
             )?;
         }
         Ok(())

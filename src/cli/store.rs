@@ -194,6 +194,14 @@ enum SessionCmd {
         /// Session name.
         name: String,
     },
+    /// A session's lifecycle: origin, state, policy, touched files, metrics.
+    Show(super::lifecycle::Show),
+    /// Change a session's TTLs and restart its idle clock.
+    Extend(super::lifecycle::Extend),
+    /// Unmount a session and mark it discarded (`gc` removes it after retention).
+    Discard(super::lifecycle::Discard),
+    /// Evict expired sessions now (print what was evicted and what is busy).
+    Sweep(super::lifecycle::Sweep),
 }
 
 /// `removed session NAME`.
@@ -222,6 +230,10 @@ impl Run for Session {
                 let name = name.clone();
                 Ok(r.map(|_| Removed { name }).into())
             }
+            SessionCmd::Show(c) => c.run(cx),
+            SessionCmd::Extend(c) => c.run(cx),
+            SessionCmd::Discard(c) => c.run(cx),
+            SessionCmd::Sweep(c) => c.run(cx),
         }
     }
 }

@@ -32,6 +32,11 @@ mod tests {
             from: None,
             agent_socket: None,
             agent_uid: None,
+            task: None,
+            ttl_idle: None,
+            ttl_absolute: None,
+            until_promote: None,
+            manual: None,
         };
         let line = encode_request(&op);
         assert_eq!(parse_request(line.trim_ascii_end()).unwrap(), op);

@@ -37,6 +37,21 @@ pub enum Op {
         /// file is then owned by it, mode 0600).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         agent_uid: Option<u32>,
+        /// What the session is for (stored in its info record).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        /// Idle TTL, a duration like `4h` (`never` clears it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_idle: Option<String>,
+        /// Absolute TTL from now, a duration like `7d` (`never` clears it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_absolute: Option<String>,
+        /// Evict once promoted.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until_promote: Option<bool>,
+        /// Never evict automatically.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        manual: Option<bool>,
     },
     /// Flush and unmount.
     Umount {
@@ -224,6 +239,31 @@ pub enum Op {
         /// Session name.
         name: String,
     },
+    /// A session's info record, touched-file count and mount state. On a socket
+    /// bound to a session (a session or agent socket) only that session.
+    SessionShow {
+        /// Session name (default: the socket's session).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    /// Change a session's eviction policy and restart its idle clock.
+    SessionExtend {
+        /// Session name.
+        name: String,
+        /// New idle TTL (`never` clears it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_idle: Option<String>,
+        /// New absolute TTL, from now (`never` clears it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_absolute: Option<String>,
+    },
+    /// Unmount a session and mark it discarded (`gc` removes it after retention).
+    SessionDiscard {
+        /// Session name.
+        name: String,
+    },
+    /// Run an eviction sweep now.
+    SessionSweep,
     /// A checkpoint's metadata and changed paths; with `path`, the bytes (or
     /// directory entries, or link target) at that path in it, streamed as
     /// `{"event":"data"}` lines.

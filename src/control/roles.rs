@@ -145,6 +145,17 @@ impl Role {
                 run: _,
                 winner: _,
             } => true,
+            // Its own session only: the daemon refuses (`forbidden`) a name other
+            // than the session a bound socket serves.
+            Op::SessionShow { name: _ } => true,
+            // Lifecycle changes (eviction policy, discard, evicting) are the user's.
+            Op::SessionExtend {
+                name: _,
+                ttl_idle: _,
+                ttl_absolute: _,
+            }
+            | Op::SessionDiscard { name: _ }
+            | Op::SessionSweep => false,
             // Store-wide maintenance and anything that drops history.
             Op::BranchDelete { name: _ }
             | Op::SessionRm { name: _ }
@@ -159,6 +170,11 @@ impl Role {
                 from: _,
                 agent_socket: _,
                 agent_uid: _,
+                task: _,
+                ttl_idle: _,
+                ttl_absolute: _,
+                until_promote: _,
+                manual: _,
             } => false,
         };
         match self {

@@ -37,8 +37,18 @@ impl Daemon {
             .try_lock()
             .map_err(|_| Error::Conflict("a gc or fsck is already running on this store".into()))?;
         let pruned = if dry_run { 0 } else { self.prune_ops()? };
+        let (discarded, auto_refs) = if dry_run {
+            (0, 0)
+        } else {
+            self.lifecycle_gc()?
+        };
         let rep = crate::gc::gc(&*self.store, self, dry_run, &mut progress(events))?;
-        Ok(json!({ "gc": rep, "operations_pruned": pruned }))
+        Ok(json!({
+            "gc": rep,
+            "operations_pruned": pruned,
+            "discarded_removed": discarded,
+            "auto_refs_dropped": auto_refs,
+        }))
     }
 
     pub(crate) fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<Value> {
@@ -117,7 +127,8 @@ impl Daemon {
             };
             // Inodes in the mounted session's live table (eviction bounds it).
             let live = mounted.get(&r.name).map(|(_, s)| s.live_inodes());
-            list.push(json!({
+            let life = crate::lifecycle::manage::row_fields(&*self.store, &r.name, r.created);
+            let mut row = json!({
                 "name": r.name,
                 "state": if mp.is_some() { "mounted" } else { "stopped" },
                 "mountpoint": mp,
@@ -126,7 +137,9 @@ impl Daemon {
                 "live_inodes": live,
                 "updated": r.updated,
                 "root": r.root,
-            }));
+            });
+            row.as_object_mut().expect("object").extend(life);
+            list.push(row);
         }
         Ok(json!({"sessions": list}))
     }

@@ -21,6 +21,7 @@ pub mod maintenance;
 pub mod mounting;
 pub mod mountpoint;
 pub mod server;
+pub mod sweep;
 pub mod table;
 
 use std::path::{Path, PathBuf};
@@ -64,6 +65,8 @@ pub struct Daemon {
     maintenance: Mutex<()>,
     /// Held while a branch name is checked and written (store-wide name creation).
     names: Mutex<()>,
+    /// Access clock and eviction sweeps ([`sweep`]).
+    upkeep: sweep::Upkeep,
     _lock: StoreLock,
 }
 
@@ -113,6 +116,7 @@ impl Daemon {
             publish: std::sync::RwLock::new(()),
             maintenance: Mutex::new(()),
             names: Mutex::new(()),
+            upkeep: sweep::Upkeep::default(),
             _lock: lock,
         });
         let _ = d.me.set(Arc::downgrade(&d));
@@ -185,6 +189,7 @@ impl Daemon {
                 last_flush = Instant::now();
             }
             crate::ops::auto_checkpoints(self);
+            self.upkeep_tick();
         }
     }
 
@@ -255,9 +260,24 @@ impl Daemon {
                 from,
                 agent_socket,
                 agent_uid,
+                task,
+                ttl_idle,
+                ttl_absolute,
+                until_promote,
+                manual,
             } => {
                 let agent = AgentSocket::from_request(agent_socket, agent_uid)?;
-                self.mount(&session, &mountpoint, from.as_deref(), agent, events)
+                let change = crate::lifecycle::manage::PolicyChange {
+                    task,
+                    ttl_idle,
+                    ttl_absolute,
+                    until_promote,
+                    manual,
+                };
+                change.validate()?;
+                let v = self.mount(&session, &mountpoint, from.as_deref(), agent, events)?;
+                self.apply_policy(&session, &change)?;
+                Ok(v)
             }
             Op::Umount { mountpoint } => {
                 self.unmount(&mountpoint)?;
@@ -273,6 +293,14 @@ impl Daemon {
             Op::Gc { dry_run } => self.gc(dry_run, events),
             Op::Fsck { repair } => self.fsck(repair, events),
             Op::SessionRm { name } => self.session_rm(&name),
+            Op::SessionShow { name } => self.session_show(name.as_deref(), session),
+            Op::SessionExtend {
+                name,
+                ttl_idle,
+                ttl_absolute,
+            } => self.session_extend(&name, ttl_idle, ttl_absolute),
+            Op::SessionDiscard { name } => self.session_discard(&name),
+            Op::SessionSweep => self.sweep(),
             Op::Shutdown => {
                 self.stop.store(true, Ordering::Relaxed);
                 Ok(json!({}))

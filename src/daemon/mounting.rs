@@ -202,6 +202,7 @@ impl Daemon {
                 last_auto_ms: Arc::new(AtomicU64::new(session::now_ms())),
             },
         );
+        self.on_mounted(&name);
         log::info!(
             "mounted session {name} at {} (open {t_open:?}, fuse mount {:?}, socket+registry {:?})",
             mp.display(),
@@ -351,7 +352,11 @@ impl Daemon {
                 entry.session.name()
             );
         }
-        entry.session.flush().map(|_| ())
+        let r = entry.session.flush().map(|_| ());
+        if r.is_ok() {
+            self.on_unmounted(entry.session.name());
+        }
+        r
     }
 
     /// Finish mounts whose FUSE session ended (unmounted from outside).

@@ -62,6 +62,7 @@ impl TreeforkFs {
         reply: ReplyWrite,
     ) {
         self.session.watch.note(req.pid());
+        self.session.touch_ino(ino.0);
         guarded!(self, "write", [ino, offset, data.len(), write_flags], {
             if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
                 match self.session.kill_suidgid(ino.0) {
@@ -137,6 +138,7 @@ impl TreeforkFs {
         reply: ReplyEmpty,
     ) {
         self.session.watch.note(req.pid());
+        self.session.touch_ino(ino.0);
         guarded!(self, "fallocate", [ino, offset, length, mode], {
             reply_empty(self.session.fallocate(ino.0, offset, length, mode), reply)
         })

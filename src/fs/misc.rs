@@ -41,6 +41,7 @@ impl TreeforkFs {
         reply: ReplyEmpty,
     ) {
         self.session.watch.note(req.pid());
+        self.session.touch_ino(ino.0);
         guarded!(self, "setxattr", [ino, name, value.len(), flags], {
             reply_empty(
                 self.session.setxattr(ino.0, name.as_bytes(), value, flags),
@@ -70,6 +71,7 @@ impl TreeforkFs {
 
     pub(super) fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.session.watch.note(req.pid());
+        self.session.touch_ino(ino.0);
         guarded!(self, "removexattr", [ino, name], {
             reply_empty(self.session.removexattr(ino.0, name.as_bytes()), reply)
         })

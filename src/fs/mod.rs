@@ -91,6 +91,10 @@ macro_rules! guarded {
 
 impl TreeforkFs {
     fn guarded(&self, op: &str, args: impl FnOnce() -> String, body: impl FnOnce()) {
+        // The kernel's own cache trimming is no access.
+        if !op.ends_with("forget") {
+            self.session.note_access();
+        }
         if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
             let why = p
                 .downcast_ref::<&str>()

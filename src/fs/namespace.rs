@@ -68,6 +68,7 @@ impl TreeforkFs {
         reply: ReplyAttr,
     ) {
         self.session.watch.note(req.pid());
+        self.session.touch_ino(ino.0);
         guarded!(
             self,
             "setattr",
@@ -123,6 +124,7 @@ impl TreeforkFs {
         reply: ReplyEntry,
     ) {
         self.session.watch.note(req.pid());
+        self.session.touch_name(parent.0, name.as_bytes());
         guarded!(self, "mknod", [parent, name, mode, rdev], {
             let node = match Kind::from_mode(mode) {
                 Some(Kind::File) => NewNode::File,
@@ -153,6 +155,7 @@ impl TreeforkFs {
         reply: ReplyEntry,
     ) {
         self.session.watch.note(req.pid());
+        self.session.touch_name(parent.0, name.as_bytes());
         guarded!(self, "mkdir", [parent, name, mode], {
             let r = self.session.create_node(
                 parent.0,
@@ -168,6 +171,7 @@ impl TreeforkFs {
 
     pub(super) fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.session.watch.note(req.pid());
+        self.session.touch_name(parent.0, name.as_bytes());
         guarded!(self, "unlink", [parent, name], {
             reply_empty(self.session.remove(parent.0, name.as_bytes(), false), reply)
         })
@@ -175,6 +179,7 @@ impl TreeforkFs {
 
     pub(super) fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.session.watch.note(req.pid());
+        self.session.touch_name(parent.0, name.as_bytes());
         guarded!(self, "rmdir", [parent, name], {
             reply_empty(self.session.remove(parent.0, name.as_bytes(), true), reply)
         })
@@ -189,6 +194,7 @@ impl TreeforkFs {
         reply: ReplyEntry,
     ) {
         self.session.watch.note(req.pid());
+        self.session.touch_name(parent.0, link_name.as_bytes());
         guarded!(self, "symlink", [parent, link_name, target], {
             let r = self.session.create_node(
                 parent.0,
@@ -213,6 +219,8 @@ impl TreeforkFs {
         reply: ReplyEmpty,
     ) {
         self.session.watch.note(req.pid());
+        self.session
+            .touch_rename(parent.0, name.as_bytes(), newparent.0, newname.as_bytes());
         guarded!(self, "rename", [parent, name, newparent, newname, flags], {
             let r = self.session.rename(
                 parent.0,
@@ -234,6 +242,7 @@ impl TreeforkFs {
         reply: ReplyEntry,
     ) {
         self.session.watch.note(req.pid());
+        self.session.touch_name(newparent.0, newname.as_bytes());
         guarded!(self, "link", [ino, newparent, newname], {
             reply_entry(
                 self.session.link(ino.0, newparent.0, newname.as_bytes()),
@@ -253,6 +262,7 @@ impl TreeforkFs {
         reply: ReplyCreate,
     ) {
         self.session.watch.note(req.pid());
+        self.session.touch_name(parent.0, name.as_bytes());
         guarded!(self, "create", [parent, name, mode], {
             let r = self.session.create_node(
                 parent.0,

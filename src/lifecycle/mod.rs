@@ -12,7 +12,9 @@
 //! [`SessionInfo::legacy`]. The record is versioned and open (`meta`), and every
 //! field added later must have a default.
 
+pub mod autorefs;
 pub mod git;
+pub mod manage;
 pub mod touched;
 
 use std::path::{Path, PathBuf};

@@ -62,7 +62,15 @@ pub(super) fn run<H: Host>(
     rec.config = s.record().config;
     let src_info = crate::lifecycle::load(&*store, s.name())?;
     let mut info = crate::lifecycle::SessionInfo::forked(src_info.as_ref(), name);
-    store.commit(vec![session::record_op(&rec), info.op()])?;
+    // Same baseline, so the source's touched paths are the fork's too.
+    let src_touched = crate::lifecycle::touched::list(&*store, s.name())?;
+    let mut ops = vec![session::record_op(&rec), info.op()];
+    ops.extend(crate::lifecycle::touched::add_ops(
+        name,
+        src_touched.iter().map(Vec::as_slice),
+    ));
+    store.commit(ops)?;
+    crate::lifecycle::manage::bump(&*store, s.name(), &|m| m.forks += 1);
     // The source's log says where the fork came from (its HEAD moved only if
     // pending changes were saved for it).
     let mut op = call.op("fork", before.clone(), refs_after(t, &before));
@@ -78,8 +86,9 @@ pub(super) fn run<H: Host>(
         Err(e) => {
             // The claim is still held: the record is ours to remove.
             let key = meta::session_key(name);
-            let info = meta::info_key(name);
-            if let Err(e2) = store.commit(vec![MetaOp::Delete(key), MetaOp::Delete(info)]) {
+            let mut ops = vec![MetaOp::Delete(key)];
+            ops.extend(crate::lifecycle::delete_ops(&*store, name).unwrap_or_default());
+            if let Err(e2) = store.commit(ops) {
                 log::error!("fork {name}: cannot remove the record of the failed fork: {e2}");
             }
             drop(claim);

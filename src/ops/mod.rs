@@ -27,6 +27,7 @@ mod diff;
 pub mod exec;
 pub mod experiment;
 mod fork;
+mod lifecycle;
 mod log;
 mod oplog_list;
 pub(crate) mod record;
@@ -44,6 +45,7 @@ use std::sync::atomic::AtomicU64;
 use serde_json::{Value, json};
 
 pub use auto::auto_checkpoints;
+pub use lifecycle::{command_done, command_running, evict_checkpoint, syncfs_at};
 
 use crate::control::{AgentSocket, MountFor, Op};
 use crate::error::{Error, Result};
@@ -134,6 +136,7 @@ pub fn run<H: Host>(
     }
     let t = h.target(session)?;
     let s = t.session.clone();
+    s.note_access();
     let op_lock = s.op_lock.lock().unwrap();
     match op {
         Op::Checkpoint {
@@ -376,13 +379,38 @@ fn save_and_graft(
         );
         match r {
             Err(Error::Conflict(_)) if n == 0 => continue,
-            Ok(()) => return Ok((saved_any, n)),
+            Ok(()) => {
+                touched_by_graft(t, before_root);
+                return Ok((saved_any, n));
+            }
             Err(e) => return Err(e),
         }
     }
     Err(Error::Conflict(format!(
         "{what}: the workspace kept changing while being saved; retry when writers pause"
     )))
+}
+
+/// Add what a graft changed (the live tree before it against after it) to the
+/// session's touched files (best effort: a failure is logged).
+fn touched_by_graft(t: &Target, before_root: NodeId) {
+    let s = &t.session;
+    let r = s.flush().and_then(|after| {
+        let store = s.store();
+        let changed = crate::diff::diff_roots(&**store, before_root, after)?;
+        let ops =
+            crate::lifecycle::touched::add_ops(s.name(), changed.iter().map(|e| e.path.as_slice()));
+        if ops.is_empty() {
+            return Ok(());
+        }
+        store.commit(ops)
+    });
+    if let Err(e) = r {
+        ::log::error!(
+            "session {}: recording touched files of a graft: {e}",
+            s.name()
+        );
+    }
 }
 
 /// The checkpoint named by `from`, or (without it) HEAD — checkpointing the live

@@ -234,7 +234,7 @@ impl Session {
         let t0 = std::time::Instant::now();
         self.seal_locked()?;
         let t_seal = t0.elapsed();
-        let (root_id, mut rec) = {
+        let (root_id, mut rec, touched) = {
             let store = self.store().clone();
             let planned = {
                 let mut st = self.lock();
@@ -274,7 +274,9 @@ impl Session {
             rec.updated = Timespec::now().sec;
             rec.bytes = st.total_bytes;
             rec.inodes = st.total_inodes;
-            (id, rec)
+            // After the publish: every change in this root had noted its path.
+            let touched = self.take_touched(&mut st);
+            (id, rec, touched)
         };
         let t_encode = t0.elapsed();
         let mut ops = Vec::new();
@@ -283,14 +285,20 @@ impl Session {
                 Ok(o) => ops = o,
                 Err(e) => {
                     self.lock().changed = true;
+                    self.untake_touched(touched);
                     return Err(e);
                 }
             }
         }
         ops.push(record_op(&rec));
+        ops.extend(crate::lifecycle::touched::add_ops(
+            self.name(),
+            touched.iter().map(Vec::as_slice),
+        ));
         if let Err(e) = self.store().commit(ops) {
             // Not durable: make sure the next flush tries again.
             self.lock().changed = true;
+            self.untake_touched(touched);
             return Err(e);
         }
         *super::relock(self.record.lock()) = rec.clone();

@@ -30,6 +30,7 @@ mod lock_tests;
 mod model_tests;
 pub mod ops;
 pub mod snapshot;
+pub mod touch;
 pub mod watch;
 
 use std::collections::{BTreeMap, HashMap};
@@ -108,6 +109,11 @@ pub struct SessionConfig {
     /// Take an automatic checkpoint after every this many recorded commands
     /// (`treefork exec`; 0 = off).
     pub auto_checkpoint_commands: u64,
+    /// Keep `auto/...` refs at least this many days (`gc` drops older ones
+    /// beyond the count below; see `lifecycle::autorefs`).
+    pub auto_ref_retention_days: u64,
+    /// Keep at least the newest this many `auto/...` refs of the session.
+    pub auto_ref_retention_count: u64,
 }
 
 impl Default for SessionConfig {
@@ -120,6 +126,8 @@ impl Default for SessionConfig {
             op_retention_count: crate::oplog::retention::DEFAULT_COUNT,
             experiment_max_runs: 32,
             auto_checkpoint_commands: 0,
+            auto_ref_retention_days: crate::lifecycle::autorefs::DEFAULT_DAYS,
+            auto_ref_retention_count: crate::lifecycle::autorefs::DEFAULT_COUNT,
         }
     }
 }
@@ -289,6 +297,10 @@ pub struct Session {
     pub(crate) gate: std::sync::RwLock<()>,
     /// Who writes while a recorded command runs (`treefork exec`).
     pub watch: watch::WriterWatch,
+    /// Touched paths waiting for the next flush ([`touch`]).
+    touch: touch::Pending,
+    /// FUSE requests and ops served (the daemon's access clock reads it).
+    accesses: AtomicU64,
 }
 
 impl Session {
@@ -321,6 +333,8 @@ impl Session {
             op_lock: Mutex::new(()),
             gate: std::sync::RwLock::new(()),
             watch: watch::WriterWatch::default(),
+            touch: touch::Pending::default(),
+            accesses: AtomicU64::new(0),
         })
     }
 

@@ -204,7 +204,13 @@ impl Session {
         let mut st = self.lock();
         st.mutations = 0;
         drop(st);
-        Ok(made.expect("checkpoint built"))
+        let c = made.expect("checkpoint built");
+        let at = (c.time_ns / 1_000_000_000) as i64;
+        crate::lifecycle::manage::bump(&*store, &name, &|m| {
+            m.checkpoints += 1;
+            m.last_checkpoint = Some(at);
+        });
+        Ok(c)
     }
 
     /// After a whole-tree [`graft`](Self::graft) of `root`: make the session's HEAD

@@ -25,8 +25,13 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
         let list: Vec<Value> = treefork::session::list_records(&s)?
             .into_iter()
             .map(|r| {
-                json!({"name": r.name, "state": "stopped", "mountpoint": null,
-                "bytes": r.bytes, "inodes": r.inodes, "updated": r.updated, "root": r.root})
+                let life = treefork::lifecycle::manage::row_fields(&s, &r.name, r.created);
+                let mut row = json!({"name": r.name, "state": "stopped", "mountpoint": null,
+                "bytes": r.bytes, "inodes": r.inodes, "updated": r.updated, "root": r.root});
+                if let Some(o) = row.as_object_mut() {
+                    o.extend(life);
+                }
+                row
             })
             .collect();
         return Ok(json!({"ok": true, "sessions": list}));
@@ -54,6 +59,35 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             treefork::session::remove_record(&s, name)?;
             json!({ "removed": name })
         }
+        Op::SessionShow { name: Some(name) } => treefork::lifecycle::manage::show(&s, name, None)?,
+        Op::SessionExtend {
+            name,
+            ttl_idle,
+            ttl_absolute,
+        } => {
+            let change = treefork::lifecycle::manage::PolicyChange {
+                ttl_idle: ttl_idle.clone(),
+                ttl_absolute: ttl_absolute.clone(),
+                ..Default::default()
+            };
+            change.validate()?;
+            let now = treefork::lifecycle::manage::now();
+            let info = treefork::lifecycle::manage::update(&s, name, &mut |i| {
+                change.apply(i, now)?;
+                i.last_access = now;
+                Ok(true)
+            })?;
+            json!({"session": name, "policy": info.policy})
+        }
+        Op::SessionDiscard { name } => {
+            treefork::lifecycle::manage::update(&s, name, &mut |i| {
+                i.state = treefork::lifecycle::State::Discarded;
+                i.evict_blocked = None;
+                Ok(true)
+            })?;
+            json!({"session": name, "discarded": true, "unmounted": null})
+        }
+        Op::SessionSweep => json!({"evicted": [], "busy": [], "expired": []}),
         other => bail!("{} needs a running treefork daemon", other.name()),
     })
 }

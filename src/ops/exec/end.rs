@@ -104,6 +104,8 @@ pub(super) fn finish(t: &Target, r: Running, e: Ending) -> Result<Value> {
     let rec = oplog::append_with(&**s.store(), s.name(), op, &attach)
         .inspect_err(|err| ::log::error!("session {}: recording exec {}: {err}", s.name(), r.n))?;
     slot::with(s, |sl| sl.since_auto += 1);
+    let ms = meta["duration_ms"].as_u64().unwrap_or(0);
+    crate::ops::command_done(s, ms);
     Ok(json!({"exec": meta, "seq": rec.seq, "checkpoint": ckpt}))
 }
 

@@ -1,0 +1,312 @@
+//! Session lifecycle commands: the policy flags of `mount` ([`PolicyArgs`]), the
+//! lifecycle columns of `sessions` ([`LifeColumns`]), and `session show`,
+//! `session extend`, `session discard`, `session sweep` (subcommands of
+//! `session`, see `cli/store.rs`).
+
+use serde_json::Value;
+
+use super::prelude::*;
+
+/// Eviction policy and task of a session (`mount`; on an existing session they
+/// update it).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct PolicyArgs {
+    /// What the session is for (shown by `sessions`).
+    #[arg(long, value_name = "TEXT")]
+    pub task: Option<String>,
+    /// Evict after this long without access, e.g. `30m`, `4h` (`never`: no idle
+    /// limit) [default for new sessions: 4h].
+    #[arg(long, value_name = "DURATION")]
+    pub ttl_idle: Option<String>,
+    /// Evict this long from now whatever happens, e.g. `7d` (`never`: no limit).
+    #[arg(long, value_name = "DURATION")]
+    pub ttl_absolute: Option<String>,
+    /// Evict once promoted [the default].
+    #[arg(long, overrides_with = "no_until_promote")]
+    until_promote: bool,
+    /// Keep it mounted after a promote.
+    #[arg(long)]
+    no_until_promote: bool,
+    /// Never evict automatically (only `session discard` or `session rm`).
+    #[arg(long)]
+    pub manual: bool,
+}
+
+impl PolicyArgs {
+    /// The until-promote choice, if one was made.
+    pub fn until_promote(&self) -> Option<bool> {
+        match (self.until_promote, self.no_until_promote) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        }
+    }
+}
+
+/// Seconds as `42s`, `5m`, `3h`, `2d`.
+fn dur(s: i64) -> String {
+    match s {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+/// The lifecycle fields of a `sessions` row.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub struct LifeColumns {
+    lifecycle: Option<String>,
+    task: Option<String>,
+    age: Option<i64>,
+    idle: Option<i64>,
+    touched: Option<u64>,
+    evict_blocked: Option<String>,
+}
+
+impl LifeColumns {
+    /// `LIFE AGE IDLE TOUCHED` cells.
+    pub fn columns(&self) -> String {
+        let opt = |v: Option<i64>| v.map_or("-".to_string(), dur);
+        let life = match (&self.lifecycle, &self.evict_blocked) {
+            (Some(l), Some(_)) => format!("{l}*"),
+            (Some(l), None) => l.clone(),
+            _ => "-".into(),
+        };
+        format!(
+            "{:<9} {:>6} {:>6} {:>7}",
+            life,
+            opt(self.age),
+            opt(self.idle),
+            self.touched.map_or("-".into(), |n| n.to_string())
+        )
+    }
+
+    /// `  "task"` (and why eviction is blocked), or nothing.
+    pub fn task_suffix(&self) -> String {
+        let mut s = String::new();
+        if let Some(t) = &self.task {
+            s.push_str(&format!("  {t:?}"));
+        }
+        if let Some(b) = &self.evict_blocked {
+            s.push_str(&format!("  (eviction blocked: {b})"));
+        }
+        s
+    }
+}
+
+/// `session show`.
+#[derive(clap::Args)]
+pub struct Show {
+    /// Session name [default: the workspace's session].
+    name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Shown {
+    info: Value,
+    touched: u64,
+    mountpoint: Option<String>,
+    age: i64,
+    idle: i64,
+    expires: Option<String>,
+}
+
+impl Human for Shown {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        let i = &self.info;
+        let s = |k: &str| i[k].as_str().unwrap_or("-").to_string();
+        writeln!(out, "session  {} (id {})", s("session"), s("id"))?;
+        writeln!(out, "state    {}", s("state"))?;
+        if let Some(t) = i["task"].as_str() {
+            writeln!(out, "task     {t}")?;
+        }
+        let o = &i["origin"];
+        if o.is_object() {
+            writeln!(
+                out,
+                "origin   {}{}{}",
+                o["path"].as_str().unwrap_or("?"),
+                o["branch"]
+                    .as_str()
+                    .map(|b| format!(" branch {b}"))
+                    .unwrap_or_default(),
+                o["baseline"]
+                    .as_str()
+                    .map(|b| format!(" baseline {}", &b[..b.len().min(12)]))
+                    .unwrap_or_default(),
+            )?;
+        }
+        writeln!(
+            out,
+            "mounted  {}",
+            self.mountpoint.as_deref().unwrap_or("no")
+        )?;
+        writeln!(out, "age      {}, idle {}", dur(self.age), dur(self.idle))?;
+        let p = &i["policy"];
+        let ttl = |k: &str| p[k].as_i64().map_or("none".to_string(), dur);
+        writeln!(
+            out,
+            "policy   idle ttl {}, absolute ttl {}, until-promote {}, manual {}",
+            ttl("idle_ttl_secs"),
+            ttl("absolute_ttl_secs"),
+            p["until_promote"],
+            p["manual"]
+        )?;
+        if let Some(e) = &self.expires {
+            writeln!(out, "due      for eviction: {e}")?;
+        }
+        if let Some(b) = i["evict_blocked"].as_str() {
+            writeln!(out, "blocked  eviction: {b}")?;
+        }
+        writeln!(out, "touched  {} file(s)", self.touched)?;
+        let m = &i["metrics"];
+        writeln!(
+            out,
+            "metrics  {} command(s) ({} ms), {} checkpoint(s), {} fork(s), {} recover(ies)",
+            m["commands"], m["command_ms"], m["checkpoints"], m["forks"], m["recoveries"]
+        )?;
+        if let Some(p) = i["promoted"].as_object() {
+            writeln!(out, "promoted {}", Value::Object(p.clone()))?;
+        }
+        Ok(())
+    }
+}
+
+impl Run for Show {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let op = Op::SessionShow {
+            name: self.name.clone(),
+        };
+        let r: Reply<Shown> = match &self.name {
+            Some(_) => cx.store_op(op, false)?,
+            None => cx.session(op)?,
+        };
+        Ok(r.into())
+    }
+}
+
+/// `session extend`.
+#[derive(clap::Args)]
+pub struct Extend {
+    /// Session name.
+    name: String,
+    /// New idle TTL, e.g. `8h` (`never`: none).
+    #[arg(long, value_name = "DURATION")]
+    ttl_idle: Option<String>,
+    /// New absolute TTL, counted from now, e.g. `2d` (`never`: none).
+    #[arg(long, value_name = "DURATION")]
+    ttl_absolute: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Extended {
+    session: String,
+    policy: Value,
+}
+
+impl Human for Extended {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        let ttl = |k: &str| self.policy[k].as_i64().map_or("none".to_string(), dur);
+        writeln!(
+            out,
+            "session {}: idle ttl {}, absolute ttl {} (idle clock restarted)",
+            self.session,
+            ttl("idle_ttl_secs"),
+            ttl("absolute_ttl_secs")
+        )
+    }
+}
+
+impl Run for Extend {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let op = Op::SessionExtend {
+            name: self.name.clone(),
+            ttl_idle: self.ttl_idle.clone(),
+            ttl_absolute: self.ttl_absolute.clone(),
+        };
+        let r: Reply<Extended> = cx.store_op(op, false)?;
+        Ok(r.into())
+    }
+}
+
+/// `session discard`.
+#[derive(clap::Args)]
+pub struct Discard {
+    /// Session name.
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct Discarded {
+    session: String,
+}
+
+impl Human for Discarded {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "discarded session {} (gc removes it after the retention period)",
+            self.session
+        )
+    }
+}
+
+impl Run for Discard {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let op = Op::SessionDiscard {
+            name: self.name.clone(),
+        };
+        let r: Reply<Discarded> = cx.store_op(op, false)?;
+        Ok(r.into())
+    }
+}
+
+/// `session sweep`.
+#[derive(clap::Args)]
+pub struct Sweep {}
+
+#[derive(Deserialize)]
+struct Swept {
+    evicted: Vec<Value>,
+    busy: Vec<Value>,
+    expired: Vec<Value>,
+}
+
+impl Human for Swept {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        let s = |v: &Value, k: &str| v[k].as_str().unwrap_or("").to_string();
+        for e in &self.evicted {
+            writeln!(out, "evicted {} ({})", s(e, "session"), s(e, "reason"))?;
+        }
+        for e in &self.busy {
+            writeln!(
+                out,
+                "busy    {} ({}): {}",
+                s(e, "session"),
+                s(e, "reason"),
+                s(e, "blocked")
+            )?;
+        }
+        for e in &self.expired {
+            writeln!(
+                out,
+                "expired {} ({}, not mounted)",
+                s(e, "session"),
+                s(e, "reason")
+            )?;
+        }
+        if self.evicted.is_empty() && self.busy.is_empty() && self.expired.is_empty() {
+            writeln!(out, "nothing to evict")?;
+        }
+        Ok(())
+    }
+}
+
+impl Run for Sweep {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let r: Reply<Swept> = cx.store_op(Op::SessionSweep, false)?;
+        Ok(r.into())
+    }
+}

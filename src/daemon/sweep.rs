@@ -1,0 +1,374 @@
+//! Session lifecycle served by the daemon: the access clock, eviction sweeps,
+//! `session show/extend/discard/sweep`, the info upkeep at mount and unmount, and
+//! the lifecycle part of `gc` (discarded sessions past retention, `auto/...` refs).
+//!
+//! Access clock: every FUSE request and op bumps its session's access counter
+//! (one relaxed increment); the service loop looks at the counters once a second
+//! and keeps the last time each changed in memory, and persists `last_access`
+//! at most once a minute per session. Sweeps use the newer of the two.
+//!
+//! Eviction ([`Daemon::sweep`], every [`SWEEP_ENV`] interval, default 5 min): a
+//! mounted session whose policy says it expired (`lifecycle::manage::expiry`) gets
+//! `syncfs` + a checkpoint recorded as an operation of kind `evict` (trigger
+//! `evict`), then an unmount, then state `expired`. A busy mount (open files, a
+//! cwd inside, a recorded command running) is never forced: `evict_blocked` says
+//! why and the next sweep retries (checkpointing again only if something changed).
+//! An unmounted session past its policy is only marked `expired`.
+//!
+//! Settings (daemon environment): [`SWEEP_ENV`] (a duration), [`DISCARD_ENV`]
+//! (how long a discarded session is kept before `gc` removes it, default 7 days).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::Daemon;
+use crate::error::{Error, Result};
+use crate::lifecycle::manage::{self, PolicyChange};
+use crate::lifecycle::{self, State};
+use crate::ops::{Host, Target};
+use crate::store::ObjectStore;
+
+/// Environment variable: the sweep interval (e.g. `5m`, `30s`).
+pub const SWEEP_ENV: &str = "TREEFORK_SWEEP_INTERVAL";
+/// Environment variable: discarded sessions' retention before `gc` removes them.
+pub const DISCARD_ENV: &str = "TREEFORK_DISCARD_RETENTION";
+/// Default sweep interval (seed 003).
+pub const DEFAULT_SWEEP: Duration = Duration::from_secs(300);
+/// Default retention of discarded sessions.
+pub const DEFAULT_DISCARD_SECS: u64 = 7 * 86_400;
+/// `last_access` is persisted at most this often per session.
+const ACCESS_PERSIST_SECS: i64 = 60;
+/// Info meta key: the pid of the daemon that has the session mounted (cleared at
+/// a clean unmount; still set at the next mount means the daemon died).
+const MOUNTED_BY: &str = "mounted_by";
+
+fn env_duration(var: &str) -> Option<u64> {
+    let v = std::env::var(var).ok()?;
+    match lifecycle::parse_duration(&v) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            log::warn!("{var}: {e}; using the default");
+            None
+        }
+    }
+}
+
+/// The daemon's lifecycle state.
+pub struct Upkeep {
+    /// Session name → (access count last seen, unix s it last changed, unix s
+    /// last persisted).
+    looks: Mutex<HashMap<String, (u64, i64, i64)>>,
+    last_look: Mutex<Instant>,
+    last_sweep: Mutex<Instant>,
+    interval: Duration,
+    discard_secs: u64,
+}
+
+impl Default for Upkeep {
+    fn default() -> Upkeep {
+        Upkeep {
+            looks: Mutex::default(),
+            last_look: Mutex::new(Instant::now()),
+            last_sweep: Mutex::new(Instant::now()),
+            interval: env_duration(SWEEP_ENV)
+                .map(Duration::from_secs)
+                .unwrap_or(DEFAULT_SWEEP)
+                .max(Duration::from_secs(1)),
+            discard_secs: env_duration(DISCARD_ENV).unwrap_or(DEFAULT_DISCARD_SECS),
+        }
+    }
+}
+
+fn relock<G>(r: std::sync::LockResult<G>) -> G {
+    r.unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Daemon {
+    /// Called by the service loop: the access clock once a second, a sweep once
+    /// per interval.
+    pub(crate) fn upkeep_tick(&self) {
+        {
+            let mut l = relock(self.upkeep.last_look.lock());
+            if l.elapsed() < Duration::from_secs(1) {
+                return;
+            }
+            *l = Instant::now();
+        }
+        self.access_clock();
+        let due = {
+            let mut l = relock(self.upkeep.last_sweep.lock());
+            let due = l.elapsed() >= self.upkeep.interval;
+            if due {
+                *l = Instant::now();
+            }
+            due
+        };
+        if due && let Err(e) = self.sweep() {
+            log::error!("eviction sweep failed: {e}");
+        }
+    }
+
+    /// Note which sessions were accessed; persist `last_access` at most once a
+    /// minute each.
+    fn access_clock(&self) {
+        let now = manage::now();
+        let mut persist = Vec::new();
+        {
+            let mut looks = relock(self.upkeep.looks.lock());
+            for t in Host::live(self) {
+                let n = t.session.accesses();
+                let e = looks
+                    .entry(t.session.name().to_string())
+                    .or_insert((n, now, now));
+                if e.0 != n {
+                    e.0 = n;
+                    e.1 = now;
+                }
+                if e.1 > e.2 && now - e.2 >= ACCESS_PERSIST_SECS {
+                    e.2 = now;
+                    persist.push((t.session.name().to_string(), e.1));
+                }
+            }
+        }
+        for (name, at) in persist {
+            let r = manage::update(&**self.store(), &name, &mut |i| {
+                let newer = at > i.last_access;
+                i.last_access = i.last_access.max(at);
+                Ok(newer)
+            });
+            if let Err(e) = r {
+                log::warn!("session {name}: cannot persist its last access: {e}");
+            }
+        }
+    }
+
+    /// The last access of a mounted session as this daemon knows it.
+    fn last_access_seen(&self, name: &str) -> Option<i64> {
+        relock(self.upkeep.looks.lock()).get(name).map(|e| e.1)
+    }
+
+    /// Info upkeep when a session goes live: a recovery when the daemon that had
+    /// it mounted died, an expired (or discarded) session resumes as active.
+    pub(crate) fn on_mounted(&self, name: &str) {
+        let me = std::process::id();
+        let now = manage::now();
+        relock(self.upkeep.looks.lock()).remove(name);
+        let r = manage::update(&**self.store(), name, &mut |i| {
+            if i.meta.contains_key(MOUNTED_BY) {
+                i.metrics.recoveries += 1;
+            }
+            i.meta.insert(MOUNTED_BY.into(), json!(me));
+            if matches!(i.state, State::Expired | State::Discarded) {
+                i.state = State::Active;
+            }
+            i.last_access = now;
+            i.evict_blocked = None;
+            Ok(true)
+        });
+        if let Err(e) = r {
+            log::warn!("session {name}: cannot update its info at mount: {e}");
+        }
+    }
+
+    /// Info upkeep after a clean unmount.
+    pub(crate) fn on_unmounted(&self, name: &str) {
+        let r = manage::update(&**self.store(), name, &mut |i| {
+            Ok(i.meta.remove(MOUNTED_BY).is_some())
+        });
+        if let Err(e) = r {
+            log::warn!("session {name}: cannot update its info at unmount: {e}");
+        }
+    }
+
+    /// Apply `mount` flags to a session's info.
+    pub(crate) fn apply_policy(&self, name: &str, change: &PolicyChange) -> Result<()> {
+        if change.is_empty() {
+            return Ok(());
+        }
+        let now = manage::now();
+        manage::update(&**self.store(), name, &mut |i| {
+            change.apply(i, now)?;
+            Ok(true)
+        })
+        .map(drop)
+    }
+
+    /// `session show`.
+    pub(crate) fn session_show(&self, name: Option<&str>, bound: Option<&str>) -> Result<Value> {
+        let name = match (name, bound) {
+            (Some(n), Some(b)) if n != b => {
+                return Err(Error::Forbidden(format!(
+                    "this socket serves session {b}; it may only show that one"
+                )));
+            }
+            (Some(n), _) | (None, Some(n)) => n,
+            (None, None) => {
+                return Err(Error::Invalid(
+                    "which session? name it (`session show NAME`)".into(),
+                ));
+            }
+        };
+        let mp = self.mounted_at(name);
+        let mut v = manage::show(&**self.store(), name, mp.as_deref())?;
+        if let Some(t) = self.last_access_seen(name) {
+            v["idle"] = json!(manage::now().saturating_sub(t).max(0));
+        }
+        Ok(v)
+    }
+
+    /// `session extend`: new TTLs, idle clock restarted.
+    pub(crate) fn session_extend(
+        &self,
+        name: &str,
+        ttl_idle: Option<String>,
+        ttl_absolute: Option<String>,
+    ) -> Result<Value> {
+        let change = PolicyChange {
+            ttl_idle,
+            ttl_absolute,
+            ..PolicyChange::default()
+        };
+        change.validate()?;
+        let now = manage::now();
+        let info = manage::update(&**self.store(), name, &mut |i| {
+            change.apply(i, now)?;
+            i.last_access = now;
+            Ok(true)
+        })?;
+        Ok(json!({"session": name, "policy": info.policy}))
+    }
+
+    /// `session discard`: unmount (refused while busy), then state `discarded`.
+    pub(crate) fn session_discard(&self, name: &str) -> Result<Value> {
+        if crate::session::load_record(&**self.store(), name)?.is_none() {
+            return Err(Error::NotFound(format!("no session named {name}")));
+        }
+        let unmounted = match self.mounted_at(name) {
+            Some(mp) => {
+                self.unmount(&mp)?;
+                Some(mp)
+            }
+            None => None,
+        };
+        // Owning the name keeps a mount of it out while the state changes.
+        let _claim = self.table.claim(name, None)?;
+        manage::update(&**self.store(), name, &mut |i| {
+            i.state = State::Discarded;
+            i.evict_blocked = None;
+            Ok(true)
+        })?;
+        Ok(json!({"session": name, "discarded": true, "unmounted": unmounted}))
+    }
+
+    /// One eviction sweep over every session; returns what was evicted, what was
+    /// busy, and what was only marked expired.
+    pub(crate) fn sweep(&self) -> Result<Value> {
+        let store = self.store().clone();
+        let now = manage::now();
+        let live: HashMap<String, Target> = Host::live(self)
+            .into_iter()
+            .map(|t| (t.session.name().to_string(), t))
+            .collect();
+        let (mut evicted, mut busy, mut marked) = (Vec::new(), Vec::new(), Vec::new());
+        for rec in crate::session::list_records(&*store)? {
+            let name = rec.name;
+            let mut info = manage::load_or_legacy(&*store, &name, rec.created);
+            if let Some(seen) = self.last_access_seen(&name) {
+                info.last_access = info.last_access.max(seen);
+            }
+            let Some(why) = manage::expiry(&info, now) else {
+                continue;
+            };
+            match live.get(&name) {
+                None => {
+                    manage::update(&*store, &name, &mut |i| {
+                        let go = matches!(i.state, State::Active | State::Promoted);
+                        if go {
+                            i.state = State::Expired;
+                        }
+                        Ok(go)
+                    })?;
+                    marked.push(json!({"session": name, "reason": why}));
+                }
+                Some(t) => match self.evict(t, &info) {
+                    Ok(ckpt) => {
+                        log::info!("session {name}: evicted ({why})");
+                        evicted.push(json!({"session": name, "reason": why, "checkpoint": ckpt}));
+                    }
+                    Err(e) => {
+                        let msg = e.to_string();
+                        log::info!("session {name}: not evicted ({why}): {msg}");
+                        manage::update(&*store, &name, &mut |i| {
+                            i.evict_blocked = Some(msg.clone());
+                            Ok(true)
+                        })?;
+                        busy.push(json!({"session": name, "reason": why, "blocked": msg}));
+                    }
+                },
+            }
+        }
+        Ok(json!({"evicted": evicted, "busy": busy, "expired": marked}))
+    }
+
+    /// Evict a mounted session: syncfs + checkpoint (operation `evict`), unmount,
+    /// state `expired`. Returns the checkpoint taken, if one was.
+    fn evict(&self, t: &Target, info: &lifecycle::SessionInfo) -> Result<Option<String>> {
+        let s = &t.session;
+        if crate::ops::command_running(s) {
+            return Err(Error::Conflict("a recorded command is running".into()));
+        }
+        let ckpt = {
+            let _g = s
+                .op_lock
+                .try_lock()
+                .map_err(|_| Error::Conflict("an operation is running".into()))?;
+            crate::ops::syncfs_at(&t.mountpoint)?;
+            // Saved once; again on a retry only if something changed meanwhile.
+            if info.evict_blocked.is_none() || s.has_changes()? || s.record().head.is_none() {
+                Some(crate::ops::evict_checkpoint(s)?.id)
+            } else {
+                None
+            }
+        };
+        self.unmount(&t.mountpoint)?;
+        manage::update(&**self.store(), s.name(), &mut |i| {
+            i.state = State::Expired;
+            i.evict_blocked = None;
+            Ok(true)
+        })?;
+        Ok(ckpt)
+    }
+
+    /// The lifecycle part of `gc`: remove discarded sessions past retention and
+    /// `auto/...` refs past theirs. Returns (sessions removed, refs dropped).
+    pub(crate) fn lifecycle_gc(&self) -> Result<(usize, usize)> {
+        let store = self.store().clone();
+        let now = manage::now();
+        let mut removed = 0;
+        for name in manage::discarded_before(&*store, self.upkeep.discard_secs, now)? {
+            match self.session_rm(&name) {
+                Ok(_) => removed += 1,
+                Err(e) => log::warn!("gc: discarded session {name} stays: {e}"),
+            }
+        }
+        let ops = lifecycle::autorefs::prune_ops(&*store, now, &|session| {
+            crate::session::load_record(&*store, session)
+                .ok()
+                .flatten()
+                .map(|r| lifecycle::autorefs::Policy {
+                    days: r.config.auto_ref_retention_days,
+                    count: r.config.auto_ref_retention_count,
+                })
+                .unwrap_or_default()
+        })?;
+        let refs = ops.len();
+        if refs > 0 {
+            store.commit(ops)?;
+            log::info!("gc: dropped {refs} auto/ ref(s) past retention");
+        }
+        Ok((removed, refs))
+    }
+}

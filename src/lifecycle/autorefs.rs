@@ -1,0 +1,123 @@
+//! Retention of `auto/...` refs (saved before checkout, restore, undo, adopt):
+//! applied at `gc` (the daemon's, before marking). Per session (the session of the
+//! checkpoint a ref names), a ref is kept while it is younger than the session's
+//! `auto_ref_retention_days` setting **or** among its newest
+//! `auto_ref_retention_count`; older ones beyond that count are deleted.
+//!
+//! Nothing is lost that the operation log keeps: each such save is also named by
+//! the operation record of the op that made it (gc roots include every
+//! operation's views), so dropping the ref only drops a name.
+
+use std::collections::BTreeMap;
+
+use crate::error::Result;
+use crate::meta::MetaOp;
+use crate::refs;
+use crate::store::ObjectStore;
+
+/// Default: keep auto refs 7 days...
+pub const DEFAULT_DAYS: u64 = 7;
+/// ... or the newest 100 of a session.
+pub const DEFAULT_COUNT: u64 = 100;
+
+/// A retention policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Keep refs younger than this many days.
+    pub days: u64,
+    /// Keep at least the newest this many.
+    pub count: u64,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            days: DEFAULT_DAYS,
+            count: DEFAULT_COUNT,
+        }
+    }
+}
+
+/// The ops deleting the `auto/...` refs past retention at `now` (unix seconds);
+/// `policy` gives each session's policy (by the session its checkpoint names).
+pub fn prune_ops(
+    store: &dyn ObjectStore,
+    now: i64,
+    policy: &dyn Fn(&str) -> Policy,
+) -> Result<Vec<MetaOp>> {
+    // session -> [(created, name)]
+    let mut by_session: BTreeMap<String, Vec<(i64, String)>> = BTreeMap::new();
+    for (name, r) in refs::list_refs(store)? {
+        if !name.starts_with("auto/") {
+            continue;
+        }
+        let session = crate::id::CheckpointId::from_hex(&r.checkpoint)
+            .and_then(|id| refs::load(store, &id).ok())
+            .map(|c| c.session)
+            .unwrap_or_default();
+        by_session
+            .entry(session)
+            .or_default()
+            .push((r.created, name));
+    }
+    let mut ops = Vec::new();
+    for (session, mut list) in by_session {
+        let p = policy(&session);
+        list.sort_by(|a, b| b.cmp(a));
+        let cutoff = now.saturating_sub((p.days.saturating_mul(86_400)) as i64);
+        for (i, (created, name)) in list.into_iter().enumerate() {
+            if (i as u64) >= p.count && created < cutoff {
+                ops.push(refs::delete_ref_op(&name));
+            }
+        }
+    }
+    Ok(ops)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemStore;
+
+    #[test]
+    fn keeps_young_or_newest() {
+        let s = MemStore::default();
+        let mut ops = Vec::new();
+        // Five refs to an unknown checkpoint (session ""), ages 0..5 days.
+        for d in 0..5i64 {
+            let r = refs::RefRecord {
+                checkpoint: "00".repeat(32),
+                created: 1_000_000 - d * 86_400,
+            };
+            ops.push(refs::ref_op(&format!("auto/before-checkout-{d}"), &r));
+        }
+        let keep = refs::RefRecord {
+            checkpoint: "00".repeat(32),
+            created: 0,
+        };
+        ops.push(refs::ref_op("main", &keep));
+        s.commit(ops).unwrap();
+        let p = |_: &str| Policy { days: 2, count: 1 };
+        let del = prune_ops(&s, 1_000_000, &p).unwrap();
+        // Kept: the newest (day 0) and those younger than 2 days (day 1); day 2 is
+        // exactly at the cutoff (kept); days 3 and 4 go. `main` is never touched.
+        assert_eq!(del.len(), 2, "{del:?}");
+        s.commit(del).unwrap();
+        let names: Vec<String> = refs::list_refs(&s)
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "auto/before-checkout-0",
+                "auto/before-checkout-1",
+                "auto/before-checkout-2",
+                "main"
+            ]
+        );
+        let all = |_: &str| Policy { days: 0, count: 0 };
+        assert_eq!(prune_ops(&s, 1_000_001, &all).unwrap().len(), 3);
+    }
+}

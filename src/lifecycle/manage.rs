@@ -1,0 +1,334 @@
+//! Changing and reading session info records: atomic read-modify-write
+//! ([`update`]), policy changes from `mount` flags and `session extend`
+//! ([`PolicyChange`]), the expiry rule ([`expiry`]), metrics upkeep, and the
+//! lifecycle columns of `sessions` / `session show` ([`row_fields`], [`show`]).
+//!
+//! Invariants: every change of an info record goes through [`update`], a
+//! compare-and-swap on the stored bytes (`MetaOp::Expect`) retried a few times,
+//! so concurrent writers (mount, sweeps, metrics, promote) never lose each
+//! other's changes; a session without a record gets [`SessionInfo::legacy`] on
+//! its first update.
+
+use serde_json::{Map, Value, json};
+
+use super::{SessionInfo, State, load, parse_duration};
+use crate::error::{Error, Result};
+use crate::meta::{self, KeyRange, MetaOp};
+use crate::store::ObjectStore;
+
+/// Unix seconds now.
+pub fn now() -> i64 {
+    crate::tree::Timespec::now().sec
+}
+
+/// Apply `f` to `session`'s info record and store it atomically (its `updated`
+/// stamped). `f` returns whether anything changed; nothing is written otherwise.
+/// A session with no session record is `not_found`.
+pub fn update(
+    store: &dyn ObjectStore,
+    session: &str,
+    f: &mut dyn FnMut(&mut SessionInfo) -> Result<bool>,
+) -> Result<SessionInfo> {
+    let key = meta::info_key(session);
+    for _ in 0..8 {
+        let old = store.meta_get(&key)?;
+        let mut info = match &old {
+            Some(v) => SessionInfo::decode(session, v)?,
+            None => {
+                let rec = crate::session::load_record(store, session)?
+                    .ok_or_else(|| Error::NotFound(format!("no session named {session}")))?;
+                SessionInfo::legacy(session, rec.created)
+            }
+        };
+        if !f(&mut info)? && old.is_some() {
+            return Ok(info);
+        }
+        let ops = vec![MetaOp::Expect(key.clone(), old), info.op()];
+        match store.commit(ops) {
+            Ok(()) => return Ok(info),
+            Err(Error::Conflict(_)) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Conflict(format!(
+        "session info {session} kept changing concurrently; retry"
+    )))
+}
+
+/// A policy (and task) change asked by `mount` flags or `session extend`.
+/// Durations are written like `30s`, `4h`, `7d`; `never` (or `off`) clears a TTL.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PolicyChange {
+    /// New task text.
+    pub task: Option<String>,
+    /// Idle TTL.
+    pub ttl_idle: Option<String>,
+    /// Absolute TTL, counted from now (stored as seconds since creation).
+    pub ttl_absolute: Option<String>,
+    /// Evict once promoted.
+    pub until_promote: Option<bool>,
+    /// Never evict automatically.
+    pub manual: Option<bool>,
+}
+
+fn ttl(s: &str) -> Result<Option<u64>> {
+    match s.trim() {
+        "never" | "off" | "none" => Ok(None),
+        d => parse_duration(d).map(Some),
+    }
+}
+
+impl PolicyChange {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == PolicyChange::default()
+    }
+
+    /// Check the durations (before anything is created).
+    pub fn validate(&self) -> Result<()> {
+        for d in [&self.ttl_idle, &self.ttl_absolute].into_iter().flatten() {
+            ttl(d)?;
+        }
+        if self.task.as_ref().is_some_and(|t| t.len() > 4096) {
+            return Err(Error::Invalid("task text longer than 4096 bytes".into()));
+        }
+        Ok(())
+    }
+
+    /// Apply to `info` at `now`.
+    pub fn apply(&self, info: &mut SessionInfo, now: i64) -> Result<()> {
+        if let Some(t) = &self.task {
+            info.task = Some(t.clone()).filter(|t| !t.is_empty());
+        }
+        if let Some(d) = &self.ttl_idle {
+            info.policy.idle_ttl_secs = ttl(d)?;
+        }
+        if let Some(d) = &self.ttl_absolute {
+            let age = now.saturating_sub(info.created).max(0) as u64;
+            info.policy.absolute_ttl_secs = ttl(d)?.map(|s| s.saturating_add(age));
+        }
+        if let Some(u) = self.until_promote {
+            info.policy.until_promote = u;
+        }
+        if let Some(m) = self.manual {
+            info.policy.manual = m;
+        }
+        Ok(())
+    }
+}
+
+/// Why `info` is due for eviction at `now` (`None`: it is not). `manual` never
+/// is; only active and promoted sessions are evicted.
+pub fn expiry(info: &SessionInfo, now: i64) -> Option<String> {
+    let p = &info.policy;
+    if p.manual || !matches!(info.state, State::Active | State::Promoted) {
+        return None;
+    }
+    if info.state == State::Promoted && p.until_promote {
+        return Some("promoted (until-promote)".into());
+    }
+    if let Some(ttl) = p.idle_ttl_secs {
+        let idle = now.saturating_sub(info.last_access);
+        if idle >= ttl as i64 {
+            return Some(format!("idle {idle}s (ttl {ttl}s)"));
+        }
+    }
+    if let Some(ttl) = p.absolute_ttl_secs {
+        let age = now.saturating_sub(info.created);
+        if age >= ttl as i64 {
+            return Some(format!("age {age}s (absolute ttl {ttl}s)"));
+        }
+    }
+    None
+}
+
+/// How many touched paths `session` has.
+pub fn touched_count(store: &dyn ObjectStore, session: &str) -> Result<usize> {
+    Ok(store
+        .meta_range(&KeyRange::touched(session), usize::MAX)?
+        .len())
+}
+
+/// The info of `session`, or what a session without a record reads as.
+pub fn load_or_legacy(store: &dyn ObjectStore, session: &str, created: i64) -> SessionInfo {
+    match load(store, session) {
+        Ok(Some(i)) => i,
+        Ok(None) => SessionInfo::legacy(session, created),
+        Err(e) => {
+            log::warn!("session {session}: unreadable info record: {e}");
+            SessionInfo::legacy(session, created)
+        }
+    }
+}
+
+/// The lifecycle columns of a `sessions` row: `lifecycle` (state), `task`,
+/// `age` and `idle` (seconds), `touched` (count), `evict_blocked`.
+pub fn row_fields(store: &dyn ObjectStore, session: &str, created: i64) -> Map<String, Value> {
+    let t = now();
+    let i = load_or_legacy(store, session, created);
+    let mut m = Map::new();
+    m.insert("lifecycle".into(), json!(i.state));
+    m.insert("task".into(), json!(i.task));
+    m.insert("age".into(), json!(t.saturating_sub(i.created).max(0)));
+    m.insert("idle".into(), json!(t.saturating_sub(i.last_access).max(0)));
+    m.insert(
+        "touched".into(),
+        json!(touched_count(store, session).unwrap_or(0)),
+    );
+    m.insert("evict_blocked".into(), json!(i.evict_blocked));
+    m
+}
+
+/// `session show`: the info record, touched count and mount state.
+pub fn show(
+    store: &dyn ObjectStore,
+    session: &str,
+    mounted: Option<&std::path::Path>,
+) -> Result<Value> {
+    let rec = crate::session::load_record(store, session)?
+        .ok_or_else(|| Error::NotFound(format!("no session named {session}")))?;
+    let info = load_or_legacy(store, session, rec.created);
+    let t = now();
+    Ok(json!({
+        "info": info,
+        "touched": touched_count(store, session)?,
+        "mounted": mounted.is_some(),
+        "mountpoint": mounted,
+        "age": t.saturating_sub(info.created).max(0),
+        "idle": t.saturating_sub(info.last_access).max(0),
+        "expires": expiry(&info, t),
+    }))
+}
+
+/// Add to `session`'s counters (best effort: a failure is logged).
+pub fn bump(store: &dyn ObjectStore, session: &str, f: &dyn Fn(&mut super::Metrics)) {
+    let r = update(store, session, &mut |i| {
+        f(&mut i.metrics);
+        Ok(true)
+    });
+    if let Err(e) = r {
+        log::warn!("session {session}: cannot update its metrics: {e}");
+    }
+}
+
+/// Names of sessions discarded more than `retention_secs` ago (`gc` removes them).
+pub fn discarded_before(
+    store: &dyn ObjectStore,
+    retention_secs: u64,
+    now: i64,
+) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for (k, v) in store.meta_scan(meta::INFO_PREFIX)? {
+        let Some(name) = k
+            .strip_prefix(meta::INFO_PREFIX)
+            .and_then(|n| std::str::from_utf8(n).ok())
+        else {
+            continue;
+        };
+        let Ok(i) = SessionInfo::decode(name, &v) else {
+            continue;
+        };
+        if i.state == State::Discarded && now.saturating_sub(i.updated) >= retention_secs as i64 {
+            out.push(name.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// The ops deleting everything a removed session leaves behind besides its
+/// session record: operation records, info, touched set.
+pub fn removal_ops(store: &dyn ObjectStore, session: &str) -> Result<Vec<MetaOp>> {
+    let mut ops = crate::oplog::delete_all_ops(store, session)?;
+    ops.extend(super::delete_ops(store, session)?);
+    Ok(ops)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expiry_rules() {
+        let mut i = SessionInfo::new("s", None);
+        i.created = 1000;
+        i.last_access = 1000;
+        i.policy.idle_ttl_secs = Some(60);
+        assert!(expiry(&i, 1059).is_none());
+        assert!(expiry(&i, 1060).is_some());
+        i.policy.manual = true;
+        assert!(expiry(&i, 99_999).is_none());
+        i.policy.manual = false;
+        i.policy.idle_ttl_secs = None;
+        i.policy.absolute_ttl_secs = Some(100);
+        assert!(expiry(&i, 1099).is_none());
+        assert!(expiry(&i, 1100).unwrap().contains("absolute"));
+        i.policy.absolute_ttl_secs = None;
+        i.state = State::Promoted;
+        assert!(expiry(&i, 1001).unwrap().contains("promoted"));
+        i.policy.until_promote = false;
+        assert!(expiry(&i, 1001).is_none());
+        i.state = State::Expired;
+        i.policy.idle_ttl_secs = Some(1);
+        assert!(expiry(&i, 99_999).is_none(), "already expired");
+    }
+
+    #[test]
+    fn policy_changes() {
+        let mut i = SessionInfo::new("s", None);
+        i.created = 1000;
+        let c = PolicyChange {
+            task: Some("fix it".into()),
+            ttl_idle: Some("30s".into()),
+            ttl_absolute: Some("1h".into()),
+            until_promote: Some(false),
+            manual: Some(true),
+        };
+        c.validate().unwrap();
+        c.apply(&mut i, 1500).unwrap();
+        assert_eq!(i.task.as_deref(), Some("fix it"));
+        assert_eq!(i.policy.idle_ttl_secs, Some(30));
+        assert_eq!(i.policy.absolute_ttl_secs, Some(3600 + 500));
+        assert!(!i.policy.until_promote && i.policy.manual);
+        let off = PolicyChange {
+            ttl_idle: Some("never".into()),
+            ..Default::default()
+        };
+        off.apply(&mut i, 1500).unwrap();
+        assert_eq!(i.policy.idle_ttl_secs, None);
+        let bad = PolicyChange {
+            ttl_idle: Some("soon".into()),
+            ..Default::default()
+        };
+        assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn updates_are_compare_and_swap() {
+        let s = crate::store::MemStore::default();
+        let rec = crate::session::new_record("s", crate::id::NodeId::of(b"r"), 0, 1).unwrap();
+        s.commit(vec![crate::session::record_op(&rec)]).unwrap();
+        // No info record yet: the first update starts from the legacy one.
+        let i = update(&s, "s", &mut |i| {
+            i.metrics.forks += 1;
+            Ok(true)
+        })
+        .unwrap();
+        assert!(i.policy.manual);
+        let mut n = 0;
+        update(&s, "s", &mut |i| {
+            n += 1;
+            if n == 1 {
+                // Someone else writes meanwhile: our first try must fail and retry.
+                let mut other = load(&s, "s").unwrap().unwrap();
+                other.metrics.checkpoints += 1;
+                s.commit(vec![other.op()]).unwrap();
+            }
+            i.metrics.forks += 1;
+            Ok(true)
+        })
+        .unwrap();
+        let i = load(&s, "s").unwrap().unwrap();
+        assert_eq!((i.metrics.forks, i.metrics.checkpoints, n), (2, 1, 2));
+        assert!(update(&s, "nope", &mut |_| Ok(true)).is_err());
+    }
+}

@@ -1,0 +1,48 @@
+//! What the daemon's lifecycle code (`daemon::sweep`) needs from the session ops:
+//! the eviction checkpoint (recorded as an operation of kind `evict`), `syncfs`,
+//! and the metrics a recorded command adds.
+
+use super::record::Call;
+use crate::error::Result;
+use crate::refs::Checkpoint;
+use crate::session::Session;
+
+/// Push the kernel's dirty pages of the mount at `mp` to the daemon.
+pub fn syncfs_at(mp: &std::path::Path) -> Result<()> {
+    super::syncfs(mp)
+}
+
+/// The eviction checkpoint of `s` (call with its op lock held, after `syncfs`):
+/// trigger `evict`, recorded in the same commit as an operation of kind `evict`
+/// by the daemon.
+pub fn evict_checkpoint(s: &Session) -> Result<Checkpoint> {
+    let actor = crate::oplog::Actor::daemon();
+    let call = Call {
+        actor: &actor,
+        explanation: None,
+        request: serde_json::json!({"op": "evict"}),
+    };
+    let store = s.store().clone();
+    let mut hook = call.checkpoint_hook(&*store, "evict");
+    s.checkpoint_logged(
+        "evicted (idle)",
+        "evict",
+        None,
+        serde_json::Map::new(),
+        Some(&mut hook),
+    )
+}
+
+/// Count a finished recorded command in the session's metrics.
+pub fn command_done(s: &Session, duration_ms: u64) {
+    crate::lifecycle::manage::bump(&**s.store(), s.name(), &|m| {
+        m.commands += 1;
+        m.command_ms += duration_ms;
+    });
+}
+
+/// Whether a recorded command runs in `s` (its changes belong to its record: the
+/// session is busy).
+pub fn command_running(s: &Session) -> bool {
+    super::exec::running(s)
+}

@@ -1,0 +1,270 @@
+//! Touched-file collection: the paths a mounted session's FUSE requests write,
+//! create, rename (both names) or delete, gathered in memory as they happen and
+//! written with the session's next flush (`crate::lifecycle::touched` keys, in the
+//! flush's own commit).
+//!
+//! Owns: the pending set (paths already known, and inodes written whose path is
+//! resolved at the flush), and a cache of directory paths.
+//!
+//! Invariants:
+//! - A request notes what it touches *before* it changes the table, and a flush
+//!   takes the pending set only after its new root is published: every change a
+//!   flush makes durable has its path in the same commit (a noted request that then
+//!   fails only adds a path that did not change; harmless for promote).
+//! - The hot path (`write`, `setattr`, xattrs) costs one uncontended mutex and a
+//!   hash insert ([`Session::touch_ino`]); a name change resolves its parent's path
+//!   under the table lock through the cache (cleared by any directory rename or
+//!   removal).
+//! - A directory rename records every path below it under both names (the subtree
+//!   is walked at the rename, loading directories as needed), so `touched::list`
+//!   callers never need to expand directories.
+//! - Paths under `.git/` are never kept (`touched::counts`).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Mutex;
+
+use super::inode::{Data, State};
+use super::{Session, relock};
+use crate::lifecycle::touched::counts;
+use crate::store::ObjectStore;
+use crate::tree::Kind;
+
+/// Directory paths kept in the cache at most (it is cleared beyond).
+const DIR_CACHE_MAX: usize = 65_536;
+
+/// Touched paths not yet written.
+#[derive(Default)]
+pub struct Pending {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    paths: BTreeSet<Vec<u8>>,
+    inos: HashSet<u64>,
+    dirs: HashMap<u64, Vec<u8>>,
+}
+
+fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    if dir.is_empty() {
+        return name.to_vec();
+    }
+    let mut p = Vec::with_capacity(dir.len() + 1 + name.len());
+    p.extend_from_slice(dir);
+    p.push(b'/');
+    p.extend_from_slice(name);
+    p
+}
+
+/// The name of `ino` in directory `parent` (scanning its entries).
+fn name_in(st: &mut State, store: &dyn ObjectStore, parent: u64, ino: u64) -> Option<Vec<u8>> {
+    st.load_dir(store, parent).ok()?;
+    match &st.inodes.get(&parent)?.data {
+        Data::Dir(d) => d
+            .entries
+            .as_ref()?
+            .iter()
+            .find(|(_, v)| **v == ino)
+            .map(|(k, _)| k.clone()),
+        _ => None,
+    }
+}
+
+/// The workspace path of directory `ino` (empty for the root), cached.
+fn dir_path(
+    st: &mut State,
+    store: &dyn ObjectStore,
+    cache: &mut HashMap<u64, Vec<u8>>,
+    ino: u64,
+) -> Option<Vec<u8>> {
+    if ino == 1 {
+        return Some(Vec::new());
+    }
+    if let Some(p) = cache.get(&ino) {
+        return Some(p.clone());
+    }
+    let parent = st.inodes.get(&ino)?.parent;
+    if parent == 0 {
+        return None;
+    }
+    let name = name_in(st, store, parent, ino)?;
+    let p = join(&dir_path(st, store, cache, parent)?, &name);
+    if cache.len() >= DIR_CACHE_MAX {
+        cache.clear();
+    }
+    cache.insert(ino, p.clone());
+    Some(p)
+}
+
+/// Every path below directory `ino` (relative to it), loading directories.
+fn subtree(st: &mut State, store: &dyn ObjectStore, ino: u64, out: &mut Vec<Vec<u8>>) {
+    let mut stack = vec![(ino, Vec::new())];
+    while let Some((dir, prefix)) = stack.pop() {
+        if st.load_dir(store, dir).is_err() {
+            continue;
+        }
+        let kids: Vec<(Vec<u8>, u64)> = match &st.inodes.get(&dir).map(|i| &i.data) {
+            Some(Data::Dir(d)) => d
+                .entries
+                .as_ref()
+                .map(|e| e.iter().map(|(k, v)| (k.clone(), *v)).collect())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        for (name, child) in kids {
+            let p = join(&prefix, &name);
+            if st.inodes.get(&child).is_some_and(|i| i.kind == Kind::Dir) {
+                stack.push((child, p.clone()));
+            }
+            out.push(p);
+        }
+    }
+}
+
+impl Session {
+    /// Note that `ino`'s content or attributes are about to change (its path is
+    /// resolved at the next flush).
+    pub fn touch_ino(&self, ino: u64) {
+        relock(self.touch.inner.lock()).inos.insert(ino);
+    }
+
+    /// Note that `name` in directory `parent` is about to be created or removed.
+    pub fn touch_name(&self, parent: u64, name: &[u8]) {
+        let mut st = self.lock();
+        let store = self.store().clone();
+        let mut g = relock(self.touch.inner.lock());
+        let Some(dir) = dir_path(&mut st, &*store, &mut g.dirs, parent) else {
+            return;
+        };
+        let p = join(&dir, name);
+        if counts(&p) {
+            g.paths.insert(p);
+        }
+        if st
+            .child(&*store, parent, name)
+            .ok()
+            .flatten()
+            .and_then(|i| st.inodes.get(&i))
+            .is_some_and(|i| i.kind == Kind::Dir)
+        {
+            // rmdir (or a failed mkdir over a directory): cached paths may go stale.
+            g.dirs.clear();
+        }
+    }
+
+    /// Note a rename: both names, and for a directory every path below it under
+    /// both names (for an exchange, below either).
+    pub fn touch_rename(&self, parent: u64, name: &[u8], newparent: u64, newname: &[u8]) {
+        let mut st = self.lock();
+        let store = self.store().clone();
+        let mut g = relock(self.touch.inner.lock());
+        let (Some(a), Some(b)) = (
+            dir_path(&mut st, &*store, &mut g.dirs, parent),
+            dir_path(&mut st, &*store, &mut g.dirs, newparent),
+        ) else {
+            return;
+        };
+        let (a, b) = (join(&a, name), join(&b, newname));
+        let mut below = Vec::new();
+        let mut any_dir = false;
+        for (dir, nm) in [(parent, name), (newparent, newname)] {
+            if let Some(ino) = st.child(&*store, dir, nm).ok().flatten()
+                && st.inodes.get(&ino).is_some_and(|i| i.kind == Kind::Dir)
+            {
+                any_dir = true;
+                subtree(&mut st, &*store, ino, &mut below);
+            }
+        }
+        if any_dir {
+            g.dirs.clear();
+        }
+        for top in [&a, &b] {
+            for rel in &below {
+                let p = join(top, rel);
+                if counts(&p) {
+                    g.paths.insert(p);
+                }
+            }
+            if counts(top) {
+                g.paths.insert(top.clone());
+            }
+        }
+    }
+
+    /// Take the pending paths (resolving noted inodes through the table), for the
+    /// flush committing the state that holds their changes. Called under the table
+    /// lock (`st`).
+    pub(crate) fn take_touched(&self, st: &mut State) -> BTreeSet<Vec<u8>> {
+        let store = self.store().clone();
+        let mut g = relock(self.touch.inner.lock());
+        let inos = std::mem::take(&mut g.inos);
+        let mut paths = std::mem::take(&mut g.paths);
+        // Group by parent: one scan of each directory's entries.
+        let mut by_parent: HashMap<u64, HashSet<u64>> = HashMap::new();
+        for ino in inos {
+            match st.inodes.get(&ino) {
+                Some(i) if i.hardlink => {
+                    // Every name of a hard-linked file (rare: scan loaded dirs).
+                    for (&d, di) in &st.inodes {
+                        if let Data::Dir(dd) = &di.data
+                            && dd
+                                .entries
+                                .as_ref()
+                                .is_some_and(|e| e.values().any(|v| *v == ino))
+                        {
+                            by_parent.entry(d).or_default().insert(ino);
+                        }
+                    }
+                }
+                Some(i) if i.parent != 0 => {
+                    by_parent.entry(i.parent).or_default().insert(ino);
+                }
+                _ => {}
+            }
+        }
+        for (parent, kids) in by_parent {
+            let Some(dir) = dir_path(st, &*store, &mut g.dirs, parent) else {
+                continue;
+            };
+            if st.load_dir(&*store, parent).is_err() {
+                continue;
+            }
+            if let Some(Data::Dir(d)) = st.inodes.get(&parent).map(|i| &i.data)
+                && let Some(e) = &d.entries
+            {
+                for (name, v) in e.iter() {
+                    if kids.contains(v) {
+                        let p = join(&dir, name);
+                        if counts(&p) {
+                            paths.insert(p);
+                        }
+                    }
+                }
+            }
+        }
+        paths
+    }
+
+    /// Give back paths a failed flush took.
+    pub(crate) fn untake_touched(&self, paths: BTreeSet<Vec<u8>>) {
+        relock(self.touch.inner.lock()).paths.extend(paths);
+    }
+
+    /// Note an access (a FUSE request or an op): one relaxed increment.
+    #[inline]
+    pub fn note_access(&self) {
+        self.accesses
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Accesses so far (compared between two looks: changed means accessed).
+    pub fn accesses(&self) -> u64 {
+        self.accesses.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether touched paths wait for a flush (tests, idle flushes).
+    pub fn touched_pending(&self) -> bool {
+        let g = relock(self.touch.inner.lock());
+        !g.paths.is_empty() || !g.inos.is_empty()
+    }
+}

@@ -1,7 +1,7 @@
 //! Git plumbing for promote: every command on the durable repository goes through
 //! [`lifecycle::git::command`] (clean environment, run as the repository's owner),
-//! with literal pathspecs (`GIT_LITERAL_PATHSPECS`: a path is never a glob), paths
-//! passed NUL-separated on stdin (never as options), and a private [`Scratch`]
+//! paths passed NUL-separated on stdin (never as options; literal pathspecs where
+//! they are pathspecs: a path is never a glob), and a private [`Scratch`]
 //! directory for the temporary index and, where nothing may be written to the
 //! repository (patch, no git origin), a temporary object directory.
 //!
@@ -59,8 +59,7 @@ impl Git {
 
     fn command(&self, args: &[&str]) -> Result<Command> {
         let mut c = lifecycle::git::command(&self.repo)?;
-        c.env("GIT_LITERAL_PATHSPECS", "1")
-            .env("GIT_OPTIONAL_LOCKS", "0")
+        c.env("GIT_OPTIONAL_LOCKS", "0")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .args(args);
         Ok(c)

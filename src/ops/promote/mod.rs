@@ -262,9 +262,9 @@ fn hasher(ground: &Ground, scratch: &Scratch, req: &Request) -> Result<(Git, boo
             }
         }
         Ground::Plain => {
-            let repo = scratch.mkdir("repo.git")?;
+            let repo = scratch.mkdir("repo")?;
             let git = Git::scratch(&repo);
-            git.ok(&["init", "-q", "--bare", "."])?;
+            git.ok(&["init", "-q", "."])?;
             (git, true)
         }
     })

@@ -124,6 +124,7 @@ pub(super) fn commit(
 
 /// Bring the durable index and work tree to commit `sha` for `items`' paths only.
 fn sync_worktree(git: &Git, sha: &str, items: &[Item]) -> Result<()> {
+    let git = git.with("GIT_LITERAL_PATHSPECS", "1");
     let paths = |act: fn(Act) -> bool| {
         nul_list(
             items

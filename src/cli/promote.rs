@@ -109,7 +109,11 @@ impl Human for Promoted {
             // The patch alone, so `treefork promote --strategy patch > x.patch` works.
             return out.write_all(&p);
         }
-        let lead = if self.dry_run { "would promote" } else { "promoted" };
+        let lead = if self.dry_run {
+            "would promote"
+        } else {
+            "promoted"
+        };
         for c in &self.changes {
             let letter = super::output::change_letter(&c.change);
             let mode = c.mode.as_deref().unwrap_or("-");

@@ -265,8 +265,14 @@ fn a_commit_landing_during_promote_fails_it_cleanly() {
     // Run again: it lands on top of the new commit (drift on another path).
     promote_ok(m, &["src/lib.rs"], &[]);
     assert_eq!(git(repo, &["log", "-1", "--format=%P"]).len(), 40);
-    assert_eq!(git(repo, &["log", "-2", "--format=%s"]).lines().nth(1), Some("landed"));
-    assert_eq!(std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(), "agent\n");
+    assert_eq!(
+        git(repo, &["log", "-2", "--format=%s"]).lines().nth(1),
+        Some("landed")
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
+        "agent\n"
+    );
 }
 
 #[test]
@@ -325,8 +331,14 @@ fn commit_handles_binary_symlink_mode_and_delete() {
     let bin = kinds_of_change(m);
     promote_ok(m, &["data.bin", "link", "run.sh", "README"], &[]);
     let tree = git(repo, &["ls-tree", "HEAD"]);
-    assert!(tree.contains("100755 blob") && tree.contains("\trun.sh"), "{tree}");
-    assert!(tree.contains("120000 blob") && tree.contains("\tlink"), "{tree}");
+    assert!(
+        tree.contains("100755 blob") && tree.contains("\trun.sh"),
+        "{tree}"
+    );
+    assert!(
+        tree.contains("120000 blob") && tree.contains("\tlink"),
+        "{tree}"
+    );
     assert!(!tree.contains("README"), "{tree}");
     let o = git_raw(repo, &["cat-file", "blob", "HEAD:data.bin"]);
     assert_eq!(o.stdout, bin);
@@ -336,7 +348,10 @@ fn commit_handles_binary_symlink_mode_and_delete() {
         std::fs::read_link(repo.join("link")).unwrap(),
         Path::new("src/lib.rs")
     );
-    let mode = std::fs::metadata(repo.join("run.sh")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(repo.join("run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_ne!(mode & 0o100, 0);
     assert!(!repo.join("README").exists());
     assert_eq!(std::fs::read(repo.join("data.bin")).unwrap(), bin);
@@ -357,10 +372,11 @@ fn patch_applies_to_a_clean_checkout_of_the_baseline() {
         &["--strategy", "patch", "-o", file.to_str().unwrap()],
     );
     // Stdout form: the same patch.
-    let o = promote(m, &["data.bin", "link", "run.sh", "README", "src/lib.rs"], &[
-        "--strategy",
-        "patch",
-    ]);
+    let o = promote(
+        m,
+        &["data.bin", "link", "run.sh", "README", "src/lib.rs"],
+        &["--strategy", "patch"],
+    );
     assert!(o.status.success());
     let patch = std::fs::read(&file).unwrap();
     assert_eq!(o.stdout, patch);
@@ -379,9 +395,15 @@ fn patch_applies_to_a_clean_checkout_of_the_baseline() {
     git(&clean, &["apply", "--check", file.to_str().unwrap()]);
     git(&clean, &["apply", file.to_str().unwrap()]);
     assert_eq!(std::fs::read(clean.join("data.bin")).unwrap(), bin);
-    assert_eq!(std::fs::read_link(clean.join("link")).unwrap(), Path::new("src/lib.rs"));
+    assert_eq!(
+        std::fs::read_link(clean.join("link")).unwrap(),
+        Path::new("src/lib.rs")
+    );
     assert!(!clean.join("README").exists());
-    let mode = std::fs::metadata(clean.join("src/lib.rs")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(clean.join("src/lib.rs"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_ne!(mode & 0o100, 0);
 }
 
@@ -422,7 +444,10 @@ fn dry_run_reports_exactly_and_changes_nothing() {
     let human = promote_ok(m, &["src", "new.txt", "README"], &["--dry-run"]);
     assert!(human.contains("would promote D"), "{human}");
     assert!(
-        human.contains(&format!("would move refs/heads/main from {}", &s.baseline[..12])),
+        human.contains(&format!(
+            "would move refs/heads/main from {}",
+            &s.baseline[..12]
+        )),
         "{human}"
     );
     assert_eq!(repo_state(repo), before);
@@ -446,7 +471,10 @@ fn the_agent_socket_refuses_promote() {
     );
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("promote is not allowed on an agent socket"), "{err}");
+    assert!(
+        err.contains("promote is not allowed on an agent socket"),
+        "{err}"
+    );
     assert_eq!(repo_state(&s.repo), before);
 }
 
@@ -477,15 +505,25 @@ fn a_session_without_a_git_baseline_offers_only_patch() {
         .current_dir(&plain)
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}\n{patch}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{}\n{patch}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let o = Command::new("git")
         .args(["apply", file.to_str().unwrap()])
         .current_dir(&plain)
         .output()
         .unwrap();
     assert!(o.status.success());
-    assert_eq!(std::fs::read_to_string(plain.join("d/a.txt")).unwrap(), "two\n");
-    assert_eq!(std::fs::read_to_string(plain.join("d/b.txt")).unwrap(), "new\n");
+    assert_eq!(
+        std::fs::read_to_string(plain.join("d/a.txt")).unwrap(),
+        "two\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(plain.join("d/b.txt")).unwrap(),
+        "new\n"
+    );
     assert!(!plain.join("gone.txt").exists());
 }
 
@@ -495,7 +533,10 @@ fn the_agents_own_commits_do_not_leak_and_git_paths_are_refused() {
     let (repo, m) = (&s.repo, &s.m);
     write_synced(&m.p("src/lib.rs"), b"agent\n");
     // The agent commits inside the workspace (its .git is the session's copy).
-    git(&m.mp, &["commit", "-q", "-am", "agent commit inside the workspace"]);
+    git(
+        &m.mp,
+        &["commit", "-q", "-am", "agent commit inside the workspace"],
+    );
     write_synced(&m.p("later.txt"), b"later\n");
     // .git paths are refused.
     let o = promote(m, &[".git/config"], &[]);
@@ -524,7 +565,10 @@ fn files_over_the_size_limit_need_allow_large() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--allow-large"));
     assert_eq!(repo_state(repo), before);
     promote_ok(m, &["big.bin"], &["--allow-large"]);
-    assert_eq!(std::fs::metadata(repo.join("big.bin")).unwrap().len(), big.len() as u64);
+    assert_eq!(
+        std::fs::metadata(repo.join("big.bin")).unwrap().len(),
+        big.len() as u64
+    );
 }
 
 #[test]

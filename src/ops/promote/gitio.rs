@@ -230,9 +230,10 @@ impl Scratch {
         let base = std::env::temp_dir();
         for i in 0..16u32 {
             let t = crate::tree::Timespec::now();
-            let tag = blake3::hash(format!("{}:{}:{}:{i}", std::process::id(), t.sec, t.nsec).as_bytes())
-                .to_hex()[..16]
-                .to_string();
+            let tag =
+                blake3::hash(format!("{}:{}:{}:{i}", std::process::id(), t.sec, t.nsec).as_bytes())
+                    .to_hex()[..16]
+                    .to_string();
             let dir = base.join(format!("treefork-promote-{tag}"));
             match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => {

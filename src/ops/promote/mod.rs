@@ -90,6 +90,7 @@ pub struct Request {
 }
 
 /// Where the promote goes: a git origin (checked for drift) or none.
+#[allow(clippy::large_enum_variant, reason = "one value per promote")]
 enum Ground {
     Repo {
         origin: Origin,
@@ -106,28 +107,7 @@ pub(super) fn run(t: &Target, call: &Call, req: Request) -> Result<Value> {
     let origin = info.as_ref().and_then(|i| i.origin.clone());
     check_request(&req, origin.as_ref(), s.name())?;
     let chosen = chosen_paths(&*store, s.name(), &req.paths)?;
-    let ground = match origin.clone().filter(|o| o.git && o.baseline.is_some()) {
-        Some(o) => {
-            let git = Git::new(&o.path);
-            let durable = drift::check(&git, &o, &chosen)?;
-            let listing = plan::listing(&git, &durable.baseline, &chosen)?;
-            Ground::Repo {
-                origin: o,
-                durable,
-                listing,
-            }
-        }
-        None => Ground::Plain,
-    };
-    if let Ground::Repo { durable, .. } = &ground
-        && req.strategy == Strategy::Commit
-        && durable.branch.is_none()
-    {
-        return Err(Error::Invalid(
-            "the baseline was a detached HEAD (no branch to commit on): use --strategy branch or patch"
-                .into(),
-        ));
-    }
+    let ground = ground(origin.clone(), &req, &chosen)?;
     let base_root = match &origin {
         Some(o) => NodeId::from_hex(&o.baseline_root)
             .ok_or_else(|| Error::corrupt("session info", "bad baseline root"))?,
@@ -175,9 +155,17 @@ pub(super) fn run(t: &Target, call: &Call, req: Request) -> Result<Value> {
         ));
     }
     let message = message(&req, info.as_ref(), s.name(), &plan);
-    let result = land(&req, &ground, &hasher, &scratch, &*store, &plan, &message, s.name())?;
+    let result = land(
+        &req,
+        &ground,
+        &hasher,
+        &scratch,
+        &*store,
+        &plan,
+        &message,
+        s.name(),
+    )?;
     out.extend(result.clone());
-    // Record: the info record and the operation, in one commit.
     let saved = saved.expect("not a dry run");
     out.insert("saved".into(), json!(saved.id));
     let after = view_of(&s.record(), root);
@@ -185,21 +173,46 @@ pub(super) fn run(t: &Target, call: &Call, req: Request) -> Result<Value> {
     op.meta = result;
     // Undo does not reach into the durable repository: the record is inert.
     op.inert = true;
-    let paths: Vec<String> = plan
-        .items
-        .iter()
-        .map(|i| String::from_utf8_lossy(&i.path).into_owned())
-        .collect();
-    let promoted = Promoted {
-        strategy: req.strategy.name().into(),
-        sha: out.get("sha").and_then(Value::as_str).map(str::to_string),
-        branch: out.get("branch").and_then(Value::as_str).map(str::to_string),
-        paths,
-        time: crate::tree::Timespec::now().sec,
-    };
-    let rec = record_result(t, op, promoted)?;
+    let rec = record_result(t, op, promoted(&req, &plan, &out))?;
     out.insert("op".into(), json!(rec.seq));
     Ok(Value::Object(out))
+}
+
+/// The promote result stored on the session's info record.
+fn promoted(req: &Request, plan: &Plan, out: &Map<String, Value>) -> Promoted {
+    let text = |k: &str| out.get(k).and_then(Value::as_str).map(str::to_string);
+    Promoted {
+        strategy: req.strategy.name().into(),
+        sha: text("sha"),
+        branch: text("branch"),
+        paths: plan
+            .items
+            .iter()
+            .map(|i| String::from_utf8_lossy(&i.path).into_owned())
+            .collect(),
+        time: crate::tree::Timespec::now().sec,
+    }
+}
+
+/// Check the durable repository of a git origin (drift, baseline listing).
+fn ground(origin: Option<Origin>, req: &Request, chosen: &[Vec<u8>]) -> Result<Ground> {
+    let Some(o) = origin.filter(|o| o.git && o.baseline.is_some()) else {
+        return Ok(Ground::Plain);
+    };
+    let git = Git::new(&o.path);
+    let durable = drift::check(&git, &o, chosen)?;
+    if req.strategy == Strategy::Commit && durable.branch.is_none() {
+        return Err(Error::Invalid(
+            "the baseline was a detached HEAD (no branch to commit on): use --strategy branch or patch"
+                .into(),
+        ));
+    }
+    let listing = plan::listing(&git, &durable.baseline, chosen)?;
+    Ok(Ground::Repo {
+        origin: o,
+        durable,
+        listing,
+    })
 }
 
 /// Refuse requests that cannot apply to this session.
@@ -354,11 +367,21 @@ fn land(
 ) -> Result<Map<String, Value>> {
     let mut m = Map::new();
     let made = match (ground, req.strategy) {
-        (Ground::Repo { origin, durable, .. }, Strategy::Commit) => {
+        (
+            Ground::Repo {
+                origin, durable, ..
+            },
+            Strategy::Commit,
+        ) => {
             let git = Git::new(&origin.path);
             strategy::commit(&git, scratch, durable, &plan.items, message)?
         }
-        (Ground::Repo { origin, durable, .. }, Strategy::Branch) => {
+        (
+            Ground::Repo {
+                origin, durable, ..
+            },
+            Strategy::Branch,
+        ) => {
             let git = Git::new(&origin.path);
             let name = branch_name(req, session);
             strategy::valid_branch(&git, &name)?;

@@ -132,6 +132,9 @@ pub(super) fn listing(git: &Git, baseline: &str, chosen: &[Vec<u8>]) -> Result<L
     Ok(map)
 }
 
+/// Which of some untracked paths the repository ignores.
+pub(super) type IgnoreCheck<'a> = dyn FnMut(&[Vec<u8>]) -> Result<HashSet<Vec<u8>>> + 'a;
+
 /// What a plan is built from.
 pub(super) struct Inputs<'a> {
     /// The store.
@@ -153,41 +156,14 @@ pub(super) struct Inputs<'a> {
 pub(super) fn build(
     inp: &Inputs,
     hash: &mut dyn FnMut(&Record, &[u8]) -> Result<String>,
-    ignored: &mut dyn FnMut(&[Vec<u8>]) -> Result<HashSet<Vec<u8>>>,
+    ignored: &mut IgnoreCheck,
 ) -> Result<Plan> {
     let mut plan = Plan::default();
     let entries: Vec<diff::DiffEntry> = diff::diff_roots(inp.store, inp.base_root, inp.root)?
         .into_iter()
         .filter(|e| !is_top_git(&e.path) && inp.chosen.iter().any(|c| overlaps(c, &e.path)))
         .collect();
-    let nested: Vec<String> = entries
-        .iter()
-        .filter(|e| e.path.split(|&b| b == b'/').any(|c| c == b".git"))
-        .map(|e| e.path_str())
-        .collect();
-    if !nested.is_empty() {
-        return Err(Error::Invalid(format!(
-            "refusing to promote nested git repositories (submodules): {}",
-            nested.join(", ")
-        )));
-    }
-    let filelike = |r: &Option<Record>| {
-        r.clone()
-            .filter(|r| matches!(r.kind, Kind::File | Kind::Symlink))
-    };
-    let too_large: Vec<String> = entries
-        .iter()
-        .filter_map(|e| filelike(&e.new).map(|r| (e, r)))
-        .filter(|(_, r)| r.kind == Kind::File && r.attr.size > SIZE_LIMIT && !inp.allow_large)
-        .map(|(e, r)| format!("{} ({} bytes)", e.path_str(), r.attr.size))
-        .collect();
-    if !too_large.is_empty() {
-        return Err(Error::Invalid(format!(
-            "refusing files over {} MiB (pass allow_large / --allow-large to promote them): {}",
-            SIZE_LIMIT >> 20,
-            too_large.join(", ")
-        )));
-    }
+    refuse(&entries, inp.allow_large)?;
     let mut adds = Vec::new();
     for e in &entries {
         if let Some(r) = &e.new
@@ -198,8 +174,7 @@ pub(super) fn build(
             continue;
         }
         let (new, old) = (filelike(&e.new), filelike(&e.old));
-        if new.is_none() && old.is_none() && inp.git_base.is_none_or(|b| !b.contains_key(&e.path))
-        {
+        if new.is_none() && old.is_none() && inp.git_base.is_none_or(|b| !b.contains_key(&e.path)) {
             continue; // a directory
         }
         let base: Option<(String, Option<String>)> = match inp.git_base {
@@ -237,7 +212,8 @@ pub(super) fn build(
                     (None, None) => false,
                 };
                 if same && mode == git_mode(n) {
-                    plan.unchanged.push((e.path_str(), "same as the baseline".into()));
+                    plan.unchanged
+                        .push((e.path_str(), "same as the baseline".into()));
                     continue;
                 }
                 item.sha = Some(sha);
@@ -265,6 +241,40 @@ pub(super) fn build(
         }
     }
     Ok(plan)
+}
+
+/// Refuse nested repositories and, unless `allow_large`, files over [`SIZE_LIMIT`].
+fn refuse(entries: &[diff::DiffEntry], allow_large: bool) -> Result<()> {
+    let nested: Vec<String> = entries
+        .iter()
+        .filter(|e| e.path.split(|&b| b == b'/').any(|c| c == b".git"))
+        .map(|e| e.path_str())
+        .collect();
+    if !nested.is_empty() {
+        return Err(Error::Invalid(format!(
+            "refusing to promote nested git repositories (submodules): {}",
+            nested.join(", ")
+        )));
+    }
+    let too_large: Vec<String> = entries
+        .iter()
+        .filter_map(|e| filelike(&e.new).map(|r| (e, r)))
+        .filter(|(_, r)| r.kind == Kind::File && r.attr.size > SIZE_LIMIT && !allow_large)
+        .map(|(e, r)| format!("{} ({} bytes)", e.path_str(), r.attr.size))
+        .collect();
+    if !too_large.is_empty() {
+        return Err(Error::Invalid(format!(
+            "refusing files over {} MiB (pass allow_large / --allow-large to promote them): {}",
+            SIZE_LIMIT >> 20,
+            too_large.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+fn filelike(r: &Option<Record>) -> Option<Record> {
+    r.clone()
+        .filter(|r| matches!(r.kind, Kind::File | Kind::Symlink))
 }
 
 /// Which of `paths` (untracked in the baseline) the repository at `git` ignores.

@@ -232,7 +232,12 @@ pub(super) fn diff(git: &Git, base: &str, new: &str) -> Result<Vec<u8>> {
 
 /// The `patch` strategy on a git origin: `git` writes objects to a scratch
 /// directory (alternates: the repository's), so the repository is not written.
-pub(super) fn patch_git(git: &Git, scratch: &Scratch, base: &str, items: &[Item]) -> Result<Vec<u8>> {
+pub(super) fn patch_git(
+    git: &Git,
+    scratch: &Scratch,
+    base: &str,
+    items: &[Item],
+) -> Result<Vec<u8>> {
     let idx = git.with("GIT_INDEX_FILE", scratch.path("index"));
     let new = build_tree(&idx, Some(base), items)?;
     let base_tree = git.line(&["rev-parse", &format!("{base}^{{tree}}")])?;

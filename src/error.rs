@@ -80,6 +80,52 @@ pub enum Error {
     /// The socket serves as many connections as it allows; retry later.
     #[error("{0}")]
     Busy(String),
+    /// `promote`: chosen paths changed in the durable repository since the
+    /// session's baseline (nothing was written).
+    #[error("{}", baseline_conflict_message(paths))]
+    BaselineConflict {
+        /// Each chosen path that overlaps a drifted one, and how it drifted.
+        paths: Vec<DriftedPath>,
+    },
+}
+
+/// How a path of the durable repository changed since a session's baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Drift {
+    /// By commits on the durable branch after the baseline.
+    Committed,
+    /// In the durable index (staged, not committed).
+    Staged,
+    /// In the durable work tree (modified, deleted, or untracked and not ignored).
+    Unstaged,
+}
+
+/// A drifted path of the durable repository that a promote chose to write.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DriftedPath {
+    /// The drifted path (repository-relative).
+    pub path: String,
+    /// How it drifted.
+    pub how: Drift,
+}
+
+fn baseline_conflict_message(paths: &[DriftedPath]) -> String {
+    let list: Vec<String> = paths
+        .iter()
+        .map(|p| {
+            let how = match p.how {
+                Drift::Committed => "committed",
+                Drift::Staged => "staged",
+                Drift::Unstaged => "unstaged",
+            };
+            format!("{} ({how})", p.path)
+        })
+        .collect();
+    format!(
+        "baseline conflict: the durable repository changed chosen paths since the session's baseline: {}; nothing was written",
+        list.join(", ")
+    )
 }
 
 impl Error {
@@ -107,9 +153,11 @@ impl Error {
             Error::Io { source, .. } => io_errno(source),
             Error::Meta(sled::Error::Io(e)) => io_errno(e),
             Error::Meta(_) | Error::Corrupt { .. } | Error::Missing(_) => libc::EIO,
-            Error::Locked { .. } | Error::Conflict(_) | Error::ShuttingDown | Error::Busy(_) => {
-                libc::EBUSY
-            }
+            Error::Locked { .. }
+            | Error::Conflict(_)
+            | Error::ShuttingDown
+            | Error::Busy(_)
+            | Error::BaselineConflict { .. } => libc::EBUSY,
             Error::Forbidden(_) => libc::EPERM,
             Error::ObjectTooLarge { .. } => libc::EFBIG,
             Error::RateLimited(_) => libc::EAGAIN,
@@ -141,6 +189,23 @@ impl Error {
             Error::Forbidden(_) => "forbidden",
             Error::RateLimited(_) => "rate_limited",
             Error::Busy(_) => "busy",
+            Error::BaselineConflict { .. } => "BASELINE_CONFLICT",
+        }
+    }
+
+    /// Fields an error response carries besides `code` and `message` (merged
+    /// into its `error` object): `paths` of a [`Error::BaselineConflict`].
+    pub fn detail(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
+        match self {
+            Error::BaselineConflict { paths } => {
+                let mut m = serde_json::Map::new();
+                m.insert(
+                    "paths".into(),
+                    serde_json::to_value(paths).unwrap_or_default(),
+                );
+                Some(m)
+            }
+            _ => None,
         }
     }
 }

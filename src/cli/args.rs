@@ -10,8 +10,8 @@ use clap::{Parser, Subcommand};
 
 use super::flags::Globals;
 use super::{
-    Ctx, Outcome, Result, Run, config, daemon, exec, experiment, history, mount, refs, show,
-    snapshot, store, timeline, undo,
+    Ctx, Outcome, Result, Run, config, daemon, exec, experiment, history, mount, promote, refs,
+    show, snapshot, store, timeline, undo,
 };
 
 /// The `treefork` command line.
@@ -67,6 +67,7 @@ commands! {
     Diff(snapshot::Diff),
     Show(show::Show),
     Restore(refs::Restore),
+    Promote(promote::Promote),
     Undo(undo::Undo),
     Redo(undo::Redo),
     Op(undo::OpCmd),

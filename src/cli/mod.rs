@@ -71,6 +71,7 @@ mod mount;
 pub mod output;
 mod paths;
 pub mod plumbing;
+mod promote;
 mod refs;
 #[allow(
     dead_code,

@@ -128,6 +128,8 @@ mod tests {
             r#"{"v":1,"op":"config","set":{"auto_checkpoint_ops":1}}"#,
             r#"{"v":1,"op":"fork","name":"f","mountpoint":"/m","agent_socket":"/a"}"#,
             r#"{"v":1,"op":"fork","name":"f","mountpoint":"/m","agent_uid":1}"#,
+            r#"{"v":1,"op":"promote"}"#,
+            r#"{"v":1,"op":"promote","strategy":"patch","dry_run":true}"#,
         ];
         for l in additive {
             assert!(Role::Agent.allows(&p(l)), "agent refused {l}");

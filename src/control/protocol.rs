@@ -387,10 +387,39 @@ pub enum Op {
         /// The exec number.
         exec: u64,
     },
+    /// Promote the session's chosen paths back to the durable git repository it
+    /// was imported from (user role only; see docs/design.md, "Promote").
+    Promote {
+        /// Workspace-relative paths (files or directories); empty: the touched files.
+        #[serde(default)]
+        paths: Vec<String>,
+        /// `commit` (default), `branch` or `patch`.
+        #[serde(default = "default_strategy")]
+        strategy: String,
+        /// Commit message (default: names the session and its task).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        /// Only report what would happen; change nothing.
+        #[serde(default)]
+        dry_run: bool,
+        /// `branch`: the new branch's name (default `treefork/<session>`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        branch: Option<String>,
+        /// `branch`: base the commit on the durable branch's head, not the baseline.
+        #[serde(default, skip_serializing_if = "is_false")]
+        onto_head: bool,
+        /// Accept files over the size limit.
+        #[serde(default, skip_serializing_if = "is_false")]
+        allow_large: bool,
+    },
 }
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+fn default_strategy() -> String {
+    "commit".into()
 }
 
 fn default_trigger() -> String {
@@ -532,4 +561,14 @@ pub fn encode_request(op: &Op) -> Vec<u8> {
 /// Error response body.
 pub fn error_response(code: &str, message: &str) -> Value {
     json!({"ok": false, "error": {"code": code, "message": message}})
+}
+
+/// The error response for `e`: its code and message, plus the fields of
+/// [`crate::Error::detail`] (e.g. `paths` of `BASELINE_CONFLICT`).
+pub fn error_of(e: &crate::Error) -> Value {
+    let mut v = error_response(e.code(), &e.to_string());
+    if let Some(d) = e.detail() {
+        v["error"].as_object_mut().unwrap().extend(d);
+    }
+    v
 }

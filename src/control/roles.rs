@@ -156,6 +156,17 @@ impl Role {
             }
             | Op::SessionDiscard { name: _ }
             | Op::SessionSweep => false,
+            // Writes to the user's durable git repository (commits, branches,
+            // index and work tree): the user's decision, never the agent's.
+            Op::Promote {
+                paths: _,
+                strategy: _,
+                message: _,
+                dry_run: _,
+                branch: _,
+                onto_head: _,
+                allow_large: _,
+            } => false,
             // Store-wide maintenance and anything that drops history.
             Op::BranchDelete { name: _ }
             | Op::SessionRm { name: _ }

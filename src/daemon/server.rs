@@ -239,7 +239,7 @@ impl Daemon {
             self.unanswered.fetch_add(1, Ordering::SeqCst);
             let resp = match self.request(ctx, peer, &line, &mut limit, &out) {
                 Ok(v) => v,
-                Err(e) => control::error_response(e.code(), &e.to_string()),
+                Err(e) => control::error_of(&e),
             };
             let written = writeln!(out, "{resp}").is_ok();
             self.unanswered.fetch_sub(1, Ordering::SeqCst);

@@ -30,6 +30,7 @@ mod fork;
 mod lifecycle;
 mod log;
 mod oplog_list;
+pub mod promote;
 pub(crate) mod record;
 mod refctx;
 mod restore;
@@ -262,6 +263,26 @@ pub fn run<H: Host>(
         }
         Op::History { limit } => exec::list(&t, limit),
         Op::HistoryShow { exec } => exec::show(&t, exec),
+        Op::Promote {
+            paths,
+            strategy,
+            message,
+            dry_run,
+            branch,
+            onto_head,
+            allow_large,
+        } => {
+            let req = promote::Request {
+                paths,
+                strategy: promote::Strategy::parse(&strategy)?,
+                message,
+                dry_run,
+                branch,
+                onto_head,
+                allow_large,
+            };
+            promote::run(&t, &call, req)
+        }
         _ => Err(Error::Invalid("not a session operation".into())),
     }
 }

@@ -22,6 +22,7 @@ mod persistence;
 mod posix;
 mod powercut;
 mod programs;
+mod promote;
 mod races;
 mod records;
 mod refspec;

@@ -41,6 +41,9 @@ pub struct DaemonError {
     pub code: String,
     /// The daemon's message (what the user sees).
     pub message: String,
+    /// The whole `error` object (code, message and any detail fields, e.g. the
+    /// `paths` of `BASELINE_CONFLICT`).
+    pub error: Value,
 }
 
 impl DaemonError {
@@ -72,6 +75,7 @@ fn checked(v: Value) -> Result<Value> {
     Err(DaemonError {
         code: s("/error/code"),
         message: s("/error/message"),
+        error: v.get("error").cloned().unwrap_or(Value::Null),
     }
     .into())
 }

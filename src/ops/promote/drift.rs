@@ -1,0 +1,126 @@
+//! The drift check: what changed in the durable repository since the session's
+//! baseline — commits on the durable branch since the baseline sha, staged changes,
+//! unstaged changes (untracked files that are not ignored included) — with rename
+//! detection off (a rename is its two paths). A chosen path overlapping a drifted
+//! path (the same path, or one a directory prefix of the other) is a
+//! [`Error::BaselineConflict`]; drift elsewhere is fine.
+//!
+//! The check only reads the repository. The branch head it read is what the
+//! `commit` strategy later moves by compare-and-swap, so a commit landing after the
+//! check fails that swap instead of being overwritten.
+
+use super::gitio::{Git, split_nul};
+use crate::error::{Drift, DriftedPath, Error, Result};
+use crate::lifecycle::Origin;
+
+/// The durable repository as the check found it.
+#[derive(Debug, Clone)]
+pub(super) struct Durable {
+    /// The baseline commit.
+    pub baseline: String,
+    /// The durable branch (`None`: detached at import).
+    pub branch: Option<String>,
+    /// The branch's head now (detached: HEAD).
+    pub head: String,
+    /// Whether the durable work tree has that branch checked out (so its index and
+    /// work tree follow a `commit` promote).
+    pub checked_out: bool,
+}
+
+/// Whether `a` and `b` overlap: equal, or one is a directory prefix of the other
+/// (the empty path is the whole tree).
+pub(super) fn overlaps(a: &[u8], b: &[u8]) -> bool {
+    let under = |x: &[u8], dir: &[u8]| {
+        dir.is_empty() || (x.starts_with(dir) && x.get(dir.len()) == Some(&b'/'))
+    };
+    a == b || under(a, b) || under(b, a)
+}
+
+/// Read the durable repository of `origin` and refuse when a `chosen` path drifted.
+pub(super) fn check(git: &Git, origin: &Origin, chosen: &[Vec<u8>]) -> Result<Durable> {
+    let baseline = origin
+        .baseline
+        .clone()
+        .ok_or_else(|| Error::Invalid("the session has no git baseline".into()))?;
+    let head = match &origin.branch {
+        Some(b) => git
+            .try_line(&[
+                "rev-parse",
+                "-q",
+                "--verify",
+                &format!("refs/heads/{b}^{{commit}}"),
+            ])?
+            .ok_or_else(|| {
+                Error::Conflict(format!(
+                    "branch {b} no longer exists in {}",
+                    origin.path.display()
+                ))
+            })?,
+        None => git.line(&["rev-parse", "--verify", "HEAD^{commit}"])?,
+    };
+    let checked_out = match &origin.branch {
+        Some(b) => {
+            git.try_line(&["symbolic-ref", "-q", "HEAD"])?.as_deref()
+                == Some(&format!("refs/heads/{b}"))
+        }
+        None => false,
+    };
+    let mut drifted: Vec<(Vec<u8>, Drift)> = Vec::new();
+    let mut add = |out: Vec<u8>, how: Drift| {
+        drifted.extend(split_nul(&out).map(|p| (p.to_vec(), how)));
+    };
+    let name_only = ["--name-only", "-z", "--no-renames", "--no-ext-diff"];
+    let mut committed = vec!["diff"];
+    committed.extend(name_only);
+    committed.extend([baseline.as_str(), head.as_str(), "--"]);
+    add(git.ok(&committed)?, Drift::Committed);
+    let mut staged = vec!["diff", "--cached"];
+    staged.extend(name_only);
+    staged.push("--");
+    add(git.ok(&staged)?, Drift::Staged);
+    let mut unstaged = vec!["diff"];
+    unstaged.extend(name_only);
+    unstaged.push("--");
+    add(git.ok(&unstaged)?, Drift::Unstaged);
+    add(
+        git.ok(&["ls-files", "--others", "--exclude-standard", "-z"])?,
+        Drift::Unstaged,
+    );
+    let mut conflicts: Vec<DriftedPath> = Vec::new();
+    for (p, how) in drifted {
+        if chosen.iter().any(|c| overlaps(c, &p)) {
+            let d = DriftedPath {
+                path: String::from_utf8_lossy(&p).into_owned(),
+                how,
+            };
+            if !conflicts.contains(&d) {
+                conflicts.push(d);
+            }
+        }
+    }
+    if !conflicts.is_empty() {
+        return Err(Error::BaselineConflict { paths: conflicts });
+    }
+    Ok(Durable {
+        baseline,
+        branch: origin.branch.clone(),
+        head,
+        checked_out,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlap_is_same_path_or_directory_prefix() {
+        assert!(overlaps(b"a/b", b"a/b"));
+        assert!(overlaps(b"a", b"a/b"));
+        assert!(overlaps(b"a/b/c", b"a"));
+        assert!(overlaps(b"", b"x"));
+        assert!(!overlaps(b"ab", b"a"));
+        assert!(!overlaps(b"a/bc", b"a/b"));
+        assert!(!overlaps(b"x", b"y"));
+    }
+}

@@ -1,0 +1,306 @@
+//! Git plumbing for promote: every command on the durable repository goes through
+//! [`lifecycle::git::command`] (clean environment, run as the repository's owner),
+//! paths passed NUL-separated on stdin (never as options; literal pathspecs where
+//! they are pathspecs: a path is never a glob), and a private [`Scratch`]
+//! directory for the temporary index and, where nothing may be written to the
+//! repository (patch, no git origin), a temporary object directory.
+//!
+//! Invariants: a scratch directory is created fresh (mode 0700, owned by the
+//! repository's owner, who runs git) and removed when dropped; nothing here writes
+//! to the durable repository except through the commands the strategies choose.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::error::{Error, Result};
+use crate::lifecycle;
+use crate::store::{Kind as ObjKind, ObjectStore};
+use crate::tree::{BLOCK_SIZE, Content, Kind, Record};
+
+/// A git runner on one repository with extra environment (a temporary index or
+/// object directory).
+#[derive(Clone)]
+pub(super) struct Git {
+    /// The repository's top directory (or a scratch bare repository).
+    pub repo: PathBuf,
+    env: Vec<(OsString, OsString)>,
+    /// Hash files through the repository's filters and attributes (as `git add`);
+    /// off for a scratch repository, which has none.
+    filters: bool,
+}
+
+impl Git {
+    /// Git on `repo`.
+    pub fn new(repo: &Path) -> Git {
+        Git {
+            repo: repo.to_path_buf(),
+            env: Vec::new(),
+            filters: true,
+        }
+    }
+
+    /// A scratch repository of ours: no filters.
+    pub fn scratch(repo: &Path) -> Git {
+        Git {
+            filters: false,
+            ..Git::new(repo)
+        }
+    }
+
+    /// The same with `key=value` set.
+    pub fn with(&self, key: &str, value: impl Into<OsString>) -> Git {
+        let mut g = self.clone();
+        g.env.push((key.into(), value.into()));
+        g
+    }
+
+    fn command(&self, args: &[&str]) -> Result<Command> {
+        let mut c = lifecycle::git::command(&self.repo)?;
+        c.env("GIT_OPTIONAL_LOCKS", "0")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .args(args);
+        Ok(c)
+    }
+
+    /// Run with `input` on stdin (fed from a thread, so a chatty command cannot
+    /// block on its output while we write); the raw output.
+    pub fn run_in(&self, args: &[&str], input: &[u8]) -> Result<std::process::Output> {
+        let mut c = self.command(args)?;
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().map_err(|e| Error::io("git", e))?;
+        let mut stdin = child.stdin.take().expect("piped");
+        let input = input.to_vec();
+        let feeder = std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+        let out = child.wait_with_output().map_err(|e| Error::io("git", e))?;
+        let _ = feeder.join();
+        Ok(out)
+    }
+
+    /// Run, requiring success; stdout.
+    pub fn ok(&self, args: &[&str]) -> Result<Vec<u8>> {
+        self.ok_in(args, b"")
+    }
+
+    /// Run with `input` on stdin, requiring success; stdout.
+    pub fn ok_in(&self, args: &[&str], input: &[u8]) -> Result<Vec<u8>> {
+        let o = self.run_in(args, input)?;
+        if !o.status.success() {
+            return Err(self.failed(args, &o.stderr));
+        }
+        Ok(o.stdout)
+    }
+
+    /// Run, requiring success; stdout trimmed as text.
+    pub fn line(&self, args: &[&str]) -> Result<String> {
+        Ok(String::from_utf8_lossy(&self.ok(args)?).trim().to_string())
+    }
+
+    /// Stdout trimmed when it succeeds, `None` when git exits non-zero.
+    pub fn try_line(&self, args: &[&str]) -> Result<Option<String>> {
+        let o = self.run_in(args, b"")?;
+        Ok(o.status
+            .success()
+            .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string()))
+    }
+
+    /// The error of a failed git command.
+    pub fn failed(&self, args: &[&str], stderr: &[u8]) -> Error {
+        Error::io(
+            &self.repo,
+            std::io::Error::other(format!(
+                "git {} failed: {}",
+                args.first().copied().unwrap_or(""),
+                String::from_utf8_lossy(stderr).trim()
+            )),
+        )
+    }
+
+    /// Hash the content of `r` (a regular file's bytes, a symbolic link's target)
+    /// as a blob for `path`, writing it to the object directory when `write`. The
+    /// bytes are streamed from the store, never loaded whole.
+    pub fn hash(
+        &self,
+        store: &dyn ObjectStore,
+        r: &Record,
+        path: &[u8],
+        write: bool,
+    ) -> Result<String> {
+        let mut args = vec!["hash-object", "--stdin"];
+        if write {
+            args.push("-w");
+        }
+        // Filters and attributes apply as `git add` would apply them (a symbolic
+        // link's target is never filtered).
+        let p;
+        if r.kind == Kind::File && self.filters {
+            p = format!("--path={}", String::from_utf8_lossy(path));
+            args.push(&p);
+        } else {
+            args.push("--no-filters");
+        }
+        let mut c = self.command(&args)?;
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().map_err(|e| Error::io("git", e))?;
+        let mut stdin = child.stdin.take().expect("piped");
+        let fed = write_content(store, r, &mut stdin);
+        drop(stdin);
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        if let Some(mut o) = child.stdout.take() {
+            let _ = o.read_to_end(&mut out);
+        }
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_end(&mut err);
+        }
+        let status = child.wait().map_err(|e| Error::io("git", e))?;
+        fed?;
+        if !status.success() {
+            return Err(self.failed(&args, &err));
+        }
+        Ok(String::from_utf8_lossy(&out).trim().to_string())
+    }
+}
+
+/// Write the content of `r` to `out`: a file's bytes (holes as zeros) or a link's
+/// target.
+fn write_content(store: &dyn ObjectStore, r: &Record, out: &mut dyn Write) -> Result<()> {
+    let werr = |e| Error::io("git stdin", e);
+    if r.kind == Kind::Symlink {
+        if let Content::Bytes(b) = &r.content {
+            out.write_all(b).map_err(werr)?;
+        }
+        return Ok(());
+    }
+    let size = r.attr.size;
+    let Content::Node(id) = r.content else {
+        return Ok(());
+    };
+    let loaded = crate::files::load(store, id)?;
+    if let Some(d) = loaded.inline {
+        return out
+            .write_all(&d[..(size as usize).min(d.len())])
+            .map_err(werr);
+    }
+    let zeros = vec![0u8; BLOCK_SIZE as usize];
+    let mut pos = 0u64;
+    let fill = |out: &mut dyn Write, from: u64, to: u64| -> Result<()> {
+        let mut p = from;
+        while p < to {
+            let n = (to - p).min(BLOCK_SIZE) as usize;
+            out.write_all(&zeros[..n]).map_err(werr)?;
+            p += n as u64;
+        }
+        Ok(())
+    };
+    for (idx, c) in loaded.blocks {
+        let start = idx * BLOCK_SIZE;
+        if start >= size {
+            break;
+        }
+        fill(out, pos, start)?;
+        let data = store.get(ObjKind::Chunk, &c.0)?;
+        let n = (data.len() as u64).min(size - start) as usize;
+        out.write_all(&data[..n]).map_err(werr)?;
+        pos = start + n as u64;
+    }
+    fill(out, pos, size)
+}
+
+/// A private temporary directory for one promote, removed when dropped.
+pub(super) struct Scratch {
+    /// The directory.
+    pub dir: PathBuf,
+    /// Who runs git (owns what we create here), when not us.
+    owner: Option<(u32, u32)>,
+}
+
+impl Scratch {
+    /// A fresh directory under the system temporary directory, mode 0700, owned by
+    /// the owner of `repo` (who runs git) when we are root.
+    pub fn new(repo: &Path) -> Result<Scratch> {
+        let base = std::env::temp_dir();
+        for i in 0..16u32 {
+            let t = crate::tree::Timespec::now();
+            let tag =
+                blake3::hash(format!("{}:{}:{}:{i}", std::process::id(), t.sec, t.nsec).as_bytes())
+                    .to_hex()[..16]
+                    .to_string();
+            let dir = base.join(format!("treefork-promote-{tag}"));
+            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                Ok(()) => {
+                    let mut s = Scratch { dir, owner: None };
+                    s.owner = owner_of(repo)?;
+                    s.give(&s.dir)?;
+                    return Ok(s);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io(&dir, e)),
+            }
+        }
+        Err(Error::Conflict(
+            "could not create a private temporary directory for promote".into(),
+        ))
+    }
+
+    fn give(&self, p: &Path) -> Result<()> {
+        if let Some((uid, gid)) = self.owner {
+            std::os::unix::fs::chown(p, Some(uid), Some(gid)).map_err(|e| Error::io(p, e))?;
+        }
+        Ok(())
+    }
+
+    /// A new (private) directory inside it, owned by whoever runs git.
+    pub fn mkdir(&self, name: &str) -> Result<PathBuf> {
+        let p = self.path(name);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&p)
+            .map_err(|e| Error::io(&p, e))?;
+        self.give(&p)?;
+        Ok(p)
+    }
+
+    /// A path inside it.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The uid and gid git runs as on `repo` when that is not us (we are root and
+/// it belongs to someone else), as in [`lifecycle::git::command`].
+fn owner_of(repo: &Path) -> Result<Option<(u32, u32)>> {
+    let md = std::fs::metadata(repo).map_err(|e| Error::io(repo, e))?;
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    Ok((root && md.uid() != 0).then_some((md.uid(), md.gid())))
+}
+
+/// NUL-separated paths (git's `-z` input).
+pub(super) fn nul_list<'a>(paths: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for p in paths {
+        out.extend_from_slice(p);
+        out.push(0);
+    }
+    out
+}
+
+/// Split git's `-z` output.
+pub(super) fn split_nul(out: &[u8]) -> impl Iterator<Item = &[u8]> {
+    out.split(|&b| b == 0).filter(|p| !p.is_empty())
+}

@@ -1,0 +1,586 @@
+//! `treefork promote`: real git repositories (`crate::lifecycle::git_repo`), real
+//! mounts, the real CLI. Each test checks the durable repository with git itself.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::harness::{Mount, daemon_log, fuse_available, tf, write_synced, ws, ws_ok};
+use crate::lifecycle::git_repo;
+
+/// Run git in `repo` with a test identity; require success; stdout trimmed.
+fn git(repo: &Path, args: &[&str]) -> String {
+    let o = git_raw(repo, args);
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+fn git_raw(repo: &Path, args: &[&str]) -> Output {
+    Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .expect("git is installed")
+}
+
+/// A repository (branch main, one commit: README, src/lib.rs) and a session `s`
+/// mounted from it.
+struct Setup {
+    _dir: tempfile::TempDir,
+    repo: PathBuf,
+    m: Mount,
+    baseline: String,
+}
+
+fn setup() -> Setup {
+    setup_with(&[])
+}
+
+fn setup_with(extra: &[&str]) -> Setup {
+    assert!(fuse_available());
+    let dir = tempfile::tempdir().unwrap();
+    let repo = git_repo(dir.path());
+    let baseline = git(&repo, &["rev-parse", "HEAD"]);
+    let mut args = vec!["--from", repo.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let m = Mount::with_options("s", &args);
+    Setup {
+        _dir: dir,
+        repo,
+        m,
+        baseline,
+    }
+}
+
+/// `treefork promote ARGS` in the workspace, paths given relative to the
+/// workspace root (made absolute).
+fn promote(m: &Mount, paths: &[&str], args: &[&str]) -> Output {
+    let abs: Vec<String> = paths
+        .iter()
+        .map(|p| m.p(p).to_str().unwrap().to_string())
+        .collect();
+    let mut full = vec!["promote"];
+    full.extend(abs.iter().map(String::as_str));
+    full.extend_from_slice(args);
+    ws(m, &full)
+}
+
+fn promote_ok(m: &Mount, paths: &[&str], args: &[&str]) -> String {
+    let o = promote(m, paths, args);
+    assert!(
+        o.status.success(),
+        "promote {paths:?} {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        daemon_log(&m.store)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Everything a promote could write in the repository: refs, HEAD, index bytes,
+/// work tree status, object count, and the bytes of every tracked file.
+fn repo_state(repo: &Path) -> String {
+    let index = std::fs::read(repo.join(".git/index")).unwrap();
+    format!(
+        "{}\n{}\n{}\n{}\n{}\n{}",
+        git(repo, &["for-each-ref"]),
+        git(repo, &["symbolic-ref", "HEAD"]),
+        blake3::hash(&index).to_hex(),
+        git(repo, &["status", "--porcelain", "--untracked-files=all"]),
+        git(repo, &["count-objects", "-v"]),
+        sh_files(repo)
+    )
+}
+
+fn sh_files(repo: &Path) -> String {
+    let mut out = String::new();
+    for f in git(repo, &["ls-files"]).lines() {
+        let b = std::fs::read(repo.join(f)).unwrap_or_default();
+        out.push_str(&format!("{f} {}\n", blake3::hash(&b).to_hex()));
+    }
+    out
+}
+
+#[test]
+fn commit_lands_on_top_of_drift_elsewhere_and_touches_only_chosen_paths() {
+    let s = setup();
+    let (repo, m) = (&s.repo, &s.m);
+    // Agent work: a modified file, a new file, an ignored new file.
+    write_synced(&m.p("src/lib.rs"), b"pub fn a() { /* agent */ }\n");
+    write_synced(&m.p("src/new.rs"), b"pub fn new() {}\n");
+    write_synced(&m.p("debug.log"), b"noise\n");
+    // Drift elsewhere: a commit on another path, an unstaged change, an untracked file.
+    std::fs::write(repo.join("other.txt"), "theirs\n").unwrap();
+    std::fs::write(repo.join(".gitignore"), "*.log\n").unwrap();
+    git(repo, &["add", "other.txt", ".gitignore"]);
+    git(repo, &["commit", "-q", "-m", "drift"]);
+    let drift_head = git(repo, &["rev-parse", "HEAD"]);
+    std::fs::write(repo.join("README"), "local edit\n").unwrap();
+    std::fs::write(repo.join("scratch.txt"), "mine\n").unwrap();
+
+    let out = promote_ok(
+        m,
+        &["src/lib.rs", "src/new.rs", "debug.log"],
+        &["--json", "-m", "agent work"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["strategy"], "commit");
+    let head = git(repo, &["rev-parse", "HEAD"]);
+    assert_eq!(v["sha"], head.as_str());
+    assert_eq!(v["branch"], "main");
+    // One new commit whose parent is the drifted head, holding exactly the change.
+    assert_eq!(git(repo, &["rev-parse", "HEAD^"]), drift_head);
+    assert_eq!(git(repo, &["log", "-1", "--format=%s"]), "agent work");
+    assert_eq!(
+        git(repo, &["show", "--name-status", "--format=", "HEAD"]),
+        "M\tsrc/lib.rs\nA\tsrc/new.rs"
+    );
+    // The ignored untracked file was skipped, and reported.
+    assert_eq!(v["skipped"][0]["path"], "debug.log");
+    // The durable index and work tree follow for the chosen paths only.
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
+        "pub fn a() { /* agent */ }\n"
+    );
+    assert_eq!(
+        git(repo, &["status", "--porcelain"]),
+        // (trimmed: " M README")
+        "M README\n?? scratch.txt"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("README")).unwrap(),
+        "local edit\n"
+    );
+    // Recorded: an operation of kind promote with the result.
+    let ops = ws_ok(m, &["op", "log", "--json"]);
+    assert!(ops.contains("\"promote\""), "{ops}");
+    assert!(ops.contains(&head), "{ops}");
+    // The info record: promoted, with sha, branch and paths.
+    m.umount();
+    let store = treefork::store::PackStore::open(&m.store).unwrap();
+    let info = treefork::lifecycle::load(&store, "s").unwrap().unwrap();
+    assert_eq!(info.state, treefork::lifecycle::State::Promoted);
+    let p = info.promoted.unwrap();
+    assert_eq!(p.sha.as_deref(), Some(head.as_str()));
+    assert_eq!(p.branch.as_deref(), Some("main"));
+    assert_eq!(p.paths, vec!["src/lib.rs", "src/new.rs"]);
+}
+
+/// Drift on a chosen path, made by `drift`, refuses with BASELINE_CONFLICT (exit 3,
+/// JSON paths) and writes nothing.
+fn conflict_case(drift: &dyn Fn(&Path), chosen: &str, how: &str) {
+    let s = setup();
+    let (repo, m) = (&s.repo, &s.m);
+    write_synced(&m.p("src/lib.rs"), b"pub fn a() { /* agent */ }\n");
+    drift(repo);
+    let before = repo_state(repo);
+    let o = promote(m, &[chosen], &["--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{how}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["code"], "BASELINE_CONFLICT", "{v}");
+    assert_eq!(v["paths"][0]["path"], "src/lib.rs", "{v}");
+    assert_eq!(v["paths"][0]["how"], how, "{v}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("src/lib.rs ("));
+    assert_eq!(repo_state(repo), before, "{how}: the repository changed");
+    // The human form exits 3 too.
+    assert_eq!(promote(m, &[chosen], &[]).status.code(), Some(3));
+}
+
+#[test]
+fn drift_committed_on_a_chosen_path_is_a_baseline_conflict() {
+    conflict_case(
+        &|repo| {
+            std::fs::write(repo.join("src/lib.rs"), "theirs\n").unwrap();
+            git(repo, &["commit", "-q", "-am", "theirs"]);
+        },
+        "src/lib.rs",
+        "committed",
+    );
+}
+
+#[test]
+fn drift_staged_on_a_chosen_directory_is_a_baseline_conflict() {
+    conflict_case(
+        &|repo| {
+            std::fs::write(repo.join("src/lib.rs"), "staged\n").unwrap();
+            git(repo, &["add", "src/lib.rs"]);
+        },
+        // A directory prefix of the drifted path overlaps it.
+        "src",
+        "staged",
+    );
+}
+
+#[test]
+fn drift_unstaged_on_a_chosen_path_is_a_baseline_conflict() {
+    conflict_case(
+        &|repo| std::fs::write(repo.join("src/lib.rs"), "unstaged\n").unwrap(),
+        "src/lib.rs",
+        "unstaged",
+    );
+}
+
+#[test]
+fn a_commit_landing_during_promote_fails_it_cleanly() {
+    let s = setup();
+    let (repo, m) = (&s.repo, &s.m);
+    write_synced(&m.p("src/lib.rs"), b"agent\n");
+    // A hook that runs when promote writes its temporary index (after the drift
+    // check read the branch head, before the branch is moved): it commits another
+    // file on main, once.
+    let hook = repo.join(".git/hooks/post-index-change");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    let script = format!(
+        "#!/bin/sh\nrm -f \"$0\"\nunset GIT_INDEX_FILE GIT_DIR GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_LITERAL_PATHSPECS\ncd {}\necho landed > landed.txt\ngit add landed.txt\nGIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@e GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@e git commit -q -m landed\n",
+        repo.display()
+    );
+    std::fs::write(&hook, script).unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = promote(m, &["src/lib.rs"], &[]);
+    assert!(!o.status.success(), "promote should fail");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("moved while promoting"), "{err}");
+    // The landed commit stands; nothing of the promote is on the branch or in the
+    // work tree.
+    assert!(!hook.exists(), "the hook ran");
+    assert_eq!(git(repo, &["log", "-1", "--format=%s"]), "landed");
+    assert_eq!(git(repo, &["rev-list", "--count", "HEAD"]), "2");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
+        "pub fn a() {}\n"
+    );
+    // Run again: it lands on top of the new commit (drift on another path).
+    promote_ok(m, &["src/lib.rs"], &[]);
+    assert_eq!(git(repo, &["log", "-1", "--format=%P"]).len(), 40);
+    assert_eq!(
+        git(repo, &["log", "-2", "--format=%s"]).lines().nth(1),
+        Some("landed")
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
+        "agent\n"
+    );
+}
+
+#[test]
+fn branch_strategy_makes_one_commit_on_the_baseline_and_leaves_the_work_tree() {
+    let s = setup();
+    let (repo, m) = (&s.repo, &s.m);
+    write_synced(&m.p("src/lib.rs"), b"agent\n");
+    std::fs::write(repo.join("other.txt"), "x\n").unwrap();
+    git(repo, &["add", "other.txt"]);
+    git(repo, &["commit", "-q", "-m", "drift"]);
+    let head = git(repo, &["rev-parse", "HEAD"]);
+    let before = git(repo, &["status", "--porcelain"]);
+    let out = promote_ok(m, &["src/lib.rs"], &["--strategy", "branch"]);
+    assert!(out.contains("treefork/s"), "{out}");
+    assert_eq!(git(repo, &["rev-parse", "treefork/s^"]), s.baseline);
+    assert_eq!(
+        git(repo, &["show", "--name-only", "--format=", "treefork/s"]),
+        "src/lib.rs"
+    );
+    assert_eq!(git(repo, &["show", "treefork/s:src/lib.rs"]), "agent");
+    // Work tree, index and current branch untouched.
+    assert_eq!(git(repo, &["rev-parse", "HEAD"]), head);
+    assert_eq!(git(repo, &["status", "--porcelain"]), before);
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
+        "pub fn a() {}\n"
+    );
+    // An existing branch is refused; --onto-head commits on the head.
+    let o = promote(m, &["src/lib.rs"], &["--strategy", "branch"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("already exists"));
+    promote_ok(
+        m,
+        &["src/lib.rs"],
+        &["--strategy", "branch", "--branch", "agent/x", "--onto-head"],
+    );
+    assert_eq!(git(repo, &["rev-parse", "agent/x^"]), head);
+}
+
+/// Binary bytes, a symbolic link, an executable bit and a delete.
+fn kinds_of_change(m: &Mount) -> Vec<u8> {
+    let mut bin: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+    bin[10] = 0;
+    bin.extend_from_slice(&[0xff, 0xfe, 0x00]);
+    write_synced(&m.p("data.bin"), &bin);
+    std::os::unix::fs::symlink("src/lib.rs", m.p("link")).unwrap();
+    write_synced(&m.p("run.sh"), b"#!/bin/sh\necho hi\n");
+    std::fs::set_permissions(m.p("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::remove_file(m.p("README")).unwrap();
+    bin
+}
+
+#[test]
+fn commit_handles_binary_symlink_mode_and_delete() {
+    let s = setup();
+    let (repo, m) = (&s.repo, &s.m);
+    let bin = kinds_of_change(m);
+    promote_ok(m, &["data.bin", "link", "run.sh", "README"], &[]);
+    let tree = git(repo, &["ls-tree", "HEAD"]);
+    assert!(
+        tree.contains("100755 blob") && tree.contains("\trun.sh"),
+        "{tree}"
+    );
+    assert!(
+        tree.contains("120000 blob") && tree.contains("\tlink"),
+        "{tree}"
+    );
+    assert!(!tree.contains("README"), "{tree}");
+    let o = git_raw(repo, &["cat-file", "blob", "HEAD:data.bin"]);
+    assert_eq!(o.stdout, bin);
+    assert_eq!(git(repo, &["cat-file", "blob", "HEAD:link"]), "src/lib.rs");
+    // The work tree follows: link, executable, deleted file; status clean.
+    assert_eq!(
+        std::fs::read_link(repo.join("link")).unwrap(),
+        Path::new("src/lib.rs")
+    );
+    let mode = std::fs::metadata(repo.join("run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_ne!(mode & 0o100, 0);
+    assert!(!repo.join("README").exists());
+    assert_eq!(std::fs::read(repo.join("data.bin")).unwrap(), bin);
+    assert_eq!(git(repo, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn patch_applies_to_a_clean_checkout_of_the_baseline() {
+    let s = setup();
+    let (repo, m) = (&s.repo, &s.m);
+    let bin = kinds_of_change(m);
+    std::fs::set_permissions(m.p("src/lib.rs"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = repo_state(repo);
+    let file = s._dir.path().join("out.patch");
+    promote_ok(
+        m,
+        &["data.bin", "link", "run.sh", "README", "src/lib.rs"],
+        &["--strategy", "patch", "-o", file.to_str().unwrap()],
+    );
+    // Stdout form: the same patch.
+    let o = promote(
+        m,
+        &["data.bin", "link", "run.sh", "README", "src/lib.rs"],
+        &["--strategy", "patch"],
+    );
+    assert!(o.status.success());
+    let patch = std::fs::read(&file).unwrap();
+    assert_eq!(o.stdout, patch);
+    assert!(String::from_utf8_lossy(&patch).contains("GIT binary patch"));
+    // The repository was not written (no object, ref or index change).
+    assert_eq!(repo_state(repo), before);
+    let clean = s._dir.path().join("clean");
+    let o = Command::new("git")
+        .args(["clone", "-q"])
+        .arg(repo)
+        .arg(&clean)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    git(&clean, &["checkout", "-q", &s.baseline]);
+    git(&clean, &["apply", "--check", file.to_str().unwrap()]);
+    git(&clean, &["apply", file.to_str().unwrap()]);
+    assert_eq!(std::fs::read(clean.join("data.bin")).unwrap(), bin);
+    assert_eq!(
+        std::fs::read_link(clean.join("link")).unwrap(),
+        Path::new("src/lib.rs")
+    );
+    assert!(!clean.join("README").exists());
+    let mode = std::fs::metadata(clean.join("src/lib.rs"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_ne!(mode & 0o100, 0);
+}
+
+#[test]
+fn dry_run_reports_exactly_and_changes_nothing() {
+    let s = setup();
+    let (repo, m) = (&s.repo, &s.m);
+    write_synced(&m.p("src/lib.rs"), b"agent\n");
+    write_synced(&m.p("new.txt"), b"12345");
+    std::fs::remove_file(m.p("README")).unwrap();
+    let before = repo_state(repo);
+    let out = promote_ok(m, &["src", "new.txt", "README"], &["--dry-run", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["dry_run"], true);
+    let changes: Vec<(String, String, String, u64)> = v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap().to_string(),
+                c["change"].as_str().unwrap().to_string(),
+                c["mode"].as_str().unwrap_or("-").to_string(),
+                c["size"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        changes,
+        vec![
+            ("README".into(), "deleted".into(), "-".into(), 0),
+            ("new.txt".into(), "added".into(), "100644".into(), 5),
+            ("src/lib.rs".into(), "modified".into(), "100644".into(), 6),
+        ]
+    );
+    assert_eq!(v["target"]["ref"], "refs/heads/main");
+    assert_eq!(v["target"]["from"], s.baseline.as_str());
+    let human = promote_ok(m, &["src", "new.txt", "README"], &["--dry-run"]);
+    assert!(human.contains("would promote D"), "{human}");
+    assert!(
+        human.contains(&format!(
+            "would move refs/heads/main from {}",
+            &s.baseline[..12]
+        )),
+        "{human}"
+    );
+    assert_eq!(repo_state(repo), before);
+    // A path not changed vs the baseline is a reported no-op.
+    let out = promote_ok(m, &["src/lib.rs", "nothere"], &["--dry-run", "--json"]);
+    assert!(out.contains("no change in the session"), "{out}");
+}
+
+#[test]
+fn the_agent_socket_refuses_promote() {
+    let s = setup();
+    let m = &s.m;
+    m.umount();
+    let sock = m.tmp.path().join("agent.sock");
+    m.mount_with(&["--agent-socket", sock.to_str().unwrap()]);
+    write_synced(&m.p("src/lib.rs"), b"agent\n");
+    let before = repo_state(&s.repo);
+    let o = tf(
+        &m.store,
+        &["--socket", sock.to_str().unwrap(), "promote", "--dry-run"],
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("promote is not allowed on an agent socket"),
+        "{err}"
+    );
+    assert_eq!(repo_state(&s.repo), before);
+}
+
+#[test]
+fn a_session_without_a_git_baseline_offers_only_patch() {
+    assert!(fuse_available());
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain");
+    std::fs::create_dir_all(plain.join("d")).unwrap();
+    std::fs::write(plain.join("d/a.txt"), "one\n").unwrap();
+    std::fs::write(plain.join("gone.txt"), "bye\n").unwrap();
+    let m = Mount::with_options("p", &["--from", plain.to_str().unwrap()]);
+    write_synced(&m.p("d/a.txt"), b"two\n");
+    write_synced(&m.p("d/b.txt"), b"new\n");
+    std::fs::remove_file(m.p("gone.txt")).unwrap();
+    let o = promote(&m, &["d"], &[]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("only --strategy patch"), "{err}");
+    let o = promote(&m, &["d"], &["--strategy", "branch"]);
+    assert!(!o.status.success());
+    let patch = promote_ok(&m, &["d", "gone.txt"], &["--strategy", "patch"]);
+    let file = dir.path().join("p.patch");
+    std::fs::write(&file, &patch).unwrap();
+    // It applies to the plain directory as it was (git apply outside a repository).
+    let o = Command::new("git")
+        .args(["apply", "--check", file.to_str().unwrap()])
+        .current_dir(&plain)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}\n{patch}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = Command::new("git")
+        .args(["apply", file.to_str().unwrap()])
+        .current_dir(&plain)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert_eq!(
+        std::fs::read_to_string(plain.join("d/a.txt")).unwrap(),
+        "two\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(plain.join("d/b.txt")).unwrap(),
+        "new\n"
+    );
+    assert!(!plain.join("gone.txt").exists());
+}
+
+#[test]
+fn the_agents_own_commits_do_not_leak_and_git_paths_are_refused() {
+    let s = setup();
+    let (repo, m) = (&s.repo, &s.m);
+    write_synced(&m.p("src/lib.rs"), b"agent\n");
+    // The agent commits inside the workspace (its .git is the session's copy).
+    git(
+        &m.mp,
+        &["commit", "-q", "-am", "agent commit inside the workspace"],
+    );
+    write_synced(&m.p("later.txt"), b"later\n");
+    // .git paths are refused.
+    let o = promote(m, &[".git/config"], &[]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("inside .git"));
+    // Promoting the whole tree takes file states vs the baseline, never .git.
+    promote_ok(m, &[""], &["-m", "promoted"]);
+    assert_eq!(
+        git(repo, &["show", "--name-status", "--format=", "HEAD"]),
+        "A\tlater.txt\nM\tsrc/lib.rs"
+    );
+    assert_eq!(git(repo, &["rev-parse", "HEAD^"]), s.baseline);
+    let log = git(repo, &["log", "--format=%s"]);
+    assert!(!log.contains("agent commit inside"), "{log}");
+    assert_eq!(git(repo, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn files_over_the_size_limit_need_allow_large() {
+    let s = setup();
+    let (repo, m) = (&s.repo, &s.m);
+    let big = vec![7u8; (50 << 20) + 1];
+    write_synced(&m.p("big.bin"), &big);
+    let before = repo_state(repo);
+    let o = promote(m, &["big.bin"], &[]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--allow-large"));
+    assert_eq!(repo_state(repo), before);
+    promote_ok(m, &["big.bin"], &["--allow-large"]);
+    assert_eq!(
+        std::fs::metadata(repo.join("big.bin")).unwrap().len(),
+        big.len() as u64
+    );
+}
+
+#[test]
+fn without_paths_promote_takes_the_touched_files() {
+    let s = setup();
+    let (repo, m) = (&s.repo, &s.m);
+    write_synced(&m.p("src/lib.rs"), b"agent\n");
+    write_synced(&m.p("added.txt"), b"a\n");
+    std::fs::remove_file(m.p("README")).unwrap();
+    promote_ok(m, &[], &[]);
+    assert_eq!(
+        git(repo, &["show", "--name-status", "--format=", "HEAD"]),
+        "D\tREADME\nA\tadded.txt\nM\tsrc/lib.rs"
+    );
+}

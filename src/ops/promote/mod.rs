@@ -106,6 +106,9 @@ pub(super) fn run(t: &Target, call: &Call, req: Request) -> Result<Value> {
     let info = lifecycle::load(&*store, s.name())?;
     let origin = info.as_ref().and_then(|i| i.origin.clone());
     check_request(&req, origin.as_ref(), s.name())?;
+    // Flushed first: the touched paths of changes still pending (an unlink not yet
+    // synced) are written with the flush, so the default choice includes them.
+    let live_root = working_root(t)?;
     let chosen = chosen_paths(&*store, s.name(), &req.paths)?;
     let ground = ground(origin.clone(), &req, &chosen)?;
     let base_root = match &origin {
@@ -116,7 +119,7 @@ pub(super) fn run(t: &Target, call: &Call, req: Request) -> Result<Value> {
     // The state: saved first (a checkpoint), except in a dry run (which writes
     // nothing: the flushed tree is read instead).
     let (before, root, saved) = if req.dry_run {
-        (None, working_root(t)?, None)
+        (None, live_root, None)
     } else {
         let before = view_now(t)?;
         let c = ref_or_fresh(t, None, "before promote", "promote")?;

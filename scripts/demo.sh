@@ -69,6 +69,25 @@ ls "$FORK"; ls "$MNT"
 "$TF" umount "$FORK"
 cd /
 
+echo "==> from agent work back to a real git repository: promote"
+REPO=$(mktemp -d /tmp/treefork-demo-repo.XXXXXX)
+git -C "$REPO" init -q -b main
+printf 'def add(a, b):\n    return a - b\n' > "$REPO/calc.py"
+git -C "$REPO" add -A && git -C "$REPO" -c user.name=demo -c user.email=demo@example.com commit -q -m base
+WS="${MNT}-repo"
+mkdir -p "$WS"
+if grep -q " $WS fuse" /proc/mounts; then "$TF" umount "$WS" || true; fi
+RS="demo-repo-$(date +%s)"
+"$TF" mount "$WS" --session "$RS" --from "$REPO" --task "fix add()" --ttl-idle 2h
+sed -i 's/a - b/a + b/' "$WS/calc.py"                  # the agent's fix
+"$TF" -C "$WS" session show "$RS" | head -12
+"$TF" -C "$WS" diff --patch
+"$TF" -C "$WS" promote --dry-run
+GIT_AUTHOR_NAME=demo GIT_AUTHOR_EMAIL=demo@example.com GIT_COMMITTER_NAME=demo GIT_COMMITTER_EMAIL=demo@example.com \
+  "$TF" -C "$WS" promote -m "Fix add()"                 # one commit on the repo's branch
+git -C "$REPO" log --oneline -2
+"$TF" umount "$WS"
+
 echo "==> unmount and mount again: everything is still there"
 "$TF" umount "$MNT"
 "$TF" mount "$MNT" --session demo

@@ -80,6 +80,8 @@ struct Promoted {
     skipped: Vec<Why>,
     #[serde(default)]
     unchanged: Vec<Why>,
+    #[serde(default)]
+    transient: Vec<String>,
     target: Target,
     sha: Option<String>,
     branch: Option<String>,
@@ -125,6 +127,13 @@ impl Human for Promoted {
         }
         for s in &self.unchanged {
             writeln!(out, "unchanged {}: {}", s.path, s.why)?;
+        }
+        if !self.transient.is_empty() {
+            writeln!(
+                out,
+                "({} temporary file(s) created and removed in the session: nothing to promote)",
+                self.transient.len()
+            )?;
         }
         let from = |s: &Option<String>| s.as_deref().map(short).unwrap_or("nothing").to_string();
         match (self.dry_run, self.strategy.as_str()) {

@@ -212,6 +212,12 @@ impl Daemon {
             }
         };
         let mp = self.mounted_at(name);
+        // A mounted session is flushed first, so the touched count includes what
+        // programs wrote and did not sync yet.
+        if let Ok(t) = crate::ops::Host::target(self, Some(name)) {
+            crate::ops::syncfs_at(&t.mountpoint)?;
+            t.session.flush()?;
+        }
         let mut v = manage::show(&**self.store(), name, mp.as_deref())?;
         if let Some(t) = self.last_access_seen(name) {
             v["idle"] = json!(manage::now().saturating_sub(t).max(0));

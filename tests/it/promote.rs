@@ -578,6 +578,14 @@ fn without_paths_promote_takes_the_touched_files() {
     write_synced(&m.p("src/lib.rs"), b"agent\n");
     write_synced(&m.p("added.txt"), b"a\n");
     std::fs::remove_file(m.p("README")).unwrap();
+    // An editor's temporary file, created and removed: touched, but in neither state.
+    write_synced(&m.p(".lib.rs.swp"), b"x");
+    std::fs::remove_file(m.p(".lib.rs.swp")).unwrap();
+    let dry: serde_json::Value =
+        serde_json::from_str(&promote_ok(m, &[], &["--dry-run", "--json"])).unwrap();
+    assert_eq!(dry["transient"], serde_json::json!([".lib.rs.swp"]), "{dry}");
+    assert_eq!(dry["unchanged"], serde_json::json!([]), "{dry}");
+    assert!(promote_ok(m, &[], &["--dry-run"]).contains("1 temporary file(s)"));
     promote_ok(m, &[], &[]);
     assert_eq!(
         git(repo, &["show", "--name-status", "--format=", "HEAD"]),

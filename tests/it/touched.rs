@@ -223,3 +223,13 @@ fn auto_refs_past_retention_are_dropped_at_gc() {
     tf_ok(&m.store, &["gc"]);
     assert_eq!(autos(&m), 1, "only the newest auto ref stays");
 }
+
+#[test]
+fn session_show_counts_writes_not_yet_synced() {
+    assert!(fuse_available());
+    let m = Mount::new();
+    assert_eq!(show(&m)["touched"], 0);
+    // No fsync: the write sits in the kernel's cache and the session's memory.
+    std::fs::write(m.p("unsynced.txt"), b"x").unwrap();
+    assert_eq!(show(&m)["touched"], 1);
+}

@@ -136,6 +136,7 @@ pub(super) fn run(t: &Target, call: &Call, req: Request) -> Result<Value> {
         base_root,
         root,
         chosen: &chosen,
+        from_touched: req.paths.is_empty(),
         allow_large: req.allow_large,
         git_base: match &ground {
             Ground::Repo { listing, .. } => Some(listing),
@@ -346,6 +347,7 @@ fn report(req: &Request, plan: &Plan, ground: &Ground, session: &str) -> Map<Str
     m.insert("changes".into(), json!(changes));
     m.insert("skipped".into(), json!(pairs(&plan.skipped)));
     m.insert("unchanged".into(), json!(pairs(&plan.unchanged)));
+    m.insert("transient".into(), json!(plan.transient));
     m.insert("target".into(), moves);
     m
 }

@@ -67,6 +67,8 @@ pub(super) struct Plan {
     pub skipped: Vec<(String, String)>,
     /// Paths that are no-ops (same as the baseline), and why.
     pub unchanged: Vec<(String, String)>,
+    /// Touched paths in neither state (temporary files created and removed).
+    pub transient: Vec<String>,
 }
 
 /// The baseline commit's entries that overlap the chosen paths: path → (mode, id).
@@ -145,6 +147,9 @@ pub(super) struct Inputs<'a> {
     pub root: NodeId,
     /// The chosen paths (empty path: everything).
     pub chosen: &'a [Vec<u8>],
+    /// They are the touched files (no path was named): one in neither state is a
+    /// temporary file, listed apart.
+    pub from_touched: bool,
     /// Accept files over [`SIZE_LIMIT`].
     pub allow_large: bool,
     /// The baseline commit's entries (git origins).
@@ -234,10 +239,23 @@ pub(super) fn build(
         }
         !skip
     });
+    // A touched path that is in neither state (an editor's or `sed -i`'s temporary
+    // file, created and removed) is listed apart; a path the caller named is not.
+    let (now, base) = (
+        diff::Tree::load(inp.store, inp.root)?,
+        diff::Tree::load(inp.store, inp.base_root)?,
+    );
     for c in inp.chosen {
         if !entries.iter().any(|e| overlaps(c, &e.path)) {
-            plan.unchanged
-                .push((text(c), "no change in the session".into()));
+            if inp.from_touched
+                && now.lookup(inp.store, c)?.is_none()
+                && base.lookup(inp.store, c)?.is_none()
+            {
+                plan.transient.push(text(c));
+            } else {
+                plan.unchanged
+                    .push((text(c), "no change in the session".into()));
+            }
         }
     }
     Ok(plan)

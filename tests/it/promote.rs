@@ -276,6 +276,36 @@ fn a_commit_landing_during_promote_fails_it_cleanly() {
 }
 
 #[test]
+fn an_edit_of_a_chosen_path_made_during_promote_is_never_overwritten() {
+    let s = setup();
+    let (repo, m) = (&s.repo, &s.m);
+    write_synced(&m.p("src/lib.rs"), b"agent\n");
+    // After the drift check, before the work tree is updated: the user edits the
+    // very file being promoted (an unstaged edit).
+    let hook = repo.join(".git/hooks/post-index-change");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    let script = format!(
+        "#!/bin/sh\nrm -f \"$0\"\necho mine > {}/src/lib.rs\n",
+        repo.display()
+    );
+    std::fs::write(&hook, script).unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = promote_ok(m, &["src/lib.rs"], &["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(!hook.exists(), "the hook ran");
+    // The commit landed; the user's edit is still in the work tree, and said so.
+    assert_eq!(git(repo, &["show", "HEAD:src/lib.rs"]), "agent");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/lib.rs")).unwrap(),
+        "mine\n"
+    );
+    assert!(
+        v["worktree_error"].as_str().unwrap().contains("src/lib.rs"),
+        "{v}"
+    );
+}
+
+#[test]
 fn branch_strategy_makes_one_commit_on_the_baseline_and_leaves_the_work_tree() {
     let s = setup();
     let (repo, m) = (&s.repo, &s.m);
@@ -583,7 +613,11 @@ fn without_paths_promote_takes_the_touched_files() {
     std::fs::remove_file(m.p(".lib.rs.swp")).unwrap();
     let dry: serde_json::Value =
         serde_json::from_str(&promote_ok(m, &[], &["--dry-run", "--json"])).unwrap();
-    assert_eq!(dry["transient"], serde_json::json!([".lib.rs.swp"]), "{dry}");
+    assert_eq!(
+        dry["transient"],
+        serde_json::json!([".lib.rs.swp"]),
+        "{dry}"
+    );
     assert_eq!(dry["unchanged"], serde_json::json!([]), "{dry}");
     assert!(promote_ok(m, &[], &["--dry-run"]).contains("1 temporary file(s)"));
     promote_ok(m, &[], &[]);

@@ -109,6 +109,37 @@ pub(super) fn check(git: &Git, origin: &Origin, chosen: &[Vec<u8>]) -> Result<Du
     })
 }
 
+/// The chosen paths that differ in the durable index from commit `head`, or in the
+/// work tree from the index (untracked files included): edits made by someone since
+/// the drift check. Checked again right before the work tree is updated, so such an
+/// edit is left alone (reported), never overwritten.
+pub(super) fn local_edits(git: &Git, head: &str, chosen: &[Vec<u8>]) -> Result<Vec<String>> {
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    for args in [
+        &[
+            "diff",
+            "--cached",
+            "--name-only",
+            "-z",
+            "--no-renames",
+            head,
+            "--",
+        ][..],
+        &["diff", "--name-only", "-z", "--no-renames", "--"],
+        &["ls-files", "--others", "--exclude-standard", "-z"],
+    ] {
+        out.extend(split_nul(&git.ok(args)?).map(<[u8]>::to_vec));
+    }
+    let mut hits: Vec<String> = out
+        .iter()
+        .filter(|p| chosen.iter().any(|c| overlaps(c, p)))
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
+    hits.sort();
+    hits.dedup();
+    Ok(hits)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -107,7 +107,18 @@ pub(super) fn commit(
             &d.head[..d.head.len().min(12)]
         )));
     }
-    let worktree_error = if d.checked_out {
+    let chosen: Vec<Vec<u8>> = items.iter().map(|i| i.path.clone()).collect();
+    let edited = if d.checked_out {
+        super::drift::local_edits(git, &d.head, &chosen)?
+    } else {
+        Vec::new()
+    };
+    let worktree_error = if !edited.is_empty() {
+        Some(format!(
+            "the durable work tree changed meanwhile at {}: left as it is (the commit is on {branch}; compare with `git diff`)",
+            edited.join(", ")
+        ))
+    } else if d.checked_out {
         sync_worktree(git, &sha, items).err().map(|e| e.to_string())
     } else {
         Some(format!(

@@ -333,13 +333,14 @@ fn saved_json(saved: Saved) -> Value {
     json!(saved.map(|(c, r)| json!({"checkpoint": c.id, "ref": r})))
 }
 
-/// Save pending changes as a checkpoint under an `auto/...` ref, if there are any.
+/// Save pending changes as a checkpoint beside HEAD under an `auto/...` ref, if
+/// there are any (HEAD and the attached branch stay: see `Session::save_side`).
 fn save_pending(s: &Session, kind: &str, what: &str) -> Result<Saved> {
-    if !s.has_changes()? && s.record().head.is_some() {
+    if !s.has_changes()? {
         return Ok(None);
     }
     let name = auto_ref(kind);
-    let c = s.checkpoint(&format!("auto: before {what}"), kind, Some(&name))?;
+    let c = s.save_side(&format!("auto: before {what}"), kind, &name)?;
     Ok(Some((c, name)))
 }
 

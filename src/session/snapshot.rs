@@ -213,6 +213,52 @@ impl Session {
         Ok(c)
     }
 
+    /// Save the current state as a checkpoint *beside* HEAD (its parent is HEAD),
+    /// named by the branch `name` (an `auto/...` ref), without moving HEAD, the
+    /// attached branch or the base: the safety net taken before an op replaces the
+    /// workspace (checkout, restore, undo, adopt). A later `restore REF` therefore
+    /// restores REF as it was, and a branch never takes in what is being thrown
+    /// away. One commit with the flush.
+    pub fn save_side(&self, message: &str, trigger: &str, name: &str) -> Result<Checkpoint> {
+        refs::validate_trigger(trigger)?;
+        let store = self.store().clone();
+        let session = self.name().to_string();
+        let mut made: Option<Checkpoint> = None;
+        let mut extra =
+            |rec: &mut SessionRecord, root: NodeId| -> Result<Vec<crate::meta::MetaOp>> {
+                let parent = rec.head.as_deref().and_then(CheckpointId::from_hex);
+                let from = NodeId::from_hex(&rec.base).unwrap_or(root);
+                let mut c = refs::NewCheckpoint {
+                    session: &session,
+                    root,
+                    parents: parent.into_iter().collect(),
+                    message,
+                    trigger,
+                    files_changed: diff::diff_count(&*store, from, root)?,
+                    meta: serde_json::Map::new(),
+                }
+                .build();
+                c.usage = Some(refs::Usage {
+                    bytes: rec.bytes,
+                    inodes: rec.inodes,
+                });
+                let ops = vec![
+                    c.op(),
+                    refs::ref_op(
+                        name,
+                        &refs::RefRecord {
+                            checkpoint: c.id.clone(),
+                            created: Timespec::now().sec,
+                        },
+                    ),
+                ];
+                made = Some(c);
+                Ok(ops)
+            };
+        self.flush_with(Some(&mut extra))?;
+        Ok(made.expect("checkpoint built"))
+    }
+
     /// After a whole-tree [`graft`](Self::graft) of `root`: make the session's HEAD
     /// `head` and its base and durable root `root`, in one small commit. The live
     /// table is not re-encoded here: it equals `root` in content (grafted paths only

@@ -236,7 +236,14 @@ fn adopt_brings_the_winner_in_and_records_exact_views() {
     let exp = ops.iter().find(|o| o.kind == "experiment").unwrap();
     assert!(exp.seq < adopt.seq);
     assert_eq!(exp.meta["id"], id.as_str());
-    assert_eq!(adopt.before.head.as_deref(), Some(saved.as_str()));
+    // The pending change was saved beside HEAD: the view before holds its tree.
+    let saved_c = treefork::refs::load(
+        &store,
+        &treefork::id::CheckpointId::from_hex(&saved).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(adopt.before.workspace, saved_c.root);
+    assert_eq!(saved_c.parents.first(), adopt.before.head.as_ref());
     assert_eq!(
         adopt.after.head.as_deref(),
         run_of(&doc, 1)["checkpoint"].as_str()

@@ -128,7 +128,11 @@ fn agent_fork_never_mounts_through_a_swapped_symlink() {
                     if fs::rename(&ws, &real).is_err() {
                         break; // mounted (EBUSY): stop swapping
                     }
-                    std::os::unix::fs::symlink(&victim, &ws).unwrap();
+                    // The daemon may have created the missing mountpoint meanwhile
+                    // (EEXIST): the round is decided, stop swapping.
+                    if std::os::unix::fs::symlink(&victim, &ws).is_err() {
+                        break;
+                    }
                     std::thread::sleep(Duration::from_micros(300 + (i % 4) * 200));
                     fs::remove_file(&ws).unwrap();
                     if fs::rename(&real, &ws).is_err() {

@@ -483,3 +483,30 @@ fn two_sessions_on_one_branch_never_leave_it_inconsistent() {
     );
     crate::harness::umount_ok(&m.store, std::path::Path::new(&fmp));
 }
+
+/// The save taken before a restore or checkout is a safety net beside HEAD: the
+/// attached branch never takes in the changes being thrown away.
+#[test]
+fn restore_of_the_attached_branch_discards_pending_changes_and_leaves_the_branch() {
+    assert!(fuse_available());
+    let m = Mount::new();
+    write_synced(&m.p("f"), b"1");
+    let c1 = checkpoint(&m, "one");
+    ws_ok(&m, &["checkout", "-b", "main"]);
+    write_synced(&m.p("f"), b"scratch");
+    let v = j(&m, &["restore", "main"]);
+    assert_eq!(read(&m, "f"), "1");
+    assert_eq!(branch_at(&m, "main").as_deref(), Some(c1.as_str()));
+    assert_eq!(head(&m), (c1.clone(), json!("main")));
+    assert_eq!(j(&m, &["status"])["changes"], json!([]));
+    // The thrown-away state is kept (ref and undo).
+    let saved = v["saved"]["ref"].as_str().unwrap().to_string();
+    assert!(
+        j(&m, &["show", &format!("{saved}:f")])
+            .to_string()
+            .contains("scratch")
+    );
+    ws_ok(&m, &["undo"]);
+    assert_eq!(read(&m, "f"), "scratch");
+    assert_eq!(branch_at(&m, "main").as_deref(), Some(c1.as_str()));
+}

@@ -1,16 +1,11 @@
-//! The `treefork` command line: parse, dispatch to `cli`, exit status.
+//! The `treefork` command line: logging, then `cli::main` (parse, run, report,
+//! exit status).
 
 mod cli;
-
-use clap::Parser;
 
 fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .format_timestamp_millis()
         .init();
-    let args = cli::args::Cli::parse();
-    if let Err(e) = cli::run(args) {
-        eprintln!("treefork: error: {e:#}");
-        std::process::exit(cli::exit_status(&e));
-    }
+    std::process::exit(cli::main());
 }

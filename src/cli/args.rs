@@ -10,8 +10,8 @@ use clap::{Parser, Subcommand};
 
 use super::flags::Globals;
 use super::{
-    Ctx, Outcome, Result, Run, config, daemon, exec, experiment, history, mount, promote, refs,
-    show, snapshot, store, timeline, undo,
+    Ctx, Outcome, Result, Run, completions, config, daemon, exec, experiment, history, man, mount,
+    mount_helper, promote, refs, show, snapshot, store, timeline, undo,
 };
 
 /// The `treefork` command line.
@@ -80,6 +80,9 @@ commands! {
     Gc(store::Gc),
     Fsck(store::Fsck),
     Session(store::Session),
+    Completions(completions::Completions),
+    Man(man::Man),
+    MountHelper(mount_helper::MountHelper),
     #[command(hide = true)] Daemon(daemon::Daemon),
 }
 

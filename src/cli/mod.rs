@@ -15,9 +15,11 @@
 //!
 //! Invariants: no command prints its own result or looks at `--json` to decide how
 //! (the `Human` impl of its result renders for people, the raw JSON is printed
-//! verbatim); every error reaches `main` as one line, `treefork: error: …`, with
-//! exit status 1 (or an [`Exit`] status); daemon refusals are matched by error
-//! code ([`plumbing::DaemonError::is`]), never by message text.
+//! verbatim); every error reaches [`main`] and is reported there alone: one line,
+//! `treefork: error: …`, on stderr, with `--json` also one error document on
+//! stdout, and the exit status of its error code (`failure`: the one mapping);
+//! daemon refusals are matched by error code ([`plumbing::DaemonError::is`]),
+//! never by message text.
 //!
 //! # Adding a command
 //!
@@ -60,14 +62,18 @@
 //! in `plumbing/offline.rs`).
 
 pub mod args;
+mod completions;
 mod config;
 mod daemon;
 mod exec;
 mod experiment;
+pub mod failure;
 pub mod flags;
 mod history;
 mod lifecycle;
+mod man;
 mod mount;
+mod mount_helper;
 pub mod output;
 mod paths;
 pub mod plumbing;
@@ -106,8 +112,9 @@ pub trait Run {
     fn run(&self, cx: &Ctx) -> Result<Outcome>;
 }
 
-/// An error that ends the process with a given exit status (any other error
-/// exits 1). Displays as the error it carries.
+/// An error that ends the process with a given exit status, whatever its code
+/// (any other error exits with the status of its code, see `failure`). Displays
+/// as the error it carries.
 #[derive(Debug)]
 pub struct Exit {
     /// The exit status.
@@ -124,6 +131,60 @@ impl std::fmt::Display for Exit {
 
 impl std::error::Error for Exit {}
 
+/// The whole command line: parse the process arguments (a `mount.*` helper name
+/// in argv[0] runs `mount-helper`), run, print; returns the exit status.
+pub fn main() -> i32 {
+    let argv = mount_helper::argv(std::env::args_os());
+    let json = wants_json(&argv);
+    let cli = match <args::Cli as clap::Parser>::try_parse_from(&argv) {
+        Ok(cli) => cli,
+        Err(e) => return usage(e, json),
+    };
+    match run(cli) {
+        Ok(()) => failure::OK,
+        Err(e) => report(&e, json),
+    }
+}
+
+/// Whether `--json` is among the arguments (before any `--`): known even when
+/// the command line does not parse.
+fn wants_json(argv: &[std::ffi::OsString]) -> bool {
+    argv.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json")
+}
+
+/// A command line clap refused (or `--help`/`--version`): clap's text on its
+/// stream; with `--json`, a refusal is also a `usage` error document.
+fn usage(e: clap::Error, json: bool) -> i32 {
+    use clap::error::ErrorKind;
+    let _ = e.print();
+    if !json || matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        return e.exit_code();
+    }
+    let text = e.render().to_string();
+    let line = text.lines().next().unwrap_or("");
+    let message = line.strip_prefix("error: ").unwrap_or(line);
+    let doc = serde_json::json!({"ok": false, "error": {"code": "usage", "message": message}});
+    output::emit_error(&doc);
+    failure::USAGE
+}
+
+/// Report a failed run (see the module's invariants); returns its exit status.
+fn report(e: &anyhow::Error, json: bool) -> i32 {
+    if failure::is_broken_pipe(e) {
+        // The reader went away (`| head`): end quietly, as a shell tool does.
+        return failure::BROKEN_PIPE;
+    }
+    eprintln!("treefork: error: {e:#}");
+    let c = failure::classify(e);
+    if json && !c.reported {
+        output::emit_error(&c.document());
+    }
+    c.status
+}
+
 /// Run a parsed command line and print its result.
 pub fn run(cli: args::Cli) -> Result<()> {
     if let Some(e) = &cli.globals.explanation {
@@ -132,9 +193,4 @@ pub fn run(cli: args::Cli) -> Result<()> {
     let cx = Ctx::new(cli.globals);
     let outcome = cli.cmd.run(&cx)?;
     output::emit(outcome, cx.json())
-}
-
-/// The exit status for a failed run.
-pub fn exit_status(e: &anyhow::Error) -> i32 {
-    e.downcast_ref::<Exit>().map_or(1, |x| x.status)
 }

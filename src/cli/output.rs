@@ -13,6 +13,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 use serde::de::DeserializeOwned;
+
+use super::failure::Reported;
 use serde_json::Value;
 
 /// How a result renders for people.
@@ -107,21 +109,48 @@ impl<T: Human + 'static> From<Reply<T>> for Outcome {
     }
 }
 
-/// Print `outcome` on stdout, as pretty JSON when `json`, else for people; then
-/// return its verdict.
+/// Print `outcome` on stdout, as one pretty JSON document when `json` (an object
+/// with `"ok": true`, added when the result lacks it), else for people; then
+/// return its verdict, as [`Reported`] (the result is printed: no error document
+/// follows).
 pub fn emit(outcome: Outcome, json: bool) -> Result<()> {
     let Outcome::Report(r) = outcome else {
         return Ok(());
     };
     let mut out = io::stdout().lock();
     if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(r.json())?)?;
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&document(r.json()))?
+        )?;
     } else {
         r.human(&mut out)?;
     }
     out.flush()?;
     drop(out);
-    r.verdict()
+    r.verdict().map_err(|e| Reported(e).into())
+}
+
+/// The `--json` document of a result: the result, with `"ok": true` first when
+/// it is an object that does not say.
+fn document(raw: &Value) -> Value {
+    match raw {
+        Value::Object(o) if !o.contains_key("ok") => {
+            let mut d = serde_json::Map::new();
+            d.insert("ok".into(), Value::Bool(true));
+            d.extend(o.clone());
+            Value::Object(d)
+        }
+        other => other.clone(),
+    }
+}
+
+/// Print a failure's `--json` error document on stdout.
+pub fn emit_error(doc: &Value) {
+    let mut out = io::stdout().lock();
+    let text = serde_json::to_string_pretty(doc).unwrap_or_default();
+    let _ = writeln!(out, "{text}").and_then(|()| out.flush());
 }
 
 /// A progress bar on stderr drawn only on a terminal and never with `--json`

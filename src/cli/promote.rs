@@ -1,24 +1,18 @@
 //! `promote`: take the session's changes back to the durable git repository.
 //!
-//! A `BASELINE_CONFLICT` refusal is decided by its error code (never its text): it
-//! prints the daemon's error object (`{"code":"BASELINE_CONFLICT","paths":[...]}`)
-//! with `--json`, and exits with status [`CONFLICT_EXIT`]. A patch goes to stdout
+//! A `BASELINE_CONFLICT` refusal is an error like any other (see `cli::failure`):
+//! exit status 3, and with `--json` the error document
+//! `{"ok":false,"error":{"code":"BASELINE_CONFLICT","message":..,"paths":[...]}}`.
+//! A patch goes to stdout
 //! (or, with `-o FILE`, to that file, written here by the client, never by the
 //! daemon).
 
 use std::path::PathBuf;
 
-use super::Exit;
 use super::output::{human_bytes, short};
 use super::paths;
-use super::plumbing::{DaemonError, b64_decode};
+use super::plumbing::b64_decode;
 use super::prelude::*;
-
-/// Exit status of a promote refused for drift (`BASELINE_CONFLICT`).
-pub const CONFLICT_EXIT: i32 = 3;
-
-/// The protocol code of a drift refusal.
-const BASELINE_CONFLICT: &str = "BASELINE_CONFLICT";
 
 /// Promote the session's changes to the git repository it was mounted from.
 #[derive(clap::Args)]
@@ -163,24 +157,6 @@ impl Human for Promoted {
     }
 }
 
-/// A drift refusal: the daemon's error object, and the exit status 3.
-struct Conflict {
-    message: String,
-}
-
-impl Human for Conflict {
-    fn human(&self, _out: &mut dyn Write) -> io::Result<()> {
-        Ok(())
-    }
-    fn verdict(&self) -> Result<()> {
-        Err(Exit {
-            status: CONFLICT_EXIT,
-            error: anyhow!("{}", self.message),
-        }
-        .into())
-    }
-}
-
 impl Run for Promote {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         if self.output.is_some() && self.strategy != "patch" {
@@ -204,21 +180,7 @@ impl Run for Promote {
             onto_head: self.onto_head,
             allow_large: self.allow_large,
         };
-        let r: Reply<Promoted> = match cx.session(op) {
-            Ok(r) => r,
-            Err(e) => {
-                let Some(d) = e
-                    .downcast_ref::<DaemonError>()
-                    .filter(|d| d.code == BASELINE_CONFLICT)
-                else {
-                    return Err(e);
-                };
-                let body = Conflict {
-                    message: d.message.clone(),
-                };
-                return Ok(Reply::new(d.error.clone(), body).into());
-            }
-        };
+        let r: Reply<Promoted> = cx.session(op)?;
         let mut written_to = None;
         if let (Some(file), false) = (&self.output, self.dry_run) {
             let bytes = r.body.patch_bytes().unwrap_or_default();

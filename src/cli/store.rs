@@ -64,7 +64,7 @@ impl Run for Gc {
     }
 }
 
-/// Verify every reachable object, the index and the records; exit 1 on damage.
+/// Verify every reachable object, the index and the records; exit 7 on damage.
 #[derive(clap::Args)]
 pub struct Fsck {
     /// Rebuild the index from the packs and move unusable records aside
@@ -158,14 +158,13 @@ impl Human for Checked {
     fn verdict(&self) -> Result<()> {
         let problems = self.fsck.problems.len();
         if problems > 0 {
-            bail!(
-                "the store has {problems} problem(s){}",
-                if self.repair {
-                    " left after repair"
-                } else {
-                    "; `treefork fsck --repair` rebuilds what can be rebuilt"
-                }
-            );
+            let how = if self.repair {
+                " left after repair"
+            } else {
+                "; `treefork fsck --repair` rebuilds what can be rebuilt"
+            };
+            let message = format!("the store has {problems} problem(s){how}");
+            return Err(super::failure::Failure::new("damaged", message));
         }
         Ok(())
     }

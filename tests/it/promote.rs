@@ -190,9 +190,9 @@ fn conflict_case(drift: &dyn Fn(&Path), chosen: &str, how: &str) {
         String::from_utf8_lossy(&o.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["code"], "BASELINE_CONFLICT", "{v}");
-    assert_eq!(v["paths"][0]["path"], "src/lib.rs", "{v}");
-    assert_eq!(v["paths"][0]["how"], how, "{v}");
+    assert_eq!(v["error"]["code"], "BASELINE_CONFLICT", "{v}");
+    assert_eq!(v["error"]["paths"][0]["path"], "src/lib.rs", "{v}");
+    assert_eq!(v["error"]["paths"][0]["how"], how, "{v}");
     assert!(String::from_utf8_lossy(&o.stderr).contains("src/lib.rs ("));
     assert_eq!(repo_state(repo), before, "{how}: the repository changed");
     // The human form exits 3 too.

@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use treefork::control::{self, Client};
 
+use super::failure::Failure;
 use super::flags::Globals;
 use super::output::{Reply, progress_bar};
 
@@ -163,6 +164,11 @@ impl Ctx {
         Ctx { g }
     }
 
+    /// The global options (for a command that runs another command line).
+    pub fn globals(&self) -> &Globals {
+        &self.g
+    }
+
     /// Whether `--json` was given.
     pub fn json(&self) -> bool {
         self.g.json
@@ -254,10 +260,10 @@ impl Ctx {
         control::find_mount(&probe)
             .or_else(|| control::find_mount(&abs))
             .ok_or_else(|| {
-                anyhow!(
+                Failure::not_found(format!(
                     "{} is not inside a mounted treefork workspace (use -C PATH)",
                     start.display()
-                )
+                ))
             })
     }
 

@@ -1,12 +1,16 @@
 //! Store-wide ops run in this process when no daemon serves the store: the same
-//! library calls the daemon makes, under the store lock, answering the same JSON.
+//! library calls the daemon makes, under the store lock, answering the same JSON
+//! (`ok` included), so a `--json` document has one shape whoever answered.
+//! Offline `gc` does the daemon's retention work too (operation records, `auto/`
+//! refs, sessions discarded longer than the default retention) and reports it
+//! under the same keys.
 
 use std::path::Path;
 
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
 
-use treefork::store::PackStore;
+use treefork::store::{ObjectStore, PackStore};
 
 use super::{Op, Progress};
 
@@ -47,17 +51,24 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
     };
     Ok(match op {
         Op::Gc { dry_run } => {
+            let (pruned, discarded, auto_refs) = if *dry_run { (0, 0, 0) } else { retention(&s)? };
             let r = treefork::gc::gc(&s, &treefork::gc::Offline, *dry_run, &mut report)?;
-            json!({ "gc": r })
+            json!({
+                "ok": true,
+                "gc": r,
+                "operations_pruned": pruned,
+                "discarded_removed": discarded,
+                "auto_refs_dropped": auto_refs,
+            })
         }
         Op::Fsck { repair } => {
             let r = treefork::fsck::fsck(&s, *repair, &mut report)?;
             let clean = r.clean();
-            json!({ "fsck": r, "clean": clean })
+            json!({ "ok": true, "fsck": r, "clean": clean })
         }
         Op::SessionRm { name } => {
-            treefork::session::remove_record(&s, name)?;
-            json!({ "removed": name })
+            remove_session(&s, name)?;
+            json!({ "ok": true, "removed": name })
         }
         Op::SessionShow { name: Some(name) } => treefork::lifecycle::manage::show(&s, name, None)?,
         Op::SessionExtend {
@@ -90,4 +101,56 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
         Op::SessionSweep => json!({"evicted": [], "busy": [], "expired": []}),
         other => bail!("{} needs a running treefork daemon", other.name()),
     })
+}
+
+/// Remove session `name`'s record, operation log and lifecycle records (what the
+/// daemon's `session rm` removes).
+fn remove_session(s: &PackStore, name: &str) -> Result<()> {
+    treefork::session::remove_record(s, name)?;
+    let mut ops = treefork::oplog::delete_all_ops(s, name)?;
+    ops.extend(treefork::lifecycle::delete_ops(s, name)?);
+    s.commit(ops)?;
+    Ok(())
+}
+
+/// The retention work of the daemon's `gc`: operation records past each
+/// session's retention, sessions discarded longer than the default retention,
+/// `auto/` refs past retention. Returns (records, sessions, refs) removed.
+fn retention(s: &PackStore) -> Result<(usize, usize, usize)> {
+    use treefork::lifecycle::{autorefs, manage};
+    let mut pruned = 0;
+    for r in treefork::session::list_records(s)? {
+        let policy = treefork::oplog::retention::Policy {
+            days: r.config.op_retention_days,
+            count: r.config.op_retention_count,
+        };
+        let ops = treefork::oplog::retention::prune_ops(s, &r.name, policy)?;
+        pruned += ops
+            .iter()
+            .filter(|o| matches!(o, treefork::meta::MetaOp::Delete(k) if k.starts_with(treefork::meta::OP_PREFIX)))
+            .count();
+        s.commit(ops)?;
+    }
+    let now = manage::now();
+    let retain = treefork::daemon::sweep::DEFAULT_DISCARD_SECS;
+    let mut discarded = 0;
+    for name in manage::discarded_before(s, retain, now)? {
+        remove_session(s, &name)?;
+        discarded += 1;
+    }
+    let ops = autorefs::prune_ops(s, now, &|session| {
+        treefork::session::load_record(s, session)
+            .ok()
+            .flatten()
+            .map(|r| autorefs::Policy {
+                days: r.config.auto_ref_retention_days,
+                count: r.config.auto_ref_retention_count,
+            })
+            .unwrap_or_default()
+    })?;
+    let refs = ops.len();
+    if refs > 0 {
+        s.commit(ops)?;
+    }
+    Ok((pruned, discarded, refs))
 }

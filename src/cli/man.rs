@@ -1,0 +1,109 @@
+//! `man`: manual pages in roff, generated from the CLI definition (clap_mangen):
+//! `treefork(1)` lists every command and documents the exit statuses; `man
+//! COMMAND...` prints that command's own page; `--out-dir` writes every page
+//! (`treefork.1`, `treefork-mount.1`, ...) for installation.
+
+use std::path::PathBuf;
+
+use clap::CommandFactory;
+
+use super::args::Cli;
+use super::completions::Script;
+use super::failure;
+use super::prelude::*;
+
+/// Print the manual page (roff; view with `treefork man | man -l -`).
+#[derive(clap::Args)]
+pub struct Man {
+    /// A command's own page (e.g. `mount`, or `session rm`) [default: treefork(1),
+    /// which lists every command].
+    command: Vec<String>,
+    /// Write every page (treefork.1 and one per command) into DIR instead.
+    #[arg(long, value_name = "DIR", conflicts_with = "command")]
+    out_dir: Option<PathBuf>,
+}
+
+/// The exit statuses, for the top-level page (from the one mapping in
+/// `cli::failure`).
+fn exit_status_text() -> String {
+    use failure::*;
+    let rows = [
+        (OK, "success"),
+        (FAILURE, "any other failure"),
+        (
+            USAGE,
+            "usage: a bad command line, or a value the daemon found invalid",
+        ),
+        (
+            BASELINE_CONFLICT,
+            "promote refused: the durable repository drifted (BASELINE_CONFLICT)",
+        ),
+        (
+            NOT_FOUND,
+            "not found: no such session, ref, store or workspace",
+        ),
+        (
+            CONFLICT,
+            "conflict with the current state, or busy, locked, shutting down, rate limited",
+        ),
+        (
+            FORBIDDEN,
+            "forbidden: the socket's role does not allow the request",
+        ),
+        (
+            DAMAGED,
+            "the store is damaged (fsck found problems; a corrupt or missing object)",
+        ),
+    ];
+    let mut s = String::from("Exit status:\n");
+    for (n, what) in rows {
+        s.push_str(&format!("  {n}  {what}\n"));
+    }
+    s.push_str(
+        "  exec exits with its command's status; an interrupted experiment with 128+N.\n\
+         With --json, a failure prints {\"ok\":false,\"error\":{\"code\":...,\"message\":...}} on stdout.",
+    );
+    s
+}
+
+/// The whole command definition, as the pages show it.
+fn definition() -> clap::Command {
+    let mut cmd = Cli::command()
+        .after_long_help(exit_status_text())
+        .propagate_version(true)
+        .disable_help_subcommand(true);
+    cmd.build();
+    cmd
+}
+
+impl Run for Man {
+    fn run(&self, _cx: &Ctx) -> Result<Outcome> {
+        let root = definition();
+        if let Some(dir) = &self.out_dir {
+            std::fs::create_dir_all(dir)?;
+            clap_mangen::generate_to(root, dir)?;
+            let raw = serde_json::json!({"out_dir": dir});
+            return Ok(Reply::new(raw, Written(dir.clone())).into());
+        }
+        let mut cmd = &root;
+        for name in &self.command {
+            cmd = cmd
+                .find_subcommand(name)
+                .ok_or_else(|| super::failure::Failure::not_found(format!("no command {name}")))?;
+        }
+        let mut buf = Vec::new();
+        clap_mangen::Man::new(cmd.clone()).render(&mut buf)?;
+        let page = String::from_utf8(buf)?;
+        let raw = serde_json::json!({"page": page});
+        Ok(Reply::new(raw, Script(page)).into())
+    }
+}
+
+/// `wrote manual pages to DIR`.
+struct Written(PathBuf);
+
+impl Human for Written {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "wrote manual pages to {}", self.0.display())
+    }
+}

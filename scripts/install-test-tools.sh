@@ -18,7 +18,8 @@ FSX_VERSION=0.3.2
 
 # Debian packages needed at test time.  python3 is already on the machine.
 # e2fsprogs, util-linux, mount: the power-cut test (ext4 on loop devices, fsfreeze).
-APT_PACKAGES=(fuse3 e2fsprogs util-linux mount)
+# groff-base: nroff renders the generated man page (tests/it/cliconv.rs).
+APT_PACKAGES=(fuse3 e2fsprogs util-linux mount groff-base)
 
 CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
 export PATH="$CARGO_BIN:$PATH"

@@ -6,6 +6,7 @@ mod harness;
 mod blockmap;
 mod checkout_writes;
 mod cli;
+mod cliconv;
 mod consistency;
 mod crash;
 mod deep;

@@ -76,7 +76,7 @@ pub struct Failure {
 
 impl Failure {
     /// A failure with `code`, as an `anyhow` error.
-    pub fn new(code: &'static str, message: impl Into<String>) -> anyhow::Error {
+    pub fn coded(code: &'static str, message: impl Into<String>) -> anyhow::Error {
         Failure {
             code,
             message: message.into(),
@@ -86,12 +86,12 @@ impl Failure {
 
     /// A usage error (exit [`USAGE`]).
     pub fn usage(message: impl Into<String>) -> anyhow::Error {
-        Failure::new("usage", message)
+        Failure::coded("usage", message)
     }
 
     /// A named thing is missing (exit [`NOT_FOUND`]).
     pub fn not_found(message: impl Into<String>) -> anyhow::Error {
-        Failure::new("not_found", message)
+        Failure::coded("not_found", message)
     }
 }
 
@@ -273,7 +273,7 @@ mod tests {
         let c = classify(&e);
         assert_eq!((c.status, &c.error["code"]), (75, &json!("conflict")));
         assert!(!c.reported);
-        let e: anyhow::Error = Reported(Failure::new("damaged", "2 problems")).into();
+        let e: anyhow::Error = Reported(Failure::coded("damaged", "2 problems")).into();
         let c = classify(&e);
         assert_eq!((c.status, c.reported), (DAMAGED, true));
         assert_eq!(c.error["message"], "2 problems");

@@ -11,6 +11,10 @@
 //! - `plumbing`: the only module that calls into the treefork library (sockets,
 //!   workspace and store lookup, starting the daemon, offline store ops);
 //! - `output`: the only place that chooses between output for people and `--json`;
+//! - `failure`: the only place an error becomes an exit status and a `--json` error
+//!   document (by its code);
+//! - `completions`, `man`, `mount_helper`: shell completion scripts, man pages and
+//!   the mount(8) helper, all generated from / run through the same definition;
 //! - `paths`: command-line paths made absolute or workspace-relative.
 //!
 //! Invariants: no command prints its own result or looks at `--json` to decide how

@@ -164,7 +164,7 @@ impl Human for Checked {
                 "; `treefork fsck --repair` rebuilds what can be rebuilt"
             };
             let message = format!("the store has {problems} problem(s){how}");
-            return Err(super::failure::Failure::new("damaged", message));
+            return Err(super::failure::Failure::coded("damaged", message));
         }
         Ok(())
     }

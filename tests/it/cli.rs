@@ -408,7 +408,7 @@ fn only_mount_creates_a_store() {
 }
 
 /// A mount a process still uses is not torn away: `umount` waits up to 2 s for
-/// short-lived references, then says it is busy (exit 1, nothing lost); once the
+/// short-lived references, then says it is busy (exit 5, nothing lost); once the
 /// process is gone the same `umount` succeeds.
 #[test]
 fn busy_umount_waits_then_says_busy() {
@@ -424,6 +424,7 @@ fn busy_umount_waits_then_says_busy() {
     let o = tf(&m.store, &["umount", m.mp.to_str().unwrap()]);
     assert!(!o.status.success());
     assert!(err_line(&o).contains("is busy"), "{}", err_line(&o));
+    assert_eq!(o.status.code(), Some(5), "busy is a conflict-class status");
     assert!(t0.elapsed() >= std::time::Duration::from_millis(1500));
     holder.kill().unwrap();
     holder.wait().unwrap();

@@ -112,7 +112,7 @@ fn gc_and_fsck_answer_one_shape_with_or_without_a_daemon() {
         .collect();
     m.umount();
     assert!(
-        !treefork::daemon::ping(&m.store).is_some(),
+        treefork::daemon::ping(&m.store).is_none(),
         "a daemon still serves"
     );
     for (args, d) in [&["gc"][..], &["gc", "--dry-run"], &["fsck"], &["sessions"]]

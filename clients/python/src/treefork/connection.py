@@ -11,6 +11,7 @@ pause (a few times) before the error is raised.
 """
 
 import json
+import os
 import socket
 import threading
 import time
@@ -33,7 +34,7 @@ _RATE_RETRIES = 20
 class Connection:
     """A connected client of one control socket."""
 
-    def __init__(self, path: Union[str, Path], timeout: Optional[float] = None):
+    def __init__(self, path: "Union[str, os.PathLike[str]]", timeout: Optional[float] = None):
         self.path = Path(path)
         self._lock = threading.Lock()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -134,14 +134,8 @@ class _ExecMixin(_Base):
         the experiment. Adopt a run with :meth:`adopt`."""
         specs = [r if isinstance(r, RunSpec) else RunSpec(command=_wire_command(r), label=_label(r)) for r in runs]
         _, rel = self._place(cwd)
-        begun = self._call(
-            "experiment_begin",
-            None,
-            explanation,
-            runs=[s.to_json() for s in specs],
-            cwd=rel or None,
-            **{"from": from_},
-        )
+        args: Dict[str, Any] = {"runs": [s.to_json() for s in specs], "cwd": rel or None, "from": from_}
+        begun = self._call("experiment_begin", None, explanation, **args)
         exp_id = str(begun["id"])
         forks = {int(f["run"]): Path(f["mountpoint"]) for f in begun.get("forks") or []}
         try:

@@ -91,7 +91,7 @@ def _record_at(rt: Path, p: Path) -> Optional[MountRecord]:
     )
 
 
-def find_mount(path: Union[str, Path]) -> MountRecord:
+def find_mount(path: "Union[str, os.PathLike[str]]") -> MountRecord:
     """The mount registered at ``path`` or at its closest registered ancestor.
 
     Tried with the path as given (made absolute) and with symbolic links

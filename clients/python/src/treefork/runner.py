@@ -71,7 +71,7 @@ class _Capture:
 
 def run(
     argv: Union[str, Sequence[str]],
-    cwd: Optional[Union[str, os.PathLike]] = None,
+    cwd: "Optional[Union[str, os.PathLike[str]]]" = None,
     env: Optional[Mapping[str, str]] = None,
     capture_limit: int = DEFAULT_CAPTURE_LIMIT,
     timeout: Optional[float] = None,

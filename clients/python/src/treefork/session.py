@@ -54,7 +54,7 @@ class Session(_ExecMixin, _MessagesMixin, _Base):
             raise NotMounted(f"{conn.path} is not a session's control socket (use treefork.Store)")
 
     @classmethod
-    def from_socket(cls, path: PathLike, on_event: Optional[EventCallback] = None, timeout: Optional[float] = None) -> "Session":
+    def from_socket(cls, path: "Union[str, os.PathLike[str]]", on_event: Optional[EventCallback] = None, timeout: Optional[float] = None) -> "Session":
         """Connect to a session or agent socket."""
         return cls(Connection(path, timeout), on_event)
 
@@ -124,7 +124,8 @@ class Session(_ExecMixin, _MessagesMixin, _Base):
 
     def log(self, limit: Optional[int] = None, from_: Optional[str] = None, path: Optional[str] = None) -> List[Checkpoint]:
         """Checkpoints along first parents from ``from_`` (default HEAD), newest first."""
-        r = self._call("log", limit=limit, path=path, **{"from": from_})
+        args: Dict[str, Any] = {"limit": limit, "path": path, "from": from_}
+        r = self._call("log", **args)
         return [Checkpoint.from_json(c) for c in r.get("checkpoints") or []]
 
     def show(self, ref: str = "HEAD") -> ShowResult:
@@ -171,7 +172,8 @@ class Session(_ExecMixin, _MessagesMixin, _Base):
 
     def branch(self, name: str, from_: Optional[str] = None, explanation: Optional[str] = None) -> BranchInfo:
         """Create a branch at ``from_`` (default HEAD, pending changes saved first)."""
-        return BranchInfo.from_json(self._call("branch", None, explanation, name=name, **{"from": from_}))
+        args: Dict[str, Any] = {"name": name, "from": from_}
+        return BranchInfo.from_json(self._call("branch", None, explanation, **args))
 
     def branches(self) -> List[BranchInfo]:
         return [BranchInfo.from_json(b) for b in self._call("branches").get("branches") or []]

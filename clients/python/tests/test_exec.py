@@ -107,3 +107,39 @@ def test_mount_helper_mounts_from_a_repository(tmp_path: Path, repo: Path) -> No
         treefork.umount(mp, store=store, binary=tf_bin())
         umount_retrying(store, mp)
     assert not os.path.ismount(mp)
+
+
+def test_an_interrupted_exec_is_recorded_and_frees_the_session(session: treefork.Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    from treefork import runner
+
+    real_run = runner.run
+
+    def interrupted(*a: object, **k: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        session.exec(["true"])
+    monkeypatch.setattr(runner, "run", real_run)
+    op = session.op_log(limit=1)[0]
+    assert op.kind == "exec" and op.meta["exec"]["error"] == "interrupted: KeyboardInterrupt"
+    assert session.exec(["true"]).ok  # not refused as busy
+
+
+def test_an_interrupted_experiment_stops_its_runs_and_removes_its_forks(session: treefork.Session) -> None:
+    import signal
+    import threading
+    import time
+
+    # Ctrl-C (SIGINT to this process) once both runs are going.
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        session.experiment(["sleep 30", "sleep 30"])
+    timer.join()
+    assert time.monotonic() - t0 < 20, "the runs were not stopped"
+    cmp = session.experiment_show()
+    assert cmp.aborted and all(r.signal is not None for r in cmp.runs)
+    forks = session.mountpoint.parent / ".s.experiments"
+    assert not any(os.path.ismount(p) for p in forks.glob("*")), "a fork is still mounted"

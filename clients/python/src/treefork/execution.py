@@ -78,7 +78,13 @@ class _ExecMixin(_Base):
         runner.become_subreaper()
         begun = self._call("exec_begin", None, explanation, argv=argv, cwd=rel)
         n = int(begun["exec"])
-        r = runner.run(argv, cwd=here, env=env, capture_limit=capture_limit, timeout=timeout, stdin_null=True)
+        try:
+            r = runner.run(argv, cwd=here, env=env, capture_limit=capture_limit, timeout=timeout, stdin_null=True)
+        except BaseException as e:
+            # Interrupted: record the exec as ended, so the session's next exec is
+            # not refused as busy while this client lives on.
+            self._call("exec_end", exec=n, error=f"interrupted: {type(e).__name__}")
+            raise
         for stream, data in (("stdout", r.stdout), ("stderr", r.stderr)):
             for i in range(0, len(data), CHUNK):
                 chunk = base64.b64encode(data[i : i + CHUNK]).decode()
@@ -140,9 +146,10 @@ class _ExecMixin(_Base):
         forks = {int(f["run"]): Path(f["mountpoint"]) for f in begun.get("forks") or []}
         try:
             results = self._run_all(exp_id, specs, forks, rel, score, timeout, jobs)
-        except BaseException:
-            self._call("experiment_end", id=exp_id, results=[], abort=True)
-            raise
+        except _Interrupted as i:
+            # Every run was stopped; the daemon records them and removes every fork.
+            self._call("experiment_end", id=exp_id, results=_fit(i.results), abort=True)
+            raise i.cause from None
         if rank_by is None and score is not None:
             rank_by = "score"
         end = self._call("experiment_end", id=exp_id, results=_fit(results), rank_by=rank_by, keep=keep)
@@ -164,7 +171,7 @@ class _ExecMixin(_Base):
             d = forks[n] / rel if rel else forks[n]
             env = {"TREEFORK_EXPERIMENT": exp_id, "TREEFORK_RUN": str(n), "TREEFORK_SOCKET": ""}
             env.update(spec.env)
-            r = runner.run(spec.command, cwd=d, env=env, timeout=timeout, own_group=True)
+            r = runner.run(spec.command, cwd=d, env=env, timeout=timeout, own_group=True, tag=exp_id)
             res: Dict[str, Any] = {
                 "run": n,
                 "exit": r.exit_code,
@@ -179,7 +186,7 @@ class _ExecMixin(_Base):
                 "truncated": r.stdout_truncated or r.stderr_truncated,
             }
             if score is not None and r.pid is not None:
-                s = runner.run(score, cwd=d, env={"TREEFORK_SOCKET": ""}, timeout=timeout, own_group=True)
+                s = runner.run(score, cwd=d, env={"TREEFORK_SOCKET": ""}, timeout=timeout, own_group=True, tag=exp_id)
                 nums = [w for w in s.stdout.decode(errors="replace").split() if _NUM.fullmatch(w)]
                 if s.error:
                     res["score_error"] = s.error
@@ -190,8 +197,24 @@ class _ExecMixin(_Base):
             return res
 
         workers = max(1, min(jobs or len(specs), len(specs)))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(one, range(len(specs))))
+        pool = ThreadPoolExecutor(max_workers=workers)
+        futures = [pool.submit(one, i) for i in range(len(specs))]
+        try:
+            return [f.result() for f in futures]
+        except BaseException as e:
+            for f in futures:
+                f.cancel()
+            runner.kill_all(exp_id)
+            pool.shutdown(wait=True)
+            results = []
+            for i, f in enumerate(futures):
+                if f.cancelled() or f.exception() is not None:
+                    results.append({"run": i + 1, "interrupted": True, "error": "not started: the experiment was interrupted"})
+                else:
+                    results.append({**f.result(), "interrupted": True})
+            raise _Interrupted(e, results) from e
+        finally:
+            pool.shutdown(wait=True)
 
     def experiment_show(self, id: Optional[str] = None) -> Comparison:
         """A recorded experiment again (default: the newest)."""
@@ -203,6 +226,15 @@ class _ExecMixin(_Base):
         if (run is None) == (not winner):
             raise ValueError("give either run or winner=True")
         return AdoptResult.from_json(self._call("experiment_adopt", None, explanation, id=id, run=run, winner=winner))
+
+
+class _Interrupted(Exception):
+    """The runs of an experiment were stopped by ``cause`` (e.g. KeyboardInterrupt)."""
+
+    def __init__(self, cause: BaseException, results: List[Dict[str, Any]]):
+        super().__init__(str(cause))
+        self.cause = cause
+        self.results = results
 
 
 _NUM = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?")

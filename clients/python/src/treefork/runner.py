@@ -16,6 +16,7 @@ import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -24,6 +25,10 @@ DEFAULT_CAPTURE_LIMIT = 1 << 20
 DRAIN_GRACE = 0.1
 KILL_GRACE = 1.0
 _PR_SET_CHILD_SUBREAPER = 36
+
+# Children running now (with whether each leads its own group), for kill_all.
+_live: Dict[int, Tuple["subprocess.Popen[bytes]", bool, Optional[str]]] = {}
+_live_lock = threading.Lock()
 
 
 @dataclass
@@ -77,8 +82,10 @@ def run(
     timeout: Optional[float] = None,
     own_group: bool = False,
     stdin_null: bool = True,
+    tag: Optional[str] = None,
 ) -> RunResult:
-    """Run ``argv`` (a string runs through ``sh -c``) and capture its output."""
+    """Run ``argv`` (a string runs through ``sh -c``) and capture its output.
+    ``tag`` names the run for :func:`kill_all`."""
     args: List[str] = ["sh", "-c", argv] if isinstance(argv, str) else list(argv)
     full_env: Optional[Dict[str, str]] = None
     if env:
@@ -103,7 +110,19 @@ def run(
         return r
     r.pid = child.pid
     out, err = _Capture(capture_limit), _Capture(capture_limit)
-    status, r.timed_out = _pump(child, out, err, timeout, grouped)
+    with _live_lock:
+        _live[child.pid] = (child, grouped, tag)
+    try:
+        status, r.timed_out = _pump(child, out, err, timeout, grouped)
+    except BaseException:
+        # Interrupted (KeyboardInterrupt in this thread): the command must not
+        # outlive the run that was recording it.
+        _signal_group(child, signal.SIGKILL, grouped)
+        child.wait()
+        raise
+    finally:
+        with _live_lock:
+            _live.pop(child.pid, None)
     r.duration_ms = int((time.monotonic() - t0) * 1000)
     if status < 0:
         r.signal = -status
@@ -175,6 +194,17 @@ def _pump(
     if grouped and timed_out:
         _signal_group(child, signal.SIGKILL, grouped)  # nothing it started outlives the timeout
     return status, timed_out
+
+
+def kill_all(tag: Optional[str] = None, sig: int = signal.SIGTERM) -> int:
+    """Send ``sig`` to every command running now with ``tag`` (every command when
+    ``None``; its group when it has one), e.g. when an experiment is interrupted;
+    returns how many were signalled."""
+    with _live_lock:
+        live = [(c, g) for c, g, t in _live.values() if tag is None or t == tag]
+    for child, grouped in live:
+        _signal_group(child, sig, grouped)
+    return len(live)
 
 
 def _signal_group(child: "subprocess.Popen[bytes]", sig: int, grouped: bool) -> None:

@@ -20,8 +20,29 @@ cargo clippy --all-targets --quiet -- -D warnings
 step "unit and property tests"
 cargo test --lib --quiet
 
+step "Python venv (client package, pytest, mcp SDK) for the Python and MCP tests"
+# Kept in target/ between runs; rebuilt when the requirements or the client change.
+PYVENV="$ROOT/target/py-venv"
+PYSTAMP=$(cat clients/python/requirements-test.txt clients/python/pyproject.toml \
+  $(find clients/python/src -name '*.py' | sort) | sha256sum | cut -c1-16)
+if [ "$(cat "$PYVENV/.stamp" 2>/dev/null)" != "$PYSTAMP" ]; then
+  rm -rf "$PYVENV"
+  if ! python3 -m venv "$PYVENV" 2>/dev/null; then
+    rm -rf "$PYVENV"
+    apt-get install -y -q python3-venv >/dev/null
+    python3 -m venv "$PYVENV"
+  fi
+  "$PYVENV/bin/pip" install -q --disable-pip-version-check -r clients/python/requirements-test.txt
+  "$PYVENV/bin/pip" install -q --disable-pip-version-check ./clients/python
+  echo "$PYSTAMP" > "$PYVENV/.stamp"
+fi
+export TREEFORK_TEST_PYTHON="$PYVENV/bin/python"
+
 step "integration tests (real mounts)"
 cargo test --test it -- --test-threads=2
+
+step "Python client tests (pytest, real mounts)"
+TREEFORK_BIN="$ROOT/target/debug/treefork" "$TREEFORK_TEST_PYTHON" -m pytest -q -p no:cacheprovider clients/python/tests
 
 TF="$ROOT/target/debug/treefork"
 WORK=$(mktemp -d /tmp/treefork-suites.XXXXXX)

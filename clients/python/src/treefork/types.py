@@ -1,0 +1,582 @@
+"""The dataclasses :class:`treefork.Session` methods return.
+
+Each is built from a daemon response by ``from_json``; unknown fields are
+ignored and missing optional ones default, so a newer daemon's answers still
+read. Every result keeps the whole response in ``raw`` for fields a class does
+not name. Field meanings: docs/protocol.md, under each op.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+Json = Dict[str, Any]
+
+
+def _s(v: Any) -> Optional[str]:
+    return None if v is None else str(v)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One changed path (``added``, ``modified``, ``deleted``, ...)."""
+
+    path: str
+    change: str
+    #: With ``diff(mode="stat")``: line counts, or ``binary``.
+    added: Optional[int] = None
+    removed: Optional[int] = None
+    binary: bool = False
+
+    @classmethod
+    def from_json(cls, d: Json) -> "Change":
+        return cls(
+            path=str(d.get("path", "")),
+            change=str(d.get("change", d.get("type", ""))),
+            added=d.get("added"),
+            removed=d.get("removed"),
+            binary=bool(d.get("binary", False)),
+        )
+
+
+def _changes(v: Any) -> List[Change]:
+    return [Change.from_json(c) for c in v or [] if isinstance(c, dict)]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint record."""
+
+    id: str
+    short: str
+    session: str
+    root: str
+    parent: Optional[str]
+    parents: List[str]
+    time: int
+    time_ns: str
+    message: str
+    trigger: str
+    meta: Json
+    files_changed: Optional[int]
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> "Checkpoint":
+        return cls(
+            id=str(d.get("id", "")),
+            short=str(d.get("short", str(d.get("id", ""))[:12])),
+            session=str(d.get("session", "")),
+            root=str(d.get("root", "")),
+            parent=_s(d.get("parent")),
+            parents=[str(p) for p in d.get("parents") or []],
+            time=int(d.get("time") or 0),
+            time_ns=str(d.get("time_ns", "")),
+            message=str(d.get("message", "")),
+            trigger=str(d.get("trigger", "")),
+            meta=dict(d.get("meta") or {}),
+            files_changed=d.get("files_changed"),
+            raw=d,
+        )
+
+
+@dataclass(frozen=True)
+class Status:
+    """HEAD, the attached branch and the pending changes."""
+
+    head: Optional[str]
+    branch: Optional[str]
+    changes: List[Change]
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> "Status":
+        return cls(_s(d.get("head")), _s(d.get("branch")), _changes(d.get("changes")), d)
+
+
+@dataclass(frozen=True)
+class Diff:
+    """Differences between two states (roots ``a`` and ``b``)."""
+
+    a: str
+    b: str
+    entries: List[Change]
+    #: With ``mode="patch"``: unified diffs of text files.
+    patch: Optional[str]
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> "Diff":
+        return cls(str(d.get("a", "")), str(d.get("b", "")), _changes(d.get("entries")), _s(d.get("patch")), d)
+
+
+@dataclass(frozen=True)
+class ShowResult:
+    """A checkpoint and the paths it changed against its first parent."""
+
+    checkpoint: Checkpoint
+    #: ``None`` for a checkpoint without parents.
+    changes: Optional[List[Change]]
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> "ShowResult":
+        ch = d.get("changes")
+        return cls(Checkpoint.from_json(d.get("checkpoint") or {}), None if ch is None else _changes(ch), d)
+
+
+@dataclass(frozen=True)
+class DirEntry:
+    name: str
+    kind: str
+    size: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class FileContent:
+    """What is at a path in a stored state (:meth:`Session.show_file`)."""
+
+    checkpoint: str
+    path: str
+    #: ``file``, ``dir``, ``symlink``, ``fifo``, ...
+    kind: str
+    #: A file's bytes or a link's target (empty for other kinds).
+    data: bytes
+    mode: Optional[int]
+    size: Optional[int]
+    blake3: Optional[str]
+    #: A directory's entries.
+    entries: Optional[List[DirEntry]]
+    raw: Json = field(repr=False, compare=False)
+
+    @property
+    def text(self) -> str:
+        """The bytes as UTF-8 (raises ``UnicodeDecodeError`` when they are not)."""
+        return self.data.decode()
+
+
+@dataclass(frozen=True)
+class Saved:
+    """Pending changes saved before an operation: a checkpoint beside HEAD."""
+
+    checkpoint: str
+    ref: str
+
+    @classmethod
+    def from_json(cls, d: Any) -> "Optional[Saved]":
+        if not isinstance(d, dict):
+            return None
+        return cls(str(d.get("checkpoint", "")), str(d.get("ref", "")))
+
+
+@dataclass(frozen=True)
+class BranchInfo:
+    """A branch (``branches``), or the one just made (``branch``)."""
+
+    name: str
+    checkpoint: str
+    created: Optional[int] = None
+    message: Optional[str] = None
+    session: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, d: Json) -> "BranchInfo":
+        return cls(
+            str(d.get("name", d.get("branch", ""))),
+            str(d.get("checkpoint", "")),
+            d.get("created"),
+            _s(d.get("message")),
+            _s(d.get("session")),
+        )
+
+
+@dataclass(frozen=True)
+class ForkResult:
+    """A new session, mounted."""
+
+    session: str
+    mountpoint: str
+    checkpoint: Optional[str]
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> "ForkResult":
+        return cls(str(d.get("session", "")), str(d.get("mountpoint", "")), _s(d.get("checkpoint")), d)
+
+    def open(self) -> Any:
+        """A :class:`treefork.Session` on the new mount (found in the registry)."""
+        from .session import Session
+
+        return Session.from_mountpoint(self.mountpoint)
+
+
+@dataclass(frozen=True)
+class CheckoutResult:
+    checkpoint: Checkpoint
+    branch: Optional[str]
+    detached: bool
+    op: Optional[int]
+    saved: Optional[Saved]
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> "CheckoutResult":
+        return cls(
+            Checkpoint.from_json(d.get("checkpoint") or {}),
+            _s(d.get("branch")),
+            bool(d.get("detached", False)),
+            d.get("op"),
+            Saved.from_json(d.get("saved")),
+            d,
+        )
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    dry_run: bool
+    changes: List[Change]
+    saved: Optional[Saved]
+    op: Optional[int]
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> "RestoreResult":
+        return cls(bool(d.get("dry_run")), _changes(d.get("changes")), Saved.from_json(d.get("saved")), d.get("op"), d)
+
+
+@dataclass(frozen=True)
+class UndoResult:
+    """An ``undo``, ``redo`` or ``op_restore``: the operation it appended."""
+
+    op: int
+    of: Optional[int]
+    summary: str
+    head: Optional[str]
+    branch: Optional[str]
+    saved: Optional[Saved]
+    notes: List[str]
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> "UndoResult":
+        return cls(
+            int(d.get("op") or 0),
+            d.get("of"),
+            str(d.get("summary", "")),
+            _s(d.get("head")),
+            _s(d.get("branch")),
+            Saved.from_json(d.get("saved")),
+            [str(n) for n in d.get("notes") or []],
+            d,
+        )
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One record of the session's operation log."""
+
+    seq: int
+    parent: Optional[int]
+    time: int
+    time_ns: str
+    kind: str
+    actor: Json
+    request: Any
+    explanation: Optional[str]
+    before: Json
+    after: Json
+    undoes: Optional[int]
+    redoes: Optional[int]
+    inert: bool
+    meta: Json
+    summary: str
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> "Operation":
+        return cls(
+            int(d.get("seq") or 0),
+            d.get("parent"),
+            int(d.get("time") or 0),
+            str(d.get("time_ns", "")),
+            str(d.get("kind", "")),
+            dict(d.get("actor") or {}),
+            d.get("request"),
+            _s(d.get("explanation")),
+            dict(d.get("before") or {}),
+            dict(d.get("after") or {}),
+            d.get("undoes"),
+            d.get("redoes"),
+            bool(d.get("inert", False)),
+            dict(d.get("meta") or {}),
+            str(d.get("summary", "")),
+            d,
+        )
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """A command run and recorded by :meth:`Session.exec`."""
+
+    #: The exec number (per session, from 1).
+    exec: int
+    #: The operation's number in the session's log.
+    seq: Optional[int]
+    exit_code: Optional[int]
+    signal: Optional[int]
+    #: Why the command could not run.
+    error: Optional[str]
+    timed_out: bool
+    duration_ms: int
+    #: Captured output, at most the capture limit of each stream.
+    stdout: bytes
+    stderr: bytes
+    stdout_truncated: bool
+    stderr_truncated: bool
+    #: The checkpoint before, and the one after (``None`` when nothing changed).
+    before: Optional[str]
+    checkpoint: Optional[str]
+    changed: List[Change]
+    #: The daemon's whole ``meta.exec`` record.
+    record: Json = field(repr=False, compare=False)
+    #: The program was not found.
+    not_found: bool = False
+
+    @property
+    def status(self) -> int:
+        """A shell's status: the exit code, 128 + N for signal N, 127 when the
+        program was not found, 126 for other failures to run."""
+        if self.exit_code is not None:
+            return self.exit_code
+        if self.signal is not None:
+            return 128 + self.signal
+        return 127 if self.not_found else 126
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of an experiment: a command (argv list, or a string for ``sh -c``)."""
+
+    command: Any
+    label: str = ""
+    env: Dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> Json:
+        return {"label": self.label, "command": self.command, "env": dict(self.env)}
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """One run as the daemon recorded it in an experiment's comparison."""
+
+    run: int
+    label: str
+    exit: Optional[int]
+    signal: Optional[int]
+    error: Optional[str]
+    timed_out: bool
+    duration_ms: int
+    stdout: str
+    stderr: str
+    score: Optional[float]
+    fork: Optional[str]
+    checkpoint: Optional[str]
+    files_changed: Optional[int]
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> "RunOutcome":
+        ck = d.get("checkpoint")
+        if isinstance(ck, dict):
+            ck = ck.get("id")
+        return cls(
+            int(d.get("run") or 0),
+            str(d.get("label", "")),
+            d.get("exit"),
+            d.get("signal"),
+            _s(d.get("error")),
+            bool(d.get("timed_out", False)),
+            int(d.get("duration_ms") or 0),
+            str(d.get("stdout", "")),
+            str(d.get("stderr", "")),
+            d.get("score"),
+            _s(d.get("fork")),
+            _s(ck),
+            d.get("files_changed"),
+            d,
+        )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A recorded experiment: every run, the ranking and the winner."""
+
+    id: str
+    base: Optional[str]
+    rank_by: str
+    runs: List[RunOutcome]
+    ranking: List[int]
+    winner: Optional[int]
+    aborted: bool
+    op: Optional[int]
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> "Comparison":
+        return cls(
+            str(d.get("id", "")),
+            _s(d.get("base")),
+            str(d.get("rank_by", "")),
+            [RunOutcome.from_json(r) for r in d.get("runs") or []],
+            [int(r) for r in d.get("ranking") or []],
+            d.get("winner"),
+            bool(d.get("aborted", False)),
+            d.get("op"),
+            d,
+        )
+
+    def run(self, n: int) -> RunOutcome:
+        """Run number ``n``."""
+        for r in self.runs:
+            if r.run == n:
+                return r
+        raise KeyError(n)
+
+
+@dataclass(frozen=True)
+class AdoptResult:
+    id: str
+    run: int
+    checkpoint: Checkpoint
+    saved: Optional[Saved]
+    op: Optional[int]
+    removed: Optional[str]
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> "AdoptResult":
+        return cls(
+            str(d.get("id", "")),
+            int(d.get("run") or 0),
+            Checkpoint.from_json(d.get("checkpoint") or {}),
+            Saved.from_json(d.get("saved")),
+            d.get("op"),
+            _s(d.get("removed")),
+            d,
+        )
+
+
+@dataclass(frozen=True)
+class PromoteChange:
+    path: str
+    change: str
+    mode: Optional[str]
+    old_mode: Optional[str]
+    size: Optional[int]
+
+
+@dataclass(frozen=True)
+class PromoteResult:
+    dry_run: bool
+    strategy: str
+    changes: List[PromoteChange]
+    #: ``[{"path", "why"}]``.
+    skipped: List[Json]
+    unchanged: List[Json]
+    target: Json
+    sha: Optional[str]
+    branch: Optional[str]
+    parent: Optional[str]
+    worktree_error: Optional[str]
+    saved: Optional[str]
+    op: Optional[int]
+    #: With ``strategy="patch"``: the patch (``git apply`` takes it).
+    patch: Optional[bytes]
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> "PromoteResult":
+        import base64
+
+        patch: Optional[bytes] = None
+        if d.get("patch") is not None:
+            patch = str(d["patch"]).encode()
+        elif d.get("patch_base64") is not None:
+            patch = base64.b64decode(d["patch_base64"])
+        return cls(
+            bool(d.get("dry_run", False)),
+            str(d.get("strategy", "")),
+            [
+                PromoteChange(str(c.get("path", "")), str(c.get("change", "")), c.get("mode"), c.get("old_mode"), c.get("size"))
+                for c in d.get("changes") or []
+            ],
+            list(d.get("skipped") or []),
+            list(d.get("unchanged") or []),
+            dict(d.get("target") or {}),
+            _s(d.get("sha")),
+            _s(d.get("branch")),
+            _s(d.get("parent")),
+            _s(d.get("worktree_error")),
+            _s(d.get("saved")),
+            d.get("op"),
+            patch,
+            d,
+        )
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of the session's conversation log."""
+
+    id: str
+    seq: int
+    time: int
+    time_ns: str
+    role: str
+    content: Any
+    tool_calls: Any
+    tool_call_id: Optional[str]
+    meta: Optional[Json]
+    #: The operation number current when it was appended.
+    op: Optional[int]
+    #: HEAD when it was appended (``None`` before the first checkpoint).
+    checkpoint: Optional[str]
+    #: The workspace root when it was recorded.
+    workspace: Optional[str]
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> "Message":
+        return cls(
+            str(d.get("id", "")),
+            int(d.get("seq") or 0),
+            int(d.get("time") or 0),
+            str(d.get("time_ns", "")),
+            str(d.get("role", "")),
+            d.get("content"),
+            d.get("tool_calls"),
+            _s(d.get("tool_call_id")),
+            d.get("meta"),
+            d.get("op"),
+            _s(d.get("checkpoint")),
+            _s(d.get("workspace")),
+            d,
+        )
+
+
+@dataclass(frozen=True)
+class RewindResult:
+    """A ``rewind`` to a message: what changed in the files and the conversation."""
+
+    op: Optional[int]
+    files: Json
+    dropped: int
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> "RewindResult":
+        conv = d.get("conversation") or {}
+        return cls(d.get("op"), dict(d.get("files") or {}), int(conv.get("dropped") or 0), d)

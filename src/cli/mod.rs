@@ -61,18 +61,21 @@
 
 pub mod args;
 mod config;
+mod r#continue;
 mod daemon;
 mod exec;
 mod experiment;
 pub mod flags;
 mod history;
 mod lifecycle;
+mod messages;
 mod mount;
 pub mod output;
 mod paths;
 pub mod plumbing;
 mod promote;
 mod refs;
+mod rewind;
 #[allow(
     dead_code,
     reason = "the API serves exec and experiment; parts are used by experiment only"

@@ -47,10 +47,11 @@ pub(in crate::ops) fn message_start(t: &Target, id: &str) -> Result<(Option<Chec
     Ok((c, m.workspace_root()?))
 }
 
-/// The latest session (by last access, then creation) whose info names
+/// The latest session (by its last activity: last access or newest message,
+/// then creation) whose info names
 /// `project` as its durable path; discarded sessions are skipped.
 fn latest_of(store: &dyn ObjectStore, project: &Path) -> Result<String> {
-    let mut best: Option<((i64, i64), String)> = None;
+    let mut best: Option<((i128, i64), String)> = None;
     for (k, v) in store.meta_scan(meta::INFO_PREFIX)? {
         let Some(name) = k
             .strip_prefix(meta::INFO_PREFIX)
@@ -68,7 +69,20 @@ fn latest_of(store: &dyn ObjectStore, project: &Path) -> Result<String> {
         if session::load_record(store, name)?.is_none() {
             continue;
         }
-        let key = (i.last_access, i.created);
+        // Seconds are coarse (and last access is written once a minute): the
+        // newest message, in ns, tells apart sessions used in the same second.
+        let newest = messages::list(
+            store,
+            name,
+            &messages::Query {
+                limit: Some(1),
+                ..Default::default()
+            },
+        )?
+        .first()
+        .map_or(0, |m| m.time_ns);
+        let secs = i128::from(i.last_access.max(i.created)) * 1_000_000_000;
+        let key = (secs.max(newest), i.created);
         if best.as_ref().is_none_or(|(b, _)| key > *b) {
             best = Some((key, name.to_string()));
         }

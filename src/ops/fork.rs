@@ -69,7 +69,7 @@ pub(super) fn run<H: Host>(
     // The fork starts with the usage of the tree it starts from. A record written
     // before checkpoints carried usage falls back to the current session's figures
     // (only `statfs` reads them; the next checkout or restore counts them anew).
-    let usage = c.as_ref().and_then(|c| c.usage.clone());
+    let usage = c.as_ref().and_then(|c| c.usage);
     let (bytes, inodes) = usage.map_or(s.usage(), |u| (u.bytes, u.inodes));
     let mut rec = session::new_record(name, root, bytes, inodes)?;
     if let Some(c) = &c {

@@ -30,14 +30,17 @@ fn what_of(w: Option<&str>) -> Result<What> {
     }
 }
 
-pub(in crate::ops) fn run(
-    t: &Target,
-    call: &Call,
-    to: &str,
-    what: Option<&str>,
-    dry_run: bool,
-) -> Result<Value> {
-    let what = what_of(what)?;
+/// What a rewind changes.
+struct Plan {
+    what: What,
+    message: messages::Message,
+    hidden: conversation::Hidden,
+    new_hidden: conversation::Hidden,
+    dropped: usize,
+    changes: Vec<Value>,
+}
+
+fn plan(t: &Target, to: &str, what: What) -> Result<Plan> {
     let s = &t.session;
     let store = s.store().clone();
     let name = s.name();
@@ -72,6 +75,36 @@ pub(in crate::ops) fn run(
     } else {
         Vec::new()
     };
+    Ok(Plan {
+        what,
+        message: m,
+        hidden,
+        new_hidden,
+        dropped,
+        changes,
+    })
+}
+
+pub(in crate::ops) fn run(
+    t: &Target,
+    call: &Call,
+    to: &str,
+    what: Option<&str>,
+    dry_run: bool,
+) -> Result<Value> {
+    let p = plan(t, to, what_of(what)?)?;
+    let Plan {
+        what,
+        message: m,
+        hidden,
+        new_hidden,
+        dropped,
+        changes,
+    } = p;
+    let s = &t.session;
+    let store = s.store().clone();
+    let name = s.name();
+    let target = m.workspace_root()?;
     let answer = |op: Option<u64>, saved: Value| {
         json!({
             "dry_run": dry_run, "op": op, "message": m.id, "seq": m.seq,

@@ -675,3 +675,24 @@ fn bad_input_is_refused() {
     );
     assert!(!o.status.success());
 }
+
+#[test]
+fn gc_keeps_the_workspace_a_message_names() {
+    assert!(fuse_available());
+    let m = Mount::new();
+    write_synced(&m.p("f"), &pattern(100_000, 1));
+    let one = append(&m, "user", "\"one\"");
+    flush(&m);
+    // Nothing but the message names that state once f is rewritten.
+    write_synced(&m.p("f"), &pattern(100_000, 2));
+    ws_ok(&m, &["checkpoint", "-m", "later"]);
+    tf_ok(&m.store, &["gc"]);
+    j(&m, &["rewind", "--to", &one, "--what", "files"]);
+    assert_eq!(std::fs::read(m.p("f")).unwrap(), pattern(100_000, 1));
+    let fsck = tf(&m.store, &["fsck"]);
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stdout)
+    );
+}

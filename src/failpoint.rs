@@ -12,6 +12,9 @@
 //! the tree swap before sending the kernel its invalidations, widening the window in
 //! which the kernel still reaches replaced inodes through cached entries (see
 //! `Session::open_handle`: such opens answer ESTALE). Used by `tests/it/stale.rs`.
+//!
+//! `TREEFORK_DEBUG_FAILPOINT=message-writer-delay-ms:N`: the message writer waits N
+//! ms before each batch, so appends fill its queue. Used by `tests/it/messages.rs`.
 
 use crate::error::Result;
 
@@ -66,3 +69,17 @@ pub fn graft_step(queued: usize) -> Result<()> {
 pub fn graft_step(_queued: usize) -> Result<()> {
     Ok(())
 }
+
+/// Before the message writer writes a batch: the `message-writer-delay-ms:N`
+/// failpoint sleeps N ms (so a test can fill the queue; see `messages::writer`).
+#[cfg(debug_assertions)]
+pub fn message_writer_delay() {
+    if let Some(ms) = armed("message-writer-delay-ms") {
+        std::thread::sleep(std::time::Duration::from_millis(ms as u64));
+    }
+}
+
+/// Release builds: no failpoints.
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+pub fn message_writer_delay() {}

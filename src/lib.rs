@@ -22,6 +22,7 @@ pub mod id;
 pub mod import;
 pub mod lifecycle;
 pub mod lock;
+pub mod messages;
 pub mod meta;
 pub mod oplog;
 pub mod ops;

@@ -8,6 +8,8 @@
 //! - every branch (ref), including the `auto/...` refs of auto-saves;
 //! - every checkpoint and workspace root a retained operation record names
 //!   (`crate::oplog`; retention prunes records at `gc`);
+//! - every checkpoint and workspace root a conversation message names
+//!   (`crate::messages`);
 //! - every checkpoint taken in a session that still exists;
 //! - the parent chain of every live checkpoint;
 //! - for mounted sessions, the ids their live inode tables hold (see
@@ -96,6 +98,7 @@ pub fn roots(meta: &dyn MetaStore) -> Result<Roots> {
     // checkpoints are, so one committed in between (with its referrer, in the same
     // batch) is never missing from the scan.
     r.read_ops(meta)?;
+    r.read_messages(meta)?;
     r.read_checkpoints(meta)?;
     r.mark_live();
     Ok(r)
@@ -185,6 +188,32 @@ impl Roots {
                     owner,
                     None,
                     format!("unreadable operation record: {e}"),
+                )),
+            }
+        }
+        Ok(())
+    }
+
+    /// Every conversation message: the checkpoint and workspace root it names
+    /// are kept like an operation record's (a rewind restores them); an
+    /// unreadable one is a problem.
+    fn read_messages(&mut self, meta: &dyn MetaStore) -> Result<()> {
+        for (k, v) in meta.scan(crate::meta::MESSAGE_PREFIX)? {
+            let owner = match crate::meta::message_parts(&k) {
+                Some((s, t, n)) => format!("message {s}#{}{n}", t as char),
+                None => format!("message key {}", crate::id::hex(&k)),
+            };
+            match crate::messages::Message::decode(&owner, &v) {
+                Ok(m) => {
+                    if let Some(c) = m.checkpoint {
+                        self.op_checkpoints.push((owner.clone(), c));
+                    }
+                    self.op_roots.push((owner, m.workspace));
+                }
+                Err(e) => self.problems.push(Problem::record(
+                    owner,
+                    None,
+                    format!("unreadable message record: {e}"),
                 )),
             }
         }

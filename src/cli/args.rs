@@ -8,10 +8,11 @@
 
 use clap::{Parser, Subcommand};
 
+use super::r#continue;
 use super::flags::Globals;
 use super::{
-    Ctx, Outcome, Result, Run, completions, config, daemon, exec, experiment, history, man, mount,
-    mount_helper, promote, refs, show, snapshot, store, timeline, undo,
+    Ctx, Outcome, Result, Run, completions, config, daemon, exec, experiment, history, man,
+    messages, mount, mount_helper, promote, refs, rewind, show, snapshot, store, timeline, undo,
 };
 
 /// The `treefork` command line.
@@ -77,6 +78,9 @@ commands! {
     Exec(exec::Exec),
     History(history::History),
     Experiment(experiment::Experiment),
+    Messages(messages::Messages),
+    Rewind(rewind::Rewind),
+    Continue(r#continue::Continue),
     Gc(store::Gc),
     Fsck(store::Fsck),
     Session(store::Session),

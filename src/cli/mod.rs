@@ -68,6 +68,7 @@
 pub mod args;
 mod completions;
 mod config;
+mod r#continue;
 mod daemon;
 mod exec;
 mod experiment;
@@ -76,6 +77,7 @@ pub mod flags;
 mod history;
 mod lifecycle;
 mod man;
+mod messages;
 mod mount;
 mod mount_helper;
 pub mod output;
@@ -83,6 +85,7 @@ mod paths;
 pub mod plumbing;
 mod promote;
 mod refs;
+mod rewind;
 #[allow(
     dead_code,
     reason = "the API serves exec and experiment; parts are used by experiment only"

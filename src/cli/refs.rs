@@ -283,8 +283,12 @@ impl Run for Restore {
 pub struct Fork {
     /// New session name.
     name: String,
-    #[arg(long, value_name = "REF", help = REF_HELP)]
+    #[arg(long, value_name = "REF", help = REF_HELP, conflicts_with = "from_message")]
     from: Option<String>,
+    /// Start at this message of the conversation: the files as they were when it
+    /// was recorded, the messages up to it.
+    #[arg(long, value_name = "MSG")]
+    from_message: Option<String>,
     /// Empty directory to mount the fork on.
     #[arg(long = "mount", value_name = "DIR")]
     mountpoint: PathBuf,
@@ -331,6 +335,7 @@ impl Run for Fork {
             mountpoint: mp.clone(),
             agent_socket: paths::absolute_arg(&self.agent.agent_socket)?,
             agent_uid: self.agent.agent_uid,
+            from_message: self.from_message.clone(),
         })?;
         let name = self.name.clone();
         Ok(r.map(|f| Forked {

@@ -118,6 +118,12 @@ mod tests {
             r#"{"v":1,"op":"checkout","ref":"HEAD~1"}"#,
             r#"{"v":1,"op":"restore","ref":"HEAD","paths":["a"]}"#,
             r#"{"v":1,"op":"config"}"#,
+            r#"{"v":1,"op":"message_append","role":"user","content":"hi"}"#,
+            r#"{"v":1,"op":"message_flush"}"#,
+            r#"{"v":1,"op":"messages","limit":3}"#,
+            r#"{"v":1,"op":"rewind","to":"x","what":"both"}"#,
+            r#"{"v":1,"op":"session_meta_update","add_turns":1}"#,
+            r#"{"v":1,"op":"fork","name":"f","mountpoint":"/m","from_message":"x"}"#,
         ];
         let destructive = [
             r#"{"v":1,"op":"branch_delete","name":"b"}"#,
@@ -130,6 +136,7 @@ mod tests {
             r#"{"v":1,"op":"fork","name":"f","mountpoint":"/m","agent_uid":1}"#,
             r#"{"v":1,"op":"promote"}"#,
             r#"{"v":1,"op":"promote","strategy":"patch","dry_run":true}"#,
+            r#"{"v":1,"op":"continue","project":"/p","name":"n","mountpoint":"/m"}"#,
         ];
         for l in additive {
             assert!(Role::Agent.allows(&p(l)), "agent refused {l}");

@@ -192,6 +192,10 @@ pub enum Op {
         /// file is then owned by it, mode 0600).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         agent_uid: Option<u32>,
+        /// Start from a message instead: the files as they were when it was
+        /// recorded, the conversation up to it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_message: Option<String>,
     },
     /// Differences between two states (refs, or `WORKING`).
     Diff {
@@ -411,6 +415,82 @@ pub enum Op {
         /// Accept files over the size limit.
         #[serde(default, skip_serializing_if = "is_false")]
         allow_large: bool,
+    },
+    /// Queue a message for the session's conversation log; answers once queued
+    /// (a full queue makes the request wait).
+    MessageAppend {
+        /// `user`, `assistant`, `tool` or `system`.
+        role: String,
+        /// Any JSON (at most 1 MiB as JSON).
+        content: Value,
+        /// Tool calls the message makes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_calls: Option<Value>,
+        /// The tool call a `tool` message answers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_call_id: Option<String>,
+        /// Caller data.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        meta: Option<serde_json::Map<String, Value>>,
+        /// A client-chosen UUID (a repeated id is idempotent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        /// `messages` (default) or `transcript`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stream: Option<String>,
+    },
+    /// Answer once every message appended before is durable.
+    MessageFlush,
+    /// The session's visible messages, oldest first.
+    Messages {
+        /// `messages` (default) or `transcript`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stream: Option<String>,
+        /// Only the newest this many.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<usize>,
+        /// Only up to (including) this message id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        upto: Option<String>,
+        /// Only after this message id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after: Option<String>,
+    },
+    /// Bring files and/or conversation back to a message (undoable).
+    Rewind {
+        /// The message id.
+        to: String,
+        /// `files`, `conversation` or `both` (default).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        what: Option<String>,
+        /// Only report what would change.
+        #[serde(default, skip_serializing_if = "is_false")]
+        dry_run: bool,
+    },
+    /// Fork the latest session imported from `project`, its messages copied, and
+    /// mount it (user role only).
+    Continue {
+        /// The durable repository (absolute path).
+        project: PathBuf,
+        /// New session name.
+        name: String,
+        /// Where to mount it (absolute).
+        mountpoint: PathBuf,
+    },
+    /// Merge conversation metadata into the session's info record.
+    SessionMetaUpdate {
+        /// The model in use.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// Turns to add to the count.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        add_turns: Option<u64>,
+        /// Cost to add to the total.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        add_cost: Option<f64>,
+        /// Why the agent stopped.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_reason: Option<String>,
     },
 }
 

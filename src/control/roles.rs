@@ -95,7 +95,45 @@ impl Role {
                 mountpoint: _,
                 agent_socket,
                 agent_uid,
+                // Reads the session's own messages and workspaces.
+                from_message: _,
             } => agent_socket.is_none() && agent_uid.is_none(),
+            // The conversation log: appending adds records; a rewind hides
+            // messages (never deletes them), saves pending changes first and is
+            // an undoable operation; the metadata merge changes counters only.
+            Op::MessageAppend {
+                role: _,
+                content: _,
+                tool_calls: _,
+                tool_call_id: _,
+                meta: _,
+                id: _,
+                stream: _,
+            }
+            | Op::MessageFlush
+            | Op::Messages {
+                stream: _,
+                limit: _,
+                upto: _,
+                after: _,
+            }
+            | Op::Rewind {
+                to: _,
+                what: _,
+                dry_run: _,
+            }
+            | Op::SessionMetaUpdate {
+                model: _,
+                add_turns: _,
+                add_cost: _,
+                exit_reason: _,
+            } => true,
+            // Reads any session of the store and mounts a new one: the user's.
+            Op::Continue {
+                project: _,
+                name: _,
+                mountpoint: _,
+            } => false,
             // Recording a command adds a checkpoint and an operation; reading the
             // history reveals nothing the log does not.
             Op::ExecBegin {

@@ -251,10 +251,12 @@ pub fn load(store: &dyn ObjectStore, session: &str) -> Result<Option<SessionInfo
         .transpose()
 }
 
-/// The ops deleting `session`'s info record and touched set (`session rm`).
+/// The ops deleting `session`'s info record, touched set and conversation log
+/// (`session rm`).
 pub fn delete_ops(store: &dyn ObjectStore, session: &str) -> Result<Vec<MetaOp>> {
     let mut ops = vec![MetaOp::Delete(meta::info_key(session))];
     ops.extend(touched::delete_ops(store, session)?);
+    ops.extend(crate::messages::delete_ops(store, session)?);
     Ok(ops)
 }
 

@@ -16,6 +16,9 @@
 //! | `x/` | session name, NUL, sequence number (u64 BE), one tag byte | an operation's attachment, e.g. captured output (owned by `oplog`) |
 //! | `i/` | session name | session info record (owned by `lifecycle`) |
 //! | `t/` | session name, NUL, workspace path | a touched file (owned by `lifecycle::touched`) |
+//! | `g/` | session name, NUL, stream tag byte, sequence number (u64 BE) | a conversation message (owned by `messages`) |
+//! | `k/` | session name, NUL, message id | which stream and sequence number a message id has (owned by `messages`) |
+//! | `v/` | session name | the conversation's hidden ranges, set by `rewind` (owned by `messages`) |
 //!
 //! Invariants: no prefix is a prefix of another, so a prefix range holds exactly one
 //! record kind; integers inside keys, when added, are big-endian so that sled's byte
@@ -45,6 +48,45 @@ pub const ATTACH_PREFIX: &[u8] = b"x/";
 pub const INFO_PREFIX: &[u8] = b"i/";
 /// Prefix of touched-file keys.
 pub const TOUCHED_PREFIX: &[u8] = b"t/";
+
+/// Prefix of conversation message keys.
+pub const MESSAGE_PREFIX: &[u8] = b"g/";
+/// Prefix of message id index keys.
+pub const MESSAGE_ID_PREFIX: &[u8] = b"k/";
+/// Prefix of conversation visibility keys.
+pub const CONVERSATION_PREFIX: &[u8] = b"v/";
+
+/// Key of message `seq` of stream `tag` of `session`.
+pub fn message_key(session: &str, tag: u8, seq: u64) -> Vec<u8> {
+    let mut k = key(MESSAGE_PREFIX, session.as_bytes());
+    k.push(0);
+    k.push(tag);
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// (session, stream tag, sequence number) of a message key.
+pub fn message_parts(key: &[u8]) -> Option<(&str, u8, u64)> {
+    let body = key.strip_prefix(MESSAGE_PREFIX)?;
+    let nul = body.iter().position(|&b| b == 0)?;
+    let rest = &body[nul + 1..];
+    let (&tag, seq) = rest.split_first()?;
+    let seq = u64::from_be_bytes(seq.try_into().ok()?);
+    Some((std::str::from_utf8(&body[..nul]).ok()?, tag, seq))
+}
+
+/// Key of the index entry of message id `id` of `session`.
+pub fn message_id_key(session: &str, id: &str) -> Vec<u8> {
+    let mut k = key(MESSAGE_ID_PREFIX, session.as_bytes());
+    k.push(0);
+    k.extend_from_slice(id.as_bytes());
+    k
+}
+
+/// Key of `session`'s conversation visibility record.
+pub fn conversation_key(session: &str) -> Vec<u8> {
+    key(CONVERSATION_PREFIX, session.as_bytes())
+}
 
 /// Key of a session's info record.
 pub fn info_key(session: &str) -> Vec<u8> {
@@ -203,6 +245,28 @@ impl KeyRange {
         KeyRange::prefix(&p)
     }
 
+    /// Every message of stream `tag` of `session`.
+    pub fn messages(session: &str, tag: u8) -> KeyRange {
+        let mut p = key(MESSAGE_PREFIX, session.as_bytes());
+        p.push(0);
+        p.push(tag);
+        KeyRange::prefix(&p)
+    }
+
+    /// Every message of every stream of `session`.
+    pub fn all_messages(session: &str) -> KeyRange {
+        let mut p = key(MESSAGE_PREFIX, session.as_bytes());
+        p.push(0);
+        KeyRange::prefix(&p)
+    }
+
+    /// Every message id index entry of `session`.
+    pub fn message_ids(session: &str) -> KeyRange {
+        let mut p = key(MESSAGE_ID_PREFIX, session.as_bytes());
+        p.push(0);
+        KeyRange::prefix(&p)
+    }
+
     /// Every attachment of `session`'s operations, or of one of them.
     pub fn attachments(session: &str, seq: Option<u64>) -> KeyRange {
         match seq {
@@ -308,6 +372,9 @@ mod tests {
             ATTACH_PREFIX,
             INFO_PREFIX,
             TOUCHED_PREFIX,
+            MESSAGE_PREFIX,
+            MESSAGE_ID_PREFIX,
+            CONVERSATION_PREFIX,
         ];
         for (i, a) in all.iter().enumerate() {
             for (j, b) in all.iter().enumerate() {
@@ -316,6 +383,19 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn message_keys_round_trip_and_order() {
+        let k = message_key("s", b'm', 258);
+        assert_eq!(message_parts(&k), Some(("s", b'm', 258)));
+        assert!(message_key("s", b'm', 255) < message_key("s", b'm', 256));
+        assert!(KeyRange::messages("s", b'm').contains(&k));
+        assert!(!KeyRange::messages("s", b't').contains(&k));
+        assert!(!KeyRange::messages("s2", b'm').contains(&k));
+        assert!(KeyRange::all_messages("s").contains(&k));
+        assert!(KeyRange::message_ids("s").contains(&message_id_key("s", "x")));
+        assert_eq!(message_parts(b"g/s\0m12"), None);
     }
 
     #[test]

@@ -220,7 +220,10 @@ impl NewOp {
             e.truncate(cut);
         }
         let reverses = self.undoes.is_some() || self.redoes.is_some();
-        let inert = self.inert || (self.before == self.after && !reverses);
+        // A change of the conversation's visible messages (`crate::messages`,
+        // recorded in `meta.conversation`) is a change even with equal views.
+        let conversation = self.meta.contains_key("conversation");
+        let inert = self.inert || (self.before == self.after && !reverses && !conversation);
         Operation {
             version: OP_VERSION,
             session: session.into(),

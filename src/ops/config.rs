@@ -24,6 +24,7 @@ pub(super) fn run(
             v[&k] = val;
         }
         cfg = serde_json::from_value(v).map_err(|e| Error::Invalid(format!("bad setting: {e}")))?;
+        super::messages::check_setting(&cfg.auto_checkpoint_on)?;
         let new = cfg.clone();
         let old = s.record().config;
         let mut view = None;

@@ -25,6 +25,9 @@ pub(super) struct Request<'a> {
     pub(super) mountpoint: &'a Path,
     pub(super) agent: Option<AgentSocket>,
     pub(super) who: MountFor,
+    /// Start at this message's workspace, its conversation up to it (else: the
+    /// whole visible conversation is copied).
+    pub(super) from_message: Option<&'a str>,
 }
 
 pub(super) fn run<H: Host>(
@@ -40,6 +43,7 @@ pub(super) fn run<H: Host>(
         mountpoint,
         agent,
         who,
+        from_message,
     } = req;
     session::validate_session_name(name)?;
     let store = h.store();
@@ -52,13 +56,26 @@ pub(super) fn run<H: Host>(
     let dir = h.open_mountpoint(mountpoint, who)?;
     let s = &t.session;
     let before = view_now(t)?;
-    let c = ref_or_fresh(t, from, &format!("fork {name}"), "fork")?;
+    let (c, root) = match from_message {
+        // HEAD as it was then, the workspace as it was then (its pending changes
+        // stay pending in the fork).
+        Some(id) => super::messages::cont::message_start(t, id)?,
+        None => {
+            let c = ref_or_fresh(t, from, &format!("fork {name}"), "fork")?;
+            let root = c.root_id()?;
+            (Some(c), root)
+        }
+    };
     // The fork starts with the usage of the tree it starts from. A record written
     // before checkpoints carried usage falls back to the current session's figures
     // (only `statfs` reads them; the next checkout or restore counts them anew).
-    let (bytes, inodes) = c.usage.map_or(s.usage(), |u| (u.bytes, u.inodes));
-    let mut rec = session::new_record(name, c.root_id()?, bytes, inodes)?;
-    rec.head = Some(c.id.clone());
+    let usage = c.as_ref().and_then(|c| c.usage);
+    let (bytes, inodes) = usage.map_or(s.usage(), |u| (u.bytes, u.inodes));
+    let mut rec = session::new_record(name, root, bytes, inodes)?;
+    if let Some(c) = &c {
+        rec.head = Some(c.id.clone());
+        rec.base = c.root.clone();
+    }
     rec.config = s.record().config;
     let src_info = crate::lifecycle::load(&*store, s.name())?;
     let mut info = crate::lifecycle::SessionInfo::forked(src_info.as_ref(), name);
@@ -69,18 +86,29 @@ pub(super) fn run<H: Host>(
         name,
         src_touched.iter().map(Vec::as_slice),
     ));
+    // The conversation travels with the fork.
+    ops.extend(crate::messages::copy_session_ops(
+        &*store,
+        s.name(),
+        name,
+        from_message,
+    )?);
     store.commit(ops)?;
     crate::lifecycle::manage::bump(&*store, s.name(), &|m| m.forks += 1);
     // The source's log says where the fork came from (its HEAD moved only if
     // pending changes were saved for it).
     let mut op = call.op("fork", before.clone(), refs_after(t, &before));
-    op.meta
-        .insert("fork".into(), json!({"session": name, "checkpoint": c.id}));
+    let cid = c.as_ref().map(|c| c.id.clone());
+    let mut fork = json!({"session": name, "checkpoint": cid});
+    if let Some(m) = from_message {
+        fork["message"] = json!(m);
+    }
+    op.meta.insert("fork".into(), fork);
     let _ = record::append(t, op);
     drop(op_lock);
     match h.mount_claimed(&mut claim, dir, rec, agent) {
         Ok(mut v) => {
-            v["checkpoint"] = json!(c.id);
+            v["checkpoint"] = json!(cid);
             Ok(v)
         }
         Err(e) => {

@@ -29,6 +29,7 @@ pub mod experiment;
 mod fork;
 mod lifecycle;
 mod log;
+mod messages;
 mod oplog_list;
 pub mod promote;
 pub(crate) mod record;
@@ -133,11 +134,21 @@ pub fn run<H: Host>(
             let t = h.target(session).ok();
             return branch::delete(h, t.as_ref(), &call, &name);
         }
+        Op::Continue {
+            project,
+            name,
+            mountpoint,
+        } => return messages::continue_session(h, who, &call, &project, &name, &mountpoint),
         _ => {}
     }
     let t = h.target(session)?;
     let s = t.session.clone();
     s.note_access();
+    // The conversation log's appends and reads run without the op lock.
+    let op = match messages::unlocked(&t, &call, op)? {
+        Ok(v) => return Ok(v),
+        Err(op) => op,
+    };
     let op_lock = s.op_lock.lock().unwrap();
     match op {
         Op::Checkpoint {
@@ -159,14 +170,21 @@ pub fn run<H: Host>(
             mountpoint,
             agent_socket,
             agent_uid,
+            from_message,
         } => {
             let agent = AgentSocket::from_request(agent_socket, agent_uid)?;
+            if from.is_some() && from_message.is_some() {
+                return Err(Error::Invalid(
+                    "fork takes a ref or a message to start from, not both".into(),
+                ));
+            }
             let req = fork::Request {
                 name: &name,
                 from: from.as_deref(),
                 mountpoint: &mountpoint,
                 agent,
                 who,
+                from_message: from_message.as_deref(),
             };
             fork::run(h, &t, &call, op_lock, req)
         }
@@ -282,6 +300,9 @@ pub fn run<H: Host>(
                 allow_large,
             };
             promote::run(&t, &call, req)
+        }
+        Op::Rewind { to, what, dry_run } => {
+            messages::rewind(&t, &call, &to, what.as_deref(), dry_run)
         }
         _ => Err(Error::Invalid("not a session operation".into())),
     }

@@ -31,6 +31,29 @@ use crate::refs;
 use crate::session::snapshot::StateChange;
 use crate::tree::Timespec;
 
+use crate::messages::conversation::{self, Hidden};
+
+/// The op setting the conversation's hidden ranges to the goal's (stored with the
+/// operation record, which keeps the ranges before and after in its meta), if the
+/// goal sets them and they differ from the current ones.
+fn conversation_change(
+    store: &dyn crate::store::ObjectStore,
+    session: &str,
+    goal: &Goal,
+    nop: &mut NewOp,
+) -> Result<Vec<MetaOp>> {
+    let Some(want) = &goal.conversation else {
+        return Ok(Vec::new());
+    };
+    let now = conversation::hidden(store, session)?;
+    if &now == want {
+        return Ok(Vec::new());
+    }
+    nop.meta
+        .insert("conversation".into(), conversation::op_meta(&now, want));
+    Ok(vec![conversation::put_op(session, want)])
+}
+
 /// Which parts of a view to move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum What {
@@ -59,6 +82,9 @@ struct Goal {
     branches: BTreeMap<String, Option<String>>,
     /// Workspace root.
     workspace: Option<String>,
+    /// The conversation's hidden ranges (`crate::messages::conversation`), when
+    /// the operation changed them (a rewind, or an undo of one).
+    conversation: Option<Hidden>,
 }
 
 impl Goal {
@@ -89,6 +115,7 @@ impl Goal {
             head: Some((v.head.clone(), v.branch.clone())),
             branches: v.branches.clone(),
             workspace: Some(v.workspace.clone()),
+            conversation: None,
         }
     }
 
@@ -98,8 +125,12 @@ impl Goal {
             What::Files => {
                 self.head = None;
                 self.branches.clear();
+                self.conversation = None;
             }
-            What::Refs => self.workspace = None,
+            What::Refs => {
+                self.workspace = None;
+                self.conversation = None;
+            }
         }
         self
     }
@@ -159,7 +190,9 @@ pub(super) fn step<H: Host>(
         ))
     })?;
     let op = oplog::get(&**t.session.store(), t.session.name(), seq)?;
-    let goal = Goal::revert(&op.after, &op.before).limit(what);
+    let mut goal = Goal::revert(&op.after, &op.before);
+    goal.conversation = conversation::of_op(&op.meta, "before");
+    let goal = goal.limit(what);
     let mut fill = |n: &mut NewOp| match way {
         Way::Undo => n.undoes = Some(seq),
         Way::Redo => n.redoes = Some(seq),
@@ -176,7 +209,9 @@ pub(super) fn restore<H: Host>(
 ) -> Result<Value> {
     let what = what_of(what.as_deref())?;
     let op = oplog::get(&**t.session.store(), t.session.name(), seq)?;
-    let goal = Goal::whole(&op.after).limit(what);
+    let mut goal = Goal::whole(&op.after);
+    goal.conversation = conversation::of_op(&op.meta, "after");
+    let goal = goal.limit(what);
     apply(
         h,
         t,
@@ -331,7 +366,12 @@ fn apply<H: Host>(
     }
     let mut nop = call.op(kind, before, after);
     fill(&mut nop);
-    let rec_op = record::append(t, nop)?;
+    let extra = conversation_change(&*store, s.name(), &goal, &mut nop)?;
+    let rec_op = if extra.is_empty() {
+        record::append(t, nop)?
+    } else {
+        oplog::append(&*store, s.name(), nop, extra)?
+    };
     Ok(json!({
         "op": rec_op.seq,
         "of": of.seq,

@@ -114,6 +114,9 @@ pub struct SessionConfig {
     pub auto_ref_retention_days: u64,
     /// Keep at least the newest this many `auto/...` refs of the session.
     pub auto_ref_retention_count: u64,
+    /// Event that takes an automatic checkpoint: `user_message` (a checkpoint with
+    /// trigger `message` at each user message of the conversation log), or empty.
+    pub auto_checkpoint_on: String,
 }
 
 impl Default for SessionConfig {
@@ -128,6 +131,7 @@ impl Default for SessionConfig {
             auto_checkpoint_commands: 0,
             auto_ref_retention_days: crate::lifecycle::autorefs::DEFAULT_DAYS,
             auto_ref_retention_count: crate::lifecycle::autorefs::DEFAULT_COUNT,
+            auto_checkpoint_on: String::new(),
         }
     }
 }

@@ -1,0 +1,79 @@
+//! `rewind`: bring the files and/or the conversation back to a message.
+
+use super::prelude::*;
+use super::snapshot::Change;
+
+/// Bring the workspace back to how it was when message MSG was recorded and hide
+/// the messages after it (pending changes are saved first; `undo` reverts it).
+#[derive(clap::Args)]
+pub struct Rewind {
+    /// The message id.
+    #[arg(long = "to", value_name = "MSG")]
+    to: String,
+    /// What to bring back.
+    #[arg(long, value_parser = ["files", "conversation", "both"], default_value = "both")]
+    what: String,
+    /// Only report what would change.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+#[derive(Deserialize)]
+struct Rewound {
+    dry_run: bool,
+    op: Option<u64>,
+    files: Files,
+    conversation: Conv,
+}
+
+#[derive(Deserialize)]
+struct Files {
+    #[serde(default)]
+    changes: Vec<Change>,
+    #[serde(default)]
+    saved: Option<Saved>,
+}
+
+#[derive(Deserialize)]
+struct Saved {
+    #[serde(rename = "ref")]
+    name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Conv {
+    dropped: u64,
+}
+
+impl Human for Rewound {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        if let Some(r) = self.files.saved.as_ref().and_then(|s| s.name.as_deref()) {
+            writeln!(out, "saved pending changes as {r}")?;
+        }
+        let verb = if self.dry_run { "would" } else { "did" };
+        for c in &self.files.changes {
+            writeln!(out, "{verb} rewind {} ({})", c.path(), c.change())?;
+        }
+        let n = self.conversation.dropped;
+        if self.dry_run {
+            writeln!(out, "would hide {n} messages")?;
+        } else {
+            writeln!(out, "hid {n} messages")?;
+        }
+        if let Some(op) = self.op {
+            writeln!(out, "operation {op} (undo brings it back)")?;
+        }
+        Ok(())
+    }
+}
+
+impl Run for Rewind {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let r: Reply<Rewound> = cx.session(Op::Rewind {
+            to: self.to.clone(),
+            what: Some(self.what.clone()),
+            dry_run: self.dry_run,
+        })?;
+        Ok(r.into())
+    }
+}

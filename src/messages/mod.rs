@@ -1,0 +1,501 @@
+//! The conversation log: per session, an append-only log of messages (stream
+//! `messages`) and of raw SDK messages (stream `transcript`), each record tied to
+//! the operation, checkpoint and workspace root current when it was written, so a
+//! rewind can bring files and conversation back to the same moment.
+//!
+//! Owns: the record format ([`Message`], [`MSG_VERSION`]), validation of what a
+//! client sends ([`Draft::validate`]), reading ([`list`], [`by_id`], [`last_seq`]),
+//! the conversation's hidden ranges ([`conversation`]), copying a log into a new
+//! session ([`copy_ops`]) and the per-session writer ([`writer`]).
+//!
+//! Keys (spelled in `crate::meta`): `g/<session>\0<tag><seq BE>` a record (tag `m`
+//! messages, `t` transcript), `k/<session>\0<id>` the id index, `v/<session>` the
+//! hidden ranges.
+//!
+//! Invariants:
+//! - Only the session's writer ([`writer`]) appends, so sequence numbers of a stream
+//!   start at 1 and grow by one; each slot is claimed with a `MetaOp::Expect` in the
+//!   same batch as its id index entry, so an id names at most one record.
+//! - Records are immutable. A rewind hides messages (ranges in `v/`), never deletes
+//!   them; `session rm` deletes everything ([`delete_ops`]).
+//! - The workspace root and checkpoint a record names are kept by `gc` (see
+//!   `crate::reach`), so a rewind to any message can restore its files.
+
+pub mod conversation;
+pub mod writer;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::error::{Error, Result};
+use crate::meta::{self, KeyRange, MetaOp};
+use crate::store::ObjectStore;
+
+/// Record format version.
+pub const MSG_VERSION: u32 = 1;
+/// Largest `content` (and `tool_calls`), as JSON text.
+pub const MAX_CONTENT: usize = 1 << 20;
+/// Largest `meta`, as JSON text.
+pub const MAX_META: usize = 64 << 10;
+/// Longest `tool_call_id`.
+pub const MAX_TOOL_CALL_ID: usize = 256;
+/// The roles a message may have.
+pub const ROLES: [&str; 4] = ["user", "assistant", "tool", "system"];
+
+/// A stream of a session's conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stream {
+    /// The conversation (what `rewind` and `fork --from-message` act on).
+    Messages,
+    /// Raw SDK messages, for replay.
+    Transcript,
+}
+
+impl Stream {
+    /// The key tag byte.
+    pub fn tag(self) -> u8 {
+        match self {
+            Stream::Messages => b'm',
+            Stream::Transcript => b't',
+        }
+    }
+
+    /// Its protocol name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stream::Messages => "messages",
+            Stream::Transcript => "transcript",
+        }
+    }
+
+    /// From a protocol name (default: messages).
+    pub fn parse(s: Option<&str>) -> Result<Stream> {
+        match s {
+            None | Some("messages") => Ok(Stream::Messages),
+            Some("transcript") => Ok(Stream::Transcript),
+            Some(o) => Err(Error::Invalid(format!(
+                "unknown stream {o:?}: expected messages or transcript"
+            ))),
+        }
+    }
+}
+
+/// What a client appends; the writer turns it into a [`Message`].
+#[derive(Debug, Clone)]
+pub struct Draft {
+    /// The message id (a UUID).
+    pub id: String,
+    /// The stream.
+    pub stream: Stream,
+    /// `user`, `assistant`, `tool` or `system`.
+    pub role: String,
+    /// Any JSON.
+    pub content: Value,
+    /// Tool calls the message makes.
+    pub tool_calls: Option<Value>,
+    /// The tool call a `tool` message answers.
+    pub tool_call_id: Option<String>,
+    /// Caller data.
+    pub meta: Option<Map<String, Value>>,
+    /// When it was appended (unix ns).
+    pub time_ns: i128,
+}
+
+impl Draft {
+    /// Check what a client sent: role, sizes, id.
+    pub fn validate(&self) -> Result<()> {
+        if !ROLES.contains(&self.role.as_str()) {
+            return Err(Error::Invalid(format!(
+                "role {:?}: expected one of user, assistant, tool, system",
+                self.role
+            )));
+        }
+        validate_id(&self.id)?;
+        let size = |v: &Value| serde_json::to_vec(v).map_or(usize::MAX, |b| b.len());
+        if size(&self.content) > MAX_CONTENT {
+            return Err(Error::Invalid(format!(
+                "message content is larger than {MAX_CONTENT} bytes as JSON"
+            )));
+        }
+        if self
+            .tool_calls
+            .as_ref()
+            .is_some_and(|t| size(t) > MAX_CONTENT)
+        {
+            return Err(Error::Invalid(format!(
+                "tool_calls is larger than {MAX_CONTENT} bytes as JSON"
+            )));
+        }
+        if let Some(m) = &self.meta
+            && size(&Value::Object(m.clone())) > MAX_META
+        {
+            return Err(Error::Invalid(format!(
+                "message meta is larger than {MAX_META} bytes as JSON"
+            )));
+        }
+        if let Some(t) = &self.tool_call_id
+            && (t.len() > MAX_TOOL_CALL_ID || t.chars().any(char::is_control))
+        {
+            return Err(Error::Invalid(format!(
+                "tool_call_id must be at most {MAX_TOOL_CALL_ID} bytes without control characters"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A message id: a UUID in its 36-character form (`8-4-4-4-12` hex digits).
+pub fn validate_id(id: &str) -> Result<()> {
+    let ok = id.len() == 36
+        && id.char_indices().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!(
+            "message id {:?} is not a UUID (like 123e4567-e89b-12d3-a456-426614174000)",
+            id.chars().take(64).collect::<String>()
+        )))
+    }
+}
+
+/// A new random (version 4) UUID.
+pub fn new_id() -> String {
+    let mut b = [0u8; 16];
+    let filled = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .is_ok();
+    if !filled {
+        let t = crate::tree::Timespec::now();
+        let seed = format!("{}.{}.{}", t.sec, t.nsec, std::process::id());
+        b.copy_from_slice(&blake3::hash(seed.as_bytes()).as_bytes()[..16]);
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = crate::id::hex(&b);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
+/// Unix time now, in nanoseconds.
+pub fn now_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+}
+
+/// A stored message.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Message {
+    /// Format version ([`MSG_VERSION`]).
+    pub version: u32,
+    /// The id (a UUID).
+    pub id: String,
+    /// Sequence number in its stream (from 1).
+    pub seq: u64,
+    /// When it was appended, unix ns (a string in JSON).
+    #[serde(with = "time_ns")]
+    pub time_ns: i128,
+    /// `user`, `assistant`, `tool` or `system`.
+    pub role: String,
+    /// Any JSON.
+    pub content: Value,
+    /// Tool calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Value>,
+    /// The tool call answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Caller data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Map<String, Value>>,
+    /// The session's newest operation when it was written (`None`: none yet).
+    pub op: Option<u64>,
+    /// HEAD (hex) when it was written.
+    pub checkpoint: Option<String>,
+    /// The workspace root (hex) when it was written.
+    pub workspace: String,
+}
+
+mod time_ns {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &i128, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&t.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<i128, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl Message {
+    /// Parse a stored record.
+    pub fn decode(owner: &str, bytes: &[u8]) -> Result<Message> {
+        let m: Message = serde_json::from_slice(bytes)
+            .map_err(|e| Error::corrupt(format!("message {owner}"), e.to_string()))?;
+        if m.version != MSG_VERSION {
+            return Err(Error::corrupt(
+                format!("message {owner}"),
+                format!("unsupported version {}", m.version),
+            ));
+        }
+        Ok(m)
+    }
+
+    /// The protocol form (MSG in docs/protocol.md).
+    pub fn json(&self) -> Value {
+        let mut v = serde_json::to_value(self).expect("message serializes");
+        let o = v.as_object_mut().expect("an object");
+        o.remove("version");
+        o.insert("time".into(), json!((self.time_ns / 1_000_000_000) as i64));
+        v
+    }
+
+    /// The record's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("message serializes")
+    }
+
+    /// The workspace root it names.
+    pub fn workspace_root(&self) -> Result<crate::id::NodeId> {
+        crate::id::NodeId::from_hex(&self.workspace)
+            .ok_or_else(|| Error::corrupt(format!("message {}", self.id), "bad workspace root id"))
+    }
+}
+
+/// Where an id index entry points.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+struct IdEntry {
+    stream: char,
+    seq: u64,
+}
+
+/// The ops storing `m` in `session`'s stream `stream`: the slot claimed (must be
+/// empty), the record, the id index entry (must be new).
+pub fn put_ops(session: &str, stream: Stream, m: &Message) -> Vec<MetaOp> {
+    let key = meta::message_key(session, stream.tag(), m.seq);
+    let idx = meta::message_id_key(session, &m.id);
+    let entry = IdEntry {
+        stream: stream.tag() as char,
+        seq: m.seq,
+    };
+    vec![
+        MetaOp::Expect(key.clone(), None),
+        MetaOp::Expect(idx.clone(), None),
+        MetaOp::Put(key, m.encode()),
+        MetaOp::Put(idx, serde_json::to_vec(&entry).expect("serializes")),
+    ]
+}
+
+/// The highest sequence number of a stream (0: empty).
+pub fn last_seq(store: &dyn ObjectStore, session: &str, stream: Stream) -> Result<u64> {
+    let got = store.meta_range_rev(&KeyRange::messages(session, stream.tag()), 1)?;
+    Ok(got
+        .first()
+        .and_then(|(k, _)| meta::message_parts(k))
+        .map_or(0, |(_, _, seq)| seq))
+}
+
+/// Whether `id` is already stored in `session`.
+pub fn exists(store: &dyn ObjectStore, session: &str, id: &str) -> Result<bool> {
+    Ok(store
+        .meta_get(&meta::message_id_key(session, id))?
+        .is_some())
+}
+
+/// The message `id` of `session` with its stream.
+pub fn by_id(store: &dyn ObjectStore, session: &str, id: &str) -> Result<(Stream, Message)> {
+    validate_id(id)?;
+    let missing = || Error::NotFound(format!("session {session} has no message {id}"));
+    let raw = store
+        .meta_get(&meta::message_id_key(session, id))?
+        .ok_or_else(missing)?;
+    let e: IdEntry = serde_json::from_slice(&raw)
+        .map_err(|e| Error::corrupt(format!("message index {session}/{id}"), e.to_string()))?;
+    let stream = if e.stream == 't' {
+        Stream::Transcript
+    } else {
+        Stream::Messages
+    };
+    let v = store
+        .meta_get(&meta::message_key(session, stream.tag(), e.seq))?
+        .ok_or_else(missing)?;
+    Ok((stream, Message::decode(&format!("{session}/{id}"), &v)?))
+}
+
+/// Every record of a stream, oldest first, hidden ones included.
+pub fn all(store: &dyn ObjectStore, session: &str, stream: Stream) -> Result<Vec<Message>> {
+    store
+        .meta_range(&KeyRange::messages(session, stream.tag()), usize::MAX)?
+        .iter()
+        .map(|(k, v)| {
+            let owner = meta::message_parts(k)
+                .map_or_else(|| "?".to_string(), |(s, _, n)| format!("{s}#{n}"));
+            Message::decode(&owner, v)
+        })
+        .collect()
+}
+
+/// Which messages a listing returns.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    /// The stream.
+    pub stream: Option<String>,
+    /// Only the newest this many.
+    pub limit: Option<usize>,
+    /// Only up to (including) this id.
+    pub upto: Option<String>,
+    /// Only after this id.
+    pub after: Option<String>,
+}
+
+/// The visible messages of `session` matching `q`, oldest first.
+pub fn list(store: &dyn ObjectStore, session: &str, q: &Query) -> Result<Vec<Message>> {
+    let stream = Stream::parse(q.stream.as_deref())?;
+    let seq_of = |id: &str| -> Result<u64> {
+        let (s, m) = by_id(store, session, id)?;
+        if s != stream {
+            return Err(Error::Invalid(format!(
+                "message {id} is in stream {}, not {}",
+                s.name(),
+                stream.name()
+            )));
+        }
+        Ok(m.seq)
+    };
+    let upto = q.upto.as_deref().map(seq_of).transpose()?;
+    let after = q.after.as_deref().map(seq_of).transpose()?;
+    let hidden = match stream {
+        Stream::Messages => conversation::hidden(store, session)?,
+        Stream::Transcript => Vec::new(),
+    };
+    let mut out: Vec<Message> = all(store, session, stream)?
+        .into_iter()
+        .filter(|m| upto.is_none_or(|u| m.seq <= u))
+        .filter(|m| after.is_none_or(|a| m.seq > a))
+        .filter(|m| !conversation::is_hidden(&hidden, m.seq))
+        .collect();
+    if let Some(n) = q.limit {
+        let cut = out.len().saturating_sub(n);
+        out.drain(..cut);
+    }
+    Ok(out)
+}
+
+/// The ops copying `msgs` (visible messages of another session, oldest first)
+/// into the new session `to`'s stream `stream`, numbered from 1.
+pub fn copy_ops(to: &str, stream: Stream, msgs: &[Message]) -> Vec<MetaOp> {
+    let mut ops = Vec::new();
+    for (i, m) in msgs.iter().enumerate() {
+        let mut m = m.clone();
+        m.seq = i as u64 + 1;
+        ops.extend(put_ops(to, stream, &m));
+    }
+    ops
+}
+
+/// The ops copying `from`'s visible conversation and transcript (the messages up
+/// to `upto` when given) into the new session `to`.
+pub fn copy_session_ops(
+    store: &dyn ObjectStore,
+    from: &str,
+    to: &str,
+    upto: Option<&str>,
+) -> Result<Vec<MetaOp>> {
+    let q = Query {
+        upto: upto.map(str::to_string),
+        ..Query::default()
+    };
+    let msgs = list(store, from, &q)?;
+    let mut ops = copy_ops(to, Stream::Messages, &msgs);
+    if upto.is_none() {
+        let q = Query {
+            stream: Some("transcript".into()),
+            ..Query::default()
+        };
+        ops.extend(copy_ops(to, Stream::Transcript, &list(store, from, &q)?));
+    }
+    Ok(ops)
+}
+
+/// The ops deleting every record of `session`'s conversation (`session rm`).
+pub fn delete_ops(store: &dyn ObjectStore, session: &str) -> Result<Vec<MetaOp>> {
+    let mut ops = vec![MetaOp::Delete(meta::conversation_key(session))];
+    for r in [
+        KeyRange::all_messages(session),
+        KeyRange::message_ids(session),
+    ] {
+        for (k, _) in store.meta_range(&r, usize::MAX)? {
+            ops.push(MetaOp::Delete(k));
+        }
+    }
+    Ok(ops)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draft(role: &str) -> Draft {
+        Draft {
+            id: new_id(),
+            stream: Stream::Messages,
+            role: role.into(),
+            content: json!("hi"),
+            tool_calls: None,
+            tool_call_id: None,
+            meta: None,
+            time_ns: now_ns(),
+        }
+    }
+
+    #[test]
+    fn validation() {
+        assert!(draft("user").validate().is_ok());
+        assert!(draft("robot").validate().is_err());
+        let mut d = draft("user");
+        d.id = "not-a-uuid".into();
+        assert!(d.validate().is_err());
+        let mut d = draft("user");
+        d.content = json!("x".repeat(MAX_CONTENT));
+        assert!(d.validate().is_err());
+        let mut d = draft("tool");
+        d.tool_call_id = Some("a\nb".into());
+        assert!(d.validate().is_err());
+        assert!(validate_id(&new_id()).is_ok());
+        assert_ne!(new_id(), new_id());
+    }
+
+    #[test]
+    fn record_round_trip() {
+        let m = Message {
+            version: MSG_VERSION,
+            id: new_id(),
+            seq: 3,
+            time_ns: 1_700_000_000_123_456_789,
+            role: "assistant".into(),
+            content: json!({"text": "ok"}),
+            tool_calls: Some(json!([{"id": "c1"}])),
+            tool_call_id: None,
+            meta: None,
+            op: Some(4),
+            checkpoint: None,
+            workspace: "00".repeat(32),
+        };
+        assert_eq!(Message::decode("t", &m.encode()).unwrap(), m);
+        let j = m.json();
+        assert_eq!(j["time"], json!(1_700_000_000));
+        assert_eq!(j["time_ns"], json!("1700000000123456789"));
+        assert!(j.get("version").is_none());
+    }
+}

@@ -1,0 +1,177 @@
+//! Starting sessions from a conversation: `continue` (the latest session imported
+//! from a durable repository, forked with its messages) and the start of
+//! `fork --from-message` ([`message_start`]).
+//!
+//! `continue` follows `fork`'s order: claim the new name, refuse an existing
+//! record, check the mountpoint, write the record (with the copied messages, in
+//! one commit), mount; on a failed mount the record is removed while the claim
+//! is still held.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::super::record::Call;
+use super::super::{Host, Target, syncfs};
+use crate::control::MountFor;
+use crate::error::{Error, Result};
+use crate::id::{CheckpointId, NodeId};
+use crate::lifecycle::{self, SessionInfo, State};
+use crate::messages::{self, Stream, conversation};
+use crate::meta::{self, MetaOp};
+use crate::refs::{self, Checkpoint};
+use crate::session::{self, SessionRecord};
+use crate::store::ObjectStore;
+
+/// Where `fork --from-message ID` starts: HEAD as it was when the message was
+/// recorded (if there was one) and the workspace root it recorded.
+pub(in crate::ops) fn message_start(t: &Target, id: &str) -> Result<(Option<Checkpoint>, NodeId)> {
+    let s = &t.session;
+    let store = s.store();
+    let (stream, m) = messages::by_id(&**store, s.name(), id)?;
+    let hidden = conversation::hidden(&**store, s.name())?;
+    if stream != Stream::Messages || conversation::is_hidden(&hidden, m.seq) {
+        return Err(Error::Invalid(format!(
+            "message {id} is not a visible message of the conversation"
+        )));
+    }
+    let c = m
+        .checkpoint
+        .as_deref()
+        .map(|h| {
+            let cid = CheckpointId::from_hex(h)
+                .ok_or_else(|| Error::corrupt(format!("message {id}"), "bad checkpoint id"))?;
+            refs::load(&**store, &cid)
+        })
+        .transpose()?;
+    Ok((c, m.workspace_root()?))
+}
+
+/// The latest session (by its last activity: last access or newest message,
+/// then creation) whose info names
+/// `project` as its durable path; discarded sessions are skipped.
+fn latest_of(store: &dyn ObjectStore, project: &Path) -> Result<String> {
+    let mut best: Option<((i128, i64), String)> = None;
+    for (k, v) in store.meta_scan(meta::INFO_PREFIX)? {
+        let Some(name) = k
+            .strip_prefix(meta::INFO_PREFIX)
+            .and_then(|n| std::str::from_utf8(n).ok())
+        else {
+            continue;
+        };
+        let Ok(i) = SessionInfo::decode(name, &v) else {
+            continue;
+        };
+        let from_project = i.origin.as_ref().is_some_and(|o| o.path == project);
+        if !from_project || i.state == State::Discarded {
+            continue;
+        }
+        if session::load_record(store, name)?.is_none() {
+            continue;
+        }
+        // Seconds are coarse (and last access is written once a minute): the
+        // newest message, in ns, tells apart sessions used in the same second.
+        let newest = messages::list(
+            store,
+            name,
+            &messages::Query {
+                limit: Some(1),
+                ..Default::default()
+            },
+        )?
+        .first()
+        .map_or(0, |m| m.time_ns);
+        let secs = i128::from(i.last_access.max(i.created)) * 1_000_000_000;
+        let key = (secs.max(newest), i.created);
+        if best.as_ref().is_none_or(|(b, _)| key > *b) {
+            best = Some((key, name.to_string()));
+        }
+    }
+    best.map(|(_, n)| n).ok_or_else(|| {
+        Error::NotFound(format!(
+            "no session was imported from {}",
+            project.display()
+        ))
+    })
+}
+
+/// The source's state: flushed first when it is mounted (its queued messages
+/// written).
+fn source_record<H: Host>(h: &H, src: &str) -> Result<SessionRecord> {
+    if let Ok(t) = h.target(Some(src)) {
+        super::wait(&t)?;
+        let _lock = t.session.op_lock.lock().unwrap_or_else(|e| e.into_inner());
+        syncfs(&t.mountpoint)?;
+        t.session.flush()?;
+        return Ok(t.session.record());
+    }
+    session::load_record(&*h.store(), src)?
+        .ok_or_else(|| Error::NotFound(format!("no session named {src}")))
+}
+
+pub(in crate::ops) fn run<H: Host>(
+    h: &H,
+    who: MountFor,
+    _call: &Call,
+    project: &Path,
+    name: &str,
+    mountpoint: &Path,
+) -> Result<Value> {
+    if !project.is_absolute() {
+        return Err(Error::Invalid(format!(
+            "project {} must be an absolute path",
+            project.display()
+        )));
+    }
+    let project = project
+        .canonicalize()
+        .unwrap_or_else(|_| project.to_path_buf());
+    session::validate_session_name(name)?;
+    let store = h.store();
+    let src = latest_of(&*store, &project)?;
+    let mut claim = h
+        .claim(name)
+        .map_err(|e| Error::Conflict(format!("session {name} already exists ({e})")))?;
+    if session::load_record(&*store, name)?.is_some() {
+        return Err(Error::Conflict(format!("session {name} already exists")));
+    }
+    let dir = h.open_mountpoint(mountpoint, who)?;
+    let from = source_record(h, &src)?;
+    let root = NodeId::from_hex(&from.root)
+        .ok_or_else(|| Error::corrupt(format!("session record {src}"), "bad root id"))?;
+    let mut rec = session::new_record(name, root, from.bytes, from.inodes)?;
+    rec.head = from.head.clone();
+    rec.base = from.base.clone();
+    rec.config = from.config.clone();
+    let src_info = lifecycle::load(&*store, &src)?;
+    let mut info = SessionInfo::forked(src_info.as_ref(), name);
+    let touched = lifecycle::touched::list(&*store, &src)?;
+    let copied = messages::copy_session_ops(&*store, &src, name, None)?;
+    let n = messages::list(&*store, &src, &messages::Query::default())?.len();
+    let mut ops = vec![session::record_op(&rec), info.op()];
+    ops.extend(lifecycle::touched::add_ops(
+        name,
+        touched.iter().map(Vec::as_slice),
+    ));
+    ops.extend(copied);
+    store.commit(ops)?;
+    lifecycle::manage::bump(&*store, &src, &|m| m.forks += 1);
+    match h.mount_claimed(&mut claim, dir, rec, None) {
+        Ok(mut v) => {
+            v["session"] = json!(name);
+            v["from"] = json!(src);
+            v["checkpoint"] = json!(from.head);
+            v["messages"] = json!(n);
+            Ok(v)
+        }
+        Err(e) => {
+            let mut ops = vec![MetaOp::Delete(meta::session_key(name))];
+            ops.extend(lifecycle::delete_ops(&*store, name).unwrap_or_default());
+            if let Err(e2) = store.commit(ops) {
+                log::error!("continue {name}: cannot remove the record of the failed fork: {e2}");
+            }
+            drop(claim);
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! `rewind`: bring the workspace back to a message's recorded workspace root
+//! (pending changes saved first, through `save_and_graft`) and hide the messages
+//! after it, as one operation of kind `rewind` (undoable: its views hold the
+//! files, its meta the conversation's hidden ranges before and after).
+
+use serde_json::{Value, json};
+
+use super::super::record::{Call, view_now, view_of};
+use super::super::{Target, save_and_graft, saved_json, working_root};
+use crate::error::{Error, Result};
+use crate::messages::{self, Stream, conversation};
+use crate::oplog;
+
+/// What a rewind moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum What {
+    Files,
+    Conversation,
+    Both,
+}
+
+fn what_of(w: Option<&str>) -> Result<What> {
+    match w {
+        None | Some("both") => Ok(What::Both),
+        Some("files") => Ok(What::Files),
+        Some("conversation") => Ok(What::Conversation),
+        Some(o) => Err(Error::Invalid(format!(
+            "--what {o:?}: expected files, conversation or both"
+        ))),
+    }
+}
+
+/// What a rewind changes.
+struct Plan {
+    what: What,
+    message: messages::Message,
+    hidden: conversation::Hidden,
+    new_hidden: conversation::Hidden,
+    dropped: usize,
+    changes: Vec<Value>,
+}
+
+fn plan(t: &Target, to: &str, what: What) -> Result<Plan> {
+    let s = &t.session;
+    let store = s.store().clone();
+    let name = s.name();
+    let (stream, m) = messages::by_id(&*store, name, to)?;
+    if stream != Stream::Messages {
+        return Err(Error::Invalid(format!(
+            "message {to} is in the transcript; rewind to a message of the conversation"
+        )));
+    }
+    let (files, conv) = (what != What::Conversation, what != What::Files);
+    let hidden = conversation::hidden(&*store, name)?;
+    if conv && conversation::is_hidden(&hidden, m.seq) {
+        return Err(Error::Invalid(format!(
+            "message {to} was rewound away; undo that rewind first (`treefork undo`)"
+        )));
+    }
+    let last = messages::last_seq(&*store, name, Stream::Messages)?;
+    let (new_hidden, dropped) = if conv && last > m.seq {
+        let dropped = (m.seq + 1..=last)
+            .filter(|n| !conversation::is_hidden(&hidden, *n))
+            .count();
+        (conversation::with_range(&hidden, m.seq + 1, last), dropped)
+    } else {
+        (hidden.clone(), 0)
+    };
+    let target = m.workspace_root()?;
+    let changes: Vec<Value> = if files {
+        crate::diff::diff_roots(&*store, working_root(t)?, target)?
+            .iter()
+            .map(|e| json!({"path": e.path_str(), "change": e.change}))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Plan {
+        what,
+        message: m,
+        hidden,
+        new_hidden,
+        dropped,
+        changes,
+    })
+}
+
+pub(in crate::ops) fn run(
+    t: &Target,
+    call: &Call,
+    to: &str,
+    what: Option<&str>,
+    dry_run: bool,
+) -> Result<Value> {
+    let p = plan(t, to, what_of(what)?)?;
+    let Plan {
+        what,
+        message: m,
+        hidden,
+        new_hidden,
+        dropped,
+        changes,
+    } = p;
+    let s = &t.session;
+    let store = s.store().clone();
+    let name = s.name();
+    let target = m.workspace_root()?;
+    let answer = |op: Option<u64>, saved: Value| {
+        json!({
+            "dry_run": dry_run, "op": op, "message": m.id, "seq": m.seq,
+            "files": {"changes": changes, "saved": saved},
+            "conversation": {"dropped": dropped},
+        })
+    };
+    if dry_run || (changes.is_empty() && new_hidden == hidden) {
+        return Ok(answer(None, Value::Null));
+    }
+    let mut before = None;
+    let mut saved = None;
+    let after_root = if !changes.is_empty() {
+        let (sv, _) = save_and_graft(
+            t,
+            "before-rewind",
+            &format!("rewind to message {to}"),
+            target,
+            None,
+            &mut |before_root| {
+                before = Some(view_of(&s.record(), before_root));
+                Ok(())
+            },
+        )?;
+        saved = sv;
+        s.flush()?
+    } else {
+        let v = view_now(t)?;
+        let root = crate::id::NodeId::from_hex(&v.workspace)
+            .ok_or_else(|| Error::corrupt("view", "bad workspace root"))?;
+        before = Some(v);
+        root
+    };
+    let before = before.expect("view taken");
+    let after = view_of(&s.record(), after_root);
+    let mut nop = call.op("rewind", before, after);
+    let what_name = match what {
+        What::Files => "files",
+        What::Conversation => "conversation",
+        What::Both => "both",
+    };
+    nop.meta.insert(
+        "rewind".into(),
+        json!({"to": m.id, "seq": m.seq, "what": what_name, "dropped": dropped}),
+    );
+    let mut extra = Vec::new();
+    if new_hidden != hidden {
+        nop.meta.insert(
+            "conversation".into(),
+            conversation::op_meta(&hidden, &new_hidden),
+        );
+        extra.push(conversation::put_op(name, &new_hidden));
+    }
+    let rec = oplog::append(&*store, name, nop, extra)?;
+    Ok(answer(Some(rec.seq), saved_json(saved)))
+}

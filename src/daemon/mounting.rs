@@ -315,6 +315,7 @@ impl Daemon {
         // A recorded command still running is finalized as abandoned first.
         if let Some(t) = Host::live(self).into_iter().find(|t| t.mountpoint == mp) {
             crate::ops::exec::unmounting(&t);
+            crate::ops::messages::drain(&t);
         }
         let (name, mut entry) = self.table.begin_close(mp)?;
         let r = entry.session.flush().and_then(|_| {

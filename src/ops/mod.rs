@@ -29,7 +29,7 @@ pub mod experiment;
 mod fork;
 mod lifecycle;
 mod log;
-mod messages;
+pub mod messages;
 mod oplog_list;
 pub mod promote;
 pub(crate) mod record;

@@ -696,3 +696,24 @@ fn gc_keeps_the_workspace_a_message_names() {
         String::from_utf8_lossy(&fsck.stdout)
     );
 }
+
+#[test]
+fn a_clean_unmount_writes_every_queued_message() {
+    assert!(fuse_available());
+    // A slow writer: the appends are answered `queued` long before they are written.
+    let m = Mount::with_failpoint("message-writer-delay-ms:300");
+    let sock = session_sock(&m);
+    let mut c = connect(&sock);
+    for n in 0..100 {
+        let r = call(
+            &mut c,
+            &json!({"v":1,"op":"message_append","role":"assistant","content":{"n":n}}),
+        );
+        assert_eq!(r["queued"], json!(true), "{r}");
+    }
+    drop(c);
+    // No message_flush: the unmount itself must drain the queue.
+    m.umount();
+    m.mount();
+    assert_eq!(list(&m, &[]).len(), 100);
+}

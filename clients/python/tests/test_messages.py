@@ -1,7 +1,6 @@
 """The conversation log through the client (message protocol of issue 15, as
 fixed in the common brief). The daemon side is the MSG package's: these tests
-are skipped until wp/msg is merged; the lead enables them (drop the skip on
-``needs_msg``). All five passed against a daemon built from wp/msg at 7240673."""
+run against a real daemon and mount like the others."""
 
 from pathlib import Path
 
@@ -10,10 +9,8 @@ import pytest
 import treefork
 from conftest import Env, write
 
-needs_msg = pytest.mark.skip(reason="needs wp/msg")
 
 
-@needs_msg
 def test_append_flush_list_are_tied_to_the_workspace(session: treefork.Session) -> None:
     write(session.mountpoint / "f", "v1\n")
     c = session.checkpoint("v1")
@@ -35,7 +32,6 @@ def test_append_flush_list_are_tied_to_the_workspace(session: treefork.Session) 
         session.append_message("robot", "x")
 
 
-@needs_msg
 def test_rewind_files_and_conversation_then_undo(session: treefork.Session) -> None:
     mp = session.mountpoint
     write(mp / "f", "before\n")
@@ -56,7 +52,6 @@ def test_rewind_files_and_conversation_then_undo(session: treefork.Session) -> N
     assert only.dropped == 1 and (mp / "f").read_text() == "after\n"
 
 
-@needs_msg
 def test_fork_from_a_message(env: Env, session: treefork.Session) -> None:
     mp = session.mountpoint
     write(mp / "f", "one\n")
@@ -73,7 +68,6 @@ def test_fork_from_a_message(env: Env, session: treefork.Session) -> None:
     assert (mp / "f").read_text() == "two\n"
 
 
-@needs_msg
 def test_session_meta_update_merges_conversation_metadata(session: treefork.Session) -> None:
     session.update_meta(model="m-1", add_turns=2, add_cost=0.5)
     session.update_meta(add_turns=1, add_cost=0.25, exit_reason="done")
@@ -81,7 +75,6 @@ def test_session_meta_update_merges_conversation_metadata(session: treefork.Sess
     assert conv == {"model": "m-1", "turns": 3, "cost": 0.75, "exit_reason": "done"}
 
 
-@needs_msg
 def test_continue_forks_the_latest_session_of_a_project(env: Env, repo: Path) -> None:
     s = env.mount("first", repo)
     mid = s.append_message("user", "hello")

@@ -111,6 +111,17 @@ fn append(t: &Target, d: Draft) -> Result<Value> {
     Ok(json!({"id": id, "queued": true}))
 }
 
+/// Before an unmount or shutdown: write every queued message (an append answered
+/// `queued` is never lost by a clean unmount). A failure is logged; the unmount goes on.
+pub fn drain(t: &Target) {
+    if let Err(e) = wait(t) {
+        log::error!(
+            "session {}: queued messages not written before unmount: {e}",
+            t.session.name()
+        );
+    }
+}
+
 /// Wait until the writer has written everything queued.
 fn wait(t: &Target) -> Result<()> {
     writer::flush(t.session.name(), ident(t), &mut || sink(t.clone()))

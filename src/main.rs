@@ -1,6 +1,7 @@
 //! The `treefork` command line: parse, dispatch to `cli`, exit status.
 
 mod cli;
+mod mcp;
 
 use clap::Parser;
 

@@ -10,8 +10,8 @@ use clap::{Parser, Subcommand};
 
 use super::flags::Globals;
 use super::{
-    Ctx, Outcome, Result, Run, config, daemon, exec, experiment, history, mount, promote, refs,
-    show, snapshot, store, timeline, undo,
+    Ctx, Outcome, Result, Run, config, daemon, exec, experiment, history, mcp, mount, promote,
+    refs, show, snapshot, store, timeline, undo,
 };
 
 /// The `treefork` command line.
@@ -77,6 +77,7 @@ commands! {
     Exec(exec::Exec),
     History(history::History),
     Experiment(experiment::Experiment),
+    Mcp(mcp::Mcp),
     Gc(store::Gc),
     Fsck(store::Fsck),
     Session(store::Session),

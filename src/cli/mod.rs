@@ -67,6 +67,7 @@ mod experiment;
 pub mod flags;
 mod history;
 mod lifecycle;
+mod mcp;
 mod mount;
 pub mod output;
 mod paths;

@@ -18,6 +18,7 @@ mod experiment;
 mod graftfail;
 mod lifecycle;
 mod maintenance;
+mod mcp;
 mod persistence;
 mod posix;
 mod powercut;

@@ -1,7 +1,7 @@
 //! `treefork mcp`: a stdio MCP server bridged to one session's control socket.
 //!
-//! Owns the MCP face of a session: [`tools`] (the tool table: names, schemas,
-//! annotations, role filtering), [`schemas`] (input types and output schemas),
+//! Owns the MCP face of a session: [`tools`] (what a tool is, role filtering)
+//! and [`table`] (every tool: names, hints, schemas), [`schemas`] (input types and output schemas),
 //! [`calls`] (tools that are one control request), [`run`] (`exec` and
 //! `experiment`, which run commands here through the CLI's process runner),
 //! [`bridge`] (the socket, and errors as the protocol's error objects) and
@@ -19,6 +19,7 @@ mod calls;
 mod run;
 mod schemas;
 mod server;
+mod table;
 mod tools;
 
 use std::path::Path;

@@ -90,7 +90,7 @@ fn mcp_user_socket_end_to_end() {
     // The dry runs wrote nothing to the durable repository.
     assert_eq!(git(&repo, &["rev-parse", "HEAD"]), head);
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
-    assert_eq!(m.p("r.txt").exists(), true, "the adopted run's file");
+    assert!(m.p("r.txt").exists(), "the adopted run's file");
 }
 
 /// An agent socket: promote is not listed (nor callable), additive tools work

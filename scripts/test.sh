@@ -17,8 +17,9 @@ cargo fmt --all -- --check
 step "cargo clippy -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
 
-step "unit and property tests"
+step "unit and property tests (library and command line)"
 cargo test --lib --quiet
+cargo test --bin treefork --quiet
 
 step "Python venv (client package, pytest, mcp SDK) for the Python and MCP tests"
 # Kept in target/ between runs; rebuilt when the requirements or the client change.

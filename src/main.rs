@@ -2,6 +2,7 @@
 //! exit status).
 
 mod cli;
+mod mcp;
 
 fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))

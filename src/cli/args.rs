@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 use super::r#continue;
 use super::flags::Globals;
 use super::{
-    Ctx, Outcome, Result, Run, completions, config, daemon, exec, experiment, history, man,
+    Ctx, Outcome, Result, Run, completions, config, daemon, exec, experiment, history, man, mcp,
     messages, mount, mount_helper, promote, refs, rewind, show, snapshot, store, timeline, undo,
 };
 
@@ -81,6 +81,7 @@ commands! {
     Messages(messages::Messages),
     Rewind(rewind::Rewind),
     Continue(r#continue::Continue),
+    Mcp(mcp::Mcp),
     Gc(store::Gc),
     Fsck(store::Fsck),
     Session(store::Session),

@@ -77,6 +77,7 @@ pub mod flags;
 mod history;
 mod lifecycle;
 mod man;
+mod mcp;
 mod messages;
 mod mount;
 mod mount_helper;

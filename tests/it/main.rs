@@ -19,6 +19,7 @@ mod experiment;
 mod graftfail;
 mod lifecycle;
 mod maintenance;
+mod mcp;
 mod messages;
 mod persistence;
 mod posix;

@@ -283,6 +283,19 @@ impl Ctx {
         Ok(self.workspace()?.mountpoint)
     }
 
+    /// The control socket session ops go to: the explicit one, else the session
+    /// socket of the workspace (`-C PATH` or the current directory).
+    pub fn session_socket(&self) -> Result<PathBuf> {
+        if let Some(sock) = self.explicit_socket() {
+            return Ok(sock);
+        }
+        let ws = self.workspace()?;
+        match ws.socket {
+            Some(s) => Ok(s),
+            None => Ok(control::session_socket(&ws.mountpoint)?),
+        }
+    }
+
     /// Send a session op to the explicit socket, else to the workspace's session
     /// socket.
     pub fn session<T: DeserializeOwned>(&self, op: Op) -> Result<Reply<T>> {

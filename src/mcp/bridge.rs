@@ -1,0 +1,174 @@
+//! The bridge: one session control socket, and tool errors.
+//!
+//! Every tool call becomes control requests on the one socket the server was
+//! started with (a session socket or an agent socket), so the daemon applies that
+//! socket's role to each of them; the bridge decides nothing itself. A request is
+//! a JSON object with `op` (a typed [`Op`] serialized, or, for ops this build's
+//! `Op` does not spell yet such as the message ops, the protocol's field names);
+//! the bridge adds `v` and the request's `explanation`, opens a connection, feeds
+//! event lines to a callback and returns the response with `ok` removed.
+//!
+//! A refusal comes back as a [`ToolError`] carrying the daemon's whole error
+//! object (`code`, `message` and detail fields such as `BASELINE_CONFLICT`'s
+//! `paths`), never rewritten.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use treefork::control::{Op, PROTOCOL_VERSION, Role};
+
+/// A failed tool call: the protocol's error object.
+#[derive(Debug, Clone)]
+pub struct ToolError {
+    /// `{"code", "message", ...detail}`.
+    pub error: Value,
+}
+
+impl ToolError {
+    /// An error with a protocol code and a message.
+    pub fn new(code: &str, message: impl Into<String>) -> ToolError {
+        ToolError {
+            error: json!({"code": code, "message": message.into()}),
+        }
+    }
+
+    /// Invalid arguments of a tool (`bad_request`).
+    pub fn bad_args(message: impl std::fmt::Display) -> ToolError {
+        ToolError::new("bad_request", format!("bad arguments: {message}"))
+    }
+
+    /// The protocol code.
+    pub fn code(&self) -> &str {
+        self.error["code"].as_str().unwrap_or("")
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        self.error["message"].as_str().unwrap_or("")
+    }
+}
+
+/// A tool's outcome: the structured result, or the error.
+pub type Outcome = Result<Value, ToolError>;
+
+/// The session behind the socket: where it is, and the socket's role.
+#[derive(Debug, Clone)]
+pub struct Bridge {
+    socket: PathBuf,
+    /// The socket's role, as the daemon answered `ping`.
+    pub role: Role,
+    /// The workspace root (the session's mountpoint).
+    pub root: PathBuf,
+}
+
+/// The wire form of a typed op.
+pub fn op(op: &Op) -> Value {
+    serde_json::to_value(op).expect("ops serialize")
+}
+
+impl Bridge {
+    /// Ask the daemon on `socket` which session and role it serves.
+    pub fn connect(socket: &Path) -> Result<Bridge, ToolError> {
+        let mut b = Bridge {
+            socket: socket.to_path_buf(),
+            role: Role::Agent,
+            root: PathBuf::new(),
+        };
+        let pong = b.call(op(&Op::Ping), None, &mut |_| {})?;
+        b.role = match pong["role"].as_str() {
+            Some("user") => Role::User,
+            // Anything else is treated as the narrower role.
+            _ => Role::Agent,
+        };
+        b.root = match pong["mountpoint"].as_str() {
+            Some(m) => PathBuf::from(m),
+            None => {
+                return Err(ToolError::new(
+                    "invalid",
+                    format!("{} is not a session's control socket", socket.display()),
+                ));
+            }
+        };
+        Ok(b)
+    }
+
+    /// Send `request` (an object with `op`) with an optional explanation; feed each
+    /// event line to `on_event`; the response without `ok`, or its error.
+    pub fn call(
+        &self,
+        mut request: Value,
+        explanation: Option<&str>,
+        on_event: &mut dyn FnMut(&Value),
+    ) -> Outcome {
+        let o = request
+            .as_object_mut()
+            .ok_or_else(|| ToolError::new("bad_request", "a request must be an object"))?;
+        o.insert("v".into(), json!(PROTOCOL_VERSION));
+        if let Some(e) = explanation {
+            o.insert("explanation".into(), json!(e));
+        }
+        let io = |what: &str, e: std::io::Error| {
+            ToolError::new(
+                "io",
+                format!("control socket {}: {what}: {e}", self.socket.display()),
+            )
+        };
+        let stream = UnixStream::connect(&self.socket).map_err(|e| io("connect", e))?;
+        let mut line = serde_json::to_vec(&request).expect("JSON serializes");
+        line.push(b'\n');
+        let mut reader = BufReader::new(stream);
+        let written = reader.get_mut().write_all(&line);
+        loop {
+            let mut buf = String::new();
+            let n = reader.read_line(&mut buf).map_err(|e| io("read", e))?;
+            if n == 0 {
+                let e = written.err().unwrap_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "daemon closed the connection",
+                    )
+                });
+                return Err(io("no answer", e));
+            }
+            let v: Value = serde_json::from_str(&buf)
+                .map_err(|e| ToolError::new("corrupt", format!("daemon response: {e}")))?;
+            if v.get("event").is_some() {
+                on_event(&v);
+                continue;
+            }
+            return checked(v);
+        }
+    }
+}
+
+/// `{"ok":true,...}` → the rest; else the error object.
+fn checked(mut v: Value) -> Outcome {
+    if v.get("ok").and_then(Value::as_bool) == Some(true) {
+        if let Some(o) = v.as_object_mut() {
+            o.remove("ok");
+        }
+        return Ok(v);
+    }
+    match v.get("error") {
+        Some(e) if e.is_object() => Err(ToolError { error: e.clone() }),
+        _ => Err(ToolError::new("corrupt", format!("unexpected answer: {v}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_keep_the_daemons_detail() {
+        let e = checked(json!({"ok": false, "error": {"code": "BASELINE_CONFLICT",
+            "message": "m", "paths": [{"path": "a", "how": "committed"}]}}))
+        .unwrap_err();
+        assert_eq!(e.code(), "BASELINE_CONFLICT");
+        assert_eq!(e.error["paths"][0]["path"], "a");
+        let ok = checked(json!({"ok": true, "head": null})).unwrap();
+        assert_eq!(ok, json!({"head": null}));
+    }
+}

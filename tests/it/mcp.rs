@@ -1,0 +1,120 @@
+//! `treefork mcp` end to end: the official MCP Python SDK's stdio client
+//! (tests/mcp/client.py, pinned `mcp==1.22.0`) drives the server on real mounts,
+//! through the user's session socket and through an agent socket. The interpreter
+//! is `$TREEFORK_TEST_PYTHON` (scripts/test.sh makes that venv); without it these
+//! tests fail, they never skip.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::harness::{Mount, bin, daemon_log, fuse_available};
+use crate::lifecycle::git_repo;
+
+/// The Python with the `mcp` SDK.
+fn python() -> String {
+    std::env::var("TREEFORK_TEST_PYTHON").unwrap_or_else(|_| {
+        panic!(
+            "TREEFORK_TEST_PYTHON is not set: it must name a Python interpreter with \
+             mcp==1.22.0 installed (scripts/test.sh creates one from \
+             clients/python/requirements-test.txt)"
+        )
+    })
+}
+
+/// Run scenario `name` of tests/mcp/client.py; the facts it prints.
+fn client(m: &Mount, name: &str, extra: &[&str]) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
+    let o = Command::new(python())
+        .arg(&script)
+        .arg(name)
+        .args(["--bin", bin(), "--workspace", m.mp.to_str().unwrap()])
+        .args(extra)
+        .env_remove("TREEFORK_SOCKET")
+        .env_remove("TREEFORK_STORE")
+        .output()
+        .expect("run the Python MCP client");
+    assert!(
+        o.status.success(),
+        "MCP client scenario {name} failed:\n{}\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+        daemon_log(&m.store)
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    let last = out.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("client output {out:?}: {e}"))
+}
+
+fn git(repo: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .output()
+        .expect("git");
+    assert!(o.status.success(), "git {args:?}");
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// The user's socket (found from the workspace): every tool listed, with valid
+/// schemas and hints; checkpoint, diff with a byte limit, exec with progress,
+/// show_file, undo, experiment with progress and adopt, restore's default dry
+/// run, error results with their codes, promote's default dry run on a real git
+/// repository and its BASELINE_CONFLICT with paths. Checked here against the
+/// mount, the store and git.
+#[test]
+fn mcp_user_socket_end_to_end() {
+    assert!(fuse_available());
+    let dir = tempfile::tempdir().unwrap();
+    let repo = git_repo(dir.path());
+    let head = git(&repo, &["rev-parse", "HEAD"]);
+    let m = Mount::with_options("s", &["--from", repo.to_str().unwrap()]);
+    let facts = client(&m, "user", &["--repo", repo.to_str().unwrap()]);
+    let tools = facts["tools"].as_array().unwrap();
+    assert!(tools.iter().any(|t| t == "promote"), "{facts}");
+    assert_eq!(tools.len(), 19, "{facts}");
+    // The exec was recorded by the daemon, then undone: the log says so.
+    let ops = crate::harness::ws_ok(&m, &["--json", "op", "log"]);
+    let ops: Value = serde_json::from_str(&ops).unwrap();
+    let kinds: Vec<&str> = ops["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["kind"].as_str())
+        .collect();
+    for k in ["exec", "undo", "experiment", "adopt", "checkpoint"] {
+        assert!(kinds.contains(&k), "no {k} operation in {kinds:?}");
+    }
+    // The dry runs wrote nothing to the durable repository.
+    assert_eq!(git(&repo, &["rev-parse", "HEAD"]), head);
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    assert!(m.p("r.txt").exists(), "the adopted run's file");
+}
+
+/// An agent socket: promote is not listed (nor callable), additive tools work
+/// and their operations are recorded as the agent's.
+#[test]
+fn mcp_agent_socket_hides_promote() {
+    assert!(fuse_available());
+    let tmp = tempfile::tempdir().unwrap();
+    let sock = tmp.path().join("agent.sock");
+    let m = Mount::with_options("s", &["--agent-socket", sock.to_str().unwrap()]);
+    let facts = client(&m, "agent", &["--socket", sock.to_str().unwrap()]);
+    let tools = facts["tools"].as_array().unwrap();
+    assert!(!tools.iter().any(|t| t == "promote"), "{facts}");
+    assert_eq!(tools.len(), 18, "{facts}");
+    let ops = crate::harness::ws_ok(&m, &["--json", "op", "log", "-n", "1"]);
+    let ops: Value = serde_json::from_str(&ops).unwrap();
+    assert_eq!(ops["operations"][0]["actor"]["role"], "agent", "{ops}");
+}
+
+/// The message protocol through MCP: append, list, rewind files and conversation.
+#[test]
+fn mcp_messages_and_rewind() {
+    assert!(fuse_available());
+    let m = Mount::new();
+    let facts = client(&m, "messages", &[]);
+    assert!(facts["rewound_to"].is_string(), "{facts}");
+}

@@ -156,8 +156,10 @@ pub static TOOLS: &[Tool] = &[
         input: s::input::<s::ForkArgs>,
         output: || {
             object(
+                // A fork from a message starts from that message's workspace
+                // root, which need not be a checkpoint: `checkpoint` is then null.
                 json!({"session": {"type": "string"}, "mountpoint": {"type": "string"},
-                    "checkpoint": {"type": "string"}}),
+                    "checkpoint": {"type": ["string", "null"]}}),
                 &["session", "mountpoint"],
             )
         },

@@ -117,4 +117,13 @@ fn mcp_messages_and_rewind() {
     let m = Mount::new();
     let facts = client(&m, "messages", &[]);
     assert!(facts["rewound_to"].is_string(), "{facts}");
+    // The fork made from the message: a session of its own with that message only.
+    let fork = std::path::PathBuf::from(facts["fork"].as_str().unwrap());
+    let msgs: serde_json::Value = serde_json::from_str(&crate::harness::tf_ok(
+        &m.store,
+        &["--json", "-C", fork.to_str().unwrap(), "messages"],
+    ))
+    .unwrap();
+    assert_eq!(msgs["messages"].as_array().unwrap().len(), 1, "{msgs}");
+    crate::harness::umount_ok(&m.store, &fork);
 }

@@ -198,7 +198,16 @@ async def scenario_messages(tools, session, args):
     check(read(ws, "m.txt") == "before\n", "rewind brought the files back")
     _, lst, _ = await tools.call("messages_list")
     check([m["role"] for m in lst["messages"]] == ["user"], lst)
-    return {"rewound_to": m1["id"]}
+    # Fork from the first message into a new mount: its files and its messages.
+    write(ws, "m.txt", "later\n")
+    fork_mp = os.path.join(os.path.dirname(ws.rstrip("/")), "fork-from-message")
+    _, fk, _ = await tools.call(
+        "fork",
+        {"name": "from-msg", "mountpoint": fork_mp, "from_message": m1["id"]},
+    )
+    check(fk["mountpoint"] == fork_mp, fk)
+    check(read(fork_mp, "m.txt") == "before\n", "the fork has the files at the message")
+    return {"rewound_to": m1["id"], "fork": fork_mp}
 
 
 SCENARIOS = {"user": scenario_user, "agent": scenario_agent, "messages": scenario_messages}

@@ -479,6 +479,7 @@ fn continue_forks_the_latest_session_of_a_project_with_its_messages() {
     .unwrap();
     assert_eq!(v["from"], json!("p2"), "{v}");
     assert_eq!(v["messages"], json!(3), "{v}");
+    crate::harness::umount_ok(&m.store, &dir3);
     // A project no session came from.
     let o = tf(
         &m.store,

@@ -20,7 +20,7 @@ use treefork::control::{Op, b64_encode};
 use super::bridge::{Outcome, ToolError, op};
 use super::schemas as s;
 use super::tools::{Call, args};
-use crate::cli::plumbing::{ExpResult, MAX_OUTPUT, RunCommand, RunSpec};
+use crate::cli::plumbing::{ExpResult, RunCommand, RunSpec};
 use crate::cli::runner::{self, Mode, RunResult, Spec};
 
 /// Default bytes kept of each of stdout and stderr.
@@ -29,8 +29,6 @@ pub const CAPTURE_DEFAULT: usize = 256 << 10;
 pub const CAPTURE_MAX: usize = 4 << 20;
 /// Raw bytes per `exec_output` request (well under the 1 MiB request bound).
 const CHUNK: usize = 512 << 10;
-/// The bytes of results sent with `experiment_end`.
-const RESULTS_BUDGET: usize = 900 << 10;
 /// How often a running command reports progress.
 const TICK: Duration = Duration::from_millis(500);
 
@@ -224,7 +222,7 @@ pub fn experiment(cx: &Call, v: Value) -> Outcome {
     results.sort_by_key(|r| r.run);
     let end = op(&Op::ExperimentEnd {
         id: b.id,
-        results: fit(results),
+        results: treefork::ops::experiment::wire::fit_results(results),
         rank_by: a.rank_by,
         keep: a.keep,
         abort: false,
@@ -264,30 +262,6 @@ fn one(id: &str, f: &ExpFork, spec: &RunSpec, cwd: &str, t: Option<Duration>) ->
         stdout: String::from_utf8_lossy(&r.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&r.stderr).into_owned(),
         ..ExpResult::default()
-    }
-}
-
-/// Cut the outputs so the results fit the daemon's limits (as `treefork experiment`).
-fn fit(mut results: Vec<ExpResult>) -> Vec<ExpResult> {
-    let mut cap = MAX_OUTPUT;
-    loop {
-        for r in results.iter_mut() {
-            for s in [&mut r.stdout, &mut r.stderr] {
-                if s.len() > cap {
-                    let mut cut = cap;
-                    while !s.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    s.truncate(cut);
-                    r.truncated = true;
-                }
-            }
-        }
-        let size = serde_json::to_vec(&results).map_or(0, |v| v.len());
-        if size <= RESULTS_BUDGET || cap == 0 {
-            return results;
-        }
-        cap /= 2;
     }
 }
 

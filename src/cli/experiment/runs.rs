@@ -15,13 +15,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::super::Exit;
-use super::super::plumbing::{ExpResult, MAX_OUTPUT, RunCommand, RunSpec};
+use super::super::plumbing::{ExpResult, RunCommand, RunSpec};
 use super::super::prelude::*;
 use super::super::runner::{self, Mode, Spec};
 use super::render::Comparison;
-
-/// The bytes of results sent with `experiment_end` (the request line limit is 1 MiB).
-const RESULTS_BUDGET: usize = 900 << 10;
 
 /// `experiment [--from REF] [--rank-by BY] [--score CMD] [--timeout S] [-j N]
 /// [--keep] -c CMD...` or `--command CMD --env K=A --env K=B`.
@@ -134,7 +131,7 @@ impl RunArgs {
             .or_else(|| self.score.as_ref().map(|_| "score".to_string()));
         let end = Op::ExperimentEnd {
             id: id.clone(),
-            results: fit(results),
+            results: treefork::ops::experiment::wire::fit_results(results),
             rank_by,
             keep: self.keep,
             abort: sig != 0,
@@ -280,54 +277,5 @@ fn caller_place(ws: &Path) -> String {
     match here.strip_prefix(&ws) {
         Ok(rel) => rel.to_str().unwrap_or("").to_string(),
         Err(_) => String::new(),
-    }
-}
-
-/// Cut the captured outputs so every result fits the daemon's limits: at most
-/// `MAX_OUTPUT` bytes a stream, and all of them within [`RESULTS_BUDGET`].
-fn fit(mut results: Vec<ExpResult>) -> Vec<ExpResult> {
-    let mut cap = MAX_OUTPUT;
-    loop {
-        for r in results.iter_mut() {
-            for s in [&mut r.stdout, &mut r.stderr] {
-                if s.len() > cap {
-                    let mut cut = cap;
-                    while !s.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    s.truncate(cut);
-                    r.truncated = true;
-                }
-            }
-        }
-        let size = serde_json::to_vec(&results).map_or(0, |v| v.len());
-        if size <= RESULTS_BUDGET || cap == 0 {
-            return results;
-        }
-        cap /= 2;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fit_keeps_results_within_the_request_budget() {
-        let big = "é".repeat(MAX_OUTPUT);
-        let rs: Vec<ExpResult> = (1..=32)
-            .map(|run| ExpResult {
-                run,
-                stdout: big.clone(),
-                stderr: "\u{1}".repeat(MAX_OUTPUT),
-                ..ExpResult::default()
-            })
-            .collect();
-        let f = fit(rs);
-        assert!(serde_json::to_vec(&f).unwrap().len() <= RESULTS_BUDGET);
-        assert!(
-            f.iter()
-                .all(|r| r.truncated && r.stdout.len() <= MAX_OUTPUT)
-        );
     }
 }

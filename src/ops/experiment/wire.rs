@@ -122,6 +122,36 @@ pub fn check_spec(i: usize, r: &RunSpec) -> Result<()> {
     Ok(())
 }
 
+/// How much JSON all results of one `experiment_end` may take (the request limit is
+/// 1 MiB; the rest is for the other fields).
+pub const RESULTS_BUDGET: usize = 900 << 10;
+
+/// Cut the captured outputs so every result fits the daemon's limits: at most
+/// [`MAX_OUTPUT`] bytes a stream (on a character boundary, marking `truncated`), and
+/// all of them within [`RESULTS_BUDGET`]. What every client reporting results calls.
+pub fn fit_results(mut results: Vec<RunResult>) -> Vec<RunResult> {
+    let mut cap = MAX_OUTPUT;
+    loop {
+        for r in results.iter_mut() {
+            for s in [&mut r.stdout, &mut r.stderr] {
+                if s.len() > cap {
+                    let mut cut = cap;
+                    while !s.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    s.truncate(cut);
+                    r.truncated = true;
+                }
+            }
+        }
+        let size = serde_json::to_vec(&results).map_or(0, |v| v.len());
+        if size <= RESULTS_BUDGET || cap == 0 {
+            return results;
+        }
+        cap /= 2;
+    }
+}
+
 /// Check a reported result: output within [`MAX_OUTPUT`], text fields bounded.
 pub fn check_result(r: &RunResult) -> Result<()> {
     let bad = |m: &str| Err(Error::Invalid(format!("result of run {}: {m}", r.run)));
@@ -136,4 +166,28 @@ pub fn check_result(r: &RunResult) -> Result<()> {
         return bad("score must be a finite number");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_keeps_results_within_the_request_budget() {
+        let big = "é".repeat(MAX_OUTPUT);
+        let rs: Vec<RunResult> = (1..=32)
+            .map(|run| RunResult {
+                run,
+                stdout: big.clone(),
+                stderr: "\u{1}".repeat(MAX_OUTPUT),
+                ..RunResult::default()
+            })
+            .collect();
+        let f = fit_results(rs);
+        assert!(serde_json::to_vec(&f).unwrap().len() <= RESULTS_BUDGET);
+        assert!(
+            f.iter()
+                .all(|r| r.truncated && r.stdout.len() <= MAX_OUTPUT)
+        );
+    }
 }

@@ -7,7 +7,7 @@
 //! `session rm` claims the name in the mount table first, so it never races a mount,
 //! a fork or an unmount of the same session.
 
-use crate::store::ObjectStore;
+use crate::lifecycle::retention::{self, Pruned};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,18 +36,21 @@ impl Daemon {
             .maintenance
             .try_lock()
             .map_err(|_| Error::Conflict("a gc or fsck is already running on this store".into()))?;
-        let pruned = if dry_run { 0 } else { self.prune_ops()? };
-        let (discarded, auto_refs) = if dry_run {
-            (0, 0)
+        let pruned = if dry_run {
+            Pruned::default()
         } else {
-            self.lifecycle_gc()?
+            let discard = self.upkeep.discard_secs;
+            let now = crate::lifecycle::manage::now();
+            retention::run(&*self.store, discard, now, &mut |name| {
+                self.session_rm(name).map(drop)
+            })?
         };
         let rep = crate::gc::gc(&*self.store, self, dry_run, &mut progress(events))?;
         Ok(json!({
             "gc": rep,
-            "operations_pruned": pruned,
-            "discarded_removed": discarded,
-            "auto_refs_dropped": auto_refs,
+            "operations_pruned": pruned.operations,
+            "discarded_removed": pruned.sessions,
+            "auto_refs_dropped": pruned.auto_refs,
         }))
     }
 
@@ -78,39 +81,8 @@ impl Daemon {
                 )),
                 None => e,
             })?;
-        session::remove_record(&*self.store, name)?;
-        let mut ops = crate::oplog::delete_all_ops(&*self.store, name)?;
-        ops.extend(crate::lifecycle::delete_ops(&*self.store, name)?);
-        self.store.commit(ops)?;
+        retention::remove_session(&*self.store, name)?;
         Ok(json!({ "removed": name }))
-    }
-
-    /// Drop operation records past each session's retention (see
-    /// `oplog::retention`); returns how many records went.
-    fn prune_ops(&self) -> Result<usize> {
-        let mut n = 0;
-        for (k, v) in self.store.meta_scan(crate::meta::SESSION_PREFIX)? {
-            let Some(name) = crate::meta::session_name(&k) else {
-                continue;
-            };
-            let Ok(rec) = session::SessionRecord::decode(name, &v) else {
-                continue;
-            };
-            let policy = crate::oplog::retention::Policy {
-                days: rec.config.op_retention_days,
-                count: rec.config.op_retention_count,
-            };
-            let ops = crate::oplog::retention::prune_ops(&*self.store, name, policy)?;
-            n += ops
-                .iter()
-                .filter(|o| matches!(o, crate::meta::MetaOp::Delete(k) if k.starts_with(crate::meta::OP_PREFIX)))
-                .count();
-            self.store.commit(ops)?;
-        }
-        if n > 0 {
-            log::info!("gc: dropped {n} operation record(s) past retention");
-        }
-        Ok(n)
     }
 
     pub(crate) fn sessions(&self) -> Result<Value> {

@@ -29,7 +29,6 @@ use crate::error::{Error, Result};
 use crate::lifecycle::manage::{self, PolicyChange};
 use crate::lifecycle::{self, State};
 use crate::ops::{Host, Target};
-use crate::store::ObjectStore;
 
 /// Environment variable: the sweep interval (e.g. `5m`, `30s`).
 pub const SWEEP_ENV: &str = "TREEFORK_SWEEP_INTERVAL";
@@ -64,7 +63,7 @@ pub struct Upkeep {
     last_look: Mutex<Instant>,
     last_sweep: Mutex<Instant>,
     interval: Duration,
-    discard_secs: u64,
+    pub(crate) discard_secs: u64,
 }
 
 impl Default for Upkeep {
@@ -346,35 +345,5 @@ impl Daemon {
             Ok(true)
         })?;
         Ok(ckpt)
-    }
-
-    /// The lifecycle part of `gc`: remove discarded sessions past retention and
-    /// `auto/...` refs past theirs. Returns (sessions removed, refs dropped).
-    pub(crate) fn lifecycle_gc(&self) -> Result<(usize, usize)> {
-        let store = self.store().clone();
-        let now = manage::now();
-        let mut removed = 0;
-        for name in manage::discarded_before(&*store, self.upkeep.discard_secs, now)? {
-            match self.session_rm(&name) {
-                Ok(_) => removed += 1,
-                Err(e) => log::warn!("gc: discarded session {name} stays: {e}"),
-            }
-        }
-        let ops = lifecycle::autorefs::prune_ops(&*store, now, &|session| {
-            crate::session::load_record(&*store, session)
-                .ok()
-                .flatten()
-                .map(|r| lifecycle::autorefs::Policy {
-                    days: r.config.auto_ref_retention_days,
-                    count: r.config.auto_ref_retention_count,
-                })
-                .unwrap_or_default()
-        })?;
-        let refs = ops.len();
-        if refs > 0 {
-            store.commit(ops)?;
-            log::info!("gc: dropped {refs} auto/ ref(s) past retention");
-        }
-        Ok((removed, refs))
     }
 }

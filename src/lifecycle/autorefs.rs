@@ -20,21 +20,14 @@ pub const DEFAULT_DAYS: u64 = 7;
 /// ... or the newest 100 of a session.
 pub const DEFAULT_COUNT: u64 = 100;
 
-/// A retention policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Policy {
-    /// Keep refs younger than this many days.
-    pub days: u64,
-    /// Keep at least the newest this many.
-    pub count: u64,
-}
+/// The rule (the operation log's: young **or** among the newest N).
+pub use crate::oplog::retention::Policy;
 
-impl Default for Policy {
-    fn default() -> Policy {
-        Policy {
-            days: DEFAULT_DAYS,
-            count: DEFAULT_COUNT,
-        }
+/// The default policy for auto refs.
+pub fn default_policy() -> Policy {
+    Policy {
+        days: DEFAULT_DAYS,
+        count: DEFAULT_COUNT,
     }
 }
 
@@ -62,13 +55,14 @@ pub fn prune_ops(
     }
     let mut ops = Vec::new();
     for (session, mut list) in by_session {
-        let p = policy(&session);
-        list.sort_by(|a, b| b.cmp(a));
-        let cutoff = now.saturating_sub((p.days.saturating_mul(86_400)) as i64);
-        for (i, (created, name)) in list.into_iter().enumerate() {
-            if (i as u64) >= p.count && created < cutoff {
-                ops.push(refs::delete_ref_op(&name));
-            }
+        list.sort();
+        let times: Vec<i128> = list
+            .iter()
+            .map(|(created, _)| i128::from(*created) * 1_000_000_000)
+            .collect();
+        let now_ns = i128::from(now) * 1_000_000_000;
+        for i in crate::oplog::retention::expired_positions(&times, policy(&session), now_ns) {
+            ops.push(refs::delete_ref_op(&list[i].1));
         }
     }
     Ok(ops)

@@ -15,6 +15,7 @@
 pub mod autorefs;
 pub mod git;
 pub mod manage;
+pub mod retention;
 pub mod touched;
 
 use std::path::{Path, PathBuf};

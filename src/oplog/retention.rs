@@ -33,12 +33,22 @@ impl Default for Policy {
 /// Of records `(seq, time_ns)` given oldest first, those to drop at `now_ns`:
 /// older than the age limit *and* outside the newest `count`.
 pub fn expired(records: &[(u64, i128)], policy: Policy, now_ns: i128) -> Vec<u64> {
-    let keep_from = records.len().saturating_sub(policy.count as usize);
-    let horizon = now_ns - policy.days as i128 * 86_400 * 1_000_000_000;
-    records[..keep_from]
-        .iter()
-        .filter(|(_, t)| *t < horizon)
-        .map(|(s, _)| *s)
+    let times: Vec<i128> = records.iter().map(|r| r.1).collect();
+    expired_positions(&times, policy, now_ns)
+        .into_iter()
+        .map(|i| records[i].0)
+        .collect()
+}
+
+/// The rule itself, on times (ns) given oldest first: the positions to drop.
+/// Also the rule of `auto/...` refs (`lifecycle::autorefs`).
+pub fn expired_positions(times_oldest_first: &[i128], policy: Policy, now_ns: i128) -> Vec<usize> {
+    let keep_from = times_oldest_first
+        .len()
+        .saturating_sub(usize::try_from(policy.count).unwrap_or(usize::MAX));
+    let horizon = now_ns - i128::from(policy.days) * 86_400 * 1_000_000_000;
+    (0..keep_from)
+        .filter(|&i| times_oldest_first[i] < horizon)
         .collect()
 }
 

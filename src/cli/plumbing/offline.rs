@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
 
-use treefork::store::{ObjectStore, PackStore};
+use treefork::store::PackStore;
 
 use super::{Op, Progress};
 
@@ -67,7 +67,7 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             json!({ "ok": true, "fsck": r, "clean": clean })
         }
         Op::SessionRm { name } => {
-            remove_session(&s, name)?;
+            treefork::lifecycle::retention::remove_session(&s, name)?;
             json!({ "ok": true, "removed": name })
         }
         Op::SessionShow { name: Some(name) } => treefork::lifecycle::manage::show(&s, name, None)?,
@@ -103,54 +103,13 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
     })
 }
 
-/// Remove session `name`'s record, operation log and lifecycle records (what the
-/// daemon's `session rm` removes).
-fn remove_session(s: &PackStore, name: &str) -> Result<()> {
-    treefork::session::remove_record(s, name)?;
-    let mut ops = treefork::oplog::delete_all_ops(s, name)?;
-    ops.extend(treefork::lifecycle::delete_ops(s, name)?);
-    s.commit(ops)?;
-    Ok(())
-}
-
-/// The retention work of the daemon's `gc`: operation records past each
-/// session's retention, sessions discarded longer than the default retention,
-/// `auto/` refs past retention. Returns (records, sessions, refs) removed.
+/// The retention work of the daemon's `gc` (the same pass, `lifecycle::retention`):
+/// (records, sessions, refs) removed.
 fn retention(s: &PackStore) -> Result<(usize, usize, usize)> {
-    use treefork::lifecycle::{autorefs, manage};
-    let mut pruned = 0;
-    for r in treefork::session::list_records(s)? {
-        let policy = treefork::oplog::retention::Policy {
-            days: r.config.op_retention_days,
-            count: r.config.op_retention_count,
-        };
-        let ops = treefork::oplog::retention::prune_ops(s, &r.name, policy)?;
-        pruned += ops
-            .iter()
-            .filter(|o| matches!(o, treefork::meta::MetaOp::Delete(k) if k.starts_with(treefork::meta::OP_PREFIX)))
-            .count();
-        s.commit(ops)?;
-    }
-    let now = manage::now();
+    use treefork::lifecycle::{manage, retention};
     let retain = treefork::daemon::sweep::DEFAULT_DISCARD_SECS;
-    let mut discarded = 0;
-    for name in manage::discarded_before(s, retain, now)? {
-        remove_session(s, &name)?;
-        discarded += 1;
-    }
-    let ops = autorefs::prune_ops(s, now, &|session| {
-        treefork::session::load_record(s, session)
-            .ok()
-            .flatten()
-            .map(|r| autorefs::Policy {
-                days: r.config.auto_ref_retention_days,
-                count: r.config.auto_ref_retention_count,
-            })
-            .unwrap_or_default()
+    let p = retention::run(s, retain, manage::now(), &mut |name| {
+        retention::remove_session(s, name)
     })?;
-    let refs = ops.len();
-    if refs > 0 {
-        s.commit(ops)?;
-    }
-    Ok((pruned, discarded, refs))
+    Ok((p.operations, p.sessions, p.auto_refs))
 }

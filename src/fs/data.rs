@@ -7,6 +7,7 @@ use fuser::{
     ReplyLseek, ReplyOpen, ReplyWrite, Request, WriteFlags,
 };
 
+use super::Changing;
 use super::TreeforkFs;
 use super::convert::{errno, reply_empty};
 
@@ -61,8 +62,7 @@ impl TreeforkFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        self.session.watch.note(req.pid());
-        self.session.touch_ino(ino.0);
+        self.changing(req.pid(), Changing::Ino(ino.0));
         guarded!(self, "write", [ino, offset, data.len(), write_flags], {
             if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
                 match self.session.kill_suidgid(ino.0) {
@@ -137,8 +137,7 @@ impl TreeforkFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        self.session.watch.note(req.pid());
-        self.session.touch_ino(ino.0);
+        self.changing(req.pid(), Changing::Ino(ino.0));
         guarded!(self, "fallocate", [ino, offset, length, mode], {
             reply_empty(self.session.fallocate(ino.0, offset, length, mode), reply)
         })

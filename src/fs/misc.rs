@@ -6,6 +6,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use fuser::{Errno, FileHandle, INodeNo, ReplyEmpty, ReplyStatfs, ReplyXattr, Request};
 
+use super::Changing;
 use super::TreeforkFs;
 use super::convert::{reply_empty, reply_xattr};
 
@@ -40,8 +41,7 @@ impl TreeforkFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        self.session.watch.note(req.pid());
-        self.session.touch_ino(ino.0);
+        self.changing(req.pid(), Changing::Ino(ino.0));
         guarded!(self, "setxattr", [ino, name, value.len(), flags], {
             reply_empty(
                 self.session.setxattr(ino.0, name.as_bytes(), value, flags),
@@ -70,8 +70,7 @@ impl TreeforkFs {
     }
 
     pub(super) fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.session.watch.note(req.pid());
-        self.session.touch_ino(ino.0);
+        self.changing(req.pid(), Changing::Ino(ino.0));
         guarded!(self, "removexattr", [ino, name], {
             reply_empty(self.session.removexattr(ino.0, name.as_bytes()), reply)
         })

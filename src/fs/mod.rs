@@ -54,7 +54,25 @@ pub struct TreeforkFs {
     no_opendir: bool,
 }
 
+/// What a mutating request is about to change, noted before it runs.
+pub(crate) enum Changing<'a> {
+    /// An inode's content or attributes.
+    Ino(u64),
+    /// A name in a directory (created or removed).
+    Name(u64, &'a [u8]),
+}
+
 impl TreeforkFs {
+    /// Before a mutating request: its pid for the exec writer watch (free unless a
+    /// recorded command runs) and the path for the touched-file set.
+    pub(crate) fn changing(&self, pid: u32, what: Changing<'_>) {
+        self.session.watch.note(pid);
+        match what {
+            Changing::Ino(ino) => self.session.touch_ino(ino),
+            Changing::Name(parent, name) => self.session.touch_name(parent, name),
+        }
+    }
+
     /// Serve `session`; `notifier` is filled in by the caller after mounting.
     pub fn new(session: Arc<Session>, notifier: Arc<std::sync::OnceLock<fuser::Notifier>>) -> Self {
         TreeforkFs {

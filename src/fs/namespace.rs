@@ -12,6 +12,7 @@ use fuser::{
     ReplyData, ReplyEmpty, ReplyEntry, Request, TimeOrNow,
 };
 
+use super::Changing;
 use super::convert::{
     attr, caller, errno, from_system, reply_empty, reply_entry, reply_lookup, time_or_now,
 };
@@ -67,8 +68,7 @@ impl TreeforkFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        self.session.watch.note(req.pid());
-        self.session.touch_ino(ino.0);
+        self.changing(req.pid(), Changing::Ino(ino.0));
         guarded!(
             self,
             "setattr",
@@ -123,8 +123,7 @@ impl TreeforkFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        self.session.watch.note(req.pid());
-        self.session.touch_name(parent.0, name.as_bytes());
+        self.changing(req.pid(), Changing::Name(parent.0, name.as_bytes()));
         guarded!(self, "mknod", [parent, name, mode, rdev], {
             let node = match Kind::from_mode(mode) {
                 Some(Kind::File) => NewNode::File,
@@ -154,8 +153,7 @@ impl TreeforkFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        self.session.watch.note(req.pid());
-        self.session.touch_name(parent.0, name.as_bytes());
+        self.changing(req.pid(), Changing::Name(parent.0, name.as_bytes()));
         guarded!(self, "mkdir", [parent, name, mode], {
             let r = self.session.create_node(
                 parent.0,
@@ -170,16 +168,14 @@ impl TreeforkFs {
     }
 
     pub(super) fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.session.watch.note(req.pid());
-        self.session.touch_name(parent.0, name.as_bytes());
+        self.changing(req.pid(), Changing::Name(parent.0, name.as_bytes()));
         guarded!(self, "unlink", [parent, name], {
             reply_empty(self.session.remove(parent.0, name.as_bytes(), false), reply)
         })
     }
 
     pub(super) fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.session.watch.note(req.pid());
-        self.session.touch_name(parent.0, name.as_bytes());
+        self.changing(req.pid(), Changing::Name(parent.0, name.as_bytes()));
         guarded!(self, "rmdir", [parent, name], {
             reply_empty(self.session.remove(parent.0, name.as_bytes(), true), reply)
         })
@@ -193,8 +189,7 @@ impl TreeforkFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        self.session.watch.note(req.pid());
-        self.session.touch_name(parent.0, link_name.as_bytes());
+        self.changing(req.pid(), Changing::Name(parent.0, link_name.as_bytes()));
         guarded!(self, "symlink", [parent, link_name, target], {
             let r = self.session.create_node(
                 parent.0,
@@ -241,8 +236,7 @@ impl TreeforkFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        self.session.watch.note(req.pid());
-        self.session.touch_name(newparent.0, newname.as_bytes());
+        self.changing(req.pid(), Changing::Name(newparent.0, newname.as_bytes()));
         guarded!(self, "link", [ino, newparent, newname], {
             reply_entry(
                 self.session.link(ino.0, newparent.0, newname.as_bytes()),
@@ -261,8 +255,7 @@ impl TreeforkFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        self.session.watch.note(req.pid());
-        self.session.touch_name(parent.0, name.as_bytes());
+        self.changing(req.pid(), Changing::Name(parent.0, name.as_bytes()));
         guarded!(self, "create", [parent, name, mode], {
             let r = self.session.create_node(
                 parent.0,

@@ -202,7 +202,7 @@ pub struct Message {
     /// Sequence number in its stream (from 1).
     pub seq: u64,
     /// When it was appended, unix ns (a string in JSON).
-    #[serde(with = "time_ns")]
+    #[serde(with = "crate::oplog::time_ns")]
     pub time_ns: i128,
     /// `user`, `assistant`, `tool` or `system`.
     pub role: String,
@@ -223,19 +223,6 @@ pub struct Message {
     pub checkpoint: Option<String>,
     /// The workspace root (hex) when it was written.
     pub workspace: String,
-}
-
-mod time_ns {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(t: &i128, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&t.to_string())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<i128, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
 }
 
 impl Message {

@@ -145,13 +145,17 @@ pub struct Operation {
     pub meta: Map<String, Value>,
 }
 
-mod time_ns {
+/// Serde for a unix time in nanoseconds as a JSON string (it does not fit a
+/// double); shared by the records that carry one (operations, messages).
+pub mod time_ns {
     use serde::{Deserialize, Deserializer, Serializer};
 
+    /// Write it.
     pub fn serialize<S: Serializer>(t: &i128, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&t.to_string())
     }
 
+    /// Read it.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<i128, D::Error> {
         let s = String::deserialize(d)?;
         s.parse().map_err(serde::de::Error::custom)

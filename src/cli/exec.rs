@@ -13,15 +13,11 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::plumbing::b64_encode;
 use super::prelude::*;
 use super::runner::{self, DEFAULT_CAPTURE_LIMIT, RunResult, Spec};
 
 /// Most bytes of each stream kept in a record (the daemon's own cap).
 pub const MAX_CAPTURE_LIMIT: usize = 4 << 20;
-/// Raw bytes per `exec_output` request (base64 makes it 4/3 of this, well under
-/// the 1 MiB request bound).
-const CHUNK: usize = 512 << 10;
 
 /// Run a command in the workspace and record it (before/after states, changed
 /// paths, exit status, output).
@@ -111,25 +107,8 @@ impl Run for Exec {
 
 /// Send the captured output and the outcome of exec `n`.
 fn record(cx: &Ctx, n: u64, r: &RunResult) -> Result<()> {
-    for (stream, bytes) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
-        for chunk in bytes.chunks(CHUNK) {
-            let _: Reply<Ignored> = cx.session(Op::ExecOutput {
-                exec: n,
-                stream: stream.into(),
-                data: b64_encode(chunk),
-            })?;
-        }
+    for op in runner::exec_report(n, r) {
+        let _: Reply<Ignored> = cx.session(op)?;
     }
-    let _: Reply<Ignored> = cx.session(Op::ExecEnd {
-        exec: n,
-        exit_code: r.exit_code,
-        signal: r.signal,
-        error: r.error.clone(),
-        pid: r.pid,
-        duration_ms: r.duration.as_millis() as u64,
-        stdout_truncated: r.stdout_truncated,
-        stderr_truncated: r.stderr_truncated,
-        timed_out: r.timed_out,
-    })?;
     Ok(())
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use treefork::control::{Op, b64_encode};
+use treefork::control::Op;
 
 use super::bridge::{Outcome, ToolError, op};
 use super::schemas as s;
@@ -27,8 +27,6 @@ use crate::cli::runner::{self, Mode, RunResult, Spec};
 pub const CAPTURE_DEFAULT: usize = 256 << 10;
 /// Most bytes kept of each stream (the daemon's own cap).
 pub const CAPTURE_MAX: usize = 4 << 20;
-/// Raw bytes per `exec_output` request (well under the 1 MiB request bound).
-const CHUNK: usize = 512 << 10;
 /// How often a running command reports progress.
 const TICK: Duration = Duration::from_millis(500);
 
@@ -135,28 +133,11 @@ pub fn exec(cx: &Call, v: Value) -> Outcome {
 
 /// Send the captured output and the outcome of exec `n`; the `exec_end` answer.
 fn record(cx: &Call, n: u64, r: &RunResult) -> Outcome {
-    for (stream, bytes) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
-        for chunk in bytes.chunks(CHUNK) {
-            let o = op(&Op::ExecOutput {
-                exec: n,
-                stream: stream.into(),
-                data: b64_encode(chunk),
-            });
-            cx.bridge.call(o, None, &mut |_| {})?;
-        }
+    let mut answer = None;
+    for o in runner::exec_report(n, r) {
+        answer = Some(cx.bridge.call(op(&o), None, &mut |_| {})?);
     }
-    let end = op(&Op::ExecEnd {
-        exec: n,
-        exit_code: r.exit_code,
-        signal: r.signal,
-        error: r.error.clone(),
-        pid: r.pid,
-        duration_ms: r.duration.as_millis() as u64,
-        stdout_truncated: r.stdout_truncated,
-        stderr_truncated: r.stderr_truncated,
-        timed_out: r.timed_out,
-    });
-    cx.bridge.call(end, None, &mut |_| {})
+    Ok(answer.expect("exec_end is always sent"))
 }
 
 #[derive(Deserialize)]

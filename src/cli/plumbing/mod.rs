@@ -31,7 +31,7 @@ use super::output::{Reply, progress_bar};
 
 pub use spawn::{call_with_daemon, run_daemon, serve_foreground, wait_daemon_gone};
 pub use treefork::control::Op;
-pub use treefork::control::{b64_decode, b64_encode};
+pub use treefork::control::b64_decode;
 pub use treefork::ops::experiment::{RunCommand, RunResult as ExpResult, RunSpec};
 
 /// A failed call: the daemon's error code and message.

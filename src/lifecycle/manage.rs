@@ -218,16 +218,8 @@ pub fn discarded_before(
     now: i64,
 ) -> Result<Vec<String>> {
     let mut out = Vec::new();
-    for (k, v) in store.meta_scan(meta::INFO_PREFIX)? {
-        let Some(name) = k
-            .strip_prefix(meta::INFO_PREFIX)
-            .and_then(|n| std::str::from_utf8(n).ok())
-        else {
-            continue;
-        };
-        let Ok(i) = SessionInfo::decode(name, &v) else {
-            continue;
-        };
+    for i in super::list(store)? {
+        let name = i.session.as_str();
         if i.state == State::Discarded && now.saturating_sub(i.updated) >= retention_secs as i64 {
             out.push(name.to_string());
         }

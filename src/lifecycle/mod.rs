@@ -252,6 +252,19 @@ pub fn load(store: &dyn ObjectStore, session: &str) -> Result<Option<SessionInfo
         .transpose()
 }
 
+/// Every readable info record (an unreadable one is skipped: fsck reports it).
+pub fn list(store: &dyn ObjectStore) -> Result<Vec<SessionInfo>> {
+    let mut out = Vec::new();
+    for (k, v) in store.meta_scan(meta::INFO_PREFIX)? {
+        if let Some(name) = meta::info_session(&k)
+            && let Ok(i) = SessionInfo::decode(name, &v)
+        {
+            out.push(i);
+        }
+    }
+    Ok(out)
+}
+
 /// The ops deleting `session`'s info record, touched set and conversation log
 /// (`session rm`).
 pub fn delete_ops(store: &dyn ObjectStore, session: &str) -> Result<Vec<MetaOp>> {

@@ -93,6 +93,11 @@ pub fn info_key(session: &str) -> Vec<u8> {
     key(INFO_PREFIX, session.as_bytes())
 }
 
+/// The session name of an info key (`None` if not UTF-8).
+pub fn info_session(key: &[u8]) -> Option<&str> {
+    name_body(INFO_PREFIX, key)
+}
+
 /// Key of a touched path of a session.
 pub fn touched_key(session: &str, path: &[u8]) -> Vec<u8> {
     let mut k = key(TOUCHED_PREFIX, session.as_bytes());

@@ -52,16 +52,8 @@ pub(in crate::ops) fn message_start(t: &Target, id: &str) -> Result<(Option<Chec
 /// `project` as its durable path; discarded sessions are skipped.
 fn latest_of(store: &dyn ObjectStore, project: &Path) -> Result<String> {
     let mut best: Option<((i128, i64), String)> = None;
-    for (k, v) in store.meta_scan(meta::INFO_PREFIX)? {
-        let Some(name) = k
-            .strip_prefix(meta::INFO_PREFIX)
-            .and_then(|n| std::str::from_utf8(n).ok())
-        else {
-            continue;
-        };
-        let Ok(i) = SessionInfo::decode(name, &v) else {
-            continue;
-        };
+    for i in crate::lifecycle::list(store)? {
+        let name = i.session.as_str();
         let from_project = i.origin.as_ref().is_some_and(|o| o.path == project);
         if !from_project || i.state == State::Discarded {
             continue;

@@ -77,6 +77,8 @@ pub(super) fn unlocked(t: &Target, _call: &Call, op: Op) -> Result<std::result::
                 upto,
                 after,
             };
+            // Read your writes: what was appended before (on any connection) is listed.
+            wait(t)?;
             let s = &t.session;
             let list = messages::list(&**s.store(), s.name(), &q)?;
             let list: Vec<Value> = list.iter().map(Message::json).collect();

@@ -80,6 +80,19 @@ pub enum Error {
     /// The socket serves as many connections as it allows; retry later.
     #[error("{0}")]
     Busy(String),
+    /// A remote could not be used: unreachable, refused the request, or answered
+    /// something unexpected (names the remote and what was being done).
+    #[error("remote {remote}: {detail}")]
+    Remote {
+        /// The remote's name.
+        remote: String,
+        /// What failed and why (never credentials).
+        detail: String,
+    },
+    /// A push would lose what a remote ref holds (it moved since it was last
+    /// seen, or is not an ancestor); nothing was changed. `--force` overrides.
+    #[error("{0}")]
+    NonFastForward(String),
     /// `promote`: chosen paths changed in the durable repository since the
     /// session's baseline (nothing was written).
     #[error("{}", baseline_conflict_message(paths))]
@@ -152,11 +165,14 @@ impl Error {
             Error::Posix(e) => *e,
             Error::Io { source, .. } => io_errno(source),
             Error::Meta(sled::Error::Io(e)) => io_errno(e),
-            Error::Meta(_) | Error::Corrupt { .. } | Error::Missing(_) => libc::EIO,
+            Error::Meta(_) | Error::Corrupt { .. } | Error::Missing(_) | Error::Remote { .. } => {
+                libc::EIO
+            }
             Error::Locked { .. }
             | Error::Conflict(_)
             | Error::ShuttingDown
             | Error::Busy(_)
+            | Error::NonFastForward(_)
             | Error::BaselineConflict { .. } => libc::EBUSY,
             Error::Forbidden(_) => libc::EPERM,
             Error::ObjectTooLarge { .. } => libc::EFBIG,
@@ -190,6 +206,8 @@ impl Error {
             Error::RateLimited(_) => "rate_limited",
             Error::Busy(_) => "busy",
             Error::BaselineConflict { .. } => "BASELINE_CONFLICT",
+            Error::Remote { .. } => "remote",
+            Error::NonFastForward(_) => "non_fast_forward",
         }
     }
 

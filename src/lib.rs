@@ -28,6 +28,7 @@ pub mod oplog;
 pub mod ops;
 pub mod reach;
 pub mod refs;
+pub mod remote;
 pub mod session;
 pub mod store;
 pub mod tree;

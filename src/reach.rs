@@ -355,10 +355,19 @@ enum Item {
 /// The walk's work list: (path reached by, item).
 type Stack = Vec<(String, Item)>;
 
+/// Says whether an object id is on a walk's boundary: reached, but neither read
+/// nor descended into (the remote tier: objects a remote holds, with everything
+/// under them).
+pub type Boundary<'a> = &'a (dyn Fn(&[u8; 32]) -> bool + Sync);
+
 /// A walk over trees, accumulating reached objects and problems.
 pub struct Walk<'a> {
     read: Reader<'a>,
     chunks_mode: ChunkCheck,
+    boundary: Option<Boundary<'a>>,
+    /// Reached ids (nodes and chunks) that were on the boundary (also in
+    /// `nodes`/`chunks`).
+    pub at_boundary: HashSet<[u8; 32]>,
     /// Node ids reached (read and decoded successfully or not).
     pub nodes: HashSet<[u8; 32]>,
     /// Chunk ids reached.
@@ -375,11 +384,28 @@ impl<'a> Walk<'a> {
         Walk {
             read,
             chunks_mode,
+            boundary: None,
+            at_boundary: HashSet::new(),
             nodes: HashSet::new(),
             chunks: HashSet::new(),
             problems: Vec::new(),
             bytes_verified: 0,
         }
+    }
+
+    /// Stop at ids `b` says are on the boundary (see [`Boundary`]): they are
+    /// recorded as reached and in [`at_boundary`](Self::at_boundary), never read.
+    pub fn with_boundary(mut self, b: Boundary<'a>) -> Walk<'a> {
+        self.boundary = Some(b);
+        self
+    }
+
+    fn on_boundary(&mut self, id: &[u8; 32]) -> bool {
+        if self.boundary.is_some_and(|b| b(id)) {
+            self.at_boundary.insert(*id);
+            return true;
+        }
+        false
     }
 
     /// Every object id reached (nodes and chunks).
@@ -400,7 +426,8 @@ impl<'a> Walk<'a> {
 
     /// Record a chunk id (a live session's sealed block).
     pub fn chunk(&mut self, owner: &str, path: &str, id: [u8; 32]) {
-        if !self.chunks.insert(id) || self.chunks_mode == ChunkCheck::Mark {
+        if !self.chunks.insert(id) || self.on_boundary(&id) || self.chunks_mode == ChunkCheck::Mark
+        {
             return;
         }
         match (self.read)(ObjKind::Chunk, &id) {
@@ -420,7 +447,7 @@ impl<'a> Walk<'a> {
 
     /// Read a node once; `None` when already visited or unreadable (then recorded).
     fn node(&mut self, owner: &str, path: &str, id: &NodeId) -> Option<Arc<Vec<u8>>> {
-        if !self.nodes.insert(id.0) {
+        if !self.nodes.insert(id.0) || self.on_boundary(&id.0) {
             return None;
         }
         match (self.read)(ObjKind::Node, &id.0) {
@@ -450,6 +477,10 @@ impl<'a> Walk<'a> {
     /// what it is.
     fn visit_any(&mut self, owner: &str, path: String, id: NodeId, stack: &mut Stack) {
         if self.nodes.contains(&id.0) {
+            return;
+        }
+        if self.on_boundary(&id.0) {
+            self.nodes.insert(id.0);
             return;
         }
         match (self.read)(ObjKind::Node, &id.0) {

@@ -39,6 +39,12 @@ pub const FORBIDDEN: i32 = 6;
 /// The store is damaged (`fsck` found problems, or an object is corrupt or
 /// missing).
 pub const DAMAGED: i32 = 7;
+/// A remote could not be used (unreachable, refused): retrying once it is back
+/// may succeed.
+pub const REMOTE: i32 = 8;
+/// A push was refused as non-fast-forward (the remote ref moved or is not an
+/// ancestor); pull first, or push `--force`.
+pub const NON_FAST_FORWARD: i32 = 9;
 
 /// stdout was closed by its reader (128 + SIGPIPE, what a shell tool killed by
 /// the signal reports); nothing is printed.
@@ -61,6 +67,8 @@ pub fn status_of(code: &str) -> i32 {
         "conflict" | "busy" | "locked" | "shutting_down" | "rate_limited" => CONFLICT,
         "forbidden" => FORBIDDEN,
         "damaged" | "corrupt" | "missing_object" => DAMAGED,
+        "remote" => REMOTE,
+        "non_fast_forward" => NON_FAST_FORWARD,
         _ => FAILURE,
     }
 }
@@ -207,6 +215,8 @@ mod tests {
             ("conflict", CONFLICT),
             ("forbidden", FORBIDDEN),
             ("damaged", DAMAGED),
+            ("remote", REMOTE),
+            ("non_fast_forward", NON_FAST_FORWARD),
             ("io", FAILURE),
         ] {
             assert_eq!(status_of(code), want, "{code}");

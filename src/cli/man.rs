@@ -54,6 +54,14 @@ fn exit_status_text() -> String {
             DAMAGED,
             "the store is damaged (fsck found problems; a corrupt or missing object)",
         ),
+        (
+            REMOTE,
+            "a remote could not be used (unreachable, refused); retry once it is back",
+        ),
+        (
+            NON_FAST_FORWARD,
+            "push refused: the remote ref moved or is not an ancestor (pull, or --force)",
+        ),
     ];
     let mut s = String::from("Exit status:\n");
     for (n, what) in rows {

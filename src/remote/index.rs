@@ -116,6 +116,8 @@ struct PackMeta {
     len: u64,
     count: u32,
     kinds: u8,
+    /// In `Inner::condemned` (kept here so `has` does one hash lookup).
+    condemned: bool,
 }
 
 #[derive(Default)]
@@ -130,9 +132,7 @@ struct Inner {
 
 impl Inner {
     fn is_condemned(&self, n: u32) -> bool {
-        self.packs[n as usize]
-            .as_ref()
-            .is_none_or(|p| self.condemned.contains(&p.hash))
+        self.packs[n as usize].as_ref().is_none_or(|p| p.condemned)
     }
 
     fn insert(&mut self, idx: &Idx) {
@@ -141,14 +141,15 @@ impl Inner {
         }
         let n = self.packs.len() as u32;
         let kinds = idx.entries.iter().fold(0u8, |k, e| k | e.kind as u8);
+        let live = !self.condemned.contains(&idx.pack_hash);
         self.packs.push(Some(PackMeta {
             hash: idx.pack_hash,
             len: idx.pack_len,
             count: idx.entries.len() as u32,
             kinds,
+            condemned: !live,
         }));
         self.by_hash.insert(idx.pack_hash, n);
-        let live = !self.condemned.contains(&idx.pack_hash);
         for e in &idx.entries {
             let slot = Slot {
                 offset: e.offset,
@@ -294,6 +295,9 @@ impl RemoteIndex {
     /// `.idx` files not yet cached, drop packs whose `.idx` is gone, read
     /// `gc/condemned`.
     pub fn refresh(&self, c: &Client) -> Result<Refreshed> {
+        // Snapshot before listing: a pack `add`ed while we list is not in the
+        // snapshot, so it is never taken for one that vanished.
+        let known: HashSet<[u8; 32]> = self.inner.read().unwrap().by_hash.keys().copied().collect();
         let listed: HashSet<[u8; 32]> = c
             .list(layout::PACKS_DIR)?
             .into_iter()
@@ -314,16 +318,11 @@ impl RemoteIndex {
                 HashSet::new()
             }
         };
-        let (known, unseen): (HashSet<[u8; 32]>, Vec<[u8; 32]>) = {
-            let g = self.inner.read().unwrap();
-            let known: HashSet<_> = g.by_hash.keys().copied().collect();
-            let unseen = listed
-                .iter()
-                .filter(|h| !known.contains(*h))
-                .copied()
-                .collect();
-            (known, unseen)
-        };
+        let unseen: Vec<[u8; 32]> = listed
+            .iter()
+            .filter(|h| !known.contains(*h))
+            .copied()
+            .collect();
         let mut out = Refreshed {
             condemned: condemned.len(),
             ..Refreshed::default()
@@ -410,7 +409,7 @@ impl RemoteIndex {
                     .into_iter()
                     .filter(|k| p.kinds & *k as u8 != 0)
                     .collect(),
-                condemned: g.condemned.contains(&p.hash),
+                condemned: p.condemned,
             })
             .collect()
     }

@@ -5,3 +5,8 @@
 //! on it (layout, formats, push, pull, lazy hydration, remote gc).
 
 pub mod client;
+pub mod index;
+pub mod layout;
+pub mod packidx;
+pub mod refval;
+pub mod segment;

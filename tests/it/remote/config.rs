@@ -236,7 +236,7 @@ fn remote_add_refuses_another_format_at_the_prefix_and_stores_nothing() {
     s3.client("old")
         .put(
             "treefork-remote.json",
-            br#"{"format":"treefork-remote","version":7}"#.to_vec(),
+            br#"{"format":"treefork-remote","version":7,"created":1}"#.to_vec(),
             PutIf::Always,
         )
         .unwrap();

@@ -2,11 +2,23 @@
 //! storage (see docs/design.md, "Remote tier").
 //!
 //! Owns: the client over `object_store` (`client`); the rest of the tier is built
-//! on it (layout, formats, push, pull, lazy hydration, remote gc).
+//! on it (layout, formats, push, pull, lazy hydration, remote gc). Remotes are
+//! configured in `config` (`y/` records), credentialed by `creds`, probed by
+//! `probe`, opened through the per-process `registry`; tracking refs (`q/`) are
+//! in `tracking`; the remote ops served by the daemon are dispatched by `ops`.
 
 pub mod client;
+pub mod config;
+pub mod creds;
 pub mod index;
 pub mod layout;
+pub mod ops;
 pub mod packidx;
+pub mod probe;
 pub mod refval;
+pub mod registry;
 pub mod segment;
+pub mod tracking;
+
+pub use config::RemoteConfig;
+pub use registry::{Remote, cache_dir, list, open};

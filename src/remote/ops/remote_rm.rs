@@ -1,0 +1,66 @@
+//! `remote_rm`: forget a remote — its config and tracking refs in one commit,
+//! then its registry entry and local cache directory. Nothing on the remote is
+//! touched.
+
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+use crate::meta::{self, MetaOp};
+use crate::remote::{config, registry, tracking};
+use crate::store::ObjectStore;
+
+pub(super) fn run(store: &dyn ObjectStore, name: &str) -> Result<Value> {
+    config::validate_name(name)?;
+    let Some(raw) = store.meta_get(&meta::remote_key(name))? else {
+        return Err(Error::NotFound(format!("no remote named {name:?}")));
+    };
+    let mut ops = vec![
+        MetaOp::Expect(meta::remote_key(name), Some(raw)),
+        MetaOp::Delete(meta::remote_key(name)),
+    ];
+    let dropped = tracking::delete_all_ops(store, name)?;
+    let refs = dropped.len();
+    ops.extend(dropped);
+    store.commit(ops)?;
+    registry::forget(store, name);
+    let dir = registry::store_cache_dir(store, name);
+    match std::fs::remove_dir_all(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io(&dir, e)),
+    }
+    Ok(json!({ "removed": name, "tracking_refs": refs }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote::RemoteConfig;
+    use crate::remote::tracking::{TrackKind, Tracking};
+    use crate::store::MemStore;
+
+    #[test]
+    fn rm_drops_config_and_only_its_tracking_refs() {
+        let s = MemStore::default();
+        let mut ops = Vec::new();
+        for name in ["origin", "origin2"] {
+            let c = RemoteConfig::new(name, "s3://bkt", "http://127.0.0.1:9", None, false).unwrap();
+            ops.push(c.op());
+            let t = Tracking::new(TrackKind::Branch, None, None, serde_json::Value::Null);
+            ops.push(t.op(name, TrackKind::Branch, "main"));
+            ops.push(t.op(name, TrackKind::Session, "s"));
+        }
+        s.commit(ops).unwrap();
+        let cache = registry::store_cache_dir(&s, "origin");
+        std::fs::create_dir_all(cache.join("idx")).unwrap();
+        let v = run(&s, "origin").unwrap();
+        assert_eq!(v["tracking_refs"], 2);
+        assert!(!cache.exists());
+        assert!(config::get(&s, "origin").unwrap().is_none());
+        assert!(tracking::list(&s, "origin", None).unwrap().is_empty());
+        assert_eq!(tracking::list(&s, "origin2", None).unwrap().len(), 2);
+        assert!(config::get(&s, "origin2").unwrap().is_some());
+        assert!(matches!(run(&s, "origin"), Err(Error::NotFound(_))));
+        assert!(matches!(run(&s, "bad name"), Err(Error::Invalid(_))));
+    }
+}

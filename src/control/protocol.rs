@@ -492,6 +492,31 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         exit_reason: Option<String>,
     },
+    /// Configure a remote (S3-compatible object storage), after probing it
+    /// (user role only; see docs/protocol.md, "Remotes").
+    RemoteAdd {
+        /// Remote name.
+        name: String,
+        /// `s3://BUCKET/PREFIX`.
+        url: String,
+        /// Endpoint, `http(s)://HOST[:PORT]`.
+        endpoint: String,
+        /// Region (default `us-east-1`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        region: Option<String>,
+        /// This store is the remote's only writer: accept a server that does not
+        /// honour conditional writes.
+        #[serde(default, skip_serializing_if = "is_false")]
+        single_writer: bool,
+    },
+    /// The configured remotes.
+    RemoteList,
+    /// Forget a remote: its config, tracking refs and local cache (nothing on
+    /// the remote is touched).
+    RemoteRm {
+        /// Remote name.
+        name: String,
+    },
 }
 
 fn is_false(b: &bool) -> bool {

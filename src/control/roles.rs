@@ -205,6 +205,17 @@ impl Role {
                 onto_head: _,
                 allow_large: _,
             } => false,
+            // Remotes: configuring them reaches the network with the daemon's
+            // credentials and changes store-wide state: the user's.
+            Op::RemoteAdd {
+                name: _,
+                url: _,
+                endpoint: _,
+                region: _,
+                single_writer: _,
+            }
+            | Op::RemoteList
+            | Op::RemoteRm { name: _ } => false,
             // Store-wide maintenance and anything that drops history.
             Op::BranchDelete { name: _ }
             | Op::SessionRm { name: _ }

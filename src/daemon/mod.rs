@@ -305,6 +305,9 @@ impl Daemon {
                 self.stop.store(true, Ordering::Relaxed);
                 Ok(json!({}))
             }
+            op if crate::remote::ops::handles(&op) => {
+                crate::remote::ops::run(self, who, actor, explanation, session, op, events)
+            }
             op => crate::ops::run(self, who, actor, explanation, session, op, events),
         }
     }

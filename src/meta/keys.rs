@@ -19,6 +19,8 @@
 //! | `g/` | session name, NUL, stream tag byte, sequence number (u64 BE) | a conversation message (owned by `messages`) |
 //! | `k/` | session name, NUL, message id | which stream and sequence number a message id has (owned by `messages`) |
 //! | `v/` | session name | the conversation's hidden ranges, set by `rewind` (owned by `messages`) |
+//! | `y/` | remote name | a remote's configuration (owned by `remote::config`) |
+//! | `q/` | remote name, NUL, `b` or `s`, NUL, ref name | a remote tracking ref: a remote branch or session as last seen (owned by `remote::tracking`) |
 //!
 //! Invariants: no prefix is a prefix of another, so a prefix range holds exactly one
 //! record kind; integers inside keys, when added, are big-endian so that sled's byte
@@ -55,6 +57,82 @@ pub const MESSAGE_PREFIX: &[u8] = b"g/";
 pub const MESSAGE_ID_PREFIX: &[u8] = b"k/";
 /// Prefix of conversation visibility keys.
 pub const CONVERSATION_PREFIX: &[u8] = b"v/";
+
+/// Prefix of remote configuration keys.
+pub const REMOTE_PREFIX: &[u8] = b"y/";
+/// Prefix of remote tracking ref keys.
+pub const TRACKING_PREFIX: &[u8] = b"q/";
+
+/// Which kind of remote ref a tracking key names (`b` or `s` in the key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TrackKind {
+    /// A remote branch (`refs/branches/<name>`).
+    Branch,
+    /// A pushed session (`refs/sessions/<name>`).
+    Session,
+}
+
+impl TrackKind {
+    /// The byte spelling it in a key.
+    pub fn byte(self) -> u8 {
+        match self {
+            TrackKind::Branch => b'b',
+            TrackKind::Session => b's',
+        }
+    }
+
+    /// The kind a key byte spells.
+    pub fn from_byte(b: u8) -> Option<TrackKind> {
+        match b {
+            b'b' => Some(TrackKind::Branch),
+            b's' => Some(TrackKind::Session),
+            _ => None,
+        }
+    }
+
+    /// `"branch"` or `"session"` (the `kind` of the JSON records).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrackKind::Branch => "branch",
+            TrackKind::Session => "session",
+        }
+    }
+}
+
+/// Key of remote `name`'s configuration.
+pub fn remote_key(name: &str) -> Vec<u8> {
+    key(REMOTE_PREFIX, name.as_bytes())
+}
+
+/// The remote name of a configuration key (`None` if not UTF-8).
+pub fn remote_name(key: &[u8]) -> Option<&str> {
+    name_body(REMOTE_PREFIX, key)
+}
+
+/// Key of the tracking ref of `remote`'s ref `name` of kind `kind` (remote names
+/// never hold NUL; ref names may hold `/`).
+pub fn tracking_key(remote: &str, kind: TrackKind, name: &str) -> Vec<u8> {
+    let mut k = key(TRACKING_PREFIX, remote.as_bytes());
+    k.push(0);
+    k.push(kind.byte());
+    k.push(0);
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+/// (remote, kind, ref name) of a tracking key.
+pub fn tracking_parts(key: &[u8]) -> Option<(&str, TrackKind, &str)> {
+    let body = key.strip_prefix(TRACKING_PREFIX)?;
+    let nul = body.iter().position(|&b| b == 0)?;
+    let rest = &body[nul + 1..];
+    let (&kind, rest) = rest.split_first()?;
+    let name = rest.strip_prefix(&[0u8][..])?;
+    Some((
+        std::str::from_utf8(&body[..nul]).ok()?,
+        TrackKind::from_byte(kind)?,
+        std::str::from_utf8(name).ok()?,
+    ))
+}
 
 /// Key of message `seq` of stream `tag` of `session`.
 pub fn message_key(session: &str, tag: u8, seq: u64) -> Vec<u8> {
@@ -262,6 +340,17 @@ impl KeyRange {
         KeyRange::prefix(&p)
     }
 
+    /// Every tracking ref of `remote`, or only those of `kind`.
+    pub fn tracking(remote: &str, kind: Option<TrackKind>) -> KeyRange {
+        let mut p = key(TRACKING_PREFIX, remote.as_bytes());
+        p.push(0);
+        if let Some(k) = kind {
+            p.push(k.byte());
+            p.push(0);
+        }
+        KeyRange::prefix(&p)
+    }
+
     /// Every message of stream `tag` of `session`.
     pub fn messages(session: &str, tag: u8) -> KeyRange {
         let mut p = key(MESSAGE_PREFIX, session.as_bytes());
@@ -392,6 +481,8 @@ mod tests {
             MESSAGE_PREFIX,
             MESSAGE_ID_PREFIX,
             CONVERSATION_PREFIX,
+            REMOTE_PREFIX,
+            TRACKING_PREFIX,
         ];
         for (i, a) in all.iter().enumerate() {
             for (j, b) in all.iter().enumerate() {
@@ -413,6 +504,31 @@ mod tests {
         assert!(KeyRange::all_messages("s").contains(&k));
         assert!(KeyRange::message_ids("s").contains(&message_id_key("s", "x")));
         assert_eq!(message_parts(b"g/s\0m12"), None);
+    }
+
+    #[test]
+    fn remote_keys_round_trip() {
+        assert_eq!(remote_name(&remote_key("origin")), Some("origin"));
+        assert_eq!(remote_name(&ref_key("origin")), None);
+        let k = tracking_key("origin", TrackKind::Branch, "team/main");
+        assert_eq!(
+            tracking_parts(&k),
+            Some(("origin", TrackKind::Branch, "team/main"))
+        );
+        let s = tracking_key("origin", TrackKind::Session, "s1");
+        assert_eq!(
+            tracking_parts(&s),
+            Some(("origin", TrackKind::Session, "s1"))
+        );
+        assert!(KeyRange::tracking("origin", None).contains(&k));
+        assert!(KeyRange::tracking("origin", None).contains(&s));
+        assert!(KeyRange::tracking("origin", Some(TrackKind::Branch)).contains(&k));
+        assert!(!KeyRange::tracking("origin", Some(TrackKind::Branch)).contains(&s));
+        // A remote whose name extends another's is not in its range.
+        assert!(!KeyRange::tracking("o", None).contains(&k));
+        assert_eq!(tracking_parts(b"q/origin\0x\0n"), None);
+        assert_eq!(tracking_parts(b"q/origin\0b"), None);
+        assert_eq!(tracking_parts(b"q/origin"), None);
     }
 
     #[test]

@@ -2,6 +2,18 @@
 //! storage (see docs/design.md, "Remote tier").
 //!
 //! Owns: the client over `object_store` (`client`); the rest of the tier is built
-//! on it (layout, formats, push, pull, lazy hydration, remote gc).
+//! on it (layout, formats, push, pull, lazy hydration, remote gc). Remotes are
+//! configured in `config` (`y/` records), credentialed by `creds`, probed by
+//! `probe`, opened through the per-process `registry`; tracking refs (`q/`) are
+//! in `tracking`; the remote ops served by the daemon are dispatched by `ops`.
 
 pub mod client;
+pub mod config;
+pub mod creds;
+pub mod ops;
+pub mod probe;
+pub mod registry;
+pub mod tracking;
+
+pub use config::RemoteConfig;
+pub use registry::{Remote, cache_dir, list, open};

@@ -69,6 +69,11 @@ pub trait ObjectStore: Send + Sync {
     }
     /// Free space of the backing filesystem, for statfs: (total, free, avail) bytes.
     fn space(&self) -> (u64, u64, u64);
+    /// The store's directory, for stores kept in one (caches beside the store,
+    /// e.g. a remote's downloaded indexes); `None` for in-memory stores.
+    fn dir(&self) -> Option<&std::path::Path> {
+        None
+    }
 }
 
 /// Refuse an object too large for a record (lengths are u32 on disk, and readers

@@ -447,4 +447,8 @@ impl ObjectStore for PackStore {
     fn space(&self) -> (u64, u64, u64) {
         super::statvfs_bytes(&self.dir).unwrap_or((0, 0, 0))
     }
+
+    fn dir(&self) -> Option<&Path> {
+        Some(&self.dir)
+    }
 }

@@ -1,0 +1,96 @@
+//! The remote ops the daemon serves (`remote_add`, `remote_list`, `remote_rm`;
+//! push, pull, hydrate, remote gc and trim plug in here): one small file per verb.
+//!
+//! Owns: the dispatch. The daemon forwards every op for which [`handles`] is true
+//! to [`run`]; ops that need only the store are also run without a daemon
+//! ([`run_store`], from the CLI's offline path).
+//!
+//! Invariants: every op here is user-only (`Role::allows`); none carries or
+//! answers credentials; network work happens outside the host's locks.
+
+mod remote_add;
+mod remote_list;
+mod remote_rm;
+
+use serde_json::Value;
+
+use crate::control::{MountFor, Op};
+use crate::error::{Error, Result};
+use crate::oplog::Actor;
+use crate::ops::Host;
+use crate::store::ObjectStore;
+
+/// Whether `op` is a remote op (served by [`run`]).
+pub fn handles(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::RemoteAdd { .. } | Op::RemoteList | Op::RemoteRm { .. }
+    )
+}
+
+/// Run remote op `op` for the daemon `h` (`who`, `actor`, `explanation` and
+/// `session` as for `ops::run`; progress events go to `events`).
+pub fn run<H: Host>(
+    h: &H,
+    who: MountFor,
+    actor: &Actor,
+    explanation: Option<&str>,
+    session: Option<&str>,
+    op: Op,
+    events: &mut dyn FnMut(Value),
+) -> Result<Value> {
+    let _ = (who, actor, explanation, session, &events);
+    let store = h.store();
+    match op {
+        Op::RemoteAdd {
+            name,
+            url,
+            endpoint,
+            region,
+            single_writer,
+        } => {
+            let req = remote_add::Request {
+                name: &name,
+                url: &url,
+                endpoint: &endpoint,
+                region: region.as_deref(),
+                single_writer,
+            };
+            let ready = remote_add::prepare(&*store, &req)?;
+            let _names = h.name_lock();
+            remote_add::commit(&*store, ready)
+        }
+        op => run_store(&*store, op, events),
+    }
+}
+
+/// Run a remote op that needs only the store (no mounted session): also used
+/// when no daemon serves the store.
+pub fn run_store(store: &dyn ObjectStore, op: Op, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    let _ = &events;
+    match op {
+        Op::RemoteAdd {
+            name,
+            url,
+            endpoint,
+            region,
+            single_writer,
+        } => {
+            let req = remote_add::Request {
+                name: &name,
+                url: &url,
+                endpoint: &endpoint,
+                region: region.as_deref(),
+                single_writer,
+            };
+            let ready = remote_add::prepare(store, &req)?;
+            remote_add::commit(store, ready)
+        }
+        Op::RemoteList => remote_list::run(store),
+        Op::RemoteRm { name } => remote_rm::run(store, &name),
+        other => Err(Error::Invalid(format!(
+            "{} needs a running treefork daemon",
+            other.name()
+        ))),
+    }
+}

@@ -1,0 +1,147 @@
+//! `remote_add`: validate, probe the server, create the descriptor, then store
+//! the config (`y/<name>`). On any failure nothing is stored.
+//!
+//! Split in two so the daemon runs the network part ([`prepare`]) outside its
+//! name lock and the checks that race branch creation and another add of the
+//! same name ([`commit`]) inside it.
+
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+use crate::meta::{self, MetaOp};
+use crate::remote::client::Client;
+use crate::remote::{RemoteConfig, config, probe, registry};
+use crate::store::ObjectStore;
+
+/// The arguments of a `remote_add`.
+pub(super) struct Request<'a> {
+    pub name: &'a str,
+    pub url: &'a str,
+    pub endpoint: &'a str,
+    pub region: Option<&'a str>,
+    pub single_writer: bool,
+}
+
+/// A probed config, ready to be stored.
+pub(super) struct Ready {
+    config: RemoteConfig,
+    failures: Vec<String>,
+    descriptor_created: bool,
+}
+
+fn exists(name: &str) -> Error {
+    Error::Conflict(format!(
+        "remote {name:?} already exists (remove it first: treefork remote rm {name})"
+    ))
+}
+
+/// Validate, probe and create the descriptor (network; no store change).
+pub(super) fn prepare(store: &dyn ObjectStore, req: &Request) -> Result<Ready> {
+    let mut config = RemoteConfig::new(
+        req.name,
+        req.url,
+        req.endpoint,
+        req.region,
+        req.single_writer,
+    )?;
+    if config::exists(store, req.name)? {
+        return Err(exists(req.name));
+    }
+    config::refuse_remote_clash(store, req.name)?;
+    let client = registry::connect(&config)?;
+    prepare_with(config.clone(), &client).map(|r| {
+        config.conditional_writes = r.config.conditional_writes;
+        Ready { config, ..r }
+    })
+}
+
+/// [`prepare`]'s network part against `client`.
+fn prepare_with(mut config: RemoteConfig, client: &Client) -> Result<Ready> {
+    let p = probe::probe(client)?;
+    config.conditional_writes = p.conditional_writes();
+    if !p.conditional_writes() && !config.single_writer {
+        return Err(Error::Invalid(format!(
+            "remote {}: the server at {} does not honour conditional writes ({}), so refs cannot be updated safely by several writers; pass --single-writer if this store is the only one that will ever write to {}",
+            config.name,
+            config.endpoint,
+            p.failures.join("; "),
+            config.url
+        )));
+    }
+    let descriptor_created = probe::ensure_descriptor(client, config.content_put())?;
+    Ok(Ready {
+        config,
+        failures: p.failures,
+        descriptor_created,
+    })
+}
+
+/// Store the config (checks again: another add of the name, a branch whose first
+/// component is the name).
+pub(super) fn commit(store: &dyn ObjectStore, ready: Ready) -> Result<Value> {
+    let name = ready.config.name.clone();
+    if config::exists(store, &name)? {
+        return Err(exists(&name));
+    }
+    config::refuse_remote_clash(store, &name)?;
+    store
+        .commit(vec![
+            MetaOp::Expect(meta::remote_key(&name), None),
+            ready.config.op(),
+        ])
+        .map_err(|e| match e {
+            Error::Conflict(_) => exists(&name),
+            e => e,
+        })?;
+    registry::forget(store, &name);
+    Ok(json!({
+        "remote": ready.config,
+        "conditional_writes": ready.config.conditional_writes,
+        "probe_failures": ready.failures,
+        "descriptor_created": ready.descriptor_created,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemStore;
+
+    fn cfg(name: &str) -> RemoteConfig {
+        RemoteConfig::new(name, "s3://bkt/p", "http://127.0.0.1:9", None, false).unwrap()
+    }
+
+    #[test]
+    fn add_probes_stores_and_refuses_a_second_add() {
+        let s = MemStore::default();
+        let c = Client::memory("origin");
+        let ready = prepare_with(cfg("origin"), &c).unwrap();
+        assert!(ready.descriptor_created);
+        let v = commit(&s, ready).unwrap();
+        assert_eq!(v["conditional_writes"], true);
+        assert!(
+            config::get(&s, "origin")
+                .unwrap()
+                .unwrap()
+                .conditional_writes
+        );
+        assert!(c.get(probe::DESCRIPTOR_KEY).unwrap().is_some());
+        // Again (the descriptor exists now): conflict at commit.
+        let ready = prepare_with(cfg("origin"), &c).unwrap();
+        assert!(!ready.descriptor_created);
+        assert!(matches!(commit(&s, ready), Err(Error::Conflict(_))));
+        assert!(matches!(
+            prepare(
+                &s,
+                &Request {
+                    name: "origin",
+                    url: "s3://bkt",
+                    endpoint: "http://127.0.0.1:9",
+                    region: None,
+                    single_writer: false,
+                }
+            ),
+            Err(Error::Conflict(_))
+        ));
+    }
+}

@@ -1,0 +1,10 @@
+//! `remote_list`: the configured remotes (no network).
+
+use serde_json::{Value, json};
+
+use crate::error::Result;
+use crate::store::ObjectStore;
+
+pub(super) fn run(store: &dyn ObjectStore) -> Result<Value> {
+    Ok(json!({ "remotes": crate::remote::list(store)? }))
+}

@@ -1,0 +1,159 @@
+//! Opening remotes: config + credentials -> a [`Remote`], shared per process.
+//!
+//! Owns: the process-wide registry of open remotes, keyed by (store, remote
+//! name), so push, pull, lazy reads and trim of one store share one client and
+//! one remote index; the local cache directory of a remote ([`cache_dir`]).
+//!
+//! Invariants: an entry is reused only while the stored config is the one it was
+//! opened with (a `remote rm` + `remote add` under the same name opens afresh);
+//! `remote rm` drops the entry ([`forget`]); credentials are read on each fresh
+//! open and kept only inside the client.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use super::client::{self, Client};
+use super::config::{self, RemoteConfig};
+use crate::error::Result;
+use crate::store::ObjectStore;
+
+/// An open remote.
+#[derive(Clone, Debug)]
+pub struct Remote {
+    /// Its configuration.
+    pub config: RemoteConfig,
+    /// A client for it.
+    pub client: Client,
+}
+
+/// One registry entry.
+struct Entry {
+    remote: Remote,
+}
+
+type Key = (String, String);
+
+#[derive(Default)]
+struct Registry {
+    open: HashMap<Key, Entry>,
+    /// Clients installed by [`use_client`] (tests): used instead of S3.
+    clients: HashMap<Key, Client>,
+}
+
+fn registry() -> &'static Mutex<Registry> {
+    static R: OnceLock<Mutex<Registry>> = OnceLock::new();
+    R.get_or_init(Default::default)
+}
+
+/// The identity of `store` in the registry: its directory, or (for in-memory
+/// stores) its address.
+fn store_id(store: &dyn ObjectStore) -> String {
+    match store.dir() {
+        Some(d) => d.display().to_string(),
+        None => format!("mem:{:p}", store as *const dyn ObjectStore as *const ()),
+    }
+}
+
+/// The local cache directory of remote `name` of the store at `store_dir`:
+/// `STORE/remotes/<name>` (downloaded indexes live in its `idx/`).
+pub fn cache_dir(store_dir: &Path, name: &str) -> PathBuf {
+    store_dir.join("remotes").join(name)
+}
+
+/// The cache directory of remote `name` of `store` (an in-memory store gets one
+/// under the temporary directory, per process and store).
+pub fn store_cache_dir(store: &dyn ObjectStore, name: &str) -> PathBuf {
+    match store.dir() {
+        Some(d) => cache_dir(d, name),
+        None => {
+            let id = store_id(store).replace(':', "-");
+            let base =
+                std::env::temp_dir().join(format!("treefork-remotes-{}-{id}", std::process::id()));
+            cache_dir(&base, name)
+        }
+    }
+}
+
+/// Open remote `name` of `store`: its config, credentials from the environment
+/// (`remote::creds`), a client; reused from the registry while the config is
+/// unchanged. `not_found` when no such remote is configured; `remote` when no
+/// credentials are found.
+pub fn open(store: &dyn ObjectStore, name: &str) -> Result<Remote> {
+    let config = config::load(store, name)?;
+    let key = (store_id(store), name.to_string());
+    let mut r = registry().lock().unwrap();
+    if let Some(e) = r.open.get(&key)
+        && e.remote.config == config
+    {
+        return Ok(e.remote.clone());
+    }
+    let client = match r.clients.get(&key) {
+        Some(c) => c.clone(),
+        None => connect(&config)?,
+    };
+    let remote = Remote { config, client };
+    r.open.insert(
+        key,
+        Entry {
+            remote: remote.clone(),
+        },
+    );
+    Ok(remote)
+}
+
+/// A client for `config` with credentials from the environment.
+pub fn connect(config: &RemoteConfig) -> Result<Client> {
+    let creds = super::creds::load(&config.name)?;
+    client::s3(&config.name, &config.target(), &creds)
+}
+
+/// Every configured remote of `store`, by name.
+pub fn list(store: &dyn ObjectStore) -> Result<Vec<RemoteConfig>> {
+    config::list(store)
+}
+
+/// Drop the registry entry of remote `name` of `store` (after `remote rm`).
+pub fn forget(store: &dyn ObjectStore, name: &str) {
+    let key = (store_id(store), name.to_string());
+    let mut r = registry().lock().unwrap();
+    r.open.remove(&key);
+}
+
+/// Make [`open`] of remote `name` of `store` use `client` instead of connecting
+/// to S3 (for tests over `Client::memory`; the config must still be stored).
+pub fn use_client(store: &dyn ObjectStore, name: &str, client: Client) {
+    let key = (store_id(store), name.to_string());
+    let mut r = registry().lock().unwrap();
+    r.open.remove(&key);
+    r.clients.insert(key, client);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote::client::PutIf;
+    use crate::store::MemStore;
+
+    #[test]
+    fn open_shares_one_remote_per_store_and_name() {
+        let s = MemStore::default();
+        let c = RemoteConfig::new("origin", "s3://bkt", "http://127.0.0.1:9", None, false).unwrap();
+        s.commit(vec![c.op()]).unwrap();
+        assert!(open(&s, "nope").is_err());
+        let mem = Client::memory("origin");
+        use_client(&s, "origin", mem.clone());
+        let a = open(&s, "origin").unwrap();
+        a.client.put("x", vec![1], PutIf::Always).unwrap();
+        let b = open(&s, "origin").unwrap();
+        assert_eq!(b.client.get("x").unwrap().unwrap().bytes, vec![1]);
+        assert_eq!(list(&s).unwrap(), vec![c]);
+        assert!(store_cache_dir(&s, "origin").ends_with("remotes/origin"));
+        assert_eq!(
+            cache_dir(Path::new("/st"), "o"),
+            PathBuf::from("/st/remotes/o")
+        );
+        forget(&s, "origin");
+        assert!(open(&s, "origin").is_ok());
+    }
+}

@@ -12,7 +12,7 @@ use super::r#continue;
 use super::flags::Globals;
 use super::{
     Ctx, Outcome, Result, Run, completions, config, daemon, exec, experiment, history, man, mcp,
-    messages, mount, mount_helper, promote, refs, rewind, show, snapshot, store, timeline, undo,
+    messages, mount, mount_helper, promote, push, refs, rewind, show, snapshot, store, timeline, undo,
 };
 
 /// The `treefork` command line.
@@ -82,6 +82,7 @@ commands! {
     Rewind(rewind::Rewind),
     Continue(r#continue::Continue),
     Mcp(mcp::Mcp),
+    Push(push::Push),
     Gc(store::Gc),
     Fsck(store::Fsck),
     Session(store::Session),

@@ -12,6 +12,7 @@ pub mod config;
 pub mod creds;
 pub mod ops;
 pub mod probe;
+pub mod push;
 pub mod registry;
 pub mod tracking;
 

@@ -35,11 +35,6 @@ impl Checkpoints {
         self.levels.iter().map(Vec::len).sum()
     }
 
-    /// Whether there is none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Every record, parents first.
     pub fn iter(&self) -> impl Iterator<Item = &(String, Vec<u8>, Checkpoint)> {
         self.levels.iter().flatten()
@@ -145,11 +140,6 @@ impl Objects {
     /// Number of objects.
     pub fn len(&self) -> usize {
         self.chunks.len() + self.nodes.len()
-    }
-
-    /// Whether there is none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -297,6 +287,6 @@ mod tests {
         assert_eq!(some.len(), 1);
         let missing = "ab".repeat(32);
         assert!(checkpoints(&store, &none, &[missing.clone()], &[]).is_err());
-        assert!(checkpoints(&store, &none, &[], &[missing]).unwrap().is_empty());
+        assert_eq!(checkpoints(&store, &none, &[], &[missing]).unwrap().len(), 0);
     }
 }

@@ -22,7 +22,6 @@ mod session;
 mod upload;
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -38,6 +37,9 @@ use crate::store::{Kind as ObjKind, ObjectStore};
 
 pub use closure::node_children;
 pub use session::{UPSTREAM, upstream};
+
+/// How often a forced push retries a lost compare-and-swap.
+const FORCE_RETRIES: u32 = 3;
 
 /// What to push.
 #[derive(Debug, Clone, Default)]
@@ -93,7 +95,7 @@ pub struct PushReport {
 /// caller holding the store lock).
 pub struct Env<'a> {
     /// The store.
-    pub store: Arc<dyn ObjectStore>,
+    pub store: &'a dyn ObjectStore,
     /// The live session `name`, or the only one when `None` (an error when none).
     pub target: &'a dyn Fn(Option<&str>) -> Result<Target>,
     /// Run the closure while owning session name `name` (no mount meanwhile).
@@ -112,8 +114,9 @@ pub fn push<H: Host>(
         let _claim = h.claim(name)?;
         f()
     };
+    let store = h.store();
     let env = Env {
-        store: h.store(),
+        store: &*store,
         target: &target,
         with_claim: &with_claim,
     };
@@ -151,7 +154,7 @@ pub fn push_env(
     for it in items {
         prepare(env, remote, req.force, it, &mut plan)?;
     }
-    let store = &*env.store;
+    let store = env.store;
     let listed = listed_checkpoints(remote)?;
     let ckpts = closure::checkpoints(store, &listed, &plan.required, &plan.optional)?;
     let mut roots: Vec<NodeId> = Vec::new();
@@ -221,7 +224,7 @@ struct Item {
 
 /// Resolve the request's refs (see [`PushRequest::refs`]).
 fn resolve(env: &Env<'_>, remote: &Remote, req: &PushRequest) -> Result<Vec<Item>> {
-    let store = &*env.store;
+    let store = env.store;
     if req.refs.is_empty() {
         let name = match &req.session {
             Some(s) => s.clone(),
@@ -296,6 +299,8 @@ struct Write {
     segment: Option<(String, Vec<u8>)>,
     new: Option<String>,
     forced: bool,
+    /// `--force`: a lost compare-and-swap is retried on the ETag read again.
+    force: bool,
 }
 
 /// What the whole push sends, gathered ref by ref.
@@ -310,7 +315,7 @@ struct Plan {
 /// Read `it`'s remote ref, apply the fast-forward rules, and add what it needs
 /// to `plan`.
 fn prepare(env: &Env<'_>, remote: &Remote, force: bool, it: Item, plan: &mut Plan) -> Result<()> {
-    let store = &*env.store;
+    let store = env.store;
     let rname = &remote.config.name;
     match &it.what {
         What::Branch { checkpoint } => {
@@ -331,7 +336,7 @@ fn prepare(env: &Env<'_>, remote: &Remote, force: bool, it: Item, plan: &mut Pla
                     "time": crate::lifecycle::manage::now()})
             });
             let new = Some(checkpoint.clone());
-            plan.writes.push(Write { item: it, kind, base, value, segment: None, new, forced: !ff });
+            plan.writes.push(Write { item: it, kind, base, value, segment: None, new, forced: !ff, force });
         }
         What::Session { local } => {
             let kind = TrackKind::Session;
@@ -370,12 +375,12 @@ fn prepare(env: &Env<'_>, remote: &Remote, force: bool, it: Item, plan: &mut Pla
                 (None, None)
             } else {
                 let seqs = log.seqs;
-                let (hash, bytes) = crate::remote::segment::encode(&session::segment(&it.dst, log))?;
+                let (hash, bytes) = crate::remote::segment::encode(&session::segment(&it.dst, log));
                 logs.push(hash.clone());
                 let v = session::ref_value(store, &it.dst, &rec, logs, seqs)?;
                 (Some(v), Some((hash, bytes)))
             };
-            plan.writes.push(Write { item: it, kind, base, value, segment, new, forced });
+            plan.writes.push(Write { item: it, kind, base, value, segment, new, forced, force });
         }
     }
     Ok(())
@@ -411,15 +416,26 @@ fn finish(remote: &Remote, w: Write) -> Result<(RefPushed, Option<MetaOp>, u64)>
     let body = serde_json::to_vec(&value).expect("ref value serializes");
     bytes += body.len() as u64;
     let conditional = remote.config.conditional_writes;
-    let etag = refs::cas(
-        &remote.client,
-        w.kind,
-        &w.item.dst,
-        &w.item.src,
-        body,
-        w.base.as_ref(),
-        conditional,
-    )?;
+    let mut base = w.base.clone();
+    let mut tries = 0;
+    let etag = loop {
+        let r = refs::cas(
+            &remote.client,
+            w.kind,
+            &w.item.dst,
+            &w.item.src,
+            body.clone(),
+            base.as_ref(),
+            conditional,
+        );
+        match r {
+            Err(Error::NonFastForward(_)) if w.force && tries < FORCE_RETRIES => {
+                tries += 1;
+                base = refs::read(&remote.client, w.kind, &w.item.dst)?;
+            }
+            r => break r?,
+        }
+    };
     let status = match (&w.base, w.forced) {
         (None, _) => "created",
         (Some(_), true) => "forced",
@@ -438,3 +454,6 @@ fn listed_checkpoints(remote: &Remote) -> Result<HashSet<String>> {
         .filter_map(|m| crate::remote::layout::parse_checkpoint_key(&m.key))
         .collect())
 }
+
+#[cfg(test)]
+mod tests;

@@ -68,11 +68,12 @@ impl<'a> Uploader<'a> {
             objects: 0,
             bytes: 0,
             packs: 0,
-            pack_max: PACK_MAX,
+            pack_max: crate::failpoint::push_pack_kib().map_or(PACK_MAX, |k| k << 10),
         }
     }
 
     /// Rotate packs at `max` bytes instead of [`PACK_MAX`] (tests).
+    #[cfg(test)]
     pub fn with_pack_max(mut self, max: u64) -> Self {
         self.pack_max = max;
         self
@@ -139,7 +140,7 @@ impl<'a> Uploader<'a> {
         }
         self.emitted.insert(*id);
         self.objects += 1;
-        if self.builder.len() as u64 >= self.pack_max {
+        if self.builder.len() >= self.pack_max {
             self.finish_pack()?;
         }
         Ok(())
@@ -150,14 +151,13 @@ impl<'a> Uploader<'a> {
         if self.builder.count() == 0 {
             return Ok(());
         }
-        let built = std::mem::replace(&mut self.builder, PackBuilder::new()).finish()?;
+        let built = std::mem::replace(&mut self.builder, PackBuilder::new()).finish();
         let (plen, ilen) = (built.pack.len() as u64, built.idx.len() as u64);
         self.client.put(
             &layout::pack_key(&built.hash),
             built.pack,
             self.put_if.clone(),
         )?;
-        crate::failpoint::remote_pack_uploaded();
         self.client.put(
             &layout::idx_key(&built.hash),
             built.idx.clone(),
@@ -167,6 +167,9 @@ impl<'a> Uploader<'a> {
         self.packs += 1;
         self.bytes += plen + ilen;
         self.event();
+        if let Some(ms) = crate::failpoint::push_pack_delay_ms() {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
         Ok(())
     }
 
@@ -184,14 +187,6 @@ impl<'a> Uploader<'a> {
                 self.client.put_many(items)?;
             }
         }
-        Ok(())
-    }
-
-    /// Upload a log segment (already encoded, named by its hash).
-    pub fn segment(&mut self, hash: &str, bytes: Vec<u8>) -> Result<()> {
-        self.bytes += bytes.len() as u64;
-        self.client
-            .put(&layout::log_key(hash), bytes, self.put_if.clone())?;
         Ok(())
     }
 }

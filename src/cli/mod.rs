@@ -87,6 +87,7 @@ pub mod plumbing;
 mod promote;
 mod push;
 mod refs;
+mod remote;
 mod rewind;
 #[allow(
     dead_code,

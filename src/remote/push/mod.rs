@@ -452,6 +452,7 @@ fn listed_checkpoints(remote: &Remote) -> Result<HashSet<String>> {
         .list(crate::remote::layout::CHECKPOINTS_DIR)?
         .into_iter()
         .filter_map(|m| crate::remote::layout::parse_checkpoint_key(&m.key))
+        .map(|id| crate::remote::layout::hex32(&id))
         .collect())
 }
 

@@ -47,7 +47,11 @@ pub fn run<H: Host>(h: &H, req: Request, events: &mut dyn FnMut(Value)) -> Resul
 
 /// Serve `push` without a daemon: no session is mounted (sessions are read from
 /// their records).
-pub fn run_store(store: &dyn ObjectStore, req: Request, events: &mut dyn FnMut(Value)) -> Result<Value> {
+pub fn run_store(
+    store: &dyn ObjectStore,
+    req: Request,
+    events: &mut dyn FnMut(Value),
+) -> Result<Value> {
     let remote = crate::remote::open(store, &remote_name(store, req.remote)?)?;
     let target = |n: Option<&str>| {
         Err(Error::NotFound(match n {

@@ -256,8 +256,12 @@ mod tests {
         assert_eq!(all.nodes.len(), 52);
         assert_eq!(all.nodes.first(), Some(&bottom));
         assert_eq!(all.nodes.last(), Some(&root.0));
-        let pos: HashMap<[u8; 32], usize> =
-            all.nodes.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+        let pos: HashMap<[u8; 32], usize> = all
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (*id, i))
+            .collect();
         for id in &all.nodes {
             let raw = store.get(ObjKind::Node, id).unwrap();
             for c in node_children(&raw).unwrap() {
@@ -287,6 +291,9 @@ mod tests {
         assert_eq!(some.len(), 1);
         let missing = "ab".repeat(32);
         assert!(checkpoints(&store, &none, &[missing.clone()], &[]).is_err());
-        assert_eq!(checkpoints(&store, &none, &[], &[missing]).unwrap().len(), 0);
+        assert_eq!(
+            checkpoints(&store, &none, &[], &[missing]).unwrap().len(),
+            0
+        );
     }
 }

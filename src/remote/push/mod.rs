@@ -246,7 +246,11 @@ fn resolve(env: &Env<'_>, remote: &Remote, req: &PushRequest) -> Result<Vec<Item
     for spec in &req.refs {
         let (src, dst) = match spec.split_once(':') {
             Some((s, d)) if !s.is_empty() && !d.is_empty() => (s, Some(d)),
-            Some(_) => return Err(Error::Invalid(format!("bad push ref {spec:?}: want SRC:DST"))),
+            Some(_) => {
+                return Err(Error::Invalid(format!(
+                    "bad push ref {spec:?}: want SRC:DST"
+                )));
+            }
             None => (spec.as_str(), None),
         };
         let item = if let Some(r) = crate::refs::get_ref(store, src)? {
@@ -325,10 +329,18 @@ fn prepare(env: &Env<'_>, remote: &Remote, force: bool, it: Item, plan: &mut Pla
             let (up_to_date, ff) = match &old {
                 None => (false, true),
                 Some(o) if o == checkpoint => (true, true),
-                Some(o) => (false, refs::is_ancestor(store, &remote.client, o, checkpoint)?),
+                Some(o) => (
+                    false,
+                    refs::is_ancestor(store, &remote.client, o, checkpoint)?,
+                ),
             };
             if !ff && !force {
-                return Err(refs::rejected(rname, &it.src, &it.dst, "is not an ancestor of what you push"));
+                return Err(refs::rejected(
+                    rname,
+                    &it.src,
+                    &it.dst,
+                    "is not an ancestor of what you push",
+                ));
             }
             plan.required.push(checkpoint.clone());
             let value = (!up_to_date).then(|| {
@@ -336,7 +348,16 @@ fn prepare(env: &Env<'_>, remote: &Remote, force: bool, it: Item, plan: &mut Pla
                     "time": crate::lifecycle::manage::now()})
             });
             let new = Some(checkpoint.clone());
-            plan.writes.push(Write { item: it, kind, base, value, segment: None, new, forced: !ff, force });
+            plan.writes.push(Write {
+                item: it,
+                kind,
+                base,
+                value,
+                segment: None,
+                new,
+                forced: !ff,
+                force,
+            });
         }
         What::Session { local } => {
             let kind = TrackKind::Session;
@@ -380,7 +401,16 @@ fn prepare(env: &Env<'_>, remote: &Remote, force: bool, it: Item, plan: &mut Pla
                 let v = session::ref_value(store, &it.dst, &rec, logs, seqs)?;
                 (Some(v), Some((hash, bytes)))
             };
-            plan.writes.push(Write { item: it, kind, base, value, segment, new, forced, force });
+            plan.writes.push(Write {
+                item: it,
+                kind,
+                base,
+                value,
+                segment,
+                new,
+                forced,
+                force,
+            });
         }
     }
     Ok(())
@@ -401,7 +431,10 @@ fn finish(remote: &Remote, w: Write) -> Result<(RefPushed, Option<MetaOp>, u64)>
         status: status.to_string(),
     };
     let Some(value) = w.value else {
-        let b = w.base.clone().expect("up to date means the remote ref exists");
+        let b = w
+            .base
+            .clone()
+            .expect("up to date means the remote ref exists");
         let op = refs::tracking_op(rname, w.kind, &w.item.dst, b.etag, b.json);
         return Ok((line("up-to-date"), Some(op), 0));
     };

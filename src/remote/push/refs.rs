@@ -77,7 +77,11 @@ pub fn read(client: &Client, kind: TrackKind, name: &str) -> Result<Option<Remot
 }
 
 /// A checkpoint record, from the local store or else from the remote (verified).
-fn load_checkpoint(store: &dyn ObjectStore, client: &Client, hex: &str) -> Result<Option<Checkpoint>> {
+fn load_checkpoint(
+    store: &dyn ObjectStore,
+    client: &Client,
+    hex: &str,
+) -> Result<Option<Checkpoint>> {
     let Some(id) = CheckpointId::from_hex(hex) else {
         return Ok(None);
     };
@@ -138,7 +142,11 @@ pub fn cas(
     conditional: bool,
 ) -> Result<Option<String>> {
     let k = key(kind, name);
-    let cond = match (conditional, base.is_some(), base.and_then(|b| b.etag.as_deref())) {
+    let cond = match (
+        conditional,
+        base.is_some(),
+        base.and_then(|b| b.etag.as_deref()),
+    ) {
         (false, _, _) => PutIf::Always,
         (true, false, _) => PutIf::Absent,
         (true, true, Some(e)) => PutIf::Matches(e.to_string()),

@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 
 use super::Env;
 use crate::error::{Error, Result};
-use crate::meta::{self, KeyRange};
 use crate::messages::Stream;
+use crate::meta::{self, KeyRange};
 use crate::remote::segment::{SegEntry, Segment};
 use crate::session::{self, SessionRecord};
 use crate::store::ObjectStore;
@@ -127,12 +127,11 @@ pub fn new_log(store: &dyn ObjectStore, session: &str, since: Seqs) -> Result<Ne
         };
         let owner = format!("operation {session}#{seq}");
         let op = crate::oplog::Operation::decode(&owner, &v)?;
-        log.checkpoints
-            .extend(op.checkpoints().map(str::to_string));
+        log.checkpoints.extend(op.checkpoints().map(str::to_string));
         log.roots
             .extend([op.before.workspace.clone(), op.after.workspace.clone()]);
-        let v: Value = serde_json::from_slice(&v)
-            .map_err(|e| Error::corrupt(owner, e.to_string()))?;
+        let v: Value =
+            serde_json::from_slice(&v).map_err(|e| Error::corrupt(owner, e.to_string()))?;
         log.entries.push(SegEntry::Op { seq, v });
         log.seqs.op = seq;
         log.changed = true;
@@ -143,11 +142,7 @@ pub fn new_log(store: &dyn ObjectStore, session: &str, since: Seqs) -> Result<Ne
     };
     for (k, v) in store.meta_range(&attach, usize::MAX)? {
         if let Some((_, seq, tag)) = meta::attach_parts(&k) {
-            log.entries.push(SegEntry::Attach {
-                seq,
-                tag,
-                bytes: v,
-            });
+            log.entries.push(SegEntry::Attach { seq, tag, bytes: v });
         }
     }
     for (stream, from) in [
@@ -166,8 +161,8 @@ pub fn new_log(store: &dyn ObjectStore, session: &str, since: Seqs) -> Result<Ne
             let m = crate::messages::Message::decode(&owner, &v)?;
             log.checkpoints.extend(m.checkpoint.clone());
             log.roots.push(m.workspace.clone());
-            let v: Value = serde_json::from_slice(&v)
-                .map_err(|e| Error::corrupt(owner, e.to_string()))?;
+            let v: Value =
+                serde_json::from_slice(&v).map_err(|e| Error::corrupt(owner, e.to_string()))?;
             log.entries.push(SegEntry::Msg { tag, seq, v });
             match stream {
                 Stream::Messages => log.seqs.message = seq,
@@ -196,9 +191,12 @@ pub fn segment(dst: &str, log: NewLog) -> Segment {
 fn json_at(store: &dyn ObjectStore, key: &[u8]) -> Result<Option<Value>> {
     match store.meta_get(key)? {
         None => Ok(None),
-        Some(v) => serde_json::from_slice(&v)
-            .map(Some)
-            .map_err(|e| Error::corrupt(format!("record {}", String::from_utf8_lossy(key)), e.to_string())),
+        Some(v) => serde_json::from_slice(&v).map(Some).map_err(|e| {
+            Error::corrupt(
+                format!("record {}", String::from_utf8_lossy(key)),
+                e.to_string(),
+            )
+        }),
     }
 }
 
@@ -239,7 +237,10 @@ pub fn logs_of(remote: &Value) -> Vec<String> {
     remote
         .get("logs")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
-

@@ -54,7 +54,9 @@ fn tree(store: &dyn ObjectStore, n: usize, content: &dyn Fn(usize) -> Vec<u8>) -
 }
 
 fn file(i: usize, generation: u8) -> Vec<u8> {
-    format!("file {i} generation {generation} ").repeat(40).into_bytes()
+    format!("file {i} generation {generation} ")
+        .repeat(40)
+        .into_bytes()
 }
 
 /// A store with branch `main` at a checkpoint of `n` files (generation `gen`),
@@ -74,8 +76,8 @@ fn commit(store: &MemStore, n: usize, generation: u8, parent: Option<&Checkpoint
 
 fn remote_over(client: Client) -> (Remote, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = RemoteConfig::new("origin", "s3://bkt", "http://127.0.0.1:1", None, false)
-        .unwrap();
+    let mut config =
+        RemoteConfig::new("origin", "s3://bkt", "http://127.0.0.1:1", None, false).unwrap();
     config.conditional_writes = true;
     let index = Arc::new(RemoteIndex::load(dir.path()).unwrap());
     (
@@ -126,9 +128,16 @@ fn second_push_sends_nothing_and_one_changed_file_sends_its_path_only() {
     assert_eq!(small.refs[0].old.as_deref(), Some(c1.id.as_str()));
     assert_eq!(small.refs[0].new.as_deref(), Some(c2.id.as_str()));
     // The remote ref and the tracking ref name c2.
-    let got = refs::read(&remote.client, TrackKind::Branch, "main").unwrap().unwrap();
-    assert_eq!(got.checkpoint(TrackKind::Branch).as_deref(), Some(c2.id.as_str()));
-    let t = tracking::get(&store, "origin", TrackKind::Branch, "main").unwrap().unwrap();
+    let got = refs::read(&remote.client, TrackKind::Branch, "main")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        got.checkpoint(TrackKind::Branch).as_deref(),
+        Some(c2.id.as_str())
+    );
+    let t = tracking::get(&store, "origin", TrackKind::Branch, "main")
+        .unwrap()
+        .unwrap();
     assert_eq!(t.checkpoint.as_deref(), Some(c2.id.as_str()));
     assert_eq!(t.etag, got.etag);
 }
@@ -142,7 +151,9 @@ fn a_fresh_index_learns_what_the_remote_has_so_a_rerun_sends_only_what_is_missin
     run(&store, &remote, &["main"], false).unwrap();
     // The ref write was lost (a push killed just before it): a new process, with
     // an empty cache, sends no object again, only the ref.
-    client.delete(&crate::remote::layout::branch_ref_key("main")).unwrap();
+    client
+        .delete(&crate::remote::layout::branch_ref_key("main"))
+        .unwrap();
     let (fresh, _d2) = remote_over(client);
     let r = run(&store, &fresh, &["main"], false).unwrap();
     assert_eq!((r.objects, r.checkpoints), (0, 0));
@@ -156,12 +167,22 @@ fn src_dst_and_checkpoint_expressions_go_to_a_named_branch() {
     let (remote, _d) = remote_over(Client::memory("origin"));
     let c1 = commit(&store, 3, 1, None);
     let _c2 = commit(&store, 3, 2, Some(&c1));
-    let r = run(&store, &remote, &["main:team/stable", &format!("{}:old", &c1.id[..12])], false)
-        .unwrap();
+    let r = run(
+        &store,
+        &remote,
+        &["main:team/stable", &format!("{}:old", &c1.id[..12])],
+        false,
+    )
+    .unwrap();
     assert_eq!(r.refs.len(), 2);
     assert_eq!(r.refs[0].dst, "team/stable");
-    let old = refs::read(&remote.client, TrackKind::Branch, "old").unwrap().unwrap();
-    assert_eq!(old.checkpoint(TrackKind::Branch).as_deref(), Some(c1.id.as_str()));
+    let old = refs::read(&remote.client, TrackKind::Branch, "old")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        old.checkpoint(TrackKind::Branch).as_deref(),
+        Some(c1.id.as_str())
+    );
     let e = run(&store, &remote, &["no-such-thing"], false).unwrap_err();
     assert!(matches!(e, Error::NotFound(_)), "{e}");
 }
@@ -181,10 +202,18 @@ fn a_diverged_branch_is_refused_unless_forced() {
     assert!(e.to_string().contains("origin/main"), "{e}");
     let r = run(&b, &rb, &["main"], true).unwrap();
     assert_eq!(r.refs[0].status, "forced");
-    let got = refs::read(&client, TrackKind::Branch, "main").unwrap().unwrap();
-    assert_eq!(got.checkpoint(TrackKind::Branch).as_deref(), Some(cb.id.as_str()));
+    let got = refs::read(&client, TrackKind::Branch, "main")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        got.checkpoint(TrackKind::Branch).as_deref(),
+        Some(cb.id.as_str())
+    );
     // a is now behind: its push is refused (b's checkpoint is not its ancestor).
-    assert!(matches!(run(&a, &ra, &["main"], false), Err(Error::NonFastForward(_))));
+    assert!(matches!(
+        run(&a, &ra, &["main"], false),
+        Err(Error::NonFastForward(_))
+    ));
 }
 
 #[test]
@@ -212,7 +241,10 @@ fn two_stores_pushing_one_branch_at_once_exactly_one_wins() {
         let wins = [&x, &y].iter().filter(|r| r.is_ok()).count();
         assert_eq!(wins, 1, "round {round}: {x:?} / {y:?}");
         let lost = if x.is_ok() { y } else { x };
-        assert!(matches!(lost, Err(Error::NonFastForward(_))), "round {round}");
+        assert!(
+            matches!(lost, Err(Error::NonFastForward(_))),
+            "round {round}"
+        );
     }
 }
 
@@ -230,7 +262,13 @@ fn session_with_ops(store: &MemStore, root: NodeId, n: usize, from: usize) -> Op
             workspace: root.to_hex(),
             branches: Default::default(),
         };
-        let op = NewOp::new(&Actor::daemon(), "checkpoint", serde_json::json!({}), view(None), view(Some(&c.id)));
+        let op = NewOp::new(
+            &Actor::daemon(),
+            "checkpoint",
+            serde_json::json!({}),
+            view(None),
+            view(Some(&c.id)),
+        );
         crate::oplog::append(store, "s", op, vec![c.op()]).unwrap();
         last = Some(c);
     }
@@ -248,22 +286,36 @@ fn a_session_push_appends_one_segment_of_what_is_new() {
     assert_eq!(r.refs[0].status, "created");
     // The checkpoints the op log names went too.
     assert_eq!(r.checkpoints, 3);
-    let v = refs::read(&remote.client, TrackKind::Session, "s").unwrap().unwrap();
+    let v = refs::read(&remote.client, TrackKind::Session, "s")
+        .unwrap()
+        .unwrap();
     assert_eq!(v.json["op_seq"], 3);
     assert_eq!(session::logs_of(&v.json).len(), 1);
     // The first push recorded the upstream.
     let rec = crate::session::load_record(&store, "s").unwrap().unwrap();
     assert_eq!(upstream(&rec), Some(("origin".into(), "s".into())));
-    assert_eq!(run(&store, &remote, &["s"], false).unwrap().refs[0].status, "up-to-date");
+    assert_eq!(
+        run(&store, &remote, &["s"], false).unwrap().refs[0].status,
+        "up-to-date"
+    );
     session_with_ops(&store, root, 2, 3);
     let r = run(&store, &remote, &["s"], false).unwrap();
-    assert_eq!((r.refs[0].status.as_str(), r.checkpoints, r.objects), ("updated", 2, 0));
-    let v = refs::read(&remote.client, TrackKind::Session, "s").unwrap().unwrap();
+    assert_eq!(
+        (r.refs[0].status.as_str(), r.checkpoints, r.objects),
+        ("updated", 2, 0)
+    );
+    let v = refs::read(&remote.client, TrackKind::Session, "s")
+        .unwrap()
+        .unwrap();
     assert_eq!(v.json["op_seq"], 5);
     let logs = session::logs_of(&v.json);
     assert_eq!(logs.len(), 2);
     // The new segment holds operations 4 and 5 only.
-    let got = remote.client.get(&crate::remote::layout::log_key(&logs[1])).unwrap().unwrap();
+    let got = remote
+        .client
+        .get(&crate::remote::layout::log_key(&logs[1]))
+        .unwrap()
+        .unwrap();
     let seg = crate::remote::segment::decode(&got.bytes, &logs[1]).unwrap();
     let seqs: Vec<u64> = seg
         .entries
@@ -279,5 +331,8 @@ fn a_session_push_appends_one_segment_of_what_is_new() {
     let (ro, _d2) = remote_over(remote.client.clone());
     let root2 = tree(&other, 1, &|i| file(i, 7));
     session_with_ops(&other, root2, 1, 0);
-    assert!(matches!(run(&other, &ro, &["s"], false), Err(Error::NonFastForward(_))));
+    assert!(matches!(
+        run(&other, &ro, &["s"], false),
+        Err(Error::NonFastForward(_))
+    ));
 }

@@ -44,7 +44,7 @@ pub struct Uploader<'a> {
     pub bytes: u64,
     /// Packs sent.
     pub packs: u64,
-    /// Largest pack, for tests (rotation).
+    /// Packs rotate at this many bytes.
     pack_max: u64,
 }
 
@@ -70,13 +70,6 @@ impl<'a> Uploader<'a> {
             packs: 0,
             pack_max: crate::failpoint::push_pack_kib().map_or(PACK_MAX, |k| k << 10),
         }
-    }
-
-    /// Rotate packs at `max` bytes instead of [`PACK_MAX`] (tests).
-    #[cfg(test)]
-    pub fn with_pack_max(mut self, max: u64) -> Self {
-        self.pack_max = max;
-        self
     }
 
     fn event(&mut self) {
@@ -126,8 +119,14 @@ impl<'a> Uploader<'a> {
                         true
                     });
                 if with_base {
-                    self.builder
-                        .add_record(kind, *id, loc.codec, loc.raw_len, &payload, Some(base))?;
+                    self.builder.add_record(
+                        kind,
+                        *id,
+                        loc.codec,
+                        loc.raw_len,
+                        &payload,
+                        Some(base),
+                    )?;
                 } else {
                     let raw = store.get(kind, id)?;
                     self.builder.add_raw(kind, &raw)?;
@@ -180,7 +179,11 @@ impl<'a> Uploader<'a> {
                 let items: Vec<(String, Vec<u8>, PutIf)> = batch
                     .iter()
                     .map(|(hex, bytes, _)| {
-                        (layout::checkpoint_key(hex), bytes.clone(), self.put_if.clone())
+                        (
+                            layout::checkpoint_key(hex),
+                            bytes.clone(),
+                            self.put_if.clone(),
+                        )
                     })
                     .collect();
                 self.bytes += items.iter().map(|(_, b, _)| b.len() as u64).sum::<u64>();

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::S3Server;
-use crate::harness::{Mount, TEST_AWS_ENV, bin, daemon_log, fuse_available, pattern, tf, write_synced};
+use crate::harness::{
+    Mount, TEST_AWS_ENV, bin, daemon_log, fuse_available, pattern, tf, write_synced,
+};
 
 fn json_of(o: &Output, what: &str, store: &Path) -> Value {
     assert!(
@@ -26,7 +28,18 @@ fn json_of(o: &Output, what: &str, store: &Path) -> Value {
 
 fn add_remote(m: &Mount, s3: &S3Server, name: &str, prefix: &str) {
     let url = s3.url(prefix);
-    let o = tf(&m.store, &["--json", "remote", "add", name, &url, "--endpoint", &s3.endpoint]);
+    let o = tf(
+        &m.store,
+        &[
+            "--json",
+            "remote",
+            "add",
+            name,
+            &url,
+            "--endpoint",
+            &s3.endpoint,
+        ],
+    );
     json_of(&o, "remote add", &m.store);
 }
 
@@ -100,7 +113,14 @@ fn a_push_killed_midway_uploads_only_what_is_missing_when_rerun() {
     add_remote(&m, &s3, "origin", "k");
     add_remote(&m, &s3, "full", "full");
     let child = Command::new(bin())
-        .args(["--store", m.store.to_str().unwrap(), "--json", "push", "origin", "s"])
+        .args([
+            "--store",
+            m.store.to_str().unwrap(),
+            "--json",
+            "push",
+            "origin",
+            "s",
+        ])
         .envs(TEST_AWS_ENV.iter().copied())
         .env_remove("TREEFORK_STORE")
         .env_remove("TREEFORK_SOCKET")
@@ -115,7 +135,12 @@ fn a_push_killed_midway_uploads_only_what_is_missing_when_rerun() {
     }
     s3.kill();
     let o = child.wait_with_output().unwrap();
-    assert_eq!(o.status.code(), Some(8), "{}", String::from_utf8_lossy(&o.stdout));
+    assert_eq!(
+        o.status.code(),
+        Some(8),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     s3.restart();
     let done_before = idx_count(&s3, "k");
     assert!(done_before >= 5);
@@ -124,8 +149,14 @@ fn a_push_killed_midway_uploads_only_what_is_missing_when_rerun() {
     // The whole closure, pushed to an empty prefix, is larger: the rerun skipped
     // the objects of the packs completed before the kill.
     let full = push_ok(&m, &["full", "s"]);
-    let (part, all) = (rerun["objects"].as_u64().unwrap(), full["objects"].as_u64().unwrap());
-    assert!(part > 0 && part + done_before as u64 <= all, "rerun {part}, all {all}");
+    let (part, all) = (
+        rerun["objects"].as_u64().unwrap(),
+        full["objects"].as_u64().unwrap(),
+    );
+    assert!(
+        part > 0 && part + done_before as u64 <= all,
+        "rerun {part}, all {all}"
+    );
     assert!(push_ok(&m, &["origin", "s"])["objects"] == 0);
 }
 
@@ -148,7 +179,16 @@ fn two_stores_pushing_one_branch_at_once_exactly_one_wins() {
     }
     let spawn = |m: &Mount| {
         Command::new(bin())
-            .args(["--store", m.store.to_str().unwrap(), "--json", "push", "origin", "HEAD:main", "--session", "s"])
+            .args([
+                "--store",
+                m.store.to_str().unwrap(),
+                "--json",
+                "push",
+                "origin",
+                "HEAD:main",
+                "--session",
+                "s",
+            ])
             .envs(TEST_AWS_ENV.iter().copied())
             .env_remove("TREEFORK_STORE")
             .env_remove("TREEFORK_SOCKET")
@@ -158,7 +198,10 @@ fn two_stores_pushing_one_branch_at_once_exactly_one_wins() {
             .unwrap()
     };
     let (pa, pb) = (spawn(&a), spawn(&b));
-    let (oa, ob) = (pa.wait_with_output().unwrap(), pb.wait_with_output().unwrap());
+    let (oa, ob) = (
+        pa.wait_with_output().unwrap(),
+        pb.wait_with_output().unwrap(),
+    );
     let codes = [oa.status.code(), ob.status.code()];
     assert!(
         codes == [Some(0), Some(9)] || codes == [Some(9), Some(0)],
@@ -170,5 +213,8 @@ fn two_stores_pushing_one_branch_at_once_exactly_one_wins() {
     let v: Value = serde_json::from_slice(&lost.stdout).unwrap();
     let msg = v["error"]["message"].as_str().unwrap_or_default();
     assert_eq!(v["error"]["code"], "non_fast_forward", "{v}");
-    assert!(msg.contains("rejected") && msg.contains("origin/main"), "{msg}");
+    assert!(
+        msg.contains("rejected") && msg.contains("origin/main"),
+        "{msg}"
+    );
 }

@@ -283,14 +283,14 @@ mod tests {
         let c = Checkpoint::new("s", root, Some(b.cid()), "c", "manual", 2);
         store.commit(vec![a.op(), b.op(), c.op()]).unwrap();
         let none = HashSet::new();
-        let all = checkpoints(&store, &none, &[c.id.clone()], &[]).unwrap();
+        let all = checkpoints(&store, &none, std::slice::from_ref(&c.id), &[]).unwrap();
         let order: Vec<&str> = all.iter().map(|(h, _, _)| h.as_str()).collect();
         assert_eq!(order, [a.id.as_str(), b.id.as_str(), c.id.as_str()]);
         let on_remote: HashSet<String> = [b.id.clone()].into();
-        let some = checkpoints(&store, &on_remote, &[c.id.clone()], &[]).unwrap();
+        let some = checkpoints(&store, &on_remote, std::slice::from_ref(&c.id), &[]).unwrap();
         assert_eq!(some.len(), 1);
         let missing = "ab".repeat(32);
-        assert!(checkpoints(&store, &none, &[missing.clone()], &[]).is_err());
+        assert!(checkpoints(&store, &none, std::slice::from_ref(&missing), &[]).is_err());
         assert_eq!(
             checkpoints(&store, &none, &[], &[missing]).unwrap().len(),
             0

@@ -91,6 +91,9 @@ pub struct PushReport {
     pub seconds: f64,
 }
 
+/// Work run while owning a session name (see [`Env::with_claim`]).
+pub type Job<'a> = &'a mut dyn FnMut() -> Result<()>;
+
 /// What a push needs of whoever serves the sessions (the daemon, or an offline
 /// caller holding the store lock).
 pub struct Env<'a> {
@@ -99,7 +102,7 @@ pub struct Env<'a> {
     /// The live session `name`, or the only one when `None` (an error when none).
     pub target: &'a dyn Fn(Option<&str>) -> Result<Target>,
     /// Run the closure while owning session name `name` (no mount meanwhile).
-    pub with_claim: &'a dyn Fn(&str, &mut dyn FnMut() -> Result<()>) -> Result<()>,
+    pub with_claim: &'a dyn Fn(&str, Job<'_>) -> Result<()>,
 }
 
 /// Push what `req` names to `remote`; progress events go to `progress`.

@@ -57,7 +57,7 @@ pub fn load(env: &Env<'_>, name: &str, first_upstream: (&str, &str)) -> Result<S
         }))?;
         return Ok(rec);
     }
-    let store = &*env.store;
+    let store = env.store;
     let missing = || Error::NotFound(format!("no session named {name}"));
     let rec = session::load_record(store, name)?.ok_or_else(missing)?;
     if upstream(&rec).is_some() {

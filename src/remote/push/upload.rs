@@ -72,6 +72,13 @@ impl<'a> Uploader<'a> {
         }
     }
 
+    /// Rotate packs at `max` bytes instead of [`PACK_MAX`] (tests).
+    #[cfg(test)]
+    pub fn with_pack_max(mut self, max: u64) -> Self {
+        self.pack_max = max;
+        self
+    }
+
     fn event(&mut self) {
         let e = json!({"event": "progress", "phase": "upload", "done": self.objects,
             "total": self.total, "bytes": self.bytes, "packs": self.packs});
@@ -150,7 +157,7 @@ impl<'a> Uploader<'a> {
         if self.builder.count() == 0 {
             return Ok(());
         }
-        let built = std::mem::replace(&mut self.builder, PackBuilder::new()).finish();
+        let built = std::mem::take(&mut self.builder).finish();
         let (plen, ilen) = (built.pack.len() as u64, built.idx.len() as u64);
         self.client.put(
             &layout::pack_key(&built.hash),
@@ -191,5 +198,75 @@ impl<'a> Uploader<'a> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote::index::{Entry, RemoteIndex};
+    use crate::remote::packidx;
+    use crate::store::PackStore;
+
+    fn text(seed: u8) -> Vec<u8> {
+        let mut v: Vec<u8> = (0..20_000u32)
+            .map(|i| b"abcdefghijklmnopqrstuvwxyz"[((i * 7 + i / 13) % 26) as usize])
+            .collect();
+        v[100] = seed;
+        v
+    }
+
+    /// Read object `id` back from the remote the way a reader would: its record
+    /// range, checked against the index, decoded (a delta against its base),
+    /// verified by hash.
+    fn read_back(c: &Client, ix: &RemoteIndex, id: &[u8; 32]) -> Vec<u8> {
+        let e: Entry = ix.get(id).expect("indexed");
+        let r = e.range();
+        let bytes = c.get_range(&layout::pack_key(&e.pack), r).unwrap();
+        let stored = e.read_record(&bytes).unwrap();
+        let base = e.base.map(|b| read_back(c, ix, &b));
+        packidx::decode_verified(e.kind, id, &stored, base.as_deref()).unwrap()
+    }
+
+    #[test]
+    fn a_delta_goes_with_its_base_or_whole_and_packs_rotate() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = PackStore::open(&dir.path().join("store")).unwrap();
+        let a = store.put(ObjKind::Chunk, &text(1)).unwrap();
+        let b = store.put_based(ObjKind::Chunk, &text(2), Some(&a)).unwrap();
+        let d = store.put_based(ObjKind::Chunk, &text(3), Some(&a)).unwrap();
+        store.commit(vec![]).unwrap();
+        let (loc, _) = store.stored_record(&b).unwrap().unwrap();
+        assert_eq!(
+            loc.codec,
+            Codec::Delta,
+            "the local store keeps b as a delta of a"
+        );
+
+        let client = Client::memory("origin");
+        let ix = RemoteIndex::load(&dir.path().join("idx")).unwrap();
+        let mut events = Vec::new();
+        let mut progress = |e: Value| events.push(e);
+        // b alone: its base will not be on the remote, so b goes whole.
+        let mut up = Uploader::new(&client, &ix, PutIf::Absent, 1, &mut progress);
+        up.send(&store, ObjKind::Chunk, &[b], &[b].into()).unwrap();
+        assert_eq!(ix.get(&b).unwrap().codec, Codec::Zstd);
+        assert_eq!(read_back(&client, &ix, &b), text(2));
+        drop(up);
+        // d with a in the same push: a is pulled forward, d stays a delta of it;
+        // packs rotate at 1 byte, so a's pack precedes d's.
+        let mut up = Uploader::new(&client, &ix, PutIf::Absent, 2, &mut progress).with_pack_max(1);
+        up.send(&store, ObjKind::Chunk, &[d, a], &[a, d].into())
+            .unwrap();
+        assert_eq!((up.objects, up.packs), (2, 2));
+        let (ea, ed) = (ix.get(&a).unwrap(), ix.get(&d).unwrap());
+        assert_eq!((ed.codec, ed.base), (Codec::Delta, Some(a)));
+        assert_ne!(ea.pack, ed.pack);
+        assert_eq!(read_back(&client, &ix, &d), text(3));
+        drop(up);
+        // One progress event per pack, the last one complete.
+        assert_eq!(events.len(), 3);
+        assert_eq!(events[2]["done"], 2);
+        assert_eq!(events[2]["phase"], "upload");
     }
 }

@@ -95,6 +95,16 @@ fn push_sends_what_the_remote_lacks_and_nothing_twice() {
     let packs = c.list("packs").unwrap();
     let tfp = packs.iter().filter(|m| m.key.ends_with(".tfp")).count();
     assert_eq!(tfp, idx_count(&s3, "p1"));
+    // Without a daemon the session is pushed from its record: nothing changed
+    // since the last push, and another remote gets all of it.
+    add_remote(&m, &s3, "second", "p2");
+    m.umount();
+    crate::harness::wait_daemon_gone(&m.store);
+    let offline = push_ok(&m, &["origin", "s"]);
+    assert_eq!(offline["refs"][0]["status"], "up-to-date", "{offline}");
+    let other = push_ok(&m, &["second", "s"]);
+    assert_eq!(other["refs"][0]["status"], "created", "{other}");
+    assert!(other["objects"].as_u64().unwrap() >= 62, "{other}");
 }
 
 #[test]

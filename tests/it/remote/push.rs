@@ -144,6 +144,7 @@ fn a_push_killed_midway_uploads_only_what_is_missing_when_rerun() {
         std::thread::sleep(Duration::from_millis(20));
     }
     s3.kill();
+    assert!(!s3.running());
     let o = child.wait_with_output().unwrap();
     assert_eq!(
         o.status.code(),
@@ -152,6 +153,7 @@ fn a_push_killed_midway_uploads_only_what_is_missing_when_rerun() {
         String::from_utf8_lossy(&o.stdout)
     );
     s3.restart();
+    assert!(s3.running());
     let done_before = idx_count(&s3, "k");
     assert!(done_before >= 5);
     let rerun = push_ok(&m, &["origin", "s"]);

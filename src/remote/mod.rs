@@ -15,6 +15,7 @@ pub mod layout;
 pub mod ops;
 pub mod packidx;
 pub mod probe;
+pub mod push;
 pub mod refval;
 pub mod registry;
 pub mod segment;

@@ -236,11 +236,9 @@ impl Client {
             Err(object_store::Error::Precondition { .. }) if cond == PutIf::Absent => {
                 Ok(Put::Exists)
             }
-            Err(object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. })
-                if matches!(cond, PutIf::Matches(_)) =>
-            {
-                Ok(Put::Moved)
-            }
+            Err(
+                object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. },
+            ) if matches!(cond, PutIf::Matches(_)) => Ok(Put::Moved),
             Err(e) => Err(self.fail("writing", key, e)),
         }
     }
@@ -373,7 +371,9 @@ pub fn s3(name: &str, t: &S3Target, creds: &Credentials) -> Result<Client> {
     if let Some(tok) = &creds.token {
         b = b.with_token(tok);
     }
-    let store = b.build().map_err(|e| Error::Invalid(format!("remote {name}: {e}")))?;
+    let store = b
+        .build()
+        .map_err(|e| Error::Invalid(format!("remote {name}: {e}")))?;
     Ok(Client::new(name, Arc::new(store), &t.prefix))
 }
 
@@ -458,6 +458,9 @@ mod tests {
         let e = c.get("x").unwrap_err();
         let msg = e.to_string();
         assert!(matches!(e, Error::Remote { .. }), "{msg}");
-        assert!(msg.contains("origin") && !msg.contains("very-secret"), "{msg}");
+        assert!(
+            msg.contains("origin") && !msg.contains("very-secret"),
+            "{msg}"
+        );
     }
 }

@@ -10,9 +10,14 @@
 pub mod client;
 pub mod config;
 pub mod creds;
+pub mod index;
+pub mod layout;
 pub mod ops;
+pub mod packidx;
 pub mod probe;
+pub mod refval;
 pub mod registry;
+pub mod segment;
 pub mod tracking;
 
 pub use config::RemoteConfig;

@@ -36,6 +36,15 @@ pub trait ObjectStore: Send + Sync {
     fn get_uncached(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>> {
         self.get(kind, id)
     }
+    /// The committed record of `id` as stored: its location and its stored payload
+    /// (compressed, or a delta starting with its base id), the record header checked
+    /// against the index entry. `None` when the store has no such record or keeps no
+    /// records (memory stores): callers then use [`get`](Self::get). Push copies
+    /// records to a remote with this, without re-compressing.
+    fn stored_record(&self, id: &[u8; 32]) -> Result<Option<(Loc, Vec<u8>)>> {
+        let _ = id;
+        Ok(None)
+    }
     /// Whether the object is present (durable or pending).
     fn contains(&self, id: &[u8; 32]) -> Result<bool>;
     /// Make every put durable, then apply `ops` atomically and durably.

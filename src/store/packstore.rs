@@ -249,6 +249,11 @@ impl PackStore {
     /// Read an object's whole record; its header must match the index entry (see the
     /// module docs) before anything is decoded.
     fn read_record(&self, kind: Kind, id: &[u8; 32]) -> Result<(RecordHeader, Vec<u8>)> {
+        self.read_record_loc(kind, id).map(|(h, buf, _)| (h, buf))
+    }
+
+    /// [`read_record`](Self::read_record), also returning the location read.
+    fn read_record_loc(&self, kind: Kind, id: &[u8; 32]) -> Result<(RecordHeader, Vec<u8>, Loc)> {
         let what = || format!("{kind:?} object {}", crate::id::hex(&id[..6]));
         let mut loc = self.lookup(id)?.ok_or_else(|| Error::Missing(what()))?;
         let f = match self.reader(loc.pack) {
@@ -293,7 +298,7 @@ impl PackStore {
             );
             return Err(Error::corrupt(what(), "record header does not match index"));
         }
-        Ok((h, buf))
+        Ok((h, buf, loc))
     }
 
     /// Read `id`, asking the fallback (if any) when it is not stored locally: the
@@ -469,6 +474,15 @@ impl ObjectStore for PackStore {
             Some(v) => Ok(v),
             None => self.read_or_fetch(kind, id).map(Arc::new),
         }
+    }
+
+    fn stored_record(&self, id: &[u8; 32]) -> Result<Option<(Loc, Vec<u8>)>> {
+        let Some(v) = self.db.get(&meta::object_key(id))? else {
+            return Ok(None);
+        };
+        let loc = Loc::decode(&v)?;
+        let (_, buf, at) = self.read_record_loc(loc.kind, id)?;
+        Ok(Some((at, buf[pack::RECORD_HEADER_LEN..].to_vec())))
     }
 
     fn contains(&self, id: &[u8; 32]) -> Result<bool> {

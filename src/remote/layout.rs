@@ -1,0 +1,193 @@
+//! Remote key names: the only place the layout of a remote is spelled.
+//!
+//! Owns: every key under a remote's prefix (see docs/design.md, "Remote tier:
+//! formats") and the parsers from a listed key back to what it names.
+//!
+//! Invariants: content-named keys carry 64 lowercase hex digits, and the parsers
+//! refuse anything else (upper case, other lengths, extra path components), so a
+//! foreign or hostile object under the prefix is never taken for one of ours.
+//! Ref names are validated by the local rules (`refs::validate_ref_name` for
+//! branches, `session::validate_session_name` for sessions) when a key is parsed;
+//! callers validate names before building keys from them.
+
+/// The descriptor object (`{"format":"treefork-remote","version":1,...}`).
+pub const DESCRIPTOR: &str = "treefork-remote.json";
+/// Descriptor `format` value.
+pub const DESCRIPTOR_FORMAT: &str = "treefork-remote";
+/// Descriptor `version` value.
+pub const DESCRIPTOR_VERSION: u32 = 1;
+/// Packs and their indexes.
+pub const PACKS_DIR: &str = "packs";
+/// Checkpoint records.
+pub const CHECKPOINTS_DIR: &str = "checkpoints";
+/// Session log segments.
+pub const LOGS_DIR: &str = "logs";
+/// Branch refs.
+pub const REFS_BRANCHES: &str = "refs/branches";
+/// Session refs.
+pub const REFS_SESSIONS: &str = "refs/sessions";
+/// The remote gc lock.
+pub const GC_LOCK: &str = "gc/lock";
+/// The packs, logs and checkpoints a remote gc condemned.
+pub const GC_CONDEMNED: &str = "gc/condemned";
+/// Probe objects written by `remote add` (and removed after).
+pub const PROBE_DIR: &str = "probe";
+/// Suffix of a pack object.
+pub const PACK_SUFFIX: &str = ".tfp";
+/// Suffix of a pack index object.
+pub const IDX_SUFFIX: &str = ".idx";
+
+/// Lowercase hex of a 32-byte hash.
+pub fn hex32(h: &[u8; 32]) -> String {
+    crate::id::hex(h)
+}
+
+/// Parse exactly 64 lowercase hex digits.
+pub fn parse_hex32(s: &str) -> Option<[u8; 32]> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = (digit(b[2 * i])? << 4) | digit(b[2 * i + 1])?;
+    }
+    Some(out)
+}
+
+/// Whether `s` is 64 lowercase hex digits.
+pub fn is_hex64(s: &str) -> bool {
+    parse_hex32(s).is_some()
+}
+
+/// `packs/<H>.tfp`.
+pub fn pack_key(h: &[u8; 32]) -> String {
+    format!("{PACKS_DIR}/{}{PACK_SUFFIX}", hex32(h))
+}
+
+/// `packs/<H>.idx`.
+pub fn idx_key(h: &[u8; 32]) -> String {
+    format!("{PACKS_DIR}/{}{IDX_SUFFIX}", hex32(h))
+}
+
+/// `checkpoints/<C>` (`hex` = the checkpoint id's hex).
+pub fn checkpoint_key(hex: &str) -> String {
+    format!("{CHECKPOINTS_DIR}/{hex}")
+}
+
+/// `logs/<H>` (`h` = the segment's blake3 hex).
+pub fn log_key(h: &str) -> String {
+    format!("{LOGS_DIR}/{h}")
+}
+
+/// `refs/branches/<name>` (the name may contain `/`).
+pub fn branch_ref_key(name: &str) -> String {
+    format!("{REFS_BRANCHES}/{name}")
+}
+
+/// `refs/sessions/<name>`.
+pub fn session_ref_key(name: &str) -> String {
+    format!("{REFS_SESSIONS}/{name}")
+}
+
+/// What a key under `packs/` is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PackObject {
+    /// `packs/<H>.tfp`.
+    Pack([u8; 32]),
+    /// `packs/<H>.idx`.
+    Idx([u8; 32]),
+}
+
+/// Strip `dir/` from `key`; what remains must be one path component (no `/`).
+fn leaf<'a>(key: &'a str, dir: &str) -> Option<&'a str> {
+    let rest = key.strip_prefix(dir)?.strip_prefix('/')?;
+    (!rest.contains('/')).then_some(rest)
+}
+
+/// Parse a key under `packs/` (as [`Client::list`](super::client::Client::list)
+/// returns it, relative to the remote's prefix).
+pub fn parse_pack_object(key: &str) -> Option<PackObject> {
+    let name = leaf(key, PACKS_DIR)?;
+    if let Some(h) = name.strip_suffix(PACK_SUFFIX) {
+        return parse_hex32(h).map(PackObject::Pack);
+    }
+    name.strip_suffix(IDX_SUFFIX)
+        .and_then(parse_hex32)
+        .map(PackObject::Idx)
+}
+
+/// Parse `checkpoints/<C>` into the checkpoint id.
+pub fn parse_checkpoint_key(key: &str) -> Option<[u8; 32]> {
+    parse_hex32(leaf(key, CHECKPOINTS_DIR)?)
+}
+
+/// Parse `logs/<H>` into the segment hash.
+pub fn parse_log_key(key: &str) -> Option<[u8; 32]> {
+    parse_hex32(leaf(key, LOGS_DIR)?)
+}
+
+/// Parse `refs/branches/<name>` into a valid branch name.
+pub fn parse_branch_ref_key(key: &str) -> Option<String> {
+    let name = key.strip_prefix(REFS_BRANCHES)?.strip_prefix('/')?;
+    crate::refs::validate_ref_name(name).ok()?;
+    Some(name.to_string())
+}
+
+/// Parse `refs/sessions/<name>` into a valid session name.
+pub fn parse_session_ref_key(key: &str) -> Option<String> {
+    let name = leaf(key, REFS_SESSIONS)?;
+    crate::session::validate_session_name(name).ok()?;
+    Some(name.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip() {
+        let h = [0xabu8; 32];
+        assert_eq!(parse_pack_object(&pack_key(&h)), Some(PackObject::Pack(h)));
+        assert_eq!(parse_pack_object(&idx_key(&h)), Some(PackObject::Idx(h)));
+        let hx = hex32(&h);
+        assert_eq!(parse_checkpoint_key(&checkpoint_key(&hx)), Some(h));
+        assert_eq!(parse_log_key(&log_key(&hx)), Some(h));
+        assert_eq!(
+            parse_branch_ref_key(&branch_ref_key("team/main")).as_deref(),
+            Some("team/main")
+        );
+        assert_eq!(
+            parse_session_ref_key(&session_ref_key("s-1")).as_deref(),
+            Some("s-1")
+        );
+    }
+
+    #[test]
+    fn parsers_refuse_foreign_keys() {
+        let hx = hex32(&[0xab; 32]);
+        let upper = hx.to_uppercase();
+        for k in [
+            format!("packs/{upper}.tfp"),
+            format!("packs/{}.tfp", &hx[..63]),
+            format!("packs/{hx}.tmp"),
+            format!("packs/x/{hx}.idx"),
+            format!("packsx/{hx}.idx"),
+            format!("packs/{hx}"),
+        ] {
+            assert_eq!(parse_pack_object(&k), None, "{k}");
+        }
+        assert_eq!(parse_checkpoint_key(&format!("checkpoints/{upper}")), None);
+        assert_eq!(parse_log_key(&format!("logs/{hx}/x")), None);
+        assert_eq!(parse_log_key(&format!("logs/g{}", &hx[1..])), None);
+        assert_eq!(parse_branch_ref_key("refs/branches/../x"), None);
+        assert_eq!(parse_branch_ref_key("refs/branches/"), None);
+        assert_eq!(parse_session_ref_key("refs/sessions/a/b"), None);
+        assert_eq!(parse_session_ref_key("refs/sessions/.hidden"), None);
+    }
+}

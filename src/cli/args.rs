@@ -12,7 +12,8 @@ use super::r#continue;
 use super::flags::Globals;
 use super::{
     Ctx, Outcome, Result, Run, completions, config, daemon, exec, experiment, history, man, mcp,
-    messages, mount, mount_helper, promote, refs, rewind, show, snapshot, store, timeline, undo,
+    messages, mount, mount_helper, promote, refs, remote, rewind, show, snapshot, store, timeline,
+    undo,
 };
 
 /// The `treefork` command line.
@@ -85,6 +86,7 @@ commands! {
     Gc(store::Gc),
     Fsck(store::Fsck),
     Session(store::Session),
+    Remote(remote::Remote),
     Completions(completions::Completions),
     Man(man::Man),
     MountHelper(mount_helper::MountHelper),

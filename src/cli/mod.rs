@@ -86,6 +86,7 @@ mod paths;
 pub mod plumbing;
 mod promote;
 mod refs;
+mod remote;
 mod rewind;
 #[allow(
     dead_code,

@@ -11,20 +11,30 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::client::{self, Client};
 use super::config::{self, RemoteConfig};
+use super::index::RemoteIndex;
 use crate::error::Result;
 use crate::store::ObjectStore;
 
 /// An open remote.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Remote {
     /// Its configuration.
     pub config: RemoteConfig,
     /// A client for it.
     pub client: Client,
+    /// What it holds, object by object (shared by every user of this remote in
+    /// the process; loaded from the local cache, call `refresh` to update).
+    pub index: Arc<RemoteIndex>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Remote({} at {})", self.config.name, self.config.url)
+    }
 }
 
 /// One registry entry.
@@ -56,9 +66,16 @@ fn store_id(store: &dyn ObjectStore) -> String {
 }
 
 /// The local cache directory of remote `name` of the store at `store_dir`:
-/// `STORE/remotes/<name>` (downloaded indexes live in its `idx/`).
+/// `STORE/remotes/<name>` (downloaded indexes live in its `idx/`, see
+/// [`index_dir`]).
 pub fn cache_dir(store_dir: &Path, name: &str) -> PathBuf {
     store_dir.join("remotes").join(name)
+}
+
+/// The directory of a remote's cached indexes (what `RemoteIndex::load` takes),
+/// inside its [`cache_dir`].
+pub fn index_dir(cache_dir: &Path) -> PathBuf {
+    cache_dir.join("idx")
 }
 
 /// The cache directory of remote `name` of `store` (an in-memory store gets one
@@ -92,7 +109,14 @@ pub fn open(store: &dyn ObjectStore, name: &str) -> Result<Remote> {
         Some(c) => c.clone(),
         None => connect(&config)?,
     };
-    let remote = Remote { config, client };
+    let index = Arc::new(RemoteIndex::load(&index_dir(&store_cache_dir(
+        store, name,
+    )))?);
+    let remote = Remote {
+        config,
+        client,
+        index,
+    };
     r.open.insert(
         key,
         Entry {
@@ -147,6 +171,9 @@ mod tests {
         a.client.put("x", vec![1], PutIf::Always).unwrap();
         let b = open(&s, "origin").unwrap();
         assert_eq!(b.client.get("x").unwrap().unwrap().bytes, vec![1]);
+        // One index, shared.
+        assert!(Arc::ptr_eq(&a.index, &b.index));
+        assert!(a.index.dir().ends_with("remotes/origin/idx"));
         assert_eq!(list(&s).unwrap(), vec![c]);
         assert!(store_cache_dir(&s, "origin").ends_with("remotes/origin"));
         assert_eq!(

@@ -23,16 +23,42 @@ pub fn fuse_available() -> bool {
     true
 }
 
+/// The S3 credentials of the test servers (`remote::S3Server`): every treefork
+/// process the harness starts gets them (so daemons reach the test servers), and
+/// never the developer's own (`AWS_SESSION_TOKEN`, `AWS_PROFILE` and the
+/// credentials file are cleared).
+pub const TEST_AWS_ENV: [(&str, &str); 2] = [
+    ("AWS_ACCESS_KEY_ID", "treefork-test-key"),
+    ("AWS_SECRET_ACCESS_KEY", "tf-test-secret-c41f7e9b02"),
+];
+/// AWS variables the harness removes from every treefork process.
+pub const CLEARED_AWS_ENV: [&str; 3] = [
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+];
+
 /// Run treefork with `--store store` and `args`.
 pub fn tf(store: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .arg("--store")
+    tf_env(store, args, &TEST_AWS_ENV, &[])
+}
+
+/// Run treefork with `--store store` and `args`, the environment variables
+/// `set` set and `remove` removed (instead of [`TEST_AWS_ENV`]).
+pub fn tf_env(store: &Path, args: &[&str], set: &[(&str, &str)], remove: &[&str]) -> Output {
+    let mut c = Command::new(bin());
+    c.arg("--store")
         .arg(store)
         .args(args)
         .env_remove("TREEFORK_STORE")
-        .env_remove("TREEFORK_SOCKET")
-        .output()
-        .expect("run treefork")
+        .env_remove("TREEFORK_SOCKET");
+    for k in TEST_AWS_ENV.iter().map(|(k, _)| *k).chain(CLEARED_AWS_ENV) {
+        c.env_remove(k);
+    }
+    for k in remove {
+        c.env_remove(k);
+    }
+    c.envs(set.iter().copied()).output().expect("run treefork")
 }
 
 /// Run treefork and require success; returns stdout.
@@ -93,6 +119,18 @@ fn holders(dir: &Path) -> Vec<(String, String, PathBuf)> {
         }
     }
     out
+}
+
+/// Wait until the daemon of `store` is gone (it exits after its last unmount).
+pub fn wait_daemon_gone(store: &Path) {
+    for _ in 0..1000 {
+        if let Ok(l) = treefork::lock::StoreLock::acquire(store) {
+            drop(l);
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("the daemon of {} did not exit", store.display());
 }
 
 /// The daemon log of a store (for failure messages).
@@ -177,6 +215,7 @@ impl Mount {
             .args(["mount", m.mp.to_str().unwrap(), "--session", "s"])
             .env_remove("TREEFORK_STORE")
             .env_remove("TREEFORK_SOCKET")
+            .envs(TEST_AWS_ENV.iter().copied())
             .envs(env.iter().copied())
             .output()
             .expect("run treefork");

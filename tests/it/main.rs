@@ -29,6 +29,7 @@ mod promote;
 mod races;
 mod records;
 mod refspec;
+mod remote;
 mod robustness;
 mod security;
 mod snapshots;

@@ -1,0 +1,155 @@
+//! `remote add|list|rm`: configure the S3-compatible remotes of the store.
+//! Store-wide: through the daemon when one serves the store, else in this
+//! process (credentials then come from this process's environment).
+
+use super::prelude::*;
+
+/// Manage remotes (S3-compatible object storage for push, pull and lazy mounts).
+#[derive(clap::Args)]
+pub struct Remote {
+    #[command(subcommand)]
+    cmd: RemoteCmd,
+}
+
+#[derive(clap::Subcommand)]
+enum RemoteCmd {
+    /// Add a remote after probing the server (it must honour conditional writes
+    /// unless --single-writer). Credentials come from the AWS_* environment
+    /// variables or the AWS credentials file, and are never stored.
+    Add {
+        /// Remote name (a letter, then letters, digits, '_', '.', '-').
+        name: String,
+        /// Where: s3://BUCKET/PREFIX.
+        url: String,
+        /// The server: http(s)://HOST[:PORT].
+        #[arg(long)]
+        endpoint: String,
+        /// Region.
+        #[arg(long, default_value = "us-east-1")]
+        region: String,
+        /// This store is the remote's only writer: accept a server that ignores
+        /// conditional writes.
+        #[arg(long)]
+        single_writer: bool,
+    },
+    /// List the configured remotes.
+    List,
+    /// Forget a remote (its config, tracking refs and local cache; nothing on
+    /// the remote is deleted).
+    Rm {
+        /// Remote name.
+        name: String,
+    },
+}
+
+#[derive(Deserialize)]
+struct Config {
+    name: String,
+    url: String,
+    endpoint: String,
+    region: String,
+    single_writer: bool,
+    conditional_writes: bool,
+}
+
+impl Config {
+    fn line(&self) -> String {
+        let mut flags = Vec::new();
+        if self.single_writer {
+            flags.push("single writer");
+        }
+        if !self.conditional_writes {
+            flags.push("no conditional writes");
+        }
+        let flags = if flags.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", flags.join(", "))
+        };
+        format!(
+            "{}\t{} at {} [{}]{flags}",
+            self.name, self.url, self.endpoint, self.region
+        )
+    }
+}
+
+#[derive(Deserialize)]
+struct Added {
+    remote: Config,
+    #[serde(default)]
+    probe_failures: Vec<String>,
+}
+
+impl Human for Added {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "added remote {}", self.remote.line())?;
+        for f in &self.probe_failures {
+            writeln!(out, "warning: the server does not honour {f}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Deserialize)]
+struct Listed {
+    remotes: Vec<Config>,
+}
+
+impl Human for Listed {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        if self.remotes.is_empty() {
+            return writeln!(
+                out,
+                "no remotes (add one: treefork remote add NAME s3://BUCKET/PREFIX --endpoint URL)"
+            );
+        }
+        for r in &self.remotes {
+            writeln!(out, "{}", r.line())?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Deserialize)]
+struct Removed {
+    removed: String,
+    tracking_refs: u64,
+}
+
+impl Human for Removed {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "removed remote {} ({} tracking ref(s) dropped; nothing on the remote was deleted)",
+            self.removed, self.tracking_refs
+        )
+    }
+}
+
+impl Run for Remote {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        Ok(match &self.cmd {
+            RemoteCmd::Add {
+                name,
+                url,
+                endpoint,
+                region,
+                single_writer,
+            } => {
+                let op = Op::RemoteAdd {
+                    name: name.clone(),
+                    url: url.clone(),
+                    endpoint: endpoint.clone(),
+                    region: Some(region.clone()),
+                    single_writer: *single_writer,
+                };
+                cx.store_op::<Added>(op, false)?.into()
+            }
+            RemoteCmd::List => cx.store_op::<Listed>(Op::RemoteList, false)?.into(),
+            RemoteCmd::Rm { name } => {
+                let op = Op::RemoteRm { name: name.clone() };
+                cx.store_op::<Removed>(op, false)?.into()
+            }
+        })
+    }
+}

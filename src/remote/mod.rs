@@ -12,6 +12,7 @@ pub mod config;
 pub mod creds;
 pub mod index;
 pub mod layout;
+pub mod lazy;
 pub mod ops;
 pub mod packidx;
 pub mod probe;

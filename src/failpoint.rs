@@ -83,3 +83,26 @@ pub fn message_writer_delay() {
 #[cfg(not(debug_assertions))]
 #[inline(always)]
 pub fn message_writer_delay() {}
+
+/// `TREEFORK_DEBUG_FAILPOINT=push-slow-packs:N`: a push rotates its packs at N
+/// KiB (instead of 32 MiB) and pauses [`PUSH_PACK_DELAY_MS`] after each, so a
+/// test can kill the server mid-push (`tests/it/remote/push.rs`). The pack size:
+#[cfg(debug_assertions)]
+pub fn push_pack_kib() -> Option<u64> {
+    armed("push-slow-packs").map(|n| n as u64)
+}
+
+/// Release builds: no failpoints.
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+pub fn push_pack_kib() -> Option<u64> {
+    None
+}
+
+/// The pause after each pack under `push-slow-packs`.
+pub const PUSH_PACK_DELAY_MS: u64 = 150;
+
+/// The pause after each uploaded pack (see [`push_pack_kib`]).
+pub fn push_pack_delay_ms() -> Option<u64> {
+    push_pack_kib().map(|_| PUSH_PACK_DELAY_MS)
+}

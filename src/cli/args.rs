@@ -12,8 +12,8 @@ use super::r#continue;
 use super::flags::Globals;
 use super::{
     Ctx, Outcome, Result, Run, completions, config, daemon, exec, experiment, history, man, mcp,
-    messages, mount, mount_helper, promote, refs, remote, rewind, show, snapshot, store, timeline,
-    undo,
+    messages, mount, mount_helper, promote, push, refs, remote, rewind, show, snapshot, store,
+    timeline, undo,
 };
 
 /// The `treefork` command line.
@@ -83,6 +83,7 @@ commands! {
     Rewind(rewind::Rewind),
     Continue(r#continue::Continue),
     Mcp(mcp::Mcp),
+    Push(push::Push),
     Gc(store::Gc),
     Fsck(store::Fsck),
     Session(store::Session),

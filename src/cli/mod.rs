@@ -85,6 +85,7 @@ pub mod output;
 mod paths;
 pub mod plumbing;
 mod promote;
+mod push;
 mod refs;
 mod remote;
 mod rewind;

@@ -517,6 +517,22 @@ pub enum Op {
         /// Remote name.
         name: String,
     },
+    /// Send branches and sessions to a remote (user role only; see
+    /// docs/protocol.md, "push").
+    Push {
+        /// The remote (default: the only configured one, else `origin`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        remote: Option<String>,
+        /// `REF`, `SRC:DST` or `SESSION`; empty: the current session.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        refs: Vec<String>,
+        /// The current session (default: the socket's, else the only mounted one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<String>,
+        /// Overwrite remote refs that are not fast-forwards.
+        #[serde(default, skip_serializing_if = "is_false")]
+        force: bool,
+    },
 }
 
 fn is_false(b: &bool) -> bool {

@@ -216,6 +216,14 @@ impl Role {
             }
             | Op::RemoteList
             | Op::RemoteRm { name: _ } => false,
+            // Pushing sends the store's history out with the daemon's
+            // credentials: the user's.
+            Op::Push {
+                remote: _,
+                refs: _,
+                session: _,
+                force: _,
+            } => false,
             // Store-wide maintenance and anything that drops history.
             Op::BranchDelete { name: _ }
             | Op::SessionRm { name: _ }

@@ -283,6 +283,18 @@ pub fn attach_key(session: &str, seq: u64, tag: u8) -> Vec<u8> {
     k
 }
 
+/// (session, operation sequence number, tag) of an attachment key.
+pub fn attach_parts(key: &[u8]) -> Option<(&str, u64, u8)> {
+    let body = key.strip_prefix(ATTACH_PREFIX)?;
+    let nul = body.iter().position(|&b| b == 0)?;
+    let rest = &body[nul + 1..];
+    if rest.len() != 9 {
+        return None;
+    }
+    let seq = u64::from_be_bytes(rest[..8].try_into().ok()?);
+    Some((std::str::from_utf8(&body[..nul]).ok()?, seq, rest[8]))
+}
+
 /// A half-open key range `[start, end)`; `end: None` is unbounded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyRange {

@@ -266,6 +266,12 @@ impl Ctx {
             })
     }
 
+    /// The session of the workspace containing `-C PATH` or the current
+    /// directory, if it is inside one.
+    pub fn current_session(&self) -> Option<String> {
+        self.workspace().ok().map(|w| w.session)
+    }
+
     /// The root of the workspace the session commands act on: asked from the
     /// explicit socket's daemon, else found in the registry.
     pub fn workspace_root(&self) -> Result<PathBuf> {

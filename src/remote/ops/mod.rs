@@ -8,6 +8,7 @@
 //! Invariants: every op here is user-only (`Role::allows`); none carries or
 //! answers credentials; network work happens outside the host's locks.
 
+pub mod push;
 mod remote_add;
 mod remote_list;
 mod remote_rm;
@@ -24,7 +25,7 @@ use crate::store::ObjectStore;
 pub fn handles(op: &Op) -> bool {
     matches!(
         op,
-        Op::RemoteAdd { .. } | Op::RemoteList | Op::RemoteRm { .. }
+        Op::RemoteAdd { .. } | Op::RemoteList | Op::RemoteRm { .. } | Op::Push { .. }
     )
 }
 
@@ -60,6 +61,21 @@ pub fn run<H: Host>(
             let _names = h.name_lock();
             remote_add::commit(&*store, ready)
         }
+        Op::Push {
+            remote,
+            refs,
+            session: named,
+            force,
+        } => {
+            let session = named.or(session.map(str::to_string));
+            let req = push::Request {
+                remote,
+                refs,
+                session,
+                force,
+            };
+            push::run(h, req, events)
+        }
         op => run_store(&*store, op, events),
     }
 }
@@ -88,6 +104,20 @@ pub fn run_store(store: &dyn ObjectStore, op: Op, events: &mut dyn FnMut(Value))
         }
         Op::RemoteList => remote_list::run(store),
         Op::RemoteRm { name } => remote_rm::run(store, &name),
+        Op::Push {
+            remote,
+            refs,
+            session,
+            force,
+        } => {
+            let req = push::Request {
+                remote,
+                refs,
+                session,
+                force,
+            };
+            push::run_store(store, req, events)
+        }
         other => Err(Error::Invalid(format!(
             "{} needs a running treefork daemon",
             other.name()

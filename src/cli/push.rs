@@ -1,0 +1,86 @@
+//! `push`: send branches and sessions to a remote.
+
+use super::output::human_bytes;
+use super::prelude::*;
+
+/// Send branches and sessions to a remote: what it lacks, then the refs by
+/// compare-and-swap (exit 9 when a remote ref moved: pull first or --force).
+#[derive(clap::Args)]
+pub struct Push {
+    /// The remote (default: the only configured one, else `origin`).
+    remote: Option<String>,
+    /// What to push: a branch, a session, or SRC:DST (a branch, session or
+    /// checkpoint expression to remote branch DST); default: the current session.
+    refs: Vec<String>,
+    /// The session pushed by default and whose HEAD expressions resolve against
+    /// (default: the workspace's, else the only mounted one).
+    #[arg(long)]
+    session: Option<String>,
+    /// Overwrite remote refs that are not fast-forwards.
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Deserialize)]
+struct Pushed {
+    remote: String,
+    refs: Vec<RefLine>,
+    objects: u64,
+    bytes: u64,
+    packs: u64,
+    seconds: f64,
+}
+
+#[derive(Deserialize)]
+struct RefLine {
+    src: String,
+    dst: String,
+    kind: String,
+    old: Option<String>,
+    new: Option<String>,
+    status: String,
+}
+
+impl Human for Pushed {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        let short = |c: &Option<String>| {
+            c.as_deref()
+                .map_or("-".to_string(), |h| super::output::short(h).to_string())
+        };
+        for r in &self.refs {
+            writeln!(
+                out,
+                "{:<10} {} {} -> {}/{} ({}..{})",
+                r.status,
+                r.kind,
+                r.src,
+                self.remote,
+                r.dst,
+                short(&r.old),
+                short(&r.new)
+            )?;
+        }
+        writeln!(
+            out,
+            "sent {} objects in {} packs ({}) in {:.1}s",
+            self.objects,
+            self.packs,
+            human_bytes(self.bytes as f64),
+            self.seconds
+        )
+    }
+}
+
+impl Run for Push {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let session = self.session.clone().or_else(|| cx.current_session());
+        let op = Op::Push {
+            remote: self.remote.clone(),
+            refs: self.refs.clone(),
+            session,
+            force: self.force,
+        };
+        let r: Reply<Pushed> = cx.store_op(op, true)?;
+        Ok(r.into())
+    }
+}

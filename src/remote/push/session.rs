@@ -1,0 +1,246 @@
+//! A session's side of a push: its state made durable (a live session is flushed
+//! first), the log entries the remote lacks, and the session ref value.
+//!
+//! Owns: reading a session for a push ([`load`], which also records the first
+//! upstream), the new log segment ([`new_log`]: operation records, their
+//! attachments and the conversation's messages with a sequence number above what
+//! the remote ref includes, plus every touched path) and the ref value
+//! ([`ref_value`]).
+//!
+//! Invariants: the pushed record is the session's durable record after a flush
+//! taken under its op lock (pending changes included); a segment only ever holds
+//! entries above the remote's `*_seq`, so a push costs O(changes) in log size
+//! too; the checkpoints and workspace roots the new entries name are returned for
+//! the closure.
+
+use serde_json::{Value, json};
+
+use super::Env;
+use crate::error::{Error, Result};
+use crate::messages::Stream;
+use crate::meta::{self, KeyRange};
+use crate::remote::segment::{SegEntry, Segment};
+use crate::session::{self, SessionRecord};
+use crate::store::ObjectStore;
+
+/// The record key holding a session's upstream.
+pub const UPSTREAM: &str = "upstream";
+
+/// A session's upstream (`meta.upstream` of its record): where a plain `push`
+/// sends it.
+pub fn upstream(rec: &SessionRecord) -> Option<(String, String)> {
+    let u = rec.meta.get(UPSTREAM)?;
+    Some((
+        u.get("remote")?.as_str()?.to_string(),
+        u.get("session")?.as_str()?.to_string(),
+    ))
+}
+
+/// The durable record of session `name` (a live one flushed first, under its op
+/// lock). When it has no upstream yet, `(remote, dst)` becomes it.
+pub fn load(env: &Env<'_>, name: &str, first_upstream: (&str, &str)) -> Result<SessionRecord> {
+    let set = |rec: &mut SessionRecord| {
+        if upstream(rec).is_none() {
+            rec.meta.insert(
+                UPSTREAM.into(),
+                json!({"remote": first_upstream.0, "session": first_upstream.1}),
+            );
+        }
+    };
+    if let Ok(t) = (env.target)(Some(name)) {
+        let s = &t.session;
+        let _lock = s.op_lock.lock().unwrap_or_else(|e| e.into_inner());
+        crate::ops::syncfs_at(&t.mountpoint)?;
+        let (_, rec) = s.flush_with(Some(&mut |rec: &mut SessionRecord, _| {
+            set(rec);
+            Ok(vec![])
+        }))?;
+        return Ok(rec);
+    }
+    let store = env.store;
+    let missing = || Error::NotFound(format!("no session named {name}"));
+    let rec = session::load_record(store, name)?.ok_or_else(missing)?;
+    if upstream(&rec).is_some() {
+        return Ok(rec);
+    }
+    // Unmounted: write the upstream while owning the name (no mount meanwhile).
+    let mut out = None;
+    (env.with_claim)(name, &mut || {
+        let mut rec = session::load_record(store, name)?.ok_or_else(missing)?;
+        set(&mut rec);
+        store.commit(vec![session::record_op(&rec)])?;
+        out = Some(rec);
+        Ok(())
+    })?;
+    out.ok_or_else(missing)
+}
+
+/// What the remote's session ref already includes: the highest sequence numbers of
+/// operations, messages and transcript messages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Seqs {
+    /// Operations.
+    pub op: u64,
+    /// Conversation messages.
+    pub message: u64,
+    /// Transcript messages.
+    pub transcript: u64,
+}
+
+impl Seqs {
+    /// The sequence numbers a remote session ref names.
+    pub fn of(v: &Value) -> Seqs {
+        let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+        Seqs {
+            op: n("op_seq"),
+            message: n("message_seq"),
+            transcript: n("transcript_seq"),
+        }
+    }
+}
+
+/// A session's log entries the remote lacks.
+#[derive(Debug, Default)]
+pub struct NewLog {
+    /// Segment entries (touched paths included).
+    pub entries: Vec<SegEntry>,
+    /// Whether any operation or message is new.
+    pub changed: bool,
+    /// Sequence numbers once these entries are included.
+    pub seqs: Seqs,
+    /// Checkpoints (hex) the new entries name.
+    pub checkpoints: Vec<String>,
+    /// Workspace roots (hex) the new entries name.
+    pub roots: Vec<String>,
+}
+
+/// The entries of `session` above `since`.
+pub fn new_log(store: &dyn ObjectStore, session: &str, since: Seqs) -> Result<NewLog> {
+    let mut log = NewLog {
+        seqs: since,
+        ..NewLog::default()
+    };
+    let ops = KeyRange::ops_from(session, since.op + 1);
+    for (k, v) in store.meta_range(&ops, usize::MAX)? {
+        let Some((_, seq)) = meta::op_parts(&k) else {
+            continue;
+        };
+        let owner = format!("operation {session}#{seq}");
+        let op = crate::oplog::Operation::decode(&owner, &v)?;
+        log.checkpoints.extend(op.checkpoints().map(str::to_string));
+        log.roots
+            .extend([op.before.workspace.clone(), op.after.workspace.clone()]);
+        let v: Value =
+            serde_json::from_slice(&v).map_err(|e| Error::corrupt(owner, e.to_string()))?;
+        log.entries.push(SegEntry::Op { seq, v });
+        log.seqs.op = seq;
+        log.changed = true;
+    }
+    let attach = KeyRange {
+        start: meta::attach_key(session, since.op + 1, 0),
+        end: KeyRange::attachments(session, None).end,
+    };
+    for (k, v) in store.meta_range(&attach, usize::MAX)? {
+        if let Some((_, seq, tag)) = meta::attach_parts(&k) {
+            log.entries.push(SegEntry::Attach { seq, tag, bytes: v });
+        }
+    }
+    for (stream, from) in [
+        (Stream::Messages, since.message),
+        (Stream::Transcript, since.transcript),
+    ] {
+        let range = KeyRange {
+            start: meta::message_key(session, stream.tag(), from + 1),
+            end: KeyRange::messages(session, stream.tag()).end,
+        };
+        for (k, v) in store.meta_range(&range, usize::MAX)? {
+            let Some((_, tag, seq)) = meta::message_parts(&k) else {
+                continue;
+            };
+            let owner = format!("message {session}#{}{seq}", tag as char);
+            let m = crate::messages::Message::decode(&owner, &v)?;
+            log.checkpoints.extend(m.checkpoint.clone());
+            log.roots.push(m.workspace.clone());
+            let v: Value =
+                serde_json::from_slice(&v).map_err(|e| Error::corrupt(owner, e.to_string()))?;
+            log.entries.push(SegEntry::Msg { tag, seq, v });
+            match stream {
+                Stream::Messages => log.seqs.message = seq,
+                Stream::Transcript => log.seqs.transcript = seq,
+            }
+            log.changed = true;
+        }
+    }
+    for (k, _) in store.meta_range(&KeyRange::touched(session), usize::MAX)? {
+        if let Some(p) = meta::touched_path(&k) {
+            log.entries.push(SegEntry::Touched { path: p.to_vec() });
+        }
+    }
+    Ok(log)
+}
+
+/// The segment holding `log`'s entries, named for remote session `dst`.
+pub fn segment(dst: &str, log: NewLog) -> Segment {
+    Segment {
+        session: dst.to_string(),
+        entries: log.entries,
+    }
+}
+
+/// A JSON record read from `key`, if any.
+fn json_at(store: &dyn ObjectStore, key: &[u8]) -> Result<Option<Value>> {
+    match store.meta_get(key)? {
+        None => Ok(None),
+        Some(v) => serde_json::from_slice(&v).map(Some).map_err(|e| {
+            Error::corrupt(
+                format!("record {}", String::from_utf8_lossy(key)),
+                e.to_string(),
+            )
+        }),
+    }
+}
+
+/// The session ref value for remote session `dst` of local session `rec`.
+pub fn ref_value(
+    store: &dyn ObjectStore,
+    dst: &str,
+    rec: &SessionRecord,
+    logs: Vec<String>,
+    seqs: Seqs,
+) -> Result<Value> {
+    let record = serde_json::to_value(rec).map_err(|e| Error::Invalid(e.to_string()))?;
+    Ok(json!({
+        "version": 1,
+        "kind": "session",
+        "session": dst,
+        "record": record,
+        "info": json_at(store, &meta::info_key(&rec.name))?,
+        "conversation": json_at(store, &meta::conversation_key(&rec.name))?,
+        "logs": logs,
+        "op_seq": seqs.op,
+        "message_seq": seqs.message,
+        "transcript_seq": seqs.transcript,
+        "time": crate::lifecycle::manage::now(),
+    }))
+}
+
+/// Whether the remote session ref `remote` holds the same state as `rec`
+/// (root, HEAD, branch).
+pub fn same_state(remote: &Value, rec: &SessionRecord) -> bool {
+    let r = remote.get("record").cloned().unwrap_or(Value::Null);
+    let s = |k: &str| r.get(k).cloned().unwrap_or(Value::Null);
+    s("root") == json!(rec.root) && s("head") == json!(rec.head) && s("branch") == json!(rec.branch)
+}
+
+/// The segment hashes a remote session ref lists.
+pub fn logs_of(remote: &Value) -> Vec<String> {
+    remote
+        .get("logs")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -16,6 +16,7 @@ pub mod lazy;
 pub mod ops;
 pub mod packidx;
 pub mod probe;
+pub mod pull;
 pub mod push;
 pub mod refval;
 pub mod registry;

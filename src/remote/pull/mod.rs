@@ -82,15 +82,55 @@ pub struct PullReport {
     pub seconds: f64,
 }
 
-/// Pull `req` from `remote` into the store of `h` (see the module docs).
+/// What a pull needs besides the store: whether a session is mounted, and the
+/// locks a local change takes (a daemon's, or nothing when no daemon serves the
+/// store: the caller then holds the store lock).
+pub struct Env<'a> {
+    /// The store.
+    pub store: &'a dyn ObjectStore,
+    /// Whether session `name` is mounted.
+    pub mounted: &'a dyn Fn(&str) -> bool,
+    /// Run `f` owning session name `name` (refused while anyone else owns it).
+    pub with_claim: &'a dyn Fn(&str, &mut dyn FnMut() -> Result<()>) -> Result<()>,
+    /// Run `f` holding the store-wide branch-name lock.
+    pub with_names: &'a dyn Fn(&mut dyn FnMut() -> Result<()>) -> Result<()>,
+}
+
+/// Pull `req` from `remote` into the store of daemon `h`.
 pub fn pull<H: Host>(
     h: &H,
     remote: &Remote,
     req: &PullRequest,
     progress: &mut dyn FnMut(Value),
 ) -> Result<PullReport> {
-    let t0 = Instant::now();
     let store = h.store();
+    let mounted = |n: &str| h.target(Some(n)).is_ok();
+    let with_claim = |n: &str, f: &mut dyn FnMut() -> Result<()>| {
+        let _c = h.claim(n)?;
+        f()
+    };
+    let with_names = |f: &mut dyn FnMut() -> Result<()>| {
+        let _g = h.name_lock();
+        f()
+    };
+    let env = Env {
+        store: &*store,
+        mounted: &mounted,
+        with_claim: &with_claim,
+        with_names: &with_names,
+    };
+    pull_env(&env, remote, req, progress)
+}
+
+/// Pull `req` from `remote` (see the module docs).
+pub fn pull_env(
+    env: &Env<'_>,
+    remote: &Remote,
+    req: &PullRequest,
+    progress: &mut dyn FnMut(Value),
+) -> Result<PullReport> {
+    let t0 = Instant::now();
+    let store = env.store;
     let c = &remote.client;
     remote.index.refresh(c)?;
     let fetched = if req.refs.is_empty() {
@@ -101,13 +141,13 @@ pub fn pull<H: Host>(
             .map(|n| refs::read_any(c, n))
             .collect::<Result<Vec<_>>>()?
     };
-    let cps = refs::fetch_checkpoints(&*store, c, fetched.iter().filter_map(|f| f.checkpoint()))?;
+    let cps = refs::fetch_checkpoints(store, c, fetched.iter().filter_map(|f| f.checkpoint()))?;
     let n_cps = cps.len();
     store.commit(cps)?;
     progress(json!({"event": "progress", "phase": "checkpoints", "done": n_cps, "total": n_cps}));
     let src = Source::from(remote);
-    let roots = tree_roots(&*store, &fetched);
-    let nf = fetch::NodeFetcher::new(&*store, &src);
+    let roots = tree_roots(store, &fetched);
+    let nf = fetch::NodeFetcher::new(store, &src);
     let read = |k: Kind, id: &[u8; 32]| nf.read(k, id);
     let boundary = |id: &[u8; 32]| match src.index.get(id) {
         Some(e) if e.kind == Kind::Chunk => true,
@@ -134,7 +174,7 @@ pub fn pull<H: Host>(
     );
     let mut out = Vec::new();
     for f in &fetched {
-        out.push(update_local(h, remote, f)?);
+        out.push(update_local(env, remote, f)?);
     }
     Ok(PullReport {
         remote: remote.config.name.clone(),
@@ -170,35 +210,37 @@ fn tree_roots(store: &dyn ObjectStore, fetched: &[refs::Fetched]) -> Vec<NodeId>
 
 /// Move the local counterpart of `f` when that is a fast-forward, and write its
 /// tracking ref.
-fn update_local<H: Host>(h: &H, remote: &Remote, f: &refs::Fetched) -> Result<RefPulled> {
-    let store = h.store();
+fn update_local(env: &Env<'_>, remote: &Remote, f: &refs::Fetched) -> Result<RefPulled> {
+    let store = env.store;
     let rname = &remote.config.name;
-    let old = tracking::get(&*store, rname, f.kind, &f.name)?;
+    let old = tracking::get(store, rname, f.kind, &f.name)?;
     let new = f.checkpoint();
     let track = Tracking::new(f.kind, new.clone(), f.etag.clone(), f.json.clone());
-    let mut ops = vec![track.op(rname, f.kind, &f.name)];
-    let status = match &f.value {
-        RefValue::Branch(_) => {
-            let _names = h.name_lock();
-            branch_ff(&*store, &f.name, new.as_deref(), &mut ops)?
+    let mut status = "tracking-only";
+    let mut run = || -> Result<()> {
+        let mut ops = vec![track.op(rname, f.kind, &f.name)];
+        status = match &f.value {
+            RefValue::Branch(_) => branch_ff(store, &f.name, new.as_deref(), &mut ops)?,
+            RefValue::Session(_) => session_ff(store, remote, f, old.as_ref(), &mut ops)?,
+        };
+        store.commit(ops)
+    };
+    match &f.value {
+        RefValue::Branch(_) => (env.with_names)(&mut run)?,
+        RefValue::Session(_) if (env.mounted)(&f.name) => {
+            store.commit(vec![track.op(rname, f.kind, &f.name)])?
         }
         RefValue::Session(_) => {
-            if h.target(Some(&f.name)).is_ok() {
-                "tracking-only"
-            } else {
-                match h.claim(&f.name) {
-                    Ok(_claim) => {
-                        let s = session_ff(&*store, remote, f, old.as_ref(), &mut ops)?;
-                        store.commit(std::mem::take(&mut ops))?;
-                        s
-                    }
-                    Err(_) => "tracking-only",
+            let exists = crate::session::load_record(store, &f.name)?.is_some();
+            match (exists, (env.with_claim)(&f.name, &mut run)) {
+                (_, Ok(())) => {}
+                // Owned by someone else right now (being mounted): only track.
+                (true, Err(crate::error::Error::Busy(_) | crate::error::Error::Conflict(_))) => {
+                    store.commit(vec![track.op(rname, f.kind, &f.name)])?
                 }
+                (_, Err(e)) => return Err(e),
             }
         }
-    };
-    if !ops.is_empty() {
-        store.commit(ops)?;
     }
     Ok(RefPulled {
         name: f.name.clone(),

@@ -180,12 +180,15 @@ fn a_session_travels_to_another_store_and_back() {
     ws_ok(&a, &["checkout", "origin/s"]);
     assert_eq!(std::fs::read(a.p("from_b.txt")).unwrap(), b"B was here\n");
     // A local session of that name exists: mounting it from the remote again is
-    // a conflict, nothing changed.
+    // a conflict.
+    let mp2 = b.tmp.path().join("mnt2");
+    std::fs::create_dir_all(&mp2).unwrap();
     let o = tf(
         &b.store,
         &[
+            "--json",
             "mount",
-            "/nonexistent-mp-x",
+            mp2.to_str().unwrap(),
             "--session",
             "s2",
             "--from-remote",
@@ -193,4 +196,6 @@ fn a_session_travels_to_another_store_and_back() {
         ],
     );
     assert!(!o.status.success());
+    let e: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(e["error"]["code"], "conflict", "{e}");
 }

@@ -31,7 +31,7 @@ use super::packidx::{self, IdxEntry, Stored};
 use super::registry::Remote;
 use crate::error::{Error, Result};
 use crate::store::pack::{Codec, Kind};
-use crate::store::{Fallback, ObjectStore};
+use crate::store::{Fallback, FetchedObject, ObjectStore};
 
 /// How far past the requested record one lazy read reaches.
 pub const READ_AHEAD_BYTES: u64 = 2 << 20;
@@ -177,7 +177,7 @@ impl Lazy {
         src: &Source,
         kind: Kind,
         id: &[u8; 32],
-    ) -> Result<Option<Vec<(Kind, [u8; 32], Vec<u8>)>>> {
+    ) -> Result<Option<Vec<FetchedObject>>> {
         let Some(entry) = src.index.get(id) else {
             return Ok(None);
         };
@@ -213,7 +213,7 @@ impl Lazy {
 }
 
 impl Fallback for Lazy {
-    fn fetch(&self, kind: Kind, id: &[u8; 32]) -> Result<Option<Vec<(Kind, [u8; 32], Vec<u8>)>>> {
+    fn fetch(&self, kind: Kind, id: &[u8; 32]) -> Result<Option<Vec<FetchedObject>>> {
         let mut failed = None;
         for pass in 0..2 {
             for src in &self.sources {
@@ -279,11 +279,14 @@ pub fn split_records(
         .collect()
 }
 
+/// Reads a delta's base (kind, id) -> verified raw bytes.
+pub type BaseOf<'a> = &'a dyn Fn(Kind, &[u8; 32]) -> Result<Arc<Vec<u8>>>;
+
 /// Decode and verify a batch of records; a delta's base comes from the batch (an
 /// earlier record) or from `base_of` (the local store, which may fetch it).
 pub fn decode_batch(
     records: Vec<(IdxEntry, Result<Stored>)>,
-    base_of: &dyn Fn(Kind, &[u8; 32]) -> Result<Arc<Vec<u8>>>,
+    base_of: BaseOf<'_>,
 ) -> Vec<(IdxEntry, Result<Vec<u8>>)> {
     let mut done: HashMap<[u8; 32], usize> = HashMap::new();
     let mut out: Vec<(IdxEntry, Result<Vec<u8>>)> = Vec::with_capacity(records.len());

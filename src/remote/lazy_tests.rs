@@ -60,7 +60,9 @@ fn upload(src: &Source, b: &Built) {
     src.index.add(&b.idx).unwrap();
 }
 
-fn chunk_pack(n: u64, len: usize) -> (Vec<([u8; 32], Vec<u8>)>, Built) {
+type Objects = Vec<([u8; 32], Vec<u8>)>;
+
+fn chunk_pack(n: u64, len: usize) -> (Objects, Built) {
     let mut pb = PackBuilder::new();
     let mut objs = Vec::new();
     for i in 0..n {

@@ -216,6 +216,9 @@ impl Loc {
     }
 }
 
+/// One object a [`Fallback`] returns: kind, id, verified raw bytes.
+pub type FetchedObject = (Kind, [u8; 32], Vec<u8>);
+
 /// Where objects missing locally may be fetched from (the remote tier's lazy
 /// hydration, `crate::remote::lazy`). A store asks it on a local miss and keeps
 /// what comes back (a cache, committed in batches).
@@ -227,8 +230,7 @@ impl Loc {
 pub trait Fallback: Send + Sync {
     /// Fetch object `id` of `kind`: the object itself plus read-ahead neighbours
     /// (each `(kind, id, raw)`), or `None` when no remote has it.
-    #[allow(clippy::type_complexity)]
-    fn fetch(&self, kind: Kind, id: &[u8; 32]) -> Result<Option<Vec<(Kind, [u8; 32], Vec<u8>)>>>;
+    fn fetch(&self, kind: Kind, id: &[u8; 32]) -> Result<Option<Vec<FetchedObject>>>;
     /// Whether some remote has `id` (from the cached indexes; no network).
     fn has(&self, id: &[u8; 32]) -> bool;
 }

@@ -82,6 +82,9 @@ pub struct PullReport {
     pub seconds: f64,
 }
 
+/// A piece of work run under a lock ([`Env`]).
+pub type Task<'a> = &'a mut dyn FnMut() -> Result<()>;
+
 /// What a pull needs besides the store: whether a session is mounted, and the
 /// locks a local change takes (a daemon's, or nothing when no daemon serves the
 /// store: the caller then holds the store lock).
@@ -91,9 +94,9 @@ pub struct Env<'a> {
     /// Whether session `name` is mounted.
     pub mounted: &'a dyn Fn(&str) -> bool,
     /// Run `f` owning session name `name` (refused while anyone else owns it).
-    pub with_claim: &'a dyn Fn(&str, &mut dyn FnMut() -> Result<()>) -> Result<()>,
+    pub with_claim: &'a dyn Fn(&str, Task<'_>) -> Result<()>,
     /// Run `f` holding the store-wide branch-name lock.
-    pub with_names: &'a dyn Fn(&mut dyn FnMut() -> Result<()>) -> Result<()>,
+    pub with_names: &'a dyn Fn(Task<'_>) -> Result<()>,
 }
 
 /// Pull `req` from `remote` into the store of daemon `h`.

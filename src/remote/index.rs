@@ -14,8 +14,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock};
 
 use super::client::Client;
 use super::layout::{self, PackObject};
@@ -116,6 +116,8 @@ struct PackMeta {
     len: u64,
     count: u32,
     kinds: u8,
+    /// In `Inner::condemned` (kept here so `has` does one hash lookup).
+    condemned: bool,
 }
 
 #[derive(Default)]
@@ -130,9 +132,7 @@ struct Inner {
 
 impl Inner {
     fn is_condemned(&self, n: u32) -> bool {
-        self.packs[n as usize]
-            .as_ref()
-            .is_none_or(|p| self.condemned.contains(&p.hash))
+        self.packs[n as usize].as_ref().is_none_or(|p| p.condemned)
     }
 
     fn insert(&mut self, idx: &Idx) {
@@ -141,14 +141,15 @@ impl Inner {
         }
         let n = self.packs.len() as u32;
         let kinds = idx.entries.iter().fold(0u8, |k, e| k | e.kind as u8);
+        let live = !self.condemned.contains(&idx.pack_hash);
         self.packs.push(Some(PackMeta {
             hash: idx.pack_hash,
             len: idx.pack_len,
             count: idx.entries.len() as u32,
             kinds,
+            condemned: !live,
         }));
         self.by_hash.insert(idx.pack_hash, n);
-        let live = !self.condemned.contains(&idx.pack_hash);
         for e in &idx.entries {
             let slot = Slot {
                 offset: e.offset,
@@ -195,6 +196,8 @@ impl Inner {
 pub struct RemoteIndex {
     dir: PathBuf,
     inner: RwLock<Inner>,
+    /// Packs whose remote `.idx` did not verify (not downloaded again).
+    rejected: Mutex<HashSet<[u8; 32]>>,
 }
 
 const CONDEMNED_FILE: &str = "condemned.json";
@@ -278,6 +281,7 @@ impl RemoteIndex {
         Ok(RemoteIndex {
             dir: cache_dir.to_path_buf(),
             inner: RwLock::new(inner),
+            rejected: Mutex::new(HashSet::new()),
         })
     }
 
@@ -294,6 +298,9 @@ impl RemoteIndex {
     /// `.idx` files not yet cached, drop packs whose `.idx` is gone, read
     /// `gc/condemned`.
     pub fn refresh(&self, c: &Client) -> Result<Refreshed> {
+        // Snapshot before listing: a pack `add`ed while we list is not in the
+        // snapshot, so it is never taken for one that vanished.
+        let known: HashSet<[u8; 32]> = self.inner.read().unwrap().by_hash.keys().copied().collect();
         let listed: HashSet<[u8; 32]> = c
             .list(layout::PACKS_DIR)?
             .into_iter()
@@ -302,36 +309,66 @@ impl RemoteIndex {
                 _ => None,
             })
             .collect();
-        let condemned = match c.get(layout::GC_CONDEMNED)? {
-            Some(g) => {
-                let gc = GcCondemned::decode(&g.bytes)?;
-                write_atomic(&self.dir.join(CONDEMNED_FILE), &gc.encode())?;
-                condemned_set(&gc)
-            }
-            None => {
-                let p = self.dir.join(CONDEMNED_FILE);
-                let _ = std::fs::remove_file(&p);
-                HashSet::new()
-            }
-        };
-        let (known, unseen): (HashSet<[u8; 32]>, Vec<[u8; 32]>) = {
-            let g = self.inner.read().unwrap();
-            let known: HashSet<_> = g.by_hash.keys().copied().collect();
-            let unseen = listed
-                .iter()
-                .filter(|h| !known.contains(*h))
-                .copied()
-                .collect();
-            (known, unseen)
-        };
+        let condemned = self.fetch_condemned(c)?;
         let mut out = Refreshed {
             condemned: condemned.len(),
             ..Refreshed::default()
         };
-        let keys: Vec<String> = unseen.iter().map(layout::idx_key).collect();
+        let unseen: Vec<[u8; 32]> = listed
+            .iter()
+            .filter(|h| !known.contains(*h))
+            .copied()
+            .collect();
+        let fresh = self.download(c, &unseen, &mut out.corrupt)?;
+        let dropped: HashSet<[u8; 32]> =
+            known.into_iter().filter(|h| !listed.contains(h)).collect();
+        for h in &dropped {
+            let _ = std::fs::remove_file(Self::path_in(&self.dir, h));
+        }
+        self.apply(condemned, &dropped, &fresh)?;
+        out.new_packs = fresh.iter().map(|i| i.pack_hash).collect();
+        out.dropped_packs = dropped.into_iter().collect();
+        Ok(out)
+    }
+
+    /// Read `gc/condemned` (and mirror it in the cache): the condemned packs.
+    fn fetch_condemned(&self, c: &Client) -> Result<HashSet<[u8; 32]>> {
+        let path = self.dir.join(CONDEMNED_FILE);
+        match c.get(layout::GC_CONDEMNED)? {
+            Some(g) => {
+                let gc = GcCondemned::decode(&g.bytes)?;
+                write_atomic(&path, &gc.encode())?;
+                Ok(condemned_set(&gc))
+            }
+            None => {
+                let _ = std::fs::remove_file(&path);
+                Ok(HashSet::new())
+            }
+        }
+    }
+
+    /// Download and verify the `.idx` of `packs`, caching each that verifies; the
+    /// keys of those that do not go to `corrupt` (and are not fetched again by this
+    /// index).
+    fn download(
+        &self,
+        c: &Client,
+        packs: &[[u8; 32]],
+        corrupt: &mut Vec<String>,
+    ) -> Result<Vec<Idx>> {
+        let packs: Vec<[u8; 32]> = {
+            let rejected = self.rejected.lock().unwrap();
+            packs
+                .iter()
+                .filter(|h| !rejected.contains(*h))
+                .copied()
+                .collect()
+        };
+        let keys: Vec<String> = packs.iter().map(layout::idx_key).collect();
         let got = c.get_many(&keys)?;
         let mut fresh = Vec::new();
-        for ((h, key), g) in unseen.iter().zip(keys).zip(got) {
+        for ((h, key), g) in packs.iter().zip(keys).zip(got) {
+            // Gone since the LIST (a remote gc): nothing to learn.
             let Some(g) = g else { continue };
             match Idx::decode(&g.bytes) {
                 Ok(idx) if idx.pack_hash == *h => {
@@ -343,38 +380,61 @@ impl RemoteIndex {
                         "remote {}: {key} does not verify; its pack is ignored",
                         c.name()
                     );
-                    out.corrupt.push(key);
+                    self.rejected.lock().unwrap().insert(*h);
+                    corrupt.push(key);
                 }
             }
         }
-        let dropped: Vec<[u8; 32]> = known.into_iter().filter(|h| !listed.contains(h)).collect();
-        for h in &dropped {
-            let _ = std::fs::remove_file(Self::path_in(&self.dir, h));
+        Ok(fresh)
+    }
+
+    /// Install a refresh's result. When packs were dropped or the condemned set
+    /// changed (a remote gc ran: rare), the map is rebuilt from the cache so every id
+    /// gets its best remaining pack; the rebuild reads files outside the lock.
+    fn apply(
+        &self,
+        condemned: HashSet<[u8; 32]>,
+        dropped: &HashSet<[u8; 32]>,
+        fresh: &[Idx],
+    ) -> Result<()> {
+        let rebuild = !dropped.is_empty() || self.inner.read().unwrap().condemned != condemned;
+        if !rebuild {
+            let mut g = self.inner.write().unwrap();
+            fresh.iter().for_each(|idx| g.insert(idx));
+            return Ok(());
         }
+        let mut next = Inner {
+            condemned,
+            ..Inner::default()
+        };
+        let before: Vec<[u8; 32]> = self.pack_hashes();
+        for h in before.iter().filter(|h| !dropped.contains(*h)) {
+            if let Some(idx) = load_cached(&Self::path_in(&self.dir, h), h)? {
+                next.insert(&idx);
+            }
+        }
+        fresh.iter().for_each(|idx| next.insert(idx));
         let mut g = self.inner.write().unwrap();
-        let rebuild = !dropped.is_empty() || g.condemned != condemned;
-        g.condemned = condemned;
-        if rebuild {
-            // Rare (a remote gc ran): rebuild from the cache so every id gets its
-            // best remaining pack.
-            let old: Vec<[u8; 32]> = g.packs.iter().flatten().map(|p| p.hash).collect();
-            let mut next = Inner {
-                condemned: std::mem::take(&mut g.condemned),
-                ..Inner::default()
-            };
-            for h in old.iter().filter(|h| !dropped.contains(h)) {
-                if let Some(idx) = load_cached(&Self::path_in(&self.dir, h), h)? {
-                    next.insert(&idx);
-                }
+        // Packs added (by a concurrent push) while we read the cache.
+        let late: Vec<[u8; 32]> = g
+            .packs
+            .iter()
+            .flatten()
+            .map(|p| p.hash)
+            .filter(|h| !dropped.contains(h) && !next.by_hash.contains_key(h))
+            .collect();
+        for h in late {
+            if let Some(idx) = load_cached(&Self::path_in(&self.dir, &h), &h)? {
+                next.insert(&idx);
             }
-            *g = next;
         }
-        for idx in &fresh {
-            g.insert(idx);
-        }
-        out.new_packs = fresh.iter().map(|i| i.pack_hash).collect();
-        out.dropped_packs = dropped;
-        Ok(out)
+        *g = next;
+        Ok(())
+    }
+
+    fn pack_hashes(&self) -> Vec<[u8; 32]> {
+        let g = self.inner.read().unwrap();
+        g.packs.iter().flatten().map(|p| p.hash).collect()
     }
 
     /// Where `id` lives; `None` if absent or only in condemned packs.
@@ -410,7 +470,7 @@ impl RemoteIndex {
                     .into_iter()
                     .filter(|k| p.kinds & *k as u8 != 0)
                     .collect(),
-                condemned: g.condemned.contains(&p.hash),
+                condemned: p.condemned,
             })
             .collect()
     }

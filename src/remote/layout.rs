@@ -85,6 +85,11 @@ pub fn log_key(h: &str) -> String {
     format!("{LOGS_DIR}/{h}")
 }
 
+/// `probe/<token>` (`remote add`'s conditional-write probe).
+pub fn probe_key(token: &str) -> String {
+    format!("{PROBE_DIR}/{token}")
+}
+
 /// `refs/branches/<name>` (the name may contain `/`).
 pub fn branch_ref_key(name: &str) -> String {
     format!("{REFS_BRANCHES}/{name}")

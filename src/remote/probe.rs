@@ -12,17 +12,10 @@
 //! that honours `If-None-Match: *` and `If-Match`; a server that does not is
 //! refused unless the user declares the store its single writer.
 
-use serde_json::{Value, json};
-
 use super::client::{Client, Put, PutIf};
+use super::layout::{DESCRIPTOR, PROBE_DIR};
+use super::refval::Descriptor;
 use crate::error::{Error, Result};
-
-/// Key of the remote's descriptor.
-pub const DESCRIPTOR_KEY: &str = "treefork-remote.json";
-/// `format` of the descriptor.
-pub const DESCRIPTOR_FORMAT: &str = "treefork-remote";
-/// `version` of the descriptor.
-pub const DESCRIPTOR_VERSION: u64 = 1;
 
 /// What the probe found.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -41,7 +34,7 @@ impl Probe {
 /// Probe the server behind `c` (see the module docs). Network failures are
 /// [`Error::Remote`]; a server that ignores a condition is a [`Probe`] failure.
 pub fn probe(c: &Client) -> Result<Probe> {
-    let key = format!("probe/{}", random_hex());
+    let key = format!("{PROBE_DIR}/{}", random_hex());
     let r = probe_at(c, &key);
     let cleanup = c.delete(&key);
     let p = r?;
@@ -98,55 +91,36 @@ fn random_hex() -> String {
     crate::id::hex(&b)
 }
 
-/// The descriptor's bytes (created now).
-pub fn descriptor(now: i64) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "format": DESCRIPTOR_FORMAT,
-        "version": DESCRIPTOR_VERSION,
-        "created": now,
-    }))
-    .expect("descriptor serializes")
-}
-
 /// Make sure the remote holds a treefork descriptor of this version: create it
 /// (with `put`: create-only, or unconditional on a single-writer remote without
 /// conditions) when missing; refuse ([`Error::Invalid`]) a prefix holding another
 /// format or version. Returns whether it was created.
 pub fn ensure_descriptor(c: &Client, put: PutIf) -> Result<bool> {
-    if let Some(g) = c.get(DESCRIPTOR_KEY)? {
+    if let Some(g) = c.get(DESCRIPTOR)? {
         check_descriptor(c.name(), &g.bytes)?;
         return Ok(false);
     }
-    match c.put(
-        DESCRIPTOR_KEY,
-        descriptor(crate::lifecycle::manage::now()),
-        put,
-    )? {
+    let d = Descriptor::new(crate::lifecycle::manage::now());
+    match c.put(DESCRIPTOR, d.encode(), put)? {
         Put::Written(_) => Ok(true),
         // Someone created it meanwhile: check theirs.
-        _ => match c.get(DESCRIPTOR_KEY)? {
+        _ => match c.get(DESCRIPTOR)? {
             Some(g) => check_descriptor(c.name(), &g.bytes).map(|()| false),
             None => Err(Error::Remote {
                 remote: c.name().to_string(),
-                detail: format!("{DESCRIPTOR_KEY} was reported existing but cannot be read"),
+                detail: format!("{DESCRIPTOR} was reported existing but cannot be read"),
             }),
         },
     }
 }
 
-/// Refuse a descriptor of another format or version.
+/// Refuse a descriptor of another format or version (`refval::Descriptor`).
 pub fn check_descriptor(remote: &str, bytes: &[u8]) -> Result<()> {
-    let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
-    let format = v.get("format").and_then(Value::as_str);
-    let version = v.get("version").and_then(Value::as_u64);
-    if format == Some(DESCRIPTOR_FORMAT) && version == Some(DESCRIPTOR_VERSION) {
-        return Ok(());
-    }
-    Err(Error::Invalid(format!(
-        "remote {remote}: {DESCRIPTOR_KEY} there is not a treefork remote of version {DESCRIPTOR_VERSION} (format {}, version {}); use another prefix",
-        format.map_or("unknown".to_string(), |f| format!("{f:?}")),
-        version.map_or("unknown".to_string(), |v| v.to_string()),
-    )))
+    Descriptor::decode(bytes).map(drop).map_err(|e| {
+        Error::Invalid(format!(
+            "remote {remote}: {DESCRIPTOR} there is not a treefork remote this build reads ({e}); use another prefix"
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -234,7 +208,7 @@ mod tests {
         let p = probe(&c).unwrap();
         assert!(p.conditional_writes(), "{p:?}");
         // The probe key is gone.
-        assert!(c.list("probe").unwrap().is_empty());
+        assert!(c.list(PROBE_DIR).unwrap().is_empty());
     }
 
     #[test]
@@ -247,7 +221,7 @@ mod tests {
             all.contains("If-None-Match") && all.contains("If-Match"),
             "{all}"
         );
-        assert!(c.list("probe").unwrap().is_empty());
+        assert!(c.list(PROBE_DIR).unwrap().is_empty());
     }
 
     #[test]
@@ -258,8 +232,8 @@ mod tests {
         let other = Client::memory("o");
         other
             .put(
-                DESCRIPTOR_KEY,
-                br#"{"format":"treefork-remote","version":2}"#.to_vec(),
+                DESCRIPTOR,
+                br#"{"format":"treefork-remote","version":2,"created":1}"#.to_vec(),
                 PutIf::Always,
             )
             .unwrap();
@@ -268,7 +242,7 @@ mod tests {
             .to_string();
         assert!(e.contains("version 2"), "{e}");
         other
-            .put(DESCRIPTOR_KEY, b"junk".to_vec(), PutIf::Always)
+            .put(DESCRIPTOR, b"junk".to_vec(), PutIf::Always)
             .unwrap();
         assert!(ensure_descriptor(&other, PutIf::Absent).is_err());
     }

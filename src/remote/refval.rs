@@ -188,6 +188,11 @@ fn check_session(s: &SessionRef) -> Result<()> {
     if !s.root().is_some_and(is_hex64) {
         return Err(bad("session root is not a node id"));
     }
+    if let Some(b) = s.record.get("base")
+        && !b.as_str().is_some_and(is_hex64)
+    {
+        return Err(bad("session base is not a node id"));
+    }
     match s.record.get("head") {
         None | Some(Value::Null) => {}
         Some(Value::String(h)) if is_hex64(h) => {}

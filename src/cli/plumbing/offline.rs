@@ -104,6 +104,15 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             v["ok"] = json!(true);
             v
         }
+        op @ Op::Push { .. } => {
+            let mut events = |e: Value| {
+                let n = |k: &str| e[k].as_u64().unwrap_or(0);
+                report("upload", n("done"), n("total"));
+            };
+            let mut v = treefork::remote::ops::run_store(&s, op.clone(), &mut events)?;
+            v["ok"] = json!(true);
+            v
+        }
         other => bail!("{} needs a running treefork daemon", other.name()),
     })
 }

@@ -144,3 +144,71 @@ fn corrupt_idx_is_never_used() {
     assert!(!f.exists());
     assert!(ix.add(b"garbage").is_err());
 }
+
+/// Readers (`has`/`get`) run while packs are added and a refresh rebuilds the map
+/// (a condemned list appears): every added pack stays visible, none is lost to the
+/// rebuild, and the compact slot stays small (millions of ids must fit).
+#[test]
+fn concurrent_adds_reads_and_rebuilds() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Client::memory("r");
+    let (victim, vids) = pack_of(&[b"victim"]);
+    upload(&c, &victim);
+    let ix = std::sync::Arc::new(RemoteIndex::load(dir.path()).unwrap());
+    ix.refresh(&c).unwrap();
+    let cond = GcCondemned {
+        version: 1,
+        time: 1,
+        packs: vec![layout::hex32(&victim.hash)],
+        ..GcCondemned::default()
+    };
+    c.put(layout::GC_CONDEMNED, cond.encode(), PutIf::Always)
+        .unwrap();
+    let built: Vec<_> = (0..40u32)
+        .map(|i| pack_of(&[format!("obj {i}").as_bytes()]))
+        .collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (ix, stop) = (ix.clone(), stop.clone());
+            let ids: Vec<[u8; 32]> = built.iter().map(|(_, i)| i[0]).collect();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for id in &ids {
+                        if ix.has(id) {
+                            assert!(ix.get(id).is_some());
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for (p, _) in &built {
+                upload(&c, p);
+                ix.add(&p.idx).unwrap();
+            }
+        });
+        s.spawn(|| {
+            // Every refresh changes the condemned set, so every one rebuilds.
+            for i in 0..31 {
+                let mut cond = cond.clone();
+                cond.time = i;
+                if i % 2 == 1 {
+                    cond.packs.clear();
+                }
+                c.put(layout::GC_CONDEMNED, cond.encode(), PutIf::Always)
+                    .unwrap();
+                ix.refresh(&c).unwrap();
+            }
+        });
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    readers.into_iter().for_each(|r| r.join().unwrap());
+    for (p, ids) in &built {
+        assert_eq!(ix.get(&ids[0]).map(|e| e.pack), Some(p.hash));
+    }
+    assert!(!ix.has(&vids[0]), "condemned");
+    assert!(std::mem::size_of::<Slot>() <= 32);
+}

@@ -31,3 +31,36 @@ pub(super) fn run(store: &dyn ObjectStore, name: &str) -> Result<Value> {
     }
     Ok(json!({ "removed": name, "tracking_refs": refs }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote::RemoteConfig;
+    use crate::remote::tracking::{TrackKind, Tracking};
+    use crate::store::MemStore;
+
+    #[test]
+    fn rm_drops_config_and_only_its_tracking_refs() {
+        let s = MemStore::default();
+        let mut ops = Vec::new();
+        for name in ["origin", "origin2"] {
+            let c = RemoteConfig::new(name, "s3://bkt", "http://127.0.0.1:9", None, false).unwrap();
+            ops.push(c.op());
+            let t = Tracking::new(TrackKind::Branch, None, None, serde_json::Value::Null);
+            ops.push(t.op(name, TrackKind::Branch, "main"));
+            ops.push(t.op(name, TrackKind::Session, "s"));
+        }
+        s.commit(ops).unwrap();
+        let cache = registry::store_cache_dir(&s, "origin");
+        std::fs::create_dir_all(cache.join("idx")).unwrap();
+        let v = run(&s, "origin").unwrap();
+        assert_eq!(v["tracking_refs"], 2);
+        assert!(!cache.exists());
+        assert!(config::get(&s, "origin").unwrap().is_none());
+        assert!(tracking::list(&s, "origin", None).unwrap().is_empty());
+        assert_eq!(tracking::list(&s, "origin2", None).unwrap().len(), 2);
+        assert!(config::get(&s, "origin2").unwrap().is_some());
+        assert!(matches!(run(&s, "origin"), Err(Error::NotFound(_))));
+        assert!(matches!(run(&s, "bad name"), Err(Error::Invalid(_))));
+    }
+}

@@ -57,6 +57,7 @@ fn bad_values_are_refused() {
     }
     for (k, v) in [
         ("root", json!("nope")),
+        ("base", json!(null)),
         ("head", json!(5)),
         ("branch", json!("a b")),
     ] {

@@ -236,7 +236,7 @@ fn remote_add_refuses_another_format_at_the_prefix_and_stores_nothing() {
     s3.client("old")
         .put(
             "treefork-remote.json",
-            br#"{"format":"treefork-remote","version":7}"#.to_vec(),
+            br#"{"format":"treefork-remote","version":7,"created":1}"#.to_vec(),
             PutIf::Always,
         )
         .unwrap();
@@ -444,4 +444,30 @@ fn agent_socket_cannot_configure_remotes() {
     }
     // The user's socket serves it (nothing configured).
     assert!(names(&json_ok(&m.store, &["remote", "list"])).is_empty());
+}
+
+#[test]
+fn server_down_then_back_with_its_data() {
+    let Some(mut s3) = S3Server::start_or_skip() else {
+        return;
+    };
+    let (_m, store) = offline_store();
+    let url = s3.url("dn");
+    s3.stop();
+    assert!(!s3.running());
+    let (e, status) = json_err(tf(&store, &add_args("origin", &url, &s3.endpoint)));
+    assert_eq!(e["error"]["code"], "remote", "{e}");
+    assert_eq!(status, 8);
+    assert!(names(&json_ok(&store, &["remote", "list"])).is_empty());
+    s3.restart();
+    assert!(s3.running());
+    json_ok(
+        &store,
+        &["remote", "add", "origin", &url, "--endpoint", &s3.endpoint],
+    );
+    // Killed hard and restarted on the same directory and port: the data is there.
+    s3.kill();
+    s3.restart();
+    let d = s3.client("dn").get("treefork-remote.json").unwrap();
+    assert!(d.is_some(), "{}", s3.log());
 }

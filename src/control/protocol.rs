@@ -52,6 +52,10 @@ pub enum Op {
         /// Never evict automatically.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         manual: Option<bool>,
+        /// Create the session from a remote ref `REMOTE/REF` (a remote session,
+        /// or a new session at a remote branch); contents arrive lazily.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_remote: Option<String>,
     },
     /// Flush and unmount.
     Umount {
@@ -532,6 +536,27 @@ pub enum Op {
         /// Overwrite remote refs that are not fast-forwards.
         #[serde(default, skip_serializing_if = "is_false")]
         force: bool,
+    },
+    /// Fetch refs, checkpoint records and tree nodes from a remote (user role
+    /// only; see docs/protocol.md, "pull").
+    Pull {
+        /// The remote (default: the only configured one, else `origin`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        remote: Option<String>,
+        /// Remote ref names (a branch, else a session); empty: every ref.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        refs: Vec<String>,
+    },
+    /// Fetch every object a session needs from a remote (user role only; see
+    /// docs/protocol.md, "hydrate").
+    Hydrate {
+        /// The session (default: the socket's, else the only mounted one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<String>,
+        /// The remote (default: the session's upstream, else the only
+        /// configured one, else `origin`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        remote: Option<String>,
     },
 }
 

@@ -224,6 +224,16 @@ impl Role {
                 session: _,
                 force: _,
             } => false,
+            // Pulling and hydrating reach the network with the daemon's
+            // credentials and move store-wide refs: the user's.
+            Op::Pull {
+                remote: _,
+                refs: _,
+            }
+            | Op::Hydrate {
+                session: _,
+                remote: _,
+            } => false,
             // Store-wide maintenance and anything that drops history.
             Op::BranchDelete { name: _ }
             | Op::SessionRm { name: _ }
@@ -243,6 +253,7 @@ impl Role {
                 ttl_absolute: _,
                 until_promote: _,
                 manual: _,
+                from_remote: _,
             } => false,
         };
         match self {

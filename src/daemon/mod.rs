@@ -120,6 +120,11 @@ impl Daemon {
             _lock: lock,
         });
         let _ = d.me.set(Arc::downgrade(&d));
+        // Lazy hydration from the configured remotes (none: no fallback).
+        let objects: Arc<dyn crate::store::ObjectStore> = d.store.clone();
+        if let Err(e) = crate::remote::lazy::install(&objects) {
+            log::warn!("remotes not used for lazy reads: {e}");
+        }
         Ok(d)
     }
 
@@ -265,8 +270,17 @@ impl Daemon {
                 ttl_absolute,
                 until_promote,
                 manual,
+                from_remote,
             } => {
                 let agent = AgentSocket::from_request(agent_socket, agent_uid)?;
+                if let Some(spec) = &from_remote {
+                    if from.is_some() {
+                        return Err(Error::Invalid(
+                            "--from and --from-remote cannot be combined".into(),
+                        ));
+                    }
+                    crate::remote::ops::pull::mount_from_remote(self, &session, spec)?;
+                }
                 let change = crate::lifecycle::manage::PolicyChange {
                     task,
                     ttl_idle,

@@ -45,7 +45,10 @@ impl TreeforkFs {
         guarded!(self, "read", [ino, offset, size], {
             match self.session.read(ino.0, offset, size) {
                 Ok(d) => reply.data(&d),
-                Err(e) => reply.error(errno(e)),
+                Err(e) => {
+                    self.log_read_failure(ino.0, &e);
+                    reply.error(errno(e))
+                }
             }
         })
     }
@@ -161,5 +164,49 @@ impl TreeforkFs {
                 Err(e) => reply.error(errno(e)),
             }
         })
+    }
+}
+
+/// A failed read of a file logs at most one line per file per this interval (a
+/// big read of a lazy file whose remote is down fails once per block).
+const READ_FAILURE_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl TreeforkFs {
+    /// Log a read that failed for want of data (a remote failure, a missing or
+    /// corrupt object): one line naming the session and the file's path, rate
+    /// limited per file (see [`READ_FAILURE_LOG_EVERY`]).
+    fn log_read_failure(&self, ino: u64, e: &crate::error::Error) {
+        use crate::error::Error;
+        use std::collections::HashMap;
+        use std::sync::{Mutex, OnceLock};
+        use std::time::Instant;
+        if !matches!(
+            e,
+            Error::Remote { .. } | Error::Corrupt { .. } | Error::Missing(_)
+        ) {
+            return;
+        }
+        static LAST: OnceLock<Mutex<HashMap<(String, u64), Instant>>> = OnceLock::new();
+        let key = (self.session.name().to_string(), ino);
+        {
+            let mut last = LAST.get_or_init(Default::default).lock().unwrap();
+            let now = Instant::now();
+            if last
+                .get(&key)
+                .is_some_and(|t| now.duration_since(*t) < READ_FAILURE_LOG_EVERY)
+            {
+                return;
+            }
+            if last.len() >= 4096 {
+                last.retain(|_, t| now.duration_since(*t) < READ_FAILURE_LOG_EVERY);
+            }
+            last.insert(key, now);
+        }
+        let path = self.session.lock().path_of(ino);
+        log::error!(
+            "session {}: read of {path} failed ({}): {e}",
+            self.session.name(),
+            e.code()
+        );
     }
 }

@@ -240,6 +240,9 @@ fn resolve_base(
             if let Some(r) = get_ref(store, name)? {
                 return load_hex(store, &format!("ref {name}"), &r.checkpoint);
             }
+            if let Some(hex) = remote_ref(store, spec, name)? {
+                return load_hex(store, &format!("remote ref {name}"), &hex);
+            }
             if name.len() >= 4 && name.len() <= 64 && name.bytes().all(|c| c.is_ascii_hexdigit()) {
                 let lower = name.to_ascii_lowercase();
                 if let Some(id) = CheckpointId::from_hex(&lower) {
@@ -252,6 +255,34 @@ fn resolve_base(
             )))
         }
     }
+}
+
+/// `REMOTE/NAME` where REMOTE is a configured remote: the checkpoint its tracking
+/// ref names (a remote branch first, then a remote session's HEAD). `None` when
+/// the first component is not a configured remote (local rules go on).
+fn remote_ref(store: &dyn ObjectStore, spec: &str, name: &str) -> Result<Option<String>> {
+    use crate::remote::tracking::{self, TrackKind};
+    let Some((remote, rest)) = name.split_once('/') else {
+        return Ok(None);
+    };
+    if rest.is_empty() || store.meta_get(&crate::meta::remote_key(remote))?.is_none() {
+        return Ok(None);
+    }
+    for kind in [TrackKind::Branch, TrackKind::Session] {
+        if let Some(t) = tracking::get(store, remote, kind, rest)? {
+            return match t.checkpoint {
+                Some(hex) => Ok(Some(hex)),
+                None => Err(Error::NotFound(format!(
+                    "{spec:?}: remote {} {rest:?} of {remote} has no checkpoint yet",
+                    kind.as_str()
+                ))),
+            };
+        }
+    }
+    Err(Error::NotFound(format!(
+        "unknown ref {spec:?}: remote {remote} has no branch or session {rest:?} that this \
+         store has seen (run `treefork pull {remote}` first)"
+    )))
 }
 
 fn short(c: &Checkpoint) -> &str {

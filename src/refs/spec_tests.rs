@@ -271,3 +271,50 @@ fn resolves_in_context() {
 }
 
 use crate::refs::resolve;
+
+/// `REMOTE/NAME` resolves through the tracking refs of a configured remote
+/// (branch first, then session HEAD); a local branch of that spelling wins; an
+/// unconfigured first component falls through to the local rules.
+#[test]
+fn resolves_remote_tracking_refs() {
+    use crate::remote::tracking::{TrackKind, Tracking};
+    let f = fixture();
+    let cfg =
+        crate::remote::RemoteConfig::new("origin", "s3://bkt", "http://127.0.0.1:9", None, false)
+            .unwrap();
+    let track =
+        |kind, hex: &str| Tracking::new(kind, Some(hex.into()), None, serde_json::Value::Null);
+    f.store
+        .commit(vec![
+            cfg.op(),
+            track(TrackKind::Branch, &f.c[1].id).op("origin", TrackKind::Branch, "main"),
+            track(TrackKind::Session, &f.c[2].id).op("origin", TrackKind::Session, "s1"),
+            track(TrackKind::Session, &f.c[0].id).op("origin", TrackKind::Session, "main"),
+            track(TrackKind::Branch, &f.c[0].id).op("other", TrackKind::Branch, "main"),
+        ])
+        .unwrap();
+    let id = |s: &str| resolve_in(&f.store, &HeadOnly(None), s).map(|c| c.id);
+    assert_eq!(
+        id("origin/main").unwrap(),
+        f.c[1].id,
+        "branch before session"
+    );
+    assert_eq!(id("origin/main~1").unwrap(), f.c[0].id);
+    assert_eq!(id("origin/s1").unwrap(), f.c[2].id);
+    let e = id("origin/nope").unwrap_err().to_string();
+    assert!(e.contains("pull origin"), "{e}");
+    // `other` is not a configured remote: local rules, so unknown.
+    let e = id("other/main").unwrap_err().to_string();
+    assert!(e.contains("not a branch or checkpoint id"), "{e}");
+    // A local branch spelled like a remote ref wins.
+    f.store
+        .commit(vec![ref_op(
+            "origin/s1",
+            &RefRecord {
+                checkpoint: f.m.id.clone(),
+                created: 0,
+            },
+        )])
+        .unwrap();
+    assert_eq!(id("origin/s1").unwrap(), f.m.id);
+}

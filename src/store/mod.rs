@@ -44,7 +44,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 pub use memstore::MemStore;
 pub use metastore::{MemMeta, MetaStore};
-pub use objects::{Loc, ObjectStore, Packs};
+pub use objects::{Fallback, FetchedObject, Loc, ObjectStore, Packs};
 pub use open::{STORE_FILE, STORE_FORMAT, STORE_VERSION, check_descriptor};
 pub use pack::{Codec, Kind};
 pub use packstore::PackStore;

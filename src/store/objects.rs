@@ -83,6 +83,15 @@ pub trait ObjectStore: Send + Sync {
     fn dir(&self) -> Option<&std::path::Path> {
         None
     }
+    /// Install (or remove, with `None`) the [`Fallback`] asked on a local miss.
+    /// Stores without one ignore it.
+    fn set_fallback(&self, fallback: Option<Arc<dyn Fallback>>) {
+        let _ = fallback;
+    }
+    /// The installed [`Fallback`], if any.
+    fn fallback(&self) -> Option<Arc<dyn Fallback>> {
+        None
+    }
 }
 
 /// Refuse an object too large for a record (lengths are u32 on disk, and readers
@@ -205,4 +214,23 @@ impl Loc {
         }
         Ok(l)
     }
+}
+
+/// One object a [`Fallback`] returns: kind, id, verified raw bytes.
+pub type FetchedObject = (Kind, [u8; 32], Vec<u8>);
+
+/// Where objects missing locally may be fetched from (the remote tier's lazy
+/// hydration, `crate::remote::lazy`). A store asks it on a local miss and keeps
+/// what comes back (a cache, committed in batches).
+///
+/// Contract: every returned object is VERIFIED (its id is the hash of its raw
+/// bytes in its kind's domain) and whole (raw bytes, never a delta); `Ok(None)`
+/// means no remote has it (the read stays [`Error::Missing`]; the answer is never
+/// cached, so a later read asks again); a remote failure is [`Error::Remote`].
+pub trait Fallback: Send + Sync {
+    /// Fetch object `id` of `kind`: the object itself plus read-ahead neighbours
+    /// (each `(kind, id, raw)`), or `None` when no remote has it.
+    fn fetch(&self, kind: Kind, id: &[u8; 32]) -> Result<Option<Vec<FetchedObject>>>;
+    /// Whether some remote has `id` (from the cached indexes; no network).
+    fn has(&self, id: &[u8; 32]) -> bool;
 }

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::cache::ObjectCache;
 use super::fds::PackFds;
 use super::metastore::MetaStore;
-use super::objects::{Loc, ObjectStore, check_object_len};
+use super::objects::{Fallback, Loc, ObjectStore, check_object_len};
 use super::open::sync_dir;
 use super::pack::{self, Codec, Kind, RecordHeader};
 use super::{DELTA_MIN, PACK_TARGET_SIZE, space};
@@ -64,7 +64,17 @@ pub struct PackStore {
     pub(super) gc_active: AtomicBool,
     pub(super) gc_guard: Mutex<HashSet<[u8; 32]>>,
     pub(super) reserve: space::Reserve,
+    /// Asked on a local miss (see [`super::objects::Fallback`]).
+    pub(super) fallback: RwLock<Option<Arc<dyn Fallback>>>,
+    /// Objects (count, raw bytes) put from the fallback since the last commit.
+    pub(super) fetched: Mutex<(usize, u64)>,
 }
+
+/// Objects fetched from a fallback are committed (made a durable cache) at least
+/// every this many objects...
+const FETCH_BATCH_OBJECTS: usize = 64;
+/// ...or this many raw bytes.
+const FETCH_BATCH_BYTES: u64 = 4 << 20;
 
 pub(super) fn pack_path(dir: &Path, n: u32) -> PathBuf {
     dir.join("packs").join(format!("pack-{n:08}.tfp"))
@@ -106,6 +116,8 @@ impl PackStore {
             gc_active: AtomicBool::new(false),
             gc_guard: Mutex::new(HashSet::new()),
             reserve: space::Reserve::new(dir),
+            fallback: RwLock::new(None),
+            fetched: Mutex::new((0, 0)),
         }
     }
 
@@ -289,6 +301,63 @@ impl PackStore {
         Ok((h, buf, loc))
     }
 
+    /// Read `id`, asking the fallback (if any) when it is not stored locally: the
+    /// fetched objects (verified again here: never wrong bytes) are put into the
+    /// store as a cache and committed in batches; a miss the fallback cannot
+    /// answer stays [`Error::Missing`] and is not remembered.
+    fn read_or_fetch(&self, kind: Kind, id: &[u8; 32]) -> Result<Vec<u8>> {
+        let missing = match self.read_object(kind, id) {
+            Err(Error::Missing(what)) => what,
+            other => return other,
+        };
+        let Some(fb) = self.fallback.read().unwrap().clone() else {
+            return Err(Error::Missing(missing));
+        };
+        let Some(objects) = fb.fetch(kind, id)? else {
+            return Err(Error::Missing(missing));
+        };
+        let mut found = None;
+        let (mut n, mut bytes) = (0usize, 0u64);
+        for (k, oid, raw) in objects {
+            if k.hash(&raw) != oid {
+                log::error!(
+                    "{k:?} object {} from a remote does not match its id: not used",
+                    crate::id::hex(&oid[..6])
+                );
+                if oid == *id {
+                    return Err(Error::corrupt(
+                        format!("{k:?} object {}", crate::id::hex(&oid[..6])),
+                        "fetched bytes do not match the id",
+                    ));
+                }
+                continue;
+            }
+            self.put(k, &raw)?;
+            n += 1;
+            bytes += raw.len() as u64;
+            if oid == *id && k == kind {
+                found = Some(raw);
+            }
+        }
+        let due = {
+            let mut f = self.fetched.lock().unwrap();
+            f.0 += n;
+            f.1 += bytes;
+            f.0 >= FETCH_BATCH_OBJECTS || f.1 >= FETCH_BATCH_BYTES
+        };
+        if due {
+            self.commit_fetched()?;
+        }
+        found.ok_or(Error::Missing(missing))
+    }
+
+    /// Make the objects fetched from the fallback so far durable (a crash before
+    /// this only loses cache).
+    pub fn commit_fetched(&self) -> Result<()> {
+        *self.fetched.lock().unwrap() = (0, 0);
+        self.commit(Vec::new())
+    }
+
     /// The base a delta object names (reads its first payload bytes).
     pub(super) fn delta_base_of(&self, id: &[u8; 32], loc: &Loc) -> Result<[u8; 32]> {
         let what = || format!("{:?} object {}", loc.kind, crate::id::hex(&id[..6]));
@@ -395,7 +464,7 @@ impl ObjectStore for PackStore {
         if let Some(v) = self.cache.get(id) {
             return Ok(v);
         }
-        let raw = Arc::new(self.read_object(kind, id)?);
+        let raw = Arc::new(self.read_or_fetch(kind, id)?);
         self.cache.insert(*id, raw.clone());
         Ok(raw)
     }
@@ -403,7 +472,7 @@ impl ObjectStore for PackStore {
     fn get_uncached(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>> {
         match self.cache.get(id) {
             Some(v) => Ok(v),
-            None => self.read_object(kind, id).map(Arc::new),
+            None => self.read_or_fetch(kind, id).map(Arc::new),
         }
     }
 
@@ -464,5 +533,13 @@ impl ObjectStore for PackStore {
 
     fn dir(&self) -> Option<&Path> {
         Some(&self.dir)
+    }
+
+    fn set_fallback(&self, fallback: Option<Arc<dyn Fallback>>) {
+        *self.fallback.write().unwrap() = fallback;
+    }
+
+    fn fallback(&self) -> Option<Arc<dyn Fallback>> {
+        self.fallback.read().unwrap().clone()
     }
 }

@@ -8,6 +8,8 @@
 //! Invariants: every op here is user-only (`Role::allows`); none carries or
 //! answers credentials; network work happens outside the host's locks.
 
+mod hydrate;
+pub mod pull;
 pub mod push;
 mod remote_add;
 mod remote_list;
@@ -25,7 +27,12 @@ use crate::store::ObjectStore;
 pub fn handles(op: &Op) -> bool {
     matches!(
         op,
-        Op::RemoteAdd { .. } | Op::RemoteList | Op::RemoteRm { .. } | Op::Push { .. }
+        Op::RemoteAdd { .. }
+            | Op::RemoteList
+            | Op::RemoteRm { .. }
+            | Op::Push { .. }
+            | Op::Pull { .. }
+            | Op::Hydrate { .. }
     )
 }
 
@@ -76,6 +83,11 @@ pub fn run<H: Host>(
             };
             push::run(h, req, events)
         }
+        Op::Pull { remote, refs } => pull::run(h, remote, refs, events),
+        Op::Hydrate {
+            session: named,
+            remote,
+        } => hydrate::run(h, named.or(session.map(str::to_string)), remote, events),
         op => run_store(&*store, op, events),
     }
 }
@@ -118,6 +130,8 @@ pub fn run_store(store: &dyn ObjectStore, op: Op, events: &mut dyn FnMut(Value))
             };
             push::run_store(store, req, events)
         }
+        Op::Pull { remote, refs } => pull::run_store(store, remote, refs, events),
+        Op::Hydrate { session, remote } => hydrate::run_store(store, session, remote, events),
         other => Err(Error::Invalid(format!(
             "{} needs a running treefork daemon",
             other.name()

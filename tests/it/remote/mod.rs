@@ -11,6 +11,8 @@
 //! harness starts gets the same variables, so daemons reach the server.
 
 mod config;
+mod lazy;
+mod pull;
 mod push;
 
 use std::net::TcpListener;

@@ -1,0 +1,74 @@
+//! `pull`: fetch refs, checkpoint records and tree nodes from a remote.
+
+use super::output::human_bytes;
+use super::prelude::*;
+
+/// Fetch a remote's refs (all, or the named ones), their checkpoint records and
+/// tree nodes; move a local branch (or an unmounted session) of the same name
+/// when that is a fast-forward. File contents come on first read (or `hydrate`).
+#[derive(clap::Args)]
+pub struct Pull {
+    /// The remote (default: the only configured one, else `origin`).
+    remote: Option<String>,
+    /// Remote branches or sessions to pull (default: all).
+    refs: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct Pulled {
+    remote: String,
+    refs: Vec<RefLine>,
+    checkpoints: u64,
+    nodes: u64,
+    bytes: u64,
+    seconds: f64,
+}
+
+#[derive(Deserialize)]
+struct RefLine {
+    name: String,
+    kind: String,
+    old: Option<String>,
+    new: Option<String>,
+    status: String,
+}
+
+impl Human for Pulled {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        let short = |c: &Option<String>| {
+            c.as_deref()
+                .map_or("-".to_string(), |h| super::output::short(h).to_string())
+        };
+        for r in &self.refs {
+            writeln!(
+                out,
+                "{:<13} {} {}/{} ({}..{})",
+                r.status,
+                r.kind,
+                self.remote,
+                r.name,
+                short(&r.old),
+                short(&r.new)
+            )?;
+        }
+        writeln!(
+            out,
+            "fetched {} checkpoints and {} tree nodes ({}) in {:.1}s",
+            self.checkpoints,
+            self.nodes,
+            human_bytes(self.bytes as f64),
+            self.seconds
+        )
+    }
+}
+
+impl Run for Pull {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let op = Op::Pull {
+            remote: self.remote.clone(),
+            refs: self.refs.clone(),
+        };
+        let r: Reply<Pulled> = cx.store_op(op, true)?;
+        Ok(r.into())
+    }
+}

@@ -1,0 +1,63 @@
+//! `pull` and `mount from_remote`: requests to [`crate::remote::pull`] calls.
+
+use serde_json::{Value, json};
+
+use crate::error::Result;
+use crate::ops::Host;
+use crate::remote::pull::{self, Env, PullRequest};
+use crate::store::ObjectStore;
+
+/// Serve `pull` for the daemon `h`.
+pub fn run<H: Host>(
+    h: &H,
+    remote: Option<String>,
+    refs: Vec<String>,
+    events: &mut dyn FnMut(Value),
+) -> Result<Value> {
+    let store = h.store();
+    let name = super::push::remote_name(&*store, remote)?;
+    let remote = crate::remote::open(&*store, &name)?;
+    crate::remote::lazy::install(&store)?;
+    let r = pull::pull(h, &remote, &PullRequest { refs }, events)?;
+    Ok(json!(r))
+}
+
+/// Serve `pull` without a daemon (no session is mounted; the caller holds the
+/// store lock).
+pub fn run_store(
+    store: &dyn ObjectStore,
+    remote: Option<String>,
+    refs: Vec<String>,
+    events: &mut dyn FnMut(Value),
+) -> Result<Value> {
+    let name = super::push::remote_name(store, remote)?;
+    let remote = crate::remote::open(store, &name)?;
+    let mounted = |_: &str| false;
+    let with_claim = |_: &str, f: &mut dyn FnMut() -> Result<()>| f();
+    let with_names = |f: &mut dyn FnMut() -> Result<()>| f();
+    let env = Env {
+        store,
+        mounted: &mounted,
+        with_claim: &with_claim,
+        with_names: &with_names,
+    };
+    Ok(json!(pull::pull_env(
+        &env,
+        &remote,
+        &PullRequest { refs },
+        events
+    )?))
+}
+
+/// Before the daemon mounts `session` with `from_remote: "REMOTE/REF"`: create
+/// its record from the remote (a local session of that name is `conflict`), and
+/// make sure lazy reads can reach the remote.
+pub fn mount_from_remote<H: Host>(h: &H, session: &str, spec: &str) -> Result<()> {
+    let store = h.store();
+    let (rname, rref) = pull::session::split(spec)?;
+    let remote = crate::remote::open(&*store, rname)?;
+    crate::remote::lazy::install(&store)?;
+    let _claim = h.claim(session)?;
+    pull::session::create(&*store, &remote, session, rref)?;
+    Ok(())
+}

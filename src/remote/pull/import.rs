@@ -1,0 +1,136 @@
+//! Importing a remote session's log segments under a LOCAL session name: the
+//! operation records, their attachments, the conversation and transcript
+//! messages (with the `k/` id index rebuilt) and the touched paths.
+//!
+//! Invariants: every segment is verified by its hash (`segment::decode`) and
+//! every record by its own decoder before anything is written; keys are built
+//! with the local name and each record's `session` field is rewritten to it; an
+//! entry already present locally is not written again (a re-import is
+//! idempotent). The caller commits the returned ops together with the session
+//! record, so a session never has half its log.
+
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+use crate::meta::{self, MetaOp};
+use crate::remote::client::Client;
+use crate::remote::layout;
+use crate::remote::segment::{self, SegEntry};
+use crate::store::ObjectStore;
+
+/// What importing segments yields.
+#[derive(Debug, Default)]
+pub struct Imported {
+    /// Ops storing the entries (not committed).
+    pub ops: Vec<MetaOp>,
+    /// Checkpoints (hex) the records name (to fetch their records).
+    pub checkpoints: Vec<String>,
+    /// Workspace roots (hex) the records name.
+    pub roots: Vec<String>,
+    /// Operation records imported.
+    pub operations: u64,
+    /// Messages imported.
+    pub messages: u64,
+}
+
+/// Download and import segments `hashes` (hex, oldest first) of remote session
+/// logs as local session `local`.
+pub fn import(
+    store: &dyn ObjectStore,
+    client: &Client,
+    local: &str,
+    hashes: &[String],
+) -> Result<Imported> {
+    let keys: Vec<String> = hashes.iter().map(|h| layout::log_key(h)).collect();
+    let mut out = Imported::default();
+    let mut touched: HashSet<Vec<u8>> = HashSet::new();
+    for ((h, k), got) in hashes.iter().zip(&keys).zip(client.get_many(&keys)?) {
+        let got = got.ok_or_else(|| Error::Remote {
+            remote: client.name().to_string(),
+            detail: format!("{k} is named by a session ref but missing"),
+        })?;
+        let seg = segment::decode(&got.bytes, h)?;
+        for e in seg.entries {
+            entry(store, local, e, &mut out, &mut touched)?;
+        }
+    }
+    Ok(out)
+}
+
+fn with_session(mut v: Value, local: &str) -> Value {
+    if let Some(o) = v.as_object_mut()
+        && o.contains_key("session")
+    {
+        o.insert("session".into(), json!(local));
+    }
+    v
+}
+
+fn entry(
+    store: &dyn ObjectStore,
+    local: &str,
+    e: SegEntry,
+    out: &mut Imported,
+    touched: &mut HashSet<Vec<u8>>,
+) -> Result<()> {
+    match e {
+        SegEntry::Op { seq, v } => {
+            let key = meta::op_key(local, seq);
+            if store.meta_get(&key)?.is_some() {
+                return Ok(());
+            }
+            let bytes = serde_json::to_vec(&with_session(v, local)).expect("json");
+            let op = crate::oplog::Operation::decode(&format!("{local}#{seq}"), &bytes)?;
+            if op.seq != seq {
+                return Err(Error::corrupt(
+                    format!("remote operation {local}#{seq}"),
+                    "its seq does not match its entry",
+                ));
+            }
+            out.checkpoints.extend(op.checkpoints().map(str::to_string));
+            out.roots
+                .extend([op.before.workspace.clone(), op.after.workspace.clone()]);
+            out.ops.push(MetaOp::Put(key, bytes));
+            out.operations += 1;
+        }
+        SegEntry::Attach { seq, tag, bytes } => {
+            if tag == b'o' || tag == b'e' {
+                out.ops
+                    .push(MetaOp::Put(meta::attach_key(local, seq, tag), bytes));
+            }
+        }
+        SegEntry::Msg { tag, seq, v } => {
+            let key = meta::message_key(local, tag, seq);
+            if !(tag == b'm' || tag == b't') || store.meta_get(&key)?.is_some() {
+                return Ok(());
+            }
+            let bytes = serde_json::to_vec(&v).expect("json");
+            let owner = format!("{local}#{}{seq}", tag as char);
+            let m = crate::messages::Message::decode(&owner, &bytes)?;
+            if m.seq != seq {
+                return Err(Error::corrupt(
+                    format!("remote message {owner}"),
+                    "its seq does not match its entry",
+                ));
+            }
+            out.checkpoints.extend(m.checkpoint.clone());
+            out.roots.push(m.workspace.clone());
+            let idx = json!({"stream": (tag as char).to_string(), "seq": seq});
+            out.ops.push(MetaOp::Put(key, bytes));
+            out.ops.push(MetaOp::Put(
+                meta::message_id_key(local, &m.id),
+                serde_json::to_vec(&idx).expect("json"),
+            ));
+            out.messages += 1;
+        }
+        SegEntry::Touched { path } => {
+            if touched.insert(path.clone()) {
+                out.ops
+                    .push(MetaOp::Put(meta::touched_key(local, &path), Vec::new()));
+            }
+        }
+    }
+    Ok(())
+}

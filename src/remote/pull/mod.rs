@@ -1,0 +1,347 @@
+//! `pull`, `mount --from-remote` and `hydrate`: bringing a remote's refs,
+//! checkpoint records, logs and objects into the local store (see
+//! docs/design.md, "Remote tier: pull and lazy hydration").
+//!
+//! Owns: the order of a pull ([`pull`]): refresh the remote index; read the refs
+//! (all under `refs/`, or the named ones) with their ETags; fetch the checkpoint
+//! records of their ancestry (verified); walk each ref's trees, fetching a
+//! missing node's whole node pack (`fetch::NodeFetcher`) and never descending
+//! into what was local before; then, per ref, move a local branch of the same
+//! name if that is a fast-forward, fast-forward an unmounted local session whose
+//! state equals its tracking ref (record + new log segments), and write the
+//! tracking ref. The parts: `refs` (remote refs, checkpoint records), `fetch`
+//! (batched, verified range reads), `import` (segments -> local keys),
+//! `session` (the record of a session mounted from a remote), `hydrate`.
+//!
+//! Invariants: nothing a remote sends is kept unverified; a second pull with
+//! nothing new fetches no checkpoint and no node (O(changes)); a local branch or
+//! session is only ever moved forward, atomically with `Expect` on what was read;
+//! a mounted session is never changed (only its tracking ref moves).
+
+pub mod fetch;
+pub mod hydrate;
+pub mod import;
+pub mod refs;
+pub mod session;
+
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::error::Result;
+use crate::id::NodeId;
+use crate::meta::{self, MetaOp};
+use crate::ops::Host;
+use crate::reach::{ChunkCheck, Walk};
+use crate::refs::RefRecord;
+use crate::remote::Remote;
+use crate::remote::lazy::Source;
+use crate::remote::refval::RefValue;
+use crate::remote::tracking::{self, Tracking};
+use crate::store::{Kind, ObjectStore};
+
+/// What to pull.
+#[derive(Debug, Clone, Default)]
+pub struct PullRequest {
+    /// Remote ref names (a branch, else a session); empty: every ref.
+    pub refs: Vec<String>,
+}
+
+/// One ref pulled.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct RefPulled {
+    /// Its name on the remote.
+    pub name: String,
+    /// `branch` or `session`.
+    pub kind: String,
+    /// The checkpoint the tracking ref named before (None: first seen).
+    pub old: Option<String>,
+    /// The checkpoint it names now.
+    pub new: Option<String>,
+    /// What moved locally: `fast-forward` (the local branch or session of that
+    /// name), `up-to-date`, or `tracking-only` (no local counterpart that could
+    /// move: absent, mounted, diverged).
+    pub status: String,
+}
+
+/// What a pull did.
+#[derive(Debug, Clone, Serialize)]
+pub struct PullReport {
+    /// The remote.
+    pub remote: String,
+    /// The refs.
+    pub refs: Vec<RefPulled>,
+    /// Checkpoint records fetched.
+    pub checkpoints: usize,
+    /// Tree nodes fetched.
+    pub nodes: u64,
+    /// Bytes read from the remote for nodes.
+    pub bytes: u64,
+    /// Wall time.
+    pub seconds: f64,
+}
+
+/// A piece of work run under a lock ([`Env`]).
+pub type Task<'a> = &'a mut dyn FnMut() -> Result<()>;
+
+/// What a pull needs besides the store: whether a session is mounted, and the
+/// locks a local change takes (a daemon's, or nothing when no daemon serves the
+/// store: the caller then holds the store lock).
+pub struct Env<'a> {
+    /// The store.
+    pub store: &'a dyn ObjectStore,
+    /// Whether session `name` is mounted.
+    pub mounted: &'a dyn Fn(&str) -> bool,
+    /// Run `f` owning session name `name` (refused while anyone else owns it).
+    pub with_claim: &'a dyn Fn(&str, Task<'_>) -> Result<()>,
+    /// Run `f` holding the store-wide branch-name lock.
+    pub with_names: &'a dyn Fn(Task<'_>) -> Result<()>,
+}
+
+/// Pull `req` from `remote` into the store of daemon `h`.
+pub fn pull<H: Host>(
+    h: &H,
+    remote: &Remote,
+    req: &PullRequest,
+    progress: &mut dyn FnMut(Value),
+) -> Result<PullReport> {
+    let store = h.store();
+    let mounted = |n: &str| h.target(Some(n)).is_ok();
+    let with_claim = |n: &str, f: &mut dyn FnMut() -> Result<()>| {
+        let _c = h.claim(n)?;
+        f()
+    };
+    let with_names = |f: &mut dyn FnMut() -> Result<()>| {
+        let _g = h.name_lock();
+        f()
+    };
+    let env = Env {
+        store: &*store,
+        mounted: &mounted,
+        with_claim: &with_claim,
+        with_names: &with_names,
+    };
+    pull_env(&env, remote, req, progress)
+}
+
+/// Pull `req` from `remote` (see the module docs).
+pub fn pull_env(
+    env: &Env<'_>,
+    remote: &Remote,
+    req: &PullRequest,
+    progress: &mut dyn FnMut(Value),
+) -> Result<PullReport> {
+    let t0 = Instant::now();
+    let store = env.store;
+    let c = &remote.client;
+    remote.index.refresh(c)?;
+    let fetched = if req.refs.is_empty() {
+        refs::list_all(c)?
+    } else {
+        req.refs
+            .iter()
+            .map(|n| refs::read_any(c, n))
+            .collect::<Result<Vec<_>>>()?
+    };
+    let cps = refs::fetch_checkpoints(store, c, fetched.iter().filter_map(|f| f.checkpoint()))?;
+    let n_cps = cps.len();
+    store.commit(cps)?;
+    progress(json!({"event": "progress", "phase": "checkpoints", "done": n_cps, "total": n_cps}));
+    let src = Source::from(remote);
+    let roots = tree_roots(store, &fetched);
+    let nf = fetch::NodeFetcher::new(store, &src);
+    let read = |k: Kind, id: &[u8; 32]| nf.read(k, id);
+    let boundary = |id: &[u8; 32]| match src.index.get(id) {
+        Some(e) if e.kind == Kind::Chunk => true,
+        _ => nf.was_local(id),
+    };
+    let mut w = Walk::new(&read, ChunkCheck::Mark).with_boundary(&boundary);
+    for r in &roots {
+        w.root("pull", *r);
+    }
+    for p in w.problems.iter().take(5) {
+        log::warn!(
+            "pull from {}: {} at {}: {}",
+            remote.config.name,
+            p.owner,
+            p.path,
+            p.error
+        );
+    }
+    store.commit(Vec::new())?;
+    let stats = *nf.stats.lock().unwrap();
+    progress(
+        json!({"event": "progress", "phase": "nodes", "done": stats.objects,
+                    "total": stats.objects, "bytes": stats.bytes}),
+    );
+    let mut out = Vec::new();
+    for f in &fetched {
+        out.push(update_local(env, remote, f)?);
+    }
+    Ok(PullReport {
+        remote: remote.config.name.clone(),
+        refs: out,
+        checkpoints: n_cps,
+        nodes: stats.objects,
+        bytes: stats.bytes,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The tree roots of the pulled refs: each checkpoint's root and each session's
+/// workspace root.
+fn tree_roots(store: &dyn ObjectStore, fetched: &[refs::Fetched]) -> Vec<NodeId> {
+    let mut out = Vec::new();
+    for f in fetched {
+        if let Some(r) = f.workspace_root().and_then(|h| NodeId::from_hex(&h)) {
+            out.push(r);
+        }
+        if let Some(c) = f
+            .checkpoint()
+            .and_then(|h| crate::id::CheckpointId::from_hex(&h))
+            .and_then(|id| crate::refs::load(store, &id).ok())
+            .and_then(|c| c.root_id().ok())
+        {
+            out.push(c);
+        }
+    }
+    out.sort_by_key(|n| n.0);
+    out.dedup();
+    out
+}
+
+/// Move the local counterpart of `f` when that is a fast-forward, and write its
+/// tracking ref.
+fn update_local(env: &Env<'_>, remote: &Remote, f: &refs::Fetched) -> Result<RefPulled> {
+    let store = env.store;
+    let rname = &remote.config.name;
+    let old = tracking::get(store, rname, f.kind, &f.name)?;
+    let new = f.checkpoint();
+    let track = Tracking::new(f.kind, new.clone(), f.etag.clone(), f.json.clone());
+    let mut status = "tracking-only";
+    let mut run = || -> Result<()> {
+        let mut ops = vec![track.op(rname, f.kind, &f.name)];
+        status = match &f.value {
+            RefValue::Branch(_) => branch_ff(store, &f.name, new.as_deref(), &mut ops)?,
+            RefValue::Session(_) => session_ff(store, remote, f, old.as_ref(), &mut ops)?,
+        };
+        store.commit(ops)
+    };
+    match &f.value {
+        RefValue::Branch(_) => (env.with_names)(&mut run)?,
+        RefValue::Session(_) if (env.mounted)(&f.name) => {
+            store.commit(vec![track.op(rname, f.kind, &f.name)])?
+        }
+        RefValue::Session(_) => {
+            let exists = crate::session::load_record(store, &f.name)?.is_some();
+            match (exists, (env.with_claim)(&f.name, &mut run)) {
+                (_, Ok(())) => {}
+                // Owned by someone else right now (being mounted): only track.
+                (true, Err(crate::error::Error::Busy(_) | crate::error::Error::Conflict(_))) => {
+                    store.commit(vec![track.op(rname, f.kind, &f.name)])?
+                }
+                (_, Err(e)) => return Err(e),
+            }
+        }
+    }
+    Ok(RefPulled {
+        name: f.name.clone(),
+        kind: f.kind.as_str().to_string(),
+        old: old.and_then(|t| t.checkpoint),
+        new,
+        status: status.to_string(),
+    })
+}
+
+fn branch_ff(
+    store: &dyn ObjectStore,
+    name: &str,
+    new: Option<&str>,
+    ops: &mut Vec<MetaOp>,
+) -> Result<&'static str> {
+    let (Some(new), Some(local)) = (new, crate::refs::get_ref(store, name)?) else {
+        return Ok("tracking-only");
+    };
+    if local.checkpoint == new {
+        return Ok("up-to-date");
+    }
+    if !refs::is_ancestor(store, &local.checkpoint, new)? {
+        return Ok("tracking-only");
+    }
+    ops.push(MetaOp::Expect(
+        meta::ref_key(name),
+        store.meta_get(&meta::ref_key(name))?,
+    ));
+    ops.push(crate::refs::ref_op(
+        name,
+        &RefRecord {
+            checkpoint: new.to_string(),
+            created: local.created,
+        },
+    ));
+    Ok("fast-forward")
+}
+
+/// Root and HEAD of a session record (JSON or typed).
+fn state_of(v: &Value) -> (Value, Value) {
+    let r = v.get("record").unwrap_or(&Value::Null);
+    (
+        r.get("root").cloned().unwrap_or(Value::Null),
+        r.get("head").cloned().unwrap_or(Value::Null),
+    )
+}
+
+/// Fast-forward unmounted local session `f.name` (claimed by the caller) when its
+/// state equals its tracking ref's: the remote record (keeping the local name)
+/// and the segments the tracking ref did not list.
+fn session_ff(
+    store: &dyn ObjectStore,
+    remote: &Remote,
+    f: &refs::Fetched,
+    old: Option<&Tracking>,
+    ops: &mut Vec<MetaOp>,
+) -> Result<&'static str> {
+    let RefValue::Session(sref) = &f.value else {
+        return Ok("tracking-only");
+    };
+    let Some(local) = crate::session::load_record(store, &f.name)? else {
+        return Ok("tracking-only");
+    };
+    let mine = (json!(local.root), json!(local.head));
+    if state_of(&f.json) == mine {
+        return Ok("up-to-date");
+    }
+    let Some(old) = old.filter(|t| state_of(&t.value) == mine) else {
+        return Ok("tracking-only");
+    };
+    let seen: Vec<String> =
+        old.value
+            .get("logs")
+            .and_then(Value::as_array)
+            .map_or_else(Vec::new, |a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            });
+    let fresh: Vec<String> = sref
+        .logs
+        .iter()
+        .filter(|h| !seen.contains(h))
+        .cloned()
+        .collect();
+    let imp = import::import(store, &remote.client, &f.name, &fresh)?;
+    let cps = refs::fetch_checkpoints(store, &remote.client, imp.checkpoints.iter().cloned())?;
+    store.commit(cps)?;
+    let mut rec = sref.session_record()?;
+    rec.name = local.name.clone();
+    rec.branch = local.branch.clone().filter(|_| rec.branch == local.branch);
+    rec.meta = local.meta.clone();
+    ops.push(MetaOp::Expect(
+        meta::session_key(&f.name),
+        store.meta_get(&meta::session_key(&f.name))?,
+    ));
+    ops.extend(imp.ops);
+    ops.push(crate::session::record_op(&rec));
+    Ok("fast-forward")
+}

@@ -1,0 +1,235 @@
+//! `mount --from-remote REMOTE/REF`: the local session record made from a remote
+//! session (or a new session at a remote branch's checkpoint), before the daemon
+//! mounts it like any other. Contents then arrive lazily (`remote::lazy`).
+//!
+//! Owns: [`create`]. For a session ref: its record (root, base, head, config)
+//! under the local name, its branch (the local branch is created when absent or
+//! moved when a fast-forward; otherwise the session is detached), its log
+//! segments imported under the local name, its info record adopted (a new id,
+//! the origin, task and policy kept), `meta.upstream` = the remote session, and
+//! the tracking ref with the ETag read (so pushing back is a fast-forward unless
+//! someone else pushed meanwhile). For a branch ref: a new session at its
+//! checkpoint. Only checkpoint records are fetched here (small, batched): tree
+//! nodes and chunks come on first read.
+//!
+//! Invariants: everything is committed in ONE batch that expects the session
+//! record absent (a local session of that name is `conflict`, never
+//! overwritten), so a failure leaves nothing behind.
+
+use serde_json::{Value, json};
+
+use super::import;
+use super::refs::{self, Fetched};
+use crate::error::{Error, Result};
+use crate::lifecycle::SessionInfo;
+use crate::meta::{self, MetaOp, TrackKind};
+use crate::refs::{Checkpoint, RefRecord};
+use crate::remote::Remote;
+use crate::remote::refval::RefValue;
+use crate::remote::tracking::Tracking;
+use crate::session::{self, SessionRecord};
+use crate::store::ObjectStore;
+
+/// What [`create`] made.
+#[derive(Debug, Clone)]
+pub struct Created {
+    /// The remote ref's kind.
+    pub kind: TrackKind,
+    /// Its checkpoint (HEAD).
+    pub checkpoint: Option<String>,
+    /// Checkpoint records fetched.
+    pub checkpoints: usize,
+    /// Operation records and messages imported.
+    pub operations: u64,
+    /// Messages imported.
+    pub messages: u64,
+}
+
+/// Split `REMOTE/REF`.
+pub fn split(spec: &str) -> Result<(&str, &str)> {
+    match spec.split_once('/') {
+        Some((r, n)) if !r.is_empty() && !n.is_empty() => Ok((r, n)),
+        _ => Err(Error::Invalid(format!(
+            "--from-remote {spec:?}: expected REMOTE/REF (e.g. origin/main)"
+        ))),
+    }
+}
+
+/// Create local session `name` from `remote`'s ref `rname` (see module docs).
+pub fn create(
+    store: &dyn ObjectStore,
+    remote: &Remote,
+    name: &str,
+    rname: &str,
+) -> Result<Created> {
+    session::validate_session_name(name)?;
+    if session::load_record(store, name)?.is_some() {
+        return Err(Error::Conflict(format!(
+            "session {name} already exists; --from-remote creates a new session"
+        )));
+    }
+    remote.index.refresh(&remote.client)?;
+    let f = refs::read_any(&remote.client, rname)?;
+    let imported = match &f.value {
+        RefValue::Session(sref) => Some(import::import(store, &remote.client, name, &sref.logs)?),
+        RefValue::Branch(_) => None,
+    };
+    let mut heads: Vec<String> = f.checkpoint().into_iter().collect();
+    if let Some(imp) = &imported {
+        heads.extend(imp.checkpoints.iter().cloned());
+    }
+    // Checkpoint records first (small; the record and branch checks read them).
+    let cps = refs::fetch_checkpoints(store, &remote.client, heads)?;
+    let n_cps = cps.len();
+    store.commit(cps)?;
+    let mut ops = vec![MetaOp::Expect(meta::session_key(name), None)];
+    let rec = match &f.value {
+        RefValue::Session(sref) => {
+            let mut rec = sref.session_record()?;
+            rec.name = name.to_string();
+            rec.meta.insert(
+                crate::remote::push::UPSTREAM.into(),
+                json!({"remote": remote.config.name, "session": rname}),
+            );
+            ops.push(info_op(name, sref.info.as_ref()));
+            if let Some(v) = sref.conversation.as_ref().filter(|v| !v.is_null()) {
+                ops.push(MetaOp::Put(
+                    meta::conversation_key(name),
+                    serde_json::to_vec(v).expect("json"),
+                ));
+            }
+            rec
+        }
+        RefValue::Branch(b) => {
+            ops.push(info_op(name, None));
+            branch_record(store, name, rname, &b.checkpoint)?
+        }
+    };
+    let mut rec = rec;
+    attach_branch(store, &mut rec, &mut ops)?;
+    let (operations, messages) = match imported {
+        Some(imp) => {
+            ops.extend(imp.ops);
+            (imp.operations, imp.messages)
+        }
+        None => (0, 0),
+    };
+    if f.kind == TrackKind::Session {
+        let t = Tracking::new(f.kind, f.checkpoint(), f.etag.clone(), f.json.clone());
+        ops.push(t.op(&remote.config.name, f.kind, rname));
+    }
+    ops.push(session::record_op(&rec));
+    store.commit(ops).map_err(|e| match e {
+        Error::Conflict(_) => Error::Conflict(format!("session {name} already exists")),
+        e => e,
+    })?;
+    Ok(Created {
+        kind: f.kind,
+        checkpoint: rec.head.clone(),
+        checkpoints: n_cps,
+        operations,
+        messages,
+    })
+}
+
+/// The adopted info record: the remote's (origin, task, policy kept) with a new
+/// id, else a new one.
+fn info_op(name: &str, remote: Option<&Value>) -> MetaOp {
+    let src = remote.and_then(|v| {
+        SessionInfo::decode(name, &serde_json::to_vec(v).ok()?)
+            .inspect_err(|e| log::warn!("remote session info of {name} not adopted: {e}"))
+            .ok()
+    });
+    SessionInfo::forked(src.as_ref(), name).op()
+}
+
+/// A new session record at checkpoint `hex` (a remote branch's): its tree, HEAD
+/// there, on the local branch of the same name when that is possible.
+fn branch_record(
+    store: &dyn ObjectStore,
+    name: &str,
+    branch: &str,
+    hex: &str,
+) -> Result<SessionRecord> {
+    let cp = fetch_one(store, hex)?;
+    let usage = cp.as_ref().and_then(|c| c.usage);
+    let root = crate::id::NodeId::from_hex(&cp_root(cp.as_ref(), hex)?)
+        .ok_or_else(|| Error::corrupt(format!("checkpoint {hex}"), "bad root"))?;
+    let (bytes, inodes) = usage.map_or((0, 1), |u| (u.bytes, u.inodes));
+    let mut rec = session::new_record(name, root, bytes, inodes)?;
+    rec.head = Some(hex.to_string());
+    rec.branch = Some(branch.to_string());
+    Ok(rec)
+}
+
+fn fetch_one(store: &dyn ObjectStore, hex: &str) -> Result<Option<Checkpoint>> {
+    let Some(id) = crate::id::CheckpointId::from_hex(hex) else {
+        return Ok(None);
+    };
+    match crate::refs::load(store, &id) {
+        Ok(c) => Ok(Some(c)),
+        Err(Error::NotFound(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn cp_root(cp: Option<&Checkpoint>, hex: &str) -> Result<String> {
+    cp.map(|c| c.root.clone()).ok_or_else(|| {
+        Error::NotFound(format!(
+            "checkpoint {hex} is not in this store (fetch failed?)"
+        ))
+    })
+}
+
+/// Keep `rec.branch` when the local branch of that name is absent (created at
+/// HEAD), at HEAD, or an ancestor of HEAD (moved: a fast-forward); else detach.
+fn attach_branch(
+    store: &dyn ObjectStore,
+    rec: &mut SessionRecord,
+    ops: &mut Vec<MetaOp>,
+) -> Result<()> {
+    let (Some(b), Some(head)) = (rec.branch.clone(), rec.head.clone()) else {
+        rec.branch = None;
+        return Ok(());
+    };
+    let now = crate::lifecycle::manage::now();
+    match crate::refs::get_ref(store, &b)? {
+        None if crate::refs::validate_ref_name(&b).is_ok() && !clashes(store, &b)? => {
+            ops.push(MetaOp::Expect(meta::ref_key(&b), None));
+            ops.push(crate::refs::ref_op(
+                &b,
+                &RefRecord {
+                    checkpoint: head,
+                    created: now,
+                },
+            ));
+        }
+        Some(r) if r.checkpoint == head => {}
+        Some(r) if refs::is_ancestor(store, &r.checkpoint, &head)? => {
+            ops.push(MetaOp::Expect(
+                meta::ref_key(&b),
+                store.meta_get(&meta::ref_key(&b))?,
+            ));
+            ops.push(crate::refs::ref_op(
+                &b,
+                &RefRecord {
+                    checkpoint: head,
+                    created: r.created,
+                },
+            ));
+        }
+        _ => rec.branch = None,
+    }
+    Ok(())
+}
+
+/// Whether branch name `b` would start with a configured remote's name.
+fn clashes(store: &dyn ObjectStore, b: &str) -> Result<bool> {
+    let first = b.split('/').next().unwrap_or(b);
+    Ok(b.contains('/') && store.meta_get(&meta::remote_key(first))?.is_some())
+}
+
+/// The remote ref as a tracking record (for callers that have one).
+pub fn tracking_of(f: &Fetched) -> Tracking {
+    Tracking::new(f.kind, f.checkpoint(), f.etag.clone(), f.json.clone())
+}

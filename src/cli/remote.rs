@@ -143,7 +143,7 @@ impl Run for Remote {
                     region: Some(region.clone()),
                     single_writer: *single_writer,
                 };
-                cx.store_op::<Added>(op, false)?.into()
+                cx.store_op_creating::<Added>(op, false)?.into()
             }
             RemoteCmd::List => cx.store_op::<Listed>(Op::RemoteList, false)?.into(),
             RemoteCmd::Rm { name } => {

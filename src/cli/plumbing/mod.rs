@@ -332,6 +332,23 @@ impl Ctx {
         })
     }
 
+    /// Like [`store_op`](Self::store_op), creating the store first when there is
+    /// none (`remote add`: a new machine's first step before `mount --from-remote`).
+    pub fn store_op_creating<T: DeserializeOwned>(
+        &self,
+        op: Op,
+        progress: bool,
+    ) -> Result<Reply<T>> {
+        if self.explicit_socket().is_none() {
+            let dir = self.store_dir_create()?;
+            if !dir.join(treefork::store::STORE_FILE).exists() {
+                let _lock = treefork::lock::StoreLock::acquire(&dir)?;
+                treefork::store::PackStore::open(&dir)?;
+            }
+        }
+        self.store_op(op, progress)
+    }
+
     /// Run a store-wide op (`sessions`, `gc`, `fsck`, `session rm`): on the explicit
     /// socket if one is named, else through the daemon when one serves the store,
     /// else in this process holding the store lock. With `progress`, phases are

@@ -65,8 +65,18 @@ pub fn run<H: Host>(
                 single_writer,
             };
             let ready = remote_add::prepare(&*store, &req)?;
-            let _names = h.name_lock();
-            remote_add::commit(&*store, ready)
+            let v = {
+                let _names = h.name_lock();
+                remote_add::commit(&*store, ready)?
+            };
+            // Lazy reads use every configured remote from now on.
+            crate::remote::lazy::install(&store)?;
+            Ok(v)
+        }
+        op @ Op::RemoteRm { .. } => {
+            let v = run_store(&*store, op, events)?;
+            crate::remote::lazy::install(&store)?;
+            Ok(v)
         }
         Op::Push {
             remote,

@@ -130,7 +130,9 @@ fn levels(
 /// Objects to send.
 #[derive(Debug, Default)]
 pub struct Objects {
-    /// Chunk ids (any order; delta bases are ordered when packing).
+    /// Chunk ids, each file's in block order, files in the walk's order (so a
+    /// file's chunks are adjacent in the remote packs and a lazy reader's
+    /// read-ahead brings the rest of the file; delta bases are ordered when packing).
     pub chunks: Vec<[u8; 32]>,
     /// Node ids, children before parents.
     pub nodes: Vec<[u8; 32]>,
@@ -166,20 +168,31 @@ pub fn objects(
         )));
     }
     let send_nodes: HashSet<[u8; 32]> = w.nodes.difference(&w.at_boundary).copied().collect();
-    let mut chunks: Vec<[u8; 32]> = w.chunks.difference(&w.at_boundary).copied().collect();
-    chunks.sort();
-    let nodes = post_order(store, roots, &send_nodes)?;
+    let send_chunks: HashSet<[u8; 32]> = w.chunks.difference(&w.at_boundary).copied().collect();
+    let (nodes, mut chunks) = post_order(store, roots, &send_nodes, &send_chunks)?;
+    debug_assert_eq!(chunks.len(), send_chunks.len());
+    if chunks.len() < send_chunks.len() {
+        // Never expected (every sent chunk is named by a sent node); send them anyway.
+        let named: HashSet<[u8; 32]> = chunks.iter().copied().collect();
+        let mut rest: Vec<[u8; 32]> = send_chunks.difference(&named).copied().collect();
+        rest.sort();
+        chunks.extend(rest);
+    }
     Ok(Objects { chunks, nodes })
 }
 
 /// The nodes of `send`, children before parents (an iterative depth-first walk
-/// from `roots`, restricted to `send`).
+/// from `roots`, restricted to `send`), and the chunks of `chunks` in the order
+/// the file nodes name them.
 fn post_order(
     store: &dyn ObjectStore,
     roots: &[NodeId],
     send: &HashSet<[u8; 32]>,
-) -> Result<Vec<[u8; 32]>> {
+    chunks: &HashSet<[u8; 32]>,
+) -> Result<(Vec<[u8; 32]>, Vec<[u8; 32]>)> {
     let mut out = Vec::with_capacity(send.len());
+    let mut in_order = Vec::with_capacity(chunks.len());
+    let mut seen: HashSet<[u8; 32]> = HashSet::with_capacity(chunks.len());
     let mut done: HashSet<[u8; 32]> = HashSet::with_capacity(send.len());
     let mut stack: Vec<([u8; 32], bool)> = roots.iter().rev().map(|r| (r.0, false)).collect();
     while let Some((id, expanded)) = stack.pop() {
@@ -193,13 +206,37 @@ fn post_order(
         }
         stack.push((id, true));
         let raw = store.get(ObjKind::Node, &id)?;
+        for c in node_chunks(&raw)? {
+            if chunks.contains(&c) && seen.insert(c) {
+                in_order.push(c);
+            }
+        }
         for c in node_children(&raw)?.into_iter().rev() {
             if send.contains(&c) && !done.contains(&c) {
                 stack.push((c, false));
             }
         }
     }
-    Ok(out)
+    Ok((out, in_order))
+}
+
+/// The chunks a file node or block leaf names, in block order (none for other nodes).
+fn node_chunks(raw: &[u8]) -> Result<Vec<[u8; 32]>> {
+    if raw.len() <= 5 || &raw[..4] != NODE_MAGIC {
+        return Err(Error::corrupt("tree node", "not a tree node"));
+    }
+    Ok(match raw[5] {
+        b'F' => match FileNode::decode(raw)? {
+            FileNode::Blocks { blocks, .. } => blocks.iter().map(|(_, c)| c.0).collect(),
+            _ => Vec::new(),
+        },
+        b'B' => BlockLeaf::decode_unplaced(raw)?
+            .blocks
+            .iter()
+            .map(|(_, c)| c.0)
+            .collect(),
+        _ => Vec::new(),
+    })
 }
 
 /// The tree nodes a node names (not its chunks), by its type byte.

@@ -181,6 +181,8 @@ pub fn objects(
     Ok(Objects { chunks, nodes })
 }
 
+type Ids = Vec<[u8; 32]>;
+
 /// The nodes of `send`, children before parents (an iterative depth-first walk
 /// from `roots`, restricted to `send`), and the chunks of `chunks` in the order
 /// the file nodes name them.
@@ -189,7 +191,7 @@ fn post_order(
     roots: &[NodeId],
     send: &HashSet<[u8; 32]>,
     chunks: &HashSet<[u8; 32]>,
-) -> Result<(Vec<[u8; 32]>, Vec<[u8; 32]>)> {
+) -> Result<(Ids, Ids)> {
     let mut out = Vec::with_capacity(send.len());
     let mut in_order = Vec::with_capacity(chunks.len());
     let mut seen: HashSet<[u8; 32]> = HashSet::with_capacity(chunks.len());

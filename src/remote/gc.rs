@@ -213,44 +213,14 @@ pub fn gc(store: &dyn ObjectStore, remote: &Remote, req: GcRequest) -> Result<Gc
             .map_or(0, |m| m.size)
     };
     let grace = req.grace_secs as i64;
-    let mut next = dead.clone();
-    let mut delete = Dead::default();
-    match &prev {
-        None if dead.len() == 0 => rep.phase = "clean".into(),
-        None => rep.phase = "condemn".into(),
-        Some((p, _)) if now - p.time >= grace => {
-            rep.phase = "delete".into();
-            let old = |v: &[String]| v.iter().cloned().collect::<HashSet<String>>();
-            let (op, oc, ol) = (old(&p.packs), old(&p.checkpoints), old(&p.logs));
-            delete.packs = dead.packs.intersection(&op).cloned().collect();
-            delete.checkpoints = dead.checkpoints.intersection(&oc).cloned().collect();
-            delete.logs = dead.logs.intersection(&ol).cloned().collect();
-            rep.resurrected = [
-                (&op, &dead.packs),
-                (&oc, &dead.checkpoints),
-                (&ol, &dead.logs),
-            ]
-            .iter()
-            .map(|(o, d)| {
-                o.iter()
-                    .filter(|h| !d.contains(*h) && listed(&listing, h))
-                    .count()
-            })
-            .sum();
-            next.packs.retain(|h| !delete.packs.contains(h));
-            next.checkpoints.retain(|h| !delete.checkpoints.contains(h));
-            next.logs.retain(|h| !delete.logs.contains(h));
-        }
-        Some((p, _)) => {
-            rep.phase = "wait".into();
-            rep.wait_secs = (p.time + grace - now).max(0) as u64;
-            next = Dead {
-                packs: p.packs.iter().cloned().collect(),
-                checkpoints: p.checkpoints.iter().cloned().collect(),
-                logs: p.logs.iter().cloned().collect(),
-            };
-        }
-    }
+    let (next, delete) = phase(
+        prev.as_ref().map(|p| &p.0),
+        &dead,
+        &listing,
+        now,
+        grace,
+        &mut rep,
+    );
     rep.packs_deleted = delete.packs.len();
     rep.bytes_deleted = delete.packs.iter().map(|h| pack_len(h)).sum();
     rep.checkpoints_deleted = delete.checkpoints.len();
@@ -272,6 +242,57 @@ pub fn gc(store: &dyn ObjectStore, remote: &Remote, req: GcRequest) -> Result<Gc
     rep.nodes_read = marked.nodes_read;
     rep.seconds = t0.elapsed().as_secs_f64();
     Ok(rep)
+}
+
+/// Decide the phase (see the module docs): what `gc/condemned` names after this
+/// run, and what to delete now. Sets `rep.phase`, `resurrected`, `wait_secs`.
+fn phase(
+    prev: Option<&GcCondemned>,
+    dead: &Dead,
+    listing: &Listing,
+    now: i64,
+    grace: i64,
+    rep: &mut GcReport,
+) -> (Dead, Dead) {
+    let mut next = dead.clone();
+    let mut delete = Dead::default();
+    match prev {
+        None if dead.len() == 0 => rep.phase = "clean".into(),
+        None => rep.phase = "condemn".into(),
+        Some(p) if now - p.time >= grace => {
+            rep.phase = "delete".into();
+            let old = |v: &[String]| v.iter().cloned().collect::<HashSet<String>>();
+            let (op, oc, ol) = (old(&p.packs), old(&p.checkpoints), old(&p.logs));
+            delete.packs = dead.packs.intersection(&op).cloned().collect();
+            delete.checkpoints = dead.checkpoints.intersection(&oc).cloned().collect();
+            delete.logs = dead.logs.intersection(&ol).cloned().collect();
+            rep.resurrected = [
+                (&op, &dead.packs),
+                (&oc, &dead.checkpoints),
+                (&ol, &dead.logs),
+            ]
+            .iter()
+            .map(|(o, d)| {
+                o.iter()
+                    .filter(|h| !d.contains(*h) && listed(listing, h))
+                    .count()
+            })
+            .sum();
+            next.packs.retain(|h| !delete.packs.contains(h));
+            next.checkpoints.retain(|h| !delete.checkpoints.contains(h));
+            next.logs.retain(|h| !delete.logs.contains(h));
+        }
+        Some(p) => {
+            rep.phase = "wait".into();
+            rep.wait_secs = (p.time + grace - now).max(0) as u64;
+            next = Dead {
+                packs: p.packs.iter().cloned().collect(),
+                checkpoints: p.checkpoints.iter().cloned().collect(),
+                logs: p.logs.iter().cloned().collect(),
+            };
+        }
+    }
+    (next, delete)
 }
 
 fn listed(l: &Listing, h: &str) -> bool {

@@ -168,3 +168,26 @@ fn remote_gc_during_a_push_leaves_the_pushed_closure_whole() {
     let f = json_ok(&c.store, &["fsck"]);
     assert_eq!(f["clean"], true, "{f}");
 }
+
+#[test]
+fn an_agent_socket_cannot_run_remote_gc() {
+    use std::io::{BufRead, BufReader, Write};
+    assert!(fuse_available());
+    let dir = tempfile::Builder::new()
+        .prefix("tf-agent-")
+        .tempdir()
+        .unwrap();
+    let sock = dir.path().join("agent.sock");
+    let _m = Mount::with_options("s", &["--agent-socket", sock.to_str().unwrap()]);
+    let s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    let mut r = BufReader::new(s);
+    let req = serde_json::json!({"v": 1, "op": "remote_gc", "dry_run": true});
+    let mut line = serde_json::to_vec(&req).unwrap();
+    line.push(b'\n');
+    r.get_mut().write_all(&line).unwrap();
+    let mut l = String::new();
+    r.read_line(&mut l).unwrap();
+    let v: Value = serde_json::from_str(&l).unwrap();
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(v["error"]["code"], "forbidden", "{v}");
+}

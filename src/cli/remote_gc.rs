@@ -42,7 +42,11 @@ struct Report {
 
 impl Human for Report {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        let would = if self.dry_run { " (dry run: would)" } else { "" };
+        let would = if self.dry_run {
+            " (dry run: would)"
+        } else {
+            ""
+        };
         writeln!(
             out,
             "remote gc of {} from {} ref(s){would}: {}",

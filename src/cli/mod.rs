@@ -90,6 +90,7 @@ mod pull;
 mod push;
 mod refs;
 mod remote;
+mod remote_gc;
 mod rewind;
 #[allow(
     dead_code,

@@ -40,6 +40,7 @@ enum RemoteCmd {
         /// Remote name.
         name: String,
     },
+    Gc(super::remote_gc::RemoteGc),
 }
 
 #[derive(Deserialize)]
@@ -150,6 +151,7 @@ impl Run for Remote {
                 let op = Op::RemoteRm { name: name.clone() };
                 cx.store_op::<Removed>(op, false)?.into()
             }
+            RemoteCmd::Gc(gc) => gc.run(cx)?,
         })
     }
 }

@@ -558,6 +558,19 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         remote: Option<String>,
     },
+    /// Delete what no ref of a remote reaches, in two phases with a grace
+    /// period (user role only; see docs/protocol.md, "remote_gc").
+    RemoteGc {
+        /// The remote (default: the only configured one, else `origin`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        remote: Option<String>,
+        /// Report only: take no lock, change nothing.
+        #[serde(default, skip_serializing_if = "is_false")]
+        dry_run: bool,
+        /// Seconds between condemning and deleting (default 24 h).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grace_secs: Option<u64>,
+    },
 }
 
 fn is_false(b: &bool) -> bool {

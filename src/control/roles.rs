@@ -234,6 +234,13 @@ impl Role {
                 session: _,
                 remote: _,
             } => false,
+            // Remote gc deletes history on the remote with the daemon's
+            // credentials: the user's.
+            Op::RemoteGc {
+                remote: _,
+                dry_run: _,
+                grace_secs: _,
+            } => false,
             // Store-wide maintenance and anything that drops history.
             Op::BranchDelete { name: _ }
             | Op::SessionRm { name: _ }

@@ -99,7 +99,8 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             json!({"session": name, "discarded": true, "unmounted": null})
         }
         Op::SessionSweep => json!({"evicted": [], "busy": [], "expired": []}),
-        op @ (Op::RemoteAdd { .. } | Op::RemoteList | Op::RemoteRm { .. }) => {
+        op
+        @ (Op::RemoteAdd { .. } | Op::RemoteList | Op::RemoteRm { .. } | Op::RemoteGc { .. }) => {
             let mut v = treefork::remote::ops::run_store(&s, op.clone(), &mut |_| {})?;
             v["ok"] = json!(true);
             v

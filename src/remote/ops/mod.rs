@@ -12,6 +12,7 @@ mod hydrate;
 pub mod pull;
 pub mod push;
 mod remote_add;
+mod remote_gc;
 mod remote_list;
 mod remote_rm;
 
@@ -33,6 +34,7 @@ pub fn handles(op: &Op) -> bool {
             | Op::Push { .. }
             | Op::Pull { .. }
             | Op::Hydrate { .. }
+            | Op::RemoteGc { .. }
     )
 }
 
@@ -142,6 +144,11 @@ pub fn run_store(store: &dyn ObjectStore, op: Op, events: &mut dyn FnMut(Value))
         }
         Op::Pull { remote, refs } => pull::run_store(store, remote, refs, events),
         Op::Hydrate { session, remote } => hydrate::run_store(store, session, remote, events),
+        Op::RemoteGc {
+            remote,
+            dry_run,
+            grace_secs,
+        } => remote_gc::run_store(store, remote, dry_run, grace_secs),
         other => Err(Error::Invalid(format!(
             "{} needs a running treefork daemon",
             other.name()

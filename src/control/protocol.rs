@@ -558,6 +558,19 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         remote: Option<String>,
     },
+    /// Drop local copies of objects a remote holds (verified present) and no
+    /// kept session needs (user role only; see docs/protocol.md, "store_trim").
+    StoreTrim {
+        /// Keep what sessions accessed within this duration reach (`30d`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        older_than: Option<String>,
+        /// Keep every session's current workspace (trim only history).
+        #[serde(default, skip_serializing_if = "is_false")]
+        keep_sessions: bool,
+        /// Report only.
+        #[serde(default, skip_serializing_if = "is_false")]
+        dry_run: bool,
+    },
 }
 
 fn is_false(b: &bool) -> bool {

@@ -234,6 +234,13 @@ impl Role {
                 session: _,
                 remote: _,
             } => false,
+            // Trimming drops local copies store-wide (they come back over the
+            // network with the daemon's credentials): the user's.
+            Op::StoreTrim {
+                older_than: _,
+                keep_sessions: _,
+                dry_run: _,
+            } => false,
             // Store-wide maintenance and anything that drops history.
             Op::BranchDelete { name: _ }
             | Op::SessionRm { name: _ }

@@ -319,6 +319,7 @@ impl Daemon {
                 self.stop.store(true, Ordering::Relaxed);
                 Ok(json!({}))
             }
+            op @ Op::StoreTrim { .. } => self.store_trim(&op, events),
             op if crate::remote::ops::handles(&op) => {
                 crate::remote::ops::run(self, who, actor, explanation, session, op, events)
             }

@@ -77,7 +77,7 @@ pub(crate) fn tree(
         };
         let fid = put(Kind::Node, f.encode());
         let r = record(FKind::File, 10 + i as u64, Content::Node(NodeId(fid)));
-        entries.push((format!("f{i}").into_bytes(), Entry::Inline(r)));
+        entries.push((format!("f{i:04}").into_bytes(), Entry::Inline(r)));
     }
     let did = put(Kind::Node, DirNode { entries }.encode());
     let root = RootNode {

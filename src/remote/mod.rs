@@ -23,6 +23,7 @@ pub mod refval;
 pub mod registry;
 pub mod segment;
 pub mod tracking;
+pub mod trim;
 
 pub use config::RemoteConfig;
 pub use registry::{Remote, cache_dir, list, open};

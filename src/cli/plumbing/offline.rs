@@ -113,6 +113,16 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             v["ok"] = json!(true);
             v
         }
+        op @ Op::StoreTrim { .. } => {
+            let mut events = |e: Value| {
+                let n = |k: &str| e[k].as_u64().unwrap_or(0);
+                report(e["phase"].as_str().unwrap_or("trim"), n("done"), n("total"));
+            };
+            let live = treefork::gc::Offline;
+            let mut v = treefork::remote::ops::store_trim::run(&s, &live, op, &mut events)?;
+            v["ok"] = json!(true);
+            v
+        }
         other => bail!("{} needs a running treefork daemon", other.name()),
     })
 }

@@ -14,6 +14,7 @@ mod config;
 mod lazy;
 mod pull;
 mod push;
+mod trim;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -191,6 +191,7 @@ impl Role {
                 name: _,
                 ttl_idle: _,
                 ttl_absolute: _,
+                evict_to: _,
             }
             | Op::SessionDiscard { name: _ }
             | Op::SessionSweep => false,
@@ -261,6 +262,7 @@ impl Role {
                 until_promote: _,
                 manual: _,
                 from_remote: _,
+                evict_to: _,
             } => false,
         };
         match self {

@@ -10,6 +10,7 @@
 pub mod client;
 pub mod config;
 pub mod creds;
+pub mod evict;
 pub mod held;
 pub mod index;
 pub mod layout;

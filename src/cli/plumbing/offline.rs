@@ -75,13 +75,16 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             name,
             ttl_idle,
             ttl_absolute,
+            evict_to,
         } => {
             let change = treefork::lifecycle::manage::PolicyChange {
                 ttl_idle: ttl_idle.clone(),
                 ttl_absolute: ttl_absolute.clone(),
+                evict_to: evict_to.clone(),
                 ..Default::default()
             };
             change.validate()?;
+            change.check_remote(&s)?;
             let now = treefork::lifecycle::manage::now();
             let info = treefork::lifecycle::manage::update(&s, name, &mut |i| {
                 change.apply(i, now)?;

@@ -11,6 +11,7 @@
 //! harness starts gets the same variables, so daemons reach the server.
 
 mod config;
+mod evict;
 mod lazy;
 mod pull;
 mod push;

@@ -53,13 +53,12 @@ pub(crate) fn fixture() -> Fixture {
     }
 }
 
+/// Objects written: (kind, id, raw).
+pub(crate) type Objects = Vec<(Kind, [u8; 32], Vec<u8>)>;
+
 /// One tree: root -> directory -> `n` files of one chunk each. Returns the root
 /// and every (kind, id, raw) written, children first.
-pub(crate) fn tree(
-    store: &dyn ObjectStore,
-    n: usize,
-    seed: u8,
-) -> (NodeId, Vec<(Kind, [u8; 32], Vec<u8>)>) {
+pub(crate) fn tree(store: &dyn ObjectStore, n: usize, seed: u8) -> (NodeId, Objects) {
     let mut objs = Vec::new();
     let mut put = |k: Kind, raw: Vec<u8>| {
         let id = store.put(k, &raw).unwrap();

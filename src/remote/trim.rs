@@ -177,6 +177,9 @@ fn verify(
     Ok(out)
 }
 
+/// A tree root with the owner to name in problems.
+type Owned = (String, NodeId);
+
 /// The tree roots a trim keeps, and the sessions they belong to. `mounted`:
 /// the names of the mounted sessions.
 fn keep_roots(
@@ -184,7 +187,7 @@ fn keep_roots(
     mounted: &HashSet<String>,
     req: &TrimRequest,
     now: i64,
-) -> Result<(Vec<(String, NodeId)>, Vec<String>)> {
+) -> Result<(Vec<Owned>, Vec<String>)> {
     let mut roots = Vec::new();
     let mut names = Vec::new();
     for rec in crate::session::list_records(store)? {

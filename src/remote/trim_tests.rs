@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::id::ChunkId;
-use crate::remote::held::tests::{Fixture, fixture, session, tree, upload};
+use crate::remote::held::tests::{Fixture, Objects, fixture, session, tree, upload};
 use crate::store::ObjectStore;
 
 /// Mounted sessions (name, live node ids).
@@ -32,16 +32,14 @@ fn run(f: &Fixture, live: &dyn Live, req: TrimRequest) -> TrimReport {
     .unwrap()
 }
 
-fn local(f: &Fixture, objs: &[(Kind, [u8; 32], Vec<u8>)]) -> usize {
+fn local(f: &Fixture, objs: &Objects) -> usize {
     objs.iter()
         .filter(|o| f.store.contains(&o.1).unwrap())
         .count()
 }
 
-type Objs = Vec<(Kind, [u8; 32], Vec<u8>)>;
-
 /// Sessions `a` (its objects on the remote) and `b` (on no remote).
-fn two_sessions(f: &Fixture) -> (NodeId, Objs, NodeId, Objs) {
+fn two_sessions(f: &Fixture) -> (NodeId, Objects, NodeId, Objects) {
     let (ra, a) = tree(&*f.store, 20, 1);
     let (rb, b) = tree(&*f.store, 3, 2);
     session(&*f.store, "a", ra);

@@ -49,6 +49,9 @@ pub struct FsckReport {
     pub objects_verified: u64,
     /// Bytes of chunk data verified.
     pub bytes_verified: u64,
+    /// Reachable objects not stored locally but held by a configured remote
+    /// (trimmed or never hydrated; they come back lazily): not read, not problems.
+    pub remote_held: u64,
     /// Records in packs no index entry names (garbage for gc, or what a repair
     /// indexes).
     pub unindexed_records: u64,
@@ -299,7 +302,14 @@ fn walk_roots(
     let mut roots = reach::roots(store.meta())?;
     let tree_roots = roots.tree_roots();
     let read = |k: ObjKind, id: &[u8; 32]| store.read_verified(k, id);
+    // Objects a remote holds and the store does not (trimmed, never hydrated):
+    // counted, not read, not problems.
+    let held = crate::remote::held::Held::of(store)?;
+    let on_remote = |id: &[u8; 32]| held.as_ref().is_some_and(|h| h.is_held(id));
     let mut walk = Walk::new(&read, ChunkCheck::Verify);
+    if held.is_some() {
+        walk = walk.with_boundary(&on_remote);
+    }
     let total = tree_roots.len() as u64;
     let mut root_ok: HashMap<NodeId, bool> = HashMap::new();
     for (i, (owner, id)) in tree_roots.into_iter().enumerate() {
@@ -311,7 +321,8 @@ fn walk_roots(
             .any(|p| p.path == "/" && p.object.as_deref() == Some(&id.to_hex()));
         root_ok.entry(id).or_insert(!root_broken);
     }
-    rep.objects_verified = (walk.nodes.len() + walk.chunks.len()) as u64;
+    rep.remote_held = walk.at_boundary.len() as u64;
+    rep.objects_verified = (walk.nodes.len() + walk.chunks.len()) as u64 - rep.remote_held;
     rep.bytes_verified = walk.bytes_verified;
     rep.problems.extend(roots.problems.iter().cloned());
     rep.problems.extend(walk.problems);

@@ -79,6 +79,9 @@ pub struct GcReport {
     pub disk_after: u64,
     /// Mounted sessions whose live tables were marked.
     pub mounted_sessions: u64,
+    /// Reachable objects not stored locally but held by a configured remote
+    /// (trimmed or never hydrated): not read, not a problem.
+    pub remote_held: u64,
     /// Wall time in milliseconds.
     pub elapsed_ms: u64,
 }
@@ -109,28 +112,59 @@ pub fn gc(
         dry_run,
         ..GcReport::default()
     };
+    collect(store, live, &mut rep, progress, &mut |rep, progress| {
+        mark(store, live, rep, progress)
+    })?;
+    rep.elapsed_ms = t0.elapsed().as_millis() as u64;
+    log_report(&rep);
+    Ok(rep)
+}
+
+/// Chooses what a collection keeps, once the guard is up and the barrier passed.
+pub(crate) type MarkFn<'a> =
+    &'a mut dyn FnMut(&mut GcReport, &mut dyn FnMut(&str, u64, u64)) -> Result<Marked>;
+
+/// The protocol of [`gc`] with the mark step given by the caller (`store trim`
+/// keeps less than every root reaches): guard (1), barrier (2), `mark` (3),
+/// sweep (4), repack (5). Sets `disk_before`; `rep.dry_run` says whether
+/// anything changes.
+pub(crate) fn collect(
+    store: &dyn Packs,
+    live: &dyn Live,
+    rep: &mut GcReport,
+    progress: &mut dyn FnMut(&str, u64, u64),
+    mark: MarkFn<'_>,
+) -> Result<()> {
     rep.disk_before = store.packs()?.iter().map(|(_, n)| n).sum();
     store.gc_begin();
     let end = GuardEnd(store);
     live.barrier();
-    let marked = mark(store, live, &mut rep, progress)?;
-    let dry_index = sweep(store, marked, dry_run, &mut rep, progress)?;
+    let marked = mark(rep, progress)?;
+    let dry_index = sweep(store, marked, rep.dry_run, rep, progress)?;
     drop(end);
-    repack(store, dry_index, &mut rep, progress)?;
-    rep.elapsed_ms = t0.elapsed().as_millis() as u64;
-    log_report(&rep);
-    Ok(rep)
+    repack(store, dry_index, rep, progress)
 }
 
 /// Index entries: (object id, where its record is).
 type Index = Vec<([u8; 32], Loc)>;
 
 /// What the mark step found live, and the checkpoint records it found dead.
-struct Marked {
+pub(crate) struct Marked {
     /// Every node and chunk reached.
     objects: HashSet<[u8; 32]>,
     /// Deletions of the records of checkpoints that are not live.
     dead_checkpoints: Vec<MetaOp>,
+}
+
+impl Marked {
+    /// Keep exactly `objects` (plus what the sweep always keeps: guarded puts
+    /// and the delta bases of kept objects); no record is dropped.
+    pub(crate) fn keep(objects: HashSet<[u8; 32]>) -> Marked {
+        Marked {
+            objects,
+            dead_checkpoints: Vec::new(),
+        }
+    }
 }
 
 /// Step 3, mark: walk the durable roots and every mounted session's live ids to
@@ -148,8 +182,23 @@ fn mark(
     if !roots.problems.is_empty() {
         return Err(refuse(&roots.problems));
     }
-    let read = |k: ObjKind, id: &[u8; 32]| store.get(k, id);
+    // Objects a remote holds and the store does not are the walk's boundary; with
+    // a remote configured, reads are local only (a gc never hydrates).
+    let held = crate::remote::held::Held::of(store)?;
+    let on_remote = |id: &[u8; 32]| held.as_ref().is_some_and(|h| h.is_held(id));
+    let read = |k: ObjKind, id: &[u8; 32]| {
+        if held.is_some() && !store.contains(id)? {
+            return Err(Error::Missing(format!(
+                "{k:?} object {} (on no remote either)",
+                crate::id::hex(&id[..6])
+            )));
+        }
+        store.get(k, id)
+    };
     let mut walk = Walk::new(&read, ChunkCheck::Mark);
+    if held.is_some() {
+        walk = walk.with_boundary(&on_remote);
+    }
     let total = tree_roots.len() as u64;
     for (i, (owner, id)) in tree_roots.into_iter().enumerate() {
         walk.root(&owner, id);
@@ -171,6 +220,7 @@ fn mark(
     }
     let objects: HashSet<[u8; 32]> = walk.reached().copied().collect();
     rep.objects_live = objects.len() as u64;
+    rep.remote_held = walk.at_boundary.len() as u64;
     let dead_checkpoints: Vec<MetaOp> = roots
         .checkpoints
         .keys()

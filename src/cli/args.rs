@@ -13,7 +13,7 @@ use super::flags::Globals;
 use super::{
     Ctx, Outcome, Result, Run, completions, config, daemon, exec, experiment, history, hydrate,
     man, mcp, messages, mount, mount_helper, promote, pull, push, refs, remote, rewind, show,
-    snapshot, store, timeline, undo,
+    snapshot, store, timeline, trim, undo,
 };
 
 /// The `treefork` command line.
@@ -89,6 +89,7 @@ commands! {
     Gc(store::Gc),
     Fsck(store::Fsck),
     Session(store::Session),
+    Store(trim::Store),
     Remote(remote::Remote),
     Completions(completions::Completions),
     Man(man::Man),

@@ -30,6 +30,10 @@ pub struct PolicyArgs {
     /// Never evict automatically (only `session discard` or `session rm`).
     #[arg(long)]
     pub manual: bool,
+    /// Push the session to this remote before an eviction unmounts it
+    /// (`none`: evict locally only).
+    #[arg(long, value_name = "REMOTE")]
+    pub evict_to: Option<String>,
 }
 
 impl PolicyArgs {
@@ -198,6 +202,10 @@ pub struct Extend {
     /// New absolute TTL, counted from now, e.g. `2d` (`never`: none).
     #[arg(long, value_name = "DURATION")]
     ttl_absolute: Option<String>,
+    /// Push the session to this remote before an eviction unmounts it
+    /// (`none`: evict locally only).
+    #[arg(long, value_name = "REMOTE")]
+    evict_to: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -225,6 +233,7 @@ impl Run for Extend {
             name: self.name.clone(),
             ttl_idle: self.ttl_idle.clone(),
             ttl_absolute: self.ttl_absolute.clone(),
+            evict_to: self.evict_to.clone(),
         };
         let r: Reply<Extended> = cx.store_op(op, false)?;
         Ok(r.into())

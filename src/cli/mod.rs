@@ -101,6 +101,7 @@ mod show;
 mod snapshot;
 mod store;
 mod timeline;
+mod trim;
 mod undo;
 
 pub use anyhow::Result;

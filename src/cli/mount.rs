@@ -76,6 +76,7 @@ impl Run for Mount {
             until_promote: self.policy.until_promote(),
             manual: self.policy.manual.then_some(true),
             from_remote: self.from_remote.clone(),
+            evict_to: self.policy.evict_to.clone(),
         };
         let reply: Reply<Ignored> = match cx.explicit(&op)? {
             Some(r) => r,

@@ -82,6 +82,7 @@ struct FsckReport {
     objects_verified: u64,
     bytes_verified: u64,
     unindexed_records: u64,
+    remote_held: u64,
     torn_tails: Vec<String>,
     repaired: Vec<String>,
     problems: Vec<Problem>,
@@ -140,6 +141,13 @@ impl Human for Checked {
             human_bytes(f.bytes_verified as f64),
             f.unindexed_records,
         )?;
+        if f.remote_held > 0 {
+            writeln!(
+                out,
+                "remote_held: {} reachable objects are not stored here but held by a remote (read lazily)",
+                f.remote_held
+            )?;
+        }
         for t in &f.torn_tails {
             writeln!(out, "note: torn tail (crash leftover, harmless): {t}")?;
         }

@@ -38,6 +38,7 @@ mod tests {
             until_promote: None,
             manual: None,
             from_remote: None,
+            evict_to: None,
         };
         let line = encode_request(&op);
         assert_eq!(parse_request(line.trim_ascii_end()).unwrap(), op);

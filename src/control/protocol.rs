@@ -56,6 +56,10 @@ pub enum Op {
         /// or a new session at a remote branch); contents arrive lazily.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         from_remote: Option<String>,
+        /// Push the session to this remote before an eviction unmounts it
+        /// (`none` clears it); stored as the info's `policy.evict_to`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        evict_to: Option<String>,
     },
     /// Flush and unmount.
     Umount {
@@ -264,6 +268,9 @@ pub enum Op {
         /// New absolute TTL, from now (`never` clears it).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ttl_absolute: Option<String>,
+        /// Push to this remote before evicting (`none` clears it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        evict_to: Option<String>,
     },
     /// Unmount a session and mark it discarded (`gc` removes it after retention).
     SessionDiscard {
@@ -570,6 +577,19 @@ pub enum Op {
         /// Seconds between condemning and deleting (default 24 h).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         grace_secs: Option<u64>,
+    },
+    /// Drop local copies of objects a remote holds (verified present) and no
+    /// kept session needs (user role only; see docs/protocol.md, "store_trim").
+    StoreTrim {
+        /// Keep what sessions accessed within this duration reach (`30d`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        older_than: Option<String>,
+        /// Keep every session's current workspace (trim only history).
+        #[serde(default, skip_serializing_if = "is_false")]
+        keep_sessions: bool,
+        /// Report only.
+        #[serde(default, skip_serializing_if = "is_false")]
+        dry_run: bool,
     },
 }
 

@@ -191,6 +191,7 @@ impl Role {
                 name: _,
                 ttl_idle: _,
                 ttl_absolute: _,
+                evict_to: _,
             }
             | Op::SessionDiscard { name: _ }
             | Op::SessionSweep => false,
@@ -241,6 +242,13 @@ impl Role {
                 dry_run: _,
                 grace_secs: _,
             } => false,
+            // Trimming drops local copies store-wide (they come back over the
+            // network with the daemon's credentials): the user's.
+            Op::StoreTrim {
+                older_than: _,
+                keep_sessions: _,
+                dry_run: _,
+            } => false,
             // Store-wide maintenance and anything that drops history.
             Op::BranchDelete { name: _ }
             | Op::SessionRm { name: _ }
@@ -261,6 +269,7 @@ impl Role {
                 until_promote: _,
                 manual: _,
                 from_remote: _,
+                evict_to: _,
             } => false,
         };
         match self {

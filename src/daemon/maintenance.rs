@@ -69,6 +69,19 @@ impl Daemon {
         Ok(json!({ "fsck": rep, "clean": rep.clean() }))
     }
 
+    /// `store trim` (see `crate::remote::trim`): serialized with gc and fsck.
+    pub(crate) fn store_trim(
+        &self,
+        op: &crate::control::Op,
+        events: &mut dyn FnMut(Value),
+    ) -> Result<Value> {
+        let _m = self
+            .maintenance
+            .try_lock()
+            .map_err(|_| Error::Conflict("a gc or fsck is already running on this store".into()))?;
+        crate::remote::ops::store_trim::run(&*self.store, self, op, events)
+    }
+
     pub(crate) fn session_rm(&self, name: &str) -> Result<Value> {
         // Owning the name keeps mounts, forks and unmounts of it out meanwhile.
         let _claim = self

@@ -271,6 +271,7 @@ impl Daemon {
                 until_promote,
                 manual,
                 from_remote,
+                evict_to,
             } => {
                 let agent = AgentSocket::from_request(agent_socket, agent_uid)?;
                 if let Some(spec) = &from_remote {
@@ -287,8 +288,10 @@ impl Daemon {
                     ttl_absolute,
                     until_promote,
                     manual,
+                    evict_to,
                 };
                 change.validate()?;
+                change.check_remote(&**self.store())?;
                 let v = self.mount(&session, &mountpoint, from.as_deref(), agent, events)?;
                 self.apply_policy(&session, &change)?;
                 Ok(v)
@@ -312,13 +315,15 @@ impl Daemon {
                 name,
                 ttl_idle,
                 ttl_absolute,
-            } => self.session_extend(&name, ttl_idle, ttl_absolute),
+                evict_to,
+            } => self.session_extend(&name, ttl_idle, ttl_absolute, evict_to),
             Op::SessionDiscard { name } => self.session_discard(&name),
             Op::SessionSweep => self.sweep(),
             Op::Shutdown => {
                 self.stop.store(true, Ordering::Relaxed);
                 Ok(json!({}))
             }
+            op @ Op::StoreTrim { .. } => self.store_trim(&op, events),
             op if crate::remote::ops::handles(&op) => {
                 crate::remote::ops::run(self, who, actor, explanation, session, op, events)
             }

@@ -13,7 +13,10 @@
 //! `evict`), then an unmount, then state `expired`. A busy mount (open files, a
 //! cwd inside, a recorded command running) is never forced: `evict_blocked` says
 //! why and the next sweep retries (checkpointing again only if something changed).
-//! An unmounted session past its policy is only marked `expired`.
+//! An unmounted session past its policy is only marked `expired`. A session
+//! whose policy names a remote (`policy.evict_to`) is pushed between the
+//! checkpoint and the unmount (`crate::remote::evict`); a failed push keeps it
+//! mounted with `evict_blocked` saying why (retried next sweep).
 //!
 //! Settings (daemon environment): [`SWEEP_ENV`] (a duration), [`DISCARD_ENV`]
 //! (how long a discarded session is kept before `gc` removes it, default 7 days).
@@ -230,13 +233,16 @@ impl Daemon {
         name: &str,
         ttl_idle: Option<String>,
         ttl_absolute: Option<String>,
+        evict_to: Option<String>,
     ) -> Result<Value> {
         let change = PolicyChange {
             ttl_idle,
             ttl_absolute,
+            evict_to,
             ..PolicyChange::default()
         };
         change.validate()?;
+        change.check_remote(&**self.store())?;
         let now = manage::now();
         let info = manage::update(&**self.store(), name, &mut |i| {
             change.apply(i, now)?;
@@ -338,7 +344,14 @@ impl Daemon {
                 None
             }
         };
+        let pushed = match &info.policy.evict_to {
+            Some(remote) => Some(crate::remote::evict::push_before_evict(self, s, remote)?),
+            None => None,
+        };
         self.unmount(&t.mountpoint)?;
+        if let (Some(remote), Some(state)) = (&info.policy.evict_to, pushed) {
+            crate::remote::evict::push_after_unmount(self, s.name(), remote, state);
+        }
         manage::update(&**self.store(), s.name(), &mut |i| {
             i.state = State::Expired;
             i.evict_blocked = None;

@@ -69,6 +69,8 @@ pub struct PolicyChange {
     pub until_promote: Option<bool>,
     /// Never evict automatically.
     pub manual: Option<bool>,
+    /// Push to this remote before evicting (`none` clears it).
+    pub evict_to: Option<String>,
 }
 
 fn ttl(s: &str) -> Result<Option<u64>> {
@@ -113,8 +115,32 @@ impl PolicyChange {
         if let Some(m) = self.manual {
             info.policy.manual = m;
         }
+        if let Some(r) = &self.evict_to {
+            info.policy.evict_to = Some(r.clone()).filter(|r| !is_none(r));
+        }
         Ok(())
     }
+
+    /// Check `evict_to` against the remotes configured in `store` (`none`
+    /// always passes: it clears the setting).
+    pub fn check_remote(&self, store: &dyn ObjectStore) -> Result<()> {
+        match &self.evict_to {
+            Some(r) if !is_none(r) => {
+                if !crate::remote::config::exists(store, r)? {
+                    return Err(Error::NotFound(format!(
+                        "--evict-to {r}: no remote named {r} (see `treefork remote list`)"
+                    )));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `none`/`off`/`never` (or empty) clear `--evict-to`.
+fn is_none(r: &str) -> bool {
+    matches!(r.trim(), "" | "none" | "off" | "never")
 }
 
 /// Why `info` is due for eviction at `now` (`None`: it is not). `manual` never
@@ -274,9 +300,11 @@ mod tests {
             ttl_absolute: Some("1h".into()),
             until_promote: Some(false),
             manual: Some(true),
+            evict_to: Some("origin".into()),
         };
         c.validate().unwrap();
         c.apply(&mut i, 1500).unwrap();
+        assert_eq!(i.policy.evict_to.as_deref(), Some("origin"));
         assert_eq!(i.task.as_deref(), Some("fix it"));
         assert_eq!(i.policy.idle_ttl_secs, Some(30));
         assert_eq!(i.policy.absolute_ttl_secs, Some(3600 + 500));
@@ -287,6 +315,13 @@ mod tests {
         };
         off.apply(&mut i, 1500).unwrap();
         assert_eq!(i.policy.idle_ttl_secs, None);
+        assert_eq!(i.policy.evict_to.as_deref(), Some("origin"));
+        let local = PolicyChange {
+            evict_to: Some("none".into()),
+            ..Default::default()
+        };
+        local.apply(&mut i, 1500).unwrap();
+        assert_eq!(i.policy.evict_to, None);
         let bad = PolicyChange {
             ttl_idle: Some("soon".into()),
             ..Default::default()

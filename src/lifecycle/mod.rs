@@ -57,6 +57,10 @@ pub struct Policy {
     pub until_promote: bool,
     /// Never evict automatically (only `session discard` / `rm`).
     pub manual: bool,
+    /// Push the session to this remote before evicting it (a push that fails
+    /// keeps it mounted; the next sweep retries). `None`: evict locally only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evict_to: Option<String>,
 }
 
 /// Default idle TTL (seed 003): 4 hours.
@@ -69,6 +73,7 @@ impl Default for Policy {
             absolute_ttl_secs: None,
             until_promote: true,
             manual: false,
+            evict_to: None,
         }
     }
 }
@@ -217,6 +222,7 @@ impl SessionInfo {
             absolute_ttl_secs: None,
             until_promote: false,
             manual: true,
+            evict_to: None,
         };
         i
     }

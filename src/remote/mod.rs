@@ -11,6 +11,8 @@ pub mod client;
 pub mod config;
 pub mod creds;
 pub mod gc;
+pub mod evict;
+pub mod held;
 pub mod index;
 pub mod layout;
 pub mod lazy;
@@ -23,6 +25,7 @@ pub mod refval;
 pub mod registry;
 pub mod segment;
 pub mod tracking;
+pub mod trim;
 
 pub use config::RemoteConfig;
 pub use registry::{Remote, cache_dir, list, open};

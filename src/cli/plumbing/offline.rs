@@ -75,13 +75,16 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             name,
             ttl_idle,
             ttl_absolute,
+            evict_to,
         } => {
             let change = treefork::lifecycle::manage::PolicyChange {
                 ttl_idle: ttl_idle.clone(),
                 ttl_absolute: ttl_absolute.clone(),
+                evict_to: evict_to.clone(),
                 ..Default::default()
             };
             change.validate()?;
+            change.check_remote(&s)?;
             let now = treefork::lifecycle::manage::now();
             let info = treefork::lifecycle::manage::update(&s, name, &mut |i| {
                 change.apply(i, now)?;
@@ -111,6 +114,16 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
                 report("upload", n("done"), n("total"));
             };
             let mut v = treefork::remote::ops::run_store(&s, op.clone(), &mut events)?;
+            v["ok"] = json!(true);
+            v
+        }
+        op @ Op::StoreTrim { .. } => {
+            let mut events = |e: Value| {
+                let n = |k: &str| e[k].as_u64().unwrap_or(0);
+                report(e["phase"].as_str().unwrap_or("trim"), n("done"), n("total"));
+            };
+            let live = treefork::gc::Offline;
+            let mut v = treefork::remote::ops::store_trim::run(&s, &live, op, &mut events)?;
             v["ok"] = json!(true);
             v
         }

@@ -5,6 +5,10 @@
 //! to [`run`]; ops that need only the store are also run without a daemon
 //! ([`run_store`], from the CLI's offline path).
 //!
+//! `store_trim` needs the store's packs and the mounted sessions' live ids (gc's
+//! protocol), which [`Host`] does not give: the daemon calls
+//! [`store_trim::run`] itself (beside `gc`), the CLI's offline path likewise.
+//!
 //! Invariants: every op here is user-only (`Role::allows`); none carries or
 //! answers credentials; network work happens outside the host's locks.
 
@@ -15,6 +19,7 @@ mod remote_add;
 mod remote_gc;
 mod remote_list;
 mod remote_rm;
+pub mod store_trim;
 
 use serde_json::Value;
 

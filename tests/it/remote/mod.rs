@@ -12,9 +12,11 @@
 
 mod config;
 mod gc;
+mod evict;
 mod lazy;
 mod pull;
 mod push;
+mod trim;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -10,8 +10,8 @@
 pub mod client;
 pub mod config;
 pub mod creds;
-pub mod gc;
 pub mod evict;
+pub mod gc;
 pub mod held;
 pub mod index;
 pub mod layout;

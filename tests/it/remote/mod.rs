@@ -11,8 +11,8 @@
 //! harness starts gets the same variables, so daemons reach the server.
 
 mod config;
-mod gc;
 mod evict;
+mod gc;
 mod lazy;
 mod pull;
 mod push;

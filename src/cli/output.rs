@@ -171,6 +171,12 @@ pub fn short(id: &str) -> &str {
     &id[..id.len().min(12)]
 }
 
+/// A ref move `old..new` of two optional ids, short, `-` for none.
+pub fn moved(old: &Option<String>, new: &Option<String>) -> String {
+    let s = |c: &Option<String>| c.as_deref().map_or("-", short).to_string();
+    format!("{}..{}", s(old), s(new))
+}
+
 /// A Unix time in local time, `YYYY-MM-DD HH:MM:SS` (the number itself if `date`
 /// cannot format it).
 pub fn fmt_time(secs: i64) -> String {

@@ -35,20 +35,15 @@ struct RefLine {
 
 impl Human for Pulled {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        let short = |c: &Option<String>| {
-            c.as_deref()
-                .map_or("-".to_string(), |h| super::output::short(h).to_string())
-        };
         for r in &self.refs {
             writeln!(
                 out,
-                "{:<13} {} {}/{} ({}..{})",
+                "{:<13} {} {}/{} ({})",
                 r.status,
                 r.kind,
                 self.remote,
                 r.name,
-                short(&r.old),
-                short(&r.new)
+                super::output::moved(&r.old, &r.new)
             )?;
         }
         writeln!(

@@ -43,21 +43,16 @@ struct RefLine {
 
 impl Human for Pushed {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        let short = |c: &Option<String>| {
-            c.as_deref()
-                .map_or("-".to_string(), |h| super::output::short(h).to_string())
-        };
         for r in &self.refs {
             writeln!(
                 out,
-                "{:<10} {} {} -> {}/{} ({}..{})",
+                "{:<10} {} {} -> {}/{} ({})",
                 r.status,
                 r.kind,
                 r.src,
                 self.remote,
                 r.dst,
-                short(&r.old),
-                short(&r.new)
+                super::output::moved(&r.old, &r.new)
             )?;
         }
         writeln!(

@@ -57,21 +57,8 @@ pub fn run<H: Host>(
     let _ = (who, actor, explanation, session, &events);
     let store = h.store();
     match op {
-        Op::RemoteAdd {
-            name,
-            url,
-            endpoint,
-            region,
-            single_writer,
-        } => {
-            let req = remote_add::Request {
-                name: &name,
-                url: &url,
-                endpoint: &endpoint,
-                region: region.as_deref(),
-                single_writer,
-            };
-            let ready = remote_add::prepare(&*store, &req)?;
+        op @ Op::RemoteAdd { .. } => {
+            let ready = remote_add::prepare(&*store, &remote_add::Request::of(&op)?)?;
             let v = {
                 let _names = h.name_lock();
                 remote_add::commit(&*store, ready)?
@@ -114,21 +101,8 @@ pub fn run<H: Host>(
 pub fn run_store(store: &dyn ObjectStore, op: Op, events: &mut dyn FnMut(Value)) -> Result<Value> {
     let _ = &events;
     match op {
-        Op::RemoteAdd {
-            name,
-            url,
-            endpoint,
-            region,
-            single_writer,
-        } => {
-            let req = remote_add::Request {
-                name: &name,
-                url: &url,
-                endpoint: &endpoint,
-                region: region.as_deref(),
-                single_writer,
-            };
-            let ready = remote_add::prepare(store, &req)?;
+        op @ Op::RemoteAdd { .. } => {
+            let ready = remote_add::prepare(store, &remote_add::Request::of(&op)?)?;
             remote_add::commit(store, ready)
         }
         Op::RemoteList => remote_list::run(store),

@@ -22,6 +22,28 @@ pub(super) struct Request<'a> {
     pub single_writer: bool,
 }
 
+impl<'a> Request<'a> {
+    /// The arguments of `op`, which must be an `Op::RemoteAdd`.
+    pub(super) fn of(op: &'a crate::control::Op) -> Result<Request<'a>> {
+        match op {
+            crate::control::Op::RemoteAdd {
+                name,
+                url,
+                endpoint,
+                region,
+                single_writer,
+            } => Ok(Request {
+                name,
+                url,
+                endpoint,
+                region: region.as_deref(),
+                single_writer: *single_writer,
+            }),
+            _ => Err(Error::Invalid("not a remote_add request".into())),
+        }
+    }
+}
+
 /// A probed config, ready to be stored.
 pub(super) struct Ready {
     config: RemoteConfig,

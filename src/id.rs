@@ -111,6 +111,23 @@ fn parse_hex32(s: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// 16 random bytes from `/dev/urandom` (a hash of the time and pid when it cannot
+/// be read): names and tokens that must not collide, never secrets.
+pub fn random16() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .is_err()
+    {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let seed = format!("{}-{:?}", std::process::id(), t);
+        b.copy_from_slice(&blake3::hash(seed.as_bytes()).as_bytes()[..16]);
+    }
+    b
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -163,15 +163,7 @@ pub fn validate_id(id: &str) -> Result<()> {
 
 /// A new random (version 4) UUID.
 pub fn new_id() -> String {
-    let mut b = [0u8; 16];
-    let filled = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
-        .is_ok();
-    if !filled {
-        let t = crate::tree::Timespec::now();
-        let seed = format!("{}.{}.{}", t.sec, t.nsec, std::process::id());
-        b.copy_from_slice(&blake3::hash(seed.as_bytes()).as_bytes()[..16]);
-    }
+    let mut b = crate::id::random16();
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h = crate::id::hex(&b);

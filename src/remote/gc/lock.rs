@@ -24,18 +24,7 @@ pub struct Held<'a> {
 }
 
 fn token() -> String {
-    let mut b = [0u8; 16];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
-        .is_err()
-    {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        let seed = format!("gc-{}-{:?}", std::process::id(), t);
-        b.copy_from_slice(&blake3::hash(seed.as_bytes()).as_bytes()[..16]);
-    }
-    crate::id::hex(&b)
+    crate::id::hex(&crate::id::random16())
 }
 
 fn host() -> String {

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use treefork::remote::client::{self, Client, Credentials, S3Target};
+use treefork::remote::client::{self, Client, Credentials, PutIf, S3Target};
 
 use crate::harness::TEST_AWS_ENV;
 
@@ -304,15 +304,31 @@ fn spawn_and_wait(weed: &Path, dir: &Path, ports: Ports) -> Result<Child, String
         if let Ok(Some(st)) = child.try_wait() {
             return Err(format!("weed exited ({st}):\n{}", read_log()));
         }
-        match c.list("") {
-            Ok(_) => return Ok(child),
-            Err(e) => last = e.to_string(),
+        match serves(&c, &client_for(&format!("http://127.0.0.1:{}", ports.s3), "")) {
+            Ok(()) => return Ok(child),
+            Err(e) => last = e,
         }
         std::thread::sleep(Duration::from_millis(100));
     }
     let _ = child.kill();
     let _ = child.wait();
     Err(format!("S3 not ready after 60 s: {last}\n{}", read_log()))
+}
+
+/// Whether the server serves its whole data path, not just listings: a probe
+/// object written and read back (master assign, volume, filer), and after a
+/// restart a range read of objects already stored (their volume loaded).
+fn serves(probe: &Client, root: &Client) -> Result<(), String> {
+    let s = |e: treefork::Error| e.to_string();
+    probe.put("probe", b"ok".to_vec(), PutIf::Always).map_err(s)?;
+    match probe.get("probe").map_err(s)? {
+        Some(g) if g.bytes == b"ok" => {}
+        other => return Err(format!("probe read back {:?}", other.map(|g| g.bytes))),
+    }
+    for m in root.list("").map_err(s)?.iter().filter(|m| m.size > 0).take(8) {
+        root.get_range(&m.key, 0..1).map_err(s)?;
+    }
+    Ok(())
 }
 
 impl Drop for S3Server {

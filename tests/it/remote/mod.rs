@@ -304,7 +304,10 @@ fn spawn_and_wait(weed: &Path, dir: &Path, ports: Ports) -> Result<Child, String
         if let Ok(Some(st)) = child.try_wait() {
             return Err(format!("weed exited ({st}):\n{}", read_log()));
         }
-        match serves(&c, &client_for(&format!("http://127.0.0.1:{}", ports.s3), "")) {
+        match serves(
+            &c,
+            &client_for(&format!("http://127.0.0.1:{}", ports.s3), ""),
+        ) {
             Ok(()) => return Ok(child),
             Err(e) => last = e,
         }
@@ -320,12 +323,20 @@ fn spawn_and_wait(weed: &Path, dir: &Path, ports: Ports) -> Result<Child, String
 /// restart a range read of objects already stored (their volume loaded).
 fn serves(probe: &Client, root: &Client) -> Result<(), String> {
     let s = |e: treefork::Error| e.to_string();
-    probe.put("probe", b"ok".to_vec(), PutIf::Always).map_err(s)?;
+    probe
+        .put("probe", b"ok".to_vec(), PutIf::Always)
+        .map_err(s)?;
     match probe.get("probe").map_err(s)? {
         Some(g) if g.bytes == b"ok" => {}
         other => return Err(format!("probe read back {:?}", other.map(|g| g.bytes))),
     }
-    for m in root.list("").map_err(s)?.iter().filter(|m| m.size > 0).take(8) {
+    for m in root
+        .list("")
+        .map_err(s)?
+        .iter()
+        .filter(|m| m.size > 0)
+        .take(8)
+    {
         root.get_range(&m.key, 0..1).map_err(s)?;
     }
     Ok(())

@@ -15,6 +15,10 @@
 //!
 //! `TREEFORK_DEBUG_FAILPOINT=message-writer-delay-ms:N`: the message writer waits N
 //! ms before each batch, so appends fill its queue. Used by `tests/it/messages.rs`.
+//!
+//! `TREEFORK_DEBUG_FAILPOINT=fuse-write-delay-ms:N`: every FUSE write request waits
+//! N ms before it is served, so a test can kill the daemon while the kernel's
+//! writeback (a checkpoint's `syncfs`) waits on it. Used by `tests/it/crash.rs`.
 
 use crate::error::Result;
 
@@ -83,6 +87,20 @@ pub fn message_writer_delay() {
 #[cfg(not(debug_assertions))]
 #[inline(always)]
 pub fn message_writer_delay() {}
+
+/// Before a FUSE write request is served: the `fuse-write-delay-ms:N` failpoint
+/// sleeps N ms.
+#[cfg(debug_assertions)]
+pub fn fuse_write_delay() {
+    if let Some(ms) = armed("fuse-write-delay-ms") {
+        std::thread::sleep(std::time::Duration::from_millis(ms as u64));
+    }
+}
+
+/// Release builds: no failpoints.
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+pub fn fuse_write_delay() {}
 
 /// `TREEFORK_DEBUG_FAILPOINT=push-slow-packs:N`: a push rotates its packs at N
 /// KiB (instead of 32 MiB) and pauses [`PUSH_PACK_DELAY_MS`] after each, so a

@@ -324,23 +324,15 @@ fn unescape_mount(s: &str) -> String {
         .replace("\\134", "\\")
 }
 
-/// Lazily detach whatever is mounted at `mp` (never following a final symlink).
+/// Lazily detach whatever is mounted at `mp` (never following a final symlink;
+/// from a child process: see [`crate::fs::outside`]).
 pub fn detach(mp: &Path) -> bool {
-    let Ok(c) = cstr(mp) else {
-        return false;
-    };
-    // SAFETY: valid C string.
-    unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) == 0 }
+    crate::fs::outside::detach(mp).is_ok()
 }
 
-/// Unmount `mp` (never following a final symlink).
+/// Unmount `mp` (never following a final symlink; from a child process).
 pub(crate) fn umount(mp: &Path) -> std::io::Result<()> {
-    let c = CString::new(mp.as_os_str().as_bytes())?;
-    // SAFETY: valid C string.
-    if unsafe { libc::umount2(c.as_ptr(), libc::UMOUNT_NOFOLLOW) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    crate::fs::outside::umount(mp)
 }
 
 #[cfg(test)]

@@ -65,6 +65,7 @@ impl TreeforkFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        crate::failpoint::fuse_write_delay();
         self.changing(req.pid(), Changing::Ino(ino.0));
         guarded!(self, "write", [ino, offset, data.len(), write_flags], {
             if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {

@@ -135,6 +135,7 @@ mod dir;
 mod kernel;
 mod misc;
 mod namespace;
+pub mod outside;
 
 pub use kernel::KernelCache;
 

@@ -308,14 +308,10 @@ pub fn run<H: Host>(
     }
 }
 
-/// Push the kernel's dirty pages of the mount at `mp` to the daemon.
+/// Push the kernel's dirty pages of the mount at `mp` to the daemon (from a
+/// child process: see [`crate::fs::outside`]).
 fn syncfs(mp: &Path) -> Result<()> {
-    let f = std::fs::File::open(mp).map_err(|e| Error::io(mp, e))?;
-    // SAFETY: syncfs on a valid fd we own.
-    if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&f)) } != 0 {
-        return Err(Error::io(mp, std::io::Error::last_os_error()));
-    }
-    Ok(())
+    crate::fs::outside::syncfs(mp).map_err(|e| Error::io(mp, e))
 }
 
 fn send_invals(t: &Target, inval: Vec<Inval>) {

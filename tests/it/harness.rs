@@ -267,16 +267,27 @@ impl Mount {
     /// SIGKILL the daemon and wait until it is gone.
     pub fn kill_daemon(&self) {
         let pid = self.daemon_pid();
+        if let Err(holders) = self.kill_daemon_within(std::time::Duration::from_secs(5)) {
+            // Free the machine for the other tests before failing this one.
+            abort_fuse_connections(&self.store);
+            panic!("daemon {pid} did not die; lock held by {holders:?}");
+        }
+    }
+
+    /// SIGKILL the daemon and wait up to `limit` for its store lock to be
+    /// released (the zombie keeps its pid, but the lock goes at death); on
+    /// timeout, the processes holding the lock (diagnostics).
+    pub fn kill_daemon_within(&self, limit: std::time::Duration) -> Result<(), Vec<String>> {
+        let pid = self.daemon_pid();
         // SAFETY: kill has no memory-safety preconditions.
         unsafe { libc::kill(pid, libc::SIGKILL) };
-        for _ in 0..500 {
-            // The zombie keeps its pid, but its store lock is released at death.
+        let t = std::time::Instant::now();
+        while t.elapsed() < limit {
             if treefork::lock::StoreLock::acquire(&self.store).is_ok() {
-                return;
+                return Ok(());
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        // Who holds the lock (diagnostics).
         let lock = self.store.join("lock");
         let mut holders = Vec::new();
         for e in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -286,12 +297,17 @@ impl Mount {
                         let cmd = std::fs::read_to_string(e.path().join("cmdline"))
                             .unwrap_or_default()
                             .replace('\0', " ");
-                        holders.push(format!("{}: {cmd}", e.file_name().to_string_lossy()));
+                        let stack =
+                            std::fs::read_to_string(e.path().join("stack")).unwrap_or_default();
+                        holders.push(format!(
+                            "{}: {cmd}\n{stack}",
+                            e.file_name().to_string_lossy()
+                        ));
                     }
                 }
             }
         }
-        panic!("daemon {pid} did not die; lock held by {holders:?}");
+        Err(holders)
     }
 
     /// Path inside the mount.
@@ -305,6 +321,31 @@ impl Drop for Mount {
         let o = tf(&self.store, &["umount", self.mp.to_str().unwrap()]);
         if !o.status.success() {
             treefork::daemon::detach(&self.mp);
+        }
+    }
+}
+
+/// Abort (through fusectl) the FUSE connection of every mount whose tmp
+/// directory holds `store`: what frees a daemon stuck waiting on its own mount
+/// and every process waiting on such a mount. Cleanup for a failing test only.
+pub fn abort_fuse_connections(store: &Path) {
+    let Some(tmp) = store.parent() else { return };
+    let ctl = Path::new("/sys/fs/fuse/connections");
+    if std::fs::read_dir(ctl).is_ok_and(|mut d| d.next().is_none()) {
+        let _ = Command::new("mount")
+            .args(["-t", "fusectl", "none"])
+            .arg(ctl)
+            .status();
+    }
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    for l in info.lines() {
+        let f: Vec<&str> = l.split(' ').collect();
+        if f.len() > 4
+            && Path::new(f[4]).starts_with(tmp)
+            && l.contains(" - fuse ")
+            && let Some((_, minor)) = f[2].split_once(':')
+        {
+            let _ = std::fs::write(ctl.join(minor).join("abort"), "1");
         }
     }
 }

@@ -32,6 +32,7 @@ mod refspec;
 mod remote;
 mod robustness;
 mod security;
+mod selfwait;
 mod snapshots;
 mod stale;
 mod touched;

@@ -39,11 +39,10 @@ fn armed(name: &str) -> Option<usize> {
     spec.as_ref().filter(|(n, _)| n == name).map(|(_, v)| *v)
 }
 
-/// Before checkout and restore send their invalidations: the `inval-delay-ms:N`
-/// failpoint sleeps N ms.
+/// Debug builds: sleep N ms when the failpoint `name:N` is armed.
 #[cfg(debug_assertions)]
-pub fn before_invalidations() {
-    if let Some(ms) = armed("inval-delay-ms") {
+fn delay(name: &str) {
+    if let Some(ms) = armed(name) {
         std::thread::sleep(std::time::Duration::from_millis(ms as u64));
     }
 }
@@ -51,7 +50,14 @@ pub fn before_invalidations() {
 /// Release builds: no failpoints.
 #[cfg(not(debug_assertions))]
 #[inline(always)]
-pub fn before_invalidations() {}
+fn delay(_name: &str) {}
+
+/// Before checkout and restore send their invalidations: the `inval-delay-ms:N`
+/// failpoint sleeps N ms.
+#[inline(always)]
+pub fn before_invalidations() {
+    delay("inval-delay-ms")
+}
 
 /// Called before each graft step with the number of invalidations queued so far;
 /// fails once the `graft-after:N` failpoint's N is reached.
@@ -76,31 +82,17 @@ pub fn graft_step(_queued: usize) -> Result<()> {
 
 /// Before the message writer writes a batch: the `message-writer-delay-ms:N`
 /// failpoint sleeps N ms (so a test can fill the queue; see `messages::writer`).
-#[cfg(debug_assertions)]
-pub fn message_writer_delay() {
-    if let Some(ms) = armed("message-writer-delay-ms") {
-        std::thread::sleep(std::time::Duration::from_millis(ms as u64));
-    }
-}
-
-/// Release builds: no failpoints.
-#[cfg(not(debug_assertions))]
 #[inline(always)]
-pub fn message_writer_delay() {}
+pub fn message_writer_delay() {
+    delay("message-writer-delay-ms")
+}
 
 /// Before a FUSE write request is served: the `fuse-write-delay-ms:N` failpoint
 /// sleeps N ms.
-#[cfg(debug_assertions)]
-pub fn fuse_write_delay() {
-    if let Some(ms) = armed("fuse-write-delay-ms") {
-        std::thread::sleep(std::time::Duration::from_millis(ms as u64));
-    }
-}
-
-/// Release builds: no failpoints.
-#[cfg(not(debug_assertions))]
 #[inline(always)]
-pub fn fuse_write_delay() {}
+pub fn fuse_write_delay() {
+    delay("fuse-write-delay-ms")
+}
 
 /// `TREEFORK_DEBUG_FAILPOINT=push-slow-packs:N`: a push rotates its packs at N
 /// KiB (instead of 32 MiB) and pauses [`PUSH_PACK_DELAY_MS`] after each, so a

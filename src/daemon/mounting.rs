@@ -184,7 +184,7 @@ impl Daemon {
         let (ctl_path, listener) = match session_listener(&mp) {
             Ok(x) => x,
             Err(e) => {
-                let _ = mountpoint::umount(&mp);
+                let _ = crate::fs::outside::umount(&mp);
                 return Err(e);
             }
         };
@@ -501,7 +501,7 @@ impl Host for Daemon {
 fn umount_patiently(mp: &Path) -> std::io::Result<()> {
     let mut tries = 0;
     loop {
-        match mountpoint::umount(mp) {
+        match crate::fs::outside::umount(mp) {
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 20 => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(100));

@@ -330,11 +330,6 @@ pub fn detach(mp: &Path) -> bool {
     crate::fs::outside::detach(mp).is_ok()
 }
 
-/// Unmount `mp` (never following a final symlink; from a child process).
-pub(crate) fn umount(mp: &Path) -> std::io::Result<()> {
-    crate::fs::outside::umount(mp)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

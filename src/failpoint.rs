@@ -18,7 +18,15 @@
 //!
 //! `TREEFORK_DEBUG_FAILPOINT=fuse-write-delay-ms:N`: every FUSE write request waits
 //! N ms before it is served, so a test can kill the daemon while the kernel's
-//! writeback (a checkpoint's `syncfs`) waits on it. Used by `tests/it/crash.rs`.
+//! writeback (a checkpoint's `syncfs`) waits on it. Used by `tests/it/selfwait.rs`.
+//!
+//! `TREEFORK_DEBUG_FAILPOINT=op-record-delay-ms:N`: an operation recorded after its
+//! state change (checkout, restore, fork, ...) waits N ms before its record is
+//! appended, so a test can run a gc in between. Used by `tests/it/gcrace.rs`.
+//!
+//! `TREEFORK_DEBUG_FAILPOINT=daemon-exit-delay-ms:N`: an exiting daemon waits N ms
+//! after removing its socket, still holding the store lock (the window a client
+//! must wait out). Used by `tests/it/eviction.rs`.
 
 use crate::error::Result;
 
@@ -92,6 +100,20 @@ pub fn message_writer_delay() {
 #[inline(always)]
 pub fn fuse_write_delay() {
     delay("fuse-write-delay-ms")
+}
+
+/// Before an operation record is appended on its own (after its state change):
+/// the `op-record-delay-ms:N` failpoint sleeps N ms.
+#[inline(always)]
+pub fn op_record_delay() {
+    delay("op-record-delay-ms")
+}
+
+/// After an exiting daemon removed its socket: the `daemon-exit-delay-ms:N`
+/// failpoint sleeps N ms.
+#[inline(always)]
+pub fn daemon_exit_delay() {
+    delay("daemon-exit-delay-ms")
 }
 
 /// `TREEFORK_DEBUG_FAILPOINT=push-slow-packs:N`: a push rotates its packs at N

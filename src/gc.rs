@@ -5,8 +5,10 @@
 //! 2. [`Live::barrier`] — waits for every put that started before (1) to be published
 //!    in a live inode table or a committed root (sessions seal and flush under their
 //!    flush lock; imports under the daemon's import lock);
-//! 3. mark: the durable roots ([`crate::reach::roots`]) and every mounted session's
-//!    live ids ([`crate::session::Session::live_ids`]), walked to every node and chunk;
+//! 3. mark: every mounted session's live ids ([`crate::session::Session::live_ids`],
+//!    read before and again after the durable roots: roots pinned by operations in
+//!    flight move from a live table to an operation record), and the durable roots
+//!    ([`crate::reach::roots`]), walked to every node and chunk;
 //! 4. sweep: one pass under the guard lock drops index entries neither marked nor
 //!    guarded, plus the records of dead checkpoints;
 //! 5. repack: packs no writer can still add to whose live records fill less than
@@ -177,6 +179,10 @@ fn mark(
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<Marked> {
     progress("mark", 0, 0);
+    // The live tables are read before the durable roots as well as after: a root
+    // an operation pinned and named in a record committed after the durable scan
+    // may be unpinned by the second read (see `Session::pin_roots`).
+    let early = live.live_ids();
     let mut roots = reach::roots(store.meta())?;
     let tree_roots = roots.tree_roots();
     if !roots.problems.is_empty() {
@@ -206,7 +212,7 @@ fn mark(
     }
     let sessions = live.live_ids();
     rep.mounted_sessions = sessions.len() as u64;
-    for (name, nodes, chunks) in sessions {
+    for (name, nodes, chunks) in early.into_iter().chain(sessions) {
         let owner = format!("session {name} (mounted)");
         for n in nodes {
             walk.any_node(&owner, n);

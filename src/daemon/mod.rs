@@ -162,6 +162,7 @@ impl Daemon {
         self.service_loop();
         self.shutdown();
         let _ = std::fs::remove_file(&self.socket);
+        crate::failpoint::daemon_exit_delay();
         let t = Instant::now();
         while self.unanswered.load(Ordering::SeqCst) > 0 && t.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(5));

@@ -132,6 +132,7 @@ pub fn run<H: Host>(
         Op::Branches => return branch::list(&*h.store()),
         Op::BranchDelete { name } => {
             let t = h.target(session).ok();
+            let _pins = t.as_ref().map(|t| t.session.pin_roots());
             return branch::delete(h, t.as_ref(), &call, &name);
         }
         Op::Continue {
@@ -143,6 +144,8 @@ pub fn run<H: Host>(
     }
     let t = h.target(session)?;
     let s = t.session.clone();
+    // Until the op's record is committed, the roots its views name stay gc roots.
+    let _pins = s.pin_roots();
     s.note_access();
     // The conversation log's appends and reads run without the op lock.
     let op = match messages::unlocked(&t, &call, op)? {

@@ -130,6 +130,7 @@ impl Call<'_> {
 /// returned: the state change itself already happened and stays.
 pub(crate) fn append(t: &Target, op: NewOp) -> Result<Operation> {
     let s = &t.session;
+    crate::failpoint::op_record_delay();
     oplog::append(&**s.store(), s.name(), op, Vec::new())
         .inspect_err(|e| ::log::error!("session {}: recording an operation failed: {e}", s.name()))
 }

@@ -64,7 +64,32 @@ pub(super) fn base_chunks(
     }
 }
 
+/// A pin scope of a session ([`Session::pin_roots`]); closes on drop.
+pub struct RootPins<'a>(&'a Session);
+
+impl Drop for RootPins<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.pin_scopes -= 1;
+        if st.pin_scopes == 0 {
+            st.pinned.clear();
+        }
+    }
+}
+
 impl Session {
+    /// Open a pin scope: until it closes, every root a flush returns (even an
+    /// unchanged one) stays a gc root (`live_ids`). An operation holds one from
+    /// before its first flush until its record is committed: the record names the
+    /// roots it flushed (its views), and between that flush and that commit a root
+    /// may be named by nothing else (replaced by a checkout's graft, or by a newer
+    /// flush of concurrent writes). gc reads the live tables before and after the
+    /// durable roots, so a root is marked through the pin or through the record.
+    pub fn pin_roots(&self) -> RootPins<'_> {
+        self.lock().pin_scopes += 1;
+        RootPins(self)
+    }
+
     /// Seal written blocks of large files into chunks. Not durable by itself.
     /// Return once no seal or flush of this session is in progress (gc barrier:
     /// every object they put is then reachable from the live table or the record).
@@ -249,6 +274,7 @@ impl Session {
                         // An idle flush (the daemon's periodic one) sweeps the
                         // forgotten directories no sweep has seen yet.
                         st.sweep_after_flush();
+                        st.note_root(r);
                         return Ok((r, self.record()));
                     }
                     None
@@ -269,6 +295,7 @@ impl Session {
                 }
             }
             let id = st.root_id.expect("a flushed session has a root");
+            st.note_root(id);
             let mut rec = super::relock(self.record.lock()).clone();
             rec.root = id.to_hex();
             rec.updated = Timespec::now().sec;

@@ -467,6 +467,20 @@ pub struct State {
     /// used since the previous flush drop theirs (`FileData::unload`), so a big file
     /// read once does not keep its map in memory for the life of the mount.
     pub maps: HashSet<u64>,
+    /// Open pin scopes ([`super::Session::pin_roots`]).
+    pub pin_scopes: usize,
+    /// Every root a flush returned while a pin scope was open: gc roots (in
+    /// `live_ids`) until the last scope closes.
+    pub pinned: HashSet<NodeId>,
+}
+
+impl State {
+    /// A flush returns `root`: pin it when a pin scope is open.
+    pub fn note_root(&mut self, root: NodeId) {
+        if self.pin_scopes > 0 {
+            self.pinned.insert(root);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -403,11 +403,13 @@ impl Session {
     /// Every object id the live inode table holds, as gc roots: (node ids of any
     /// type, chunk ids). Covers what no durable root reaches yet — sealed blocks of
     /// files written since the last flush, open-but-unlinked files, cached shard
-    /// leaves a flush may reuse without writing them again.
+    /// leaves a flush may reuse without writing them again — and the roots pinned
+    /// for operations in flight ([`Session::pin_roots`]).
     pub fn live_ids(&self) -> (Vec<NodeId>, Vec<crate::id::ChunkId>) {
         let st = self.lock();
         let mut nodes: Vec<NodeId> = st.root_id.into_iter().collect();
         nodes.extend(st.graft_mark.map(|(_, r)| r));
+        nodes.extend(st.pinned.iter().copied());
         let mut chunks = Vec::new();
         for i in st.inodes.values() {
             match &i.data {

@@ -169,3 +169,30 @@ fn absolute_ttl_and_until_promote() {
     assert_eq!(names(&v, "evicted"), ["p"], "{v}");
     assert_eq!(info(&m, "p")["state"], "expired");
 }
+
+#[test]
+fn a_store_command_right_after_the_last_eviction_waits_for_the_exiting_daemon() {
+    assert!(fuse_available());
+    // The daemon evicting its last session exits; for 1.5 s after its socket is
+    // gone it still holds the store lock.
+    let m = Mount::with_failpoint("daemon-exit-delay-ms:1500");
+    tf_ok(&m.store, &["session", "extend", "s", "--ttl-idle", "1s"]);
+    std::fs::write(m.p("f"), "data").unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let v = sweep(&m);
+    assert_eq!(names(&v, "evicted"), ["s"], "{v}");
+    let t = std::time::Instant::now();
+    while treefork::daemon::ping(&m.store).is_some() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        !treefork::lock::is_free(&m.store),
+        "the exiting daemon holds the store lock"
+    );
+    // Answered once the daemon is gone, never "in use by another daemon".
+    assert_eq!(info(&m, "s")["state"], "expired");
+    let list = tf_ok(&m.store, &["--json", "sessions"]);
+    assert!(list.contains("expired"), "{list}");
+    m.mount();
+    assert_eq!(std::fs::read_to_string(m.p("f")).unwrap(), "data");
+}

@@ -317,12 +317,47 @@ impl Mount {
 }
 
 impl Drop for Mount {
+    /// Unmounts this mount, then every other FUSE mount the test left under its
+    /// tmp directory (forks, experiments, extra sessions; deepest first), so a
+    /// failing test leaks no mount and no daemon into the rest of the run.
     fn drop(&mut self) {
-        let o = tf(&self.store, &["umount", self.mp.to_str().unwrap()]);
-        if !o.status.success() {
-            treefork::daemon::detach(&self.mp);
+        let mut mps = vec![self.mp.clone()];
+        let mut rest = fuse_mounts_under(self.tmp.path());
+        rest.retain(|p| *p != self.mp);
+        rest.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+        mps.extend(rest);
+        for mp in mps {
+            let o = tf(&self.store, &["umount", mp.to_str().unwrap()]);
+            if !o.status.success() {
+                treefork::daemon::detach(&mp);
+            }
         }
     }
+}
+
+/// `(mountpoint, FUSE connection minor)` of every FUSE mount at or under `dir`.
+fn fuse_mounts_with_minor(dir: &Path) -> Vec<(PathBuf, String)> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut out = Vec::new();
+    for l in info.lines() {
+        let f: Vec<&str> = l.split(' ').collect();
+        if f.len() > 4
+            && Path::new(f[4]).starts_with(dir)
+            && l.contains(" - fuse ")
+            && let Some((_, minor)) = f[2].split_once(':')
+        {
+            out.push((PathBuf::from(f[4]), minor.to_string()));
+        }
+    }
+    out
+}
+
+/// Every FUSE mountpoint at or under `dir`.
+pub fn fuse_mounts_under(dir: &Path) -> Vec<PathBuf> {
+    fuse_mounts_with_minor(dir)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect()
 }
 
 /// Abort (through fusectl) the FUSE connection of every mount whose tmp
@@ -337,16 +372,8 @@ pub fn abort_fuse_connections(store: &Path) {
             .arg(ctl)
             .status();
     }
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    for l in info.lines() {
-        let f: Vec<&str> = l.split(' ').collect();
-        if f.len() > 4
-            && Path::new(f[4]).starts_with(tmp)
-            && l.contains(" - fuse ")
-            && let Some((_, minor)) = f[2].split_once(':')
-        {
-            let _ = std::fs::write(ctl.join(minor).join("abort"), "1");
-        }
+    for (_, minor) in fuse_mounts_with_minor(tmp) {
+        let _ = std::fs::write(ctl.join(minor).join("abort"), "1");
     }
 }
 

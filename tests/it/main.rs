@@ -16,6 +16,7 @@ mod evict;
 mod eviction;
 mod exec;
 mod experiment;
+mod gcrace;
 mod graftfail;
 mod lifecycle;
 mod maintenance;

@@ -381,11 +381,7 @@ impl Ctx {
                 bar.set_position(p.done);
             }
         };
-        let r = if daemon_running(&store) {
-            call(&store, &op, &mut show)?
-        } else {
-            Reply::parse(offline::run(&store, &op, &mut show)?)?
-        };
+        let r = spawn::call_or_offline(&store, &op, &mut show)?;
         bar.finish_and_clear();
         Ok(r)
     }

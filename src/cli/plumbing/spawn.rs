@@ -17,7 +17,7 @@ use treefork::daemon::{self, DaemonOptions};
 
 use super::super::Exit;
 use super::super::output::Reply;
-use super::{DaemonError, Op, Progress, call, daemon_running};
+use super::{DaemonError, Op, Progress, call, daemon_running, offline};
 
 /// Exit status of `treefork daemon` when another daemon holds the store lock
 /// (EX_TEMPFAIL).
@@ -103,6 +103,46 @@ pub fn call_with_daemon<T: DeserializeOwned>(
                 wait_daemon_gone(store);
             }
             r => return r,
+        }
+    }
+}
+
+/// Run a store-wide op on the daemon of `store` when one serves it, else in this
+/// process under the store lock ([`offline::run`]). A daemon that is starting or
+/// exiting holds the lock without answering: wait for it to settle rather than
+/// fail with "in use by another daemon"; a daemon that starts between the wait and
+/// the lock, or answers that it is shutting down, gets the op tried again.
+pub fn call_or_offline<T: DeserializeOwned>(
+    store: &Path,
+    op: &Op,
+    on_progress: &mut dyn FnMut(Progress),
+) -> Result<Reply<T>> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let retry = attempt < 4;
+        if settle(store) {
+            match call(store, op, on_progress) {
+                Err(e)
+                    if retry
+                        && e.downcast_ref::<DaemonError>()
+                            .is_some_and(|d| d.is(&treefork::Error::ShuttingDown)) =>
+                {
+                    wait_daemon_gone(store);
+                    continue;
+                }
+                r => return r,
+            }
+        }
+        match offline::run(store, op, on_progress) {
+            Err(e)
+                if retry
+                    && e.downcast_ref::<treefork::Error>()
+                        .is_some_and(|e| matches!(e, treefork::Error::Locked { .. })) =>
+            {
+                continue;
+            }
+            r => return Reply::parse(r?),
         }
     }
 }

@@ -43,6 +43,7 @@ pub const KIND: &str = "exec";
 /// is being unmounted. Errors are logged.
 pub fn unmounting(t: &Target) {
     let s = &t.session;
+    let _pins = s.pin_roots();
     let _g = s.op_lock.lock().unwrap_or_else(|p| p.into_inner());
     let Some(r) = slot::with(s, |sl| sl.running.take()) else {
         return;

@@ -143,6 +143,8 @@ fn sink(t: Target) -> writer::Sink {
 
 fn write_batch(t: &Target, drafts: Vec<Draft>) -> Result<()> {
     let s = &t.session;
+    // The messages name the flushed workspace root (see `Session::pin_roots`).
+    let _pins = s.pin_roots();
     let _lock = s.op_lock.lock().unwrap_or_else(|e| e.into_inner());
     let on_user = s.record().config.auto_checkpoint_on == ON_USER_MESSAGE;
     // With the user_message trigger each user message starts a group that begins

@@ -128,6 +128,10 @@ pub(in crate::ops) fn run<H: Host>(
         return Err(Error::Conflict(format!("session {name} already exists")));
     }
     let dir = h.open_mountpoint(mountpoint, who)?;
+    // A mounted source's flushed root stays a gc root until the new record names
+    // it (see `Session::pin_roots`).
+    let src_t = h.target(Some(&src)).ok();
+    let _pins = src_t.as_ref().map(|t| t.session.pin_roots());
     let from = source_record(h, &src)?;
     let root = NodeId::from_hex(&from.root)
         .ok_or_else(|| Error::corrupt(format!("session record {src}"), "bad root id"))?;

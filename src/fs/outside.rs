@@ -1,7 +1,7 @@
 //! Syscalls on a mount this process serves, made from a short-lived child process.
 //!
 //! Owns: [`syncfs`], [`umount`] and [`detach`] of a mountpoint, each run by a
-//! forked child that first closes every descriptor it inherited.
+//! child process that first closes every descriptor it inherited.
 //!
 //! Why a child: a thread that makes a syscall on a FUSE mount (the open of its
 //! root, the writeback that `syncfs` and an unmount wait for) sleeps
@@ -21,9 +21,16 @@
 //! serves; what it must do there goes through this module. (Reading
 //! `/proc/self/mountinfo` and `/proc/PID/{cwd,fd}` links does not enter the mount.)
 //!
-//! The child runs only async-signal-safe code (raw syscalls, no allocation, no
-//! locks) between `fork` and `_exit`, as POSIX requires of a child of a
-//! multi-threaded process.
+//! The child is made like `posix_spawn` makes one: `clone(CLONE_VM |
+//! CLONE_VFORK)` on a small stack of its own, every signal blocked, this thread
+//! suspended until the child exits. A `fork` would copy the daemon's page tables:
+//! with a 100k-file workspace loaded that cost ~5-10 ms per call (measured: a
+//! checkpoint 8.6 -> 18.9 ms, a branch 0.9 -> 7.2 ms), growing with the daemon's
+//! memory. The child shares our memory, so it runs only raw syscalls (no
+//! allocation, no locks) on data prepared before the clone, then `_exit`; its
+//! descriptor table is its own copy (no CLONE_FILES), so closing them leaves
+//! ours alone. A kill of the daemon ends the suspended thread (the vfork wait is
+//! killable) while the child keeps the memory it needs.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -54,20 +61,66 @@ pub fn detach(mp: &Path) -> io::Result<()> {
     in_child(mp, Call::Umount(libc::MNT_DETACH))
 }
 
+/// Stack of the child (it runs a handful of syscalls).
+const CHILD_STACK: usize = 64 << 10;
+
+/// What the child reads: prepared by the parent before the clone.
+struct Job {
+    path: *const libc::c_char,
+    call: Call,
+    max_fd: libc::c_uint,
+}
+
 fn in_child(mp: &Path, call: Call) -> io::Result<()> {
     let path = CString::new(mp.as_os_str().as_bytes())?;
-    let max_fd = max_fd();
-    // SAFETY: fork has no memory-safety preconditions; the child below runs only
-    // async-signal-safe syscalls on memory prepared before the fork, then _exit.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(io::Error::last_os_error());
+    let job = Job {
+        path: path.as_ptr(),
+        call,
+        max_fd: max_fd(),
+    };
+    let mut stack = vec![0u8; CHILD_STACK];
+    // The stack grows down from its (16-byte aligned) end.
+    let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
+    // SAFETY: sigset_t is plain data, all zeroes a valid value.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers to owned sets. Every signal is blocked in this thread
+    // while the child (which inherits the mask) shares our memory; the old mask is
+    // put back once it has exited.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
     }
-    if pid == 0 {
-        // SAFETY: we are the freshly forked child; `child` never returns.
-        unsafe { child(&path, call, max_fd) }
+    // SAFETY: CLONE_VM | CLONE_VFORK: the child shares our memory on its own
+    // stack and this thread is suspended until the child exits, so `job`, `path`
+    // and `stack` outlive it; the child runs only raw syscalls (see `entry`).
+    let pid = unsafe {
+        libc::clone(
+            entry,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &job as *const Job as *mut libc::c_void,
+        )
+    };
+    let err = io::Error::last_os_error();
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    drop(stack);
+    if pid < 0 {
+        return Err(err);
     }
     wait(pid)
+}
+
+/// The child's entry point (`clone`).
+extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the parent's `Job`, alive while the parent is suspended
+    // (CLONE_VFORK); `child` never returns.
+    unsafe {
+        let job = &*(arg as *const Job);
+        child(CStr::from_ptr(job.path), job.call, job.max_fd)
+    }
 }
 
 /// The highest descriptor number that can be open (for the fallback when
@@ -88,7 +141,7 @@ fn max_fd() -> libc::c_uint {
 /// `/dev/fuse`), do `call`, exit with 0 or the errno.
 ///
 /// # Safety
-/// Only in a freshly forked child.
+/// Only in the child made by `in_child`.
 unsafe fn child(path: &CStr, call: Call, max_fd: libc::c_uint) -> ! {
     // SAFETY: raw syscalls on valid pointers (the C string outlives them); no
     // allocation, no locks.

@@ -383,10 +383,16 @@ fn an_exec_whose_client_died_is_finalized_as_abandoned() {
     let mut long = Command::new(bin())
         .arg("--store")
         .arg(&m.store)
-        .args(["-C", m.mp.to_str().unwrap(), "exec", "sleep", "1"])
+        .args(["-C", m.mp.to_str().unwrap(), "exec", "sh", "-c"])
+        .arg("echo x > started; sleep 2")
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // The command runs only once its exec has begun.
+    let t0 = Instant::now();
+    while !m.p("started").exists() {
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let o = exec(&m, &["true"]);
     assert!(!o.status.success());
     assert!(

@@ -83,6 +83,12 @@ fn ensure_daemon(store: &Path) -> Result<()> {
     }
 }
 
+/// Whether the daemon refused a request because it is shutting down.
+fn shutting_down(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<DaemonError>()
+        .is_some_and(|d| d.is(&treefork::Error::ShuttingDown))
+}
+
 /// Call `op` on the daemon of `store`, starting one if none runs, and again on a
 /// new one if the daemon answering was shutting down.
 pub fn call_with_daemon<T: DeserializeOwned>(
@@ -94,11 +100,7 @@ pub fn call_with_daemon<T: DeserializeOwned>(
     loop {
         ensure_daemon(store)?;
         match call(store, op, on_progress) {
-            Err(e)
-                if attempt < 3
-                    && e.downcast_ref::<DaemonError>()
-                        .is_some_and(|d| d.is(&treefork::Error::ShuttingDown)) =>
-            {
+            Err(e) if attempt < 3 && shutting_down(&e) => {
                 attempt += 1;
                 wait_daemon_gone(store);
             }
@@ -123,11 +125,7 @@ pub fn call_or_offline<T: DeserializeOwned>(
         let retry = attempt < 4;
         if settle(store) {
             match call(store, op, on_progress) {
-                Err(e)
-                    if retry
-                        && e.downcast_ref::<DaemonError>()
-                            .is_some_and(|d| d.is(&treefork::Error::ShuttingDown)) =>
-                {
+                Err(e) if retry && shutting_down(&e) => {
                     wait_daemon_gone(store);
                     continue;
                 }

@@ -9,6 +9,8 @@
 //! written (store "packs before index"). Cost is proportional to what changed since
 //! the last flush, never to tree size (a big file: to its changed block-map leaves).
 //! Seal and flush are serialized by the session's flush lock (the gc barrier).
+//! Also owns the pin scopes ([`Session::pin_roots`]): while one is open, every root
+//! a flush returns stays a gc root (reported by `live_ids`) until the last closes.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

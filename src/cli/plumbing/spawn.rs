@@ -50,6 +50,9 @@ pub fn wait_daemon_gone(store: &Path) {
     }
 }
 
+/// How long [`settle`] waits for a daemon that holds the store lock to answer.
+const SETTLE_LIMIT: Duration = Duration::from_secs(15);
+
 /// Wait (bounded) until a daemon answers for `store` (true) or none holds its lock
 /// (false). A daemon that is exiting holds the lock for a moment after its socket
 /// is gone, and one that is starting (spawned by another client) holds it before
@@ -60,7 +63,7 @@ fn settle(store: &Path) -> bool {
         if daemon_running(store) {
             return true;
         }
-        if treefork::lock::is_free(store) || start.elapsed() >= Duration::from_secs(15) {
+        if treefork::lock::is_free(store) || start.elapsed() >= SETTLE_LIMIT {
             return false;
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -87,6 +90,12 @@ fn ensure_daemon(store: &Path) -> Result<()> {
 fn shutting_down(e: &anyhow::Error) -> bool {
     e.downcast_ref::<DaemonError>()
         .is_some_and(|d| d.is(&treefork::Error::ShuttingDown))
+}
+
+/// Whether another daemon held the store lock.
+fn locked(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<treefork::Error>()
+        .is_some_and(|e| matches!(e, treefork::Error::Locked { .. }))
 }
 
 /// Call `op` on the daemon of `store`, starting one if none runs, and again on a
@@ -122,8 +131,12 @@ pub fn call_or_offline<T: DeserializeOwned>(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let retry = attempt < 4;
-        if settle(store) {
+        let start = Instant::now();
+        let answering = settle(store);
+        // A daemon that held the lock for the whole wait without answering is
+        // not on its way out: its "in use" error is the answer, not a retry.
+        let retry = attempt < 4 && start.elapsed() < SETTLE_LIMIT;
+        if answering {
             match call(store, op, on_progress) {
                 Err(e) if retry && shutting_down(&e) => {
                     wait_daemon_gone(store);
@@ -133,13 +146,7 @@ pub fn call_or_offline<T: DeserializeOwned>(
             }
         }
         match offline::run(store, op, on_progress) {
-            Err(e)
-                if retry
-                    && e.downcast_ref::<treefork::Error>()
-                        .is_some_and(|e| matches!(e, treefork::Error::Locked { .. })) =>
-            {
-                continue;
-            }
+            Err(e) if retry && locked(&e) => continue,
             r => return Reply::parse(r?),
         }
     }

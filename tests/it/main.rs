@@ -18,6 +18,7 @@ mod exec;
 mod experiment;
 mod gcrace;
 mod graftfail;
+mod hostile;
 mod lifecycle;
 mod maintenance;
 mod mcp;

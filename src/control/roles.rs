@@ -343,9 +343,10 @@ impl RateLimit {
 pub enum MountFor {
     /// The mounting user (the daemon's uid) or root: any directory they name.
     User,
-    /// An agent of another uid: only a directory it owns; mounted `nosuid,nodev`.
+    /// An agent (any peer of an agent socket): only a directory the socket's
+    /// agent uid owns; mounted `nosuid,nodev`.
     Agent {
-        /// The agent's uid (from the socket's peer credentials).
+        /// The uid the agent socket was made for.
         uid: u32,
         /// The agent's gid (owner group of directories created for it).
         gid: u32,
@@ -353,16 +354,21 @@ pub enum MountFor {
 }
 
 impl MountFor {
-    /// For a request from `peer` (uid, gid) on a socket of `role` served by a
-    /// daemon running as `me`: the agent rule applies to an agent socket's peers
-    /// other than root and the daemon's own uid.
-    pub fn of(role: Role, peer: (u32, u32), me: u32) -> MountFor {
+    /// For a request from `peer` (uid, gid) on a socket of `role` made for
+    /// `agent_uid` (its `--agent-uid`, agent sockets only) and served by a daemon
+    /// running as `me`. On an agent socket the agent rule applies whatever the
+    /// peer's uid (a container's root is an agent like any other): the agent is
+    /// the uid the socket was made for, else the daemon's own uid (a socket only
+    /// it and root may use). The gid (owner group of directories created for the
+    /// agent) is the peer's when the peer is that uid, else the uid's number.
+    pub fn of(role: Role, peer: (u32, u32), agent_uid: Option<u32>, me: u32) -> MountFor {
         match role {
-            Role::Agent if peer.0 != 0 && peer.0 != me => MountFor::Agent {
-                uid: peer.0,
-                gid: peer.1,
-            },
-            _ => MountFor::User,
+            Role::Agent => {
+                let uid = agent_uid.unwrap_or(me);
+                let gid = if peer.0 == uid { peer.1 } else { uid };
+                MountFor::Agent { uid, gid }
+            }
+            Role::User => MountFor::User,
         }
     }
 }
@@ -390,5 +396,38 @@ impl AgentSocket {
                 path.display()
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agent_rule_applies_to_every_peer_of_an_agent_socket() {
+        // The agent uid itself, root (a container's root) and the daemon's uid.
+        for peer in [(65534, 65534), (0, 0), (1000, 1000)] {
+            let who = MountFor::of(Role::Agent, peer, Some(65534), 1000);
+            assert!(
+                matches!(who, MountFor::Agent { uid: 65534, .. }),
+                "{peer:?}: {who:?}"
+            );
+        }
+        assert_eq!(
+            MountFor::of(Role::Agent, (65534, 42), Some(65534), 0),
+            MountFor::Agent {
+                uid: 65534,
+                gid: 42
+            }
+        );
+        // A socket without an agent uid serves the daemon's uid (and root).
+        assert_eq!(
+            MountFor::of(Role::Agent, (0, 0), None, 1000),
+            MountFor::Agent {
+                uid: 1000,
+                gid: 1000
+            }
+        );
+        assert_eq!(MountFor::of(Role::User, (0, 0), Some(65534), 0), MountFor::User);
     }
 }

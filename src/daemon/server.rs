@@ -278,10 +278,16 @@ impl Daemon {
             );
             return Err(ctx.role.refusal(&req.op));
         }
-        // An agent of another uid mounts only onto directories it owns (checked on
-        // the resolved directory itself, see `mountpoint`).
-        // SAFETY: geteuid has no preconditions.
-        let who = MountFor::of(ctx.role, (peer.0, peer.1), unsafe { libc::geteuid() });
+        // An agent mounts only onto directories its socket's uid owns, whatever
+        // the peer's uid (checked on the resolved directory itself, see
+        // `mountpoint`).
+        let who = MountFor::of(
+            ctx.role,
+            (peer.0, peer.1),
+            ctx.extra_uid,
+            // SAFETY: geteuid has no preconditions.
+            unsafe { libc::geteuid() },
+        );
         let role = match ctx.role {
             Role::User => "user",
             Role::Agent => "agent",

@@ -362,6 +362,7 @@ impl Graft<'_> {
                 st.total_bytes += r.attr.size as i64;
             }
             st.total_inodes += 1;
+            st.link_bytes += inode.record_bound();
             st.inodes.insert(ino, inode);
             st.links.insert(ino);
             st.links_dirty = true;
@@ -491,6 +492,7 @@ impl Graft<'_> {
                 i.attr.ctime = now;
             }
             let (nlink, bytes) = (i.attr.nlink, (i.kind == Kind::File).then_some(i.attr.size));
+            let bound = i.record_bound();
             if nlink > 0 {
                 self.st.mark_dirty(ino);
             } else {
@@ -498,6 +500,7 @@ impl Graft<'_> {
                 i.parent = 0;
                 self.st.total_bytes -= bytes.unwrap_or(0) as i64;
                 self.st.total_inodes -= 1;
+                self.st.link_bytes = self.st.link_bytes.saturating_sub(bound);
                 self.st.links.remove(&ino);
                 self.st.links_dirty = true;
                 self.st.changed = true;

@@ -288,7 +288,46 @@ pub struct Inode {
     pub lookups: u64,
 }
 
+/// Bytes an encoded record takes besides its extended attributes and content:
+/// kind, ino, perm/uid/gid, size, blocks, nlink, rdev, three timestamps and the
+/// xattr count (`tree::put_record`).
+const RECORD_FIXED: u64 = 1 + 8 + 3 * 4 + 8 + 8 + 4 + 4 + 3 * 12 + 4;
+
+/// An upper bound of the encoded size of a record whose extended attributes
+/// cost `xattr_bytes` ([`super::xattr_cost`], which covers their encoding) and
+/// whose content is a symlink target of `symlink` bytes, or a node id.
+pub fn record_bound(symlink: Option<usize>, xattr_bytes: usize) -> u64 {
+    let content = match symlink {
+        Some(n) => 1 + 4 + n as u64,
+        None => 1 + 32,
+    };
+    RECORD_FIXED + xattr_bytes as u64 + content
+}
+
+/// The extended attributes' cost ([`super::xattr_cost`] summed).
+pub fn xattr_bytes<'a>(x: impl IntoIterator<Item = (&'a Vec<u8>, &'a Vec<u8>)>) -> usize {
+    x.into_iter().map(|(k, v)| super::xattr_cost(k, v)).sum()
+}
+
+/// [`record_bound`] of a stored record.
+pub fn record_bound_of(r: &Record) -> u64 {
+    let symlink = match &r.content {
+        Content::Bytes(b) => Some(b.len()),
+        _ => None,
+    };
+    record_bound(symlink, xattr_bytes(r.xattrs.iter().map(|(k, v)| (k, v))))
+}
+
 impl Inode {
+    /// [`record_bound`] of this inode's record.
+    pub fn record_bound(&self) -> u64 {
+        let symlink = match &self.data {
+            Data::Symlink(t) => Some(t.len()),
+            _ => None,
+        };
+        record_bound(symlink, xattr_bytes(&self.xattrs))
+    }
+
     /// A live inode from a stored record (content not loaded).
     pub fn from_record(r: &Record, parent: u64, hardlink: bool) -> Inode {
         let data = match (&r.kind, &r.content) {
@@ -432,6 +471,9 @@ pub struct State {
     pub link_records: HashMap<u64, Record>,
     /// Link table changed since the last flush.
     pub links_dirty: bool,
+    /// Sum of [`Inode::record_bound`] over `links`: a bound of the link table's
+    /// encoded size, kept below [`super::LINK_TABLE_MAX`] by `link` and `setxattr`.
+    pub link_bytes: u64,
     /// Anything changed since the last flush.
     pub changed: bool,
     /// Files holding unsealed written blocks.

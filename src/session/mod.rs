@@ -51,6 +51,28 @@ use inode::{Data, Inode, State};
 pub const SESSION_RECORD_VERSION: u32 = 2;
 /// Longest file name accepted.
 pub const NAME_MAX: usize = 255;
+/// Longest symlink target accepted (bytes; the kernel's `PATH_MAX` less its NUL).
+pub const SYMLINK_MAX: usize = 4095;
+/// Extended attributes of one inode: at most this many bytes, each attribute
+/// counted as [`xattr_cost`] (`setxattr` past it: `ENOSPC`, as ext4 when its
+/// xattr block is full). Together with [`NAME_MAX`], [`SYMLINK_MAX`] and the
+/// 512-entry shard bound it keeps every directory node under the store's object
+/// limit (docs/design.md, "Bounded records").
+pub const XATTR_BYTES_MAX: usize = 96 * 1024;
+/// Extended attributes of one inode: at most this many (`ENOSPC` past it).
+pub const XATTR_COUNT_MAX: usize = 1024;
+/// Bytes one extended attribute counts against [`XATTR_BYTES_MAX`]: its name,
+/// its value and 16 (at least its encoding's two length prefixes).
+pub fn xattr_cost(name: &[u8], value: &[u8]) -> usize {
+    name.len() + value.len() + 16
+}
+/// Entries of one directory: at most this many (`ENOSPC` past it), which bounds a
+/// sharded directory's index node (docs/design.md, "Bounded records").
+pub const DIR_ENTRIES_MAX: usize = 1 << 22;
+/// The hard-link table (records of inodes with several names, all encoded in the
+/// root node): at most this many bytes by [`inode::record_bound`] (`ENOSPC` for a
+/// `link` or `setxattr` past it), so the root node stays under the object limit.
+pub const LINK_TABLE_MAX: u64 = 48 << 20;
 
 /// Durable description of a session (JSON under `s/<name>`). Extensible: unknown
 /// fields are ignored by older readers, new fields must have defaults.
@@ -324,6 +346,7 @@ impl Session {
         ri.lookups = 1;
         st.inodes.insert(1, ri);
         for l in root.links {
+            st.link_bytes += inode::record_bound_of(&l);
             st.links.insert(l.ino);
             st.link_records.insert(l.ino, l);
         }

@@ -2,8 +2,8 @@
 //! link, setattr, xattrs, directory listing). Each takes the table lock once, checks
 //! POSIX preconditions, mutates, and marks dirty paths (see `inode` invariants).
 
-use super::inode::{Data, Inode};
-use super::{Session, Stat, check_name, stat_of};
+use super::inode::{Data, Inode, xattr_bytes};
+use super::{Session, Stat, check_name, stat_of, xattr_cost};
 use crate::error::{Error, Result, posix};
 use crate::tree::{Kind, Timespec};
 
@@ -158,6 +158,7 @@ impl Session {
         if p.attr.nlink == 0 {
             return posix(libc::ENOENT);
         }
+        check_room(&mut st, parent)?;
         let (kind, mut perm, mut gid) = (
             match node {
                 NewNode::Dir => Kind::Dir,
@@ -178,7 +179,7 @@ impl Session {
         let mut inode = Inode::new(kind, perm, uid, gid, parent);
         match node {
             NewNode::Symlink(target) => {
-                if target.len() >= 4096 {
+                if target.len() > super::SYMLINK_MAX {
                     return posix(libc::ENAMETOOLONG);
                 }
                 inode.attr.perm = 0o777;
@@ -334,6 +335,8 @@ impl Session {
             }
             st.entries_mut(newparent)?.remove(newname);
             drop_link(&mut st, dst, now);
+        } else if newparent != parent {
+            check_room(&mut st, newparent)?;
         }
         st.entries_mut(parent)?.remove(name);
         st.entries_mut(newparent)?.insert(newname.to_vec(), src);
@@ -369,9 +372,16 @@ impl Session {
         if st.get(ino)?.attr.nlink >= 65000 {
             return posix(libc::EMLINK);
         }
+        check_room(&mut st, newparent)?;
         let now = Timespec::now();
         let old_parent = st.get(ino)?.parent;
         if !st.get(ino)?.hardlink {
+            // Its record moves into the link table (the root node): bounded.
+            let bound = st.get(ino)?.record_bound();
+            if st.link_bytes + bound > super::LINK_TABLE_MAX {
+                return posix(libc::ENOSPC);
+            }
+            st.link_bytes += bound;
             // The old entry becomes a link-table reference: its directory changes.
             st.mark_dir_changed(old_parent);
             let i = st.get_mut(ino)?;
@@ -463,14 +473,32 @@ impl Session {
             return posix(libc::E2BIG);
         }
         let mut st = self.lock();
-        let i = st.get_mut(ino)?;
-        let exists = i.xattrs.contains_key(name);
+        let linked = st.links.contains(&ino);
+        let i = st.get(ino)?;
+        let old = i.xattrs.get(name);
+        let exists = old.is_some();
         if flags & XATTR_CREATE != 0 && exists {
             return posix(libc::EEXIST);
         }
         if flags & XATTR_REPLACE != 0 && !exists {
             return posix(libc::ENODATA);
         }
+        // Bounded at the call, so no record ever grows past what a flush can store;
+        // a replacement counts the difference.
+        let before = xattr_bytes(&i.xattrs);
+        let after = before - old.map_or(0, |v| xattr_cost(name, v)) + xattr_cost(name, value);
+        let grow = after.saturating_sub(before) as u64;
+        if grow > 0
+            && (after > super::XATTR_BYTES_MAX
+                || (!exists && i.xattrs.len() >= super::XATTR_COUNT_MAX)
+                || (linked && st.link_bytes + grow > super::LINK_TABLE_MAX))
+        {
+            return posix(libc::ENOSPC);
+        }
+        if linked {
+            st.link_bytes = (st.link_bytes + after as u64).saturating_sub(before as u64);
+        }
+        let i = st.get_mut(ino)?;
         i.xattrs.insert(name.to_vec(), value.to_vec());
         i.attr.ctime = Timespec::now();
         st.mark_dirty(ino);
@@ -505,8 +533,11 @@ impl Session {
         check_xattr_name(name)?;
         let mut st = self.lock();
         let i = st.get_mut(ino)?;
-        if i.xattrs.remove(name).is_none() {
+        let Some(old) = i.xattrs.remove(name) else {
             return posix(libc::ENODATA);
+        };
+        if st.links.contains(&ino) {
+            st.link_bytes = st.link_bytes.saturating_sub(xattr_cost(name, &old) as u64);
         }
         i.attr.ctime = Timespec::now();
         st.mark_dirty(ino);
@@ -603,6 +634,15 @@ fn drop_lookups(st: &mut super::inode::State, ino: u64, n: u64) {
     st.maybe_reap(ino);
 }
 
+/// Room for one more name in directory `dir` (its entries loaded): at most
+/// [`super::DIR_ENTRIES_MAX`].
+fn check_room(st: &mut super::inode::State, dir: u64) -> Result<()> {
+    if st.entries_mut(dir)?.len() >= super::DIR_ENTRIES_MAX {
+        return posix(libc::ENOSPC);
+    }
+    Ok(())
+}
+
 fn check_xattr_name(name: &[u8]) -> Result<()> {
     if name.is_empty() || name.len() > 255 {
         return posix(libc::ERANGE);
@@ -632,6 +672,7 @@ pub(crate) fn drop_link(st: &mut super::inode::State, ino: u64, now: Timespec) {
         return;
     };
     let is_dir = i.kind == Kind::Dir;
+    let bound = i.record_bound();
     i.attr.ctime = now;
     i.attr.nlink = if is_dir {
         0
@@ -648,6 +689,7 @@ pub(crate) fn drop_link(st: &mut super::inode::State, ino: u64, now: Timespec) {
         }
         st.total_inodes -= 1;
         if hard {
+            st.link_bytes = st.link_bytes.saturating_sub(bound);
             st.links.remove(&ino);
             st.links_dirty = true;
             st.changed = true;

@@ -1,13 +1,11 @@
 //! Git plumbing for promote: every command on the durable repository goes through
 //! [`lifecycle::git::command`] (clean environment, run as the repository's owner),
 //! paths passed NUL-separated on stdin (never as options; literal pathspecs where
-//! they are pathspecs: a path is never a glob), and a private [`Scratch`]
-//! directory for the temporary index and, where nothing may be written to the
-//! repository (patch, no git origin), a temporary object directory.
+//! they are pathspecs: a path is never a glob); the private directory git writes its
+//! temporary index and objects to is [`super::scratch::Scratch`].
 //!
-//! Invariants: a scratch directory is created fresh (mode 0700, owned by the
-//! repository's owner, who runs git) and removed when dropped; nothing here writes
-//! to the durable repository except through the commands the strategies choose.
+//! Invariant: nothing here writes to the durable repository except through the
+//! commands the strategies choose.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -213,81 +211,6 @@ fn write_content(store: &dyn ObjectStore, r: &Record, out: &mut dyn Write) -> Re
         pos = start + n as u64;
     }
     fill(out, pos, size)
-}
-
-/// A private temporary directory for one promote, removed when dropped.
-pub(super) struct Scratch {
-    /// The directory.
-    pub dir: PathBuf,
-    /// Who runs git (owns what we create here), when not us.
-    owner: Option<(u32, u32)>,
-}
-
-impl Scratch {
-    /// A fresh directory under the system temporary directory, mode 0700, owned by
-    /// the owner of `repo` (who runs git) when we are root.
-    pub fn new(repo: &Path) -> Result<Scratch> {
-        let base = std::env::temp_dir();
-        for i in 0..16u32 {
-            let t = crate::tree::Timespec::now();
-            let tag =
-                blake3::hash(format!("{}:{}:{}:{i}", std::process::id(), t.sec, t.nsec).as_bytes())
-                    .to_hex()[..16]
-                    .to_string();
-            let dir = base.join(format!("treefork-promote-{tag}"));
-            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-                Ok(()) => {
-                    let mut s = Scratch { dir, owner: None };
-                    s.owner = owner_of(repo)?;
-                    s.give(&s.dir)?;
-                    return Ok(s);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(Error::io(&dir, e)),
-            }
-        }
-        Err(Error::Conflict(
-            "could not create a private temporary directory for promote".into(),
-        ))
-    }
-
-    fn give(&self, p: &Path) -> Result<()> {
-        if let Some((uid, gid)) = self.owner {
-            std::os::unix::fs::chown(p, Some(uid), Some(gid)).map_err(|e| Error::io(p, e))?;
-        }
-        Ok(())
-    }
-
-    /// A new (private) directory inside it, owned by whoever runs git.
-    pub fn mkdir(&self, name: &str) -> Result<PathBuf> {
-        let p = self.path(name);
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&p)
-            .map_err(|e| Error::io(&p, e))?;
-        self.give(&p)?;
-        Ok(p)
-    }
-
-    /// A path inside it.
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// The uid and gid git runs as on `repo` when that is not us (we are root and
-/// it belongs to someone else), as in [`lifecycle::git::command`].
-fn owner_of(repo: &Path) -> Result<Option<(u32, u32)>> {
-    let md = std::fs::metadata(repo).map_err(|e| Error::io(repo, e))?;
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    Ok((root && md.uid() != 0).then_some((md.uid(), md.gid())))
 }
 
 /// NUL-separated paths (git's `-z` input).

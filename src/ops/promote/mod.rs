@@ -18,12 +18,14 @@
 mod drift;
 mod gitio;
 mod plan;
+mod scratch;
 mod strategy;
 
 use serde_json::{Map, Value, json};
 
 use self::drift::Durable;
-use self::gitio::{Git, Scratch};
+use self::gitio::Git;
+use self::scratch::Scratch;
 use self::plan::{Act, Inputs, Listing, Plan};
 use super::record::{Call, view_now, view_of};
 use super::restore::clean_path;

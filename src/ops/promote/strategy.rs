@@ -12,7 +12,8 @@
 //!   not written), `git diff --binary` between them.
 
 use super::drift::Durable;
-use super::gitio::{Git, Scratch, nul_list};
+use super::gitio::{Git, nul_list};
+use super::scratch::Scratch;
 use super::plan::{Act, Item};
 use crate::error::{Error, Result};
 use crate::store::ObjectStore;

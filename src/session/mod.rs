@@ -14,6 +14,8 @@
 //! `flush`, `encode`: a flush publishes under the lock only what no request changed
 //! meanwhile).
 
+#[cfg(test)]
+mod bound_tests;
 pub mod data;
 #[cfg(test)]
 mod deep_tests;

@@ -151,6 +151,7 @@ impl Session {
         if st.child(&*store, parent, name)?.is_some() {
             return posix(libc::EEXIST);
         }
+        check_room(&mut st, parent)?;
         let p = st.get(parent)?;
         if st.replaced.contains(&parent) {
             return posix(libc::ESTALE);
@@ -158,7 +159,6 @@ impl Session {
         if p.attr.nlink == 0 {
             return posix(libc::ENOENT);
         }
-        check_room(&mut st, parent)?;
         let (kind, mut perm, mut gid) = (
             match node {
                 NewNode::Dir => Kind::Dir,
@@ -532,14 +532,15 @@ impl Session {
         let _gate = self.gate_shared();
         check_xattr_name(name)?;
         let mut st = self.lock();
+        let linked = st.links.contains(&ino);
         let i = st.get_mut(ino)?;
         let Some(old) = i.xattrs.remove(name) else {
             return posix(libc::ENODATA);
         };
-        if st.links.contains(&ino) {
+        i.attr.ctime = Timespec::now();
+        if linked {
             st.link_bytes = st.link_bytes.saturating_sub(xattr_cost(name, &old) as u64);
         }
-        i.attr.ctime = Timespec::now();
         st.mark_dirty(ino);
         Ok(())
     }

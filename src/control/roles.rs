@@ -428,6 +428,9 @@ mod tests {
                 gid: 1000
             }
         );
-        assert_eq!(MountFor::of(Role::User, (0, 0), Some(65534), 0), MountFor::User);
+        assert_eq!(
+            MountFor::of(Role::User, (0, 0), Some(65534), 0),
+            MountFor::User
+        );
     }
 }

@@ -47,11 +47,19 @@ fn xattrs_of_one_inode_are_bounded_and_the_session_flushes() {
     enospc(s.setxattr(f, b"user.b", &[2; 40000], 0));
     s.setxattr(f, b"user.b", &[2; 10], 0).unwrap();
     s.setxattr(f, b"user.c", &[3; 4000], 0).unwrap();
-    let total: usize = s.lock().get(f).unwrap().xattrs.iter().map(|(k, v)| k.len() + v.len() + 16).sum();
+    let total: usize = s
+        .lock()
+        .get(f)
+        .unwrap()
+        .xattrs
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 16)
+        .sum();
     assert!(total <= XATTR_BYTES_MAX);
     let g = file(&s, "g");
     for i in 0..XATTR_COUNT_MAX {
-        s.setxattr(g, format!("user.{i}").as_bytes(), b"", 0).unwrap();
+        s.setxattr(g, format!("user.{i}").as_bytes(), b"", 0)
+            .unwrap();
     }
     enospc(s.setxattr(g, b"user.one-more", b"", 0));
     s.removexattr(g, b"user.0").unwrap();

@@ -25,8 +25,8 @@ use serde_json::{Map, Value, json};
 
 use self::drift::Durable;
 use self::gitio::Git;
-use self::scratch::Scratch;
 use self::plan::{Act, Inputs, Listing, Plan};
+use self::scratch::Scratch;
 use super::record::{Call, view_now, view_of};
 use super::restore::clean_path;
 use super::{Target, ref_or_fresh, working_root};

@@ -221,7 +221,10 @@ mod tests {
         let objects = s.mkdir("objects").unwrap();
         let md = std::fs::symlink_metadata(&objects).unwrap();
         assert!(md.is_dir());
-        assert_eq!((md.uid(), md.gid(), md.mode() & 0o777), (OWNER, OWNER, 0o700));
+        assert_eq!(
+            (md.uid(), md.gid(), md.mode() & 0o777),
+            (OWNER, OWNER, 0o700)
+        );
         assert!(as_owner(&format!("mkdir '{}/pack'", objects.display())));
         assert_eq!(std::fs::metadata(&victim).unwrap().uid(), 0);
         let dir = s.dir.clone();

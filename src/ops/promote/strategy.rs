@@ -13,8 +13,8 @@
 
 use super::drift::Durable;
 use super::gitio::{Git, nul_list};
-use super::scratch::Scratch;
 use super::plan::{Act, Item};
+use super::scratch::Scratch;
 use crate::error::{Error, Result};
 use crate::store::ObjectStore;
 

@@ -170,7 +170,8 @@ fn a_root_peer_on_an_agent_socket_forks_only_onto_the_agents_directories() {
     let empty = victim.join("sub");
     fs::create_dir(&empty).unwrap();
     for target in [&empty, &agent.m.tmp.path().join("root-owned-new")] {
-        let o = as_root_on_agent_socket(&agent, &["fork", "f", "--mount", target.to_str().unwrap()]);
+        let o =
+            as_root_on_agent_socket(&agent, &["fork", "f", "--mount", target.to_str().unwrap()]);
         let mounted = treefork::daemon::is_mountpoint(target);
         if mounted {
             treefork::daemon::detach(target);
@@ -188,7 +189,10 @@ fn a_root_peer_on_an_agent_socket_forks_only_onto_the_agents_directories() {
             "{e}"
         );
     }
-    assert_eq!(fs::read_to_string(victim.join("id_ed25519")).unwrap(), "secret");
+    assert_eq!(
+        fs::read_to_string(victim.join("id_ed25519")).unwrap(),
+        "secret"
+    );
     // The agent rule, not a refusal of every fork: a directory the agent owns works.
     let own = agent.home.join("fork");
     let o = as_root_on_agent_socket(&agent, &["fork", "g", "--mount", own.to_str().unwrap()]);

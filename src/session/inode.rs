@@ -13,6 +13,8 @@
 //!   exactly the current content;
 //! - a directory's `entries` are `None` (unloaded) only with a `stored` id, and then
 //!   no live inode has it as `parent`;
+//! - `State::link_bytes` is the sum of [`Inode::record_bound`] (or
+//!   [`record_bound_of`] for unloaded records) over the link table `links`;
 //! - an inode leaves the table only when unlinked and forgotten (`nlink == 0 &&
 //!   lookups == 0`), or when evicted with its directory's entries
 //!   ([`super::evict`]: forgotten, clean, its record exactly as stored); an inode

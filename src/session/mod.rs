@@ -13,6 +13,11 @@
 //! and tree encoding (hash + compress + delta + pack append) run outside it (`data`,
 //! `flush`, `encode`: a flush publishes under the lock only what no request changed
 //! meanwhile).
+//! Bounded records: every node a request can grow is bounded at that request
+//! ([`XATTR_BYTES_MAX`], [`XATTR_COUNT_MAX`], [`SYMLINK_MAX`], [`NAME_MAX`],
+//! [`DIR_ENTRIES_MAX`], [`LINK_TABLE_MAX`], `data::MAX_FILE_SIZE`; the errno ext4
+//! would answer), so no flush ever meets a node over the store's object limit
+//! (docs/design.md, "Bounded records").
 
 #[cfg(test)]
 mod bound_tests;

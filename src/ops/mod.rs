@@ -13,6 +13,10 @@
 //! invalidations after the tree changed, on every path out, errors included (an
 //! invalidation produced and not sent leaves the kernel with orphaned node ids).
 //!
+//! Every successful answer to a session op carries `branch_moved` when someone
+//! else moved the session's branch (`status::branch_notice`): a session is never
+//! detached silently.
+//!
 //! Names are created atomically store-wide: a branch under [`Host::name_lock`]
 //! (check and write in one critical section), a session by [`Host::claim`] (the
 //! daemon's mount table owns each session name from creation to the end of its
@@ -39,6 +43,9 @@ mod show;
 mod status;
 mod timeline;
 mod undo;
+
+#[cfg(test)]
+mod log_reads_tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -153,6 +160,30 @@ pub fn run<H: Host>(
         Err(op) => op,
     };
     let op_lock = s.op_lock.lock().unwrap();
+    let r = session_op(h, who, actor, &call, &t, op_lock, op, events);
+    // Whatever the op, the session is told when someone else moved its branch.
+    r.map(|mut v| {
+        if let (Some(n), Some(m)) = (status::branch_notice(&s), v.as_object_mut()) {
+            m.insert("branch_moved".into(), n);
+        }
+        v
+    })
+}
+
+/// Run a session op on `t` under its op lock.
+#[allow(clippy::too_many_arguments)]
+fn session_op<H: Host>(
+    h: &H,
+    who: MountFor,
+    actor: &Actor,
+    call: &record::Call,
+    t: &Target,
+    op_lock: std::sync::MutexGuard<'_, ()>,
+    op: Op,
+    events: &mut dyn FnMut(Value),
+) -> Result<Value> {
+    let s = &t.session;
+    let t = t.clone();
     match op {
         Op::Checkpoint {
             message,
@@ -423,6 +454,8 @@ fn save_and_graft(
             Err(Error::Conflict(_)) if n == 0 => continue,
             Ok(()) => {
                 touched_by_graft(t, before_root);
+                // The new tree's `.git/HEAD` is no commit made in the workspace.
+                auto::git_rebaseline(&t.session);
                 return Ok((saved_any, n));
             }
             Err(e) => return Err(e),

@@ -78,7 +78,11 @@ pub(crate) fn long_log(store: &MemStore, session: &str, n: u64, every: u64) {
     for seq in 1..=n {
         let kind = if seq % every == 0 { "checkout" } else { "note" };
         let v = view(&format!("{seq:064x}"));
-        ops.extend(NewOp::new(&actor, kind, json!({}), v.clone(), v).build(session, seq).ops());
+        ops.extend(
+            NewOp::new(&actor, kind, json!({}), v.clone(), v)
+                .build(session, seq)
+                .ops(),
+        );
     }
     store.commit(ops).unwrap();
 }

@@ -87,8 +87,7 @@ pub(super) fn held_elsewhere<H: Host>(h: &H, t: &Target, b: &str) -> Option<Stri
     h.live()
         .into_iter()
         .find(|o| {
-            o.session.name() != t.session.name()
-                && o.session.record().branch.as_deref() == Some(b)
+            o.session.name() != t.session.name() && o.session.record().branch.as_deref() == Some(b)
         })
         .map(|o| o.session.name().to_string())
 }

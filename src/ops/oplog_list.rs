@@ -8,7 +8,9 @@ use crate::oplog::{self, Operation, stack::Stacks};
 
 pub(super) fn run(t: &Target, limit: Option<usize>) -> Result<Value> {
     let s = &t.session;
-    let limit = limit.unwrap_or(DEFAULT_LOG_LIMIT).min(oplog::walk::MAX_SHOWN);
+    let limit = limit
+        .unwrap_or(DEFAULT_LOG_LIMIT)
+        .min(oplog::walk::MAX_SHOWN);
     let ops = oplog::list(&**s.store(), s.name(), limit)?;
     Ok(json!({"operations": ops.iter().map(op_json).collect::<Vec<_>>()}))
 }

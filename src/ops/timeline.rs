@@ -20,8 +20,8 @@ use super::record::{self, Call, view_of};
 use crate::diff;
 use crate::error::{Error, Result};
 use crate::id::NodeId;
-use crate::oplog::walk::{self, Walked};
 use crate::oplog::Operation;
+use crate::oplog::walk::{self, Walked};
 
 /// Most paths listed per entry.
 pub const PATHS_SHOWN: usize = 50;

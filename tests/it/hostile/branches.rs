@@ -23,12 +23,18 @@ impl<'a> User<'a> {
     fn mount(a: &'a Agent) -> User<'a> {
         let mp = a.m.tmp.path().join("user-ws");
         std::fs::create_dir_all(&mp).unwrap();
-        tf_ok(&a.m.store, &["mount", mp.to_str().unwrap(), "--session", "u"]);
+        tf_ok(
+            &a.m.store,
+            &["mount", mp.to_str().unwrap(), "--session", "u"],
+        );
         User { a, mp }
     }
 
     fn remount(&self) {
-        tf_ok(&self.a.m.store, &["mount", self.mp.to_str().unwrap(), "--session", "u"]);
+        tf_ok(
+            &self.a.m.store,
+            &["mount", self.mp.to_str().unwrap(), "--session", "u"],
+        );
     }
 
     fn umount(&self) {
@@ -192,10 +198,7 @@ fn a_session_whose_branch_was_moved_is_told() {
     let (v, err) = u.run(&["log"]);
     assert_eq!(v["branch_moved"]["branch"], "main", "{v}");
     assert!(err.contains("branch main"), "{err}");
-    let human = tf(
-        &a.m.store,
-        &["-C", u.mp.to_str().unwrap(), "status"],
-    );
+    let human = tf(&a.m.store, &["-C", u.mp.to_str().unwrap(), "status"]);
     let out = String::from_utf8_lossy(&human.stdout);
     assert!(out.contains("detached from branch main"), "{out}");
     let (v, _) = u.run(&["checkout", "-b", "mine"]);

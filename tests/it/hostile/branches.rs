@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::Agent;
+use super::{AGENT_UID, Agent};
 use crate::harness::{daemon_log, tf, tf_ok};
 
 /// The user's own session `u`, mounted beside the agent's in the same store.
@@ -27,6 +27,9 @@ impl<'a> User<'a> {
             &a.m.store,
             &["mount", mp.to_str().unwrap(), "--session", "u"],
         );
+        // Owned by the agent's uid, so a checkout of the user's tree by the agent
+        // leaves it a workspace it can write in.
+        std::os::unix::fs::chown(&mp, Some(AGENT_UID), Some(AGENT_UID)).unwrap();
         User { a, mp }
     }
 
@@ -63,7 +66,9 @@ impl<'a> User<'a> {
     }
 
     fn write(&self, name: &str, data: &str) {
-        crate::harness::write_synced(&self.mp.join(name), data.as_bytes());
+        let p = self.mp.join(name);
+        crate::harness::write_synced(&p, data.as_bytes());
+        std::os::unix::fs::chown(&p, Some(AGENT_UID), Some(AGENT_UID)).unwrap();
     }
 }
 
@@ -99,7 +104,7 @@ fn undo_does_not_move_a_branch_the_user_advanced() {
     // The agent undoes its branch creation: main no longer holds what that
     // operation left, so the undo is refused and main stays the user's.
     let (code, err) = a.cli_err(&["undo"]);
-    assert_eq!(code, 75, "conflict exit status: {err}");
+    assert_eq!(code, 5, "conflict exit status: {err}");
     assert!(
         err.contains("branch main") && err.contains(&c2[..12]) && err.contains(&c1[..12]),
         "the refusal names the branch and both values: {err}"
@@ -116,7 +121,7 @@ fn undo_does_not_move_a_branch_the_user_advanced() {
         .map(|o| o["seq"].as_u64().unwrap())
         .unwrap();
     let (code, err) = a.cli_err(&["op", "restore", &branch_op.to_string()]);
-    assert_eq!(code, 75, "{err}");
+    assert_eq!(code, 5, "{err}");
     assert_eq!(branch_at(&a, "main").as_deref(), Some(c2.as_str()));
     // The user's session is still on main and its next checkpoint moves it.
     let st = u.ok(&["status"]);
@@ -216,12 +221,14 @@ fn checkout_that_flips_git_head_is_no_git_commit() {
             "git -c user.name=t -c user.email=t@example.com -c init.defaultBranch=main {args}"
         ))
     };
+    // Every git-commit checkpoint of the session, wherever HEAD is now: the
+    // daemon's checkpoint operations with that trigger.
     let commits = || {
-        a.cli_ok(&["log", "--limit", "100"])["checkpoints"]
+        a.cli_ok(&["op", "log", "-n", "1000"])["operations"]
             .as_array()
             .unwrap()
             .iter()
-            .filter(|c| c["trigger"] == "git-commit")
+            .filter(|o| o["kind"] == "checkpoint" && o["request"]["trigger"] == "git-commit")
             .count()
     };
     let wait_for = |n: usize| {

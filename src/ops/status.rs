@@ -34,7 +34,7 @@ pub(super) fn branch_notice(s: &Session) -> Option<Value> {
             "branch {b} was {} by someone else (HEAD is {}): your next checkpoint \
              detaches HEAD; `treefork checkout {b}` follows the branch",
             match &now {
-                Some(c) => format!("moved to {}", short(&Some(c.clone()))),
+                Some(_) => format!("moved to {}", short(&now)),
                 None => "deleted".into(),
             },
             short(&rec.head)
@@ -49,7 +49,7 @@ pub(super) fn branch_notice(s: &Session) -> Option<Value> {
          `treefork checkout -b NAME` keeps your work on a branch of its own",
         m.branch,
         match &m.to {
-            Some(c) => format!("moved to {}", short(&Some(c.clone()))),
+            Some(_) => format!("moved to {}", short(&m.to)),
             None => "deleted".into(),
         },
         short(&m.head)

@@ -272,15 +272,17 @@ fn left_by_session(
 
 /// Refuse (`conflict`) to move a branch that no longer holds the value the
 /// reverted operation left (someone moved it since), or that another live
-/// session has checked out. Checked before anything changes; the commit's
-/// `Expect` on each branch's value closes the race with a mover in between.
+/// session has checked out. Checked before anything changes; returns the values
+/// checked, which [`branch_ops`] requires again in the commit batch (`Expect`), so
+/// a mover in between fails the batch instead of being overwritten.
 fn check_branches<H: Host>(
     h: &H,
     t: &Target,
     kind: &str,
     goal: &Goal,
     of: &Operation,
-) -> Result<()> {
+) -> Result<BranchValues> {
+    let mut seen = BTreeMap::new();
     let store = t.session.store();
     let short = |v: &Option<String>| match v {
         Some(h) => h[..h.len().min(12)].to_string(),
@@ -288,6 +290,7 @@ fn check_branches<H: Host>(
     };
     for (b, want) in &goal.branches {
         let cur = refs::get_ref(&**store, b)?.map(|r| r.checkpoint);
+        seen.insert(b.clone(), cur.clone());
         if &cur == want {
             continue;
         }
@@ -311,14 +314,16 @@ fn check_branches<H: Host>(
             )));
         }
     }
-    Ok(())
+    Ok(seen)
 }
 
-/// The ops setting the goal's branches, each guarded by its current value; and
+/// The ops setting the goal's branches, each guarded by its current value, which
+/// must still be the value [`check_branches`] checked (`conflict` otherwise); and
 /// the values they had (for the record).
 fn branch_ops(
     store: &dyn crate::store::ObjectStore,
     goal: &Goal,
+    checked: &BranchValues,
 ) -> Result<(Vec<MetaOp>, BranchValues)> {
     let mut ops = Vec::new();
     let mut was = BTreeMap::new();
@@ -329,7 +334,14 @@ fn branch_ops(
             .as_deref()
             .map(|r| refs::RefRecord::decode(b, r))
             .transpose()?;
-        was.insert(b.clone(), cur.as_ref().map(|r| r.checkpoint.clone()));
+        let now = cur.as_ref().map(|r| r.checkpoint.clone());
+        if checked.get(b) != Some(&now) {
+            return Err(Error::Conflict(format!(
+                "branch {b} moved while this request ran; it was left alone (look at \
+                 `treefork log {b}` and retry)"
+            )));
+        }
+        was.insert(b.clone(), now);
         ops.push(MetaOp::Expect(key, raw));
         ops.push(match v {
             Some(c) => refs::ref_op(
@@ -395,7 +407,7 @@ fn apply<H: Host>(
     fill: &mut dyn FnMut(&mut NewOp),
     of: &Operation,
 ) -> Result<Value> {
-    check_branches(h, t, kind, &goal, of)?;
+    let checked = check_branches(h, t, kind, &goal, of)?;
     let s = &t.session;
     let store = s.store().clone();
     let mut notes = Vec::new();
@@ -420,7 +432,7 @@ fn apply<H: Host>(
             &mut |before_root| {
                 before = Some(view_of(&s.record(), before_root));
                 let change = head_change(t, &goal, Some(root), &mut notes)?;
-                let (ops, w) = branch_ops(&*store, &goal)?;
+                let (ops, w) = branch_ops(&*store, &goal, &checked)?;
                 was = w;
                 s.commit_state(change, &mut |_, _| Ok(ops.clone()))
                     .map(drop)
@@ -430,7 +442,7 @@ fn apply<H: Host>(
     } else if !goal.is_empty() {
         before = Some(view_now(t)?);
         let change = head_change(t, &goal, None, &mut notes)?;
-        let (ops, w) = branch_ops(&*store, &goal)?;
+        let (ops, w) = branch_ops(&*store, &goal, &checked)?;
         was = w;
         s.commit_state(change, &mut |_, _| Ok(ops.clone()))?;
     } else {

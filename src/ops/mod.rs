@@ -189,14 +189,14 @@ fn session_op<H: Host>(
             message,
             trigger,
             meta,
-        } => checkpoint::run(&t, &call, &message, &trigger, meta),
+        } => checkpoint::run(&t, call, &message, &trigger, meta),
         Op::Log { limit, from, path } => log::run(&t, limit, from.as_deref(), path.as_deref()),
         Op::Show { target, path } => show::run(&t, op_lock, &target, path.as_deref(), events),
         Op::Status => status::run(&t),
-        Op::Branch { name, from } => branch::create(h, &t, &call, &name, from.as_deref()),
-        Op::BranchRename { old, new } => branch::rename(h, &t, &call, &old, &new),
+        Op::Branch { name, from } => branch::create(h, &t, call, &name, from.as_deref()),
+        Op::BranchRename { old, new } => branch::rename(h, &t, call, &old, &new),
         Op::Checkout { target, create } => {
-            checkout::run(h, &t, &call, target.as_deref(), create.as_deref())
+            checkout::run(h, &t, call, target.as_deref(), create.as_deref())
         }
         Op::Fork {
             name,
@@ -220,7 +220,7 @@ fn session_op<H: Host>(
                 who,
                 from_message: from_message.as_deref(),
             };
-            fork::run(h, &t, &call, op_lock, req)
+            fork::run(h, &t, call, op_lock, req)
         }
         Op::Diff { a, b, mode, stream } => {
             let req = diff::Request {
@@ -235,18 +235,18 @@ fn session_op<H: Host>(
             target,
             paths,
             dry_run,
-        } => restore::run(&t, &call, &target, &paths, dry_run),
-        Op::Config { set } => config::run(&t, &call, set),
-        Op::Undo { what, if_last } => undo::step(h, &t, &call, undo::Way::Undo, what, if_last),
-        Op::Redo { what, if_last } => undo::step(h, &t, &call, undo::Way::Redo, what, if_last),
-        Op::OpRestore { seq, what } => undo::restore(h, &t, &call, seq, what),
+        } => restore::run(&t, call, &target, &paths, dry_run),
+        Op::Config { set } => config::run(&t, call, set),
+        Op::Undo { what, if_last } => undo::step(h, &t, call, undo::Way::Undo, what, if_last),
+        Op::Redo { what, if_last } => undo::step(h, &t, call, undo::Way::Redo, what, if_last),
+        Op::OpRestore { seq, what } => undo::restore(h, &t, call, seq, what),
         Op::OpLog { limit } => oplog_list::run(&t, limit),
         Op::Timeline {
             since,
             actor,
             limit,
         } => timeline::run(&t, since, actor.as_deref(), limit),
-        Op::Note { text, kind } => timeline::note(&t, &call, kind.as_deref(), &text),
+        Op::Note { text, kind } => timeline::note(&t, call, kind.as_deref(), &text),
         Op::ExperimentBegin { from, runs, cwd } => {
             let req = experiment::begin::Begin {
                 from: from.as_deref(),
@@ -333,10 +333,10 @@ fn session_op<H: Host>(
                 onto_head,
                 allow_large,
             };
-            promote::run(&t, &call, req)
+            promote::run(&t, call, req)
         }
         Op::Rewind { to, what, dry_run } => {
-            messages::rewind(&t, &call, &to, what.as_deref(), dry_run)
+            messages::rewind(&t, call, &to, what.as_deref(), dry_run)
         }
         _ => Err(Error::Invalid("not a session operation".into())),
     }

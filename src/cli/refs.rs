@@ -174,7 +174,8 @@ fn saved(out: &mut dyn Write, s: &Option<Saved>) -> io::Result<()> {
 }
 
 /// Show REF's tree in the live mount (pending changes are saved first). A branch
-/// attaches HEAD to it (new checkpoints move it); anything else detaches HEAD.
+/// attaches HEAD to it (new checkpoints move it) unless another mounted session
+/// has it checked out; anything else detaches HEAD.
 #[derive(clap::Args)]
 pub struct Checkout {
     #[arg(value_name = "REF", help = REF_HELP, required_unless_present = "create")]
@@ -189,6 +190,8 @@ struct CheckedOut {
     saved: Option<Saved>,
     checkpoint: Option<Shown>,
     branch: Option<String>,
+    #[serde(default)]
+    notes: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -206,6 +209,9 @@ impl Human for CheckedOut {
                 .unwrap_or(""),
         );
         writeln!(out, "the workspace now shows {id}")?;
+        for n in &self.notes {
+            writeln!(out, "note: {n}")?;
+        }
         match &self.branch {
             Some(b) => writeln!(out, "HEAD is on branch {b}"),
             None => writeln!(out, "HEAD is detached at {id}"),

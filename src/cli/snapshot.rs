@@ -153,12 +153,23 @@ struct Pending {
     changes: Vec<Change>,
     #[serde(default)]
     branch: Option<String>,
+    #[serde(default)]
+    branch_moved: Option<MovedNotice>,
+}
+
+/// `branch_moved` of an answer: someone else moved the session's branch.
+#[derive(Deserialize)]
+struct MovedNotice {
+    message: String,
 }
 
 impl Human for Pending {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         if let Some(b) = &self.branch {
             writeln!(out, "on branch {b}")?;
+        }
+        if let Some(m) = &self.branch_moved {
+            writeln!(out, "warning: {}", m.message)?;
         }
         for c in &self.changes {
             writeln!(out, "{} {}", change_letter(c.change()), c.path())?;

@@ -333,6 +333,14 @@ impl KeyRange {
         }
     }
 
+    /// Operations of `session` numbered below `end`.
+    pub fn ops_before(session: &str, end: u64) -> KeyRange {
+        KeyRange {
+            start: KeyRange::ops(session).start,
+            end: Some(op_key(session, end)),
+        }
+    }
+
     /// Every touched-file key of `session`.
     pub fn touched(session: &str) -> KeyRange {
         let mut p = key(TOUCHED_PREFIX, session.as_bytes());

@@ -4,8 +4,8 @@
 //! Owns: the operation record format ([`Operation`], [`View`], [`Actor`]), its keys
 //! (`p/<session>\0<seq>`, built by `crate::meta`), attachments of an operation
 //! (`x/<session>\0<seq><tag>`: captured output and other large payloads), appending
-//! ([`append`]), reading ([`get`], [`list`], [`last`]), the undo/redo stacks
-//! ([`stack`]) and retention ([`retention`]).
+//! ([`append`]), reading ([`get`], [`list`], [`last`]; bounded walks in pages:
+//! [`walk`]), the undo/redo stacks ([`stack`]) and retention ([`retention`]).
 //!
 //! Invariants:
 //! - Sequence numbers of a session start at 1 and grow by one; an append claims its
@@ -21,6 +21,7 @@
 
 pub mod retention;
 pub mod stack;
+pub mod walk;
 
 use std::collections::BTreeMap;
 
@@ -308,16 +309,15 @@ pub fn list(store: &dyn ObjectStore, session: &str, limit: usize) -> Result<Vec<
         .collect()
 }
 
-/// Every operation of `session` numbered `from` and up, oldest first.
-pub fn since(store: &dyn ObjectStore, session: &str, from: u64) -> Result<Vec<Operation>> {
-    store
-        .meta_range(&KeyRange::ops_from(session, from), usize::MAX)?
-        .iter()
-        .map(|(k, v)| decode_kv(k, v))
-        .collect()
+#[cfg(test)]
+thread_local! {
+    /// Records decoded by this thread (tests count what a read costs).
+    pub(crate) static DECODED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 fn decode_kv(k: &[u8], v: &[u8]) -> Result<Operation> {
+    #[cfg(test)]
+    DECODED.with(|d| d.set(d.get() + 1));
     let what = match meta::op_parts(k) {
         Some((s, n)) => format!("{s}#{n}"),
         None => format!("key {}", String::from_utf8_lossy(k)),
@@ -391,4 +391,4 @@ pub fn delete_all_ops(store: &dyn ObjectStore, session: &str) -> Result<Vec<Meta
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

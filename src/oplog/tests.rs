@@ -69,3 +69,76 @@ fn equal_views_are_inert_and_time_survives_json() {
     assert_eq!(back, op);
     assert!(Operation::decode("t", b"{\"version\":9}").is_err());
 }
+
+/// A log of `n` records of session `s` (every `every`-th a `checkout`, the rest
+/// notes), written in one batch (append's own lookup is not what is measured).
+pub(crate) fn long_log(store: &MemStore, session: &str, n: u64, every: u64) {
+    let actor = Actor::peer("agent", 65534, 1);
+    let mut ops = Vec::new();
+    for seq in 1..=n {
+        let kind = if seq % every == 0 { "checkout" } else { "note" };
+        let v = view(&format!("{seq:064x}"));
+        ops.extend(
+            NewOp::new(&actor, kind, json!({}), v.clone(), v)
+                .build(session, seq)
+                .ops(),
+        );
+    }
+    store.commit(ops).unwrap();
+}
+
+/// Records decoded by this thread while `f` runs.
+pub(crate) fn decoded_by<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    let before = DECODED.with(|d| d.get());
+    let r = f();
+    (r, DECODED.with(|d| d.get()) - before)
+}
+
+#[test]
+fn walks_decode_only_what_they_visit() {
+    let store = MemStore::default();
+    long_log(&store, "s", 20_000, 1000);
+    long_log(&store, "s2", 10, 1000);
+    // The newest five, newest first: five records decoded of 20,000.
+    let mut seen = Vec::new();
+    let (r, n) = decoded_by(|| {
+        walk::back(&store, "s", None, usize::MAX, &mut |o| {
+            seen.push(o.seq);
+            Ok(seen.len() < 5)
+        })
+    });
+    assert_eq!(r.unwrap(), walk::Walked::Stopped);
+    assert_eq!(seen, vec![20_000, 19_999, 19_998, 19_997, 19_996]);
+    assert_eq!(n, 5);
+    // Below a sequence number, and a session whose name extends this one's is
+    // not part of its log.
+    let mut seen = Vec::new();
+    let (r, n) = decoded_by(|| {
+        walk::back(&store, "s2", Some(4), usize::MAX, &mut |o| {
+            seen.push(o.seq);
+            Ok(true)
+        })
+    });
+    assert_eq!((r.unwrap(), seen, n), (walk::Walked::End, vec![3, 2, 1], 3));
+    // A budget stops the walk and says so.
+    let (r, n) = decoded_by(|| walk::back(&store, "s", None, 100, &mut |_| Ok(true)));
+    assert_eq!((r.unwrap(), n), (walk::Walked::Exhausted, 100));
+    let (r, n) = decoded_by(|| walk::back(&store, "s2", None, 10, &mut |_| Ok(true)));
+    assert_eq!((r.unwrap(), n), (walk::Walked::End, 10));
+    // Forward from a number.
+    let mut seen = Vec::new();
+    let (r, n) = decoded_by(|| {
+        walk::forward(&store, "s", 19_990, usize::MAX, &mut |o| {
+            seen.push(o.seq);
+            Ok(seen.len() < 3)
+        })
+    });
+    assert_eq!(r.unwrap(), walk::Walked::Stopped);
+    assert_eq!((seen, n), (vec![19_990, 19_991, 19_992], 3));
+    // The newest match: records up to it only.
+    let (f, n) = decoded_by(|| walk::find_back(&store, "s", usize::MAX, &|o| o.kind == "checkout"));
+    assert_eq!((f.unwrap().unwrap().seq, n), (20_000, 1));
+    // The replay steps cover the whole log.
+    let (steps, last) = walk::steps(&store, "s").unwrap();
+    assert_eq!((steps.len(), last.unwrap().seq), (20_000, 20_000));
+}

@@ -12,6 +12,8 @@
 
 mod git;
 
+pub(super) use git::rebaseline as git_rebaseline;
+
 use std::sync::atomic::Ordering;
 
 use super::{Host, Target, exec, syncfs};

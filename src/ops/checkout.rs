@@ -1,7 +1,10 @@
 //! `checkout`: make the live mount show a ref's tree, saving pending changes first.
 //! A branch name attaches HEAD to that branch (new checkpoints move it); any other
-//! ref detaches HEAD. `checkout -b NAME [REF]` creates the branch, then checks it
-//! out. Recorded as an operation (kind `checkout`).
+//! ref detaches HEAD. A branch another live session has checked out is not
+//! attached (its checkpoints would move the branch under that session, as git
+//! refuses a branch checked out in another worktree): HEAD is detached at it, and
+//! the answer's `notes` say so. `checkout -b NAME [REF]` creates the branch, then
+//! checks it out. Recorded as an operation (kind `checkout`).
 
 use serde_json::{Value, json};
 
@@ -26,9 +29,20 @@ pub(super) fn run<H: Host>(
     let s = &t.session;
     let store = s.store().clone();
     let c = super::refctx::resolve(t, spec)?;
-    let attach = refs::get_ref(&*store, spec)?
+    let mut attach = refs::get_ref(&*store, spec)?
         .filter(|r| r.checkpoint == c.id)
         .map(|_| spec.to_string());
+    let mut notes = Vec::new();
+    if let Some(b) = &attach
+        && let Some(other) = held_elsewhere(h, t, b)
+    {
+        notes.push(format!(
+            "branch {b} is checked out in session {other}: HEAD is detached at {} \
+             (`treefork checkout -b NAME` starts a branch of your own here)",
+            &c.id[..12]
+        ));
+        attach = None;
+    }
     let root = c.root_id()?;
     let t0 = std::time::Instant::now();
     let mut before = None;
@@ -64,5 +78,16 @@ pub(super) fn run<H: Host>(
         "detached": attach.is_none(),
         "saved": saved_json(saved),
         "op": op.map(|o| o.seq),
+        "notes": notes,
     }))
+}
+
+/// The other live session that has branch `b` checked out, if any.
+pub(super) fn held_elsewhere<H: Host>(h: &H, t: &Target, b: &str) -> Option<String> {
+    h.live()
+        .into_iter()
+        .find(|o| {
+            o.session.name() != t.session.name() && o.session.record().branch.as_deref() == Some(b)
+        })
+        .map(|o| o.session.name().to_string())
 }

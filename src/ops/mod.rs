@@ -13,6 +13,10 @@
 //! invalidations after the tree changed, on every path out, errors included (an
 //! invalidation produced and not sent leaves the kernel with orphaned node ids).
 //!
+//! Every successful answer to a session op carries `branch_moved` when someone
+//! else moved the session's branch (`status::branch_notice`): a session is never
+//! detached silently.
+//!
 //! Names are created atomically store-wide: a branch under [`Host::name_lock`]
 //! (check and write in one critical section), a session by [`Host::claim`] (the
 //! daemon's mount table owns each session name from creation to the end of its
@@ -39,6 +43,9 @@ mod show;
 mod status;
 mod timeline;
 mod undo;
+
+#[cfg(test)]
+mod log_reads_tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -153,19 +160,43 @@ pub fn run<H: Host>(
         Err(op) => op,
     };
     let op_lock = s.op_lock.lock().unwrap();
+    let r = session_op(h, who, actor, &call, &t, op_lock, op, events);
+    // Whatever the op, the session is told when someone else moved its branch.
+    r.map(|mut v| {
+        if let (Some(n), Some(m)) = (status::branch_notice(&s), v.as_object_mut()) {
+            m.insert("branch_moved".into(), n);
+        }
+        v
+    })
+}
+
+/// Run a session op on `t` under its op lock.
+#[allow(clippy::too_many_arguments)]
+fn session_op<H: Host>(
+    h: &H,
+    who: MountFor,
+    actor: &Actor,
+    call: &record::Call,
+    t: &Target,
+    op_lock: std::sync::MutexGuard<'_, ()>,
+    op: Op,
+    events: &mut dyn FnMut(Value),
+) -> Result<Value> {
+    let s = &t.session;
+    let t = t.clone();
     match op {
         Op::Checkpoint {
             message,
             trigger,
             meta,
-        } => checkpoint::run(&t, &call, &message, &trigger, meta),
+        } => checkpoint::run(&t, call, &message, &trigger, meta),
         Op::Log { limit, from, path } => log::run(&t, limit, from.as_deref(), path.as_deref()),
         Op::Show { target, path } => show::run(&t, op_lock, &target, path.as_deref(), events),
         Op::Status => status::run(&t),
-        Op::Branch { name, from } => branch::create(h, &t, &call, &name, from.as_deref()),
-        Op::BranchRename { old, new } => branch::rename(h, &t, &call, &old, &new),
+        Op::Branch { name, from } => branch::create(h, &t, call, &name, from.as_deref()),
+        Op::BranchRename { old, new } => branch::rename(h, &t, call, &old, &new),
         Op::Checkout { target, create } => {
-            checkout::run(h, &t, &call, target.as_deref(), create.as_deref())
+            checkout::run(h, &t, call, target.as_deref(), create.as_deref())
         }
         Op::Fork {
             name,
@@ -189,7 +220,7 @@ pub fn run<H: Host>(
                 who,
                 from_message: from_message.as_deref(),
             };
-            fork::run(h, &t, &call, op_lock, req)
+            fork::run(h, &t, call, op_lock, req)
         }
         Op::Diff { a, b, mode, stream } => {
             let req = diff::Request {
@@ -204,18 +235,18 @@ pub fn run<H: Host>(
             target,
             paths,
             dry_run,
-        } => restore::run(&t, &call, &target, &paths, dry_run),
-        Op::Config { set } => config::run(&t, &call, set),
-        Op::Undo { what, if_last } => undo::step(h, &t, &call, undo::Way::Undo, what, if_last),
-        Op::Redo { what, if_last } => undo::step(h, &t, &call, undo::Way::Redo, what, if_last),
-        Op::OpRestore { seq, what } => undo::restore(h, &t, &call, seq, what),
+        } => restore::run(&t, call, &target, &paths, dry_run),
+        Op::Config { set } => config::run(&t, call, set),
+        Op::Undo { what, if_last } => undo::step(h, &t, call, undo::Way::Undo, what, if_last),
+        Op::Redo { what, if_last } => undo::step(h, &t, call, undo::Way::Redo, what, if_last),
+        Op::OpRestore { seq, what } => undo::restore(h, &t, call, seq, what),
         Op::OpLog { limit } => oplog_list::run(&t, limit),
         Op::Timeline {
             since,
             actor,
             limit,
         } => timeline::run(&t, since, actor.as_deref(), limit),
-        Op::Note { text, kind } => timeline::note(&t, &call, kind.as_deref(), &text),
+        Op::Note { text, kind } => timeline::note(&t, call, kind.as_deref(), &text),
         Op::ExperimentBegin { from, runs, cwd } => {
             let req = experiment::begin::Begin {
                 from: from.as_deref(),
@@ -302,10 +333,10 @@ pub fn run<H: Host>(
                 onto_head,
                 allow_large,
             };
-            promote::run(&t, &call, req)
+            promote::run(&t, call, req)
         }
         Op::Rewind { to, what, dry_run } => {
-            messages::rewind(&t, &call, &to, what.as_deref(), dry_run)
+            messages::rewind(&t, call, &to, what.as_deref(), dry_run)
         }
         _ => Err(Error::Invalid("not a session operation".into())),
     }
@@ -423,6 +454,8 @@ fn save_and_graft(
             Err(Error::Conflict(_)) if n == 0 => continue,
             Ok(()) => {
                 touched_by_graft(t, before_root);
+                // The new tree's `.git/HEAD` is no commit made in the workspace.
+                auto::git_rebaseline(&t.session);
                 return Ok((saved_any, n));
             }
             Err(e) => return Err(e),

@@ -8,7 +8,10 @@ use crate::oplog::{self, Operation, stack::Stacks};
 
 pub(super) fn run(t: &Target, limit: Option<usize>) -> Result<Value> {
     let s = &t.session;
-    let ops = oplog::list(&**s.store(), s.name(), limit.unwrap_or(DEFAULT_LOG_LIMIT))?;
+    let limit = limit
+        .unwrap_or(DEFAULT_LOG_LIMIT)
+        .min(oplog::walk::MAX_SHOWN);
+    let ops = oplog::list(&**s.store(), s.name(), limit)?;
     Ok(json!({"operations": ops.iter().map(op_json).collect::<Vec<_>>()}))
 }
 
@@ -53,10 +56,10 @@ pub(crate) fn summary(o: &Operation) -> String {
     s
 }
 
-/// The undo/redo stacks of the session's retained log.
+/// The undo/redo stacks of the session's retained log (a replay of every record's
+/// step, read a page at a time: memory is a few words per record).
 pub(crate) fn stacks(t: &Target) -> Result<(Stacks, Option<Operation>)> {
     let s = &t.session;
-    let all = oplog::since(&**s.store(), s.name(), 0)?;
-    let last = all.last().cloned();
-    Ok((Stacks::replay(all.iter().map(Into::into)), last))
+    let (steps, last) = oplog::walk::steps(&**s.store(), s.name())?;
+    Ok((Stacks::replay(steps), last))
 }

@@ -3,12 +3,19 @@
 //! [`resolve`] (so the whole ref syntax means the same in every command).
 //!
 //! HEAD comes from the session record. `@{-N}` is answered from the session's
-//! operation log: the HEAD before its N-th newest `checkout` operation. `exec@N`
+//! operation log: the HEAD before its N-th newest `checkout` operation, found by a
+//! walk back that stops there (N at most [`MAX_PREVIOUS`]; at most
+//! `oplog::walk::SCAN_LIMIT` records are searched). `exec@N`
 //! is the state after exec number N (its `exec` operation's HEAD after).
 
 use super::Target;
 use crate::error::{Error, Result};
+use crate::oplog::walk::{self, Walked};
 use crate::refs::{self, Checkpoint, RefContext};
+use crate::store::ObjectStore;
+
+/// Largest N of `@{-N}`.
+pub const MAX_PREVIOUS: u64 = 1000;
 
 /// A [`RefContext`] for a mounted session.
 pub(crate) struct SessionRefs<'a> {
@@ -29,24 +36,7 @@ impl RefContext for SessionRefs<'_> {
 
     fn previous_checkout(&self, n: u64) -> Result<String> {
         let s = &self.t.session;
-        let mut seen = 0;
-        // Newest first, in pages (the log is bounded by retention).
-        for op in crate::oplog::list(&**s.store(), s.name(), usize::MAX)? {
-            if op.kind != "checkout" {
-                continue;
-            }
-            seen += 1;
-            if seen == n {
-                return op.before.head.ok_or_else(|| {
-                    Error::NotFound(format!(
-                        "@{{-{n}}}: the session had no checkpoint before that checkout"
-                    ))
-                });
-            }
-        }
-        Err(Error::NotFound(format!(
-            "@{{-{n}}}: the session's log has {seen} checkout(s)"
-        )))
+        previous_checkout(&**s.store(), s.name(), n)
     }
 
     fn exec_state(&self, n: u64) -> Result<String> {
@@ -58,4 +48,40 @@ impl RefContext for SessionRefs<'_> {
 /// Resolve `spec` in the context of the session of `t`.
 pub(crate) fn resolve(t: &Target, spec: &str) -> Result<Checkpoint> {
     refs::resolve_in(&**t.session.store(), &SessionRefs::new(t), spec)
+}
+
+/// `@{-N}` of `session`: the HEAD before its N-th newest `checkout` operation.
+pub(crate) fn previous_checkout(store: &dyn ObjectStore, session: &str, n: u64) -> Result<String> {
+    if n > MAX_PREVIOUS {
+        return Err(Error::Invalid(format!(
+            "@{{-{n}}}: at most @{{-{MAX_PREVIOUS}}}"
+        )));
+    }
+    let mut seen = 0;
+    let mut found = None;
+    // Newest first, in pages, stopping at the N-th checkout.
+    let walked = walk::back(store, session, None, walk::SCAN_LIMIT, &mut |op| {
+        if op.kind == "checkout" {
+            seen += 1;
+            if seen == n {
+                found = Some(op);
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    })?;
+    match found {
+        Some(op) => op.before.head.ok_or_else(|| {
+            Error::NotFound(format!(
+                "@{{-{n}}}: the session had no checkpoint before that checkout"
+            ))
+        }),
+        None if walked == Walked::Exhausted => Err(Error::NotFound(format!(
+            "@{{-{n}}}: {seen} checkout(s) among the session's newest {} operations",
+            walk::SCAN_LIMIT
+        ))),
+        None => Err(Error::NotFound(format!(
+            "@{{-{n}}}: the session's log has {seen} checkout(s)"
+        ))),
+    }
 }

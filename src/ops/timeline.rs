@@ -6,8 +6,11 @@
 //! undos and notes — each with the files its workspace change touched (the diff of
 //! its before and after workspace roots, at most [`PATHS_SHOWN`] paths and the
 //! count). Filters: `since` (unix seconds) and `actor` (a role: user, agent,
-//! daemon). A note is an inert operation (undo skips it) of kind `note`, its type
-//! (`action`, `decision`, `error`, `nudge`) and text in `meta`.
+//! daemon). It is read newest first in pages and stops at `limit` entries
+//! (at most `oplog::walk::MAX_SHOWN`), at the first record older than `since`, or
+//! after `oplog::walk::SCAN_LIMIT` records (then `scan_limited` says so). A note
+//! is an inert operation (undo skips it) of kind `note`, its type (`action`,
+//! `decision`, `error`, `nudge`) and text in `meta`.
 
 use serde_json::{Value, json};
 
@@ -17,7 +20,8 @@ use super::record::{self, Call, view_of};
 use crate::diff;
 use crate::error::{Error, Result};
 use crate::id::NodeId;
-use crate::oplog::{self, Operation};
+use crate::oplog::Operation;
+use crate::oplog::walk::{self, Walked};
 
 /// Most paths listed per entry.
 pub const PATHS_SHOWN: usize = 50;
@@ -36,14 +40,7 @@ pub(super) fn run(
 ) -> Result<Value> {
     let s = &t.session;
     let store = s.store();
-    let limit = limit.unwrap_or(DEFAULT_ENTRIES);
-    let mut ops: Vec<Operation> = oplog::list(&**store, s.name(), usize::MAX)?
-        .into_iter()
-        .filter(|o| since.is_none_or(|t| o.time_ns / 1_000_000_000 >= t as i128))
-        .filter(|o| actor.is_none_or(|a| o.actor.role == a))
-        .take(limit)
-        .collect();
-    ops.reverse();
+    let (ops, walked) = select(&**store, s.name(), since, actor, limit)?;
     let entries: Vec<Value> = ops
         .iter()
         .map(|o| {
@@ -52,7 +49,37 @@ pub(super) fn run(
             v
         })
         .collect();
-    Ok(json!({"entries": entries}))
+    let mut v = json!({"entries": entries});
+    if walked == Walked::Exhausted {
+        // Only the newest SCAN_LIMIT records were searched for matching entries.
+        v["scan_limited"] = json!(walk::SCAN_LIMIT);
+    }
+    Ok(v)
+}
+
+/// The operations a timeline shows (oldest first) and how the walk back ended.
+pub(crate) fn select(
+    store: &dyn crate::store::ObjectStore,
+    session: &str,
+    since: Option<i64>,
+    actor: Option<&str>,
+    limit: Option<usize>,
+) -> Result<(Vec<Operation>, Walked)> {
+    let limit = limit.unwrap_or(DEFAULT_ENTRIES).min(walk::MAX_SHOWN);
+    let mut ops: Vec<Operation> = Vec::new();
+    // Newest first: records are appended in time order, so the first one older
+    // than `since` ends the walk.
+    let walked = walk::back(store, session, None, walk::SCAN_LIMIT, &mut |o| {
+        if since.is_some_and(|t| o.time_ns / 1_000_000_000 < t as i128) {
+            return Ok(false);
+        }
+        if actor.is_none_or(|a| o.actor.role == a) {
+            ops.push(o);
+        }
+        Ok(ops.len() < limit)
+    })?;
+    ops.reverse();
+    Ok((ops, walked))
 }
 
 /// The paths an operation's workspace change touched.

@@ -11,6 +11,13 @@
 //! - `op restore N` returns to the whole view after operation N: HEAD, the
 //!   branches N touched, and the workspace.
 //!
+//! Branches move by compare-and-swap: a branch is moved only while it still holds
+//! the value the reverted operation left (for `op restore`, the value the
+//! session's newest operation touching it left) and no other live session has it
+//! checked out; otherwise the whole request is refused with `conflict`, naming the
+//! branch and both values, before anything changes (an `Expect` on each branch in
+//! the commit batch closes the race with a mover in between).
+//!
 //! `what` limits any of them to `files` (the workspace) or `refs` (HEAD and
 //! branches). `if_last` makes the request conditional on the log's newest
 //! operation, so of two clients undoing at once exactly one wins (the op lock
@@ -26,7 +33,7 @@ use super::{Host, Target, save_and_graft, saved_json};
 use crate::error::{Error, Result};
 use crate::id::{CheckpointId, NodeId};
 use crate::meta::{self, MetaOp};
-use crate::oplog::{self, NewOp, Operation, View};
+use crate::oplog::{self, NewOp, Operation, View, walk};
 use crate::refs;
 use crate::session::snapshot::StateChange;
 use crate::tree::Timespec;
@@ -85,6 +92,10 @@ struct Goal {
     /// The conversation's hidden ranges (`crate::messages::conversation`), when
     /// the operation changed them (a rewind, or an undo of one).
     conversation: Option<Hidden>,
+    /// What each branch to move must still hold: the value the operation being
+    /// reverted (or, for `op restore`, the session's newest operation touching
+    /// it) left. A branch found elsewhere was moved by someone else since.
+    expect: BTreeMap<String, Option<String>>,
 }
 
 impl Goal {
@@ -101,6 +112,7 @@ impl Goal {
             );
             if f != t {
                 g.branches.insert(b.clone(), t);
+                g.expect.insert(b.clone(), f);
             }
         }
         if from.workspace != to.workspace {
@@ -116,6 +128,7 @@ impl Goal {
             branches: v.branches.clone(),
             workspace: Some(v.workspace.clone()),
             conversation: None,
+            expect: BTreeMap::new(),
         }
     }
 
@@ -208,10 +221,12 @@ pub(super) fn restore<H: Host>(
     what: Option<String>,
 ) -> Result<Value> {
     let what = what_of(what.as_deref())?;
-    let op = oplog::get(&**t.session.store(), t.session.name(), seq)?;
+    let store = t.session.store();
+    let op = oplog::get(&**store, t.session.name(), seq)?;
     let mut goal = Goal::whole(&op.after);
     goal.conversation = conversation::of_op(&op.meta, "after");
-    let goal = goal.limit(what);
+    let mut goal = goal.limit(what);
+    goal.expect = left_by_session(&**store, t.session.name(), &goal.branches)?;
     apply(
         h,
         t,
@@ -225,14 +240,90 @@ pub(super) fn restore<H: Host>(
     )
 }
 
-/// The ops setting the goal's branches, each guarded by its current value; and
-/// the values they had (for the record).
 /// Branch values by name (`None`: absent).
 type BranchValues = BTreeMap<String, Option<String>>;
 
+/// For each of `branches`, the value the session's newest operation touching it
+/// left (searching at most `walk::SCAN_LIMIT` records; a branch not found there
+/// is expected absent, so an `op restore` never moves a branch the session has
+/// not set lately).
+fn left_by_session(
+    store: &dyn crate::store::ObjectStore,
+    session: &str,
+    branches: &BranchValues,
+) -> Result<BranchValues> {
+    let mut left = BTreeMap::new();
+    if branches.is_empty() {
+        return Ok(left);
+    }
+    walk::back(store, session, None, walk::SCAN_LIMIT, &mut |o| {
+        for (b, v) in &o.after.branches {
+            if branches.contains_key(b) && !left.contains_key(b) {
+                left.insert(b.clone(), v.clone());
+            }
+        }
+        Ok(left.len() < branches.len())
+    })?;
+    for b in branches.keys() {
+        left.entry(b.clone()).or_insert(None);
+    }
+    Ok(left)
+}
+
+/// Refuse (`conflict`) to move a branch that no longer holds the value the
+/// reverted operation left (someone moved it since), or that another live
+/// session has checked out. Checked before anything changes; returns the values
+/// checked, which [`branch_ops`] requires again in the commit batch (`Expect`), so
+/// a mover in between fails the batch instead of being overwritten.
+fn check_branches<H: Host>(
+    h: &H,
+    t: &Target,
+    kind: &str,
+    goal: &Goal,
+    of: &Operation,
+) -> Result<BranchValues> {
+    let mut seen = BTreeMap::new();
+    let store = t.session.store();
+    let short = |v: &Option<String>| match v {
+        Some(h) => h[..h.len().min(12)].to_string(),
+        None => "(absent)".into(),
+    };
+    for (b, want) in &goal.branches {
+        let cur = refs::get_ref(&**store, b)?.map(|r| r.checkpoint);
+        seen.insert(b.clone(), cur.clone());
+        if &cur == want {
+            continue;
+        }
+        if let Some(left) = goal.expect.get(b)
+            && left != &cur
+        {
+            return Err(Error::Conflict(format!(
+                "{} of operation {}: branch {b} is at {}, not at {} where this session left \
+                 it; someone else moved it since, so nothing was changed (see `treefork log {b}`)",
+                kind,
+                of.seq,
+                short(&cur),
+                short(left)
+            )));
+        }
+        if let Some(other) = super::checkout::held_elsewhere(h, t, b) {
+            return Err(Error::Conflict(format!(
+                "{kind} of operation {}: branch {b} is checked out in session {other}, \
+                 so it is not moved under it",
+                of.seq
+            )));
+        }
+    }
+    Ok(seen)
+}
+
+/// The ops setting the goal's branches, each guarded by its current value, which
+/// must still be the value [`check_branches`] checked (`conflict` otherwise); and
+/// the values they had (for the record).
 fn branch_ops(
     store: &dyn crate::store::ObjectStore,
     goal: &Goal,
+    checked: &BranchValues,
 ) -> Result<(Vec<MetaOp>, BranchValues)> {
     let mut ops = Vec::new();
     let mut was = BTreeMap::new();
@@ -243,7 +334,14 @@ fn branch_ops(
             .as_deref()
             .map(|r| refs::RefRecord::decode(b, r))
             .transpose()?;
-        was.insert(b.clone(), cur.as_ref().map(|r| r.checkpoint.clone()));
+        let now = cur.as_ref().map(|r| r.checkpoint.clone());
+        if checked.get(b) != Some(&now) {
+            return Err(Error::Conflict(format!(
+                "branch {b} moved while this request ran; it was left alone (look at \
+                 `treefork log {b}` and retry)"
+            )));
+        }
+        was.insert(b.clone(), now);
         ops.push(MetaOp::Expect(key, raw));
         ops.push(match v {
             Some(c) => refs::ref_op(
@@ -301,7 +399,7 @@ fn head_change(
 }
 
 fn apply<H: Host>(
-    _h: &H,
+    h: &H,
     t: &Target,
     call: &Call,
     kind: &str,
@@ -309,6 +407,7 @@ fn apply<H: Host>(
     fill: &mut dyn FnMut(&mut NewOp),
     of: &Operation,
 ) -> Result<Value> {
+    let checked = check_branches(h, t, kind, &goal, of)?;
     let s = &t.session;
     let store = s.store().clone();
     let mut notes = Vec::new();
@@ -333,7 +432,7 @@ fn apply<H: Host>(
             &mut |before_root| {
                 before = Some(view_of(&s.record(), before_root));
                 let change = head_change(t, &goal, Some(root), &mut notes)?;
-                let (ops, w) = branch_ops(&*store, &goal)?;
+                let (ops, w) = branch_ops(&*store, &goal, &checked)?;
                 was = w;
                 s.commit_state(change, &mut |_, _| Ok(ops.clone()))
                     .map(drop)
@@ -343,7 +442,7 @@ fn apply<H: Host>(
     } else if !goal.is_empty() {
         before = Some(view_now(t)?);
         let change = head_change(t, &goal, None, &mut notes)?;
-        let (ops, w) = branch_ops(&*store, &goal)?;
+        let (ops, w) = branch_ops(&*store, &goal, &checked)?;
         was = w;
         s.commit_state(change, &mut |_, _| Ok(ops.clone()))?;
     } else {

@@ -110,12 +110,30 @@ pub struct SessionRecord {
     /// `Session::checkpoint_with_meta`). `None`: detached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
+    /// Set when a checkpoint found that someone else had moved (or deleted) the
+    /// branch HEAD was attached to, and detached HEAD instead of moving it;
+    /// cleared by the next change of HEAD by the session's own request (checkout,
+    /// restore, undo, ...). Every answer to the session carries it (see
+    /// `ops::branch_notice`) until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_moved: Option<BranchMoved>,
     /// Per-session settings.
     #[serde(default)]
     pub config: SessionConfig,
     /// Request- and feature-defined data (rules: `refs::validate_meta`).
     #[serde(default)]
     pub meta: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A branch moved under a session by someone else ([`SessionRecord::branch_moved`]).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct BranchMoved {
+    /// The branch HEAD was attached to.
+    pub branch: String,
+    /// What the branch named when it was found moved (`None`: deleted).
+    pub to: Option<String>,
+    /// The session's HEAD then (the checkpoint the branch was expected to name).
+    pub head: Option<String>,
 }
 
 /// Per-session settings (`treefork config`).
@@ -299,6 +317,7 @@ pub fn new_record(name: &str, root: NodeId, bytes: i64, inodes: i64) -> Result<S
         inodes,
         head: None,
         branch: None,
+        branch_moved: None,
         config: SessionConfig::default(),
         meta: serde_json::Map::new(),
     })

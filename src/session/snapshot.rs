@@ -48,7 +48,8 @@ pub type LogHook<'a> = &'a mut dyn FnMut(
 
 /// The ops moving the branch HEAD is attached to (in `rec`) from the old HEAD
 /// (`before.head`) to `c`, guarded by its old value; detaches `rec` instead when the
-/// branch no longer names the old HEAD.
+/// branch no longer names the old HEAD (and records that in `rec.branch_moved`, so
+/// the session is told).
 fn advance_attached(
     store: &dyn crate::store::ObjectStore,
     rec: &mut SessionRecord,
@@ -86,6 +87,11 @@ fn advance_attached(
                 }
             );
             rec.branch = None;
+            rec.branch_moved = Some(super::BranchMoved {
+                branch: b,
+                to: other.map(|r| r.checkpoint),
+                head: before.head.clone(),
+            });
             Ok(Vec::new())
         }
     }
@@ -289,6 +295,7 @@ impl Session {
         let mut rec = before.clone();
         rec.head = change.head;
         rec.branch = change.branch;
+        rec.branch_moved = None;
         rec.base = change.base.to_hex();
         if let Some(root) = change.root {
             let (bytes, inodes) = {

@@ -123,8 +123,15 @@ fn call_socket_events<T: DeserializeOwned>(
     no_answer: impl FnOnce() -> String,
 ) -> Result<Reply<T>> {
     let mut c = Client::connect(sock).with_context(no_answer)?;
-    let v = c.call(op, on_event)?;
-    Reply::parse(checked(v)?)
+    let v = checked(c.call(op, on_event)?)?;
+    // Someone else moved the session's branch: every command says so (`status`
+    // shows it in its own output).
+    if let Some(m) = v.pointer("/branch_moved/message").and_then(Value::as_str)
+        && !matches!(op, Op::Status)
+    {
+        eprintln!("treefork: warning: {m}");
+    }
+    Reply::parse(v)
 }
 
 /// Call `op` on the daemon serving `store`.

@@ -7,7 +7,9 @@
 //! look, at most every [`INTERVAL_MS`]; one `syncfs` first (git writes its ref
 //! through the kernel's writeback cache). The first value seen after a mount is
 //! the baseline: only a change from it to a commit triggers (so a repository
-//! created or cloned into the workspace later counts as a commit too).
+//! created or cloned into the workspace later counts as a commit too). A tree
+//! swap by treefork (checkout, restore, undo, adopt) is no commit: it sets the
+//! baseline to what the new tree's `.git/HEAD` names ([`rebaseline`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -92,6 +94,23 @@ pub(super) fn check(t: &Target, now: u64) {
         }
     }
     st.head = head;
+    store_seen(s.name(), st);
+}
+
+/// Take the commit `.git/HEAD` points to now as the baseline, after treefork
+/// itself replaced the workspace's tree (checkout, restore, undo, adopt): the
+/// `.git` it brought in names another commit, but no commit was made. Called with
+/// the session's op lock held, so no look runs meanwhile.
+pub(in crate::ops) fn rebaseline(s: &crate::session::Session) {
+    let head = match head_commit(s).flatten() {
+        Some(c) => Head::Commit(c),
+        None => Head::NoCommit,
+    };
+    let (_, last_mutation) = s.activity();
+    let mut st = seen(s.name());
+    st.head = head;
+    st.mutation_ms = last_mutation;
+    st.checked_ms = crate::session::now_ms().max(1);
     store_seen(s.name(), st);
 }
 

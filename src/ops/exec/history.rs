@@ -3,13 +3,14 @@
 //!
 //! Exec records are operations of kind `exec` in the session's operation log;
 //! exec N is found by scanning from sequence number N (exec N's record can only
-//! come at or after it: every exec appends exactly one operation).
+//! come at or after it: every exec appends exactly one operation). Every read is
+//! a paged walk (`oplog::walk`) that stops as soon as it has its answer.
 
 use serde_json::{Value, json};
 
 use super::KIND;
 use crate::error::{Error, Result};
-use crate::oplog::{self, Operation, tag};
+use crate::oplog::{self, Operation, tag, walk};
 use crate::ops::Target;
 use crate::store::ObjectStore;
 
@@ -23,16 +24,22 @@ fn exec_number(o: &Operation) -> Option<u64> {
     o.meta.get("exec")?.get("n")?.as_u64()
 }
 
-/// The record of exec `n` of `session`.
+/// The record of exec `n` of `session` (a walk from operation `n`, one page of
+/// records in memory, stopping at it).
 pub fn find(store: &dyn ObjectStore, session: &str, n: u64) -> Result<Operation> {
-    oplog::since(store, session, n.max(1))?
-        .into_iter()
-        .find(|o| exec_number(o) == Some(n))
-        .ok_or_else(|| {
-            Error::NotFound(format!(
-                "session {session} has no exec {n} (see `treefork history`)"
-            ))
-        })
+    let mut found = None;
+    walk::forward(store, session, n.max(1), usize::MAX, &mut |o| {
+        if exec_number(&o) == Some(n) {
+            found = Some(o);
+            return Ok(false);
+        }
+        Ok(true)
+    })?;
+    found.ok_or_else(|| {
+        Error::NotFound(format!(
+            "session {session} has no exec {n} (see `treefork history`)"
+        ))
+    })
 }
 
 /// The checkpoint (hex) of the state after exec `n` of `session`: the exec's own
@@ -64,17 +71,33 @@ fn summary(o: &Operation) -> Value {
     v
 }
 
-/// At most `limit` exec records, newest first.
+/// At most `limit` exec records, newest first (a walk back that stops at `limit`
+/// execs or after `walk::SCAN_LIMIT` records: then `scan_limited` says so).
 pub(in crate::ops) fn list(t: &Target, limit: Option<usize>) -> Result<Value> {
     let s = &t.session;
-    let limit = limit.unwrap_or(DEFAULT_HISTORY_LIMIT);
-    let execs: Vec<Value> = oplog::list(&**s.store(), s.name(), usize::MAX)?
-        .iter()
-        .filter(|o| exec_number(o).is_some())
-        .take(limit)
-        .map(summary)
-        .collect();
-    Ok(json!({"execs": execs}))
+    let (execs, walked) = newest(&**s.store(), s.name(), limit)?;
+    let mut v = json!({"execs": execs});
+    if walked == walk::Walked::Exhausted {
+        v["scan_limited"] = json!(walk::SCAN_LIMIT);
+    }
+    Ok(v)
+}
+
+/// The history lines of the newest `limit` execs and how the walk back ended.
+pub(crate) fn newest(
+    store: &dyn ObjectStore,
+    session: &str,
+    limit: Option<usize>,
+) -> Result<(Vec<Value>, walk::Walked)> {
+    let limit = limit.unwrap_or(DEFAULT_HISTORY_LIMIT).min(walk::MAX_SHOWN);
+    let mut execs: Vec<Value> = Vec::new();
+    let walked = walk::back(store, session, None, walk::SCAN_LIMIT, &mut |o| {
+        if exec_number(&o).is_some() {
+            execs.push(summary(&o));
+        }
+        Ok(execs.len() < limit)
+    })?;
+    Ok((execs, walked))
 }
 
 /// Exec `n`'s whole record and its captured output (base64).

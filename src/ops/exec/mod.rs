@@ -24,7 +24,7 @@
 
 mod begin;
 mod end;
-mod history;
+pub(crate) mod history;
 mod slot;
 
 pub use crate::control::{b64_decode, b64_encode};

@@ -91,10 +91,10 @@ pub(super) fn next_number(s: &Session) -> Result<u64> {
 }
 
 fn newest_number(s: &Session) -> Result<u64> {
-    let ops = oplog::list(&**s.store(), s.name(), usize::MAX)?;
-    Ok(ops
-        .iter()
-        .find(|o| o.kind == super::KIND)
+    let newest = oplog::walk::find_back(&**s.store(), s.name(), usize::MAX, &|o| {
+        o.kind == super::KIND
+    })?;
+    Ok(newest
         .and_then(|o| o.meta.get("exec")?.get("n")?.as_u64())
         .unwrap_or(0))
 }

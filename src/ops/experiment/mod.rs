@@ -99,10 +99,9 @@ fn recorded(store: &dyn ObjectStore, session: &str, id: Option<&str>) -> Result<
     if let Some(id) = id {
         check_id(id)?;
     }
-    let found = oplog::list(store, session, usize::MAX)?
-        .into_iter()
-        .find(|o| o.kind == KIND && id.is_none_or(|id| o.meta["id"].as_str() == Some(id)));
-    Ok(found)
+    oplog::walk::find_back(store, session, usize::MAX, &|o| {
+        o.kind == KIND && id.is_none_or(|id| o.meta["id"].as_str() == Some(id))
+    })
 }
 
 /// The recorded experiment, or `NotFound` naming it.

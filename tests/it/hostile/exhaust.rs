@@ -40,6 +40,14 @@ fn fill(a: &Agent, n: usize, size: usize) {
     fs::remove_file(f).unwrap();
 }
 
+/// An empty directory owned by the agent in its home (a fork's mountpoint).
+fn agent_dir(a: &Agent, name: &str) -> String {
+    let d = a.home.join(name);
+    fs::create_dir(&d).unwrap();
+    std::os::unix::fs::chown(&d, Some(super::AGENT_UID), Some(super::AGENT_UID)).unwrap();
+    d.to_str().unwrap().to_string()
+}
+
 /// Bytes used by the files under `dir`.
 fn du(dir: &Path) -> u64 {
     let mut n = 0;
@@ -120,9 +128,8 @@ fn forks_share_the_conversation() {
     let before = du(&a.m.store);
     let mut mps = Vec::new();
     for i in 0..8 {
-        let mp = a.home.join(format!("fork{i}"));
-        let name = format!("f{i}");
-        a.cli_ok(&["fork", &name, "--mount", mp.to_str().unwrap()]);
+        let mp = agent_dir(&a, &format!("fork{i}"));
+        a.cli_ok(&["fork", &format!("f{i}"), "--mount", &mp]);
         mps.push(mp);
     }
     let grew = du(&a.m.store).saturating_sub(before);
@@ -134,7 +141,7 @@ fn forks_share_the_conversation() {
     for mp in [&mps[0], &mps[7]] {
         let v: Value = serde_json::from_str(&tf_ok(
             &a.m.store,
-            &["--json", "-C", mp.to_str().unwrap(), "messages", "-n", "2"],
+            &["--json", "-C", mp.as_str(), "messages", "-n", "2"],
         ))
         .unwrap();
         let list = v["messages"].as_array().unwrap();
@@ -143,7 +150,7 @@ fn forks_share_the_conversation() {
         assert!(list[1]["content"].as_str().unwrap().starts_with("000049"));
     }
     // A fork's own messages continue its conversation; the parent's are unchanged.
-    let fork0 = mps[0].to_str().unwrap();
+    let fork0 = mps[0].as_str();
     tf_ok(
         &a.m.store,
         &["-C", fork0, "messages", "append", "--role", "user", "--content", "in fork", "--flush"],
@@ -206,11 +213,11 @@ fn quotas_refuse_and_keep_what_was_stored() {
 
     // Sessions an agent creates.
     for i in 0..2 {
-        let mp = a.home.join(format!("q{i}"));
-        a.cli_ok(&["fork", &format!("q{i}"), "--mount", mp.to_str().unwrap()]);
+        let mp = agent_dir(&a, &format!("q{i}"));
+        a.cli_ok(&["fork", &format!("q{i}"), "--mount", &mp]);
     }
-    let mp = a.home.join("q2");
-    let o = a.cli(&["fork", "q2", "--mount", mp.to_str().unwrap()]);
+    let mp = agent_dir(&a, "q2");
+    let o = a.cli(&["fork", "q2", "--mount", &mp]);
     assert_eq!(refusal(&o), (QUOTA_STATUS, "quota".to_string()));
     // The user is not bound by it.
     let ump = a.m.tmp.path().join("user-fork");

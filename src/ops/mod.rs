@@ -168,7 +168,7 @@ pub fn run<H: Host>(
     }
     let t = h.target(session)?;
     if actor.is_agent() && records(&op) {
-        crate::quota::check_op_records(&**h.store(), t.session.name())?;
+        crate::quota::check_op_records(&*h.store(), t.session.name())?;
     }
     let s = t.session.clone();
     // Until the op's record is committed, the roots its views name stay gc roots.

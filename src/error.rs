@@ -95,7 +95,9 @@ pub enum Error {
     NonFastForward(String),
     /// A limit of the store's quotas (`crate::quota`) would be exceeded; nothing
     /// was changed. The user raises it with `treefork limits KEY=VALUE`.
-    #[error("quota {what} exceeded: {detail} (limit {limit}; the user can raise it with `treefork limits {what}=N`)")]
+    #[error(
+        "quota {what} exceeded: {detail} (limit {limit}; the user can raise it with `treefork limits {what}=N`)"
+    )]
     Quota {
         /// Which limit (its setting name, e.g. `message_bytes`).
         what: &'static str,

@@ -85,7 +85,11 @@ fn list_all(cx: &Ctx, op: Op) -> Result<Reply<List>> {
         if limit.is_some() {
             return Ok(r);
         }
-        let last = r.body.messages.last().and_then(|m| m["id"].as_str().map(str::to_string));
+        let last = r
+            .body
+            .messages
+            .last()
+            .and_then(|m| m["id"].as_str().map(str::to_string));
         all.extend(r.body.messages);
         match last {
             Some(id) if more => after = Some(id),

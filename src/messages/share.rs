@@ -173,7 +173,11 @@ pub fn last_seq(store: &dyn ObjectStore, session: &str, stream: Stream) -> Resul
 
 /// Where message `id` of `session`'s view is: (stream, seq, the session whose
 /// keys hold it).
-pub fn locate(store: &dyn ObjectStore, session: &str, id: &str) -> Result<Option<(Stream, u64, String)>> {
+pub fn locate(
+    store: &dyn ObjectStore,
+    session: &str,
+    id: &str,
+) -> Result<Option<(Stream, u64, String)>> {
     let mut cache: BTreeMap<String, Option<IdEntry>> = BTreeMap::new();
     for stream in [Stream::Messages, Stream::Transcript] {
         for seg in chain(store, session, stream)? {
@@ -182,9 +186,14 @@ pub fn locate(store: &dyn ObjectStore, session: &str, id: &str) -> Result<Option
                 None => {
                     let e = match store.meta_get(&meta::message_id_key(&seg.session, id))? {
                         None => None,
-                        Some(raw) => Some(serde_json::from_slice::<IdEntry>(&raw).map_err(|e| {
-                            Error::corrupt(format!("message index {}/{id}", seg.session), e.to_string())
-                        })?),
+                        Some(raw) => {
+                            Some(serde_json::from_slice::<IdEntry>(&raw).map_err(|e| {
+                                Error::corrupt(
+                                    format!("message index {}/{id}", seg.session),
+                                    e.to_string(),
+                                )
+                            })?)
+                        }
                     };
                     cache.insert(seg.session.clone(), e.clone());
                     e
@@ -295,7 +304,12 @@ pub fn walk(
 
 /// The base a fork of `from` gets for `stream` sharing records `1..=upto`, with
 /// the bases that would contribute nothing skipped (`None` when `upto` is 0).
-pub fn base_for(store: &dyn ObjectStore, from: &str, stream: Stream, upto: u64) -> Result<Option<Base>> {
+pub fn base_for(
+    store: &dyn ObjectStore,
+    from: &str,
+    stream: Stream,
+    upto: u64,
+) -> Result<Option<Base>> {
     if upto == 0 {
         return Ok(None);
     }
@@ -463,7 +477,14 @@ pub fn release(store: &dyn ObjectStore, session: &str) -> Result<Vec<MetaOp>> {
 /// Copy `from`'s own records `a..=b` of `stream` (and their id index entries) to
 /// `to`, a page per commit. Idempotent: the copies sit below `to`'s base bound
 /// (unread) until the commit re-pointing `to` lands.
-fn copy_range(store: &dyn ObjectStore, from: &str, to: &str, stream: Stream, a: u64, b: u64) -> Result<()> {
+fn copy_range(
+    store: &dyn ObjectStore,
+    from: &str,
+    to: &str,
+    stream: Stream,
+    a: u64,
+    b: u64,
+) -> Result<()> {
     let seg = [Seg {
         session: from.to_string(),
         lo: a - 1,
@@ -567,7 +588,11 @@ mod tests {
         // Removing p: f (sharing the most) inherits p's records; g is pointed at f.
         let ops = messages::delete_ops(&s, "p").unwrap();
         s.commit(ops).unwrap();
-        assert!(s.meta_scan(&meta::message_key("p", b'm', 0)[..4]).unwrap().is_empty());
+        assert!(
+            s.meta_scan(&meta::message_key("p", b'm', 0)[..4])
+                .unwrap()
+                .is_empty()
+        );
         assert_eq!(load(&s, "f").unwrap().messages, None);
         assert_eq!(load(&s, "g").unwrap().messages.unwrap().session, "f");
         assert_eq!(contents(&s, "f"), f_all);

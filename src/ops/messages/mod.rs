@@ -260,14 +260,29 @@ fn commit_group(t: &Target, drafts: Vec<Draft>) -> Result<()> {
 /// The stored size of a draft, roughly (its record adds the ids and times).
 fn draft_size(d: &Draft) -> u64 {
     let size = |v: &Value| serde_json::to_vec(v).map_or(0, |b| b.len() as u64);
-    let meta = d.meta.as_ref().map_or(0, |m| size(&Value::Object(m.clone())));
+    let meta = d
+        .meta
+        .as_ref()
+        .map_or(0, |m| size(&Value::Object(m.clone())));
     size(&d.content) + d.tool_calls.as_ref().map_or(0, size) + meta + 256
 }
 
 /// Refuse a record of `size` bytes past the session's message quotas.
 fn check_usage(limits: &crate::quota::Limits, used: share::Usage, size: u64) -> Result<()> {
-    crate::quota::check("message_count", limits.message_count, used.count, 1, "records")?;
-    crate::quota::check("message_bytes", limits.message_bytes, used.bytes, size, "bytes")
+    crate::quota::check(
+        "message_count",
+        limits.message_count,
+        used.count,
+        1,
+        "records",
+    )?;
+    crate::quota::check(
+        "message_bytes",
+        limits.message_bytes,
+        used.bytes,
+        size,
+        "bytes",
+    )
 }
 
 const MAX_META_TEXT: usize = 256;

@@ -65,7 +65,11 @@ fn du(dir: &Path) -> u64 {
 
 /// The error document of a failed `--json` run: (exit status, code).
 fn refusal(o: &Output) -> (i32, String) {
-    assert!(!o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(
+        !o.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
         panic!(
             "no error document ({e}): {:?} {}",
@@ -153,7 +157,17 @@ fn forks_share_the_conversation() {
     let fork0 = mps[0].as_str();
     tf_ok(
         &a.m.store,
-        &["-C", fork0, "messages", "append", "--role", "user", "--content", "in fork", "--flush"],
+        &[
+            "-C",
+            fork0,
+            "messages",
+            "append",
+            "--role",
+            "user",
+            "--content",
+            "in fork",
+            "--flush",
+        ],
     );
     let v: Value = serde_json::from_str(&tf_ok(
         &a.m.store,
@@ -163,7 +177,12 @@ fn forks_share_the_conversation() {
     assert_eq!(v["messages"][0]["seq"], json!(51));
     assert_eq!(v["messages"][0]["content"], json!("in fork"));
     let v = a.cli_ok(&["messages", "-n", "1"]);
-    assert!(v["messages"][0]["content"].as_str().unwrap().starts_with("000049"));
+    assert!(
+        v["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("000049")
+    );
     a.assert_daemon_answers();
 }
 
@@ -187,9 +206,25 @@ fn quotas_refuse_and_keep_what_was_stored() {
     // Message count.
     for i in 0..5 {
         let c = format!("m{i}");
-        a.cli_ok(&["messages", "append", "--role", "user", "--content", &c, "--flush"]);
+        a.cli_ok(&[
+            "messages",
+            "append",
+            "--role",
+            "user",
+            "--content",
+            &c,
+            "--flush",
+        ]);
     }
-    let o = a.cli(&["messages", "append", "--role", "user", "--content", "m5", "--flush"]);
+    let o = a.cli(&[
+        "messages",
+        "append",
+        "--role",
+        "user",
+        "--content",
+        "m5",
+        "--flush",
+    ]);
     assert_eq!(refusal(&o), (QUOTA_STATUS, "quota".to_string()));
     let v = a.cli_ok(&["messages"]);
     let got: Vec<&str> = v["messages"]

@@ -182,7 +182,7 @@ pub fn locate(
     for stream in [Stream::Messages, Stream::Transcript] {
         for seg in chain(store, session, stream)? {
             let e = match cache.get(&seg.session) {
-                Some(e) => e.clone(),
+                Some(e) => *e,
                 None => {
                     let e = match store.meta_get(&meta::message_id_key(&seg.session, id))? {
                         None => None,
@@ -195,7 +195,7 @@ pub fn locate(
                             })?)
                         }
                     };
-                    cache.insert(seg.session.clone(), e.clone());
+                    cache.insert(seg.session.clone(), e);
                     e
                 }
             };

@@ -93,6 +93,19 @@ pub enum Error {
     /// seen, or is not an ancestor); nothing was changed. `--force` overrides.
     #[error("{0}")]
     NonFastForward(String),
+    /// A limit of the store's quotas (`crate::quota`) would be exceeded; nothing
+    /// was changed. The user raises it with `treefork limits KEY=VALUE`.
+    #[error(
+        "quota {what} exceeded: {detail} (limit {limit}; the user can raise it with `treefork limits {what}=N`)"
+    )]
+    Quota {
+        /// Which limit (its setting name, e.g. `message_bytes`).
+        what: &'static str,
+        /// The limit.
+        limit: u64,
+        /// What the request would have reached, in words.
+        detail: String,
+    },
     /// `promote`: chosen paths changed in the durable repository since the
     /// session's baseline (nothing was written).
     #[error("{}", baseline_conflict_message(paths))]
@@ -176,6 +189,7 @@ impl Error {
             | Error::BaselineConflict { .. } => libc::EBUSY,
             Error::Forbidden(_) => libc::EPERM,
             Error::ObjectTooLarge { .. } => libc::EFBIG,
+            Error::Quota { .. } => libc::EDQUOT,
             Error::RateLimited(_) => libc::EAGAIN,
             Error::Invalid(_) => libc::EINVAL,
             Error::NotFound(_) => libc::ENOENT,
@@ -208,11 +222,13 @@ impl Error {
             Error::BaselineConflict { .. } => "BASELINE_CONFLICT",
             Error::Remote { .. } => "remote",
             Error::NonFastForward(_) => "non_fast_forward",
+            Error::Quota { .. } => "quota",
         }
     }
 
     /// Fields an error response carries besides `code` and `message` (merged
-    /// into its `error` object): `paths` of a [`Error::BaselineConflict`].
+    /// into its `error` object): `paths` of a [`Error::BaselineConflict`], `what`
+    /// and `limit` of a [`Error::Quota`].
     pub fn detail(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
         match self {
             Error::BaselineConflict { paths } => {
@@ -221,6 +237,12 @@ impl Error {
                     "paths".into(),
                     serde_json::to_value(paths).unwrap_or_default(),
                 );
+                Some(m)
+            }
+            Error::Quota { what, limit, .. } => {
+                let mut m = serde_json::Map::new();
+                m.insert("what".into(), serde_json::json!(what));
+                m.insert("limit".into(), serde_json::json!(limit));
                 Some(m)
             }
             _ => None,

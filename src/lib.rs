@@ -26,6 +26,7 @@ pub mod messages;
 pub mod meta;
 pub mod oplog;
 pub mod ops;
+pub mod quota;
 pub mod reach;
 pub mod refs;
 pub mod remote;

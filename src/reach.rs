@@ -196,9 +196,26 @@ impl Roots {
 
     /// Every conversation message: the checkpoint and workspace root it names
     /// are kept like an operation record's (a rewind restores them); an
-    /// unreadable one is a problem.
+    /// unreadable one is a problem. Read a page at a time (a store holds up to
+    /// `message_bytes` per session).
     fn read_messages(&mut self, meta: &dyn MetaStore) -> Result<()> {
-        for (k, v) in meta.scan(crate::meta::MESSAGE_PREFIX)? {
+        let mut range = crate::meta::KeyRange::prefix(crate::meta::MESSAGE_PREFIX);
+        loop {
+            let page = meta.range(&range, crate::messages::share::CHUNK)?;
+            let n = page.len();
+            if let Some((k, _)) = page.last() {
+                range.start = k.clone();
+                range.start.push(0);
+            }
+            self.read_message_page(page);
+            if n < crate::messages::share::CHUNK {
+                return Ok(());
+            }
+        }
+    }
+
+    fn read_message_page(&mut self, page: Vec<(Vec<u8>, Vec<u8>)>) {
+        for (k, v) in page {
             let owner = match crate::meta::message_parts(&k) {
                 Some((s, t, n)) => format!("message {s}#{}{n}", t as char),
                 None => format!("message key {}", crate::id::hex(&k)),
@@ -217,7 +234,6 @@ impl Roots {
                 )),
             }
         }
-        Ok(())
     }
 
     /// Live checkpoints: the seeds (checkpoints of existing sessions, session heads,

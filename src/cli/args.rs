@@ -76,6 +76,7 @@ commands! {
     Timeline(timeline::Timeline),
     Note(timeline::Note),
     Config(config::Config),
+    Limits(config::Limits),
     Exec(exec::Exec),
     History(history::History),
     Experiment(experiment::Experiment),

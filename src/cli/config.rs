@@ -1,4 +1,4 @@
-//! `config`: show or change the session's settings.
+//! `config`: show or change the session's settings; `limits`: the store's quotas.
 
 use serde_json::{Map, Value};
 
@@ -46,6 +46,37 @@ impl Run for Config {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let set = parse_settings(&self.settings)?;
         let r: Reply<Settings> = cx.session(Op::Config { set })?;
+        Ok(r.into())
+    }
+}
+
+/// Show or change the store's quotas (KEY=VALUE, e.g. message_bytes=536870912);
+/// changing them is the user's (an agent socket may only show them).
+#[derive(clap::Args)]
+pub struct Limits {
+    /// Limits to change.
+    settings: Vec<String>,
+}
+
+/// `KEY=VALUE` lines.
+#[derive(Deserialize)]
+struct LimitList {
+    limits: Map<String, Value>,
+}
+
+impl Human for LimitList {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        for (k, val) in &self.limits {
+            writeln!(out, "{k}={val}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Run for Limits {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        let set = parse_settings(&self.settings)?;
+        let r: Reply<LimitList> = cx.store_op(Op::Limits { set }, false)?;
         Ok(r.into())
     }
 }

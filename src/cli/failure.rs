@@ -45,6 +45,9 @@ pub const REMOTE: i32 = 8;
 /// A push was refused as non-fast-forward (the remote ref moved or is not an
 /// ancestor); pull first, or push `--force`.
 pub const NON_FAST_FORWARD: i32 = 9;
+/// A quota of the store (`treefork limits`) would be exceeded; nothing was
+/// changed.
+pub const QUOTA: i32 = 10;
 
 /// stdout was closed by its reader (128 + SIGPIPE, what a shell tool killed by
 /// the signal reports); nothing is printed.
@@ -69,6 +72,7 @@ pub fn status_of(code: &str) -> i32 {
         "damaged" | "corrupt" | "missing_object" => DAMAGED,
         "remote" => REMOTE,
         "non_fast_forward" => NON_FAST_FORWARD,
+        "quota" => QUOTA,
         _ => FAILURE,
     }
 }
@@ -217,6 +221,7 @@ mod tests {
             ("damaged", DAMAGED),
             ("remote", REMOTE),
             ("non_fast_forward", NON_FAST_FORWARD),
+            ("quota", QUOTA),
             ("io", FAILURE),
         ] {
             assert_eq!(status_of(code), want, "{code}");

@@ -62,6 +62,10 @@ fn exit_status_text() -> String {
             NON_FAST_FORWARD,
             "push refused: the remote ref moved or is not an ancestor (pull, or --force)",
         ),
+        (
+            QUOTA,
+            "a quota of the store would be exceeded (treefork limits); nothing was changed",
+        ),
     ];
     let mut s = String::from("Exit status:\n");
     for (n, what) in rows {

@@ -55,6 +55,49 @@ enum Sub {
 struct List {
     #[serde(default)]
     messages: Vec<Value>,
+    /// Matching messages the daemon left out of this page.
+    #[serde(default)]
+    more: bool,
+}
+
+/// The messages `op` (an `Op::Messages`) names: one page with a `limit`,
+/// else every page (each next one `after` the last id received).
+fn list_all(cx: &Ctx, op: Op) -> Result<Reply<List>> {
+    let Op::Messages {
+        stream,
+        limit,
+        upto,
+        after,
+    } = op
+    else {
+        unreachable!("list_all takes a messages op")
+    };
+    let mut after = after;
+    let mut all = Vec::new();
+    loop {
+        let r: Reply<List> = cx.session(Op::Messages {
+            stream: stream.clone(),
+            limit,
+            upto: upto.clone(),
+            after: after.clone(),
+        })?;
+        let more = r.body.more;
+        if limit.is_some() {
+            return Ok(r);
+        }
+        let last = r
+            .body
+            .messages
+            .last()
+            .and_then(|m| m["id"].as_str().map(str::to_string));
+        all.extend(r.body.messages);
+        match last {
+            Some(id) if more => after = Some(id),
+            _ => break,
+        }
+    }
+    let raw = json!({"messages": all, "more": false});
+    Reply::<List>::parse(raw)
 }
 
 fn content_line(v: &Value) -> String {
@@ -104,10 +147,7 @@ impl Run for Messages {
             Some(Sub::Import(i)) => i.run(cx),
             Some(Sub::Flush(f)) => f.run(cx),
             Some(Sub::Meta(m)) => m.run(cx),
-            None => {
-                let r: Reply<List> = cx.session(list_op(&self.list))?;
-                Ok(r.into())
-            }
+            None => Ok(list_all(cx, list_op(&self.list))?.into()),
         }
     }
 }
@@ -251,12 +291,15 @@ impl Human for Exported {
 impl Export {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let _: Reply<Ignored> = cx.session(Op::MessageFlush)?;
-        let r: Reply<List> = cx.session(Op::Messages {
-            stream: self.stream.clone(),
-            limit: None,
-            upto: None,
-            after: None,
-        })?;
+        let r = list_all(
+            cx,
+            Op::Messages {
+                stream: self.stream.clone(),
+                limit: None,
+                upto: None,
+                after: None,
+            },
+        )?;
         let Some(path) = &self.output else {
             return Ok(r.map(|l| Lines(l.messages)).into());
         };

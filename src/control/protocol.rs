@@ -68,6 +68,12 @@ pub enum Op {
     },
     /// List sessions.
     Sessions,
+    /// Show (and with `set`, change) the store's quotas (`crate::quota`).
+    Limits {
+        /// Limits to change (name: non-negative integer).
+        #[serde(default)]
+        set: Option<serde_json::Map<String, Value>>,
+    },
     /// Flush everything, unmount everything, exit.
     Shutdown,
     /// Take a checkpoint of the session.

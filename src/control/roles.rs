@@ -160,6 +160,9 @@ impl Role {
             | Op::HistoryShow { exec: _ } => true,
             // Showing is fine; changing settings is the user's.
             Op::Config { set } => set.is_none(),
+            // The store's quotas bound what agents can make the daemon hold:
+            // an agent may read them, only the user changes them.
+            Op::Limits { set } => set.is_none(),
             // An experiment adds forks of the agent's own session (names and
             // mountpoints chosen by the daemon, the agent ownership rule applied)
             // and one operation; its end removes only the forks that experiment
@@ -282,6 +285,7 @@ impl Role {
     pub fn refusal(&self, op: &Op) -> Error {
         let what = match op {
             Op::Config { .. } => "config with \"set\"".to_string(),
+            Op::Limits { .. } => "limits with \"set\"".to_string(),
             Op::Fork { .. } => "fork with agent_socket/agent_uid".to_string(),
             op => op.name(),
         };

@@ -308,6 +308,7 @@ impl Daemon {
                 Ok(json!({"mountpoint": mountpoint, "daemon_exiting": exiting}))
             }
             Op::Sessions => self.sessions(),
+            Op::Limits { set } => crate::quota::run(&**self.store(), set.as_ref()),
             Op::Gc { dry_run } => self.gc(dry_run, events),
             Op::Fsck { repair } => self.fsck(repair, events),
             Op::SessionRm { name } => self.session_rm(&name),

@@ -4,25 +4,32 @@
 //! rewind can bring files and conversation back to the same moment.
 //!
 //! Owns: the record format ([`Message`], [`MSG_VERSION`]), validation of what a
-//! client sends ([`Draft::validate`]), reading ([`list`], [`by_id`], [`last_seq`]),
-//! the conversation's hidden ranges ([`conversation`]), copying a log into a new
-//! session ([`copy_ops`]) and the per-session writer ([`writer`]).
+//! client sends ([`Draft::validate`]), reading in bounded pages ([`page`]:
+//! [`list`]; [`by_id`], [`last_seq`]), the conversation's hidden ranges
+//! ([`conversation`]), sharing a conversation with forks by reference and the
+//! usage counted for quotas ([`share`]) and the per-session writer ([`writer`]).
 //!
 //! Keys (spelled in `crate::meta`): `g/<session>\0<tag><seq BE>` a record (tag `m`
 //! messages, `t` transcript), `k/<session>\0<id>` the id index, `v/<session>` the
-//! hidden ranges.
+//! hidden ranges, `f/<session>` the bases a fork shares, `u/<session>` the usage.
 //!
 //! Invariants:
 //! - Only the session's writer ([`writer`]) appends, so sequence numbers of a stream
 //!   start at 1 and grow by one; each slot is claimed with a `MetaOp::Expect` in the
 //!   same batch as its id index entry, so an id names at most one record.
 //! - Records are immutable. A rewind hides messages (ranges in `v/`), never deletes
-//!   them; `session rm` deletes everything ([`delete_ops`]).
+//!   them; `session rm` deletes everything ([`delete_ops`]), after handing what
+//!   forks share of it to them ([`share::release`]).
+//! - No reader loads a whole stream: listings are pages, lookups are by key.
 //! - The workspace root and checkpoint a record names are kept by `gc` (see
 //!   `crate::reach`), so a rewind to any message can restore its files.
 
 pub mod conversation;
+pub mod page;
+pub mod share;
 pub mod writer;
+
+pub use page::{Page, Query, list, visible_count};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -254,7 +261,7 @@ impl Message {
 
 /// Where an id index entry points.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
-struct IdEntry {
+pub(crate) struct IdEntry {
     stream: char,
     seq: u64,
 }
@@ -276,146 +283,54 @@ pub fn put_ops(session: &str, stream: Stream, m: &Message) -> Vec<MetaOp> {
     ]
 }
 
-/// The highest sequence number of a stream (0: empty).
+/// The highest sequence number of `session`'s view of a stream (0: empty),
+/// shared records included.
 pub fn last_seq(store: &dyn ObjectStore, session: &str, stream: Stream) -> Result<u64> {
-    let got = store.meta_range_rev(&KeyRange::messages(session, stream.tag()), 1)?;
-    Ok(got
-        .first()
-        .and_then(|(k, _)| meta::message_parts(k))
-        .map_or(0, |(_, _, seq)| seq))
+    share::last_seq(store, session, stream)
 }
 
-/// Whether `id` is already stored in `session`.
+/// Whether `id` is in `session`'s view (its own records or shared ones).
 pub fn exists(store: &dyn ObjectStore, session: &str, id: &str) -> Result<bool> {
-    Ok(store
-        .meta_get(&meta::message_id_key(session, id))?
-        .is_some())
+    Ok(share::locate(store, session, id)?.is_some())
 }
 
-/// The message `id` of `session` with its stream.
+/// The message `id` of `session`'s view with its stream.
 pub fn by_id(store: &dyn ObjectStore, session: &str, id: &str) -> Result<(Stream, Message)> {
     validate_id(id)?;
     let missing = || Error::NotFound(format!("session {session} has no message {id}"));
-    let raw = store
-        .meta_get(&meta::message_id_key(session, id))?
-        .ok_or_else(missing)?;
-    let e: IdEntry = serde_json::from_slice(&raw)
-        .map_err(|e| Error::corrupt(format!("message index {session}/{id}"), e.to_string()))?;
-    let stream = if e.stream == 't' {
-        Stream::Transcript
-    } else {
-        Stream::Messages
-    };
+    let (stream, seq, owner) = share::locate(store, session, id)?.ok_or_else(missing)?;
     let v = store
-        .meta_get(&meta::message_key(session, stream.tag(), e.seq))?
+        .meta_get(&meta::message_key(&owner, stream.tag(), seq))?
         .ok_or_else(missing)?;
-    Ok((stream, Message::decode(&format!("{session}/{id}"), &v)?))
+    Ok((stream, Message::decode(&format!("{owner}/{id}"), &v)?))
 }
 
-/// Every record of a stream, oldest first, hidden ones included.
-pub fn all(store: &dyn ObjectStore, session: &str, stream: Stream) -> Result<Vec<Message>> {
-    store
-        .meta_range(&KeyRange::messages(session, stream.tag()), usize::MAX)?
-        .iter()
-        .map(|(k, v)| {
-            let owner = meta::message_parts(k)
-                .map_or_else(|| "?".to_string(), |(s, _, n)| format!("{s}#{n}"));
-            Message::decode(&owner, v)
-        })
-        .collect()
-}
-
-/// Which messages a listing returns.
-#[derive(Debug, Clone, Default)]
-pub struct Query {
-    /// The stream.
-    pub stream: Option<String>,
-    /// Only the newest this many.
-    pub limit: Option<usize>,
-    /// Only up to (including) this id.
-    pub upto: Option<String>,
-    /// Only after this id.
-    pub after: Option<String>,
-}
-
-/// The visible messages of `session` matching `q`, oldest first.
-pub fn list(store: &dyn ObjectStore, session: &str, q: &Query) -> Result<Vec<Message>> {
-    let stream = Stream::parse(q.stream.as_deref())?;
-    let seq_of = |id: &str| -> Result<u64> {
-        let (s, m) = by_id(store, session, id)?;
-        if s != stream {
-            return Err(Error::Invalid(format!(
-                "message {id} is in stream {}, not {}",
-                s.name(),
-                stream.name()
-            )));
-        }
-        Ok(m.seq)
-    };
-    let upto = q.upto.as_deref().map(seq_of).transpose()?;
-    let after = q.after.as_deref().map(seq_of).transpose()?;
-    let hidden = match stream {
-        Stream::Messages => conversation::hidden(store, session)?,
-        Stream::Transcript => Vec::new(),
-    };
-    let mut out: Vec<Message> = all(store, session, stream)?
-        .into_iter()
-        .filter(|m| upto.is_none_or(|u| m.seq <= u))
-        .filter(|m| after.is_none_or(|a| m.seq > a))
-        .filter(|m| !conversation::is_hidden(&hidden, m.seq))
-        .collect();
-    if let Some(n) = q.limit {
-        let cut = out.len().saturating_sub(n);
-        out.drain(..cut);
-    }
-    Ok(out)
-}
-
-/// The ops copying `msgs` (visible messages of another session, oldest first)
-/// into the new session `to`'s stream `stream`, numbered from 1.
-pub fn copy_ops(to: &str, stream: Stream, msgs: &[Message]) -> Vec<MetaOp> {
-    let mut ops = Vec::new();
-    for (i, m) in msgs.iter().enumerate() {
-        let mut m = m.clone();
-        m.seq = i as u64 + 1;
-        ops.extend(put_ops(to, stream, &m));
-    }
-    ops
-}
-
-/// The ops copying `from`'s visible conversation and transcript (the messages up
-/// to `upto` when given) into the new session `to`.
-pub fn copy_session_ops(
-    store: &dyn ObjectStore,
-    from: &str,
-    to: &str,
-    upto: Option<&str>,
-) -> Result<Vec<MetaOp>> {
-    let q = Query {
-        upto: upto.map(str::to_string),
-        ..Query::default()
-    };
-    let msgs = list(store, from, &q)?;
-    let mut ops = copy_ops(to, Stream::Messages, &msgs);
-    if upto.is_none() {
-        let q = Query {
-            stream: Some("transcript".into()),
-            ..Query::default()
-        };
-        ops.extend(copy_ops(to, Stream::Transcript, &list(store, from, &q)?));
-    }
-    Ok(ops)
-}
-
-/// The ops deleting every record of `session`'s conversation (`session rm`).
+/// The ops deleting every record of `session`'s conversation (`session rm`),
+/// after handing what other sessions share of it to them ([`share::release`]:
+/// commits copies first). Reads keys a page at a time.
 pub fn delete_ops(store: &dyn ObjectStore, session: &str) -> Result<Vec<MetaOp>> {
-    let mut ops = vec![MetaOp::Delete(meta::conversation_key(session))];
+    let mut ops = share::release(store, session)?;
+    ops.extend([
+        MetaOp::Delete(meta::conversation_key(session)),
+        MetaOp::Delete(meta::conversation_base_key(session)),
+        MetaOp::Delete(meta::conversation_usage_key(session)),
+    ]);
     for r in [
         KeyRange::all_messages(session),
         KeyRange::message_ids(session),
     ] {
-        for (k, _) in store.meta_range(&r, usize::MAX)? {
-            ops.push(MetaOp::Delete(k));
+        let mut r = r;
+        loop {
+            let got = store.meta_range(&r, share::CHUNK)?;
+            let n = got.len();
+            for (k, _) in got {
+                r.start = k.clone();
+                r.start.push(0);
+                ops.push(MetaOp::Delete(k));
+            }
+            if n < share::CHUNK {
+                break;
+            }
         }
     }
     Ok(ops)

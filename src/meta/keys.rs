@@ -7,6 +7,7 @@
 //! | prefix | body | record |
 //! |---|---|---|
 //! | `m/format` | — | format marker |
+//! | `m/limits` | — | the store's quotas (owned by `quota`) |
 //! | `o/` | object id, 32 bytes | object index entry (owned by `store`) |
 //! | `s/` | session name | session record (owned by `session`) |
 //! | `c/` | checkpoint id, 32 bytes | checkpoint record (owned by `refs`) |
@@ -19,6 +20,8 @@
 //! | `g/` | session name, NUL, stream tag byte, sequence number (u64 BE) | a conversation message (owned by `messages`) |
 //! | `k/` | session name, NUL, message id | which stream and sequence number a message id has (owned by `messages`) |
 //! | `v/` | session name | the conversation's hidden ranges, set by `rewind` (owned by `messages`) |
+//! | `f/` | session name | the conversations a fork shares: per stream, the session and last sequence number it refers to (owned by `messages::share`) |
+//! | `u/` | session name | bytes and count of the conversation records a session stored itself, for its quota (owned by `messages::share`) |
 //! | `y/` | remote name | a remote's configuration (owned by `remote::config`) |
 //! | `q/` | remote name, NUL, `b` or `s`, NUL, ref name | a remote tracking ref: a remote branch or session as last seen (owned by `remote::tracking`) |
 //!
@@ -31,6 +34,8 @@
 pub const FORMAT_KEY: &[u8] = b"m/format";
 /// Value of the format marker.
 pub const FORMAT_VALUE: &[u8] = b"treefork-meta v1";
+/// Key of the store's quotas (`crate::quota`).
+pub const LIMITS_KEY: &[u8] = b"m/limits";
 /// Prefix of object-index keys.
 pub const OBJECT_PREFIX: &[u8] = b"o/";
 /// Prefix of session-record keys.
@@ -57,6 +62,11 @@ pub const MESSAGE_PREFIX: &[u8] = b"g/";
 pub const MESSAGE_ID_PREFIX: &[u8] = b"k/";
 /// Prefix of conversation visibility keys.
 pub const CONVERSATION_PREFIX: &[u8] = b"v/";
+
+/// Prefix of shared-conversation (fork base) keys.
+pub const CONVERSATION_BASE_PREFIX: &[u8] = b"f/";
+/// Prefix of conversation usage keys.
+pub const CONVERSATION_USAGE_PREFIX: &[u8] = b"u/";
 
 /// Prefix of remote configuration keys.
 pub const REMOTE_PREFIX: &[u8] = b"y/";
@@ -164,6 +174,21 @@ pub fn message_id_key(session: &str, id: &str) -> Vec<u8> {
 /// Key of `session`'s conversation visibility record.
 pub fn conversation_key(session: &str) -> Vec<u8> {
     key(CONVERSATION_PREFIX, session.as_bytes())
+}
+
+/// Key of `session`'s shared-conversation record (its fork bases).
+pub fn conversation_base_key(session: &str) -> Vec<u8> {
+    key(CONVERSATION_BASE_PREFIX, session.as_bytes())
+}
+
+/// The session name of a shared-conversation key (`None` if not UTF-8).
+pub fn conversation_base_session(key: &[u8]) -> Option<&str> {
+    name_body(CONVERSATION_BASE_PREFIX, key)
+}
+
+/// Key of `session`'s conversation usage record.
+pub fn conversation_usage_key(session: &str) -> Vec<u8> {
+    key(CONVERSATION_USAGE_PREFIX, session.as_bytes())
 }
 
 /// Key of a session's info record.
@@ -365,6 +390,17 @@ impl KeyRange {
         p.push(0);
         p.push(tag);
         KeyRange::prefix(&p)
+    }
+
+    /// Messages `from..=to` of stream `tag` of `session` (empty when `from > to`).
+    pub fn message_seqs(session: &str, tag: u8, from: u64, to: u64) -> KeyRange {
+        let start = message_key(session, tag, from);
+        let end = match to.checked_add(1) {
+            Some(n) if from <= to => Some(message_key(session, tag, n)),
+            Some(_) => Some(start.clone()),
+            None => KeyRange::messages(session, tag).end,
+        };
+        KeyRange { start, end }
     }
 
     /// Every message of every stream of `session`.

@@ -53,6 +53,9 @@ pub(super) fn run<H: Host>(
     if session::load_record(&*store, name)?.is_some() {
         return Err(Error::Conflict(format!("session {name} already exists")));
     }
+    if call.actor.is_agent() {
+        crate::quota::check_agent_sessions(&*store, t.session.name(), 1)?;
+    }
     let dir = h.open_mountpoint(mountpoint, who)?;
     let s = &t.session;
     let before = view_now(t)?;
@@ -81,18 +84,27 @@ pub(super) fn run<H: Host>(
     let mut info = crate::lifecycle::SessionInfo::forked(src_info.as_ref(), name);
     // Same baseline, so the source's touched paths are the fork's too.
     let src_touched = crate::lifecycle::touched::list(&*store, s.name())?;
-    let mut ops = vec![session::record_op(&rec), info.op()];
+    let mut ops = vec![];
     ops.extend(crate::lifecycle::touched::add_ops(
         name,
         src_touched.iter().map(Vec::as_slice),
     ));
-    // The conversation travels with the fork.
-    ops.extend(crate::messages::copy_session_ops(
+    if call.actor.is_agent() {
+        rec.meta
+            .insert(crate::quota::AGENT_OF.into(), json!(s.name()));
+    }
+    // The conversation travels with the fork, shared by reference (up to the
+    // message when given).
+    let upto = from_message
+        .map(|id| crate::messages::by_id(&*store, s.name(), id).map(|(_, m)| m.seq))
+        .transpose()?;
+    ops.extend(crate::messages::share::fork_ops(
         &*store,
         s.name(),
         name,
-        from_message,
+        upto,
     )?);
+    ops.extend([session::record_op(&rec), info.op()]);
     store.commit(ops)?;
     crate::lifecycle::manage::bump(&*store, s.name(), &|m| m.forks += 1);
     // The source's log says where the fork came from (its HEAD moved only if

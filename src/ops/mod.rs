@@ -118,6 +118,30 @@ pub trait Host {
     fn remove_session(&self, name: &str) -> Result<()>;
 }
 
+/// Whether `op` starts something that appends an operation record: refused on
+/// an agent socket once the session's log holds `op_records` records (see
+/// `crate::quota`). Ops that finish what was started (`exec_end`,
+/// `experiment_end`) and the daemon's own records (automatic checkpoints) are
+/// never refused: nothing already made is left unrecorded.
+fn records(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Checkpoint { .. }
+            | Op::Branch { .. }
+            | Op::Checkout { .. }
+            | Op::Undo { .. }
+            | Op::Redo { .. }
+            | Op::OpRestore { .. }
+            | Op::Note { .. }
+            | Op::Restore { .. }
+            | Op::Fork { .. }
+            | Op::Rewind { .. }
+            | Op::ExecBegin { .. }
+            | Op::ExperimentBegin { .. }
+            | Op::ExperimentAdopt { .. }
+    )
+}
+
 /// Run a session op for a caller `who`, aimed at `session` when given. Event lines
 /// (`{"event":...}`, sent before the response) go to `events`: `diff` with
 /// `stream` sends each file's patch there.
@@ -150,6 +174,9 @@ pub fn run<H: Host>(
         _ => {}
     }
     let t = h.target(session)?;
+    if actor.is_agent() && records(&op) {
+        crate::quota::check_op_records(&*h.store(), t.session.name())?;
+    }
     let s = t.session.clone();
     // Until the op's record is committed, the roots its views name stay gc roots.
     let _pins = s.pin_roots();
@@ -252,6 +279,7 @@ fn session_op<H: Host>(
                 from: from.as_deref(),
                 runs: &runs,
                 cwd: cwd.as_deref(),
+                by_agent: call.actor.is_agent(),
             };
             experiment::begin(h, &t, op_lock, who, req)
         }

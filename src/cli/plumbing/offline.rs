@@ -102,6 +102,11 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             json!({"session": name, "discarded": true, "unmounted": null})
         }
         Op::SessionSweep => json!({"evicted": [], "busy": [], "expired": []}),
+        Op::Limits { set } => {
+            let mut v = treefork::quota::run(&s, set.as_ref())?;
+            v["ok"] = json!(true);
+            v
+        }
         op
         @ (Op::RemoteAdd { .. } | Op::RemoteList | Op::RemoteRm { .. } | Op::RemoteGc { .. }) => {
             let mut v = treefork::remote::ops::run_store(&s, op.clone(), &mut |_| {})?;

@@ -32,6 +32,9 @@ pub struct Begin<'a> {
     /// The caller's directory relative to the workspace root (recorded; the CLI
     /// runs each command at the same place in its fork).
     pub cwd: Option<&'a str>,
+    /// Asked for on an agent socket: the forks count for the agent's
+    /// `agent_sessions` quota (`crate::quota`).
+    pub by_agent: bool,
 }
 
 /// Longest `cwd`.
@@ -51,6 +54,18 @@ fn check(t: &Target, req: &Begin<'_>) -> Result<()> {
             "{} runs asked; at most {max} per experiment (setting experiment_max_runs)",
             req.runs.len()
         )));
+    }
+    let store = t.session.store();
+    let limits = crate::quota::load(&**store)?;
+    crate::quota::check(
+        "experiment_runs",
+        limits.experiment_runs,
+        0,
+        req.runs.len() as u64,
+        "runs",
+    )?;
+    if req.by_agent {
+        crate::quota::check_agent_sessions(&**store, t.session.name(), req.runs.len() as u64)?;
     }
     for (i, r) in req.runs.iter().enumerate() {
         check_spec(i, r)?;
@@ -187,6 +202,10 @@ fn prepare<'h, H: Host>(
         m["command"] = json!(spec.command);
         m["env"] = json!(spec.env);
         rec.meta.insert(META_KEY.into(), m);
+        if req.by_agent {
+            rec.meta
+                .insert(crate::quota::AGENT_OF.into(), json!(s.name()));
+        }
         made.push(Prepared { rec, dir: md, mp });
     }
     Ok(made)

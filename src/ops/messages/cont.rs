@@ -3,8 +3,8 @@
 //! `fork --from-message` ([`message_start`]).
 //!
 //! `continue` follows `fork`'s order: claim the new name, refuse an existing
-//! record, check the mountpoint, write the record (with the copied messages, in
-//! one commit), mount; on a failed mount the record is removed while the claim
+//! record, check the mountpoint, write the record (with the shared conversation's
+//! bases, in one commit), mount; on a failed mount the record is removed while the claim
 //! is still held.
 
 use std::path::Path;
@@ -71,7 +71,8 @@ fn latest_of(store: &dyn ObjectStore, project: &Path) -> Result<String> {
                 ..Default::default()
             },
         )?
-        .first()
+        .messages
+        .last()
         .map_or(0, |m| m.time_ns);
         let secs = i128::from(i.last_access.max(i.created)) * 1_000_000_000;
         let key = (secs.max(newest), i.created);
@@ -142,8 +143,9 @@ pub(in crate::ops) fn run<H: Host>(
     let src_info = lifecycle::load(&*store, &src)?;
     let mut info = SessionInfo::forked(src_info.as_ref(), name);
     let touched = lifecycle::touched::list(&*store, &src)?;
-    let copied = messages::copy_session_ops(&*store, &src, name, None)?;
-    let n = messages::list(&*store, &src, &messages::Query::default())?.len();
+    // The conversation is shared, not copied (`messages::share`).
+    let copied = messages::share::fork_ops(&*store, &src, name, None)?;
+    let n = messages::visible_count(&*store, &src)?;
     let mut ops = vec![session::record_op(&rec), info.op()];
     ops.extend(lifecycle::touched::add_ops(
         name,

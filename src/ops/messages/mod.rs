@@ -20,7 +20,7 @@ use super::record::Call;
 use super::{Target, syncfs};
 use crate::control::Op;
 use crate::error::{Error, Result};
-use crate::messages::{self, Draft, Message, Query, Stream, writer};
+use crate::messages::{self, Draft, Message, Query, Stream, share, writer};
 use crate::oplog;
 
 pub(super) use cont::run as continue_session;
@@ -80,9 +80,9 @@ pub(super) fn unlocked(t: &Target, _call: &Call, op: Op) -> Result<std::result::
             // Read your writes: what was appended before (on any connection) is listed.
             wait(t)?;
             let s = &t.session;
-            let list = messages::list(&**s.store(), s.name(), &q)?;
-            let list: Vec<Value> = list.iter().map(Message::json).collect();
-            Ok(Ok(json!({ "messages": list })))
+            let page = messages::list(&**s.store(), s.name(), &q)?;
+            let list: Vec<Value> = page.messages.iter().map(Message::json).collect();
+            Ok(Ok(json!({ "messages": list, "more": page.more })))
         }
         Op::SessionMetaUpdate {
             model,
@@ -109,6 +109,11 @@ fn append(t: &Target, d: Draft) -> Result<Value> {
     if messages::exists(&**s.store(), s.name(), &id)? {
         return Ok(json!({"id": id, "queued": true, "duplicate": true}));
     }
+    // What is stored already (the writer checks again, exactly, per record: what
+    // is queued meanwhile can pass this check by at most the queue's length).
+    let limits = crate::quota::load(&**s.store())?;
+    let used = share::usage(&**s.store(), s.name())?;
+    check_usage(&limits, used, draft_size(&d))?;
     writer::append(s.name(), ident(t), &mut || sink(t.clone()), d)?;
     Ok(json!({"id": id, "queued": true}))
 }
@@ -198,6 +203,9 @@ fn commit_group(t: &Target, drafts: Vec<Draft>) -> Result<()> {
     let s = &t.session;
     let store = s.store().clone();
     let name = s.name();
+    let limits = crate::quota::load(&*store)?;
+    let mut used = share::usage(&*store, name)?;
+    let mut refused = None;
     syncfs(&t.mountpoint)?;
     let root = s.flush()?;
     let head = s.record().head;
@@ -230,12 +238,51 @@ fn commit_group(t: &Target, drafts: Vec<Draft>) -> Result<()> {
             checkpoint: head.clone(),
             workspace: root.to_hex(),
         };
+        let size = m.encode().len() as u64;
+        if let Err(e) = check_usage(&limits, used, size) {
+            // Refused: this one and the rest of the group (reported at the next
+            // flush); what was accepted before it is stored.
+            log::warn!("session {name}: message {} refused: {e}", m.id);
+            refused = Some(e);
+            break;
+        }
+        used.bytes += size;
+        used.count += 1;
         ops.extend(messages::put_ops(name, d.stream, &m));
     }
-    if ops.is_empty() {
-        return Ok(());
+    if !ops.is_empty() {
+        ops.push(share::usage_op(name, used));
+        store.commit(ops)?;
     }
-    store.commit(ops)
+    refused.map_or(Ok(()), Err)
+}
+
+/// The stored size of a draft, roughly (its record adds the ids and times).
+fn draft_size(d: &Draft) -> u64 {
+    let size = |v: &Value| serde_json::to_vec(v).map_or(0, |b| b.len() as u64);
+    let meta = d
+        .meta
+        .as_ref()
+        .map_or(0, |m| size(&Value::Object(m.clone())));
+    size(&d.content) + d.tool_calls.as_ref().map_or(0, size) + meta + 256
+}
+
+/// Refuse a record of `size` bytes past the session's message quotas.
+fn check_usage(limits: &crate::quota::Limits, used: share::Usage, size: u64) -> Result<()> {
+    crate::quota::check(
+        "message_count",
+        limits.message_count,
+        used.count,
+        1,
+        "records",
+    )?;
+    crate::quota::check(
+        "message_bytes",
+        limits.message_bytes,
+        used.bytes,
+        size,
+        "bytes",
+    )
 }
 
 const MAX_META_TEXT: usize = 256;

@@ -59,9 +59,10 @@ fn plan(t: &Target, to: &str, what: What) -> Result<Plan> {
     }
     let last = messages::last_seq(&*store, name, Stream::Messages)?;
     let (new_hidden, dropped) = if conv && last > m.seq {
-        let dropped = (m.seq + 1..=last)
-            .filter(|n| !conversation::is_hidden(&hidden, *n))
-            .count();
+        let dropped = messages::share::visible(&hidden, m.seq + 1, last)
+            .iter()
+            .map(|[a, b]| (b - a + 1) as usize)
+            .sum();
         (conversation::with_range(&hidden, m.seq + 1, last), dropped)
     } else {
         (hidden.clone(), 0)

@@ -55,10 +55,23 @@ pub fn session_roots(store: &dyn ObjectStore, rec: &SessionRecord) -> Result<Vec
         roots.push(op.before.workspace.clone());
         roots.push(op.after.workspace.clone());
     }
-    for (k, v) in store.meta_range(&KeyRange::all_messages(&rec.name), usize::MAX)? {
-        let m = crate::messages::Message::decode(&String::from_utf8_lossy(&k), &v)?;
-        cps.extend(m.checkpoint);
-        roots.push(m.workspace);
+    // The session's whole conversation view, shared records included, a page at
+    // a time (`messages::share`).
+    for stream in [
+        crate::messages::Stream::Messages,
+        crate::messages::Stream::Transcript,
+    ] {
+        let chain = crate::messages::share::chain(store, &rec.name, stream)?;
+        let last = crate::messages::last_seq(store, &rec.name, stream)?;
+        let ranges = [[1, last]];
+        let ranges = if last > 0 { &ranges[..] } else { &[][..] };
+        crate::messages::share::walk(store, &chain, stream, ranges, false, &mut |seq, v| {
+            let owner = format!("message {}#{seq}", rec.name);
+            let m = crate::messages::Message::decode(&owner, &v)?;
+            cps.extend(m.checkpoint);
+            roots.push(m.workspace);
+            Ok(true)
+        })?;
     }
     let mut seen: HashSet<String> = HashSet::new();
     while let Some(h) = cps.pop() {

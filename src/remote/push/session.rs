@@ -145,18 +145,19 @@ pub fn new_log(store: &dyn ObjectStore, session: &str, since: Seqs) -> Result<Ne
             log.entries.push(SegEntry::Attach { seq, tag, bytes: v });
         }
     }
+    // The session's whole view: records a fork shares with its parent are
+    // materialized in the segment (`messages::share`), so the pushed session
+    // carries its conversation.
     for (stream, from) in [
         (Stream::Messages, since.message),
         (Stream::Transcript, since.transcript),
     ] {
-        let range = KeyRange {
-            start: meta::message_key(session, stream.tag(), from + 1),
-            end: KeyRange::messages(session, stream.tag()).end,
-        };
-        for (k, v) in store.meta_range(&range, usize::MAX)? {
-            let Some((_, tag, seq)) = meta::message_parts(&k) else {
-                continue;
-            };
+        let chain = crate::messages::share::chain(store, session, stream)?;
+        let last = crate::messages::last_seq(store, session, stream)?;
+        let ranges = [[from + 1, last]];
+        let ranges = if from < last { &ranges[..] } else { &[][..] };
+        crate::messages::share::walk(store, &chain, stream, ranges, false, &mut |seq, v| {
+            let tag = stream.tag();
             let owner = format!("message {session}#{}{seq}", tag as char);
             let m = crate::messages::Message::decode(&owner, &v)?;
             log.checkpoints.extend(m.checkpoint.clone());
@@ -169,7 +170,8 @@ pub fn new_log(store: &dyn ObjectStore, session: &str, since: Seqs) -> Result<Ne
                 Stream::Transcript => log.seqs.transcript = seq,
             }
             log.changed = true;
-        }
+            Ok(true)
+        })?;
     }
     for (k, _) in store.meta_range(&KeyRange::touched(session), usize::MAX)? {
         if let Some(p) = meta::touched_path(&k) {

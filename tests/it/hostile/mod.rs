@@ -23,6 +23,8 @@ use serde_json::Value;
 
 use crate::harness::{Mount, bin, daemon_log, fuse_available, tf_ok};
 
+mod exhaust;
+
 /// The uid (and gid) the hostile agent runs as.
 pub const AGENT_UID: u32 = 65534;
 

@@ -58,9 +58,17 @@ class _MessagesMixin(_Base):
         after: Optional[str] = None,
     ) -> List[Message]:
         """The messages oldest first (the newest ``limit`` when given), up to
-        message ``upto`` or after message ``after``."""
-        r = self._call("messages", stream=stream, limit=limit, upto=upto, after=after)
-        return [Message.from_json(m) for m in r.get("messages") or []]
+        message ``upto`` or after message ``after``. The daemon answers in
+        bounded pages (``more`` set when messages were left out); without
+        ``limit`` every page is fetched, each after the last id received."""
+        out: List[Message] = []
+        while True:
+            r = self._call("messages", stream=stream, limit=limit, upto=upto, after=after)
+            page = [Message.from_json(m) for m in r.get("messages") or []]
+            out.extend(page)
+            if limit is not None or not r.get("more") or not page:
+                return out
+            after = page[-1].id
 
     def rewind(self, to: str, what: Optional[str] = None, dry_run: bool = False, explanation: Optional[str] = None) -> RewindResult:
         """Bring the files back to message ``to``'s workspace and hide the messages

@@ -1,0 +1,226 @@
+//! The store's quotas: limits on what one session (and the agent serving it) can
+//! make the daemon store or hold, kept in the store's metadata (`m/limits`) so
+//! every daemon of the store applies the same ones.
+//!
+//! Owns: the [`Limits`] record (its defaults, [`load`], [`set`]), the `limits` op
+//! ([`run`]: anyone may read them; only the user role may change them, see
+//! `control::roles`) and the [`Error::Quota`] refusals ([`exceeded`]).
+//!
+//! Invariants:
+//! - A missing record (every store created before quotas) reads as the defaults.
+//! - A limit is checked by the op that grows what it bounds, before anything is
+//!   written; a refusal changes nothing.
+//! - Memory a request can make the daemon hold is bounded by constants of the
+//!   code (pages of `messages`, see `crate::messages::PAGE_COUNT`), never by a
+//!   setting: no limit here is the only thing between an agent and the daemon's
+//!   memory.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::error::{Error, Result};
+use crate::meta::{self, MetaOp};
+use crate::store::ObjectStore;
+
+/// Record format version.
+pub const LIMITS_VERSION: u32 = 1;
+/// The longest chain of shared conversations a store may hold (`fork_depth`
+/// can be set up to this; `crate::messages::share` reads no further).
+pub const MAX_FORK_DEPTH: usize = 64;
+
+/// The store's quotas. The defaults are generous for honest use (see
+/// docs/design.md, "Quotas").
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Bytes of conversation records (messages and transcript) a session
+    /// stores itself (a fork's inherited messages count for the session they
+    /// were written in). Default 256 MiB.
+    pub message_bytes: u64,
+    /// Conversation records (messages and transcript) a session stores
+    /// itself. Default 100,000.
+    pub message_count: u64,
+    /// Operation records in a session's log, past which ops asked for on an
+    /// agent socket that would record one are refused. Default 100,000.
+    pub op_records: u64,
+    /// Live sessions the agent of a session has created (forks and experiment
+    /// runs; each names the session it was made for). Default 64.
+    pub agent_sessions: u64,
+    /// Runs of one experiment (on top of the session's `experiment_max_runs`).
+    /// Default 32.
+    pub experiment_runs: u64,
+    /// Sessions a forked conversation may be shared through (a fork of a fork
+    /// ... refers to its parent's messages, see `crate::messages::share`); a
+    /// fork past it is refused. Default 16, at most [`MAX_FORK_DEPTH`].
+    pub fork_depth: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            message_bytes: 256 << 20,
+            message_count: 100_000,
+            op_records: 100_000,
+            agent_sessions: 64,
+            experiment_runs: 32,
+            fork_depth: 16,
+        }
+    }
+}
+
+/// The stored form: the limits and a version.
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    version: u32,
+    limits: Limits,
+}
+
+/// The store's limits (the defaults when none were set).
+pub fn load(store: &dyn ObjectStore) -> Result<Limits> {
+    match store.meta_get(meta::LIMITS_KEY)? {
+        None => Ok(Limits::default()),
+        Some(v) => {
+            let s: Stored = serde_json::from_slice(&v)
+                .map_err(|e| Error::corrupt("the store's limits", e.to_string()))?;
+            if s.version != LIMITS_VERSION {
+                return Err(Error::corrupt(
+                    "the store's limits",
+                    format!("unsupported version {}", s.version),
+                ));
+            }
+            Ok(s.limits)
+        }
+    }
+}
+
+/// Change the limits named in `set` (each a non-negative integer); the others
+/// keep their values. Returns the new limits.
+pub fn set(store: &dyn ObjectStore, set: &Map<String, Value>) -> Result<Limits> {
+    let old = load(store)?;
+    let mut v = serde_json::to_value(&old).expect("limits serialize");
+    for (k, val) in set {
+        if v.get(k).is_none() {
+            return Err(Error::Invalid(format!(
+                "unknown limit {k:?}: expected one of {}",
+                names().join(", ")
+            )));
+        }
+        if val.as_u64().is_none() {
+            return Err(Error::Invalid(format!(
+                "limit {k} must be a non-negative integer, not {val}"
+            )));
+        }
+        v[k] = val.clone();
+    }
+    let new: Limits =
+        serde_json::from_value(v).map_err(|e| Error::Invalid(format!("bad limit: {e}")))?;
+    if new.fork_depth > MAX_FORK_DEPTH as u64 {
+        return Err(Error::Invalid(format!(
+            "limit fork_depth is at most {MAX_FORK_DEPTH}"
+        )));
+    }
+    let rec = Stored {
+        version: LIMITS_VERSION,
+        limits: new.clone(),
+    };
+    store.commit(vec![MetaOp::Put(
+        meta::LIMITS_KEY.to_vec(),
+        serde_json::to_vec(&rec).expect("limits serialize"),
+    )])?;
+    Ok(new)
+}
+
+/// The names of the limits.
+pub fn names() -> Vec<String> {
+    match serde_json::to_value(Limits::default()) {
+        Ok(Value::Object(m)) => m.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The `limits` op: show the limits, and with `set` change them first (the
+/// user role only; `control::roles` refuses `set` on an agent socket).
+pub fn run(store: &dyn ObjectStore, change: Option<&Map<String, Value>>) -> Result<Value> {
+    let l = match change {
+        Some(c) => set(store, c)?,
+        None => load(store)?,
+    };
+    Ok(json!({ "limits": l }))
+}
+
+/// The key, in the meta of a session record, naming the session whose agent
+/// created it (a fork or an experiment run asked for on an agent socket).
+pub const AGENT_OF: &str = "agent_of";
+
+/// Refuse when the agent of `session`, creating `adding` more sessions, would
+/// have more live sessions than `agent_sessions`.
+pub fn check_agent_sessions(store: &dyn ObjectStore, session: &str, adding: u64) -> Result<()> {
+    let l = load(store)?;
+    let used = crate::session::list_records(store)?
+        .iter()
+        .filter(|r| r.meta.get(AGENT_OF).and_then(Value::as_str) == Some(session))
+        .count() as u64;
+    check(
+        "agent_sessions",
+        l.agent_sessions,
+        used,
+        adding,
+        "live sessions created by the agent",
+    )
+}
+
+/// Refuse an op that would record an operation, asked for on an agent socket,
+/// when `session`'s log holds `op_records` records already.
+pub fn check_op_records(store: &dyn ObjectStore, session: &str) -> Result<()> {
+    let l = load(store)?;
+    let used = crate::oplog::last(store, session)?.map_or(0, |o| o.seq);
+    check("op_records", l.op_records, used, 1, "operation records")
+}
+
+/// The refusal for limit `what` (value `limit`), the request reaching `detail`.
+pub fn exceeded(what: &'static str, limit: u64, detail: impl Into<String>) -> Error {
+    Error::Quota {
+        what,
+        limit,
+        detail: detail.into(),
+    }
+}
+
+/// Refuse when `used + adding > limit`.
+pub fn check(what: &'static str, limit: u64, used: u64, adding: u64, unit: &str) -> Result<()> {
+    let total = used.saturating_add(adding);
+    if total > limit {
+        return Err(exceeded(
+            what,
+            limit,
+            format!("{used} {unit} used, {adding} more asked"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemStore;
+
+    #[test]
+    fn defaults_set_and_refusals() {
+        let s = MemStore::default();
+        assert_eq!(load(&s).unwrap(), Limits::default());
+        let mut m = Map::new();
+        m.insert("agent_sessions".into(), json!(3));
+        assert_eq!(set(&s, &m).unwrap().agent_sessions, 3);
+        assert_eq!(load(&s).unwrap().agent_sessions, 3);
+        assert_eq!(load(&s).unwrap().op_records, 100_000);
+        m.insert("nope".into(), json!(1));
+        assert!(matches!(set(&s, &m), Err(Error::Invalid(_))));
+        let mut m = Map::new();
+        m.insert("op_records".into(), json!(-1));
+        assert!(matches!(set(&s, &m), Err(Error::Invalid(_))));
+        assert!(check("message_count", 10, 9, 1, "records").is_ok());
+        let e = check("message_count", 10, 10, 1, "records").unwrap_err();
+        assert_eq!(e.code(), "quota");
+        assert!(e.to_string().contains("message_count"));
+    }
+}

@@ -51,6 +51,8 @@ pub struct Created {
     pub operations: u64,
     /// Messages imported.
     pub messages: u64,
+    /// The origin path the remote named, kept aside until `remote trust`.
+    pub untrusted_origin: Option<String>,
 }
 
 /// Key in a pulled session's info `meta`: `{"remote", "session", "origin",
@@ -98,6 +100,7 @@ pub fn create(
     let n_cps = cps.len();
     store.commit(cps)?;
     let mut ops = vec![MetaOp::Expect(meta::session_key(name), None)];
+    let mut untrusted_origin = None;
     let rec = match &f.value {
         RefValue::Session(sref) => {
             let mut rec = sref.session_record()?;
@@ -113,12 +116,9 @@ pub fn create(
                 crate::remote::push::UPSTREAM.into(),
                 json!({"remote": remote.config.name, "session": rname}),
             );
-            ops.push(info_op(
-                name,
-                sref.info.as_ref(),
-                &remote.config.name,
-                rname,
-            ));
+            let (op, origin) = info_op(name, sref.info.as_ref(), &remote.config.name, rname);
+            ops.push(op);
+            untrusted_origin = origin;
             if let Some(v) = sref.conversation.as_ref().filter(|v| !v.is_null()) {
                 ops.push(MetaOp::Put(
                     meta::conversation_key(name),
@@ -128,7 +128,7 @@ pub fn create(
             rec
         }
         RefValue::Branch(b) => {
-            ops.push(info_op(name, None, &remote.config.name, rname));
+            ops.push(info_op(name, None, &remote.config.name, rname).0);
             branch_record(store, name, rname, &b.checkpoint)?
         }
     };
@@ -156,13 +156,20 @@ pub fn create(
         checkpoints: n_cps,
         operations,
         messages,
+        untrusted_origin,
     })
 }
 
 /// The adopted info record: the remote's task with a new id, the local default
 /// policy and no origin; the remote's origin and policy wait in
-/// `meta.remote_origin` for `remote trust` (see the module docs).
-fn info_op(name: &str, info: Option<&Value>, remote: &str, rname: &str) -> MetaOp {
+/// `meta.remote_origin` for `remote trust` (see the module docs). Also the
+/// origin's path, if the remote named one.
+fn info_op(
+    name: &str,
+    info: Option<&Value>,
+    remote: &str,
+    rname: &str,
+) -> (MetaOp, Option<String>) {
     let src = info.and_then(|v| {
         SessionInfo::decode(name, &serde_json::to_vec(v).ok()?)
             .inspect_err(|e| log::warn!("remote session info of {name} not adopted: {e}"))
@@ -177,13 +184,14 @@ fn info_op(name: &str, info: Option<&Value>, remote: &str, rname: &str) -> MetaO
             o.path.display()
         );
     }
+    let path = origin.as_ref().map(|o| o.path.display().to_string());
     if src.is_some() {
         i.meta.insert(
             REMOTE_ORIGIN.into(),
             json!({"remote": remote, "session": rname, "origin": origin, "policy": policy}),
         );
     }
-    i.op()
+    (i.op(), path)
 }
 
 /// A new session record at checkpoint `hex` (a remote branch's): its tree, HEAD

@@ -46,7 +46,6 @@ struct Mounted {
     session: String,
     mountpoint: PathBuf,
     /// `--from-remote`: the origin the remote named (not used until trusted).
-    #[serde(default)]
     untrusted_origin: Option<String>,
 }
 

@@ -179,7 +179,7 @@ impl Run for Remote {
             }
             RemoteCmd::Trust { session } => {
                 let op = Op::RemoteTrust {
-                    session: session.clone(),
+                    name: session.clone(),
                 };
                 cx.store_op::<Trusted>(op, false)?.into()
             }

@@ -532,7 +532,7 @@ pub enum Op {
     /// named (kept aside until now: see docs/design.md, "Remote tier: pull").
     RemoteTrust {
         /// The local session.
-        session: String,
+        name: String,
     },
     /// Send branches and sessions to a remote (user role only; see
     /// docs/protocol.md, "push").

@@ -110,7 +110,7 @@ pub fn run_store(store: &dyn ObjectStore, op: Op, events: &mut dyn FnMut(Value))
         }
         Op::RemoteList => remote_list::run(store),
         Op::RemoteRm { name } => remote_rm::run(store, &name),
-        Op::RemoteTrust { session } => remote_trust::run(store, &session),
+        Op::RemoteTrust { name } => remote_trust::run(store, &name),
         Op::Push {
             remote,
             refs,

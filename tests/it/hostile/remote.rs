@@ -103,7 +103,7 @@ impl MachineB {
     /// checkpointed.
     fn assert_intact(&self) {
         let log = || daemon_log(&self.m.store);
-        let o = tf(&self.m.store, &["--json", "session", "list"]);
+        let o = tf(&self.m.store, &["--json", "sessions"]);
         assert!(o.status.success(), "the daemon does not answer:\n{}", log());
         assert_eq!(
             std::fs::read(self.bystander.join(BYSTANDER_FILE)).ok().as_deref(),

@@ -3,7 +3,7 @@
 //! requests, no authentication. It serves what treefork's `object_store` client
 //! uses: GET (whole or one `Range: bytes=a-b`), HEAD, ListObjectsV2 (`GET
 //! /BUCKET?list-type=2&prefix=P`, one page), PUT (with `If-None-Match: *` and
-//! `If-Match: ETAG`) and DELETE. An honest push works against it; the test then
+//! `If-Match: ETAG`), DELETE and DeleteObjects (`POST /BUCKET?delete`). An honest push works against it; the test then
 //! reads and rewrites the stored objects directly ([`HostileS3::get`],
 //! [`HostileS3::put`]) to craft packs, indexes and refs, and can make chosen keys
 //! lie about their bodies ([`Lie`]). The server stops when dropped.
@@ -432,6 +432,34 @@ fn answer(w: &mut TcpStream, req: Request, st: &Mutex<State>, lied: &AtomicU64) 
             s.objects.insert(path, (req.body, e.clone()));
             drop(s);
             respond(w, "200 OK", &[("ETag", e)], b"")
+        }
+        "POST" if req.query.contains_key("delete") => {
+            // DeleteObjects: `<Delete><Object><Key>K</Key></Object>...</Delete>`.
+            let bucket = path.trim_end_matches('/');
+            let text = String::from_utf8_lossy(&req.body).into_owned();
+            let mut xml = String::from(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?><DeleteResult>",
+            );
+            let mut s = st.lock().unwrap();
+            for part in text.split("<Key>").skip(1) {
+                let Some((key, _)) = part.split_once("</Key>") else {
+                    continue;
+                };
+                let key = key
+                    .replace("&lt;", "<")
+                    .replace("&gt;", ">")
+                    .replace("&amp;", "&");
+                s.objects.remove(&format!("{bucket}/{key}"));
+                xml.push_str(&format!("<Deleted><Key>{}</Key></Deleted>", xml_escape(&key)));
+            }
+            drop(s);
+            xml.push_str("</DeleteResult>");
+            respond(
+                w,
+                "200 OK",
+                &[("Content-Type", "application/xml".into())],
+                xml.as_bytes(),
+            )
         }
         "DELETE" => {
             st.lock().unwrap().objects.remove(&path);

@@ -193,7 +193,10 @@ impl Client {
         };
         let declared = r.range.end.saturating_sub(r.range.start);
         if declared > cap {
-            log::error!("remote {}: {key} declares {declared} bytes, cap {cap}", self.name);
+            log::error!(
+                "remote {}: {key} declares {declared} bytes, cap {cap}",
+                self.name
+            );
             return Err(too_big(&format!("declares {declared}")));
         }
         let mut buf = Vec::with_capacity(declared as usize);
@@ -486,7 +489,10 @@ mod tests {
             "{msg}"
         );
         let e = c
-            .get_many(&[crate::remote::layout::DESCRIPTOR.into()], Body::Descriptor)
+            .get_many(
+                &[crate::remote::layout::DESCRIPTOR.into()],
+                Body::Descriptor,
+            )
             .unwrap_err();
         assert!(matches!(e, Error::Remote { .. }), "{e}");
         // At the cap is fine.

@@ -75,12 +75,7 @@ impl Drop for OnChain {
 fn enter_chain(remote: &str, kind: Kind, id: &[u8; 32], base: &[u8; 32]) -> Result<OnChain> {
     CHAIN.with(|c| {
         let mut c = c.borrow_mut();
-        let what = || {
-            format!(
-                "{kind:?} object {} from remote {remote}",
-                layout::hex32(id)
-            )
-        };
+        let what = || format!("{kind:?} object {} from remote {remote}", layout::hex32(id));
         if base == id || c.contains(base) || c.contains(id) {
             log::error!("{}: delta cycle through {}", what(), layout::hex32(base));
             return Err(Error::corrupt(
@@ -92,7 +87,10 @@ fn enter_chain(remote: &str, kind: Kind, id: &[u8; 32], base: &[u8; 32]) -> Resu
             log::error!("{}: delta chain longer than {MAX_DELTA_DEPTH}", what());
             return Err(Error::corrupt(
                 what(),
-                format!("delta chain longer than {MAX_DELTA_DEPTH} (at base {})", layout::hex32(base)),
+                format!(
+                    "delta chain longer than {MAX_DELTA_DEPTH} (at base {})",
+                    layout::hex32(base)
+                ),
             ));
         }
         c.push(*id);

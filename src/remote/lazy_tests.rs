@@ -248,7 +248,10 @@ fn a_delta_cycle_is_corrupt_not_a_stack_overflow() {
         let err = f.store.get(Kind::Chunk, &id).unwrap_err();
         assert!(matches!(err, Error::Corrupt { .. }), "{err}");
         let msg = err.to_string();
-        assert!(msg.contains("delta cycle") && msg.contains("origin"), "{msg}");
+        assert!(
+            msg.contains("delta cycle") && msg.contains("origin"),
+            "{msg}"
+        );
         assert_eq!(err.errno(), libc::EIO);
         assert!(!f.store.contains(&id).unwrap());
     }
@@ -273,8 +276,15 @@ fn chain(f: &Fixture, n: usize) -> Vec<([u8; 32], Vec<u8>)> {
         let id = Kind::Chunk.hash(&raw);
         let delta = crate::store::pack::compress_delta(&raw, &base_id, &base).unwrap();
         let mut pb = PackBuilder::new();
-        pb.add_record(Kind::Chunk, id, Codec::Delta, raw.len() as u32, &delta, Some(base_id))
-            .unwrap();
+        pb.add_record(
+            Kind::Chunk,
+            id,
+            Codec::Delta,
+            raw.len() as u32,
+            &delta,
+            Some(base_id),
+        )
+        .unwrap();
         upload(&f.src, &pb.finish());
         objs.push((id, raw.clone()));
     }
@@ -289,7 +299,10 @@ fn delta_chains_are_followed_up_to_the_bound() {
     assert_eq!(&**f.store.get(Kind::Chunk, id).unwrap(), raw);
     let g = fixture();
     let objs = chain(&g, MAX_DELTA_DEPTH + 1);
-    let err = g.store.get(Kind::Chunk, &objs.last().unwrap().0).unwrap_err();
+    let err = g
+        .store
+        .get(Kind::Chunk, &objs.last().unwrap().0)
+        .unwrap_err();
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
     assert!(err.to_string().contains("delta chain longer"), "{err}");
 }

@@ -102,8 +102,7 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             json!({"session": name, "discarded": true, "unmounted": null})
         }
         Op::SessionSweep => json!({"evicted": [], "busy": [], "expired": []}),
-        op
-        @ (Op::RemoteAdd { .. }
+        op @ (Op::RemoteAdd { .. }
         | Op::RemoteList
         | Op::RemoteRm { .. }
         | Op::RemoteTrust { .. }

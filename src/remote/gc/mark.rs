@@ -249,7 +249,11 @@ fn named_by_logs(
     roots: &mut Vec<String>,
 ) -> Result<()> {
     let keys: Vec<String> = logs.iter().map(|h| layout::log_key(h)).collect();
-    for ((h, k), got) in logs.iter().zip(&keys).zip(client.get_many(&keys, layout::Body::LogSegment)?) {
+    for ((h, k), got) in logs
+        .iter()
+        .zip(&keys)
+        .zip(client.get_many(&keys, layout::Body::LogSegment)?)
+    {
         let got = got.ok_or_else(|| Error::Remote {
             remote: client.name().to_string(),
             detail: format!("{k} is named by a session ref but missing"),
@@ -313,7 +317,10 @@ pub fn checkpoints(
             }
         }
         let keys: Vec<String> = remote.keys().map(|h| layout::checkpoint_key(h)).collect();
-        for ((hex, must), got) in remote.into_iter().zip(client.get_many(&keys, layout::Body::Checkpoint)?) {
+        for ((hex, must), got) in remote
+            .into_iter()
+            .zip(client.get_many(&keys, layout::Body::Checkpoint)?)
+        {
             let Some(got) = got else {
                 if must {
                     return Err(Error::Missing(format!(

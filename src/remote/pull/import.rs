@@ -49,7 +49,11 @@ pub fn import(
     let keys: Vec<String> = hashes.iter().map(|h| layout::log_key(h)).collect();
     let mut out = Imported::default();
     let mut touched: HashSet<Vec<u8>> = HashSet::new();
-    for ((h, k), got) in hashes.iter().zip(&keys).zip(client.get_many(&keys, layout::Body::LogSegment)?) {
+    for ((h, k), got) in hashes
+        .iter()
+        .zip(&keys)
+        .zip(client.get_many(&keys, layout::Body::LogSegment)?)
+    {
         let got = got.ok_or_else(|| Error::Remote {
             remote: client.name().to_string(),
             detail: format!("{k} is named by a session ref but missing"),
@@ -95,8 +99,8 @@ fn entry(
             if store.meta_get(&key)?.is_some() {
                 return Ok(());
             }
-            let bytes = serde_json::to_vec(&without_branches(with_session(v, local)))
-                .expect("json");
+            let bytes =
+                serde_json::to_vec(&without_branches(with_session(v, local))).expect("json");
             let op = crate::oplog::Operation::decode(&format!("{local}#{seq}"), &bytes)?;
             if op.seq != seq {
                 return Err(Error::corrupt(

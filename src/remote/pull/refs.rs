@@ -157,7 +157,10 @@ pub fn fetch_checkpoints(
             }
         }
         let keys: Vec<String> = missing.iter().map(|h| layout::checkpoint_key(h)).collect();
-        for (hex, got) in missing.iter().zip(client.get_many(&keys, layout::Body::Checkpoint)?) {
+        for (hex, got) in missing
+            .iter()
+            .zip(client.get_many(&keys, layout::Body::Checkpoint)?)
+        {
             let Some(got) = got else {
                 return Err(Error::Remote {
                     remote: client.name().to_string(),

@@ -20,8 +20,8 @@ use std::process::Output;
 use serde_json::Value;
 use treefork::remote::layout;
 use treefork::remote::packidx::{Idx, PackBuilder};
-use treefork::store::pack::Codec;
 use treefork::store::Kind;
+use treefork::store::pack::Codec;
 
 use self::s3::{HostileS3, Lie};
 use super::proc_status_kib;
@@ -73,7 +73,12 @@ fn machine_b(session: &str) -> MachineB {
     std::fs::create_dir_all(&bystander).unwrap();
     tf_ok(
         &store,
-        &["mount", bystander.to_str().unwrap(), "--session", "bystander"],
+        &[
+            "mount",
+            bystander.to_str().unwrap(),
+            "--session",
+            "bystander",
+        ],
     );
     std::fs::write(bystander.join(BYSTANDER_FILE), BYSTANDER_DATA).unwrap();
     MachineB {
@@ -106,7 +111,9 @@ impl MachineB {
         let o = tf(&self.m.store, &["--json", "sessions"]);
         assert!(o.status.success(), "the daemon does not answer:\n{}", log());
         assert_eq!(
-            std::fs::read(self.bystander.join(BYSTANDER_FILE)).ok().as_deref(),
+            std::fs::read(self.bystander.join(BYSTANDER_FILE))
+                .ok()
+                .as_deref(),
             Some(BYSTANDER_DATA),
             "the other session lost its write:\n{}",
             log()
@@ -177,14 +184,24 @@ fn a_delta_cycle_in_a_remote_index_is_eio_and_the_daemon_lives() {
             let base = ids[if j < ids.len() { j } else { i }];
             let mut payload = base.to_vec();
             payload.extend_from_slice(&[0x5a; 40]);
-            pb.add_record(Kind::Chunk, e.id, Codec::Delta, e.raw_len, &payload, Some(base))
-                .unwrap();
+            pb.add_record(
+                Kind::Chunk,
+                e.id,
+                Codec::Delta,
+                e.raw_len,
+                &payload,
+                Some(base),
+            )
+            .unwrap();
         }
         let built = pb.finish();
         let dir = format!("{BUCKET}/cycle/");
         s3.delete(&key);
         s3.delete(&format!("{dir}{}", layout::pack_key(&idx.pack_hash)));
-        s3.put(&format!("{dir}{}", layout::pack_key(&built.hash)), built.pack);
+        s3.put(
+            &format!("{dir}{}", layout::pack_key(&built.hash)),
+            built.pack,
+        );
         s3.put(&format!("{dir}{}", layout::idx_key(&built.hash)), built.idx);
     }
     let b = machine_b("s");
@@ -206,7 +223,10 @@ fn a_delta_cycle_in_a_remote_index_is_eio_and_the_daemon_lives() {
     }
     b.assert_intact();
     let log = daemon_log(&b.m.store);
-    assert!(log.contains("delta cycle") && log.contains("origin"), "{log}");
+    assert!(
+        log.contains("delta cycle") && log.contains("origin"),
+        "{log}"
+    );
 }
 
 #[test]
@@ -234,7 +254,10 @@ fn a_pack_index_declaring_a_terabyte_is_refused_unread() {
     );
     b.assert_intact();
     let grown = b.peak_rss_kib().saturating_sub(before);
-    assert!(grown < 128 << 10, "the daemon's peak RSS grew by {grown} KiB");
+    assert!(
+        grown < 128 << 10,
+        "the daemon's peak RSS grew by {grown} KiB"
+    );
     assert!(s3.lied_bytes() < 16 << 20, "read {} bytes", s3.lied_bytes());
 }
 
@@ -261,7 +284,10 @@ fn range_bodies_longer_than_asked_are_cut_at_the_range() {
     );
     b.assert_intact();
     let grown = b.peak_rss_kib().saturating_sub(before);
-    assert!(grown < 128 << 10, "the daemon's peak RSS grew by {grown} KiB");
+    assert!(
+        grown < 128 << 10,
+        "the daemon's peak RSS grew by {grown} KiB"
+    );
     assert!(
         s3.lied_bytes() < 256 << 20,
         "the daemon read {} bytes of a lying body",
@@ -330,7 +356,12 @@ fn a_pulled_origin_is_not_used_until_the_user_trusts_it() {
     let file = b.m.p("a.txt");
     let o = tf(
         &b.m.store,
-        &["-C", b.m.mp.to_str().unwrap(), "promote", file.to_str().unwrap()],
+        &[
+            "-C",
+            b.m.mp.to_str().unwrap(),
+            "promote",
+            file.to_str().unwrap(),
+        ],
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "promote used the remote's origin");

@@ -437,9 +437,7 @@ fn answer(w: &mut TcpStream, req: Request, st: &Mutex<State>, lied: &AtomicU64) 
             // DeleteObjects: `<Delete><Object><Key>K</Key></Object>...</Delete>`.
             let bucket = path.trim_end_matches('/');
             let text = String::from_utf8_lossy(&req.body).into_owned();
-            let mut xml = String::from(
-                "<?xml version=\"1.0\" encoding=\"UTF-8\"?><DeleteResult>",
-            );
+            let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?><DeleteResult>");
             let mut s = st.lock().unwrap();
             for part in text.split("<Key>").skip(1) {
                 let Some((key, _)) = part.split_once("</Key>") else {
@@ -450,7 +448,10 @@ fn answer(w: &mut TcpStream, req: Request, st: &Mutex<State>, lied: &AtomicU64) 
                     .replace("&gt;", ">")
                     .replace("&amp;", "&");
                 s.objects.remove(&format!("{bucket}/{key}"));
-                xml.push_str(&format!("<Deleted><Key>{}</Key></Deleted>", xml_escape(&key)));
+                xml.push_str(&format!(
+                    "<Deleted><Key>{}</Key></Deleted>",
+                    xml_escape(&key)
+                ));
             }
             drop(s);
             xml.push_str("</DeleteResult>");

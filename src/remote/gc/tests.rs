@@ -137,7 +137,8 @@ fn assert_closed(c: &Client) {
     let mut idxs = Vec::new();
     for k in keys(c, "packs") {
         if let Some(PackObject::Idx(h)) = layout::parse_pack_object(&k) {
-            let idx = Idx::decode(&c.get(&k).unwrap().unwrap().bytes).unwrap();
+            let idx =
+                Idx::decode(&c.get(&k, layout::Body::PackIdx).unwrap().unwrap().bytes).unwrap();
             assert!(c.head(&layout::pack_key(&h)).unwrap().is_some(), "{k}");
             ids.extend(idx.entries.iter().map(|e| e.id));
             idxs.push(idx);
@@ -277,7 +278,10 @@ fn a_condemned_pack_a_ref_reaches_again_is_kept() {
     let b = branch(&store, "b", &[content("b", 0)]);
     push(&store, &remote, &["a"]);
     push(&store, &remote, &["b"]);
-    let got = client.get(&layout::branch_ref_key("b")).unwrap().unwrap();
+    let got = client
+        .get(&layout::branch_ref_key("b"), layout::Body::Ref)
+        .unwrap()
+        .unwrap();
     client.delete(&layout::branch_ref_key("b")).unwrap();
     assert_eq!(run(&remote, false, 0).condemned, 2);
     // A push that read the index before phase 1 lands its ref now (within the

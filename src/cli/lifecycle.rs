@@ -142,6 +142,15 @@ impl Human for Shown {
                     .unwrap_or_default(),
             )?;
         }
+        let r = &i["meta"]["remote_origin"];
+        if let Some(p) = r["origin"]["path"].as_str() {
+            writeln!(
+                out,
+                "remote origin {p} (from remote {}: NOT trusted, not used; `treefork remote trust {}` after checking it)",
+                r["remote"].as_str().unwrap_or("?"),
+                s("session")
+            )?;
+        }
         writeln!(
             out,
             "mounted  {}",

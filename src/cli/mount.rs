@@ -34,16 +34,32 @@ pub struct Mount {
     policy: super::lifecycle::PolicyArgs,
 }
 
+/// What the CLI reads of a `mount` reply.
+#[derive(Deserialize)]
+struct MountReply {
+    #[serde(default)]
+    untrusted_origin: Option<String>,
+}
+
 /// `mounted session NAME at MOUNTPOINT`.
 struct Mounted {
     session: String,
     mountpoint: PathBuf,
+    /// `--from-remote`: the origin the remote named (not used until trusted).
+    untrusted_origin: Option<String>,
 }
 
 impl Human for Mounted {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         let (s, mp) = (&self.session, self.mountpoint.display());
-        writeln!(out, "mounted session {s} at {mp}")
+        writeln!(out, "mounted session {s} at {mp}")?;
+        if let Some(o) = &self.untrusted_origin {
+            writeln!(
+                out,
+                "the remote names {o} as its origin: NOT trusted, not used by promote or continue until `treefork remote trust {s}`"
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -78,7 +94,7 @@ impl Run for Mount {
             from_remote: self.from_remote.clone(),
             evict_to: self.policy.evict_to.clone(),
         };
-        let reply: Reply<Ignored> = match cx.explicit(&op)? {
+        let reply: Reply<MountReply> = match cx.explicit(&op)? {
             Some(r) => r,
             None => {
                 let store = cx.store_dir_create()?;
@@ -97,9 +113,10 @@ impl Run for Mount {
         };
         let session = self.session.clone();
         Ok(reply
-            .map(|_| Mounted {
+            .map(|r| Mounted {
                 session,
                 mountpoint: mp,
+                untrusted_origin: r.untrusted_origin,
             })
             .into())
     }

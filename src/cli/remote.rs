@@ -1,4 +1,4 @@
-//! `remote add|list|rm`: configure the S3-compatible remotes of the store.
+//! `remote add|list|rm|trust`: configure the S3-compatible remotes of the store.
 //! Store-wide: through the daemon when one serves the store, else in this
 //! process (credentials then come from this process's environment).
 
@@ -39,6 +39,13 @@ enum RemoteCmd {
     Rm {
         /// Remote name.
         name: String,
+    },
+    /// Trust the origin (the repository promote writes to) and eviction policy
+    /// that a session made with `mount --from-remote` was pulled with: until
+    /// then they are shown (`session show`) but not used. Check them first.
+    Trust {
+        /// The local session.
+        session: String,
     },
     Gc(super::remote_gc::RemoteGc),
 }
@@ -112,6 +119,25 @@ impl Human for Listed {
 }
 
 #[derive(Deserialize)]
+struct Trusted {
+    session: String,
+    remote: Option<String>,
+    origin: Option<String>,
+}
+
+impl Human for Trusted {
+    fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "session {}: origin {} (from remote {}) and its policy are now used",
+            self.session,
+            self.origin.as_deref().unwrap_or("none"),
+            self.remote.as_deref().unwrap_or("?")
+        )
+    }
+}
+
+#[derive(Deserialize)]
 struct Removed {
     removed: String,
     tracking_refs: u64,
@@ -150,6 +176,12 @@ impl Run for Remote {
             RemoteCmd::Rm { name } => {
                 let op = Op::RemoteRm { name: name.clone() };
                 cx.store_op::<Removed>(op, false)?.into()
+            }
+            RemoteCmd::Trust { session } => {
+                let op = Op::RemoteTrust {
+                    name: session.clone(),
+                };
+                cx.store_op::<Trusted>(op, false)?.into()
             }
             RemoteCmd::Gc(gc) => gc.run(cx)?,
         })

@@ -534,6 +534,12 @@ pub enum Op {
         /// Remote name.
         name: String,
     },
+    /// Adopt the origin and eviction policy a session pulled from a remote
+    /// named (kept aside until now: see docs/design.md, "Remote tier: pull").
+    RemoteTrust {
+        /// The local session.
+        name: String,
+    },
     /// Send branches and sessions to a remote (user role only; see
     /// docs/protocol.md, "push").
     Push {

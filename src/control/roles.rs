@@ -220,6 +220,8 @@ impl Role {
             }
             | Op::RemoteList
             | Op::RemoteRm { name: _ } => false,
+            // Trusting a pulled origin lets promote write to that repository.
+            Op::RemoteTrust { name: _ } => false,
             // Pushing sends the store's history out with the daemon's
             // credentials: the user's.
             Op::Push {

@@ -275,13 +275,14 @@ impl Daemon {
                 evict_to,
             } => {
                 let agent = AgentSocket::from_request(agent_socket, agent_uid)?;
+                let mut untrusted = None;
                 if let Some(spec) = &from_remote {
                     if from.is_some() {
                         return Err(Error::Invalid(
                             "--from and --from-remote cannot be combined".into(),
                         ));
                     }
-                    crate::remote::ops::pull::mount_from_remote(self, &session, spec)?;
+                    untrusted = crate::remote::ops::pull::mount_from_remote(self, &session, spec)?;
                 }
                 let change = crate::lifecycle::manage::PolicyChange {
                     task,
@@ -293,8 +294,11 @@ impl Daemon {
                 };
                 change.validate()?;
                 change.check_remote(&**self.store())?;
-                let v = self.mount(&session, &mountpoint, from.as_deref(), agent, events)?;
+                let mut v = self.mount(&session, &mountpoint, from.as_deref(), agent, events)?;
                 self.apply_policy(&session, &change)?;
+                if let (Some(p), Some(o)) = (untrusted, v.as_object_mut()) {
+                    o.insert("untrusted_origin".into(), json!(p));
+                }
                 Ok(v)
             }
             Op::Umount { mountpoint } => {

@@ -14,6 +14,12 @@
 //!   error message, a log line or the store.
 //! - Every call blocks the calling (non-tokio) thread until done; [`Client::put_many`]
 //!   and [`Client::get_many`] run up to [`PARALLEL`] requests at once.
+//! - Reads are bounded (a remote is not trusted to be honest): a whole-object
+//!   read names what it reads ([`Body`]) and streams at most its cap (a body that
+//!   declares more is refused before any byte is read, one that streams more is
+//!   dropped at the cap); a range read takes at most the bytes asked for; a
+//!   [`Client::get_many`] keeps at most [`GET_MANY_BUDGET`] bytes of caps in
+//!   flight (fewer requests at once for kinds with large caps).
 
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
@@ -25,10 +31,14 @@ use object_store::{
     GetOptions, ObjectStore as Obj, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion,
 };
 
+pub use super::layout::Body;
 use crate::error::{Error, Result};
 
 /// Requests in flight at once for the `*_many` calls.
 pub const PARALLEL: usize = 16;
+/// A [`Client::get_many`] runs at most this many bytes of caps at once (at least
+/// one request).
+pub const GET_MANY_BUDGET: u64 = 512 << 20;
 
 /// The tokio runtime all remote clients share (private to `remote`).
 pub fn runtime() -> &'static tokio::runtime::Runtime {
@@ -149,33 +159,78 @@ impl Client {
         }
     }
 
-    /// Read object `key` whole; `None` when it does not exist.
-    pub fn get(&self, key: &str) -> Result<Option<Got>> {
+    /// Read object `key` (a `body`) whole, at most `body.cap()` bytes; `None`
+    /// when it does not exist.
+    pub fn get(&self, key: &str, body: Body) -> Result<Option<Got>> {
+        runtime().block_on(self.get_async(key, body))
+    }
+
+    async fn get_async(&self, key: &str, body: Body) -> Result<Option<Got>> {
         let p = self.path(key);
-        let r = runtime().block_on(async {
-            let r = self.store.get_opts(&p, GetOptions::default()).await?;
-            let etag = r.meta.e_tag.clone();
-            let bytes = r.bytes().await?;
-            Ok::<_, object_store::Error>(Got {
-                bytes: bytes.to_vec(),
-                etag,
-            })
-        });
-        match r {
-            Ok(g) => Ok(Some(g)),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(self.fail("reading", key, e)),
+        let r = match self.store.get_opts(&p, GetOptions::default()).await {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(self.fail("reading", key, e)),
+        };
+        let etag = r.meta.e_tag.clone();
+        let what = || format!("a {} (at most {} bytes)", body.name(), body.cap());
+        let bytes = self.read_capped(key, r, body.cap(), what).await?;
+        Ok(Some(Got { bytes, etag }))
+    }
+
+    /// Stream the body of `r` (object `key`), refusing more than `cap` bytes
+    /// declared or read; `what` names the read for messages.
+    async fn read_capped(
+        &self,
+        key: &str,
+        r: object_store::GetResult,
+        cap: u64,
+        what: impl Fn() -> String,
+    ) -> Result<Vec<u8>> {
+        let too_big = |n: &str| Error::Remote {
+            remote: self.name.clone(),
+            detail: format!("reading {key}: {n} bytes, more than {}", what()),
+        };
+        let declared = r.range.end.saturating_sub(r.range.start);
+        if declared > cap {
+            log::error!(
+                "remote {}: {key} declares {declared} bytes, cap {cap}",
+                self.name
+            );
+            return Err(too_big(&format!("declares {declared}")));
         }
+        let mut buf = Vec::with_capacity(declared as usize);
+        let mut stream = r.into_stream();
+        while let Some(piece) = stream.next().await {
+            let piece = piece.map_err(|e| self.fail("reading", key, e))?;
+            if (buf.len() + piece.len()) as u64 > cap {
+                log::error!("remote {}: {key} streams past its cap {cap}", self.name);
+                return Err(too_big("streams over"));
+            }
+            buf.extend_from_slice(&piece);
+        }
+        Ok(buf)
     }
 
     /// Read bytes `range` of object `key` (which must exist: a missing object is
-    /// [`Error::Remote`], like a short one).
+    /// [`Error::Remote`], like a short or a long one; no more than the range is
+    /// read).
     pub fn get_range(&self, key: &str, range: Range<u64>) -> Result<Vec<u8>> {
         let p = self.path(key);
         let want = range.end.saturating_sub(range.start);
-        let b = runtime()
-            .block_on(self.store.get_range(&p, range.clone()))
-            .map_err(|e| self.fail("reading a range of", key, e))?;
+        let opts = GetOptions {
+            range: Some(range.clone().into()),
+            ..Default::default()
+        };
+        let what = || format!("the {want} bytes asked for");
+        let b = runtime().block_on(async {
+            let r = self
+                .store
+                .get_opts(&p, opts)
+                .await
+                .map_err(|e| self.fail("reading a range of", key, e))?;
+            self.read_capped(key, r, want, what).await
+        })?;
         if b.len() as u64 != want {
             return Err(Error::Remote {
                 remote: self.name.clone(),
@@ -187,7 +242,7 @@ impl Client {
                 ),
             });
         }
-        Ok(b.to_vec())
+        Ok(b)
     }
 
     /// Metadata of object `key`; `None` when it does not exist.
@@ -254,31 +309,16 @@ impl Client {
         })
     }
 
-    /// Read several objects whole, up to [`PARALLEL`] at once; in order, `None`
-    /// for a missing one.
-    pub fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Got>>> {
-        let rt = runtime();
-        rt.block_on(async {
+    /// Read several objects (each a `body`) whole, each capped like
+    /// [`get`](Self::get), up to [`PARALLEL`] at once and at most
+    /// [`GET_MANY_BUDGET`] bytes of caps in flight; in order, `None` for a missing
+    /// one.
+    pub fn get_many(&self, keys: &[String], body: Body) -> Result<Vec<Option<Got>>> {
+        let parallel = (GET_MANY_BUDGET / body.cap()).clamp(1, PARALLEL as u64) as usize;
+        runtime().block_on(async {
             futures::stream::iter(keys.iter())
-                .map(|k| async move {
-                    let p = self.path(k);
-                    let r = async {
-                        let r = self.store.get_opts(&p, GetOptions::default()).await?;
-                        let etag = r.meta.e_tag.clone();
-                        let bytes = r.bytes().await?;
-                        Ok::<_, object_store::Error>(Got {
-                            bytes: bytes.to_vec(),
-                            etag,
-                        })
-                    }
-                    .await;
-                    match r {
-                        Ok(g) => Ok(Some(g)),
-                        Err(object_store::Error::NotFound { .. }) => Ok(None),
-                        Err(e) => Err(self.fail("reading", k, e)),
-                    }
-                })
-                .buffered(PARALLEL)
+                .map(|k| self.get_async(k, body))
+                .buffered(parallel)
                 .try_collect()
                 .await
         })
@@ -384,7 +424,7 @@ mod tests {
     #[test]
     fn memory_client_does_conditional_writes_and_ranges() {
         let c = Client::memory("mem");
-        assert!(c.get("a/x").unwrap().is_none());
+        assert!(c.get("a/x", Body::Ref).unwrap().is_none());
         let Put::Written(e1) = c.put("a/x", b"hello".to_vec(), PutIf::Absent).unwrap() else {
             panic!()
         };
@@ -407,7 +447,7 @@ mod tests {
             c.put("a/x", b"v3".to_vec(), PutIf::Matches(e1)).unwrap(),
             Put::Moved
         );
-        assert_eq!(c.get("a/x").unwrap().unwrap().bytes, b"v2");
+        assert_eq!(c.get("a/x", Body::Ref).unwrap().unwrap().bytes, b"v2");
         c.put("a/y", b"0123456789".to_vec(), PutIf::Always).unwrap();
         assert_eq!(c.get_range("a/y", 2..5).unwrap(), b"234");
         assert!(c.get_range("a/y", 8..20).is_err());
@@ -426,9 +466,39 @@ mod tests {
             .unwrap();
         assert!(matches!(outs[0], Put::Written(_)));
         assert_eq!(outs[1], Put::Exists);
-        let got = c.get_many(&["b/1".into(), "zz".into()]).unwrap();
+        let got = c.get_many(&["b/1".into(), "zz".into()], Body::Ref).unwrap();
         assert_eq!(got[0].as_ref().unwrap().bytes, vec![1]);
         assert!(got[1].is_none());
+    }
+
+    #[test]
+    fn reads_stop_at_their_cap() {
+        let c = Client::memory("mem");
+        let big = vec![7u8; (Body::Descriptor.cap() + 1) as usize];
+        c.put(crate::remote::layout::DESCRIPTOR, big, PutIf::Always)
+            .unwrap();
+        let e = c
+            .get(crate::remote::layout::DESCRIPTOR, Body::Descriptor)
+            .unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, Error::Remote { .. }), "{msg}");
+        assert!(
+            msg.contains("treefork-remote.json")
+                && msg.contains(&Body::Descriptor.cap().to_string())
+                && msg.contains("mem"),
+            "{msg}"
+        );
+        let e = c
+            .get_many(
+                &[crate::remote::layout::DESCRIPTOR.into()],
+                Body::Descriptor,
+            )
+            .unwrap_err();
+        assert!(matches!(e, Error::Remote { .. }), "{e}");
+        // At the cap is fine.
+        let ok = vec![7u8; Body::Descriptor.cap() as usize];
+        c.put("d", ok.clone(), PutIf::Always).unwrap();
+        assert_eq!(c.get("d", Body::Descriptor).unwrap().unwrap().bytes, ok);
     }
 
     #[test]
@@ -437,7 +507,7 @@ mod tests {
         let a = Client::new("a", inner.clone(), "/team/a/");
         let b = Client::new("b", inner, "team/b");
         a.put("refs/x", vec![1], PutIf::Always).unwrap();
-        assert!(b.get("refs/x").unwrap().is_none());
+        assert!(b.get("refs/x", Body::Ref).unwrap().is_none());
         assert_eq!(a.list("refs").unwrap()[0].key, "refs/x");
     }
 
@@ -455,7 +525,7 @@ mod tests {
             token: None,
         };
         let c = s3("origin", &t, &creds).unwrap();
-        let e = c.get("x").unwrap_err();
+        let e = c.get("x", Body::Ref).unwrap_err();
         let msg = e.to_string();
         assert!(matches!(e, Error::Remote { .. }), "{msg}");
         assert!(

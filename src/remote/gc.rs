@@ -197,7 +197,7 @@ pub fn gc(store: &dyn ObjectStore, remote: &Remote, req: GcRequest) -> Result<Gc
         }
     }
     let cat = mark::Catalog::new(idxs);
-    let prev = match c.get(layout::GC_CONDEMNED)? {
+    let prev = match c.get(layout::GC_CONDEMNED, layout::Body::Gc)? {
         Some(g) => Some((GcCondemned::decode(&g.bytes)?, g.etag)),
         None => None,
     };

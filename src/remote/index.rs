@@ -334,7 +334,7 @@ impl RemoteIndex {
     /// Read `gc/condemned` (and mirror it in the cache): the condemned packs.
     fn fetch_condemned(&self, c: &Client) -> Result<HashSet<[u8; 32]>> {
         let path = self.dir.join(CONDEMNED_FILE);
-        match c.get(layout::GC_CONDEMNED)? {
+        match c.get(layout::GC_CONDEMNED, layout::Body::Gc)? {
             Some(g) => {
                 let gc = GcCondemned::decode(&g.bytes)?;
                 write_atomic(&path, &gc.encode())?;
@@ -365,7 +365,7 @@ impl RemoteIndex {
                 .collect()
         };
         let keys: Vec<String> = packs.iter().map(layout::idx_key).collect();
-        let got = c.get_many(&keys)?;
+        let got = c.get_many(&keys, layout::Body::PackIdx)?;
         let mut fresh = Vec::new();
         for ((h, key), g) in packs.iter().zip(keys).zip(got) {
             // Gone since the LIST (a remote gc): nothing to learn.

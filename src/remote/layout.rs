@@ -37,6 +37,86 @@ pub const PACK_SUFFIX: &str = ".tfp";
 /// Suffix of a pack index object.
 pub const IDX_SUFFIX: &str = ".idx";
 
+/// What a whole-object read fetches: each kind has a size cap derived from its
+/// format, and [`Client::get`](super::client::Client::get) reads no further than
+/// it (a body that declares or streams more is [`crate::Error::Remote`] naming
+/// the key and the cap). Pack records are read by range: a range read takes at
+/// most the bytes asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// `treefork-remote.json`: a few fields.
+    Descriptor,
+    /// `refs/branches/*`, `refs/sessions/*`: a session ref carries its record,
+    /// info, conversation state and the list of its log segments.
+    Ref,
+    /// `checkpoints/<C>`: ids, metadata (at most 64 KiB) and a message.
+    Checkpoint,
+    /// `logs/<H>`: one zstd frame of at most `MAX_SEGMENT_RAW` bytes.
+    LogSegment,
+    /// `packs/<H>.idx`: 84 bytes per record of a pack.
+    PackIdx,
+    /// `gc/lock`, `gc/condemned`: the lock and the condemned packs, logs and
+    /// checkpoints of a remote gc.
+    Gc,
+    /// `packs/<H>.tfp` whole (treefork reads packs by range; tools and tests
+    /// whole): a pack closes once it reaches `REMOTE_PACK_TARGET`.
+    Pack,
+}
+
+/// Cap of a [`Body::Descriptor`].
+pub const MAX_DESCRIPTOR_BYTES: u64 = 64 << 10;
+/// Cap of a [`Body::Ref`].
+pub const MAX_REF_BYTES: u64 = 16 << 20;
+/// Cap of a [`Body::Checkpoint`].
+pub const MAX_CHECKPOINT_BYTES: u64 = 16 << 20;
+/// Cap of a [`Body::LogSegment`]: zstd's bound for `MAX_SEGMENT_RAW` input (it
+/// grows incompressible data by under 1/128, plus a frame header).
+pub const MAX_SEGMENT_BYTES: u64 =
+    super::segment::MAX_SEGMENT_RAW + (super::segment::MAX_SEGMENT_RAW >> 7) + (64 << 10);
+/// Cap of a [`Body::PackIdx`]: a remote pack closes once it reaches
+/// `REMOTE_PACK_TARGET`, so it holds at most that plus one largest record, and
+/// every record is at least a record header: that many entries, 84 bytes each
+/// (about 176 MiB).
+pub const MAX_IDX_BYTES: u64 = {
+    let entries = MAX_PACK_BYTES / crate::store::pack::RECORD_HEADER_LEN as u64;
+    (super::packidx::IDX_HEADER_LEN + super::packidx::IDX_TRAILER_LEN) as u64
+        + entries * super::packidx::IDX_ENTRY_LEN as u64
+};
+/// Cap of a [`Body::Pack`]: `REMOTE_PACK_TARGET` plus one largest record.
+pub const MAX_PACK_BYTES: u64 = super::packidx::REMOTE_PACK_TARGET
+    + 2 * crate::store::pack::RECORD_HEADER_LEN as u64
+    + crate::store::pack::MAX_OBJECT_LEN as u64;
+/// Cap of a [`Body::Gc`].
+pub const MAX_GC_BYTES: u64 = 64 << 20;
+
+impl Body {
+    /// The most bytes a body of this kind may have.
+    pub fn cap(self) -> u64 {
+        match self {
+            Body::Descriptor => MAX_DESCRIPTOR_BYTES,
+            Body::Ref => MAX_REF_BYTES,
+            Body::Checkpoint => MAX_CHECKPOINT_BYTES,
+            Body::LogSegment => MAX_SEGMENT_BYTES,
+            Body::PackIdx => MAX_IDX_BYTES,
+            Body::Gc => MAX_GC_BYTES,
+            Body::Pack => MAX_PACK_BYTES,
+        }
+    }
+
+    /// Its name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Body::Descriptor => "descriptor",
+            Body::Ref => "ref",
+            Body::Checkpoint => "checkpoint record",
+            Body::LogSegment => "log segment",
+            Body::PackIdx => "pack index",
+            Body::Gc => "gc state",
+            Body::Pack => "pack",
+        }
+    }
+}
+
 /// Lowercase hex of a 32-byte hash.
 pub fn hex32(h: &[u8; 32]) -> String {
     crate::id::hex(h)

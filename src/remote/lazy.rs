@@ -12,13 +12,23 @@
 //! Invariants: never wrong bytes: every record's header is checked against its
 //! index entry and every object's id is verified (blake3 in its kind's domain)
 //! after decoding, before it is returned; a requested object that fails is
-//! [`Error::Corrupt`], a neighbour that fails is logged and left out. A delta's
-//! base is read through the store (so it is fetched and kept too). Nothing
+//! [`Error::Corrupt`], a neighbour that fails is logged and left out. The
+//! requested delta's base is read through the store (so it is fetched and kept
+//! too), which may ask a remote again; a read-ahead neighbour is kept only when
+//! its base is in the batch or local (so one read follows one chain, never a
+//! tree of them). That recursion is bounded. Each thread keeps the chain of
+//! deltas it is decoding ([`decode_batch`]); a base already on the chain (a
+//! cycle: A on B on A, or an object on itself) or a chain longer than
+//! [`MAX_DELTA_DEPTH`] is [`Error::Corrupt`] naming the object and the remote,
+//! before any further request: a hostile index cannot overflow the stack. (Local
+//! packs store a delta's base whole: a chain of one, `PackStore::decode_record`.)
+//! Nothing
 //! negative is cached: an object no index knows triggers an index refresh (at
 //! most one per [`REFRESH_EVERY`] per remote) and is asked again next time.
 //! Network work happens on the caller's thread through the synchronous client
 //! (never inside a tokio runtime).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -39,6 +49,54 @@ pub const READ_AHEAD_BYTES: u64 = 2 << 20;
 pub const REFRESH_EVERY: Duration = Duration::from_secs(10);
 /// Packs whose offset-ordered entries are kept in memory.
 const PACKS_KEPT: usize = 256;
+/// Longest chain of remote deltas one read follows (a delta on a delta on ...).
+/// Push copies local records, whose bases are stored whole, so a remote written
+/// by one store has chains of one; several stores pushing to one remote can make
+/// longer ones. Past this the read is [`Error::Corrupt`].
+pub const MAX_DELTA_DEPTH: usize = 8;
+
+thread_local! {
+    /// The deltas this thread is decoding, outermost first (see the module docs).
+    static CHAIN: RefCell<Vec<[u8; 32]>> = const { RefCell::new(Vec::new()) };
+}
+
+/// One delta on this thread's chain; leaves it when dropped.
+struct OnChain;
+
+impl Drop for OnChain {
+    fn drop(&mut self) {
+        CHAIN.with(|c| c.borrow_mut().pop());
+    }
+}
+
+/// Put delta `id` (of `kind`, on `base`, read from `remote`) on this thread's
+/// chain before its base is read; a cycle or a chain past [`MAX_DELTA_DEPTH`] is
+/// [`Error::Corrupt`].
+fn enter_chain(remote: &str, kind: Kind, id: &[u8; 32], base: &[u8; 32]) -> Result<OnChain> {
+    CHAIN.with(|c| {
+        let mut c = c.borrow_mut();
+        let what = || format!("{kind:?} object {} from remote {remote}", layout::hex32(id));
+        if base == id || c.contains(base) || c.contains(id) {
+            log::error!("{}: delta cycle through {}", what(), layout::hex32(base));
+            return Err(Error::corrupt(
+                what(),
+                format!("delta cycle through base {}", layout::hex32(base)),
+            ));
+        }
+        if c.len() >= MAX_DELTA_DEPTH {
+            log::error!("{}: delta chain longer than {MAX_DELTA_DEPTH}", what());
+            return Err(Error::corrupt(
+                what(),
+                format!(
+                    "delta chain longer than {MAX_DELTA_DEPTH} (at base {})",
+                    layout::hex32(base)
+                ),
+            ));
+        }
+        c.push(*id);
+        Ok(OnChain)
+    })
+}
 
 /// One remote to read from.
 #[derive(Clone)]
@@ -190,20 +248,25 @@ impl Lazy {
         let span = plan.last().map(|l| l.range().end).unwrap_or(0) - entry.offset;
         self.bytes.fetch_add(span, Ordering::Relaxed);
         let store = self.store.upgrade();
-        let base_of = |k: Kind, b: &[u8; 32]| -> Result<Arc<Vec<u8>>> {
+        // Only the requested object may fetch its base: a read-ahead neighbour
+        // whose base is neither in the batch nor local is left out (it is read
+        // on its own when wanted), so one read is one chain, never a tree.
+        let base_of = |d: &IdxEntry, b: &[u8; 32]| -> Result<Arc<Vec<u8>>> {
+            let missing = || Error::Missing(format!("delta base {}", layout::hex32(b)));
             match &store {
-                Some(s) => s.get(k, b),
-                None => Err(Error::Missing(format!("delta base {}", layout::hex32(b)))),
+                Some(s) if d.id == *id || s.contains(b)? => s.get(d.kind, b),
+                _ => Err(missing()),
             }
         };
         let mut out = Vec::new();
-        for (e, r) in decode_batch(records, &base_of) {
+        for (e, r) in decode_batch(&src.name, records, &base_of) {
             match r {
                 Ok(raw) => out.push((e.kind, e.id, raw)),
                 Err(err) if e.id == *id => {
                     log::error!("remote {}: {err}", src.name);
                     return Err(err);
                 }
+                Err(Error::Missing(_)) => {}
                 Err(err) => log::warn!("remote {}: read-ahead skipped: {err}", src.name),
             }
         }
@@ -279,12 +342,15 @@ pub fn split_records(
         .collect()
 }
 
-/// Reads a delta's base (kind, id) -> verified raw bytes.
-pub type BaseOf<'a> = &'a dyn Fn(Kind, &[u8; 32]) -> Result<Arc<Vec<u8>>>;
+/// Reads the base `id` of delta `entry` -> verified raw bytes.
+pub type BaseOf<'a> = &'a dyn Fn(&IdxEntry, &[u8; 32]) -> Result<Arc<Vec<u8>>>;
 
-/// Decode and verify a batch of records; a delta's base comes from the batch (an
-/// earlier record) or from `base_of` (the local store, which may fetch it).
+/// Decode and verify a batch of records read from `remote`; a delta's base comes
+/// from the batch (an earlier record) or from `base_of` (the local store, which
+/// may fetch it: the delta is on this thread's chain meanwhile, see the module
+/// docs).
 pub fn decode_batch(
+    remote: &str,
     records: Vec<(IdxEntry, Result<Stored>)>,
     base_of: BaseOf<'_>,
 ) -> Vec<(IdxEntry, Result<Vec<u8>>)> {
@@ -295,7 +361,10 @@ pub fn decode_batch(
             let base = match (s.codec, s.base) {
                 (Codec::Delta, Some(b)) => match done.get(&b).map(|i| &out[*i].1) {
                     Some(Ok(raw)) => Some(Arc::new(raw.clone())),
-                    _ => Some(base_of(e.kind, &b)?),
+                    _ => {
+                        let _on = enter_chain(remote, e.kind, &e.id, &b)?;
+                        Some(base_of(&e, &b)?)
+                    }
                 },
                 _ => None,
             };

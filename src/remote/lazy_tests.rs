@@ -225,3 +225,84 @@ fn an_unreachable_remote_is_a_remote_error() {
     assert!(matches!(err, Error::Remote { .. }), "{err}");
     assert_eq!(err.errno(), libc::EIO);
 }
+
+/// A pack of deltas `ids[i]` on `bases[i]` whose payloads name their base and
+/// are otherwise junk (a hostile index: nothing here decodes).
+fn junk_deltas(pairs: &[([u8; 32], [u8; 32])]) -> Built {
+    let mut pb = PackBuilder::new();
+    for (id, base) in pairs {
+        let mut payload = base.to_vec();
+        payload.extend_from_slice(&noise(3, 64));
+        pb.add_record(Kind::Chunk, *id, Codec::Delta, 4096, &payload, Some(*base))
+            .unwrap();
+    }
+    pb.finish()
+}
+
+#[test]
+fn a_delta_cycle_is_corrupt_not_a_stack_overflow() {
+    let f = fixture();
+    let (a, b) = (Kind::Chunk.hash(b"a"), Kind::Chunk.hash(b"b"));
+    upload(&f.src, &junk_deltas(&[(a, b), (b, a)]));
+    for id in [a, b] {
+        let err = f.store.get(Kind::Chunk, &id).unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("delta cycle") && msg.contains("origin"),
+            "{msg}"
+        );
+        assert_eq!(err.errno(), libc::EIO);
+        assert!(!f.store.contains(&id).unwrap());
+    }
+    // An object that is a delta on itself.
+    let c = Kind::Chunk.hash(b"c");
+    upload(&f.src, &junk_deltas(&[(c, c)]));
+    let err = f.store.get(Kind::Chunk, &c).unwrap_err();
+    assert!(err.to_string().contains("delta cycle"), "{err}");
+}
+
+/// A chain `objs[n]` delta on `objs[n-1]` ... on `objs[0]` (whole), each record
+/// in its own pack (so every base is a separate remote read).
+fn chain(f: &Fixture, n: usize) -> Vec<([u8; 32], Vec<u8>)> {
+    let mut objs: Vec<([u8; 32], Vec<u8>)> = Vec::new();
+    let mut raw = noise(11, 8192);
+    let mut pb = PackBuilder::new();
+    objs.push((pb.add_raw(Kind::Chunk, &raw).unwrap(), raw.clone()));
+    upload(&f.src, &pb.finish());
+    for i in 1..=n {
+        let (base_id, base) = objs[i - 1].clone();
+        raw[i * 10] ^= 0x55;
+        let id = Kind::Chunk.hash(&raw);
+        let delta = crate::store::pack::compress_delta(&raw, &base_id, &base).unwrap();
+        let mut pb = PackBuilder::new();
+        pb.add_record(
+            Kind::Chunk,
+            id,
+            Codec::Delta,
+            raw.len() as u32,
+            &delta,
+            Some(base_id),
+        )
+        .unwrap();
+        upload(&f.src, &pb.finish());
+        objs.push((id, raw.clone()));
+    }
+    objs
+}
+
+#[test]
+fn delta_chains_are_followed_up_to_the_bound() {
+    let f = fixture();
+    let objs = chain(&f, MAX_DELTA_DEPTH);
+    let (id, raw) = objs.last().unwrap();
+    assert_eq!(&**f.store.get(Kind::Chunk, id).unwrap(), raw);
+    let g = fixture();
+    let objs = chain(&g, MAX_DELTA_DEPTH + 1);
+    let err = g
+        .store
+        .get(Kind::Chunk, &objs.last().unwrap().0)
+        .unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("delta chain longer"), "{err}");
+}

@@ -85,7 +85,7 @@ fn random_hex() -> String {
 /// conditions) when missing; refuse ([`Error::Invalid`]) a prefix holding another
 /// format or version. Returns whether it was created.
 pub fn ensure_descriptor(c: &Client, put: PutIf) -> Result<bool> {
-    if let Some(g) = c.get(DESCRIPTOR)? {
+    if let Some(g) = c.get(DESCRIPTOR, crate::remote::layout::Body::Descriptor)? {
         check_descriptor(c.name(), &g.bytes)?;
         return Ok(false);
     }
@@ -93,7 +93,7 @@ pub fn ensure_descriptor(c: &Client, put: PutIf) -> Result<bool> {
     match c.put(DESCRIPTOR, d.encode(), put)? {
         Put::Written(_) => Ok(true),
         // Someone created it meanwhile: check theirs.
-        _ => match c.get(DESCRIPTOR)? {
+        _ => match c.get(DESCRIPTOR, crate::remote::layout::Body::Descriptor)? {
             Some(g) => check_descriptor(c.name(), &g.bytes).map(|()| false),
             None => Err(Error::Remote {
                 remote: c.name().to_string(),

@@ -170,7 +170,14 @@ mod tests {
         let a = open(&s, "origin").unwrap();
         a.client.put("x", vec![1], PutIf::Always).unwrap();
         let b = open(&s, "origin").unwrap();
-        assert_eq!(b.client.get("x").unwrap().unwrap().bytes, vec![1]);
+        assert_eq!(
+            b.client
+                .get("x", crate::remote::layout::Body::Ref)
+                .unwrap()
+                .unwrap()
+                .bytes,
+            vec![1]
+        );
         // One index, shared.
         assert!(Arc::ptr_eq(&a.index, &b.index));
         assert!(a.index.dir().ends_with("remotes/origin/idx"));

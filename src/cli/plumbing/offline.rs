@@ -107,8 +107,11 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             v["ok"] = json!(true);
             v
         }
-        op
-        @ (Op::RemoteAdd { .. } | Op::RemoteList | Op::RemoteRm { .. } | Op::RemoteGc { .. }) => {
+        op @ (Op::RemoteAdd { .. }
+        | Op::RemoteList
+        | Op::RemoteRm { .. }
+        | Op::RemoteTrust { .. }
+        | Op::RemoteGc { .. }) => {
             let mut v = treefork::remote::ops::run_store(&s, op.clone(), &mut |_| {})?;
             v["ok"] = json!(true);
             v

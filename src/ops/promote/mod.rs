@@ -107,6 +107,7 @@ pub(super) fn run(t: &Target, call: &Call, req: Request) -> Result<Value> {
     let store = s.store().clone();
     let info = lifecycle::load(&*store, s.name())?;
     let origin = info.as_ref().and_then(|i| i.origin.clone());
+    refuse_untrusted(info.as_ref(), s.name())?;
     check_request(&req, origin.as_ref(), s.name())?;
     // Flushed first: the touched paths of changes still pending (an unlink not yet
     // synced) are written with the flush, so the default choice includes them.
@@ -222,6 +223,21 @@ fn ground(origin: Option<Origin>, req: &Request, chosen: &[Vec<u8>]) -> Result<G
 }
 
 /// Refuse requests that cannot apply to this session.
+/// A session pulled from a remote whose origin the user has not trusted yet
+/// (`remote trust`) is not promoted: the remote chose that repository.
+fn refuse_untrusted(info: Option<&lifecycle::SessionInfo>, session: &str) -> Result<()> {
+    let pulled = info
+        .filter(|i| i.origin.is_none())
+        .and_then(|i| i.meta.get(crate::remote::pull::session::REMOTE_ORIGIN));
+    let Some(p) = pulled.and_then(|v| v["origin"]["path"].as_str()) else {
+        return Ok(());
+    };
+    Err(Error::Forbidden(format!(
+        "session {session} was pulled from remote {}, which names {p} as its origin: that is not trusted; check it, then run `treefork remote trust {session}`",
+        pulled.and_then(|v| v["remote"].as_str()).unwrap_or("?")
+    )))
+}
+
 fn check_request(req: &Request, origin: Option<&Origin>, session: &str) -> Result<()> {
     let git = origin.is_some_and(|o| o.git && o.baseline.is_some());
     if req.strategy != Strategy::Patch && !git {

@@ -52,7 +52,7 @@ pub fn acquire(client: &Client, conditional: bool, now: i64) -> Result<Held<'_>>
         Put::Written(_) => return Ok(held),
         Put::Exists | Put::Moved => {}
     }
-    let Some(got) = client.get(GC_LOCK)? else {
+    let Some(got) = client.get(GC_LOCK, crate::remote::layout::Body::Gc)? else {
         // Released between our write and our read: try once more.
         return match client.put(GC_LOCK, held.lock.encode(), PutIf::Absent)? {
             Put::Written(_) => Ok(held),
@@ -99,7 +99,7 @@ pub fn acquire(client: &Client, conditional: bool, now: i64) -> Result<Held<'_>>
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
-        let ours = match self.client.get(GC_LOCK) {
+        let ours = match self.client.get(GC_LOCK, crate::remote::layout::Body::Gc) {
             Ok(Some(g)) => GcLock::decode(&g.bytes).is_ok_and(|l| l.owner == self.lock.owner),
             Ok(None) => false,
             Err(e) => {

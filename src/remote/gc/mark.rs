@@ -249,7 +249,11 @@ fn named_by_logs(
     roots: &mut Vec<String>,
 ) -> Result<()> {
     let keys: Vec<String> = logs.iter().map(|h| layout::log_key(h)).collect();
-    for ((h, k), got) in logs.iter().zip(&keys).zip(client.get_many(&keys)?) {
+    for ((h, k), got) in logs
+        .iter()
+        .zip(&keys)
+        .zip(client.get_many(&keys, layout::Body::LogSegment)?)
+    {
         let got = got.ok_or_else(|| Error::Remote {
             remote: client.name().to_string(),
             detail: format!("{k} is named by a session ref but missing"),
@@ -313,7 +317,10 @@ pub fn checkpoints(
             }
         }
         let keys: Vec<String> = remote.keys().map(|h| layout::checkpoint_key(h)).collect();
-        for ((hex, must), got) in remote.into_iter().zip(client.get_many(&keys)?) {
+        for ((hex, must), got) in remote
+            .into_iter()
+            .zip(client.get_many(&keys, layout::Body::Checkpoint)?)
+        {
             let Some(got) = got else {
                 if must {
                     return Err(Error::Missing(format!(
@@ -407,11 +414,11 @@ impl<'a> RemoteNodes<'a> {
             }
             let records = lazy::read_records(self.client, &idx.pack_hash, &want[i..j])?;
             let bytes = want[j - 1].range().end - start;
-            let base_of = |k: Kind, b: &[u8; 32]| match self.cache.lock().unwrap().get(b) {
+            let base_of = |d: &IdxEntry, b: &[u8; 32]| match self.cache.lock().unwrap().get(b) {
                 Some(v) => Ok(v.clone()),
-                None => self.store.get(k, b),
+                None => self.store.get(d.kind, b),
             };
-            let decoded = lazy::decode_batch(records, &base_of);
+            let decoded = lazy::decode_batch(self.client.name(), records, &base_of);
             let mut cache = self.cache.lock().unwrap();
             let mut n = 0;
             for (e, raw) in decoded {

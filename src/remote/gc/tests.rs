@@ -137,7 +137,8 @@ fn assert_closed(c: &Client) {
     let mut idxs = Vec::new();
     for k in keys(c, "packs") {
         if let Some(PackObject::Idx(h)) = layout::parse_pack_object(&k) {
-            let idx = Idx::decode(&c.get(&k).unwrap().unwrap().bytes).unwrap();
+            let idx =
+                Idx::decode(&c.get(&k, layout::Body::PackIdx).unwrap().unwrap().bytes).unwrap();
             assert!(c.head(&layout::pack_key(&h)).unwrap().is_some(), "{k}");
             ids.extend(idx.entries.iter().map(|e| e.id));
             idxs.push(idx);
@@ -221,8 +222,14 @@ fn a_deleted_branchs_packs_go_in_two_phases_and_the_rest_stays_readable() {
     assert_eq!((one.condemned, one.condemned_checkpoints), (2, 1));
     assert_eq!(one.packs_deleted, 0);
     assert!(keys(&client, "packs").is_superset(&b_packs));
-    let condemned =
-        GcCondemned::decode(&client.get(layout::GC_CONDEMNED).unwrap().unwrap().bytes).unwrap();
+    let condemned = GcCondemned::decode(
+        &client
+            .get(layout::GC_CONDEMNED, layout::Body::Gc)
+            .unwrap()
+            .unwrap()
+            .bytes,
+    )
+    .unwrap();
     assert_eq!(condemned.packs.len(), 2);
     // A pusher now sees b's objects as absent (the index hides condemned packs).
     let (fresh, _d2) = remote_over(client.clone());
@@ -242,9 +249,17 @@ fn a_deleted_branchs_packs_go_in_two_phases_and_the_rest_stays_readable() {
     assert_eq!(two.condemned, 0);
     assert!(keys(&client, "packs").is_disjoint(&b_packs));
     assert_eq!(keys(&client, "packs"), before_b);
-    assert!(client.get(layout::GC_CONDEMNED).unwrap().is_none());
     assert!(
-        client.get(layout::GC_LOCK).unwrap().is_none(),
+        client
+            .get(layout::GC_CONDEMNED, layout::Body::Gc)
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        client
+            .get(layout::GC_LOCK, layout::Body::Gc)
+            .unwrap()
+            .is_none(),
         "lock released"
     );
     assert_eq!(
@@ -263,7 +278,10 @@ fn a_condemned_pack_a_ref_reaches_again_is_kept() {
     let b = branch(&store, "b", &[content("b", 0)]);
     push(&store, &remote, &["a"]);
     push(&store, &remote, &["b"]);
-    let got = client.get(&layout::branch_ref_key("b")).unwrap().unwrap();
+    let got = client
+        .get(&layout::branch_ref_key("b"), layout::Body::Ref)
+        .unwrap()
+        .unwrap();
     client.delete(&layout::branch_ref_key("b")).unwrap();
     assert_eq!(run(&remote, false, 0).condemned, 2);
     // A push that read the index before phase 1 lands its ref now (within the
@@ -274,7 +292,12 @@ fn a_condemned_pack_a_ref_reaches_again_is_kept() {
     let two = run(&remote, false, 0);
     assert_eq!((two.packs_deleted, two.resurrected), (0, 3));
     assert_eq!(two.live_packs, 4);
-    assert!(client.get(layout::GC_CONDEMNED).unwrap().is_none());
+    assert!(
+        client
+            .get(layout::GC_CONDEMNED, layout::Body::Gc)
+            .unwrap()
+            .is_none()
+    );
     let f = crate::remote::pull::refs::read(&client, TrackKind::Branch, "b")
         .unwrap()
         .unwrap();
@@ -390,7 +413,10 @@ fn an_orphan_pack_goes_after_the_grace_and_a_missing_record_stops_gc() {
     assert!(matches!(e, Error::Missing(_)), "{e}");
     assert_eq!(all_keys(&client), before);
     assert!(
-        client.get(layout::GC_LOCK).unwrap().is_none(),
+        client
+            .get(layout::GC_LOCK, layout::Body::Gc)
+            .unwrap()
+            .is_none(),
         "released on error"
     );
 }
@@ -411,11 +437,21 @@ fn one_gc_at_a_time_and_a_stale_lock_is_taken_over() {
     let later = t + lock::LOCK_TTL_SECS + 1;
     let second = lock::acquire(&client, true, later).unwrap();
     drop(held);
-    let now =
-        crate::remote::refval::GcLock::decode(&client.get(layout::GC_LOCK).unwrap().unwrap().bytes)
-            .unwrap();
+    let now = crate::remote::refval::GcLock::decode(
+        &client
+            .get(layout::GC_LOCK, layout::Body::Gc)
+            .unwrap()
+            .unwrap()
+            .bytes,
+    )
+    .unwrap();
     assert_eq!(now.owner, second.lock.owner);
     drop(second);
-    assert!(client.get(layout::GC_LOCK).unwrap().is_none());
+    assert!(
+        client
+            .get(layout::GC_LOCK, layout::Body::Gc)
+            .unwrap()
+            .is_none()
+    );
     lock::acquire(&client, true, later).unwrap();
 }

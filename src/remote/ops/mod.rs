@@ -1,4 +1,5 @@
-//! The remote ops the daemon serves (`remote_add`, `remote_list`, `remote_rm`;
+//! The remote ops the daemon serves (`remote_add`, `remote_list`, `remote_rm`,
+//! `remote_trust`;
 //! push, pull, hydrate, remote gc and trim plug in here): one small file per verb.
 //!
 //! Owns: the dispatch. The daemon forwards every op for which [`handles`] is true
@@ -19,6 +20,7 @@ mod remote_add;
 mod remote_gc;
 mod remote_list;
 mod remote_rm;
+mod remote_trust;
 pub mod store_trim;
 
 use serde_json::Value;
@@ -36,6 +38,7 @@ pub fn handles(op: &Op) -> bool {
         Op::RemoteAdd { .. }
             | Op::RemoteList
             | Op::RemoteRm { .. }
+            | Op::RemoteTrust { .. }
             | Op::Push { .. }
             | Op::Pull { .. }
             | Op::Hydrate { .. }
@@ -107,6 +110,7 @@ pub fn run_store(store: &dyn ObjectStore, op: Op, events: &mut dyn FnMut(Value))
         }
         Op::RemoteList => remote_list::run(store),
         Op::RemoteRm { name } => remote_rm::run(store, &name),
+        Op::RemoteTrust { name } => remote_trust::run(store, &name),
         Op::Push {
             remote,
             refs,

@@ -51,13 +51,13 @@ pub fn run_store(
 
 /// Before the daemon mounts `session` with `from_remote: "REMOTE/REF"`: create
 /// its record from the remote (a local session of that name is `conflict`), and
-/// make sure lazy reads can reach the remote.
-pub fn mount_from_remote<H: Host>(h: &H, session: &str, spec: &str) -> Result<()> {
+/// make sure lazy reads can reach the remote. Returns the origin path the remote
+/// named (not trusted: see `pull::session`), if any.
+pub fn mount_from_remote<H: Host>(h: &H, session: &str, spec: &str) -> Result<Option<String>> {
     let store = h.store();
     let (rname, rref) = pull::session::split(spec)?;
     let remote = crate::remote::open(&*store, rname)?;
     crate::remote::lazy::install(&store)?;
     let _claim = h.claim(session)?;
-    pull::session::create(&*store, &remote, session, rref)?;
-    Ok(())
+    Ok(pull::session::create(&*store, &remote, session, rref)?.untrusted_origin)
 }

@@ -147,7 +147,14 @@ mod tests {
                 .unwrap()
                 .conditional_writes
         );
-        assert!(c.get(crate::remote::layout::DESCRIPTOR).unwrap().is_some());
+        assert!(
+            c.get(
+                crate::remote::layout::DESCRIPTOR,
+                crate::remote::layout::Body::Descriptor
+            )
+            .unwrap()
+            .is_some()
+        );
         // Again (the descriptor exists now): conflict at commit.
         let ready = prepare_with(cfg("origin"), &c).unwrap();
         assert!(!ready.descriptor_created);

@@ -65,8 +65,8 @@ pub fn fetch_entries(
         let records = lazy::read_records(&src.client, pack, group)?;
         out.requests += 1;
         out.bytes += group.last().map(|l| l.range().end).unwrap_or(start) - start;
-        let base_of = |k: Kind, b: &[u8; 32]| store.get(k, b);
-        for (e, raw) in lazy::decode_batch(records, &base_of) {
+        let base_of = |d: &IdxEntry, b: &[u8; 32]| store.get(d.kind, b);
+        for (e, raw) in lazy::decode_batch(&src.name, records, &base_of) {
             let raw = raw.inspect_err(|err| log::error!("remote {}: {err}", src.name))?;
             store.put(e.kind, &raw)?;
             out.objects += 1;

@@ -7,7 +7,10 @@
 //! with the local name and each record's `session` field is rewritten to it; an
 //! entry already present locally is not written again (a re-import is
 //! idempotent). The caller commits the returned ops together with the session
-//! record, so a session never has half its log.
+//! record, so a session never has half its log. An operation record's touched
+//! branches (`before.branches` / `after.branches`) are dropped: they name
+//! branches of the remote's store, and `undo` / `op restore` would otherwise move
+//! the LOCAL branches of those names to checkpoints the remote chose.
 
 use std::collections::HashSet;
 
@@ -46,7 +49,11 @@ pub fn import(
     let keys: Vec<String> = hashes.iter().map(|h| layout::log_key(h)).collect();
     let mut out = Imported::default();
     let mut touched: HashSet<Vec<u8>> = HashSet::new();
-    for ((h, k), got) in hashes.iter().zip(&keys).zip(client.get_many(&keys)?) {
+    for ((h, k), got) in hashes
+        .iter()
+        .zip(&keys)
+        .zip(client.get_many(&keys, layout::Body::LogSegment)?)
+    {
         let got = got.ok_or_else(|| Error::Remote {
             remote: client.name().to_string(),
             detail: format!("{k} is named by a session ref but missing"),
@@ -68,6 +75,17 @@ fn with_session(mut v: Value, local: &str) -> Value {
     v
 }
 
+/// `v` (an operation record) without the branches it touched (see the module
+/// docs).
+fn without_branches(mut v: Value) -> Value {
+    for side in ["before", "after"] {
+        if let Some(view) = v.get_mut(side).and_then(Value::as_object_mut) {
+            view.remove("branches");
+        }
+    }
+    v
+}
+
 fn entry(
     store: &dyn ObjectStore,
     local: &str,
@@ -81,7 +99,8 @@ fn entry(
             if store.meta_get(&key)?.is_some() {
                 return Ok(());
             }
-            let bytes = serde_json::to_vec(&with_session(v, local)).expect("json");
+            let bytes =
+                serde_json::to_vec(&without_branches(with_session(v, local))).expect("json");
             let op = crate::oplog::Operation::decode(&format!("{local}#{seq}"), &bytes)?;
             if op.seq != seq {
                 return Err(Error::corrupt(
@@ -133,4 +152,51 @@ fn entry(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oplog::{Actor, NewOp, View};
+    use crate::remote::client::PutIf;
+    use crate::remote::segment::Segment;
+    use crate::store::MemStore;
+
+    #[test]
+    fn imported_operations_name_no_local_branches() {
+        let view = |cp: &str| View {
+            head: Some(cp.repeat(64)),
+            branch: Some("main".into()),
+            workspace: "0".repeat(64),
+            branches: [("main".to_string(), Some(cp.repeat(64)))].into(),
+        };
+        let op = NewOp::new(
+            &Actor::daemon(),
+            "checkpoint",
+            json!({}),
+            view("a"),
+            view("b"),
+        )
+        .build("remote-s", 1);
+        let seg = Segment {
+            session: "remote-s".into(),
+            entries: vec![SegEntry::Op {
+                seq: 1,
+                v: serde_json::to_value(&op).unwrap(),
+            }],
+        };
+        let (hash, bytes) = segment::encode(&seg);
+        let client = Client::memory("evil");
+        client
+            .put(&layout::log_key(&hash), bytes, PutIf::Always)
+            .unwrap();
+        let store = MemStore::default();
+        let imp = import(&store, &client, "s", &[hash]).unwrap();
+        store.commit(imp.ops).unwrap();
+        let got = store.meta_get(&meta::op_key("s", 1)).unwrap().unwrap();
+        let got = crate::oplog::Operation::decode("s#1", &got).unwrap();
+        assert!(got.before.branches.is_empty() && got.after.branches.is_empty());
+        assert_eq!(got.session, "s");
+        assert_eq!(got.after.head, Some("b".repeat(64)));
+    }
 }

@@ -337,6 +337,15 @@ fn session_ff(
     rec.name = local.name.clone();
     rec.branch = local.branch.clone().filter(|_| rec.branch == local.branch);
     rec.meta = local.meta.clone();
+    // The remote's config is not trusted (see `session`): the local one stays,
+    // the remote's is kept for display when it differs.
+    let theirs = std::mem::replace(&mut rec.config, local.config.clone());
+    if theirs != rec.config {
+        rec.meta.insert(
+            session::REMOTE_CONFIG.into(),
+            serde_json::to_value(&theirs).expect("json"),
+        );
+    }
     ops.push(MetaOp::Expect(
         meta::session_key(&f.name),
         store.meta_get(&meta::session_key(&f.name))?,

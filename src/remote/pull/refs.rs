@@ -60,7 +60,7 @@ fn key(kind: TrackKind, name: &str) -> String {
 /// Read ref `name` of `kind`, if it exists.
 pub fn read(client: &Client, kind: TrackKind, name: &str) -> Result<Option<Fetched>> {
     let k = key(kind, name);
-    let Some(got) = client.get(&k)? else {
+    let Some(got) = client.get(&k, layout::Body::Ref)? else {
         return Ok(None);
     };
     let value = refval::decode(&got.bytes)?;
@@ -157,7 +157,10 @@ pub fn fetch_checkpoints(
             }
         }
         let keys: Vec<String> = missing.iter().map(|h| layout::checkpoint_key(h)).collect();
-        for (hex, got) in missing.iter().zip(client.get_many(&keys)?) {
+        for (hex, got) in missing
+            .iter()
+            .zip(client.get_many(&keys, layout::Body::Checkpoint)?)
+        {
             let Some(got) = got else {
                 return Err(Error::Remote {
                     remote: client.name().to_string(),

@@ -6,7 +6,7 @@
 //! under the local name, its branch (the local branch is created when absent or
 //! moved when a fast-forward; otherwise the session is detached), its log
 //! segments imported under the local name, its info record adopted (a new id,
-//! the origin, task and policy kept), `meta.upstream` = the remote session, and
+//! the task kept), `meta.upstream` = the remote session, and
 //! the tracking ref with the ETag read (so pushing back is a fast-forward unless
 //! someone else pushed meanwhile). For a branch ref: a new session at its
 //! checkpoint. Only checkpoint records are fetched here (small, batched): tree
@@ -14,7 +14,15 @@
 //!
 //! Invariants: everything is committed in ONE batch that expects the session
 //! record absent (a local session of that name is `conflict`, never
-//! overwritten), so a failure leaves nothing behind.
+//! overwritten), so a failure leaves nothing behind. What the remote chose is not
+//! trusted: the origin (a local repository path `promote` writes to and
+//! `continue --project` matches) and the eviction policy (whose `evict_to` names
+//! a remote to push to) are kept aside in the info's `meta.remote_origin`
+//! ([`REMOTE_ORIGIN`]) until the user runs `treefork remote trust SESSION`; the
+//! session config (automatic checkpoints, retention, experiment runs) in the
+//! record's `meta.remote_config` ([`REMOTE_CONFIG`]), shown and never applied
+//! (the session gets the local defaults). Imported operation records name no
+//! local branches (see `import`).
 
 use serde_json::{Value, json};
 
@@ -43,7 +51,16 @@ pub struct Created {
     pub operations: u64,
     /// Messages imported.
     pub messages: u64,
+    /// The origin path the remote named, kept aside until `remote trust`.
+    pub untrusted_origin: Option<String>,
 }
+
+/// Key in a pulled session's info `meta`: `{"remote", "session", "origin",
+/// "policy"}`, the remote's origin and policy, not used until trusted.
+pub const REMOTE_ORIGIN: &str = "remote_origin";
+/// Key in a pulled session's record `meta`: the remote's session config (shown,
+/// never applied).
+pub const REMOTE_CONFIG: &str = "remote_config";
 
 /// Split `REMOTE/REF`.
 pub fn split(spec: &str) -> Result<(&str, &str)> {
@@ -83,15 +100,25 @@ pub fn create(
     let n_cps = cps.len();
     store.commit(cps)?;
     let mut ops = vec![MetaOp::Expect(meta::session_key(name), None)];
+    let mut untrusted_origin = None;
     let rec = match &f.value {
         RefValue::Session(sref) => {
             let mut rec = sref.session_record()?;
             rec.name = name.to_string();
+            let config = std::mem::take(&mut rec.config);
+            if config != session::SessionConfig::default() {
+                rec.meta.insert(
+                    REMOTE_CONFIG.into(),
+                    serde_json::to_value(&config).expect("json"),
+                );
+            }
             rec.meta.insert(
                 crate::remote::push::UPSTREAM.into(),
                 json!({"remote": remote.config.name, "session": rname}),
             );
-            ops.push(info_op(name, sref.info.as_ref()));
+            let (op, origin) = info_op(name, sref.info.as_ref(), &remote.config.name, rname);
+            ops.push(op);
+            untrusted_origin = origin;
             if let Some(v) = sref.conversation.as_ref().filter(|v| !v.is_null()) {
                 ops.push(MetaOp::Put(
                     meta::conversation_key(name),
@@ -101,7 +128,7 @@ pub fn create(
             rec
         }
         RefValue::Branch(b) => {
-            ops.push(info_op(name, None));
+            ops.push(info_op(name, None, &remote.config.name, rname).0);
             branch_record(store, name, rname, &b.checkpoint)?
         }
     };
@@ -129,18 +156,42 @@ pub fn create(
         checkpoints: n_cps,
         operations,
         messages,
+        untrusted_origin,
     })
 }
 
-/// The adopted info record: the remote's (origin, task, policy kept) with a new
-/// id, else a new one.
-fn info_op(name: &str, remote: Option<&Value>) -> MetaOp {
-    let src = remote.and_then(|v| {
+/// The adopted info record: the remote's task with a new id, the local default
+/// policy and no origin; the remote's origin and policy wait in
+/// `meta.remote_origin` for `remote trust` (see the module docs). Also the
+/// origin's path, if the remote named one.
+fn info_op(
+    name: &str,
+    info: Option<&Value>,
+    remote: &str,
+    rname: &str,
+) -> (MetaOp, Option<String>) {
+    let src = info.and_then(|v| {
         SessionInfo::decode(name, &serde_json::to_vec(v).ok()?)
             .inspect_err(|e| log::warn!("remote session info of {name} not adopted: {e}"))
             .ok()
     });
-    SessionInfo::forked(src.as_ref(), name).op()
+    let mut i = SessionInfo::forked(src.as_ref(), name);
+    let origin = i.origin.take();
+    let policy = std::mem::take(&mut i.policy);
+    if let Some(o) = &origin {
+        log::warn!(
+            "session {name} pulled from {remote}/{rname} names origin {}: not used until `treefork remote trust {name}`",
+            o.path.display()
+        );
+    }
+    let path = origin.as_ref().map(|o| o.path.display().to_string());
+    if src.is_some() {
+        i.meta.insert(
+            REMOTE_ORIGIN.into(),
+            json!({"remote": remote, "session": rname, "origin": origin, "policy": policy}),
+        );
+    }
+    (i.op(), path)
 }
 
 /// A new session record at checkpoint `hex` (a remote branch's): its tree, HEAD

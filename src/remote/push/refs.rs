@@ -58,7 +58,7 @@ pub fn key(kind: TrackKind, name: &str) -> String {
 /// Read remote ref `name` of `kind` (validated as a ref value of that kind).
 pub fn read(client: &Client, kind: TrackKind, name: &str) -> Result<Option<RemoteRef>> {
     let k = key(kind, name);
-    let Some(got) = client.get(&k)? else {
+    let Some(got) = client.get(&k, layout::Body::Ref)? else {
         return Ok(None);
     };
     crate::remote::refval::decode(&got.bytes)?;
@@ -88,7 +88,7 @@ fn load_checkpoint(
     if let Some(b) = store.meta_get(&crate::meta::checkpoint_key(&id.0))? {
         return Checkpoint::decode(hex, &b).map(Some);
     }
-    let Some(got) = client.get(&layout::checkpoint_key(hex))? else {
+    let Some(got) = client.get(&layout::checkpoint_key(hex), layout::Body::Checkpoint)? else {
         return Ok(None);
     };
     let c = Checkpoint::decode(hex, &got.bytes)?;

@@ -313,7 +313,10 @@ fn a_session_push_appends_one_segment_of_what_is_new() {
     // The new segment holds operations 4 and 5 only.
     let got = remote
         .client
-        .get(&crate::remote::layout::log_key(&logs[1]))
+        .get(
+            &crate::remote::layout::log_key(&logs[1]),
+            crate::remote::layout::Body::LogSegment,
+        )
         .unwrap()
         .unwrap();
     let seg = crate::remote::segment::decode(&got.bytes, &logs[1]).unwrap();

@@ -11,6 +11,9 @@
 #![allow(dead_code)]
 
 mod branches;
+mod exhaust;
+mod remote;
+mod small;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -22,8 +25,6 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::harness::{Mount, bin, daemon_log, fuse_available, tf_ok};
-
-mod exhaust;
 
 /// The uid (and gid) the hostile agent runs as.
 pub const AGENT_UID: u32 = 65534;
@@ -242,4 +243,3 @@ impl Drop for VictimGuard {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
     }
 }
-mod small;

@@ -65,7 +65,11 @@ fn seaweedfs_honours_conditional_writes_and_returns_etags() {
         return;
     };
     let c = s3.client("cw");
-    assert!(c.get("k").unwrap().is_none());
+    assert!(
+        c.get("k", treefork::remote::client::Body::Ref)
+            .unwrap()
+            .is_none()
+    );
     let Put::Written(e1) = c.put("k", b"one".to_vec(), PutIf::Absent).unwrap() else {
         panic!("first create refused")
     };
@@ -79,7 +83,10 @@ fn seaweedfs_honours_conditional_writes_and_returns_etags() {
             .unwrap(),
         Put::Moved
     );
-    let g = c.get("k").unwrap().unwrap();
+    let g = c
+        .get("k", treefork::remote::client::Body::Ref)
+        .unwrap()
+        .unwrap();
     assert_eq!(g.bytes, b"one");
     assert_eq!(g.etag.as_deref(), Some(e1.as_str()), "GET ETag = PUT ETag");
     assert_eq!(
@@ -140,8 +147,16 @@ fn remote_add_list_rm_through_the_daemon() {
     assert_eq!(v["remote"]["region"], "us-east-1");
     // The descriptor is on the server, under the prefix; the probe key is gone.
     let c = s3.client("team/a");
-    let d: Value =
-        serde_json::from_slice(&c.get("treefork-remote.json").unwrap().unwrap().bytes).unwrap();
+    let d: Value = serde_json::from_slice(
+        &c.get(
+            "treefork-remote.json",
+            treefork::remote::client::Body::Descriptor,
+        )
+        .unwrap()
+        .unwrap()
+        .bytes,
+    )
+    .unwrap();
     assert_eq!(d["format"], "treefork-remote");
     assert_eq!(d["version"], 1);
     assert!(c.list("probe").unwrap().is_empty());
@@ -210,7 +225,14 @@ fn remote_add_list_rm_through_the_daemon() {
     assert_eq!(rm["removed"], "origin");
     assert!(!m.store.join("remotes/origin").exists());
     assert_eq!(names(&json_ok(&m.store, &["remote", "list"])), ["backup"]);
-    assert!(c.get("treefork-remote.json").unwrap().is_some());
+    assert!(
+        c.get(
+            "treefork-remote.json",
+            treefork::remote::client::Body::Descriptor
+        )
+        .unwrap()
+        .is_some()
+    );
     let (e, status) = json_err(tf(&m.store, &["--json", "remote", "rm", "origin"]));
     assert_eq!(e["error"]["code"], "not_found", "{e}");
     assert_eq!(status, 4);
@@ -468,6 +490,12 @@ fn server_down_then_back_with_its_data() {
     // Killed hard and restarted on the same directory and port: the data is there.
     s3.kill();
     s3.restart();
-    let d = s3.client("dn").get("treefork-remote.json").unwrap();
+    let d = s3
+        .client("dn")
+        .get(
+            "treefork-remote.json",
+            treefork::remote::client::Body::Descriptor,
+        )
+        .unwrap();
     assert!(d.is_some(), "{}", s3.log());
 }

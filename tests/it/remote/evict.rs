@@ -136,7 +136,10 @@ fn an_evicted_session_is_pushed_first_and_resumes_elsewhere() {
     let v = json_ok(&a.store, &["session", "sweep"]);
     assert_eq!(v["evicted"][0]["session"], "s", "{v}");
     assert!(!treefork::daemon::is_mountpoint(&a.mp));
-    let remote_ref = s3.client("ev").get("refs/sessions/s").unwrap();
+    let remote_ref = s3
+        .client("ev")
+        .get("refs/sessions/s", treefork::remote::client::Body::Ref)
+        .unwrap();
     assert!(remote_ref.is_some(), "the session was not pushed");
 
     // Another store resumes it exactly.

@@ -62,7 +62,12 @@ fn remote_gc_drops_a_deleted_branchs_packs_after_the_grace_only() {
 
     let dry = json_ok(&a.store, &["remote", "gc", "--dry-run", "--grace", "0"]);
     assert_eq!(dry["phase"], "condemn", "{dry}");
-    assert!(s3.client("g").get("gc/condemned").unwrap().is_none());
+    assert!(
+        s3.client("g")
+            .get("gc/condemned", treefork::remote::client::Body::Gc)
+            .unwrap()
+            .is_none()
+    );
     let one = gc(&a.store, "0");
     assert_eq!(one["phase"], "condemn", "{one}");
     assert_eq!(one["condemned"], drop_packs.len() / 2, "{one}");
@@ -80,7 +85,12 @@ fn remote_gc_drops_a_deleted_branchs_packs_after_the_grace_only() {
         "{two}"
     );
     assert_eq!(pack_keys(&s3, "g"), keep_packs);
-    assert!(s3.client("g").get("gc/lock").unwrap().is_none());
+    assert!(
+        s3.client("g")
+            .get("gc/lock", treefork::remote::client::Body::Gc)
+            .unwrap()
+            .is_none()
+    );
 
     // Another store mounts what stayed: every file, byte for byte.
     let b = machine("k");

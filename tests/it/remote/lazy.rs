@@ -9,7 +9,7 @@ use std::io::Read;
 use super::S3Server;
 use super::pull::{add_remote, json_ok, machine, mount_from_remote};
 use crate::harness::{Mount, daemon_log, fuse_available, pattern, write_synced};
-use treefork::remote::client::PutIf;
+use treefork::remote::client::{Body, PutIf};
 use treefork::remote::packidx::Idx;
 
 fn read(p: &std::path::Path) -> std::io::Result<Vec<u8>> {
@@ -52,7 +52,7 @@ fn push_file(a: &Mount, s3: &S3Server, prefix: &str, name: &str, seed: u64) -> V
         .into_iter()
         .filter(|k| !before.contains(k))
         .filter(|k| {
-            let idx = Idx::decode(&c.get(k).unwrap().unwrap().bytes).unwrap();
+            let idx = Idx::decode(&c.get(k, Body::PackIdx).unwrap().unwrap().bytes).unwrap();
             idx.entries
                 .iter()
                 .all(|e| e.kind == treefork::store::Kind::Chunk)
@@ -93,9 +93,9 @@ fn lazy_reads_fail_cleanly_while_the_remote_is_down_and_work_after() {
     // server. Reading it is EIO, never wrong bytes.
     let c = s3.client("lz");
     for k in &bad {
-        let idx = Idx::decode(&c.get(k).unwrap().unwrap().bytes).unwrap();
+        let idx = Idx::decode(&c.get(k, Body::PackIdx).unwrap().unwrap().bytes).unwrap();
         let pk = format!("{}.tfp", k.strip_suffix(".idx").unwrap());
-        let mut pack = c.get(&pk).unwrap().unwrap().bytes;
+        let mut pack = c.get(&pk, Body::Pack).unwrap().unwrap().bytes;
         for e in &idx.entries {
             let at = (e.offset + 48 + (e.stored_len as u64) / 2) as usize;
             pack[at] ^= 0x5a;

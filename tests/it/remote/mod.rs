@@ -326,7 +326,7 @@ fn serves(probe: &Client, root: &Client) -> Result<(), String> {
     probe
         .put("probe", b"ok".to_vec(), PutIf::Always)
         .map_err(s)?;
-    match probe.get("probe").map_err(s)? {
+    match probe.get("probe", client::Body::Ref).map_err(s)? {
         Some(g) if g.bytes == b"ok" => {}
         other => return Err(format!("probe read back {:?}", other.map(|g| g.bytes))),
     }

@@ -91,7 +91,11 @@ fn push_sends_what_the_remote_lacks_and_nothing_twice() {
     assert_eq!(small["refs"][0]["status"], "updated", "{small}");
     // The remote holds the session ref and the packs with their indexes.
     let c = s3.client("p1");
-    assert!(c.get("refs/sessions/s").unwrap().is_some());
+    assert!(
+        c.get("refs/sessions/s", treefork::remote::client::Body::Ref)
+            .unwrap()
+            .is_some()
+    );
     let packs = c.list("packs").unwrap();
     let tfp = packs.iter().filter(|m| m.key.ends_with(".tfp")).count();
     assert_eq!(tfp, idx_count(&s3, "p1"));

@@ -83,6 +83,8 @@ impl Role {
             | Op::Note { text: _, kind: _ } => true,
             // Drops a name: the user's.
             Op::BranchRename { old: _, new: _ } => false,
+            // Widens what an agent socket sees: the user's.
+            Op::BranchShare { name: _, with: _ } => false,
             Op::Restore {
                 target: _,
                 paths: _,

@@ -26,9 +26,12 @@ pub(super) fn run<H: Host>(
     let s = &t.session;
     let store = s.store().clone();
     let c = super::refctx::resolve(t, spec)?;
+    // Attach only to a branch the caller sees (a hidden branch named like an id
+    // prefix it resolved is not the caller's to move).
     let attach = refs::get_ref(&*store, spec)?
         .filter(|r| r.checkpoint == c.id)
-        .map(|_| spec.to_string());
+        .map(|_| spec.to_string())
+        .filter(|b| super::refctx::branch_visible(t, b).unwrap_or(false));
     let root = c.root_id()?;
     let t0 = std::time::Instant::now();
     let mut before = None;

@@ -58,6 +58,7 @@ use crate::session::snapshot::Inval;
 use crate::session::{Session, SessionRecord};
 use crate::store::ObjectStore;
 use crate::tree::Timespec;
+pub use crate::visibility::Scope;
 
 /// Default number of log entries.
 pub const DEFAULT_LOG_LIMIT: usize = 20;
@@ -73,6 +74,10 @@ pub struct Target {
     pub kernel: crate::fs::KernelCache,
     /// Unix ms of its last automatic checkpoint.
     pub last_auto_ms: Arc<AtomicU64>,
+    /// What names and ids resolve to for this request: everything, or (on an
+    /// agent socket) what the session's lineage sees. Set by [`run`] from the
+    /// caller's role.
+    pub scope: Scope,
 }
 
 /// What ops need from whoever serves the mounted sessions (the daemon).
@@ -128,8 +133,16 @@ pub fn run<H: Host>(
         explanation: explanation.map(str::to_string),
         request: serde_json::to_value(&op).unwrap_or(Value::Null),
     };
+    // What names resolve to for this caller: an agent socket sees its session's
+    // lineage only (`crate::visibility`); every resolution below goes through it.
+    let scope = if actor.is_agent() {
+        Scope::Lineage
+    } else {
+        Scope::All
+    };
     match op {
-        Op::Branches => return branch::list(&*h.store()),
+        Op::Branches if scope == Scope::All => return branch::list(&*h.store(), None),
+        Op::BranchShare { name, with } => return branch::share(&*h.store(), &name, &with),
         Op::BranchDelete { name } => {
             let t = h.target(session).ok();
             let _pins = t.as_ref().map(|t| t.session.pin_roots());
@@ -142,7 +155,8 @@ pub fn run<H: Host>(
         } => return messages::continue_session(h, who, &call, &project, &name, &mountpoint),
         _ => {}
     }
-    let t = h.target(session)?;
+    let mut t = h.target(session)?;
+    t.scope = scope;
     let s = t.session.clone();
     // Until the op's record is committed, the roots its views name stay gc roots.
     let _pins = s.pin_roots();
@@ -154,6 +168,7 @@ pub fn run<H: Host>(
     };
     let op_lock = s.op_lock.lock().unwrap();
     match op {
+        Op::Branches => branch::list(&*h.store(), refctx::agent_view(&t).as_ref()),
         Op::Checkpoint {
             message,
             trigger,

@@ -235,3 +235,4 @@ impl Drop for VictimGuard {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
     }
 }
+mod visibility;

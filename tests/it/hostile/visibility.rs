@@ -65,10 +65,10 @@ fn hidden(a: &Agent, o: &Other, args: &[&str]) -> (i32, String) {
             );
         }
     }
-    assert!(
-        stderr.contains("not_found") || stderr.contains("unknown"),
-        "{args:?}: {stderr}"
-    );
+    // Exit status 4 and code `not_found`, as for a name nobody has.
+    assert_eq!(out.status.code(), Some(4), "{args:?}: {stderr}");
+    let doc: Value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    assert_eq!(doc["error"]["code"], "not_found", "{args:?}: {stdout}");
     (out.status.code().unwrap_or(-1), stderr.into_owned())
 }
 
@@ -201,7 +201,7 @@ fn the_agents_own_history_fully_works() {
     assert_eq!(out["branch"].as_str(), Some("mine"), "{out}");
     a.cli_ok(&["checkout", &c2[..8]]);
     a.cli_ok(&["checkout", "@{-1}"]);
-    a.cli_ok(&["log", "HEAD~1"]);
+    a.cli_ok(&["log", &format!("{}~1", &c2[..8])]);
     // Its branches: the one it made and the ones saving its pending changes.
     let listed = agent_branches(&a);
     assert!(listed.contains(&"mine".to_string()), "{listed:?}");
@@ -212,7 +212,7 @@ fn the_agents_own_history_fully_works() {
     // A fork of its own history, and the fork's history is its too.
     let fork_mp = a.home.join("myfork");
     a.cli_ok(&["fork", "mine-fork", "--from", "mine", "--mount", fork_mp.to_str().unwrap()]);
-    fs::write(fork_mp.join("g.txt"), "in the fork\n").unwrap();
+    a.sh_ok(&format!("echo 'in the fork' > {}/g.txt", fork_mp.display()));
     let fc = user_on(&a, &fork_mp, &["checkpoint", "-m", "fork work"])["checkpoint"]["id"]
         .as_str()
         .unwrap()
@@ -230,6 +230,7 @@ fn a_branch_the_user_shares_is_seen_and_nothing_else() {
     let o = other_session(&a);
     fs::write(o.mp.join("shared.txt"), "for the agent\n").unwrap();
     user_on(&a, &o.mp, &["branch", "handoff"]);
+    fs::write(o.mp.join("later.txt"), SECRET).unwrap();
     let v = user_on(&a, &o.mp, &["checkpoint", "-m", "later, private"]);
     let later = v["checkpoint"]["id"].as_str().unwrap().to_string();
     // `handoff` names the checkpoint taken for it (the pending shared.txt).

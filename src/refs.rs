@@ -406,7 +406,11 @@ fn resolve_prefix(store: &dyn ObjectStore, spec: &str, lower: &str) -> Result<Ch
 
 /// The checkpoint of the only id in `found` (the ids an id prefix `spec` matched,
 /// at most `AMBIGUOUS_SHOWN + 1`): none is "unknown ref", several are ambiguous.
-fn pick_prefix(store: &dyn ObjectStore, spec: &str, found: Vec<CheckpointId>) -> Result<Checkpoint> {
+fn pick_prefix(
+    store: &dyn ObjectStore,
+    spec: &str,
+    found: Vec<CheckpointId>,
+) -> Result<Checkpoint> {
     match found.as_slice() {
         [] => Err(Error::NotFound(format!("unknown ref {spec:?}"))),
         [one] => load(store, one),

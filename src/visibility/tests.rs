@@ -88,7 +88,12 @@ fn agent_sees_its_lineage_and_its_branches_only() {
     assert!(!v.checkpoint(&cu.cid()).unwrap());
     assert!(v.branch("mine").unwrap());
     assert!(!v.branch("private").unwrap());
-    assert!(v.with_prefix(&cu.id[..4], 5).unwrap().iter().all(|id| *id != cu.cid()));
+    assert!(
+        v.with_prefix(&cu.id[..4], 5)
+            .unwrap()
+            .iter()
+            .all(|id| *id != cu.cid())
+    );
     assert_eq!(v.branches().unwrap(), HashSet::from(["mine".to_string()]));
 
     // A fork the agent's session made, and what it checkpoints, are its lineage.
@@ -160,7 +165,11 @@ fn hidden_names_and_ids_resolve_like_missing_ones() {
 
     let p = &cu.id[..6];
     let hidden = failure(store, &cx, p);
-    let q = if ca.id.starts_with("ffffff") { "eeeeee" } else { "ffffff" };
+    let q = if ca.id.starts_with("ffffff") {
+        "eeeeee"
+    } else {
+        "ffffff"
+    };
     let missing = failure(store, &cx, q);
     assert_eq!(hidden, (missing.0, missing.1.replace(q, p)));
     assert_eq!(failure(store, &cx, "beef").0, "not_found");
@@ -205,7 +214,14 @@ fn long_histories_are_walked_once_and_misses_stay_cheap() {
     let mut ops = Vec::new();
     let mut first = None;
     for i in 0..N {
-        let c = Checkpoint::new("u", f.root, prev.as_ref().map(Checkpoint::cid), &i.to_string(), "manual", 0);
+        let c = Checkpoint::new(
+            "u",
+            f.root,
+            prev.as_ref().map(Checkpoint::cid),
+            &i.to_string(),
+            "manual",
+            0,
+        );
         first.get_or_insert_with(|| c.clone());
         ops.push(c.op());
         prev = Some(c);
@@ -214,7 +230,9 @@ fn long_histories_are_walked_once_and_misses_stay_cheap() {
     let tip = prev.unwrap();
     let mut rec = crate::session::new_record("a", f.root, 0, 1).unwrap();
     rec.head = Some(tip.id.clone());
-    f.store.commit(vec![crate::session::record_op(&rec)]).unwrap();
+    f.store
+        .commit(vec![crate::session::record_op(&rec)])
+        .unwrap();
     let a = Session::open(f.store.clone(), rec).unwrap();
     let hidden = Checkpoint::new("u", f.root, None, "hidden", "manual", 0);
     f.store.commit(vec![hidden.op()]).unwrap();
@@ -227,7 +245,12 @@ fn long_histories_are_walked_once_and_misses_stay_cheap() {
     const MISSES: u32 = 200;
     for _ in 0..MISSES {
         assert!(!v.checkpoint(&hidden.cid()).unwrap());
-        assert!(v.with_prefix(&hidden.id[..4], 5).unwrap().iter().all(|id| *id != hidden.cid()));
+        assert!(
+            v.with_prefix(&hidden.id[..4], 5)
+                .unwrap()
+                .iter()
+                .all(|id| *id != hidden.cid())
+        );
     }
     let miss = t.elapsed() / (2 * MISSES);
     eprintln!("visibility: first walk of {N} checkpoints {walk:?}; a miss after it {miss:?}");

@@ -52,12 +52,12 @@ fn hidden(a: &Agent, o: &Other, args: &[&str]) -> (i32, String) {
     let out = a.cli(args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "agent: {args:?} succeeded: {stdout}"
-    );
+    assert!(!out.status.success(), "agent: {args:?} succeeded: {stdout}");
     for text in [&stdout, &stderr] {
-        assert!(!text.contains(SECRET), "{args:?} revealed the secret: {text}");
+        assert!(
+            !text.contains(SECRET),
+            "{args:?} revealed the secret: {text}"
+        );
         for id in &o.ids {
             assert!(
                 !text.contains(&id[..12]) || args.iter().any(|x| x.contains(&id[..12])),
@@ -102,7 +102,11 @@ fn another_sessions_history_answers_not_found() {
     assert_eq!(status, missing_status);
     assert_eq!(err.replace(secret_id.as_str(), &nobody), missing_err);
 
-    hidden(&a, &o, &["show", &format!("{}:secret.txt", &secret_id[..8])]);
+    hidden(
+        &a,
+        &o,
+        &["show", &format!("{}:secret.txt", &secret_id[..8])],
+    );
     hidden(&a, &o, &["show", "private"]);
     hidden(&a, &o, &["show", "private:secret.txt"]);
     hidden(&a, &o, &["log", "private"]);
@@ -118,14 +122,40 @@ fn another_sessions_history_answers_not_found() {
     hidden(
         &a,
         &o,
-        &["fork", "f1", "--from", "private", "--mount", fork_mp.to_str().unwrap()],
+        &[
+            "fork",
+            "f1",
+            "--from",
+            "private",
+            "--mount",
+            fork_mp.to_str().unwrap(),
+        ],
     );
     hidden(
         &a,
         &o,
-        &["fork", "f2", "--from", &secret_id[..8], "--mount", fork_mp.to_str().unwrap()],
+        &[
+            "fork",
+            "f2",
+            "--from",
+            &secret_id[..8],
+            "--mount",
+            fork_mp.to_str().unwrap(),
+        ],
     );
-    hidden(&a, &o, &["experiment", "--from", "private", "-c", "true", "-c", "false"]);
+    hidden(
+        &a,
+        &o,
+        &[
+            "experiment",
+            "--from",
+            "private",
+            "-c",
+            "true",
+            "-c",
+            "false",
+        ],
+    );
 
     // Scanning id prefixes: those of the other session's ids (4 to 12 digits) and
     // random ones, in one script as the agent; none shows anything of it.
@@ -165,7 +195,10 @@ fn another_sessions_history_answers_not_found() {
     let head = user_on(&a, &o.mp, &["status"]);
     assert_eq!(head["head"].as_str(), Some(o.ids[1].as_str()), "{head}");
     let log = user_on(&a, &o.mp, &["log", "private"]);
-    assert_eq!(log["checkpoints"][0]["id"].as_str(), Some(o.ids[1].as_str()));
+    assert_eq!(
+        log["checkpoints"][0]["id"].as_str(),
+        Some(o.ids[1].as_str())
+    );
     assert_eq!(
         fs::read_to_string(o.mp.join("secret.txt")).unwrap(),
         format!("{SECRET} 1\n")
@@ -211,7 +244,14 @@ fn the_agents_own_history_fully_works() {
     }
     // A fork of its own history, and the fork's history is its too.
     let fork_mp = a.home.join("myfork");
-    a.cli_ok(&["fork", "mine-fork", "--from", "mine", "--mount", fork_mp.to_str().unwrap()]);
+    a.cli_ok(&[
+        "fork",
+        "mine-fork",
+        "--from",
+        "mine",
+        "--mount",
+        fork_mp.to_str().unwrap(),
+    ]);
     a.sh_ok(&format!("echo 'in the fork' > {}/g.txt", fork_mp.display()));
     let fc = user_on(&a, &fork_mp, &["checkpoint", "-m", "fork work"])["checkpoint"]["id"]
         .as_str()
@@ -255,15 +295,24 @@ fn a_branch_the_user_shares_is_seen_and_nothing_else() {
     a.cli_ok(&["show", &handoff[..8]]);
     // Its ancestors come with it (the user's earlier checkpoints)...
     a.cli_ok(&["log", "handoff"]);
-    a.cli_ok(&["fork", "from-shared", "--from", "handoff", "--mount",
-        a.home.join("fs").to_str().unwrap()]);
+    a.cli_ok(&[
+        "fork",
+        "from-shared",
+        "--from",
+        "handoff",
+        "--mount",
+        a.home.join("fs").to_str().unwrap(),
+    ]);
     // ...but not what the user did after it, nor the other branch.
     hidden(&a, &o, &["show", &later]);
     hidden(&a, &o, &["show", &later[..8]]);
     hidden(&a, &o, &["log", "private"]);
     // Sharing is the user's.
     let (_, err) = a.cli_err(&["branch", "private", "--share", "s"]);
-    assert!(err.contains("forbidden") || err.contains("not allowed"), "{err}");
+    assert!(
+        err.contains("forbidden") || err.contains("not allowed"),
+        "{err}"
+    );
     hidden(&a, &o, &["show", "private"]);
     tf_ok(&a.m.store, &["umount", a.home.join("fs").to_str().unwrap()]);
     a.assert_daemon_answers();

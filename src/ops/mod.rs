@@ -13,6 +13,11 @@
 //! invalidations after the tree changed, on every path out, errors included (an
 //! invalidation produced and not sent leaves the kernel with orphaned node ids).
 //!
+//! Every request carries a [`Scope`] decided by the caller's role: on an agent
+//! socket every ref name and id an op resolves (through `refctx`) and the
+//! `branches` list are limited to what the session's lineage sees
+//! (`crate::visibility`); hidden ones answer like missing ones.
+//!
 //! Names are created atomically store-wide: a branch under [`Host::name_lock`]
 //! (check and write in one critical section), a session by [`Host::claim`] (the
 //! daemon's mount table owns each session name from creation to the end of its

@@ -540,6 +540,8 @@ mod tests {
             CONVERSATION_PREFIX,
             REMOTE_PREFIX,
             TRACKING_PREFIX,
+            GRANT_PREFIX,
+            LINEAGE_PREFIX,
         ];
         for (i, a) in all.iter().enumerate() {
             for (j, b) in all.iter().enumerate() {

@@ -33,5 +33,6 @@ pub mod remote;
 pub mod session;
 pub mod store;
 pub mod tree;
+pub mod visibility;
 
 pub use error::{Error, Result};

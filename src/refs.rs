@@ -14,7 +14,9 @@
 //! meta map. Version-1 records (one optional `parent`, written before parents and
 //! meta existed) are read as version 2 and keep the id they were stored under:
 //! ids are never recomputed. Records are immutable once written.
-//! Refs are store-wide, so any session can fork from any branch.
+//! Refs are store-wide, so any session of the user can fork from any branch; an
+//! agent socket resolves only what its session sees (a [`Visibility`] given by the
+//! [`RefContext`], see `crate::visibility`).
 //! Finding a checkpoint by an id prefix reads only the keys in that prefix's byte
 //! range (at most a few), never every checkpoint.
 
@@ -33,8 +35,8 @@ pub use rules::{
     validate_trigger,
 };
 pub use spec::{
-    Base, HeadOnly, MAX_SPEC, REF_FORMS, RefContext, RefSpec, Suffix, parse as parse_spec,
-    resolve_in,
+    Base, HeadOnly, MAX_SPEC, REF_FORMS, RefContext, RefSpec, Suffix, Visibility,
+    parse as parse_spec, resolve_in,
 };
 
 /// Checkpoint record format version. 2 replaced `parent` by `parents` and made
@@ -278,8 +280,13 @@ impl Checkpoint {
 pub fn load(store: &dyn ObjectStore, id: &CheckpointId) -> Result<Checkpoint> {
     let v = store
         .meta_get(&meta::checkpoint_key(&id.0))?
-        .ok_or_else(|| Error::NotFound(format!("unknown checkpoint {}", id.to_hex())))?;
+        .ok_or_else(|| unknown_checkpoint(id))?;
     Checkpoint::decode(&id.to_string(), &v)
+}
+
+/// The error for a checkpoint id that is not there (or not visible: the same).
+pub(crate) fn unknown_checkpoint(id: &CheckpointId) -> Error {
+    Error::NotFound(format!("unknown checkpoint {}", id.to_hex()))
 }
 
 /// A branch ref.
@@ -394,6 +401,16 @@ fn resolve_prefix(store: &dyn ObjectStore, spec: &str, lower: &str) -> Result<Ch
                 .ok_or_else(|| Error::corrupt("checkpoint key", format!("malformed: {k:?}")))
         })
         .collect::<Result<Vec<CheckpointId>>>()?;
+    pick_prefix(store, spec, found)
+}
+
+/// The checkpoint of the only id in `found` (the ids an id prefix `spec` matched,
+/// at most `AMBIGUOUS_SHOWN + 1`): none is "unknown ref", several are ambiguous.
+fn pick_prefix(
+    store: &dyn ObjectStore,
+    spec: &str,
+    found: Vec<CheckpointId>,
+) -> Result<Checkpoint> {
     match found.as_slice() {
         [] => Err(Error::NotFound(format!("unknown ref {spec:?}"))),
         [one] => load(store, one),

@@ -10,8 +10,8 @@ use super::prelude::*;
 use super::snapshot::Change;
 
 /// Create a branch at REF (default: HEAD, checkpointing pending changes), delete
-/// one (`-d`), rename one (`-m OLD NEW`), or with no name list them, marking the
-/// one HEAD is on.
+/// one (`-d`), rename one (`-m OLD NEW`), share one with a session's agent
+/// (`--share SESSION`), or with no name list them, marking the one HEAD is on.
 #[derive(clap::Args)]
 pub struct Branch {
     /// Branch name (with -m: the old name).
@@ -25,6 +25,11 @@ pub struct Branch {
     /// Rename branch NAME to the second argument (sessions on it follow).
     #[arg(short = 'm', long = "move")]
     rename: bool,
+    /// Let the agent socket of SESSION see branch NAME and the history it names
+    /// (an agent sees only its own session's history and the branches it made or
+    /// was given).
+    #[arg(long, value_name = "SESSION", conflicts_with_all = ["delete", "rename", "from"])]
+    share: Option<String>,
 }
 
 /// `branch NAME -> ID`, `deleted branch NAME` or `renamed branch OLD -> NEW`.
@@ -37,6 +42,8 @@ struct Branched {
     deleted: bool,
     #[serde(skip)]
     renamed_to: Option<String>,
+    #[serde(default)]
+    shared_with: Option<String>,
 }
 
 impl Human for Branched {
@@ -44,6 +51,8 @@ impl Human for Branched {
         let name = &self.name;
         if self.deleted {
             writeln!(out, "deleted branch {name}")
+        } else if let Some(with) = &self.shared_with {
+            writeln!(out, "shared branch {name} with session {with}")
         } else if let Some(to) = &self.renamed_to {
             writeln!(out, "renamed branch {name} -> {to}")
         } else {
@@ -58,7 +67,12 @@ impl Run for Branch {
         let Some(name) = self.name.clone() else {
             return list_branches(cx, true);
         };
-        let op = if self.delete {
+        let op = if let Some(with) = &self.share {
+            Op::BranchShare {
+                name: name.clone(),
+                with: with.clone(),
+            }
+        } else if self.delete {
             Op::BranchDelete { name: name.clone() }
         } else if self.rename {
             let Some(new) = self.from.clone() else {

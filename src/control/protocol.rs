@@ -129,6 +129,14 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         create: Option<String>,
     },
+    /// Share a branch with a session: that session's agent socket sees the branch
+    /// and the history it names (see docs/design.md, "What an agent socket sees").
+    BranchShare {
+        /// Branch name.
+        name: String,
+        /// The session whose agent may see it.
+        with: String,
+    },
     /// Rename a branch (sessions attached to it follow).
     BranchRename {
         /// Current name.

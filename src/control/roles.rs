@@ -16,7 +16,9 @@ use crate::error::{Error, Result};
 /// role, which may only add history, never drop it ("nothing is ever lost"): it can
 /// take checkpoints, create branches and forks, and check out or restore (both save
 /// pending changes as an `auto/...` checkpoint first), but not delete branches,
-/// unmount, mount, shut down, list the store's sessions, or change settings.
+/// unmount, mount, shut down, list the store's sessions, or change settings. It
+/// also sees less: only its session's lineage and the branches given to it
+/// (`crate::visibility`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     /// Full rights.
@@ -83,6 +85,8 @@ impl Role {
             | Op::Note { text: _, kind: _ } => true,
             // Drops a name: the user's.
             Op::BranchRename { old: _, new: _ } => false,
+            // Widens what an agent socket sees: the user's.
+            Op::BranchShare { name: _, with: _ } => false,
             Op::Restore {
                 target: _,
                 paths: _,

@@ -451,6 +451,7 @@ impl Host for Daemon {
                     mountpoint: mp.clone(),
                     kernel: m.kernel.clone(),
                     last_auto_ms: m.last_auto_ms.clone(),
+                    scope: crate::ops::Scope::All,
                 }),
                 _ => None,
             })

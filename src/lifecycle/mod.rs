@@ -271,12 +271,13 @@ pub fn list(store: &dyn ObjectStore) -> Result<Vec<SessionInfo>> {
     Ok(out)
 }
 
-/// The ops deleting `session`'s info record, touched set and conversation log
-/// (`session rm`).
+/// The ops deleting `session`'s info record, touched set, conversation log,
+/// branch grants and lineage records (`session rm`).
 pub fn delete_ops(store: &dyn ObjectStore, session: &str) -> Result<Vec<MetaOp>> {
     let mut ops = vec![MetaOp::Delete(meta::info_key(session))];
     ops.extend(touched::delete_ops(store, session)?);
     ops.extend(crate::messages::delete_ops(store, session)?);
+    ops.extend(crate::visibility::delete_ops(store, session)?);
     Ok(ops)
 }
 

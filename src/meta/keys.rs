@@ -24,6 +24,8 @@
 //! | `u/` | session name | bytes and count of the conversation records a session stored itself, for its quota (owned by `messages::share`) |
 //! | `y/` | remote name | a remote's configuration (owned by `remote::config`) |
 //! | `q/` | remote name, NUL, `b` or `s`, NUL, ref name | a remote tracking ref: a remote branch or session as last seen (owned by `remote::tracking`) |
+//! | `a/` | session name, NUL, branch name | a branch given to a session: created in it or shared with it by the user (owned by `visibility`) |
+//! | `h/` | session name, NUL, session name | a session created by another one: a fork or an experiment run (owned by `visibility`) |
 //!
 //! Invariants: no prefix is a prefix of another, so a prefix range holds exactly one
 //! record kind; integers inside keys, when added, are big-endian so that sled's byte
@@ -169,6 +171,47 @@ pub fn message_id_key(session: &str, id: &str) -> Vec<u8> {
     k.push(0);
     k.extend_from_slice(id.as_bytes());
     k
+}
+
+/// Prefix of branch grants (`a/<session>\0<branch>`).
+pub const GRANT_PREFIX: &[u8] = b"a/";
+/// Prefix of session lineage records (`f/<parent>\0<child>`).
+pub const LINEAGE_PREFIX: &[u8] = b"h/";
+
+fn pair_key(prefix: &[u8], a: &str, b: &str) -> Vec<u8> {
+    let mut k = key(prefix, a.as_bytes());
+    k.push(0);
+    k.extend_from_slice(b.as_bytes());
+    k
+}
+
+fn pair_second<'a>(prefix: &[u8], key: &'a [u8]) -> Option<(&'a str, &'a str)> {
+    let body = key.strip_prefix(prefix)?;
+    let nul = body.iter().position(|&b| b == 0)?;
+    Some((
+        std::str::from_utf8(&body[..nul]).ok()?,
+        std::str::from_utf8(&body[nul + 1..]).ok()?,
+    ))
+}
+
+/// Key of the grant of `branch` to `session`.
+pub fn grant_key(session: &str, branch: &str) -> Vec<u8> {
+    pair_key(GRANT_PREFIX, session, branch)
+}
+
+/// The session and branch of a grant key.
+pub fn grant_parts(key: &[u8]) -> Option<(&str, &str)> {
+    pair_second(GRANT_PREFIX, key)
+}
+
+/// Key of the record that session `parent` created session `child`.
+pub fn lineage_key(parent: &str, child: &str) -> Vec<u8> {
+    pair_key(LINEAGE_PREFIX, parent, child)
+}
+
+/// The parent and child of a lineage key.
+pub fn lineage_parts(key: &[u8]) -> Option<(&str, &str)> {
+    pair_second(LINEAGE_PREFIX, key)
 }
 
 /// Key of `session`'s conversation visibility record.
@@ -366,6 +409,20 @@ impl KeyRange {
         }
     }
 
+    /// Every branch grant of `session`.
+    pub fn grants(session: &str) -> KeyRange {
+        let mut p = key(GRANT_PREFIX, session.as_bytes());
+        p.push(0);
+        KeyRange::prefix(&p)
+    }
+
+    /// Every session `parent` created.
+    pub fn children(parent: &str) -> KeyRange {
+        let mut p = key(LINEAGE_PREFIX, parent.as_bytes());
+        p.push(0);
+        KeyRange::prefix(&p)
+    }
+
     /// Every touched-file key of `session`.
     pub fn touched(session: &str) -> KeyRange {
         let mut p = key(TOUCHED_PREFIX, session.as_bytes());
@@ -527,6 +584,10 @@ mod tests {
             CONVERSATION_PREFIX,
             REMOTE_PREFIX,
             TRACKING_PREFIX,
+            GRANT_PREFIX,
+            LINEAGE_PREFIX,
+            CONVERSATION_BASE_PREFIX,
+            CONVERSATION_USAGE_PREFIX,
         ];
         for (i, a) in all.iter().enumerate() {
             for (j, b) in all.iter().enumerate() {

@@ -7,6 +7,11 @@
 //! the record in one batch guarded by [`MetaOp::Expect`] on both names, and the
 //! sessions attached to the old name follow it. Each is recorded as an operation
 //! of the session it was aimed at.
+//!
+//! A branch created in a session is given to it (a grant, written in the same
+//! batch: see `crate::visibility`), so that session's agent sees it; `share` gives
+//! an existing branch to a session (the user's). On an agent socket `branches`
+//! lists only what the agent sees.
 
 use serde_json::{Value, json};
 
@@ -19,6 +24,7 @@ use crate::refs;
 use crate::session::snapshot::StateChange;
 use crate::store::ObjectStore;
 use crate::tree::Timespec;
+use crate::visibility::AgentView;
 
 fn exists(name: &str) -> Error {
     Error::Conflict(format!("branch {name:?} already exists"))
@@ -55,6 +61,7 @@ pub(super) fn create<H: Host>(
         store.commit(vec![
             MetaOp::Expect(meta::ref_key(name), None),
             refs::ref_op(name, &r),
+            crate::visibility::grant_op(t.session.name(), name, r.created, "created"),
         ])?;
     }
     let mut after = record::refs_after(t, &before);
@@ -65,9 +72,15 @@ pub(super) fn create<H: Host>(
     Ok(json!({"branch": name, "checkpoint": c.id, "op": op.map(|o| o.seq)}))
 }
 
-pub(super) fn list(store: &dyn ObjectStore) -> Result<Value> {
+/// Every branch, or with `view` (an agent socket) those it sees.
+pub(super) fn list(store: &dyn ObjectStore, view: Option<&AgentView<'_>>) -> Result<Value> {
+    let mut all = refs::list_refs(store)?;
+    if let Some(v) = view {
+        let seen = v.branches()?;
+        all.retain(|(n, _)| seen.contains(n));
+    }
     let mut list = Vec::new();
-    for (name, r) in refs::list_refs(store)? {
+    for (name, r) in all {
         let c = CheckpointId::from_hex(&r.checkpoint).and_then(|id| refs::load(store, &id).ok());
         list.push(json!({
             "name": name, "checkpoint": r.checkpoint, "created": r.created,
@@ -76,6 +89,12 @@ pub(super) fn list(store: &dyn ObjectStore) -> Result<Value> {
         }));
     }
     Ok(json!({"branches": list}))
+}
+
+/// Give branch `name` to session `with` (`branch --share`).
+pub(super) fn share(store: &dyn ObjectStore, name: &str, with: &str) -> Result<Value> {
+    crate::visibility::share(store, name, with)?;
+    Ok(json!({"branch": name, "shared_with": with}))
 }
 
 pub(super) fn delete<H: Host>(h: &H, t: Option<&Target>, call: &Call, name: &str) -> Result<Value> {

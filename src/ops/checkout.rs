@@ -29,9 +29,12 @@ pub(super) fn run<H: Host>(
     let s = &t.session;
     let store = s.store().clone();
     let c = super::refctx::resolve(t, spec)?;
+    // Attach only to a branch the caller sees (a hidden branch named like an id
+    // prefix it resolved is not the caller's to move).
     let mut attach = refs::get_ref(&*store, spec)?
         .filter(|r| r.checkpoint == c.id)
-        .map(|_| spec.to_string());
+        .map(|_| spec.to_string())
+        .filter(|b| super::refctx::branch_visible(t, b).unwrap_or(false));
     let mut notes = Vec::new();
     if let Some(b) = &attach
         && let Some(other) = held_elsewhere(h, t, b)

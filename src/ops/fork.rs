@@ -84,7 +84,8 @@ pub(super) fn run<H: Host>(
     let mut info = crate::lifecycle::SessionInfo::forked(src_info.as_ref(), name);
     // Same baseline, so the source's touched paths are the fork's too.
     let src_touched = crate::lifecycle::touched::list(&*store, s.name())?;
-    let mut ops = vec![];
+    // The fork is of the source's lineage: the source's agent sees its history.
+    let mut ops = vec![crate::visibility::lineage_op(s.name(), name)];
     ops.extend(crate::lifecycle::touched::add_ops(
         name,
         src_touched.iter().map(Vec::as_slice),

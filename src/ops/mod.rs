@@ -17,6 +17,11 @@
 //! else moved the session's branch (`status::branch_notice`): a session is never
 //! detached silently.
 //!
+//! Every request carries a [`Scope`] decided by the caller's role: on an agent
+//! socket every ref name and id an op resolves (through `refctx`) and the
+//! `branches` list are limited to what the session's lineage sees
+//! (`crate::visibility`); hidden ones answer like missing ones.
+//!
 //! Names are created atomically store-wide: a branch under [`Host::name_lock`]
 //! (check and write in one critical section), a session by [`Host::claim`] (the
 //! daemon's mount table owns each session name from creation to the end of its
@@ -65,6 +70,7 @@ use crate::session::snapshot::Inval;
 use crate::session::{Session, SessionRecord};
 use crate::store::ObjectStore;
 use crate::tree::Timespec;
+pub use crate::visibility::Scope;
 
 /// Default number of log entries.
 pub const DEFAULT_LOG_LIMIT: usize = 20;
@@ -80,6 +86,10 @@ pub struct Target {
     pub kernel: crate::fs::KernelCache,
     /// Unix ms of its last automatic checkpoint.
     pub last_auto_ms: Arc<AtomicU64>,
+    /// What names and ids resolve to for this request: everything, or (on an
+    /// agent socket) what the session's lineage sees. Set by [`run`] from the
+    /// caller's role.
+    pub scope: Scope,
 }
 
 /// What ops need from whoever serves the mounted sessions (the daemon).
@@ -159,8 +169,16 @@ pub fn run<H: Host>(
         explanation: explanation.map(str::to_string),
         request: serde_json::to_value(&op).unwrap_or(Value::Null),
     };
+    // What names resolve to for this caller: an agent socket sees its session's
+    // lineage only (`crate::visibility`); every resolution below goes through it.
+    let scope = if actor.is_agent() {
+        Scope::Lineage
+    } else {
+        Scope::All
+    };
     match op {
-        Op::Branches => return branch::list(&*h.store()),
+        Op::Branches if scope == Scope::All => return branch::list(&*h.store(), None),
+        Op::BranchShare { name, with } => return branch::share(&*h.store(), &name, &with),
         Op::BranchDelete { name } => {
             let t = h.target(session).ok();
             let _pins = t.as_ref().map(|t| t.session.pin_roots());
@@ -173,7 +191,8 @@ pub fn run<H: Host>(
         } => return messages::continue_session(h, who, &call, &project, &name, &mountpoint),
         _ => {}
     }
-    let t = h.target(session)?;
+    let mut t = h.target(session)?;
+    t.scope = scope;
     if actor.is_agent() && records(&op) {
         crate::quota::check_op_records(&*h.store(), t.session.name())?;
     }
@@ -212,6 +231,7 @@ fn session_op<H: Host>(
     let s = &t.session;
     let t = t.clone();
     match op {
+        Op::Branches => branch::list(&*h.store(), refctx::agent_view(&t).as_ref()),
         Op::Checkpoint {
             message,
             trigger,

@@ -7,12 +7,18 @@
 //! walk back that stops there (N at most [`MAX_PREVIOUS`]; at most
 //! `oplog::walk::SCAN_LIMIT` records are searched). `exec@N`
 //! is the state after exec number N (its `exec` operation's HEAD after).
+//!
+//! On an agent socket ([`Scope::Lineage`]) the context carries the session's
+//! [`AgentView`]: every name and id resolves through it, so no op reaches a branch
+//! or checkpoint the agent does not see (see `crate::visibility`). [`branch_visible`]
+//! is the same check for ops that look a branch up by name themselves.
 
 use super::Target;
 use crate::error::{Error, Result};
 use crate::oplog::walk::{self, Walked};
-use crate::refs::{self, Checkpoint, RefContext};
+use crate::refs::{self, Checkpoint, RefContext, Visibility};
 use crate::store::ObjectStore;
+use crate::visibility::{AgentView, Scope};
 
 /// Largest N of `@{-N}`.
 pub const MAX_PREVIOUS: u64 = 1000;
@@ -20,16 +26,37 @@ pub const MAX_PREVIOUS: u64 = 1000;
 /// A [`RefContext`] for a mounted session.
 pub(crate) struct SessionRefs<'a> {
     t: &'a Target,
+    view: Option<AgentView<'a>>,
 }
 
 impl<'a> SessionRefs<'a> {
     /// The context of `t`.
     pub(crate) fn new(t: &'a Target) -> SessionRefs<'a> {
-        SessionRefs { t }
+        SessionRefs {
+            t,
+            view: agent_view(t),
+        }
     }
 }
 
+/// What the caller of `t` sees, when it does not see everything.
+pub(crate) fn agent_view(t: &Target) -> Option<AgentView<'_>> {
+    match t.scope {
+        Scope::All => None,
+        Scope::Lineage => Some(AgentView::new(&t.session)),
+    }
+}
+
+/// Whether the caller of `t` sees the branch `name` (which may not exist).
+pub(crate) fn branch_visible(t: &Target, name: &str) -> Result<bool> {
+    agent_view(t).map_or(Ok(true), |v| v.branch(name))
+}
+
 impl RefContext for SessionRefs<'_> {
+    fn visibility(&self) -> Option<&dyn Visibility> {
+        self.view.as_ref().map(|v| v as &dyn Visibility)
+    }
+
     fn head(&self) -> Option<String> {
         self.t.session.record().head
     }

@@ -20,7 +20,7 @@
 
 use std::fmt;
 
-use super::{Checkpoint, get_ref, load, resolve_prefix};
+use super::{AMBIGUOUS_SHOWN, Checkpoint, get_ref, load, pick_prefix, resolve_prefix};
 use crate::error::{Error, Result};
 use crate::id::CheckpointId;
 use crate::store::ObjectStore;
@@ -183,9 +183,29 @@ fn parse_spanned(spec: &str) -> Result<(Base, Vec<(Suffix, usize)>)> {
     Ok((base, suffixes))
 }
 
+/// What a caller may see when it may not see the whole store (an agent socket:
+/// see `crate::visibility`). A branch or checkpoint it does not see resolves
+/// exactly as one that does not exist: same error, same message, and an id prefix
+/// is matched against visible ids only (no oracle through ambiguity).
+pub trait Visibility {
+    /// Whether the branch `name` is visible.
+    fn branch(&self, name: &str) -> Result<bool>;
+    /// Whether checkpoint `id` is visible.
+    fn checkpoint(&self, id: &CheckpointId) -> Result<bool>;
+    /// Visible checkpoints whose id starts with the lowercase hex digits `lower`,
+    /// in id order, at most `max`.
+    fn with_prefix(&self, lower: &str, max: usize) -> Result<Vec<CheckpointId>>;
+}
+
 /// What resolving needs from a session (the lead implements it from the session's
 /// operation log).
 pub trait RefContext {
+    /// What the caller may see: `None` (the default) for the whole store. When
+    /// given, every name and id resolves through it, and remote tracking refs
+    /// (`REMOTE/NAME`) are not resolved at all.
+    fn visibility(&self) -> Option<&dyn Visibility> {
+        None
+    }
     /// The session's HEAD checkpoint (hex), None before its first checkpoint.
     fn head(&self) -> Option<String>;
     /// What the N-th previous checkout (N >= 1) checked out, as a checkpoint id (hex).
@@ -236,25 +256,49 @@ fn resolve_base(
         }
         Base::Previous(n) => load_hex(store, &base.to_string(), &cx.previous_checkout(*n)?),
         Base::Exec(n) => load_hex(store, &base.to_string(), &cx.exec_state(*n)?),
-        Base::Name(name) => {
-            if let Some(r) = get_ref(store, name)? {
-                return load_hex(store, &format!("ref {name}"), &r.checkpoint);
-            }
-            if let Some(hex) = remote_ref(store, spec, name)? {
-                return load_hex(store, &format!("remote ref {name}"), &hex);
-            }
-            if name.len() >= 4 && name.len() <= 64 && name.bytes().all(|c| c.is_ascii_hexdigit()) {
-                let lower = name.to_ascii_lowercase();
-                if let Some(id) = CheckpointId::from_hex(&lower) {
-                    return load(store, &id);
-                }
-                return resolve_prefix(store, name, &lower);
-            }
-            Err(Error::NotFound(format!(
-                "unknown ref {spec:?}: {name:?} is not a branch or checkpoint id ({REF_FORMS})"
-            )))
-        }
+        Base::Name(name) => resolve_name(store, cx.visibility(), spec, name),
     }
+}
+
+/// A branch name, else (without a visibility) a remote tracking ref, else a full
+/// checkpoint id or a unique id prefix; with a visibility, only what it sees.
+fn resolve_name(
+    store: &dyn ObjectStore,
+    vis: Option<&dyn Visibility>,
+    spec: &str,
+    name: &str,
+) -> Result<Checkpoint> {
+    // With a visibility, asked whether or not the branch exists (the same work
+    // either way: no timing difference between hidden and missing).
+    let seen = vis.map_or(Ok(true), |v| v.branch(name))?;
+    if let Some(r) = get_ref(store, name)?
+        && seen
+    {
+        return load_hex(store, &format!("ref {name}"), &r.checkpoint);
+    }
+    if vis.is_none()
+        && let Some(hex) = remote_ref(store, spec, name)?
+    {
+        return load_hex(store, &format!("remote ref {name}"), &hex);
+    }
+    if name.len() >= 4 && name.len() <= 64 && name.bytes().all(|c| c.is_ascii_hexdigit()) {
+        let lower = name.to_ascii_lowercase();
+        if let Some(id) = CheckpointId::from_hex(&lower) {
+            if let Some(v) = vis
+                && !v.checkpoint(&id)?
+            {
+                return Err(super::unknown_checkpoint(&id));
+            }
+            return load(store, &id);
+        }
+        return match vis {
+            None => resolve_prefix(store, name, &lower),
+            Some(v) => pick_prefix(store, name, v.with_prefix(&lower, AMBIGUOUS_SHOWN + 1)?),
+        };
+    }
+    Err(Error::NotFound(format!(
+        "unknown ref {spec:?}: {name:?} is not a branch or checkpoint id ({REF_FORMS})"
+    )))
 }
 
 /// `REMOTE/NAME` where REMOTE is a configured remote: the checkpoint its tracking

@@ -353,6 +353,8 @@ pub struct Session {
     touch: touch::Pending,
     /// FUSE requests and ops served (the daemon's access clock reads it).
     accesses: AtomicU64,
+    /// What the session's agent sees (`crate::visibility`).
+    pub(crate) seen: Mutex<crate::visibility::Seen>,
 }
 
 impl Session {
@@ -388,6 +390,7 @@ impl Session {
             watch: watch::WriterWatch::default(),
             touch: touch::Pending::default(),
             accesses: AtomicU64::new(0),
+            seen: crate::visibility::new_cache(),
         })
     }
 

@@ -180,13 +180,15 @@ impl Session {
                 let mut ops = vec![c.op()];
                 ops.extend(advance_attached(&*store, rec, &before, &c)?);
                 if let Some(b) = branch {
+                    let created = Timespec::now().sec;
                     ops.push(refs::ref_op(
                         b,
                         &refs::RefRecord {
                             checkpoint: c.id.clone(),
-                            created: Timespec::now().sec,
+                            created,
                         },
                     ));
+                    ops.push(crate::visibility::grant_op(&name, b, created, "created"));
                 }
                 if let Some(l) = log.as_mut() {
                     ops.extend(l(&before, rec, &c)?);
@@ -248,15 +250,18 @@ impl Session {
                     bytes: rec.bytes,
                     inodes: rec.inodes,
                 });
+                let created = Timespec::now().sec;
                 let ops = vec![
                     c.op(),
                     refs::ref_op(
                         name,
                         &refs::RefRecord {
                             checkpoint: c.id.clone(),
-                            created: Timespec::now().sec,
+                            created,
                         },
                     ),
+                    // The session's own saved state: its agent sees the name.
+                    crate::visibility::grant_op(&session, name, created, "created"),
                 ];
                 made = Some(c);
                 Ok(ops)

@@ -138,7 +138,16 @@ pub fn begin<H: Host>(
             return Err(e);
         }
     };
-    let ops: Vec<MetaOp> = made.iter().map(|p| session::record_op(&p.rec)).collect();
+    // Each run is of the source's lineage: its agent sees the runs' history.
+    let ops: Vec<MetaOp> = made
+        .iter()
+        .flat_map(|p| {
+            [
+                session::record_op(&p.rec),
+                crate::visibility::lineage_op(s.name(), &p.rec.name),
+            ]
+        })
+        .collect();
     if let Err(e) = store.commit(ops) {
         remove_dirs(&dir, s.name(), &id, n);
         return Err(e);
@@ -233,7 +242,10 @@ fn undo_begin<H: Host>(h: &H, session: &str, id: &str, mounted: &[(String, PathB
         let r = if mounted.iter().any(|(m, _)| *m == name) {
             h.remove_session(&name)
         } else {
-            store.commit(vec![MetaOp::Delete(crate::meta::session_key(&name))])
+            store.commit(vec![
+                MetaOp::Delete(crate::meta::session_key(&name)),
+                MetaOp::Delete(crate::meta::lineage_key(session, &name)),
+            ])
         };
         if let Err(e) = r {
             log::error!("experiment {id}: cannot remove fork {name}: {e}");

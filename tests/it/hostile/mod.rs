@@ -243,3 +243,4 @@ impl Drop for VictimGuard {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
     }
 }
+mod visibility;

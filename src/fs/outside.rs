@@ -1,7 +1,29 @@
-//! Syscalls on a mount this process serves, made from a short-lived child process.
+//! Syscalls on a mount this process serves, made from a short-lived child process,
+//! through what identifies the mount rather than through its path.
 //!
-//! Owns: [`syncfs`], [`umount`] and [`detach`] of a mountpoint, each run by a
-//! child process that first closes every descriptor it inherited.
+//! Owns: [`MountRef`] (a mount as it was made: an `O_PATH` descriptor of the
+//! mountpoint's parent directory, the final name, and the mount's id from `statx`
+//! `STATX_MNT_ID_UNIQUE`, or `STATX_MNT_ID` on kernels before 6.8) and every syscall
+//! on such a mount: [`MountRef::identify`], [`MountRef::syncfs`],
+//! [`MountRef::umount`], [`MountRef::detach`], [`MountRef::is_dead`]. Each is run by
+//! a child process that first closes every descriptor it inherited except the
+//! parent's.
+//!
+//! Why not a path: the daemon is root and mountpoints are often chosen by agents,
+//! who own the directories above them. `umount2(path, UMOUNT_NOFOLLOW)` resolves
+//! `path` again and guards only its last component: an agent that renames an
+//! ancestor away and puts a symlink in its place makes root unmount whatever the
+//! symlink leads to. A mountpoint itself cannot be renamed or removed while mounted
+//! (EBUSY), so only its ancestors can move, and the parent's descriptor follows
+//! them. The child checks, with `statx(parent, name, AT_SYMLINK_NOFOLLOW |
+//! AT_STATX_DONT_SYNC)`, that `name` is still a mount root with the recorded id, and
+//! only then acts: `fchdir(parent)` + `umount2(name, flags | UMOUNT_NOFOLLOW)` (a
+//! single component, never a symlink), or `openat(parent, name, O_NOFOLLOW)` +
+//! the same id check on the open descriptor + `syncfs`. Anything else there is
+//! [`NotOurMount`]: reported, left alone. (A descriptor of the mount root itself
+//! would pin the mount and make every non-lazy unmount fail with EBUSY: hence the
+//! parent's.) `statx` asking only for the mount id, with `AT_STATX_DONT_SYNC`,
+//! sends the FUSE server nothing.
 //!
 //! Why a child: a thread that makes a syscall on a FUSE mount (the open of its
 //! root, the writeback that `syncfs` and an unmount wait for) sleeps
@@ -20,6 +42,8 @@
 //! Invariant: no daemon thread makes a syscall on a path inside a mount it
 //! serves; what it must do there goes through this module. (Reading
 //! `/proc/self/mountinfo` and `/proc/PID/{cwd,fd}` links does not enter the mount.)
+//! Invariant: nothing is unmounted, detached or synced unless the name under the
+//! parent's descriptor is, at that moment, the root of the mount with the recorded id.
 //!
 //! The child is made like `posix_spawn` makes one: `clone(CLONE_VM |
 //! CLONE_VFORK)` on a small stack of its own, every signal blocked, this thread
@@ -28,217 +52,227 @@
 //! checkpoint 8.6 -> 18.9 ms, a branch 0.9 -> 7.2 ms), growing with the daemon's
 //! memory. The child shares our memory, so it runs only raw syscalls (no
 //! allocation, no locks) on data prepared before the clone, then `_exit`; its
-//! descriptor table is its own copy (no CLONE_FILES), so closing them leaves
-//! ours alone. A kill of the daemon ends the suspended thread (the vfork wait is
-//! killable) while the child keeps the memory it needs.
+//! descriptor table and working directory are its own copies (no CLONE_FILES, no
+//! CLONE_FS), so closing descriptors and `fchdir` leave ours alone. A kill of the
+//! daemon ends the suspended thread (the vfork wait is killable) while the child
+//! keeps the memory it needs.
 
-use std::ffi::{CStr, CString};
+use std::ffi::{CStr, CString, OsStr};
+use std::fmt;
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// What the child does on the mountpoint.
-#[derive(Clone, Copy)]
-enum Call {
-    /// `open(O_DIRECTORY | O_NOFOLLOW)` then `syncfs`.
-    Syncfs,
-    /// `umount2` with these flags (`UMOUNT_NOFOLLOW` always added).
-    Umount(libc::c_int),
+use serde::{Deserialize, Serialize};
+
+/// The id of a mount, as `statx` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountId {
+    /// The id.
+    pub id: u64,
+    /// Whether it is `STATX_MNT_ID_UNIQUE` (never reused while the system runs),
+    /// not the reusable `STATX_MNT_ID`.
+    pub unique: bool,
 }
 
-/// Push the kernel's dirty pages of the mount at `mp` to its server (`syncfs(2)`).
-pub fn syncfs(mp: &Path) -> io::Result<()> {
-    in_child(mp, Call::Syncfs)
-}
-
-/// Unmount `mp` (never following a final symlink).
-pub fn umount(mp: &Path) -> io::Result<()> {
-    in_child(mp, Call::Umount(0))
-}
-
-/// Lazily detach whatever is mounted at `mp` (never following a final symlink).
-pub fn detach(mp: &Path) -> io::Result<()> {
-    in_child(mp, Call::Umount(libc::MNT_DETACH))
-}
-
-/// Stack of the child (it runs a handful of syscalls).
-const CHILD_STACK: usize = 64 << 10;
-
-/// What the child reads: prepared by the parent before the clone.
-struct Job {
-    path: *const libc::c_char,
-    call: Call,
-    max_fd: libc::c_uint,
-}
-
-fn in_child(mp: &Path, call: Call) -> io::Result<()> {
-    let path = CString::new(mp.as_os_str().as_bytes())?;
-    let job = Job {
-        path: path.as_ptr(),
-        call,
-        max_fd: max_fd(),
-    };
-    let mut stack = vec![0u8; CHILD_STACK];
-    // The stack grows down from its (16-byte aligned) end.
-    let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
-    // SAFETY: sigset_t is plain data, all zeroes a valid value.
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointers to owned sets. Every signal is blocked in this thread
-    // while the child (which inherits the mask) shares our memory; the old mask is
-    // put back once it has exited.
-    unsafe {
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-    }
-    // SAFETY: CLONE_VM | CLONE_VFORK: the child shares our memory on its own
-    // stack and this thread is suspended until the child exits, so `job`, `path`
-    // and `stack` outlive it; the child runs only raw syscalls (see `entry`).
-    let pid = unsafe {
-        libc::clone(
-            entry,
-            top as *mut libc::c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            &job as *const Job as *mut libc::c_void,
-        )
-    };
-    let err = io::Error::last_os_error();
-    // SAFETY: restores the mask saved above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
-    drop(stack);
-    if pid < 0 {
-        return Err(err);
-    }
-    wait(pid)
-}
-
-/// The child's entry point (`clone`).
-extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the parent's `Job`, alive while the parent is suspended
-    // (CLONE_VFORK); `child` never returns.
-    unsafe {
-        let job = &*(arg as *const Job);
-        child(CStr::from_ptr(job.path), job.call, job.max_fd)
+impl fmt::Display for MountId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = if self.unique { "unique " } else { "" };
+        write!(f, "{kind}mount id {}", self.id)
     }
 }
 
-/// The highest descriptor number that can be open (for the fallback when
-/// `close_range` is missing).
-fn max_fd() -> libc::c_uint {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
-        return 1 << 16;
+/// The name under a mount's parent directory is no longer the root of that mount
+/// (another mount, a plain directory or a symlink is there now): nothing was done.
+#[derive(Debug)]
+pub struct NotOurMount;
+
+impl fmt::Display for NotOurMount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the path no longer names this mount (something was renamed or replaced); it was left alone")
     }
-    r.rlim_cur.min(1 << 20) as libc::c_uint
 }
 
-/// The child: drop every inherited descriptor above stderr (so it holds no
-/// `/dev/fuse`), do `call`, exit with 0 or the errno.
-///
-/// # Safety
-/// Only in the child made by `in_child`.
-unsafe fn child(path: &CStr, call: Call, max_fd: libc::c_uint) -> ! {
-    // SAFETY: raw syscalls on valid pointers (the C string outlives them); no
-    // allocation, no locks.
-    unsafe {
-        let errno = || *libc::__errno_location();
-        if libc::syscall(
-            libc::SYS_close_range,
-            3 as libc::c_uint,
-            libc::c_uint::MAX,
-            0,
-        ) != 0
-        {
-            for fd in 3..max_fd {
-                libc::close(fd as libc::c_int);
-            }
+impl std::error::Error for NotOurMount {}
+
+/// Whether `e` is a [`NotOurMount`] refusal.
+pub fn is_not_our_mount(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|i| i.is::<NotOurMount>())
+}
+
+/// A mount identified once: the `O_PATH` descriptor of its mountpoint's parent
+/// directory (resolved by the caller without symlinks), the final name, and the
+/// mount's id. Every syscall on it re-checks, through the descriptor, that the name
+/// is still the root of that very mount.
+#[derive(Debug)]
+pub struct MountRef {
+    parent: OwnedFd,
+    name: CString,
+    id: MountId,
+    path: PathBuf,
+}
+
+impl MountRef {
+    /// Identify the mount whose root is `name` in the directory `parent` (an
+    /// `O_PATH` descriptor); `path` is how it is named in messages. Fails with
+    /// [`NotOurMount`] when `name` is not a mount root.
+    pub fn identify(parent: OwnedFd, name: &OsStr, path: &Path) -> io::Result<MountRef> {
+        let name = CString::new(name.as_bytes())?;
+        if name.as_bytes().is_empty() || name.as_bytes().contains(&b'/') {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
-        let r = match call {
-            Call::Syncfs => {
-                let fd = libc::open(
-                    path.as_ptr(),
-                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                );
-                if fd < 0 || libc::syncfs(fd) != 0 {
-                    errno()
-                } else {
-                    0
-                }
-            }
-            Call::Umount(flags) => {
-                if libc::umount2(path.as_ptr(), flags | libc::UMOUNT_NOFOLLOW) != 0 {
-                    errno()
-                } else {
-                    0
-                }
-            }
+        let mut out = MountId {
+            id: 0,
+            unique: false,
         };
-        // An errno beyond an exit status's range still reads as a failure.
-        libc::_exit(if r > 0 && r < 256 {
-            r
-        } else if r == 0 {
-            0
-        } else {
-            libc::EIO
+        in_child(&Job::new(&parent, &name, Call::Identify(&mut out)))?;
+        Ok(MountRef {
+            parent,
+            name,
+            id: out,
+            path: path.to_path_buf(),
         })
     }
-}
 
-/// Wait for the child `pid`: its exit status 0 is success, any other is the
-/// errno of the call that failed.
-fn wait(pid: libc::pid_t) -> io::Result<()> {
-    let mut status = 0;
-    loop {
-        // SAFETY: waitpid on our own child, writing into `status`.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            break;
-        }
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINTR) {
-            return Err(e);
+    /// The mount's id.
+    pub fn id(&self) -> MountId {
+        self.id
+    }
+
+    /// The path it was mounted at (for messages).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Push the kernel's dirty pages of the mount to its server (`syncfs(2)`).
+    pub fn syncfs(&self) -> io::Result<()> {
+        in_child(&Job::new(&self.parent, &self.name, Call::Syncfs(self.id)))
+    }
+
+    /// Unmount it (EBUSY while in use).
+    pub fn umount(&self) -> io::Result<()> {
+        in_child(&Job::new(&self.parent, &self.name, Call::Umount(self.id, 0)))
+    }
+
+    /// Detach it lazily.
+    pub fn detach(&self) -> io::Result<()> {
+        let call = Call::Umount(self.id, libc::MNT_DETACH);
+        in_child(&Job::new(&self.parent, &self.name, call))
+    }
+
+    /// Whether it is a FUSE mount whose server is gone: a `stat` of its root that
+    /// must reach the server answers ENOTCONN. (Asks a live server for attributes.)
+    pub fn is_dead(&self) -> io::Result<bool> {
+        let call = Call::Probe(self.id);
+        match in_child(&Job::new(&self.parent, &self.name, call)) {
+            Ok(()) => Ok(false),
+            Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => Ok(true),
+            Err(e) => Err(e),
         }
     }
-    if libc::WIFEXITED(status) {
-        match libc::WEXITSTATUS(status) {
-            0 => Ok(()),
-            code => Err(io::Error::from_raw_os_error(code)),
-        }
-    } else {
-        Err(io::Error::other(format!(
-            "the helper process for the mount was killed (wait status {status:#x})"
-        )))
-    }
-}
 
-#[cfg(test)]
+    /// A copy with another id (to test the verification).
+    #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
+
+    /// `O_PATH` descriptor of a directory.
+    fn opath(p: &Path) -> OwnedFd {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(p)
+            .unwrap();
+        OwnedFd::from(f)
+    }
+
+    use std::os::unix::fs::OpenOptionsExt;
+
+    fn tmpfs(p: &Path) {
+        std::fs::create_dir_all(p).unwrap();
+        let o = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "tf-unit"])
+            .arg(p)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::write(p.join("mark"), "x").unwrap();
+    }
+
+    /// Unmounts what a failed test left.
+    struct Lazy(PathBuf);
+    impl Drop for Lazy {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+
+    fn root() -> bool {
+        // SAFETY: no preconditions.
+        unsafe { libc::geteuid() == 0 }
+    }
 
     #[test]
-    fn syncfs_of_a_directory_succeeds_and_errors_carry_the_errno() {
+    fn not_a_mount_root_is_refused() {
         let d = tempfile::tempdir().unwrap();
-        syncfs(d.path()).unwrap();
-        let missing = d.path().join("missing");
-        assert_eq!(
-            syncfs(&missing).unwrap_err().raw_os_error(),
-            Some(libc::ENOENT)
-        );
-        let f = d.path().join("file");
-        std::fs::write(&f, "x").unwrap();
-        assert_eq!(syncfs(&f).unwrap_err().raw_os_error(), Some(libc::ENOTDIR));
-        let link = d.path().join("link");
-        std::os::unix::fs::symlink(d.path(), &link).unwrap();
-        // Never followed (O_DIRECTORY | O_NOFOLLOW on a symlink: ENOTDIR).
-        let e = syncfs(&link).unwrap_err().raw_os_error();
-        assert!(matches!(e, Some(libc::ENOTDIR | libc::ELOOP)), "{e:?}");
-        // Not a mountpoint (EPERM when not root).
-        let e = umount(d.path()).unwrap_err().raw_os_error();
-        assert!(matches!(e, Some(libc::EINVAL | libc::EPERM)), "{e:?}");
+        std::fs::create_dir(d.path().join("plain")).unwrap();
+        std::os::unix::fs::symlink("/", d.path().join("link")).unwrap();
+        for name in ["plain", "link"] {
+            let e = MountRef::identify(opath(d.path()), OsStr::new(name), d.path()).unwrap_err();
+            assert!(is_not_our_mount(&e), "{name}: {e}");
+        }
+        let e = MountRef::identify(opath(d.path()), OsStr::new("missing"), d.path()).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+    }
+
+    #[test]
+    fn a_wrong_id_is_refused_and_nothing_is_unmounted() {
+        if !root() {
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let mp = d.path().join("m");
+        tmpfs(&mp);
+        let _g = Lazy(mp.clone());
+        let m = MountRef::identify(opath(d.path()), OsStr::new("m"), &mp).unwrap();
+        assert!(m.id().unique, "kernel without STATX_MNT_ID_UNIQUE? {}", m.id());
+        let wrong = m.with_id(MountId {
+            id: m.id().id + 1,
+            unique: true,
+        });
+        for r in [wrong.umount(), wrong.detach(), wrong.syncfs()] {
+            assert!(is_not_our_mount(r.as_ref().unwrap_err()), "{r:?}");
+        }
+        assert!(mp.join("mark").exists(), "unmounted through a wrong id");
+        m.syncfs().unwrap();
+        assert!(!m.is_dead().unwrap());
+        m.umount().unwrap();
+        assert!(!mp.join("mark").exists());
+        // Gone: the name is a plain directory now.
+        assert!(is_not_our_mount(&m.umount().unwrap_err()));
+    }
+
+    #[test]
+    fn a_renamed_ancestor_and_a_symlink_in_its_place_do_not_redirect() {
+        if !root() {
+            return;
+        }
+        // The attack of issue 21: the mount at a/m, a renamed to b, a symlink
+        // a -> victim (whose m is another filesystem).
+        let d = tempfile::tempdir().unwrap();
+        let ours = d.path().join("a/m");
+        let victim = d.path().join("victim/m");
+        tmpfs(&ours);
+        let _g1 = Lazy(d.path().join("b/m"));
+        tmpfs(&victim);
+        let _g2 = Lazy(victim.clone());
+        let m = MountRef::identify(opath(&d.path().join("a")), OsStr::new("m"), &ours).unwrap();
+        std::fs::rename(d.path().join("a"), d.path().join("b")).unwrap();
+        std::os::unix::fs::symlink(d.path().join("victim"), d.path().join("a")).unwrap();
+        m.umount().unwrap();
+        assert!(victim.join("mark").exists(), "the victim was unmounted");
+        assert!(!d.path().join("b/m/mark").exists(), "ours is still mounted");
     }
 }

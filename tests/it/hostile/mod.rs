@@ -10,6 +10,8 @@
 // Until every helper has a user among the attack files.
 #![allow(dead_code)]
 
+mod unmount;
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;

@@ -393,10 +393,16 @@ fn unescape_mount(s: &str) -> String {
         .replace("\\134", "\\")
 }
 
-/// Lazily detach the dead FUSE mount at `mp` (reached without symlinks, a mount
-/// root whose server is gone; from a child process: see [`crate::fs::outside`]);
-/// whether it was detached. For `umount` of a mount whose daemon died.
+/// Lazily detach the mount whose root is at `mp`, reached without symlinks and
+/// verified by id at the moment of the detach (from a child process: see
+/// [`crate::fs::outside`]); whether it was detached.
 pub fn detach(mp: &Path) -> bool {
+    find_mount(mp).is_some_and(|m| m.detach().is_ok())
+}
+
+/// [`detach`] only a dead FUSE mount (a `stat` forced to its server answers
+/// ENOTCONN): for `umount` of a mount whose daemon died.
+pub fn detach_dead(mp: &Path) -> bool {
     find_mount(mp).is_some_and(|m| m.is_dead().unwrap_or(false) && m.detach().is_ok())
 }
 

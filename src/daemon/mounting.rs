@@ -296,7 +296,10 @@ impl Daemon {
         // the server nothing). Should that fail, dropping `dev` aborts the
         // connection: a dead mount is left, reported, for the user to detach.
         let mount = dir.identify_mount().inspect_err(|e| {
-            log::error!("{}: cannot identify the new mount: {e}", dir.path().display());
+            log::error!(
+                "{}: cannot identify the new mount: {e}",
+                dir.path().display()
+            );
         })?;
         // A second descriptor of the connection, for notifications fuser lacks.
         let dev2 = match dev.try_clone() {

@@ -324,9 +324,8 @@ fn create_dirs(path: &Path, who: MountFor) -> Result<(OwnedFd, OwnedFd)> {
         above = Some(std::mem::replace(&mut parent, fd));
     }
     log::info!("created mountpoint {}", path.display());
-    let above = above.ok_or_else(|| {
-        Error::Invalid(format!("mountpoint {} already exists", path.display()))
-    })?;
+    let above = above
+        .ok_or_else(|| Error::Invalid(format!("mountpoint {} already exists", path.display())))?;
     Ok((above, parent))
 }
 

@@ -152,7 +152,11 @@ impl MountRef {
 
     /// Unmount it (EBUSY while in use).
     pub fn umount(&self) -> io::Result<()> {
-        in_child(&Job::new(&self.parent, &self.name, Call::Umount(self.id, 0)))
+        in_child(&Job::new(
+            &self.parent,
+            &self.name,
+            Call::Umount(self.id, 0),
+        ))
     }
 
     /// Detach it lazily.
@@ -174,8 +178,291 @@ impl MountRef {
 
     /// A copy with another id (to test the verification).
     #[cfg(test)]
+    fn with_id(&self, id: MountId) -> MountRef {
+        MountRef {
+            parent: self.parent.try_clone().expect("dup"),
+            name: self.name.clone(),
+            id,
+            path: self.path.clone(),
+        }
+    }
+}
+
+/// What the child does on the mount.
+#[derive(Clone, Copy)]
+enum Call {
+    /// Read the mount id of the mount root `name` into the parent's memory.
+    Identify(*mut MountId),
+    /// Check the id, `openat(O_DIRECTORY | O_NOFOLLOW)`, check it again, `syncfs`.
+    Syncfs(MountId),
+    /// Check the id, then `umount2` with these flags (`UMOUNT_NOFOLLOW` always added).
+    Umount(MountId, libc::c_int),
+    /// Check the id, then `statx` with `AT_STATX_FORCE_SYNC` (ENOTCONN: dead).
+    Probe(MountId),
+}
+
+/// Stack of the child (it runs a handful of syscalls).
+const CHILD_STACK: usize = 64 << 10;
+
+/// The child's exit status for [`NotOurMount`] (beyond every errno).
+const NOT_OURS: libc::c_int = 250;
+
+/// The descriptor number the parent's directory gets in the child.
+const DIR_FD: libc::c_int = 3;
+
+/// `statx` attribute: the root of a mount.
+const MOUNT_ROOT: u64 = libc::STATX_ATTR_MOUNT_ROOT as u64;
+
+/// What the child reads: prepared by the parent before the clone.
+struct Job {
+    dirfd: libc::c_int,
+    name: *const libc::c_char,
+    call: Call,
+    max_fd: libc::c_uint,
+}
+
+impl Job {
+    fn new(parent: &OwnedFd, name: &CStr, call: Call) -> Job {
+        Job {
+            dirfd: parent.as_raw_fd(),
+            name: name.as_ptr(),
+            call,
+            max_fd: max_fd(),
+        }
+    }
+}
+
+fn in_child(job: &Job) -> io::Result<()> {
+    let mut stack = vec![0u8; CHILD_STACK];
+    // The stack grows down from its (16-byte aligned) end.
+    let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
+    // SAFETY: sigset_t is plain data, all zeroes a valid value.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers to owned sets. Every signal is blocked in this thread
+    // while the child (which inherits the mask) shares our memory; the old mask is
+    // put back once it has exited.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+    }
+    // SAFETY: CLONE_VM | CLONE_VFORK: the child shares our memory on its own
+    // stack and this thread is suspended until the child exits, so `job`, what it
+    // points to and `stack` outlive it; the child runs only raw syscalls (see
+    // `entry`).
+    let pid = unsafe {
+        libc::clone(
+            entry,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            job as *const Job as *mut libc::c_void,
+        )
+    };
+    let err = io::Error::last_os_error();
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    drop(stack);
+    if pid < 0 {
+        return Err(err);
+    }
+    wait(pid)
+}
+
+/// The child's entry point (`clone`).
+extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the parent's `Job`, alive while the parent is suspended
+    // (CLONE_VFORK); `child` never returns.
+    unsafe { child(&*(arg as *const Job)) }
+}
+
+/// The highest descriptor number that can be open (for the fallback when
+/// `close_range` is missing).
+fn max_fd() -> libc::c_uint {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return 1 << 16;
+    }
+    r.rlim_cur.min(1 << 20) as libc::c_uint
+}
+
+/// `statx(dirfd, name, flags)` asking for the mount id (and `extra`); the id read
+/// and whether `name` is a mount root, or the errno.
+///
+/// # Safety
+/// Raw syscall; `name` a valid C string. Usable in the child.
+unsafe fn mount_id_at(
+    dirfd: libc::c_int,
+    name: *const libc::c_char,
+    flags: libc::c_int,
+    extra: libc::c_uint,
+) -> Result<(MountId, bool), libc::c_int> {
+    // SAFETY: zeroed plain data; raw syscall on valid pointers.
+    unsafe {
+        let mut stx: libc::statx = std::mem::zeroed();
+        let mask = libc::STATX_MNT_ID_UNIQUE | extra;
+        let flags = flags | libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT;
+        if libc::syscall(libc::SYS_statx, dirfd, name, flags, mask, &mut stx) != 0 {
+            return Err(*libc::__errno_location());
+        }
+        let unique = stx.stx_mask & libc::STATX_MNT_ID_UNIQUE != 0;
+        if !unique && stx.stx_mask & libc::STATX_MNT_ID == 0 {
+            return Err(libc::ENOSYS);
+        }
+        let root =
+            stx.stx_attributes_mask & MOUNT_ROOT != 0 && stx.stx_attributes & MOUNT_ROOT != 0;
+        Ok((
+            MountId {
+                id: stx.stx_mnt_id,
+                unique,
+            },
+            root,
+        ))
+    }
+}
+
+/// Whether `name` in `dirfd` is (Ok) the root of the mount `want`.
+///
+/// # Safety
+/// As [`mount_id_at`].
+unsafe fn check(
+    dirfd: libc::c_int,
+    name: *const libc::c_char,
+    flags: libc::c_int,
+    want: MountId,
+) -> Result<(), libc::c_int> {
+    // SAFETY: as the caller's.
+    match unsafe { mount_id_at(dirfd, name, flags | libc::AT_STATX_DONT_SYNC, 0) } {
+        Ok((id, true)) if id == want => Ok(()),
+        Ok(_) => Err(NOT_OURS),
+        Err(e) => Err(e),
+    }
+}
+
+/// The child: keep the parent's directory as [`DIR_FD`], drop every other
+/// inherited descriptor above stderr (so it holds no `/dev/fuse`), do the call,
+/// exit with 0, the errno, or [`NOT_OURS`].
+///
+/// # Safety
+/// Only in the child made by `in_child`.
+unsafe fn child(job: &Job) -> ! {
+    // SAFETY: raw syscalls on valid pointers (the job and what it points to
+    // outlive them); no allocation, no locks.
+    unsafe {
+        let errno = || *libc::__errno_location();
+        let r = if job.dirfd != DIR_FD && libc::dup2(job.dirfd, DIR_FD) != DIR_FD {
+            Err(errno())
+        } else {
+            if libc::syscall(
+                libc::SYS_close_range,
+                (DIR_FD + 1) as libc::c_uint,
+                libc::c_uint::MAX,
+                0,
+            ) != 0
+            {
+                for fd in (DIR_FD + 1) as libc::c_uint..job.max_fd {
+                    libc::close(fd as libc::c_int);
+                }
+            }
+            run(job.name, job.call)
+        };
+        let code = match r {
+            Ok(()) => 0,
+            Err(e) if e > 0 && e < 256 => e,
+            Err(_) => libc::EIO,
+        };
+        libc::_exit(code)
+    }
+}
+
+/// The call itself, on [`DIR_FD`].
+///
+/// # Safety
+/// Only in the child, after [`child`] set up [`DIR_FD`].
+unsafe fn run(name: *const libc::c_char, call: Call) -> Result<(), libc::c_int> {
+    // SAFETY: raw syscalls on valid pointers; `Identify`'s pointer is the parent's
+    // out-value, alive while it is suspended.
+    unsafe {
+        let errno = || *libc::__errno_location();
+        match call {
+            Call::Identify(out) => match mount_id_at(DIR_FD, name, libc::AT_STATX_DONT_SYNC, 0)? {
+                (id, true) => {
+                    *out = id;
+                    Ok(())
+                }
+                (_, false) => Err(NOT_OURS),
+            },
+            Call::Syncfs(want) => {
+                check(DIR_FD, name, 0, want)?;
+                let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+                let fd = libc::openat(DIR_FD, name, flags);
+                if fd < 0 {
+                    return Err(errno());
+                }
+                // What was opened is that mount's root too (no swap in between).
+                check(fd, c"".as_ptr(), libc::AT_EMPTY_PATH, want)?;
+                if libc::syncfs(fd) != 0 {
+                    return Err(errno());
+                }
+                Ok(())
+            }
+            Call::Umount(want, flags) => {
+                check(DIR_FD, name, 0, want)?;
+                // A single component relative to the parent, its last one never
+                // followed: nothing else can be reached.
+                if libc::fchdir(DIR_FD) != 0 {
+                    return Err(errno());
+                }
+                if libc::umount2(name, flags | libc::UMOUNT_NOFOLLOW) != 0 {
+                    return Err(errno());
+                }
+                Ok(())
+            }
+            Call::Probe(want) => {
+                check(DIR_FD, name, 0, want)?;
+                let flags = libc::AT_STATX_FORCE_SYNC;
+                mount_id_at(DIR_FD, name, flags, libc::STATX_BASIC_STATS).map(drop)
+            }
+        }
+    }
+}
+
+/// Wait for the child `pid`: its exit status 0 is success, any other is the
+/// errno of the call that failed.
+fn wait(pid: libc::pid_t) -> io::Result<()> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid on our own child, writing into `status`.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+    if libc::WIFEXITED(status) {
+        match libc::WEXITSTATUS(status) {
+            0 => Ok(()),
+            NOT_OURS => Err(io::Error::other(NotOurMount)),
+            code => Err(io::Error::from_raw_os_error(code)),
+        }
+    } else {
+        Err(io::Error::other(format!(
+            "the helper process for the mount was killed (wait status {status:#x})"
+        )))
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::OpenOptionsExt;
     use std::process::Command;
 
     /// `O_PATH` descriptor of a directory.
@@ -187,8 +474,6 @@ mod tests {
             .unwrap();
         OwnedFd::from(f)
     }
-
-    use std::os::unix::fs::OpenOptionsExt;
 
     fn tmpfs(p: &Path) {
         std::fs::create_dir_all(p).unwrap();
@@ -237,7 +522,11 @@ mod tests {
         tmpfs(&mp);
         let _g = Lazy(mp.clone());
         let m = MountRef::identify(opath(d.path()), OsStr::new("m"), &mp).unwrap();
-        assert!(m.id().unique, "kernel without STATX_MNT_ID_UNIQUE? {}", m.id());
+        assert!(
+            m.id().unique,
+            "kernel without STATX_MNT_ID_UNIQUE? {}",
+            m.id()
+        );
         let wrong = m.with_id(MountId {
             id: m.id().id + 1,
             unique: true,

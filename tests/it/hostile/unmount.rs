@@ -78,8 +78,14 @@ impl Attack {
             host.join("a").display()
         ));
         let moved = agent.home.join("b/victim");
-        assert!(mounted(&moved), "the fork's mount did not follow the rename");
-        assert!(fork_mp.join("precious").exists(), "the symlink is not in place");
+        assert!(
+            mounted(&moved),
+            "the fork's mount did not follow the rename"
+        );
+        assert!(
+            fork_mp.join("precious").exists(),
+            "the symlink is not in place"
+        );
         Attack {
             agent,
             victim,
@@ -173,7 +179,10 @@ fn shutdown_with_a_fork_behind_a_swapped_ancestor_unmounts_only_the_fork() {
         std::thread::sleep(Duration::from_millis(50));
     }
     a.assert_contained();
-    assert!(!mounted(&a.agent.m.mp), "the agent's session is still mounted");
+    assert!(
+        !mounted(&a.agent.m.mp),
+        "the agent's session is still mounted"
+    );
 }
 
 /// A FUSE mount of another store whose daemon was killed (it answers ENOTCONN),
@@ -186,7 +195,10 @@ fn dead_mount() -> Mount {
     let t = Instant::now();
     while !matches!(fs::symlink_metadata(&other.mp), Err(e) if e.raw_os_error() == Some(libc::ENOTCONN))
     {
-        assert!(t.elapsed() < Duration::from_secs(10), "the mount is not dead");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the mount is not dead"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     other
@@ -203,7 +215,10 @@ fn an_agent_cannot_make_the_daemon_detach_a_dead_mount_it_names() {
         "the daemon detached a dead mount an agent named ({err})\n{}",
         daemon_log(&agent.m.store)
     );
-    assert_eq!(fuse_mounts_under(victim.tmp.path()), vec![victim.mp.clone()]);
+    assert_eq!(
+        fuse_mounts_under(victim.tmp.path()),
+        vec![victim.mp.clone()]
+    );
     assert_eq!(host_mounts(), before);
     agent.assert_daemon_answers();
 }

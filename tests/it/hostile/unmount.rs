@@ -147,9 +147,9 @@ fn discarding_a_fork_behind_a_swapped_ancestor_unmounts_only_the_fork() {
 
 #[test]
 fn idle_eviction_of_a_fork_behind_a_swapped_ancestor_unmounts_only_the_fork() {
-    // The fork inherits the idle TTL.
-    let a = Attack::new(&["--ttl-idle", "2s"]);
-    std::thread::sleep(Duration::from_secs(3));
+    let a = Attack::new(&[]);
+    a.user_within(&["session", "extend", "f", "--ttl-idle", "1s"]);
+    std::thread::sleep(Duration::from_secs(2));
     let v: serde_json::Value =
         serde_json::from_str(&a.user_within(&["session", "sweep", "--json"])).unwrap();
     let evicted = v["evicted"].as_array().cloned().unwrap_or_default();
@@ -158,8 +158,9 @@ fn idle_eviction_of_a_fork_behind_a_swapped_ancestor_unmounts_only_the_fork() {
         "f not evicted: {v}"
     );
     a.assert_contained();
-    // The daemon's loop is free: it still answers.
-    a.user_within(&["sessions", "--json"]);
+    // The daemon's loop is free: it still answers and serves the agent.
+    a.agent.assert_daemon_answers();
+    a.agent.cli_ok(&["checkpoint", "-m", "after the attack"]);
 }
 
 #[test]

@@ -70,11 +70,12 @@ impl Attack {
         let victim = victim_tmpfs(&host.join("a/victim"));
         let guard = VictimGuard(victim.clone());
         let fork_mp = agent.home.join("a/victim");
-        agent.sh_ok("mkdir -p \"$HOME/a/victim\"");
+        let home = agent.home.to_str().unwrap().to_string();
+        agent.sh_ok(&format!("mkdir -p '{home}/a/victim'"));
         agent.cli_ok(&["fork", "f", "--mount", fork_mp.to_str().unwrap()]);
         assert!(mounted(&fork_mp), "the fork is not mounted");
         agent.sh_ok(&format!(
-            "mv \"$HOME/a\" \"$HOME/b\" && ln -s '{}' \"$HOME/a\"",
+            "mv '{home}/a' '{home}/b' && ln -s '{}' '{home}/a'",
             host.join("a").display()
         ));
         let moved = agent.home.join("b/victim");
@@ -187,11 +188,10 @@ fn shutdown_with_a_fork_behind_a_swapped_ancestor_unmounts_only_the_fork() {
 }
 
 /// A FUSE mount of another store whose daemon was killed (it answers ENOTCONN),
-/// in a directory everyone can search.
+/// in a directory the agent cannot search (so its CLI cannot canonicalize a path
+/// to it and passes the path on as given).
 fn dead_mount() -> Mount {
     let other = Mount::new();
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(other.tmp.path(), fs::Permissions::from_mode(0o755)).unwrap();
     other.kill_daemon();
     let t = Instant::now();
     while !matches!(fs::symlink_metadata(&other.mp), Err(e) if e.raw_os_error() == Some(libc::ENOTCONN))
@@ -224,20 +224,79 @@ fn an_agent_cannot_make_the_daemon_detach_a_dead_mount_it_names() {
     agent.assert_daemon_answers();
 }
 
+/// Send one request line to the agent socket as the agent itself, without the CLI
+/// (which canonicalizes paths): as a hostile agent would. The answer, raw.
+fn raw_agent_request(agent: &Agent, req: &serde_json::Value) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::process::CommandExt;
+    let line = format!("{req}\n").into_bytes();
+    let path = agent.sock.as_os_str().as_bytes().to_vec();
+    // SAFETY: an all-zero sockaddr_un is valid.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    assert!(path.len() < addr.sun_path.len());
+    for (d, s) in addr.sun_path.iter_mut().zip(&path) {
+        *d = *s as libc::c_char;
+    }
+    let mut c = Command::new("/bin/true");
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    // SAFETY: between fork and exec only raw syscalls on data prepared before the
+    // fork (no allocation); the child exits without exec'ing.
+    unsafe {
+        c.pre_exec(move || {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(super::AGENT_UID) != 0
+                || libc::setuid(super::AGENT_UID) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+            let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+            if fd < 0 || libc::connect(fd, &addr as *const _ as *const libc::sockaddr, len) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let mut off = 0;
+            while off < line.len() {
+                let n = libc::write(fd, line[off..].as_ptr().cast(), line.len() - off);
+                if n <= 0 {
+                    libc::_exit(2);
+                }
+                off += n as usize;
+            }
+            libc::shutdown(fd, libc::SHUT_WR);
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+                if n <= 0 {
+                    break;
+                }
+                libc::write(1, buf.as_ptr().cast(), n as usize);
+            }
+            libc::_exit(0)
+        });
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 #[test]
 fn an_agent_cannot_make_the_daemon_detach_a_dead_mount_through_a_symlink() {
     let victim = dead_mount();
     let agent = Agent::new();
     let link = agent.home.join("l");
     agent.sh_ok(&format!(
-        "ln -s '{}' \"$HOME/l\"",
-        victim.tmp.path().display()
+        "ln -s '{}' '{}'",
+        victim.tmp.path().display(),
+        link.display()
     ));
     let through = link.join(victim.mp.file_name().unwrap());
-    let (_, err) = agent.cli_err(&["fork", "g", "--mount", through.to_str().unwrap()]);
+    let req = serde_json::json!({"v": 1, "op": "fork", "name": "g", "mountpoint": through});
+    let answer = raw_agent_request(&agent, &req);
+    assert!(answer.contains("\"ok\":false"), "{answer}");
     assert!(
         mounted(&victim.mp),
-        "the daemon detached a dead mount through an agent's symlink ({err})\n{}",
+        "the daemon detached a dead mount through an agent's symlink ({answer})\n{}",
         daemon_log(&agent.m.store)
     );
     agent.assert_daemon_answers();

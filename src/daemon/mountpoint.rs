@@ -22,7 +22,7 @@
 //! recorded when it made it (a dead daemon's leftover), never one answering
 //! ENOTCONN alone.
 
-use std::ffi::{CString, OsString};
+use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
@@ -31,14 +31,11 @@ pub use crate::control::MountFor;
 use crate::error::{Error, Result};
 use crate::fs::outside::{MountId, MountRef, is_not_our_mount};
 
-/// A checked mountpoint: `O_PATH` descriptors of the directory and of its parent,
-/// its final name, and the path it was requested as (for messages and the
-/// registry).
+/// A checked mountpoint: an `O_PATH` descriptor of the directory and the path it
+/// was requested as (for messages and the registry).
 #[derive(Debug)]
 pub struct MountDir {
     fd: OwnedFd,
-    parent: OwnedFd,
-    name: OsString,
     path: PathBuf,
     for_: MountFor,
 }
@@ -62,13 +59,25 @@ impl MountDir {
 
     /// Identify the mount just made on this directory (see
     /// [`crate::fs::outside::MountRef`]): every later syscall on it goes through
-    /// the parent's descriptor and is checked against the id read now.
+    /// its parent's descriptor and is checked against the id read now. The
+    /// directory is found where it is now (`/proc/self/fd/N`): an agent may have
+    /// renamed it after it was checked and before the mount landed on it; once
+    /// mounted it cannot move (EBUSY), but its ancestors can, so a miss is retried.
     pub fn identify_mount(&self) -> Result<MountRef> {
-        let parent = self
-            .parent
-            .try_clone()
-            .map_err(|e| Error::io(&self.path, e))?;
-        MountRef::identify(parent, &self.name, &self.path).map_err(|e| mount_error(&self.path, e))
+        let mut last = std::io::Error::from_raw_os_error(libc::ENOENT);
+        for _ in 0..3 {
+            let now = std::fs::read_link(self.proc_path()).map_err(|e| Error::io(&self.path, e))?;
+            let (Some(parent), Some(name)) = (now.parent(), now.file_name()) else {
+                break;
+            };
+            match open_dir_nofollow(libc::AT_FDCWD, parent)
+                .and_then(|p| MountRef::identify(p, name, &self.path))
+            {
+                Ok(m) => return Ok(m),
+                Err(e) => last = e,
+            }
+        }
+        Err(mount_error(&self.path, last))
     }
 
     fn proc_path(&self) -> PathBuf {
@@ -193,9 +202,9 @@ pub fn open_mountpoint(
         let fd = open_dir_nofollow(parent.as_raw_fd(), Path::new(name))?;
         Ok((parent, fd))
     });
-    let (parent, fd) = match opened {
-        Ok(x) => x,
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) && create => create_dirs(path, who)?,
+    let fd = match opened {
+        Ok((_, fd)) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) && create => create_dirs(path, who)?.1,
         Err(e) => return Err(refused_path(path, e)),
     };
     let st = fstat(&fd, path)?;
@@ -212,8 +221,6 @@ pub fn open_mountpoint(
     }
     let dir = MountDir {
         fd,
-        parent,
-        name: name.to_os_string(),
         path: path.to_path_buf(),
         for_: who,
     };

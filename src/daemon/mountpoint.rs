@@ -65,7 +65,10 @@ impl MountDir {
     /// mounted it cannot move (EBUSY), but its ancestors can, so a miss is retried.
     pub fn identify_mount(&self) -> Result<MountRef> {
         let mut last = std::io::Error::from_raw_os_error(libc::ENOENT);
-        for _ in 0..3 {
+        for i in 0..10 {
+            if i > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
             let now = std::fs::read_link(self.proc_path()).map_err(|e| Error::io(&self.path, e))?;
             let (Some(parent), Some(name)) = (now.parent(), now.file_name()) else {
                 break;
@@ -74,7 +77,14 @@ impl MountDir {
                 .and_then(|p| MountRef::identify(p, name, &self.path))
             {
                 Ok(m) => return Ok(m),
-                Err(e) => last = e,
+                Err(e) => {
+                    log::info!(
+                        "{}: the new mount not found at {} yet: {e}",
+                        self.path.display(),
+                        now.display()
+                    );
+                    last = e;
+                }
             }
         }
         Err(mount_error(&self.path, last))

@@ -3,7 +3,7 @@
 //!
 //! Owns: the grants (`a/<session>\0<branch>`: a branch given to a session, because
 //! it was created in it or the user shared it), the lineage records
-//! (`f/<parent>\0<child>`: a fork or experiment run a session created), and each
+//! (`h/<parent>\0<child>`: a fork or experiment run a session created), and each
 //! live session's cache of the checkpoints its agent may name ([`Seen`]), with the
 //! [`refs::Visibility`] check that ref resolution asks on an agent socket.
 //!

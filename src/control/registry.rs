@@ -75,6 +75,10 @@ pub struct MountRecord {
     /// The session's agent-role socket, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_socket: Option<PathBuf>,
+    /// The id of the mount made there (from `statx` right after the mount): what
+    /// identifies it as ours once its daemon died (see `daemon::mountpoint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount_id: Option<crate::fs::outside::MountId>,
 }
 
 /// The control socket of the session mounted at `mp`.
@@ -180,6 +184,7 @@ mod tests {
             session: "s".into(),
             socket: None,
             agent_socket: None,
+            mount_id: None,
         };
         register_mount(&rec).unwrap();
         assert_eq!(find_mount(&rec.mountpoint.join("sub")), Some(rec.clone()));

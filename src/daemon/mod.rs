@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-pub use mountpoint::{detach, is_mountpoint};
+pub use mountpoint::{detach, detach_dead, is_mountpoint, mount_error};
 
 use crate::control::{self, AgentSocket, MountFor, Op, Role};
 use crate::error::{Error, Result};

@@ -25,6 +25,7 @@ use super::table::{Claim, Mounted, State};
 use crate::control::{self, AgentSocket, Role};
 use crate::error::{Error, Result};
 use crate::fs::TreeforkFs;
+use crate::fs::outside::{MountId, MountRef};
 use crate::ops::{Host, Target};
 use crate::session::{self, Session, SessionRecord};
 use crate::store::ObjectStore;
@@ -63,7 +64,7 @@ impl Daemon {
         };
         let creating = !matches!(source, Source::Record(_));
         let dir = mountpoint::open_mountpoint(mp, MountFor::User, false, &|| {
-            self.is_dead_mount_of_ours(mp)
+            self.dead_mount_of_ours(mp)
         })?;
         let r = self.mount_dir(&mut claim, dir, source, agent, events);
         if r.is_err() && creating {
@@ -76,12 +77,15 @@ impl Daemon {
         r
     }
 
-    /// Whether `mp` is registered as a mount of this store that this (live, lock
-    /// holding) daemon does not serve: a leftover of a daemon that died.
-    pub(crate) fn is_dead_mount_of_ours(&self, mp: &Path) -> bool {
-        !self.table.has_mountpoint(mp)
-            && control::find_mount(mp)
-                .is_some_and(|r| r.mountpoint == mp && r.store == self.store_dir)
+    /// The id of the mount registered at `mp` for this store if this (live, lock
+    /// holding) daemon does not serve it: a leftover of a daemon that died.
+    pub(crate) fn dead_mount_of_ours(&self, mp: &Path) -> Option<MountId> {
+        if self.table.has_mountpoint(mp) {
+            return None;
+        }
+        control::find_mount(mp)
+            .filter(|r| r.mountpoint == mp && r.store == self.store_dir)
+            .and_then(|r| r.mount_id)
     }
 
     /// Where session `name` is mounted (Live), if it is.
@@ -179,20 +183,23 @@ impl Daemon {
         let store: Arc<dyn ObjectStore> = self.store.clone();
         let session = Arc::new(Session::open(store, rec)?);
         let t_open = t0.elapsed();
-        let (bg, kernel) = self.spawn_fuse(&name, dir, session.clone())?;
+        let (bg, kernel, mount) = self.spawn_fuse(&name, dir, session.clone())?;
         let t_mount = t0.elapsed();
         let (ctl_path, listener) = match session_listener(&mp) {
             Ok(x) => x,
             Err(e) => {
-                let _ = crate::fs::outside::umount(&mp);
+                if let Err(u) = mount.umount() {
+                    log::error!("{}: cannot unmount the failed mount: {u}", mp.display());
+                }
                 return Err(e);
             }
         };
         let (ctl_fd, agent_ctl) = self.serve_sockets(&name, listener, agent, agent_listener);
-        self.register(&name, &mp, &ctl_path, agent);
+        self.register(&name, &mount, &ctl_path, agent);
         claim.go_live(
             &mp,
             Mounted {
+                mount: Arc::new(mount),
                 kernel,
                 session,
                 bg: Some(bg),
@@ -258,37 +265,47 @@ impl Daemon {
 
     /// Record the mount in the registry (a failure is only logged: the mount works,
     /// only finding it from its path does not).
-    fn register(&self, name: &str, mp: &Path, ctl_path: &Path, agent: Option<&AgentSocket>) {
+    fn register(&self, name: &str, m: &MountRef, ctl_path: &Path, agent: Option<&AgentSocket>) {
         if let Err(e) = control::register_mount(&control::MountRecord {
-            mountpoint: mp.to_path_buf(),
+            mountpoint: m.path().to_path_buf(),
             store: self.store_dir.clone(),
             session: name.to_string(),
             socket: Some(ctl_path.to_path_buf()),
             agent_socket: agent.map(|a| a.path.clone()),
+            mount_id: Some(m.id()),
         }) {
-            log::warn!("cannot register mount {}: {e}", mp.display());
+            log::warn!("cannot register mount {}: {e}", m.path().display());
         }
     }
 
-    /// Mount `session` on `dir` (through its descriptor) and serve it in the
-    /// background.
+    /// Mount `session` on `dir` (through its descriptor), identify the new mount,
+    /// and serve it in the background.
     fn spawn_fuse(
         &self,
         name: &str,
         dir: &MountDir,
         session: Arc<Session>,
-    ) -> Result<(fuser::BackgroundSession, crate::fs::KernelCache)> {
+    ) -> Result<(fuser::BackgroundSession, crate::fs::KernelCache, MountRef)> {
         let mut cfg = fuser::Config::default();
         // 4 threads: measured per-request latency (access(2) of a missing name, one
         // LOOKUP) ~100 us with 1 thread, 35-40 us with 2, 4 or 8 on this 2-core VM.
         cfg.n_threads = Some(4);
         cfg.clone_fd = true;
         let dev = mountpoint::mount_fuse(dir, &format!("treefork:{name}"))?;
+        // Its id, read before it is served (a statx asking for the id alone sends
+        // the server nothing). Should that fail, dropping `dev` aborts the
+        // connection: a dead mount is left, reported, for the user to detach.
+        let mount = dir.identify_mount().inspect_err(|e| {
+            log::error!(
+                "{}: cannot identify the new mount: {e}",
+                dir.path().display()
+            );
+        })?;
         // A second descriptor of the connection, for notifications fuser lacks.
         let dev2 = match dev.try_clone() {
             Ok(d) => d,
             Err(e) => {
-                detach(dir.path());
+                detach(&mount);
                 return Err(Error::io("/dev/fuse", e));
             }
         };
@@ -300,10 +317,10 @@ impl Daemon {
             Ok(bg) => {
                 let _ = notifier.set(bg.notifier());
                 let kernel = crate::fs::KernelCache::new(bg.notifier(), dev2);
-                Ok((bg, kernel))
+                Ok((bg, kernel, mount))
             }
             Err(e) => {
-                detach(dir.path());
+                detach(&mount);
                 Err(Error::io(dir.path(), e))
             }
         }
@@ -319,14 +336,15 @@ impl Daemon {
         }
         let (name, mut entry) = self.table.begin_close(mp)?;
         let r = entry.session.flush().and_then(|_| {
-            umount_patiently(mp).map_err(|e| {
+            umount_patiently(&entry.mount).map_err(|e| {
                 if e.raw_os_error() == Some(libc::EBUSY) {
                     Error::Conflict(format!(
                         "{} is busy (a process has files open or its cwd there); nothing was lost, retry once it is closed",
                         mp.display()
                     ))
                 } else {
-                    Error::io(mp, e)
+                    log::error!("session {name}: unmount of {} refused: {e}", mp.display());
+                    mountpoint::mount_error(mp, e)
                 }
             })
         });
@@ -334,24 +352,23 @@ impl Daemon {
             self.table.abort_close(&name, entry);
             return Err(e);
         }
-        let r = self.close_unmounted(mp, &mut entry);
+        let r = self.close_unmounted(mp, &mut entry, JOIN_WAIT);
         self.table.finish_close(&name);
         r?;
         log::info!("unmounted session {name} from {}", mp.display());
         Ok(())
     }
 
-    /// After the kernel let go of `mp`: stop serving and flush one last time.
-    fn close_unmounted(&self, mp: &Path, entry: &mut Mounted) -> Result<()> {
+    /// After the kernel let go of `mp`: stop serving and flush one last time. The
+    /// FUSE loop is waited for `join_wait` at most: one that has not ended by then
+    /// (its mount is still referenced, e.g. detached lazily while files are open,
+    /// or was not ours to unmount) is reported and left running on its own thread,
+    /// so no unmount path blocks the daemon's main loop.
+    fn close_unmounted(&self, mp: &Path, entry: &mut Mounted, join_wait: Duration) -> Result<()> {
         control::unregister_mount(mp);
         entry.close_control();
-        if let Some(bg) = entry.bg.take()
-            && let Err(e) = bg.join()
-        {
-            log::error!(
-                "session {}: FUSE loop ended with an error: {e}",
-                entry.session.name()
-            );
+        if let Some(bg) = entry.bg.take() {
+            join_bounded(entry.session.name(), bg, join_wait);
         }
         let r = entry.session.flush().map(|_| ());
         if r.is_ok() {
@@ -377,7 +394,7 @@ impl Daemon {
                 continue;
             };
             log::info!("session {name} at {} was unmounted", mp.display());
-            if let Err(e) = self.close_unmounted(&mp, &mut entry) {
+            if let Err(e) = self.close_unmounted(&mp, &mut entry, JOIN_WAIT) {
                 log::error!("session {name}: flush after unmount failed: {e}");
             }
             self.table.finish_close(&name);
@@ -393,8 +410,14 @@ impl Daemon {
                     continue;
                 };
                 let _ = entry.session.flush();
-                detach(&mp);
-                if let Err(e) = self.close_unmounted(&mp, &mut entry) {
+                // Through the mount's identity: a path that no longer names it is
+                // left alone (and its FUSE loop, still mounted, is not waited for).
+                let wait = if detach(&entry.mount) {
+                    JOIN_WAIT
+                } else {
+                    Duration::ZERO
+                };
+                if let Err(e) = self.close_unmounted(&mp, &mut entry, wait) {
                     log::error!("session {name}: last flush failed: {e}");
                 }
                 self.table.finish_close(&name);
@@ -403,8 +426,36 @@ impl Daemon {
     }
 }
 
-fn detach(mp: &Path) {
-    mountpoint::detach(mp);
+/// How long an unmount waits for the FUSE loop of the unmounted session to end.
+const JOIN_WAIT: Duration = Duration::from_secs(10);
+
+/// Detach `m` lazily (verified by its id); whether it was.
+fn detach(m: &MountRef) -> bool {
+    match m.detach() {
+        Ok(()) => true,
+        Err(e) => {
+            log::error!("{}: lazy detach refused: {e}", m.path().display());
+            false
+        }
+    }
+}
+
+/// Join the FUSE loop `bg` of session `name` if it ends within `wait`; else report
+/// it and leave its thread running (it ends when its mount is finally released).
+fn join_bounded(name: &str, bg: fuser::BackgroundSession, wait: Duration) {
+    let t = Instant::now();
+    while !bg.guard.is_finished() && t.elapsed() < wait {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if !bg.guard.is_finished() {
+        log::error!(
+            "session {name}: its FUSE loop did not end within {wait:?} of the unmount (the mount is still referenced); left running"
+        );
+        return;
+    }
+    if let Err(e) = bg.join() {
+        log::error!("session {name}: FUSE loop ended with an error: {e}");
+    }
 }
 
 /// Bind the session socket of the mount at `mp` (mode 0600).
@@ -449,6 +500,7 @@ impl Host for Daemon {
                 (State::Live(m), Some(mp)) => Some(Target {
                     session: m.session.clone(),
                     mountpoint: mp.clone(),
+                    mount: m.mount.clone(),
                     kernel: m.kernel.clone(),
                     last_auto_ms: m.last_auto_ms.clone(),
                     scope: crate::ops::Scope::All,
@@ -467,7 +519,7 @@ impl Host for Daemon {
     }
 
     fn open_mountpoint(&self, path: &Path, who: MountFor) -> Result<MountDir> {
-        mountpoint::open_mountpoint(path, who, true, &|| self.is_dead_mount_of_ours(path))
+        mountpoint::open_mountpoint(path, who, true, &|| self.dead_mount_of_ours(path))
     }
 
     fn mount_claimed(
@@ -499,17 +551,17 @@ impl Host for Daemon {
 /// (a process that just closed its last file there is still exiting; a short-lived
 /// child of another program inherited a descriptor) must not fail an unmount that
 /// a second later succeeds. A mount still busy after that is reported busy.
-fn umount_patiently(mp: &Path) -> std::io::Result<()> {
+fn umount_patiently(m: &MountRef) -> std::io::Result<()> {
     let mut tries = 0;
     loop {
-        match crate::fs::outside::umount(mp) {
+        match m.umount() {
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 20 => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
             r => {
                 if tries > 0 {
-                    log::info!("unmount of {} was busy {tries} times", mp.display());
+                    log::info!("unmount of {} was busy {tries} times", m.path().display());
                 }
                 return r;
             }

@@ -1,16 +1,26 @@
-//! Mountpoint safety: where the daemon (often root) may put a mount.
+//! Mountpoint safety: where the daemon (often root) may put a mount, and which
+//! mount it may take away.
 //!
 //! Owns: resolving a requested mountpoint exactly once ([`open_mountpoint`]: `openat2`
-//! with `RESOLVE_NO_SYMLINKS`, `O_PATH | O_DIRECTORY`), every check on it (directory,
-//! owner for agents, empty, not already a mount) done on that descriptor, creating a
-//! missing mountpoint with `mkdirat` on checked parent descriptors, and the FUSE
-//! `mount(2)` itself, made through `/proc/self/fd/N` of the same descriptor
-//! ([`mount_fuse`]) so the path is never resolved again.
+//! with `RESOLVE_NO_SYMLINKS`, `O_PATH | O_DIRECTORY`, the parent directory first,
+//! then the final name relative to it), every check on it (directory, owner for
+//! agents, empty, not already a mount) done on that descriptor, creating a missing
+//! mountpoint with `mkdirat` on checked parent descriptors, the FUSE `mount(2)`
+//! itself, made through `/proc/self/fd/N` of the same descriptor ([`mount_fuse`]) so
+//! the path is never resolved again, identifying the new mount
+//! ([`MountDir::identify_mount`]: the parent's descriptor, the name and the mount
+//! id, through which every later `syncfs` and unmount goes, see
+//! [`crate::fs::outside`]), and detaching a stale mount ([`detach_stale`],
+//! [`detach`]).
 //!
 //! Invariants: a mount lands on the very directory that was checked, whatever is
 //! renamed or swapped for a symlink meanwhile; a mountpoint requested by an agent is
 //! a directory owned by the agent's uid (or created by us, inside one, and given to
-//! it); a mount made for an agent is `nosuid,nodev`.
+//! it); a mount made for an agent is `nosuid,nodev`. Nothing is detached by a path:
+//! only a mount reached without symlinks and verified by id at the moment of the
+//! `umount2`; for an agent's path, only a mount whose id this store's registry
+//! recorded when it made it (a dead daemon's leftover), never one answering
+//! ENOTCONN alone.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -19,9 +29,10 @@ use std::path::{Component, Path, PathBuf};
 
 pub use crate::control::MountFor;
 use crate::error::{Error, Result};
+use crate::fs::outside::{MountId, MountRef, is_not_our_mount};
 
-/// A checked mountpoint: an `O_PATH` descriptor of the directory and the path it was
-/// requested as (for messages, the registry and unmounting).
+/// A checked mountpoint: an `O_PATH` descriptor of the directory and the path it
+/// was requested as (for messages and the registry).
 #[derive(Debug)]
 pub struct MountDir {
     fd: OwnedFd,
@@ -44,6 +55,39 @@ impl MountDir {
     pub fn owner(&self) -> Result<(u32, u32)> {
         let st = fstat(&self.fd, &self.path)?;
         Ok((st.st_uid, st.st_gid))
+    }
+
+    /// Identify the mount just made on this directory (see
+    /// [`crate::fs::outside::MountRef`]): every later syscall on it goes through
+    /// its parent's descriptor and is checked against the id read now. The
+    /// directory is found where it is now (`/proc/self/fd/N`): an agent may have
+    /// renamed it after it was checked and before the mount landed on it; once
+    /// mounted it cannot move (EBUSY), but its ancestors can, so a miss is retried.
+    pub fn identify_mount(&self) -> Result<MountRef> {
+        let mut last = std::io::Error::from_raw_os_error(libc::ENOENT);
+        for i in 0..10 {
+            if i > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            let now = std::fs::read_link(self.proc_path()).map_err(|e| Error::io(&self.path, e))?;
+            let (Some(parent), Some(name)) = (now.parent(), now.file_name()) else {
+                break;
+            };
+            match open_dir_nofollow(libc::AT_FDCWD, parent)
+                .and_then(|p| MountRef::identify(p, name, &self.path))
+            {
+                Ok(m) => return Ok(m),
+                Err(e) => {
+                    log::info!(
+                        "{}: the new mount not found at {} yet: {e}",
+                        self.path.display(),
+                        now.display()
+                    );
+                    last = e;
+                }
+            }
+        }
+        Err(mount_error(&self.path, last))
     }
 
     fn proc_path(&self) -> PathBuf {
@@ -141,13 +185,15 @@ fn not_owned(path: &Path, uid: u32) -> Error {
 /// already a mount. A missing directory is created when `create` (as `git worktree
 /// add` does), each level with `mkdirat` on the checked descriptor of its parent;
 /// for an agent the deepest existing ancestor must be its own and what is created
-/// is given to it. A stale FUSE mount left by a dead daemon is detached first
-/// (`ours_dead`: see [`super::Daemon::is_dead_mount_of_ours`]).
+/// is given to it. A stale mount there is detached first when it is provably ours
+/// or, for the user, dead (see [`detach_stale`]; `ours_dead`: the id this store's
+/// registry recorded for a mount at `path` no live daemon serves, see
+/// [`super::Daemon::dead_mount_of_ours`]).
 pub fn open_mountpoint(
     path: &Path,
     who: MountFor,
     create: bool,
-    ours_dead: &dyn Fn() -> bool,
+    ours_dead: &dyn Fn() -> Option<MountId>,
 ) -> Result<MountDir> {
     if !path.is_absolute() {
         return Err(Error::Invalid(format!(
@@ -155,10 +201,20 @@ pub fn open_mountpoint(
             path.display()
         )));
     }
-    detach_stale(path, ours_dead);
-    let fd = match open_dir_nofollow(libc::AT_FDCWD, path) {
-        Ok(fd) => fd,
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) && create => create_dirs(path, who)?,
+    let (Some(parent_path), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(Error::Invalid(format!(
+            "mountpoint {} must name a directory below /",
+            path.display()
+        )));
+    };
+    detach_stale(path, who, ours_dead);
+    let opened = open_dir_nofollow(libc::AT_FDCWD, parent_path).and_then(|parent| {
+        let fd = open_dir_nofollow(parent.as_raw_fd(), Path::new(name))?;
+        Ok((parent, fd))
+    });
+    let fd = match opened {
+        Ok((_, fd)) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) && create => create_dirs(path, who)?.1,
         Err(e) => return Err(refused_path(path, e)),
     };
     let st = fstat(&fd, path)?;
@@ -188,30 +244,56 @@ pub fn open_mountpoint(
     Ok(dir)
 }
 
-/// Detach a mount at `path` left by a dead daemon: a registered mount of this store
-/// no live daemon serves, or any FUSE mount answering ENOTCONN.
-fn detach_stale(path: &Path, ours_dead: &dyn Fn() -> bool) {
-    if is_mountpoint(path) && ours_dead() {
-        log::warn!(
-            "{}: mount left by a dead daemon of this store; detaching it",
-            path.display()
-        );
-        detach(path);
+/// Detach a stale mount at `path` before mounting there. The path is resolved
+/// without symlinks and the mount found there identified by id; it is detached
+/// (through that identity) only when it is the very mount this store's registry
+/// recorded for `path` and no live daemon serves (`ours_dead`; with a reusable
+/// pre-6.8 id, it must also be dead), or, for the user (never for an agent), a
+/// FUSE mount whose server is gone (a `stat` forced to the server answers
+/// ENOTCONN). Anything else is left alone (the mount then fails: already a mount
+/// point).
+fn detach_stale(path: &Path, who: MountFor, ours_dead: &dyn Fn() -> Option<MountId>) {
+    let Some(m) = find_mount(path) else {
+        return;
+    };
+    let dead = || m.is_dead().unwrap_or(false);
+    let why = if ours_dead() == Some(m.id()) && (m.id().unique || dead()) {
+        "mount left by a dead daemon of this store"
+    } else if matches!(who, MountFor::User) && dead() {
+        "stale FUSE mount (its daemon died)"
+    } else {
+        return;
+    };
+    log::warn!("{}: {why}; detaching it ({})", path.display(), m.id());
+    if let Err(e) = m.detach() {
+        log::warn!("{}: cannot detach it: {e}", path.display());
     }
-    if let Err(e) = std::fs::symlink_metadata(path)
-        && e.raw_os_error() == Some(libc::ENOTCONN)
-    {
-        log::warn!(
-            "{}: stale FUSE mount (daemon died); detaching it",
+}
+
+/// The mount whose root is at `path`, reached without symlinks, if there is one.
+fn find_mount(path: &Path) -> Option<MountRef> {
+    let (parent, name) = (path.parent()?, path.file_name()?);
+    let parent = open_dir_nofollow(libc::AT_FDCWD, parent).ok()?;
+    MountRef::identify(parent, name, path).ok()
+}
+
+/// The error of a syscall on the mount at `path`: [`Error::Conflict`] when the path
+/// no longer names that mount (nothing was done).
+pub fn mount_error(path: &Path, e: std::io::Error) -> Error {
+    if is_not_our_mount(&e) {
+        Error::Conflict(format!(
+            "{} no longer names the mount made there (a directory above it was renamed or replaced); it was left alone",
             path.display()
-        );
-        detach(path);
+        ))
+    } else {
+        Error::io(path, e)
     }
 }
 
 /// Create the missing levels of `path` below its deepest existing ancestor, each
-/// with `mkdirat` on the checked descriptor of its parent; returns the last one.
-fn create_dirs(path: &Path, who: MountFor) -> Result<OwnedFd> {
+/// with `mkdirat` on the checked descriptor of its parent; returns the last one
+/// and its parent's.
+fn create_dirs(path: &Path, who: MountFor) -> Result<(OwnedFd, OwnedFd)> {
     let comps: Vec<Component> = path.components().collect();
     if comps.iter().any(|c| matches!(c, Component::ParentDir)) {
         return Err(Error::Invalid(format!(
@@ -235,6 +317,7 @@ fn create_dirs(path: &Path, who: MountFor) -> Result<OwnedFd> {
             return Err(not_owned(path, uid));
         }
     }
+    let mut above = None;
     for comp in &comps[n..] {
         let name = Path::new(comp.as_os_str());
         let c = cstr(name)?;
@@ -255,10 +338,12 @@ fn create_dirs(path: &Path, who: MountFor) -> Result<OwnedFd> {
                 return Err(Error::io(path, std::io::Error::last_os_error()));
             }
         }
-        parent = fd;
+        above = Some(std::mem::replace(&mut parent, fd));
     }
     log::info!("created mountpoint {}", path.display());
-    Ok(parent)
+    let above = above
+        .ok_or_else(|| Error::Invalid(format!("mountpoint {} already exists", path.display())))?;
+    Ok((above, parent))
 }
 
 /// Mount a FUSE file system on `dir` through its descriptor; returns the
@@ -324,10 +409,17 @@ fn unescape_mount(s: &str) -> String {
         .replace("\\134", "\\")
 }
 
-/// Lazily detach whatever is mounted at `mp` (never following a final symlink;
-/// from a child process: see [`crate::fs::outside`]).
+/// Lazily detach the mount whose root is at `mp`, reached without symlinks and
+/// verified by id at the moment of the detach (from a child process: see
+/// [`crate::fs::outside`]); whether it was detached.
 pub fn detach(mp: &Path) -> bool {
-    crate::fs::outside::detach(mp).is_ok()
+    find_mount(mp).is_some_and(|m| m.detach().is_ok())
+}
+
+/// [`detach`] only a dead FUSE mount (a `stat` forced to its server answers
+/// ENOTCONN): for `umount` of a mount whose daemon died.
+pub fn detach_dead(mp: &Path) -> bool {
+    find_mount(mp).is_some_and(|m| m.is_dead().unwrap_or(false) && m.detach().is_ok())
 }
 
 #[cfg(test)]
@@ -341,11 +433,11 @@ mod tests {
         std::fs::create_dir(&real).unwrap();
         std::os::unix::fs::symlink(&real, d.path().join("link")).unwrap();
         let e =
-            open_mountpoint(&d.path().join("link"), MountFor::User, true, &|| false).unwrap_err();
+            open_mountpoint(&d.path().join("link"), MountFor::User, true, &|| None).unwrap_err();
         assert!(e.to_string().contains("symbolic link"), "{e}");
-        open_mountpoint(&real, MountFor::User, false, &|| false).unwrap();
+        open_mountpoint(&real, MountFor::User, false, &|| None).unwrap();
         // Created through the link's parent: never through the link itself.
-        let e = open_mountpoint(&d.path().join("link/sub"), MountFor::User, true, &|| false)
+        let e = open_mountpoint(&d.path().join("link/sub"), MountFor::User, true, &|| None)
             .unwrap_err();
         assert!(e.to_string().contains("symbolic link"), "{e}");
         assert!(!real.join("sub").exists());
@@ -355,26 +447,26 @@ mod tests {
     fn missing_levels_are_created_and_checked() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("a/b/c");
-        let m = open_mountpoint(&p, MountFor::User, true, &|| false).unwrap();
+        let m = open_mountpoint(&p, MountFor::User, true, &|| None).unwrap();
         assert!(p.is_dir());
         assert_eq!(m.path(), p);
         std::fs::write(p.join("f"), "x").unwrap();
-        let e = open_mountpoint(&p, MountFor::User, true, &|| false).unwrap_err();
+        let e = open_mountpoint(&p, MountFor::User, true, &|| None).unwrap_err();
         assert!(e.to_string().contains("not empty"), "{e}");
-        let e = open_mountpoint(&d.path().join("x"), MountFor::User, false, &|| false).unwrap_err();
+        let e = open_mountpoint(&d.path().join("x"), MountFor::User, false, &|| None).unwrap_err();
         assert!(e.to_string().contains("does not exist"), "{e}");
         // An agent needs its own ancestor.
         let agent = MountFor::Agent {
             uid: 65534,
             gid: 65534,
         };
-        let e = open_mountpoint(&d.path().join("q"), agent, true, &|| false).unwrap_err();
+        let e = open_mountpoint(&d.path().join("q"), agent, true, &|| None).unwrap_err();
         assert!(matches!(e, Error::Forbidden(_)), "{e}");
         assert!(!d.path().join("q").exists());
         let own = d.path().join("own");
         std::fs::create_dir(&own).unwrap();
         std::os::unix::fs::chown(&own, Some(65534), Some(65534)).unwrap();
-        open_mountpoint(&own.join("w"), agent, true, &|| false).unwrap();
+        open_mountpoint(&own.join("w"), agent, true, &|| None).unwrap();
         use std::os::unix::fs::MetadataExt;
         assert_eq!(std::fs::metadata(own.join("w")).unwrap().uid(), 65534);
     }

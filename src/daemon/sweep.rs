@@ -217,7 +217,7 @@ impl Daemon {
         // A mounted session is flushed first, so the touched count includes what
         // programs wrote and did not sync yet.
         if let Ok(t) = crate::ops::Host::target(self, Some(name)) {
-            crate::ops::syncfs_at(&t.mountpoint)?;
+            crate::ops::syncfs_at(&t.mount)?;
             t.session.flush()?;
         }
         let mut v = manage::show(&**self.store(), name, mp.as_deref())?;
@@ -336,7 +336,7 @@ impl Daemon {
                 .op_lock
                 .try_lock()
                 .map_err(|_| Error::Conflict("an operation is running".into()))?;
-            crate::ops::syncfs_at(&t.mountpoint)?;
+            crate::ops::syncfs_at(&t.mount)?;
             // Saved once; again on a retry only if something changed meanwhile.
             if info.evict_blocked.is_none() || s.has_changes()? || s.record().head.is_none() {
                 Some(crate::ops::evict_checkpoint(s)?.id)

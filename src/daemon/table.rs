@@ -30,6 +30,9 @@ use crate::session::Session;
 /// What the daemon holds for a live mount.
 pub(crate) struct Mounted {
     pub(crate) session: Arc<Session>,
+    /// The mount, as identified when it was made: every syncfs and unmount goes
+    /// through it, never through the path.
+    pub(crate) mount: Arc<crate::fs::outside::MountRef>,
     pub(crate) bg: Option<fuser::BackgroundSession>,
     /// Sends kernel cache invalidations for this mount.
     pub(crate) kernel: crate::fs::KernelCache,

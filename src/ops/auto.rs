@@ -69,7 +69,7 @@ fn by_settings(t: &Target, now: u64) {
     let Ok(_g) = s.op_lock.try_lock() else {
         return;
     };
-    let r = syncfs(&t.mountpoint).and_then(|_| {
+    let r = syncfs(&t.mount).and_then(|_| {
         let (muts, _) = s.activity();
         let msg = if by_commands {
             format!("auto: {muts} changes after {commands} commands")

@@ -16,7 +16,7 @@ pub(super) fn run(
     meta: serde_json::Map<String, Value>,
 ) -> Result<Value> {
     refs::validate_requested_trigger(trigger)?;
-    syncfs(&t.mountpoint)?;
+    syncfs(&t.mount)?;
     refs::validate_meta(&meta)?;
     let store = t.session.store().clone();
     let mut hook = call.checkpoint_hook(&*store, "checkpoint");

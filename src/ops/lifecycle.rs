@@ -7,9 +7,9 @@ use crate::error::Result;
 use crate::refs::Checkpoint;
 use crate::session::Session;
 
-/// Push the kernel's dirty pages of the mount at `mp` to the daemon.
-pub fn syncfs_at(mp: &std::path::Path) -> Result<()> {
-    super::syncfs(mp)
+/// Push the kernel's dirty pages of the mount `m` to the daemon.
+pub fn syncfs_at(m: &crate::fs::outside::MountRef) -> Result<()> {
+    super::syncfs(m)
 }
 
 /// The eviction checkpoint of `s` (call with its op lock held, after `syncfs`):

@@ -82,6 +82,8 @@ pub struct Target {
     pub session: Arc<Session>,
     /// Where it is mounted.
     pub mountpoint: PathBuf,
+    /// The mount itself, identified when it was made (`syncfs` goes through it).
+    pub mount: Arc<crate::fs::outside::MountRef>,
     /// Sends kernel cache invalidations for its mount.
     pub kernel: crate::fs::KernelCache,
     /// Unix ms of its last automatic checkpoint.
@@ -390,10 +392,11 @@ fn session_op<H: Host>(
     }
 }
 
-/// Push the kernel's dirty pages of the mount at `mp` to the daemon (from a
-/// child process: see [`crate::fs::outside`]).
-fn syncfs(mp: &Path) -> Result<()> {
-    crate::fs::outside::syncfs(mp).map_err(|e| Error::io(mp, e))
+/// Push the kernel's dirty pages of the mount `m` to the daemon (from a child
+/// process, through the mount's identity: see [`crate::fs::outside`]).
+fn syncfs(m: &crate::fs::outside::MountRef) -> Result<()> {
+    m.syncfs()
+        .map_err(|e| crate::daemon::mount_error(m.path(), e))
 }
 
 fn send_invals(t: &Target, inval: Vec<Inval>) {
@@ -467,7 +470,7 @@ fn save_and_graft(
     for _ in 0..5 {
         // syncfs first: it makes the kernel send writes, which need the gate.
         let t0 = std::time::Instant::now();
-        syncfs(&t.mountpoint)?;
+        syncfs(&t.mount)?;
         let t_sync = t0.elapsed();
         // Writes wait (a few ms) until the tree is swapped: nothing falls between
         // the save and the graft. The generation check stays as a guard.
@@ -548,7 +551,7 @@ fn ref_or_fresh(
     if let Some(spec) = from {
         return refctx::resolve(t, spec);
     }
-    syncfs(&t.mountpoint)?;
+    syncfs(&t.mount)?;
     if s.record().head.is_none() || s.has_changes()? {
         s.checkpoint(message, trigger, None)
     } else {
@@ -557,7 +560,7 @@ fn ref_or_fresh(
 }
 
 fn working_root(t: &Target) -> Result<NodeId> {
-    syncfs(&t.mountpoint)?;
+    syncfs(&t.mount)?;
     t.session.flush()
 }
 

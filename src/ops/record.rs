@@ -28,7 +28,7 @@ pub(crate) fn view_of(rec: &SessionRecord, root: NodeId) -> View {
 
 /// The view of a live session now (syncfs + flush).
 pub(crate) fn view_now(t: &Target) -> Result<View> {
-    syncfs(&t.mountpoint)?;
+    syncfs(&t.mount)?;
     let root = t.session.flush()?;
     Ok(view_of(&t.session.record(), root))
 }

@@ -154,9 +154,10 @@ pub fn daemon_running(store: &Path) -> bool {
     treefork::daemon::ping(store).is_some()
 }
 
-/// Detach the (dead) FUSE mount at `mp`; whether it was detached.
+/// Detach the dead FUSE mount at `mp` (reached without symlinks); whether it was
+/// detached.
 pub fn detach(mp: &Path) -> bool {
-    treefork::daemon::detach(mp)
+    treefork::daemon::detach_dead(mp)
 }
 
 /// The command's context: the global options and what they resolve to.

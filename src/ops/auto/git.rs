@@ -74,7 +74,7 @@ pub(super) fn check(t: &Target, now: u64) {
     };
     st.checked_ms = now;
     st.mutation_ms = last_mutation;
-    if let Err(e) = syncfs(&t.mountpoint) {
+    if let Err(e) = syncfs(&t.mount) {
         log::warn!("session {}: git-commit trigger: {e}", s.name());
         store_seen(s.name(), st);
         return;

@@ -66,7 +66,7 @@ pub(in crate::ops) fn begin(t: &Target, actor: &Actor, b: Begin) -> Result<Value
         Ok(None) => {}
     }
     let n = slot::next_number(s)?;
-    syncfs(&t.mountpoint)?;
+    syncfs(&t.mount)?;
     let roots: Vec<u32> = actor.pid.into_iter().collect();
     let gate = relock(s.gate.write());
     let saved = (|| -> Result<(String, crate::id::NodeId)> {

@@ -58,7 +58,7 @@ pub(in crate::ops) fn end(t: &Target, n: u64, e: Ending) -> Result<Value> {
 /// Stop the watch, checkpoint what changed (trigger `exec`), and append the record.
 pub(super) fn finish(t: &Target, r: Running, e: Ending) -> Result<Value> {
     let s = &t.session;
-    if let Err(err) = syncfs(&t.mountpoint) {
+    if let Err(err) = syncfs(&t.mount) {
         // Unmounting: what reached the daemon is all there is.
         ::log::warn!("session {}: exec {}: syncfs: {err}", s.name(), r.n);
     }

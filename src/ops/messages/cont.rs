@@ -94,7 +94,7 @@ fn source_record<H: Host>(h: &H, src: &str) -> Result<SessionRecord> {
     if let Ok(t) = h.target(Some(src)) {
         super::wait(&t)?;
         let _lock = t.session.op_lock.lock().unwrap_or_else(|e| e.into_inner());
-        syncfs(&t.mountpoint)?;
+        syncfs(&t.mount)?;
         t.session.flush()?;
         return Ok(t.session.record());
     }

@@ -175,7 +175,7 @@ fn write_batch(t: &Target, drafts: Vec<Draft>) -> Result<()> {
 /// HEAD, or there is no checkpoint yet), recorded as a daemon operation.
 fn user_checkpoint(t: &Target) -> Result<()> {
     let s = &t.session;
-    syncfs(&t.mountpoint)?;
+    syncfs(&t.mount)?;
     if s.record().head.is_some() && !s.has_changes()? {
         return Ok(());
     }
@@ -206,7 +206,7 @@ fn commit_group(t: &Target, drafts: Vec<Draft>) -> Result<()> {
     let limits = crate::quota::load(&*store)?;
     let mut used = share::usage(&*store, name)?;
     let mut refused = None;
-    syncfs(&t.mountpoint)?;
+    syncfs(&t.mount)?;
     let root = s.flush()?;
     let head = s.record().head;
     let op = oplog::last(&*store, name)?.map(|o| o.seq);

@@ -14,6 +14,8 @@ mod branches;
 mod exhaust;
 mod remote;
 mod small;
+mod unmount;
+mod visibility;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -243,4 +245,3 @@ impl Drop for VictimGuard {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
     }
 }
-mod visibility;

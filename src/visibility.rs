@@ -151,10 +151,16 @@ impl Seen {
                 branches.extend(rec.branch);
             }
             let from = self.cursors.get(name).map_or(1, |n| n + 1);
-            for op in crate::oplog::since(store, name, from)? {
+            // Paged, oldest first: memory is the new heads, not the whole log.
+            let mut last = None;
+            crate::oplog::walk::forward(store, name, from, usize::MAX, &mut |op| {
                 roots.extend(op.before.head);
                 roots.extend(op.after.head);
-                self.cursors.insert(name.clone(), op.seq);
+                last = Some(op.seq);
+                Ok(true)
+            })?;
+            if let Some(seq) = last {
+                self.cursors.insert(name.clone(), seq);
             }
             for (k, v) in store.meta_range(&KeyRange::grants(name), MAX_GRANTS)? {
                 let Some((_, b)) = meta::grant_parts(&k) else {

@@ -141,6 +141,8 @@ fn checkout_of_a_branch_another_session_is_on_detaches_the_agent() {
     u.ok(&["checkpoint", "-m", "user"]);
     let c = u.ok(&["checkout", "-b", "main"]);
     assert_eq!(c["branch"], "main", "{c}");
+    // The user gives the branch to the agent (else it does not see it at all).
+    u.ok(&["branch", "main", "--share", "s"]);
     let head = branch_at(&a, "main").unwrap();
     // The agent checks out the user's branch: it sees the tree, detached.
     let v = a.cli_ok(&["checkout", "main"]);
@@ -171,6 +173,7 @@ fn a_session_whose_branch_was_moved_is_told() {
     u.write("g", "user's work");
     u.ok(&["checkpoint", "-m", "user"]);
     u.ok(&["checkout", "-b", "main"]);
+    u.ok(&["branch", "main", "--share", "s"]);
     let user_head = branch_at(&a, "main").unwrap();
     // While the user's session is not mounted, the agent takes main and moves it.
     u.umount();

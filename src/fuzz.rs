@@ -134,6 +134,22 @@ pub fn init(name: &str) {
     }
 }
 
+thread_local! {
+    /// Inputs some decoder accepted since the last [`take_accepted`] (lets the tests
+    /// check that every seed is a valid encoding, so the corpus reaches past the
+    /// first checks).
+    static ACCEPTED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+fn accepted() {
+    ACCEPTED.with(|c| c.set(c.get() + 1));
+}
+
+/// How many decodes succeeded on this thread since the last call.
+pub fn take_accepted() -> u32 {
+    ACCEPTED.with(|c| c.replace(0))
+}
+
 fn assert_corrupt<T>(what: &str, r: &crate::Result<T>) {
     if let Err(e) = r {
         assert!(
@@ -160,6 +176,7 @@ where
     let r = decode(bytes);
     assert_corrupt(what, &r);
     if let Ok(x) = r {
+        accepted();
         let again = serde_json::to_vec(&x).expect("a decoded record serializes");
         match decode(&again) {
             Ok(y) => assert_eq!(x, y, "{what}: decode(encode(x)) != x"),
@@ -174,6 +191,7 @@ fn protocol(bytes: &[u8]) {
     use crate::control::protocol::{encode_request, parse};
     match parse(bytes) {
         Ok(req) => {
+            accepted();
             // What parses re-encodes (the client's encoder) to the same op.
             let line = encode_request(&req.op);
             let again = parse(line.strip_suffix(b"\n").unwrap_or(&line))
@@ -195,7 +213,7 @@ fn protocol_seeds() -> Vec<Vec<u8>> {
         r#"{"v":1,"op":"status","session":"s"}"#,
         r#"{"v":1,"op":"checkpoint","session":"s","message":"m","explanation":"why"}"#,
         r#"{"v":1,"op":"mount","session":"s","mountpoint":"/mnt/x","from":null}"#,
-        r#"{"v":1,"op":"fork","session":"s","name":"f","from":"HEAD~1"}"#,
+        r#"{"v":1,"op":"fork","session":"s","name":"f","from":"HEAD~1","mountpoint":"/tmp/f"}"#,
         r#"{"v":1,"op":"messages","session":"s","limit":1}"#,
         r#"{"v":1,"op":"message_append","session":"s","role":"user","content":{"a":[1,2.5,null]}}"#,
         r#"{"v":1,"op":"undo","session":"s"}"#,
@@ -216,6 +234,7 @@ fn pack_records(bytes: &[u8]) {
     let h = RecordHeader::decode(bytes);
     assert_corrupt("record header", &h);
     if let Ok(h) = h {
+        accepted();
         assert_eq!(RecordHeader::decode(&h.encode()).ok(), Some(h));
     }
     let (recs, err) = pack::scan(bytes);
@@ -232,6 +251,7 @@ fn pack_records(bytes: &[u8]) {
         let got = pack::decode_payload_with(&r.header, payload, base);
         assert_corrupt("pack record", &got);
         if let Ok(raw) = got {
+            accepted();
             assert_eq!(raw.len(), r.header.raw_len as usize);
             assert_eq!(r.header.kind.hash(&raw), r.header.id);
             prev = Some(raw);
@@ -292,9 +312,13 @@ fn pack_index(bytes: &[u8]) {
     use crate::store::objects::Loc;
     let d = crate::store::check_descriptor("fuzz", bytes);
     assert_corrupt("store descriptor", &d);
+    if d.is_ok() {
+        accepted();
+    }
     let l = Loc::decode(bytes);
     assert_corrupt("index entry", &l);
     if let Ok(l) = l {
+        accepted();
         assert_eq!(l.encode(), bytes, "Loc encoding is not canonical");
     }
 }
@@ -333,6 +357,7 @@ fn remote_idx(bytes: &[u8]) {
         let r = Idx::decode(&b);
         assert_corrupt("remote idx", &r);
         if let Ok(idx) = r {
+            accepted();
             assert_eq!(idx.encode(), b, "remote idx encoding is not canonical");
         }
     }
@@ -396,6 +421,7 @@ fn remote_pack(bytes: &[u8]) {
         let got = decode_verified(e.kind, &e.id, &stored, base);
         assert_corrupt("remote object", &got);
         if let Ok(v) = got {
+            accepted();
             assert_eq!(e.kind.hash(&v), e.id);
             raw.insert(e.id, v);
         }
@@ -428,6 +454,7 @@ fn log_segment(bytes: &[u8]) {
     let r = decode(&stored, &name);
     assert_corrupt("log segment", &r);
     if let Ok(seg) = r {
+        accepted();
         let (name, again) = encode(&seg);
         let seg2 = decode(&again, &name).expect("a re-encoded segment decodes");
         assert_eq!(seg, seg2, "segment decode(encode(x)) != x");
@@ -479,6 +506,7 @@ fn remote_refs(bytes: &[u8]) {
             let r = refval::decode(b);
             assert_corrupt("remote ref", &r);
             if let Ok(v) = r {
+                accepted();
                 let again = refval::decode(&refval::encode(&v)).expect("re-encoded ref decodes");
                 assert_eq!(again, v, "remote ref decode(encode(x)) != x");
             }
@@ -487,6 +515,7 @@ fn remote_refs(bytes: &[u8]) {
             let r = GcCondemned::decode(b);
             assert_corrupt("gc/condemned", &r);
             if let Ok(v) = r {
+                accepted();
                 assert_eq!(GcCondemned::decode(&v.encode()).ok(), Some(v));
             }
         }
@@ -494,11 +523,15 @@ fn remote_refs(bytes: &[u8]) {
             let r = GcLock::decode(b);
             assert_corrupt("gc/lock", &r);
             if let Ok(v) = r {
+                accepted();
                 assert_eq!(GcLock::decode(&v.encode()).ok(), Some(v));
             }
         }
         3 => match Descriptor::decode(b) {
-            Ok(v) => assert_eq!(Descriptor::decode(&v.encode()).ok(), Some(v)),
+            Ok(v) => {
+                accepted();
+                assert_eq!(Descriptor::decode(&v.encode()).ok(), Some(v));
+            }
             Err(e) => assert!(matches!(e, Error::Invalid(_)), "descriptor error {e:?}"),
         },
         _ => json_round_trip("remote config", b, |b| {
@@ -568,6 +601,7 @@ fn tree_round_trip<T: PartialEq + std::fmt::Debug>(
     let r = decode(bytes);
     assert_corrupt(what, &r);
     if let Ok(x) = r {
+        accepted();
         assert_eq!(encode(&x), bytes, "{what}: encoding is not canonical");
     }
 }
@@ -676,6 +710,9 @@ fn block_map(bytes: &[u8]) {
     if let Some((&k, rest)) = bytes.split_first() {
         let r = BlockLeaf::decode(rest, k as u64, u64::MAX);
         assert_corrupt("block leaf", &r);
+        if r.is_ok() {
+            accepted();
+        }
     }
 }
 
@@ -818,6 +855,19 @@ fn log_records_seeds() -> Vec<Vec<u8>> {
 /// Metadata keys: every parser of a key's parts rebuilds the same key.
 fn meta_keys(k: &[u8]) {
     use crate::meta::keys::*;
+    let parsed = op_parts(k).is_some()
+        || attach_parts(k).is_some()
+        || message_parts(k).is_some()
+        || tracking_parts(k).is_some()
+        || object_id(k).is_some()
+        || checkpoint_id(k).is_some()
+        || session_name(k).is_some()
+        || ref_name(k).is_some()
+        || lost_original(k).is_some()
+        || touched_path(k).is_some();
+    if parsed {
+        accepted();
+    }
     if let Some((s, n)) = op_parts(k) {
         assert_eq!(op_key(s, n), k);
     }
@@ -881,7 +931,9 @@ mod tests {
             let seeds = (t.seeds)();
             assert!(!seeds.is_empty(), "{} has no seeds", t.name);
             for s in seeds {
+                take_accepted();
                 (t.run)(&s);
+                assert!(take_accepted() > 0, "{}: seed {s:?} decodes nowhere", t.name);
             }
         }
     }
@@ -904,7 +956,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(256))]
+        #![proptest_config(ProptestConfig::with_cases(3000))]
 
         /// Arbitrary bytes into every decoder: no panic, typed errors.
         #[test]

@@ -199,7 +199,13 @@ fn protocol(bytes: &[u8]) {
             assert_eq!(again.op, req.op, "parse(encode(op)) != op");
         }
         Err(e) => assert!(
-            ["bad_request", "unknown_op", "unsupported_version", "too_large"].contains(&e.code),
+            [
+                "bad_request",
+                "unknown_op",
+                "unsupported_version",
+                "too_large"
+            ]
+            .contains(&e.code),
             "unexpected protocol error code {}",
             e.code
         ),
@@ -247,7 +253,9 @@ fn pack_records(bytes: &[u8]) {
     for r in recs {
         let start = r.offset as usize + RECORD_HEADER_LEN;
         let payload = &bytes[start..start + r.header.stored_len as usize];
-        let base = (r.header.codec == Codec::Delta).then_some(prev.as_deref()).flatten();
+        let base = (r.header.codec == Codec::Delta)
+            .then_some(prev.as_deref())
+            .flatten();
         let got = pack::decode_payload_with(&r.header, payload, base);
         assert_corrupt("pack record", &got);
         if let Ok(raw) = got {
@@ -553,7 +561,10 @@ fn remote_refs_seeds() -> Vec<Vec<u8>> {
         "logs": [hex], "time": 1,
     });
     vec![
-        with(0, refval::encode(&RefValue::Branch(BranchRef::new(&[7; 32], 5)))),
+        with(
+            0,
+            refval::encode(&RefValue::Branch(BranchRef::new(&[7; 32], 5))),
+        ),
         with(0, serde_json::to_vec(&session).unwrap()),
         with(
             1,
@@ -654,7 +665,10 @@ fn tree_samples() -> Vec<Vec<u8>> {
     use crate::tree::{DirIndex, DirNode, Entry, FileNode, Kind, RootNode};
     let dir = DirNode {
         entries: vec![
-            (b"a.txt".to_vec(), Entry::Inline(sample_record(Kind::File, 2))),
+            (
+                b"a.txt".to_vec(),
+                Entry::Inline(sample_record(Kind::File, 2)),
+            ),
             (
                 b"link".to_vec(),
                 Entry::HardLink {
@@ -662,7 +676,10 @@ fn tree_samples() -> Vec<Vec<u8>> {
                     kind: Kind::File,
                 },
             ),
-            (b"sym".to_vec(), Entry::Inline(sample_record(Kind::Symlink, 3))),
+            (
+                b"sym".to_vec(),
+                Entry::Inline(sample_record(Kind::Symlink, 3)),
+            ),
         ],
     };
     let root = RootNode {
@@ -694,7 +711,12 @@ fn block_map(bytes: &[u8]) {
     use crate::tree::{BlockLeaf, BlockMap, FileNode, LEAF_BLOCKS, leaf_of};
     tree_round_trip("block map", bytes, BlockMap::decode, BlockMap::encode);
     tree_round_trip("file node", bytes, FileNode::decode, FileNode::encode);
-    tree_round_trip("block leaf", bytes, BlockLeaf::decode_unplaced, BlockLeaf::encode);
+    tree_round_trip(
+        "block leaf",
+        bytes,
+        BlockLeaf::decode_unplaced,
+        BlockLeaf::encode,
+    );
     if let Ok(l) = BlockLeaf::decode_unplaced(bytes) {
         // Placed where its first block says, in a file just long enough: accepted.
         let (first, _) = l.blocks[0];
@@ -705,7 +727,10 @@ fn block_map(bytes: &[u8]) {
         // At any other leaf number: refused.
         let other = (leaf_of(first) + 1) % (u64::MAX / LEAF_BLOCKS);
         let r = BlockLeaf::decode(bytes, other, size);
-        assert!(matches!(r, Err(Error::Corrupt { .. })), "leaf {other}: {r:?}");
+        assert!(
+            matches!(r, Err(Error::Corrupt { .. })),
+            "leaf {other}: {r:?}"
+        );
     }
     if let Some((&k, rest)) = bytes.split_first() {
         let r = BlockLeaf::decode(rest, k as u64, u64::MAX);
@@ -933,7 +958,11 @@ mod tests {
             for s in seeds {
                 take_accepted();
                 (t.run)(&s);
-                assert!(take_accepted() > 0, "{}: seed {s:?} decodes nowhere", t.name);
+                assert!(
+                    take_accepted() > 0,
+                    "{}: seed {s:?} decodes nowhere",
+                    t.name
+                );
             }
         }
     }

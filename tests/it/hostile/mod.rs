@@ -157,7 +157,10 @@ impl Agent {
         let t = Instant::now();
         let v = self.user_ok(&["status"]);
         assert!(v.get("changes").is_some(), "{v}");
-        assert!(t.elapsed() < Duration::from_secs(30), "daemon slow to answer");
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "daemon slow to answer"
+        );
     }
 
     /// Peak resident memory of the daemon so far (KiB, `VmHWM`).

@@ -967,6 +967,25 @@ mod tests {
         }
     }
 
+    /// Every input a fuzzer crashed on, kept as `fuzz/regressions/<target>/<what>`
+    /// once fixed: each must now run clean.
+    #[test]
+    fn fuzz_regressions() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions");
+        let mut n = 0;
+        for t in std::fs::read_dir(&dir).expect("fuzz/regressions") {
+            let t = t.unwrap().path();
+            let name = t.file_name().unwrap().to_str().unwrap().to_string();
+            assert!(target(&name).is_some(), "{name}: not a fuzz target");
+            for f in std::fs::read_dir(&t).unwrap() {
+                let f = f.unwrap().path();
+                run(&name, &std::fs::read(&f).unwrap());
+                n += 1;
+            }
+        }
+        assert!(n > 0);
+    }
+
     fn mutate(mut s: Vec<u8>, edits: &[(usize, u8, u8)]) -> Vec<u8> {
         for &(at, op, b) in edits {
             if s.is_empty() {

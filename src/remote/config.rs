@@ -360,9 +360,10 @@ pub fn refuse_remote_clash(store: &dyn ObjectStore, name: &str) -> Result<()> {
 mod tests {
     use super::*;
 
-    /// Found writing the `remote_refs` fuzz target (which requires decode errors to
-    /// be `Corrupt`): a stored config whose endpoint (or URL, name, region) does not
-    /// validate decoded to `Invalid` (a bad request), not `Corrupt` (a damaged record).
+    /// Found by the `remote_refs` fuzz target (which requires decode errors to be
+    /// `Corrupt`; input in fuzz/regressions/remote_refs/): a stored config whose
+    /// endpoint (or URL, name, region) does not validate decoded to `Invalid` (a bad
+    /// request), not `Corrupt` (a damaged record).
     #[test]
     fn damaged_stored_config_is_corrupt() {
         let rec = |endpoint: &str, url: &str| {

@@ -17,6 +17,8 @@ pub mod failpoint;
 pub mod files;
 pub mod fs;
 pub mod fsck;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz;
 pub mod gc;
 pub mod id;
 pub mod import;

@@ -145,7 +145,14 @@ impl RemoteConfig {
                 reason: format!("names remote {:?}", c.name),
             });
         }
-        c.validate()?;
+        // A stored record that no longer validates is damaged, not a bad request.
+        c.validate().map_err(|e| match e {
+            Error::Invalid(reason) => Error::Corrupt {
+                what: format!("remote config {name}"),
+                reason,
+            },
+            e => e,
+        })?;
         Ok(c)
     }
 
@@ -352,6 +359,30 @@ pub fn refuse_remote_clash(store: &dyn ObjectStore, name: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `remote_refs` fuzz target (which requires decode errors to be
+    /// `Corrupt`; input in fuzz/regressions/remote_refs/): a stored config whose
+    /// endpoint (or URL, name, region) does not validate decoded to `Invalid` (a bad
+    /// request), not `Corrupt` (a damaged record).
+    #[test]
+    fn damaged_stored_config_is_corrupt() {
+        let rec = |endpoint: &str, url: &str| {
+            serde_json::to_vec(&serde_json::json!({
+                "version": 1, "name": "origin", "url": url, "bucket": "bkt", "prefix": "",
+                "endpoint": endpoint, "region": "us-east-1", "single_writer": false,
+                "conditional_writes": true, "created": 1,
+            }))
+            .unwrap()
+        };
+        assert!(RemoteConfig::decode("origin", &rec("http://127.0.0.1:9000", "s3://bkt")).is_ok());
+        for bad in [
+            rec("ftp://x", "s3://bkt"),
+            rec("http://127.0.0.1:9000", "s3://Bkt"),
+        ] {
+            let e = RemoteConfig::decode("origin", &bad).unwrap_err();
+            assert!(matches!(e, Error::Corrupt { .. }), "{e:?}");
+        }
+    }
 
     #[test]
     fn urls() {

@@ -7,9 +7,6 @@
 //! mounted for uid 65534 with an agent socket, the CLI and a shell run as that uid),
 //! snapshots of the host's mounts, the daemon's memory.
 
-// Until every helper has a user among the attack files.
-#![allow(dead_code)]
-
 mod branches;
 mod exhaust;
 mod remote;

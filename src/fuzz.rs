@@ -652,7 +652,7 @@ fn sample_record(kind: crate::tree::Kind, ino: u64) -> crate::tree::Record {
             ctime: ts,
         },
         xattrs: vec![(b"user.a".to_vec(), b"1".to_vec())],
-        content: if ino % 2 == 0 {
+        content: if ino.is_multiple_of(2) {
             Content::Node(NodeId([ino as u8; 32]))
         } else {
             Content::Bytes(b"target".to_vec())

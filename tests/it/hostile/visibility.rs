@@ -317,3 +317,29 @@ fn a_branch_the_user_shares_is_seen_and_nothing_else() {
     tf_ok(&a.m.store, &["umount", a.home.join("fs").to_str().unwrap()]);
     a.assert_daemon_answers();
 }
+
+/// `branch --share` and `limits` with bad input: a clear refusal naming what is
+/// wrong, and nothing shared or changed.
+#[test]
+fn share_and_limits_refuse_bad_input() {
+    let a = Agent::new();
+    let user_err = |args: &[&str]| {
+        let mut full = vec!["-C", a.m.mp.to_str().unwrap()];
+        full.extend_from_slice(args);
+        let o = crate::harness::tf(&a.m.store, &full);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let e = user_err(&["branch", "no-such-branch", "--share", "s"]);
+    assert!(e.contains("no-such-branch"), "{e}");
+    user_on(&a, &a.m.mp, &["branch", "mine"]);
+    let e = user_err(&["branch", "mine", "--share", "no-such-session"]);
+    assert!(e.contains("no-such-session"), "{e}");
+    let e = user_err(&["limits", "no_such_limit=1"]);
+    assert!(e.contains("no_such_limit"), "{e}");
+    let e = user_err(&["limits", "message_count=lots"]);
+    assert!(e.contains("message_count"), "{e}");
+    let v = user_on(&a, &a.m.mp, &["limits"]);
+    assert_eq!(v["limits"]["message_count"], serde_json::json!(100_000));
+    a.assert_daemon_answers();
+}

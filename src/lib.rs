@@ -35,6 +35,7 @@ pub mod remote;
 pub mod session;
 pub mod store;
 pub mod tree;
+pub mod verbs;
 pub mod visibility;
 
 pub use error::{Error, Result};

@@ -45,7 +45,7 @@ fn parse_settings(settings: &[String]) -> Result<Option<Map<String, Value>>> {
 impl Run for Config {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let set = parse_settings(&self.settings)?;
-        let r: Reply<Settings> = cx.session(Op::Config { set })?;
+        let r: Reply<Settings> = cx.session(Op::Config(treefork::verbs::Config { set }))?;
         Ok(r.into())
     }
 }
@@ -76,7 +76,8 @@ impl Human for LimitList {
 impl Run for Limits {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let set = parse_settings(&self.settings)?;
-        let r: Reply<LimitList> = cx.store_op(Op::Limits { set }, false)?;
+        let r: Reply<LimitList> =
+            cx.store_op(Op::Limits(treefork::verbs::Limits { set }), false)?;
         Ok(r.into())
     }
 }

@@ -83,11 +83,11 @@ impl Run for Continue {
         let mp = paths::mountpoint(&self.mountpoint)
             .or_else(|_| std::path::absolute(&self.mountpoint).map_err(anyhow::Error::from))?;
         let name = self.name.clone().unwrap_or_else(|| default_name(&project));
-        let op = Op::Continue {
+        let op = Op::Continue(treefork::verbs::Continue {
             project,
             name,
             mountpoint: mp.clone(),
-        };
+        });
         let r: Reply<Continued> = match cx.explicit(&op)? {
             Some(r) => r,
             None => plumbing::call_with_daemon(&cx.store_dir()?, &op, &mut |_| {})?,

@@ -81,7 +81,8 @@ impl Run for Exec {
         // Processes the command leaves behind stay in this process's tree (the
         // daemon tells the command's writers from others by the parent chain).
         runner::become_subreaper();
-        let begun: Reply<Begun> = cx.session(Op::ExecBegin { argv, cwd: rel })?;
+        let begun: Reply<Begun> =
+            cx.session(Op::ExecBegin(treefork::verbs::ExecBegin { argv, cwd: rel }))?;
         let n = begun.body.exec;
         let spec = Spec::new(self.command.clone())
             .cwd(dir)

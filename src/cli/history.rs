@@ -202,15 +202,18 @@ impl Run for History {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         match &self.cmd {
             None => {
-                let r: Reply<Listing> = cx.session(Op::History { limit: self.limit })?;
+                let r: Reply<Listing> =
+                    cx.session(Op::History(treefork::verbs::History { limit: self.limit }))?;
                 Ok(r.into())
             }
             Some(Sub::Show { n }) => {
-                let r: Reply<Shown> = cx.session(Op::HistoryShow { exec: *n })?;
+                let r: Reply<Shown> =
+                    cx.session(Op::HistoryShow(treefork::verbs::HistoryShow { exec: *n }))?;
                 Ok(r.into())
             }
             Some(Sub::Diff { n, stat, patch }) => {
-                let r: Reply<Shown> = cx.session(Op::HistoryShow { exec: *n })?;
+                let r: Reply<Shown> =
+                    cx.session(Op::HistoryShow(treefork::verbs::HistoryShow { exec: *n }))?;
                 let e = r.body.info();
                 let before = e
                     .before

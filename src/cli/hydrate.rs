@@ -46,10 +46,10 @@ impl Human for Hydrated {
 impl Run for Hydrate {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let session = self.session.clone().or_else(|| cx.current_session());
-        let op = Op::Hydrate {
+        let op = Op::Hydrate(treefork::verbs::Hydrate {
             session,
             remote: self.remote.clone(),
-        };
+        });
         let r: Reply<Hydrated> = cx.store_op(op, true)?;
         Ok(r.into())
     }

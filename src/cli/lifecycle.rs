@@ -189,9 +189,9 @@ impl Human for Shown {
 
 impl Run for Show {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let op = Op::SessionShow {
+        let op = Op::SessionShow(treefork::verbs::SessionShow {
             name: self.name.clone(),
-        };
+        });
         let r: Reply<Shown> = match &self.name {
             Some(_) => cx.store_op(op, false)?,
             None => cx.session(op)?,
@@ -238,12 +238,12 @@ impl Human for Extended {
 
 impl Run for Extend {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let op = Op::SessionExtend {
+        let op = Op::SessionExtend(treefork::verbs::SessionExtend {
             name: self.name.clone(),
             ttl_idle: self.ttl_idle.clone(),
             ttl_absolute: self.ttl_absolute.clone(),
             evict_to: self.evict_to.clone(),
-        };
+        });
         let r: Reply<Extended> = cx.store_op(op, false)?;
         Ok(r.into())
     }
@@ -273,9 +273,9 @@ impl Human for Discarded {
 
 impl Run for Discard {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let op = Op::SessionDiscard {
+        let op = Op::SessionDiscard(treefork::verbs::SessionDiscard {
             name: self.name.clone(),
-        };
+        });
         let r: Reply<Discarded> = cx.store_op(op, false)?;
         Ok(r.into())
     }
@@ -324,7 +324,8 @@ impl Human for Swept {
 
 impl Run for Sweep {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Swept> = cx.store_op(Op::SessionSweep, false)?;
+        let r: Reply<Swept> =
+            cx.store_op(Op::SessionSweep(treefork::verbs::SessionSweep {}), false)?;
         Ok(r.into())
     }
 }

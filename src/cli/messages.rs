@@ -63,24 +63,24 @@ struct List {
 /// The messages `op` (an `Op::Messages`) names: one page with a `limit`,
 /// else every page (each next one `after` the last id received).
 fn list_all(cx: &Ctx, op: Op) -> Result<Reply<List>> {
-    let Op::Messages {
+    let Op::Messages(treefork::verbs::Messages {
         stream,
         limit,
         upto,
         after,
-    } = op
+    }) = op
     else {
         unreachable!("list_all takes a messages op")
     };
     let mut after = after;
     let mut all = Vec::new();
     loop {
-        let r: Reply<List> = cx.session(Op::Messages {
+        let r: Reply<List> = cx.session(Op::Messages(treefork::verbs::Messages {
             stream: stream.clone(),
             limit,
             upto: upto.clone(),
             after: after.clone(),
-        })?;
+        }))?;
         let more = r.body.more;
         if limit.is_some() {
             return Ok(r);
@@ -131,12 +131,12 @@ impl Human for List {
 }
 
 fn list_op(a: &ListArgs) -> Op {
-    Op::Messages {
+    Op::Messages(treefork::verbs::Messages {
         stream: a.stream.clone(),
         limit: a.limit,
         upto: a.upto.clone(),
         after: a.after.clone(),
-    }
+    })
 }
 
 impl Run for Messages {
@@ -228,7 +228,7 @@ impl Append {
             },
             None => None,
         };
-        let op = Op::MessageAppend {
+        let op = Op::MessageAppend(treefork::verbs::MessageAppend {
             role: self.role.clone(),
             content: self.content()?,
             tool_calls: self
@@ -240,10 +240,11 @@ impl Append {
             meta,
             id: self.id.clone(),
             stream: self.stream.clone(),
-        };
+        });
         let r: Reply<Queued> = cx.session(op)?;
         if self.flush {
-            let _: Reply<Ignored> = cx.session(Op::MessageFlush)?;
+            let _: Reply<Ignored> =
+                cx.session(Op::MessageFlush(treefork::verbs::MessageFlush {}))?;
         }
         Ok(r.into())
     }
@@ -290,15 +291,15 @@ impl Human for Exported {
 
 impl Export {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let _: Reply<Ignored> = cx.session(Op::MessageFlush)?;
+        let _: Reply<Ignored> = cx.session(Op::MessageFlush(treefork::verbs::MessageFlush {}))?;
         let r = list_all(
             cx,
-            Op::Messages {
+            Op::Messages(treefork::verbs::Messages {
                 stream: self.stream.clone(),
                 limit: None,
                 upto: None,
                 after: None,
-            },
+            }),
         )?;
         let Some(path) = &self.output else {
             return Ok(r.map(|l| Lines(l.messages)).into());
@@ -354,7 +355,7 @@ fn line_op(n: usize, line: &str, stream: &Option<String>) -> Result<Op> {
     let Some(role) = s("role") else {
         bail!("line {n}: no \"role\"");
     };
-    Ok(Op::MessageAppend {
+    Ok(Op::MessageAppend(treefork::verbs::MessageAppend {
         role,
         content: v.get("content").cloned().unwrap_or(Value::Null),
         tool_calls: v.get("tool_calls").filter(|t| !t.is_null()).cloned(),
@@ -362,7 +363,7 @@ fn line_op(n: usize, line: &str, stream: &Option<String>) -> Result<Op> {
         meta: v.get("meta").and_then(Value::as_object).cloned(),
         id: s("id"),
         stream: stream.clone(),
-    })
+    }))
 }
 
 impl Import {
@@ -391,7 +392,7 @@ impl Import {
                 imported += 1;
             }
         }
-        let d: Reply<Durable> = cx.session(Op::MessageFlush)?;
+        let d: Reply<Durable> = cx.session(Op::MessageFlush(treefork::verbs::MessageFlush {}))?;
         let raw =
             json!({"imported": imported, "duplicates": duplicates, "durable": d.body.durable});
         Ok(Reply::<Imported>::parse(raw)?.into())
@@ -409,7 +410,7 @@ impl Human for Durable {
 
 impl Flush {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Durable> = cx.session(Op::MessageFlush)?;
+        let r: Reply<Durable> = cx.session(Op::MessageFlush(treefork::verbs::MessageFlush {}))?;
         Ok(r.into())
     }
 }
@@ -443,12 +444,13 @@ impl Human for Conversation {
 
 impl MetaArgs {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Conversation> = cx.session(Op::SessionMetaUpdate {
-            model: self.model.clone(),
-            add_turns: self.add_turns,
-            add_cost: self.add_cost,
-            exit_reason: self.exit_reason.clone(),
-        })?;
+        let r: Reply<Conversation> =
+            cx.session(Op::SessionMetaUpdate(treefork::verbs::SessionMetaUpdate {
+                model: self.model.clone(),
+                add_turns: self.add_turns,
+                add_cost: self.add_cost,
+                exit_reason: self.exit_reason.clone(),
+            }))?;
         Ok(r.into())
     }
 }

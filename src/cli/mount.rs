@@ -80,7 +80,7 @@ impl Run for Mount {
             ),
             None => None,
         };
-        let op = Op::Mount {
+        let op = Op::Mount(treefork::verbs::Mount {
             session: self.session.clone(),
             mountpoint: mp.clone(),
             from,
@@ -93,7 +93,7 @@ impl Run for Mount {
             manual: self.policy.manual.then_some(true),
             from_remote: self.from_remote.clone(),
             evict_to: self.policy.evict_to.clone(),
-        };
+        });
         let reply: Reply<MountReply> = match cx.explicit(&op)? {
             Some(r) => r,
             None => {
@@ -143,9 +143,9 @@ impl Human for Unmounted {
 impl Run for Umount {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let mp = paths::mountpoint(&self.mountpoint)?;
-        let op = Op::Umount {
+        let op = Op::Umount(treefork::verbs::Umount {
             mountpoint: mp.clone(),
-        };
+        });
         let done = || {
             let raw = serde_json::json!({
                 "ok": true,
@@ -240,7 +240,8 @@ impl Human for SessionList {
 
 impl Run for Sessions {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<SessionList> = cx.store_op(Op::Sessions, false)?;
+        let r: Reply<SessionList> =
+            cx.store_op(Op::Sessions(treefork::verbs::Sessions {}), false)?;
         Ok(r.into())
     }
 }

@@ -171,7 +171,7 @@ impl Run for Promote {
                 .map(|p| paths::workspace_relative(&ws, p))
                 .collect::<Result<_>>()?
         };
-        let op = Op::Promote {
+        let op = Op::Promote(treefork::verbs::Promote {
             paths: rel,
             strategy: self.strategy.clone(),
             message: self.message.clone(),
@@ -179,7 +179,7 @@ impl Run for Promote {
             branch: self.branch.clone(),
             onto_head: self.onto_head,
             allow_large: self.allow_large,
-        };
+        });
         let r: Reply<Promoted> = cx.session(op)?;
         let mut written_to = None;
         if let (Some(file), false) = (&self.output, self.dry_run) {

@@ -59,10 +59,10 @@ impl Human for Pulled {
 
 impl Run for Pull {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let op = Op::Pull {
+        let op = Op::Pull(treefork::verbs::Pull {
             remote: self.remote.clone(),
             refs: self.refs.clone(),
-        };
+        });
         let r: Reply<Pulled> = cx.store_op(op, true)?;
         Ok(r.into())
     }

@@ -69,12 +69,12 @@ impl Human for Pushed {
 impl Run for Push {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let session = self.session.clone().or_else(|| cx.current_session());
-        let op = Op::Push {
+        let op = Op::Push(treefork::verbs::Push {
             remote: self.remote.clone(),
             refs: self.refs.clone(),
             session,
             force: self.force,
-        };
+        });
         let r: Reply<Pushed> = cx.store_op(op, true)?;
         Ok(r.into())
     }

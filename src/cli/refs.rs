@@ -68,25 +68,25 @@ impl Run for Branch {
             return list_branches(cx, true);
         };
         let op = if let Some(with) = &self.share {
-            Op::BranchShare {
+            Op::BranchShare(treefork::verbs::BranchShare {
                 name: name.clone(),
                 with: with.clone(),
-            }
+            })
         } else if self.delete {
-            Op::BranchDelete { name: name.clone() }
+            Op::BranchDelete(treefork::verbs::BranchDelete { name: name.clone() })
         } else if self.rename {
             let Some(new) = self.from.clone() else {
                 bail!("branch -m needs the old and the new name");
             };
-            Op::BranchRename {
+            Op::BranchRename(treefork::verbs::BranchRename {
                 old: name.clone(),
                 new,
-            }
+            })
         } else {
-            Op::Branch {
+            Op::Branch(treefork::verbs::Branch {
                 name: name.clone(),
                 from: self.from.clone(),
-            }
+            })
         };
         let r: Reply<Branched> = cx.session(op)?;
         let deleted = self.delete;
@@ -160,13 +160,13 @@ struct OnBranch {
 /// JSON).
 fn list_branches(cx: &Ctx, mark: bool) -> Result<Outcome> {
     let current = if mark {
-        cx.session::<OnBranch>(Op::Status)
+        cx.session::<OnBranch>(Op::Status(treefork::verbs::Status {}))
             .ok()
             .and_then(|r| r.body.branch)
     } else {
         None
     };
-    let mut r: Reply<BranchList> = cx.session(Op::Branches)?;
+    let mut r: Reply<BranchList> = cx.session(Op::Branches(treefork::verbs::Branches {}))?;
     if mark {
         r = r.with_field("current", serde_json::json!(current));
     }
@@ -235,10 +235,10 @@ impl Human for CheckedOut {
 
 impl Run for Checkout {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<CheckedOut> = cx.session(Op::Checkout {
+        let r: Reply<CheckedOut> = cx.session(Op::Checkout(treefork::verbs::Checkout {
             target: self.target.clone(),
             create: self.create.clone(),
-        })?;
+        }))?;
         Ok(r.into())
     }
 }
@@ -288,11 +288,11 @@ impl Run for Restore {
             .iter()
             .map(|p| paths::workspace_relative(&ws, p))
             .collect::<Result<_>>()?;
-        let r: Reply<Restored> = cx.session(Op::Restore {
+        let r: Reply<Restored> = cx.session(Op::Restore(treefork::verbs::Restore {
             target: self.target.clone(),
             paths: rel,
             dry_run: self.dry_run,
-        })?;
+        }))?;
         let dry_run = self.dry_run;
         Ok(r.map(|x| Restored { dry_run, ..x }).into())
     }
@@ -349,14 +349,14 @@ impl Run for Fork {
         // A missing mountpoint is created by the daemon (as `git worktree add` does).
         let mp = paths::mountpoint(&self.mountpoint)
             .or_else(|_| std::path::absolute(&self.mountpoint).map_err(anyhow::Error::from))?;
-        let r: Reply<Forked> = cx.session(Op::Fork {
+        let r: Reply<Forked> = cx.session(Op::Fork(treefork::verbs::Fork {
             name: self.name.clone(),
             from: self.from.clone(),
             mountpoint: mp.clone(),
             agent_socket: paths::absolute_arg(&self.agent.agent_socket)?,
             agent_uid: self.agent.agent_uid,
             from_message: self.from_message.clone(),
-        })?;
+        }))?;
         let name = self.name.clone();
         Ok(r.map(|f| Forked {
             name,

@@ -163,24 +163,26 @@ impl Run for Remote {
                 region,
                 single_writer,
             } => {
-                let op = Op::RemoteAdd {
+                let op = Op::RemoteAdd(treefork::verbs::RemoteAdd {
                     name: name.clone(),
                     url: url.clone(),
                     endpoint: endpoint.clone(),
                     region: Some(region.clone()),
                     single_writer: *single_writer,
-                };
+                });
                 cx.store_op_creating::<Added>(op, false)?.into()
             }
-            RemoteCmd::List => cx.store_op::<Listed>(Op::RemoteList, false)?.into(),
+            RemoteCmd::List => cx
+                .store_op::<Listed>(Op::RemoteList(treefork::verbs::RemoteList {}), false)?
+                .into(),
             RemoteCmd::Rm { name } => {
-                let op = Op::RemoteRm { name: name.clone() };
+                let op = Op::RemoteRm(treefork::verbs::RemoteRm { name: name.clone() });
                 cx.store_op::<Removed>(op, false)?.into()
             }
             RemoteCmd::Trust { session } => {
-                let op = Op::RemoteTrust {
+                let op = Op::RemoteTrust(treefork::verbs::RemoteTrust {
                     name: session.clone(),
-                };
+                });
                 cx.store_op::<Trusted>(op, false)?.into()
             }
             RemoteCmd::Gc(gc) => gc.run(cx)?,

@@ -98,11 +98,11 @@ impl Human for Report {
 impl Run for RemoteGc {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let grace = treefork::lifecycle::parse_duration(&self.grace)?;
-        let op = Op::RemoteGc {
+        let op = Op::RemoteGc(treefork::verbs::RemoteGc {
             remote: self.remote.clone(),
             dry_run: self.dry_run,
             grace_secs: Some(grace),
-        };
+        });
         let r: Reply<Report> = cx.store_op(op, false)?;
         Ok(r.into())
     }

@@ -69,11 +69,11 @@ impl Human for Rewound {
 
 impl Run for Rewind {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Rewound> = cx.session(Op::Rewind {
+        let r: Reply<Rewound> = cx.session(Op::Rewind(treefork::verbs::Rewind {
             to: self.to.clone(),
             what: Some(self.what.clone()),
             dry_run: self.dry_run,
-        })?;
+        }))?;
         Ok(r.into())
     }
 }

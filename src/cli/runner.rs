@@ -600,19 +600,20 @@ pub const EXEC_CHUNK: usize = 512 << 10;
 
 /// The requests that report run `r` as exec `n`: its captured output in
 /// `exec_output` chunks, then `exec_end` (what `treefork exec` and the MCP server send).
-pub fn exec_report(n: u64, r: &RunResult) -> Vec<treefork::control::Op> {
-    use treefork::control::{Op, b64_encode};
+pub fn exec_report(n: u64, r: &RunResult) -> Vec<treefork::verbs::Op> {
+    use treefork::control::b64_encode;
+    use treefork::verbs::Op;
     let mut ops = Vec::new();
     for (stream, bytes) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
         for chunk in bytes.chunks(EXEC_CHUNK) {
-            ops.push(Op::ExecOutput {
+            ops.push(Op::ExecOutput(treefork::verbs::ExecOutput {
                 exec: n,
                 stream: stream.into(),
                 data: b64_encode(chunk),
-            });
+            }));
         }
     }
-    ops.push(Op::ExecEnd {
+    ops.push(Op::ExecEnd(treefork::verbs::ExecEnd {
         exec: n,
         exit_code: r.exit_code,
         signal: r.signal,
@@ -622,7 +623,7 @@ pub fn exec_report(n: u64, r: &RunResult) -> Vec<treefork::control::Op> {
         stdout_truncated: r.stdout_truncated,
         stderr_truncated: r.stderr_truncated,
         timed_out: r.timed_out,
-    });
+    }));
     ops
 }
 

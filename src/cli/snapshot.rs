@@ -70,11 +70,11 @@ impl Human for Checkpointed {
 
 impl Run for Checkpoint {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Checkpointed> = cx.session(Op::Checkpoint {
+        let r: Reply<Checkpointed> = cx.session(Op::Checkpoint(treefork::verbs::Checkpoint {
             message: self.message.clone(),
             trigger: self.trigger.clone(),
             meta: self.meta.iter().cloned().collect(),
-        })?;
+        }))?;
         Ok(r.into())
     }
 }
@@ -133,11 +133,11 @@ impl Run for Log {
             Some(p) => Some(super::paths::workspace_relative(&cx.workspace_root()?, p)?),
             None => None,
         };
-        let r: Reply<History> = cx.session(Op::Log {
+        let r: Reply<History> = cx.session(Op::Log(treefork::verbs::Log {
             limit: Some(self.limit),
             from: self.from.clone(),
             path,
-        })?;
+        }))?;
         let oneline = self.oneline;
         Ok(r.map(|h| History { oneline, ..h }).into())
     }
@@ -180,7 +180,7 @@ impl Human for Pending {
 
 impl Run for Status {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Pending> = cx.session(Op::Status)?;
+        let r: Reply<Pending> = cx.session(Op::Status(treefork::verbs::Status {}))?;
         Ok(r.into())
     }
 }
@@ -300,11 +300,13 @@ impl Run for Diff {
         } else {
             DiffMode::NameStatus
         };
-        let op = |stream| Op::Diff {
-            a: self.a.clone(),
-            b: self.b.clone(),
-            mode: Some(mode.wire().into()),
-            stream,
+        let op = |stream| {
+            Op::Diff(treefork::verbs::Diff {
+                a: self.a.clone(),
+                b: self.b.clone(),
+                mode: Some(mode.wire().into()),
+                stream,
+            })
         };
         let r: Reply<Differences> = if mode == DiffMode::Patch {
             match stream_patch(cx, op(true)) {

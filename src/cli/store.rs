@@ -59,7 +59,7 @@ impl Human for Collected {
 impl Run for Gc {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let dry_run = self.dry_run;
-        let r: Reply<Collected> = cx.store_op(Op::Gc { dry_run }, true)?;
+        let r: Reply<Collected> = cx.store_op(Op::Gc(treefork::verbs::Gc { dry_run }), true)?;
         Ok(r.map(|c| Collected { dry_run, ..c }).into())
     }
 }
@@ -181,7 +181,7 @@ impl Human for Checked {
 impl Run for Fsck {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let repair = self.repair;
-        let r: Reply<Checked> = cx.store_op(Op::Fsck { repair }, true)?;
+        let r: Reply<Checked> = cx.store_op(Op::Fsck(treefork::verbs::Fsck { repair }), true)?;
         Ok(r.map(|c| Checked { repair, ..c }).into())
     }
 }
@@ -232,7 +232,7 @@ impl Run for Session {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         match &self.cmd {
             SessionCmd::Rm { name } => {
-                let op = Op::SessionRm { name: name.clone() };
+                let op = Op::SessionRm(treefork::verbs::SessionRm { name: name.clone() });
                 let r: Reply<Removed> = cx.store_op(op, true)?;
                 let name = name.clone();
                 Ok(r.map(|_| Removed { name }).into())

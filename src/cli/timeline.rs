@@ -126,11 +126,11 @@ impl Run for Timeline {
             .as_deref()
             .map(|s| parse_since(s, now))
             .transpose()?;
-        let r: Reply<Entries> = cx.session(Op::Timeline {
+        let r: Reply<Entries> = cx.session(Op::Timeline(treefork::verbs::Timeline {
             since,
             actor: self.actor.clone(),
             limit: self.limit,
-        })?;
+        }))?;
         Ok(r.into())
     }
 }
@@ -159,10 +159,10 @@ impl Human for Noted {
 
 impl Run for Note {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Noted> = cx.session(Op::Note {
+        let r: Reply<Noted> = cx.session(Op::Note(treefork::verbs::Note {
             text: self.text.clone(),
             kind: Some(self.kind.clone()),
-        })?;
+        }))?;
         Ok(r.into())
     }
 }

@@ -86,11 +86,11 @@ impl Run for Store {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         match &self.cmd {
             StoreCmd::Trim(t) => {
-                let op = Op::StoreTrim {
+                let op = Op::StoreTrim(treefork::verbs::StoreTrim {
                     older_than: t.older_than.clone(),
                     keep_sessions: t.keep_sessions,
                     dry_run: t.dry_run,
-                };
+                });
                 let r: Reply<Trimmed> = cx.store_op(op, true)?;
                 Ok(r.into())
             }

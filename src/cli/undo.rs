@@ -63,17 +63,17 @@ struct Newest {
 /// The newest operation's number, so the request is refused if another client
 /// acts first (of two concurrent undos exactly one wins).
 fn newest(cx: &Ctx) -> Result<Option<u64>> {
-    let r: Reply<Newest> = cx.session(Op::OpLog { limit: Some(1) })?;
+    let r: Reply<Newest> = cx.session(Op::OpLog(treefork::verbs::OpLog { limit: Some(1) }))?;
     Ok(r.body.operations.first().map(|o| o.seq))
 }
 
 impl Run for Undo {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let if_last = newest(cx)?;
-        let r: Reply<Moved> = cx.session(Op::Undo {
+        let r: Reply<Moved> = cx.session(Op::Undo(treefork::verbs::Undo {
             what: what(self.what),
             if_last,
-        })?;
+        }))?;
         Ok(r.into())
     }
 }
@@ -81,10 +81,10 @@ impl Run for Undo {
 impl Run for Redo {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let if_last = newest(cx)?;
-        let r: Reply<Moved> = cx.session(Op::Redo {
+        let r: Reply<Moved> = cx.session(Op::Redo(treefork::verbs::Redo {
             what: what(self.what),
             if_last,
-        })?;
+        }))?;
         Ok(r.into())
     }
 }
@@ -169,14 +169,15 @@ impl Run for OpCmd {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         match &self.cmd {
             OpSub::Log { limit } => {
-                let r: Reply<OpList> = cx.session(Op::OpLog { limit: *limit })?;
+                let r: Reply<OpList> =
+                    cx.session(Op::OpLog(treefork::verbs::OpLog { limit: *limit }))?;
                 Ok(r.into())
             }
             OpSub::Restore { op, what: w } => {
-                let r: Reply<Moved> = cx.session(Op::OpRestore {
+                let r: Reply<Moved> = cx.session(Op::OpRestore(treefork::verbs::OpRestore {
                     seq: *op,
                     what: what(*w),
-                })?;
+                }))?;
                 Ok(r.into())
             }
         }

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::protocol::{Op, encode_request};
+use serde::Serialize;
+
+use super::protocol::encode_request;
 use crate::error::{Error, Result};
 
 /// A connected client.
@@ -25,8 +27,13 @@ impl Client {
         })
     }
 
-    /// Send `op`; feed event lines to `on_event`; return the final response.
-    pub fn call(&mut self, op: &Op, on_event: &mut dyn FnMut(&Value)) -> Result<Value> {
+    /// Send `op` (a `verbs::Op`); feed event lines to `on_event`; return the final
+    /// response.
+    pub fn call<T: Serialize + ?Sized>(
+        &mut self,
+        op: &T,
+        on_event: &mut dyn FnMut(&Value),
+    ) -> Result<Value> {
         let io = |e| Error::io("control socket", e);
         if let Err(e) = self.stream.get_mut().write_all(&encode_request(op)) {
             // A refused connection (`forbidden`, `busy`) is answered and closed at

@@ -72,14 +72,14 @@ impl Daemon {
     /// `store trim` (see `crate::remote::trim`): serialized with gc and fsck.
     pub(crate) fn store_trim(
         &self,
-        op: &crate::control::Op,
+        req: crate::remote::trim::TrimRequest,
         events: &mut dyn FnMut(Value),
     ) -> Result<Value> {
         let _m = self
             .maintenance
             .try_lock()
             .map_err(|_| Error::Conflict("a gc or fsck is already running on this store".into()))?;
-        crate::remote::ops::store_trim::run(&*self.store, self, op, events)
+        crate::remote::ops::store_trim::run(&*self.store, self, req, events)
     }
 
     pub(crate) fn session_rm(&self, name: &str) -> Result<Value> {

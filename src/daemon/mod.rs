@@ -23,20 +23,22 @@ pub mod mountpoint;
 pub mod server;
 pub mod sweep;
 pub mod table;
+mod verbs;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub use mountpoint::{detach, detach_dead, is_mountpoint, mount_error};
 
-use crate::control::{self, AgentSocket, MountFor, Op, Role};
+use crate::control::{self, MountFor, Role};
 use crate::error::{Error, Result};
 use crate::lock::StoreLock;
 use crate::store::PackStore;
+use crate::verbs::Op;
 use server::SocketCtx;
 use table::MountTable;
 
@@ -228,7 +230,7 @@ impl Daemon {
     ) -> Result<Value> {
         {
             let _m = self.table.lock();
-            if self.stop.load(Ordering::SeqCst) && matches!(op, Op::Mount { .. }) {
+            if self.stop.load(Ordering::SeqCst) && matches!(op, Op::Mount(_)) {
                 return Err(Error::ShuttingDown);
             }
             self.pending.fetch_add(1, Ordering::SeqCst);
@@ -247,94 +249,7 @@ impl Daemon {
         op: Op,
         events: &mut dyn FnMut(Value),
     ) -> Result<Value> {
-        match op {
-            Op::Ping => {
-                let mut v = json!({"pid": std::process::id(), "store": self.store_dir});
-                // On a session socket: which workspace it serves (an agent's CLI,
-                // which cannot read the registry, resolves its paths with it).
-                if let Some(name) = session
-                    && let Some(mp) = self.mounted_at(name)
-                {
-                    v["session"] = json!(name);
-                    v["mountpoint"] = json!(mp);
-                }
-                Ok(v)
-            }
-            Op::Mount {
-                session,
-                mountpoint,
-                from,
-                agent_socket,
-                agent_uid,
-                task,
-                ttl_idle,
-                ttl_absolute,
-                until_promote,
-                manual,
-                from_remote,
-                evict_to,
-            } => {
-                let agent = AgentSocket::from_request(agent_socket, agent_uid)?;
-                let mut untrusted = None;
-                if let Some(spec) = &from_remote {
-                    if from.is_some() {
-                        return Err(Error::Invalid(
-                            "--from and --from-remote cannot be combined".into(),
-                        ));
-                    }
-                    untrusted = crate::remote::ops::pull::mount_from_remote(self, &session, spec)?;
-                }
-                let change = crate::lifecycle::manage::PolicyChange {
-                    task,
-                    ttl_idle,
-                    ttl_absolute,
-                    until_promote,
-                    manual,
-                    evict_to,
-                };
-                change.validate()?;
-                change.check_remote(&**self.store())?;
-                let mut v = self.mount(&session, &mountpoint, from.as_deref(), agent, events)?;
-                self.apply_policy(&session, &change)?;
-                if let (Some(p), Some(o)) = (untrusted, v.as_object_mut()) {
-                    o.insert("untrusted_origin".into(), json!(p));
-                }
-                Ok(v)
-            }
-            Op::Umount { mountpoint } => {
-                self.unmount(&mountpoint)?;
-                let m = self.table.lock();
-                // This request itself is still counted in `pending`.
-                let exiting = m.is_empty() && self.pending.load(Ordering::SeqCst) == 1;
-                if exiting {
-                    self.stop.store(true, Ordering::SeqCst);
-                }
-                Ok(json!({"mountpoint": mountpoint, "daemon_exiting": exiting}))
-            }
-            Op::Sessions => self.sessions(),
-            Op::Limits { set } => crate::quota::run(&**self.store(), set.as_ref()),
-            Op::Gc { dry_run } => self.gc(dry_run, events),
-            Op::Fsck { repair } => self.fsck(repair, events),
-            Op::SessionRm { name } => self.session_rm(&name),
-            Op::SessionShow { name } => self.session_show(name.as_deref(), session),
-            Op::SessionExtend {
-                name,
-                ttl_idle,
-                ttl_absolute,
-                evict_to,
-            } => self.session_extend(&name, ttl_idle, ttl_absolute, evict_to),
-            Op::SessionDiscard { name } => self.session_discard(&name),
-            Op::SessionSweep => self.sweep(),
-            Op::Shutdown => {
-                self.stop.store(true, Ordering::Relaxed);
-                Ok(json!({}))
-            }
-            op @ Op::StoreTrim { .. } => self.store_trim(&op, events),
-            op if crate::remote::ops::handles(&op) => {
-                crate::remote::ops::run(self, who, actor, explanation, session, op, events)
-            }
-            op => crate::ops::run(self, who, actor, explanation, session, op, events),
-        }
+        crate::verbs::run(self, who, actor, explanation, session, op, events)
     }
 }
 
@@ -383,7 +298,7 @@ pub fn ping(store: &Path) -> Option<Value> {
     let sock = control::daemon_socket(store).ok()?;
     let mut c = control::Client::connect(&sock).ok()?;
     c.set_timeout(Some(Duration::from_secs(10)));
-    c.call(&Op::Ping, &mut |_| {}).ok()
+    c.call(&Op::Ping(crate::verbs::Ping {}), &mut |_| {}).ok()
 }
 
 fn unsafe_euid() -> u32 {

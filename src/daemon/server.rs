@@ -16,8 +16,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{Value, json};
 
 use super::Daemon;
-use crate::control::{self, AgentSocket, MountFor, Op, Role};
+use crate::control::{self, AgentSocket, MountFor, Role};
 use crate::error::{Error, Result};
+use crate::verbs::Op;
 
 /// What one listening control socket serves.
 pub(crate) struct SocketCtx {
@@ -266,17 +267,17 @@ impl Daemon {
                 control::RATE_BURST
             )));
         }
-        let req = match control::parse(line.trim_ascii()) {
+        let req = match control::parse::<Op>(line.trim_ascii()) {
             Ok(r) => r,
             Err(e) => return Ok(control::error_response(e.code, &e.message)),
         };
-        if !ctx.role.allows(&req.op) {
+        if !req.op.allowed(ctx.role) {
             log::info!(
                 "session {}: refused {} on an agent socket",
                 ctx.bound.as_deref().unwrap_or("?"),
                 req.op.name()
             );
-            return Err(ctx.role.refusal(&req.op));
+            return Err(req.op.refusal());
         }
         // An agent mounts only onto directories its socket's uid owns, whatever
         // the peer's uid (checked on the resolved directory itself, see
@@ -302,7 +303,7 @@ impl Daemon {
             (Some(b), _) => Some(b.clone()),
             (None, s) => s.clone(),
         };
-        let is_ping = req.op == Op::Ping;
+        let is_ping = matches!(req.op, Op::Ping(_));
         let mut ev_out = out.try_clone().ok();
         let mut events = |v: Value| {
             if let Some(o) = ev_out.as_mut() {

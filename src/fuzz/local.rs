@@ -5,12 +5,12 @@ use super::*;
 
 pub(super) fn protocol(bytes: &[u8]) {
     use crate::control::protocol::{encode_request, parse};
-    match parse(bytes) {
+    match parse::<crate::verbs::Op>(bytes) {
         Ok(req) => {
             accepted();
             // What parses re-encodes (the client's encoder) to the same op.
             let line = encode_request(&req.op);
-            let again = parse(line.strip_suffix(b"\n").unwrap_or(&line))
+            let again = parse::<crate::verbs::Op>(line.strip_suffix(b"\n").unwrap_or(&line))
                 .unwrap_or_else(|e| panic!("re-encoded {:?} does not parse: {e:?}", req.op));
             assert_eq!(again.op, req.op, "parse(encode(op)) != op");
         }
@@ -29,7 +29,8 @@ pub(super) fn protocol(bytes: &[u8]) {
 }
 
 pub(super) fn protocol_seeds() -> Vec<Vec<u8>> {
-    use crate::control::protocol::{Op, encode_request};
+    use crate::control::protocol::encode_request;
+    use crate::verbs::Op;
     let mut v: Vec<Vec<u8>> = [
         r#"{"v":1,"op":"ping"}"#,
         r#"{"v":1,"op":"status","session":"s"}"#,
@@ -43,7 +44,7 @@ pub(super) fn protocol_seeds() -> Vec<Vec<u8>> {
     .iter()
     .map(|s| s.as_bytes().to_vec())
     .collect();
-    let mut line = encode_request(&Op::Ping);
+    let mut line = encode_request(&Op::Ping(crate::verbs::Ping {}));
     line.pop();
     v.push(line);
     v

@@ -17,7 +17,8 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use treefork::control::{Op, PROTOCOL_VERSION, Role};
+use treefork::control::{PROTOCOL_VERSION, Role};
+use treefork::verbs::Op;
 
 /// A failed tool call: the protocol's error object.
 #[derive(Debug, Clone)]
@@ -76,7 +77,7 @@ impl Bridge {
             role: Role::Agent,
             root: PathBuf::new(),
         };
-        let pong = b.call(op(&Op::Ping), None, &mut |_| {})?;
+        let pong = b.call(op(&Op::Ping(treefork::verbs::Ping {})), None, &mut |_| {})?;
         b.role = match pong["role"].as_str() {
             Some("user") => Role::User,
             // Anything else is treated as the narrower role.

@@ -3,7 +3,8 @@
 //! `diff` and `show_file` also collect the streamed events up to a byte limit.
 
 use serde_json::{Value, json};
-use treefork::control::{Op, b64_decode};
+use treefork::control::b64_decode;
+use treefork::verbs::Op;
 
 use super::bridge::{Outcome, ToolError, op};
 use super::schemas as s;
@@ -20,18 +21,18 @@ fn simple(cx: &Call, request: Value) -> Outcome {
 
 pub fn status(cx: &Call, v: Value) -> Outcome {
     let _: s::NoArgs = args(v)?;
-    simple(cx, op(&Op::Status))
+    simple(cx, op(&Op::Status(treefork::verbs::Status {})))
 }
 
 pub fn log(cx: &Call, v: Value) -> Outcome {
     let a: s::LogArgs = args(v)?;
     simple(
         cx,
-        op(&Op::Log {
+        op(&Op::Log(treefork::verbs::Log {
             limit: a.limit,
             from: a.from,
             path: a.path,
-        }),
+        })),
     )
 }
 
@@ -59,12 +60,12 @@ pub fn diff(cx: &Call, v: Value) -> Outcome {
             }
         }
     };
-    let request = op(&Op::Diff {
+    let request = op(&Op::Diff(treefork::verbs::Diff {
         a: a.a,
         b: a.b,
         mode: Some(mode.wire().into()),
         stream: patch,
-    });
+    }));
     let mut r = cx.bridge.call(request, None, &mut on_event)?;
     r["truncated"] = json!(cut);
     if patch {
@@ -88,10 +89,10 @@ pub fn show_file(cx: &Call, v: Value) -> Outcome {
             None => bad = Some("not base64".to_string()),
         }
     };
-    let request = op(&Op::Show {
+    let request = op(&Op::Show(treefork::verbs::Show {
         target: a.target.unwrap_or_else(|| "HEAD".into()),
         path: Some(a.path),
-    });
+    }));
     let mut r = cx.bridge.call(request, None, &mut on_event)?;
     if let Some(e) = bad {
         return Err(ToolError::new("corrupt", format!("data event: {e}")));
@@ -120,11 +121,11 @@ fn utf8_prefix(bytes: &[u8], cut: bool) -> Option<String> {
 
 pub fn checkpoint(cx: &Call, v: Value) -> Outcome {
     let a: s::CheckpointArgs = args(v)?;
-    let request = op(&Op::Checkpoint {
+    let request = op(&Op::Checkpoint(treefork::verbs::Checkpoint {
         message: a.message,
         trigger: a.trigger.unwrap_or_else(|| "manual".into()),
         meta: a.meta.unwrap_or_default(),
-    });
+    }));
     cx.bridge
         .call(request, a.explanation.as_deref(), &mut |_| {})
 }
@@ -133,23 +134,23 @@ pub fn branch(cx: &Call, v: Value) -> Outcome {
     let a: s::BranchArgs = args(v)?;
     simple(
         cx,
-        op(&Op::Branch {
+        op(&Op::Branch(treefork::verbs::Branch {
             name: a.name,
             from: a.from,
-        }),
+        })),
     )
 }
 
 pub fn fork(cx: &Call, v: Value) -> Outcome {
     let a: s::ForkArgs = args(v)?;
-    let request = op(&Op::Fork {
+    let request = op(&Op::Fork(treefork::verbs::Fork {
         name: a.name,
         from: a.from,
         mountpoint: a.mountpoint.into(),
         agent_socket: None,
         agent_uid: None,
         from_message: a.from_message,
-    });
+    }));
     simple(cx, request)
 }
 
@@ -157,10 +158,10 @@ pub fn checkout(cx: &Call, v: Value) -> Outcome {
     let a: s::CheckoutArgs = args(v)?;
     simple(
         cx,
-        op(&Op::Checkout {
+        op(&Op::Checkout(treefork::verbs::Checkout {
             target: a.target,
             create: a.create,
-        }),
+        })),
     )
 }
 
@@ -168,11 +169,11 @@ pub fn restore(cx: &Call, v: Value) -> Outcome {
     let a: s::RestoreArgs = args(v)?;
     simple(
         cx,
-        op(&Op::Restore {
+        op(&Op::Restore(treefork::verbs::Restore {
             target: a.target,
             paths: a.paths,
             dry_run: a.dry_run.unwrap_or(true),
-        }),
+        })),
     )
 }
 
@@ -180,10 +181,10 @@ pub fn undo(cx: &Call, v: Value) -> Outcome {
     let a: s::UndoArgs = args(v)?;
     simple(
         cx,
-        op(&Op::Undo {
+        op(&Op::Undo(treefork::verbs::Undo {
             what: a.what.map(s::UndoWhat::wire),
             if_last: None,
-        }),
+        })),
     )
 }
 
@@ -191,16 +192,19 @@ pub fn redo(cx: &Call, v: Value) -> Outcome {
     let a: s::UndoArgs = args(v)?;
     simple(
         cx,
-        op(&Op::Redo {
+        op(&Op::Redo(treefork::verbs::Redo {
             what: a.what.map(s::UndoWhat::wire),
             if_last: None,
-        }),
+        })),
     )
 }
 
 pub fn op_log(cx: &Call, v: Value) -> Outcome {
     let a: s::OpLogArgs = args(v)?;
-    simple(cx, op(&Op::OpLog { limit: a.limit }))
+    simple(
+        cx,
+        op(&Op::OpLog(treefork::verbs::OpLog { limit: a.limit })),
+    )
 }
 
 /// Drop the `None` fields of a request built with `json!`.
@@ -249,7 +253,7 @@ pub fn promote(cx: &Call, v: Value) -> Outcome {
     let a: s::PromoteArgs = args(v)?;
     simple(
         cx,
-        op(&Op::Promote {
+        op(&Op::Promote(treefork::verbs::Promote {
             paths: a.paths,
             strategy: a.strategy.unwrap_or_else(|| "commit".into()),
             message: a.message,
@@ -257,7 +261,7 @@ pub fn promote(cx: &Call, v: Value) -> Outcome {
             branch: a.branch,
             onto_head: a.onto_head,
             allow_large: a.allow_large,
-        }),
+        })),
     )
 }
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use treefork::control::Op;
+use treefork::verbs::Op;
 
 use super::bridge::{Outcome, ToolError, op};
 use super::schemas as s;
@@ -94,10 +94,10 @@ pub fn exec(cx: &Call, v: Value) -> Outcome {
     }
     let t = timeout(a.timeout_s)?;
     let dir = place(&cx.bridge.root, &a.cwd)?;
-    let begin = op(&Op::ExecBegin {
+    let begin = op(&Op::ExecBegin(treefork::verbs::ExecBegin {
         argv: a.argv.clone(),
         cwd: a.cwd.clone(),
-    });
+    }));
     let r = cx
         .bridge
         .call(begin, a.explanation.as_deref(), &mut |_| {})?;
@@ -173,11 +173,11 @@ pub fn experiment(cx: &Call, v: Value) -> Outcome {
             env: a.env.get(i).cloned().unwrap_or_default(),
         })
         .collect();
-    let begin = op(&Op::ExperimentBegin {
+    let begin = op(&Op::ExperimentBegin(treefork::verbs::ExperimentBegin {
         from: a.from.clone(),
         runs: specs.clone(),
         cwd: Some(a.cwd.clone()).filter(|c| !c.is_empty()),
-    });
+    }));
     let r = cx.bridge.call(begin, None, &mut |_| {})?;
     let b: ExpBegun = serde_json::from_value(r).map_err(ToolError::bad_args)?;
     let total = b.forks.len() as f64;
@@ -201,13 +201,13 @@ pub fn experiment(cx: &Call, v: Value) -> Outcome {
     });
     let mut results = done.into_inner().unwrap_or_else(|p| p.into_inner());
     results.sort_by_key(|r| r.run);
-    let end = op(&Op::ExperimentEnd {
+    let end = op(&Op::ExperimentEnd(treefork::verbs::ExperimentEnd {
         id: b.id,
         results: treefork::ops::experiment::wire::fit_results(results),
         rank_by: a.rank_by,
         keep: a.keep,
         abort: false,
-    });
+    }));
     cx.bridge.call(end, None, &mut |_| {})
 }
 
@@ -256,11 +256,11 @@ pub fn adopt(cx: &Call, v: Value) -> Outcome {
         ));
     }
     (cx.progress)(0.0, Some(1.0), "adopting".into());
-    let request = op(&Op::ExperimentAdopt {
+    let request = op(&Op::ExperimentAdopt(treefork::verbs::ExperimentAdopt {
         id: a.id,
         run: a.run,
         winner: a.winner,
-    });
+    }));
     let r = cx.bridge.call(request, None, &mut |_| {})?;
     (cx.progress)(1.0, Some(1.0), format!("adopted run {}", r["run"]));
     Ok(r)

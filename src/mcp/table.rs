@@ -4,7 +4,7 @@
 
 use rmcp::model::JsonObject;
 use serde_json::json;
-use treefork::control::Op;
+use treefork::verbs::Op;
 
 use super::schemas::{self as s, changes, nullable, object};
 use super::tools::{ADD, Hints, READ, REPLACE, Tool};
@@ -41,7 +41,7 @@ pub static TOOLS: &[Tool] = &[
                 &["changes"],
             )
         },
-        probe: || Some(Op::Status),
+        probe: || Some(Op::Status(treefork::verbs::Status {})),
         run: calls::status,
     },
     Tool {
@@ -57,11 +57,11 @@ pub static TOOLS: &[Tool] = &[
             )
         },
         probe: || {
-            Some(Op::Log {
+            Some(Op::Log(treefork::verbs::Log {
                 limit: None,
                 from: None,
                 path: None,
-            })
+            }))
         },
         run: calls::log,
     },
@@ -80,12 +80,12 @@ pub static TOOLS: &[Tool] = &[
             )
         },
         probe: || {
-            Some(Op::Diff {
+            Some(Op::Diff(treefork::verbs::Diff {
                 a: None,
                 b: None,
                 mode: None,
                 stream: true,
-            })
+            }))
         },
         run: calls::diff,
     },
@@ -105,10 +105,10 @@ pub static TOOLS: &[Tool] = &[
             )
         },
         probe: || {
-            Some(Op::Show {
+            Some(Op::Show(treefork::verbs::Show {
                 target: "HEAD".into(),
                 path: Some(String::new()),
-            })
+            }))
         },
         run: calls::show_file,
     },
@@ -120,11 +120,11 @@ pub static TOOLS: &[Tool] = &[
         input: s::input::<s::CheckpointArgs>,
         output: checkpoint_out,
         probe: || {
-            Some(Op::Checkpoint {
+            Some(Op::Checkpoint(treefork::verbs::Checkpoint {
                 message: String::new(),
                 trigger: "manual".into(),
                 meta: Default::default(),
-            })
+            }))
         },
         run: calls::checkpoint,
     },
@@ -141,10 +141,10 @@ pub static TOOLS: &[Tool] = &[
             )
         },
         probe: || {
-            Some(Op::Branch {
+            Some(Op::Branch(treefork::verbs::Branch {
                 name: String::new(),
                 from: None,
-            })
+            }))
         },
         run: calls::branch,
     },
@@ -164,14 +164,14 @@ pub static TOOLS: &[Tool] = &[
             )
         },
         probe: || {
-            Some(Op::Fork {
+            Some(Op::Fork(treefork::verbs::Fork {
                 name: String::new(),
                 from: None,
                 mountpoint: "/".into(),
                 agent_socket: None,
                 agent_uid: None,
                 from_message: None,
-            })
+            }))
         },
         run: calls::fork,
     },
@@ -192,10 +192,10 @@ pub static TOOLS: &[Tool] = &[
             )
         },
         probe: || {
-            Some(Op::Checkout {
+            Some(Op::Checkout(treefork::verbs::Checkout {
                 target: None,
                 create: None,
-            })
+            }))
         },
         run: calls::checkout,
     },
@@ -215,11 +215,11 @@ pub static TOOLS: &[Tool] = &[
             )
         },
         probe: || {
-            Some(Op::Restore {
+            Some(Op::Restore(treefork::verbs::Restore {
                 target: "HEAD".into(),
                 paths: vec![],
                 dry_run: false,
-            })
+            }))
         },
         run: calls::restore,
     },
@@ -231,10 +231,10 @@ pub static TOOLS: &[Tool] = &[
         input: s::input::<s::UndoArgs>,
         output: undo_out,
         probe: || {
-            Some(Op::Undo {
+            Some(Op::Undo(treefork::verbs::Undo {
                 what: None,
                 if_last: None,
-            })
+            }))
         },
         run: calls::undo,
     },
@@ -246,10 +246,10 @@ pub static TOOLS: &[Tool] = &[
         input: s::input::<s::UndoArgs>,
         output: undo_out,
         probe: || {
-            Some(Op::Redo {
+            Some(Op::Redo(treefork::verbs::Redo {
                 what: None,
                 if_last: None,
-            })
+            }))
         },
         run: calls::redo,
     },
@@ -265,7 +265,7 @@ pub static TOOLS: &[Tool] = &[
                 &["operations"],
             )
         },
-        probe: || Some(Op::OpLog { limit: None }),
+        probe: || Some(Op::OpLog(treefork::verbs::OpLog { limit: None })),
         run: calls::op_log,
     },
     Tool {
@@ -285,10 +285,10 @@ pub static TOOLS: &[Tool] = &[
             )
         },
         probe: || {
-            Some(Op::ExecBegin {
+            Some(Op::ExecBegin(treefork::verbs::ExecBegin {
                 argv: vec![],
                 cwd: String::new(),
-            })
+            }))
         },
         run: run::exec,
     },
@@ -306,11 +306,11 @@ pub static TOOLS: &[Tool] = &[
             )
         },
         probe: || {
-            Some(Op::ExperimentBegin {
+            Some(Op::ExperimentBegin(treefork::verbs::ExperimentBegin {
                 from: None,
                 runs: vec![],
                 cwd: None,
-            })
+            }))
         },
         run: run::experiment,
     },
@@ -327,11 +327,11 @@ pub static TOOLS: &[Tool] = &[
             )
         },
         probe: || {
-            Some(Op::ExperimentAdopt {
+            Some(Op::ExperimentAdopt(treefork::verbs::ExperimentAdopt {
                 id: None,
                 run: None,
                 winner: true,
-            })
+            }))
         },
         run: run::adopt,
     },
@@ -348,7 +348,7 @@ pub static TOOLS: &[Tool] = &[
             )
         },
         probe: || {
-            Some(Op::MessageAppend {
+            Some(Op::MessageAppend(treefork::verbs::MessageAppend {
                 role: "user".into(),
                 content: serde_json::Value::Null,
                 tool_calls: None,
@@ -356,7 +356,7 @@ pub static TOOLS: &[Tool] = &[
                 meta: None,
                 id: None,
                 stream: None,
-            })
+            }))
         },
         run: calls::messages_append,
     },
@@ -373,12 +373,12 @@ pub static TOOLS: &[Tool] = &[
             )
         },
         probe: || {
-            Some(Op::Messages {
+            Some(Op::Messages(treefork::verbs::Messages {
                 stream: None,
                 limit: None,
                 upto: None,
                 after: None,
-            })
+            }))
         },
         run: calls::messages_list,
     },
@@ -395,11 +395,11 @@ pub static TOOLS: &[Tool] = &[
             )
         },
         probe: || {
-            Some(Op::Rewind {
+            Some(Op::Rewind(treefork::verbs::Rewind {
                 to: String::new(),
                 what: None,
                 dry_run: true,
-            })
+            }))
         },
         run: calls::rewind,
     },
@@ -417,7 +417,7 @@ pub static TOOLS: &[Tool] = &[
             )
         },
         probe: || {
-            Some(Op::Promote {
+            Some(Op::Promote(treefork::verbs::Promote {
                 paths: vec![],
                 strategy: "commit".into(),
                 message: None,
@@ -425,7 +425,7 @@ pub static TOOLS: &[Tool] = &[
                 branch: None,
                 onto_head: false,
                 allow_large: false,
-            })
+            }))
         },
         run: calls::promote,
     },

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use rmcp::model::{JsonObject, ToolAnnotations};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use treefork::control::{Op, Role};
+use treefork::control::Role;
+use treefork::verbs::Op;
 
 use super::bridge::{Bridge, Outcome, ToolError};
 pub use super::table::TOOLS;
@@ -81,7 +82,7 @@ pub struct Tool {
 impl Tool {
     /// Whether a socket of `role` may use it.
     pub fn visible(&self, role: Role) -> bool {
-        (self.probe)().is_none_or(|op| role.allows(&op))
+        (self.probe)().is_none_or(|op| op.allowed(role))
     }
 
     /// The MCP description of the tool.

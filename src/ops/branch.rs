@@ -30,7 +30,7 @@ fn exists(name: &str) -> Error {
     Error::Conflict(format!("branch {name:?} already exists"))
 }
 
-pub(super) fn create<H: Host>(
+pub(crate) fn create<H: Host>(
     h: &H,
     t: &Target,
     call: &Call,
@@ -73,7 +73,7 @@ pub(super) fn create<H: Host>(
 }
 
 /// Every branch, or with `view` (an agent socket) those it sees.
-pub(super) fn list(store: &dyn ObjectStore, view: Option<&AgentView<'_>>) -> Result<Value> {
+pub(crate) fn list(store: &dyn ObjectStore, view: Option<&AgentView<'_>>) -> Result<Value> {
     let mut all = refs::list_refs(store)?;
     if let Some(v) = view {
         let seen = v.branches()?;
@@ -92,12 +92,12 @@ pub(super) fn list(store: &dyn ObjectStore, view: Option<&AgentView<'_>>) -> Res
 }
 
 /// Give branch `name` to session `with` (`branch --share`).
-pub(super) fn share(store: &dyn ObjectStore, name: &str, with: &str) -> Result<Value> {
+pub(crate) fn share(store: &dyn ObjectStore, name: &str, with: &str) -> Result<Value> {
     crate::visibility::share(store, name, with)?;
     Ok(json!({"branch": name, "shared_with": with}))
 }
 
-pub(super) fn delete<H: Host>(h: &H, t: Option<&Target>, call: &Call, name: &str) -> Result<Value> {
+pub(crate) fn delete<H: Host>(h: &H, t: Option<&Target>, call: &Call, name: &str) -> Result<Value> {
     let store = h.store();
     let before = t.map(view_now).transpose()?;
     let was = {
@@ -124,7 +124,7 @@ pub(super) fn delete<H: Host>(h: &H, t: Option<&Target>, call: &Call, name: &str
     Ok(json!({"deleted": name, "op": op}))
 }
 
-pub(super) fn rename<H: Host>(
+pub(crate) fn rename<H: Host>(
     h: &H,
     t: &Target,
     call: &Call,

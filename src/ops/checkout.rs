@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::refs;
 use crate::session::snapshot::StateChange;
 
-pub(super) fn run<H: Host>(
+pub(crate) fn run<H: Host>(
     h: &H,
     t: &Target,
     call: &Call,
@@ -86,7 +86,7 @@ pub(super) fn run<H: Host>(
 }
 
 /// The other live session that has branch `b` checked out, if any.
-pub(super) fn held_elsewhere<H: Host>(h: &H, t: &Target, b: &str) -> Option<String> {
+pub(crate) fn held_elsewhere<H: Host>(h: &H, t: &Target, b: &str) -> Option<String> {
     h.live()
         .into_iter()
         .find(|o| {

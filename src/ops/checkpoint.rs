@@ -8,7 +8,7 @@ use super::{Target, ckpt_json, syncfs};
 use crate::error::Result;
 use crate::refs;
 
-pub(super) fn run(
+pub(crate) fn run(
     t: &Target,
     call: &Call,
     message: &str,

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::id::NodeId;
 use crate::session::SessionRecord;
 
-pub(super) fn run(
+pub(crate) fn run(
     t: &Target,
     call: &Call,
     set: Option<serde_json::Map<String, Value>>,

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::store::ObjectStore;
 
 /// The arguments of a `diff` request.
-pub(super) struct Request<'a> {
+pub(crate) struct Request<'a> {
     pub a: Option<&'a str>,
     pub b: Option<&'a str>,
     pub mode: Option<String>,
@@ -48,7 +48,7 @@ impl Mode {
     }
 }
 
-pub(super) fn run(
+pub(crate) fn run(
     t: &Target,
     op_lock: MutexGuard<'_, ()>,
     req: Request<'_>,

@@ -19,18 +19,18 @@ use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
 use crate::session;
 
-pub(super) struct Request<'a> {
-    pub(super) name: &'a str,
-    pub(super) from: Option<&'a str>,
-    pub(super) mountpoint: &'a Path,
-    pub(super) agent: Option<AgentSocket>,
-    pub(super) who: MountFor,
+pub(crate) struct Request<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) from: Option<&'a str>,
+    pub(crate) mountpoint: &'a Path,
+    pub(crate) agent: Option<AgentSocket>,
+    pub(crate) who: MountFor,
     /// Start at this message's workspace, its conversation up to it (else: the
     /// whole visible conversation is copied).
-    pub(super) from_message: Option<&'a str>,
+    pub(crate) from_message: Option<&'a str>,
 }
 
-pub(super) fn run<H: Host>(
+pub(crate) fn run<H: Host>(
     h: &H,
     t: &Target,
     call: &Call,

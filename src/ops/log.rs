@@ -20,7 +20,7 @@ use crate::refs::{self, Checkpoint};
 use crate::store::ObjectStore;
 use crate::tree::Record;
 
-pub(super) fn run(
+pub(crate) fn run(
     t: &Target,
     limit: Option<usize>,
     from: Option<&str>,

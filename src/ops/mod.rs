@@ -27,27 +27,27 @@
 //! daemon's mount table owns each session name from creation to the end of its
 //! last flush).
 
-mod auto;
-mod branch;
-mod checkout;
-mod checkpoint;
-mod config;
-mod diff;
+pub(crate) mod auto;
+pub(crate) mod branch;
+pub(crate) mod checkout;
+pub(crate) mod checkpoint;
+pub(crate) mod config;
+pub(crate) mod diff;
 pub mod exec;
 pub mod experiment;
-mod fork;
-mod lifecycle;
-mod log;
+pub(crate) mod fork;
+pub(crate) mod lifecycle;
+pub(crate) mod log;
 pub mod messages;
-mod oplog_list;
+pub(crate) mod oplog_list;
 pub mod promote;
 pub(crate) mod record;
-mod refctx;
-mod restore;
-mod show;
-mod status;
-mod timeline;
-mod undo;
+pub(crate) mod refctx;
+pub(crate) mod restore;
+pub(crate) mod show;
+pub(crate) mod status;
+pub(crate) mod timeline;
+pub(crate) mod undo;
 
 #[cfg(test)]
 mod log_reads_tests;
@@ -60,11 +60,12 @@ use serde_json::{Value, json};
 
 pub use auto::auto_checkpoints;
 pub use lifecycle::{command_done, command_running, evict_checkpoint, syncfs_at};
+pub(crate) use record::Call;
+pub(crate) use status::branch_notice;
 
-use crate::control::{AgentSocket, MountFor, Op};
+use crate::control::{AgentSocket, MountFor};
 use crate::error::{Error, Result};
 use crate::id::NodeId;
-use crate::oplog::Actor;
 use crate::refs::Checkpoint;
 use crate::session::snapshot::Inval;
 use crate::session::{Session, SessionRecord};
@@ -128,268 +129,6 @@ pub trait Host {
     fn unmount_session(&self, mp: &Path) -> Result<()>;
     /// Delete the record of session `name`, which must not be mounted (`session rm`).
     fn remove_session(&self, name: &str) -> Result<()>;
-}
-
-/// Whether `op` starts something that appends an operation record: refused on
-/// an agent socket once the session's log holds `op_records` records (see
-/// `crate::quota`). Ops that finish what was started (`exec_end`,
-/// `experiment_end`) and the daemon's own records (automatic checkpoints) are
-/// never refused: nothing already made is left unrecorded.
-fn records(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Checkpoint { .. }
-            | Op::Branch { .. }
-            | Op::Checkout { .. }
-            | Op::Undo { .. }
-            | Op::Redo { .. }
-            | Op::OpRestore { .. }
-            | Op::Note { .. }
-            | Op::Restore { .. }
-            | Op::Fork { .. }
-            | Op::Rewind { .. }
-            | Op::ExecBegin { .. }
-            | Op::ExperimentBegin { .. }
-            | Op::ExperimentAdopt { .. }
-    )
-}
-
-/// Run a session op for a caller `who`, aimed at `session` when given. Event lines
-/// (`{"event":...}`, sent before the response) go to `events`: `diff` with
-/// `stream` sends each file's patch there.
-pub fn run<H: Host>(
-    h: &H,
-    who: MountFor,
-    actor: &Actor,
-    explanation: Option<&str>,
-    session: Option<&str>,
-    op: Op,
-    events: &mut dyn FnMut(Value),
-) -> Result<Value> {
-    let call = record::Call {
-        actor,
-        explanation: explanation.map(str::to_string),
-        request: serde_json::to_value(&op).unwrap_or(Value::Null),
-    };
-    // What names resolve to for this caller: an agent socket sees its session's
-    // lineage only (`crate::visibility`); every resolution below goes through it.
-    let scope = if actor.is_agent() {
-        Scope::Lineage
-    } else {
-        Scope::All
-    };
-    match op {
-        Op::Branches if scope == Scope::All => return branch::list(&*h.store(), None),
-        Op::BranchShare { name, with } => return branch::share(&*h.store(), &name, &with),
-        Op::BranchDelete { name } => {
-            let t = h.target(session).ok();
-            let _pins = t.as_ref().map(|t| t.session.pin_roots());
-            return branch::delete(h, t.as_ref(), &call, &name);
-        }
-        Op::Continue {
-            project,
-            name,
-            mountpoint,
-        } => return messages::continue_session(h, who, &call, &project, &name, &mountpoint),
-        _ => {}
-    }
-    let mut t = h.target(session)?;
-    t.scope = scope;
-    if actor.is_agent() && records(&op) {
-        crate::quota::check_op_records(&*h.store(), t.session.name())?;
-    }
-    let s = t.session.clone();
-    // Until the op's record is committed, the roots its views name stay gc roots.
-    let _pins = s.pin_roots();
-    s.note_access();
-    // The conversation log's appends and reads run without the op lock.
-    let op = match messages::unlocked(&t, &call, op)? {
-        Ok(v) => return Ok(v),
-        Err(op) => op,
-    };
-    let op_lock = s.op_lock.lock().unwrap();
-    let r = session_op(h, who, actor, &call, &t, op_lock, op, events);
-    // Whatever the op, the session is told when someone else moved its branch.
-    r.map(|mut v| {
-        if let (Some(n), Some(m)) = (status::branch_notice(&s), v.as_object_mut()) {
-            m.insert("branch_moved".into(), n);
-        }
-        v
-    })
-}
-
-/// Run a session op on `t` under its op lock.
-#[allow(clippy::too_many_arguments)]
-fn session_op<H: Host>(
-    h: &H,
-    who: MountFor,
-    actor: &Actor,
-    call: &record::Call,
-    t: &Target,
-    op_lock: std::sync::MutexGuard<'_, ()>,
-    op: Op,
-    events: &mut dyn FnMut(Value),
-) -> Result<Value> {
-    let s = &t.session;
-    let t = t.clone();
-    match op {
-        Op::Branches => branch::list(&*h.store(), refctx::agent_view(&t).as_ref()),
-        Op::Checkpoint {
-            message,
-            trigger,
-            meta,
-        } => checkpoint::run(&t, call, &message, &trigger, meta),
-        Op::Log { limit, from, path } => log::run(&t, limit, from.as_deref(), path.as_deref()),
-        Op::Show { target, path } => show::run(&t, op_lock, &target, path.as_deref(), events),
-        Op::Status => status::run(&t),
-        Op::Branch { name, from } => branch::create(h, &t, call, &name, from.as_deref()),
-        Op::BranchRename { old, new } => branch::rename(h, &t, call, &old, &new),
-        Op::Checkout { target, create } => {
-            checkout::run(h, &t, call, target.as_deref(), create.as_deref())
-        }
-        Op::Fork {
-            name,
-            from,
-            mountpoint,
-            agent_socket,
-            agent_uid,
-            from_message,
-        } => {
-            let agent = AgentSocket::from_request(agent_socket, agent_uid)?;
-            if from.is_some() && from_message.is_some() {
-                return Err(Error::Invalid(
-                    "fork takes a ref or a message to start from, not both".into(),
-                ));
-            }
-            let req = fork::Request {
-                name: &name,
-                from: from.as_deref(),
-                mountpoint: &mountpoint,
-                agent,
-                who,
-                from_message: from_message.as_deref(),
-            };
-            fork::run(h, &t, call, op_lock, req)
-        }
-        Op::Diff { a, b, mode, stream } => {
-            let req = diff::Request {
-                a: a.as_deref(),
-                b: b.as_deref(),
-                mode,
-                stream,
-            };
-            diff::run(&t, op_lock, req, events)
-        }
-        Op::Restore {
-            target,
-            paths,
-            dry_run,
-        } => restore::run(&t, call, &target, &paths, dry_run),
-        Op::Config { set } => config::run(&t, call, set),
-        Op::Undo { what, if_last } => undo::step(h, &t, call, undo::Way::Undo, what, if_last),
-        Op::Redo { what, if_last } => undo::step(h, &t, call, undo::Way::Redo, what, if_last),
-        Op::OpRestore { seq, what } => undo::restore(h, &t, call, seq, what),
-        Op::OpLog { limit } => oplog_list::run(&t, limit),
-        Op::Timeline {
-            since,
-            actor,
-            limit,
-        } => timeline::run(&t, since, actor.as_deref(), limit),
-        Op::Note { text, kind } => timeline::note(&t, call, kind.as_deref(), &text),
-        Op::ExperimentBegin { from, runs, cwd } => {
-            let req = experiment::begin::Begin {
-                from: from.as_deref(),
-                runs: &runs,
-                cwd: cwd.as_deref(),
-                by_agent: call.actor.is_agent(),
-            };
-            experiment::begin(h, &t, op_lock, who, req)
-        }
-        Op::ExperimentEnd {
-            id,
-            results,
-            rank_by,
-            keep,
-            abort,
-        } => {
-            let req = experiment::end::End {
-                id: &id,
-                results,
-                rank_by: rank_by.as_deref(),
-                keep,
-                abort,
-            };
-            experiment::end(h, &t, op_lock, actor, req)
-        }
-        Op::ExperimentShow { id } => experiment::show(&*h.store(), s.name(), id.as_deref()),
-        Op::ExperimentAdopt { id, run, winner } => {
-            let req = experiment::adopt::Adopt {
-                id: id.as_deref(),
-                run,
-                winner,
-            };
-            experiment::adopt(h, &t, &op_lock, actor, req)
-        }
-        Op::ExecBegin { argv, cwd } => exec::begin(
-            &t,
-            actor,
-            exec::Begin {
-                argv,
-                cwd,
-                explanation: call.explanation.clone(),
-            },
-        ),
-        Op::ExecOutput { exec, stream, data } => exec::output(&t, exec, &stream, &data),
-        Op::ExecEnd {
-            exec,
-            exit_code,
-            signal,
-            error,
-            pid,
-            duration_ms,
-            stdout_truncated,
-            stderr_truncated,
-            timed_out,
-        } => {
-            let e = exec::Ending {
-                exit_code,
-                signal,
-                error,
-                pid,
-                duration_ms: Some(duration_ms),
-                truncated: [stdout_truncated, stderr_truncated],
-                timed_out,
-                abandoned: false,
-            };
-            exec::end(&t, exec, e)
-        }
-        Op::History { limit } => exec::list(&t, limit),
-        Op::HistoryShow { exec } => exec::show(&t, exec),
-        Op::Promote {
-            paths,
-            strategy,
-            message,
-            dry_run,
-            branch,
-            onto_head,
-            allow_large,
-        } => {
-            let req = promote::Request {
-                paths,
-                strategy: promote::Strategy::parse(&strategy)?,
-                message,
-                dry_run,
-                branch,
-                onto_head,
-                allow_large,
-            };
-            promote::run(&t, call, req)
-        }
-        Op::Rewind { to, what, dry_run } => {
-            messages::rewind(&t, call, &to, what.as_deref(), dry_run)
-        }
-        _ => Err(Error::Invalid("not a session operation".into())),
-    }
 }
 
 /// Push the kernel's dirty pages of the mount `m` to the daemon (from a child

@@ -6,7 +6,7 @@ use super::{DEFAULT_LOG_LIMIT, Target};
 use crate::error::Result;
 use crate::oplog::{self, Operation, stack::Stacks};
 
-pub(super) fn run(t: &Target, limit: Option<usize>) -> Result<Value> {
+pub(crate) fn run(t: &Target, limit: Option<usize>) -> Result<Value> {
     let s = &t.session;
     let limit = limit
         .unwrap_or(DEFAULT_LOG_LIMIT)

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::id::NodeId;
 use crate::store::ObjectStore;
 
-pub(super) fn run(
+pub(crate) fn run(
     t: &Target,
     call: &Call,
     spec: &str,
@@ -77,7 +77,7 @@ fn under(path: &[u8], prefixes: &[Vec<u8>]) -> bool {
 /// A path argument as a normalized workspace path: relative to the workspace root,
 /// no NUL, no `..` (refused, not resolved), empty and `.` components dropped (the
 /// empty result is the whole tree).
-pub(super) fn clean_path(p: &str) -> Result<Vec<u8>> {
+pub(crate) fn clean_path(p: &str) -> Result<Vec<u8>> {
     if p.contains('\0') {
         return Err(Error::Invalid(format!("path {p:?} contains a NUL byte")));
     }

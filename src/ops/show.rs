@@ -28,7 +28,7 @@ use crate::tree::{BLOCK_SIZE, Content, Kind, Record};
 /// Largest number of content bytes in one `data` event.
 pub const CHUNK: usize = 256 * 1024;
 
-pub(super) fn run(
+pub(crate) fn run(
     t: &Target,
     op_lock: MutexGuard<'_, ()>,
     spec: &str,

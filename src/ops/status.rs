@@ -21,7 +21,7 @@ fn short(v: &Option<String>) -> String {
 /// a checkpoint already detached HEAD for that reason (`SessionRecord::branch_moved`,
 /// until the session next sets HEAD itself). `None` when nothing is amiss or the
 /// branch cannot be read (a read error is the op's own business, not the notice's).
-pub(super) fn branch_notice(s: &Session) -> Option<Value> {
+pub(crate) fn branch_notice(s: &Session) -> Option<Value> {
     let rec = s.record();
     if let Some(b) = &rec.branch {
         let now = crate::refs::get_ref(&**s.store(), b)
@@ -59,7 +59,7 @@ pub(super) fn branch_notice(s: &Session) -> Option<Value> {
     }))
 }
 
-pub(super) fn run(t: &Target) -> Result<Value> {
+pub(crate) fn run(t: &Target) -> Result<Value> {
     let s = &t.session;
     let root = working_root(t)?;
     let entries = diff::diff_roots(&**s.store(), s.base_root()?, root)?;

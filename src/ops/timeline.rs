@@ -32,7 +32,7 @@ pub const MAX_NOTE: usize = 16 << 10;
 /// Note types.
 pub const NOTE_TYPES: &[&str] = &["action", "decision", "error", "nudge"];
 
-pub(super) fn run(
+pub(crate) fn run(
     t: &Target,
     since: Option<i64>,
     actor: Option<&str>,
@@ -108,7 +108,7 @@ fn files_of(store: &dyn crate::store::ObjectStore, o: &Operation) -> Value {
     }
 }
 
-pub(super) fn note(t: &Target, call: &Call, kind: Option<&str>, text: &str) -> Result<Value> {
+pub(crate) fn note(t: &Target, call: &Call, kind: Option<&str>, text: &str) -> Result<Value> {
     let kind = kind.unwrap_or("action");
     if !NOTE_TYPES.contains(&kind) {
         return Err(Error::Invalid(format!(

@@ -169,7 +169,7 @@ fn check_last(last: &Option<Operation>, if_last: Option<u64>) -> Result<()> {
 
 /// Which way along the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Way {
+pub(crate) enum Way {
     /// Revert the newest done operation.
     Undo,
     /// Revert the newest undo.
@@ -177,7 +177,7 @@ pub(super) enum Way {
 }
 
 /// `undo` or `redo`: revert what the target operation changed (see the module docs).
-pub(super) fn step<H: Host>(
+pub(crate) fn step<H: Host>(
     h: &H,
     t: &Target,
     call: &Call,
@@ -213,7 +213,7 @@ pub(super) fn step<H: Host>(
     apply(h, t, call, kind, goal, &mut fill, &op)
 }
 
-pub(super) fn restore<H: Host>(
+pub(crate) fn restore<H: Host>(
     h: &H,
     t: &Target,
     call: &Call,

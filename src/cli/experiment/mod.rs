@@ -80,17 +80,19 @@ impl Run for Experiment {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         match &self.sub {
             Some(Sub::Adopt(a)) => {
-                let op = Op::ExperimentAdopt {
+                let op = Op::ExperimentAdopt(treefork::verbs::ExperimentAdopt {
                     id: a.id.clone(),
                     run: a.run,
                     winner: a.winner,
-                };
+                });
                 let r: Reply<Adopted> = cx.session(op)?;
                 Ok(r.into())
             }
             Some(Sub::Show(s)) => {
                 let r: Reply<render::Comparison> =
-                    cx.session(Op::ExperimentShow { id: s.id.clone() })?;
+                    cx.session(Op::ExperimentShow(treefork::verbs::ExperimentShow {
+                        id: s.id.clone(),
+                    }))?;
                 Ok(r.into())
             }
             None => self.run.run(cx),

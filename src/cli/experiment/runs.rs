@@ -114,11 +114,11 @@ impl RunArgs {
         runner::install_signal_handlers();
         let ws = cx.workspace_root()?;
         let cwd = caller_place(&ws);
-        let begin = Op::ExperimentBegin {
+        let begin = Op::ExperimentBegin(treefork::verbs::ExperimentBegin {
             from: self.from.clone(),
             runs: specs.clone(),
             cwd: Some(cwd.clone()).filter(|c| !c.is_empty()),
-        };
+        });
         let t0 = std::time::Instant::now();
         let begun: Reply<Begun> = cx.session(begin)?;
         let setup_ms = t0.elapsed().as_secs_f64() * 1000.0;
@@ -129,13 +129,13 @@ impl RunArgs {
             .rank_by
             .clone()
             .or_else(|| self.score.as_ref().map(|_| "score".to_string()));
-        let end = Op::ExperimentEnd {
+        let end = Op::ExperimentEnd(treefork::verbs::ExperimentEnd {
             id: id.clone(),
             results: treefork::ops::experiment::wire::fit_results(results),
             rank_by,
             keep: self.keep,
             abort: sig != 0,
-        };
+        });
         let r: Reply<serde_json::Value> = cx.session(end)?;
         let mut raw = r.body;
         // Measured here, around the request: fork and mount of every run.

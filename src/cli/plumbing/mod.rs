@@ -30,9 +30,9 @@ use super::flags::Globals;
 use super::output::{Reply, progress_bar};
 
 pub use spawn::{call_with_daemon, run_daemon, serve_foreground, wait_daemon_gone};
-pub use treefork::control::Op;
 pub use treefork::control::b64_decode;
 pub use treefork::ops::experiment::{RunCommand, RunResult as ExpResult, RunSpec};
+pub use treefork::verbs::Op;
 
 /// A failed call: the daemon's error code and message.
 #[derive(Debug)]
@@ -127,7 +127,7 @@ fn call_socket_events<T: DeserializeOwned>(
     // Someone else moved the session's branch: every command says so (`status`
     // shows it in its own output).
     if let Some(m) = v.pointer("/branch_moved/message").and_then(Value::as_str)
-        && !matches!(op, Op::Status)
+        && !matches!(op, Op::Status(treefork::verbs::Status {}))
     {
         eprintln!("treefork: warning: {m}");
     }
@@ -298,7 +298,7 @@ impl Ctx {
         struct Pong {
             mountpoint: Option<PathBuf>,
         }
-        if let Some(pong) = self.explicit::<Pong>(&Op::Ping)? {
+        if let Some(pong) = self.explicit::<Pong>(&Op::Ping(treefork::verbs::Ping {}))? {
             return pong.body.mountpoint.ok_or_else(|| {
                 let sock = self.explicit_socket().unwrap_or_default();
                 anyhow!("{} is not a session's control socket", sock.display())

@@ -23,7 +23,7 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             total,
         })
     };
-    if let Op::Sessions = op {
+    if let Op::Sessions(treefork::verbs::Sessions {}) = op {
         let _lock = treefork::lock::StoreLock::acquire(store)?;
         let s = PackStore::open(store)?;
         let list: Vec<Value> = treefork::session::list_records(&s)?
@@ -44,13 +44,13 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
         bail!("{} is not a treefork store", store.display());
     }
     let _lock = treefork::lock::StoreLock::acquire(store)?;
-    let s = if matches!(op, Op::Fsck { repair: true }) {
+    let s = if matches!(op, Op::Fsck(treefork::verbs::Fsck { repair: true })) {
         PackStore::open_for_repair(store)?
     } else {
         PackStore::open(store)?
     };
     Ok(match op {
-        Op::Gc { dry_run } => {
+        Op::Gc(treefork::verbs::Gc { dry_run }) => {
             let (pruned, discarded, auto_refs) = if *dry_run { (0, 0, 0) } else { retention(&s)? };
             let r = treefork::gc::gc(&s, &treefork::gc::Offline, *dry_run, &mut report)?;
             json!({
@@ -61,22 +61,24 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
                 "auto_refs_dropped": auto_refs,
             })
         }
-        Op::Fsck { repair } => {
+        Op::Fsck(treefork::verbs::Fsck { repair }) => {
             let r = treefork::fsck::fsck(&s, *repair, &mut report)?;
             let clean = r.clean();
             json!({ "ok": true, "fsck": r, "clean": clean })
         }
-        Op::SessionRm { name } => {
+        Op::SessionRm(treefork::verbs::SessionRm { name }) => {
             treefork::lifecycle::retention::remove_session(&s, name)?;
             json!({ "ok": true, "removed": name })
         }
-        Op::SessionShow { name: Some(name) } => treefork::lifecycle::manage::show(&s, name, None)?,
-        Op::SessionExtend {
+        Op::SessionShow(treefork::verbs::SessionShow { name: Some(name) }) => {
+            treefork::lifecycle::manage::show(&s, name, None)?
+        }
+        Op::SessionExtend(treefork::verbs::SessionExtend {
             name,
             ttl_idle,
             ttl_absolute,
             evict_to,
-        } => {
+        }) => {
             let change = treefork::lifecycle::manage::PolicyChange {
                 ttl_idle: ttl_idle.clone(),
                 ttl_absolute: ttl_absolute.clone(),
@@ -93,7 +95,7 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             })?;
             json!({"session": name, "policy": info.policy})
         }
-        Op::SessionDiscard { name } => {
+        Op::SessionDiscard(treefork::verbs::SessionDiscard { name }) => {
             treefork::lifecycle::manage::update(&s, name, &mut |i| {
                 i.state = treefork::lifecycle::State::Discarded;
                 i.evict_blocked = None;
@@ -101,42 +103,103 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             })?;
             json!({"session": name, "discarded": true, "unmounted": null})
         }
-        Op::SessionSweep => json!({"evicted": [], "busy": [], "expired": []}),
-        Op::Limits { set } => {
+        Op::SessionSweep(treefork::verbs::SessionSweep {}) => {
+            json!({"evicted": [], "busy": [], "expired": []})
+        }
+        Op::Limits(treefork::verbs::Limits { set }) => {
             let mut v = treefork::quota::run(&s, set.as_ref())?;
             v["ok"] = json!(true);
             v
         }
-        op @ (Op::RemoteAdd { .. }
-        | Op::RemoteList
-        | Op::RemoteRm { .. }
-        | Op::RemoteTrust { .. }
-        | Op::RemoteGc { .. }) => {
-            let mut v = treefork::remote::ops::run_store(&s, op.clone(), &mut |_| {})?;
-            v["ok"] = json!(true);
-            v
+        Op::RemoteAdd(treefork::verbs::RemoteAdd {
+            name,
+            url,
+            endpoint,
+            region,
+            single_writer,
+        }) => {
+            use treefork::remote::ops::remote_add;
+            let req = remote_add::Request {
+                name,
+                url,
+                endpoint,
+                region: region.as_deref(),
+                single_writer: *single_writer,
+            };
+            let ready = remote_add::prepare(&s, &req)?;
+            ok(remote_add::commit(&s, ready)?)
         }
-        op @ Op::Push { .. } => {
+        Op::RemoteList(treefork::verbs::RemoteList {}) => {
+            ok(treefork::remote::ops::remote_list::run(&s)?)
+        }
+        Op::RemoteRm(treefork::verbs::RemoteRm { name }) => {
+            ok(treefork::remote::ops::remote_rm::run(&s, name)?)
+        }
+        Op::RemoteTrust(treefork::verbs::RemoteTrust { name }) => {
+            ok(treefork::remote::ops::remote_trust::run(&s, name)?)
+        }
+        Op::RemoteGc(treefork::verbs::RemoteGc {
+            remote,
+            dry_run,
+            grace_secs,
+        }) => ok(treefork::remote::ops::remote_gc::run_store(
+            &s,
+            remote.clone(),
+            *dry_run,
+            *grace_secs,
+        )?),
+        Op::Push(treefork::verbs::Push {
+            remote,
+            refs,
+            session,
+            force,
+        }) => {
             let mut events = |e: Value| {
                 let n = |k: &str| e[k].as_u64().unwrap_or(0);
                 report("upload", n("done"), n("total"));
             };
-            let mut v = treefork::remote::ops::run_store(&s, op.clone(), &mut events)?;
-            v["ok"] = json!(true);
-            v
+            let req = treefork::remote::ops::push::Request {
+                remote: remote.clone(),
+                refs: refs.clone(),
+                session: session.clone(),
+                force: *force,
+            };
+            ok(treefork::remote::ops::push::run_store(
+                &s,
+                req,
+                &mut events,
+            )?)
         }
-        op @ Op::StoreTrim { .. } => {
+        Op::StoreTrim(treefork::verbs::StoreTrim {
+            older_than,
+            keep_sessions,
+            dry_run,
+        }) => {
             let mut events = |e: Value| {
                 let n = |k: &str| e[k].as_u64().unwrap_or(0);
                 report(e["phase"].as_str().unwrap_or("trim"), n("done"), n("total"));
             };
             let live = treefork::gc::Offline;
-            let mut v = treefork::remote::ops::store_trim::run(&s, &live, op, &mut events)?;
-            v["ok"] = json!(true);
-            v
+            let req = treefork::remote::ops::store_trim::request(
+                older_than.as_deref(),
+                *keep_sessions,
+                *dry_run,
+            )?;
+            ok(treefork::remote::ops::store_trim::run(
+                &s,
+                &live,
+                req,
+                &mut events,
+            )?)
         }
         other => bail!("{} needs a running treefork daemon", other.name()),
     })
+}
+
+/// A successful answer `v` in protocol form (`ok: true`).
+fn ok(mut v: Value) -> Value {
+    v["ok"] = json!(true);
+    v
 }
 
 /// The retention work of the daemon's `gc` (the same pass, `lifecycle::retention`):

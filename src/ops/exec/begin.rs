@@ -15,7 +15,7 @@ pub const MAX_ARGS: usize = 4096;
 pub const MAX_CWD: usize = 4096;
 
 /// What `exec_begin` asks.
-pub(in crate::ops) struct Begin {
+pub(crate) struct Begin {
     pub argv: Vec<String>,
     pub cwd: String,
     pub explanation: Option<String>,
@@ -41,7 +41,7 @@ fn check(b: &Begin) -> Result<()> {
 
 /// Begin recording exec N for `actor`: finalize a stale running exec, save
 /// pending changes (the before checkpoint), start the watch.
-pub(in crate::ops) fn begin(t: &Target, actor: &Actor, b: Begin) -> Result<Value> {
+pub(crate) fn begin(t: &Target, actor: &Actor, b: Begin) -> Result<Value> {
     check(&b)?;
     let s = &t.session;
     let stale = slot::with(s, |sl| match &sl.running {
@@ -109,7 +109,7 @@ pub(in crate::ops) fn begin(t: &Target, actor: &Actor, b: Begin) -> Result<Value
 
 /// Append a chunk of captured output to running exec `n` (the daemon keeps at
 /// most [`MAX_CAPTURE`] bytes of each stream).
-pub(in crate::ops) fn output(t: &Target, n: u64, stream: &str, data: &str) -> Result<Value> {
+pub(crate) fn output(t: &Target, n: u64, stream: &str, data: &str) -> Result<Value> {
     let i = match stream {
         "stdout" => 0,
         "stderr" => 1,

@@ -19,7 +19,7 @@ const MAX_CHANGED_BYTES: usize = 256 << 10;
 
 /// How the command ended, as the client reports it.
 #[derive(Default)]
-pub(in crate::ops) struct Ending {
+pub(crate) struct Ending {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub error: Option<String>,
@@ -43,7 +43,7 @@ impl Ending {
 }
 
 /// Finish running exec `n` as `e` reports.
-pub(in crate::ops) fn end(t: &Target, n: u64, e: Ending) -> Result<Value> {
+pub(crate) fn end(t: &Target, n: u64, e: Ending) -> Result<Value> {
     let r = slot::with(&t.session, |sl| {
         if sl.running.as_ref().is_some_and(|r| r.n == n) {
             sl.running.take()

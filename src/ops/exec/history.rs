@@ -73,7 +73,7 @@ fn summary(o: &Operation) -> Value {
 
 /// At most `limit` exec records, newest first (a walk back that stops at `limit`
 /// execs or after `walk::SCAN_LIMIT` records: then `scan_limited` says so).
-pub(in crate::ops) fn list(t: &Target, limit: Option<usize>) -> Result<Value> {
+pub(crate) fn list(t: &Target, limit: Option<usize>) -> Result<Value> {
     let s = &t.session;
     let (execs, walked) = newest(&**s.store(), s.name(), limit)?;
     let mut v = json!({"execs": execs});
@@ -101,7 +101,7 @@ pub(crate) fn newest(
 }
 
 /// Exec `n`'s whole record and its captured output (base64).
-pub(in crate::ops) fn show(t: &Target, n: u64) -> Result<Value> {
+pub(crate) fn show(t: &Target, n: u64) -> Result<Value> {
     let s = &t.session;
     let store = &**s.store();
     let o = find(store, s.name(), n)?;

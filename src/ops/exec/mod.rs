@@ -28,10 +28,10 @@ pub(crate) mod history;
 mod slot;
 
 pub use crate::control::{b64_decode, b64_encode};
-pub(super) use begin::{Begin, begin, output};
-pub(super) use end::{Ending, end};
+pub(crate) use begin::{Begin, begin, output};
+pub(crate) use end::{Ending, end};
 pub use history::{exec_state, find};
-pub(super) use history::{list, show};
+pub(crate) use history::{list, show};
 
 use super::Target;
 use crate::session::Session;

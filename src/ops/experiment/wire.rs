@@ -1,4 +1,4 @@
-//! The experiment's request types, shared by the protocol ([`crate::control::Op`])
+//! The experiment's request types, shared by the protocol (`crate::verbs::ExperimentBegin`)
 //! and the CLI: what each run is ([`RunSpec`]) and what it did ([`RunResult`]).
 //!
 //! The daemon never runs a command: it creates, records and removes the forks. The
@@ -21,7 +21,7 @@ pub const MAX_OUTPUT: usize = 64 << 10;
 pub const MAX_ENV: usize = 64;
 
 /// A run's command: an argument vector, or a string for `sh -c`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum RunCommand {
     /// Run directly.
@@ -31,7 +31,7 @@ pub enum RunCommand {
 }
 
 /// One run of an experiment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunSpec {
     /// What the run is called in tables (`1`, `K=A`, ...).
@@ -45,7 +45,7 @@ pub struct RunSpec {
 }
 
 /// What one run did (sent by the CLI with `experiment_end`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunResult {
     /// Run number (from 1).

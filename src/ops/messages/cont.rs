@@ -25,7 +25,7 @@ use crate::store::ObjectStore;
 
 /// Where `fork --from-message ID` starts: HEAD as it was when the message was
 /// recorded (if there was one) and the workspace root it recorded.
-pub(in crate::ops) fn message_start(t: &Target, id: &str) -> Result<(Option<Checkpoint>, NodeId)> {
+pub(crate) fn message_start(t: &Target, id: &str) -> Result<(Option<Checkpoint>, NodeId)> {
     let s = &t.session;
     let store = s.store();
     let (stream, m) = messages::by_id(&**store, s.name(), id)?;
@@ -102,7 +102,7 @@ fn source_record<H: Host>(h: &H, src: &str) -> Result<SessionRecord> {
         .ok_or_else(|| Error::NotFound(format!("no session named {src}")))
 }
 
-pub(in crate::ops) fn run<H: Host>(
+pub(crate) fn run<H: Host>(
     h: &H,
     who: MountFor,
     _call: &Call,

@@ -8,29 +8,29 @@
 //! each batch (so a message's `op`, `checkpoint` and `workspace` are one moment:
 //! no op runs between them). Nothing that holds the op lock waits for the writer.
 
-pub(super) mod cont;
+pub(crate) mod cont;
 mod rewind;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use super::record::Call;
+
 use serde_json::{Map, Value, json};
 
-use super::record::Call;
 use super::{Target, syncfs};
-use crate::control::Op;
 use crate::error::{Error, Result};
 use crate::messages::{self, Draft, Message, Query, Stream, share, writer};
 use crate::oplog;
 
-pub(super) use cont::run as continue_session;
-pub(super) use rewind::run as rewind;
+pub(crate) use cont::run as continue_session;
+pub(crate) use rewind::run as rewind;
 
 /// The one value of `auto_checkpoint_on` that does something.
 pub const ON_USER_MESSAGE: &str = "user_message";
 
 /// Check the `auto_checkpoint_on` setting.
-pub(super) fn check_setting(v: &str) -> Result<()> {
+pub(crate) fn check_setting(v: &str) -> Result<()> {
     match v {
         "" | "none" | ON_USER_MESSAGE => Ok(()),
         o => Err(Error::Invalid(format!(
@@ -39,70 +39,22 @@ pub(super) fn check_setting(v: &str) -> Result<()> {
     }
 }
 
-/// Serve the conversation ops that run without the op lock; hand every other op
-/// back (after waiting for the writer when it reads the whole log).
-pub(super) fn unlocked(t: &Target, _call: &Call, op: Op) -> Result<std::result::Result<Value, Op>> {
-    match op {
-        Op::MessageAppend {
-            role,
-            content,
-            tool_calls,
-            tool_call_id,
-            meta,
-            id,
-            stream,
-        } => {
-            let d = Draft {
-                id: id.unwrap_or_else(messages::new_id),
-                stream: Stream::parse(stream.as_deref())?,
-                role,
-                content,
-                tool_calls,
-                tool_call_id,
-                meta,
-                time_ns: messages::now_ns(),
-            };
-            append(t, d).map(Ok)
-        }
-        Op::MessageFlush => flush(t).map(Ok),
-        Op::Messages {
-            stream,
-            limit,
-            upto,
-            after,
-        } => {
-            let q = Query {
-                stream,
-                limit,
-                upto,
-                after,
-            };
-            // Read your writes: what was appended before (on any connection) is listed.
-            wait(t)?;
-            let s = &t.session;
-            let page = messages::list(&**s.store(), s.name(), &q)?;
-            let list: Vec<Value> = page.messages.iter().map(Message::json).collect();
-            Ok(Ok(json!({ "messages": list, "more": page.more })))
-        }
-        Op::SessionMetaUpdate {
-            model,
-            add_turns,
-            add_cost,
-            exit_reason,
-        } => meta_update(t, model, add_turns, add_cost, exit_reason).map(Ok),
-        op @ (Op::Rewind { .. } | Op::Fork { .. }) => {
-            wait(t)?;
-            Ok(Err(op))
-        }
-        op => Ok(Err(op)),
-    }
+/// `messages`: the session's visible messages (read your writes: what was
+/// appended before, on any connection, is listed).
+pub(crate) fn list(t: &Target, q: Query) -> Result<Value> {
+    wait(t)?;
+    let s = &t.session;
+    let page = messages::list(&**s.store(), s.name(), &q)?;
+    let list: Vec<Value> = page.messages.iter().map(Message::json).collect();
+    Ok(json!({ "messages": list, "more": page.more }))
 }
 
 fn ident(t: &Target) -> usize {
     Arc::as_ptr(&t.session) as *const u8 as usize
 }
 
-fn append(t: &Target, d: Draft) -> Result<Value> {
+/// `message_append`: queue `d` for the writer.
+pub(crate) fn append(t: &Target, d: Draft) -> Result<Value> {
     d.validate()?;
     let s = &t.session;
     let id = d.id.clone();
@@ -130,11 +82,11 @@ pub fn drain(t: &Target) {
 }
 
 /// Wait until the writer has written everything queued.
-fn wait(t: &Target) -> Result<()> {
+pub(crate) fn wait(t: &Target) -> Result<()> {
     writer::flush(t.session.name(), ident(t), &mut || sink(t.clone()))
 }
 
-fn flush(t: &Target) -> Result<Value> {
+pub(crate) fn flush(t: &Target) -> Result<Value> {
     wait(t)?;
     let s = &t.session;
     let n = messages::last_seq(&**s.store(), s.name(), Stream::Messages)?;
@@ -300,7 +252,7 @@ fn check_text(what: &str, v: &Option<String>) -> Result<()> {
 
 /// Merge into the info record's `meta.conversation`: `{model, turns, cost,
 /// exit_reason}`.
-fn meta_update(
+pub(crate) fn meta_update(
     t: &Target,
     model: Option<String>,
     add_turns: Option<u64>,

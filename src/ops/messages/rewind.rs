@@ -86,7 +86,7 @@ fn plan(t: &Target, to: &str, what: What) -> Result<Plan> {
     })
 }
 
-pub(in crate::ops) fn run(
+pub(crate) fn run(
     t: &Target,
     call: &Call,
     to: &str,

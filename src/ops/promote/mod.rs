@@ -1,6 +1,6 @@
 //! `promote`: take the session's chosen paths back to the durable git repository it
 //! was imported from — as a commit on the durable branch, a new branch, or a patch.
-//! User role only (`Role::allows`).
+//! User role only (`verbs::Promote`'s role rule).
 //!
 //! Order (see docs/design.md, "Promote"): resolve the chosen paths (default: the
 //! touched files); the drift check ([`drift`]: refuses with `BASELINE_CONFLICT`,
@@ -102,7 +102,7 @@ enum Ground {
     Plain,
 }
 
-pub(super) fn run(t: &Target, call: &Call, req: Request) -> Result<Value> {
+pub(crate) fn run(t: &Target, call: &Call, req: Request) -> Result<Value> {
     let s = &t.session;
     let store = s.store().clone();
     let info = lifecycle::load(&*store, s.name())?;

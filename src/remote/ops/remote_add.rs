@@ -14,7 +14,7 @@ use crate::remote::{RemoteConfig, config, probe, registry};
 use crate::store::ObjectStore;
 
 /// The arguments of a `remote_add`.
-pub(super) struct Request<'a> {
+pub struct Request<'a> {
     pub name: &'a str,
     pub url: &'a str,
     pub endpoint: &'a str,
@@ -22,30 +22,8 @@ pub(super) struct Request<'a> {
     pub single_writer: bool,
 }
 
-impl<'a> Request<'a> {
-    /// The arguments of `op`, which must be an `Op::RemoteAdd`.
-    pub(super) fn of(op: &'a crate::control::Op) -> Result<Request<'a>> {
-        match op {
-            crate::control::Op::RemoteAdd {
-                name,
-                url,
-                endpoint,
-                region,
-                single_writer,
-            } => Ok(Request {
-                name,
-                url,
-                endpoint,
-                region: region.as_deref(),
-                single_writer: *single_writer,
-            }),
-            _ => Err(Error::Invalid("not a remote_add request".into())),
-        }
-    }
-}
-
 /// A probed config, ready to be stored.
-pub(super) struct Ready {
+pub struct Ready {
     config: RemoteConfig,
     failures: Vec<String>,
     descriptor_created: bool,
@@ -58,7 +36,7 @@ fn exists(name: &str) -> Error {
 }
 
 /// Validate, probe and create the descriptor (network; no store change).
-pub(super) fn prepare(store: &dyn ObjectStore, req: &Request) -> Result<Ready> {
+pub fn prepare(store: &dyn ObjectStore, req: &Request) -> Result<Ready> {
     let mut config = RemoteConfig::new(
         req.name,
         req.url,
@@ -98,9 +76,23 @@ fn prepare_with(mut config: RemoteConfig, client: &Client) -> Result<Ready> {
     })
 }
 
+/// Serve `remote_add` for the daemon `h`: probe outside its name lock, store
+/// under it, then let lazy reads use the new remote.
+pub fn run<H: crate::ops::Host>(h: &H, req: &Request) -> Result<Value> {
+    let store = h.store();
+    let ready = prepare(&*store, req)?;
+    let v = {
+        let _names = h.name_lock();
+        commit(&*store, ready)?
+    };
+    // Lazy reads use every configured remote from now on.
+    crate::remote::lazy::install(&store)?;
+    Ok(v)
+}
+
 /// Store the config (checks again: another add of the name, a branch whose first
 /// component is the name).
-pub(super) fn commit(store: &dyn ObjectStore, ready: Ready) -> Result<Value> {
+pub fn commit(store: &dyn ObjectStore, ready: Ready) -> Result<Value> {
     let name = ready.config.name.clone();
     if config::exists(store, &name)? {
         return Err(exists(&name));

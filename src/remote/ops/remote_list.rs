@@ -5,6 +5,6 @@ use serde_json::{Value, json};
 use crate::error::Result;
 use crate::store::ObjectStore;
 
-pub(super) fn run(store: &dyn ObjectStore) -> Result<Value> {
+pub fn run(store: &dyn ObjectStore) -> Result<Value> {
     Ok(json!({ "remotes": crate::remote::list(store)? }))
 }

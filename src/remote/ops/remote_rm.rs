@@ -9,7 +9,16 @@ use crate::meta::{self, MetaOp};
 use crate::remote::{config, registry, tracking};
 use crate::store::ObjectStore;
 
-pub(super) fn run(store: &dyn ObjectStore, name: &str) -> Result<Value> {
+/// Serve `remote_rm` for the daemon `h` (lazy reads then forget the remote).
+pub fn run_live<H: crate::ops::Host>(h: &H, name: &str) -> Result<Value> {
+    let store = h.store();
+    let v = run(&*store, name)?;
+    crate::remote::lazy::install(&store)?;
+    Ok(v)
+}
+
+/// Forget remote `name` of `store`.
+pub fn run(store: &dyn ObjectStore, name: &str) -> Result<Value> {
     config::validate_name(name)?;
     let Some(raw) = store.meta_get(&meta::remote_key(name))? else {
         return Err(Error::NotFound(format!("no remote named {name:?}")));

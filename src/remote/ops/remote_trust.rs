@@ -14,7 +14,7 @@ use crate::remote::pull::session::REMOTE_ORIGIN;
 use crate::session;
 use crate::store::ObjectStore;
 
-pub(super) fn run(store: &dyn ObjectStore, name: &str) -> Result<Value> {
+pub fn run(store: &dyn ObjectStore, name: &str) -> Result<Value> {
     session::validate_session_name(name)?;
     let mut adopted: Option<(Value, Option<Origin>)> = None;
     manage::update(store, name, &mut |i| {

@@ -2,30 +2,25 @@
 
 use serde_json::{Value, json};
 
-use crate::control::Op;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gc::Live;
 use crate::remote::trim::{TrimRequest, trim};
 use crate::store::Packs;
 
-/// The trim `op` (an `Op::StoreTrim`) asks for; `older_than` is checked here.
-pub fn request(op: &Op) -> Result<TrimRequest> {
-    let Op::StoreTrim {
-        older_than,
-        keep_sessions,
-        dry_run,
-    } = op
-    else {
-        return Err(Error::Invalid(format!("{} is not store_trim", op.name())));
-    };
+/// The trim a `store_trim` request asks for; `older_than` is checked here.
+pub fn request(
+    older_than: Option<&str>,
+    keep_sessions: bool,
+    dry_run: bool,
+) -> Result<TrimRequest> {
     let older_than = match older_than {
         Some(d) => Some(crate::lifecycle::parse_duration(d)?),
         None => None,
     };
     Ok(TrimRequest {
         older_than,
-        keep_sessions: *keep_sessions,
-        dry_run: *dry_run,
+        keep_sessions,
+        dry_run,
     })
 }
 
@@ -36,10 +31,9 @@ pub fn request(op: &Op) -> Result<TrimRequest> {
 pub fn run(
     store: &dyn Packs,
     live: &dyn Live,
-    op: &Op,
+    req: TrimRequest,
     events: &mut dyn FnMut(Value),
 ) -> Result<Value> {
-    let req = request(op)?;
     let now = crate::lifecycle::manage::now();
     let mut last = std::time::Instant::now();
     let mut progress = |phase: &str, done: u64, total: u64| {

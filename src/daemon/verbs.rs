@@ -1,0 +1,130 @@
+//! What the store-wide verbs ask of the daemon ([`crate::verbs::Server`]): each
+//! method is the daemon's side of one verb, the rest of the verb (request type,
+//! role rule, routing) is in its file under `src/verbs/`.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use serde_json::{Value, json};
+
+use super::Daemon;
+use crate::control::AgentSocket;
+use crate::error::{Error, Result};
+use crate::remote::trim::TrimRequest;
+use crate::verbs::{Mount, Server};
+
+impl Server for Daemon {
+    fn ping(&self, session: Option<&str>) -> Value {
+        let mut v = json!({"pid": std::process::id(), "store": self.store_dir});
+        // On a session socket: which workspace it serves (an agent's CLI, which
+        // cannot read the registry, resolves its paths with it).
+        if let Some(name) = session
+            && let Some(mp) = self.mounted_at(name)
+        {
+            v["session"] = json!(name);
+            v["mountpoint"] = json!(mp);
+        }
+        v
+    }
+
+    fn mount(&self, req: Mount, events: &mut dyn FnMut(Value)) -> Result<Value> {
+        let Mount {
+            session,
+            mountpoint,
+            from,
+            agent_socket,
+            agent_uid,
+            task,
+            ttl_idle,
+            ttl_absolute,
+            until_promote,
+            manual,
+            from_remote,
+            evict_to,
+        } = req;
+        let agent = AgentSocket::from_request(agent_socket, agent_uid)?;
+        let mut untrusted = None;
+        if let Some(spec) = &from_remote {
+            if from.is_some() {
+                return Err(Error::Invalid(
+                    "--from and --from-remote cannot be combined".into(),
+                ));
+            }
+            untrusted = crate::remote::ops::pull::mount_from_remote(self, &session, spec)?;
+        }
+        let change = crate::lifecycle::manage::PolicyChange {
+            task,
+            ttl_idle,
+            ttl_absolute,
+            until_promote,
+            manual,
+            evict_to,
+        };
+        change.validate()?;
+        change.check_remote(&*crate::ops::Host::store(self))?;
+        let mut v = Daemon::mount(self, &session, &mountpoint, from.as_deref(), agent, events)?;
+        self.apply_policy(&session, &change)?;
+        if let (Some(p), Some(o)) = (untrusted, v.as_object_mut()) {
+            o.insert("untrusted_origin".into(), json!(p));
+        }
+        Ok(v)
+    }
+
+    fn umount(&self, mountpoint: &Path) -> Result<Value> {
+        self.unmount(mountpoint)?;
+        let m = self.table.lock();
+        // This request itself is still counted in `pending`.
+        let exiting = m.is_empty() && self.pending.load(Ordering::SeqCst) == 1;
+        if exiting {
+            self.stop.store(true, Ordering::SeqCst);
+        }
+        Ok(json!({"mountpoint": mountpoint, "daemon_exiting": exiting}))
+    }
+
+    fn sessions(&self) -> Result<Value> {
+        Daemon::sessions(self)
+    }
+
+    fn shutdown(&self) -> Result<Value> {
+        self.stop.store(true, Ordering::Relaxed);
+        Ok(json!({}))
+    }
+
+    fn gc(&self, dry_run: bool, events: &mut dyn FnMut(Value)) -> Result<Value> {
+        Daemon::gc(self, dry_run, events)
+    }
+
+    fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<Value> {
+        Daemon::fsck(self, repair, events)
+    }
+
+    fn session_rm(&self, name: &str) -> Result<Value> {
+        Daemon::session_rm(self, name)
+    }
+
+    fn session_show(&self, name: Option<&str>, bound: Option<&str>) -> Result<Value> {
+        Daemon::session_show(self, name, bound)
+    }
+
+    fn session_extend(
+        &self,
+        name: &str,
+        ttl_idle: Option<String>,
+        ttl_absolute: Option<String>,
+        evict_to: Option<String>,
+    ) -> Result<Value> {
+        Daemon::session_extend(self, name, ttl_idle, ttl_absolute, evict_to)
+    }
+
+    fn session_discard(&self, name: &str) -> Result<Value> {
+        Daemon::session_discard(self, name)
+    }
+
+    fn sweep(&self) -> Result<Value> {
+        Daemon::sweep(self)
+    }
+
+    fn store_trim(&self, req: TrimRequest, events: &mut dyn FnMut(Value)) -> Result<Value> {
+        Daemon::store_trim(self, req, events)
+    }
+}

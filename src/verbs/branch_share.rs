@@ -1,0 +1,35 @@
+//! `branch_share`: share a branch with a session: that session's agent socket sees the branch
+//! and the history it names (see docs/design.md, "What an agent socket sees").
+
+use super::prelude::*;
+
+/// Share a branch with a session: that session's agent socket sees the branch
+/// and the history it names (see docs/design.md, "What an agent socket sees").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BranchShare {
+    /// Branch name.
+    pub name: String,
+    /// The session whose agent may see it.
+    pub with: String,
+}
+
+impl Verb for BranchShare {
+    const NAME: &'static str = "branch_share";
+    const KIND: Kind = Kind::Store;
+    const AGENT: Agent = Agent::No;
+    const RECORDS: bool = false;
+    type Response = Value;
+
+    fn agent_may(&self) -> bool {
+        // Widens what an agent socket sees: the user's.
+        let BranchShare { name: _, with: _ } = self;
+        false
+    }
+}
+
+impl Handler for BranchShare {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+        ops::branch::share(&*cx.host.store(), &self.name, &self.with)
+    }
+}

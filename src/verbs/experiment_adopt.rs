@@ -1,0 +1,45 @@
+//! `experiment_adopt`: bring a run's final state into the session (saving pending changes first).
+
+use super::prelude::*;
+
+/// Bring a run's final state into the session (saving pending changes first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentAdopt {
+    /// The experiment id (default: the newest).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The run number.
+    #[serde(default)]
+    pub run: Option<u32>,
+    /// Adopt the winner.
+    #[serde(default)]
+    pub winner: bool,
+}
+
+impl Verb for ExperimentAdopt {
+    const NAME: &'static str = "experiment_adopt";
+    const KIND: Kind = Kind::Session;
+    const AGENT: Agent = Agent::Yes;
+    const RECORDS: bool = true;
+    type Response = Value;
+
+    fn agent_may(&self) -> bool {
+        // An experiment adds forks of the agent's own session (names and
+        // mountpoints chosen by the daemon, the agent ownership rule applied)
+        // and one operation; its end removes only the forks that experiment
+        // made, after recording their results; an adopt saves pending changes
+        // first and is recorded (undoable). The daemon runs no command.
+        let ExperimentAdopt { id: _, run: _, winner: _ } = self;
+        true
+    }
+}
+
+impl Handler for ExperimentAdopt {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+        let req = ops::experiment::adopt::Adopt { id: self.id.as_deref(), run: self.run, winner: self.winner };
+        let t = cx.target();
+        let lock = cx.lock();
+        ops::experiment::adopt(cx.host, &t, &lock, cx.actor, req)
+    }
+}

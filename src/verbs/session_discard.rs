@@ -1,0 +1,31 @@
+//! `session_discard`: unmount a session and mark it discarded (`gc` removes it after retention).
+
+use super::prelude::*;
+
+/// Unmount a session and mark it discarded (`gc` removes it after retention).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionDiscard {
+    /// Session name.
+    pub name: String,
+}
+
+impl Verb for SessionDiscard {
+    const NAME: &'static str = "session_discard";
+    const KIND: Kind = Kind::Store;
+    const AGENT: Agent = Agent::No;
+    const RECORDS: bool = false;
+    type Response = Value;
+
+    fn agent_may(&self) -> bool {
+        // Lifecycle changes (eviction policy, discard, evicting) are the user's.
+        let SessionDiscard { name: _ } = self;
+        false
+    }
+}
+
+impl Handler for SessionDiscard {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+        cx.host.session_discard(&self.name)
+    }
+}

@@ -1,0 +1,31 @@
+//! `session_rm`: delete a session record (not mounted); its checkpoints become reclaimable.
+
+use super::prelude::*;
+
+/// Delete a session record (not mounted); its checkpoints become reclaimable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionRm {
+    /// Session name.
+    pub name: String,
+}
+
+impl Verb for SessionRm {
+    const NAME: &'static str = "session_rm";
+    const KIND: Kind = Kind::Store;
+    const AGENT: Agent = Agent::No;
+    const RECORDS: bool = false;
+    type Response = Value;
+
+    fn agent_may(&self) -> bool {
+        // Store-wide maintenance and anything that drops history.
+        let SessionRm { name: _ } = self;
+        false
+    }
+}
+
+impl Handler for SessionRm {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+        cx.host.session_rm(&self.name)
+    }
+}

@@ -1,0 +1,36 @@
+//! `undo`: undo the session's last operation (see docs/design.md, "Operation log").
+
+use super::prelude::*;
+
+/// Undo the session's last operation (see docs/design.md, "Operation log").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Undo {
+    /// `files` or `refs` to limit it to the workspace or to HEAD and branches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what: Option<String>,
+    /// Refuse (`conflict`) unless this is still the session's newest operation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub if_last: Option<u64>,
+}
+
+impl Verb for Undo {
+    const NAME: &'static str = "undo";
+    const KIND: Kind = Kind::Session;
+    const AGENT: Agent = Agent::Yes;
+    const RECORDS: bool = true;
+    type Response = Value;
+
+    fn agent_may(&self) -> bool {
+        // Additive: they append operations and save pending changes first;
+        // whatever they move back is still named by the log.
+        let Undo { what: _, if_last: _ } = self;
+        true
+    }
+}
+
+impl Handler for Undo {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+        ops::undo::step(cx.host, &cx.target(), &cx.call, ops::undo::Way::Undo, self.what, self.if_last)
+    }
+}

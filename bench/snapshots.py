@@ -63,7 +63,8 @@ class Tree:
         sh(bin_, "--store", self.store, "mount", self.mp, "--session", "main", "--from", self.src)
         self.c = Ctl(socket_of(self.mp))
         self.forks, self.ids = [], []
-        self.t = {k: [] for k in ("checkpoint", "branch", "fork", "checkout", "diff", "cli_checkpoint")}
+        self.t = {k: [] for k in ("checkpoint", "branch", "fork", "checkout", "diff", "restore", "undo", "cli_checkpoint",
+                                  "cli_branch", "cli_checkout", "cli_restore", "cli_undo")}
 
     def warm_up(self):
         self.c.call(op="checkpoint", message="base")
@@ -84,8 +85,19 @@ class Tree:
         t["cli_checkpoint"].append(timed(lambda: sh(self.bin, "-C", self.mp, "checkpoint", "-m", f"cli {r}")))
 
     def checkouts(self, r):
-        self.t["checkout"].append(self.c.call(op="checkout", ref=self.ids[r % len(self.ids)])[1])
-        self.t["checkout"].append(self.c.call(op="checkout", ref=self.ids[-1])[1])
+        c, t = self.c, self.t
+        old = self.ids[r % len(self.ids)]
+        t["checkout"].append(c.call(op="checkout", ref=old)[1])
+        t["checkout"].append(c.call(op="checkout", ref=self.ids[-1])[1])
+        # restore and undo of it: the tree swap and its operation record.
+        t["restore"].append(c.call(op="restore", ref=old)[1])
+        t["undo"].append(c.call(op="undo")[1])
+        cli = lambda *a: timed(lambda: sh(self.bin, "-C", self.mp, *a))
+        t["cli_branch"].append(cli("branch", f"cli{r}"))
+        t["cli_checkout"].append(cli("checkout", old))
+        t["cli_checkout"].append(cli("checkout", self.ids[-1]))
+        t["cli_restore"].append(cli("restore", old))
+        t["cli_undo"].append(cli("undo"))
 
     def close(self):
         for f in self.forks: subprocess.run([self.bin, "--store", self.store, "umount", f], capture_output=True)
@@ -179,11 +191,15 @@ def main():
         print(f"appended to {out}", file=sys.stderr)
 
 LABELS = {"checkpoint": "treefork checkpoint (10 files changed)", "branch": "treefork branch", "fork": "treefork fork (until mounted)",
-          "checkout": "treefork checkout (10 files differ)", "diff": "treefork diff HEAD~1 HEAD", "cli_checkpoint": "treefork checkpoint via CLI (incl. process start)"}
+          "checkout": "treefork checkout (10 files differ)", "diff": "treefork diff HEAD~1 HEAD", "cli_checkpoint": "treefork checkpoint via CLI (incl. process start)",
+          "restore": "treefork restore (10 files differ)", "undo": "treefork undo (of that restore)",
+          "cli_branch": "treefork branch via CLI", "cli_checkout": "treefork checkout via CLI", "cli_restore": "treefork restore via CLI",
+          "cli_undo": "treefork undo via CLI"}
 
 def report(results, sizes, bins):
     ab = len(bins) > 1
-    rows = ["checkpoint", "branch", "fork", "checkout", "diff", "cli_checkpoint"]
+    rows = ["checkpoint", "branch", "fork", "checkout", "diff", "restore", "undo", "cli_checkpoint", "cli_branch", "cli_checkout",
+            "cli_restore", "cli_undo"]
     if not ab:
         rows += ["cp -a", "git worktree add", "git stash+apply", "fuse-overlayfs fork"]
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

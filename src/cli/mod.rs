@@ -202,7 +202,7 @@ fn report(e: &anyhow::Error, json: bool) -> i32 {
 /// Run a parsed command line and print its result.
 pub fn run(cli: args::Cli) -> Result<()> {
     if let Some(e) = &cli.globals.explanation {
-        treefork::control::set_explanation(e.clone());
+        plumbing::set_explanation(e.clone());
     }
     let cx = Ctx::new(cli.globals);
     let outcome = cli.cmd.run(&cx)?;

@@ -34,8 +34,23 @@ impl Client {
         op: &T,
         on_event: &mut dyn FnMut(&Value),
     ) -> Result<Value> {
+        self.call_explained(op, None, on_event)
+    }
+
+    /// Like [`call`](Self::call), with the free text recorded with the operation
+    /// in the session's log.
+    pub fn call_explained<T: Serialize + ?Sized>(
+        &mut self,
+        op: &T,
+        explanation: Option<&str>,
+        on_event: &mut dyn FnMut(&Value),
+    ) -> Result<Value> {
         let io = |e| Error::io("control socket", e);
-        if let Err(e) = self.stream.get_mut().write_all(&encode_request(op)) {
+        if let Err(e) = self
+            .stream
+            .get_mut()
+            .write_all(&encode_request(op, explanation))
+        {
             // A refused connection (`forbidden`, `busy`) is answered and closed at
             // once, possibly before the request is written: read that answer.
             let mut line = String::new();

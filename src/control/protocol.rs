@@ -115,21 +115,13 @@ pub fn parse<T: DeserializeOwned>(line: &[u8]) -> std::result::Result<Request<T>
     })
 }
 
-/// The explanation this process sends with every request (set once by the CLI's
-/// `--explanation`).
-static EXPLANATION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// Send `text` as the `explanation` of every request this process makes.
-pub fn set_explanation(text: String) {
-    let _ = EXPLANATION.set(text);
-}
-
-/// Encode a request line (`op`: a `verbs::Op`).
-pub fn encode_request<T: Serialize + ?Sized>(op: &T) -> Vec<u8> {
+/// Encode a request line (`op`: a `verbs::Op`), with the free text recorded with
+/// the operation in the session's log, if any.
+pub fn encode_request<T: Serialize + ?Sized>(op: &T, explanation: Option<&str>) -> Vec<u8> {
     let mut v = serde_json::to_value(op).expect("op serializes");
     let o = v.as_object_mut().unwrap();
     o.insert("v".into(), json!(PROTOCOL_VERSION));
-    if let Some(e) = EXPLANATION.get() {
+    if let Some(e) = explanation {
         o.insert("explanation".into(), json!(e));
     }
     let mut line = serde_json::to_vec(&v).unwrap();

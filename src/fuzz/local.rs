@@ -9,7 +9,7 @@ pub(super) fn protocol(bytes: &[u8]) {
         Ok(req) => {
             accepted();
             // What parses re-encodes (the client's encoder) to the same op.
-            let line = encode_request(&req.op);
+            let line = encode_request(&req.op, None);
             let again = parse::<crate::verbs::Op>(line.strip_suffix(b"\n").unwrap_or(&line))
                 .unwrap_or_else(|e| panic!("re-encoded {:?} does not parse: {e:?}", req.op));
             assert_eq!(again.op, req.op, "parse(encode(op)) != op");
@@ -44,7 +44,7 @@ pub(super) fn protocol_seeds() -> Vec<Vec<u8>> {
     .iter()
     .map(|s| s.as_bytes().to_vec())
     .collect();
-    let mut line = encode_request(&Op::Ping(crate::verbs::Ping {}));
+    let mut line = encode_request(&Op::Ping(crate::verbs::Ping {}), None);
     line.pop();
     v.push(line);
     v

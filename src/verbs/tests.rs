@@ -54,7 +54,7 @@ fn round_trip() {
         from_remote: None,
         evict_to: None,
     });
-    let line = encode_request(&op);
+    let line = encode_request(&op, None);
     assert_eq!(p(line.trim_ascii_end()), op);
 }
 
@@ -89,7 +89,7 @@ fn old_clients_and_old_daemons_interoperate() {
         })
     ));
     // A new client without agent fields sends none (old daemons deny unknown fields).
-    let line = encode_request(&op);
+    let line = encode_request(&op, None);
     assert!(!String::from_utf8_lossy(&line).contains("agent"));
     let op = p(
         br#"{"v":1,"op":"fork","name":"f","mountpoint":"/m","agent_socket":"/a.sock","agent_uid":7}"#,
@@ -109,10 +109,10 @@ fn diff_stream_is_opt_in() {
     let op = p(br#"{"v":1,"op":"diff","mode":"patch"}"#);
     assert!(matches!(op, Op::Diff(Diff { stream: false, .. })));
     // Not streaming: the field is not sent (old daemons deny unknown fields).
-    assert!(!String::from_utf8_lossy(&encode_request(&op)).contains("stream"));
+    assert!(!String::from_utf8_lossy(&encode_request(&op, None)).contains("stream"));
     let op = p(br#"{"v":1,"op":"diff","mode":"patch","stream":true}"#);
     assert!(matches!(op, Op::Diff(Diff { stream: true, .. })));
-    assert_eq!(p(encode_request(&op).trim_ascii_end()), op);
+    assert_eq!(p(encode_request(&op, None).trim_ascii_end()), op);
 }
 
 #[test]

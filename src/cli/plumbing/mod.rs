@@ -61,6 +61,14 @@ impl std::fmt::Display for DaemonError {
 
 impl std::error::Error for DaemonError {}
 
+/// The `--explanation` of this invocation, sent with each of its requests.
+static EXPLANATION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Send `text` as the `explanation` of every request this invocation makes.
+pub fn set_explanation(text: String) {
+    let _ = EXPLANATION.set(text);
+}
+
 /// A daemon response as a result: `ok:true` → the response, else its error.
 fn checked(v: Value) -> Result<Value> {
     if v.get("ok").and_then(Value::as_bool) == Some(true) {
@@ -123,7 +131,7 @@ fn call_socket_events<T: DeserializeOwned>(
     no_answer: impl FnOnce() -> String,
 ) -> Result<Reply<T>> {
     let mut c = Client::connect(sock).with_context(no_answer)?;
-    let v = checked(c.call(op, on_event)?)?;
+    let v = checked(c.call_explained(op, EXPLANATION.get().map(String::as_str), on_event)?)?;
     // Someone else moved the session's branch: every command says so (`status`
     // shows it in its own output).
     if let Some(m) = v.pointer("/branch_moved/message").and_then(Value::as_str)

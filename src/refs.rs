@@ -131,11 +131,7 @@ pub struct NewCheckpoint<'a> {
 impl NewCheckpoint<'_> {
     /// The record, timestamped now.
     pub fn build(self) -> Checkpoint {
-        let time_ns = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as i128)
-            .unwrap_or(0);
-        self.build_at(time_ns)
+        self.build_at(crate::clock::unix_ns())
     }
 
     /// The record, with the given time.

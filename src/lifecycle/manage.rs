@@ -16,11 +16,6 @@ use crate::error::{Error, Result};
 use crate::meta::{self, KeyRange, MetaOp};
 use crate::store::ObjectStore;
 
-/// Unix seconds now.
-pub fn now() -> i64 {
-    crate::tree::Timespec::now().sec
-}
-
 /// Apply `f` to `session`'s info record and store it atomically (its `updated`
 /// stamped). `f` returns whether anything changed; nothing is written otherwise.
 /// A session with no session record is `not_found`.
@@ -190,7 +185,7 @@ pub fn load_or_legacy(store: &dyn ObjectStore, session: &str, created: i64) -> S
 /// The lifecycle columns of a `sessions` row: `lifecycle` (state), `task`,
 /// `age` and `idle` (seconds), `touched` (count), `evict_blocked`.
 pub fn row_fields(store: &dyn ObjectStore, session: &str, created: i64) -> Map<String, Value> {
-    let t = now();
+    let t = crate::clock::unix_secs();
     let i = load_or_legacy(store, session, created);
     let mut m = Map::new();
     m.insert("lifecycle".into(), json!(i.state));
@@ -214,7 +209,7 @@ pub fn show(
     let rec = crate::session::load_record(store, session)?
         .ok_or_else(|| Error::NotFound(format!("no session named {session}")))?;
     let info = load_or_legacy(store, session, rec.created);
-    let t = now();
+    let t = crate::clock::unix_secs();
     Ok(json!({
         "info": info,
         "touched": touched_count(store, session)?,

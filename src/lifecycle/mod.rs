@@ -171,14 +171,10 @@ pub struct SessionInfo {
     pub meta: Map<String, Value>,
 }
 
-fn now() -> i64 {
-    crate::tree::Timespec::now().sec
-}
-
 impl SessionInfo {
     /// A new record for `session`, now.
     pub fn new(session: &str, origin: Option<Origin>) -> SessionInfo {
-        let t = now();
+        let t = crate::clock::unix_secs();
         let id = blake3::hash(format!("{session}\0{}\0{}", t, std::process::id()).as_bytes())
             .to_hex()[..32]
             .to_string();
@@ -242,7 +238,7 @@ impl SessionInfo {
 
     /// The op storing this record (stamping `updated`).
     pub fn op(&mut self) -> MetaOp {
-        self.updated = now();
+        self.updated = crate::clock::unix_secs();
         MetaOp::Put(
             meta::info_key(&self.session),
             serde_json::to_vec(self).expect("info serializes"),

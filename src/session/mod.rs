@@ -518,13 +518,6 @@ pub(crate) fn stat_of(st: &State, ino: u64) -> Result<Stat> {
     })
 }
 
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
 pub(crate) fn check_name(name: &[u8]) -> Result<()> {
     if name.len() > NAME_MAX {
         return posix(libc::ENAMETOOLONG);
@@ -587,7 +580,7 @@ impl State {
         self.changed = true;
         self.mutations += 1;
         self.generation += 1;
-        self.last_mutation_ms = now_ms();
+        self.last_mutation_ms = crate::clock::unix_ms();
         let mut cur = ino;
         let mut first = true;
         while let Some(i) = self.inodes.get_mut(&cur) {

@@ -85,7 +85,7 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             };
             change.validate()?;
             change.check_remote(&s)?;
-            let now = treefork::lifecycle::manage::now();
+            let now = treefork::clock::unix_secs();
             let info = treefork::lifecycle::manage::update(&s, name, &mut |i| {
                 change.apply(i, now)?;
                 i.last_access = now;
@@ -142,9 +142,9 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
 /// The retention work of the daemon's `gc` (the same pass, `lifecycle::retention`):
 /// (records, sessions, refs) removed.
 fn retention(s: &PackStore) -> Result<(usize, usize, usize)> {
-    use treefork::lifecycle::{manage, retention};
+    use treefork::lifecycle::retention;
     let retain = treefork::daemon::sweep::DEFAULT_DISCARD_SECS;
-    let p = retention::run(s, retain, manage::now(), &mut |name| {
+    let p = retention::run(s, retain, treefork::clock::unix_secs(), &mut |name| {
         retention::remove_session(s, name)
     })?;
     Ok((p.operations, p.sessions, p.auto_refs))

@@ -60,7 +60,7 @@ pub(super) fn unlocked(t: &Target, _call: &Call, op: Op) -> Result<std::result::
                 tool_calls,
                 tool_call_id,
                 meta,
-                time_ns: messages::now_ns(),
+                time_ns: crate::clock::unix_ns(),
             };
             append(t, d).map(Ok)
         }

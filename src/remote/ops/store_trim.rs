@@ -40,7 +40,7 @@ pub fn run(
     events: &mut dyn FnMut(Value),
 ) -> Result<Value> {
     let req = request(op)?;
-    let now = crate::lifecycle::manage::now();
+    let now = crate::clock::unix_secs();
     let mut last = std::time::Instant::now();
     let mut progress = |phase: &str, done: u64, total: u64| {
         if done == total || last.elapsed() > std::time::Duration::from_millis(100) {

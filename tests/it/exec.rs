@@ -568,3 +568,48 @@ fn agent_socket_may_exec_and_unmount_finalizes_a_running_exec() {
     assert!(exec(&m, &["true"]).status.success());
     assert_eq!(meta(&show(&m, 3))["n"], 3);
 }
+
+/// The value of `NAME = EXPR` in Python source, where EXPR is an integer or
+/// `A << B` (how the client writes its limits).
+fn python_int(src: &str, name: &str) -> Option<usize> {
+    let line = src
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.trim_start().strip_prefix('='))?;
+    let int = |s: &str| s.trim().replace('_', "").parse::<usize>().ok();
+    match line.split_once("<<") {
+        Some((a, b)) => Some(int(a)? << int(b)?),
+        None => int(line),
+    }
+}
+
+#[test]
+fn python_client_capture_cap_is_the_daemons() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/python/src/treefork/execution.py");
+    let src = std::fs::read_to_string(&path).expect("read the Python client");
+    assert_eq!(
+        python_int(&src, "MAX_CAPTURE_LIMIT"),
+        Some(treefork::ops::exec::MAX_CAPTURE),
+        "{}: MAX_CAPTURE_LIMIT must equal treefork::ops::exec::MAX_CAPTURE",
+        path.display()
+    );
+}
+
+#[test]
+fn cli_capture_limit_is_bounded_by_the_daemons_cap() {
+    let over = (treefork::ops::exec::MAX_CAPTURE + 1).to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(bin())
+        .args(["exec", "--capture-limit", &over, "true"])
+        .current_dir(tmp.path())
+        .env_remove("TREEFORK_SOCKET")
+        .output()
+        .expect("run treefork exec");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    let want = format!(
+        "--capture-limit is at most {} bytes",
+        treefork::ops::exec::MAX_CAPTURE
+    );
+    assert!(err.contains(&want), "{err}");
+}

@@ -235,21 +235,7 @@ impl Daemon {
         ttl_absolute: Option<String>,
         evict_to: Option<String>,
     ) -> Result<Value> {
-        let change = PolicyChange {
-            ttl_idle,
-            ttl_absolute,
-            evict_to,
-            ..PolicyChange::default()
-        };
-        change.validate()?;
-        change.check_remote(&**self.store())?;
-        let now = crate::clock::unix_secs();
-        let info = manage::update(&**self.store(), name, &mut |i| {
-            change.apply(i, now)?;
-            i.last_access = now;
-            Ok(true)
-        })?;
-        Ok(json!({"session": name, "policy": info.policy}))
+        manage::extend(&**self.store(), name, ttl_idle, ttl_absolute, evict_to)
     }
 
     /// `session discard`: unmount (refused while busy), then state `discarded`.

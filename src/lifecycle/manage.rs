@@ -1,6 +1,6 @@
 //! Changing and reading session info records: atomic read-modify-write
 //! ([`update`]), policy changes from `mount` flags and `session extend`
-//! ([`PolicyChange`]), the expiry rule ([`expiry`]), metrics upkeep, and the
+//! ([`PolicyChange`], [`extend`]), the expiry rule ([`expiry`]), metrics upkeep, and the
 //! lifecycle columns of `sessions` / `session show` ([`row_fields`], [`show`]).
 //!
 //! Invariants: every change of an info record goes through [`update`], a
@@ -219,6 +219,33 @@ pub fn show(
         "idle": t.saturating_sub(info.last_access).max(0),
         "expires": expiry(&info, t),
     }))
+}
+
+/// `session extend`: new TTLs and eviction remote (each kept when `None`), the
+/// idle clock restarted; answers the session and its policy. The daemon and the
+/// CLI's offline path both run it.
+pub fn extend(
+    store: &dyn ObjectStore,
+    session: &str,
+    ttl_idle: Option<String>,
+    ttl_absolute: Option<String>,
+    evict_to: Option<String>,
+) -> Result<Value> {
+    let change = PolicyChange {
+        ttl_idle,
+        ttl_absolute,
+        evict_to,
+        ..PolicyChange::default()
+    };
+    change.validate()?;
+    change.check_remote(store)?;
+    let now = crate::clock::unix_secs();
+    let info = update(store, session, &mut |i| {
+        change.apply(i, now)?;
+        i.last_access = now;
+        Ok(true)
+    })?;
+    Ok(json!({"session": session, "policy": info.policy}))
 }
 
 /// Add to `session`'s counters (best effort: a failure is logged).

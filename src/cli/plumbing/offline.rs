@@ -76,23 +76,13 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             ttl_idle,
             ttl_absolute,
             evict_to,
-        } => {
-            let change = treefork::lifecycle::manage::PolicyChange {
-                ttl_idle: ttl_idle.clone(),
-                ttl_absolute: ttl_absolute.clone(),
-                evict_to: evict_to.clone(),
-                ..Default::default()
-            };
-            change.validate()?;
-            change.check_remote(&s)?;
-            let now = treefork::clock::unix_secs();
-            let info = treefork::lifecycle::manage::update(&s, name, &mut |i| {
-                change.apply(i, now)?;
-                i.last_access = now;
-                Ok(true)
-            })?;
-            json!({"session": name, "policy": info.policy})
-        }
+        } => treefork::lifecycle::manage::extend(
+            &s,
+            name,
+            ttl_idle.clone(),
+            ttl_absolute.clone(),
+            evict_to.clone(),
+        )?,
         Op::SessionDiscard { name } => {
             treefork::lifecycle::manage::update(&s, name, &mut |i| {
                 i.state = treefork::lifecycle::State::Discarded;

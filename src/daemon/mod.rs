@@ -331,7 +331,7 @@ impl Daemon {
             }
             op @ Op::StoreTrim { .. } => self.store_trim(&op, events),
             op if crate::remote::ops::handles(&op) => {
-                crate::remote::ops::run(self, who, actor, explanation, session, op, events)
+                crate::remote::ops::run(self, session, op, events)
             }
             op => crate::ops::run(self, who, actor, explanation, session, op, events),
         }

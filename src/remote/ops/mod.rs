@@ -25,9 +25,8 @@ pub mod store_trim;
 
 use serde_json::Value;
 
-use crate::control::{MountFor, Op};
+use crate::control::Op;
 use crate::error::{Error, Result};
-use crate::oplog::Actor;
 use crate::ops::Host;
 use crate::store::ObjectStore;
 
@@ -46,18 +45,16 @@ pub fn handles(op: &Op) -> bool {
     )
 }
 
-/// Run remote op `op` for the daemon `h` (`who`, `actor`, `explanation` and
-/// `session` as for `ops::run`; progress events go to `events`).
+/// Run remote op `op` for the daemon `h` (`session`: the session the request's
+/// socket serves, as for `ops::run`, the default of `push` and `hydrate`; progress
+/// events go to `events`). Remote ops record no operation of their own, so the caller's
+/// role, actor and explanation are not needed here.
 pub fn run<H: Host>(
     h: &H,
-    who: MountFor,
-    actor: &Actor,
-    explanation: Option<&str>,
     session: Option<&str>,
     op: Op,
     events: &mut dyn FnMut(Value),
 ) -> Result<Value> {
-    let _ = (who, actor, explanation, session, &events);
     let store = h.store();
     match op {
         op @ Op::RemoteAdd { .. } => {
@@ -102,7 +99,6 @@ pub fn run<H: Host>(
 /// Run a remote op that needs only the store (no mounted session): also used
 /// when no daemon serves the store.
 pub fn run_store(store: &dyn ObjectStore, op: Op, events: &mut dyn FnMut(Value)) -> Result<Value> {
-    let _ = &events;
     match op {
         op @ Op::RemoteAdd { .. } => {
             let ready = remote_add::prepare(store, &remote_add::Request::of(&op)?)?;

@@ -45,10 +45,10 @@ pub fn handles(op: &Op) -> bool {
     )
 }
 
-/// Run remote op `op` for the daemon `h` (`session`: the session the request's
-/// socket serves, as for `ops::run`, the default of `push` and `hydrate`; progress
-/// events go to `events`). Remote ops record no operation of their own, so the caller's
-/// role, actor and explanation are not needed here.
+/// Run remote op `op` for the daemon `h` (`session`: the session the request is
+/// aimed at, as for `ops::run`, the default of `push` and `hydrate`; progress
+/// events go to `events`). Remote ops record no operation of their own, so the
+/// caller's role, actor and explanation are not needed here.
 pub fn run<H: Host>(
     h: &H,
     session: Option<&str>,

@@ -10,7 +10,8 @@
 //! - if an inode is `dirty` and reachable through `parent`, every ancestor is dirty
 //!   and has `stored == None` (so a flush walks only dirty paths);
 //! - a content id (`Dir::stored`, `FileData::stored`) is `Some` only when it names
-//!   exactly the current content;
+//!   exactly the current content; so does each cached block-map leaf
+//!   (`FileData::leaves`) for the blocks of its span;
 //! - a directory's `entries` are `None` (unloaded) only with a `stored` id, and then
 //!   no live inode has it as `parent`;
 //! - `State::link_bytes` is the sum of [`Inode::record_bound`] (or
@@ -18,9 +19,7 @@
 //! - an inode leaves the table only when unlinked and forgotten (`nlink == 0 &&
 //!   lookups == 0`), or when evicted with its directory's entries
 //!   ([`super::evict`]: forgotten, clean, its record exactly as stored); an inode
-//!   number is never reused, and an evicted inode comes back with its stored one.
-//!   exactly the current content; so does each cached block-map leaf
-//!   (`FileData::leaves`) for the blocks of its span;
+//!   number is never reused, and an evicted inode comes back with its stored one;
 //! - while `FileData::dirty_leaves` is `Some`, every leaf span holding blocks is in
 //!   `leaves` or in `dirty_leaves` (outside a flush's encode step, which holds the
 //!   leaves it writes until it publishes or abandons them).

@@ -1,8 +1,10 @@
 //! One workspace session: a live, mutable view of a Merkle tree.
 //!
 //! Owns: the inode table ([`inode::State`]) of one session, the POSIX operations on it
-//! (`ops`, `data`), turning it back into immutable tree nodes (`flush`), and evicting
-//! forgotten clean inodes from it (`evict`).
+//! (`ops`, `data`), turning it back into immutable tree nodes (`flush`, `encode`),
+//! checkpoints and grafting another tree in (`snapshot`, `graft`), evicting
+//! forgotten clean inodes from it (`evict`), collecting touched paths (`touch`) and
+//! the writer watch of a recorded command (`watch`).
 //! The session never names fuser: `crate::fs` translates FUSE requests into calls here.
 //!
 //! Persistence: the session's durable state is its session record (`s/<name>` in the

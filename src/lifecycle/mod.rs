@@ -1,7 +1,8 @@
 //! A session's lifecycle: the **session info** record (what the session is for,
-//! where it came from, its state and eviction policy, promote result, metrics),
-//! the touched-file set ([`touched`]), and running the real `git` on the durable
-//! repository a session was imported from ([`git`]).
+//! where it came from, its state and eviction policy, promote result, metrics;
+//! changed and read through [`manage`]), the touched-file set ([`touched`]), the
+//! retention pass of `gc` ([`retention`], [`autorefs`]), and running the real
+//! `git` on the durable repository a session was imported from ([`git`]).
 //!
 //! Owns: the info record at `i/<session>` (JSON, [`INFO_VERSION`]), separate from
 //! the session record (`s/`, rewritten at every flush) because it changes rarely

@@ -247,6 +247,16 @@ pub struct Dir {
 }
 
 impl Dir {
+    /// A new directory: no entries, loaded, not stored.
+    pub fn empty() -> Dir {
+        Dir {
+            stored: None,
+            entries: Some(Entries::default()),
+            shards: HashMap::new(),
+            base: None,
+        }
+    }
+
     /// The entries changed: `stored` no longer names them (and becomes the delta base).
     pub fn unstore(&mut self) {
         if let Some(s) = self.stored.take() {
@@ -338,12 +348,7 @@ impl Inode {
                 shards: HashMap::new(),
                 base: None,
             }),
-            (Kind::Dir, _) => Data::Dir(Dir {
-                stored: None,
-                entries: Some(Entries::default()),
-                shards: HashMap::new(),
-                base: None,
-            }),
+            (Kind::Dir, _) => Data::Dir(Dir::empty()),
             (Kind::File, Content::Node(id)) => Data::File(FileData::new(Some(*id))),
             (Kind::File, _) => Data::File(FileData::new(None)),
             (Kind::Symlink, Content::Bytes(b)) => Data::Symlink(b.clone()),
@@ -366,12 +371,7 @@ impl Inode {
     pub fn new(kind: Kind, perm: u32, uid: u32, gid: u32, parent: u64) -> Inode {
         let now = Timespec::now();
         let data = match kind {
-            Kind::Dir => Data::Dir(Dir {
-                stored: None,
-                entries: Some(Entries::default()),
-                shards: HashMap::new(),
-                base: None,
-            }),
+            Kind::Dir => Data::Dir(Dir::empty()),
             Kind::File => Data::File(FileData::new(None)),
             Kind::Symlink => Data::Symlink(Vec::new()),
             _ => Data::Special,

@@ -73,17 +73,10 @@ impl Catalog {
 /// LIST and the read is skipped.
 pub fn list_refs(client: &Client) -> Result<Vec<Fetched>> {
     let mut out = Vec::new();
-    for (kind, dir) in [
-        (TrackKind::Branch, layout::REFS_BRANCHES),
-        (TrackKind::Session, layout::REFS_SESSIONS),
-    ] {
+    for kind in [TrackKind::Branch, TrackKind::Session] {
         let mut names = Vec::new();
-        for m in client.list(dir)? {
-            let name = match kind {
-                TrackKind::Branch => layout::parse_branch_ref_key(&m.key),
-                TrackKind::Session => layout::parse_session_ref_key(&m.key),
-            };
-            match name {
+        for m in client.list(layout::refs_dir(kind))? {
+            match layout::parse_ref_key(kind, &m.key) {
                 Some(n) => names.push(n),
                 None => log::warn!(
                     "remote {}: {} is not a ref name; ignored by gc",

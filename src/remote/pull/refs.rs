@@ -50,16 +50,9 @@ impl Fetched {
     }
 }
 
-fn key(kind: TrackKind, name: &str) -> String {
-    match kind {
-        TrackKind::Branch => layout::branch_ref_key(name),
-        TrackKind::Session => layout::session_ref_key(name),
-    }
-}
-
 /// Read ref `name` of `kind`, if it exists.
 pub fn read(client: &Client, kind: TrackKind, name: &str) -> Result<Option<Fetched>> {
-    let k = key(kind, name);
+    let k = layout::ref_key(kind, name);
     let Some(got) = client.get(&k, layout::Body::Ref)? else {
         return Ok(None);
     };
@@ -102,17 +95,11 @@ pub fn read_any(client: &Client, name: &str) -> Result<Fetched> {
 /// logged and skipped.
 pub fn list_all(client: &Client) -> Result<Vec<Fetched>> {
     let mut out = Vec::new();
-    for (kind, dir) in [
-        (TrackKind::Branch, layout::REFS_BRANCHES),
-        (TrackKind::Session, layout::REFS_SESSIONS),
-    ] {
+    for kind in [TrackKind::Branch, TrackKind::Session] {
         let mut names: Vec<String> = client
-            .list(dir)?
+            .list(layout::refs_dir(kind))?
             .into_iter()
-            .filter_map(|m| match kind {
-                TrackKind::Branch => layout::parse_branch_ref_key(&m.key),
-                TrackKind::Session => layout::parse_session_ref_key(&m.key),
-            })
+            .filter_map(|m| layout::parse_ref_key(kind, &m.key))
             .collect();
         names.sort();
         for n in names {

@@ -47,17 +47,9 @@ impl RemoteRef {
     }
 }
 
-/// The remote key of ref `name` of `kind`.
-pub fn key(kind: TrackKind, name: &str) -> String {
-    match kind {
-        TrackKind::Branch => layout::branch_ref_key(name),
-        TrackKind::Session => layout::session_ref_key(name),
-    }
-}
-
 /// Read remote ref `name` of `kind` (validated as a ref value of that kind).
 pub fn read(client: &Client, kind: TrackKind, name: &str) -> Result<Option<RemoteRef>> {
-    let k = key(kind, name);
+    let k = layout::ref_key(kind, name);
     let Some(got) = client.get(&k, layout::Body::Ref)? else {
         return Ok(None);
     };
@@ -141,7 +133,7 @@ pub fn cas(
     base: Option<&RemoteRef>,
     conditional: bool,
 ) -> Result<Option<String>> {
-    let k = key(kind, name);
+    let k = layout::ref_key(kind, name);
     let cond = match (
         conditional,
         base.is_some(),

@@ -33,7 +33,7 @@ use crate::remote::lazy;
 use crate::remote::packidx::{Idx, IdxEntry};
 use crate::remote::pull::refs::{self as rrefs, Fetched};
 use crate::remote::refval::RefValue;
-use crate::remote::segment::{self, SegEntry};
+use crate::remote::segment::SegEntry;
 use crate::store::{Kind, ObjectStore};
 
 /// Largest range read when fetching a pack's node records.
@@ -241,17 +241,7 @@ fn named_by_logs(
     checkpoints: &mut Vec<String>,
     roots: &mut Vec<String>,
 ) -> Result<()> {
-    let keys: Vec<String> = logs.iter().map(|h| layout::log_key(h)).collect();
-    for ((h, k), got) in logs
-        .iter()
-        .zip(&keys)
-        .zip(client.get_many(&keys, layout::Body::LogSegment)?)
-    {
-        let got = got.ok_or_else(|| Error::Remote {
-            remote: client.name().to_string(),
-            detail: format!("{k} is named by a session ref but missing"),
-        })?;
-        let seg = segment::decode(&got.bytes, h)?;
+    crate::remote::pull::import::each_segment(client, logs, &mut |k, seg| {
         for e in seg.entries {
             match e {
                 SegEntry::Op { seq, v } => {
@@ -270,7 +260,8 @@ fn named_by_logs(
                 SegEntry::Attach { .. } | SegEntry::Touched { .. } => {}
             }
         }
-    }
+        Ok(())
+    })?;
     roots.retain(|r| !r.is_empty());
     Ok(())
 }

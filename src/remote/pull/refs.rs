@@ -171,20 +171,10 @@ pub fn fetch_checkpoints(
 /// Whether checkpoint `old` is `new` or an ancestor of it (local records only;
 /// fetch first).
 pub fn is_ancestor(store: &dyn ObjectStore, old: &str, new: &str) -> Result<bool> {
-    let mut seen: HashSet<String> = HashSet::new();
-    let mut queue: VecDeque<String> = VecDeque::from([new.to_string()]);
-    while let Some(h) = queue.pop_front() {
-        if h == old {
-            return Ok(true);
-        }
-        if !seen.insert(h.clone()) {
-            continue;
-        }
-        if let Some(id) = CheckpointId::from_hex(&h)
-            && let Ok(c) = crate::refs::load(store, &id)
-        {
-            queue.extend(c.parents);
-        }
-    }
-    Ok(false)
+    crate::refs::is_ancestor_by(old, new, &mut |h| {
+        Ok(CheckpointId::from_hex(h)
+            .and_then(|id| crate::refs::load(store, &id).ok())
+            .map(|c| c.parents)
+            .unwrap_or_default())
+    })
 }

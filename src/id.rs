@@ -119,9 +119,7 @@ pub fn random16() -> [u8; 16] {
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
         .is_err()
     {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
+        let t = crate::clock::since_epoch();
         let seed = format!("{}-{:?}", std::process::id(), t);
         b.copy_from_slice(&blake3::hash(seed.as_bytes()).as_bytes()[..16]);
     }

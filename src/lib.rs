@@ -5,8 +5,9 @@
 //! the daemon through `ops::Host`) → `control` (protocol, roles, registry, client)
 //! and `fs` (FUSE translation) → `session`
 //! (live inode table) → `tree` (immutable Merkle nodes) → `store` (packs + index)
-//! → `meta` (sled) → `id`/`error`.
+//! → `meta` (sled) → `id`/`error`/`clock`.
 
+pub mod clock;
 pub mod control;
 pub mod daemon;
 pub mod diff;

@@ -23,6 +23,8 @@
 mod rules;
 mod spec;
 
+use std::collections::{HashSet, VecDeque};
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -131,11 +133,7 @@ pub struct NewCheckpoint<'a> {
 impl NewCheckpoint<'_> {
     /// The record, timestamped now.
     pub fn build(self) -> Checkpoint {
-        let time_ns = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as i128)
-            .unwrap_or(0);
-        self.build_at(time_ns)
+        self.build_at(crate::clock::unix_ns())
     }
 
     /// The record, with the given time.
@@ -282,6 +280,29 @@ pub fn load(store: &dyn ObjectStore, id: &CheckpointId) -> Result<Checkpoint> {
         .meta_get(&meta::checkpoint_key(&id.0))?
         .ok_or_else(|| unknown_checkpoint(id))?;
     Checkpoint::decode(&id.to_string(), &v)
+}
+
+/// Whether checkpoint `old` (hex) is `new` or one of its ancestors: a
+/// breadth-first walk up from `new`, each checkpoint visited once, its parents
+/// given by `parents` (the caller decides where records come from and what a
+/// missing one means).
+pub fn is_ancestor_by(
+    old: &str,
+    new: &str,
+    parents: &mut dyn FnMut(&str) -> Result<Vec<String>>,
+) -> Result<bool> {
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut queue: VecDeque<String> = VecDeque::from([new.to_string()]);
+    while let Some(h) = queue.pop_front() {
+        if h == old {
+            return Ok(true);
+        }
+        if !seen.insert(h.clone()) {
+            continue;
+        }
+        queue.extend(parents(&h)?);
+    }
+    Ok(false)
 }
 
 /// The error for a checkpoint id that is not there (or not visible: the same).

@@ -3,8 +3,9 @@
 //! Each command's own arguments live next to its code (`cli/<group>.rs`) as a
 //! `#[derive(clap::Args)]` struct whose doc comment is its `--help` summary; the
 //! registry below names each of them once. Options and flag groups used by more
-//! than one command are in `cli/flags.rs` (imported by the commands, so this
-//! registry, which imports the commands, is never imported back).
+//! than one command are in `cli/flags.rs` (imported by the commands, so a command
+//! needs nothing of this registry for them). Only `completions`, `man` and
+//! `mount_helper`, which work on the whole definition, import it back ([`Cli`]).
 
 use clap::{Parser, Subcommand};
 

@@ -64,9 +64,7 @@ fn default_name(project: &std::path::Path) -> String {
         .take(40)
         .collect();
     let base = base.trim_start_matches(['-', '.']);
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let secs = treefork::clock::unix_secs();
     if base.is_empty() {
         format!("continue-{secs}")
     } else {

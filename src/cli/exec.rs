@@ -15,9 +15,7 @@ use std::time::Duration;
 
 use super::prelude::*;
 use super::runner::{self, DEFAULT_CAPTURE_LIMIT, RunResult, Spec};
-
-/// Most bytes of each stream kept in a record (the daemon's own cap).
-pub const MAX_CAPTURE_LIMIT: usize = 4 << 20;
+use treefork::ops::exec::MAX_CAPTURE;
 
 /// Run a command in the workspace and record it (before/after states, changed
 /// paths, exit status, output).
@@ -69,8 +67,8 @@ impl Exec {
 impl Run for Exec {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let timeout = self.timeout()?;
-        if self.capture_limit > MAX_CAPTURE_LIMIT {
-            bail!("--capture-limit is at most {MAX_CAPTURE_LIMIT} bytes");
+        if self.capture_limit > MAX_CAPTURE {
+            bail!("--capture-limit is at most {MAX_CAPTURE} bytes");
         }
         let (dir, rel) = self.cwd(cx)?;
         let argv: Vec<String> = self

@@ -8,8 +8,10 @@
 //!   fork), `store` (gc, fsck, session rm), `config`, `daemon` — each command a
 //!   `clap::Args` struct and a small [`Run`] impl that builds the request, sends it
 //!   through the plumbing and returns a typed result;
-//! - `plumbing`: the only module that calls into the treefork library (sockets,
-//!   workspace and store lookup, starting the daemon, offline store ops);
+//! - `plumbing`: the only way to the daemon or the store (sockets, workspace and
+//!   store lookup, starting the daemon, offline store ops); other modules use the
+//!   library only for types, constants and helpers that do no I/O;
+//! - `runner`: running a command as a child process (`exec`, `experiment`);
 //! - `output`: the only place that chooses between output for people and `--json`;
 //! - `failure`: the only place an error becomes an exit status and a `--json` error
 //!   document (by its code);

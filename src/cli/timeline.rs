@@ -117,10 +117,7 @@ impl Human for Entries {
 
 impl Run for Timeline {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
+        let now = treefork::clock::unix_secs();
         let since = self
             .since
             .as_deref()

@@ -40,7 +40,7 @@ impl Daemon {
             Pruned::default()
         } else {
             let discard = self.upkeep.discard_secs;
-            let now = crate::lifecycle::manage::now();
+            let now = crate::clock::unix_secs();
             retention::run(&*self.store, discard, now, &mut |name| {
                 self.session_rm(name).map(drop)
             })?

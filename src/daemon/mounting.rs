@@ -206,7 +206,7 @@ impl Daemon {
                 ctl_fd,
                 ctl_path,
                 agent_ctl,
-                last_auto_ms: Arc::new(AtomicU64::new(session::now_ms())),
+                last_auto_ms: Arc::new(AtomicU64::new(crate::clock::unix_ms())),
             },
         );
         self.on_mounted(&name);

@@ -116,7 +116,7 @@ impl Daemon {
     /// Note which sessions were accessed; persist `last_access` at most once a
     /// minute each.
     fn access_clock(&self) {
-        let now = manage::now();
+        let now = crate::clock::unix_secs();
         let mut persist = Vec::new();
         {
             let mut looks = relock(self.upkeep.looks.lock());
@@ -156,7 +156,7 @@ impl Daemon {
     /// it mounted died, an expired (or discarded) session resumes as active.
     pub(crate) fn on_mounted(&self, name: &str) {
         let me = std::process::id();
-        let now = manage::now();
+        let now = crate::clock::unix_secs();
         relock(self.upkeep.looks.lock()).remove(name);
         let r = manage::update(&**self.store(), name, &mut |i| {
             if i.meta.contains_key(MOUNTED_BY) {
@@ -190,7 +190,7 @@ impl Daemon {
         if change.is_empty() {
             return Ok(());
         }
-        let now = manage::now();
+        let now = crate::clock::unix_secs();
         manage::update(&**self.store(), name, &mut |i| {
             change.apply(i, now)?;
             Ok(true)
@@ -222,7 +222,7 @@ impl Daemon {
         }
         let mut v = manage::show(&**self.store(), name, mp.as_deref())?;
         if let Some(t) = self.last_access_seen(name) {
-            v["idle"] = json!(manage::now().saturating_sub(t).max(0));
+            v["idle"] = json!(crate::clock::unix_secs().saturating_sub(t).max(0));
         }
         Ok(v)
     }
@@ -235,21 +235,7 @@ impl Daemon {
         ttl_absolute: Option<String>,
         evict_to: Option<String>,
     ) -> Result<Value> {
-        let change = PolicyChange {
-            ttl_idle,
-            ttl_absolute,
-            evict_to,
-            ..PolicyChange::default()
-        };
-        change.validate()?;
-        change.check_remote(&**self.store())?;
-        let now = manage::now();
-        let info = manage::update(&**self.store(), name, &mut |i| {
-            change.apply(i, now)?;
-            i.last_access = now;
-            Ok(true)
-        })?;
-        Ok(json!({"session": name, "policy": info.policy}))
+        manage::extend(&**self.store(), name, ttl_idle, ttl_absolute, evict_to)
     }
 
     /// `session discard`: unmount (refused while busy), then state `discarded`.
@@ -278,7 +264,7 @@ impl Daemon {
     /// busy, and what was only marked expired.
     pub(crate) fn sweep(&self) -> Result<Value> {
         let store = self.store().clone();
-        let now = manage::now();
+        let now = crate::clock::unix_secs();
         let live: HashMap<String, Target> = Host::live(self)
             .into_iter()
             .map(|t| (t.session.name().to_string(), t))

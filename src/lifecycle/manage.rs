@@ -1,6 +1,6 @@
 //! Changing and reading session info records: atomic read-modify-write
 //! ([`update`]), policy changes from `mount` flags and `session extend`
-//! ([`PolicyChange`]), the expiry rule ([`expiry`]), metrics upkeep, and the
+//! ([`PolicyChange`], [`extend`]), the expiry rule ([`expiry`]), metrics upkeep, and the
 //! lifecycle columns of `sessions` / `session show` ([`row_fields`], [`show`]).
 //!
 //! Invariants: every change of an info record goes through [`update`], a
@@ -15,11 +15,6 @@ use super::{SessionInfo, State, load, parse_duration};
 use crate::error::{Error, Result};
 use crate::meta::{self, KeyRange, MetaOp};
 use crate::store::ObjectStore;
-
-/// Unix seconds now.
-pub fn now() -> i64 {
-    crate::tree::Timespec::now().sec
-}
 
 /// Apply `f` to `session`'s info record and store it atomically (its `updated`
 /// stamped). `f` returns whether anything changed; nothing is written otherwise.
@@ -190,7 +185,7 @@ pub fn load_or_legacy(store: &dyn ObjectStore, session: &str, created: i64) -> S
 /// The lifecycle columns of a `sessions` row: `lifecycle` (state), `task`,
 /// `age` and `idle` (seconds), `touched` (count), `evict_blocked`.
 pub fn row_fields(store: &dyn ObjectStore, session: &str, created: i64) -> Map<String, Value> {
-    let t = now();
+    let t = crate::clock::unix_secs();
     let i = load_or_legacy(store, session, created);
     let mut m = Map::new();
     m.insert("lifecycle".into(), json!(i.state));
@@ -214,7 +209,7 @@ pub fn show(
     let rec = crate::session::load_record(store, session)?
         .ok_or_else(|| Error::NotFound(format!("no session named {session}")))?;
     let info = load_or_legacy(store, session, rec.created);
-    let t = now();
+    let t = crate::clock::unix_secs();
     Ok(json!({
         "info": info,
         "touched": touched_count(store, session)?,
@@ -224,6 +219,33 @@ pub fn show(
         "idle": t.saturating_sub(info.last_access).max(0),
         "expires": expiry(&info, t),
     }))
+}
+
+/// `session extend`: new TTLs and eviction remote (each kept when `None`), the
+/// idle clock restarted; answers the session and its policy. The daemon and the
+/// CLI's offline path both run it.
+pub fn extend(
+    store: &dyn ObjectStore,
+    session: &str,
+    ttl_idle: Option<String>,
+    ttl_absolute: Option<String>,
+    evict_to: Option<String>,
+) -> Result<Value> {
+    let change = PolicyChange {
+        ttl_idle,
+        ttl_absolute,
+        evict_to,
+        ..PolicyChange::default()
+    };
+    change.validate()?;
+    change.check_remote(store)?;
+    let now = crate::clock::unix_secs();
+    let info = update(store, session, &mut |i| {
+        change.apply(i, now)?;
+        i.last_access = now;
+        Ok(true)
+    })?;
+    Ok(json!({"session": session, "policy": info.policy}))
 }
 
 /// Add to `session`'s counters (best effort: a failure is logged).

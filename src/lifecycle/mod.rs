@@ -1,7 +1,8 @@
 //! A session's lifecycle: the **session info** record (what the session is for,
-//! where it came from, its state and eviction policy, promote result, metrics),
-//! the touched-file set ([`touched`]), and running the real `git` on the durable
-//! repository a session was imported from ([`git`]).
+//! where it came from, its state and eviction policy, promote result, metrics;
+//! changed and read through [`manage`]), the touched-file set ([`touched`]), the
+//! retention pass of `gc` ([`retention`], [`autorefs`]), and running the real
+//! `git` on the durable repository a session was imported from ([`git`]).
 //!
 //! Owns: the info record at `i/<session>` (JSON, [`INFO_VERSION`]), separate from
 //! the session record (`s/`, rewritten at every flush) because it changes rarely
@@ -171,14 +172,10 @@ pub struct SessionInfo {
     pub meta: Map<String, Value>,
 }
 
-fn now() -> i64 {
-    crate::tree::Timespec::now().sec
-}
-
 impl SessionInfo {
     /// A new record for `session`, now.
     pub fn new(session: &str, origin: Option<Origin>) -> SessionInfo {
-        let t = now();
+        let t = crate::clock::unix_secs();
         let id = blake3::hash(format!("{session}\0{}\0{}", t, std::process::id()).as_bytes())
             .to_hex()[..32]
             .to_string();
@@ -242,7 +239,7 @@ impl SessionInfo {
 
     /// The op storing this record (stamping `updated`).
     pub fn op(&mut self) -> MetaOp {
-        self.updated = now();
+        self.updated = crate::clock::unix_secs();
         MetaOp::Put(
             meta::info_key(&self.session),
             serde_json::to_vec(self).expect("info serializes"),

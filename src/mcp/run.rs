@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use treefork::ops::exec::MAX_CAPTURE;
 use treefork::verbs::Op;
 
 use super::bridge::{Outcome, ToolError, op};
@@ -25,8 +26,6 @@ use crate::cli::runner::{self, Mode, RunResult, Spec};
 
 /// Default bytes kept of each of stdout and stderr.
 pub const CAPTURE_DEFAULT: usize = 256 << 10;
-/// Most bytes kept of each stream (the daemon's own cap).
-pub const CAPTURE_MAX: usize = 4 << 20;
 /// How often a running command reports progress.
 const TICK: Duration = Duration::from_millis(500);
 
@@ -86,10 +85,10 @@ struct Begun {
 pub fn exec(cx: &Call, v: Value) -> Outcome {
     let a: s::ExecArgs = args(v)?;
     let limit = a.capture_limit.unwrap_or(CAPTURE_DEFAULT);
-    if limit > CAPTURE_MAX {
+    if limit > MAX_CAPTURE {
         return Err(ToolError::new(
             "invalid",
-            format!("capture_limit is at most {CAPTURE_MAX}"),
+            format!("capture_limit is at most {MAX_CAPTURE}"),
         ));
     }
     let t = timeout(a.timeout_s)?;

@@ -184,13 +184,6 @@ pub fn new_id() -> String {
     )
 }
 
-/// Unix time now, in nanoseconds.
-pub fn now_ns() -> i128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128)
-}
-
 /// A stored message.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Message {
@@ -349,7 +342,7 @@ mod tests {
             tool_calls: None,
             tool_call_id: None,
             meta: None,
-            time_ns: now_ns(),
+            time_ns: crate::clock::unix_ns(),
         }
     }
 

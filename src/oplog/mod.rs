@@ -210,10 +210,7 @@ impl NewOp {
 
     /// The record with sequence number `seq`, stamped now.
     pub fn build(self, session: &str, seq: u64) -> Operation {
-        let time_ns = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as i128)
-            .unwrap_or(0);
+        let time_ns = crate::clock::unix_ns();
         let mut explanation = self.explanation;
         if let Some(e) = explanation.as_mut()
             && e.len() > MAX_EXPLANATION

@@ -64,10 +64,7 @@ pub fn prune_ops(store: &dyn ObjectStore, session: &str, policy: Policy) -> Resu
             recs.push((seq, op.time_ns));
         }
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i128)
-        .unwrap_or(0);
+    let now = crate::clock::unix_ns();
     let mut ops = Vec::new();
     for seq in expired(&recs, policy, now) {
         ops.push(MetaOp::Delete(meta::op_key(session, seq)));

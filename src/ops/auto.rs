@@ -17,11 +17,10 @@ pub(super) use git::rebaseline as git_rebaseline;
 use std::sync::atomic::Ordering;
 
 use super::{Host, Target, exec, syncfs};
-use crate::session::now_ms;
 
 /// Take automatic checkpoints where a session's settings ask for them.
 pub fn auto_checkpoints<H: Host>(h: &H) {
-    let now = now_ms();
+    let now = crate::clock::unix_ms();
     for t in h.live() {
         if exec::running(&t.session) {
             continue;

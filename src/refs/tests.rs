@@ -323,3 +323,35 @@ fn resolve_specs() {
     assert!(resolve(&s, None, "nope").is_err());
     assert!(resolve(&s, None, "HEAD").is_err());
 }
+
+#[test]
+fn is_ancestor_by_walks_parents_once_each() {
+    // a <- b <- c, c also has parent x; y is unrelated; z and w are each other's
+    // parent (a loop a damaged store could hold: the walk must still end).
+    let parents = |h: &str| -> Vec<String> {
+        let p: &[&str] = match h {
+            "b" => &["a"],
+            "c" => &["b", "x"],
+            "z" => &["w"],
+            "w" => &["z"],
+            _ => &[],
+        };
+        p.iter().map(|s| s.to_string()).collect()
+    };
+    let mut visits = 0;
+    let mut walk = |h: &str| {
+        visits += 1;
+        Ok(parents(h))
+    };
+    assert!(is_ancestor_by("a", "c", &mut walk).unwrap());
+    assert!(is_ancestor_by("c", "c", &mut walk).unwrap());
+    assert!(is_ancestor_by("x", "c", &mut walk).unwrap());
+    assert!(!is_ancestor_by("c", "a", &mut walk).unwrap());
+    assert!(!is_ancestor_by("y", "c", &mut walk).unwrap());
+    assert!(!is_ancestor_by("a", "z", &mut walk).unwrap());
+    assert!(visits < 20, "{visits} visits");
+    // An error reading a record is the walk's error.
+    let mut failing = |_: &str| -> Result<Vec<String>> { Err(Error::Invalid("gone".into())) };
+    assert!(is_ancestor_by("a", "c", &mut failing).is_err());
+    assert!(is_ancestor_by("c", "c", &mut failing).unwrap());
+}

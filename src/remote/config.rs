@@ -82,7 +82,7 @@ impl RemoteConfig {
             region,
             single_writer,
             conditional_writes: false,
-            created: crate::lifecycle::manage::now(),
+            created: crate::clock::unix_secs(),
         })
     }
 

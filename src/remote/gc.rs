@@ -175,7 +175,7 @@ impl Dead {
 pub fn gc(store: &dyn ObjectStore, remote: &Remote, req: GcRequest) -> Result<GcReport> {
     let t0 = Instant::now();
     let c = &remote.client;
-    let now = crate::lifecycle::manage::now();
+    let now = crate::clock::unix_secs();
     let conditional = remote.config.conditional_writes;
     let _lock = if req.dry_run {
         None

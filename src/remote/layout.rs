@@ -10,6 +10,8 @@
 //! branches, `session::validate_session_name` for sessions) when a key is parsed;
 //! callers validate names before building keys from them.
 
+use crate::meta::TrackKind;
+
 /// The descriptor object (`{"format":"treefork-remote","version":1,...}`).
 pub const DESCRIPTOR: &str = "treefork-remote.json";
 /// Descriptor `format` value.
@@ -180,6 +182,22 @@ pub fn session_ref_key(name: &str) -> String {
     format!("{REFS_SESSIONS}/{name}")
 }
 
+/// The folder of refs of `kind` (`refs/branches` or `refs/sessions`).
+pub fn refs_dir(kind: TrackKind) -> &'static str {
+    match kind {
+        TrackKind::Branch => REFS_BRANCHES,
+        TrackKind::Session => REFS_SESSIONS,
+    }
+}
+
+/// The key of ref `name` of `kind` ([`branch_ref_key`] or [`session_ref_key`]).
+pub fn ref_key(kind: TrackKind, name: &str) -> String {
+    match kind {
+        TrackKind::Branch => branch_ref_key(name),
+        TrackKind::Session => session_ref_key(name),
+    }
+}
+
 /// What a key under `packs/` is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PackObject {
@@ -231,6 +249,14 @@ pub fn parse_session_ref_key(key: &str) -> Option<String> {
     Some(name.to_string())
 }
 
+/// Parse the key of a ref of `kind` into a valid name of that kind.
+pub fn parse_ref_key(kind: TrackKind, key: &str) -> Option<String> {
+    match kind {
+        TrackKind::Branch => parse_branch_ref_key(key),
+        TrackKind::Session => parse_session_ref_key(key),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +276,23 @@ mod tests {
         assert_eq!(
             parse_session_ref_key(&session_ref_key("s-1")).as_deref(),
             Some("s-1")
+        );
+        for (kind, name) in [
+            (TrackKind::Branch, "team/main"),
+            (TrackKind::Session, "s-1"),
+        ] {
+            let k = ref_key(kind, name);
+            assert!(k.starts_with(&format!("{}/", refs_dir(kind))), "{k}");
+            assert_eq!(parse_ref_key(kind, &k).as_deref(), Some(name));
+        }
+        // A key of one kind is not a ref of the other.
+        assert_eq!(
+            parse_ref_key(TrackKind::Session, &branch_ref_key("b")),
+            None
+        );
+        assert_eq!(
+            parse_ref_key(TrackKind::Branch, &session_ref_key("s")),
+            None
         );
     }
 

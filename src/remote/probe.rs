@@ -89,7 +89,7 @@ pub fn ensure_descriptor(c: &Client, put: PutIf) -> Result<bool> {
         check_descriptor(c.name(), &g.bytes)?;
         return Ok(false);
     }
-    let d = Descriptor::new(crate::lifecycle::manage::now());
+    let d = Descriptor::new(crate::clock::unix_secs());
     match c.put(DESCRIPTOR, d.encode(), put)? {
         Put::Written(_) => Ok(true),
         // Someone created it meanwhile: check theirs.

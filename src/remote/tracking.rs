@@ -49,7 +49,7 @@ impl Tracking {
             kind: kind.as_str().to_string(),
             checkpoint,
             etag,
-            time: crate::lifecycle::manage::now(),
+            time: crate::clock::unix_secs(),
             value,
         }
     }

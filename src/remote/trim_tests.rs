@@ -26,7 +26,7 @@ fn run(f: &Fixture, live: &dyn Live, req: TrimRequest) -> TrimReport {
         &*f.store,
         live,
         &req,
-        crate::lifecycle::manage::now(),
+        crate::clock::unix_secs(),
         &mut |_, _, _| {},
     )
     .unwrap()

@@ -92,13 +92,13 @@ impl Session {
         RootPins(self)
     }
 
-    /// Seal written blocks of large files into chunks. Not durable by itself.
     /// Return once no seal or flush of this session is in progress (gc barrier:
     /// every object they put is then reachable from the live table or the record).
     pub fn flush_barrier(&self) {
         drop(super::relock(self.flush_lock.lock()));
     }
 
+    /// Seal written blocks of large files into chunks. Not durable by itself.
     pub fn seal(&self) -> Result<()> {
         let _g = super::relock(self.flush_lock.lock());
         self.seal_locked()

@@ -559,12 +559,7 @@ fn shared_leaves(
 fn insert_empty_dir(st: &mut State, parent: u64, name: &[u8], r: &Record) -> Result<u64> {
     let ino = st.alloc_ino();
     let mut inode = Inode::from_record(r, parent, false);
-    inode.data = Data::Dir(super::inode::Dir {
-        stored: None,
-        entries: Some(Default::default()),
-        shards: Default::default(),
-        base: None,
-    });
+    inode.data = Data::Dir(super::inode::Dir::empty());
     inode.attr.nlink = 2;
     st.inodes.insert(ino, inode);
     st.entries_mut(parent)?.insert(name.to_vec(), ino);
@@ -595,12 +590,7 @@ fn insert_fresh(
     inode.dirty = true;
     let is_dir = r.kind == Kind::Dir;
     if is_dir {
-        inode.data = Data::Dir(super::inode::Dir {
-            stored: None,
-            entries: Some(Default::default()),
-            shards: Default::default(),
-            base: None,
-        });
+        inode.data = Data::Dir(super::inode::Dir::empty());
         inode.attr.nlink = 2;
     }
     if r.kind == Kind::File {

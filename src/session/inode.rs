@@ -10,7 +10,8 @@
 //! - if an inode is `dirty` and reachable through `parent`, every ancestor is dirty
 //!   and has `stored == None` (so a flush walks only dirty paths);
 //! - a content id (`Dir::stored`, `FileData::stored`) is `Some` only when it names
-//!   exactly the current content;
+//!   exactly the current content; so does each cached block-map leaf
+//!   (`FileData::leaves`) for the blocks of its span;
 //! - a directory's `entries` are `None` (unloaded) only with a `stored` id, and then
 //!   no live inode has it as `parent`;
 //! - `State::link_bytes` is the sum of [`Inode::record_bound`] (or
@@ -18,9 +19,7 @@
 //! - an inode leaves the table only when unlinked and forgotten (`nlink == 0 &&
 //!   lookups == 0`), or when evicted with its directory's entries
 //!   ([`super::evict`]: forgotten, clean, its record exactly as stored); an inode
-//!   number is never reused, and an evicted inode comes back with its stored one.
-//!   exactly the current content; so does each cached block-map leaf
-//!   (`FileData::leaves`) for the blocks of its span;
+//!   number is never reused, and an evicted inode comes back with its stored one;
 //! - while `FileData::dirty_leaves` is `Some`, every leaf span holding blocks is in
 //!   `leaves` or in `dirty_leaves` (outside a flush's encode step, which holds the
 //!   leaves it writes until it publishes or abandons them).
@@ -248,6 +247,16 @@ pub struct Dir {
 }
 
 impl Dir {
+    /// A new directory: no entries, loaded, not stored.
+    pub fn empty() -> Dir {
+        Dir {
+            stored: None,
+            entries: Some(Entries::default()),
+            shards: HashMap::new(),
+            base: None,
+        }
+    }
+
     /// The entries changed: `stored` no longer names them (and becomes the delta base).
     pub fn unstore(&mut self) {
         if let Some(s) = self.stored.take() {
@@ -339,12 +348,7 @@ impl Inode {
                 shards: HashMap::new(),
                 base: None,
             }),
-            (Kind::Dir, _) => Data::Dir(Dir {
-                stored: None,
-                entries: Some(Entries::default()),
-                shards: HashMap::new(),
-                base: None,
-            }),
+            (Kind::Dir, _) => Data::Dir(Dir::empty()),
             (Kind::File, Content::Node(id)) => Data::File(FileData::new(Some(*id))),
             (Kind::File, _) => Data::File(FileData::new(None)),
             (Kind::Symlink, Content::Bytes(b)) => Data::Symlink(b.clone()),
@@ -367,12 +371,7 @@ impl Inode {
     pub fn new(kind: Kind, perm: u32, uid: u32, gid: u32, parent: u64) -> Inode {
         let now = Timespec::now();
         let data = match kind {
-            Kind::Dir => Data::Dir(Dir {
-                stored: None,
-                entries: Some(Entries::default()),
-                shards: HashMap::new(),
-                base: None,
-            }),
+            Kind::Dir => Data::Dir(Dir::empty()),
             Kind::File => Data::File(FileData::new(None)),
             Kind::Symlink => Data::Symlink(Vec::new()),
             _ => Data::Special,

@@ -1,8 +1,10 @@
 //! One workspace session: a live, mutable view of a Merkle tree.
 //!
 //! Owns: the inode table ([`inode::State`]) of one session, the POSIX operations on it
-//! (`ops`, `data`), turning it back into immutable tree nodes (`flush`), and evicting
-//! forgotten clean inodes from it (`evict`).
+//! (`ops`, `data`), turning it back into immutable tree nodes (`flush`, `encode`),
+//! checkpoints and grafting another tree in (`snapshot`, `graft`), evicting
+//! forgotten clean inodes from it (`evict`), collecting touched paths (`touch`) and
+//! the writer watch of a recorded command (`watch`).
 //! The session never names fuser: `crate::fs` translates FUSE requests into calls here.
 //!
 //! Persistence: the session's durable state is its session record (`s/<name>` in the
@@ -518,13 +520,6 @@ pub(crate) fn stat_of(st: &State, ino: u64) -> Result<Stat> {
     })
 }
 
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
 pub(crate) fn check_name(name: &[u8]) -> Result<()> {
     if name.len() > NAME_MAX {
         return posix(libc::ENAMETOOLONG);
@@ -587,7 +582,7 @@ impl State {
         self.changed = true;
         self.mutations += 1;
         self.generation += 1;
-        self.last_mutation_ms = now_ms();
+        self.last_mutation_ms = crate::clock::unix_ms();
         let mut cur = ino;
         let mut first = true;
         while let Some(i) = self.inodes.get_mut(&cur) {

@@ -9,7 +9,7 @@
 //! after every lock is released — also when the graft fails midway (what changed
 //! is returned with the error).
 
-use super::{Session, SessionRecord, now_ms};
+use super::{Session, SessionRecord};
 use crate::diff::{self, Tree};
 use crate::error::{Error, Result};
 use crate::id::{CheckpointId, NodeId};
@@ -403,7 +403,7 @@ impl Session {
         let r = super::graft::graft(&mut st, &*store, &t, skip, paths, inval);
         // Whatever was grafted before an error is part of the live tree now.
         st.changed = true;
-        st.last_mutation_ms = now_ms();
+        st.last_mutation_ms = crate::clock::unix_ms();
         st.graft_mark = match (&r, paths) {
             (Ok(()), None) => Some((st.generation, target)),
             _ => None,

@@ -56,7 +56,7 @@ impl Handler for MessageAppend {
             tool_calls,
             tool_call_id,
             meta,
-            time_ns: crate::messages::now_ns(),
+            time_ns: crate::clock::unix_ns(),
         };
         ops::messages::append(&cx.target(), d)
     }

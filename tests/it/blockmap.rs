@@ -7,7 +7,7 @@ use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use crate::harness::{Mount, fuse_available, tf, tf_ok};
+use crate::harness::{Mount, tf, tf_ok};
 use treefork::store::Kind;
 use treefork::store::pack;
 
@@ -48,7 +48,6 @@ fn appended(store: &Path, seen: &mut Seen) -> (usize, u64, usize) {
 /// nodes; the content survives a remount.
 #[test]
 fn big_sparse_file_flushes_what_changed() {
-    assert!(fuse_available());
     let m = Mount::new();
     let path = m.mp.join("big");
     let f = OpenOptions::new()
@@ -105,7 +104,6 @@ fn big_sparse_file_flushes_what_changed() {
 /// finds the store clean, and the file reads back once mounted again.
 #[test]
 fn gc_and_fsck_follow_block_maps() {
-    assert!(fuse_available());
     let m = Mount::new();
     let path = m.mp.join("big");
     let f = OpenOptions::new()

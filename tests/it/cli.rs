@@ -3,7 +3,7 @@
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 
-use crate::harness::{Mount, fuse_available, tf, tf_ok};
+use crate::harness::{Mount, tf, tf_ok};
 
 fn err_line(o: &std::process::Output) -> String {
     assert!(!o.status.success(), "expected failure");
@@ -35,7 +35,6 @@ fn store_listing(store: &std::path::Path) -> Vec<(String, u64)> {
 
 #[test]
 fn bad_mountpoints_are_refused_with_one_line() {
-    assert!(fuse_available());
     let m = Mount::new();
     let before = store_listing(&m.store);
     let missing = m.tmp.path().join("missing");
@@ -83,7 +82,6 @@ fn bad_mountpoints_are_refused_with_one_line() {
 
 #[test]
 fn corrupt_or_foreign_store_is_refused_and_left_alone() {
-    assert!(fuse_available());
     let tmp = tempfile::tempdir().unwrap();
     let mp = tmp.path().join("mnt");
     fs::create_dir(&mp).unwrap();
@@ -126,7 +124,6 @@ fn corrupt_or_foreign_store_is_refused_and_left_alone() {
 
 #[test]
 fn second_daemon_on_a_store_is_refused() {
-    assert!(fuse_available());
     let m = Mount::new();
     let o = tf(&m.store, &["daemon"]);
     let e = err_line(&o);
@@ -140,7 +137,6 @@ fn second_daemon_on_a_store_is_refused() {
 
 #[test]
 fn sessions_lists_state_and_size() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("f"), vec![1u8; 10_000]).unwrap();
     let out = tf_ok(&m.store, &["sessions", "--json"]);
@@ -164,7 +160,6 @@ fn sessions_lists_state_and_size() {
 
 #[test]
 fn from_imports_a_tree_with_links() {
-    assert!(fuse_available());
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     fs::create_dir_all(src.join("d/e")).unwrap();
@@ -252,7 +247,6 @@ fn help_everywhere() {
 
 #[test]
 fn concurrent_first_mounts_share_one_daemon() {
-    assert!(fuse_available());
     // Every mount finds no daemon and spawns one; all but one of those exit
     // "store locked", and their clients must retry against the winner.
     let tmp = tempfile::tempdir().unwrap();
@@ -308,7 +302,6 @@ fn concurrent_first_mounts_share_one_daemon() {
 
 #[test]
 fn json_through_an_explicit_socket() {
-    assert!(fuse_available());
     let m = Mount::new();
     let sock = treefork::control::find_mount(&m.mp)
         .and_then(|r| r.socket)
@@ -329,7 +322,6 @@ fn json_through_an_explicit_socket() {
 
 #[test]
 fn every_result_prints_as_json_or_for_people() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("a"), b"one\n").unwrap();
     let json = |args: &[&str]| -> serde_json::Value {
@@ -412,7 +404,6 @@ fn only_mount_creates_a_store() {
 /// process is gone the same `umount` succeeds.
 #[test]
 fn busy_umount_waits_then_says_busy() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("f"), b"kept").unwrap();
     let mut holder = std::process::Command::new("sleep")

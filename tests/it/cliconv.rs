@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::harness::{Mount, bin, fuse_available, tf, tf_ok};
+use crate::harness::{Mount, bin, tf, tf_ok};
 
 /// A failed run's exit status and its one `--json` error document, checked: the
 /// whole stdout is one document `{"ok":false,"error":{"code","message"}}` and
@@ -49,7 +49,6 @@ fn fails_with(store: &Path, args: &[&str], code: &str) -> i32 {
 
 #[test]
 fn failures_have_distinct_statuses_and_one_json_shape() {
-    assert!(fuse_available());
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("agent.sock");
     let m = Mount::with_options("s", &["--agent-socket", sock.to_str().unwrap()]);
@@ -98,7 +97,6 @@ fn shape(v: &Value) -> Vec<String> {
 
 #[test]
 fn gc_and_fsck_answer_one_shape_with_or_without_a_daemon() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("f"), b"data").unwrap();
     let doc = |args: &[&str]| -> Value {
@@ -128,7 +126,6 @@ fn gc_and_fsck_answer_one_shape_with_or_without_a_daemon() {
 
 #[test]
 fn fsck_damage_exits_7_with_only_its_report() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("f"), b"data").unwrap();
     m.umount();
@@ -286,7 +283,6 @@ fn man_page_renders_and_lists_every_command() {
 /// the helper beside the system's, leaving the machine's /sbin alone.
 #[test]
 fn mount_t_fuse_treefork_and_fstab_use_the_helper() {
-    assert!(fuse_available());
     let tmp = tempfile::Builder::new()
         .prefix("tf-helper-")
         .tempdir()

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Mount, fuse_available, pattern, tf, tf_ok};
+use crate::harness::{Mount, pattern, tf, tf_ok};
 
 type Tree = BTreeMap<String, Vec<u8>>;
 
@@ -302,7 +302,6 @@ fn check_tree(got: &Tree, acked: &Tree, inflight: &Inflight, when: &str) {
 
 #[test]
 fn kill_9_at_random_moments_loses_nothing_acknowledged() {
-    assert!(fuse_available());
     let iterations: u64 = std::env::var("TREEFORK_CRASH_ITERATIONS")
         .ok()
         .and_then(|v| v.parse().ok())

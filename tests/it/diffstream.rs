@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::harness::{Mount, fuse_available, write_synced, ws_ok};
+use crate::harness::{Mount, write_synced, ws_ok};
 
 /// Send one raw request to the session socket of `m`; the events and the response.
 fn request(m: &Mount, req: Value) -> (Vec<Value>, Value) {
@@ -60,7 +60,6 @@ fn populate(mp: &Path, version: u32) {
 /// CLI (which streams) prints the same bytes.
 #[test]
 fn diff_patch_streams_one_event_per_file() {
-    assert!(fuse_available());
     let m = Mount::new();
     populate(&m.mp, 1);
     ws_ok(&m, &["checkpoint", "-m", "one"]);
@@ -105,7 +104,6 @@ fn diff_patch_streams_one_event_per_file() {
 /// streamed and the unstreamed patch, and `--stat` calls it binary.
 #[test]
 fn diff_patch_of_a_large_file_is_one_notice() {
-    assert!(fuse_available());
     let m = Mount::new();
     let big = |v: u8| -> Vec<u8> {
         let line = format!("a line of text, version {v}\n");

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::harness::{Mount, daemon_log, fuse_available, pattern, write_synced, ws_ok};
+use crate::harness::{Mount, daemon_log, pattern, write_synced, ws_ok};
 
 /// A size-limited tmpfs, unmounted on drop (lazily if something still holds it).
 struct Tmpfs(PathBuf);
@@ -154,7 +154,6 @@ struct Setup {
 }
 
 fn setup(env: &[(&str, &str)]) -> Setup {
-    assert!(fuse_available());
     let base = tempfile::Builder::new()
         .prefix("tf-enospc-")
         .tempdir()

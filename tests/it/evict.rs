@@ -6,7 +6,7 @@
 use std::fs;
 use std::time::{Duration, Instant};
 
-use crate::harness::{Mount, fuse_available, tf_ok, ws_ok};
+use crate::harness::{Mount, tf_ok, ws_ok};
 
 const DIRS: usize = 20;
 const PER_DIR: usize = 1000;
@@ -54,7 +54,6 @@ fn read_all(m: &Mount) {
 
 #[test]
 fn forgotten_inodes_leave_the_live_table() {
-    assert!(fuse_available());
     // Below the automatic-sweep floor (65,536 live inodes) nothing is evicted:
     // this 20,000-file tree needs the floor off.
     let m = Mount::with_env(&[(treefork::session::evict::EVICT_FLOOR_ENV, "0")]);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::harness::{Mount, fuse_available, tf_ok, ws_ok};
+use crate::harness::{Mount, tf_ok, ws_ok};
 
 fn sweep(m: &Mount) -> Value {
     serde_json::from_str(&tf_ok(&m.store, &["session", "sweep", "--json"])).unwrap()
@@ -27,7 +27,6 @@ fn names(v: &Value, k: &str) -> Vec<String> {
 
 #[test]
 fn idle_session_is_evicted_and_mount_brings_every_byte_back() {
-    assert!(fuse_available());
     let m = Mount::with_options("s", &["--ttl-idle", "3s"]);
     // A second, manual session keeps the daemon alive and is never evicted.
     let mp2 = m.tmp.path().join("manual");
@@ -79,7 +78,6 @@ fn idle_session_is_evicted_and_mount_brings_every_byte_back() {
 
 #[test]
 fn busy_mount_is_not_evicted_and_is_reported_until_free() {
-    assert!(fuse_available());
     let m = Mount::with_options("s", &["--ttl-idle", "1s"]);
     std::fs::write(m.p("f"), "data").unwrap();
     let mut sleeper = Command::new("sleep")
@@ -106,7 +104,6 @@ fn busy_mount_is_not_evicted_and_is_reported_until_free() {
 
 #[test]
 fn absolute_ttl_and_until_promote() {
-    assert!(fuse_available());
     let m = Mount::with_options("s", &["--ttl-idle", "never", "--ttl-absolute", "2s"]);
     let mp2 = m.tmp.path().join("p");
     std::fs::create_dir(&mp2).unwrap();
@@ -172,7 +169,6 @@ fn absolute_ttl_and_until_promote() {
 
 #[test]
 fn a_store_command_right_after_the_last_eviction_waits_for_the_exiting_daemon() {
-    assert!(fuse_available());
     // The daemon evicting its last session exits; for 1.5 s after its socket is
     // gone it still holds the store lock.
     let m = Mount::with_failpoint("daemon-exit-delay-ms:1500");

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use treefork::ops::exec::b64_decode;
 
-use crate::harness::{Mount, bin, daemon_log, fuse_available, pattern, ws, ws_ok};
+use crate::harness::{Mount, bin, daemon_log, pattern, ws, ws_ok};
 
 /// `treefork -C MP exec ARGS...` run with its cwd at `cwd`.
 fn exec_in(m: &Mount, cwd: &Path, args: &[&str]) -> Output {
@@ -59,7 +59,6 @@ fn checkpoints(m: &Mount) -> Vec<Value> {
 
 #[test]
 fn output_passes_through_and_is_captured_byte_for_byte() {
-    assert!(fuse_available());
     let m = Mount::new();
     let data = pattern(200_000, 7);
     std::fs::write(m.p("blob"), &data).unwrap();
@@ -89,7 +88,6 @@ fn output_passes_through_and_is_captured_byte_for_byte() {
 
 #[test]
 fn exit_status_signal_truncation_and_missing_program() {
-    assert!(fuse_available());
     let m = Mount::new();
     let o = exec(&m, &["sh", "-c", "exit 7"]);
     assert_eq!(o.status.code(), Some(7));
@@ -137,7 +135,6 @@ fn exit_status_signal_truncation_and_missing_program() {
 
 #[test]
 fn changed_paths_and_the_exec_checkpoint() {
-    assert!(fuse_available());
     let m = Mount::new();
     std::fs::write(m.p("keep"), b"k").unwrap();
     std::fs::write(m.p("old"), b"o").unwrap();
@@ -236,7 +233,6 @@ fn changed_paths_and_the_exec_checkpoint() {
 
 #[test]
 fn background_writes_after_the_command_belong_to_the_next_operation() {
-    assert!(fuse_available());
     let m = Mount::new();
     let o = exec(
         &m,
@@ -263,7 +259,6 @@ fn background_writes_after_the_command_belong_to_the_next_operation() {
 
 #[test]
 fn outside_writers_are_flagged() {
-    assert!(fuse_available());
     let m = Mount::new();
     // The command's own children (a pipeline, a subshell) are not others, nor are
     // the kernel's writeback of their data to existing files.
@@ -322,7 +317,6 @@ fn outside_writers_are_flagged() {
 
 #[test]
 fn timeout_stops_the_whole_process_group() {
-    assert!(fuse_available());
     let m = Mount::new();
     let t0 = Instant::now();
     let o = exec(
@@ -355,7 +349,6 @@ fn timeout_stops_the_whole_process_group() {
 
 #[test]
 fn an_exec_whose_client_died_is_finalized_as_abandoned() {
-    assert!(fuse_available());
     let m = Mount::new();
     let mut cli = Command::new(bin())
         .arg("--store")
@@ -405,7 +398,6 @@ fn an_exec_whose_client_died_is_finalized_as_abandoned() {
 
 #[test]
 fn command_count_trigger_checkpoints_what_changed_outside_commands() {
-    assert!(fuse_available());
     let m = Mount::new();
     ws_ok(
         &m,
@@ -449,7 +441,6 @@ fn command_count_trigger_checkpoints_what_changed_outside_commands() {
 
 #[test]
 fn git_commit_in_the_workspace_makes_a_checkpoint() {
-    assert!(fuse_available());
     let m = Mount::new();
     let git = |args: &[&str]| {
         let o = Command::new("git")
@@ -505,7 +496,6 @@ fn git_commit_in_the_workspace_makes_a_checkpoint() {
 
 #[test]
 fn agent_socket_may_exec_and_unmount_finalizes_a_running_exec() {
-    assert!(fuse_available());
     let dir = tempfile::Builder::new()
         .prefix("tf-agent-")
         .tempdir()
@@ -567,4 +557,49 @@ fn agent_socket_may_exec_and_unmount_finalizes_a_running_exec() {
     // Numbering continues after the remount.
     assert!(exec(&m, &["true"]).status.success());
     assert_eq!(meta(&show(&m, 3))["n"], 3);
+}
+
+/// The value of `NAME = EXPR` in Python source, where EXPR is an integer or
+/// `A << B` (how the client writes its limits).
+fn python_int(src: &str, name: &str) -> Option<usize> {
+    let line = src
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.trim_start().strip_prefix('='))?;
+    let int = |s: &str| s.trim().replace('_', "").parse::<usize>().ok();
+    match line.split_once("<<") {
+        Some((a, b)) => Some(int(a)? << int(b)?),
+        None => int(line),
+    }
+}
+
+#[test]
+fn python_client_capture_cap_is_the_daemons() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/python/src/treefork/execution.py");
+    let src = std::fs::read_to_string(&path).expect("read the Python client");
+    assert_eq!(
+        python_int(&src, "MAX_CAPTURE_LIMIT"),
+        Some(treefork::ops::exec::MAX_CAPTURE),
+        "{}: MAX_CAPTURE_LIMIT must equal treefork::ops::exec::MAX_CAPTURE",
+        path.display()
+    );
+}
+
+#[test]
+fn cli_capture_limit_is_bounded_by_the_daemons_cap() {
+    let over = (treefork::ops::exec::MAX_CAPTURE + 1).to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(bin())
+        .args(["exec", "--capture-limit", &over, "true"])
+        .current_dir(tmp.path())
+        .env_remove("TREEFORK_SOCKET")
+        .output()
+        .expect("run treefork exec");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    let want = format!(
+        "--capture-limit is at most {} bytes",
+        treefork::ops::exec::MAX_CAPTURE
+    );
+    assert!(err.contains(&want), "{err}");
 }

@@ -61,7 +61,6 @@ fn forks_dir(m: &Mount) -> PathBuf {
 
 #[test]
 fn three_runs_are_ranked_recorded_and_the_losers_removed() {
-    assert!(fuse_available());
     let m = Mount::new();
     write_synced(&m.p("base.txt"), b"base\n");
     let doc = exp_ok(
@@ -120,7 +119,6 @@ fn three_runs_are_ranked_recorded_and_the_losers_removed() {
 
 #[test]
 fn env_form_runs_one_fork_per_value_and_keep_leaves_them_mounted() {
-    assert!(fuse_available());
     let m = Mount::new();
     std::fs::create_dir(m.p("sub")).unwrap();
     let doc = exp_in(
@@ -170,7 +168,6 @@ fn env_form_runs_one_fork_per_value_and_keep_leaves_them_mounted() {
 
 #[test]
 fn score_ranks_by_the_number_printed_higher_wins() {
-    assert!(fuse_available());
     let m = Mount::new();
     let doc = exp_ok(
         &m,
@@ -192,7 +189,6 @@ fn score_ranks_by_the_number_printed_higher_wins() {
 
 #[test]
 fn adopt_brings_the_winner_in_and_records_exact_views() {
-    assert!(fuse_available());
     let m = Mount::new();
     write_synced(&m.p("a.txt"), b"old\n");
     let doc = exp_ok(
@@ -256,7 +252,6 @@ fn adopt_brings_the_winner_in_and_records_exact_views() {
 
 #[test]
 fn zero_runs_and_too_many_runs_are_refused() {
-    assert!(fuse_available());
     let m = Mount::new();
     let o = exp_in(&m, &m.mp, &[]);
     assert!(!o.status.success());
@@ -274,7 +269,6 @@ fn zero_runs_and_too_many_runs_are_refused() {
 
 #[test]
 fn a_run_that_cannot_start_is_a_result_not_an_abort() {
-    assert!(fuse_available());
     let m = Mount::new();
     ws_ok(&m, &["checkpoint", "-m", "before sub"]);
     std::fs::create_dir(m.p("sub")).unwrap();
@@ -298,7 +292,6 @@ fn a_run_that_cannot_start_is_a_result_not_an_abort() {
 
 #[test]
 fn a_timeout_kills_the_run_and_its_children() {
-    assert!(fuse_available());
     let m = Mount::new();
     let t0 = Instant::now();
     let doc = exp_ok(
@@ -370,7 +363,6 @@ fn is_mountpoint(p: &Path) -> bool {
 
 #[test]
 fn sigterm_of_the_cli_stops_every_run_and_removes_every_fork() {
-    assert!(fuse_available());
     let m = Mount::new();
     let (child, _) = start_long(&m, "32.5");
     // SAFETY: kill has no memory-safety preconditions.
@@ -385,7 +377,6 @@ fn sigterm_of_the_cli_stops_every_run_and_removes_every_fork() {
 
 #[test]
 fn forks_left_by_a_daemon_crash_are_listed_and_removable() {
-    assert!(fuse_available());
     let m = Mount::new();
     let (mut child, forks) = start_long(&m, "33.75");
     m.kill_daemon();

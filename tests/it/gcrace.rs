@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::harness::{Mount, fuse_available, tf, tf_ok, ws_ok};
+use crate::harness::{Mount, tf, tf_ok, ws_ok};
 
 fn checkpoint(m: &Mount, msg: &str) -> String {
     let v: Value = serde_json::from_str(&ws_ok(m, &["--json", "checkpoint", "-m", msg])).unwrap();
@@ -21,7 +21,6 @@ fn checkpoint(m: &Mount, msg: &str) -> String {
 
 #[test]
 fn gc_between_a_checkout_and_its_record_keeps_the_replaced_root() {
-    assert!(fuse_available());
     let m = Mount::with_failpoint("op-record-delay-ms:2500");
     std::fs::write(m.p("a"), "one").unwrap();
     let c1 = checkpoint(&m, "one");

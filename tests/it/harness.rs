@@ -8,21 +8,6 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_treefork")
 }
 
-/// Requires what every mount test needs (root and `/dev/fuse`) and fails the test
-/// with a clear message when it is missing: a mount test that cannot mount must never
-/// return early and count as passed. Always returns true (kept as a function so call
-/// sites read as a precondition).
-pub fn fuse_available() -> bool {
-    assert!(
-        Path::new("/dev/fuse").exists(),
-        "mount tests need /dev/fuse, which is missing on this machine"
-    );
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(euid, 0, "mount tests need root (euid is {euid})");
-    true
-}
-
 /// The S3 credentials of the test servers (`remote::S3Server`): every treefork
 /// process the harness starts gets them (so daemons reach the test servers), and
 /// never the developer's own (`AWS_SESSION_TOKEN`, `AWS_PROFILE` and the

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::Value;
 use treefork::store::Packs as _;
 
-use crate::harness::{Mount, fuse_available, pattern, tf, tf_ok, write_synced};
+use crate::harness::{Mount, pattern, tf, tf_ok, write_synced};
 
 fn json(store: &Path, args: &[&str]) -> Value {
     let mut a = vec!["--json"];
@@ -34,7 +34,6 @@ fn fsck_clean(store: &Path) {
 
 #[test]
 fn gc_reclaims_only_what_session_rm_and_branch_delete_release() {
-    assert!(fuse_available());
     let m = Mount::new();
     let keep = pattern(2 << 20, 1);
     fs::write(m.p("keep"), &keep).unwrap();
@@ -116,7 +115,6 @@ fn gc_reclaims_only_what_session_rm_and_branch_delete_release() {
 
 #[test]
 fn gc_with_concurrent_writers_removes_nothing_reachable() {
-    assert!(fuse_available());
     let m = Arc::new(Mount::new());
     let stop = Arc::new(AtomicBool::new(false));
     let gc_runs = {
@@ -217,7 +215,6 @@ fn corrupt_object(store: &Path, id: &[u8; 32]) {
 
 #[test]
 fn corrupt_chunk_is_eio_and_fsck_names_file_and_object() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir_all(m.p("dir")).unwrap();
     let victim = pattern(200_000, 9);
@@ -266,7 +263,6 @@ fn corrupt_chunk_is_eio_and_fsck_names_file_and_object() {
 
 #[test]
 fn fsck_repair_rebuilds_index_and_moves_dangling_refs_aside() {
-    assert!(fuse_available());
     let m = Mount::new();
     let data = pattern(500_000, 3);
     fs::write(m.p("f"), &data).unwrap();
@@ -320,7 +316,6 @@ fn fsck_repair_rebuilds_index_and_moves_dangling_refs_aside() {
 
 #[test]
 fn fsck_repair_rebuilds_the_index_of_a_lost_metadata_database() {
-    assert!(fuse_available());
     let m = Mount::new();
     let data = pattern(300_000, 7);
     fs::write(m.p("f"), &data).unwrap();
@@ -393,7 +388,6 @@ fn source_text(seed: usize, lines: usize) -> Vec<u8> {
 /// (live, after checkout, after gc, remount and offline), and fsck verifies them.
 #[test]
 fn edits_are_stored_as_deltas_and_every_version_reads_back() {
-    assert!(fuse_available());
     let m = Mount::new();
     let mp = m.mp.to_str().unwrap();
     fs::create_dir(m.p("src")).unwrap();

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::harness::{Mount, bin, daemon_log, fuse_available};
+use crate::harness::{Mount, bin, daemon_log};
 use crate::lifecycle::git_repo;
 
 /// The Python with the `mcp` SDK.
@@ -66,7 +66,6 @@ fn git(repo: &Path, args: &[&str]) -> String {
 /// mount, the store and git.
 #[test]
 fn mcp_user_socket_end_to_end() {
-    assert!(fuse_available());
     let dir = tempfile::tempdir().unwrap();
     let repo = git_repo(dir.path());
     let head = git(&repo, &["rev-parse", "HEAD"]);
@@ -97,7 +96,6 @@ fn mcp_user_socket_end_to_end() {
 /// and their operations are recorded as the agent's.
 #[test]
 fn mcp_agent_socket_hides_promote() {
-    assert!(fuse_available());
     let tmp = tempfile::tempdir().unwrap();
     let sock = tmp.path().join("agent.sock");
     let m = Mount::with_options("s", &["--agent-socket", sock.to_str().unwrap()]);
@@ -113,7 +111,6 @@ fn mcp_agent_socket_hides_promote() {
 /// The message protocol through MCP: append, list, rewind files and conversation.
 #[test]
 fn mcp_messages_and_rewind() {
-    assert!(fuse_available());
     let m = Mount::new();
     let facts = client(&m, "messages", &[]);
     assert!(facts["rewound_to"].is_string(), "{facts}");

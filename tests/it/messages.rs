@@ -72,7 +72,6 @@ fn read(m: &Mount, p: &str) -> String {
 
 #[test]
 fn append_list_and_flush() {
-    assert!(fuse_available());
     let m = Mount::new();
     write_synced(&m.p("f"), b"one");
     let a = append(&m, "user", "\"hello\"");
@@ -185,7 +184,6 @@ fn append_list_and_flush() {
 
 #[test]
 fn four_processes_append_concurrently_with_unique_ordered_seqs() {
-    assert!(fuse_available());
     let m = Mount::new();
     let per = 12;
     std::thread::scope(|sc| {
@@ -227,7 +225,6 @@ fn four_processes_append_concurrently_with_unique_ordered_seqs() {
 
 #[test]
 fn a_full_queue_makes_appends_wait_and_drops_nothing() {
-    assert!(fuse_available());
     // The writer sleeps 300 ms before each batch (of at most 64): 400 appends
     // overrun the 256-entry queue.
     let m = Mount::with_failpoint("message-writer-delay-ms:300");
@@ -280,7 +277,6 @@ fn a_full_queue_makes_appends_wait_and_drops_nothing() {
 
 #[test]
 fn messages_survive_remount_and_kill_after_flush() {
-    assert!(fuse_available());
     let m = Mount::new();
     let a = append(&m, "user", "\"before remount\"");
     flush(&m);
@@ -303,7 +299,6 @@ fn messages_survive_remount_and_kill_after_flush() {
 
 #[test]
 fn rewind_both_files_and_conversation_and_undo() {
-    assert!(fuse_available());
     let m = Mount::new();
     write_synced(&m.p("f"), b"v1");
     let m1 = append(&m, "user", "\"first\"");
@@ -370,7 +365,6 @@ fn rewind_both_files_and_conversation_and_undo() {
 
 #[test]
 fn fork_from_a_message_gets_its_files_and_messages() {
-    assert!(fuse_available());
     let m = Mount::new();
     write_synced(&m.p("f"), b"at-one");
     let one = append(&m, "user", "\"one\"");
@@ -430,7 +424,6 @@ fn fork_from_a_message_gets_its_files_and_messages() {
 
 #[test]
 fn continue_forks_the_latest_session_of_a_project_with_its_messages() {
-    assert!(fuse_available());
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     std::fs::create_dir_all(&repo).unwrap();
@@ -503,7 +496,6 @@ fn continue_forks_the_latest_session_of_a_project_with_its_messages() {
 
 #[test]
 fn export_import_round_trip() {
-    assert!(fuse_available());
     let m = Mount::new();
     append(&m, "system", "\"be brief\"");
     append(&m, "user", r#"{"parts":[1,2]}"#);
@@ -550,7 +542,6 @@ fn export_import_round_trip() {
 
 #[test]
 fn user_message_trigger_checkpoints_at_each_user_message() {
-    assert!(fuse_available());
     let m = Mount::new();
     ws_ok(&m, &["config", "auto_checkpoint_on=user_message"]);
     write_synced(&m.p("f"), b"1");
@@ -579,7 +570,6 @@ fn user_message_trigger_checkpoints_at_each_user_message() {
 
 #[test]
 fn session_metadata_merges() {
-    assert!(fuse_available());
     let m = Mount::new();
     j(
         &m,
@@ -623,7 +613,6 @@ fn session_metadata_merges() {
 
 #[test]
 fn bad_input_is_refused() {
-    assert!(fuse_available());
     let m = Mount::new();
     let sock = session_sock(&m);
     let mut c = connect(&sock);
@@ -679,7 +668,6 @@ fn bad_input_is_refused() {
 
 #[test]
 fn gc_keeps_the_workspace_a_message_names() {
-    assert!(fuse_available());
     let m = Mount::new();
     write_synced(&m.p("f"), &pattern(100_000, 1));
     let one = append(&m, "user", "\"one\"");
@@ -700,7 +688,6 @@ fn gc_keeps_the_workspace_a_message_names() {
 
 #[test]
 fn a_clean_unmount_writes_every_queued_message() {
-    assert!(fuse_available());
     // A slow writer: the appends are answered `queued` long before they are written.
     let m = Mount::with_failpoint("message-writer-delay-ms:300");
     let sock = session_sock(&m);

@@ -2,11 +2,10 @@
 
 use std::fs::{self, File, OpenOptions};
 
-use crate::harness::{Mount, fuse_available, pattern, tf_ok, write_synced};
+use crate::harness::{Mount, pattern, tf_ok, write_synced};
 
 #[test]
 fn clean_unmount_keeps_everything_without_fsync() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir_all(m.p("a/b/c")).unwrap();
     fs::write(m.p("a/b/c/small"), b"small file").unwrap();
@@ -21,7 +20,6 @@ fn clean_unmount_keeps_everything_without_fsync() {
 
 #[test]
 fn fsynced_files_survive_kill_9() {
-    assert!(fuse_available());
     let m = Mount::new();
     let mut expected = Vec::new();
     for round in 0..5u64 {
@@ -61,7 +59,6 @@ fn fsynced_files_survive_kill_9() {
 
 #[test]
 fn fsync_covers_renames_and_directories() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir_all(m.p("dir/sub")).unwrap();
     write_synced(&m.p("dir/sub/tmp"), b"v1");
@@ -75,7 +72,6 @@ fn fsync_covers_renames_and_directories() {
 
 #[test]
 fn dead_daemon_lock_is_recovered_and_store_stays_usable() {
-    assert!(fuse_available());
     let m = Mount::new();
     write_synced(&m.p("f"), b"x");
     m.kill_daemon();

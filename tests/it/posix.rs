@@ -12,7 +12,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 
-use crate::harness::{Mount, fuse_available, pattern, sh};
+use crate::harness::{Mount, pattern, sh};
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
@@ -174,7 +174,6 @@ fn assert_bytes(got: &[u8], want: &[u8], what: &str) {
 
 #[test]
 fn create_read_write_overwrite() {
-    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("f.txt");
     fs::write(&p, b"hello world\n").unwrap();
@@ -210,7 +209,6 @@ fn create_read_write_overwrite() {
 
 #[test]
 fn partial_overwrite_across_block_boundary() {
-    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("blocks.bin");
     let mut model = pattern(3 * BLOCK as usize + 777, 1);
@@ -248,7 +246,6 @@ fn partial_overwrite_across_block_boundary() {
 
 #[test]
 fn chmod_and_ctime() {
-    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("f");
     fs::write(&p, b"x").unwrap();
@@ -279,7 +276,6 @@ fn chmod_and_ctime() {
 
 #[test]
 fn chown() {
-    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("f");
     fs::write(&p, b"x").unwrap();
@@ -297,7 +293,6 @@ fn chown() {
 
 #[test]
 fn truncate_shrink_then_grow_reads_zeros() {
-    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("t");
     let data = pattern(100_000, 7);
@@ -329,7 +324,6 @@ fn truncate_shrink_then_grow_reads_zeros() {
 
 #[test]
 fn utimensat_nanoseconds() {
-    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("f");
     fs::write(&p, b"data").unwrap();
@@ -368,7 +362,6 @@ fn utimensat_nanoseconds() {
 
 #[test]
 fn mkdir_rmdir_unlink_errors() {
-    assert!(fuse_available());
     let m = Mount::new();
     let d = m.p("d");
     fs::create_dir(&d).unwrap();
@@ -404,7 +397,6 @@ fn mkdir_rmdir_unlink_errors() {
 
 #[test]
 fn dir_nlink_counts_subdirs() {
-    assert!(fuse_available());
     let m = Mount::new();
     let nl = |p: &Path| fs::metadata(p).unwrap().nlink();
     let root0 = nl(&m.mp);
@@ -433,7 +425,6 @@ fn dir_nlink_counts_subdirs() {
 
 #[test]
 fn rename_plain() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("a"), b"content-a").unwrap();
     fs::rename(m.p("a"), m.p("b")).unwrap();
@@ -453,7 +444,6 @@ fn rename_plain() {
 
 #[test]
 fn rename_across_directories() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir_all(m.p("d1/sub/deep")).unwrap();
     fs::create_dir(m.p("d2")).unwrap();
@@ -472,7 +462,6 @@ fn rename_across_directories() {
 
 #[test]
 fn rename_over_existing_file() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("src"), b"new content").unwrap();
     fs::write(m.p("dst"), pattern(200_000, 9)).unwrap();
@@ -496,7 +485,6 @@ fn rename_over_existing_file() {
 
 #[test]
 fn rename_dirs_over_dirs_and_type_mismatches() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir(m.p("a")).unwrap();
     fs::write(m.p("a/inside"), b"i").unwrap();
@@ -536,7 +524,6 @@ fn rename_dirs_over_dirs_and_type_mismatches() {
 
 #[test]
 fn rename_dir_into_own_subdir_is_einval() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir_all(m.p("a/b/c")).unwrap();
     assert_errno(
@@ -550,7 +537,6 @@ fn rename_dir_into_own_subdir_is_einval() {
 
 #[test]
 fn rename_noreplace() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("a"), b"A").unwrap();
     fs::write(m.p("b"), b"B").unwrap();
@@ -568,7 +554,6 @@ fn rename_noreplace() {
 
 #[test]
 fn rename_exchange() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("a"), b"AAAA").unwrap();
     fs::write(m.p("b"), b"BB").unwrap();
@@ -603,7 +588,6 @@ fn rename_exchange() {
 
 #[test]
 fn hard_links() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir(m.p("sub")).unwrap();
     fs::write(m.p("a"), b"original").unwrap();
@@ -669,7 +653,6 @@ fn hard_links() {
 
 #[test]
 fn symlinks() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("target.txt"), b"via link").unwrap();
     std::os::unix::fs::symlink("target.txt", m.p("l")).unwrap();
@@ -716,7 +699,6 @@ fn symlinks() {
 
 #[test]
 fn mknod_fifo_pipes_data() {
-    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("fifo");
     let c = cpath(&p);
@@ -743,7 +725,6 @@ fn mknod_fifo_pipes_data() {
 
 #[test]
 fn mknod_unix_socket() {
-    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("sock");
     let listener = UnixListener::bind(&p).unwrap();
@@ -766,7 +747,6 @@ fn mknod_unix_socket() {
 
 #[test]
 fn mknod_char_device() {
-    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("null");
     let c = cpath(&p);
@@ -789,7 +769,6 @@ fn mknod_char_device() {
 
 #[test]
 fn readdir_100k_entries() {
-    assert!(fuse_available());
     let m = Mount::new();
     let d = m.p("big");
     fs::create_dir(&d).unwrap();
@@ -815,7 +794,6 @@ fn readdir_100k_entries() {
 
 #[test]
 fn readdir_stable_while_deleting() {
-    assert!(fuse_available());
     let m = Mount::new();
     let d = m.p("d");
     fs::create_dir(&d).unwrap();
@@ -845,7 +823,6 @@ fn readdir_stable_while_deleting() {
 
 #[test]
 fn xattrs() {
-    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("f");
     fs::write(&p, b"x").unwrap();
@@ -925,7 +902,6 @@ fn xattrs() {
 
 #[test]
 fn statfs_matches_store_filesystem() {
-    assert!(fuse_available());
     let m = Mount::new();
     let mnt = statvfs(&m.mp);
     let store = statvfs(&m.store);
@@ -963,7 +939,6 @@ fn cat_as_nobody(path: &Path) -> std::process::Output {
 
 #[test]
 fn permissions_enforced_for_other_uid() {
-    assert!(fuse_available());
     let m = Mount::new();
     // The temp dir and mount root must be traversable for the other uid.
     fs::set_permissions(m.tmp.path(), fs::Permissions::from_mode(0o755)).unwrap();
@@ -1008,7 +983,6 @@ fn fallocate(f: &File, mode: i32, off: u64, len: u64) -> io::Result<()> {
 
 #[test]
 fn fallocate_modes() {
-    assert!(fuse_available());
     let m = Mount::new();
     let f = OpenOptions::new()
         .read(true)
@@ -1077,7 +1051,6 @@ fn lseek(f: &File, off: i64, whence: i32) -> io::Result<i64> {
 
 #[test]
 fn seek_data_and_hole() {
-    assert!(fuse_available());
     let m = Mount::new();
     let f = OpenOptions::new()
         .read(true)
@@ -1132,7 +1105,6 @@ fn seek_data_and_hole() {
 
 #[test]
 fn sparse_file_takes_no_space() {
-    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("sparse");
     let f = OpenOptions::new()
@@ -1168,7 +1140,6 @@ fn sparse_file_takes_no_space() {
 
 #[test]
 fn file_over_4gib() {
-    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("huge");
     let data = pattern(MIB as usize, 42);
@@ -1199,7 +1170,6 @@ fn file_over_4gib() {
 
 #[test]
 fn o_append_two_handles_interleave() {
-    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("log");
     let open = || {
@@ -1227,7 +1197,6 @@ fn o_append_two_handles_interleave() {
 
 #[test]
 fn open_unlinked_file_stays_usable() {
-    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("tmpfile");
     let mut f = OpenOptions::new()
@@ -1271,7 +1240,6 @@ fn open_unlinked_file_stays_usable() {
 
 #[test]
 fn flock_conflicts_between_descriptions() {
-    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("lockme");
     fs::write(&p, b"x").unwrap();
@@ -1297,7 +1265,6 @@ fn flock_conflicts_between_descriptions() {
 
 #[test]
 fn fcntl_lock_conflicts_with_child_process() {
-    assert!(fuse_available());
     assert!(
         Command::new("python3")
             .arg("-c")
@@ -1356,7 +1323,6 @@ fn fcntl_lock_conflicts_with_child_process() {
 
 #[test]
 fn shared_mmap_writes_persist() {
-    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("mapped");
     let len = MIB as usize;
@@ -1400,7 +1366,6 @@ fn shared_mmap_writes_persist() {
 
 #[test]
 fn inode_numbers_stable() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir(m.p("d")).unwrap();
     fs::write(m.p("f"), b"x").unwrap();
@@ -1443,7 +1408,6 @@ fn inode_numbers_stable() {
 
 #[test]
 fn st_blocks_of_random_file() {
-    assert!(fuse_available());
     let m = Mount::new();
     let p = m.p("random");
     let mut f = File::create(&p).unwrap();
@@ -1462,7 +1426,6 @@ fn st_blocks_of_random_file() {
 /// a host directory and on the mount; the modes it prints must agree.
 #[test]
 fn suid_sgid_dropped_like_the_host() {
-    assert!(fuse_available());
     assert!(
         Path::new("/usr/bin/setpriv").exists(),
         "this test needs /usr/bin/setpriv"

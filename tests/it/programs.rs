@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::Path;
 
-use crate::harness::{Mount, fuse_available, pattern, sh};
+use crate::harness::{Mount, pattern, sh};
 
 /// Whether `tool` is on PATH; prints a skip message if not.
 fn have(tool: &str) -> bool {
@@ -22,7 +22,7 @@ const GIT_ENV: &str = "export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null;
 
 #[test]
 fn git_repository() {
-    assert!(fuse_available() && have("git"));
+    assert!(have("git"));
     let m = Mount::new();
     sh(
         &m.mp,
@@ -74,7 +74,7 @@ db.close()
 
 #[test]
 fn sqlite_wal() {
-    assert!(fuse_available() && have("python3"));
+    assert!(have("python3"));
     let probe = std::process::Command::new("python3")
         .args(["-c", "import sqlite3"])
         .output();
@@ -172,7 +172,7 @@ fn tree_digest(dir: &Path) -> (String, String) {
 
 #[test]
 fn tar_round_trip() {
-    assert!(fuse_available() && have("tar") && have("sha256sum"));
+    assert!(have("tar") && have("sha256sum"));
     let src_tmp = tempfile::Builder::new()
         .prefix("tf-tar-src-")
         .tempdir()
@@ -203,7 +203,7 @@ fn tar_round_trip() {
 
 #[test]
 fn cargo_build_hello() {
-    assert!(fuse_available() && have("cargo"));
+    assert!(have("cargo"));
     let m = Mount::new();
     sh(&m.mp, "cargo new --vcs none -q hello");
     let out = sh(

@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::harness::{Mount, daemon_log, fuse_available, tf, write_synced, ws, ws_ok};
+use crate::harness::{Mount, daemon_log, tf, write_synced, ws, ws_ok};
 use crate::lifecycle::git_repo;
 
 /// Run git in `repo` with a test identity; require success; stdout trimmed.
@@ -46,7 +46,6 @@ fn setup() -> Setup {
 }
 
 fn setup_with(extra: &[&str]) -> Setup {
-    assert!(fuse_available());
     let dir = tempfile::tempdir().unwrap();
     let repo = git_repo(dir.path());
     let baseline = git(&repo, &["rev-parse", "HEAD"]);
@@ -510,7 +509,6 @@ fn the_agent_socket_refuses_promote() {
 
 #[test]
 fn a_session_without_a_git_baseline_offers_only_patch() {
-    assert!(fuse_available());
     let dir = tempfile::tempdir().unwrap();
     let plain = dir.path().join("plain");
     std::fs::create_dir_all(plain.join("d")).unwrap();

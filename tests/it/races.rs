@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::harness::{Mount, daemon_log, fuse_available, pattern, tf, tf_ok};
+use crate::harness::{Mount, daemon_log, pattern, tf, tf_ok};
 
 /// Send one raw request on `sock` as uid/gid 65534 (an agent); the response.
 fn agent_request(sock: &Path, req: &Value) -> Value {
@@ -100,7 +100,6 @@ fn unmount_if_mounted(store: &Path, p: &Path) {
 
 #[test]
 fn agent_fork_never_mounts_through_a_swapped_symlink() {
-    assert!(fuse_available(), "mount tests need root and /dev/fuse");
     let (m, sock, _d) = agent_mount();
     fs::write(m.p("f"), "x").unwrap();
     let home = m.tmp.path().join("agent-home");
@@ -195,7 +194,6 @@ fn agent_fork_never_mounts_through_a_swapped_symlink() {
 
 #[test]
 fn fork_creates_a_missing_mountpoint_under_the_ownership_rule() {
-    assert!(fuse_available(), "mount tests need root and /dev/fuse");
     let (m, sock, _d) = agent_mount();
     fs::write(m.p("f"), "x").unwrap();
     // The user: any missing path, levels created.
@@ -278,7 +276,6 @@ fn two_sessions() -> (Mount, PathBuf, Detach) {
 
 #[test]
 fn two_forks_of_one_name_one_wins_and_keeps_its_session() {
-    assert!(fuse_available(), "mount tests need root and /dev/fuse");
     let (m, b, _b) = two_sessions();
     let store = m.store.clone();
     let parents = [m.mp.clone(), b.clone()];
@@ -332,7 +329,6 @@ fn two_forks_of_one_name_one_wins_and_keeps_its_session() {
 
 #[test]
 fn branch_creation_races_have_one_winner() {
-    assert!(fuse_available(), "mount tests need root and /dev/fuse");
     let (m, b, _b) = two_sessions();
     let store = m.store.clone();
     let parents = [m.mp.clone(), b.clone()];
@@ -382,7 +378,6 @@ fn branch_creation_races_have_one_winner() {
 
 #[test]
 fn mount_during_unmount_waits_for_the_last_flush() {
-    assert!(fuse_available(), "mount tests need root and /dev/fuse");
     let m = Mount::new();
     // Much unflushed data: the unmount's flushes take a while.
     let data = pattern(48 << 20, 7);
@@ -427,7 +422,6 @@ fn mount_during_unmount_waits_for_the_last_flush() {
 
 #[test]
 fn unmount_under_writes_and_gc_loses_no_acknowledged_byte() {
-    assert!(fuse_available(), "mount tests need root and /dev/fuse");
     let m = Mount::new();
     for round in 0..4u64 {
         // Dead but still indexed: written, flushed, deleted, flushed (no gc yet).

@@ -3,11 +3,10 @@
 
 use serde_json::Value;
 
-use crate::harness::{Mount, fuse_available, ws, ws_ok};
+use crate::harness::{Mount, ws, ws_ok};
 
 #[test]
 fn checkpoint_meta_and_open_triggers() {
-    assert!(fuse_available());
     let m = Mount::new();
     std::fs::write(m.mp.join("a"), b"1").unwrap();
     let first = ws_ok(&m, &["checkpoint", "-m", "one"]).trim().to_string();
@@ -70,7 +69,6 @@ fn checkpoint_meta_and_open_triggers() {
 /// started with the *current* session's usage (bytes, inodes), and kept it.
 #[test]
 fn a_fork_from_an_old_checkpoint_starts_with_that_checkpoints_usage() {
-    assert!(fuse_available());
     let m = Mount::new();
     std::fs::write(m.mp.join("small"), vec![1u8; 10_000]).unwrap();
     let old = ws_ok(&m, &["checkpoint", "-m", "small"]).trim().to_string();

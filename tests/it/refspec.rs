@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::harness::{Mount, daemon_log, fuse_available, pattern, tf, write_synced, ws, ws_ok};
+use crate::harness::{Mount, daemon_log, pattern, tf, write_synced, ws, ws_ok};
 
 fn wsj(m: &Mount, args: &[&str]) -> Value {
     let mut full = vec!["--json"];
@@ -106,7 +106,6 @@ fn raw(m: &Mount, line: &str) -> Value {
 
 #[test]
 fn ref_suffixes_resolve_on_a_mount() {
-    assert!(fuse_available());
     let m = Mount::new();
     let mut c = Vec::new();
     for i in 1..=3 {
@@ -153,7 +152,6 @@ fn ref_suffixes_resolve_on_a_mount() {
 
 #[test]
 fn show_path_gives_bytes_at_that_state() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir_all(m.p("dir/sub")).unwrap();
     fs::write(m.p("a.txt"), b"old text\n").unwrap();
@@ -222,7 +220,6 @@ fn show_path_gives_bytes_at_that_state() {
 
 #[test]
 fn show_ref_lists_metadata_and_changes() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("a"), "1").unwrap();
     fs::write(m.p("b"), "1").unwrap();
@@ -247,7 +244,6 @@ fn show_ref_lists_metadata_and_changes() {
 
 #[test]
 fn log_filters_by_path_and_prints_oneline() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir(m.p("d")).unwrap();
     fs::write(m.p("a"), "1").unwrap();
@@ -320,7 +316,6 @@ fn log_filters_by_path_and_prints_oneline() {
 
 #[test]
 fn agent_socket_may_show() {
-    assert!(fuse_available());
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("agent.sock");
     let m = Mount::with_options("s", &["--agent-socket", sock.to_str().unwrap()]);

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::{Mount, bin, daemon_log, fuse_available, tf, tf_ok};
+use crate::harness::{Mount, bin, daemon_log, tf, tf_ok};
 
 /// Run the CLI against an explicit socket (as an agent runtime does), in `dir`.
 fn on_socket(sock: &Path, dir: &Path, args: &[&str]) -> Output {
@@ -121,7 +121,6 @@ fn agent_mount(extra: &[&str]) -> (Mount, PathBuf, tempfile::TempDir) {
 
 #[test]
 fn agent_socket_allows_additive_ops() {
-    assert!(fuse_available());
     let (m, sock, _dir) = agent_mount(&[]);
     let rec = treefork::control::find_mount(&m.mp).unwrap();
     assert_eq!(rec.agent_socket.as_deref(), Some(sock.as_path()));
@@ -223,7 +222,6 @@ fn agent_socket_allows_additive_ops() {
 
 #[test]
 fn agent_socket_refuses_destructive_ops() {
-    assert!(fuse_available());
     let (m, sock, _dir) = agent_mount(&[]);
     fs::write(m.p("f"), "x").unwrap();
     let b = user_ok(&m, &["branch", "keep"])["checkpoint"]
@@ -314,7 +312,6 @@ fn agent_socket_refuses_destructive_ops() {
 
 #[test]
 fn agent_socket_path_is_checked() {
-    assert!(fuse_available());
     let m = Mount::new();
     m.umount();
     let plain = m.tmp.path().join("precious");
@@ -393,7 +390,6 @@ fn cli_as_nobody(sock: &Path, args: &[&str]) -> Output {
 
 #[test]
 fn agent_socket_serves_only_its_uid() {
-    assert!(fuse_available());
     // Without --agent-uid: uid 65534 is refused by the peer check even when the file
     // permissions let it connect (a hard link in an open directory, mode opened).
     let (m, sock, _dir) = agent_mount(&[]);
@@ -453,7 +449,6 @@ fn agent_socket_serves_only_its_uid() {
 
 #[test]
 fn request_rate_and_connections_are_bounded() {
-    assert!(fuse_available());
     let m = Mount::new();
     let sock = user_socket(&m);
     // 5,000 pings as fast as possible on one connection.
@@ -532,7 +527,6 @@ fn request_rate_and_connections_are_bounded() {
 
 #[test]
 fn restore_paths_stay_inside_and_never_follow_symlinks() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir(m.p("d")).unwrap();
     fs::write(m.p("d/f"), "1").unwrap();
@@ -616,7 +610,6 @@ fn restore_paths_stay_inside_and_never_follow_symlinks() {
 
 #[test]
 fn import_never_follows_symlinks_or_imports_devices() {
-    assert!(fuse_available());
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     fs::create_dir_all(src.join("d")).unwrap();
@@ -698,7 +691,6 @@ fn import_never_follows_symlinks_or_imports_devices() {
 
 #[test]
 fn one_daemon_per_store_and_one_mount_per_session() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("f"), "x").unwrap();
     let other = m.tmp.path().join("other");
@@ -730,7 +722,6 @@ fn one_daemon_per_store_and_one_mount_per_session() {
 
 #[test]
 fn user_fork_can_serve_an_agent_socket() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("f"), "x").unwrap();
     let fmp = m.tmp.path().join("fork");

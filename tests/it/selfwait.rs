@@ -10,11 +10,10 @@
 use std::io::Write;
 use std::time::Duration;
 
-use crate::harness::{Mount, abort_fuse_connections, fuse_available, pattern, tf};
+use crate::harness::{Mount, abort_fuse_connections, pattern, tf};
 
 #[test]
 fn kill_9_during_a_checkpoints_syncfs_kills_the_daemon() {
-    assert!(fuse_available());
     // Every FUSE write waits 3 s: the checkpoint's writeback is still waiting
     // on the daemon when it is killed.
     let m = Mount::with_failpoint("fuse-write-delay-ms:3000");

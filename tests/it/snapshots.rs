@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::harness::{Mount, daemon_log, fuse_available, tf, tf_ok, ws, ws_ok};
+use crate::harness::{Mount, daemon_log, tf, tf_ok, ws, ws_ok};
 
 // ---------------------------------------------------------------------------------
 // Helpers
@@ -226,7 +226,6 @@ impl Drop for Shell {
 
 #[test]
 fn checkpoint_and_log() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("a.txt"), b"a1").unwrap();
     fs::write(m.p("b.txt"), b"b1").unwrap();
@@ -293,7 +292,6 @@ fn checkpoint_and_log() {
 
 #[test]
 fn status_lists_exact_changes() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("keep"), b"k").unwrap();
     fs::write(m.p("mod"), b"m1").unwrap();
@@ -348,7 +346,6 @@ fn status_lists_exact_changes() {
 
 #[test]
 fn branches_and_ref_errors() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("f"), b"1").unwrap();
     let c1 = checkpoint(&m, "one");
@@ -416,7 +413,6 @@ fn branches_and_ref_errors() {
 
 #[test]
 fn checkout_saves_keeps_inodes_and_live_processes() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir(m.p("sub")).unwrap();
     fs::write(m.p("sub/keep.txt"), b"keep").unwrap();
@@ -504,7 +500,6 @@ fn checkout_saves_keeps_inodes_and_live_processes() {
 
 #[test]
 fn fork_isolates_sessions() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("base"), b"c1").unwrap();
     fs::create_dir_all(m.p("conc")).unwrap();
@@ -617,7 +612,6 @@ fn fork_isolates_sessions() {
 
 #[test]
 fn diff_between_states() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("t.txt"), "line1\nold line\nline3\n").unwrap();
     fs::write(m.p("bin.dat"), [0u8, 1, 2, 0, 255, 254, 0, 9]).unwrap();
@@ -755,7 +749,6 @@ fn diff_between_states() {
 
 #[test]
 fn restore_paths_dry_run_and_undo() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("a.txt"), b"a1").unwrap();
     fs::write(m.p("b.txt"), b"b1").unwrap();
@@ -888,7 +881,6 @@ fn error_code(v: &Value) -> String {
 
 #[test]
 fn control_socket_survives_bad_input() {
-    assert!(fuse_available());
     let m = Mount::new();
     let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
     fs::write(m.p("data"), &data).unwrap();
@@ -982,7 +974,6 @@ fn control_socket_survives_bad_input() {
 
 #[test]
 fn auto_checkpoint_after_ops() {
-    assert!(fuse_available());
     let m = Mount::new();
     let v = wsj(&m, &["config"]);
     assert_eq!(v["config"]["auto_checkpoint_ops"], 0, "{v}");
@@ -1024,7 +1015,6 @@ fn auto_checkpoint_after_ops() {
 
 #[test]
 fn history_survives_remount_and_kill() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::write(m.p("f"), b"1").unwrap();
     let c1 = checkpoint(&m, "one");
@@ -1088,7 +1078,6 @@ fn contents(dir: &Path) -> std::collections::BTreeMap<String, String> {
 
 #[test]
 fn large_directory_checkpoint_diff_checkout_restore() {
-    assert!(fuse_available());
     let m = Mount::new();
     let big = m.p("big");
     fs::create_dir(&big).unwrap();
@@ -1153,7 +1142,6 @@ fn large_directory_checkpoint_diff_checkout_restore() {
 
 #[test]
 fn checkout_restores_hard_linked_files() {
-    assert!(fuse_available());
     let m = Mount::new();
     fs::create_dir(m.p("d")).unwrap();
     fs::write(m.p("d/a"), "one\n").unwrap();
@@ -1191,7 +1179,6 @@ fn checkout_restores_hard_linked_files() {
 /// soon as it connects, and the connection is closed.
 #[test]
 fn control_socket_refuses_other_users() {
-    assert!(fuse_available());
     for tool in ["/usr/bin/setpriv", "/usr/bin/python3"] {
         assert!(Path::new(tool).exists(), "this test needs {tool}");
     }

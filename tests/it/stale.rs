@@ -12,13 +12,12 @@ use std::io::Write;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::harness::{Mount, bin, daemon_log, fuse_available, ws_ok};
+use crate::harness::{Mount, bin, daemon_log, ws_ok};
 
 const PROBES: usize = 40;
 
 #[test]
 fn an_open_through_a_replaced_entry_reaches_the_new_tree() {
-    assert!(fuse_available());
     let m = Mount::with_failpoint("inval-delay-ms:4000");
     // Checkpoint a: `log` = "A", probes "a", directory `gone` absent.
     fs::write(m.p("log"), b"A\n").unwrap();

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::harness::{Mount, fuse_available, tf, tf_ok, write_synced};
+use crate::harness::{Mount, tf, tf_ok, write_synced};
 use crate::lifecycle::git_repo;
 
 fn touched(store: &std::path::Path, session: &str) -> Vec<String> {
@@ -26,7 +26,6 @@ fn show(m: &Mount) -> Value {
 
 #[test]
 fn touched_set_follows_writes_creates_renames_deletes_and_chmod_not_git() {
-    assert!(fuse_available());
     let tmp = tempfile::tempdir().unwrap();
     let repo = git_repo(tmp.path());
     std::fs::create_dir_all(repo.join("d/sub")).unwrap();
@@ -91,7 +90,6 @@ fn touched_set_follows_writes_creates_renames_deletes_and_chmod_not_git() {
 
 #[test]
 fn touched_paths_of_fsynced_writes_survive_kill_9() {
-    assert!(fuse_available());
     let m = Mount::new();
     write_synced(&m.p("a/durable.txt"), b"kept");
     m.kill_daemon();
@@ -111,7 +109,6 @@ fn touched_paths_of_fsynced_writes_survive_kill_9() {
 
 #[test]
 fn mount_flags_extend_discard_and_metrics() {
-    assert!(fuse_available());
     let m = Mount::with_options(
         "s",
         &["--task", "fix the parser", "--ttl-idle", "30m", "--manual"],
@@ -163,7 +160,6 @@ fn mount_flags_extend_discard_and_metrics() {
 
 #[test]
 fn agent_socket_shows_its_own_session_only() {
-    assert!(fuse_available());
     let tmp = tempfile::tempdir().unwrap();
     let sock = tmp.path().join("agent.sock");
     let m = Mount::with_options("s", &["--agent-socket", sock.to_str().unwrap()]);
@@ -198,7 +194,6 @@ fn agent_socket_shows_its_own_session_only() {
 
 #[test]
 fn auto_refs_past_retention_are_dropped_at_gc() {
-    assert!(fuse_available());
     let m = Mount::new();
     crate::harness::ws_ok(&m, &["checkpoint", "-m", "base"]);
     crate::harness::ws_ok(
@@ -226,7 +221,6 @@ fn auto_refs_past_retention_are_dropped_at_gc() {
 
 #[test]
 fn session_show_counts_writes_not_yet_synced() {
-    assert!(fuse_available());
     let m = Mount::new();
     assert_eq!(show(&m)["touched"], 0);
     // No fsync: the write sits in the kernel's cache and the session's memory.

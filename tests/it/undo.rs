@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use crate::harness::{Mount, fuse_available, tf_ok, write_synced, ws, ws_ok};
+use crate::harness::{Mount, tf_ok, write_synced, ws, ws_ok};
 
 fn j(m: &Mount, args: &[&str]) -> Value {
     let mut a = vec!["--json"];
@@ -74,7 +74,6 @@ fn session_sock(m: &Mount) -> PathBuf {
 
 #[test]
 fn head_attaches_to_a_branch_and_checkpoints_move_it() {
-    assert!(fuse_available());
     let m = Mount::new();
     write_synced(&m.p("f"), b"1");
     let c1 = checkpoint(&m, "one");
@@ -114,7 +113,6 @@ fn head_attaches_to_a_branch_and_checkpoints_move_it() {
 
 #[test]
 fn undo_and_redo_each_kind_of_operation() {
-    assert!(fuse_available());
     let m = Mount::new();
     write_synced(&m.p("f"), b"1");
     let c1 = checkpoint(&m, "one");
@@ -196,7 +194,6 @@ fn undo_and_redo_each_kind_of_operation() {
 
 #[test]
 fn nothing_to_undo_is_a_clear_error() {
-    assert!(fuse_available());
     let m = Mount::new();
     let e = err_of(&m, &["undo"]);
     assert!(e.contains("nothing to undo"), "{e}");
@@ -206,7 +203,6 @@ fn nothing_to_undo_is_a_clear_error() {
 
 #[test]
 fn of_two_concurrent_undos_exactly_one_wins() {
-    assert!(fuse_available());
     let m = Mount::new();
     for i in 0..3 {
         write_synced(&m.p("f"), format!("{i}").as_bytes());
@@ -240,7 +236,6 @@ fn of_two_concurrent_undos_exactly_one_wins() {
 
 #[test]
 fn the_agent_socket_may_undo_but_not_rename_branches() {
-    assert!(fuse_available());
     let tmp = tempfile::tempdir().unwrap();
     let sock = tmp.path().join("agent.sock");
     let m = Mount::with_options("s", &["--agent-socket", sock.to_str().unwrap()]);
@@ -271,7 +266,6 @@ fn the_agent_socket_may_undo_but_not_rename_branches() {
 
 #[test]
 fn gc_prunes_operations_past_retention_and_keeps_what_they_name() {
-    assert!(fuse_available());
     let m = Mount::new();
     let mp = m.mp.to_str().unwrap();
     write_synced(&m.p("f"), b"1");
@@ -320,7 +314,6 @@ fn gc_prunes_operations_past_retention_and_keeps_what_they_name() {
 
 #[test]
 fn timeline_lists_operations_with_their_files_and_notes_in_place() {
-    assert!(fuse_available());
     let m = Mount::new();
     write_synced(&m.p("a.txt"), b"1");
     checkpoint(&m, "one");
@@ -361,7 +354,6 @@ fn timeline_lists_operations_with_their_files_and_notes_in_place() {
 
 #[test]
 fn adopt_moves_the_attached_branch_and_undo_moves_it_back() {
-    assert!(fuse_available());
     let m = Mount::new();
     write_synced(&m.p("a"), b"0");
     let c0 = checkpoint(&m, "zero");
@@ -381,7 +373,6 @@ fn adopt_moves_the_attached_branch_and_undo_moves_it_back() {
 
 #[test]
 fn undo_right_after_exec_rewinds_exactly_that_command_and_exec_refs_resolve() {
-    assert!(fuse_available());
     let m = Mount::new();
     write_synced(&m.p("keep"), b"k");
     checkpoint(&m, "base");
@@ -424,7 +415,6 @@ fn undo_right_after_exec_rewinds_exactly_that_command_and_exec_refs_resolve() {
 /// branch never goes back to an older checkpoint).
 #[test]
 fn two_sessions_on_one_branch_never_leave_it_inconsistent() {
-    assert!(fuse_available());
     let m = Mount::new();
     let mp = m.mp.to_str().unwrap().to_string();
     write_synced(&m.p("f"), b"0");
@@ -488,7 +478,6 @@ fn two_sessions_on_one_branch_never_leave_it_inconsistent() {
 /// attached branch never takes in the changes being thrown away.
 #[test]
 fn restore_of_the_attached_branch_discards_pending_changes_and_leaves_the_branch() {
-    assert!(fuse_available());
     let m = Mount::new();
     write_synced(&m.p("f"), b"1");
     let c1 = checkpoint(&m, "one");

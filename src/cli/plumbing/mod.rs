@@ -1,6 +1,6 @@
-//! Plumbing: every call the CLI makes into the treefork library goes through this
-//! module (and its submodules), so a change of the library's layout is re-pointed
-//! here and nowhere else. Commands build an [`Op`] and hand it to [`Ctx`]:
+//! Plumbing: the CLI's one way to the daemon, or to the store when no daemon
+//! serves it, so how a request travels is decided here and nowhere else. Commands
+//! build an [`Op`] and hand it to [`Ctx`]:
 //!
 //! - [`Ctx::session`]: a session op, sent to the explicit socket (`--socket`,
 //!   `$TREEFORK_SOCKET`) if there is one, else to the session socket of the
@@ -13,6 +13,11 @@
 //! Every call returns a typed [`Reply`]. A refusal by the daemon is a
 //! [`DaemonError`] carrying the protocol's error code; callers decide on the code
 //! ([`DaemonError::is`]), never on message text.
+//!
+//! Other commands use the library directly only for types, constants and helpers
+//! that do no I/O (`Error` in `failure`, duration syntax, the exec capture cap,
+//! the output encoding of `runner`, experiment result fitting), never to open the
+//! store or reach the daemon.
 
 mod offline;
 mod spawn;

@@ -78,23 +78,13 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             ttl_idle,
             ttl_absolute,
             evict_to,
-        }) => {
-            let change = treefork::lifecycle::manage::PolicyChange {
-                ttl_idle: ttl_idle.clone(),
-                ttl_absolute: ttl_absolute.clone(),
-                evict_to: evict_to.clone(),
-                ..Default::default()
-            };
-            change.validate()?;
-            change.check_remote(&s)?;
-            let now = treefork::lifecycle::manage::now();
-            let info = treefork::lifecycle::manage::update(&s, name, &mut |i| {
-                change.apply(i, now)?;
-                i.last_access = now;
-                Ok(true)
-            })?;
-            json!({"session": name, "policy": info.policy})
-        }
+        }) => treefork::lifecycle::manage::extend(
+            &s,
+            name,
+            ttl_idle.clone(),
+            ttl_absolute.clone(),
+            evict_to.clone(),
+        )?,
         Op::SessionDiscard(treefork::verbs::SessionDiscard { name }) => {
             treefork::lifecycle::manage::update(&s, name, &mut |i| {
                 i.state = treefork::lifecycle::State::Discarded;
@@ -205,9 +195,9 @@ fn ok(mut v: Value) -> Value {
 /// The retention work of the daemon's `gc` (the same pass, `lifecycle::retention`):
 /// (records, sessions, refs) removed.
 fn retention(s: &PackStore) -> Result<(usize, usize, usize)> {
-    use treefork::lifecycle::{manage, retention};
+    use treefork::lifecycle::retention;
     let retain = treefork::daemon::sweep::DEFAULT_DISCARD_SECS;
-    let p = retention::run(s, retain, manage::now(), &mut |name| {
+    let p = retention::run(s, retain, treefork::clock::unix_secs(), &mut |name| {
         retention::remove_session(s, name)
     })?;
     Ok((p.operations, p.sessions, p.auto_refs))

@@ -110,7 +110,7 @@ pub(in crate::ops) fn rebaseline(s: &crate::session::Session) {
     let mut st = seen(s.name());
     st.head = head;
     st.mutation_ms = last_mutation;
-    st.checked_ms = crate::session::now_ms().max(1);
+    st.checked_ms = crate::clock::unix_ms().max(1);
     store_seen(s.name(), st);
 }
 

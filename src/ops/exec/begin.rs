@@ -3,7 +3,8 @@
 
 use serde_json::{Value, json};
 
-use super::slot::{self, MAX_CAPTURE, Running};
+use super::MAX_CAPTURE;
+use super::slot::{self, Running};
 use crate::error::{Error, Result};
 use crate::oplog::Actor;
 use crate::ops::{Target, record, syncfs};

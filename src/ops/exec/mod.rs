@@ -39,6 +39,12 @@ use crate::session::Session;
 /// The operation kind of exec records.
 pub const KIND: &str = "exec";
 
+/// Most bytes kept of each stream of an exec, whatever the client sends (more sets
+/// the record's truncated flag). The CLI (`--capture-limit`) and the MCP server
+/// refuse a larger capture limit with this constant; the Python client keeps a copy
+/// (`MAX_CAPTURE_LIMIT`), which a test holds equal to it.
+pub const MAX_CAPTURE: usize = 4 << 20;
+
 /// Finalize the running exec of `t`'s session, if any, as abandoned: the workspace
 /// is being unmounted. Errors are logged.
 pub fn unmounting(t: &Target) {

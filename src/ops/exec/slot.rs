@@ -13,9 +13,6 @@ use crate::id::NodeId;
 use crate::oplog::{self, Actor, View};
 use crate::session::Session;
 
-/// Most bytes kept of each stream of a running exec, whatever the client sends.
-pub const MAX_CAPTURE: usize = 4 << 20;
-
 /// An exec between `exec_begin` and `exec_end`.
 pub(super) struct Running {
     pub n: u64,

@@ -60,12 +60,10 @@ fn new_id() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let mut h = blake3::Hasher::new();
-    h.update(&crate::session::now_ms().to_le_bytes());
+    h.update(&crate::clock::unix_ms().to_le_bytes());
     h.update(&std::process::id().to_le_bytes());
     h.update(&N.fetch_add(1, Ordering::Relaxed).to_le_bytes());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
+    let nanos = crate::clock::since_epoch().subsec_nanos();
     h.update(&nanos.to_le_bytes());
     crate::id::hex(&h.finalize().as_bytes()[..3])
 }

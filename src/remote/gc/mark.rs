@@ -33,7 +33,7 @@ use crate::remote::lazy;
 use crate::remote::packidx::{Idx, IdxEntry};
 use crate::remote::pull::refs::{self as rrefs, Fetched};
 use crate::remote::refval::RefValue;
-use crate::remote::segment::{self, SegEntry};
+use crate::remote::segment::SegEntry;
 use crate::store::{Kind, ObjectStore};
 
 /// Largest range read when fetching a pack's node records.
@@ -73,17 +73,10 @@ impl Catalog {
 /// LIST and the read is skipped.
 pub fn list_refs(client: &Client) -> Result<Vec<Fetched>> {
     let mut out = Vec::new();
-    for (kind, dir) in [
-        (TrackKind::Branch, layout::REFS_BRANCHES),
-        (TrackKind::Session, layout::REFS_SESSIONS),
-    ] {
+    for kind in [TrackKind::Branch, TrackKind::Session] {
         let mut names = Vec::new();
-        for m in client.list(dir)? {
-            let name = match kind {
-                TrackKind::Branch => layout::parse_branch_ref_key(&m.key),
-                TrackKind::Session => layout::parse_session_ref_key(&m.key),
-            };
-            match name {
+        for m in client.list(layout::refs_dir(kind))? {
+            match layout::parse_ref_key(kind, &m.key) {
                 Some(n) => names.push(n),
                 None => log::warn!(
                     "remote {}: {} is not a ref name; ignored by gc",
@@ -248,17 +241,7 @@ fn named_by_logs(
     checkpoints: &mut Vec<String>,
     roots: &mut Vec<String>,
 ) -> Result<()> {
-    let keys: Vec<String> = logs.iter().map(|h| layout::log_key(h)).collect();
-    for ((h, k), got) in logs
-        .iter()
-        .zip(&keys)
-        .zip(client.get_many(&keys, layout::Body::LogSegment)?)
-    {
-        let got = got.ok_or_else(|| Error::Remote {
-            remote: client.name().to_string(),
-            detail: format!("{k} is named by a session ref but missing"),
-        })?;
-        let seg = segment::decode(&got.bytes, h)?;
+    crate::remote::pull::import::each_segment(client, logs, &mut |k, seg| {
         for e in seg.entries {
             match e {
                 SegEntry::Op { seq, v } => {
@@ -277,7 +260,8 @@ fn named_by_logs(
                 SegEntry::Attach { .. } | SegEntry::Touched { .. } => {}
             }
         }
-    }
+        Ok(())
+    })?;
     roots.retain(|r| !r.is_empty());
     Ok(())
 }

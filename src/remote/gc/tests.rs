@@ -424,7 +424,7 @@ fn an_orphan_pack_goes_after_the_grace_and_a_missing_record_stops_gc() {
 #[test]
 fn one_gc_at_a_time_and_a_stale_lock_is_taken_over() {
     let client = Client::memory("origin");
-    let t = crate::lifecycle::manage::now();
+    let t = crate::clock::unix_secs();
     let held = lock::acquire(&client, true, t).unwrap();
     let e = lock::acquire(&client, true, t).err().unwrap();
     assert!(matches!(e, Error::Conflict(_)), "{e}");

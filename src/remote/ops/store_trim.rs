@@ -34,7 +34,7 @@ pub fn run(
     req: TrimRequest,
     events: &mut dyn FnMut(Value),
 ) -> Result<Value> {
-    let now = crate::lifecycle::manage::now();
+    let now = crate::clock::unix_secs();
     let mut last = std::time::Instant::now();
     let mut progress = |phase: &str, done: u64, total: u64| {
         if done == total || last.elapsed() > std::time::Duration::from_millis(100) {

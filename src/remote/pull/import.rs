@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
 use crate::remote::client::Client;
 use crate::remote::layout;
-use crate::remote::segment::{self, SegEntry};
+use crate::remote::segment::{self, SegEntry, Segment};
 use crate::store::ObjectStore;
 
 /// What importing segments yields.
@@ -46,9 +46,26 @@ pub fn import(
     local: &str,
     hashes: &[String],
 ) -> Result<Imported> {
-    let keys: Vec<String> = hashes.iter().map(|h| layout::log_key(h)).collect();
     let mut out = Imported::default();
     let mut touched: HashSet<Vec<u8>> = HashSet::new();
+    each_segment(client, hashes, &mut |_, seg| {
+        for e in seg.entries {
+            entry(store, local, e, &mut out, &mut touched)?;
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Download segments `hashes` (hex, in order), each verified by its hash
+/// (`segment::decode`), and hand each to `f` with its key, in order. A segment
+/// the remote does not have is `Error::Remote` (a session ref names it).
+pub fn each_segment(
+    client: &Client,
+    hashes: &[String],
+    f: &mut dyn FnMut(&str, Segment) -> Result<()>,
+) -> Result<()> {
+    let keys: Vec<String> = hashes.iter().map(|h| layout::log_key(h)).collect();
     for ((h, k), got) in hashes
         .iter()
         .zip(&keys)
@@ -58,12 +75,9 @@ pub fn import(
             remote: client.name().to_string(),
             detail: format!("{k} is named by a session ref but missing"),
         })?;
-        let seg = segment::decode(&got.bytes, h)?;
-        for e in seg.entries {
-            entry(store, local, e, &mut out, &mut touched)?;
-        }
+        f(k, segment::decode(&got.bytes, h)?)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 fn with_session(mut v: Value, local: &str) -> Value {

@@ -50,16 +50,9 @@ impl Fetched {
     }
 }
 
-fn key(kind: TrackKind, name: &str) -> String {
-    match kind {
-        TrackKind::Branch => layout::branch_ref_key(name),
-        TrackKind::Session => layout::session_ref_key(name),
-    }
-}
-
 /// Read ref `name` of `kind`, if it exists.
 pub fn read(client: &Client, kind: TrackKind, name: &str) -> Result<Option<Fetched>> {
-    let k = key(kind, name);
+    let k = layout::ref_key(kind, name);
     let Some(got) = client.get(&k, layout::Body::Ref)? else {
         return Ok(None);
     };
@@ -102,17 +95,11 @@ pub fn read_any(client: &Client, name: &str) -> Result<Fetched> {
 /// logged and skipped.
 pub fn list_all(client: &Client) -> Result<Vec<Fetched>> {
     let mut out = Vec::new();
-    for (kind, dir) in [
-        (TrackKind::Branch, layout::REFS_BRANCHES),
-        (TrackKind::Session, layout::REFS_SESSIONS),
-    ] {
+    for kind in [TrackKind::Branch, TrackKind::Session] {
         let mut names: Vec<String> = client
-            .list(dir)?
+            .list(layout::refs_dir(kind))?
             .into_iter()
-            .filter_map(|m| match kind {
-                TrackKind::Branch => layout::parse_branch_ref_key(&m.key),
-                TrackKind::Session => layout::parse_session_ref_key(&m.key),
-            })
+            .filter_map(|m| layout::parse_ref_key(kind, &m.key))
             .collect();
         names.sort();
         for n in names {
@@ -184,20 +171,10 @@ pub fn fetch_checkpoints(
 /// Whether checkpoint `old` is `new` or an ancestor of it (local records only;
 /// fetch first).
 pub fn is_ancestor(store: &dyn ObjectStore, old: &str, new: &str) -> Result<bool> {
-    let mut seen: HashSet<String> = HashSet::new();
-    let mut queue: VecDeque<String> = VecDeque::from([new.to_string()]);
-    while let Some(h) = queue.pop_front() {
-        if h == old {
-            return Ok(true);
-        }
-        if !seen.insert(h.clone()) {
-            continue;
-        }
-        if let Some(id) = CheckpointId::from_hex(&h)
-            && let Ok(c) = crate::refs::load(store, &id)
-        {
-            queue.extend(c.parents);
-        }
-    }
-    Ok(false)
+    crate::refs::is_ancestor_by(old, new, &mut |h| {
+        Ok(CheckpointId::from_hex(h)
+            .and_then(|id| crate::refs::load(store, &id).ok())
+            .map(|c| c.parents)
+            .unwrap_or_default())
+    })
 }

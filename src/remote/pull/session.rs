@@ -243,7 +243,7 @@ fn attach_branch(
         rec.branch = None;
         return Ok(());
     };
-    let now = crate::lifecycle::manage::now();
+    let now = crate::clock::unix_secs();
     match crate::refs::get_ref(store, &b)? {
         None if crate::refs::validate_ref_name(&b).is_ok() && !clashes(store, &b)? => {
             ops.push(MetaOp::Expect(meta::ref_key(&b), None));

@@ -348,7 +348,7 @@ fn prepare(env: &Env<'_>, remote: &Remote, force: bool, it: Item, plan: &mut Pla
             plan.required.push(checkpoint.clone());
             let value = (!up_to_date).then(|| {
                 serde_json::json!({"version": 1, "kind": "branch", "checkpoint": checkpoint,
-                    "time": crate::lifecycle::manage::now()})
+                    "time": crate::clock::unix_secs()})
             });
             let new = Some(checkpoint.clone());
             plan.writes.push(Write {

@@ -11,8 +11,6 @@
 //! the remote was added as single-writer without conditional writes; a lost
 //! compare-and-swap is [`Error::NonFastForward`], never an overwrite.
 
-use std::collections::{HashSet, VecDeque};
-
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -47,17 +45,9 @@ impl RemoteRef {
     }
 }
 
-/// The remote key of ref `name` of `kind`.
-pub fn key(kind: TrackKind, name: &str) -> String {
-    match kind {
-        TrackKind::Branch => layout::branch_ref_key(name),
-        TrackKind::Session => layout::session_ref_key(name),
-    }
-}
-
 /// Read remote ref `name` of `kind` (validated as a ref value of that kind).
 pub fn read(client: &Client, kind: TrackKind, name: &str) -> Result<Option<RemoteRef>> {
-    let k = key(kind, name);
+    let k = layout::ref_key(kind, name);
     let Some(got) = client.get(&k, layout::Body::Ref)? else {
         return Ok(None);
     };
@@ -104,20 +94,9 @@ fn load_checkpoint(
 /// Whether checkpoint `old` is `new` or one of its ancestors (a breadth-first
 /// walk of `new`'s parents; records the local store lacks come from the remote).
 pub fn is_ancestor(store: &dyn ObjectStore, client: &Client, old: &str, new: &str) -> Result<bool> {
-    let mut seen: HashSet<String> = HashSet::new();
-    let mut queue: VecDeque<String> = VecDeque::from([new.to_string()]);
-    while let Some(h) = queue.pop_front() {
-        if h == old {
-            return Ok(true);
-        }
-        if !seen.insert(h.clone()) {
-            continue;
-        }
-        if let Some(c) = load_checkpoint(store, client, &h)? {
-            queue.extend(c.parents);
-        }
-    }
-    Ok(false)
+    crate::refs::is_ancestor_by(old, new, &mut |h| {
+        Ok(load_checkpoint(store, client, h)?.map_or_else(Vec::new, |c| c.parents))
+    })
 }
 
 /// The refusal of a push of `src` to `remote`'s `dst`.
@@ -141,7 +120,7 @@ pub fn cas(
     base: Option<&RemoteRef>,
     conditional: bool,
 ) -> Result<Option<String>> {
-    let k = key(kind, name);
+    let k = layout::ref_key(kind, name);
     let cond = match (
         conditional,
         base.is_some(),

@@ -222,7 +222,7 @@ pub fn ref_value(
         "op_seq": seqs.op,
         "message_seq": seqs.message,
         "transcript_seq": seqs.transcript,
-        "time": crate::lifecycle::manage::now(),
+        "time": crate::clock::unix_secs(),
     }))
 }
 

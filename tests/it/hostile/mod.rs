@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::harness::{Mount, bin, daemon_log, fuse_available, tf_ok};
+use crate::harness::{Mount, bin, daemon_log, tf_ok};
 
 /// The uid (and gid) the hostile agent runs as.
 pub const AGENT_UID: u32 = 65534;
@@ -51,7 +51,6 @@ impl Agent {
 
     /// As [`Agent::new`], with extra `mount` arguments.
     pub fn with_options(extra: &[&str]) -> Agent {
-        assert!(fuse_available());
         let dir = tempfile::Builder::new()
             .prefix("tf-hostile-")
             .tempdir()

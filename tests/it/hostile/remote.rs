@@ -25,9 +25,7 @@ use treefork::store::pack::Codec;
 
 use self::s3::{HostileS3, Lie};
 use super::proc_status_kib;
-use crate::harness::{
-    Mount, daemon_log, fuse_available, pattern, tf, tf_ok, umount_ok, write_synced,
-};
+use crate::harness::{Mount, daemon_log, pattern, tf, tf_ok, umount_ok, write_synced};
 
 const BUCKET: &str = "treefork-test";
 
@@ -168,7 +166,6 @@ fn read_errno(p: &Path) -> Option<i32> {
 
 #[test]
 fn a_delta_cycle_in_a_remote_index_is_eio_and_the_daemon_lives() {
-    assert!(fuse_available());
     let s3 = HostileS3::start();
     let _a = pushed(&s3, "cycle", "s", &[]);
     // Every chunk pack becomes cycles: chunks paired, each a delta on the other
@@ -236,7 +233,6 @@ fn a_delta_cycle_in_a_remote_index_is_eio_and_the_daemon_lives() {
 
 #[test]
 fn a_pack_index_declaring_a_terabyte_is_refused_unread() {
-    assert!(fuse_available());
     let s3 = HostileS3::start();
     let _a = pushed(&s3, "huge", "s", &[]);
     s3.lie(
@@ -268,7 +264,6 @@ fn a_pack_index_declaring_a_terabyte_is_refused_unread() {
 
 #[test]
 fn range_bodies_longer_than_asked_are_cut_at_the_range() {
-    assert!(fuse_available());
     let s3 = HostileS3::start();
     let _a = pushed(&s3, "long", "s", &[]);
     let b = machine_b("s");
@@ -315,7 +310,6 @@ fn git(dir: &Path, args: &[&str]) {
 
 #[test]
 fn a_pulled_origin_is_not_used_until_the_user_trusts_it() {
-    assert!(fuse_available());
     let s3 = HostileS3::start();
     // The "planted" repository: on machine B's disk, named by the remote.
     let planted = tempfile::tempdir().unwrap();

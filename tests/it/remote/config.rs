@@ -11,9 +11,7 @@ use serde_json::{Value, json};
 use treefork::remote::client::{Put, PutIf};
 
 use super::S3Server;
-use crate::harness::{
-    Mount, TEST_AWS_ENV, daemon_log, fuse_available, tf, tf_env, tf_ok, umount_ok, ws,
-};
+use crate::harness::{Mount, TEST_AWS_ENV, daemon_log, tf, tf_env, tf_ok, umount_ok, ws};
 
 fn json_ok(store: &Path, args: &[&str]) -> Value {
     let mut full = vec!["--json"];
@@ -126,7 +124,6 @@ fn seaweedfs_honours_conditional_writes_and_returns_etags() {
 
 #[test]
 fn remote_add_list_rm_through_the_daemon() {
-    assert!(fuse_available());
     let Some(s3) = S3Server::start_or_skip() else {
         return;
     };
@@ -374,7 +371,6 @@ fn credentials_from_a_credentials_file_and_a_clear_message_without_any() {
 
 #[test]
 fn no_secret_reaches_the_daemon_log_the_store_or_json_output() {
-    assert!(fuse_available());
     let Some(s3) = S3Server::start_or_skip() else {
         return;
     };
@@ -432,7 +428,6 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn agent_socket_cannot_configure_remotes() {
-    assert!(fuse_available());
     let dir = tempfile::Builder::new()
         .prefix("tf-agent-")
         .tempdir()

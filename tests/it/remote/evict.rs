@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::S3Server;
 use super::pull::{add_remote, json_ok, machine, mount_from_remote};
-use crate::harness::{Mount, fuse_available, pattern, tf, tf_ok, write_synced, ws_ok};
+use crate::harness::{Mount, pattern, tf, tf_ok, write_synced, ws_ok};
 
 fn files() -> Vec<(String, Vec<u8>)> {
     let mut v = vec![("big.bin".to_string(), pattern(900_000, 3))];
@@ -43,9 +43,6 @@ fn ops(m: &Mount) -> Vec<(u64, String)> {
 
 #[test]
 fn an_evicted_session_is_pushed_first_and_resumes_elsewhere() {
-    if !fuse_available() {
-        return;
-    }
     let Some(mut s3) = S3Server::start_or_skip() else {
         return;
     };

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::S3Server;
 use super::pull::{add_remote, json_ok, machine, mount_from_remote};
-use crate::harness::{Mount, TEST_AWS_ENV, bin, fuse_available, pattern, write_synced, ws_ok};
+use crate::harness::{Mount, TEST_AWS_ENV, bin, pattern, write_synced, ws_ok};
 
 fn gc(store: &std::path::Path, grace: &str) -> Value {
     json_ok(store, &["remote", "gc", "--grace", grace])
@@ -29,9 +29,6 @@ fn pack_keys(s3: &S3Server, prefix: &str) -> HashSet<String> {
 
 #[test]
 fn remote_gc_drops_a_deleted_branchs_packs_after_the_grace_only() {
-    if !fuse_available() {
-        return;
-    }
     let Some(s3) = S3Server::start_or_skip() else {
         return;
     };
@@ -104,9 +101,6 @@ fn remote_gc_drops_a_deleted_branchs_packs_after_the_grace_only() {
 
 #[test]
 fn remote_gc_during_a_push_leaves_the_pushed_closure_whole() {
-    if !fuse_available() {
-        return;
-    }
     let Some(s3) = S3Server::start_or_skip() else {
         return;
     };
@@ -182,7 +176,6 @@ fn remote_gc_during_a_push_leaves_the_pushed_closure_whole() {
 #[test]
 fn an_agent_socket_cannot_run_remote_gc() {
     use std::io::{BufRead, BufReader, Write};
-    assert!(fuse_available());
     let dir = tempfile::Builder::new()
         .prefix("tf-agent-")
         .tempdir()

@@ -8,7 +8,7 @@ use std::io::Read;
 
 use super::S3Server;
 use super::pull::{add_remote, json_ok, machine, mount_from_remote};
-use crate::harness::{Mount, daemon_log, fuse_available, pattern, write_synced};
+use crate::harness::{Mount, daemon_log, pattern, write_synced};
 use treefork::remote::client::{Body, PutIf};
 use treefork::remote::packidx::Idx;
 
@@ -62,9 +62,6 @@ fn push_file(a: &Mount, s3: &S3Server, prefix: &str, name: &str, seed: u64) -> V
 
 #[test]
 fn lazy_reads_fail_cleanly_while_the_remote_is_down_and_work_after() {
-    if !fuse_available() {
-        return;
-    }
     let Some(mut s3) = S3Server::start_or_skip() else {
         return;
     };
@@ -111,9 +108,6 @@ fn lazy_reads_fail_cleanly_while_the_remote_is_down_and_work_after() {
 
 #[test]
 fn after_hydrate_every_file_reads_with_the_remote_gone() {
-    if !fuse_available() {
-        return;
-    }
     let Some(mut s3) = S3Server::start_or_skip() else {
         return;
     };

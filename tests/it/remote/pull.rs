@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::S3Server;
-use crate::harness::{Mount, daemon_log, fuse_available, pattern, tf, write_synced, ws_ok};
+use crate::harness::{Mount, daemon_log, pattern, tf, write_synced, ws_ok};
 
 pub(super) fn json_ok(store: &Path, args: &[&str]) -> Value {
     let mut full = vec!["--json"];
@@ -90,9 +90,6 @@ pub(super) fn files() -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn a_session_travels_to_another_store_and_back() {
-    if !fuse_available() {
-        return;
-    }
     let Some(s3) = S3Server::start_or_skip() else {
         return;
     };

@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::S3Server;
-use crate::harness::{
-    Mount, TEST_AWS_ENV, bin, daemon_log, fuse_available, pattern, tf, write_synced,
-};
+use crate::harness::{Mount, TEST_AWS_ENV, bin, daemon_log, pattern, tf, write_synced};
 
 fn json_of(o: &Output, what: &str, store: &Path) -> Value {
     assert!(
@@ -62,9 +60,6 @@ fn idx_count(s3: &S3Server, prefix: &str) -> usize {
 
 #[test]
 fn push_sends_what_the_remote_lacks_and_nothing_twice() {
-    if !fuse_available() {
-        return;
-    }
     let Some(s3) = S3Server::start_or_skip() else {
         return;
     };
@@ -113,9 +108,6 @@ fn push_sends_what_the_remote_lacks_and_nothing_twice() {
 
 #[test]
 fn a_push_killed_midway_uploads_only_what_is_missing_when_rerun() {
-    if !fuse_available() {
-        return;
-    }
     let Some(mut s3) = S3Server::start_or_skip() else {
         return;
     };
@@ -178,9 +170,6 @@ fn a_push_killed_midway_uploads_only_what_is_missing_when_rerun() {
 
 #[test]
 fn two_stores_pushing_one_branch_at_once_exactly_one_wins() {
-    if !fuse_available() {
-        return;
-    }
     let Some(s3) = S3Server::start_or_skip() else {
         return;
     };

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::S3Server;
 use super::pull::{add_remote, json_ok};
-use crate::harness::{Mount, fuse_available, pattern, write_synced};
+use crate::harness::{Mount, pattern, write_synced};
 
 fn packs_bytes(store: &Path) -> u64 {
     std::fs::read_dir(store.join("packs"))
@@ -20,9 +20,6 @@ fn packs_bytes(store: &Path) -> u64 {
 
 #[test]
 fn trim_frees_local_bytes_and_files_read_back_lazily() {
-    if !fuse_available() {
-        return;
-    }
     let Some(s3) = S3Server::start_or_skip() else {
         return;
     };

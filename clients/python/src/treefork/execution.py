@@ -27,7 +27,8 @@ from . import runner
 from ._base import _Base
 from .types import AdoptResult, Change, Comparison, ExecResult, RunSpec
 
-#: Most bytes of each stream an exec record keeps (the daemon's own cap).
+#: Most bytes of each stream an exec record keeps: the daemon's own cap,
+#: ``treefork::ops::exec::MAX_CAPTURE`` (tests/it/exec.rs holds the two equal).
 MAX_CAPTURE_LIMIT = 4 << 20
 #: Raw bytes per ``exec_output`` request (well under the 1 MiB request bound).
 CHUNK = 512 << 10

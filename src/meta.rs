@@ -314,8 +314,20 @@ impl MetaDb {
         if n >= BULK_OPS {
             drain_garbage(db, n, &self.poisoned);
         }
+        APPLIED.with(|a| a.set(a.get() + 1));
         Ok(())
     }
+}
+
+thread_local! {
+    /// Batches applied (and synced) by this thread.
+    static APPLIED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many metadata batches this thread has applied and synced so far: a
+/// measure (an op compares it before and after to count its commits).
+pub fn applied_here() -> u64 {
+    APPLIED.with(|a| a.get())
 }
 
 /// The files of a sled 0.34 database that our syncs cover (sled 0.34.7's layout:

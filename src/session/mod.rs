@@ -38,6 +38,8 @@ mod model_tests;
 pub mod ops;
 pub mod snapshot;
 pub mod touch;
+pub mod txn;
+pub use txn::Txn;
 pub mod watch;
 
 use std::collections::{BTreeMap, HashMap};

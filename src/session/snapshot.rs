@@ -50,7 +50,7 @@ pub type LogHook<'a> = &'a mut dyn FnMut(
 /// (`before.head`) to `c`, guarded by its old value; detaches `rec` instead when the
 /// branch no longer names the old HEAD (and records that in `rec.branch_moved`, so
 /// the session is told).
-fn advance_attached(
+pub(super) fn advance_attached(
     store: &dyn crate::store::ObjectStore,
     rec: &mut SessionRecord,
     before: &SessionRecord,
@@ -360,6 +360,17 @@ impl Session {
         paths: Option<&[Vec<u8>]>,
         expect: Option<u64>,
     ) -> (Vec<Inval>, Result<()>) {
+        let _g = super::relock(self.flush_lock.lock());
+        self.graft_held(target, paths, expect)
+    }
+
+    /// [`graft`](Self::graft) with the flush lock already held (by a [`super::Txn`]).
+    pub(super) fn graft_held(
+        &self,
+        target: NodeId,
+        paths: Option<&[Vec<u8>]>,
+        expect: Option<u64>,
+    ) -> (Vec<Inval>, Result<()>) {
         let mut inval = Vec::new();
         let r = self.graft_into(target, paths, expect, &mut inval);
         // One invalidation per inode is enough (a directory is listed once per
@@ -381,7 +392,6 @@ impl Session {
     ) -> Result<()> {
         let store = self.store().clone();
         let t = Tree::load(&*store, target)?;
-        let _g = super::relock(self.flush_lock.lock());
         let mut st = self.lock();
         if let Some(g) = expect
             && st.generation != g

@@ -30,6 +30,7 @@ pub(super) fn run<H: Host>(
         return run(h, t, call, Some(name), None);
     }
     let spec = spec.ok_or_else(|| Error::Invalid("checkout needs a ref".into()))?;
+    let txn = txn::Op::begin(t, "checkout");
     let s = &t.session;
     let store = s.store().clone();
     let c = super::refctx::resolve(t, spec)?;
@@ -61,7 +62,6 @@ pub(super) fn run<H: Host>(
         .transpose()?;
     let root = c.root_id()?;
     let t0 = std::time::Instant::now();
-    let txn = txn::Op::begin(t, "checkout");
     // HEAD is committed under the write gate, right after the tree swap, in one
     // batch with the saved pending changes and the operation record.
     let (saved, n, op) = save_and_graft(

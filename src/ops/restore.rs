@@ -38,12 +38,12 @@ pub(super) fn run(
     if plan.is_empty() {
         return Ok(json!({"dry_run": false, "changes": plan, "saved": null}));
     }
+    let txn = txn::Op::begin(t, "restore");
     let only = if paths.is_empty() || paths.iter().any(|p| p.is_empty()) {
         None
     } else {
         Some(&paths[..])
     };
-    let txn = txn::Op::begin(t, "restore");
     let (saved, _, op) = save_and_graft(
         t,
         "before-restore",

@@ -40,6 +40,8 @@ pub mod snapshot;
 pub mod touch;
 pub mod txn;
 pub use txn::Txn;
+#[cfg(test)]
+mod txn_tests;
 pub mod watch;
 
 use std::collections::{BTreeMap, HashMap};

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::harness::{Mount, daemon_log, fuse_available, wait_daemon_gone, write_synced, ws, ws_ok};
+use crate::harness::{
+    Mount, daemon_log, fuse_available, wait_daemon_gone, write_synced, ws, ws_ok,
+};
 
 fn j(m: &Mount, args: &[&str]) -> Value {
     let mut a = vec!["--json"];
@@ -234,7 +236,10 @@ fn kill_at(case: &Case, step: usize) {
         let check = std::panic::catch_unwind(|| (case.after)(&before, &after, &c));
         assert!(check.is_ok(), "recorded, but not the after-state: {what}");
     } else {
-        assert_eq!(after, before, "not recorded, but not the before-state: {what}");
+        assert_eq!(
+            after, before,
+            "not recorded, but not the before-state: {what}"
+        );
     }
     // Before the commit nothing is durable; after it, everything is.
     assert_eq!(recorded, step == 3, "{what}");

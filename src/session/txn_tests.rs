@@ -122,7 +122,7 @@ fn a_committed_batch_holds_the_save_the_state_and_the_record() {
     assert_eq!(store.meta_get(&key).unwrap().as_deref(), Some(&b"1"[..]));
     // The saved checkpoint holds the pending changes; HEAD did not take them in.
     let saved = refs::resolve(&*store, None, "auto/y").unwrap();
-    assert_eq!(saved.parent().as_deref(), Some(c1.id.as_str()));
+    assert_eq!(saved.parent(), Some(c1.id.as_str()));
     let changed: Vec<Vec<u8>> =
         crate::diff::diff_roots(&*store, c1.root_id().unwrap(), saved.root_id().unwrap())
             .unwrap()

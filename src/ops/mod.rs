@@ -438,7 +438,7 @@ fn saved_json(saved: Saved) -> Value {
 
 /// Save pending changes as a checkpoint beside HEAD under an `auto/...` ref, in
 /// the batch `tx`, if there are any (HEAD and the attached branch stay: see
-/// `Session::save_side`).
+/// `session::Txn::save_side`).
 fn save_pending(tx: &mut crate::session::Txn<'_>, kind: &str, what: &str) -> Result<Saved> {
     if !tx.has_changes()? {
         return Ok(None);

@@ -9,6 +9,9 @@
 //! written (store "packs before index"). Cost is proportional to what changed since
 //! the last flush, never to tree size (a big file: to its changed block-map leaves).
 //! Seal and flush are serialized by the session's flush lock (the gc barrier).
+//! An op's batch (`super::Txn`) flushes in two halves: `prepare_locked` encodes and
+//! publishes without committing, and the batch commits the record with the rest
+//! of the op (or gives the flush up: `abandon_prepared`, the next flush writes it).
 //! Also owns the pin scopes ([`Session::pin_roots`]): while one is open, every root
 //! a flush returns stays a gc root (reported by `live_ids`) until the last closes.
 

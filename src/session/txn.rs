@@ -134,9 +134,12 @@ impl Txn<'_> {
         Ok(c)
     }
 
-    /// [`Session::save_side`] in this batch: the live state as a checkpoint beside
-    /// HEAD, named by the ref `name` (granted to the session); HEAD, its branch and
-    /// the base stay.
+    /// Save the live state as a checkpoint *beside* HEAD (its parent is HEAD),
+    /// named by the ref `name` (an `auto/...` ref, granted to the session), without
+    /// moving HEAD, the attached branch or the base: the safety net taken before an
+    /// op replaces the workspace (checkout, restore, undo, adopt, rewind). A later
+    /// `restore REF` therefore restores REF as it was, and a branch never takes in
+    /// what is being thrown away.
     pub fn save_side(&mut self, message: &str, trigger: &str, name: &str) -> Result<Checkpoint> {
         let root = self.flush()?;
         let c = self.new_checkpoint(root, message, trigger)?;

@@ -1,7 +1,8 @@
 //! One transaction per operation: the state change of an op and its operation
 //! record are one metadata batch. The daemon is killed (SIGKILL, by the debug
 //! failpoint `txn-kill-KIND:N`, see `src/failpoint.rs`) at each step of checkout,
-//! restore, branch, undo and experiment adopt; after a restart the op log and the
+//! restore (whole and of a path), branch create and rename, undo, redo and
+//! experiment adopt; after a restart the op log and the
 //! state agree: the op is in the log AND HEAD, the branches and the workspace
 //! files are its after-state, or neither (the before-state, the log without it).
 //! Steps 1 (begun) and 2 (tree swapped, batch built) must leave the before-state,
@@ -146,6 +147,54 @@ fn cases() -> Vec<Case> {
                 assert_eq!(a.head, c[1]);
                 assert_eq!(a.files, BTreeMap::from([("a".into(), "1".into())]));
                 saved_pending(b, a, "restore");
+            },
+        },
+        Case {
+            kind: "restore",
+            setup: |m| {
+                let mut c = two_checkpoints(m);
+                c.push(m.p("a").to_str().unwrap().to_string());
+                c
+            },
+            args: |c| vec!["restore".into(), c[0].clone(), c[2].clone()],
+            after: |b, a, c| {
+                assert_eq!(a.head, c[1]);
+                assert_eq!(
+                    a.files,
+                    BTreeMap::from([("a".into(), "1".into()), ("b".into(), "pending".into())])
+                );
+                saved_pending(b, a, "restore");
+            },
+        },
+        Case {
+            kind: "branch-rename",
+            setup: |m| {
+                let c = two_checkpoints(m);
+                std::fs::remove_file(m.p("b")).unwrap();
+                ws_ok(m, &["checkout", "-b", "feat"]);
+                c
+            },
+            args: |_| vec!["branch".into(), "-m".into(), "feat".into(), "feat2".into()],
+            after: |b, a, _| {
+                assert_eq!(a.head, b.head);
+                assert_eq!(b.branch, "feat");
+                assert_eq!(a.branch, "feat2");
+                assert_eq!(a.branches.get("feat"), None);
+                assert_eq!(a.branches.get("feat2"), b.branches.get("feat"));
+            },
+        },
+        Case {
+            kind: "redo",
+            setup: |m| {
+                let c = two_checkpoints(m);
+                ws_ok(m, &["checkout", &c[0]]);
+                ws_ok(m, &["undo"]);
+                c
+            },
+            args: |_| vec!["redo".into()],
+            after: |_, a, c| {
+                assert_eq!(a.head, c[0]);
+                assert_eq!(a.files, BTreeMap::from([("a".into(), "1".into())]));
             },
         },
         Case {

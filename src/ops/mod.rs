@@ -497,6 +497,9 @@ fn save_and_graft(
         let before_root = tx.flush()?;
         let t_save = t0.elapsed();
         let (mut inval, r) = tx.graft(target, paths, Some(generation));
+        // A write between the save and the graft: save again (a refused commit is
+        // the op's answer, not a reason to retry).
+        let raced = matches!(r, Err(Error::Conflict(_)));
         let r = match r {
             Ok(()) => {
                 let r = commit_graft(t, &mut tx, target, paths, before_root, grafted);
@@ -528,7 +531,7 @@ fn save_and_graft(
             t0.elapsed() - t_save
         );
         match r {
-            Err(Error::Conflict(_)) if n == 0 => continue,
+            Err(Error::Conflict(_)) if raced && n == 0 => continue,
             Ok(op) => {
                 // The new tree's `.git/HEAD` is no commit made in the workspace.
                 auto::git_rebaseline(&t.session);

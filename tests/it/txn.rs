@@ -1,8 +1,8 @@
 //! One transaction per operation: the state change of an op and its operation
 //! record are one metadata batch. The daemon is killed (SIGKILL, by the debug
 //! failpoint `txn-kill-KIND:N`, see `src/failpoint.rs`) at each step of checkout,
-//! restore (whole and of a path), branch create and rename, undo, redo and
-//! experiment adopt; after a restart the op log and the
+//! restore (whole and of a path), branch create, rename and delete, undo, redo,
+//! op restore and experiment adopt; after a restart the op log and the
 //! state agree: the op is in the log AND HEAD, the branches and the workspace
 //! files are its after-state, or neither (the before-state, the log without it).
 //! Steps 1 (begun) and 2 (tree swapped, batch built) must leave the before-state,
@@ -195,6 +195,38 @@ fn cases() -> Vec<Case> {
             after: |_, a, c| {
                 assert_eq!(a.head, c[0]);
                 assert_eq!(a.files, BTreeMap::from([("a".into(), "1".into())]));
+            },
+        },
+        Case {
+            kind: "op-restore",
+            setup: |m| {
+                let mut c = two_checkpoints(m);
+                let last = j(m, &["op", "log", "-n", "1"])["operations"][0]["seq"]
+                    .as_u64()
+                    .unwrap();
+                ws_ok(m, &["checkout", &c[0]]);
+                c.push(last.to_string());
+                c
+            },
+            args: |c| vec!["op".into(), "restore".into(), c[2].clone()],
+            after: |_, a, c| {
+                assert_eq!(a.head, c[1]);
+                assert_eq!(a.files, BTreeMap::from([("a".into(), "2".into())]));
+            },
+        },
+        Case {
+            kind: "branch-delete",
+            setup: |m| {
+                let c = two_checkpoints(m);
+                ws_ok(m, &["branch", "gone"]);
+                c
+            },
+            args: |_| vec!["branch".into(), "-d".into(), "gone".into()],
+            after: |b, a, _| {
+                assert!(b.branches.contains_key("gone"));
+                assert!(!a.branches.contains_key("gone"));
+                assert_eq!(a.head, b.head);
+                assert_eq!(a.files, b.files);
             },
         },
         Case {

@@ -20,9 +20,14 @@
 //! N ms before it is served, so a test can kill the daemon while the kernel's
 //! writeback (a checkpoint's `syncfs`) waits on it. Used by `tests/it/selfwait.rs`.
 //!
-//! `TREEFORK_DEBUG_FAILPOINT=op-record-delay-ms:N`: an operation recorded after its
-//! state change (checkout, restore, fork, ...) waits N ms before its record is
-//! appended, so a test can run a gc in between. Used by `tests/it/gcrace.rs`.
+//! `TREEFORK_DEBUG_FAILPOINT=op-record-delay-ms:N`: an operation (checkout,
+//! restore, fork, ...) waits N ms with its tree swapped and its batch built, just
+//! before the batch (state change and operation record) is committed, so a test
+//! can run a gc in between. Used by `tests/it/gcrace.rs`.
+//!
+//! `TREEFORK_DEBUG_FAILPOINT=txn-kill-KIND:N`: the daemon SIGKILLs itself at step N
+//! of every operation of kind KIND (`checkout`, `restore`, `branch`, `undo`,
+//! `adopt`, ...; the steps are `ops::txn::Step`). Used by `tests/it/txn.rs`.
 //!
 //! `TREEFORK_DEBUG_FAILPOINT=daemon-exit-delay-ms:N`: an exiting daemon waits N ms
 //! after removing its socket, still holding the store lock (the window a client
@@ -102,8 +107,8 @@ pub fn fuse_write_delay() {
     delay("fuse-write-delay-ms")
 }
 
-/// Before an operation record is appended on its own (after its state change):
-/// the `op-record-delay-ms:N` failpoint sleeps N ms.
+/// Before an operation's batch is committed: the `op-record-delay-ms:N` failpoint
+/// sleeps N ms.
 #[inline(always)]
 pub fn op_record_delay() {
     delay("op-record-delay-ms")
@@ -138,3 +143,19 @@ pub const PUSH_PACK_DELAY_MS: u64 = 150;
 pub fn push_pack_delay_ms() -> Option<u64> {
     push_pack_kib().map(|_| PUSH_PACK_DELAY_MS)
 }
+
+/// Step `step` of an operation of kind `kind`: the `txn-kill-KIND:N` failpoint
+/// kills the process (SIGKILL, as `kill -9` does) at step N.
+#[cfg(debug_assertions)]
+pub fn txn_step(kind: &str, step: usize) {
+    if armed(&format!("txn-kill-{kind}")) == Some(step) {
+        log::warn!("debug failpoint: killing the daemon at step {step} of {kind}");
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    }
+}
+
+/// Release builds: no failpoints.
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+pub fn txn_step(_kind: &str, _step: usize) {}

@@ -314,8 +314,20 @@ impl MetaDb {
         if n >= BULK_OPS {
             drain_garbage(db, n, &self.poisoned);
         }
+        APPLIED.with(|a| a.set(a.get() + 1));
         Ok(())
     }
+}
+
+thread_local! {
+    /// Batches applied (and synced) by this thread.
+    static APPLIED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many metadata batches this thread has applied and synced so far: a
+/// measure (an op compares it before and after to count its commits).
+pub fn applied_here() -> u64 {
+    APPLIED.with(|a| a.get())
 }
 
 /// The files of a sled 0.34 database that our syncs cover (sled 0.34.7's layout:
@@ -493,5 +505,33 @@ mod durability_tests {
         drop(db);
         let db = MetaDb::open(&dir).unwrap();
         assert_eq!(db.get(b"s/big").unwrap().unwrap().len(), 300 << 10);
+    }
+
+    /// `applied_here` counts this thread's applied batches: not an empty one, not
+    /// one refused by its precondition, not another thread's.
+    #[test]
+    fn applied_here_counts_this_threads_commits() {
+        let d = tempfile::tempdir().unwrap();
+        let db = Arc::new(MetaDb::open(&d.path().join("meta")).unwrap());
+        let n0 = applied_here();
+        db.apply(vec![MetaOp::Put(b"s/a".to_vec(), b"1".to_vec())])
+            .unwrap();
+        assert_eq!(applied_here(), n0 + 1);
+        db.apply(Vec::new()).unwrap();
+        let refused = db.apply(vec![
+            MetaOp::Expect(b"s/a".to_vec(), None),
+            MetaOp::Put(b"s/b".to_vec(), b"2".to_vec()),
+        ]);
+        assert!(matches!(refused, Err(Error::Conflict(_))), "{refused:?}");
+        assert_eq!(db.get(b"s/b").unwrap(), None);
+        let other = Arc::clone(&db);
+        std::thread::spawn(move || {
+            other
+                .apply(vec![MetaOp::Put(b"s/c".to_vec(), b"3".to_vec())])
+                .unwrap()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(applied_here(), n0 + 1);
     }
 }

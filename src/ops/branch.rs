@@ -5,8 +5,10 @@
 //! the host's name lock, so of two concurrent creations of one name exactly one
 //! wins and the other gets `conflict` (never a silent overwrite). A rename moves
 //! the record in one batch guarded by [`MetaOp::Expect`] on both names, and the
-//! sessions attached to the old name follow it. Each is recorded as an operation
-//! of the session it was aimed at.
+//! sessions attached to the old name follow it (the session it was aimed at and
+//! the stored ones in that batch, other live ones right after). Each is recorded
+//! as an operation of the session it was aimed at, in the batch that moves the ref
+//! (`super::txn`).
 //!
 //! A branch created in a session is given to it (a grant, written in the same
 //! batch: see `crate::visibility`), so that session's agent sees it; `share` gives
@@ -15,11 +17,15 @@
 
 use serde_json::{Value, json};
 
-use super::record::{self, Call, touch, view_now};
-use super::{Host, Target, ref_or_fresh};
+use std::collections::BTreeMap;
+
+use super::record::{Call, touch, view_of};
+use super::txn::{self, Log};
+use super::{Host, Target, syncfs};
 use crate::error::{Error, Result};
 use crate::id::CheckpointId;
 use crate::meta::{self, MetaOp};
+use crate::oplog::View;
 use crate::refs;
 use crate::session::snapshot::StateChange;
 use crate::store::ObjectStore;
@@ -42,12 +48,30 @@ pub(crate) fn create<H: Host>(
     if refs::get_ref(&*store, name)?.is_some() {
         return Err(exists(name));
     }
-    let mut before = view_now(t)?;
+    let from = from
+        .map(|spec| super::refctx::resolve(t, spec))
+        .transpose()?;
+    let txn = txn::Op::begin(t, "branch");
+    syncfs(&t.mount)?;
+    let s = &t.session;
+    let mut tx = s.txn();
+    let root = tx.flush()?;
+    let mut before = view_of(tx.before(), root);
     touch(&mut before, &*store, name);
     if let Some(b) = before.branch.clone() {
         touch(&mut before, &*store, &b);
     }
-    let c = ref_or_fresh(t, from, &format!("branch {name}"), "manual")?;
+    // Without `from`: HEAD, checkpointing the live state first (in the batch)
+    // when it has changes or the session has no checkpoint yet.
+    let mut fresh = false;
+    let c = match from {
+        Some(c) => c,
+        None if tx.record().head.is_none() || tx.has_changes()? => {
+            fresh = true;
+            tx.checkpoint(&format!("branch {name}"), "manual")?
+        }
+        None => super::refctx::resolve(t, "HEAD")?,
+    };
     let r = refs::RefRecord {
         checkpoint: c.id.clone(),
         created: Timespec::now().sec,
@@ -58,18 +82,35 @@ pub(crate) fn create<H: Host>(
             return Err(exists(name));
         }
         crate::remote::config::refuse_branch_clash(&*store, name)?;
-        store.commit(vec![
-            MetaOp::Expect(meta::ref_key(name), None),
-            refs::ref_op(name, &r),
-            crate::visibility::grant_op(t.session.name(), name, r.created, "created"),
-        ])?;
+        txn.commit(&mut tx, Log::Next, &mut |_, rec| {
+            let mut after = View {
+                head: rec.head.clone(),
+                branch: rec.branch.clone(),
+                workspace: before.workspace.clone(),
+                branches: before.branches.clone(),
+            };
+            after.branches.insert(name.to_string(), Some(c.id.clone()));
+            if fresh && let Some(b) = &rec.branch {
+                after.branches.insert(b.clone(), Some(c.id.clone()));
+            }
+            let ops = vec![
+                MetaOp::Expect(meta::ref_key(name), None),
+                refs::ref_op(name, &r),
+                crate::visibility::grant_op(s.name(), name, r.created, "created"),
+            ];
+            Ok((call.op("branch", before.clone(), after), ops))
+        })
     }
-    let mut after = record::refs_after(t, &before);
-    for b in before.branches.keys() {
-        touch(&mut after, &*store, b);
-    }
-    let op = record::append(t, call.op("branch", before, after)).ok();
-    Ok(json!({"branch": name, "checkpoint": c.id, "op": op.map(|o| o.seq)}))
+    .map(|op| {
+        if fresh {
+            let at = (c.time_ns / 1_000_000_000) as i64;
+            crate::lifecycle::manage::bump(&*store, s.name(), &|m| {
+                m.checkpoints += 1;
+                m.last_checkpoint = Some(at);
+            });
+        }
+        json!({"branch": name, "checkpoint": c.id, "op": Some(op.seq)})
+    })
 }
 
 /// Every branch, or with `view` (an agent socket) those it sees.
@@ -99,29 +140,42 @@ pub(crate) fn share(store: &dyn ObjectStore, name: &str, with: &str) -> Result<V
 
 pub(crate) fn delete<H: Host>(h: &H, t: Option<&Target>, call: &Call, name: &str) -> Result<Value> {
     let store = h.store();
-    let before = t.map(view_now).transpose()?;
-    let was = {
+    let Some(t) = t else {
+        // No live session to record it in: the ref alone.
         let _names = h.name_lock();
-        let Some(raw) = store.meta_get(&meta::ref_key(name))? else {
-            return Err(Error::NotFound(format!("no branch named {name:?}")));
-        };
-        let r = refs::RefRecord::decode(name, &raw)?;
+        let raw = branch_raw(&*store, name)?;
         store.commit(vec![
             MetaOp::Expect(meta::ref_key(name), Some(raw)),
             refs::delete_ref_op(name),
         ])?;
-        r.checkpoint
+        return Ok(json!({"deleted": name, "op": null}));
     };
-    let mut op = None;
-    if let (Some(t), Some(mut before)) = (t, before) {
-        let mut after = before.clone();
-        before.branches.insert(name.to_string(), Some(was));
-        after.branches.insert(name.to_string(), None);
-        op = record::append(t, call.op("branch-delete", before, after))
-            .ok()
-            .map(|o| o.seq);
-    }
-    Ok(json!({"deleted": name, "op": op}))
+    let txn = txn::Op::begin(t, "branch-delete");
+    syncfs(&t.mount)?;
+    let mut tx = t.session.txn();
+    let root = tx.flush()?;
+    let mut before = view_of(tx.before(), root);
+    let _names = h.name_lock();
+    let raw = branch_raw(&*store, name)?;
+    let was = refs::RefRecord::decode(name, &raw)?.checkpoint;
+    let mut after = before.clone();
+    before.branches.insert(name.to_string(), Some(was));
+    after.branches.insert(name.to_string(), None);
+    let op = txn.commit(&mut tx, Log::Next, &mut |_, _| {
+        let ops = vec![
+            MetaOp::Expect(meta::ref_key(name), Some(raw.clone())),
+            refs::delete_ref_op(name),
+        ];
+        Ok((call.op("branch-delete", before.clone(), after.clone()), ops))
+    })?;
+    Ok(json!({"deleted": name, "op": Some(op.seq)}))
+}
+
+/// The stored record of branch `name` (`not_found` without one).
+fn branch_raw(store: &dyn ObjectStore, name: &str) -> Result<Vec<u8>> {
+    store
+        .meta_get(&meta::ref_key(name))?
+        .ok_or_else(|| Error::NotFound(format!("no branch named {name:?}")))
 }
 
 pub(crate) fn rename<H: Host>(
@@ -133,44 +187,64 @@ pub(crate) fn rename<H: Host>(
 ) -> Result<Value> {
     refs::validate_ref_name(new)?;
     let store = h.store();
-    let before = view_now(t)?;
+    let txn = txn::Op::begin(t, "branch-rename");
+    syncfs(&t.mount)?;
+    let s = &t.session;
     let moved = {
+        let mut tx = s.txn();
+        let root = tx.flush()?;
+        let mut before = view_of(tx.before(), root);
         let _names = h.name_lock();
-        let Some(raw) = store.meta_get(&meta::ref_key(old))? else {
-            return Err(Error::NotFound(format!("no branch named {old:?}")));
-        };
+        let raw = branch_raw(&*store, old)?;
         if refs::get_ref(&*store, new)?.is_some() {
             return Err(exists(new));
         }
         crate::remote::config::refuse_branch_clash(&*store, new)?;
         let r = refs::RefRecord::decode(old, &raw)?;
-        store.commit(vec![
+        // This session follows the rename in the batch, and so do the stored
+        // (unmounted) sessions attached to it, each guarded by its record.
+        if tx.record().branch.as_deref() == Some(old) {
+            tx.edit(&mut |rec| rec.branch = Some(new.to_string()));
+        }
+        let mut ops = vec![
             MetaOp::Expect(meta::ref_key(old), Some(raw)),
             MetaOp::Expect(meta::ref_key(new), None),
             refs::delete_ref_op(old),
             refs::ref_op(new, &r),
-        ])?;
-        r.checkpoint
+        ];
+        ops.extend(stored_follow_ops(h, old, new)?);
+        before
+            .branches
+            .insert(old.to_string(), Some(r.checkpoint.clone()));
+        before.branches.insert(new.to_string(), None);
+        let op = txn.commit(&mut tx, Log::Next, &mut |_, rec| {
+            let mut after = View {
+                head: rec.head.clone(),
+                branch: rec.branch.clone(),
+                workspace: before.workspace.clone(),
+                branches: BTreeMap::new(),
+            };
+            after.branches.insert(old.to_string(), None);
+            after
+                .branches
+                .insert(new.to_string(), Some(r.checkpoint.clone()));
+            Ok((call.op("branch-rename", before.clone(), after), ops.clone()))
+        })?;
+        (r.checkpoint, op)
     };
-    follow_rename(h, old, new)?;
-    let mut before = before;
-    before.branches.insert(old.to_string(), Some(moved.clone()));
-    before.branches.insert(new.to_string(), None);
-    let mut after = record::refs_after(t, &before);
-    after.branches.insert(old.to_string(), None);
-    after.branches.insert(new.to_string(), Some(moved.clone()));
-    let op = record::append(t, call.op("branch-rename", before, after)).ok();
-    Ok(json!({"renamed": old, "to": new, "checkpoint": moved, "op": op.map(|o| o.seq)}))
+    follow_rename_live(h, s.name(), old, new)?;
+    let (moved, op) = moved;
+    Ok(json!({"renamed": old, "to": new, "checkpoint": moved, "op": Some(op.seq)}))
 }
 
-/// Sessions attached to `old` are attached to `new`: live ones through their
-/// session (under its flush lock), stored ones by rewriting their record.
-fn follow_rename<H: Host>(h: &H, old: &str, new: &str) -> Result<()> {
-    let store = h.store();
-    let mut live = std::collections::HashSet::new();
+/// The other live sessions attached to `old` are attached to `new`, each through
+/// its session (under its flush lock); after the rename's batch.
+fn follow_rename_live<H: Host>(h: &H, this: &str, old: &str, new: &str) -> Result<()> {
     for t in h.live() {
         let s = &t.session;
-        live.insert(s.name().to_string());
+        if s.name() == this {
+            continue;
+        }
         let rec = s.record();
         if rec.branch.as_deref() == Some(old) {
             let change = StateChange {
@@ -182,6 +256,19 @@ fn follow_rename<H: Host>(h: &H, old: &str, new: &str) -> Result<()> {
             s.commit_state(change, &mut |_, _| Ok(Vec::new()))?;
         }
     }
+    Ok(())
+}
+
+/// The ops attaching the stored (not mounted) sessions attached to `old` to `new`,
+/// each guarded by its record as read.
+fn stored_follow_ops<H: Host>(h: &H, old: &str, new: &str) -> Result<Vec<MetaOp>> {
+    let store = h.store();
+    let live: std::collections::HashSet<String> = h
+        .live()
+        .iter()
+        .map(|t| t.session.name().to_string())
+        .collect();
+    let mut ops = Vec::new();
     for (k, v) in store.meta_scan(meta::SESSION_PREFIX)? {
         let Some(name) = meta::session_name(&k) else {
             continue;
@@ -194,11 +281,9 @@ fn follow_rename<H: Host>(h: &H, old: &str, new: &str) -> Result<()> {
         };
         if rec.branch.as_deref() == Some(old) {
             rec.branch = Some(new.to_string());
-            store.commit(vec![
-                MetaOp::Expect(k.clone(), Some(v)),
-                crate::session::record_op(&rec),
-            ])?;
+            ops.push(MetaOp::Expect(k.clone(), Some(v)));
+            ops.push(crate::session::record_op(&rec));
         }
     }
-    Ok(())
+    Ok(ops)
 }

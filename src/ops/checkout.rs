@@ -4,13 +4,17 @@
 //! attached (its checkpoints would move the branch under that session, as git
 //! refuses a branch checked out in another worktree): HEAD is detached at it, and
 //! the answer's `notes` say so. `checkout -b NAME [REF]` creates the branch, then
-//! checks it out. Recorded as an operation (kind `checkout`).
+//! checks it out. Recorded as an operation (kind `checkout`) in the batch that
+//! moves HEAD (`super::txn`): the branch attached to must still name the
+//! checkpoint at commit.
 
 use serde_json::{Value, json};
 
-use super::record::{self, Call, view_of};
+use super::record::{Call, view_of};
+use super::txn::{self, Log};
 use super::{Host, Target, branch, ckpt_json, save_and_graft, saved_json};
 use crate::error::{Error, Result};
+use crate::meta::{self, MetaOp};
 use crate::refs;
 use crate::session::snapshot::StateChange;
 
@@ -26,6 +30,7 @@ pub(crate) fn run<H: Host>(
         return run(h, t, call, Some(name), None);
     }
     let spec = spec.ok_or_else(|| Error::Invalid("checkout needs a ref".into()))?;
+    let txn = txn::Op::begin(t, "checkout");
     let s = &t.session;
     let store = s.store().clone();
     let c = super::refctx::resolve(t, spec)?;
@@ -46,41 +51,49 @@ pub(crate) fn run<H: Host>(
         ));
         attach = None;
     }
+    // The branch attached to must still name the checkpoint when the batch
+    // commits (a precondition of the batch).
+    let expect = attach
+        .as_ref()
+        .map(|b| {
+            let key = meta::ref_key(b);
+            store.meta_get(&key).map(|raw| MetaOp::Expect(key, raw))
+        })
+        .transpose()?;
     let root = c.root_id()?;
     let t0 = std::time::Instant::now();
-    let mut before = None;
-    // HEAD is committed under the write gate, right after the tree swap: a write
-    // (and its flush) may only come after it, never be overwritten by it.
-    let (saved, n) = save_and_graft(
+    // HEAD is committed under the write gate, right after the tree swap, in one
+    // batch with the saved pending changes and the operation record.
+    let (saved, n, op) = save_and_graft(
         t,
         "before-checkout",
         &format!("checkout of {spec}"),
         root,
         None,
-        &mut |before_root| {
-            before = Some(view_of(&s.record(), before_root));
-            let change = StateChange {
+        &mut |tx, before_root, _| {
+            let before = view_of(tx.before(), before_root);
+            tx.set_state(StateChange {
                 head: Some(c.id.clone()),
                 branch: attach.clone(),
                 base: root,
                 root: Some(root),
-            };
-            s.commit_state(change, &mut |_, _| Ok(Vec::new())).map(drop)
+            });
+            txn.commit(tx, Log::Next, &mut |_, after| {
+                let op = call.op("checkout", before.clone(), view_of(after, root));
+                Ok((op, expect.iter().cloned().collect()))
+            })
         },
     )?;
     log::debug!(
         "checkout {spec}: sync+save+graft+commit, {n} invalidations, total {:?}",
         t0.elapsed()
     );
-    let before = before.expect("grafted");
-    let after = view_of(&s.record(), root);
-    let op = record::append(t, call.op("checkout", before, after)).ok();
     Ok(json!({
         "checkpoint": ckpt_json(&c),
         "branch": attach,
         "detached": attach.is_none(),
         "saved": saved_json(saved),
-        "op": op.map(|o| o.seq),
+        "op": Some(op.seq),
         "notes": notes,
     }))
 }

@@ -1,12 +1,12 @@
-//! `config`: show (and with `set`, change) the session's settings.
+//! `config`: show (and with `set`, change) the session's settings; a change is
+//! committed in one batch with its (inert) operation record (`super::txn`).
 
 use serde_json::{Value, json};
 
 use super::Target;
 use super::record::{self, Call};
+use super::txn::{self, Log};
 use crate::error::{Error, Result};
-use crate::id::NodeId;
-use crate::session::SessionRecord;
 
 pub(crate) fn run(
     t: &Target,
@@ -27,21 +27,20 @@ pub(crate) fn run(
         super::messages::check_setting(&cfg.auto_checkpoint_on)?;
         let new = cfg.clone();
         let old = s.record().config;
-        let mut view = None;
-        let mut extra = |rec: &mut SessionRecord, root: NodeId| -> Result<Vec<_>> {
-            rec.config = new.clone();
-            view = Some(record::view_of(rec, root));
-            Ok(vec![])
-        };
-        s.flush_with(Some(&mut extra))?;
+        let txn = txn::Op::begin(t, "config");
+        let mut tx = s.txn();
+        let root = tx.flush()?;
+        tx.edit(&mut |rec| rec.config = new.clone());
         // Settings are not part of a view: the record is inert (undo skips it) and
         // keeps the old and new values for the reader.
-        let v = view.expect("flushed");
-        let mut op = call.op("config", v.clone(), v);
-        op.inert = true;
-        op.meta
-            .insert("config".into(), json!({"old": old, "new": new}));
-        let _ = record::append(t, op);
+        let v = record::view_of(tx.before(), root);
+        txn.commit(&mut tx, Log::Next, &mut |_, _| {
+            let mut op = call.op("config", v.clone(), v.clone());
+            op.inert = true;
+            op.meta
+                .insert("config".into(), json!({"old": old, "new": new}));
+            Ok((op, Vec::new()))
+        })?;
     }
     Ok(json!({"config": cfg}))
 }

@@ -3,8 +3,9 @@
 //! Order (each step can fail without leaving anything behind that another request
 //! won): claim the new name (store-wide, in the host's mount table); refuse an
 //! existing record; resolve and check the mountpoint once (created when missing,
-//! the agent ownership rule applied to the descriptor); checkpoint; write the
-//! record; mount through the checked descriptor. On failure the record is removed,
+//! the agent ownership rule applied to the descriptor); checkpoint, write the
+//! record and record the operation in the source's log, in one batch
+//! (`super::txn`); mount through the checked descriptor. On failure the record is removed,
 //! which is safe because the claim is still held.
 
 use std::path::Path;
@@ -12,11 +13,13 @@ use std::sync::MutexGuard;
 
 use serde_json::{Value, json};
 
-use super::record::{self, Call, refs_after, view_now};
-use super::{Host, Target, ref_or_fresh};
+use super::record::{Call, view_of};
+use super::txn::{self, Log};
+use super::{Host, Target, syncfs};
 use crate::control::{AgentSocket, MountFor};
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
+use crate::oplog::View;
 use crate::session;
 
 pub(crate) struct Request<'a> {
@@ -58,13 +61,31 @@ pub(crate) fn run<H: Host>(
     }
     let dir = h.open_mountpoint(mountpoint, who)?;
     let s = &t.session;
-    let before = view_now(t)?;
+    let from = from
+        .map(|spec| super::refctx::resolve(t, spec))
+        .transpose()?;
+    let txn = txn::Op::begin(t, "fork");
+    syncfs(&t.mount)?;
+    // The source's saved changes (when it checkpoints first), the new session's
+    // records and the source's operation record: one batch.
+    let mut tx = s.txn();
+    let root = tx.flush()?;
+    let before = view_of(tx.before(), root);
+    let mut fresh = None;
     let (c, root) = match from_message {
         // HEAD as it was then, the workspace as it was then (its pending changes
         // stay pending in the fork).
         Some(id) => super::messages::cont::message_start(t, id)?,
         None => {
-            let c = ref_or_fresh(t, from, &format!("fork {name}"), "fork")?;
+            let c = match from {
+                Some(c) => c,
+                None if tx.record().head.is_none() || tx.has_changes()? => {
+                    let c = tx.checkpoint(&format!("fork {name}"), "fork")?;
+                    fresh = Some(c.clone());
+                    c
+                }
+                None => super::refctx::resolve(t, "HEAD")?,
+            };
             let root = c.root_id()?;
             (Some(c), root)
         }
@@ -85,7 +106,10 @@ pub(crate) fn run<H: Host>(
     // Same baseline, so the source's touched paths are the fork's too.
     let src_touched = crate::lifecycle::touched::list(&*store, s.name())?;
     // The fork is of the source's lineage: the source's agent sees its history.
-    let mut ops = vec![crate::visibility::lineage_op(s.name(), name)];
+    let mut ops = vec![
+        MetaOp::Expect(meta::session_key(name), None),
+        crate::visibility::lineage_op(s.name(), name),
+    ];
     ops.extend(crate::lifecycle::touched::add_ops(
         name,
         src_touched.iter().map(Vec::as_slice),
@@ -106,18 +130,33 @@ pub(crate) fn run<H: Host>(
         upto,
     )?);
     ops.extend([session::record_op(&rec), info.op()]);
-    store.commit(ops)?;
-    crate::lifecycle::manage::bump(&*store, s.name(), &|m| m.forks += 1);
     // The source's log says where the fork came from (its HEAD moved only if
     // pending changes were saved for it).
-    let mut op = call.op("fork", before.clone(), refs_after(t, &before));
     let cid = c.as_ref().map(|c| c.id.clone());
     let mut fork = json!({"session": name, "checkpoint": cid});
     if let Some(m) = from_message {
         fork["message"] = json!(m);
     }
-    op.meta.insert("fork".into(), fork);
-    let _ = record::append(t, op);
+    txn.commit(&mut tx, Log::Next, &mut |_, after| {
+        let after = View {
+            head: after.head.clone(),
+            branch: after.branch.clone(),
+            workspace: before.workspace.clone(),
+            branches: Default::default(),
+        };
+        let mut op = call.op("fork", before.clone(), after);
+        op.meta.insert("fork".into(), fork.clone());
+        Ok((op, ops.clone()))
+    })?;
+    drop(tx);
+    if let Some(c) = &fresh {
+        let at = (c.time_ns / 1_000_000_000) as i64;
+        crate::lifecycle::manage::bump(&*store, s.name(), &|m| {
+            m.checkpoints += 1;
+            m.last_checkpoint = Some(at);
+        });
+    }
+    crate::lifecycle::manage::bump(&*store, s.name(), &|m| m.forks += 1);
     drop(op_lock);
     match h.mount_claimed(&mut claim, dir, rec, agent) {
         Ok(mut v) => {

@@ -47,6 +47,7 @@ pub(crate) mod restore;
 pub(crate) mod show;
 pub(crate) mod status;
 pub(crate) mod timeline;
+pub(crate) mod txn;
 pub(crate) mod undo;
 
 #[cfg(test)]
@@ -66,6 +67,7 @@ pub(crate) use status::branch_notice;
 use crate::control::{AgentSocket, MountFor};
 use crate::error::{Error, Result};
 use crate::id::NodeId;
+use crate::oplog;
 use crate::refs::Checkpoint;
 use crate::session::snapshot::Inval;
 use crate::session::{Session, SessionRecord};
@@ -174,24 +176,38 @@ fn saved_json(saved: Saved) -> Value {
     json!(saved.map(|(c, r)| json!({"checkpoint": c.id, "ref": r})))
 }
 
-/// Save pending changes as a checkpoint beside HEAD under an `auto/...` ref, if
-/// there are any (HEAD and the attached branch stay: see `Session::save_side`).
-fn save_pending(s: &Session, kind: &str, what: &str) -> Result<Saved> {
-    if !s.has_changes()? {
+/// Save pending changes as a checkpoint beside HEAD under an `auto/...` ref, in
+/// the batch `tx`, if there are any (HEAD and the attached branch stay: see
+/// `session::Txn::save_side`).
+fn save_pending(tx: &mut crate::session::Txn<'_>, kind: &str, what: &str) -> Result<Saved> {
+    if !tx.has_changes()? {
         return Ok(None);
     }
     let name = auto_ref(kind);
-    let c = s.save_side(&format!("auto: before {what}"), kind, &name)?;
+    let c = tx.save_side(&format!("auto: before {what}"), kind, &name)?;
     Ok(Some((c, name)))
 }
 
-/// Save pending changes, then graft `target` — retrying when programs wrote in
-/// between, so no acknowledged write is left out of both the saved checkpoint and
-/// the new tree. `grafted` runs under the write gate right after the swap, with
-/// the root the workspace had before it. Returns the saved checkpoint and how many
-/// invalidations were sent.
+/// What an op commits right after its tree swap, under the write gate: given the
+/// batch (the saved pending changes and the touched paths in it, its record naming
+/// the grafted tree) and the workspace roots before and after the swap, it sets
+/// the state change and commits the batch with the operation record
+/// ([`txn::Op::commit`]).
+type Grafted<'a> =
+    &'a mut dyn FnMut(&mut crate::session::Txn<'_>, NodeId, NodeId) -> Result<oplog::Operation>;
+
+/// Save pending changes, then graft `target` and commit — retrying when programs
+/// wrote in between, so no acknowledged write is left out of both the saved
+/// checkpoint and the new tree. Everything durable is ONE batch (see `txn`):
+/// the pending changes' checkpoint and its `auto/...` ref, the session record
+/// naming the grafted tree, the paths the graft touched, and what `grafted` adds
+/// (the state change and the operation record); it is committed under the write
+/// gate right after the swap, so a write (and its flush) may only come after it,
+/// never be overwritten by it. When the commit fails the graft is undone (the
+/// tree before it grafted back) and nothing durable changed. Returns the saved
+/// checkpoint, how many invalidations were sent, and the operation record.
 ///
-/// The kernel invalidations go out the moment the gate is released, before any
+/// The kernel invalidations go out the moment the gate is released, after the
 /// commit, on every path (a graft that failed midway changed part of the tree).
 /// Until they arrive the kernel may still resolve a replaced path to the old inode
 /// (entry TTL one hour), so this window is kept as short as sending them. They
@@ -203,50 +219,63 @@ fn save_and_graft(
     what: &str,
     target: NodeId,
     paths: Option<&[Vec<u8>]>,
-    grafted: &mut dyn FnMut(NodeId) -> Result<()>,
-) -> Result<(Saved, usize)> {
-    let mut saved_any = None;
+    grafted: Grafted<'_>,
+) -> Result<(Saved, usize, oplog::Operation)> {
     for _ in 0..5 {
         // syncfs first: it makes the kernel send writes, which need the gate.
         let t0 = std::time::Instant::now();
         syncfs(&t.mount)?;
         let t_sync = t0.elapsed();
-        // Writes wait (a few ms) until the tree is swapped: nothing falls between
-        // the save and the graft. The generation check stays as a guard.
+        // Writes wait (a few ms) until the tree is swapped and committed: nothing
+        // falls between the save and the graft. The generation check stays as a
+        // guard.
         let gate = crate::session::relock(t.session.gate.write());
+        let mut tx = t.session.txn();
         let generation = t.session.generation();
-        let saved = save_pending(&t.session, kind, what)?;
-        if saved.is_some() {
-            saved_any = saved;
-        }
+        let saved = save_pending(&mut tx, kind, what)?;
         // The workspace as it was (saved: a flush now only reads it back).
-        let before_root = t.session.flush()?;
+        let before_root = tx.flush()?;
         let t_save = t0.elapsed();
-        let (inval, r) = t.session.graft(target, paths, Some(generation));
-        // What must follow the swap before any write does (checkout's HEAD commit:
-        // a write flushed in between would otherwise be overwritten by it).
-        let r = r.and_then(|()| grafted(before_root));
+        let (mut inval, r) = tx.graft(target, paths, Some(generation));
+        // A write between the save and the graft: save again (a refused commit is
+        // the op's answer, not a reason to retry).
+        let raced = matches!(r, Err(Error::Conflict(_)));
+        let r = match r {
+            Ok(()) => {
+                let r = commit_graft(t, &mut tx, target, paths, before_root, grafted);
+                if r.is_err() {
+                    // Nothing was committed: the live tree goes back to what it was.
+                    let (back, b) = tx.graft(before_root, paths, None);
+                    inval.extend(back);
+                    if let Err(e) = b {
+                        ::log::error!("{what}: undoing the graft after a failed commit: {e}");
+                    }
+                }
+                r
+            }
+            Err(e) => Err(e),
+        };
         if !inval.is_empty() {
             // Still under the gate: every entry the kernel cached is stale from
             // here on, so no path walk reaches an inode the graft replaced (see
             // `fs::KernelCache`). The per-entry invalidations follow the gate.
             t.kernel.inc_epoch();
         }
+        drop(tx);
         drop(gate);
         let n = inval.len();
         send_invals(t, inval);
         ::log::debug!(
-            "{what}: syncfs {t_sync:?} save {:?} graft+{n} invalidations {:?}",
+            "{what}: syncfs {t_sync:?} save {:?} graft+commit+{n} invalidations {:?}",
             t_save - t_sync,
             t0.elapsed() - t_save
         );
         match r {
-            Err(Error::Conflict(_)) if n == 0 => continue,
-            Ok(()) => {
-                touched_by_graft(t, before_root);
+            Err(Error::Conflict(_)) if raced && n == 0 => continue,
+            Ok(op) => {
                 // The new tree's `.git/HEAD` is no commit made in the workspace.
                 auto::git_rebaseline(&t.session);
-                return Ok((saved_any, n));
+                return Ok((saved, n, op));
             }
             Err(e) => return Err(e),
         }
@@ -256,26 +285,42 @@ fn save_and_graft(
     )))
 }
 
-/// Add what a graft changed (the live tree before it against after it) to the
-/// session's touched files (best effort: a failure is logged).
-fn touched_by_graft(t: &Target, before_root: NodeId) {
-    let s = &t.session;
-    let r = s.flush().and_then(|after| {
-        let store = s.store();
-        let changed = crate::diff::diff_roots(&**store, before_root, after)?;
-        let ops =
-            crate::lifecycle::touched::add_ops(s.name(), changed.iter().map(|e| e.path.as_slice()));
-        if ops.is_empty() {
-            return Ok(());
+/// After a successful graft: make the batch's record name the grafted tree, add
+/// the paths the graft changed ([`touched_by_graft`]), and let the op commit.
+fn commit_graft(
+    t: &Target,
+    tx: &mut crate::session::Txn<'_>,
+    target: NodeId,
+    paths: Option<&[Vec<u8>]>,
+    before_root: NodeId,
+    grafted: Grafted<'_>,
+) -> Result<oplog::Operation> {
+    let after_root = match paths {
+        // The live tree equals `target` in content (it is not encoded again here;
+        // the next flush writes it).
+        None => {
+            tx.set_root(target);
+            target
         }
-        store.commit(ops)
-    });
-    if let Err(e) = r {
-        ::log::error!(
-            "session {}: recording touched files of a graft: {e}",
-            s.name()
-        );
-    }
+        Some(_) => tx.flush()?,
+    };
+    tx.push(touched_by_graft(t, before_root, after_root)?);
+    grafted(tx, before_root, after_root)
+}
+
+/// The ops adding what a graft changed (the tree before it against after it) to
+/// the session's touched files.
+fn touched_by_graft(
+    t: &Target,
+    before_root: NodeId,
+    after_root: NodeId,
+) -> Result<Vec<crate::meta::MetaOp>> {
+    let s = &t.session;
+    let changed = crate::diff::diff_roots(&**s.store(), before_root, after_root)?;
+    Ok(crate::lifecycle::touched::add_ops(
+        s.name(),
+        changed.iter().map(|e| e.path.as_slice()),
+    ))
 }
 
 /// The checkpoint named by `from`, or (without it) HEAD — checkpointing the live

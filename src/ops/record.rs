@@ -2,9 +2,10 @@
 //! session's operation log (`crate::oplog`).
 //!
 //! A view's workspace is the root of the live tree: taking it flushes (after
-//! `syncfs`, so what programs wrote is in it). Ops that change the workspace take
-//! the before view under their own save (`save_and_graft`), so no write falls
-//! between the recorded state and the change.
+//! `syncfs`, so what programs wrote is in it). Ops that change state take the
+//! before view in their own batch (`super::txn`; under `save_and_graft` when the
+//! workspace changes), so no write falls between the recorded state and the
+//! change, and the record is committed with the change.
 
 use std::collections::BTreeMap;
 
@@ -31,18 +32,6 @@ pub(crate) fn view_now(t: &Target) -> Result<View> {
     syncfs(&t.mount)?;
     let root = t.session.flush()?;
     Ok(view_of(&t.session.record(), root))
-}
-
-/// The view after an op that changed only refs: HEAD as the session has it now,
-/// the workspace as `before` recorded it.
-pub(crate) fn refs_after(t: &Target, before: &View) -> View {
-    let rec = t.session.record();
-    View {
-        head: rec.head,
-        branch: rec.branch,
-        workspace: before.workspace.clone(),
-        branches: BTreeMap::new(),
-    }
 }
 
 /// Record the current value of `branch` in `view` (as touched by the op).
@@ -126,11 +115,12 @@ impl Call<'_> {
     }
 }
 
-/// Append `op` to the log of `t`'s session. A failure to record is logged and
-/// returned: the state change itself already happened and stays.
+/// Append `op` to the log of `t`'s session, on its own: for ops whose record is
+/// the whole change (exec and experiment ends, whose state was committed when
+/// they began). Ops that change state commit their record with it (`super::txn`).
+/// A failure is logged and returned.
 pub(crate) fn append(t: &Target, op: NewOp) -> Result<Operation> {
     let s = &t.session;
-    crate::failpoint::op_record_delay();
     oplog::append(&**s.store(), s.name(), op, Vec::new())
         .inspect_err(|e| ::log::error!("session {}: recording an operation failed: {e}", s.name()))
 }

@@ -1,8 +1,10 @@
-//! `restore`: rewind the tree, or some paths of it, to a ref.
+//! `restore`: rewind the tree, or some paths of it, to a ref. The saved pending
+//! changes, the new tree and the operation record are one batch (`super::txn`).
 
 use serde_json::{Value, json};
 
-use super::record::{self, Call, view_of};
+use super::record::{Call, view_of};
+use super::txn::{self, Log};
 use super::{Target, save_and_graft, saved_json, working_root};
 use crate::diff;
 use crate::error::{Error, Result};
@@ -36,32 +38,32 @@ pub(crate) fn run(
     if plan.is_empty() {
         return Ok(json!({"dry_run": false, "changes": plan, "saved": null}));
     }
+    let txn = txn::Op::begin(t, "restore");
     let only = if paths.is_empty() || paths.iter().any(|p| p.is_empty()) {
         None
     } else {
         Some(&paths[..])
     };
-    let mut before = None;
-    let (saved, _) = save_and_graft(
+    let (saved, _, op) = save_and_graft(
         t,
         "before-restore",
         &format!("restore of {spec}"),
         c.root_id()?,
         only,
-        &mut |before_root| {
-            before = Some(view_of(&s.record(), before_root));
-            Ok(())
+        &mut |tx, before_root, after_root| {
+            let before = view_of(tx.before(), before_root);
+            txn.commit(tx, Log::Next, &mut |_, after| {
+                Ok((
+                    call.op("restore", before.clone(), view_of(after, after_root)),
+                    Vec::new(),
+                ))
+            })
         },
     )?;
-    // The tree is grafted and the kernel told: now flush it.
-    let after_root = s.flush()?;
-    let before = before.expect("grafted");
-    let after = view_of(&s.record(), after_root);
-    let op = record::append(t, call.op("restore", before, after)).ok();
     Ok(json!({
         "dry_run": false, "changes": plan,
         "saved": saved_json(saved),
-        "op": op.map(|o| o.seq),
+        "op": Some(op.seq),
     }))
 }
 

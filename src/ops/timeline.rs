@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::Target;
 use super::oplog_list::op_json;
-use super::record::{self, Call, view_of};
+use super::record::{Call, view_of};
 use crate::diff;
 use crate::error::{Error, Result};
 use crate::id::NodeId;
@@ -133,6 +133,7 @@ pub(crate) fn note(t: &Target, call: &Call, kind: Option<&str>, text: &str) -> R
     op.inert = true;
     op.meta
         .insert("note".into(), json!({"type": kind, "text": text}));
-    let o = record::append(t, op)?;
+    // A note changes no state: its record is the whole batch.
+    let o = crate::oplog::append(&**t.session.store(), t.session.name(), op, Vec::new())?;
     Ok(json!({"op": o.seq}))
 }

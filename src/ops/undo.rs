@@ -28,13 +28,15 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::oplog_list::{stacks, summary};
-use super::record::{self, Call, view_now, view_of};
-use super::{Host, Target, save_and_graft, saved_json};
+use super::record::{Call, view_of};
+use super::txn::{self, Log};
+use super::{Host, Target, save_and_graft, saved_json, syncfs};
 use crate::error::{Error, Result};
 use crate::id::{CheckpointId, NodeId};
 use crate::meta::{self, MetaOp};
 use crate::oplog::{self, NewOp, Operation, View, walk};
 use crate::refs;
+use crate::session::Txn;
 use crate::session::snapshot::StateChange;
 use crate::tree::Timespec;
 
@@ -210,7 +212,8 @@ pub(crate) fn step<H: Host>(
         Way::Undo => n.undoes = Some(seq),
         Way::Redo => n.redoes = Some(seq),
     };
-    apply(h, t, call, kind, goal, &mut fill, &op)
+    let log = Log::Unchanged(last.as_ref().map(|o| o.seq));
+    apply(h, t, call, kind, goal, &mut fill, &op, log)
 }
 
 pub(crate) fn restore<H: Host>(
@@ -222,6 +225,7 @@ pub(crate) fn restore<H: Host>(
 ) -> Result<Value> {
     let what = what_of(what.as_deref())?;
     let store = t.session.store();
+    let log = Log::Unchanged(oplog::last(&**store, t.session.name())?.map(|o| o.seq));
     let op = oplog::get(&**store, t.session.name(), seq)?;
     let mut goal = Goal::whole(&op.after);
     goal.conversation = conversation::of_op(&op.meta, "after");
@@ -237,6 +241,7 @@ pub(crate) fn restore<H: Host>(
             n.meta.insert("op".into(), json!(seq));
         },
         &op,
+        log,
     )
 }
 
@@ -398,6 +403,7 @@ fn head_change(
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn apply<H: Host>(
     h: &H,
     t: &Target,
@@ -406,14 +412,12 @@ fn apply<H: Host>(
     goal: Goal,
     fill: &mut dyn FnMut(&mut NewOp),
     of: &Operation,
+    log: Log,
 ) -> Result<Value> {
     let checked = check_branches(h, t, kind, &goal, of)?;
     let s = &t.session;
     let store = s.store().clone();
     let mut notes = Vec::new();
-    let mut before: Option<View> = None;
-    let mut saved = None;
-    let mut was = BTreeMap::new();
     let target_root = goal
         .workspace
         .as_deref()
@@ -422,61 +426,59 @@ fn apply<H: Host>(
                 .ok_or_else(|| Error::corrupt(format!("operation {}", of.seq), "bad workspace"))
         })
         .transpose()?;
-    if let Some(root) = target_root {
-        let (sv, _) = save_and_graft(
+    let txn = txn::Op::begin(t, kind);
+    // The state change, the branch moves (each guarded by the value checked), the
+    // conversation's ranges and the record: one batch, committed under the gate
+    // right after the swap when the workspace moves.
+    let mut commit = |tx: &mut Txn<'_>, before_root: NodeId, notes: &mut Vec<String>| {
+        let before = view_of(tx.before(), before_root);
+        if !goal.is_empty() {
+            tx.set_state(head_change(t, &goal, target_root, notes)?);
+        }
+        let ws = target_root.unwrap_or(before_root).to_hex();
+        txn.commit(tx, log, &mut |_, rec| {
+            let (mut ops, was) = branch_ops(&*store, &goal, &checked)?;
+            let mut before = before.clone();
+            let mut after = View {
+                head: rec.head.clone(),
+                branch: rec.branch.clone(),
+                workspace: ws.clone(),
+                branches: BTreeMap::new(),
+            };
+            for (b, v) in was {
+                before.branches.insert(b.clone(), v);
+                after
+                    .branches
+                    .insert(b.clone(), goal.branches.get(&b).cloned().flatten());
+            }
+            let mut nop = call.op(kind, before, after);
+            fill(&mut nop);
+            ops.extend(conversation_change(&*store, s.name(), &goal, &mut nop)?);
+            Ok((nop, ops))
+        })
+    };
+    let (rec_op, saved) = if let Some(root) = target_root {
+        let (sv, _, op) = save_and_graft(
             t,
             &format!("before-{kind}"),
             &format!("{kind} of operation {}", of.seq),
             root,
             None,
-            &mut |before_root| {
-                before = Some(view_of(&s.record(), before_root));
-                let change = head_change(t, &goal, Some(root), &mut notes)?;
-                let (ops, w) = branch_ops(&*store, &goal, &checked)?;
-                was = w;
-                s.commit_state(change, &mut |_, _| Ok(ops.clone()))
-                    .map(drop)
-            },
+            &mut |tx, before_root, _| commit(tx, before_root, &mut notes),
         )?;
-        saved = sv;
-    } else if !goal.is_empty() {
-        before = Some(view_now(t)?);
-        let change = head_change(t, &goal, None, &mut notes)?;
-        let (ops, w) = branch_ops(&*store, &goal, &checked)?;
-        was = w;
-        s.commit_state(change, &mut |_, _| Ok(ops.clone()))?;
+        (op, sv)
     } else {
-        before = Some(view_now(t)?);
-    }
-    let mut before = before.expect("view taken");
-    let ws = target_root.map_or(before.workspace.clone(), |r| r.to_hex());
-    let rec = s.record();
-    let mut after = View {
-        head: rec.head.clone(),
-        branch: rec.branch.clone(),
-        workspace: ws,
-        branches: BTreeMap::new(),
-    };
-    for (b, v) in was {
-        before.branches.insert(b.clone(), v);
-        after
-            .branches
-            .insert(b.clone(), goal.branches.get(&b).cloned().flatten());
-    }
-    let mut nop = call.op(kind, before, after);
-    fill(&mut nop);
-    let extra = conversation_change(&*store, s.name(), &goal, &mut nop)?;
-    let rec_op = if extra.is_empty() {
-        record::append(t, nop)?
-    } else {
-        oplog::append(&*store, s.name(), nop, extra)?
+        syncfs(&t.mount)?;
+        let mut tx = s.txn();
+        let root = tx.flush()?;
+        (commit(&mut tx, root, &mut notes)?, None)
     };
     Ok(json!({
         "op": rec_op.seq,
         "of": of.seq,
         "summary": summary(&rec_op),
-        "head": rec.head,
-        "branch": rec.branch,
+        "head": rec_op.after.head,
+        "branch": rec_op.after.branch,
         "saved": saved_json(saved),
         "notes": notes,
     }))

@@ -9,6 +9,9 @@
 //! written (store "packs before index"). Cost is proportional to what changed since
 //! the last flush, never to tree size (a big file: to its changed block-map leaves).
 //! Seal and flush are serialized by the session's flush lock (the gc barrier).
+//! An op's batch (`super::Txn`) flushes in two halves: `prepare_locked` encodes and
+//! publishes without committing, and the batch commits the record with the rest
+//! of the op (or gives the flush up: `abandon_prepared`, the next flush writes it).
 //! Also owns the pin scopes ([`Session::pin_roots`]): while one is open, every root
 //! a flush returns stays a gc root (reported by `live_ids`) until the last closes.
 
@@ -19,7 +22,7 @@ use super::inode::{Block, Data};
 use super::{Session, SessionRecord, encode, record_op};
 use crate::meta::MetaOp;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use crate::error::Result;
 use crate::id::{ChunkId, NodeId};
@@ -259,89 +262,137 @@ impl Session {
 
     pub(crate) fn flush_locked(&self, extra: Option<Extra<'_>>) -> Result<(NodeId, SessionRecord)> {
         let t0 = std::time::Instant::now();
-        self.seal_locked()?;
-        let t_seal = t0.elapsed();
-        let (root_id, mut rec, touched) = {
-            let store = self.store().clone();
-            let planned = {
-                let mut st = self.lock();
-                let dropped = st.drop_idle_maps();
-                if dropped > 0 {
-                    log::debug!("session {}: dropped {dropped} idle block maps", self.name());
-                }
-                if !st.changed
-                    && let Some(r) = st.root_id
-                {
-                    if extra.is_none() {
-                        // An idle flush (the daemon's periodic one) sweeps the
-                        // forgotten directories no sweep has seen yet.
-                        st.sweep_after_flush();
-                        st.note_root(r);
-                        return Ok((r, self.record()));
-                    }
-                    None
-                } else {
-                    Some(encode::plan(&mut st, &*store)?)
-                }
-            };
-            // Encoding, compression, deltas and puts run outside the table lock.
-            let encoded = planned.as_ref().map(|p| encode::encode(p, &*store));
-            let mut st = self.lock();
-            if let (Some(p), Some(enc)) = (&planned, encoded) {
-                match enc {
-                    Ok(enc) => encode::publish(&mut st, p, enc),
-                    Err(e) => {
-                        encode::abandon(&mut st, p);
-                        return Err(e);
-                    }
-                }
-            }
-            let id = st.root_id.expect("a flushed session has a root");
-            st.note_root(id);
-            let mut rec = super::relock(self.record.lock()).clone();
-            rec.root = id.to_hex();
-            rec.updated = Timespec::now().sec;
-            rec.bytes = st.total_bytes;
-            rec.inodes = st.total_inodes;
-            // After the publish: every change in this root had noted its path.
-            let touched = self.take_touched(&mut st);
-            (id, rec, touched)
+        let Some(p) = self.prepare_locked(extra.is_some())? else {
+            return Ok((self.lock().root_id.expect("flushed"), self.record()));
         };
         let t_encode = t0.elapsed();
+        let Prepared {
+            root: root_id,
+            mut rec,
+            touched,
+        } = p;
         let mut ops = Vec::new();
         if let Some(f) = extra {
             match f(&mut rec, root_id) {
                 Ok(o) => ops = o,
                 Err(e) => {
-                    self.lock().changed = true;
-                    self.untake_touched(touched);
+                    self.abandon_prepared(touched);
                     return Err(e);
                 }
             }
         }
+        self.commit_prepared(rec.clone(), touched, ops)?;
+        log::debug!(
+            "session {}: flush encode {:?} extra+commit {:?}",
+            self.name(),
+            t_encode,
+            t0.elapsed() - t_encode
+        );
+        Ok((root_id, rec))
+    }
+
+    /// Seal and encode the live table and publish the new root in it, without
+    /// committing (the flush lock held): the caller commits the returned record
+    /// with [`commit_prepared`](Self::commit_prepared) in its own batch, or gives
+    /// it up with [`abandon_prepared`](Self::abandon_prepared) (the next flush
+    /// then writes it again). `None` when nothing changed since the last flush and
+    /// `force` is false (an idle flush: it sweeps what waited for one).
+    pub(crate) fn prepare_locked(&self, force: bool) -> Result<Option<Prepared>> {
+        let t0 = std::time::Instant::now();
+        self.seal_locked()?;
+        let t_seal = t0.elapsed();
+        let store = self.store().clone();
+        let planned = {
+            let mut st = self.lock();
+            let dropped = st.drop_idle_maps();
+            if dropped > 0 {
+                log::debug!("session {}: dropped {dropped} idle block maps", self.name());
+            }
+            if !st.changed
+                && let Some(r) = st.root_id
+            {
+                if !force {
+                    // An idle flush (the daemon's periodic one) sweeps the
+                    // forgotten directories no sweep has seen yet.
+                    st.sweep_after_flush();
+                    st.note_root(r);
+                    return Ok(None);
+                }
+                None
+            } else {
+                Some(encode::plan(&mut st, &*store)?)
+            }
+        };
+        // Encoding, compression, deltas and puts run outside the table lock.
+        let encoded = planned.as_ref().map(|p| encode::encode(p, &*store));
+        let mut st = self.lock();
+        if let (Some(p), Some(enc)) = (&planned, encoded) {
+            match enc {
+                Ok(enc) => encode::publish(&mut st, p, enc),
+                Err(e) => {
+                    encode::abandon(&mut st, p);
+                    return Err(e);
+                }
+            }
+        }
+        let id = st.root_id.expect("a flushed session has a root");
+        st.note_root(id);
+        let mut rec = super::relock(self.record.lock()).clone();
+        rec.root = id.to_hex();
+        rec.updated = Timespec::now().sec;
+        rec.bytes = st.total_bytes;
+        rec.inodes = st.total_inodes;
+        // After the publish: every change in this root had noted its path.
+        let touched = self.take_touched(&mut st);
+        log::trace!("session {}: seal {t_seal:?}", self.name());
+        Ok(Some(Prepared {
+            root: id,
+            rec,
+            touched,
+        }))
+    }
+
+    /// Commit `rec` (the session record), the touched paths `touched` and `ops`
+    /// in one batch; the in-memory record follows only once it is durable. On
+    /// failure the flush is given up ([`abandon_prepared`](Self::abandon_prepared)).
+    pub(crate) fn commit_prepared(
+        &self,
+        rec: SessionRecord,
+        touched: BTreeSet<Vec<u8>>,
+        mut ops: Vec<MetaOp>,
+    ) -> Result<()> {
         ops.push(record_op(&rec));
         ops.extend(crate::lifecycle::touched::add_ops(
             self.name(),
             touched.iter().map(Vec::as_slice),
         ));
         if let Err(e) = self.store().commit(ops) {
-            // Not durable: make sure the next flush tries again.
-            self.lock().changed = true;
-            self.untake_touched(touched);
+            self.abandon_prepared(touched);
             return Err(e);
         }
-        *super::relock(self.record.lock()) = rec.clone();
+        *super::relock(self.record.lock()) = rec;
         // Forgotten directories that waited for this flush can be unloaded now.
         self.lock().sweep_after_flush();
-        log::debug!(
-            "session {}: flush seal {:?} encode {:?} extra+commit {:?}",
-            self.name(),
-            t_seal,
-            t_encode - t_seal,
-            t0.elapsed() - t_encode
-        );
-        Ok((root_id, rec))
+        Ok(())
     }
+
+    /// A prepared flush that will not be committed: the next flush writes the
+    /// tree again and records its touched paths.
+    pub(crate) fn abandon_prepared(&self, touched: BTreeSet<Vec<u8>>) {
+        self.lock().changed = true;
+        self.untake_touched(touched);
+    }
+}
+
+/// A flush encoded and published in the live table, not committed yet (see
+/// [`Session::prepare_locked`]).
+pub(crate) struct Prepared {
+    /// The new root.
+    pub root: NodeId,
+    /// The session record naming it (and the table's usage).
+    pub rec: SessionRecord,
+    /// The paths changed since the last flush.
+    pub touched: BTreeSet<Vec<u8>>,
 }
 
 /// The stored length of block `idx` of a file of `size` bytes.

@@ -40,6 +40,10 @@ mod model_tests;
 pub mod ops;
 pub mod snapshot;
 pub mod touch;
+pub mod txn;
+pub use txn::Txn;
+#[cfg(test)]
+mod txn_tests;
 pub mod watch;
 
 use std::collections::{BTreeMap, HashMap};

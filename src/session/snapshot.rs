@@ -1,7 +1,8 @@
 //! Checkpoints and tree swaps of a live session.
 //!
 //! Owns: taking a checkpoint (flush + checkpoint record + HEAD move, one atomic
-//! commit), and *grafting* another tree into the live table (checkout and restore):
+//! commit), and *grafting* another tree into the live table (checkout and restore,
+//! inside an op's batch: `super::txn`):
 //! the locks, the generation guard and the skip decision here, the rules (hard
 //! links included) in `super::graft`. Cost is proportional to what differs (and
 //! to what a replaced directory held); equal subtrees are skipped by id. The
@@ -50,7 +51,7 @@ pub type LogHook<'a> = &'a mut dyn FnMut(
 /// (`before.head`) to `c`, guarded by its old value; detaches `rec` instead when the
 /// branch no longer names the old HEAD (and records that in `rec.branch_moved`, so
 /// the session is told).
-fn advance_attached(
+pub(super) fn advance_attached(
     store: &dyn crate::store::ObjectStore,
     rec: &mut SessionRecord,
     before: &SessionRecord,
@@ -221,55 +222,6 @@ impl Session {
         Ok(c)
     }
 
-    /// Save the current state as a checkpoint *beside* HEAD (its parent is HEAD),
-    /// named by the branch `name` (an `auto/...` ref), without moving HEAD, the
-    /// attached branch or the base: the safety net taken before an op replaces the
-    /// workspace (checkout, restore, undo, adopt). A later `restore REF` therefore
-    /// restores REF as it was, and a branch never takes in what is being thrown
-    /// away. One commit with the flush.
-    pub fn save_side(&self, message: &str, trigger: &str, name: &str) -> Result<Checkpoint> {
-        refs::validate_trigger(trigger)?;
-        let store = self.store().clone();
-        let session = self.name().to_string();
-        let mut made: Option<Checkpoint> = None;
-        let mut extra =
-            |rec: &mut SessionRecord, root: NodeId| -> Result<Vec<crate::meta::MetaOp>> {
-                let parent = rec.head.as_deref().and_then(CheckpointId::from_hex);
-                let from = NodeId::from_hex(&rec.base).unwrap_or(root);
-                let mut c = refs::NewCheckpoint {
-                    session: &session,
-                    root,
-                    parents: parent.into_iter().collect(),
-                    message,
-                    trigger,
-                    files_changed: diff::diff_count(&*store, from, root)?,
-                    meta: serde_json::Map::new(),
-                }
-                .build();
-                c.usage = Some(refs::Usage {
-                    bytes: rec.bytes,
-                    inodes: rec.inodes,
-                });
-                let created = Timespec::now().sec;
-                let ops = vec![
-                    c.op(),
-                    refs::ref_op(
-                        name,
-                        &refs::RefRecord {
-                            checkpoint: c.id.clone(),
-                            created,
-                        },
-                    ),
-                    // The session's own saved state: its agent sees the name.
-                    crate::visibility::grant_op(&session, name, created, "created"),
-                ];
-                made = Some(c);
-                Ok(ops)
-            };
-        self.flush_with(Some(&mut extra))?;
-        Ok(made.expect("checkpoint built"))
-    }
-
     /// After a whole-tree [`graft`](Self::graft) of `root`: make the session's HEAD
     /// `head` and its base and durable root `root`, in one small commit. The live
     /// table is not re-encoded here: it equals `root` in content (grafted paths only
@@ -360,6 +312,17 @@ impl Session {
         paths: Option<&[Vec<u8>]>,
         expect: Option<u64>,
     ) -> (Vec<Inval>, Result<()>) {
+        let _g = super::relock(self.flush_lock.lock());
+        self.graft_held(target, paths, expect)
+    }
+
+    /// [`graft`](Self::graft) with the flush lock already held (by a [`super::Txn`]).
+    pub(super) fn graft_held(
+        &self,
+        target: NodeId,
+        paths: Option<&[Vec<u8>]>,
+        expect: Option<u64>,
+    ) -> (Vec<Inval>, Result<()>) {
         let mut inval = Vec::new();
         let r = self.graft_into(target, paths, expect, &mut inval);
         // One invalidation per inode is enough (a directory is listed once per
@@ -381,7 +344,6 @@ impl Session {
     ) -> Result<()> {
         let store = self.store().clone();
         let t = Tree::load(&*store, target)?;
-        let _g = super::relock(self.flush_lock.lock());
         let mut st = self.lock();
         if let Some(g) = expect
             && st.generation != g

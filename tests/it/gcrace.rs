@@ -1,9 +1,10 @@
 //! gc while an operation is between its state change and its record.
 //!
 //! An operation record names workspace roots (the views before and after it). A
-//! checkout swaps the tree and commits the new HEAD first and appends its record
-//! after; until the record lands, the root it replaced may be named by nothing
-//! durable (no auto-save when nothing differs from HEAD but a directory's mtime).
+//! checkout flushes the workspace (its before view), swaps the tree, then commits
+//! its batch (HEAD and the record); until the batch lands, the root it replaced
+//! may be named by nothing durable (no auto-save when nothing differs from HEAD
+//! but a directory's mtime).
 //! A gc in that window must keep that root: sessions pin the roots flushed while
 //! an operation runs, and gc reads the live tables before and after the durable
 //! roots. The `op-record-delay-ms` failpoint holds the window open.

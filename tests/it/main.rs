@@ -38,5 +38,6 @@ mod selfwait;
 mod snapshots;
 mod stale;
 mod touched;
+mod txn;
 mod undo;
 mod upgrade;

@@ -2,8 +2,10 @@
 //! started from, as a checkout of that run's final checkpoint does: pending changes
 //! are saved first (`save_and_graft`), HEAD moves to the run's checkpoint, and an
 //! `adopt` operation records the exact views before and after, so `undo` returns
-//! to the state before. Unless the experiment kept its forks, the adopted run's fork
-//! is then unmounted and removed (its state lives on as the session's HEAD).
+//! to the state before. The saved changes, HEAD, the attached branch's move and
+//! the record are one batch (`crate::ops::txn`). Unless the experiment kept its
+//! forks, the adopted run's fork is then unmounted and removed (its state lives on
+//! as the session's HEAD).
 
 use std::sync::MutexGuard;
 
@@ -14,7 +16,8 @@ use super::{ADOPT_KIND, recorded_or_err};
 use crate::diff::Tree;
 use crate::error::{Error, Result};
 use crate::oplog::{Actor, View};
-use crate::ops::record::{self, Rec, view_of};
+use crate::ops::record::{Rec, view_of};
+use crate::ops::txn::{Log, Op as Txn};
 use crate::ops::{Host, Target, ckpt_json, save_and_graft, saved_json};
 use crate::refs;
 
@@ -78,18 +81,18 @@ pub fn adopt<H: Host>(
     Tree::load(&*store, root).map_err(|_| gone())?;
     // HEAD moves to the run's state; the branch it is attached to moves with it
     // (guarded by its value; undo moves it back), in the commit under the gate.
-    let mut before = None;
-    let mut moved: Option<(String, Option<String>)> = None;
-    let (saved, _) = save_and_graft(
+    let txn = Txn::begin(t, ADOPT_KIND);
+    let (saved, _, rec) = save_and_graft(
         t,
         "before-adopt",
         &format!("adopt of run {run} of experiment {id}"),
         root,
         None,
-        &mut |before_root| {
-            let rec = s.record();
-            before = Some(view_of(&rec, before_root));
+        &mut |tx, before_root, _| {
+            let rec = tx.before().clone();
+            let mut before = view_of(&rec, before_root);
             let mut extra = Vec::new();
+            let mut after_branch = None;
             if let Some(b) = &rec.branch {
                 let key = crate::meta::ref_key(b);
                 let raw = store.meta_get(&key)?;
@@ -105,34 +108,35 @@ pub fn adopt<H: Host>(
                         created: old.as_ref().map_or(0, |r| r.created),
                     },
                 ));
-                moved = Some((b.clone(), old.map(|r| r.checkpoint)));
+                before
+                    .branches
+                    .insert(b.to_string(), old.map(|r| r.checkpoint));
+                after_branch = Some(b.clone());
             }
-            let change = crate::session::snapshot::StateChange {
+            tx.set_state(crate::session::snapshot::StateChange {
                 head: Some(c.id.clone()),
                 branch: rec.branch.clone(),
                 base: root,
                 root: Some(root),
-            };
-            s.commit_state(change, &mut |_, _| Ok(extra.clone()))
-                .map(drop)
+            });
+            txn.commit(tx, Log::Next, &mut |_, a| {
+                let mut after: View = view_of(a, root);
+                if let Some(b) = &after_branch {
+                    after.branches.insert(b.to_string(), Some(c.id.clone()));
+                }
+                let mut new = Rec {
+                    actor,
+                    kind: ADOPT_KIND,
+                    request: json!({"op": "experiment_adopt", "id": id, "run": run}),
+                    explanation: None,
+                }
+                .op(before.clone(), after);
+                new.meta.insert("experiment".into(), json!(id));
+                new.meta.insert("run".into(), json!(run));
+                Ok((new, extra.clone()))
+            })
         },
     )?;
-    let mut before: View = before.expect("grafted");
-    let mut after = view_of(&s.record(), root);
-    if let Some((b, old)) = moved {
-        before.branches.insert(b.clone(), old);
-        after.branches.insert(b, Some(c.id.clone()));
-    }
-    let mut new = Rec {
-        actor,
-        kind: ADOPT_KIND,
-        request: json!({"op": "experiment_adopt", "id": id, "run": run}),
-        explanation: None,
-    }
-    .op(before, after);
-    new.meta.insert("experiment".into(), json!(id));
-    new.meta.insert("run".into(), json!(run));
-    let rec = record::append(t, new)?;
     let mut removed = None;
     if op.meta["keep"].as_bool() != Some(true)
         && let Some(fork) = entry["fork"].as_str()

@@ -1,15 +1,18 @@
 //! `rewind`: bring the workspace back to a message's recorded workspace root
 //! (pending changes saved first, through `save_and_graft`) and hide the messages
 //! after it, as one operation of kind `rewind` (undoable: its views hold the
-//! files, its meta the conversation's hidden ranges before and after).
+//! files, its meta the conversation's hidden ranges before and after), committed
+//! in one batch with the new tree and ranges (`crate::ops::txn`).
 
 use serde_json::{Value, json};
 
-use super::super::record::{Call, view_now, view_of};
-use super::super::{Target, save_and_graft, saved_json, working_root};
+use super::super::record::{Call, view_of};
+use super::super::txn::{self, Log};
+use super::super::{Target, save_and_graft, saved_json, syncfs, working_root};
 use crate::error::{Error, Result};
+use crate::id::NodeId;
 use crate::messages::{self, Stream, conversation};
-use crate::oplog;
+use crate::session::Txn;
 
 /// What a rewind moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +106,6 @@ pub(crate) fn run(
         changes,
     } = p;
     let s = &t.session;
-    let store = s.store().clone();
     let name = s.name();
     let target = m.workspace_root()?;
     let answer = |op: Option<u64>, saved: Value| {
@@ -116,49 +118,47 @@ pub(crate) fn run(
     if dry_run || (changes.is_empty() && new_hidden == hidden) {
         return Ok(answer(None, Value::Null));
     }
-    let mut before = None;
-    let mut saved = None;
-    let after_root = if !changes.is_empty() {
-        let (sv, _) = save_and_graft(
-            t,
-            "before-rewind",
-            &format!("rewind to message {to}"),
-            target,
-            None,
-            &mut |before_root| {
-                before = Some(view_of(&s.record(), before_root));
-                Ok(())
-            },
-        )?;
-        saved = sv;
-        s.flush()?
-    } else {
-        let v = view_now(t)?;
-        let root = crate::id::NodeId::from_hex(&v.workspace)
-            .ok_or_else(|| Error::corrupt("view", "bad workspace root"))?;
-        before = Some(v);
-        root
-    };
-    let before = before.expect("view taken");
-    let after = view_of(&s.record(), after_root);
-    let mut nop = call.op("rewind", before, after);
     let what_name = match what {
         What::Files => "files",
         What::Conversation => "conversation",
         What::Both => "both",
     };
-    nop.meta.insert(
-        "rewind".into(),
-        json!({"to": m.id, "seq": m.seq, "what": what_name, "dropped": dropped}),
-    );
-    let mut extra = Vec::new();
-    if new_hidden != hidden {
-        nop.meta.insert(
-            "conversation".into(),
-            conversation::op_meta(&hidden, &new_hidden),
-        );
-        extra.push(conversation::put_op(name, &new_hidden));
-    }
-    let rec = oplog::append(&*store, name, nop, extra)?;
+    let txn = txn::Op::begin(t, "rewind");
+    // The files, the conversation's hidden ranges and the record: one batch.
+    let mut commit = |tx: &mut Txn<'_>, before_root: NodeId, after_root: NodeId| {
+        let before = view_of(tx.before(), before_root);
+        txn.commit(tx, Log::Next, &mut |_, rec| {
+            let mut nop = call.op("rewind", before.clone(), view_of(rec, after_root));
+            nop.meta.insert(
+                "rewind".into(),
+                json!({"to": m.id, "seq": m.seq, "what": what_name, "dropped": dropped}),
+            );
+            let mut extra = Vec::new();
+            if new_hidden != hidden {
+                nop.meta.insert(
+                    "conversation".into(),
+                    conversation::op_meta(&hidden, &new_hidden),
+                );
+                extra.push(conversation::put_op(name, &new_hidden));
+            }
+            Ok((nop, extra))
+        })
+    };
+    let (rec, saved) = if !changes.is_empty() {
+        let (sv, _, rec) = save_and_graft(
+            t,
+            "before-rewind",
+            &format!("rewind to message {to}"),
+            target,
+            None,
+            &mut commit,
+        )?;
+        (rec, sv)
+    } else {
+        syncfs(&t.mount)?;
+        let mut tx = s.txn();
+        let root = tx.flush()?;
+        (commit(&mut tx, root, root)?, None)
+    };
     Ok(answer(Some(rec.seq), saved_json(saved)))
 }

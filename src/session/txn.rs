@@ -1,0 +1,247 @@
+//! A session's metadata batch for one operation ([`Txn`]): everything an op
+//! changes of the session (flushes of the live tree, the pending-changes save,
+//! HEAD/branch/base/root, ref moves, touched paths) collected under the session's
+//! flush lock and committed as ONE atomic metadata batch, or not at all.
+//!
+//! Invariants:
+//! - The flush lock is held from [`Session::txn`] until the `Txn` is dropped, so
+//!   no other flush (the daemon's periodic one, an fsync) commits a record between
+//!   the op's flush, its graft and its commit.
+//! - Flushes inside a `Txn` encode and publish the live table but commit nothing
+//!   ([`Session::prepare_locked`]); tree nodes and chunks they write are
+//!   content-addressed and harmless while unreferenced.
+//! - The in-memory session record changes only after the batch is durable. A
+//!   `Txn` dropped without a successful commit gives up its flushes (the next flush
+//!   writes the tree again, with its touched paths).
+//! - The live-table graft ([`Txn::graft`]) is in memory; the caller undoes it
+//!   ([`Txn::graft`] back to the root before) when the commit fails.
+
+use std::collections::BTreeSet;
+use std::sync::MutexGuard;
+
+use super::snapshot::{Inval, StateChange};
+use super::{Session, SessionRecord};
+use crate::diff;
+use crate::error::{Error, Result};
+use crate::id::{CheckpointId, NodeId};
+use crate::meta::MetaOp;
+use crate::refs::{self, Checkpoint};
+use crate::tree::Timespec;
+
+/// One operation's metadata batch on a session (see the module docs).
+pub struct Txn<'a> {
+    s: &'a Session,
+    _flush: MutexGuard<'a, ()>,
+    /// The record when the batch began.
+    before: SessionRecord,
+    /// The record the batch commits.
+    rec: SessionRecord,
+    /// Paths changed by the flushes of this batch.
+    touched: BTreeSet<Vec<u8>>,
+    /// Whether a flush of this batch published a root not yet committed.
+    flushed: bool,
+    /// Ops added so far (checkpoints, refs, grants).
+    ops: Vec<MetaOp>,
+    done: bool,
+}
+
+impl Session {
+    /// Begin one operation's metadata batch (takes the flush lock; see [`Txn`]).
+    pub fn txn(&self) -> Txn<'_> {
+        let g = super::relock(self.flush_lock.lock());
+        let before = self.record();
+        Txn {
+            s: self,
+            _flush: g,
+            rec: before.clone(),
+            before,
+            touched: BTreeSet::new(),
+            flushed: false,
+            ops: Vec::new(),
+            done: false,
+        }
+    }
+}
+
+impl Txn<'_> {
+    /// The session record when the batch began.
+    pub fn before(&self) -> &SessionRecord {
+        &self.before
+    }
+
+    /// The session record as the batch leaves it so far.
+    pub fn record(&self) -> &SessionRecord {
+        &self.rec
+    }
+
+    /// The base root the batch leaves the session with.
+    fn base(&self) -> Result<NodeId> {
+        NodeId::from_hex(&self.rec.base).ok_or_else(|| {
+            Error::corrupt(format!("session record {}", self.rec.name), "bad base id")
+        })
+    }
+
+    /// Encode the live tree (nothing committed) and return its root.
+    pub fn flush(&mut self) -> Result<NodeId> {
+        match self.s.prepare_locked(false)? {
+            Some(p) => {
+                self.flushed = true;
+                self.touched.extend(p.touched);
+                self.rec.root = p.rec.root;
+                self.rec.bytes = p.rec.bytes;
+                self.rec.inodes = p.rec.inodes;
+                self.rec.updated = p.rec.updated;
+                Ok(p.root)
+            }
+            None => Ok(self.s.lock().root_id.expect("a flushed session has a root")),
+        }
+    }
+
+    /// Whether the working state differs from the base (flushes first).
+    pub fn has_changes(&mut self) -> Result<bool> {
+        let base = self.base()?;
+        {
+            let st = self.s.lock();
+            if st.graft_mark == Some((st.generation, base)) {
+                return Ok(false);
+            }
+        }
+        let root = self.flush()?;
+        diff::differ(&**self.s.store(), base, root)
+    }
+
+    /// A checkpoint of `root` whose parent is the batch's HEAD, with the usage the
+    /// last flush counted.
+    fn new_checkpoint(&self, root: NodeId, message: &str, trigger: &str) -> Result<Checkpoint> {
+        refs::validate_trigger(trigger)?;
+        let store = self.s.store();
+        let parent = self.rec.head.as_deref().and_then(CheckpointId::from_hex);
+        let from = NodeId::from_hex(&self.rec.base).unwrap_or(root);
+        let mut c = refs::NewCheckpoint {
+            session: self.s.name(),
+            root,
+            parents: parent.into_iter().collect(),
+            message,
+            trigger,
+            files_changed: diff::diff_count(&**store, from, root)?,
+            meta: serde_json::Map::new(),
+        }
+        .build();
+        c.usage = Some(refs::Usage {
+            bytes: self.rec.bytes,
+            inodes: self.rec.inodes,
+        });
+        Ok(c)
+    }
+
+    /// Save the live state as a checkpoint *beside* HEAD (its parent is HEAD),
+    /// named by the ref `name` (an `auto/...` ref, granted to the session), without
+    /// moving HEAD, the attached branch or the base: the safety net taken before an
+    /// op replaces the workspace (checkout, restore, undo, adopt, rewind). A later
+    /// `restore REF` therefore restores REF as it was, and a branch never takes in
+    /// what is being thrown away.
+    pub fn save_side(&mut self, message: &str, trigger: &str, name: &str) -> Result<Checkpoint> {
+        let root = self.flush()?;
+        let c = self.new_checkpoint(root, message, trigger)?;
+        let created = Timespec::now().sec;
+        self.ops.extend([
+            c.op(),
+            refs::ref_op(
+                name,
+                &refs::RefRecord {
+                    checkpoint: c.id.clone(),
+                    created,
+                },
+            ),
+            crate::visibility::grant_op(self.s.name(), name, created, "created"),
+        ]);
+        Ok(c)
+    }
+
+    /// [`Session::checkpoint`] in this batch: the live state as a checkpoint that
+    /// HEAD (and the branch it is attached to, guarded by its old value) moves to.
+    pub fn checkpoint(&mut self, message: &str, trigger: &str) -> Result<Checkpoint> {
+        let root = self.flush()?;
+        let c = self.new_checkpoint(root, message, trigger)?;
+        let before = self.rec.clone();
+        self.rec.head = Some(c.id.clone());
+        self.rec.base = root.to_hex();
+        let moves =
+            super::snapshot::advance_attached(&**self.s.store(), &mut self.rec, &before, &c)?;
+        self.ops.push(c.op());
+        self.ops.extend(moves);
+        Ok(c)
+    }
+
+    /// [`Session::graft`] under this batch's flush lock.
+    pub fn graft(
+        &mut self,
+        target: NodeId,
+        paths: Option<&[Vec<u8>]>,
+        expect: Option<u64>,
+    ) -> (Vec<Inval>, Result<()>) {
+        self.s.graft_held(target, paths, expect)
+    }
+
+    /// Set HEAD, its branch, the base and (after a whole-tree graft) the durable
+    /// root, as [`Session::commit_state`] does, in this batch.
+    pub fn set_state(&mut self, change: StateChange) {
+        self.rec.head = change.head;
+        self.rec.branch = change.branch;
+        self.rec.branch_moved = None;
+        self.rec.base = change.base.to_hex();
+        if let Some(root) = change.root {
+            self.set_root(root);
+        }
+        self.rec.updated = Timespec::now().sec;
+    }
+
+    /// After a whole-tree graft of `root`: the batch's record names `root` as the
+    /// durable root (the live table equals it in content; the next flush writes it).
+    pub fn set_root(&mut self, root: NodeId) {
+        let st = self.s.lock();
+        self.rec.root = root.to_hex();
+        self.rec.bytes = st.total_bytes;
+        self.rec.inodes = st.total_inodes;
+    }
+
+    /// Set other fields of the record the batch commits.
+    pub fn edit(&mut self, f: &mut dyn FnMut(&mut SessionRecord)) {
+        f(&mut self.rec);
+    }
+
+    /// Add ops to the batch.
+    pub fn push(&mut self, ops: impl IntoIterator<Item = MetaOp>) {
+        self.ops.extend(ops);
+    }
+
+    /// Commit the batch with `extra` (the op's own ops and preconditions) in one
+    /// atomic store commit. On success the in-memory record follows and the batch
+    /// is done (a later call does nothing but fail). On failure nothing was
+    /// written and the batch may be tried again with other `extra`.
+    pub fn try_commit(&mut self, extra: Vec<MetaOp>) -> Result<SessionRecord> {
+        if self.done {
+            return Err(Error::Invalid("transaction already committed".into()));
+        }
+        let mut ops = self.ops.clone();
+        ops.extend(extra);
+        ops.push(super::record_op(&self.rec));
+        ops.extend(crate::lifecycle::touched::add_ops(
+            self.s.name(),
+            self.touched.iter().map(Vec::as_slice),
+        ));
+        self.s.store().commit(ops)?;
+        self.done = true;
+        *super::relock(self.s.record.lock()) = self.rec.clone();
+        self.s.lock().sweep_after_flush();
+        Ok(self.rec.clone())
+    }
+}
+
+impl Drop for Txn<'_> {
+    fn drop(&mut self) {
+        if !self.done && self.flushed {
+            self.s.abandon_prepared(std::mem::take(&mut self.touched));
+        }
+    }
+}

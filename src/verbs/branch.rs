@@ -30,6 +30,12 @@ impl Verb for Branch {
 
 impl Handler for Branch {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        ops::branch::create(cx.host, &cx.target(), &cx.call, &self.name, self.from.as_deref())
+        ops::branch::create(
+            cx.host,
+            &cx.target(),
+            &cx.call,
+            &self.name,
+            self.from.as_deref(),
+        )
     }
 }

@@ -26,13 +26,22 @@ impl Verb for Checkout {
     fn agent_may(&self) -> bool {
         // Both save pending changes as an `auto/before-...` checkpoint first.
         // `-b` creates a new name only (an existing one is a conflict).
-        let Checkout { target: _, create: _ } = self;
+        let Checkout {
+            target: _,
+            create: _,
+        } = self;
         true
     }
 }
 
 impl Handler for Checkout {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        ops::checkout::run(cx.host, &cx.target(), &cx.call, self.target.as_deref(), self.create.as_deref())
+        ops::checkout::run(
+            cx.host,
+            &cx.target(),
+            &cx.call,
+            self.target.as_deref(),
+            self.create.as_deref(),
+        )
     }
 }

@@ -32,14 +32,22 @@ impl Verb for Checkpoint {
     fn agent_may(&self) -> bool {
         // Reads stored states only (never follows links out of the tree).
         // Streaming changes how the answer is framed, not what it reveals.
-        let Checkpoint { message: _, trigger: _, meta: _ } = self;
+        let Checkpoint {
+            message: _,
+            trigger: _,
+            meta: _,
+        } = self;
         true
     }
 }
 
 impl Handler for Checkpoint {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        let Checkpoint { message, trigger, meta } = self;
+        let Checkpoint {
+            message,
+            trigger,
+            meta,
+        } = self;
         ops::checkpoint::run(&cx.target(), &cx.call, &message, &trigger, meta)
     }
 }

@@ -26,13 +26,24 @@ impl Verb for Continue {
 
     fn agent_may(&self) -> bool {
         // Reads any session of the store and mounts a new one: the user's.
-        let Continue { project: _, name: _, mountpoint: _ } = self;
+        let Continue {
+            project: _,
+            name: _,
+            mountpoint: _,
+        } = self;
         false
     }
 }
 
 impl Handler for Continue {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        ops::messages::continue_session(cx.host, cx.who, &cx.call, &self.project, &self.name, &self.mountpoint)
+        ops::messages::continue_session(
+            cx.host,
+            cx.who,
+            &cx.call,
+            &self.project,
+            &self.name,
+            &self.mountpoint,
+        )
     }
 }

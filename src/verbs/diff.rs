@@ -33,7 +33,12 @@ impl Verb for Diff {
     fn agent_may(&self) -> bool {
         // Reads stored states only (never follows links out of the tree).
         // Streaming changes how the answer is framed, not what it reveals.
-        let Diff { a: _, b: _, mode: _, stream: _ } = self;
+        let Diff {
+            a: _,
+            b: _,
+            mode: _,
+            stream: _,
+        } = self;
         true
     }
 }
@@ -41,7 +46,12 @@ impl Verb for Diff {
 impl Handler for Diff {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
         let Diff { a, b, mode, stream } = self;
-        let req = ops::diff::Request { a: a.as_deref(), b: b.as_deref(), mode, stream };
+        let req = ops::diff::Request {
+            a: a.as_deref(),
+            b: b.as_deref(),
+            mode,
+            stream,
+        };
         let t = cx.target();
         let lock = cx.lock();
         ops::diff::run(&t, lock, req, cx.events)

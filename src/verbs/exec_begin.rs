@@ -34,7 +34,11 @@ impl Verb for ExecBegin {
 
 impl Handler for ExecBegin {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        let begin = ops::exec::Begin { argv: self.argv, cwd: self.cwd, explanation: cx.call.explanation.clone() };
+        let begin = ops::exec::Begin {
+            argv: self.argv,
+            cwd: self.cwd,
+            explanation: cx.call.explanation.clone(),
+        };
         ops::exec::begin(&cx.target(), cx.actor, begin)
     }
 }

@@ -45,14 +45,34 @@ impl Verb for ExecEnd {
     fn agent_may(&self) -> bool {
         // Recording a command adds a checkpoint and an operation; reading the
         // history reveals nothing the log does not.
-        let ExecEnd { exec: _, exit_code: _, signal: _, error: _, pid: _, duration_ms: _, stdout_truncated: _, stderr_truncated: _, timed_out: _ } = self;
+        let ExecEnd {
+            exec: _,
+            exit_code: _,
+            signal: _,
+            error: _,
+            pid: _,
+            duration_ms: _,
+            stdout_truncated: _,
+            stderr_truncated: _,
+            timed_out: _,
+        } = self;
         true
     }
 }
 
 impl Handler for ExecEnd {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        let ExecEnd { exec, exit_code, signal, error, pid, duration_ms, stdout_truncated, stderr_truncated, timed_out } = self;
+        let ExecEnd {
+            exec,
+            exit_code,
+            signal,
+            error,
+            pid,
+            duration_ms,
+            stdout_truncated,
+            stderr_truncated,
+            timed_out,
+        } = self;
         let e = ops::exec::Ending {
             exit_code,
             signal,

@@ -24,7 +24,11 @@ impl Verb for ExecOutput {
     fn agent_may(&self) -> bool {
         // Recording a command adds a checkpoint and an operation; reading the
         // history reveals nothing the log does not.
-        let ExecOutput { exec: _, stream: _, data: _ } = self;
+        let ExecOutput {
+            exec: _,
+            stream: _,
+            data: _,
+        } = self;
         true
     }
 }

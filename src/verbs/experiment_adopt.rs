@@ -30,14 +30,22 @@ impl Verb for ExperimentAdopt {
         // and one operation; its end removes only the forks that experiment
         // made, after recording their results; an adopt saves pending changes
         // first and is recorded (undoable). The daemon runs no command.
-        let ExperimentAdopt { id: _, run: _, winner: _ } = self;
+        let ExperimentAdopt {
+            id: _,
+            run: _,
+            winner: _,
+        } = self;
         true
     }
 }
 
 impl Handler for ExperimentAdopt {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        let req = ops::experiment::adopt::Adopt { id: self.id.as_deref(), run: self.run, winner: self.winner };
+        let req = ops::experiment::adopt::Adopt {
+            id: self.id.as_deref(),
+            run: self.run,
+            winner: self.winner,
+        };
         let t = cx.target();
         let lock = cx.lock();
         ops::experiment::adopt(cx.host, &t, &lock, cx.actor, req)

@@ -29,7 +29,11 @@ impl Verb for ExperimentBegin {
         // and one operation; its end removes only the forks that experiment
         // made, after recording their results; an adopt saves pending changes
         // first and is recorded (undoable). The daemon runs no command.
-        let ExperimentBegin { from: _, runs: _, cwd: _ } = self;
+        let ExperimentBegin {
+            from: _,
+            runs: _,
+            cwd: _,
+        } = self;
         true
     }
 }

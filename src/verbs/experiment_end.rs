@@ -37,15 +37,33 @@ impl Verb for ExperimentEnd {
         // and one operation; its end removes only the forks that experiment
         // made, after recording their results; an adopt saves pending changes
         // first and is recorded (undoable). The daemon runs no command.
-        let ExperimentEnd { id: _, results: _, rank_by: _, keep: _, abort: _ } = self;
+        let ExperimentEnd {
+            id: _,
+            results: _,
+            rank_by: _,
+            keep: _,
+            abort: _,
+        } = self;
         true
     }
 }
 
 impl Handler for ExperimentEnd {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        let ExperimentEnd { id, results, rank_by, keep, abort } = self;
-        let req = ops::experiment::end::End { id: &id, results, rank_by: rank_by.as_deref(), keep, abort };
+        let ExperimentEnd {
+            id,
+            results,
+            rank_by,
+            keep,
+            abort,
+        } = self;
+        let req = ops::experiment::end::End {
+            id: &id,
+            results,
+            rank_by: rank_by.as_deref(),
+            keep,
+            abort,
+        };
         let t = cx.target();
         let lock = cx.lock();
         ops::experiment::end(cx.host, &t, lock, cx.actor, req)

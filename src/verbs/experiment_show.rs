@@ -31,6 +31,10 @@ impl Verb for ExperimentShow {
 
 impl Handler for ExperimentShow {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        ops::experiment::show(&*cx.host.store(), cx.target().session.name(), self.id.as_deref())
+        ops::experiment::show(
+            &*cx.host.store(),
+            cx.target().session.name(),
+            self.id.as_deref(),
+        )
     }
 }

@@ -37,7 +37,14 @@ impl Verb for Fork {
     fn agent_may(&self) -> bool {
         // A fork adds a session; granting sockets to uids stays with the user.
         // Reads the session's own messages and workspaces.
-        let Fork { name: _, from: _, mountpoint: _, agent_socket, agent_uid, from_message: _ } = self;
+        let Fork {
+            name: _,
+            from: _,
+            mountpoint: _,
+            agent_socket,
+            agent_uid,
+            from_message: _,
+        } = self;
         agent_socket.is_none() && agent_uid.is_none()
     }
 
@@ -48,7 +55,14 @@ impl Verb for Fork {
 
 impl Handler for Fork {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        let Fork { name, from, mountpoint, agent_socket, agent_uid, from_message } = self;
+        let Fork {
+            name,
+            from,
+            mountpoint,
+            agent_socket,
+            agent_uid,
+            from_message,
+        } = self;
         let agent = AgentSocket::from_request(agent_socket, agent_uid)?;
         if from.is_some() && from_message.is_some() {
             return Err(Error::Invalid(

@@ -27,7 +27,10 @@ impl Verb for Hydrate {
     fn agent_may(&self) -> bool {
         // Pulling and hydrating reach the network with the daemon's
         // credentials and move store-wide refs: the user's.
-        let Hydrate { session: _, remote: _ } = self;
+        let Hydrate {
+            session: _,
+            remote: _,
+        } = self;
         false
     }
 }

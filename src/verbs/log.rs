@@ -28,13 +28,22 @@ impl Verb for Log {
     fn agent_may(&self) -> bool {
         // Reads stored states only (never follows links out of the tree).
         // Streaming changes how the answer is framed, not what it reveals.
-        let Log { limit: _, from: _, path: _ } = self;
+        let Log {
+            limit: _,
+            from: _,
+            path: _,
+        } = self;
         true
     }
 }
 
 impl Handler for Log {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        ops::log::run(&cx.target(), self.limit, self.from.as_deref(), self.path.as_deref())
+        ops::log::run(
+            &cx.target(),
+            self.limit,
+            self.from.as_deref(),
+            self.path.as_deref(),
+        )
     }
 }

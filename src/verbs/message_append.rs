@@ -40,14 +40,30 @@ impl Verb for MessageAppend {
         // The conversation log: appending adds records; a rewind hides
         // messages (never deletes them), saves pending changes first and is
         // an undoable operation; the metadata merge changes counters only.
-        let MessageAppend { role: _, content: _, tool_calls: _, tool_call_id: _, meta: _, id: _, stream: _ } = self;
+        let MessageAppend {
+            role: _,
+            content: _,
+            tool_calls: _,
+            tool_call_id: _,
+            meta: _,
+            id: _,
+            stream: _,
+        } = self;
         true
     }
 }
 
 impl Handler for MessageAppend {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        let MessageAppend { role, content, tool_calls, tool_call_id, meta, id, stream } = self;
+        let MessageAppend {
+            role,
+            content,
+            tool_calls,
+            tool_call_id,
+            meta,
+            id,
+            stream,
+        } = self;
         let d = crate::messages::Draft {
             id: id.unwrap_or_else(crate::messages::new_id),
             stream: crate::messages::Stream::parse(stream.as_deref())?,

@@ -31,15 +31,30 @@ impl Verb for Messages {
         // The conversation log: appending adds records; a rewind hides
         // messages (never deletes them), saves pending changes first and is
         // an undoable operation; the metadata merge changes counters only.
-        let Messages { stream: _, limit: _, upto: _, after: _ } = self;
+        let Messages {
+            stream: _,
+            limit: _,
+            upto: _,
+            after: _,
+        } = self;
         true
     }
 }
 
 impl Handler for Messages {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        let Messages { stream, limit, upto, after } = self;
-        let q = crate::messages::Query { stream, limit, upto, after };
+        let Messages {
+            stream,
+            limit,
+            upto,
+            after,
+        } = self;
+        let q = crate::messages::Query {
+            stream,
+            limit,
+            upto,
+            after,
+        };
         ops::messages::list(&cx.target(), q)
     }
 }

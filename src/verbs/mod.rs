@@ -8,7 +8,8 @@
 //! enum [`Op`] (the wire form: `{"op": NAME, ...fields}`), the names, the role
 //! check, the routing ([`run`]) and the list of schemas ([`schemas`]).
 //!
-//! What a new verb costs: its file here, one line in the table, its CLI file
+//! What a new verb costs: its file here, its line in the table and its `mod` line,
+//! its CLI file
 //! (`src/cli/`), its Python method (`clients/python`), and an MCP tool entry if
 //! agents should call it as a tool.
 //!
@@ -33,6 +34,67 @@ mod prelude {
     pub(super) use serde_json::Value;
 }
 
+// The verbs, one file each (declared here, outside the table, so rustfmt and
+// every tool that follows `mod` see them).
+mod branch;
+mod branch_delete;
+mod branch_rename;
+mod branch_share;
+mod branches;
+mod checkout;
+mod checkpoint;
+mod config;
+mod continue_;
+mod diff;
+mod exec_begin;
+mod exec_end;
+mod exec_output;
+mod experiment_adopt;
+mod experiment_begin;
+mod experiment_end;
+mod experiment_show;
+mod fork;
+mod fsck;
+mod gc;
+mod history;
+mod history_show;
+mod hydrate;
+mod limits;
+mod log;
+mod message_append;
+mod message_flush;
+mod messages;
+mod mount;
+mod note;
+mod op_log;
+mod op_restore;
+mod ping;
+mod promote;
+mod pull;
+mod push;
+mod redo;
+mod remote_add;
+mod remote_gc;
+mod remote_list;
+mod remote_rm;
+mod remote_trust;
+mod restore;
+mod rewind;
+mod session_discard;
+mod session_extend;
+mod session_meta_update;
+mod session_rm;
+mod session_show;
+mod session_sweep;
+mod sessions;
+mod show;
+mod shutdown;
+mod status;
+mod store_trim;
+mod timeline;
+mod umount;
+mod undo;
+
 mod serve;
 #[cfg(test)]
 mod tests;
@@ -49,7 +111,7 @@ pub(crate) use serve::{Cx, Handler, Server};
 /// Declares every verb: `module::Type` per line, in protocol order.
 macro_rules! table {
     ($($m:ident :: $V:ident),* $(,)?) => {
-        $(mod $m; pub use $m::$V;)*
+        $(pub use $m::$V;)*
 
         /// A request's op and arguments: one variant per verb, each the verb's
         /// request type (the wire form `{"op": NAME, ...fields}`).

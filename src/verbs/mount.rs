@@ -55,7 +55,20 @@ impl Verb for Mount {
 
     fn agent_may(&self) -> bool {
         // Store-wide maintenance and anything that drops history.
-        let Mount { session: _, mountpoint: _, from: _, agent_socket: _, agent_uid: _, task: _, ttl_idle: _, ttl_absolute: _, until_promote: _, manual: _, from_remote: _, evict_to: _ } = self;
+        let Mount {
+            session: _,
+            mountpoint: _,
+            from: _,
+            agent_socket: _,
+            agent_uid: _,
+            task: _,
+            ttl_idle: _,
+            ttl_absolute: _,
+            until_promote: _,
+            manual: _,
+            from_remote: _,
+            evict_to: _,
+        } = self;
         false
     }
 }

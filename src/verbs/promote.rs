@@ -46,14 +46,30 @@ impl Verb for Promote {
     fn agent_may(&self) -> bool {
         // Writes to the user's durable git repository (commits, branches,
         // index and work tree): the user's decision, never the agent's.
-        let Promote { paths: _, strategy: _, message: _, dry_run: _, branch: _, onto_head: _, allow_large: _ } = self;
+        let Promote {
+            paths: _,
+            strategy: _,
+            message: _,
+            dry_run: _,
+            branch: _,
+            onto_head: _,
+            allow_large: _,
+        } = self;
         false
     }
 }
 
 impl Handler for Promote {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        let Promote { paths, strategy, message, dry_run, branch, onto_head, allow_large } = self;
+        let Promote {
+            paths,
+            strategy,
+            message,
+            dry_run,
+            branch,
+            onto_head,
+            allow_large,
+        } = self;
         let req = ops::promote::Request {
             paths,
             strategy: ops::promote::Strategy::parse(&strategy)?,

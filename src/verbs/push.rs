@@ -33,16 +33,31 @@ impl Verb for Push {
     fn agent_may(&self) -> bool {
         // Pushing sends the store's history out with the daemon's
         // credentials: the user's.
-        let Push { remote: _, refs: _, session: _, force: _ } = self;
+        let Push {
+            remote: _,
+            refs: _,
+            session: _,
+            force: _,
+        } = self;
         false
     }
 }
 
 impl Handler for Push {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        let Push { remote, refs, session, force } = self;
+        let Push {
+            remote,
+            refs,
+            session,
+            force,
+        } = self;
         let session = session.or(cx.session.map(str::to_string));
-        let req = crate::remote::ops::push::Request { remote, refs, session, force };
+        let req = crate::remote::ops::push::Request {
+            remote,
+            refs,
+            session,
+            force,
+        };
         crate::remote::ops::push::run(cx.host, req, cx.events)
     }
 }

@@ -34,15 +34,33 @@ impl Verb for RemoteAdd {
     fn agent_may(&self) -> bool {
         // Remotes: configuring them reaches the network with the daemon's
         // credentials and changes store-wide state: the user's.
-        let RemoteAdd { name: _, url: _, endpoint: _, region: _, single_writer: _ } = self;
+        let RemoteAdd {
+            name: _,
+            url: _,
+            endpoint: _,
+            region: _,
+            single_writer: _,
+        } = self;
         false
     }
 }
 
 impl Handler for RemoteAdd {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        let RemoteAdd { name, url, endpoint, region, single_writer } = &self;
-        let req = crate::remote::ops::remote_add::Request { name, url, endpoint, region: region.as_deref(), single_writer: *single_writer };
+        let RemoteAdd {
+            name,
+            url,
+            endpoint,
+            region,
+            single_writer,
+        } = &self;
+        let req = crate::remote::ops::remote_add::Request {
+            name,
+            url,
+            endpoint,
+            region: region.as_deref(),
+            single_writer: *single_writer,
+        };
         crate::remote::ops::remote_add::run(cx.host, &req)
     }
 }

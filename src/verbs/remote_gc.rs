@@ -30,13 +30,22 @@ impl Verb for RemoteGc {
     fn agent_may(&self) -> bool {
         // Remote gc deletes history on the remote with the daemon's
         // credentials: the user's.
-        let RemoteGc { remote: _, dry_run: _, grace_secs: _ } = self;
+        let RemoteGc {
+            remote: _,
+            dry_run: _,
+            grace_secs: _,
+        } = self;
         false
     }
 }
 
 impl Handler for RemoteGc {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        crate::remote::ops::remote_gc::run_store(&*cx.host.store(), self.remote, self.dry_run, self.grace_secs)
+        crate::remote::ops::remote_gc::run_store(
+            &*cx.host.store(),
+            self.remote,
+            self.dry_run,
+            self.grace_secs,
+        )
     }
 }

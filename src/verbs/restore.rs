@@ -25,13 +25,23 @@ impl Verb for Restore {
     type Response = Value;
 
     fn agent_may(&self) -> bool {
-        let Restore { target: _, paths: _, dry_run: _ } = self;
+        let Restore {
+            target: _,
+            paths: _,
+            dry_run: _,
+        } = self;
         true
     }
 }
 
 impl Handler for Restore {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        ops::restore::run(&cx.target(), &cx.call, &self.target, &self.paths, self.dry_run)
+        ops::restore::run(
+            &cx.target(),
+            &cx.call,
+            &self.target,
+            &self.paths,
+            self.dry_run,
+        )
     }
 }

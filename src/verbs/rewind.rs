@@ -28,14 +28,24 @@ impl Verb for Rewind {
         // The conversation log: appending adds records; a rewind hides
         // messages (never deletes them), saves pending changes first and is
         // an undoable operation; the metadata merge changes counters only.
-        let Rewind { to: _, what: _, dry_run: _ } = self;
+        let Rewind {
+            to: _,
+            what: _,
+            dry_run: _,
+        } = self;
         true
     }
 }
 
 impl Handler for Rewind {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        ops::messages::rewind(&cx.target(), &cx.call, &self.to, self.what.as_deref(), self.dry_run)
+        ops::messages::rewind(
+            &cx.target(),
+            &cx.call,
+            &self.to,
+            self.what.as_deref(),
+            self.dry_run,
+        )
     }
 
     fn before_lock(&self, t: &ops::Target) -> Result<()> {

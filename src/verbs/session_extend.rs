@@ -28,14 +28,25 @@ impl Verb for SessionExtend {
 
     fn agent_may(&self) -> bool {
         // Lifecycle changes (eviction policy, discard, evicting) are the user's.
-        let SessionExtend { name: _, ttl_idle: _, ttl_absolute: _, evict_to: _ } = self;
+        let SessionExtend {
+            name: _,
+            ttl_idle: _,
+            ttl_absolute: _,
+            evict_to: _,
+        } = self;
         false
     }
 }
 
 impl Handler for SessionExtend {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        let SessionExtend { name, ttl_idle, ttl_absolute, evict_to } = self;
-        cx.host.session_extend(&name, ttl_idle, ttl_absolute, evict_to)
+        let SessionExtend {
+            name,
+            ttl_idle,
+            ttl_absolute,
+            evict_to,
+        } = self;
+        cx.host
+            .session_extend(&name, ttl_idle, ttl_absolute, evict_to)
     }
 }

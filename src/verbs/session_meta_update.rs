@@ -31,14 +31,24 @@ impl Verb for SessionMetaUpdate {
         // The conversation log: appending adds records; a rewind hides
         // messages (never deletes them), saves pending changes first and is
         // an undoable operation; the metadata merge changes counters only.
-        let SessionMetaUpdate { model: _, add_turns: _, add_cost: _, exit_reason: _ } = self;
+        let SessionMetaUpdate {
+            model: _,
+            add_turns: _,
+            add_cost: _,
+            exit_reason: _,
+        } = self;
         true
     }
 }
 
 impl Handler for SessionMetaUpdate {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        let SessionMetaUpdate { model, add_turns, add_cost, exit_reason } = self;
+        let SessionMetaUpdate {
+            model,
+            add_turns,
+            add_cost,
+            exit_reason,
+        } = self;
         ops::messages::meta_update(&cx.target(), model, add_turns, add_cost, exit_reason)
     }
 }

@@ -30,14 +30,22 @@ impl Verb for StoreTrim {
     fn agent_may(&self) -> bool {
         // Trimming drops local copies store-wide (they come back over the
         // network with the daemon's credentials): the user's.
-        let StoreTrim { older_than: _, keep_sessions: _, dry_run: _ } = self;
+        let StoreTrim {
+            older_than: _,
+            keep_sessions: _,
+            dry_run: _,
+        } = self;
         false
     }
 }
 
 impl Handler for StoreTrim {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        let req = crate::remote::ops::store_trim::request(self.older_than.as_deref(), self.keep_sessions, self.dry_run)?;
+        let req = crate::remote::ops::store_trim::request(
+            self.older_than.as_deref(),
+            self.keep_sessions,
+            self.dry_run,
+        )?;
         cx.host.store_trim(req, cx.events)
     }
 }

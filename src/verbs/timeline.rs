@@ -28,7 +28,11 @@ impl Verb for Timeline {
 
     fn agent_may(&self) -> bool {
         // Reading the activity and adding notes to it.
-        let Timeline { since: _, actor: _, limit: _ } = self;
+        let Timeline {
+            since: _,
+            actor: _,
+            limit: _,
+        } = self;
         true
     }
 }

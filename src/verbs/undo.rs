@@ -24,13 +24,23 @@ impl Verb for Undo {
     fn agent_may(&self) -> bool {
         // Additive: they append operations and save pending changes first;
         // whatever they move back is still named by the log.
-        let Undo { what: _, if_last: _ } = self;
+        let Undo {
+            what: _,
+            if_last: _,
+        } = self;
         true
     }
 }
 
 impl Handler for Undo {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        ops::undo::step(cx.host, &cx.target(), &cx.call, ops::undo::Way::Undo, self.what, self.if_last)
+        ops::undo::step(
+            cx.host,
+            &cx.target(),
+            &cx.call,
+            ops::undo::Way::Undo,
+            self.what,
+            self.if_last,
+        )
     }
 }

@@ -4,7 +4,9 @@
 //! validation, the ref-spec syntax (`HEAD`, `@`, `@{-N}`, `exec@N`, branch names,
 //! full or unique-prefix checkpoint ids, then `~N`/`^N` suffixes: parsed and
 //! resolved by `spec` against a session's [`RefContext`]), and the rules for
-//! triggers and record `meta` maps ([`rules`]). Keys are built by `crate::meta`.
+//! triggers and record `meta` maps ([`rules`]), and session records (`s/<name>`,
+//! [`session_record`]: below `session`, which re-exports them, and below every side
+//! module that reads one). Keys are built by `crate::meta`.
 //!
 //! Checkpoint records are JSON with a version, a list of `parents` and an open
 //! `meta` map (string → JSON), so later features (exec records, experiments,
@@ -21,6 +23,7 @@
 //! range (at most a few), never every checkpoint.
 
 mod rules;
+pub mod session_record;
 mod spec;
 
 use serde::{Deserialize, Serialize};

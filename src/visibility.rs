@@ -38,7 +38,8 @@ use crate::error::{Error, Result};
 use crate::id::CheckpointId;
 use crate::meta::{self, KeyRange, MetaOp};
 use crate::refs;
-use crate::session::{self, Session};
+use crate::refs::session_record;
+use crate::session::Session;
 use crate::store::ObjectStore;
 
 /// Most sessions of a lineage an agent sees (its own, its forks, their forks...).
@@ -107,7 +108,7 @@ pub fn delete_ops(store: &dyn ObjectStore, name: &str) -> Result<Vec<MetaOp>> {
 pub fn share(store: &dyn ObjectStore, branch: &str, session: &str) -> Result<i64> {
     let r = refs::get_ref(store, branch)?
         .ok_or_else(|| Error::NotFound(format!("no branch named {branch:?}")))?;
-    if session::load_record(store, session)?.is_none() {
+    if session_record::load_record(store, session)?.is_none() {
         return Err(Error::NotFound(format!("no session named {session:?}")));
     }
     store.commit(vec![
@@ -144,7 +145,7 @@ impl Seen {
             let rec = if name == s.name() {
                 Some(own.clone())
             } else {
-                session::load_record(store, name)?
+                session_record::load_record(store, name)?
             };
             if let Some(rec) = rec {
                 roots.extend(rec.head);

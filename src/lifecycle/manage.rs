@@ -126,7 +126,7 @@ impl PolicyChange {
     pub fn check_remote(&self, store: &dyn ObjectStore) -> Result<()> {
         match &self.evict_to {
             Some(r) if !is_none(r) => {
-                if !crate::remote::config::exists(store, r)? {
+                if !crate::refs::remote_names::exists(store, r)? {
                     return Err(Error::NotFound(format!(
                         "--evict-to {r}: no remote named {r} (see `treefork remote list`)"
                     )));

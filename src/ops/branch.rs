@@ -57,7 +57,7 @@ pub(super) fn create<H: Host>(
         if refs::get_ref(&*store, name)?.is_some() {
             return Err(exists(name));
         }
-        crate::remote::config::refuse_branch_clash(&*store, name)?;
+        crate::refs::remote_names::refuse_branch_clash(&*store, name)?;
         store.commit(vec![
             MetaOp::Expect(meta::ref_key(name), None),
             refs::ref_op(name, &r),
@@ -142,7 +142,7 @@ pub(super) fn rename<H: Host>(
         if refs::get_ref(&*store, new)?.is_some() {
             return Err(exists(new));
         }
-        crate::remote::config::refuse_branch_clash(&*store, new)?;
+        crate::refs::remote_names::refuse_branch_clash(&*store, new)?;
         let r = refs::RefRecord::decode(old, &raw)?;
         store.commit(vec![
             MetaOp::Expect(meta::ref_key(old), Some(raw)),

@@ -31,10 +31,10 @@ use super::refs::{self, Fetched};
 use crate::error::{Error, Result};
 use crate::lifecycle::SessionInfo;
 use crate::meta::{self, MetaOp, TrackKind};
+use crate::refs::tracking::Tracking;
 use crate::refs::{Checkpoint, RefRecord};
 use crate::remote::Remote;
 use crate::remote::refval::RefValue;
-use crate::remote::tracking::Tracking;
 use crate::session::{self, SessionRecord};
 use crate::store::ObjectStore;
 

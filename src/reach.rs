@@ -376,6 +376,16 @@ type Stack = Vec<(String, Item)>;
 /// under them).
 pub type Boundary<'a> = &'a (dyn Fn(&[u8; 32]) -> bool + Sync);
 
+/// Objects stored elsewhere and absent here, as the caller of gc or fsck knows
+/// them: those walks stop at such an object (counted, not read, not a problem) and,
+/// given one, read locally only. gc and fsck never find out for themselves (that
+/// would import the remote tier): the daemon and the CLI pass the remote tier's
+/// `crate::remote::held::Held`; `None` means nothing is held elsewhere.
+pub trait HeldElsewhere: Sync {
+    /// Whether `id` is held elsewhere and not stored here.
+    fn is_held(&self, id: &[u8; 32]) -> bool;
+}
+
 /// A walk over trees, accumulating reached objects and problems.
 pub struct Walk<'a> {
     read: Reader<'a>,

@@ -7,6 +7,7 @@
 //! (live inode table) → `tree` (immutable Merkle nodes) → `store` (packs + index)
 //! → `meta` (sled) → `id`/`error`.
 
+pub mod command;
 pub mod control;
 pub mod daemon;
 pub mod diff;

@@ -92,11 +92,6 @@ mod refs;
 mod remote;
 mod remote_gc;
 mod rewind;
-#[allow(
-    dead_code,
-    reason = "the API serves exec and experiment; parts are used by experiment only"
-)]
-pub mod runner;
 mod show;
 mod snapshot;
 mod store;

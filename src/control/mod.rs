@@ -2,7 +2,8 @@
 //!
 //! Owns: [`protocol`] (ops, parsing, framing, versions), [`roles`] (roles, rate
 //! bound, connection cap, who a mount is for), [`registry`] (runtime directory,
-//! socket paths, mount records) and [`client`] (the CLI's side). Everything is
+//! socket paths, mount records), [`client`] (the CLI's side) and `exec_report` (the
+//! requests that report a command a client ran). Everything is
 //! re-exported here, so callers write `control::Op`, `control::find_mount`, ...
 //! See docs/protocol.md.
 
@@ -12,8 +13,10 @@ pub mod registry;
 pub mod roles;
 
 mod b64;
+mod exec_report;
 pub use b64::{b64_decode, b64_encode};
 pub use client::Client;
+pub use exec_report::{EXEC_CHUNK, exec_report};
 pub use protocol::*;
 pub use registry::*;
 pub use roles::*;

@@ -316,7 +316,7 @@ pub enum Op {
         #[serde(default)]
         from: Option<String>,
         /// The runs (at least one, at most the `experiment_max_runs` setting).
-        runs: Vec<crate::ops::experiment::RunSpec>,
+        runs: Vec<crate::command::RunSpec>,
         /// The caller's directory relative to the workspace root.
         #[serde(default)]
         cwd: Option<String>,
@@ -328,7 +328,7 @@ pub enum Op {
         id: String,
         /// What each run did.
         #[serde(default)]
-        results: Vec<crate::ops::experiment::RunResult>,
+        results: Vec<crate::command::RunResult>,
         /// `exit`, `duration`, `output` or `score` (default: exit 0 first, then duration).
         #[serde(default)]
         rank_by: Option<String>,

@@ -17,8 +17,8 @@ use std::time::Duration;
 use super::super::Exit;
 use super::super::plumbing::{ExpResult, RunCommand, RunSpec};
 use super::super::prelude::*;
-use super::super::runner::{self, Mode, Spec};
 use super::render::Comparison;
+use treefork::command::runner::{self, Mode, Spec};
 
 /// `experiment [--from REF] [--rank-by BY] [--score CMD] [--timeout S] [-j N]
 /// [--keep] -c CMD...` or `--command CMD --env K=A --env K=B`.
@@ -131,7 +131,7 @@ impl RunArgs {
             .or_else(|| self.score.as_ref().map(|_| "score".to_string()));
         let end = Op::ExperimentEnd {
             id: id.clone(),
-            results: treefork::ops::experiment::wire::fit_results(results),
+            results: treefork::command::wire::fit_results(results),
             rank_by,
             keep: self.keep,
             abort: sig != 0,

@@ -30,9 +30,9 @@ use super::flags::Globals;
 use super::output::{Reply, progress_bar};
 
 pub use spawn::{call_with_daemon, run_daemon, serve_foreground, wait_daemon_gone};
+pub use treefork::command::{RunCommand, RunResult as ExpResult, RunSpec};
 pub use treefork::control::Op;
 pub use treefork::control::b64_decode;
-pub use treefork::ops::experiment::{RunCommand, RunResult as ExpResult, RunSpec};
 
 /// A failed call: the daemon's error code and message.
 #[derive(Debug)]

@@ -14,7 +14,8 @@
 //! - `failure`: the only place an error becomes an exit status and a `--json` error
 //!   document (by its code);
 //! - `completions`, `man`, `mount_helper`: shell completion scripts, man pages and
-//!   the mount(8) helper, all generated from / run through the same definition;
+//!   the mount(8) helper, all generated from / run through the same definition,
+//!   which the registry hands them (`definition`: they do not import `args`);
 //! - `paths`: command-line paths made absolute or workspace-relative.
 //!
 //! Invariants: no command prints its own result or looks at `--json` to decide how
@@ -70,6 +71,7 @@ mod completions;
 mod config;
 mod r#continue;
 mod daemon;
+mod definition;
 mod exec;
 mod experiment;
 pub mod failure;

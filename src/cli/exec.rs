@@ -13,8 +13,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::plumbing::runner::{self, DEFAULT_CAPTURE_LIMIT, RunResult, Spec};
 use super::prelude::*;
-use treefork::command::runner::{self, DEFAULT_CAPTURE_LIMIT, RunResult, Spec};
 
 /// Most bytes of each stream kept in a record (the daemon's own cap).
 pub const MAX_CAPTURE_LIMIT: usize = 4 << 20;
@@ -107,7 +107,7 @@ impl Run for Exec {
 
 /// Send the captured output and the outcome of exec `n`.
 fn record(cx: &Ctx, n: u64, r: &RunResult) -> Result<()> {
-    for op in treefork::control::exec_report(n, r) {
+    for op in super::plumbing::exec_report(n, r) {
         let _: Reply<Ignored> = cx.session(op)?;
     }
     Ok(())

@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-pub use mountpoint::{detach, detach_dead, is_mountpoint, mount_error};
+pub use crate::fs::outside::mount_error;
+pub use mountpoint::{detach, detach_dead, is_mountpoint};
 
 use crate::control::{self, AgentSocket, MountFor, Op, Role};
 use crate::error::{Error, Result};

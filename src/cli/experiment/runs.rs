@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::super::Exit;
+use super::super::plumbing::runner::{self, Mode, Spec};
 use super::super::plumbing::{ExpResult, RunCommand, RunSpec};
 use super::super::prelude::*;
 use super::render::Comparison;
-use treefork::command::runner::{self, Mode, Spec};
 
 /// `experiment [--from REF] [--rank-by BY] [--score CMD] [--timeout S] [-j N]
 /// [--keep] -c CMD...` or `--command CMD --env K=A --env K=B`.

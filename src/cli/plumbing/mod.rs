@@ -31,9 +31,10 @@ use super::flags::Globals;
 use super::output::{Reply, progress_bar};
 
 pub use spawn::{call_with_daemon, run_daemon, serve_foreground, wait_daemon_gone};
+pub use treefork::command::runner;
 pub use treefork::command::{RunCommand, RunResult as ExpResult, RunSpec};
 pub use treefork::control::Op;
-pub use treefork::control::b64_decode;
+pub use treefork::control::{b64_decode, exec_report};
 
 /// A daemon response as a result: `ok:true` → the response, else its error.
 fn checked(v: Value) -> Result<Value> {

@@ -1,11 +1,18 @@
 //! treefork: copy-on-write workspaces over FUSE, backed by a content-addressed store.
 //!
 //! Layers, dependencies pointing down only:
-//! `daemon` (process, mount table, sockets) → `ops` (session operations, reaching
+//! `daemon` (process, mount table, sockets) → `remote` (the remote tier; its ops
+//! reach the daemon through `ops::Host` too) → `ops` (session operations, reaching
 //! the daemon through `ops::Host`) → `control` (protocol, roles, registry, client)
-//! and `fs` (FUSE translation) → `session`
-//! (live inode table) → `tree` (immutable Merkle nodes) → `store` (packs + index)
-//! → `meta` (sled) → `id`/`error`.
+//! → `command` (what a recorded command is — the experiment's `RunSpec` and
+//! `RunResult` — and the process runner every client uses) and `fs` (FUSE
+//! translation) → `session` (live inode table) → the side modules (`visibility`,
+//! `quota`, `lifecycle`, `messages`, `reach`/`gc`/`fsck`, which take what a remote
+//! holds from their caller) → `refs` (checkpoints, branches, session records, remote
+//! names, tracking refs) and `oplog` → `tree` (immutable Merkle nodes) → `store`
+//! (packs + index) → `meta` (sled) → `id`/`error`. The binary's `cli` is the top and
+//! may start `mcp`; `mcp` never imports `cli`. `scripts/layers.py --check` lists any
+//! import that runs back up and any circle among files (docs/design.md, "Layers").
 
 pub mod command;
 pub mod control;

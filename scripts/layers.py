@@ -7,7 +7,8 @@ every `crate::`/`super::`/`self::` path (and `treefork::` in the binary crate) a
 resolves it to the file of the deepest module it names. A `mod x;` declaration is not
 an import. Comments and string literals are ignored.
 
-Usage: scripts/layers.py [--edges] [--check]
+Usage: scripts/layers.py [--src DIR] [--edges] [--check]
+  --src     the source tree to read (default: this checkout's src/)
   --edges   print, for each file, the files it imports
   --check   print the upward imports named in docs/design.md "Layers" that must not
             exist and every circle among files that is not a parent/child pair
@@ -184,48 +185,70 @@ USE_RE = re.compile(r"\buse\s+([^;]+);")
 PATH_RE = re.compile(r"(?<![\w:])((?:crate|super|self|treefork)(?:::(?:super|\w+))+)")
 
 
+def resolve_segs(crate, lib, here, segs):
+    """(crate, module path) a path's segments name, or None for an external crate."""
+    if not segs:
+        return None
+    if segs[0] == "crate":
+        return crate, tuple(segs[1:])
+    if segs[0] == "treefork" and crate is not lib:
+        return lib, tuple(segs[1:])
+    if segs[0] in ("super", "self"):
+        cur = list(here)
+        k = 0
+        while k < len(segs) and segs[k] in ("super", "self"):
+            if segs[k] == "super":
+                cur = cur[:-1]
+            k += 1
+        return crate, tuple(cur) + tuple(segs[k:])
+    # A bare path in a `use` names a child module of `here` or an external crate.
+    if (here + (segs[0],)) in crate.files:
+        return crate, here + tuple(segs)
+    return None
+
+
 def imports(crate, lib, path):
     raw = open(path).read()
     text = strip(raw)
     found = []  # (pos, [segments])
     spans = []
+    aliases = {}  # a name a `use` binds to a module -> (crate, module path)
     for m in USE_RE.finditer(text):
-        body = re.sub(r"\s+as\s+\w+", "", m.group(1))
+        body = re.sub(r"\s+as\s+(\w+)", r"@\1", m.group(1))
         for segs in expand_use(body):
+            alias = None
+            if segs and "@" in segs[-1]:
+                segs[-1], alias = segs[-1].split("@")
+            if segs and segs[-1] == "self":
+                segs = segs[:-1]
             found.append((m.start(), segs))
+            r = resolve_segs(crate, lib, crate.module_at(path, m.start()), segs)
+            if r and r[1] in r[0].files and segs:
+                aliases[alias or segs[-1]] = r
         spans.append((m.start(), m.end()))
     for m in PATH_RE.finditer(text):
         if any(s <= m.start() < e for s, e in spans):
             continue
         found.append((m.start(), m.group(1).split("::")))
-    # Remove `use` statement text matches of `mod` blocks etc.: nothing else to do.
     targets = set()
     for pos, segs in found:
-        here = crate.module_at(path, pos)
-        target_crate = crate
-        if not segs:
-            continue
-        if segs[0] == "crate":
-            mp = tuple(segs[1:])
-        elif segs[0] == "treefork" and crate is not lib:
-            target_crate, mp = lib, tuple(segs[1:])
-        elif segs[0] in ("super", "self"):
-            cur = list(here)
-            k = 0
-            while k < len(segs) and segs[k] in ("super", "self"):
-                if segs[k] == "super":
-                    cur = cur[:-1]
-                k += 1
-            mp = tuple(cur) + tuple(segs[k:])
-        else:
-            # A bare path in a `use` names a child module of `here` or an external crate.
-            if (here + (segs[0],)) in crate.files:
-                mp = here + tuple(segs)
-            else:
+        r = resolve_segs(crate, lib, crate.module_at(path, pos), segs)
+        if r:
+            f = r[0].resolve(r[1])
+            if f and f != path:
+                targets.add(f)
+    # Paths through a module a `use` named (`use crate::refs; refs::tracking::get`).
+    if aliases:
+        alias_re = re.compile(
+            r"(?<![\w:])(" + "|".join(map(re.escape, aliases)) + r")((?:::\w+)+)"
+        )
+        for m in alias_re.finditer(text):
+            if any(s <= m.start() < e for s, e in spans):
                 continue
-        f = target_crate.resolve(mp)
-        if f and f != path:
-            targets.add(f)
+            c, mp = aliases[m.group(1)]
+            f = c.resolve(mp + tuple(m.group(2).split("::")[1:]))
+            if f and f != path:
+                targets.add(f)
     return targets
 
 
@@ -318,6 +341,9 @@ def sccs(g):
 
 
 def main():
+    global SRC
+    if "--src" in sys.argv:
+        SRC = os.path.normpath(sys.argv[sys.argv.index("--src") + 1])
     g = graph()
     if "--edges" in sys.argv:
         for f in sorted(g):

@@ -124,6 +124,26 @@ pub fn empty_root(store: &dyn ObjectStore, uid: u32, gid: u32) -> Result<NodeId>
     Ok(NodeId(store.put(ObjKind::Node, &root.encode())?))
 }
 
+/// What the agent view of `crate::visibility` reads of a live session (it keeps
+/// the view's cache here).
+impl crate::visibility::LiveSession for Session {
+    fn name(&self) -> &str {
+        Session::name(self)
+    }
+
+    fn store(&self) -> &dyn ObjectStore {
+        &**Session::store(self)
+    }
+
+    fn record(&self) -> SessionRecord {
+        Session::record(self)
+    }
+
+    fn seen(&self) -> &Mutex<crate::visibility::Seen> {
+        &self.seen
+    }
+}
+
 /// Dirty bytes above which a writer seals blocks before continuing.
 pub const SEAL_THRESHOLD: u64 = 32 << 20;
 

@@ -9,7 +9,7 @@ use super::*;
 use crate::id::NodeId;
 use crate::refs::session_record::create_record;
 use crate::refs::{Checkpoint, HeadOnly, RefContext, RefRecord, Visibility, ref_op};
-use crate::session::empty_root;
+use crate::session::{Session, empty_root};
 use crate::store::MemStore;
 
 struct Fixture {

@@ -2,7 +2,7 @@
 //!
 //! The command runs here, as this process's child (the caller's environment; cwd:
 //! the caller's when inside the workspace, else the workspace root), its output
-//! passed through unchanged and captured (`cli::runner`). The daemon is told
+//! passed through unchanged and captured (`treefork::command::runner`). The daemon is told
 //! before (`exec_begin`: it saves the before state and starts watching writers)
 //! and after (`exec_output` chunks, then `exec_end`). `treefork exec` exits with
 //! the command's status (128 + N when killed by signal N, 127 when the program is

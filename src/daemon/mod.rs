@@ -31,7 +31,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-pub use crate::fs::outside::mount_error;
 pub use mountpoint::{detach, detach_dead, is_mountpoint};
 
 use crate::control::{self, AgentSocket, MountFor, Op, Role};

@@ -20,7 +20,9 @@
 //! the tree and the object id, so a damaged chunk names the file it belongs to.
 //!
 //! fsck takes the store as [`crate::store::Packs`] (pack images, index, verified
-//! reads) and reads the records through its [`crate::store::MetaStore`].
+//! reads) and reads the records through its [`crate::store::MetaStore`]; what a
+//! remote holds (the walk's boundary, [`HeldElsewhere`]) comes from the caller:
+//! fsck never imports the remote tier.
 
 use std::collections::{HashMap, HashSet};
 
@@ -30,7 +32,7 @@ use serde_json::json;
 use crate::error::Result;
 use crate::id::NodeId;
 use crate::meta::{self, MetaOp};
-use crate::reach::{self, ChunkCheck, Problem, Walk};
+use crate::reach::{self, ChunkCheck, HeldElsewhere, Problem, Walk};
 use crate::store::{Kind as ObjKind, Loc, Packs, pack};
 
 /// Key prefix of records moved aside by a repair (`l/` + the original key).
@@ -71,13 +73,16 @@ impl FsckReport {
 }
 
 /// Verify the store; with `repair`, fix what can be fixed without losing data (the
-/// caller guarantees no session is mounted). `progress(phase, done, total)`.
+/// caller guarantees no session is mounted). `held`: the objects a remote holds and
+/// the store does not (see [`HeldElsewhere`]; `None` when no remote is configured).
+/// `progress(phase, done, total)`.
 ///
 /// The phases, in order (one function each, below): `scan_packs`, `verify_deltas`
 /// (repair only), `check_index`, `repair_index` (repair only), `walk_roots`, and with
 /// `repair` `move_aside` followed by a fresh check of the repaired store.
 pub fn fsck(
     store: &dyn Packs,
+    held: Option<&dyn HeldElsewhere>,
     repair: bool,
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<FsckReport> {
@@ -88,11 +93,11 @@ pub fn fsck(
     if repair {
         repair_index(store, &scan, &index, &mut rep)?;
     }
-    let walked = walk_roots(store, &mut rep, progress)?;
+    let walked = walk_roots(store, held, &mut rep, progress)?;
     if repair {
         move_aside(store, &walked, &mut rep)?;
         // What is left: a fresh check of the repaired store.
-        let after = fsck(store, false, progress)?;
+        let after = fsck(store, held, false, progress)?;
         rep.problems = after.problems;
         rep.unindexed_records = after.unindexed_records;
         rep.index_entries = after.index_entries;
@@ -296,6 +301,7 @@ struct Walked {
 /// they reach, reading and verifying every node and chunk (uncached).
 fn walk_roots(
     store: &dyn Packs,
+    held: Option<&dyn HeldElsewhere>,
     rep: &mut FsckReport,
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<Walked> {
@@ -304,8 +310,7 @@ fn walk_roots(
     let read = |k: ObjKind, id: &[u8; 32]| store.read_verified(k, id);
     // Objects a remote holds and the store does not (trimmed, never hydrated):
     // counted, not read, not problems.
-    let held = crate::remote::held::Held::of(store)?;
-    let on_remote = |id: &[u8; 32]| held.as_ref().is_some_and(|h| h.is_held(id));
+    let on_remote = |id: &[u8; 32]| held.is_some_and(|h| h.is_held(id));
     let mut walk = Walk::new(&read, ChunkCheck::Verify);
     if held.is_some() {
         walk = walk.with_boundary(&on_remote);
@@ -436,7 +441,7 @@ mod tests {
         drop(s);
 
         let s = PackStore::open_for_repair(d.path()).unwrap();
-        let rep = fsck(&s, true, &mut |_, _, _| {}).unwrap();
+        let rep = fsck(&s, None, true, &mut |_, _, _| {}).unwrap();
         assert!(!rep.repaired.is_empty(), "{rep:?}");
         assert_ne!(loc_of(&s, &xid).codec, pack::Codec::Delta);
         assert_eq!(&**s.read_verified(ObjKind::Chunk, &yid).unwrap(), &y);

@@ -17,6 +17,8 @@
 //!
 //! gc takes the store as [`Packs`] (the object store plus its index and packs) and
 //! reads the roots through its [`crate::store::MetaStore`]; the walk is iterative.
+//! What a remote holds (the walk's boundary, [`HeldElsewhere`]) comes from the
+//! caller: gc never imports the remote tier.
 //!
 //! Invariant: an object reachable from any root, any live table or any put since (1)
 //! keeps its index entry; a pack is deleted only after the index names none of its
@@ -32,7 +34,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::id::{ChunkId, NodeId};
 use crate::meta::{self, MetaOp};
-use crate::reach::{self, ChunkCheck, Walk};
+use crate::reach::{self, ChunkCheck, HeldElsewhere, Walk};
 use crate::store::{Kind as ObjKind, Loc, Packs};
 
 /// What a gc needs from whoever serves mounted sessions.
@@ -98,7 +100,9 @@ impl Drop for GuardEnd<'_> {
 /// A pack is rewritten when its live records fill less than this fraction of it.
 pub const REPACK_LIVE_FRACTION: f64 = 0.5;
 
-/// Run a gc. `progress(phase, done, total)` is called now and then.
+/// Run a gc. `held`: the objects a remote holds and the store does not (see
+/// [`HeldElsewhere`]; `None` when no remote is configured). `progress(phase, done,
+/// total)` is called now and then.
 ///
 /// The protocol steps of the module docs, in order: the guard (1) and the barrier
 /// (2) here, then `mark` (3), `sweep` (4) and, once the guard is released, `repack`
@@ -106,6 +110,7 @@ pub const REPACK_LIVE_FRACTION: f64 = 0.5;
 pub fn gc(
     store: &dyn Packs,
     live: &dyn Live,
+    held: Option<&dyn HeldElsewhere>,
     dry_run: bool,
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<GcReport> {
@@ -115,7 +120,7 @@ pub fn gc(
         ..GcReport::default()
     };
     collect(store, live, &mut rep, progress, &mut |rep, progress| {
-        mark(store, live, rep, progress)
+        mark(store, live, held, rep, progress)
     })?;
     rep.elapsed_ms = t0.elapsed().as_millis() as u64;
     log_report(&rep);
@@ -175,6 +180,7 @@ impl Marked {
 fn mark(
     store: &dyn Packs,
     live: &dyn Live,
+    held: Option<&dyn HeldElsewhere>,
     rep: &mut GcReport,
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<Marked> {
@@ -190,8 +196,7 @@ fn mark(
     }
     // Objects a remote holds and the store does not are the walk's boundary; with
     // a remote configured, reads are local only (a gc never hydrates).
-    let held = crate::remote::held::Held::of(store)?;
-    let on_remote = |id: &[u8; 32]| held.as_ref().is_some_and(|h| h.is_held(id));
+    let on_remote = |id: &[u8; 32]| held.is_some_and(|h| h.is_held(id));
     let read = |k: ObjKind, id: &[u8; 32]| {
         if held.is_some() && !store.contains(id)? {
             return Err(Error::Missing(format!(
@@ -412,8 +417,8 @@ mod tests {
         let garbage = s.put(ObjKind::Chunk, b"unreferenced").unwrap();
         s.commit(vec![]).unwrap();
         let rep = on_small_stack(|| {
-            let rep = gc(&s, &OneLive(vec![root]), false, &mut |_, _, _| {}).unwrap();
-            let f = crate::fsck::fsck(&s, false, &mut |_, _, _| {}).unwrap();
+            let rep = gc(&s, &OneLive(vec![root]), None, false, &mut |_, _, _| {}).unwrap();
+            let f = crate::fsck::fsck(&s, None, false, &mut |_, _, _| {}).unwrap();
             assert!(f.clean(), "{:?}", f.problems);
             rep
         });

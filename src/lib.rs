@@ -1,13 +1,24 @@
 //! treefork: copy-on-write workspaces over FUSE, backed by a content-addressed store.
 //!
 //! Layers, dependencies pointing down only:
-//! `daemon` (process, mount table, sockets) → `ops` (session operations, reaching
-//! the daemon through `ops::Host`) → `control` (protocol, roles, registry, client)
-//! and `fs` (FUSE translation) → `session`
-//! (live inode table) → `tree` (immutable Merkle nodes) → `store` (packs + index)
-//! → `meta` (sled) → `id`/`error`/`clock`.
+//! `daemon` (process, mount table, sockets; implements `verbs::Server` and
+//! `ops::Host`) → `verbs` (the verb table: one file per verb, routing, schemas) →
+//! `remote` (the remote tier; its ops reach the daemon through `ops::Host` too) →
+//! `ops` (the session operations' library, reaching the daemon through `ops::Host`)
+//! → `control` (protocol framing, the `Verb` trait, roles, registry, client) →
+//! `command` (what a recorded command is — the experiment's `RunSpec` and
+//! `RunResult` — and the process runner every client uses) and `fs` (FUSE
+//! translation) → `session` (live inode table) → the side modules (`visibility`,
+//! `quota`, `lifecycle`, `messages`, `reach`/`gc`/`fsck`, which take what a remote
+//! holds from their caller) → `refs` (checkpoints, branches, session records, remote
+//! names, tracking refs) and `oplog` → `tree` (immutable Merkle nodes) → `store`
+//! (packs + index) → `meta` (sled) → `id`/`error`/`clock`. The binary's `cli` is the
+//! top and may start `mcp`; `mcp` never imports `cli`. `scripts/layers.py --check`
+//! lists any import that runs back up and any circle among files (docs/design.md,
+//! "Layers").
 
 pub mod clock;
+pub mod command;
 pub mod control;
 pub mod daemon;
 pub mod diff;

@@ -156,7 +156,7 @@ pub const AGENT_OF: &str = "agent_of";
 /// have more live sessions than `agent_sessions`.
 pub fn check_agent_sessions(store: &dyn ObjectStore, session: &str, adding: u64) -> Result<()> {
     let l = load(store)?;
-    let used = crate::session::list_records(store)?
+    let used = crate::refs::session_record::list_records(store)?
         .iter()
         .filter(|r| r.meta.get(AGENT_OF).and_then(Value::as_str) == Some(session))
         .count() as u64;

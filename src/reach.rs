@@ -32,8 +32,8 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::id::{CheckpointId, NodeId};
+use crate::refs::session_record::SessionRecord;
 use crate::refs::{self, Checkpoint};
-use crate::session::SessionRecord;
 use crate::store::{Kind as ObjKind, MetaStore, ObjectStore};
 use crate::tree::{
     AnyDir, BlockLeaf, Content, Entry, FileNode, Kind, NODE_MAGIC, Record, RootNode,
@@ -375,6 +375,16 @@ type Stack = Vec<(String, Item)>;
 /// nor descended into (the remote tier: objects a remote holds, with everything
 /// under them).
 pub type Boundary<'a> = &'a (dyn Fn(&[u8; 32]) -> bool + Sync);
+
+/// Objects stored elsewhere and absent here, as the caller of gc or fsck knows
+/// them: those walks stop at such an object (counted, not read, not a problem) and,
+/// given one, read locally only. gc and fsck never find out for themselves (that
+/// would import the remote tier): the daemon and the CLI pass the remote tier's
+/// `crate::remote::held::Held`; `None` means nothing is held elsewhere.
+pub trait HeldElsewhere: Sync {
+    /// Whether `id` is held elsewhere and not stored here.
+    fn is_held(&self, id: &[u8; 32]) -> bool;
+}
 
 /// A walk over trees, accumulating reached objects and problems.
 pub struct Walk<'a> {
@@ -762,7 +772,7 @@ pub(crate) mod tests {
         use crate::oplog::{Actor, NewOp, View};
         let store = MemStore::default();
         let (root, _) = deep_chain(&store, 1);
-        let rec = crate::session::new_record("s", root, 0, 1).unwrap();
+        let rec = crate::refs::session_record::new_record("s", root, 0, 1).unwrap();
         let c = Checkpoint::new("s", root, None, "m", "manual", 0);
         let view = |h: Option<&str>| View {
             head: h.map(str::to_string),
@@ -782,7 +792,9 @@ pub(crate) mod tests {
         // naming it leaves no problem behind.
         for at in 0..6 {
             let inner = crate::store::MemMeta::default();
-            inner.apply(vec![crate::session::record_op(&rec)]).unwrap();
+            inner
+                .apply(vec![crate::refs::session_record::record_op(&rec)])
+                .unwrap();
             let mut batch = vec![c.op()];
             batch.extend(op.ops());
             let m = RacingMeta {

@@ -4,7 +4,12 @@
 //! validation, the ref-spec syntax (`HEAD`, `@`, `@{-N}`, `exec@N`, branch names,
 //! full or unique-prefix checkpoint ids, then `~N`/`^N` suffixes: parsed and
 //! resolved by `spec` against a session's [`RefContext`]), and the rules for
-//! triggers and record `meta` maps ([`rules`]). Keys are built by `crate::meta`.
+//! triggers and record `meta` maps ([`rules`]), and session records (`s/<name>`,
+//! [`session_record`]: below `session`, which re-exports them, and below every side
+//! module that reads one), remote names and their clash rule with branch names
+//! ([`remote_names`]) and remote tracking refs (`q/...`, [`tracking`]): the names
+//! `REMOTE/NAME` resolves through, kept here so `refs` never imports the remote
+//! tier. Keys are built by `crate::meta`.
 //!
 //! Checkpoint records are JSON with a version, a list of `parents` and an open
 //! `meta` map (string → JSON), so later features (exec records, experiments,
@@ -20,8 +25,11 @@
 //! Finding a checkpoint by an id prefix reads only the keys in that prefix's byte
 //! range (at most a few), never every checkpoint.
 
+pub mod remote_names;
 mod rules;
+pub mod session_record;
 mod spec;
+pub mod tracking;
 
 use std::collections::{HashSet, VecDeque};
 

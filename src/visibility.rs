@@ -38,7 +38,7 @@ use crate::error::{Error, Result};
 use crate::id::CheckpointId;
 use crate::meta::{self, KeyRange, MetaOp};
 use crate::refs;
-use crate::session::{self, Session};
+use crate::refs::session_record::{self, SessionRecord};
 use crate::store::ObjectStore;
 
 /// Most sessions of a lineage an agent sees (its own, its forks, their forks...).
@@ -107,7 +107,7 @@ pub fn delete_ops(store: &dyn ObjectStore, name: &str) -> Result<Vec<MetaOp>> {
 pub fn share(store: &dyn ObjectStore, branch: &str, session: &str) -> Result<i64> {
     let r = refs::get_ref(store, branch)?
         .ok_or_else(|| Error::NotFound(format!("no branch named {branch:?}")))?;
-    if session::load_record(store, session)?.is_none() {
+    if session_record::load_record(store, session)?.is_none() {
         return Err(Error::NotFound(format!("no session named {session:?}")));
     }
     store.commit(vec![
@@ -120,7 +120,22 @@ pub fn share(store: &dyn ObjectStore, branch: &str, session: &str) -> Result<i64
     Ok(r.created)
 }
 
-/// A session's cache of what its agent sees (kept on the live [`Session`]).
+/// A live session as its agent's view needs it (implemented by
+/// `crate::session::Session`, which keeps the view's cache): `visibility` is below
+/// `session` and never names it.
+pub trait LiveSession {
+    /// The session's name.
+    fn name(&self) -> &str;
+    /// Its store.
+    fn store(&self) -> &dyn ObjectStore;
+    /// Its current session record (HEAD, attached branch).
+    fn record(&self) -> SessionRecord;
+    /// Its agent's cache ([`new_cache`]).
+    fn seen(&self) -> &Mutex<Seen>;
+}
+
+/// A session's cache of what its agent sees (kept on the live session, see
+/// [`LiveSession::seen`]).
 #[derive(Default)]
 pub struct Seen {
     /// Visible checkpoints, sorted (an id prefix is a range of it).
@@ -135,7 +150,7 @@ pub struct Seen {
 
 impl Seen {
     /// Bring the cache up to date for session `s` (see the module docs).
-    fn refresh(&mut self, store: &dyn ObjectStore, s: &Session) -> Result<()> {
+    fn refresh(&mut self, store: &dyn ObjectStore, s: &dyn LiveSession) -> Result<()> {
         let mut roots: Vec<String> = Vec::new();
         let mut branches = HashSet::new();
         let own = s.record();
@@ -144,7 +159,7 @@ impl Seen {
             let rec = if name == s.name() {
                 Some(own.clone())
             } else {
-                session::load_record(store, name)?
+                session_record::load_record(store, name)?
             };
             if let Some(rec) = rec {
                 roots.extend(rec.head);
@@ -256,18 +271,18 @@ fn lineage(store: &dyn ObjectStore, name: &str) -> Result<Vec<String>> {
 
 /// The [`refs::Visibility`] of a live session's agent.
 pub struct AgentView<'a> {
-    session: &'a Session,
+    session: &'a dyn LiveSession,
 }
 
 impl<'a> AgentView<'a> {
     /// What the agent of `session` sees.
-    pub fn new(session: &'a Session) -> AgentView<'a> {
+    pub fn new(session: &'a dyn LiveSession) -> AgentView<'a> {
         AgentView { session }
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'a, Seen> {
         self.session
-            .seen
+            .seen()
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -275,7 +290,7 @@ impl<'a> AgentView<'a> {
     /// The refreshed cache.
     fn fresh(&self) -> Result<std::sync::MutexGuard<'a, Seen>> {
         let mut seen = self.seen();
-        seen.refresh(&**self.session.store(), self.session)?;
+        seen.refresh(self.session.store(), self.session)?;
         Ok(seen)
     }
 

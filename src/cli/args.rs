@@ -3,13 +3,16 @@
 //! Each command's own arguments live next to its code (`cli/<group>.rs`) as a
 //! `#[derive(clap::Args)]` struct whose doc comment is its `--help` summary; the
 //! registry below names each of them once. Options and flag groups used by more
-//! than one command are in `cli/flags.rs` (imported by the commands, so a command
-//! needs nothing of this registry for them). Only `completions`, `man` and
-//! `mount_helper`, which work on the whole definition, import it back ([`Cli`]).
+//! than one command are in `cli/flags.rs` (imported by the commands, so this
+//! registry, which imports the commands, is never imported back). The commands
+//! that need the whole command line (`completions`, `man`, `mount-helper`, marked
+//! `[with the definition]`) get it from here at run time, as a
+//! [`Definition`](super::definition::Definition).
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use super::r#continue;
+use super::definition::{Definition, RunWith};
 use super::flags::Globals;
 use super::{
     Ctx, Outcome, Result, Run, completions, config, daemon, exec, experiment, history, hydrate,
@@ -35,9 +38,10 @@ pub struct Cli {
 
 /// Declares the subcommands: one line each, `Variant(group::Args)` (the variant
 /// name, in kebab case, is the command's name). Generates the [`Cmd`] enum clap
-/// parses and its dispatch to [`Run::run`].
+/// parses and its dispatch to [`Run::run`], or to [`RunWith::run`] with the whole
+/// definition for a line marked `[with the definition]`.
 macro_rules! commands {
-    ($($(#[$attr:meta])* $variant:ident($args:ty),)*) => {
+    ($($(#[$attr:meta])* $variant:ident($args:ty) $([with the $def:ident])?,)*) => {
         /// Every subcommand (see the registry in `cli/args.rs`).
         #[derive(Subcommand)]
         pub enum Cmd {
@@ -48,11 +52,41 @@ macro_rules! commands {
             /// Run the parsed command.
             pub fn run(&self, cx: &Ctx) -> Result<Outcome> {
                 match self {
-                    $(Cmd::$variant(c) => Run::run(c, cx),)*
+                    $(Cmd::$variant(c) => dispatch!(c, cx $(, $def)?),)*
                 }
             }
         }
     };
+}
+
+/// One command's run: [`Run::run`], or [`RunWith::run`] given [`Whole`].
+macro_rules! dispatch {
+    ($c:expr, $cx:expr) => {
+        Run::run($c, $cx)
+    };
+    ($c:expr, $cx:expr, definition) => {
+        RunWith::run($c, $cx, &Whole)
+    };
+}
+
+impl Run for Cmd {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        Cmd::run(self, cx)
+    }
+}
+
+/// The registry as the [`Definition`] of the whole command line.
+struct Whole;
+
+impl Definition for Whole {
+    fn command(&self) -> clap::Command {
+        Cli::command()
+    }
+
+    fn parse(&self, argv: &[String]) -> std::result::Result<(Globals, Box<dyn Run>), clap::Error> {
+        let cli = Cli::try_parse_from(argv)?;
+        Ok((cli.globals, Box::new(cli.cmd)))
+    }
 }
 
 // The registry: `--help` lists the commands in this order.
@@ -93,9 +127,9 @@ commands! {
     Session(store::Session),
     Store(trim::Store),
     Remote(remote::Remote),
-    Completions(completions::Completions),
-    Man(man::Man),
-    MountHelper(mount_helper::MountHelper),
+    Completions(completions::Completions) [with the definition],
+    Man(man::Man) [with the definition],
+    MountHelper(mount_helper::MountHelper) [with the definition],
     #[command(hide = true)] Daemon(daemon::Daemon),
 }
 
@@ -109,6 +143,17 @@ mod tests {
     fn definitions_are_consistent() {
         // Duplicate flags, dangling `requires`/`conflicts_with` ids, bad defaults.
         Cli::command().debug_assert();
+    }
+
+    /// What `mount-helper` makes of mount(8) options parses as a real command line
+    /// (moved from `mount_helper`'s tests, which cannot import this registry).
+    #[test]
+    fn mount_helper_options_parse_as_a_command_line() {
+        let opts = ["rw,store=/var/s,task=fix it,agent_uid=7,agent_socket=/a.sock,noauto,x-systemd.automount,manual".to_string()];
+        let a = mount_helper::translate("s1", "/mnt/w", &opts, false).unwrap();
+        let mut full = vec!["treefork".to_string()];
+        full.extend(a);
+        Cli::try_parse_from(full).unwrap();
     }
 
     #[test]

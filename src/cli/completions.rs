@@ -1,9 +1,7 @@
 //! `completions SHELL`: the shell's completion script, generated from the CLI
 //! definition (clap_complete), so it always knows every command and option.
 
-use clap::CommandFactory;
-
-use super::args::Cli;
+use super::definition::{Definition, RunWith};
 use super::prelude::*;
 
 /// Print a shell completion script (e.g. `treefork completions bash >
@@ -24,10 +22,10 @@ impl Human for Script {
     }
 }
 
-impl Run for Completions {
-    fn run(&self, _cx: &Ctx) -> Result<Outcome> {
+impl RunWith for Completions {
+    fn run(&self, _cx: &Ctx, cli: &dyn Definition) -> Result<Outcome> {
         let mut buf = Vec::new();
-        clap_complete::generate(self.shell, &mut Cli::command(), "treefork", &mut buf);
+        clap_complete::generate(self.shell, &mut cli.command(), "treefork", &mut buf);
         let script = String::from_utf8(buf)?;
         let raw = serde_json::json!({"shell": self.shell.to_string(), "script": script});
         Ok(Reply::new(raw, Script(script)).into())

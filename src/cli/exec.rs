@@ -2,7 +2,7 @@
 //!
 //! The command runs here, as this process's child (the caller's environment; cwd:
 //! the caller's when inside the workspace, else the workspace root), its output
-//! passed through unchanged and captured (`cli::runner`). The daemon is told
+//! passed through unchanged and captured (`treefork::command::runner`). The daemon is told
 //! before (`exec_begin`: it saves the before state and starts watching writers)
 //! and after (`exec_output` chunks, then `exec_end`). `treefork exec` exits with
 //! the command's status (128 + N when killed by signal N, 127 when the program is
@@ -13,8 +13,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::plumbing::runner::{self, DEFAULT_CAPTURE_LIMIT, RunResult, Spec};
 use super::prelude::*;
-use super::runner::{self, DEFAULT_CAPTURE_LIMIT, RunResult, Spec};
 use treefork::ops::exec::MAX_CAPTURE;
 
 /// Run a command in the workspace and record it (before/after states, changed
@@ -106,7 +106,7 @@ impl Run for Exec {
 
 /// Send the captured output and the outcome of exec `n`.
 fn record(cx: &Ctx, n: u64, r: &RunResult) -> Result<()> {
-    for op in runner::exec_report(n, r) {
+    for op in super::plumbing::exec_report(n, r) {
         let _: Reply<Ignored> = cx.session(op)?;
     }
     Ok(())

@@ -2,7 +2,8 @@
 //! error document.
 //!
 //! Every error is classified by its **code**, never by its message: the protocol
-//! code of a daemon refusal ([`DaemonError`]), [`treefork::Error::code`] of a
+//! code of a daemon refusal ([`DaemonError`], which `plumbing` raises and
+//! re-exports), [`treefork::Error::code`] of a
 //! library error, or the code of a [`Failure`] the CLI raises itself (`usage`,
 //! `damaged`, ...). The first coded error in the chain, outermost first, decides;
 //! an error with no code is `error`. [`status_of`] maps a code to the exit status
@@ -18,7 +19,6 @@
 use serde_json::{Value, json};
 
 use super::Exit;
-use super::plumbing::DaemonError;
 
 /// Success.
 pub const OK: i32 = 0;
@@ -76,6 +76,33 @@ pub fn status_of(code: &str) -> i32 {
         _ => FAILURE,
     }
 }
+
+/// A failed call: the daemon's error code and message.
+#[derive(Debug)]
+pub struct DaemonError {
+    /// The protocol's error code (`Error::code`), e.g. `shutting_down`.
+    pub code: String,
+    /// The daemon's message (what the user sees).
+    pub message: String,
+    /// The whole `error` object (code, message and any detail fields, e.g. the
+    /// `paths` of `BASELINE_CONFLICT`).
+    pub error: Value,
+}
+
+impl DaemonError {
+    /// Whether the daemon answered with the code of `kind`.
+    pub fn is(&self, kind: &treefork::Error) -> bool {
+        self.code == kind.code()
+    }
+}
+
+impl std::fmt::Display for DaemonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for DaemonError {}
 
 /// An error the CLI raises itself, with a protocol-style code.
 #[derive(Debug)]

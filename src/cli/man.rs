@@ -5,10 +5,8 @@
 
 use std::path::PathBuf;
 
-use clap::CommandFactory;
-
-use super::args::Cli;
 use super::completions::Script;
+use super::definition::{Definition, RunWith};
 use super::failure;
 use super::prelude::*;
 
@@ -79,8 +77,9 @@ fn exit_status_text() -> String {
 }
 
 /// The whole command definition, as the pages show it.
-fn definition() -> clap::Command {
-    let mut cmd = Cli::command()
+fn definition(cli: &dyn Definition) -> clap::Command {
+    let mut cmd = cli
+        .command()
         .after_long_help(exit_status_text())
         .propagate_version(true)
         .disable_help_subcommand(true);
@@ -88,9 +87,9 @@ fn definition() -> clap::Command {
     cmd
 }
 
-impl Run for Man {
-    fn run(&self, _cx: &Ctx) -> Result<Outcome> {
-        let root = definition();
+impl RunWith for Man {
+    fn run(&self, _cx: &Ctx, cli: &dyn Definition) -> Result<Outcome> {
+        let root = definition(cli);
         if let Some(dir) = &self.out_dir {
             std::fs::create_dir_all(dir)?;
             clap_mangen::generate_to(root, dir)?;

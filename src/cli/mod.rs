@@ -16,7 +16,8 @@
 //! - `failure`: the only place an error becomes an exit status and a `--json` error
 //!   document (by its code);
 //! - `completions`, `man`, `mount_helper`: shell completion scripts, man pages and
-//!   the mount(8) helper, all generated from / run through the same definition;
+//!   the mount(8) helper, all generated from / run through the same definition,
+//!   which the registry hands them (`definition`: they do not import `args`);
 //! - `paths`: command-line paths made absolute or workspace-relative.
 //!
 //! Invariants: no command prints its own result or looks at `--json` to decide how
@@ -72,6 +73,7 @@ mod completions;
 mod config;
 mod r#continue;
 mod daemon;
+mod definition;
 mod exec;
 mod experiment;
 pub mod failure;
@@ -94,11 +96,6 @@ mod refs;
 mod remote;
 mod remote_gc;
 mod rewind;
-#[allow(
-    dead_code,
-    reason = "the API serves exec and experiment; parts are used by experiment only"
-)]
-pub mod runner;
 mod show;
 mod snapshot;
 mod store;

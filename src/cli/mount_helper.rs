@@ -15,9 +15,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::Parser;
-
-use super::args::Cli;
+use super::definition::{Definition, RunWith};
 use super::failure::Failure;
 use super::prelude::*;
 
@@ -155,25 +153,24 @@ impl Human for Quiet {
     }
 }
 
-impl Run for MountHelper {
-    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+impl RunWith for MountHelper {
+    fn run(&self, cx: &Ctx, cli: &dyn Definition) -> Result<Outcome> {
         let dir = self
             .dir
             .to_str()
             .ok_or_else(|| anyhow!("the mountpoint is not UTF-8"))?;
         let mut args = vec!["treefork".to_string()];
         args.extend(translate(&self.source, dir, &self.options, self.sloppy)?);
-        let cli = Cli::try_parse_from(&args)?;
+        let (mut g, cmd) = cli.parse(&args)?;
         if self.fake {
             return Ok(Outcome::Silent);
         }
-        let mut g = cli.globals;
         let outer = cx.globals();
         g.json |= outer.json;
         g.store = g.store.or_else(|| outer.store.clone());
         g.explanation = outer.explanation.clone();
         let inner = Ctx::new(g);
-        match cli.cmd.run(&inner)? {
+        match cmd.run(&inner)? {
             Outcome::Report(r) => Ok(Reply::new(r.json().clone(), Quiet).into()),
             Outcome::Silent => Ok(Outcome::Silent),
         }
@@ -210,10 +207,7 @@ mod tests {
                 "--manual"
             ]
         );
-        // The result parses as a real command line.
-        let mut full = vec!["treefork".to_string()];
-        full.extend(a);
-        Cli::try_parse_from(full).unwrap();
+        // That it parses as a real command line: `args`' tests (the registry).
     }
 
     #[test]

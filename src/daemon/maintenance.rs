@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::Daemon;
 use crate::error::{Error, Result};
+use crate::remote::held::{self, Held};
 use crate::session::{self, Session};
 
 /// Progress events at most every 100 ms (and at the end of each phase).
@@ -45,7 +46,14 @@ impl Daemon {
                 self.session_rm(name).map(drop)
             })?
         };
-        let rep = crate::gc::gc(&*self.store, self, dry_run, &mut progress(events))?;
+        let held = Held::of(&*self.store)?;
+        let rep = crate::gc::gc(
+            &*self.store,
+            self,
+            held::boundary(&held),
+            dry_run,
+            &mut progress(events),
+        )?;
         Ok(json!({
             "gc": rep,
             "operations_pruned": pruned.operations,
@@ -65,7 +73,13 @@ impl Daemon {
             .maintenance
             .try_lock()
             .map_err(|_| Error::Conflict("a gc or fsck is already running on this store".into()))?;
-        let rep = crate::fsck::fsck(&*self.store, false, &mut progress(events))?;
+        let held = Held::of(&*self.store)?;
+        let rep = crate::fsck::fsck(
+            &*self.store,
+            held::boundary(&held),
+            false,
+            &mut progress(events),
+        )?;
         Ok(json!({ "fsck": rep, "clean": rep.clean() }))
     }
 

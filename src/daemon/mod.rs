@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-pub use mountpoint::{detach, detach_dead, is_mountpoint, mount_error};
+pub use mountpoint::{detach, detach_dead, is_mountpoint};
 
 use crate::control::{self, MountFor, Role};
 use crate::error::{Error, Result};

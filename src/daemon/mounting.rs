@@ -344,7 +344,7 @@ impl Daemon {
                     ))
                 } else {
                     log::error!("session {name}: unmount of {} refused: {e}", mp.display());
-                    mountpoint::mount_error(mp, e)
+                    crate::fs::outside::mount_error(mp, e)
                 }
             })
         });

@@ -29,7 +29,7 @@ use std::path::{Component, Path, PathBuf};
 
 pub use crate::control::MountFor;
 use crate::error::{Error, Result};
-use crate::fs::outside::{MountId, MountRef, is_not_our_mount};
+use crate::fs::outside::{MountId, MountRef, mount_error};
 
 /// A checked mountpoint: an `O_PATH` descriptor of the directory and the path it
 /// was requested as (for messages and the registry).
@@ -275,19 +275,6 @@ fn find_mount(path: &Path) -> Option<MountRef> {
     let (parent, name) = (path.parent()?, path.file_name()?);
     let parent = open_dir_nofollow(libc::AT_FDCWD, parent).ok()?;
     MountRef::identify(parent, name, path).ok()
-}
-
-/// The error of a syscall on the mount at `path`: [`Error::Conflict`] when the path
-/// no longer names that mount (nothing was done).
-pub fn mount_error(path: &Path, e: std::io::Error) -> Error {
-    if is_not_our_mount(&e) {
-        Error::Conflict(format!(
-            "{} no longer names the mount made there (a directory above it was renamed or replaced); it was left alone",
-            path.display()
-        ))
-    } else {
-        Error::io(path, e)
-    }
 }
 
 /// Create the missing levels of `path` below its deepest existing ancestor, each

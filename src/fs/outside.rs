@@ -101,6 +101,19 @@ pub fn is_not_our_mount(e: &io::Error) -> bool {
     e.get_ref().is_some_and(|i| i.is::<NotOurMount>())
 }
 
+/// The error of a syscall on the mount at `path`: `Error::Conflict` when the path
+/// no longer names that mount (nothing was done).
+pub fn mount_error(path: &Path, e: io::Error) -> crate::error::Error {
+    if is_not_our_mount(&e) {
+        crate::error::Error::Conflict(format!(
+            "{} no longer names the mount made there (a directory above it was renamed or replaced); it was left alone",
+            path.display()
+        ))
+    } else {
+        crate::error::Error::io(path, e)
+    }
+}
+
 /// A mount identified once: the `O_PATH` descriptor of its mountpoint's parent
 /// directory (resolved by the caller without symlinks), the final name, and the
 /// mount's id. Every syscall on it re-checks, through the descriptor, that the name

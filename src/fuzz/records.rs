@@ -46,7 +46,7 @@ pub(super) fn checkpoint_record_seeds() -> Vec<Vec<u8>> {
 /// First byte selects: session record, session info record.
 pub(super) fn session_record(bytes: &[u8]) {
     use crate::lifecycle::SessionInfo;
-    use crate::session::SessionRecord;
+    use crate::refs::session_record::SessionRecord;
     let Some((&which, b)) = bytes.split_first() else {
         return;
     };

@@ -15,10 +15,11 @@ use crate::meta::MetaOp;
 use crate::refs;
 use crate::store::ObjectStore;
 
-/// Default: keep auto refs 7 days...
-pub const DEFAULT_DAYS: u64 = 7;
-/// ... or the newest 100 of a session.
-pub const DEFAULT_COUNT: u64 = 100;
+/// Default: keep auto refs 7 days... or the newest 100 of a session (defined with
+/// the session settings they default, in `refs::session_record`).
+pub use crate::refs::session_record::{
+    AUTO_REF_DEFAULT_COUNT as DEFAULT_COUNT, AUTO_REF_DEFAULT_DAYS as DEFAULT_DAYS,
+};
 
 /// The rule (the operation log's: young **or** among the newest N).
 pub use crate::oplog::retention::Policy;

@@ -30,7 +30,7 @@ pub fn update(
         let mut info = match &old {
             Some(v) => SessionInfo::decode(session, v)?,
             None => {
-                let rec = crate::session::load_record(store, session)?
+                let rec = crate::refs::session_record::load_record(store, session)?
                     .ok_or_else(|| Error::NotFound(format!("no session named {session}")))?;
                 SessionInfo::legacy(session, rec.created)
             }
@@ -121,7 +121,7 @@ impl PolicyChange {
     pub fn check_remote(&self, store: &dyn ObjectStore) -> Result<()> {
         match &self.evict_to {
             Some(r) if !is_none(r) => {
-                if !crate::remote::config::exists(store, r)? {
+                if !crate::refs::remote_names::exists(store, r)? {
                     return Err(Error::NotFound(format!(
                         "--evict-to {r}: no remote named {r} (see `treefork remote list`)"
                     )));
@@ -206,7 +206,7 @@ pub fn show(
     session: &str,
     mounted: Option<&std::path::Path>,
 ) -> Result<Value> {
-    let rec = crate::session::load_record(store, session)?
+    let rec = crate::refs::session_record::load_record(store, session)?
         .ok_or_else(|| Error::NotFound(format!("no session named {session}")))?;
     let info = load_or_legacy(store, session, rec.created);
     let t = crate::clock::unix_secs();
@@ -354,8 +354,10 @@ mod tests {
     #[test]
     fn updates_are_compare_and_swap() {
         let s = crate::store::MemStore::default();
-        let rec = crate::session::new_record("s", crate::id::NodeId::of(b"r"), 0, 1).unwrap();
-        s.commit(vec![crate::session::record_op(&rec)]).unwrap();
+        let rec = crate::refs::session_record::new_record("s", crate::id::NodeId::of(b"r"), 0, 1)
+            .unwrap();
+        s.commit(vec![crate::refs::session_record::record_op(&rec)])
+            .unwrap();
         // No info record yet: the first update starts from the legacy one.
         let i = update(&s, "s", &mut |i| {
             i.metrics.forks += 1;

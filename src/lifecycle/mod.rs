@@ -28,6 +28,11 @@ use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
 use crate::store::ObjectStore;
 
+/// Key in a pulled session's info `meta`: `{"remote", "session", "origin",
+/// "policy"}`, the remote's origin and policy, not used until trusted (written by
+/// `remote::pull`, read by `ops::promote`, cleared by `remote trust`).
+pub const REMOTE_ORIGIN: &str = "remote_origin";
+
 /// Info record format version.
 pub const INFO_VERSION: u32 = 1;
 

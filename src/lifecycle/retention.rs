@@ -35,7 +35,7 @@ pub fn run(
     remove: &mut dyn FnMut(&str) -> Result<()>,
 ) -> Result<Pruned> {
     let mut p = Pruned::default();
-    for r in crate::session::list_records(store)? {
+    for r in crate::refs::session_record::list_records(store)? {
         let policy = oplog::retention::Policy {
             days: r.config.op_retention_days,
             count: r.config.op_retention_count,
@@ -54,7 +54,7 @@ pub fn run(
         }
     }
     let ops = autorefs::prune_ops(store, now, &|session| {
-        crate::session::load_record(store, session)
+        crate::refs::session_record::load_record(store, session)
             .ok()
             .flatten()
             .map_or(autorefs::default_policy(), |r| oplog::retention::Policy {
@@ -78,7 +78,7 @@ pub fn run(
 /// Delete session `name`: its record, operation log, info record, touched set
 /// and conversation log (`session rm`).
 pub fn remove_session(store: &dyn ObjectStore, name: &str) -> Result<()> {
-    crate::session::remove_record(store, name)?;
+    crate::refs::session_record::remove_record(store, name)?;
     let mut ops = oplog::delete_all_ops(store, name)?;
     ops.extend(super::delete_ops(store, name)?);
     store.commit(ops)

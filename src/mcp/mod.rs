@@ -3,7 +3,8 @@
 //! Owns the MCP face of a session: [`tools`] (what a tool is, role filtering)
 //! and [`table`] (every tool: names, hints, schemas), [`schemas`] (input types and output schemas),
 //! [`calls`] (tools that are one control request), [`run`] (`exec` and
-//! `experiment`, which run commands here through the CLI's process runner),
+//! `experiment`, which run commands here through the process runner the CLI uses
+//! too, `treefork::command::runner`; nothing here imports the CLI),
 //! [`bridge`] (the socket, and errors as the protocol's error objects) and
 //! [`server`] (`rmcp`'s handler: list, call, progress).
 //!
@@ -34,7 +35,7 @@ pub fn serve(socket: &Path) -> Result<()> {
         bridge::Bridge::connect(socket).map_err(|e| anyhow!("{} ({})", e.message(), e.code()))?;
     // Processes `exec` leaves behind stay in this process's tree (the daemon tells
     // the command's writers from others by the parent chain).
-    crate::cli::runner::become_subreaper();
+    treefork::command::runner::become_subreaper();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -1,6 +1,7 @@
 //! The tools that run commands: `exec` and `experiment` run them here, in the MCP
-//! server's process tree, through the CLI's process runner (capture only, stdin
-//! from /dev/null: the server's stdin and stdout are the MCP stream), exactly as
+//! server's process tree, through the process runner the CLI uses too
+//! (`treefork::command::runner`; capture only, stdin from /dev/null: the server's
+//! stdin and stdout are the MCP stream), exactly as
 //! `treefork exec` / `treefork experiment` do, and report them to the daemon
 //! (`exec_begin`/`exec_output`/`exec_end`, `experiment_begin`/`experiment_end`).
 //! `experiment_adopt` is one request. All three send progress notifications.
@@ -21,8 +22,8 @@ use treefork::verbs::Op;
 use super::bridge::{Outcome, ToolError, op};
 use super::schemas as s;
 use super::tools::{Call, args};
-use crate::cli::plumbing::{ExpResult, RunCommand, RunSpec};
-use crate::cli::runner::{self, Mode, RunResult, Spec};
+use treefork::command::runner::{self, Mode, RunResult, Spec};
+use treefork::command::{RunCommand, RunResult as ExpResult, RunSpec};
 
 /// Default bytes kept of each of stdout and stderr.
 pub const CAPTURE_DEFAULT: usize = 256 << 10;
@@ -133,7 +134,7 @@ pub fn exec(cx: &Call, v: Value) -> Outcome {
 /// Send the captured output and the outcome of exec `n`; the `exec_end` answer.
 fn record(cx: &Call, n: u64, r: &RunResult) -> Outcome {
     let mut answer = None;
-    for o in runner::exec_report(n, r) {
+    for o in treefork::verbs::exec_report(n, r) {
         answer = Some(cx.bridge.call(op(&o), None, &mut |_| {})?);
     }
     Ok(answer.expect("exec_end is always sent"))
@@ -202,7 +203,7 @@ pub fn experiment(cx: &Call, v: Value) -> Outcome {
     results.sort_by_key(|r| r.run);
     let end = op(&Op::ExperimentEnd(treefork::verbs::ExperimentEnd {
         id: b.id,
-        results: treefork::ops::experiment::wire::fit_results(results),
+        results: treefork::command::wire::fit_results(results),
         rank_by: a.rank_by,
         keep: a.keep,
         abort: false,

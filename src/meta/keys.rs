@@ -23,7 +23,7 @@
 //! | `f/` | session name | the conversations a fork shares: per stream, the session and last sequence number it refers to (owned by `messages::share`) |
 //! | `u/` | session name | bytes and count of the conversation records a session stored itself, for its quota (owned by `messages::share`) |
 //! | `y/` | remote name | a remote's configuration (owned by `remote::config`) |
-//! | `q/` | remote name, NUL, `b` or `s`, NUL, ref name | a remote tracking ref: a remote branch or session as last seen (owned by `remote::tracking`) |
+//! | `q/` | remote name, NUL, `b` or `s`, NUL, ref name | a remote tracking ref: a remote branch or session as last seen (owned by `refs::tracking`) |
 //! | `a/` | session name, NUL, branch name | a branch given to a session: created in it or shared with it by the user (owned by `visibility`) |
 //! | `h/` | session name, NUL, session name | a session created by another one: a fork or an experiment run (owned by `visibility`) |
 //!

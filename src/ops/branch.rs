@@ -81,7 +81,7 @@ pub(crate) fn create<H: Host>(
         if refs::get_ref(&*store, name)?.is_some() {
             return Err(exists(name));
         }
-        crate::remote::config::refuse_branch_clash(&*store, name)?;
+        crate::refs::remote_names::refuse_branch_clash(&*store, name)?;
         txn.commit(&mut tx, Log::Next, &mut |_, rec| {
             let mut after = View {
                 head: rec.head.clone(),
@@ -199,7 +199,7 @@ pub(crate) fn rename<H: Host>(
         if refs::get_ref(&*store, new)?.is_some() {
             return Err(exists(new));
         }
-        crate::remote::config::refuse_branch_clash(&*store, new)?;
+        crate::refs::remote_names::refuse_branch_clash(&*store, new)?;
         let r = refs::RefRecord::decode(old, &raw)?;
         // This session follows the rename in the batch, and so do the stored
         // (unmounted) sessions attached to it, each guarded by its record.

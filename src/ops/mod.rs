@@ -137,7 +137,7 @@ pub trait Host {
 /// process, through the mount's identity: see [`crate::fs::outside`]).
 fn syncfs(m: &crate::fs::outside::MountRef) -> Result<()> {
     m.syncfs()
-        .map_err(|e| crate::daemon::mount_error(m.path(), e))
+        .map_err(|e| crate::fs::outside::mount_error(m.path(), e))
 }
 
 fn send_invals(t: &Target, inval: Vec<Inval>) {

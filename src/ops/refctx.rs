@@ -43,7 +43,7 @@ impl<'a> SessionRefs<'a> {
 pub(crate) fn agent_view(t: &Target) -> Option<AgentView<'_>> {
     match t.scope {
         Scope::All => None,
-        Scope::Lineage => Some(AgentView::new(&t.session)),
+        Scope::Lineage => Some(AgentView::new(&*t.session)),
     }
 }
 

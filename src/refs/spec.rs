@@ -305,7 +305,7 @@ fn resolve_name(
 /// ref names (a remote branch first, then a remote session's HEAD). `None` when
 /// the first component is not a configured remote (local rules go on).
 fn remote_ref(store: &dyn ObjectStore, spec: &str, name: &str) -> Result<Option<String>> {
-    use crate::remote::tracking::{self, TrackKind};
+    use crate::refs::tracking::{self, TrackKind};
     let Some((remote, rest)) = name.split_once('/') else {
         return Ok(None);
     };

@@ -277,7 +277,7 @@ use crate::refs::resolve;
 /// unconfigured first component falls through to the local rules.
 #[test]
 fn resolves_remote_tracking_refs() {
-    use crate::remote::tracking::{TrackKind, Tracking};
+    use crate::refs::tracking::{TrackKind, Tracking};
     let f = fixture();
     let cfg =
         crate::remote::RemoteConfig::new("origin", "s3://bkt", "http://127.0.0.1:9", None, false)

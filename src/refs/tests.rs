@@ -127,7 +127,7 @@ fn version_1_records_upgrade_and_keep_their_id() {
 
 #[test]
 fn version_1_session_record_upgrades() {
-    use crate::session::{SESSION_RECORD_VERSION, SessionRecord};
+    use crate::refs::session_record::{SESSION_RECORD_VERSION, SessionRecord};
     // As 22a34dd wrote it (tests/fixtures/store-v2.tar.gz, session main).
     let old = br#"{"version":1,"name":"main","root":"4c9c283a6d540dad90f51934c1b9cca63f7bebe66d1011da13ce6730bc6dee7b","base":"de46d5ac9ecf23b43231c3042e39e87b1de203b53abdd878f99d0e321349116a","created":1795446059,"updated":1795446060,"bytes":5800038,"inodes":10,"head":"6ec2b90cd72bf94c65f1dbc55d6b95f1da5a2f8b0b70341d49bede450157425c","config":{"auto_checkpoint_ops":0,"auto_checkpoint_idle_secs":0,"auto_checkpoint_min_interval_secs":30}}"#;
     let r = SessionRecord::decode("main", old).unwrap();

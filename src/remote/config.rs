@@ -1,22 +1,20 @@
-//! A remote's configuration: the `y/<name>` record, its validation, and the name
-//! rules shared with local branches.
+//! A remote's configuration: the `y/<name>` record and its validation.
 //!
 //! Owns: [`RemoteConfig`] (JSON v1 under [`crate::meta::remote_key`]), parsing of
-//! `s3://BUCKET/PREFIX` URLs and endpoints, the remote name rules, and the clash
-//! check between remote names and local branch names ([`refuse_branch_clash`],
-//! [`refuse_remote_clash`]).
+//! `s3://BUCKET/PREFIX` URLs and endpoints. The remote name rules and the clash
+//! checks between remote names and local branch names live below, in
+//! `crate::refs::remote_names` (branch operations check them without the remote tier).
 //!
-//! Invariants: a stored config has passed [`RemoteConfig::validate`]; it never
-//! holds credentials (those come from the daemon's environment, `remote::creds`);
-//! no remote is named like the first `/`-component of a local branch, and no
-//! branch is created whose first component is a remote's name, so `REMOTE/NAME`
-//! is never ambiguous with a local branch created afterwards.
+//! Invariants: a stored config has passed [`RemoteConfig::validate`] (its name
+//! [`validate_name`]); it never holds credentials (those come from the daemon's
+//! environment, `remote::creds`).
 
 use serde::{Deserialize, Serialize};
 
 use super::client::{PutIf, S3Target};
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
+use crate::refs::remote_names::validate_name;
 use crate::store::ObjectStore;
 
 /// Version of the config record.
@@ -192,40 +190,6 @@ pub fn list(store: &dyn ObjectStore) -> Result<Vec<RemoteConfig>> {
     Ok(out)
 }
 
-/// Whether `name` is a configured remote's name.
-pub fn exists(store: &dyn ObjectStore, name: &str) -> Result<bool> {
-    Ok(store.meta_get(&meta::remote_key(name))?.is_some())
-}
-
-/// Names a remote may not have: ref-spec words and the daemon's branch namespace.
-const RESERVED: [&str; 3] = ["HEAD", "WORKING", "auto"];
-
-/// A remote name: `[A-Za-z][A-Za-z0-9_.-]{0,63}`, not `HEAD`, `WORKING` or
-/// `auto` (the daemon's `auto/...` branches).
-pub fn validate_name(name: &str) -> Result<()> {
-    let bad = |why: &str| {
-        Err(Error::Invalid(format!(
-            "invalid remote name {name:?}: {why}"
-        )))
-    };
-    let mut chars = name.chars();
-    match chars.next() {
-        None => return bad("empty"),
-        Some(c) if !c.is_ascii_alphabetic() => return bad("must start with a letter"),
-        Some(_) => {}
-    }
-    if name.len() > 64 {
-        return bad("longer than 64 characters");
-    }
-    if !chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)) {
-        return bad("only letters, digits, '_', '.' and '-' are allowed");
-    }
-    if RESERVED.contains(&name) {
-        return bad("reserved name");
-    }
-    Ok(())
-}
-
 /// `s3://BUCKET[/PREFIX]` -> (bucket, prefix). Bucket: 3-63 of `[a-z0-9.-]`,
 /// starting and ending with a letter or digit. Prefix: `/`-separated non-empty
 /// components without `.`/`..`, control characters or backslashes (a trailing `/`
@@ -331,31 +295,6 @@ fn validate_region(region: &str) -> Result<()> {
     Ok(())
 }
 
-/// Refuse a new branch whose first `/`-component names a configured remote
-/// (`REMOTE/NAME` must keep meaning the remote's ref).
-pub fn refuse_branch_clash(store: &dyn ObjectStore, branch: &str) -> Result<()> {
-    let first = branch.split('/').next().unwrap_or(branch);
-    if exists(store, first)? {
-        return Err(Error::Invalid(format!(
-            "invalid branch name {branch:?}: {first:?} is a remote (its branches are named {first}/NAME)"
-        )));
-    }
-    Ok(())
-}
-
-/// Refuse a remote name that is the first `/`-component of a local branch.
-pub fn refuse_remote_clash(store: &dyn ObjectStore, name: &str) -> Result<()> {
-    let clash = crate::refs::list_refs(store)?
-        .into_iter()
-        .find(|(b, _)| b.split('/').next() == Some(name));
-    if let Some((b, _)) = clash {
-        return Err(Error::Invalid(format!(
-            "invalid remote name {name:?}: local branch {b:?} starts with it (rename or delete the branch first)"
-        )));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,26 +387,6 @@ mod tests {
     }
 
     #[test]
-    fn names() {
-        for ok in ["origin", "o", "Team-1.backup_2", &"a".repeat(64)] {
-            assert!(validate_name(ok).is_ok(), "{ok}");
-        }
-        for bad in [
-            "",
-            "1origin",
-            "-x",
-            "a/b",
-            "a b",
-            "a\0",
-            "HEAD",
-            "auto",
-            &"a".repeat(65),
-        ] {
-            assert!(validate_name(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
     fn config_round_trips_and_refuses_tampering() {
         let c = RemoteConfig::new("origin", "s3://bkt/p/", "http://h:1", None, false).unwrap();
         assert_eq!(c.url, "s3://bkt/p");
@@ -492,6 +411,7 @@ mod tests {
 
     #[test]
     fn remote_and_branch_names_do_not_clash() {
+        use crate::refs::remote_names::{refuse_branch_clash, refuse_remote_clash};
         let s = crate::store::MemStore::default();
         let c = RemoteConfig::new("origin", "s3://bkt", "http://h:1", None, false).unwrap();
         s.commit(vec![c.op()]).unwrap();

@@ -1,8 +1,9 @@
 //! Remote-held objects: what local gc and fsck may leave unread.
 //!
 //! Owns: [`Held`], the predicate "this object is not stored locally, and a
-//! configured remote holds it" that gc and fsck pass to their walks as a
-//! [`crate::reach::Boundary`]. Such an object was trimmed (`store trim`) or never
+//! configured remote holds it" that the daemon and the CLI give gc and fsck (as a
+//! [`crate::reach::HeldElsewhere`]; they pass it to their walks as a
+//! [`crate::reach::Boundary`]) and `store trim` uses itself. Such an object was trimmed (`store trim`) or never
 //! hydrated (`mount --from-remote`): it is not a problem and its subtree is not
 //! read (the remote's closure invariant: a remote that holds a node holds
 //! everything under it), so gc never hydrates and never refuses because of it.
@@ -21,6 +22,7 @@ use std::sync::Arc;
 use super::index::RemoteIndex;
 use super::registry;
 use crate::error::Result;
+use crate::reach::HeldElsewhere;
 use crate::store::{Fallback, ObjectStore};
 
 /// Where to ask whether a remote holds an object.
@@ -79,6 +81,18 @@ impl<'a> Held<'a> {
         // an index read.
         self.remote_has(id) && !self.store.contains(id).unwrap_or(true)
     }
+}
+
+impl HeldElsewhere for Held<'_> {
+    fn is_held(&self, id: &[u8; 32]) -> bool {
+        Held::is_held(self, id)
+    }
+}
+
+/// `held` (from [`Held::of`]) as the boundary parameter of `crate::gc::gc` and
+/// `crate::fsck::fsck`.
+pub fn boundary<'a>(held: &'a Option<Held<'_>>) -> Option<&'a dyn HeldElsewhere> {
+    held.as_ref().map(|h| h as &dyn HeldElsewhere)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use super::{Held, boundary};
 use crate::id::{ChunkId, NodeId};
 use crate::remote::client::{Client, PutIf};
 use crate::remote::config::RemoteConfig;
@@ -117,11 +118,19 @@ pub(crate) fn drop_local(store: &PackStore, keep: &[[u8; 32]]) {
 }
 
 fn gc(store: &PackStore) -> crate::error::Result<crate::gc::GcReport> {
-    crate::gc::gc(store, &crate::gc::Offline, false, &mut |_, _, _| {})
+    let held = Held::of(store)?;
+    crate::gc::gc(
+        store,
+        &crate::gc::Offline,
+        boundary(&held),
+        false,
+        &mut |_, _, _| {},
+    )
 }
 
 fn fsck(store: &PackStore) -> crate::fsck::FsckReport {
-    crate::fsck::fsck(store, false, &mut |_, _, _| {}).unwrap()
+    let held = Held::of(store).unwrap();
+    crate::fsck::fsck(store, boundary(&held), false, &mut |_, _, _| {}).unwrap()
 }
 
 #[test]

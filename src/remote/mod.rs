@@ -4,8 +4,9 @@
 //! Owns: the client over `object_store` (`client`); the rest of the tier is built
 //! on it (layout, formats, push, pull, lazy hydration, remote gc). Remotes are
 //! configured in `config` (`y/` records), credentialed by `creds`, probed by
-//! `probe`, opened through the per-process `registry`; tracking refs (`q/`) are
-//! in `tracking`; the remote ops served by the daemon are dispatched by `ops`.
+//! `probe`, opened through the per-process `registry`; tracking refs (`q/`) and
+//! the remote name rules are below, in `crate::refs::{tracking, remote_names}`;
+//! the remote ops served by the daemon are dispatched by `ops`.
 
 pub mod client;
 pub mod config;
@@ -24,7 +25,6 @@ pub mod push;
 pub mod refval;
 pub mod registry;
 pub mod segment;
-pub mod tracking;
 pub mod trim;
 
 pub use config::RemoteConfig;

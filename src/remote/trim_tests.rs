@@ -74,8 +74,10 @@ fn trim_drops_verified_remote_copies_and_they_read_back_lazily() {
     assert_eq!(local(&f, &a), 0);
     assert_eq!(local(&f, &b), b.len());
     // gc and fsck are fine with it; every object reads back (lazily, verified).
-    crate::gc::gc(&*f.store, &gc::Offline, false, &mut |_, _, _| {}).unwrap();
-    let chk = crate::fsck::fsck(&*f.store, false, &mut |_, _, _| {}).unwrap();
+    let held = crate::remote::held::Held::of(&*f.store).unwrap();
+    let boundary = crate::remote::held::boundary(&held);
+    crate::gc::gc(&*f.store, &gc::Offline, boundary, false, &mut |_, _, _| {}).unwrap();
+    let chk = crate::fsck::fsck(&*f.store, boundary, false, &mut |_, _, _| {}).unwrap();
     assert!(chk.clean() && chk.remote_held == 1, "{chk:?}");
     for (k, id, raw) in &a {
         assert_eq!(&**f.store.get(*k, id).unwrap(), raw);

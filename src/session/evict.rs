@@ -2,8 +2,10 @@
 //! every inode a mount ever touched stayed in the live table (read 1M files once
 //! and the daemon kept 1M inodes).
 //!
-//! Owns: [`Pending`] (directories to try, forgets since the last sweep) and the
-//! sweep over them.
+//! Owns: the sweep over the candidates the table keeps ([`State::evict`], an
+//! [`super::inode::Pending`]: directories to try, forgets since the last sweep),
+//! and when it runs. `inode` keeps that bookkeeping and never calls in here; the
+//! table's callers do.
 //!
 //! The unit of eviction is a directory's *loaded entries*: unloading a directory
 //! drops its entries and removes its single-linked children from the table, and
@@ -75,26 +77,6 @@ fn floor() -> usize {
 /// Once sweeps have removed this many inodes, the table is shrunk and the heap
 /// trimmed.
 const TRIM_AFTER: usize = 8192;
-
-/// Directories to try to unload, and forgets since the last sweep.
-#[derive(Debug, Default)]
-pub struct Pending {
-    /// Directories that may have become unloadable.
-    dirs: HashSet<u64>,
-    /// Forgets (last references dropped) since the last sweep.
-    forgets: u64,
-    /// Inodes evicted since the table was last shrunk.
-    removed: usize,
-}
-
-impl Pending {
-    /// Make directory `d` a candidate (tests: a directory the kernel holds becomes
-    /// one when one of its children is forgotten).
-    #[cfg(test)]
-    pub(crate) fn note_dir(&mut self, d: u64) {
-        self.dirs.insert(d);
-    }
-}
 
 /// Why a directory could not be unloaded.
 #[derive(Clone, Copy, Debug)]

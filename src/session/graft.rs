@@ -19,17 +19,26 @@
 //! error), so a link inode that is moved from one name to another is never dropped
 //! halfway.
 //!
-//! Every change to the table pushes its kernel invalidations at once, so an error
-//! midway leaves nothing changed and uninvalidated.
+//! Every change to the table pushes its kernel invalidations at once ([`Inval`],
+//! re-exported by `snapshot`, whose root swaps send them), so an error midway
+//! leaves nothing changed and uninvalidated.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::inode::{Data, Inode, State};
-use super::snapshot::Inval;
 use crate::diff::Tree;
 use crate::error::{Result, posix};
 use crate::store::ObjectStore;
 use crate::tree::{Content, Entry, Kind, Record, Timespec};
+
+/// A kernel cache invalidation to send after a graft.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inval {
+    /// Forget the dentry `name` in directory `parent`.
+    Entry(u64, Vec<u8>),
+    /// Forget the attributes (and pages) of an inode.
+    Inode(u64),
+}
 
 /// Graft `t` into `st`: the whole tree (`paths` None) or each of `paths`.
 /// `skip`: equal directory ids on both sides stand for equal subtrees.

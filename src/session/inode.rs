@@ -459,6 +459,27 @@ impl Inode {
     }
 }
 
+/// Eviction bookkeeping of the table: directories to try to unload, and forgets
+/// since the last sweep (the sweep is `super::evict`'s).
+#[derive(Debug, Default)]
+pub struct Pending {
+    /// Directories that may have become unloadable.
+    pub(super) dirs: HashSet<u64>,
+    /// Forgets (last references dropped) since the last sweep.
+    pub(super) forgets: u64,
+    /// Inodes evicted since the table was last shrunk.
+    pub(super) removed: usize,
+}
+
+impl Pending {
+    /// Make directory `d` a candidate (tests: a directory the kernel holds becomes
+    /// one when one of its children is forgotten).
+    #[cfg(test)]
+    pub(crate) fn note_dir(&mut self, d: u64) {
+        self.dirs.insert(d);
+    }
+}
+
 /// The whole live table of one session.
 #[derive(Debug, Default)]
 pub struct State {
@@ -501,8 +522,8 @@ pub struct State {
     /// ESTALE, so the kernel looks the path up again and finds the new tree instead
     /// of writing into an orphan. Handles opened before the graft keep working.
     pub replaced: HashSet<u64>,
-    /// Eviction candidates ([`super::evict`]).
-    pub evict: super::evict::Pending,
+    /// Eviction candidates (what `super::evict`'s sweep works through).
+    pub evict: Pending,
     /// While a flush encodes outside the lock: every inode `mark_dirty` reached
     /// since the flush took its snapshot (their encoded state is not published).
     pub touched: Option<HashSet<u64>>,

@@ -8,7 +8,8 @@
 //! The session never names fuser: `crate::fs` translates FUSE requests into calls here.
 //!
 //! Persistence: the session's durable state is its session record (`s/<name>` in the
-//! metadata db) naming a root node. A flush seals dirty blocks into chunks, re-encodes
+//! metadata db; the record, its format and its reading live below, in
+//! `crate::refs::session_record`, re-exported here) naming a root node. A flush seals dirty blocks into chunks, re-encodes
 //! only dirty paths, and commits the new root with the store's "packs before index"
 //! protocol, so after a crash the session is exactly at its last flush.
 //! Concurrency: one mutex over the table; store reads (block maps, chunks), sealing
@@ -50,18 +51,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, LockResult, Mutex, MutexGuard, PoisonError};
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::{Error, Result, posix};
 use crate::id::NodeId;
-use crate::meta;
 use crate::store::{Kind as ObjKind, ObjectStore};
 use crate::tree::{Attr, Content, DirNode, Entry, Kind, Record, RootNode, Timespec};
 use inode::{Data, Inode, State};
 
-/// Version of the session record format. 2 added `meta`; older records are read
-/// as the current version and written back as it at the next flush.
-pub const SESSION_RECORD_VERSION: u32 = 2;
+pub use crate::refs::session_record::{
+    BranchMoved, SESSION_RECORD_VERSION, SessionConfig, SessionRecord, create_record, list_records,
+    load_record, new_record, record_op, remove_record, validate_session_name,
+};
+
 /// Longest file name accepted.
 pub const NAME_MAX: usize = 255;
 /// Longest symlink target accepted (bytes; the kernel's `PATH_MAX` less its NUL).
@@ -87,108 +87,6 @@ pub const DIR_ENTRIES_MAX: usize = 1 << 22;
 /// `link` or `setxattr` past it), so the root node stays under the object limit.
 pub const LINK_TABLE_MAX: u64 = 48 << 20;
 
-/// Durable description of a session (JSON under `s/<name>`). Extensible: unknown
-/// fields are ignored by older readers, new fields must have defaults.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct SessionRecord {
-    /// Record format version.
-    pub version: u32,
-    /// Session name.
-    pub name: String,
-    /// Root node of the working state (hex).
-    pub root: String,
-    /// Root the session started from (hex).
-    pub base: String,
-    /// Creation time (unix seconds).
-    pub created: i64,
-    /// Last flush (unix seconds).
-    pub updated: i64,
-    /// Logical bytes in regular files.
-    #[serde(default)]
-    pub bytes: i64,
-    /// Number of inodes.
-    #[serde(default)]
-    pub inodes: i64,
-    /// The session's current checkpoint (hex), parent of its next one.
-    #[serde(default)]
-    pub head: Option<String>,
-    /// The branch HEAD is attached to: a new checkpoint moves it (see
-    /// `Session::checkpoint_with_meta`). `None`: detached.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub branch: Option<String>,
-    /// Set when a checkpoint found that someone else had moved (or deleted) the
-    /// branch HEAD was attached to, and detached HEAD instead of moving it;
-    /// cleared by the next change of HEAD by the session's own request (checkout,
-    /// restore, undo, ...). Every answer to the session carries it (see
-    /// `ops::branch_notice`) until then.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub branch_moved: Option<BranchMoved>,
-    /// Per-session settings.
-    #[serde(default)]
-    pub config: SessionConfig,
-    /// Request- and feature-defined data (rules: `refs::validate_meta`).
-    #[serde(default)]
-    pub meta: serde_json::Map<String, serde_json::Value>,
-}
-
-/// A branch moved under a session by someone else ([`SessionRecord::branch_moved`]).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-pub struct BranchMoved {
-    /// The branch HEAD was attached to.
-    pub branch: String,
-    /// What the branch named when it was found moved (`None`: deleted).
-    pub to: Option<String>,
-    /// The session's HEAD then (the checkpoint the branch was expected to name).
-    pub head: Option<String>,
-}
-
-/// Per-session settings (`treefork config`).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(default)]
-pub struct SessionConfig {
-    /// Take an automatic checkpoint after this many mutating operations (0 = off).
-    pub auto_checkpoint_ops: u64,
-    /// Take an automatic checkpoint after this many idle seconds following a change (0 = off).
-    pub auto_checkpoint_idle_secs: u64,
-    /// Never take automatic checkpoints closer together than this (seconds).
-    pub auto_checkpoint_min_interval_secs: u64,
-    /// Keep operation records at least this many days (`gc` prunes older ones
-    /// beyond the count below).
-    pub op_retention_days: u64,
-    /// Keep at least the newest this many operation records.
-    pub op_retention_count: u64,
-    /// Most runs an experiment may have (`treefork experiment`).
-    pub experiment_max_runs: u64,
-    /// Take an automatic checkpoint after every this many recorded commands
-    /// (`treefork exec`; 0 = off).
-    pub auto_checkpoint_commands: u64,
-    /// Keep `auto/...` refs at least this many days (`gc` drops older ones
-    /// beyond the count below; see `lifecycle::autorefs`).
-    pub auto_ref_retention_days: u64,
-    /// Keep at least the newest this many `auto/...` refs of the session.
-    pub auto_ref_retention_count: u64,
-    /// Event that takes an automatic checkpoint: `user_message` (a checkpoint with
-    /// trigger `message` at each user message of the conversation log), or empty.
-    pub auto_checkpoint_on: String,
-}
-
-impl Default for SessionConfig {
-    fn default() -> Self {
-        SessionConfig {
-            auto_checkpoint_ops: 0,
-            auto_checkpoint_idle_secs: 0,
-            auto_checkpoint_min_interval_secs: 30,
-            op_retention_days: crate::oplog::retention::DEFAULT_DAYS,
-            op_retention_count: crate::oplog::retention::DEFAULT_COUNT,
-            experiment_max_runs: 32,
-            auto_checkpoint_commands: 0,
-            auto_ref_retention_days: crate::lifecycle::autorefs::DEFAULT_DAYS,
-            auto_ref_retention_count: crate::lifecycle::autorefs::DEFAULT_COUNT,
-            auto_checkpoint_on: String::new(),
-        }
-    }
-}
-
 /// Attributes as reported to the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stat {
@@ -200,69 +98,6 @@ pub struct Stat {
     pub attr: Attr,
     /// 512-byte blocks allocated.
     pub blocks: u64,
-}
-
-/// Validate a session name: 1-64 chars of `[A-Za-z0-9._-]`, not starting with `.` or `-`.
-pub fn validate_session_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && !name.starts_with('.')
-        && !name.starts_with('-')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::Invalid(format!(
-            "invalid session name {name:?}: use 1-64 characters from [A-Za-z0-9._-], not starting with '.' or '-'"
-        )))
-    }
-}
-
-impl SessionRecord {
-    /// Parse a stored session record (`s/<name>` value), checking that its root is a
-    /// well-formed id (opening the session relies on it).
-    pub fn decode(name: &str, bytes: &[u8]) -> Result<SessionRecord> {
-        let bad = |why: String| Error::corrupt(format!("session record {name}"), why);
-        let mut r: SessionRecord = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
-        if NodeId::from_hex(&r.root).is_none() {
-            return Err(bad("bad root id".into()));
-        }
-        if !(1..=SESSION_RECORD_VERSION).contains(&r.version) {
-            return Err(bad(format!("unsupported version {}", r.version)));
-        }
-        r.version = SESSION_RECORD_VERSION;
-        Ok(r)
-    }
-}
-
-/// Read a session record.
-pub fn load_record(store: &dyn ObjectStore, name: &str) -> Result<Option<SessionRecord>> {
-    match store.meta_get(&meta::session_key(name))? {
-        None => Ok(None),
-        Some(v) => SessionRecord::decode(name, &v).map(Some),
-    }
-}
-
-/// All session records.
-pub fn list_records(store: &dyn ObjectStore) -> Result<Vec<SessionRecord>> {
-    let mut out = Vec::new();
-    for (k, v) in store.meta_scan(meta::SESSION_PREFIX)? {
-        let name = meta::session_name(&k).unwrap_or("(not UTF-8)");
-        out.push(SessionRecord::decode(name, &v)?);
-    }
-    Ok(out)
-}
-
-/// Delete session `name`'s record (the caller makes sure it is not mounted). Its
-/// objects and checkpoints stay until a gc finds nothing else names them.
-pub fn remove_record(store: &dyn ObjectStore, name: &str) -> Result<()> {
-    validate_session_name(name)?;
-    if load_record(store, name)?.is_none() {
-        return Err(Error::NotFound(format!("no session named {name}")));
-    }
-    store.commit(vec![meta::MetaOp::Delete(meta::session_key(name))])
 }
 
 /// Store a root node for an empty workspace owned by `uid:gid`.
@@ -295,45 +130,24 @@ pub fn empty_root(store: &dyn ObjectStore, uid: u32, gid: u32) -> Result<NodeId>
     Ok(NodeId(store.put(ObjKind::Node, &root.encode())?))
 }
 
-/// Create a session record for `name` starting at `root` (committed durably).
-pub fn create_record(
-    store: &dyn ObjectStore,
-    name: &str,
-    root: NodeId,
-    bytes: i64,
-    inodes: i64,
-) -> Result<SessionRecord> {
-    let rec = new_record(name, root, bytes, inodes)?;
-    store.commit(vec![record_op(&rec)])?;
-    Ok(rec)
-}
+/// What the agent view of `crate::visibility` reads of a live session (it keeps
+/// the view's cache here).
+impl crate::visibility::LiveSession for Session {
+    fn name(&self) -> &str {
+        Session::name(self)
+    }
 
-/// A new session record for `name` starting at `root` (not yet stored).
-pub fn new_record(name: &str, root: NodeId, bytes: i64, inodes: i64) -> Result<SessionRecord> {
-    validate_session_name(name)?;
-    let now = Timespec::now().sec;
-    Ok(SessionRecord {
-        version: SESSION_RECORD_VERSION,
-        name: name.to_string(),
-        root: root.to_hex(),
-        base: root.to_hex(),
-        created: now,
-        updated: now,
-        bytes,
-        inodes,
-        head: None,
-        branch: None,
-        branch_moved: None,
-        config: SessionConfig::default(),
-        meta: serde_json::Map::new(),
-    })
-}
+    fn store(&self) -> &dyn ObjectStore {
+        &**Session::store(self)
+    }
 
-pub fn record_op(rec: &SessionRecord) -> meta::MetaOp {
-    meta::MetaOp::Put(
-        meta::session_key(&rec.name),
-        serde_json::to_vec(rec).expect("session record serializes"),
-    )
+    fn record(&self) -> SessionRecord {
+        Session::record(self)
+    }
+
+    fn seen(&self) -> &Mutex<crate::visibility::Seen> {
+        &self.seen
+    }
 }
 
 /// Dirty bytes above which a writer seals blocks before continuing.

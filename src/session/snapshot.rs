@@ -10,21 +10,13 @@
 //! after every lock is released — also when the graft fails midway (what changed
 //! is returned with the error).
 
+pub use super::graft::Inval;
 use super::{Session, SessionRecord};
 use crate::diff::{self, Tree};
 use crate::error::{Error, Result};
 use crate::id::{CheckpointId, NodeId};
 use crate::refs::{self, Checkpoint};
 use crate::tree::Timespec;
-
-/// A kernel cache invalidation to send after a graft.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Inval {
-    /// Forget the dentry `name` in directory `parent`.
-    Entry(u64, Vec<u8>),
-    /// Forget the attributes (and pages) of an inode.
-    Inode(u64),
-}
 
 /// What [`Session::commit_state`] sets.
 #[derive(Debug, Clone)]

@@ -10,7 +10,7 @@ pub struct ExperimentBegin {
     #[serde(default)]
     pub from: Option<String>,
     /// The runs (at least one, at most the `experiment_max_runs` setting).
-    pub runs: Vec<crate::ops::experiment::RunSpec>,
+    pub runs: Vec<crate::command::RunSpec>,
     /// The caller's directory relative to the workspace root.
     #[serde(default)]
     pub cwd: Option<String>,

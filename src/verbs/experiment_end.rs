@@ -12,7 +12,7 @@ pub struct ExperimentEnd {
     pub id: String,
     /// What each run did.
     #[serde(default)]
-    pub results: Vec<crate::ops::experiment::RunResult>,
+    pub results: Vec<crate::command::RunResult>,
     /// `exit`, `duration`, `output` or `score` (default: exit 0 first, then duration).
     #[serde(default)]
     pub rank_by: Option<String>,

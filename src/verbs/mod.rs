@@ -95,6 +95,7 @@ mod timeline;
 mod umount;
 mod undo;
 
+mod report;
 mod serve;
 #[cfg(test)]
 mod tests;
@@ -106,6 +107,7 @@ use crate::control::{MountFor, Role, Verb};
 use crate::error::{Error, Result};
 use crate::oplog::Actor;
 
+pub use report::{EXEC_CHUNK, exec_report};
 pub(crate) use serve::{Cx, Handler, Server};
 
 /// Declares every verb: `module::Type` per line, in protocol order.

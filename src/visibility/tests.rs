@@ -7,8 +7,9 @@ use std::time::Instant;
 
 use super::*;
 use crate::id::NodeId;
+use crate::refs::session_record::create_record;
 use crate::refs::{Checkpoint, HeadOnly, RefContext, RefRecord, Visibility, ref_op};
-use crate::session::{create_record, empty_root};
+use crate::session::{Session, empty_root};
 use crate::store::MemStore;
 
 struct Fixture {
@@ -228,10 +229,10 @@ fn long_histories_are_walked_once_and_misses_stay_cheap() {
     }
     f.store.commit(ops).unwrap();
     let tip = prev.unwrap();
-    let mut rec = crate::session::new_record("a", f.root, 0, 1).unwrap();
+    let mut rec = crate::refs::session_record::new_record("a", f.root, 0, 1).unwrap();
     rec.head = Some(tip.id.clone());
     f.store
-        .commit(vec![crate::session::record_op(&rec)])
+        .commit(vec![crate::refs::session_record::record_op(&rec)])
         .unwrap();
     let a = Session::open(f.store.clone(), rec).unwrap();
     let hidden = Checkpoint::new("u", f.root, None, "hidden", "manual", 0);

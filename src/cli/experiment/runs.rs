@@ -15,9 +15,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::super::Exit;
+use super::super::plumbing::runner::{self, Mode, Spec};
 use super::super::plumbing::{ExpResult, RunCommand, RunSpec};
 use super::super::prelude::*;
-use super::super::runner::{self, Mode, Spec};
 use super::render::Comparison;
 
 /// `experiment [--from REF] [--rank-by BY] [--score CMD] [--timeout S] [-j N]
@@ -131,7 +131,7 @@ impl RunArgs {
             .or_else(|| self.score.as_ref().map(|_| "score".to_string()));
         let end = Op::ExperimentEnd(treefork::verbs::ExperimentEnd {
             id: id.clone(),
-            results: treefork::ops::experiment::wire::fit_results(results),
+            results: treefork::command::wire::fit_results(results),
             rank_by,
             keep: self.keep,
             abort: sig != 0,

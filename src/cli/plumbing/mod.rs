@@ -30,41 +30,16 @@ use serde_json::Value;
 
 use treefork::control::{self, Client};
 
+pub use super::failure::DaemonError;
 use super::failure::Failure;
 use super::flags::Globals;
 use super::output::{Reply, progress_bar};
 
 pub use spawn::{call_with_daemon, run_daemon, serve_foreground, wait_daemon_gone};
+pub use treefork::command::runner;
+pub use treefork::command::{RunCommand, RunResult as ExpResult, RunSpec};
 pub use treefork::control::b64_decode;
-pub use treefork::ops::experiment::{RunCommand, RunResult as ExpResult, RunSpec};
-pub use treefork::verbs::Op;
-
-/// A failed call: the daemon's error code and message.
-#[derive(Debug)]
-pub struct DaemonError {
-    /// The protocol's error code (`Error::code`), e.g. `shutting_down`.
-    pub code: String,
-    /// The daemon's message (what the user sees).
-    pub message: String,
-    /// The whole `error` object (code, message and any detail fields, e.g. the
-    /// `paths` of `BASELINE_CONFLICT`).
-    pub error: Value,
-}
-
-impl DaemonError {
-    /// Whether the daemon answered with the code of `kind`.
-    pub fn is(&self, kind: &treefork::Error) -> bool {
-        self.code == kind.code()
-    }
-}
-
-impl std::fmt::Display for DaemonError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for DaemonError {}
+pub use treefork::verbs::{Op, exec_report};
 
 /// The `--explanation` of this invocation, sent with each of its requests.
 static EXPLANATION: std::sync::OnceLock<String> = std::sync::OnceLock::new();

@@ -10,6 +10,7 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
 
+use treefork::remote::held::{self, Held};
 use treefork::store::PackStore;
 
 use super::{Op, Progress};
@@ -52,7 +53,14 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
     Ok(match op {
         Op::Gc(treefork::verbs::Gc { dry_run }) => {
             let (pruned, discarded, auto_refs) = if *dry_run { (0, 0, 0) } else { retention(&s)? };
-            let r = treefork::gc::gc(&s, &treefork::gc::Offline, *dry_run, &mut report)?;
+            let held = Held::of(&s)?;
+            let r = treefork::gc::gc(
+                &s,
+                &treefork::gc::Offline,
+                held::boundary(&held),
+                *dry_run,
+                &mut report,
+            )?;
             json!({
                 "ok": true,
                 "gc": r,
@@ -62,7 +70,8 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             })
         }
         Op::Fsck(treefork::verbs::Fsck { repair }) => {
-            let r = treefork::fsck::fsck(&s, *repair, &mut report)?;
+            let held = Held::of(&s)?;
+            let r = treefork::fsck::fsck(&s, held::boundary(&held), *repair, &mut report)?;
             let clean = r.clean();
             json!({ "ok": true, "fsck": r, "clean": clean })
         }

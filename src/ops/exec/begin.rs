@@ -131,12 +131,6 @@ pub(crate) fn output(t: &Target, n: u64, stream: &str, data: &str) -> Result<Val
             r.out[i].extend_from_slice(&bytes[..bytes.len().min(room)]);
             Ok(json!({"exec": n, "bytes": r.out[i].len()}))
         }
-        _ => Err(not_running(n)),
+        _ => Err(slot::not_running(n)),
     })
-}
-
-pub(super) fn not_running(n: u64) -> Error {
-    Error::NotFound(format!(
-        "no exec {n} is running in this session (it ended, was abandoned, or never began)"
-    ))
 }

@@ -51,7 +51,7 @@ pub(crate) fn end(t: &Target, n: u64, e: Ending) -> Result<Value> {
             None
         }
     });
-    let r = r.ok_or_else(|| super::begin::not_running(n))?;
+    let r = r.ok_or_else(|| super::slot::not_running(n))?;
     finish(t, r, e)
 }
 

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::id::NodeId;
 use crate::oplog::{self, Actor, View};
 use crate::session::Session;
@@ -94,4 +94,11 @@ fn newest_number(s: &Session) -> Result<u64> {
     Ok(newest
         .and_then(|o| o.meta.get("exec")?.get("n")?.as_u64())
         .unwrap_or(0))
+}
+
+/// The error for exec `n` when it is not this session's running exec.
+pub(super) fn not_running(n: u64) -> Error {
+    Error::NotFound(format!(
+        "no exec {n} is running in this session (it ended, was abandoned, or never began)"
+    ))
 }

@@ -14,8 +14,8 @@ use std::sync::MutexGuard;
 
 use serde_json::{Value, json};
 
-use super::wire::{RunSpec, check_spec};
 use super::{META_KEY, check_id, fork_name, new_id};
+use crate::command::wire::{RunSpec, check_spec};
 use crate::control::MountFor;
 use crate::error::{Error, Result};
 use crate::meta::MetaOp;

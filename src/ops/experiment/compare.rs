@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::wire::RunResult;
+use crate::command::RunResult;
 use crate::error::{Error, Result};
 
 /// What runs are ranked by.

@@ -16,8 +16,8 @@ use std::sync::MutexGuard;
 use serde_json::{Map, Value, json};
 
 use super::compare::{self, RankBy};
-use super::wire::{RunResult, check_result};
 use super::{KIND, META_KEY, forks, recorded, with_output_diffs};
+use crate::command::wire::{RunResult, check_result};
 use crate::diff::{self, Change, DiffEntry};
 use crate::error::{Error, Result};
 use crate::id::NodeId;

@@ -5,7 +5,8 @@
 //! [`end`] (take each fork's final state, rank, compare, record one `experiment`
 //! operation, remove the forks), [`adopt`] (graft a run's final state into the
 //! source session, recorded as an `adopt` operation), [`compare`] (the pure
-//! ranking, statistics and output comparison), [`wire`] (the request types).
+//! ranking, statistics and output comparison). The run types the requests carry
+//! (`RunSpec`, `RunResult`) are `crate::command::wire`'s, below the protocol.
 //!
 //! The daemon never runs the commands: the CLI does, as its caller, in the forks'
 //! mountpoints. What the CLI reports is checked and bounded before it is stored.
@@ -29,14 +30,12 @@ pub mod adopt;
 pub mod begin;
 pub mod compare;
 pub mod end;
-pub mod wire;
 
 use serde_json::{Map, Value, json};
 
 pub use adopt::adopt;
 pub use begin::begin;
 pub use end::end;
-pub use wire::{RunCommand, RunResult, RunSpec};
 
 use crate::error::{Error, Result};
 use crate::oplog::{self, Operation};
@@ -122,7 +121,7 @@ pub fn show(store: &dyn ObjectStore, session: &str, id: Option<&str>) -> Result<
 /// output diffs computed from the stored results and merged into `pairs`.
 fn with_output_diffs(meta: Map<String, Value>, seq: u64) -> Value {
     let mut doc = Value::Object(meta);
-    let results: Vec<RunResult> = doc["runs"]
+    let results: Vec<crate::command::RunResult> = doc["runs"]
         .as_array()
         .map(|a| {
             a.iter()

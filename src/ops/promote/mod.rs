@@ -228,7 +228,7 @@ fn ground(origin: Option<Origin>, req: &Request, chosen: &[Vec<u8>]) -> Result<G
 fn refuse_untrusted(info: Option<&lifecycle::SessionInfo>, session: &str) -> Result<()> {
     let pulled = info
         .filter(|i| i.origin.is_none())
-        .and_then(|i| i.meta.get(crate::remote::pull::session::REMOTE_ORIGIN));
+        .and_then(|i| i.meta.get(crate::lifecycle::REMOTE_ORIGIN));
     let Some(p) = pulled.and_then(|v| v["origin"]["path"].as_str()) else {
         return Ok(());
     };

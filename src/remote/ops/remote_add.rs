@@ -9,8 +9,9 @@ use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
+use crate::refs::remote_names;
 use crate::remote::client::Client;
-use crate::remote::{RemoteConfig, config, probe, registry};
+use crate::remote::{RemoteConfig, probe, registry};
 use crate::store::ObjectStore;
 
 /// The arguments of a `remote_add`.
@@ -44,10 +45,10 @@ pub fn prepare(store: &dyn ObjectStore, req: &Request) -> Result<Ready> {
         req.region,
         req.single_writer,
     )?;
-    if config::exists(store, req.name)? {
+    if remote_names::exists(store, req.name)? {
         return Err(exists(req.name));
     }
-    config::refuse_remote_clash(store, req.name)?;
+    remote_names::refuse_remote_clash(store, req.name)?;
     let client = registry::connect(&config)?;
     prepare_with(config.clone(), &client).map(|r| {
         config.conditional_writes = r.config.conditional_writes;
@@ -94,10 +95,10 @@ pub fn run<H: crate::ops::Host>(h: &H, req: &Request) -> Result<Value> {
 /// component is the name).
 pub fn commit(store: &dyn ObjectStore, ready: Ready) -> Result<Value> {
     let name = ready.config.name.clone();
-    if config::exists(store, &name)? {
+    if remote_names::exists(store, &name)? {
         return Err(exists(&name));
     }
-    config::refuse_remote_clash(store, &name)?;
+    remote_names::refuse_remote_clash(store, &name)?;
     store
         .commit(vec![
             MetaOp::Expect(meta::remote_key(&name), None),
@@ -119,6 +120,7 @@ pub fn commit(store: &dyn ObjectStore, ready: Ready) -> Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::remote::config;
     use crate::store::MemStore;
 
     fn cfg(name: &str) -> RemoteConfig {

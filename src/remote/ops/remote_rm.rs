@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
-use crate::remote::{config, registry, tracking};
+use crate::refs::{remote_names, tracking};
+use crate::remote::registry;
 use crate::store::ObjectStore;
 
 /// Serve `remote_rm` for the daemon `h` (lazy reads then forget the remote).
@@ -19,7 +20,7 @@ pub fn run_live<H: crate::ops::Host>(h: &H, name: &str) -> Result<Value> {
 
 /// Forget remote `name` of `store`.
 pub fn run(store: &dyn ObjectStore, name: &str) -> Result<Value> {
-    config::validate_name(name)?;
+    remote_names::validate_name(name)?;
     let Some(raw) = store.meta_get(&meta::remote_key(name))? else {
         return Err(Error::NotFound(format!("no remote named {name:?}")));
     };
@@ -44,8 +45,8 @@ pub fn run(store: &dyn ObjectStore, name: &str) -> Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remote::RemoteConfig;
-    use crate::remote::tracking::{TrackKind, Tracking};
+    use crate::refs::tracking::{TrackKind, Tracking};
+    use crate::remote::{RemoteConfig, config};
     use crate::store::MemStore;
 
     #[test]

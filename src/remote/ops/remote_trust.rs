@@ -9,8 +9,8 @@
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
+use crate::lifecycle::REMOTE_ORIGIN;
 use crate::lifecycle::{Origin, Policy, manage};
-use crate::remote::pull::session::REMOTE_ORIGIN;
 use crate::session;
 use crate::store::ObjectStore;
 

@@ -35,10 +35,10 @@ use crate::meta::{self, MetaOp};
 use crate::ops::Host;
 use crate::reach::{ChunkCheck, Walk};
 use crate::refs::RefRecord;
+use crate::refs::tracking::{self, Tracking};
 use crate::remote::Remote;
 use crate::remote::lazy::Source;
 use crate::remote::refval::RefValue;
-use crate::remote::tracking::{self, Tracking};
 use crate::store::{Kind, ObjectStore};
 
 /// What to pull.

@@ -29,12 +29,12 @@ use serde_json::{Value, json};
 use super::import;
 use super::refs::{self, Fetched};
 use crate::error::{Error, Result};
-use crate::lifecycle::SessionInfo;
+use crate::lifecycle::{REMOTE_ORIGIN, SessionInfo};
 use crate::meta::{self, MetaOp, TrackKind};
+use crate::refs::tracking::Tracking;
 use crate::refs::{Checkpoint, RefRecord};
 use crate::remote::Remote;
 use crate::remote::refval::RefValue;
-use crate::remote::tracking::Tracking;
 use crate::session::{self, SessionRecord};
 use crate::store::ObjectStore;
 
@@ -55,9 +55,6 @@ pub struct Created {
     pub untrusted_origin: Option<String>,
 }
 
-/// Key in a pulled session's info `meta`: `{"remote", "session", "origin",
-/// "policy"}`, the remote's origin and policy, not used until trusted.
-pub const REMOTE_ORIGIN: &str = "remote_origin";
 /// Key in a pulled session's record `meta`: the remote's session config (shown,
 /// never applied).
 pub const REMOTE_CONFIG: &str = "remote_config";

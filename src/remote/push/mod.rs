@@ -31,8 +31,8 @@ use crate::error::{Error, Result};
 use crate::id::NodeId;
 use crate::meta::{MetaOp, TrackKind};
 use crate::ops::{Host, Target};
+use crate::refs::tracking;
 use crate::remote::Remote;
-use crate::remote::tracking;
 use crate::store::{Kind as ObjKind, ObjectStore};
 
 pub use closure::node_children;

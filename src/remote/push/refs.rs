@@ -17,9 +17,9 @@ use crate::error::{Error, Result};
 use crate::id::CheckpointId;
 use crate::meta::{MetaOp, TrackKind};
 use crate::refs::Checkpoint;
+use crate::refs::tracking::Tracking;
 use crate::remote::client::{Client, Put, PutIf};
 use crate::remote::layout;
-use crate::remote::tracking::Tracking;
 use crate::store::ObjectStore;
 
 /// A remote ref as read.

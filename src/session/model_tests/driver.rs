@@ -457,7 +457,7 @@ impl World {
             return;
         };
         let live = Sessions(&self.sessions);
-        crate::gc::gc(&**packs, &live, false, &mut |_, _, _| {}).unwrap();
+        crate::gc::gc(&**packs, &live, None, false, &mut |_, _, _| {}).unwrap();
         for (i, (s, m)) in self.sessions.iter().enumerate() {
             self.check(s, m, &format!("session {i} after gc"));
             s.forget_many(&std::mem::take(&mut *self.held.borrow_mut()));

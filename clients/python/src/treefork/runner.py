@@ -1,4 +1,4 @@
-"""Running one command as a child process, as the CLI's ``src/cli/runner.rs``
+"""Running one command as a child process, as ``src/command/runner.rs``
 does for ``exec`` and ``experiment``: argv, cwd and environment overrides;
 stdout and stderr captured up to a cap each (with a truncated flag and the
 total length); stdin from ``/dev/null`` unless told otherwise; an optional

@@ -2,8 +2,10 @@
 //! sessions (`q/<remote>\0<b|s>\0<name>`, see `crate::meta::tracking_key`).
 //!
 //! Owns: the record ([`Tracking`], JSON v1) and its reads and writes. Push and
-//! pull write them after a successful exchange; ref resolution of `REMOTE/NAME`
-//! reads them; `remote rm` drops them all ([`delete_all_ops`]).
+//! pull (`crate::remote`) write them after a successful exchange; ref resolution
+//! of `REMOTE/NAME` (`refs::spec`) reads them; `remote rm` drops them all
+//! ([`delete_all_ops`]). They live in `refs`, below the remote tier, because
+//! resolving a ref name must not import the remote tier.
 //!
 //! Invariant: `value` is the remote ref's JSON exactly as read or written, and
 //! `etag` the ETag it had then (the base of the next compare-and-swap).

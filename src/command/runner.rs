@@ -1,5 +1,8 @@
 //! Running one command as a child process: the reusable core of `exec` (and of
-//! `experiment`, which runs several at once, one [`run`] per thread).
+//! `experiment`, which runs several at once, one [`run`] per thread), for every
+//! client that runs commands (the CLI, the MCP server). It runs in the client's
+//! process, never in the daemon; reporting a run to the daemon is
+//! `crate::verbs::exec_report`'s.
 //!
 //! Owns: spawning ([`Spec`]: argv, cwd, environment overrides), passing the
 //! child's stdout and stderr through unchanged ([`Mode::Tee`]) or only capturing
@@ -592,39 +595,6 @@ mod signals {
 
 fn lock_running<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Raw bytes per `exec_output` request (well under the 1 MiB request bound once
-/// base64-encoded).
-pub const EXEC_CHUNK: usize = 512 << 10;
-
-/// The requests that report run `r` as exec `n`: its captured output in
-/// `exec_output` chunks, then `exec_end` (what `treefork exec` and the MCP server send).
-pub fn exec_report(n: u64, r: &RunResult) -> Vec<treefork::verbs::Op> {
-    use treefork::control::b64_encode;
-    use treefork::verbs::Op;
-    let mut ops = Vec::new();
-    for (stream, bytes) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
-        for chunk in bytes.chunks(EXEC_CHUNK) {
-            ops.push(Op::ExecOutput(treefork::verbs::ExecOutput {
-                exec: n,
-                stream: stream.into(),
-                data: b64_encode(chunk),
-            }));
-        }
-    }
-    ops.push(Op::ExecEnd(treefork::verbs::ExecEnd {
-        exec: n,
-        exit_code: r.exit_code,
-        signal: r.signal,
-        error: r.error.clone(),
-        pid: r.pid,
-        duration_ms: r.duration.as_millis() as u64,
-        stdout_truncated: r.stdout_truncated,
-        stderr_truncated: r.stderr_truncated,
-        timed_out: r.timed_out,
-    }));
-    ops
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
-//! The experiment's request types, shared by the protocol (`crate::verbs::ExperimentBegin`)
-//! and the CLI: what each run is ([`RunSpec`]) and what it did ([`RunResult`]).
+//! The experiment's run types, shared by the protocol (`crate::verbs::ExperimentBegin`, `ExperimentEnd`), the
+//! daemon's experiment ops (`crate::ops::experiment`) and every client that runs
+//! the commands (the CLI, the MCP server): what each run is ([`RunSpec`]) and what
+//! it did ([`RunResult`]).
 //!
 //! The daemon never runs a command: it creates, records and removes the forks. The
 //! CLI runs the commands (as the caller, in the forks) and reports each result, so

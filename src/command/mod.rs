@@ -1,0 +1,19 @@
+//! Recorded commands as a client runs them: what a command to run is and how a
+//! client runs one, below both the control protocol and its clients.
+//!
+//! Owns: [`wire`], the experiment's run types that the protocol carries
+//! ([`RunSpec`], [`RunCommand`], [`RunResult`]: what a run is and what it did,
+//! checked and bounded before the daemon stores them), and [`runner`], the process
+//! runner (spawn, tee or capture with caps, timeout over the process group, signal
+//! forwarding) that `treefork exec`, `treefork experiment` and the MCP server's
+//! `exec` and `experiment` tools use.
+//!
+//! Invariants: the daemon never runs a command (it records what a client reports);
+//! nothing here names the protocol's requests (`crate::control` imports this
+//! module, never the reverse) nor a client (the CLI and the MCP server import it,
+//! and neither imports the other for it).
+
+pub mod runner;
+pub mod wire;
+
+pub use wire::{RunCommand, RunResult, RunSpec};

@@ -4,7 +4,9 @@
 //!
 //! Ops reach the daemon only through [`Host`] (find a mounted session, the store,
 //! the store-wide name lock, session name claims, mountpoints, mounting), so `ops`
-//! never imports `daemon`.
+//! never imports `daemon`; and they reach the kernel only through each target's
+//! [`Mount`] (`syncfs`, cache invalidations). Both have an in-memory twin in the
+//! tests (`memhost`), which runs ops and their model tests without FUSE.
 //!
 //! Each session op runs under its session's op lock (so a checkout waits for a
 //! running checkpoint; `diff` holds it only while resolving its two roots, then
@@ -38,7 +40,10 @@ pub mod experiment;
 mod fork;
 mod lifecycle;
 mod log;
+#[cfg(test)]
+mod memhost;
 pub mod messages;
+mod mount;
 mod oplog_list;
 pub mod promote;
 pub(crate) mod record;
@@ -60,6 +65,7 @@ use serde_json::{Value, json};
 
 pub use auto::auto_checkpoints;
 pub use lifecycle::{command_done, command_running, evict_checkpoint, syncfs_at};
+pub use mount::{KernelMount, Mount};
 
 use crate::control::{AgentSocket, MountFor, Op};
 use crate::error::{Error, Result};
@@ -82,10 +88,9 @@ pub struct Target {
     pub session: Arc<Session>,
     /// Where it is mounted.
     pub mountpoint: PathBuf,
-    /// The mount itself, identified when it was made (`syncfs` goes through it).
-    pub mount: Arc<crate::fs::outside::MountRef>,
-    /// Sends kernel cache invalidations for its mount.
-    pub kernel: crate::fs::KernelCache,
+    /// The mount: `syncfs` and kernel cache invalidations go through it (a
+    /// [`KernelMount`] in the daemon).
+    pub mount: Arc<dyn Mount>,
     /// Unix ms of its last automatic checkpoint.
     pub last_auto_ms: Arc<AtomicU64>,
     /// What names and ids resolve to for this request: everything, or (on an
@@ -392,9 +397,10 @@ fn session_op<H: Host>(
     }
 }
 
-/// Push the kernel's dirty pages of the mount `m` to the daemon (from a child
-/// process, through the mount's identity: see [`crate::fs::outside`]).
-fn syncfs(m: &crate::fs::outside::MountRef) -> Result<()> {
+/// Push the kernel's dirty pages of the mount `m` to the daemon (for a real
+/// mount from a child process, through the mount's identity: see
+/// [`crate::fs::outside`]).
+fn syncfs(m: &Arc<dyn Mount>) -> Result<()> {
     m.syncfs()
         .map_err(|e| crate::daemon::mount_error(m.path(), e))
 }
@@ -403,8 +409,8 @@ fn send_invals(t: &Target, inval: Vec<Inval>) {
     crate::failpoint::before_invalidations();
     for i in inval {
         let r = match &i {
-            Inval::Entry(parent, name) => t.kernel.inval_entry(*parent, name),
-            Inval::Inode(ino) => t.kernel.inval_inode(*ino),
+            Inval::Entry(parent, name) => t.mount.inval_entry(*parent, name),
+            Inval::Inode(ino) => t.mount.inval_inode(*ino),
         };
         if let Err(e) = r {
             // ENOENT: the kernel had nothing cached for it.
@@ -491,7 +497,7 @@ fn save_and_graft(
             // Still under the gate: every entry the kernel cached is stale from
             // here on, so no path walk reaches an inode the graft replaced (see
             // `fs::KernelCache`). The per-entry invalidations follow the gate.
-            t.kernel.inc_epoch();
+            t.mount.inc_epoch();
         }
         drop(gate);
         let n = inval.len();

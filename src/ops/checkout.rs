@@ -49,6 +49,7 @@ pub(super) fn run<H: Host>(
     let root = c.root_id()?;
     let t0 = std::time::Instant::now();
     let mut before = None;
+    let mut live = root;
     // HEAD is committed under the write gate, right after the tree swap: a write
     // (and its flush) may only come after it, never be overwritten by it.
     let (saved, n) = save_and_graft(
@@ -59,11 +60,14 @@ pub(super) fn run<H: Host>(
         None,
         &mut |before_root| {
             before = Some(view_of(&s.record(), before_root));
+            // The workspace now: the target's tree under the live inode counter
+            // (another id than `root` once the session allocated more inodes).
+            live = s.flush()?;
             let change = StateChange {
                 head: Some(c.id.clone()),
                 branch: attach.clone(),
                 base: root,
-                root: Some(root),
+                root: Some(live),
             };
             s.commit_state(change, &mut |_, _| Ok(Vec::new())).map(drop)
         },
@@ -73,7 +77,7 @@ pub(super) fn run<H: Host>(
         t0.elapsed()
     );
     let before = before.expect("grafted");
-    let after = view_of(&s.record(), root);
+    let after = view_of(&s.record(), live);
     let op = record::append(t, call.op("checkout", before, after)).ok();
     Ok(json!({
         "checkpoint": ckpt_json(&c),

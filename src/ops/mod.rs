@@ -43,6 +43,8 @@ mod log;
 #[cfg(test)]
 mod memhost;
 pub mod messages;
+#[cfg(test)]
+mod model_tests;
 mod mount;
 mod oplog_list;
 pub mod promote;

@@ -414,6 +414,7 @@ fn apply<H: Host>(
     let mut before: Option<View> = None;
     let mut saved = None;
     let mut was = BTreeMap::new();
+    let mut live = None;
     let target_root = goal
         .workspace
         .as_deref()
@@ -431,7 +432,11 @@ fn apply<H: Host>(
             None,
             &mut |before_root| {
                 before = Some(view_of(&s.record(), before_root));
-                let change = head_change(t, &goal, Some(root), &mut notes)?;
+                // The workspace now (as in `checkout`: the target's tree under the
+                // live inode counter).
+                let now = s.flush()?;
+                live = Some(now);
+                let change = head_change(t, &goal, Some(now), &mut notes)?;
                 let (ops, w) = branch_ops(&*store, &goal, &checked)?;
                 was = w;
                 s.commit_state(change, &mut |_, _| Ok(ops.clone()))
@@ -449,7 +454,7 @@ fn apply<H: Host>(
         before = Some(view_now(t)?);
     }
     let mut before = before.expect("view taken");
-    let ws = target_root.map_or(before.workspace.clone(), |r| r.to_hex());
+    let ws = live.map_or(before.workspace.clone(), |r| r.to_hex());
     let rec = s.record();
     let mut after = View {
         head: rec.head.clone(),

@@ -12,7 +12,7 @@ use std::sync::MutexGuard;
 
 use serde_json::{Value, json};
 
-use super::record::{self, Call, refs_after, view_now};
+use super::record::{self, Call, refs_after, touch, view_now};
 use super::{Host, Target, ref_or_fresh};
 use crate::control::{AgentSocket, MountFor};
 use crate::error::{Error, Result};
@@ -58,7 +58,11 @@ pub(super) fn run<H: Host>(
     }
     let dir = h.open_mountpoint(mountpoint, who)?;
     let s = &t.session;
-    let before = view_now(t)?;
+    let mut before = view_now(t)?;
+    // The branch HEAD is attached to moves when pending changes are saved first.
+    if let Some(b) = before.branch.clone() {
+        touch(&mut before, &*store, &b);
+    }
     let (c, root) = match from_message {
         // HEAD as it was then, the workspace as it was then (its pending changes
         // stay pending in the fork).
@@ -110,7 +114,11 @@ pub(super) fn run<H: Host>(
     crate::lifecycle::manage::bump(&*store, s.name(), &|m| m.forks += 1);
     // The source's log says where the fork came from (its HEAD moved only if
     // pending changes were saved for it).
-    let mut op = call.op("fork", before.clone(), refs_after(t, &before));
+    let mut after = refs_after(t, &before);
+    for b in before.branches.keys() {
+        touch(&mut after, &*store, b);
+    }
+    let mut op = call.op("fork", before, after);
     let cid = c.as_ref().map(|c| c.id.clone());
     let mut fork = json!({"session": name, "checkpoint": cid});
     if let Some(m) = from_message {

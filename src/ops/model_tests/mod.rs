@@ -29,6 +29,8 @@ use crate::error::Error;
 use model::{Entries, Model, Outcome, What};
 
 const SESSION: &str = "m";
+/// The fork's name.
+const OTHER: &str = "m2";
 const FILES: u8 = 4;
 const BRANCHES: u8 = 3;
 
@@ -52,6 +54,12 @@ enum Step {
     OpRestore { nth: u8, what: What },
     /// `undo` `n` times (as many as the undo stack holds), then `redo` as many.
     UndoRedo { n: u8 },
+    /// `fork` a second session from HEAD (refused once there is one).
+    Fork,
+    /// In the fork: `checkout b{name}`.
+    OtherCheckout { name: u8 },
+    /// In the fork: `checkpoint` (moving the branch it has checked out).
+    OtherCheckpoint,
 }
 
 fn what() -> impl Strategy<Value = What> {
@@ -70,6 +78,9 @@ fn step() -> impl Strategy<Value = Step> {
         2 => what().prop_map(Step::Redo),
         2 => (any::<u8>(), what()).prop_map(|(nth, what)| Step::OpRestore { nth, what }),
         1 => (1u8..4).prop_map(|n| Step::UndoRedo { n }),
+        1 => Just(Step::Fork),
+        1 => (0..BRANCHES).prop_map(|name| Step::OtherCheckout { name }),
+        1 => Just(Step::OtherCheckpoint),
     ]
 }
 
@@ -94,6 +105,17 @@ fn checkout_op(spec: &str) -> Op {
     Op::Checkout {
         target: Some(spec.into()),
         create: None,
+    }
+}
+
+fn fork_op(name: &str) -> Op {
+    Op::Fork {
+        name: name.into(),
+        from: None,
+        mountpoint: std::path::Path::new("/memhost").join(name),
+        agent_socket: None,
+        agent_uid: None,
+        from_message: None,
     }
 }
 
@@ -135,6 +157,8 @@ struct Seen {
     head: Option<String>,
     branch: Option<String>,
     branches: BTreeMap<String, String>,
+    /// The fork's HEAD and branch.
+    other: Option<(Option<String>, Option<String>)>,
 }
 
 impl Run {
@@ -169,6 +193,10 @@ impl Run {
             head: rec.head,
             branch: rec.branch,
             branches,
+            other: self.host.target(Some(OTHER)).ok().map(|o| {
+                let r = o.session.record();
+                (r.head, r.branch)
+            }),
         }
     }
 
@@ -180,6 +208,7 @@ impl Run {
             head: m.head.clone(),
             branch: m.branch.clone(),
             branches: m.branches.clone(),
+            other: m.other.as_ref().map(|o| (o.head.clone(), o.branch.clone())),
         }
     }
 
@@ -295,6 +324,21 @@ impl Run {
         self.outcome(&got, want, "branch");
     }
 
+    fn fork(&mut self) {
+        let fresh = self.model.branch_checkpoints();
+        let got = self.request(fork_op(OTHER));
+        let made = match &got {
+            Ok(v) if fresh => {
+                let id = v["checkpoint"].as_str().unwrap().to_string();
+                assert!(!self.model.ckpt_root.contains_key(&id), "a fresh checkpoint");
+                Some(id)
+            }
+            _ => None,
+        };
+        let want = self.model.fork(made.as_deref());
+        self.outcome(&got, want, "fork");
+    }
+
     /// What the live workspace flushes to now.
     fn live(&self) -> String {
         self.target().session.flush().unwrap().to_hex()
@@ -323,7 +367,26 @@ impl Run {
             Step::CheckoutBranch { name } => {
                 let name = format!("b{name}");
                 let id = self.model.branches.get(&name).cloned();
-                self.checkout(&name, id, Some(&name));
+                let attach = self.model.attaches(&name).then_some(&*name);
+                self.checkout(&name, id, attach);
+            }
+            Step::Fork => self.fork(),
+            Step::OtherCheckout { name } => {
+                let name = format!("b{name}");
+                if self.model.other.is_none() || !self.model.branches.contains_key(&name) {
+                    return;
+                }
+                self.host.run(OTHER, checkout_op(&name)).unwrap();
+                self.model.other_checkout(&name);
+            }
+            Step::OtherCheckpoint => {
+                if self.model.other.is_none() {
+                    return;
+                }
+                let v = self.host.run(OTHER, checkpoint_op()).unwrap();
+                let c = &v["checkpoint"];
+                let (id, root) = (c["id"].as_str().unwrap(), c["root"].as_str().unwrap());
+                self.model.other_checkpoint(id, root);
             }
             Step::CheckoutCheckpoint { nth } => {
                 let n = self.model.ckpts.len();
@@ -471,4 +534,27 @@ fn regression_checkout_that_changes_nothing_is_inert() {
     assert!(o.inert, "a checkout that changed nothing: {o:?}");
     let undo = r.request(undo_op(What::All)).unwrap();
     assert_eq!(undo["of"].as_u64(), Some(first), "undo after it: {undo}");
+}
+
+/// A fork with pending changes checkpoints them first, which moves the branch
+/// HEAD is attached to; the fork's record says so, and `undo` moves the branch
+/// back with HEAD still attached. The record left the branch out: undo moved
+/// HEAD back alone, found the branch no longer naming it and detached HEAD,
+/// leaving the branch at the checkpoint.
+#[test]
+fn regression_undo_of_a_fork_moves_the_attached_branch_back() {
+    let r = Run::new();
+    let s = r.target().session;
+    memhost::write_file(&s, "f0", b"zero").unwrap();
+    r.request(branch_op("b0")).unwrap();
+    r.request(checkout_op("b0")).unwrap();
+    let at = crate::refs::get_ref(&*r.host.store(), "b0").unwrap().unwrap();
+    memhost::write_file(&s, "f0", b"pending").unwrap();
+    r.request(fork_op(OTHER)).unwrap();
+    r.request(undo_op(What::All)).unwrap();
+    let rec = s.record();
+    let now = crate::refs::get_ref(&*r.host.store(), "b0").unwrap().unwrap();
+    assert_eq!(rec.branch.as_deref(), Some("b0"), "HEAD stays attached");
+    assert_eq!(now.checkpoint, at.checkpoint, "b0 is back where it was");
+    assert_eq!(rec.head, Some(at.checkpoint));
 }

@@ -83,7 +83,17 @@ impl Goal {
     }
 }
 
-/// The model of one session.
+/// The fork: a second live session, which checks out and checkpoints but never
+/// writes.
+#[derive(Debug, Clone)]
+pub(super) struct Other {
+    pub head: Option<String>,
+    pub branch: Option<String>,
+    /// Its files (those of the checkpoint it last checked out).
+    pub entries: Entries,
+}
+
+/// The model of a session (and of its fork, once made).
 #[derive(Debug, Default)]
 pub(super) struct Model {
     /// What each workspace root holds.
@@ -102,6 +112,7 @@ pub(super) struct Model {
     /// The undo stack (done operations) and the redo stack (undos).
     pub done: Vec<u64>,
     pub undone: Vec<u64>,
+    pub other: Option<Other>,
 }
 
 /// What a model step predicts for a request.
@@ -249,6 +260,72 @@ impl Model {
         self.learn_ws(live.to_string(), entries);
     }
 
+    /// `fork` from HEAD; `fresh` as for [`Model::branch`]. Records the branch
+    /// HEAD is attached to as touched (the fresh checkpoint moves it).
+    pub(super) fn fork(&mut self, fresh: Option<&str>) -> Outcome {
+        if self.other.is_some() {
+            return Outcome::Conflict;
+        }
+        let touched: Vec<String> = self.branch.iter().cloned().collect();
+        let values = |m: &Model| {
+            let mut v = m.view();
+            for b in &touched {
+                v.branches.insert(b.clone(), m.branches.get(b).cloned());
+            }
+            v
+        };
+        let before = values(self);
+        if let Some(id) = fresh {
+            self.advance(id);
+        }
+        let head = self.head.clone().expect("HEAD after a fresh checkpoint");
+        self.other = Some(Other {
+            entries: self.trees[&self.ckpt_root[&head]].clone(),
+            head: Some(head),
+            branch: None,
+        });
+        let after = values(self);
+        self.append(before, after, None, None);
+        Outcome::Recorded
+    }
+
+    /// The branch the fork has checked out.
+    fn held_by_other(&self) -> Option<&str> {
+        self.other.as_ref().and_then(|o| o.branch.as_deref())
+    }
+
+    /// Whether `checkout NAME` in the main session attaches HEAD to `NAME`.
+    pub(super) fn attaches(&self, name: &str) -> bool {
+        self.held_by_other() != Some(name)
+    }
+
+    /// `checkout NAME` in the fork (whose branch must exist).
+    pub(super) fn other_checkout(&mut self, name: &str) {
+        let id = self.branches[name].clone();
+        let attach = (self.branch.as_deref() != Some(name)).then(|| name.to_string());
+        let entries = self.trees[&self.ckpt_root[&id]].clone();
+        let o = self.other.as_mut().expect("forked");
+        o.head = Some(id);
+        o.branch = attach;
+        o.entries = entries;
+    }
+
+    /// `checkpoint` in the fork, which made checkpoint `id` of tree `root`.
+    pub(super) fn other_checkpoint(&mut self, id: &str, root: &str) {
+        let o = self.other.as_mut().expect("forked");
+        o.head = Some(id.into());
+        let (entries, branch) = (o.entries.clone(), o.branch.clone());
+        if let Some(known) = self.trees.get(root) {
+            assert_eq!(known, &entries, "root {root} seen before with other files");
+        }
+        self.trees.insert(root.into(), entries);
+        self.ckpt_root.insert(id.into(), root.into());
+        self.ckpts.push(id.into());
+        if let Some(b) = branch {
+            self.branches.insert(b, id.into());
+        }
+    }
+
     /// `checkout` of checkpoint `id`, attaching HEAD to `attach`; the live tree
     /// flushes to `live` after it.
     pub(super) fn checkout(&mut self, id: &str, attach: Option<&str>, live: &str) {
@@ -316,7 +393,8 @@ impl Model {
     ) -> Outcome {
         for (b, want) in &goal.branches {
             let cur = self.branches.get(b).cloned();
-            if &cur != want && goal.expect.get(b).is_some_and(|left| left != &cur) {
+            let moved = goal.expect.get(b).is_some_and(|left| left != &cur);
+            if &cur != want && (moved || self.held_by_other() == Some(b)) {
                 return Outcome::Conflict;
             }
         }
@@ -330,7 +408,9 @@ impl Model {
                 Some(v) => v.clone(),
                 None => self.branches.get(b).cloned(),
             };
-            if names.as_ref() != Some(h) {
+            // Not attached where the branch no longer names HEAD, nor where the
+            // fork has it checked out (as `checkout` would not).
+            if names.as_ref() != Some(h) || self.held_by_other() == Some(b) {
                 branch = None;
             }
         }

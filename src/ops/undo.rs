@@ -358,9 +358,11 @@ fn branch_ops(
 }
 
 /// HEAD, its branch and the base the goal leaves the session with. A branch to
-/// attach that does not name the goal's HEAD (once the goal's branches are set)
-/// leaves HEAD detached.
-fn head_change(
+/// attach that does not name the goal's HEAD (once the goal's branches are set),
+/// or that another live session has checked out (as `checkout` would not attach
+/// it), leaves HEAD detached.
+fn head_change<H: Host>(
+    host: &H,
     t: &Target,
     goal: &Goal,
     root: Option<NodeId>,
@@ -381,6 +383,12 @@ fn head_change(
         if names.as_ref() != Some(h) {
             notes.push(format!(
                 "branch {b} no longer names {}: HEAD is detached",
+                &h[..h.len().min(12)]
+            ));
+            branch = None;
+        } else if let Some(other) = super::checkout::held_elsewhere(host, t, b) {
+            notes.push(format!(
+                "branch {b} is checked out in session {other}: HEAD is detached at {}",
                 &h[..h.len().min(12)]
             ));
             branch = None;
@@ -436,7 +444,7 @@ fn apply<H: Host>(
                 // live inode counter).
                 let now = s.flush()?;
                 live = Some(now);
-                let change = head_change(t, &goal, Some(now), &mut notes)?;
+                let change = head_change(h, t, &goal, Some(now), &mut notes)?;
                 let (ops, w) = branch_ops(&*store, &goal, &checked)?;
                 was = w;
                 s.commit_state(change, &mut |_, _| Ok(ops.clone()))
@@ -446,7 +454,7 @@ fn apply<H: Host>(
         saved = sv;
     } else if !goal.is_empty() {
         before = Some(view_now(t)?);
-        let change = head_change(t, &goal, None, &mut notes)?;
+        let change = head_change(h, t, &goal, None, &mut notes)?;
         let (ops, w) = branch_ops(&*store, &goal, &checked)?;
         was = w;
         s.commit_state(change, &mut |_, _| Ok(ops.clone()))?;

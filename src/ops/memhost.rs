@@ -125,7 +125,8 @@ impl MemHost {
         let root = session::empty_root(&*self.store, 0, 0)?;
         let rec = session::new_record(name, root, 0, 1)?;
         let mut info = crate::lifecycle::SessionInfo::new(name, None);
-        self.store.commit(vec![session::record_op(&rec), info.op()])?;
+        self.store
+            .commit(vec![session::record_op(&rec), info.op()])?;
         self.mount_claimed(&mut claim, mountpoint_of(name), rec, None)?;
         self.target(Some(name))
     }
@@ -199,7 +200,11 @@ impl Host for MemHost {
     }
 
     fn open_mountpoint(&self, path: &Path, _who: MountFor) -> Result<PathBuf> {
-        if self.live_map().values().any(|l| l.target.mountpoint == path) {
+        if self
+            .live_map()
+            .values()
+            .any(|l| l.target.mountpoint == path)
+        {
             return Err(Error::Conflict(format!(
                 "{} is already a mountpoint",
                 path.display()
@@ -231,8 +236,7 @@ impl Host for MemHost {
         // The name passes from the claim to the mount map in one critical
         // section of the claims lock (as the daemon's table does).
         let mut claims = self.claims.lock().unwrap();
-        self.live_map()
-            .insert(name.clone(), Live { target, mount });
+        self.live_map().insert(name.clone(), Live { target, mount });
         claims.remove(&name);
         Ok(json!({"session": name, "mountpoint": dir}))
     }

@@ -38,26 +38,43 @@ const BRANCHES: u8 = 3;
 #[derive(Debug, Clone)]
 enum Step {
     /// Write file `f{file}` (created when missing).
-    Write { file: u8 },
+    Write {
+        file: u8,
+    },
     /// Delete file `f{file}` (skipped when missing).
-    Delete { file: u8 },
+    Delete {
+        file: u8,
+    },
     Checkpoint,
     /// `branch b{name}` from HEAD.
-    Branch { name: u8 },
+    Branch {
+        name: u8,
+    },
     /// `checkout b{name}`.
-    CheckoutBranch { name: u8 },
+    CheckoutBranch {
+        name: u8,
+    },
     /// `checkout` of the checkpoint made `nth` (modulo how many there are) by id.
-    CheckoutCheckpoint { nth: u8 },
+    CheckoutCheckpoint {
+        nth: u8,
+    },
     Undo(What),
     Redo(What),
     /// `op restore` of record `nth` (modulo how many there are, from 1).
-    OpRestore { nth: u8, what: What },
+    OpRestore {
+        nth: u8,
+        what: What,
+    },
     /// `undo` `n` times (as many as the undo stack holds), then `redo` as many.
-    UndoRedo { n: u8 },
+    UndoRedo {
+        n: u8,
+    },
     /// `fork` a second session from HEAD (refused once there is one).
     Fork,
     /// In the fork: `checkout b{name}`.
-    OtherCheckout { name: u8 },
+    OtherCheckout {
+        name: u8,
+    },
     /// In the fork: `checkpoint` (moving the branch it has checked out).
     OtherCheckpoint,
 }
@@ -259,7 +276,10 @@ impl Run {
             }
         }
         if files_changed {
-            assert!(invals > 0, "a graft that changed files sent no invalidation");
+            assert!(
+                invals > 0,
+                "a graft that changed files sent no invalidation"
+            );
         }
     }
 
@@ -285,8 +305,7 @@ impl Run {
         memhost::write_file(&s, &name, data.as_bytes()).unwrap();
         let mut entries: Entries = self.model.trees[&self.model.ws].clone();
         entries.insert(name, (self.writes, data.into_bytes()));
-        self.model
-            .learn_ws(s.flush().unwrap().to_hex(), entries);
+        self.model.learn_ws(s.flush().unwrap().to_hex(), entries);
     }
 
     fn delete(&mut self, file: u8) {
@@ -297,8 +316,7 @@ impl Run {
         }
         let s = self.target().session;
         memhost::remove_file(&s, &name).unwrap();
-        self.model
-            .learn_ws(s.flush().unwrap().to_hex(), entries);
+        self.model.learn_ws(s.flush().unwrap().to_hex(), entries);
     }
 
     fn checkpoint(&mut self) {
@@ -315,7 +333,10 @@ impl Run {
         let made = match &got {
             Ok(v) if fresh => {
                 let id = v["checkpoint"].as_str().unwrap().to_string();
-                assert!(!self.model.ckpt_root.contains_key(&id), "a fresh checkpoint");
+                assert!(
+                    !self.model.ckpt_root.contains_key(&id),
+                    "a fresh checkpoint"
+                );
                 Some(id)
             }
             _ => None,
@@ -330,7 +351,10 @@ impl Run {
         let made = match &got {
             Ok(v) if fresh => {
                 let id = v["checkpoint"].as_str().unwrap().to_string();
-                assert!(!self.model.ckpt_root.contains_key(&id), "a fresh checkpoint");
+                assert!(
+                    !self.model.ckpt_root.contains_key(&id),
+                    "a fresh checkpoint"
+                );
                 Some(id)
             }
             _ => None,
@@ -556,12 +580,16 @@ fn regression_undo_of_a_fork_moves_the_attached_branch_back() {
     memhost::write_file(&s, "f0", b"zero").unwrap();
     r.request(branch_op("b0")).unwrap();
     r.request(checkout_op("b0")).unwrap();
-    let at = crate::refs::get_ref(&*r.host.store(), "b0").unwrap().unwrap();
+    let at = crate::refs::get_ref(&*r.host.store(), "b0")
+        .unwrap()
+        .unwrap();
     memhost::write_file(&s, "f0", b"pending").unwrap();
     r.request(fork_op(OTHER)).unwrap();
     r.request(undo_op(What::All)).unwrap();
     let rec = s.record();
-    let now = crate::refs::get_ref(&*r.host.store(), "b0").unwrap().unwrap();
+    let now = crate::refs::get_ref(&*r.host.store(), "b0")
+        .unwrap()
+        .unwrap();
     assert_eq!(rec.branch.as_deref(), Some("b0"), "HEAD stays attached");
     assert_eq!(now.checkpoint, at.checkpoint, "b0 is back where it was");
     assert_eq!(rec.head, Some(at.checkpoint));

@@ -210,7 +210,9 @@ impl Model {
     pub(super) fn checkpoint(&mut self, id: &str) {
         let mut before = self.view();
         if let Some(b) = &self.branch {
-            before.branches.insert(b.clone(), self.branches.get(b).cloned());
+            before
+                .branches
+                .insert(b.clone(), self.branches.get(b).cloned());
         }
         self.advance(id);
         let mut after = self.view();
@@ -424,7 +426,9 @@ impl Model {
         }
         let mut after = self.view();
         for (b, v) in &goal.branches {
-            before.branches.insert(b.clone(), self.branches.get(b).cloned());
+            before
+                .branches
+                .insert(b.clone(), self.branches.get(b).cloned());
             match v {
                 Some(c) => self.branches.insert(b.clone(), c.clone()),
                 None => self.branches.remove(b),

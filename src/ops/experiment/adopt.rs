@@ -80,6 +80,7 @@ pub fn adopt<H: Host>(
     // (guarded by its value; undo moves it back), in the commit under the gate.
     let mut before = None;
     let mut moved: Option<(String, Option<String>)> = None;
+    let mut live = root;
     let (saved, _) = save_and_graft(
         t,
         "before-adopt",
@@ -107,18 +108,21 @@ pub fn adopt<H: Host>(
                 ));
                 moved = Some((b.clone(), old.map(|r| r.checkpoint)));
             }
+            // The workspace now (as in `checkout`: the run's tree under the live
+            // inode counter).
+            live = s.flush()?;
             let change = crate::session::snapshot::StateChange {
                 head: Some(c.id.clone()),
                 branch: rec.branch.clone(),
                 base: root,
-                root: Some(root),
+                root: Some(live),
             };
             s.commit_state(change, &mut |_, _| Ok(extra.clone()))
                 .map(drop)
         },
     )?;
     let mut before: View = before.expect("grafted");
-    let mut after = view_of(&s.record(), root);
+    let mut after = view_of(&s.record(), live);
     if let Some((b, old)) = moved {
         before.branches.insert(b.clone(), old);
         after.branches.insert(b, Some(c.id.clone()));

@@ -11,6 +11,8 @@
 //! every invalidation a graft sends follows an epoch increment, which follows a
 //! `syncfs`.
 //!
+//! Defects found here are kept as named cases in [`regressions`].
+//!
 //! proptest shrinks a failing history to a short one and prints it
 //! (`minimal failing input: steps = [...]`). `PROPTEST_CASES=n` runs more cases.
 //! Run them alone with `cargo test --lib ops::model_tests`.

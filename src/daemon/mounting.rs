@@ -500,8 +500,10 @@ impl Host for Daemon {
                 (State::Live(m), Some(mp)) => Some(Target {
                     session: m.session.clone(),
                     mountpoint: mp.clone(),
-                    mount: m.mount.clone(),
-                    kernel: m.kernel.clone(),
+                    mount: Arc::new(crate::ops::KernelMount::new(
+                        m.mount.clone(),
+                        m.kernel.clone(),
+                    )),
                     last_auto_ms: m.last_auto_ms.clone(),
                     scope: crate::ops::Scope::All,
                 }),

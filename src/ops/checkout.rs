@@ -70,16 +70,16 @@ pub(crate) fn run<H: Host>(
         &format!("checkout of {spec}"),
         root,
         None,
-        &mut |tx, before_root, _| {
+        &mut |tx, before_root, live| {
             let before = view_of(tx.before(), before_root);
             tx.set_state(StateChange {
                 head: Some(c.id.clone()),
                 branch: attach.clone(),
                 base: root,
-                root: Some(root),
+                root: Some(live),
             });
             txn.commit(tx, Log::Next, &mut |_, after| {
-                let op = call.op("checkout", before.clone(), view_of(after, root));
+                let op = call.op("checkout", before.clone(), view_of(after, live));
                 Ok((op, expect.iter().cloned().collect()))
             })
         },

@@ -70,7 +70,12 @@ pub(crate) fn run<H: Host>(
     // records and the source's operation record: one batch.
     let mut tx = s.txn();
     let root = tx.flush()?;
-    let before = view_of(tx.before(), root);
+    let mut before = view_of(tx.before(), root);
+    // The branch HEAD is attached to moves when pending changes are saved first:
+    // the record names it (an undo moves it back).
+    if let Some(b) = before.branch.clone() {
+        super::record::touch(&mut before, &*store, &b);
+    }
     let mut fresh = None;
     let (c, root) = match from_message {
         // HEAD as it was then, the workspace as it was then (its pending changes
@@ -138,11 +143,15 @@ pub(crate) fn run<H: Host>(
         fork["message"] = json!(m);
     }
     txn.commit(&mut tx, Log::Next, &mut |_, after| {
+        let mut branches = before.branches.clone();
+        if let (Some(b), Some(h)) = (&after.branch, &after.head) {
+            branches.insert(b.clone(), Some(h.clone()));
+        }
         let after = View {
             head: after.head.clone(),
             branch: after.branch.clone(),
             workspace: before.workspace.clone(),
-            branches: Default::default(),
+            branches,
         };
         let mut op = call.op("fork", before.clone(), after);
         op.meta.insert("fork".into(), fork.clone());

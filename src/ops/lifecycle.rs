@@ -8,7 +8,7 @@ use crate::refs::Checkpoint;
 use crate::session::Session;
 
 /// Push the kernel's dirty pages of the mount `m` to the daemon.
-pub fn syncfs_at(m: &crate::fs::outside::MountRef) -> Result<()> {
+pub fn syncfs_at(m: &std::sync::Arc<dyn super::Mount>) -> Result<()> {
     super::syncfs(m)
 }
 

@@ -4,7 +4,9 @@
 //!
 //! Ops reach the daemon only through [`Host`] (find a mounted session, the store,
 //! the store-wide name lock, session name claims, mountpoints, mounting), so `ops`
-//! never imports `daemon`.
+//! never imports `daemon`; and they reach the kernel only through each target's
+//! [`Mount`] (`syncfs`, cache invalidations). Both have an in-memory twin in the
+//! tests (`memhost`), which runs ops and their model tests without FUSE.
 //!
 //! Each session op runs under its session's op lock (so a checkout waits for a
 //! running checkpoint; `diff` holds it only while resolving its two roots, then
@@ -38,7 +40,10 @@ pub mod experiment;
 pub(crate) mod fork;
 pub(crate) mod lifecycle;
 pub(crate) mod log;
+#[cfg(test)]
+pub(crate) mod memhost;
 pub mod messages;
+mod mount;
 pub(crate) mod oplog_list;
 pub mod promote;
 pub(crate) mod record;
@@ -61,6 +66,7 @@ use serde_json::{Value, json};
 
 pub use auto::auto_checkpoints;
 pub use lifecycle::{command_done, command_running, evict_checkpoint, syncfs_at};
+pub use mount::{KernelMount, Mount};
 pub(crate) use record::Call;
 pub(crate) use status::branch_notice;
 
@@ -85,10 +91,9 @@ pub struct Target {
     pub session: Arc<Session>,
     /// Where it is mounted.
     pub mountpoint: PathBuf,
-    /// The mount itself, identified when it was made (`syncfs` goes through it).
-    pub mount: Arc<crate::fs::outside::MountRef>,
-    /// Sends kernel cache invalidations for its mount.
-    pub kernel: crate::fs::KernelCache,
+    /// The mount: `syncfs` and kernel cache invalidations go through it (a
+    /// [`KernelMount`] in the daemon).
+    pub mount: Arc<dyn Mount>,
     /// Unix ms of its last automatic checkpoint.
     pub last_auto_ms: Arc<AtomicU64>,
     /// What names and ids resolve to for this request: everything, or (on an
@@ -135,7 +140,7 @@ pub trait Host {
 
 /// Push the kernel's dirty pages of the mount `m` to the daemon (from a child
 /// process, through the mount's identity: see [`crate::fs::outside`]).
-fn syncfs(m: &crate::fs::outside::MountRef) -> Result<()> {
+fn syncfs(m: &Arc<dyn Mount>) -> Result<()> {
     m.syncfs()
         .map_err(|e| crate::fs::outside::mount_error(m.path(), e))
 }
@@ -144,8 +149,8 @@ fn send_invals(t: &Target, inval: Vec<Inval>) {
     crate::failpoint::before_invalidations();
     for i in inval {
         let r = match &i {
-            Inval::Entry(parent, name) => t.kernel.inval_entry(*parent, name),
-            Inval::Inode(ino) => t.kernel.inval_inode(*ino),
+            Inval::Entry(parent, name) => t.mount.inval_entry(*parent, name),
+            Inval::Inode(ino) => t.mount.inval_inode(*ino),
         };
         if let Err(e) = r {
             // ENOENT: the kernel had nothing cached for it.
@@ -242,7 +247,7 @@ fn save_and_graft(
         let raced = matches!(r, Err(Error::Conflict(_)));
         let r = match r {
             Ok(()) => {
-                let r = commit_graft(t, &mut tx, target, paths, before_root, grafted);
+                let r = commit_graft(t, &mut tx, before_root, grafted);
                 if r.is_err() {
                     // Nothing was committed: the live tree goes back to what it was.
                     let (back, b) = tx.graft(before_root, paths, None);
@@ -259,7 +264,7 @@ fn save_and_graft(
             // Still under the gate: every entry the kernel cached is stale from
             // here on, so no path walk reaches an inode the graft replaced (see
             // `fs::KernelCache`). The per-entry invalidations follow the gate.
-            t.kernel.inc_epoch();
+            t.mount.inc_epoch();
         }
         drop(tx);
         drop(gate);
@@ -290,20 +295,14 @@ fn save_and_graft(
 fn commit_graft(
     t: &Target,
     tx: &mut crate::session::Txn<'_>,
-    target: NodeId,
-    paths: Option<&[Vec<u8>]>,
     before_root: NodeId,
     grafted: Grafted<'_>,
 ) -> Result<oplog::Operation> {
-    let after_root = match paths {
-        // The live tree equals `target` in content (it is not encoded again here;
-        // the next flush writes it).
-        None => {
-            tx.set_root(target);
-            target
-        }
-        Some(_) => tx.flush()?,
-    };
+    // The workspace now, encoded: the target's tree under the live inode counter
+    // (another id than `target` once the session allocated more inodes), so the
+    // record names what the next flush will find (a checkout that changed
+    // nothing is inert).
+    let after_root = tx.flush()?;
     tx.push(touched_by_graft(t, before_root, after_root)?);
     grafted(tx, before_root, after_root)
 }

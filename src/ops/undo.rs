@@ -363,9 +363,11 @@ fn branch_ops(
 }
 
 /// HEAD, its branch and the base the goal leaves the session with. A branch to
-/// attach that does not name the goal's HEAD (once the goal's branches are set)
-/// leaves HEAD detached.
-fn head_change(
+/// attach that does not name the goal's HEAD (once the goal's branches are set),
+/// or that another live session has checked out (as `checkout` would not attach
+/// it), leaves HEAD detached.
+fn head_change<H: Host>(
+    host: &H,
     t: &Target,
     goal: &Goal,
     root: Option<NodeId>,
@@ -386,6 +388,12 @@ fn head_change(
         if names.as_ref() != Some(h) {
             notes.push(format!(
                 "branch {b} no longer names {}: HEAD is detached",
+                &h[..h.len().min(12)]
+            ));
+            branch = None;
+        } else if let Some(other) = super::checkout::held_elsewhere(host, t, b) {
+            notes.push(format!(
+                "branch {b} is checked out in session {other}: HEAD is detached at {}",
                 &h[..h.len().min(12)]
             ));
             branch = None;
@@ -430,33 +438,36 @@ fn apply<H: Host>(
     // The state change, the branch moves (each guarded by the value checked), the
     // conversation's ranges and the record: one batch, committed under the gate
     // right after the swap when the workspace moves.
-    let mut commit = |tx: &mut Txn<'_>, before_root: NodeId, notes: &mut Vec<String>| {
-        let before = view_of(tx.before(), before_root);
-        if !goal.is_empty() {
-            tx.set_state(head_change(t, &goal, target_root, notes)?);
-        }
-        let ws = target_root.unwrap_or(before_root).to_hex();
-        txn.commit(tx, log, &mut |_, rec| {
-            let (mut ops, was) = branch_ops(&*store, &goal, &checked)?;
-            let mut before = before.clone();
-            let mut after = View {
-                head: rec.head.clone(),
-                branch: rec.branch.clone(),
-                workspace: ws.clone(),
-                branches: BTreeMap::new(),
-            };
-            for (b, v) in was {
-                before.branches.insert(b.clone(), v);
-                after
-                    .branches
-                    .insert(b.clone(), goal.branches.get(&b).cloned().flatten());
+    // `live`: the workspace after the graft (the target's tree under the live
+    // inode counter), when the op moves the workspace.
+    let mut commit =
+        |tx: &mut Txn<'_>, before_root: NodeId, live: Option<NodeId>, notes: &mut Vec<String>| {
+            let before = view_of(tx.before(), before_root);
+            if !goal.is_empty() {
+                tx.set_state(head_change(h, t, &goal, live, notes)?);
             }
-            let mut nop = call.op(kind, before, after);
-            fill(&mut nop);
-            ops.extend(conversation_change(&*store, s.name(), &goal, &mut nop)?);
-            Ok((nop, ops))
-        })
-    };
+            let ws = live.unwrap_or(before_root).to_hex();
+            txn.commit(tx, log, &mut |_, rec| {
+                let (mut ops, was) = branch_ops(&*store, &goal, &checked)?;
+                let mut before = before.clone();
+                let mut after = View {
+                    head: rec.head.clone(),
+                    branch: rec.branch.clone(),
+                    workspace: ws.clone(),
+                    branches: BTreeMap::new(),
+                };
+                for (b, v) in was {
+                    before.branches.insert(b.clone(), v);
+                    after
+                        .branches
+                        .insert(b.clone(), goal.branches.get(&b).cloned().flatten());
+                }
+                let mut nop = call.op(kind, before, after);
+                fill(&mut nop);
+                ops.extend(conversation_change(&*store, s.name(), &goal, &mut nop)?);
+                Ok((nop, ops))
+            })
+        };
     let (rec_op, saved) = if let Some(root) = target_root {
         let (sv, _, op) = save_and_graft(
             t,
@@ -464,14 +475,14 @@ fn apply<H: Host>(
             &format!("{kind} of operation {}", of.seq),
             root,
             None,
-            &mut |tx, before_root, _| commit(tx, before_root, &mut notes),
+            &mut |tx, before_root, live| commit(tx, before_root, Some(live), &mut notes),
         )?;
         (op, sv)
     } else {
         syncfs(&t.mount)?;
         let mut tx = s.txn();
         let root = tx.flush()?;
-        (commit(&mut tx, root, &mut notes)?, None)
+        (commit(&mut tx, root, None, &mut notes)?, None)
     };
     Ok(json!({
         "op": rec_op.seq,

@@ -95,6 +95,8 @@ mod timeline;
 mod umount;
 mod undo;
 
+#[cfg(test)]
+mod model_tests;
 mod report;
 mod serve;
 #[cfg(test)]

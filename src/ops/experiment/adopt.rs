@@ -88,7 +88,7 @@ pub fn adopt<H: Host>(
         &format!("adopt of run {run} of experiment {id}"),
         root,
         None,
-        &mut |tx, before_root, _| {
+        &mut |tx, before_root, live| {
             let rec = tx.before().clone();
             let mut before = view_of(&rec, before_root);
             let mut extra = Vec::new();
@@ -117,10 +117,10 @@ pub fn adopt<H: Host>(
                 head: Some(c.id.clone()),
                 branch: rec.branch.clone(),
                 base: root,
-                root: Some(root),
+                root: Some(live),
             });
             txn.commit(tx, Log::Next, &mut |_, a| {
-                let mut after: View = view_of(a, root);
+                let mut after: View = view_of(a, live);
                 if let Some(b) = &after_branch {
                     after.branches.insert(b.to_string(), Some(c.id.clone()));
                 }

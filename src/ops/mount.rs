@@ -1,0 +1,62 @@
+//! [`Mount`]: what ops ask of the kernel and of the mount a session is served on —
+//! `syncfs` (so what programs wrote reaches the session), entry and inode
+//! invalidations and epoch increments (so the kernel forgets what a graft
+//! replaced), and the mountpoint's path (for messages).
+//!
+//! [`KernelMount`] is the real one (the daemon's identified mount and its kernel
+//! cache channel); the in-memory host of the tests (`ops::memhost`) has a twin
+//! that records what it was asked. Ops reach the kernel only through this trait.
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::fs::KernelCache;
+use crate::fs::outside::MountRef;
+
+/// The kernel side of one mounted session, as ops see it.
+pub trait Mount: Send + Sync {
+    /// Where the session is mounted (for messages).
+    fn path(&self) -> &Path;
+    /// Push the kernel's dirty pages of the mount to the daemon (`syncfs(2)`).
+    fn syncfs(&self) -> io::Result<()>;
+    /// Forget the entry `name` of directory `parent`.
+    fn inval_entry(&self, parent: u64, name: &[u8]) -> io::Result<()>;
+    /// Forget the attributes and cached pages of `ino`.
+    fn inval_inode(&self, ino: u64) -> io::Result<()>;
+    /// Make every entry the kernel cached for the mount stale at once; false when
+    /// the kernel does not know how (then only per-entry invalidations apply).
+    fn inc_epoch(&self) -> bool;
+}
+
+/// A real mount: `syncfs` through the mount's identity (see
+/// [`crate::fs::outside`]), invalidations through its `/dev/fuse` channel.
+pub struct KernelMount {
+    mount: Arc<MountRef>,
+    kernel: KernelCache,
+}
+
+impl KernelMount {
+    /// The mount `mount`, whose kernel caches `kernel` reaches.
+    pub fn new(mount: Arc<MountRef>, kernel: KernelCache) -> KernelMount {
+        KernelMount { mount, kernel }
+    }
+}
+
+impl Mount for KernelMount {
+    fn path(&self) -> &Path {
+        self.mount.path()
+    }
+    fn syncfs(&self) -> io::Result<()> {
+        self.mount.syncfs()
+    }
+    fn inval_entry(&self, parent: u64, name: &[u8]) -> io::Result<()> {
+        self.kernel.inval_entry(parent, name)
+    }
+    fn inval_inode(&self, ino: u64) -> io::Result<()> {
+        self.kernel.inval_inode(ino)
+    }
+    fn inc_epoch(&self) -> bool {
+        self.kernel.inc_epoch()
+    }
+}

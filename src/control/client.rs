@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use serde::Serialize;
 
-use super::protocol::encode_request;
+use super::protocol::{encode_explained, encode_request};
 use crate::error::{Error, Result};
 
 /// A connected client.
@@ -27,15 +27,30 @@ impl Client {
         })
     }
 
-    /// Send `op` (a `verbs::Op`); feed event lines to `on_event`; return the final
-    /// response.
+    /// Send `op` (a `verbs::Op`) with this process's explanation; feed event lines
+    /// to `on_event`; return the final response.
     pub fn call<T: Serialize + ?Sized>(
         &mut self,
         op: &T,
         on_event: &mut dyn FnMut(&Value),
     ) -> Result<Value> {
+        self.send(&encode_request(op), on_event)
+    }
+
+    /// [`Client::call`] with this request's own `explanation` (a server relaying
+    /// its clients' requests, such as the MCP bridge).
+    pub fn call_explained<T: Serialize + ?Sized>(
+        &mut self,
+        op: &T,
+        explanation: Option<&str>,
+        on_event: &mut dyn FnMut(&Value),
+    ) -> Result<Value> {
+        self.send(&encode_explained(op, explanation), on_event)
+    }
+
+    fn send(&mut self, line: &[u8], on_event: &mut dyn FnMut(&Value)) -> Result<Value> {
         let io = |e| Error::io("control socket", e);
-        if let Err(e) = self.stream.get_mut().write_all(&encode_request(op)) {
+        if let Err(e) = self.stream.get_mut().write_all(line) {
             // A refused connection (`forbidden`, `busy`) is answered and closed at
             // once, possibly before the request is written: read that answer.
             let mut line = String::new();

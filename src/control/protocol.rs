@@ -124,12 +124,17 @@ pub fn set_explanation(text: String) {
     let _ = EXPLANATION.set(text);
 }
 
-/// Encode a request line (`op`: a `verbs::Op`).
+/// Encode a request line (`op`: a `verbs::Op`) with this process's explanation.
 pub fn encode_request<T: Serialize + ?Sized>(op: &T) -> Vec<u8> {
+    encode_explained(op, EXPLANATION.get().map(String::as_str))
+}
+
+/// Encode a request line with `explanation` (not this process's).
+pub fn encode_explained<T: Serialize + ?Sized>(op: &T, explanation: Option<&str>) -> Vec<u8> {
     let mut v = serde_json::to_value(op).expect("op serializes");
     let o = v.as_object_mut().unwrap();
     o.insert("v".into(), json!(PROTOCOL_VERSION));
-    if let Some(e) = EXPLANATION.get() {
+    if let Some(e) = explanation {
         o.insert("explanation".into(), json!(e));
     }
     let mut line = serde_json::to_vec(&v).unwrap();

@@ -1,22 +1,20 @@
-//! What a tool is ([`Tool`]: schemas, annotations, the op its role check is made
-//! on, the function that bridges it), role filtering, argument parsing; the
-//! tools themselves are in `table`.
+//! What a tool is ([`Tool`]: its verb, schemas, annotations, the function that
+//! bridges it), role filtering, argument parsing; the tools themselves are
+//! declared in `table`, one `tool!` line each naming the verb.
 //!
 //! Invariants: names are `[a-z0-9_]`; every tool has an input schema, an output
-//! schema and the three hints; which role sees a tool is decided by
-//! [`Role::allows`] on the tool's probe op (the one place roles are classified),
-//! so `tools/list` never shows a tool the socket's daemon would refuse. Tools
-//! whose ops this build's `Op` enum does not spell yet (the message protocol)
-//! have no probe and are listed for every role (they are session ops the agent
-//! role may use).
+//! schema and the three hints; which role sees a tool is decided by its verb's
+//! [`Verb::AGENT`](treefork::control::Verb::AGENT) (an agent socket lists every
+//! tool whose verb is not [`Agent::No`]), so `tools/list` never shows a tool the
+//! socket's daemon would refuse outright (a verb an agent may send with some
+//! arguments only is listed; the daemon refuses the arguments it may not send).
 
 use std::sync::Arc;
 
 use rmcp::model::{JsonObject, ToolAnnotations};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use treefork::control::Role;
-use treefork::verbs::Op;
+use treefork::control::{Agent, Role};
 
 use super::bridge::{Bridge, Outcome, ToolError};
 pub use super::table::TOOLS;
@@ -59,10 +57,24 @@ pub const REPLACE: Hints = Hints {
     idempotent: false,
 };
 
+/// A tool's output schema when it is not its verb's (typed) response.
+#[derive(Clone, Copy)]
+pub enum Output {
+    /// Hand-written, while the verb's response is untyped (`Value`): delete the
+    /// override once it is typed (a unit test says so).
+    Untyped(fn() -> JsonObject),
+    /// The tool's own: it answers more than one verb's response.
+    Own(fn() -> JsonObject),
+}
+
 /// One tool.
 pub struct Tool {
     /// `[a-z0-9_]`.
     pub name: &'static str,
+    /// The verb it sends (its role rule decides who sees the tool).
+    pub verb: &'static str,
+    /// Whether an agent socket may send that verb.
+    pub agent: Agent,
     /// Human title.
     pub title: &'static str,
     /// What it does (shown to the model).
@@ -71,10 +83,10 @@ pub struct Tool {
     pub hints: Hints,
     /// Input schema.
     pub input: fn() -> Arc<JsonObject>,
-    /// Output schema.
-    pub output: fn() -> JsonObject,
-    /// The op the role check is made on (`None`: every role).
-    pub probe: fn() -> Option<Op>,
+    /// The verb's response schema, when typed.
+    pub response: fn() -> Option<Arc<JsonObject>>,
+    /// Output schema (`None`: the verb's response).
+    pub output: Option<Output>,
     /// Bridge a call.
     pub run: fn(&Call, Value) -> Outcome,
 }
@@ -82,7 +94,16 @@ pub struct Tool {
 impl Tool {
     /// Whether a socket of `role` may use it.
     pub fn visible(&self, role: Role) -> bool {
-        (self.probe)().is_none_or(|op| op.allowed(role))
+        role == Role::User || self.agent != Agent::No
+    }
+
+    /// The output schema.
+    pub fn output_schema(&self) -> Arc<JsonObject> {
+        match self.output {
+            None => (self.response)()
+                .unwrap_or_else(|| panic!("tool {}: verb {} is untyped", self.name, self.verb)),
+            Some(Output::Untyped(f) | Output::Own(f)) => Arc::new(f()),
+        }
     }
 
     /// The MCP description of the tool.
@@ -95,7 +116,7 @@ impl Tool {
             .open_world(self.name == "exec" || self.name == "experiment");
         rmcp::model::Tool::new(self.name, self.description, (self.input)())
             .with_title(self.title)
-            .with_raw_output_schema(Arc::new((self.output)()))
+            .with_raw_output_schema(self.output_schema())
             .with_annotations(ann)
     }
 }
@@ -209,6 +230,26 @@ mod tests {
         assert_eq!(r.input_schema["required"], json!(["ref"]));
     }
 
+    /// A hand-written output schema stands in for an untyped verb response only:
+    /// once the verb's response is typed, the tool's override is to be deleted.
+    #[test]
+    fn overrides_only_for_untyped_responses() {
+        for t in TOOLS {
+            match t.output {
+                None => assert!((t.response)().is_some(), "{}", t.name),
+                Some(Output::Untyped(_)) => assert!(
+                    (t.response)().is_none(),
+                    "tool {}: verb {}'s response is typed now: delete the tool's \
+                     Untyped output override",
+                    t.name,
+                    t.verb
+                ),
+                Some(Output::Own(_)) => {}
+            }
+            assert!(treefork::verbs::NAMES.contains(&t.verb), "{}", t.verb);
+        }
+    }
+
     #[test]
     fn roles_filter_the_list() {
         let user = names(Role::User);
@@ -227,9 +268,9 @@ mod tests {
         let e = args::<s::RestoreArgs>(json!({"paths": []})).err().unwrap();
         assert_eq!(e.code(), "bad_request");
         // Unknown fields are refused, not ignored.
-        assert!(args::<s::NoArgs>(json!({"x": 1})).is_err());
+        assert!(args::<treefork::verbs::Status>(json!({"x": 1})).is_err());
         let a: s::RestoreArgs = args(json!({"ref": "HEAD"})).unwrap();
         assert_eq!(a.dry_run, None);
-        let _: s::NoArgs = args(Value::Null).unwrap();
+        let _: treefork::verbs::Status = args(Value::Null).unwrap();
     }
 }

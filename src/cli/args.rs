@@ -12,8 +12,8 @@ use super::r#continue;
 use super::flags::Globals;
 use super::{
     Ctx, Outcome, Result, Run, completions, config, daemon, exec, experiment, history, hydrate,
-    man, mcp, messages, mount, mount_helper, promote, pull, push, refs, remote, rewind, show,
-    snapshot, store, timeline, trim, undo,
+    man, mcp, messages, mount, mount_helper, promote, pull, push, refs, remote, rewind, schema,
+    show, snapshot, store, timeline, trim, undo,
 };
 
 /// The `treefork` command line.
@@ -96,6 +96,7 @@ commands! {
     Man(man::Man),
     MountHelper(mount_helper::MountHelper),
     #[command(hide = true)] Daemon(daemon::Daemon),
+    #[command(hide = true)] Schema(schema::Schema),
 }
 
 #[cfg(test)]

@@ -92,12 +92,12 @@ mod refs;
 mod remote;
 mod remote_gc;
 mod rewind;
-mod schema;
 #[allow(
     dead_code,
     reason = "the API serves exec and experiment; parts are used by experiment only"
 )]
 pub mod runner;
+mod schema;
 mod show;
 mod snapshot;
 mod store;

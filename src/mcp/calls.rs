@@ -34,8 +34,6 @@ fn wire<T: Serialize>(t: T) -> String {
     }
 }
 
-
-
 pub fn diff(cx: &Call, v: Value) -> Outcome {
     let a: s::DiffArgs = args(v)?;
     let mode = a.mode.unwrap_or(s::DiffMode::NameStatus);
@@ -130,7 +128,6 @@ pub fn checkpoint(cx: &Call, v: Value) -> Outcome {
         .call(&request, a.explanation.as_deref(), &mut |_| {})
 }
 
-
 pub fn fork(cx: &Call, v: Value) -> Outcome {
     let a: s::ForkArgs = args(v)?;
     let request = Op::from(verbs::Fork {
@@ -143,7 +140,6 @@ pub fn fork(cx: &Call, v: Value) -> Outcome {
     });
     simple(cx, request)
 }
-
 
 pub fn restore(cx: &Call, v: Value) -> Outcome {
     let a: s::RestoreArgs = args(v)?;
@@ -178,7 +174,6 @@ pub fn redo(cx: &Call, v: Value) -> Outcome {
         },
     )
 }
-
 
 pub fn messages_append(cx: &Call, v: Value) -> Outcome {
     let a: s::AppendArgs = args(v)?;

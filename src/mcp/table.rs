@@ -72,7 +72,9 @@ const IDEMPOTENT_REPLACE: Hints = Hints {
 
 /// Every tool, in `tools/list` order.
 pub static TOOLS: &[Tool] = &[
-    tool!(status = Status, READ,
+    tool!(
+        status = Status,
+        READ,
         "Pending changes",
         "Paths changed in the workspace since the last checkpoint, HEAD and the attached branch.",
         Untyped(|| object(
@@ -80,7 +82,9 @@ pub static TOOLS: &[Tool] = &[
             &["changes"],
         ))
     ),
-    tool!(log = Log, READ,
+    tool!(
+        log = Log,
+        READ,
         "Checkpoint log",
         "Checkpoints along first parents from a ref (default HEAD), newest first.",
         Untyped(|| object(
@@ -114,7 +118,9 @@ pub static TOOLS: &[Tool] = &[
         "Save the workspace as a checkpoint (it becomes HEAD), with a message and an explanation kept in the operation log.",
         Untyped(checkpoint_out)
     ),
-    tool!(branch = Branch, ADD,
+    tool!(
+        branch = Branch,
+        ADD,
         "Create a branch",
         "Create a branch at a ref (default HEAD, pending changes checkpointed first). An existing name is a conflict.",
         Untyped(|| object(
@@ -133,7 +139,9 @@ pub static TOOLS: &[Tool] = &[
             &["session", "mountpoint"],
         ))
     ),
-    tool!(checkout = Checkout, IDEMPOTENT_REPLACE,
+    tool!(
+        checkout = Checkout,
+        IDEMPOTENT_REPLACE,
         "Check out a ref",
         "Make the workspace show a ref's files (pending changes are saved first as a checkpoint; undo reverts it). A branch name attaches HEAD.",
         Untyped(|| object(
@@ -160,7 +168,9 @@ pub static TOOLS: &[Tool] = &[
         "Revert the newest undo.",
         Untyped(undo_out)
     ),
-    tool!(op_log = OpLog, READ,
+    tool!(
+        op_log = OpLog,
+        READ,
         "Operation log",
         "The session's operations (checkpoints, checkouts, execs, undos, ...), newest first.",
         Untyped(|| object(

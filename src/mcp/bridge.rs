@@ -99,8 +99,12 @@ impl Bridge {
         let failed = |e: treefork::Error| {
             ToolError::new(e.code(), format!("{}: {e}", self.socket.display()))
         };
-        let mut client = Client::connect(&self.socket)
-            .map_err(|e| failed(treefork::Error::io("control socket", e)))?;
+        let mut client = Client::connect(&self.socket).map_err(|e| {
+            ToolError::new(
+                "io",
+                format!("control socket {}: connect: {e}", self.socket.display()),
+            )
+        })?;
         checked(
             client
                 .call_explained(op, explanation, on_event)
@@ -136,5 +140,47 @@ mod tests {
         assert_eq!(e.error["paths"][0]["path"], "a");
         let ok = checked(json!({"ok": true, "head": null})).unwrap();
         assert_eq!(ok, json!({"head": null}));
+    }
+
+    /// A request goes out as the typed op with `v` and this call's explanation;
+    /// events reach the callback; the answer comes back without `ok`.
+    #[test]
+    fn calls_send_the_typed_op_with_its_explanation() {
+        use std::io::{BufRead, BufReader, Write};
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("s.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let daemon = std::thread::spawn(move || {
+            let (conn, _) = listener.accept().unwrap();
+            let mut r = BufReader::new(conn);
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+            let w = r.get_mut();
+            w.write_all(b"{\"event\":\"progress\",\"n\":1}\n{\"ok\":true,\"x\":2}\n")
+                .unwrap();
+            serde_json::from_str::<Value>(&line).unwrap()
+        });
+        let b = Bridge {
+            socket: socket.clone(),
+            role: Role::Agent,
+            root: PathBuf::new(),
+        };
+        let mut events = Vec::new();
+        let op = Op::from(treefork::verbs::OpLog { limit: Some(3) });
+        let r = b
+            .call(&op, Some("why"), &mut |e| events.push(e.clone()))
+            .unwrap();
+        assert_eq!(r, json!({"x": 2}));
+        assert_eq!(events, vec![json!({"event": "progress", "n": 1})]);
+        let sent = daemon.join().unwrap();
+        assert_eq!(
+            sent,
+            json!({"v": 1, "op": "op_log", "limit": 3, "explanation": "why"})
+        );
+        // No daemon: an `io` error naming the socket.
+        std::fs::remove_file(&socket).unwrap();
+        let e = b.call(&op, None, &mut |_| {}).unwrap_err();
+        assert_eq!(e.code(), "io");
+        assert!(e.message().contains("s.sock"), "{}", e.message());
     }
 }

@@ -250,6 +250,41 @@ mod tests {
         }
     }
 
+    /// A tool's arguments are its verb's request properties, under the same
+    /// names, except the few the tool itself uses (listed here).
+    #[test]
+    fn tool_arguments_are_their_verbs_or_the_tools_own() {
+        let own: &[(&str, &[&str])] = &[
+            ("diff", &["max_bytes"]),
+            ("show_file", &["max_bytes"]),
+            ("checkpoint", &["explanation"]),
+            ("exec", &["timeout_s", "capture_limit", "explanation"]),
+            // `rank_by` and `keep` go to `experiment_end`.
+            (
+                "experiment",
+                &["commands", "env", "rank_by", "timeout_s", "keep"],
+            ),
+            ("messages_append", &["flush"]),
+        ];
+        let verbs = treefork::verbs::schemas();
+        for t in TOOLS {
+            let v = verbs.iter().find(|v| v.name == t.verb).unwrap();
+            let props = v.request.get("properties").and_then(Value::as_object);
+            let extra = own
+                .iter()
+                .find(|(n, _)| *n == t.name)
+                .map_or(&[][..], |(_, e)| e);
+            for p in (t.input)()["properties"].as_object().unwrap().keys() {
+                assert!(
+                    props.is_some_and(|ps| ps.contains_key(p)) || extra.contains(&p.as_str()),
+                    "tool {}: argument {p} is not a property of {}'s request",
+                    t.name,
+                    t.verb
+                );
+            }
+        }
+    }
+
     #[test]
     fn roles_filter_the_list() {
         let user = names(Role::User);

@@ -16,8 +16,8 @@ use super::definition::{Definition, RunWith};
 use super::flags::Globals;
 use super::{
     Ctx, Outcome, Result, Run, completions, config, daemon, exec, experiment, history, hydrate,
-    man, mcp, messages, mount, mount_helper, promote, pull, push, refs, remote, rewind, show,
-    snapshot, store, timeline, trim, undo,
+    man, mcp, messages, mount, mount_helper, promote, pull, push, refs, remote, rewind, schema,
+    show, snapshot, store, timeline, trim, undo,
 };
 
 /// The `treefork` command line.
@@ -131,6 +131,7 @@ commands! {
     Man(man::Man) [with the definition],
     MountHelper(mount_helper::MountHelper) [with the definition],
     #[command(hide = true)] Daemon(daemon::Daemon),
+    #[command(hide = true)] Schema(schema::Schema),
 }
 
 #[cfg(test)]

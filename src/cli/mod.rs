@@ -96,6 +96,7 @@ mod refs;
 mod remote;
 mod remote_gc;
 mod rewind;
+mod schema;
 mod show;
 mod snapshot;
 mod store;

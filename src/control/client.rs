@@ -27,8 +27,8 @@ impl Client {
         })
     }
 
-    /// Send `op` (a `verbs::Op`); feed event lines to `on_event`; return the final
-    /// response.
+    /// Send `op` (a `verbs::Op`) with this process's explanation; feed event lines
+    /// to `on_event`; return the final response.
     pub fn call<T: Serialize + ?Sized>(
         &mut self,
         op: &T,
@@ -38,19 +38,20 @@ impl Client {
     }
 
     /// Like [`call`](Self::call), with the free text recorded with the operation
-    /// in the session's log.
+    /// in the session's log (the CLI's `--explanation`, or a relayed client's own,
+    /// as the MCP bridge sends).
     pub fn call_explained<T: Serialize + ?Sized>(
         &mut self,
         op: &T,
         explanation: Option<&str>,
         on_event: &mut dyn FnMut(&Value),
     ) -> Result<Value> {
+        self.send(&encode_request(op, explanation), on_event)
+    }
+
+    fn send(&mut self, line: &[u8], on_event: &mut dyn FnMut(&Value)) -> Result<Value> {
         let io = |e| Error::io("control socket", e);
-        if let Err(e) = self
-            .stream
-            .get_mut()
-            .write_all(&encode_request(op, explanation))
-        {
+        if let Err(e) = self.stream.get_mut().write_all(line) {
             // A refused connection (`forbidden`, `busy`) is answered and closed at
             // once, possibly before the request is written: read that answer.
             let mut line = String::new();

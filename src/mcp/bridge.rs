@@ -3,21 +3,19 @@
 //! Every tool call becomes control requests on the one socket the server was
 //! started with (a session socket or an agent socket), so the daemon applies that
 //! socket's role to each of them; the bridge decides nothing itself. A request is
-//! a JSON object with `op` (a typed [`Op`] serialized, or, for ops this build's
-//! `Op` does not spell yet such as the message ops, the protocol's field names);
-//! the bridge adds `v` and the request's `explanation`, opens a connection, feeds
-//! event lines to a callback and returns the response with `ok` removed.
+//! a typed [`Op`] (a verb of the table in `treefork::verbs`), sent through
+//! [`Client`] (the CLI's client) with the request's own `explanation`, on a new
+//! connection per request; event lines go to a callback and the response comes
+//! back with `ok` removed.
 //!
 //! A refusal comes back as a [`ToolError`] carrying the daemon's whole error
 //! object (`code`, `message` and detail fields such as `BASELINE_CONFLICT`'s
 //! `paths`), never rewritten.
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use treefork::control::{PROTOCOL_VERSION, Role};
+use treefork::control::{Client, Role};
 use treefork::verbs::Op;
 
 /// A failed tool call: the protocol's error object.
@@ -64,11 +62,6 @@ pub struct Bridge {
     pub root: PathBuf,
 }
 
-/// The wire form of a typed op.
-pub fn op(op: &Op) -> Value {
-    serde_json::to_value(op).expect("ops serialize")
-}
-
 impl Bridge {
     /// Ask the daemon on `socket` which session and role it serves.
     pub fn connect(socket: &Path) -> Result<Bridge, ToolError> {
@@ -77,7 +70,7 @@ impl Bridge {
             role: Role::Agent,
             root: PathBuf::new(),
         };
-        let pong = b.call(op(&Op::Ping(treefork::verbs::Ping {})), None, &mut |_| {})?;
+        let pong = b.call(&treefork::verbs::Ping {}.into(), None, &mut |_| {})?;
         b.role = match pong["role"].as_str() {
             Some("user") => Role::User,
             // Anything else is treated as the narrower role.
@@ -95,52 +88,28 @@ impl Bridge {
         Ok(b)
     }
 
-    /// Send `request` (an object with `op`) with an optional explanation; feed each
-    /// event line to `on_event`; the response without `ok`, or its error.
+    /// Send `op` with an optional explanation; feed each event line to
+    /// `on_event`; the response without `ok`, or its error.
     pub fn call(
         &self,
-        mut request: Value,
+        op: &Op,
         explanation: Option<&str>,
         on_event: &mut dyn FnMut(&Value),
     ) -> Outcome {
-        let o = request
-            .as_object_mut()
-            .ok_or_else(|| ToolError::new("bad_request", "a request must be an object"))?;
-        o.insert("v".into(), json!(PROTOCOL_VERSION));
-        if let Some(e) = explanation {
-            o.insert("explanation".into(), json!(e));
-        }
-        let io = |what: &str, e: std::io::Error| {
+        let failed = |e: treefork::Error| {
+            ToolError::new(e.code(), format!("{}: {e}", self.socket.display()))
+        };
+        let mut client = Client::connect(&self.socket).map_err(|e| {
             ToolError::new(
                 "io",
-                format!("control socket {}: {what}: {e}", self.socket.display()),
+                format!("control socket {}: connect: {e}", self.socket.display()),
             )
-        };
-        let stream = UnixStream::connect(&self.socket).map_err(|e| io("connect", e))?;
-        let mut line = serde_json::to_vec(&request).expect("JSON serializes");
-        line.push(b'\n');
-        let mut reader = BufReader::new(stream);
-        let written = reader.get_mut().write_all(&line);
-        loop {
-            let mut buf = String::new();
-            let n = reader.read_line(&mut buf).map_err(|e| io("read", e))?;
-            if n == 0 {
-                let e = written.err().unwrap_or_else(|| {
-                    std::io::Error::new(
-                        std::io::ErrorKind::UnexpectedEof,
-                        "daemon closed the connection",
-                    )
-                });
-                return Err(io("no answer", e));
-            }
-            let v: Value = serde_json::from_str(&buf)
-                .map_err(|e| ToolError::new("corrupt", format!("daemon response: {e}")))?;
-            if v.get("event").is_some() {
-                on_event(&v);
-                continue;
-            }
-            return checked(v);
-        }
+        })?;
+        checked(
+            client
+                .call_explained(op, explanation, on_event)
+                .map_err(failed)?,
+        )
     }
 }
 
@@ -171,5 +140,47 @@ mod tests {
         assert_eq!(e.error["paths"][0]["path"], "a");
         let ok = checked(json!({"ok": true, "head": null})).unwrap();
         assert_eq!(ok, json!({"head": null}));
+    }
+
+    /// A request goes out as the typed op with `v` and this call's explanation;
+    /// events reach the callback; the answer comes back without `ok`.
+    #[test]
+    fn calls_send_the_typed_op_with_its_explanation() {
+        use std::io::{BufRead, BufReader, Write};
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("s.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let daemon = std::thread::spawn(move || {
+            let (conn, _) = listener.accept().unwrap();
+            let mut r = BufReader::new(conn);
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+            let w = r.get_mut();
+            w.write_all(b"{\"event\":\"progress\",\"n\":1}\n{\"ok\":true,\"x\":2}\n")
+                .unwrap();
+            serde_json::from_str::<Value>(&line).unwrap()
+        });
+        let b = Bridge {
+            socket: socket.clone(),
+            role: Role::Agent,
+            root: PathBuf::new(),
+        };
+        let mut events = Vec::new();
+        let op = Op::from(treefork::verbs::OpLog { limit: Some(3) });
+        let r = b
+            .call(&op, Some("why"), &mut |e| events.push(e.clone()))
+            .unwrap();
+        assert_eq!(r, json!({"x": 2}));
+        assert_eq!(events, vec![json!({"event": "progress", "n": 1})]);
+        let sent = daemon.join().unwrap();
+        assert_eq!(
+            sent,
+            json!({"v": 1, "op": "op_log", "limit": 3, "explanation": "why"})
+        );
+        // No daemon: an `io` error naming the socket.
+        std::fs::remove_file(&socket).unwrap();
+        let e = b.call(&op, None, &mut |_| {}).unwrap_err();
+        assert_eq!(e.code(), "io");
+        assert!(e.message().contains("s.sock"), "{}", e.message());
     }
 }

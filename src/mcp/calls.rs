@@ -1,12 +1,14 @@
-//! The tools that are one control request each (or a request and a flush): their
-//! arguments mapped to the request, the answer returned as the structured result.
-//! `diff` and `show_file` also collect the streamed events up to a byte limit.
+//! The tools that are one control request each (or a request and a flush): the
+//! arguments parsed as the verb's request ([`request`]) or mapped to it, the
+//! answer returned as the structured result. `diff` and `show_file` also collect
+//! the streamed events up to a byte limit.
 
+use serde::Serialize;
 use serde_json::{Value, json};
-use treefork::control::b64_decode;
-use treefork::verbs::Op;
+use treefork::control::{Verb, b64_decode};
+use treefork::verbs::{self, Op};
 
-use super::bridge::{Outcome, ToolError, op};
+use super::bridge::{Outcome, ToolError};
 use super::schemas as s;
 use super::tools::{Call, args};
 
@@ -15,25 +17,21 @@ pub const DIFF_LIMIT: usize = 64 << 10;
 /// Default bytes returned by `show_file`.
 pub const SHOW_LIMIT: usize = 256 << 10;
 
-fn simple(cx: &Call, request: Value) -> Outcome {
-    cx.bridge.call(request, None, &mut |_| {})
+fn simple(cx: &Call, request: impl Into<Op>) -> Outcome {
+    cx.bridge.call(&request.into(), None, &mut |_| {})
 }
 
-pub fn status(cx: &Call, v: Value) -> Outcome {
-    let _: s::NoArgs = args(v)?;
-    simple(cx, op(&Op::Status(treefork::verbs::Status {})))
+/// A tool whose arguments are its verb's request: parsed as that type, sent as is.
+pub fn request<V: Verb + Into<Op>>(cx: &Call, v: Value) -> Outcome {
+    simple(cx, args::<V>(v)?)
 }
 
-pub fn log(cx: &Call, v: Value) -> Outcome {
-    let a: s::LogArgs = args(v)?;
-    simple(
-        cx,
-        op(&Op::Log(treefork::verbs::Log {
-            limit: a.limit,
-            from: a.from,
-            path: a.path,
-        })),
-    )
+/// A unit enum's wire name (its serde name).
+fn wire<T: Serialize>(t: T) -> String {
+    match serde_json::to_value(t) {
+        Ok(Value::String(s)) => s,
+        other => unreachable!("a unit variant serializes as a string: {other:?}"),
+    }
 }
 
 pub fn diff(cx: &Call, v: Value) -> Outcome {
@@ -60,13 +58,13 @@ pub fn diff(cx: &Call, v: Value) -> Outcome {
             }
         }
     };
-    let request = op(&Op::Diff(treefork::verbs::Diff {
+    let request = Op::from(verbs::Diff {
         a: a.a,
         b: a.b,
         mode: Some(mode.wire().into()),
         stream: patch,
-    }));
-    let mut r = cx.bridge.call(request, None, &mut on_event)?;
+    });
+    let mut r = cx.bridge.call(&request, None, &mut on_event)?;
     r["truncated"] = json!(cut);
     if patch {
         r["patch"] = json!(text);
@@ -89,11 +87,11 @@ pub fn show_file(cx: &Call, v: Value) -> Outcome {
             None => bad = Some("not base64".to_string()),
         }
     };
-    let request = op(&Op::Show(treefork::verbs::Show {
+    let request = Op::from(verbs::Show {
         target: a.target.unwrap_or_else(|| "HEAD".into()),
         path: Some(a.path),
-    }));
-    let mut r = cx.bridge.call(request, None, &mut on_event)?;
+    });
+    let mut r = cx.bridge.call(&request, None, &mut on_event)?;
     if let Some(e) = bad {
         return Err(ToolError::new("corrupt", format!("data event: {e}")));
     }
@@ -121,59 +119,37 @@ fn utf8_prefix(bytes: &[u8], cut: bool) -> Option<String> {
 
 pub fn checkpoint(cx: &Call, v: Value) -> Outcome {
     let a: s::CheckpointArgs = args(v)?;
-    let request = op(&Op::Checkpoint(treefork::verbs::Checkpoint {
+    let request = Op::from(verbs::Checkpoint {
         message: a.message,
         trigger: a.trigger.unwrap_or_else(|| "manual".into()),
         meta: a.meta.unwrap_or_default(),
-    }));
+    });
     cx.bridge
-        .call(request, a.explanation.as_deref(), &mut |_| {})
-}
-
-pub fn branch(cx: &Call, v: Value) -> Outcome {
-    let a: s::BranchArgs = args(v)?;
-    simple(
-        cx,
-        op(&Op::Branch(treefork::verbs::Branch {
-            name: a.name,
-            from: a.from,
-        })),
-    )
+        .call(&request, a.explanation.as_deref(), &mut |_| {})
 }
 
 pub fn fork(cx: &Call, v: Value) -> Outcome {
     let a: s::ForkArgs = args(v)?;
-    let request = op(&Op::Fork(treefork::verbs::Fork {
+    let request = Op::from(verbs::Fork {
         name: a.name,
         from: a.from,
         mountpoint: a.mountpoint.into(),
         agent_socket: None,
         agent_uid: None,
         from_message: a.from_message,
-    }));
+    });
     simple(cx, request)
-}
-
-pub fn checkout(cx: &Call, v: Value) -> Outcome {
-    let a: s::CheckoutArgs = args(v)?;
-    simple(
-        cx,
-        op(&Op::Checkout(treefork::verbs::Checkout {
-            target: a.target,
-            create: a.create,
-        })),
-    )
 }
 
 pub fn restore(cx: &Call, v: Value) -> Outcome {
     let a: s::RestoreArgs = args(v)?;
     simple(
         cx,
-        op(&Op::Restore(treefork::verbs::Restore {
+        verbs::Restore {
             target: a.target,
             paths: a.paths,
             dry_run: a.dry_run.unwrap_or(true),
-        })),
+        },
     )
 }
 
@@ -181,10 +157,10 @@ pub fn undo(cx: &Call, v: Value) -> Outcome {
     let a: s::UndoArgs = args(v)?;
     simple(
         cx,
-        op(&Op::Undo(treefork::verbs::Undo {
+        verbs::Undo {
             what: a.what.map(s::UndoWhat::wire),
             if_last: None,
-        })),
+        },
     )
 }
 
@@ -192,39 +168,29 @@ pub fn redo(cx: &Call, v: Value) -> Outcome {
     let a: s::UndoArgs = args(v)?;
     simple(
         cx,
-        op(&Op::Redo(treefork::verbs::Redo {
+        verbs::Redo {
             what: a.what.map(s::UndoWhat::wire),
             if_last: None,
-        })),
+        },
     )
-}
-
-pub fn op_log(cx: &Call, v: Value) -> Outcome {
-    let a: s::OpLogArgs = args(v)?;
-    simple(
-        cx,
-        op(&Op::OpLog(treefork::verbs::OpLog { limit: a.limit })),
-    )
-}
-
-/// Drop the `None` fields of a request built with `json!`.
-fn compact(mut v: Value) -> Value {
-    if let Some(o) = v.as_object_mut() {
-        o.retain(|_, x| !x.is_null());
-    }
-    v
 }
 
 pub fn messages_append(cx: &Call, v: Value) -> Outcome {
     let a: s::AppendArgs = args(v)?;
-    let request = compact(json!({
-        "op": "message_append", "role": a.role, "content": a.content,
-        "tool_calls": a.tool_calls, "tool_call_id": a.tool_call_id, "meta": a.meta,
-        "id": a.id, "stream": a.stream,
-    }));
-    let mut r = simple(cx, request)?;
+    let mut r = simple(
+        cx,
+        verbs::MessageAppend {
+            role: wire(a.role),
+            content: a.content,
+            tool_calls: a.tool_calls,
+            tool_call_id: a.tool_call_id,
+            meta: a.meta,
+            id: a.id,
+            stream: a.stream.map(wire),
+        },
+    )?;
     if a.flush {
-        let f = simple(cx, json!({"op": "message_flush"}))?;
+        let f = simple(cx, verbs::MessageFlush {})?;
         r["durable"] = f["durable"].clone();
     }
     Ok(r)
@@ -234,10 +200,12 @@ pub fn messages_list(cx: &Call, v: Value) -> Outcome {
     let a: s::ListArgs = args(v)?;
     simple(
         cx,
-        compact(
-            json!({"op": "messages", "stream": a.stream, "limit": a.limit,
-            "upto": a.upto, "after": a.after}),
-        ),
+        verbs::Messages {
+            stream: a.stream.map(wire),
+            limit: a.limit,
+            upto: a.upto,
+            after: a.after,
+        },
     )
 }
 
@@ -245,7 +213,11 @@ pub fn rewind(cx: &Call, v: Value) -> Outcome {
     let a: s::RewindArgs = args(v)?;
     simple(
         cx,
-        compact(json!({"op": "rewind", "to": a.to, "what": a.what, "dry_run": a.dry_run})),
+        verbs::Rewind {
+            to: a.to,
+            what: a.what.map(wire),
+            dry_run: a.dry_run,
+        },
     )
 }
 
@@ -253,7 +225,7 @@ pub fn promote(cx: &Call, v: Value) -> Outcome {
     let a: s::PromoteArgs = args(v)?;
     simple(
         cx,
-        op(&Op::Promote(treefork::verbs::Promote {
+        verbs::Promote {
             paths: a.paths,
             strategy: a.strategy.unwrap_or_else(|| "commit".into()),
             message: a.message,
@@ -261,7 +233,7 @@ pub fn promote(cx: &Call, v: Value) -> Outcome {
             branch: a.branch,
             onto_head: a.onto_head,
             allow_large: a.allow_large,
-        })),
+        },
     )
 }
 

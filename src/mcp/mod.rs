@@ -1,12 +1,13 @@
 //! `treefork mcp`: a stdio MCP server bridged to one session's control socket.
 //!
-//! Owns the MCP face of a session: [`tools`] (what a tool is, role filtering)
-//! and [`table`] (every tool: names, hints, schemas), [`schemas`] (input types and output schemas),
-//! [`calls`] (tools that are one control request), [`run`] (`exec` and
-//! `experiment`, which run commands here through the process runner the CLI uses
-//! too, `treefork::command::runner`; nothing here imports the CLI),
-//! [`bridge`] (the socket, and errors as the protocol's error objects) and
-//! [`server`] (`rmcp`'s handler: list, call, progress).
+//! Owns the MCP face of a session: [`tools`] (what a tool is, role filtering),
+//! [`table`] (every tool, one `tool!` entry naming its verb in the verb table,
+//! whence its role rule and schemas), [`schemas`] (the tools' own input types and
+//! output schemas), [`calls`] (tools that are one control request), [`run`]
+//! (`exec` and `experiment`, which run commands here through the process runner
+//! the CLI uses too, `treefork::command::runner`; nothing here imports the CLI), [`bridge`] (typed requests on the socket through `control::Client`,
+//! and errors as the protocol's error objects) and [`server`] (`rmcp`'s handler:
+//! list, call, progress).
 //!
 //! Invariants: every tool call becomes control requests on the one socket the
 //! server was started with, so that socket's role applies to each (an agent

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use treefork::ops::exec::MAX_CAPTURE;
-use treefork::verbs::Op;
+use treefork::verbs::{self, Op};
 
-use super::bridge::{Outcome, ToolError, op};
+use super::bridge::{Outcome, ToolError};
 use super::schemas as s;
 use super::tools::{Call, args};
 use treefork::command::runner::{self, Mode, RunResult, Spec};
@@ -94,13 +94,13 @@ pub fn exec(cx: &Call, v: Value) -> Outcome {
     }
     let t = timeout(a.timeout_s)?;
     let dir = place(&cx.bridge.root, &a.cwd)?;
-    let begin = op(&Op::ExecBegin(treefork::verbs::ExecBegin {
+    let begin = Op::from(verbs::ExecBegin {
         argv: a.argv.clone(),
         cwd: a.cwd.clone(),
-    }));
+    });
     let r = cx
         .bridge
-        .call(begin, a.explanation.as_deref(), &mut |_| {})?;
+        .call(&begin, a.explanation.as_deref(), &mut |_| {})?;
     let Begun { exec: n } = serde_json::from_value(r).map_err(ToolError::bad_args)?;
     (cx.progress)(0.0, None, format!("exec {n} started: {}", a.argv.join(" ")));
     let spec = Spec::new(&a.argv)
@@ -135,7 +135,7 @@ pub fn exec(cx: &Call, v: Value) -> Outcome {
 fn record(cx: &Call, n: u64, r: &RunResult) -> Outcome {
     let mut answer = None;
     for o in treefork::verbs::exec_report(n, r) {
-        answer = Some(cx.bridge.call(op(&o), None, &mut |_| {})?);
+        answer = Some(cx.bridge.call(&o, None, &mut |_| {})?);
     }
     Ok(answer.expect("exec_end is always sent"))
 }
@@ -173,12 +173,12 @@ pub fn experiment(cx: &Call, v: Value) -> Outcome {
             env: a.env.get(i).cloned().unwrap_or_default(),
         })
         .collect();
-    let begin = op(&Op::ExperimentBegin(treefork::verbs::ExperimentBegin {
+    let begin = Op::from(verbs::ExperimentBegin {
         from: a.from.clone(),
         runs: specs.clone(),
         cwd: Some(a.cwd.clone()).filter(|c| !c.is_empty()),
-    }));
-    let r = cx.bridge.call(begin, None, &mut |_| {})?;
+    });
+    let r = cx.bridge.call(&begin, None, &mut |_| {})?;
     let b: ExpBegun = serde_json::from_value(r).map_err(ToolError::bad_args)?;
     let total = b.forks.len() as f64;
     (cx.progress)(
@@ -201,14 +201,14 @@ pub fn experiment(cx: &Call, v: Value) -> Outcome {
     });
     let mut results = done.into_inner().unwrap_or_else(|p| p.into_inner());
     results.sort_by_key(|r| r.run);
-    let end = op(&Op::ExperimentEnd(treefork::verbs::ExperimentEnd {
+    let end = Op::from(verbs::ExperimentEnd {
         id: b.id,
         results: treefork::command::wire::fit_results(results),
         rank_by: a.rank_by,
         keep: a.keep,
         abort: false,
-    }));
-    cx.bridge.call(end, None, &mut |_| {})
+    });
+    cx.bridge.call(&end, None, &mut |_| {})
 }
 
 /// One run, in fork `f`.
@@ -248,7 +248,7 @@ fn one(id: &str, f: &ExpFork, spec: &RunSpec, cwd: &str, t: Option<Duration>) ->
 
 /// `experiment_adopt`.
 pub fn adopt(cx: &Call, v: Value) -> Outcome {
-    let a: s::AdoptArgs = args(v)?;
+    let a: verbs::ExperimentAdopt = args(v)?;
     if a.run.is_some() == a.winner {
         return Err(ToolError::new(
             "invalid",
@@ -256,12 +256,7 @@ pub fn adopt(cx: &Call, v: Value) -> Outcome {
         ));
     }
     (cx.progress)(0.0, Some(1.0), "adopting".into());
-    let request = op(&Op::ExperimentAdopt(treefork::verbs::ExperimentAdopt {
-        id: a.id,
-        run: a.run,
-        winner: a.winner,
-    }));
-    let r = cx.bridge.call(request, None, &mut |_| {})?;
+    let r = cx.bridge.call(&a.into(), None, &mut |_| {})?;
     (cx.progress)(1.0, Some(1.0), format!("adopted run {}", r["run"]));
     Ok(r)
 }

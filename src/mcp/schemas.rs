@@ -1,7 +1,10 @@
-//! The tools' input types (their JSON Schemas are derived from them, and the same
-//! types parse the arguments, so schema and parser cannot drift apart) and their
-//! output schemas (hand-written, loose: the fields a client can rely on, with
-//! `additionalProperties` allowed so a daemon that answers more stays valid).
+//! Schemas of the tools: input schemas derived from the types that parse the
+//! arguments (a verb's request type, or, for a tool with arguments of its own,
+//! its input type here), so schema and parser cannot drift apart; output schemas
+//! derived from the verb's response type ([`typed_output`]), or hand-written
+//! ([`object`]: loose, the fields a client can rely on, `additionalProperties`
+//! allowed) for a tool that answers more than its verb and, until its response
+//! is typed, for a verb whose response is still untyped.
 //!
 //! Invariant: every schema here is a JSON Schema object (`"type": "object"`), as
 //! MCP requires of `inputSchema` and `outputSchema`.
@@ -27,6 +30,13 @@ pub fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
     Arc::new(o)
 }
 
+/// The output schema of a verb's response type `R` when it is typed (an object
+/// schema); `None` for an untyped (`Value`) response.
+pub fn typed_output<R: JsonSchema + 'static>() -> Option<Arc<JsonObject>> {
+    let s = rmcp::handler::server::common::schema_for_output::<R>();
+    (s.get("type") == Some(&json!("object"))).then_some(s)
+}
+
 /// An object schema with these properties (`required` among them), other
 /// properties allowed.
 pub fn object(props: Value, required: &[&str]) -> JsonObject {
@@ -45,25 +55,6 @@ pub fn object(props: Value, required: &[&str]) -> JsonObject {
 /// `{"type": [t, "null"]}`.
 pub fn nullable(t: &str) -> Value {
     json!({"type": [t, "null"]})
-}
-
-/// No arguments.
-#[derive(Deserialize, JsonSchema, Default)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct NoArgs {}
-
-/// `log`.
-#[derive(Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct LogArgs {
-    /// At most this many checkpoints (default 20).
-    pub limit: Option<usize>,
-    /// Ref to start from (default HEAD).
-    pub from: Option<String>,
-    /// Only checkpoints that changed this workspace-relative path.
-    pub path: Option<String>,
 }
 
 /// `diff`.
@@ -136,17 +127,6 @@ pub struct CheckpointArgs {
     pub meta: Option<serde_json::Map<String, Value>>,
 }
 
-/// `branch`.
-#[derive(Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct BranchArgs {
-    /// The new branch's name.
-    pub name: String,
-    /// Ref it points at (default HEAD, pending changes checkpointed first).
-    pub from: Option<String>,
-}
-
 /// `fork`.
 #[derive(Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
@@ -161,18 +141,6 @@ pub struct ForkArgs {
     /// Start from this message instead: files as they were then, the
     /// conversation up to it.
     pub from_message: Option<String>,
-}
-
-/// `checkout`.
-#[derive(Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct CheckoutArgs {
-    /// The ref to show in the workspace (a branch name attaches HEAD to it).
-    #[serde(rename = "ref")]
-    pub target: Option<String>,
-    /// Create this branch at the ref and attach HEAD to it.
-    pub create: Option<String>,
 }
 
 /// `restore`.
@@ -220,15 +188,6 @@ impl UndoWhat {
     }
 }
 
-/// `op_log`.
-#[derive(Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct OpLogArgs {
-    /// At most this many operations (newest first).
-    pub limit: Option<usize>,
-}
-
 /// `exec`.
 #[derive(Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
@@ -269,20 +228,6 @@ pub struct ExperimentArgs {
     /// Leave every fork mounted afterwards.
     #[serde(default)]
     pub keep: bool,
-}
-
-/// `experiment_adopt`.
-#[derive(Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(deny_unknown_fields)]
-pub struct AdoptArgs {
-    /// The experiment (default: the newest).
-    pub id: Option<String>,
-    /// The run number to adopt.
-    pub run: Option<u32>,
-    /// Adopt the winner.
-    #[serde(default)]
-    pub winner: bool,
 }
 
 /// A message's role.

@@ -72,7 +72,7 @@ impl ServerHandler for Server {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let role = self.bridge.role;
-        let list = tools::TOOLS
+        let list = super::table::TOOLS
             .iter()
             .filter(|t| t.visible(role))
             .map(tools::Tool::describe)
@@ -81,7 +81,7 @@ impl ServerHandler for Server {
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        tools::find(name, self.bridge.role).map(tools::Tool::describe)
+        super::table::find(name, self.bridge.role).map(tools::Tool::describe)
     }
 
     async fn call_tool(
@@ -89,7 +89,7 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(tool) = tools::find(&request.name, self.bridge.role) else {
+        let Some(tool) = super::table::find(&request.name, self.bridge.role) else {
             return Err(ErrorData::invalid_params(
                 format!("no tool {:?} on this socket", request.name),
                 None,

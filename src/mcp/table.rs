@@ -1,14 +1,52 @@
-//! The table of tools: each tool's name, description, hints, schemas, probe op
-//! and bridge function, in `tools/list` order (see [`super::tools`] for what a
-//! [`Tool`] is and the invariants the table keeps).
+//! The table of tools, in `tools/list` order: one [`tool!`] entry per tool,
+//! naming its verb (see [`super::tools`] for what a [`Tool`] is and the
+//! invariants the table keeps).
+//!
+//! From the verb come the role rule (`Verb::AGENT`), the input schema and the
+//! parser (the verb's request type, unless the tool names its own argument type)
+//! and the output schema (the verb's response type). An entry carries an output
+//! override while its verb's response is untyped (`Untyped(...)`: delete it when
+//! the response is typed), or its own output when the tool answers more than the
+//! verb (`Own(...)`).
 
 use rmcp::model::JsonObject;
 use serde_json::json;
-use treefork::verbs::Op;
+use treefork::control::Verb;
+use treefork::verbs;
 
 use super::schemas::{self as s, changes, nullable, object};
+use super::tools::Output::{Own, Untyped};
 use super::tools::{ADD, Hints, READ, REPLACE, Tool};
 use super::{calls, run};
+
+/// A tool: `name = Verb` (arguments: the verb's request, sent as is) or
+/// `name = Verb(ArgsType) => run_fn`; then hints, title, description, and an
+/// output override when the output is not the verb's typed response.
+macro_rules! tool {
+    ($name:ident = $verb:ident, $($rest:tt)*) => {
+        tool!(@ $name, $verb, verbs::$verb, calls::request::<verbs::$verb>, $($rest)*)
+    };
+    ($name:ident = $verb:ident($args:ty) => $run:expr, $($rest:tt)*) => {
+        tool!(@ $name, $verb, $args, $run, $($rest)*)
+    };
+    (@output) => { None };
+    (@output $output:expr) => { Some($output) };
+    (@ $name:ident, $verb:ident, $args:ty, $run:expr,
+     $hints:expr, $title:literal, $description:literal $(, $output:expr)? $(,)?) => {
+        Tool {
+            name: stringify!($name),
+            verb: <verbs::$verb as Verb>::NAME,
+            agent: <verbs::$verb as Verb>::AGENT,
+            title: $title,
+            description: $description,
+            hints: $hints,
+            input: s::input::<$args>,
+            response: s::typed_output::<<verbs::$verb as Verb>::Response>,
+            output: tool!(@output $($output)?),
+            run: $run,
+        }
+    };
+}
 
 fn checkpoint_out() -> JsonObject {
     object(
@@ -27,406 +65,365 @@ fn undo_out() -> JsonObject {
     )
 }
 
+const IDEMPOTENT_REPLACE: Hints = Hints {
+    idempotent: true,
+    ..REPLACE
+};
+
 /// Every tool, in `tools/list` order.
 pub static TOOLS: &[Tool] = &[
-    Tool {
-        name: "status",
-        title: "Pending changes",
-        description: "Paths changed in the workspace since the last checkpoint, HEAD and the attached branch.",
-        hints: READ,
-        input: s::input::<s::NoArgs>,
-        output: || {
-            object(
-                json!({"head": nullable("string"), "branch": nullable("string"), "changes": changes()}),
-                &["changes"],
-            )
-        },
-        probe: || Some(Op::Status(treefork::verbs::Status {})),
-        run: calls::status,
-    },
-    Tool {
-        name: "log",
-        title: "Checkpoint log",
-        description: "Checkpoints along first parents from a ref (default HEAD), newest first.",
-        hints: READ,
-        input: s::input::<s::LogArgs>,
-        output: || {
-            object(
-                json!({"checkpoints": {"type": "array", "items": {"type": "object"}}}),
-                &["checkpoints"],
-            )
-        },
-        probe: || {
-            Some(Op::Log(treefork::verbs::Log {
-                limit: None,
-                from: None,
-                path: None,
-            }))
-        },
-        run: calls::log,
-    },
-    Tool {
-        name: "diff",
-        title: "Diff two states",
-        description: "Differences between two states (refs, or WORKING for the live files): name-status, stat, or patch text cut at max_bytes.",
-        hints: READ,
-        input: s::input::<s::DiffArgs>,
-        output: || {
-            object(
-                json!({"entries": {"type": "array", "items": {"type": "object"}},
-                    "patch": nullable("string"), "truncated": {"type": "boolean"},
-                    "patch_bytes": {"type": "integer"}}),
-                &["entries", "truncated"],
-            )
-        },
-        probe: || {
-            Some(Op::Diff(treefork::verbs::Diff {
-                a: None,
-                b: None,
-                mode: None,
-                stream: true,
-            }))
-        },
-        run: calls::diff,
-    },
-    Tool {
-        name: "show_file",
-        title: "Read a file at a ref",
-        description: "What is at a workspace path in a stored state (default HEAD), without a checkout: a file's text (or base64 when not UTF-8), a directory's entries, a link's target.",
-        hints: READ,
-        input: s::input::<s::ShowFileArgs>,
-        output: || {
-            object(
-                json!({"kind": {"type": "string"}, "path": {"type": "string"},
-                    "text": {"type": "string"}, "base64": {"type": "string"},
-                    "truncated": {"type": "boolean"}, "size": {"type": "integer"},
-                    "entries": {"type": "array"}}),
-                &["kind"],
-            )
-        },
-        probe: || {
-            Some(Op::Show(treefork::verbs::Show {
-                target: "HEAD".into(),
-                path: Some(String::new()),
-            }))
-        },
-        run: calls::show_file,
-    },
-    Tool {
-        name: "checkpoint",
-        title: "Take a checkpoint",
-        description: "Save the workspace as a checkpoint (it becomes HEAD), with a message and an explanation kept in the operation log.",
-        hints: ADD,
-        input: s::input::<s::CheckpointArgs>,
-        output: checkpoint_out,
-        probe: || {
-            Some(Op::Checkpoint(treefork::verbs::Checkpoint {
-                message: String::new(),
-                trigger: "manual".into(),
-                meta: Default::default(),
-            }))
-        },
-        run: calls::checkpoint,
-    },
-    Tool {
-        name: "branch",
-        title: "Create a branch",
-        description: "Create a branch at a ref (default HEAD, pending changes checkpointed first). An existing name is a conflict.",
-        hints: ADD,
-        input: s::input::<s::BranchArgs>,
-        output: || {
-            object(
-                json!({"branch": {"type": "string"}, "checkpoint": {"type": "string"}}),
-                &["branch"],
-            )
-        },
-        probe: || {
-            Some(Op::Branch(treefork::verbs::Branch {
-                name: String::new(),
-                from: None,
-            }))
-        },
-        run: calls::branch,
-    },
-    Tool {
-        name: "fork",
-        title: "Fork into a new workspace",
-        description: "Create a new session from a ref (default: a fresh checkpoint) or from a message, mounted at a new directory.",
-        hints: ADD,
-        input: s::input::<s::ForkArgs>,
-        output: || {
-            object(
-                // A fork from a message starts from that message's workspace
-                // root, which need not be a checkpoint: `checkpoint` is then null.
-                json!({"session": {"type": "string"}, "mountpoint": {"type": "string"},
-                    "checkpoint": {"type": ["string", "null"]}}),
-                &["session", "mountpoint"],
-            )
-        },
-        probe: || {
-            Some(Op::Fork(treefork::verbs::Fork {
-                name: String::new(),
-                from: None,
-                mountpoint: "/".into(),
-                agent_socket: None,
-                agent_uid: None,
-                from_message: None,
-            }))
-        },
-        run: calls::fork,
-    },
-    Tool {
-        name: "checkout",
-        title: "Check out a ref",
-        description: "Make the workspace show a ref's files (pending changes are saved first as a checkpoint; undo reverts it). A branch name attaches HEAD.",
-        hints: Hints {
-            idempotent: true,
-            ..REPLACE
-        },
-        input: s::input::<s::CheckoutArgs>,
-        output: || {
-            object(
-                json!({"checkpoint": {"type": "object"}, "branch": nullable("string"),
-                    "detached": {"type": "boolean"}, "op": {"type": "integer"}}),
-                &["checkpoint"],
-            )
-        },
-        probe: || {
-            Some(Op::Checkout(treefork::verbs::Checkout {
-                target: None,
-                create: None,
-            }))
-        },
-        run: calls::checkout,
-    },
-    Tool {
-        name: "restore",
-        title: "Restore files from a ref",
-        description: "Rewind the workspace, or some paths of it, to a ref. Dry run by default (reports what would change); pass dry_run=false to restore (pending changes are saved first).",
-        hints: Hints {
-            idempotent: true,
-            ..REPLACE
-        },
-        input: s::input::<s::RestoreArgs>,
-        output: || {
-            object(
-                json!({"dry_run": {"type": "boolean"}, "changes": changes()}),
-                &["dry_run", "changes"],
-            )
-        },
-        probe: || {
-            Some(Op::Restore(treefork::verbs::Restore {
-                target: "HEAD".into(),
-                paths: vec![],
-                dry_run: false,
-            }))
-        },
-        run: calls::restore,
-    },
-    Tool {
-        name: "undo",
-        title: "Undo the last operation",
-        description: "Revert what the session's newest not-undone operation changed (recorded itself; redo reverts it).",
-        hints: REPLACE,
-        input: s::input::<s::UndoArgs>,
-        output: undo_out,
-        probe: || {
-            Some(Op::Undo(treefork::verbs::Undo {
-                what: None,
-                if_last: None,
-            }))
-        },
-        run: calls::undo,
-    },
-    Tool {
-        name: "redo",
-        title: "Redo the last undo",
-        description: "Revert the newest undo.",
-        hints: REPLACE,
-        input: s::input::<s::UndoArgs>,
-        output: undo_out,
-        probe: || {
-            Some(Op::Redo(treefork::verbs::Redo {
-                what: None,
-                if_last: None,
-            }))
-        },
-        run: calls::redo,
-    },
-    Tool {
-        name: "op_log",
-        title: "Operation log",
-        description: "The session's operations (checkpoints, checkouts, execs, undos, ...), newest first.",
-        hints: READ,
-        input: s::input::<s::OpLogArgs>,
-        output: || {
-            object(
-                json!({"operations": {"type": "array", "items": {"type": "object"}}}),
-                &["operations"],
-            )
-        },
-        probe: || Some(Op::OpLog(treefork::verbs::OpLog { limit: None })),
-        run: calls::op_log,
-    },
-    Tool {
-        name: "exec",
-        title: "Run a command, recorded",
-        description: "Run a command in the workspace (stdin empty, output captured) and record it: the before and after checkpoints, changed paths, exit status and output. Sends progress while it runs.",
-        hints: REPLACE,
-        input: s::input::<s::ExecArgs>,
-        output: || {
-            object(
-                json!({"exec": {"type": "integer"}, "status": {"type": "integer"},
-                    "exit_code": nullable("integer"), "signal": nullable("integer"),
-                    "stdout": {"type": "string"}, "stderr": {"type": "string"},
-                    "timed_out": {"type": "boolean"}, "duration_ms": {"type": "integer"},
-                    "checkpoint": nullable("string"), "changed": {"type": "array"}}),
-                &["exec", "status", "stdout", "stderr"],
-            )
-        },
-        probe: || {
-            Some(Op::ExecBegin(treefork::verbs::ExecBegin {
-                argv: vec![],
-                cwd: String::new(),
-            }))
-        },
-        run: run::exec,
-    },
-    Tool {
-        name: "experiment",
-        title: "Try commands in parallel forks",
-        description: "Run several commands at once, each in its own fork of the workspace, rank them (exit 0 first, then duration) and compare. Sends progress as runs finish. Adopt a run with experiment_adopt.",
-        hints: ADD,
-        input: s::input::<s::ExperimentArgs>,
-        output: || {
-            object(
-                json!({"id": {"type": "string"}, "runs": {"type": "array", "items": {"type": "object"}},
-                    "ranking": {"type": "array"}, "winner": nullable("integer")}),
-                &["id", "runs"],
-            )
-        },
-        probe: || {
-            Some(Op::ExperimentBegin(treefork::verbs::ExperimentBegin {
-                from: None,
-                runs: vec![],
-                cwd: None,
-            }))
-        },
-        run: run::experiment,
-    },
-    Tool {
-        name: "experiment_adopt",
-        title: "Adopt an experiment's run",
-        description: "Bring a run's final files into the workspace (pending changes saved first; undo reverts it).",
-        hints: REPLACE,
-        input: s::input::<s::AdoptArgs>,
-        output: || {
-            object(
-                json!({"id": {"type": "string"}, "run": {"type": "integer"}, "op": {"type": "integer"}}),
-                &["id", "run"],
-            )
-        },
-        probe: || {
-            Some(Op::ExperimentAdopt(treefork::verbs::ExperimentAdopt {
-                id: None,
-                run: None,
-                winner: true,
-            }))
-        },
-        run: run::adopt,
-    },
-    Tool {
-        name: "messages_append",
-        title: "Append a message",
-        description: "Append a message to the session's conversation log, tied to the current checkpoint and operation (returns once queued; flush=true waits until durable).",
-        hints: ADD,
-        input: s::input::<s::AppendArgs>,
-        output: || {
-            object(
-                json!({"id": {"type": "string"}, "queued": {"type": "boolean"}}),
-                &["id"],
-            )
-        },
-        probe: || {
-            Some(Op::MessageAppend(treefork::verbs::MessageAppend {
-                role: "user".into(),
-                content: serde_json::Value::Null,
-                tool_calls: None,
-                tool_call_id: None,
-                meta: None,
-                id: None,
-                stream: None,
-            }))
-        },
-        run: calls::messages_append,
-    },
-    Tool {
-        name: "messages_list",
-        title: "List messages",
-        description: "The session's messages, oldest first, each with the checkpoint and workspace it was appended at.",
-        hints: READ,
-        input: s::input::<s::ListArgs>,
-        output: || {
-            object(
-                json!({"messages": {"type": "array", "items": {"type": "object"}}}),
-                &["messages"],
-            )
-        },
-        probe: || {
-            Some(Op::Messages(treefork::verbs::Messages {
-                stream: None,
-                limit: None,
-                upto: None,
-                after: None,
-            }))
-        },
-        run: calls::messages_list,
-    },
-    Tool {
-        name: "rewind",
-        title: "Rewind to a message",
-        description: "Bring the files and/or the conversation back to a message (later messages are hidden, not deleted; undo brings them back).",
-        hints: REPLACE,
-        input: s::input::<s::RewindArgs>,
-        output: || {
-            object(
-                json!({"op": {"type": ["integer", "null"]}, "files": {"type": "object"}, "conversation": {"type": "object"}}),
-                &[],
-            )
-        },
-        probe: || {
-            Some(Op::Rewind(treefork::verbs::Rewind {
-                to: String::new(),
-                what: None,
-                dry_run: true,
-            }))
-        },
-        run: calls::rewind,
-    },
-    Tool {
-        name: "promote",
-        title: "Promote to the git repository",
-        description: "Write the session's chosen paths back to the durable git repository it was mounted from (commit, branch or patch). Dry run by default; pass dry_run=false to write. User role only.",
-        hints: REPLACE,
-        input: s::input::<s::PromoteArgs>,
-        output: || {
-            object(
-                json!({"dry_run": {"type": "boolean"}, "strategy": {"type": "string"},
-                    "changes": {"type": "array", "items": {"type": "object"}}}),
-                &["dry_run", "changes"],
-            )
-        },
-        probe: || {
-            Some(Op::Promote(treefork::verbs::Promote {
-                paths: vec![],
-                strategy: "commit".into(),
-                message: None,
-                dry_run: true,
-                branch: None,
-                onto_head: false,
-                allow_large: false,
-            }))
-        },
-        run: calls::promote,
-    },
+    tool!(
+        status = Status,
+        READ,
+        "Pending changes",
+        "Paths changed in the workspace since the last checkpoint, HEAD and the attached branch.",
+        Untyped(|| object(
+            json!({"head": nullable("string"), "branch": nullable("string"), "changes": changes()}),
+            &["changes"],
+        ))
+    ),
+    tool!(
+        log = Log,
+        READ,
+        "Checkpoint log",
+        "Checkpoints along first parents from a ref (default HEAD), newest first.",
+        Untyped(|| object(
+            json!({"checkpoints": {"type": "array", "items": {"type": "object"}}}),
+            &["checkpoints"],
+        ))
+    ),
+    tool!(diff = Diff(s::DiffArgs) => calls::diff, READ,
+        "Diff two states",
+        "Differences between two states (refs, or WORKING for the live files): name-status, stat, or patch text cut at max_bytes.",
+        Own(|| object(
+            json!({"entries": {"type": "array", "items": {"type": "object"}},
+                "patch": nullable("string"), "truncated": {"type": "boolean"},
+                "patch_bytes": {"type": "integer"}}),
+            &["entries", "truncated"],
+        ))
+    ),
+    tool!(show_file = Show(s::ShowFileArgs) => calls::show_file, READ,
+        "Read a file at a ref",
+        "What is at a workspace path in a stored state (default HEAD), without a checkout: a file's text (or base64 when not UTF-8), a directory's entries, a link's target.",
+        Own(|| object(
+            json!({"kind": {"type": "string"}, "path": {"type": "string"},
+                "text": {"type": "string"}, "base64": {"type": "string"},
+                "truncated": {"type": "boolean"}, "size": {"type": "integer"},
+                "entries": {"type": "array"}}),
+            &["kind"],
+        ))
+    ),
+    tool!(checkpoint = Checkpoint(s::CheckpointArgs) => calls::checkpoint, ADD,
+        "Take a checkpoint",
+        "Save the workspace as a checkpoint (it becomes HEAD), with a message and an explanation kept in the operation log.",
+        Untyped(checkpoint_out)
+    ),
+    tool!(
+        branch = Branch,
+        ADD,
+        "Create a branch",
+        "Create a branch at a ref (default HEAD, pending changes checkpointed first). An existing name is a conflict.",
+        Untyped(|| object(
+            json!({"branch": {"type": "string"}, "checkpoint": {"type": "string"}}),
+            &["branch"],
+        ))
+    ),
+    tool!(fork = Fork(s::ForkArgs) => calls::fork, ADD,
+        "Fork into a new workspace",
+        "Create a new session from a ref (default: a fresh checkpoint) or from a message, mounted at a new directory.",
+        // A fork from a message starts from that message's workspace root,
+        // which need not be a checkpoint: `checkpoint` is then null.
+        Untyped(|| object(
+            json!({"session": {"type": "string"}, "mountpoint": {"type": "string"},
+                "checkpoint": {"type": ["string", "null"]}}),
+            &["session", "mountpoint"],
+        ))
+    ),
+    tool!(
+        checkout = Checkout,
+        IDEMPOTENT_REPLACE,
+        "Check out a ref",
+        "Make the workspace show a ref's files (pending changes are saved first as a checkpoint; undo reverts it). A branch name attaches HEAD.",
+        Untyped(|| object(
+            json!({"checkpoint": {"type": "object"}, "branch": nullable("string"),
+                "detached": {"type": "boolean"}, "op": {"type": "integer"}}),
+            &["checkpoint"],
+        ))
+    ),
+    tool!(restore = Restore(s::RestoreArgs) => calls::restore, IDEMPOTENT_REPLACE,
+        "Restore files from a ref",
+        "Rewind the workspace, or some paths of it, to a ref. Dry run by default (reports what would change); pass dry_run=false to restore (pending changes are saved first).",
+        Untyped(|| object(
+            json!({"dry_run": {"type": "boolean"}, "changes": changes()}),
+            &["dry_run", "changes"],
+        ))
+    ),
+    tool!(undo = Undo(s::UndoArgs) => calls::undo, REPLACE,
+        "Undo the last operation",
+        "Revert what the session's newest not-undone operation changed (recorded itself; redo reverts it).",
+        Untyped(undo_out)
+    ),
+    tool!(redo = Redo(s::UndoArgs) => calls::redo, REPLACE,
+        "Redo the last undo",
+        "Revert the newest undo.",
+        Untyped(undo_out)
+    ),
+    tool!(
+        op_log = OpLog,
+        READ,
+        "Operation log",
+        "The session's operations (checkpoints, checkouts, execs, undos, ...), newest first.",
+        Untyped(|| object(
+            json!({"operations": {"type": "array", "items": {"type": "object"}}}),
+            &["operations"],
+        ))
+    ),
+    tool!(exec = ExecBegin(s::ExecArgs) => run::exec, REPLACE,
+        "Run a command, recorded",
+        "Run a command in the workspace (stdin empty, output captured) and record it: the before and after checkpoints, changed paths, exit status and output. Sends progress while it runs.",
+        Own(|| object(
+            json!({"exec": {"type": "integer"}, "status": {"type": "integer"},
+                "exit_code": nullable("integer"), "signal": nullable("integer"),
+                "stdout": {"type": "string"}, "stderr": {"type": "string"},
+                "timed_out": {"type": "boolean"}, "duration_ms": {"type": "integer"},
+                "checkpoint": nullable("string"), "changed": {"type": "array"}}),
+            &["exec", "status", "stdout", "stderr"],
+        ))
+    ),
+    tool!(experiment = ExperimentBegin(s::ExperimentArgs) => run::experiment, ADD,
+        "Try commands in parallel forks",
+        "Run several commands at once, each in its own fork of the workspace, rank them (exit 0 first, then duration) and compare. Sends progress as runs finish. Adopt a run with experiment_adopt.",
+        Own(|| object(
+            json!({"id": {"type": "string"}, "runs": {"type": "array", "items": {"type": "object"}},
+                "ranking": {"type": "array"}, "winner": nullable("integer")}),
+            &["id", "runs"],
+        ))
+    ),
+    tool!(experiment_adopt = ExperimentAdopt(verbs::ExperimentAdopt) => run::adopt, REPLACE,
+        "Adopt an experiment's run",
+        "Bring a run's final files into the workspace (pending changes saved first; undo reverts it).",
+        Untyped(|| object(
+            json!({"id": {"type": "string"}, "run": {"type": "integer"}, "op": {"type": "integer"}}),
+            &["id", "run"],
+        ))
+    ),
+    tool!(messages_append = MessageAppend(s::AppendArgs) => calls::messages_append, ADD,
+        "Append a message",
+        "Append a message to the session's conversation log, tied to the current checkpoint and operation (returns once queued; flush=true waits until durable).",
+        Own(|| object(
+            json!({"id": {"type": "string"}, "queued": {"type": "boolean"}}),
+            &["id"],
+        ))
+    ),
+    tool!(messages_list = Messages(s::ListArgs) => calls::messages_list, READ,
+        "List messages",
+        "The session's messages, oldest first, each with the checkpoint and workspace it was appended at.",
+        Untyped(|| object(
+            json!({"messages": {"type": "array", "items": {"type": "object"}}}),
+            &["messages"],
+        ))
+    ),
+    tool!(rewind = Rewind(s::RewindArgs) => calls::rewind, REPLACE,
+        "Rewind to a message",
+        "Bring the files and/or the conversation back to a message (later messages are hidden, not deleted; undo brings them back).",
+        Untyped(|| object(
+            json!({"op": {"type": ["integer", "null"]}, "files": {"type": "object"}, "conversation": {"type": "object"}}),
+            &[],
+        ))
+    ),
+    tool!(promote = Promote(s::PromoteArgs) => calls::promote, REPLACE,
+        "Promote to the git repository",
+        "Write the session's chosen paths back to the durable git repository it was mounted from (commit, branch or patch). Dry run by default; pass dry_run=false to write. User role only.",
+        Untyped(|| object(
+            json!({"dry_run": {"type": "boolean"}, "strategy": {"type": "string"},
+                "changes": {"type": "array", "items": {"type": "object"}}}),
+            &["dry_run", "changes"],
+        ))
+    ),
 ];
+
+/// The tool named `name`, if a socket of `role` may use it.
+pub fn find(name: &str, role: treefork::control::Role) -> Option<&'static Tool> {
+    TOOLS.iter().find(|t| t.name == name && t.visible(role))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::schemas as s;
+    use super::super::tools::*;
+    use super::*;
+    use serde_json::Value;
+    use treefork::control::Role;
+
+    fn names(role: Role) -> Vec<&'static str> {
+        TOOLS
+            .iter()
+            .filter(|t| t.visible(role))
+            .map(|t| t.name)
+            .collect()
+    }
+
+    #[test]
+    fn names_are_snake_and_unique() {
+        let mut seen = std::collections::BTreeSet::new();
+        for t in TOOLS {
+            assert!(
+                !t.name.is_empty()
+                    && t.name
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+                "{}",
+                t.name
+            );
+            assert!(seen.insert(t.name), "duplicate {}", t.name);
+        }
+        for want in [
+            "status",
+            "log",
+            "diff",
+            "show_file",
+            "checkpoint",
+            "branch",
+            "fork",
+            "checkout",
+            "restore",
+            "undo",
+            "redo",
+            "op_log",
+            "exec",
+            "experiment",
+            "experiment_adopt",
+            "messages_append",
+            "messages_list",
+            "rewind",
+            "promote",
+        ] {
+            assert!(seen.contains(want), "missing {want}");
+        }
+    }
+
+    /// A JSON Schema object as MCP wants it: `type: object`, `properties` an object
+    /// of schemas, `required` naming properties only.
+    fn check_schema(tool: &str, which: &str, s: &JsonObject) {
+        let at = format!("{tool} {which}");
+        assert_eq!(s.get("type"), Some(&json!("object")), "{at}: {s:?}");
+        let props = s
+            .get("properties")
+            .and_then(Value::as_object)
+            .unwrap_or_else(|| panic!("{at}: no properties"));
+        for (k, v) in props {
+            assert!(v.is_object(), "{at}.{k} is not a schema");
+        }
+        for r in s
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let r = r.as_str().unwrap();
+            assert!(
+                props.contains_key(r),
+                "{at}: required {r} is not a property"
+            );
+        }
+    }
+
+    #[test]
+    fn every_tool_has_valid_schemas_and_hints() {
+        for t in TOOLS {
+            let d = t.describe();
+            check_schema(t.name, "input", &d.input_schema);
+            check_schema(t.name, "output", d.output_schema.as_ref().unwrap());
+            let a = d.annotations.unwrap();
+            assert!(a.read_only_hint.is_some() && a.destructive_hint.is_some());
+            assert!(a.idempotent_hint.is_some());
+            assert!(!t.description.is_empty());
+            // Reading tools destroy nothing.
+            assert!(!(t.hints.read_only && t.hints.destructive), "{}", t.name);
+        }
+        // The schemas are derived from the parsers: a required field is required.
+        let d = find("checkpoint", Role::Agent).unwrap().describe();
+        assert!(d.input_schema["properties"].get("explanation").is_some());
+        let r = find("restore", Role::Agent).unwrap().describe();
+        assert_eq!(r.input_schema["required"], json!(["ref"]));
+    }
+
+    /// A hand-written output schema stands in for an untyped verb response only:
+    /// once the verb's response is typed, the tool's override is to be deleted.
+    #[test]
+    fn overrides_only_for_untyped_responses() {
+        for t in TOOLS {
+            match t.output {
+                None => assert!((t.response)().is_some(), "{}", t.name),
+                Some(Output::Untyped(_)) => assert!(
+                    (t.response)().is_none(),
+                    "tool {}: verb {}'s response is typed now: delete the tool's \
+                     Untyped output override",
+                    t.name,
+                    t.verb
+                ),
+                Some(Output::Own(_)) => {}
+            }
+            assert!(treefork::verbs::NAMES.contains(&t.verb), "{}", t.verb);
+        }
+    }
+
+    /// A tool's arguments are its verb's request properties, under the same
+    /// names, except the few the tool itself uses (listed here).
+    #[test]
+    fn tool_arguments_are_their_verbs_or_the_tools_own() {
+        let own: &[(&str, &[&str])] = &[
+            ("diff", &["max_bytes"]),
+            ("show_file", &["max_bytes"]),
+            ("checkpoint", &["explanation"]),
+            ("exec", &["timeout_s", "capture_limit", "explanation"]),
+            // `rank_by` and `keep` go to `experiment_end`.
+            (
+                "experiment",
+                &["commands", "env", "rank_by", "timeout_s", "keep"],
+            ),
+            ("messages_append", &["flush"]),
+        ];
+        let verbs = treefork::verbs::schemas();
+        for t in TOOLS {
+            let v = verbs.iter().find(|v| v.name == t.verb).unwrap();
+            let props = v.request.get("properties").and_then(Value::as_object);
+            let extra = own
+                .iter()
+                .find(|(n, _)| *n == t.name)
+                .map_or(&[][..], |(_, e)| e);
+            for p in (t.input)()["properties"].as_object().unwrap().keys() {
+                assert!(
+                    props.is_some_and(|ps| ps.contains_key(p)) || extra.contains(&p.as_str()),
+                    "tool {}: argument {p} is not a property of {}'s request",
+                    t.name,
+                    t.verb
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn roles_filter_the_list() {
+        let user = names(Role::User);
+        let agent = names(Role::Agent);
+        assert_eq!(user.len(), TOOLS.len());
+        assert!(user.contains(&"promote"));
+        assert!(!agent.contains(&"promote"), "{agent:?}");
+        assert_eq!(agent.len(), TOOLS.len() - 1, "{agent:?}");
+        assert!(find("promote", Role::Agent).is_none());
+        assert!(find("promote", Role::User).is_some());
+        assert!(find("nope", Role::User).is_none());
+    }
+
+    #[test]
+    fn arguments_are_checked_against_the_types() {
+        let e = args::<s::RestoreArgs>(json!({"paths": []})).err().unwrap();
+        assert_eq!(e.code(), "bad_request");
+        // Unknown fields are refused, not ignored.
+        assert!(args::<treefork::verbs::Status>(json!({"x": 1})).is_err());
+        let a: s::RestoreArgs = args(json!({"ref": "HEAD"})).unwrap();
+        assert_eq!(a.dry_run, None);
+        let _: treefork::verbs::Status = args(Value::Null).unwrap();
+    }
+}

@@ -14,6 +14,9 @@ bash scripts/install-test-tools.sh
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
+step "layers: no import runs back up, no circle among src/ files"
+python3 scripts/layers.py --check
+
 step "cargo clippy -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
 

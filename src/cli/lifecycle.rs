@@ -6,6 +6,9 @@
 use serde_json::Value;
 
 use super::prelude::*;
+use treefork::verbs::session_discard::Discarded;
+use treefork::verbs::session_extend::Extended;
+use treefork::verbs::session_sweep::Swept;
 
 /// Eviction policy and task of a session (`mount`; on an existing session they
 /// update it).
@@ -217,21 +220,15 @@ pub struct Extend {
     evict_to: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct Extended {
-    session: String,
-    policy: Value,
-}
-
 impl Human for Extended {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        let ttl = |k: &str| self.policy[k].as_i64().map_or("none".to_string(), dur);
+        let ttl = |s: Option<u64>| s.map_or("none".to_string(), |s| dur(s as i64));
         writeln!(
             out,
             "session {}: idle ttl {}, absolute ttl {} (idle clock restarted)",
             self.session,
-            ttl("idle_ttl_secs"),
-            ttl("absolute_ttl_secs")
+            ttl(self.policy.idle_ttl_secs),
+            ttl(self.policy.absolute_ttl_secs)
         )
     }
 }
@@ -254,11 +251,6 @@ impl Run for Extend {
 pub struct Discard {
     /// Session name.
     name: String,
-}
-
-#[derive(Deserialize)]
-struct Discarded {
-    session: String,
 }
 
 impl Human for Discarded {
@@ -285,35 +277,16 @@ impl Run for Discard {
 #[derive(clap::Args)]
 pub struct Sweep {}
 
-#[derive(Deserialize)]
-struct Swept {
-    evicted: Vec<Value>,
-    busy: Vec<Value>,
-    expired: Vec<Value>,
-}
-
 impl Human for Swept {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        let s = |v: &Value, k: &str| v[k].as_str().unwrap_or("").to_string();
         for e in &self.evicted {
-            writeln!(out, "evicted {} ({})", s(e, "session"), s(e, "reason"))?;
+            writeln!(out, "evicted {} ({})", e.session, e.reason)?;
         }
         for e in &self.busy {
-            writeln!(
-                out,
-                "busy    {} ({}): {}",
-                s(e, "session"),
-                s(e, "reason"),
-                s(e, "blocked")
-            )?;
+            writeln!(out, "busy    {} ({}): {}", e.session, e.reason, e.blocked)?;
         }
         for e in &self.expired {
-            writeln!(
-                out,
-                "expired {} ({}, not mounted)",
-                s(e, "session"),
-                s(e, "reason")
-            )?;
+            writeln!(out, "expired {} ({}, not mounted)", e.session, e.reason)?;
         }
         if self.evicted.is_empty() && self.busy.is_empty() && self.expired.is_empty() {
             writeln!(out, "nothing to evict")?;

@@ -156,19 +156,15 @@ impl Run for Umount {
             };
             Ok(Reply::new(raw, body).into())
         };
-        if cx.explicit::<Ignored>(&op)?.is_some() {
+        if cx.explicit::<treefork::verbs::umount::Unmounted>(&op)?.is_some() {
             return done();
         }
         let store = cx.store_for_path(&mp)?;
         let stale =
             matches!(std::fs::metadata(&mp), Err(e) if e.raw_os_error() == Some(libc::ENOTCONN));
         let r = if plumbing::daemon_running(&store) {
-            #[derive(Deserialize)]
-            struct Gone {
-                daemon_exiting: Option<bool>,
-            }
-            plumbing::call::<Gone>(&store, &op, &mut |_| {}).map(|r| {
-                if r.body.daemon_exiting == Some(true) {
+            plumbing::call::<treefork::verbs::umount::Unmounted>(&store, &op, &mut |_| {}).map(|r| {
+                if r.body.daemon_exiting {
                     plumbing::wait_daemon_gone(&store);
                 }
             })

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use super::Daemon;
 use crate::error::{Error, Result};
 use crate::session::{self, Session};
+use crate::verbs::session_rm::SessionRemoved;
 
 /// Progress events at most every 100 ms (and at the end of each phase).
 fn progress(events: &mut dyn FnMut(Value)) -> impl FnMut(&str, u64, u64) + '_ {
@@ -82,7 +83,7 @@ impl Daemon {
         crate::remote::ops::store_trim::run(&*self.store, self, req, events)
     }
 
-    pub(crate) fn session_rm(&self, name: &str) -> Result<Value> {
+    pub(crate) fn session_rm(&self, name: &str) -> Result<SessionRemoved> {
         // Owning the name keeps mounts, forks and unmounts of it out meanwhile.
         let _claim = self
             .table
@@ -95,7 +96,9 @@ impl Daemon {
                 None => e,
             })?;
         retention::remove_session(&*self.store, name)?;
-        Ok(json!({ "removed": name }))
+        Ok(SessionRemoved {
+            removed: name.to_string(),
+        })
     }
 
     pub(crate) fn sessions(&self) -> Result<Value> {

@@ -32,6 +32,9 @@ use crate::error::{Error, Result};
 use crate::lifecycle::manage::{self, PolicyChange};
 use crate::lifecycle::{self, State};
 use crate::ops::{Host, Target};
+use crate::verbs::session_discard::Discarded;
+use crate::verbs::session_extend::Extended;
+use crate::verbs::session_sweep::{Swept, SweptBusy, SweptEvicted, SweptExpired};
 
 /// Environment variable: the sweep interval (e.g. `5m`, `30s`).
 pub const SWEEP_ENV: &str = "TREEFORK_SWEEP_INTERVAL";
@@ -234,7 +237,7 @@ impl Daemon {
         ttl_idle: Option<String>,
         ttl_absolute: Option<String>,
         evict_to: Option<String>,
-    ) -> Result<Value> {
+    ) -> Result<Extended> {
         let change = PolicyChange {
             ttl_idle,
             ttl_absolute,
@@ -249,11 +252,14 @@ impl Daemon {
             i.last_access = now;
             Ok(true)
         })?;
-        Ok(json!({"session": name, "policy": info.policy}))
+        Ok(Extended {
+            session: name.to_string(),
+            policy: info.policy,
+        })
     }
 
     /// `session discard`: unmount (refused while busy), then state `discarded`.
-    pub(crate) fn session_discard(&self, name: &str) -> Result<Value> {
+    pub(crate) fn session_discard(&self, name: &str) -> Result<Discarded> {
         if crate::session::load_record(&**self.store(), name)?.is_none() {
             return Err(Error::NotFound(format!("no session named {name}")));
         }
@@ -271,19 +277,23 @@ impl Daemon {
             i.evict_blocked = None;
             Ok(true)
         })?;
-        Ok(json!({"session": name, "discarded": true, "unmounted": unmounted}))
+        Ok(Discarded {
+            session: name.to_string(),
+            discarded: true,
+            unmounted,
+        })
     }
 
     /// One eviction sweep over every session; returns what was evicted, what was
     /// busy, and what was only marked expired.
-    pub(crate) fn sweep(&self) -> Result<Value> {
+    pub(crate) fn sweep(&self) -> Result<Swept> {
         let store = self.store().clone();
         let now = manage::now();
         let live: HashMap<String, Target> = Host::live(self)
             .into_iter()
             .map(|t| (t.session.name().to_string(), t))
             .collect();
-        let (mut evicted, mut busy, mut marked) = (Vec::new(), Vec::new(), Vec::new());
+        let mut swept = Swept::default();
         for rec in crate::session::list_records(&*store)? {
             let name = rec.name;
             let mut info = manage::load_or_legacy(&*store, &name, rec.created);
@@ -302,12 +312,19 @@ impl Daemon {
                         }
                         Ok(go)
                     })?;
-                    marked.push(json!({"session": name, "reason": why}));
+                    swept.expired.push(SweptExpired {
+                        session: name,
+                        reason: why,
+                    });
                 }
                 Some(t) => match self.evict(t, &info) {
                     Ok(ckpt) => {
                         log::info!("session {name}: evicted ({why})");
-                        evicted.push(json!({"session": name, "reason": why, "checkpoint": ckpt}));
+                        swept.evicted.push(SweptEvicted {
+                            session: name,
+                            reason: why,
+                            checkpoint: ckpt,
+                        });
                     }
                     Err(e) => {
                         let msg = e.to_string();
@@ -316,12 +333,16 @@ impl Daemon {
                             i.evict_blocked = Some(msg.clone());
                             Ok(true)
                         })?;
-                        busy.push(json!({"session": name, "reason": why, "blocked": msg}));
+                        swept.busy.push(SweptBusy {
+                            session: name,
+                            reason: why,
+                            blocked: msg,
+                        });
                     }
                 },
             }
         }
-        Ok(json!({"evicted": evicted, "busy": busy, "expired": marked}))
+        Ok(swept)
     }
 
     /// Evict a mounted session: syncfs + checkpoint (operation `evict`), unmount,

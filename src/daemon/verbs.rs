@@ -11,20 +11,33 @@ use super::Daemon;
 use crate::control::AgentSocket;
 use crate::error::{Error, Result};
 use crate::remote::trim::TrimRequest;
+use crate::verbs::ping::Pong;
+use crate::verbs::session_discard::Discarded;
+use crate::verbs::session_extend::Extended;
+use crate::verbs::session_rm::SessionRemoved;
+use crate::verbs::session_sweep::Swept;
+use crate::verbs::shutdown::Stopping;
+use crate::verbs::umount::Unmounted;
 use crate::verbs::{Mount, Server};
 
 impl Server for Daemon {
-    fn ping(&self, session: Option<&str>) -> Value {
-        let mut v = json!({"pid": std::process::id(), "store": self.store_dir});
+    fn ping(&self, session: Option<&str>) -> Result<Pong> {
+        let mut v = Pong {
+            pid: std::process::id(),
+            store: self.store_dir.clone(),
+            session: None,
+            mountpoint: None,
+            role: None,
+        };
         // On a session socket: which workspace it serves (an agent's CLI, which
         // cannot read the registry, resolves its paths with it).
         if let Some(name) = session
             && let Some(mp) = self.mounted_at(name)
         {
-            v["session"] = json!(name);
-            v["mountpoint"] = json!(mp);
+            v.session = Some(name.to_string());
+            v.mountpoint = Some(mp);
         }
-        v
+        Ok(v)
     }
 
     fn mount(&self, req: Mount, events: &mut dyn FnMut(Value)) -> Result<Value> {
@@ -70,7 +83,7 @@ impl Server for Daemon {
         Ok(v)
     }
 
-    fn umount(&self, mountpoint: &Path) -> Result<Value> {
+    fn umount(&self, mountpoint: &Path) -> Result<Unmounted> {
         self.unmount(mountpoint)?;
         let m = self.table.lock();
         // This request itself is still counted in `pending`.
@@ -78,16 +91,19 @@ impl Server for Daemon {
         if exiting {
             self.stop.store(true, Ordering::SeqCst);
         }
-        Ok(json!({"mountpoint": mountpoint, "daemon_exiting": exiting}))
+        Ok(Unmounted {
+            mountpoint: mountpoint.to_path_buf(),
+            daemon_exiting: exiting,
+        })
     }
 
     fn sessions(&self) -> Result<Value> {
         Daemon::sessions(self)
     }
 
-    fn shutdown(&self) -> Result<Value> {
+    fn shutdown(&self) -> Result<Stopping> {
         self.stop.store(true, Ordering::Relaxed);
-        Ok(json!({}))
+        Ok(Stopping {})
     }
 
     fn gc(&self, dry_run: bool, events: &mut dyn FnMut(Value)) -> Result<Value> {
@@ -98,7 +114,7 @@ impl Server for Daemon {
         Daemon::fsck(self, repair, events)
     }
 
-    fn session_rm(&self, name: &str) -> Result<Value> {
+    fn session_rm(&self, name: &str) -> Result<SessionRemoved> {
         Daemon::session_rm(self, name)
     }
 
@@ -112,15 +128,15 @@ impl Server for Daemon {
         ttl_idle: Option<String>,
         ttl_absolute: Option<String>,
         evict_to: Option<String>,
-    ) -> Result<Value> {
+    ) -> Result<Extended> {
         Daemon::session_extend(self, name, ttl_idle, ttl_absolute, evict_to)
     }
 
-    fn session_discard(&self, name: &str) -> Result<Value> {
+    fn session_discard(&self, name: &str) -> Result<Discarded> {
         Daemon::session_discard(self, name)
     }
 
-    fn sweep(&self) -> Result<Value> {
+    fn sweep(&self) -> Result<Swept> {
         Daemon::sweep(self)
     }
 

@@ -46,7 +46,7 @@ pub enum State {
 }
 
 /// When a session is evicted.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Policy {
     /// Evict after this many seconds without access (`None`: never).

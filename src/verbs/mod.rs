@@ -49,7 +49,7 @@ pub(crate) use serve::{Cx, Handler, Server};
 /// Declares every verb: `module::Type` per line, in protocol order.
 macro_rules! table {
     ($($m:ident :: $V:ident),* $(,)?) => {
-        $(mod $m; pub use $m::$V;)*
+        $(pub mod $m; pub use $m::$V;)*
 
         /// A request's op and arguments: one variant per verb, each the verb's
         /// request type (the wire form `{"op": NAME, ...fields}`).

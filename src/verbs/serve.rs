@@ -34,15 +34,15 @@ pub(crate) trait Handler: Verb {
 #[allow(unused_variables)]
 pub(crate) trait Server: Host {
     /// `ping`: the daemon's pid and store, and the session a bound socket serves.
-    fn ping(&self, session: Option<&str>) -> Value {
-        Value::Null
+    fn ping(&self, session: Option<&str>) -> Result<super::ping::Pong> {
+        Err(needs("ping"))
     }
     /// `mount`.
     fn mount(&self, req: super::Mount, events: &mut dyn FnMut(Value)) -> Result<Value> {
         Err(needs("mount"))
     }
     /// `umount`.
-    fn umount(&self, mountpoint: &Path) -> Result<Value> {
+    fn umount(&self, mountpoint: &Path) -> Result<super::umount::Unmounted> {
         Err(needs("umount"))
     }
     /// `sessions`.
@@ -50,7 +50,7 @@ pub(crate) trait Server: Host {
         Err(needs("sessions"))
     }
     /// `shutdown`.
-    fn shutdown(&self) -> Result<Value> {
+    fn shutdown(&self) -> Result<super::shutdown::Stopping> {
         Err(needs("shutdown"))
     }
     /// `gc`.
@@ -62,7 +62,7 @@ pub(crate) trait Server: Host {
         Err(needs("fsck"))
     }
     /// `session_rm`.
-    fn session_rm(&self, name: &str) -> Result<Value> {
+    fn session_rm(&self, name: &str) -> Result<super::session_rm::SessionRemoved> {
         Err(needs("session_rm"))
     }
     /// `session_show` (`bound`: the session of the socket it came on).
@@ -76,15 +76,15 @@ pub(crate) trait Server: Host {
         ttl_idle: Option<String>,
         ttl_absolute: Option<String>,
         evict_to: Option<String>,
-    ) -> Result<Value> {
+    ) -> Result<super::session_extend::Extended> {
         Err(needs("session_extend"))
     }
     /// `session_discard`.
-    fn session_discard(&self, name: &str) -> Result<Value> {
+    fn session_discard(&self, name: &str) -> Result<super::session_discard::Discarded> {
         Err(needs("session_discard"))
     }
     /// `session_sweep`.
-    fn sweep(&self) -> Result<Value> {
+    fn sweep(&self) -> Result<super::session_sweep::Swept> {
         Err(needs("session_sweep"))
     }
     /// `store_trim`.

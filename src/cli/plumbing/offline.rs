@@ -11,6 +11,7 @@ use anyhow::{Result, bail};
 use serde_json::{Value, json};
 
 use treefork::store::PackStore;
+use treefork::verbs;
 
 use super::{Op, Progress};
 
@@ -68,7 +69,9 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
         }
         Op::SessionRm(treefork::verbs::SessionRm { name }) => {
             treefork::lifecycle::retention::remove_session(&s, name)?;
-            json!({ "ok": true, "removed": name })
+            answer(&verbs::session_rm::SessionRemoved {
+                removed: name.clone(),
+            })?
         }
         Op::SessionShow(treefork::verbs::SessionShow { name: Some(name) }) => {
             treefork::lifecycle::manage::show(&s, name, None)?
@@ -93,7 +96,10 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
                 i.last_access = now;
                 Ok(true)
             })?;
-            json!({"session": name, "policy": info.policy})
+            answer(&verbs::session_extend::Extended {
+                session: name.clone(),
+                policy: info.policy,
+            })?
         }
         Op::SessionDiscard(treefork::verbs::SessionDiscard { name }) => {
             treefork::lifecycle::manage::update(&s, name, &mut |i| {
@@ -101,10 +107,14 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
                 i.evict_blocked = None;
                 Ok(true)
             })?;
-            json!({"session": name, "discarded": true, "unmounted": null})
+            answer(&verbs::session_discard::Discarded {
+                session: name.clone(),
+                discarded: true,
+                unmounted: None,
+            })?
         }
         Op::SessionSweep(treefork::verbs::SessionSweep {}) => {
-            json!({"evicted": [], "busy": [], "expired": []})
+            answer(&verbs::session_sweep::Swept::default())?
         }
         Op::Limits(treefork::verbs::Limits { set }) => {
             let mut v = treefork::quota::run(&s, set.as_ref())?;
@@ -194,6 +204,11 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
         }
         other => bail!("{} needs a running treefork daemon", other.name()),
     })
+}
+
+/// A verb's typed answer `r` in protocol form (`ok: true`).
+fn answer<R: serde::Serialize>(r: &R) -> Result<Value> {
+    Ok(ok(serde_json::to_value(r)?))
 }
 
 /// A successful answer `v` in protocol form (`ok: true`).

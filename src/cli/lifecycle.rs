@@ -6,9 +6,10 @@
 use serde_json::Value;
 
 use super::prelude::*;
-use treefork::verbs::session_discard::Discarded;
-use treefork::verbs::session_extend::Extended;
-use treefork::verbs::session_sweep::Swept;
+
+type Extended = treefork::verbs::session_extend::Extended;
+type Discarded = treefork::verbs::session_discard::Discarded;
+type Swept = treefork::verbs::session_sweep::Swept;
 
 /// Eviction policy and task of a session (`mount`; on an existing session they
 /// update it).

@@ -212,15 +212,11 @@ enum SessionCmd {
 }
 
 /// `removed session NAME`.
-#[derive(Deserialize)]
-struct Removed {
-    #[serde(skip)]
-    name: String,
-}
+type Removed = treefork::verbs::session_rm::SessionRemoved;
 
 impl Human for Removed {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        let name = &self.name;
+        let name = &self.removed;
         writeln!(
             out,
             "removed session {name} (run `treefork gc` to reclaim its space)"
@@ -234,8 +230,7 @@ impl Run for Session {
             SessionCmd::Rm { name } => {
                 let op = Op::SessionRm(treefork::verbs::SessionRm { name: name.clone() });
                 let r: Reply<Removed> = cx.store_op(op, true)?;
-                let name = name.clone();
-                Ok(r.map(|_| Removed { name }).into())
+                Ok(r.into())
             }
             SessionCmd::Show(c) => c.run(cx),
             SessionCmd::Extend(c) => c.run(cx),

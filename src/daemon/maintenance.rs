@@ -75,7 +75,7 @@ impl Daemon {
         &self,
         req: crate::remote::trim::TrimRequest,
         events: &mut dyn FnMut(Value),
-    ) -> Result<Value> {
+    ) -> Result<crate::remote::trim::TrimReport> {
         let _m = self
             .maintenance
             .try_lock()

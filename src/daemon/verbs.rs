@@ -140,7 +140,11 @@ impl Server for Daemon {
         Daemon::sweep(self)
     }
 
-    fn store_trim(&self, req: TrimRequest, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn store_trim(
+        &self,
+        req: TrimRequest,
+        events: &mut dyn FnMut(Value),
+    ) -> Result<crate::remote::trim::TrimReport> {
         Daemon::store_trim(self, req, events)
     }
 }

@@ -29,7 +29,7 @@ impl Verb for RemoteAdd {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = crate::remote::ops::remote_add::RemoteAdded;
 
     fn agent_may(&self) -> bool {
         // Remotes: configuring them reaches the network with the daemon's
@@ -40,7 +40,7 @@ impl Verb for RemoteAdd {
 }
 
 impl Handler for RemoteAdd {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let RemoteAdd { name, url, endpoint, region, single_writer } = &self;
         let req = crate::remote::ops::remote_add::Request { name, url, endpoint, region: region.as_deref(), single_writer: *single_writer };
         crate::remote::ops::remote_add::run(cx.host, &req)

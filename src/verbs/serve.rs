@@ -88,7 +88,11 @@ pub(crate) trait Server: Host {
         Err(needs("session_sweep"))
     }
     /// `store_trim`.
-    fn store_trim(&self, req: TrimRequest, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn store_trim(
+        &self,
+        req: TrimRequest,
+        events: &mut dyn FnMut(Value),
+    ) -> Result<crate::remote::trim::TrimReport> {
         Err(needs("store_trim"))
     }
 }

@@ -294,7 +294,7 @@ impl Ctx {
     /// The root of the workspace the session commands act on: asked from the
     /// explicit socket's daemon, else found in the registry.
     pub fn workspace_root(&self) -> Result<PathBuf> {
-        use treefork::verbs::ping::Pong;
+        type Pong = <treefork::verbs::Ping as control::Verb>::Response;
         if let Some(pong) = self.explicit::<Pong>(&Op::Ping(treefork::verbs::Ping {}))? {
             return pong.body.mountpoint.ok_or_else(|| {
                 let sock = self.explicit_socket().unwrap_or_default();

@@ -137,27 +137,27 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
                 single_writer: *single_writer,
             };
             let ready = remote_add::prepare(&s, &req)?;
-            ok(remote_add::commit(&s, ready)?)
+            answer(&remote_add::commit(&s, ready)?)?
         }
         Op::RemoteList(treefork::verbs::RemoteList {}) => {
-            ok(treefork::remote::ops::remote_list::run(&s)?)
+            answer(&treefork::remote::ops::remote_list::run(&s)?)?
         }
         Op::RemoteRm(treefork::verbs::RemoteRm { name }) => {
-            ok(treefork::remote::ops::remote_rm::run(&s, name)?)
+            answer(&treefork::remote::ops::remote_rm::run(&s, name)?)?
         }
         Op::RemoteTrust(treefork::verbs::RemoteTrust { name }) => {
-            ok(treefork::remote::ops::remote_trust::run(&s, name)?)
+            answer(&treefork::remote::ops::remote_trust::run(&s, name)?)?
         }
         Op::RemoteGc(treefork::verbs::RemoteGc {
             remote,
             dry_run,
             grace_secs,
-        }) => ok(treefork::remote::ops::remote_gc::run_store(
+        }) => answer(&treefork::remote::ops::remote_gc::run_store(
             &s,
             remote.clone(),
             *dry_run,
             *grace_secs,
-        )?),
+        )?)?,
         Op::Push(treefork::verbs::Push {
             remote,
             refs,
@@ -174,11 +174,11 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
                 session: session.clone(),
                 force: *force,
             };
-            ok(treefork::remote::ops::push::run_store(
+            answer(&treefork::remote::ops::push::run_store(
                 &s,
                 req,
                 &mut events,
-            )?)
+            )?)?
         }
         Op::StoreTrim(treefork::verbs::StoreTrim {
             older_than,
@@ -195,12 +195,12 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
                 *keep_sessions,
                 *dry_run,
             )?;
-            ok(treefork::remote::ops::store_trim::run(
+            answer(&treefork::remote::ops::store_trim::run(
                 &s,
                 &live,
                 req,
                 &mut events,
-            )?)
+            )?)?
         }
         other => bail!("{} needs a running treefork daemon", other.name()),
     })

@@ -111,19 +111,11 @@ pub struct Show {
     name: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct Shown {
-    info: Value,
-    touched: u64,
-    mountpoint: Option<String>,
-    age: i64,
-    idle: i64,
-    expires: Option<String>,
-}
+type Shown = treefork::lifecycle::manage::SessionShown;
 
 impl Human for Shown {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        let i = &self.info;
+        let i = &serde_json::to_value(&self.info).unwrap_or_default();
         let s = |k: &str| i[k].as_str().unwrap_or("-").to_string();
         writeln!(out, "session  {} (id {})", s("session"), s("id"))?;
         writeln!(out, "state    {}", s("state"))?;
@@ -158,7 +150,9 @@ impl Human for Shown {
         writeln!(
             out,
             "mounted  {}",
-            self.mountpoint.as_deref().unwrap_or("no")
+            self.mountpoint
+                .as_deref()
+                .map_or("no".into(), |p| p.to_string_lossy())
         )?;
         writeln!(out, "age      {}, idle {}", dur(self.age), dur(self.idle))?;
         let p = &i["policy"];

@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 use super::Daemon;
 use crate::error::{Error, Result};
 use crate::session::{self, Session};
+use crate::verbs::fsck::Checked;
+use crate::verbs::gc::Collected;
 use crate::verbs::session_rm::SessionRemoved;
 
 /// Progress events at most every 100 ms (and at the end of each phase).
@@ -32,7 +34,7 @@ fn progress(events: &mut dyn FnMut(Value)) -> impl FnMut(&str, u64, u64) + '_ {
 }
 
 impl Daemon {
-    pub(crate) fn gc(&self, dry_run: bool, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    pub(crate) fn gc(&self, dry_run: bool, events: &mut dyn FnMut(Value)) -> Result<Collected> {
         let _m = self
             .maintenance
             .try_lock()
@@ -47,15 +49,15 @@ impl Daemon {
             })?
         };
         let rep = crate::gc::gc(&*self.store, self, dry_run, &mut progress(events))?;
-        Ok(json!({
-            "gc": rep,
-            "operations_pruned": pruned.operations,
-            "discarded_removed": pruned.sessions,
-            "auto_refs_dropped": pruned.auto_refs,
-        }))
+        Ok(Collected {
+            gc: rep,
+            operations_pruned: pruned.operations,
+            discarded_removed: pruned.sessions,
+            auto_refs_dropped: pruned.auto_refs,
+        })
     }
 
-    pub(crate) fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    pub(crate) fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<Checked> {
         if repair {
             return Err(Error::Conflict(format!(
                 "fsck --repair needs the store offline: unmount its {} mounted session(s) first",
@@ -67,7 +69,7 @@ impl Daemon {
             .try_lock()
             .map_err(|_| Error::Conflict("a gc or fsck is already running on this store".into()))?;
         let rep = crate::fsck::fsck(&*self.store, false, &mut progress(events))?;
-        Ok(json!({ "fsck": rep, "clean": rep.clean() }))
+        Ok(Checked::new(rep))
     }
 
     /// `store trim` (see `crate::remote::trim`): serialized with gc and fsck.

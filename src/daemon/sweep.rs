@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::Daemon;
 use crate::error::{Error, Result};
@@ -202,7 +202,11 @@ impl Daemon {
     }
 
     /// `session show`.
-    pub(crate) fn session_show(&self, name: Option<&str>, bound: Option<&str>) -> Result<Value> {
+    pub(crate) fn session_show(
+        &self,
+        name: Option<&str>,
+        bound: Option<&str>,
+    ) -> Result<manage::SessionShown> {
         let name = match (name, bound) {
             (Some(n), Some(b)) if n != b => {
                 return Err(Error::Forbidden(format!(
@@ -225,7 +229,7 @@ impl Daemon {
         }
         let mut v = manage::show(&**self.store(), name, mp.as_deref())?;
         if let Some(t) = self.last_access_seen(name) {
-            v["idle"] = json!(manage::now().saturating_sub(t).max(0));
+            v.idle = manage::now().saturating_sub(t).max(0);
         }
         Ok(v)
     }

@@ -11,6 +11,8 @@ use super::Daemon;
 use crate::control::AgentSocket;
 use crate::error::{Error, Result};
 use crate::remote::trim::TrimRequest;
+use crate::verbs::fsck::Checked;
+use crate::verbs::gc::Collected;
 use crate::verbs::ping::Pong;
 use crate::verbs::session_discard::Discarded;
 use crate::verbs::session_extend::Extended;
@@ -106,11 +108,11 @@ impl Server for Daemon {
         Ok(Stopping {})
     }
 
-    fn gc(&self, dry_run: bool, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn gc(&self, dry_run: bool, events: &mut dyn FnMut(Value)) -> Result<Collected> {
         Daemon::gc(self, dry_run, events)
     }
 
-    fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<Checked> {
         Daemon::fsck(self, repair, events)
     }
 
@@ -118,7 +120,11 @@ impl Server for Daemon {
         Daemon::session_rm(self, name)
     }
 
-    fn session_show(&self, name: Option<&str>, bound: Option<&str>) -> Result<Value> {
+    fn session_show(
+        &self,
+        name: Option<&str>,
+        bound: Option<&str>,
+    ) -> Result<crate::lifecycle::manage::SessionShown> {
         Daemon::session_show(self, name, bound)
     }
 

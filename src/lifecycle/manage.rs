@@ -205,25 +205,44 @@ pub fn row_fields(store: &dyn ObjectStore, session: &str, created: i64) -> Map<S
     m
 }
 
+/// The answer to `session_show`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct SessionShown {
+    /// The session's info record.
+    pub info: SessionInfo,
+    /// How many paths its workspace changed since its base.
+    pub touched: usize,
+    /// Whether it is mounted.
+    pub mounted: bool,
+    /// Where it is mounted (`null`: not mounted).
+    pub mountpoint: Option<std::path::PathBuf>,
+    /// Seconds since it was created.
+    pub age: i64,
+    /// Seconds since it was last accessed.
+    pub idle: i64,
+    /// Why it is due for eviction now (`null`: it is not).
+    pub expires: Option<String>,
+}
+
 /// `session show`: the info record, touched count and mount state.
 pub fn show(
     store: &dyn ObjectStore,
     session: &str,
     mounted: Option<&std::path::Path>,
-) -> Result<Value> {
+) -> Result<SessionShown> {
     let rec = crate::session::load_record(store, session)?
         .ok_or_else(|| Error::NotFound(format!("no session named {session}")))?;
     let info = load_or_legacy(store, session, rec.created);
     let t = now();
-    Ok(json!({
-        "info": info,
-        "touched": touched_count(store, session)?,
-        "mounted": mounted.is_some(),
-        "mountpoint": mounted,
-        "age": t.saturating_sub(info.created).max(0),
-        "idle": t.saturating_sub(info.last_access).max(0),
-        "expires": expiry(&info, t),
-    }))
+    Ok(SessionShown {
+        touched: touched_count(store, session)?,
+        mounted: mounted.is_some(),
+        mountpoint: mounted.map(std::path::Path::to_path_buf),
+        age: t.saturating_sub(info.created).max(0),
+        idle: t.saturating_sub(info.last_access).max(0),
+        expires: expiry(&info, t),
+        info,
+    })
 }
 
 /// Add to `session`'s counters (best effort: a failure is logged).

@@ -54,11 +54,11 @@ pub(crate) trait Server: Host {
         Err(needs("shutdown"))
     }
     /// `gc`.
-    fn gc(&self, dry_run: bool, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn gc(&self, dry_run: bool, events: &mut dyn FnMut(Value)) -> Result<super::gc::Collected> {
         Err(needs("gc"))
     }
     /// `fsck`.
-    fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<super::fsck::Checked> {
         Err(needs("fsck"))
     }
     /// `session_rm`.
@@ -66,7 +66,11 @@ pub(crate) trait Server: Host {
         Err(needs("session_rm"))
     }
     /// `session_show` (`bound`: the session of the socket it came on).
-    fn session_show(&self, name: Option<&str>, bound: Option<&str>) -> Result<Value> {
+    fn session_show(
+        &self,
+        name: Option<&str>,
+        bound: Option<&str>,
+    ) -> Result<crate::lifecycle::manage::SessionShown> {
         Err(needs("session_show"))
     }
     /// `session_extend`.

@@ -54,18 +54,16 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
         Op::Gc(treefork::verbs::Gc { dry_run }) => {
             let (pruned, discarded, auto_refs) = if *dry_run { (0, 0, 0) } else { retention(&s)? };
             let r = treefork::gc::gc(&s, &treefork::gc::Offline, *dry_run, &mut report)?;
-            json!({
-                "ok": true,
-                "gc": r,
-                "operations_pruned": pruned,
-                "discarded_removed": discarded,
-                "auto_refs_dropped": auto_refs,
-            })
+            answer(&verbs::gc::Collected {
+                gc: r,
+                operations_pruned: pruned,
+                discarded_removed: discarded,
+                auto_refs_dropped: auto_refs,
+            })?
         }
         Op::Fsck(treefork::verbs::Fsck { repair }) => {
             let r = treefork::fsck::fsck(&s, *repair, &mut report)?;
-            let clean = r.clean();
-            json!({ "ok": true, "fsck": r, "clean": clean })
+            answer(&verbs::fsck::Checked::new(r))?
         }
         Op::SessionRm(treefork::verbs::SessionRm { name }) => {
             treefork::lifecycle::retention::remove_session(&s, name)?;
@@ -74,7 +72,7 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             })?
         }
         Op::SessionShow(treefork::verbs::SessionShow { name: Some(name) }) => {
-            treefork::lifecycle::manage::show(&s, name, None)?
+            answer(&treefork::lifecycle::manage::show(&s, name, None)?)?
         }
         Op::SessionExtend(treefork::verbs::SessionExtend {
             name,

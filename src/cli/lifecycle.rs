@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use super::prelude::*;
+use treefork::lifecycle::manage::LifeColumns;
 
 type Extended = treefork::verbs::session_extend::Extended;
 type Discarded = treefork::verbs::session_discard::Discarded;
@@ -61,47 +62,33 @@ fn dur(s: i64) -> String {
     }
 }
 
-/// The lifecycle fields of a `sessions` row.
-#[derive(Deserialize, Default)]
-#[serde(default)]
-pub struct LifeColumns {
-    lifecycle: Option<String>,
-    task: Option<String>,
-    age: Option<i64>,
-    idle: Option<i64>,
-    touched: Option<u64>,
-    evict_blocked: Option<String>,
+/// `LIFE AGE IDLE TOUCHED` cells of a `sessions` row.
+pub fn columns(c: &LifeColumns) -> String {
+    let state = serde_json::to_value(c.lifecycle).unwrap_or_default();
+    let state = state.as_str().unwrap_or("-");
+    let life = match &c.evict_blocked {
+        Some(_) => format!("{state}*"),
+        None => state.to_string(),
+    };
+    format!(
+        "{:<9} {:>6} {:>6} {:>7}",
+        life,
+        dur(c.age),
+        dur(c.idle),
+        c.touched
+    )
 }
 
-impl LifeColumns {
-    /// `LIFE AGE IDLE TOUCHED` cells.
-    pub fn columns(&self) -> String {
-        let opt = |v: Option<i64>| v.map_or("-".to_string(), dur);
-        let life = match (&self.lifecycle, &self.evict_blocked) {
-            (Some(l), Some(_)) => format!("{l}*"),
-            (Some(l), None) => l.clone(),
-            _ => "-".into(),
-        };
-        format!(
-            "{:<9} {:>6} {:>6} {:>7}",
-            life,
-            opt(self.age),
-            opt(self.idle),
-            self.touched.map_or("-".into(), |n| n.to_string())
-        )
+/// `  "task"` (and why eviction is blocked) of a `sessions` row, or nothing.
+pub fn task_suffix(c: &LifeColumns) -> String {
+    let mut s = String::new();
+    if let Some(t) = &c.task {
+        s.push_str(&format!("  {t:?}"));
     }
-
-    /// `  "task"` (and why eviction is blocked), or nothing.
-    pub fn task_suffix(&self) -> String {
-        let mut s = String::new();
-        if let Some(t) = &self.task {
-            s.push_str(&format!("  {t:?}"));
-        }
-        if let Some(b) = &self.evict_blocked {
-            s.push_str(&format!("  (eviction blocked: {b})"));
-        }
-        s
+    if let Some(b) = &c.evict_blocked {
+        s.push_str(&format!("  (eviction blocked: {b})"));
     }
+    s
 }
 
 /// `session show`.

@@ -21,6 +21,7 @@ use crate::session::{self, Session};
 use crate::verbs::fsck::Checked;
 use crate::verbs::gc::Collected;
 use crate::verbs::session_rm::SessionRemoved;
+use crate::verbs::sessions::{SessionList, SessionRow};
 
 /// Progress events at most every 100 ms (and at the end of each phase).
 fn progress(events: &mut dyn FnMut(Value)) -> impl FnMut(&str, u64, u64) + '_ {
@@ -103,7 +104,7 @@ impl Daemon {
         })
     }
 
-    pub(crate) fn sessions(&self) -> Result<Value> {
+    pub(crate) fn sessions(&self) -> Result<SessionList> {
         let mounted: HashMap<String, (PathBuf, Arc<Session>)> = crate::ops::Host::live(self)
             .into_iter()
             .map(|t| (t.session.name().to_string(), (t.mountpoint, t.session)))
@@ -118,20 +119,19 @@ impl Daemon {
             // Inodes in the mounted session's live table (eviction bounds it).
             let live = mounted.get(&r.name).map(|(_, s)| s.live_inodes());
             let life = crate::lifecycle::manage::row_fields(&*self.store, &r.name, r.created);
-            let mut row = json!({
-                "name": r.name,
-                "state": if mp.is_some() { "mounted" } else { "stopped" },
-                "mountpoint": mp,
-                "bytes": bytes,
-                "inodes": inodes,
-                "live_inodes": live,
-                "updated": r.updated,
-                "root": r.root,
+            list.push(SessionRow {
+                state: if mp.is_some() { "mounted" } else { "stopped" }.into(),
+                mountpoint: mp.cloned(),
+                bytes,
+                inodes,
+                live_inodes: live,
+                updated: r.updated,
+                root: r.root,
+                life,
+                name: r.name,
             });
-            row.as_object_mut().expect("object").extend(life);
-            list.push(row);
         }
-        Ok(json!({"sessions": list}))
+        Ok(SessionList { sessions: list })
     }
 }
 

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::Daemon;
 use crate::control::AgentSocket;
@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::remote::trim::TrimRequest;
 use crate::verbs::fsck::Checked;
 use crate::verbs::gc::Collected;
+use crate::verbs::mount::Mounted;
 use crate::verbs::ping::Pong;
 use crate::verbs::session_discard::Discarded;
 use crate::verbs::session_extend::Extended;
@@ -42,7 +43,7 @@ impl Server for Daemon {
         Ok(v)
     }
 
-    fn mount(&self, req: Mount, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn mount(&self, req: Mount, events: &mut dyn FnMut(Value)) -> Result<Mounted> {
         let Mount {
             session,
             mountpoint,
@@ -79,9 +80,7 @@ impl Server for Daemon {
         change.check_remote(&*crate::ops::Host::store(self))?;
         let mut v = Daemon::mount(self, &session, &mountpoint, from.as_deref(), agent, events)?;
         self.apply_policy(&session, &change)?;
-        if let (Some(p), Some(o)) = (untrusted, v.as_object_mut()) {
-            o.insert("untrusted_origin".into(), json!(p));
-        }
+        v.untrusted_origin = untrusted;
         Ok(v)
     }
 
@@ -99,7 +98,7 @@ impl Server for Daemon {
         })
     }
 
-    fn sessions(&self) -> Result<Value> {
+    fn sessions(&self) -> Result<crate::verbs::sessions::SessionList> {
         Daemon::sessions(self)
     }
 

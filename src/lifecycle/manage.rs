@@ -9,7 +9,6 @@
 //! other's changes; a session without a record gets [`SessionInfo::legacy`] on
 //! its first update.
 
-use serde_json::{Map, Value, json};
 
 use super::{SessionInfo, State, load, parse_duration};
 use crate::error::{Error, Result};
@@ -187,22 +186,35 @@ pub fn load_or_legacy(store: &dyn ObjectStore, session: &str, created: i64) -> S
     }
 }
 
-/// The lifecycle columns of a `sessions` row: `lifecycle` (state), `task`,
-/// `age` and `idle` (seconds), `touched` (count), `evict_blocked`.
-pub fn row_fields(store: &dyn ObjectStore, session: &str, created: i64) -> Map<String, Value> {
+/// The lifecycle columns of a `sessions` row.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct LifeColumns {
+    /// The session's lifecycle state.
+    pub lifecycle: State,
+    /// What the session is for.
+    pub task: Option<String>,
+    /// Seconds since it was created.
+    pub age: i64,
+    /// Seconds since it was last accessed (as last persisted).
+    pub idle: i64,
+    /// How many paths its workspace changed since its base.
+    pub touched: usize,
+    /// Why the last sweep could not evict it (`null`: nothing blocked it).
+    pub evict_blocked: Option<String>,
+}
+
+/// The lifecycle columns of `session`'s `sessions` row.
+pub fn row_fields(store: &dyn ObjectStore, session: &str, created: i64) -> LifeColumns {
     let t = now();
     let i = load_or_legacy(store, session, created);
-    let mut m = Map::new();
-    m.insert("lifecycle".into(), json!(i.state));
-    m.insert("task".into(), json!(i.task));
-    m.insert("age".into(), json!(t.saturating_sub(i.created).max(0)));
-    m.insert("idle".into(), json!(t.saturating_sub(i.last_access).max(0)));
-    m.insert(
-        "touched".into(),
-        json!(touched_count(store, session).unwrap_or(0)),
-    );
-    m.insert("evict_blocked".into(), json!(i.evict_blocked));
-    m
+    LifeColumns {
+        lifecycle: i.state,
+        age: t.saturating_sub(i.created).max(0),
+        idle: t.saturating_sub(i.last_access).max(0),
+        touched: touched_count(store, session).unwrap_or(0),
+        task: i.task,
+        evict_blocked: i.evict_blocked,
+    }
 }
 
 /// The answer to `session_show`.

@@ -38,7 +38,11 @@ pub(crate) trait Server: Host {
         Err(needs("ping"))
     }
     /// `mount`.
-    fn mount(&self, req: super::Mount, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn mount(
+        &self,
+        req: super::Mount,
+        events: &mut dyn FnMut(Value),
+    ) -> Result<super::mount::Mounted> {
         Err(needs("mount"))
     }
     /// `umount`.
@@ -46,7 +50,7 @@ pub(crate) trait Server: Host {
         Err(needs("umount"))
     }
     /// `sessions`.
-    fn sessions(&self) -> Result<Value> {
+    fn sessions(&self) -> Result<super::sessions::SessionList> {
         Err(needs("sessions"))
     }
     /// `shutdown`.

@@ -27,19 +27,21 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
     if let Op::Sessions(treefork::verbs::Sessions {}) = op {
         let _lock = treefork::lock::StoreLock::acquire(store)?;
         let s = PackStore::open(store)?;
-        let list: Vec<Value> = treefork::session::list_records(&s)?
+        let sessions = treefork::session::list_records(&s)?
             .into_iter()
-            .map(|r| {
-                let life = treefork::lifecycle::manage::row_fields(&s, &r.name, r.created);
-                let mut row = json!({"name": r.name, "state": "stopped", "mountpoint": null,
-                "bytes": r.bytes, "inodes": r.inodes, "updated": r.updated, "root": r.root});
-                if let Some(o) = row.as_object_mut() {
-                    o.extend(life);
-                }
-                row
+            .map(|r| verbs::sessions::SessionRow {
+                life: treefork::lifecycle::manage::row_fields(&s, &r.name, r.created),
+                name: r.name,
+                state: "stopped".into(),
+                mountpoint: None,
+                bytes: r.bytes,
+                inodes: r.inodes,
+                live_inodes: None,
+                updated: r.updated,
+                root: r.root,
             })
             .collect();
-        return Ok(json!({"ok": true, "sessions": list}));
+        return answer(&verbs::sessions::SessionList { sessions });
     }
     if !store.join(treefork::store::STORE_FILE).exists() {
         bail!("{} is not a treefork store", store.display());

@@ -138,14 +138,22 @@ impl Run for Umount {
             };
             Ok(Reply::new(raw, body).into())
         };
-        if cx.explicit::<<treefork::verbs::Umount as treefork::control::Verb>::Response>(&op)?.is_some() {
+        if cx
+            .explicit::<<treefork::verbs::Umount as treefork::control::Verb>::Response>(&op)?
+            .is_some()
+        {
             return done();
         }
         let store = cx.store_for_path(&mp)?;
         let stale =
             matches!(std::fs::metadata(&mp), Err(e) if e.raw_os_error() == Some(libc::ENOTCONN));
         let r = if plumbing::daemon_running(&store) {
-            plumbing::call::<<treefork::verbs::Umount as treefork::control::Verb>::Response>(&store, &op, &mut |_| {}).map(|r| {
+            plumbing::call::<<treefork::verbs::Umount as treefork::control::Verb>::Response>(
+                &store,
+                &op,
+                &mut |_| {},
+            )
+            .map(|r| {
                 if r.body.daemon_exiting {
                     plumbing::wait_daemon_gone(&store);
                 }

@@ -70,7 +70,10 @@ fn line(c: &RemoteConfig) -> String {
     } else {
         format!(" ({})", flags.join(", "))
     };
-    format!("{}\t{} at {} [{}]{flags}", c.name, c.url, c.endpoint, c.region)
+    format!(
+        "{}\t{} at {} [{}]{flags}",
+        c.name, c.url, c.endpoint, c.region
+    )
 }
 
 impl Human for RemoteAdded {

@@ -9,7 +9,6 @@
 //! other's changes; a session without a record gets [`SessionInfo::legacy`] on
 //! its first update.
 
-
 use super::{SessionInfo, State, load, parse_duration};
 use crate::error::{Error, Result};
 use crate::meta::{self, KeyRange, MetaOp};

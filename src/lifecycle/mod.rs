@@ -31,7 +31,9 @@ use crate::store::ObjectStore;
 pub const INFO_VERSION: u32 = 1;
 
 /// Where a session's state is in its life.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default, schemars::JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
     /// Being worked on (mounted or not).

@@ -193,7 +193,12 @@ fn session_show_and_sessions_rows() {
     };
     check::<R<Sessions>>(&list, &["sessions"]);
     let row = serde_json::to_value(&row).unwrap();
-    let mut got: Vec<&str> = row.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut got: Vec<&str> = row
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     got.sort_unstable();
     assert_eq!(
         got,
@@ -214,6 +219,19 @@ fn session_show_and_sessions_rows() {
             "updated"
         ]
     );
+}
+
+#[test]
+fn limits_answer_every_limit_and_ignore_a_newer_daemon_s() {
+    let l = crate::quota::LimitsShown {
+        limits: crate::quota::Limits::default(),
+    };
+    let v = check::<R<Limits>>(&l, &["limits"]);
+    assert_eq!(v["limits"]["fork_depth"], 16);
+    let mut newer = v.clone();
+    newer["limits"]["a_newer_limit"] = json!(3);
+    let back: R<Limits> = serde_json::from_value(newer).unwrap();
+    assert_eq!(back.limits, crate::quota::Limits::default());
 }
 
 #[test]
@@ -248,7 +266,7 @@ fn gc_and_fsck_answers() {
 #[test]
 fn remote_config_answers() {
     let cfg =
-        crate::remote::RemoteConfig::new("origin", "s3://b/p", "http://127.0.0.1:9", None, false)
+        crate::remote::RemoteConfig::new("origin", "s3://bkt/p", "http://127.0.0.1:9", None, false)
             .unwrap();
     let a = crate::remote::ops::remote_add::RemoteAdded {
         remote: cfg.clone(),
@@ -263,7 +281,7 @@ fn remote_config_answers() {
         "descriptor_created",
     ];
     let v = check::<R<RemoteAdd>>(&a, &keys);
-    assert_eq!(v["remote"]["url"], "s3://b/p");
+    assert_eq!(v["remote"]["url"], "s3://bkt/p");
     let l = crate::remote::ops::remote_list::RemotesListed { remotes: vec![cfg] };
     check::<R<RemoteList>>(&l, &["remotes"]);
     let r = crate::remote::ops::remote_rm::RemoteRemoved {

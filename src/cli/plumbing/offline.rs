@@ -117,9 +117,7 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
             answer(&verbs::session_sweep::Swept::default())?
         }
         Op::Limits(treefork::verbs::Limits { set }) => {
-            let mut v = treefork::quota::run(&s, set.as_ref())?;
-            v["ok"] = json!(true);
-            v
+            answer(&treefork::quota::run(&s, set.as_ref())?)?
         }
         Op::RemoteAdd(treefork::verbs::RemoteAdd {
             name,

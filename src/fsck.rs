@@ -26,7 +26,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::error::Result;
@@ -39,7 +40,8 @@ use crate::store::{Kind as ObjKind, Loc, Packs, pack};
 pub use crate::meta::LOST_PREFIX;
 
 /// What fsck found (and did).
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
 pub struct FsckReport {
     /// Pack files scanned.
     pub packs: u64,

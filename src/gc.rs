@@ -29,7 +29,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::id::{ChunkId, NodeId};
@@ -57,7 +58,8 @@ impl Live for Offline {
 }
 
 /// Result of a gc.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
 pub struct GcReport {
     /// Nothing was changed.
     pub dry_run: bool,

@@ -16,7 +16,7 @@
 //!   memory.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
@@ -30,7 +30,7 @@ pub const MAX_FORK_DEPTH: usize = 64;
 
 /// The store's quotas. The defaults are generous for honest use (see
 /// docs/design.md, "Quotas").
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
     /// Bytes of conversation records (messages and transcript) a session
@@ -138,14 +138,31 @@ pub fn names() -> Vec<String> {
     }
 }
 
+/// The answer to `limits`.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LimitsShown {
+    /// The store's limits (after the change, with `set`).
+    #[serde(deserialize_with = "known_limits")]
+    pub limits: Limits,
+}
+
+/// [`Limits`] read from an answer: a limit this version does not know (a newer
+/// daemon's) is ignored there (a stored record with one is still refused).
+fn known_limits<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Limits, D::Error> {
+    let mut m = Map::<String, Value>::deserialize(d)?;
+    let known = names();
+    m.retain(|k, _| known.contains(k));
+    serde_json::from_value(Value::Object(m)).map_err(serde::de::Error::custom)
+}
+
 /// The `limits` op: show the limits, and with `set` change them first (the
-/// user role only; `control::roles` refuses `set` on an agent socket).
-pub fn run(store: &dyn ObjectStore, change: Option<&Map<String, Value>>) -> Result<Value> {
-    let l = match change {
+/// user role only; the verb's role rule refuses `set` on an agent socket).
+pub fn run(store: &dyn ObjectStore, change: Option<&Map<String, Value>>) -> Result<LimitsShown> {
+    let limits = match change {
         Some(c) => set(store, c)?,
         None => load(store)?,
     };
-    Ok(json!({ "limits": l }))
+    Ok(LimitsShown { limits })
 }
 
 /// The key, in the meta of a session record, naming the session whose agent
@@ -203,6 +220,7 @@ pub fn check(what: &'static str, limit: u64, used: u64, adding: u64, unit: &str)
 mod tests {
     use super::*;
     use crate::store::MemStore;
+    use serde_json::json;
 
     #[test]
     fn defaults_set_and_refusals() {

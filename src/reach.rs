@@ -40,7 +40,7 @@ use crate::tree::{
 };
 
 /// Something wrong found while walking.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Problem {
     /// What holds the damaged path: `session NAME`, `checkpoint ID`, `branch NAME`.
     pub owner: String,

@@ -59,15 +59,14 @@ pub struct Limits {
 }
 
 /// `KEY=VALUE` lines.
-#[derive(Deserialize)]
-struct LimitList {
-    limits: Map<String, Value>,
-}
+type LimitList = treefork::quota::LimitsShown;
 
 impl Human for LimitList {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        for (k, val) in &self.limits {
-            writeln!(out, "{k}={val}")?;
+        if let Value::Object(m) = serde_json::to_value(&self.limits).unwrap_or_default() {
+            for (k, val) in &m {
+                writeln!(out, "{k}={val}")?;
+            }
         }
         Ok(())
     }

@@ -15,15 +15,7 @@ pub struct Hydrate {
     remote: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct Hydrated {
-    session: String,
-    remote: String,
-    objects: u64,
-    bytes: u64,
-    missing: u64,
-    seconds: f64,
-}
+type Hydrated = treefork::remote::pull::hydrate::HydrateReport;
 
 impl Human for Hydrated {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {

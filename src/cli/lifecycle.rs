@@ -6,6 +6,11 @@
 use serde_json::Value;
 
 use super::prelude::*;
+use treefork::lifecycle::manage::LifeColumns;
+
+type Extended = treefork::verbs::session_extend::Extended;
+type Discarded = treefork::verbs::session_discard::Discarded;
+type Swept = treefork::verbs::session_sweep::Swept;
 
 /// Eviction policy and task of a session (`mount`; on an existing session they
 /// update it).
@@ -57,47 +62,33 @@ fn dur(s: i64) -> String {
     }
 }
 
-/// The lifecycle fields of a `sessions` row.
-#[derive(Deserialize, Default)]
-#[serde(default)]
-pub struct LifeColumns {
-    lifecycle: Option<String>,
-    task: Option<String>,
-    age: Option<i64>,
-    idle: Option<i64>,
-    touched: Option<u64>,
-    evict_blocked: Option<String>,
+/// `LIFE AGE IDLE TOUCHED` cells of a `sessions` row.
+pub fn columns(c: &LifeColumns) -> String {
+    let state = serde_json::to_value(c.lifecycle).unwrap_or_default();
+    let state = state.as_str().unwrap_or("-");
+    let life = match &c.evict_blocked {
+        Some(_) => format!("{state}*"),
+        None => state.to_string(),
+    };
+    format!(
+        "{:<9} {:>6} {:>6} {:>7}",
+        life,
+        dur(c.age),
+        dur(c.idle),
+        c.touched
+    )
 }
 
-impl LifeColumns {
-    /// `LIFE AGE IDLE TOUCHED` cells.
-    pub fn columns(&self) -> String {
-        let opt = |v: Option<i64>| v.map_or("-".to_string(), dur);
-        let life = match (&self.lifecycle, &self.evict_blocked) {
-            (Some(l), Some(_)) => format!("{l}*"),
-            (Some(l), None) => l.clone(),
-            _ => "-".into(),
-        };
-        format!(
-            "{:<9} {:>6} {:>6} {:>7}",
-            life,
-            opt(self.age),
-            opt(self.idle),
-            self.touched.map_or("-".into(), |n| n.to_string())
-        )
+/// `  "task"` (and why eviction is blocked) of a `sessions` row, or nothing.
+pub fn task_suffix(c: &LifeColumns) -> String {
+    let mut s = String::new();
+    if let Some(t) = &c.task {
+        s.push_str(&format!("  {t:?}"));
     }
-
-    /// `  "task"` (and why eviction is blocked), or nothing.
-    pub fn task_suffix(&self) -> String {
-        let mut s = String::new();
-        if let Some(t) = &self.task {
-            s.push_str(&format!("  {t:?}"));
-        }
-        if let Some(b) = &self.evict_blocked {
-            s.push_str(&format!("  (eviction blocked: {b})"));
-        }
-        s
+    if let Some(b) = &c.evict_blocked {
+        s.push_str(&format!("  (eviction blocked: {b})"));
     }
+    s
 }
 
 /// `session show`.
@@ -107,19 +98,11 @@ pub struct Show {
     name: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct Shown {
-    info: Value,
-    touched: u64,
-    mountpoint: Option<String>,
-    age: i64,
-    idle: i64,
-    expires: Option<String>,
-}
+type Shown = treefork::lifecycle::manage::SessionShown;
 
 impl Human for Shown {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        let i = &self.info;
+        let i = &serde_json::to_value(&self.info).unwrap_or_default();
         let s = |k: &str| i[k].as_str().unwrap_or("-").to_string();
         writeln!(out, "session  {} (id {})", s("session"), s("id"))?;
         writeln!(out, "state    {}", s("state"))?;
@@ -154,7 +137,9 @@ impl Human for Shown {
         writeln!(
             out,
             "mounted  {}",
-            self.mountpoint.as_deref().unwrap_or("no")
+            self.mountpoint
+                .as_deref()
+                .map_or("no".into(), |p| p.to_string_lossy())
         )?;
         writeln!(out, "age      {}, idle {}", dur(self.age), dur(self.idle))?;
         let p = &i["policy"];
@@ -217,21 +202,15 @@ pub struct Extend {
     evict_to: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct Extended {
-    session: String,
-    policy: Value,
-}
-
 impl Human for Extended {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        let ttl = |k: &str| self.policy[k].as_i64().map_or("none".to_string(), dur);
+        let ttl = |s: Option<u64>| s.map_or("none".to_string(), |s| dur(s as i64));
         writeln!(
             out,
             "session {}: idle ttl {}, absolute ttl {} (idle clock restarted)",
             self.session,
-            ttl("idle_ttl_secs"),
-            ttl("absolute_ttl_secs")
+            ttl(self.policy.idle_ttl_secs),
+            ttl(self.policy.absolute_ttl_secs)
         )
     }
 }
@@ -254,11 +233,6 @@ impl Run for Extend {
 pub struct Discard {
     /// Session name.
     name: String,
-}
-
-#[derive(Deserialize)]
-struct Discarded {
-    session: String,
 }
 
 impl Human for Discarded {
@@ -285,35 +259,16 @@ impl Run for Discard {
 #[derive(clap::Args)]
 pub struct Sweep {}
 
-#[derive(Deserialize)]
-struct Swept {
-    evicted: Vec<Value>,
-    busy: Vec<Value>,
-    expired: Vec<Value>,
-}
-
 impl Human for Swept {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        let s = |v: &Value, k: &str| v[k].as_str().unwrap_or("").to_string();
         for e in &self.evicted {
-            writeln!(out, "evicted {} ({})", s(e, "session"), s(e, "reason"))?;
+            writeln!(out, "evicted {} ({})", e.session, e.reason)?;
         }
         for e in &self.busy {
-            writeln!(
-                out,
-                "busy    {} ({}): {}",
-                s(e, "session"),
-                s(e, "reason"),
-                s(e, "blocked")
-            )?;
+            writeln!(out, "busy    {} ({}): {}", e.session, e.reason, e.blocked)?;
         }
         for e in &self.expired {
-            writeln!(
-                out,
-                "expired {} ({}, not mounted)",
-                s(e, "session"),
-                s(e, "reason")
-            )?;
+            writeln!(out, "expired {} ({}, not mounted)", e.session, e.reason)?;
         }
         if self.evicted.is_empty() && self.busy.is_empty() && self.expired.is_empty() {
             writeln!(out, "nothing to evict")?;

@@ -34,20 +34,9 @@ pub struct Mount {
     policy: super::lifecycle::PolicyArgs,
 }
 
-/// What the CLI reads of a `mount` reply.
-#[derive(Deserialize)]
-struct MountReply {
-    #[serde(default)]
-    untrusted_origin: Option<String>,
-}
-
-/// `mounted session NAME at MOUNTPOINT`.
-struct Mounted {
-    session: String,
-    mountpoint: PathBuf,
-    /// `--from-remote`: the origin the remote named (not used until trusted).
-    untrusted_origin: Option<String>,
-}
+/// `mounted session NAME at MOUNTPOINT` (and, `--from-remote`, the origin the
+/// remote named, not used until trusted).
+type Mounted = treefork::verbs::mount::Mounted;
 
 impl Human for Mounted {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
@@ -94,7 +83,7 @@ impl Run for Mount {
             from_remote: self.from_remote.clone(),
             evict_to: self.policy.evict_to.clone(),
         });
-        let reply: Reply<MountReply> = match cx.explicit(&op)? {
+        let reply: Reply<Mounted> = match cx.explicit(&op)? {
             Some(r) => r,
             None => {
                 let store = cx.store_dir_create()?;
@@ -111,14 +100,7 @@ impl Run for Mount {
                 r
             }
         };
-        let session = self.session.clone();
-        Ok(reply
-            .map(|r| Mounted {
-                session,
-                mountpoint: mp,
-                untrusted_origin: r.untrusted_origin,
-            })
-            .into())
+        Ok(reply.into())
     }
 }
 
@@ -156,19 +138,23 @@ impl Run for Umount {
             };
             Ok(Reply::new(raw, body).into())
         };
-        if cx.explicit::<Ignored>(&op)?.is_some() {
+        if cx
+            .explicit::<<treefork::verbs::Umount as treefork::control::Verb>::Response>(&op)?
+            .is_some()
+        {
             return done();
         }
         let store = cx.store_for_path(&mp)?;
         let stale =
             matches!(std::fs::metadata(&mp), Err(e) if e.raw_os_error() == Some(libc::ENOTCONN));
         let r = if plumbing::daemon_running(&store) {
-            #[derive(Deserialize)]
-            struct Gone {
-                daemon_exiting: Option<bool>,
-            }
-            plumbing::call::<Gone>(&store, &op, &mut |_| {}).map(|r| {
-                if r.body.daemon_exiting == Some(true) {
+            plumbing::call::<<treefork::verbs::Umount as treefork::control::Verb>::Response>(
+                &store,
+                &op,
+                &mut |_| {},
+            )
+            .map(|r| {
+                if r.body.daemon_exiting {
                     plumbing::wait_daemon_gone(&store);
                 }
             })
@@ -197,22 +183,7 @@ impl Run for Umount {
 pub struct Sessions {}
 
 /// The session table.
-#[derive(Deserialize)]
-struct SessionList {
-    #[serde(default)]
-    sessions: Vec<SessionRow>,
-}
-
-#[derive(Deserialize)]
-struct SessionRow {
-    name: Option<String>,
-    state: Option<String>,
-    bytes: Option<f64>,
-    inodes: Option<i64>,
-    mountpoint: Option<String>,
-    #[serde(flatten)]
-    life: super::lifecycle::LifeColumns,
-}
+type SessionList = treefork::verbs::sessions::SessionList;
 
 impl Human for SessionList {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
@@ -225,13 +196,15 @@ impl Human for SessionList {
             writeln!(
                 out,
                 "{:<24} {:<8} {} {:>10} {:>8}  {}{}",
-                s.name.as_deref().unwrap_or(""),
-                s.state.as_deref().unwrap_or(""),
-                s.life.columns(),
-                human_bytes(s.bytes.unwrap_or(0.0)),
-                s.inodes.unwrap_or(0),
-                s.mountpoint.as_deref().unwrap_or("-"),
-                s.life.task_suffix(),
+                s.name,
+                s.state,
+                super::lifecycle::columns(&s.life),
+                human_bytes(s.bytes as f64),
+                s.inodes,
+                s.mountpoint
+                    .as_deref()
+                    .map_or("-".into(), |p| p.to_string_lossy()),
+                super::lifecycle::task_suffix(&s.life),
             )?;
         }
         Ok(())

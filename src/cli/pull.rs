@@ -14,24 +14,7 @@ pub struct Pull {
     refs: Vec<String>,
 }
 
-#[derive(Deserialize)]
-struct Pulled {
-    remote: String,
-    refs: Vec<RefLine>,
-    checkpoints: u64,
-    nodes: u64,
-    bytes: u64,
-    seconds: f64,
-}
-
-#[derive(Deserialize)]
-struct RefLine {
-    name: String,
-    kind: String,
-    old: Option<String>,
-    new: Option<String>,
-    status: String,
-}
+type Pulled = treefork::remote::pull::PullReport;
 
 impl Human for Pulled {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {

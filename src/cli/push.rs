@@ -21,25 +21,7 @@ pub struct Push {
     force: bool,
 }
 
-#[derive(Deserialize)]
-struct Pushed {
-    remote: String,
-    refs: Vec<RefLine>,
-    objects: u64,
-    bytes: u64,
-    packs: u64,
-    seconds: f64,
-}
-
-#[derive(Deserialize)]
-struct RefLine {
-    src: String,
-    dst: String,
-    kind: String,
-    old: Option<String>,
-    new: Option<String>,
-    status: String,
-}
+type Pushed = treefork::remote::push::PushReport;
 
 impl Human for Pushed {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {

@@ -3,6 +3,12 @@
 //! process (credentials then come from this process's environment).
 
 use super::prelude::*;
+use treefork::remote::RemoteConfig;
+
+type RemoteAdded = treefork::remote::ops::remote_add::RemoteAdded;
+type RemotesListed = treefork::remote::ops::remote_list::RemotesListed;
+type RemoteRemoved = treefork::remote::ops::remote_rm::RemoteRemoved;
+type Trusted = treefork::remote::ops::remote_trust::Trusted;
 
 /// Manage remotes (S3-compatible object storage for push, pull and lazy mounts).
 #[derive(clap::Args)]
@@ -50,47 +56,29 @@ enum RemoteCmd {
     Gc(super::remote_gc::RemoteGc),
 }
 
-#[derive(Deserialize)]
-struct Config {
-    name: String,
-    url: String,
-    endpoint: String,
-    region: String,
-    single_writer: bool,
-    conditional_writes: bool,
-}
-
-impl Config {
-    fn line(&self) -> String {
-        let mut flags = Vec::new();
-        if self.single_writer {
-            flags.push("single writer");
-        }
-        if !self.conditional_writes {
-            flags.push("no conditional writes");
-        }
-        let flags = if flags.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", flags.join(", "))
-        };
-        format!(
-            "{}\t{} at {} [{}]{flags}",
-            self.name, self.url, self.endpoint, self.region
-        )
+/// One remote's line: `NAME\tURL at ENDPOINT [REGION] (flags)`.
+fn line(c: &RemoteConfig) -> String {
+    let mut flags = Vec::new();
+    if c.single_writer {
+        flags.push("single writer");
     }
+    if !c.conditional_writes {
+        flags.push("no conditional writes");
+    }
+    let flags = if flags.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", flags.join(", "))
+    };
+    format!(
+        "{}\t{} at {} [{}]{flags}",
+        c.name, c.url, c.endpoint, c.region
+    )
 }
 
-#[derive(Deserialize)]
-struct Added {
-    remote: Config,
-    #[serde(default)]
-    probe_failures: Vec<String>,
-}
-
-impl Human for Added {
+impl Human for RemoteAdded {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        writeln!(out, "added remote {}", self.remote.line())?;
+        writeln!(out, "added remote {}", line(&self.remote))?;
         for f in &self.probe_failures {
             writeln!(out, "warning: the server does not honour {f}")?;
         }
@@ -98,12 +86,7 @@ impl Human for Added {
     }
 }
 
-#[derive(Deserialize)]
-struct Listed {
-    remotes: Vec<Config>,
-}
-
-impl Human for Listed {
+impl Human for RemotesListed {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         if self.remotes.is_empty() {
             return writeln!(
@@ -112,17 +95,10 @@ impl Human for Listed {
             );
         }
         for r in &self.remotes {
-            writeln!(out, "{}", r.line())?;
+            writeln!(out, "{}", line(r))?;
         }
         Ok(())
     }
-}
-
-#[derive(Deserialize)]
-struct Trusted {
-    session: String,
-    remote: Option<String>,
-    origin: Option<String>,
 }
 
 impl Human for Trusted {
@@ -131,19 +107,15 @@ impl Human for Trusted {
             out,
             "session {}: origin {} (from remote {}) and its policy are now used",
             self.session,
-            self.origin.as_deref().unwrap_or("none"),
+            self.origin
+                .as_deref()
+                .map_or("none".into(), |p| p.to_string_lossy()),
             self.remote.as_deref().unwrap_or("?")
         )
     }
 }
 
-#[derive(Deserialize)]
-struct Removed {
-    removed: String,
-    tracking_refs: u64,
-}
-
-impl Human for Removed {
+impl Human for RemoteRemoved {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         writeln!(
             out,
@@ -170,14 +142,14 @@ impl Run for Remote {
                     region: Some(region.clone()),
                     single_writer: *single_writer,
                 });
-                cx.store_op_creating::<Added>(op, false)?.into()
+                cx.store_op_creating::<RemoteAdded>(op, false)?.into()
             }
             RemoteCmd::List => cx
-                .store_op::<Listed>(Op::RemoteList(treefork::verbs::RemoteList {}), false)?
+                .store_op::<RemotesListed>(Op::RemoteList(treefork::verbs::RemoteList {}), false)?
                 .into(),
             RemoteCmd::Rm { name } => {
                 let op = Op::RemoteRm(treefork::verbs::RemoteRm { name: name.clone() });
-                cx.store_op::<Removed>(op, false)?.into()
+                cx.store_op::<RemoteRemoved>(op, false)?.into()
             }
             RemoteCmd::Trust { session } => {
                 let op = Op::RemoteTrust(treefork::verbs::RemoteTrust {

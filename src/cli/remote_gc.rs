@@ -19,26 +19,7 @@ pub struct RemoteGc {
     grace: String,
 }
 
-#[derive(Deserialize)]
-struct Report {
-    remote: String,
-    dry_run: bool,
-    phase: String,
-    refs: u64,
-    packs_deleted: u64,
-    bytes_deleted: u64,
-    checkpoints_deleted: u64,
-    logs_deleted: u64,
-    condemned: u64,
-    condemned_bytes: u64,
-    condemned_checkpoints: u64,
-    condemned_logs: u64,
-    wait_secs: u64,
-    live_packs: u64,
-    live_bytes: u64,
-    dead_bytes_in_live_packs: u64,
-    seconds: f64,
-}
+type Report = treefork::remote::gc::GcReport;
 
 impl Human for Report {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {

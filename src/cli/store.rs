@@ -13,27 +13,7 @@ pub struct Gc {
     dry_run: bool,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct GcReport {
-    objects_reclaimed: u64,
-    objects_before: u64,
-    bytes_reclaimed: u64,
-    checkpoints_reclaimed: u64,
-    packs_deleted: u64,
-    packs_repacked: u64,
-    bytes_copied: u64,
-    disk_before: u64,
-    disk_after: u64,
-}
-
-#[derive(Deserialize)]
-struct Collected {
-    #[serde(default)]
-    gc: GcReport,
-    #[serde(skip)]
-    dry_run: bool,
-}
+type Collected = treefork::verbs::gc::Collected;
 
 impl Human for Collected {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
@@ -42,7 +22,7 @@ impl Human for Collected {
         writeln!(
             out,
             "{}{} of {} objects unreachable ({}), {} checkpoint(s); packs: {} deleted, {} rewritten ({} copied); store {} -> {}",
-            if self.dry_run { "dry run: " } else { "" },
+            if g.dry_run { "dry run: " } else { "" },
             g.objects_reclaimed,
             g.objects_before,
             b(g.bytes_reclaimed),
@@ -60,7 +40,7 @@ impl Run for Gc {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let dry_run = self.dry_run;
         let r: Reply<Collected> = cx.store_op(Op::Gc(treefork::verbs::Gc { dry_run }), true)?;
-        Ok(r.map(|c| Collected { dry_run, ..c }).into())
+        Ok(r.into())
     }
 }
 
@@ -73,59 +53,30 @@ pub struct Fsck {
     repair: bool,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct FsckReport {
-    packs: u64,
-    records: u64,
-    index_entries: u64,
-    objects_verified: u64,
-    bytes_verified: u64,
-    unindexed_records: u64,
-    remote_held: u64,
-    torn_tails: Vec<String>,
-    repaired: Vec<String>,
-    problems: Vec<Problem>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Problem {
-    owner: Option<String>,
-    path: Option<String>,
-    object: Option<String>,
-    error: Option<String>,
-}
-
-#[derive(Deserialize)]
+/// `fsck`'s answer, with whether a repair was asked for (for the verdict).
 struct Checked {
-    #[serde(default)]
-    fsck: FsckReport,
-    #[serde(skip)]
+    fsck: treefork::fsck::FsckReport,
     repair: bool,
 }
 
-impl Problem {
-    fn line(&self) -> String {
-        let s = |o: &Option<String>| o.clone().unwrap_or_default();
-        let path = s(&self.path);
-        let object = s(&self.object);
-        format!(
-            "DAMAGED: {}{}{}: {}",
-            s(&self.owner),
-            if path.is_empty() {
-                String::new()
-            } else {
-                format!(" path {path}")
-            },
-            if object.is_empty() {
-                String::new()
-            } else {
-                format!(" object {object}")
-            },
-            s(&self.error)
-        )
-    }
+/// A problem's line: `DAMAGED: OWNER[ path P][ object O]: ERROR`.
+fn line(p: &treefork::reach::Problem) -> String {
+    let object = p.object.clone().unwrap_or_default();
+    format!(
+        "DAMAGED: {}{}{}: {}",
+        p.owner,
+        if p.path.is_empty() {
+            String::new()
+        } else {
+            format!(" path {}", p.path)
+        },
+        if object.is_empty() {
+            String::new()
+        } else {
+            format!(" object {object}")
+        },
+        p.error
+    )
 }
 
 impl Human for Checked {
@@ -155,7 +106,7 @@ impl Human for Checked {
             writeln!(out, "repaired: {r}")?;
         }
         for p in &f.problems {
-            writeln!(out, "{}", p.line())?;
+            writeln!(out, "{}", line(p))?;
         }
         if f.problems.is_empty() {
             writeln!(out, "store is clean")?;
@@ -181,8 +132,13 @@ impl Human for Checked {
 impl Run for Fsck {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let repair = self.repair;
-        let r: Reply<Checked> = cx.store_op(Op::Fsck(treefork::verbs::Fsck { repair }), true)?;
-        Ok(r.map(|c| Checked { repair, ..c }).into())
+        let r: Reply<treefork::verbs::fsck::Checked> =
+            cx.store_op(Op::Fsck(treefork::verbs::Fsck { repair }), true)?;
+        Ok(r.map(|c| Checked {
+            fsck: c.fsck,
+            repair,
+        })
+        .into())
     }
 }
 
@@ -212,15 +168,11 @@ enum SessionCmd {
 }
 
 /// `removed session NAME`.
-#[derive(Deserialize)]
-struct Removed {
-    #[serde(skip)]
-    name: String,
-}
+type Removed = treefork::verbs::session_rm::SessionRemoved;
 
 impl Human for Removed {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        let name = &self.name;
+        let name = &self.removed;
         writeln!(
             out,
             "removed session {name} (run `treefork gc` to reclaim its space)"
@@ -234,8 +186,7 @@ impl Run for Session {
             SessionCmd::Rm { name } => {
                 let op = Op::SessionRm(treefork::verbs::SessionRm { name: name.clone() });
                 let r: Reply<Removed> = cx.store_op(op, true)?;
-                let name = name.clone();
-                Ok(r.map(|_| Removed { name }).into())
+                Ok(r.into())
             }
             SessionCmd::Show(c) => c.run(cx),
             SessionCmd::Extend(c) => c.run(cx),

@@ -32,20 +32,7 @@ pub struct Trim {
     dry_run: bool,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Trimmed {
-    dry_run: bool,
-    remotes: Vec<String>,
-    objects: u64,
-    bytes: u64,
-    not_on_remote: u64,
-    packs_failed: u64,
-    sessions_kept: Vec<String>,
-    store_before: u64,
-    store_after: u64,
-    seconds: f64,
-}
+type Trimmed = treefork::remote::trim::TrimReport;
 
 impl Human for Trimmed {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {

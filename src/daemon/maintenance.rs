@@ -19,6 +19,10 @@ use super::Daemon;
 use crate::error::{Error, Result};
 use crate::remote::held::{self, Held};
 use crate::session::{self, Session};
+use crate::verbs::fsck::Checked;
+use crate::verbs::gc::Collected;
+use crate::verbs::session_rm::SessionRemoved;
+use crate::verbs::sessions::{SessionList, SessionRow};
 
 /// Progress events at most every 100 ms (and at the end of each phase).
 fn progress(events: &mut dyn FnMut(Value)) -> impl FnMut(&str, u64, u64) + '_ {
@@ -32,7 +36,7 @@ fn progress(events: &mut dyn FnMut(Value)) -> impl FnMut(&str, u64, u64) + '_ {
 }
 
 impl Daemon {
-    pub(crate) fn gc(&self, dry_run: bool, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    pub(crate) fn gc(&self, dry_run: bool, events: &mut dyn FnMut(Value)) -> Result<Collected> {
         let _m = self
             .maintenance
             .try_lock()
@@ -54,15 +58,15 @@ impl Daemon {
             dry_run,
             &mut progress(events),
         )?;
-        Ok(json!({
-            "gc": rep,
-            "operations_pruned": pruned.operations,
-            "discarded_removed": pruned.sessions,
-            "auto_refs_dropped": pruned.auto_refs,
-        }))
+        Ok(Collected {
+            gc: rep,
+            operations_pruned: pruned.operations,
+            discarded_removed: pruned.sessions,
+            auto_refs_dropped: pruned.auto_refs,
+        })
     }
 
-    pub(crate) fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    pub(crate) fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<Checked> {
         if repair {
             return Err(Error::Conflict(format!(
                 "fsck --repair needs the store offline: unmount its {} mounted session(s) first",
@@ -80,7 +84,7 @@ impl Daemon {
             false,
             &mut progress(events),
         )?;
-        Ok(json!({ "fsck": rep, "clean": rep.clean() }))
+        Ok(Checked::new(rep))
     }
 
     /// `store trim` (see `crate::remote::trim`): serialized with gc and fsck.
@@ -88,7 +92,7 @@ impl Daemon {
         &self,
         req: crate::remote::trim::TrimRequest,
         events: &mut dyn FnMut(Value),
-    ) -> Result<Value> {
+    ) -> Result<crate::remote::trim::TrimReport> {
         let _m = self
             .maintenance
             .try_lock()
@@ -96,7 +100,7 @@ impl Daemon {
         crate::remote::ops::store_trim::run(&*self.store, self, req, events)
     }
 
-    pub(crate) fn session_rm(&self, name: &str) -> Result<Value> {
+    pub(crate) fn session_rm(&self, name: &str) -> Result<SessionRemoved> {
         // Owning the name keeps mounts, forks and unmounts of it out meanwhile.
         let _claim = self
             .table
@@ -109,10 +113,12 @@ impl Daemon {
                 None => e,
             })?;
         retention::remove_session(&*self.store, name)?;
-        Ok(json!({ "removed": name }))
+        Ok(SessionRemoved {
+            removed: name.to_string(),
+        })
     }
 
-    pub(crate) fn sessions(&self) -> Result<Value> {
+    pub(crate) fn sessions(&self) -> Result<SessionList> {
         let mounted: HashMap<String, (PathBuf, Arc<Session>)> = crate::ops::Host::live(self)
             .into_iter()
             .map(|t| (t.session.name().to_string(), (t.mountpoint, t.session)))
@@ -127,20 +133,19 @@ impl Daemon {
             // Inodes in the mounted session's live table (eviction bounds it).
             let live = mounted.get(&r.name).map(|(_, s)| s.live_inodes());
             let life = crate::lifecycle::manage::row_fields(&*self.store, &r.name, r.created);
-            let mut row = json!({
-                "name": r.name,
-                "state": if mp.is_some() { "mounted" } else { "stopped" },
-                "mountpoint": mp,
-                "bytes": bytes,
-                "inodes": inodes,
-                "live_inodes": live,
-                "updated": r.updated,
-                "root": r.root,
+            list.push(SessionRow {
+                state: if mp.is_some() { "mounted" } else { "stopped" }.into(),
+                mountpoint: mp.cloned(),
+                bytes,
+                inodes,
+                live_inodes: live,
+                updated: r.updated,
+                root: r.root,
+                life,
+                name: r.name,
             });
-            row.as_object_mut().expect("object").extend(life);
-            list.push(row);
         }
-        Ok(json!({"sessions": list}))
+        Ok(SessionList { sessions: list })
     }
 }
 

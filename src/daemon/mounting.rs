@@ -49,7 +49,7 @@ impl Daemon {
         from: Option<&Path>,
         agent: Option<AgentSocket>,
         events: &mut dyn FnMut(Value),
-    ) -> Result<Value> {
+    ) -> Result<crate::verbs::mount::Mounted> {
         session::validate_session_name(name)?;
         let mut claim = self.table.claim(name, Some(mp))?;
         let source = match (session::load_record(&**self.store(), name)?, from) {
@@ -105,7 +105,7 @@ impl Daemon {
         source: Source<'_>,
         agent: Option<AgentSocket>,
         events: &mut dyn FnMut(Value),
-    ) -> Result<Value> {
+    ) -> Result<crate::verbs::mount::Mounted> {
         let _publishing = self.publish.read().unwrap_or_else(|p| p.into_inner());
         // Bound first, so a bad agent socket leaves nothing created or mounted.
         let agent_listener = match &agent {
@@ -175,7 +175,7 @@ impl Daemon {
         agent: Option<&AgentSocket>,
         agent_listener: Option<UnixListener>,
         events: &mut dyn FnMut(Value),
-    ) -> Result<Value> {
+    ) -> Result<crate::verbs::mount::Mounted> {
         let name = claim.name().to_string();
         let mp = dir.path().to_path_buf();
         let (rec, skipped) = self.session_record(&name, dir, source, events)?;
@@ -216,15 +216,14 @@ impl Daemon {
             t_mount - t_open,
             t0.elapsed() - t_mount
         );
-        let mut v = json!({"session": name, "mountpoint": mp});
-        if let Some(a) = agent {
-            v["agent_socket"] = json!(a.path);
-        }
-        if let Some(n) = skipped {
+        Ok(crate::verbs::mount::Mounted {
+            session: name.to_string(),
+            mountpoint: mp.to_path_buf(),
+            agent_socket: agent.map(|a| a.path.clone()),
             // Sockets and device nodes of the imported directory (see import.rs).
-            v["skipped"] = json!(n);
-        }
-        Ok(v)
+            skipped,
+            untrusted_origin: None,
+        })
     }
 
     /// Accept connections on a new mount's session socket (role User) and, when
@@ -531,13 +530,15 @@ impl Host for Daemon {
         rec: SessionRecord,
         agent: Option<AgentSocket>,
     ) -> Result<Value> {
-        self.mount_dir(
+        // `ops::Host` answers untyped until the session verbs' answers are typed.
+        let m = self.mount_dir(
             claim,
             dir,
             Source::Record(Box::new(rec)),
             agent,
             &mut |_| {},
-        )
+        )?;
+        Ok(json!(m))
     }
 
     fn unmount_session(&self, mp: &Path) -> Result<()> {

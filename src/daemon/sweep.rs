@@ -25,13 +25,16 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::Daemon;
 use crate::error::{Error, Result};
 use crate::lifecycle::manage::{self, PolicyChange};
 use crate::lifecycle::{self, State};
 use crate::ops::{Host, Target};
+use crate::verbs::session_discard::Discarded;
+use crate::verbs::session_extend::Extended;
+use crate::verbs::session_sweep::{Swept, SweptBusy, SweptEvicted, SweptExpired};
 
 /// Environment variable: the sweep interval (e.g. `5m`, `30s`).
 pub const SWEEP_ENV: &str = "TREEFORK_SWEEP_INTERVAL";
@@ -199,7 +202,11 @@ impl Daemon {
     }
 
     /// `session show`.
-    pub(crate) fn session_show(&self, name: Option<&str>, bound: Option<&str>) -> Result<Value> {
+    pub(crate) fn session_show(
+        &self,
+        name: Option<&str>,
+        bound: Option<&str>,
+    ) -> Result<manage::SessionShown> {
         let name = match (name, bound) {
             (Some(n), Some(b)) if n != b => {
                 return Err(Error::Forbidden(format!(
@@ -222,7 +229,7 @@ impl Daemon {
         }
         let mut v = manage::show(&**self.store(), name, mp.as_deref())?;
         if let Some(t) = self.last_access_seen(name) {
-            v["idle"] = json!(crate::clock::unix_secs().saturating_sub(t).max(0));
+            v.idle = crate::clock::unix_secs().saturating_sub(t).max(0);
         }
         Ok(v)
     }
@@ -234,12 +241,16 @@ impl Daemon {
         ttl_idle: Option<String>,
         ttl_absolute: Option<String>,
         evict_to: Option<String>,
-    ) -> Result<Value> {
-        manage::extend(&**self.store(), name, ttl_idle, ttl_absolute, evict_to)
+    ) -> Result<Extended> {
+        let info = manage::extend(&**self.store(), name, ttl_idle, ttl_absolute, evict_to)?;
+        Ok(Extended {
+            session: name.to_string(),
+            policy: info.policy,
+        })
     }
 
     /// `session discard`: unmount (refused while busy), then state `discarded`.
-    pub(crate) fn session_discard(&self, name: &str) -> Result<Value> {
+    pub(crate) fn session_discard(&self, name: &str) -> Result<Discarded> {
         if crate::session::load_record(&**self.store(), name)?.is_none() {
             return Err(Error::NotFound(format!("no session named {name}")));
         }
@@ -257,19 +268,23 @@ impl Daemon {
             i.evict_blocked = None;
             Ok(true)
         })?;
-        Ok(json!({"session": name, "discarded": true, "unmounted": unmounted}))
+        Ok(Discarded {
+            session: name.to_string(),
+            discarded: true,
+            unmounted,
+        })
     }
 
     /// One eviction sweep over every session; returns what was evicted, what was
     /// busy, and what was only marked expired.
-    pub(crate) fn sweep(&self) -> Result<Value> {
+    pub(crate) fn sweep(&self) -> Result<Swept> {
         let store = self.store().clone();
         let now = crate::clock::unix_secs();
         let live: HashMap<String, Target> = Host::live(self)
             .into_iter()
             .map(|t| (t.session.name().to_string(), t))
             .collect();
-        let (mut evicted, mut busy, mut marked) = (Vec::new(), Vec::new(), Vec::new());
+        let mut swept = Swept::default();
         for rec in crate::session::list_records(&*store)? {
             let name = rec.name;
             let mut info = manage::load_or_legacy(&*store, &name, rec.created);
@@ -288,12 +303,19 @@ impl Daemon {
                         }
                         Ok(go)
                     })?;
-                    marked.push(json!({"session": name, "reason": why}));
+                    swept.expired.push(SweptExpired {
+                        session: name,
+                        reason: why,
+                    });
                 }
                 Some(t) => match self.evict(t, &info) {
                     Ok(ckpt) => {
                         log::info!("session {name}: evicted ({why})");
-                        evicted.push(json!({"session": name, "reason": why, "checkpoint": ckpt}));
+                        swept.evicted.push(SweptEvicted {
+                            session: name,
+                            reason: why,
+                            checkpoint: ckpt,
+                        });
                     }
                     Err(e) => {
                         let msg = e.to_string();
@@ -302,12 +324,16 @@ impl Daemon {
                             i.evict_blocked = Some(msg.clone());
                             Ok(true)
                         })?;
-                        busy.push(json!({"session": name, "reason": why, "blocked": msg}));
+                        swept.busy.push(SweptBusy {
+                            session: name,
+                            reason: why,
+                            blocked: msg,
+                        });
                     }
                 },
             }
         }
-        Ok(json!({"evicted": evicted, "busy": busy, "expired": marked}))
+        Ok(swept)
     }
 
     /// Evict a mounted session: syncfs + checkpoint (operation `evict`), unmount,

@@ -5,29 +5,45 @@
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::Daemon;
 use crate::control::AgentSocket;
 use crate::error::{Error, Result};
 use crate::remote::trim::TrimRequest;
+use crate::verbs::fsck::Checked;
+use crate::verbs::gc::Collected;
+use crate::verbs::mount::Mounted;
+use crate::verbs::ping::Pong;
+use crate::verbs::session_discard::Discarded;
+use crate::verbs::session_extend::Extended;
+use crate::verbs::session_rm::SessionRemoved;
+use crate::verbs::session_sweep::Swept;
+use crate::verbs::shutdown::Stopping;
+use crate::verbs::umount::Unmounted;
 use crate::verbs::{Mount, Server};
 
 impl Server for Daemon {
-    fn ping(&self, session: Option<&str>) -> Value {
-        let mut v = json!({"pid": std::process::id(), "store": self.store_dir});
+    fn ping(&self, session: Option<&str>) -> Result<Pong> {
+        let mut v = Pong {
+            pid: std::process::id(),
+            store: self.store_dir.clone(),
+            session: None,
+            mountpoint: None,
+            role: None,
+        };
         // On a session socket: which workspace it serves (an agent's CLI, which
         // cannot read the registry, resolves its paths with it).
         if let Some(name) = session
             && let Some(mp) = self.mounted_at(name)
         {
-            v["session"] = json!(name);
-            v["mountpoint"] = json!(mp);
+            v.session = Some(name.to_string());
+            v.mountpoint = Some(mp);
         }
-        v
+        Ok(v)
     }
 
-    fn mount(&self, req: Mount, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn mount(&self, req: Mount, events: &mut dyn FnMut(Value)) -> Result<Mounted> {
         let Mount {
             session,
             mountpoint,
@@ -64,13 +80,11 @@ impl Server for Daemon {
         change.check_remote(&*crate::ops::Host::store(self))?;
         let mut v = Daemon::mount(self, &session, &mountpoint, from.as_deref(), agent, events)?;
         self.apply_policy(&session, &change)?;
-        if let (Some(p), Some(o)) = (untrusted, v.as_object_mut()) {
-            o.insert("untrusted_origin".into(), json!(p));
-        }
+        v.untrusted_origin = untrusted;
         Ok(v)
     }
 
-    fn umount(&self, mountpoint: &Path) -> Result<Value> {
+    fn umount(&self, mountpoint: &Path) -> Result<Unmounted> {
         self.unmount(mountpoint)?;
         let m = self.table.lock();
         // This request itself is still counted in `pending`.
@@ -78,31 +92,38 @@ impl Server for Daemon {
         if exiting {
             self.stop.store(true, Ordering::SeqCst);
         }
-        Ok(json!({"mountpoint": mountpoint, "daemon_exiting": exiting}))
+        Ok(Unmounted {
+            mountpoint: mountpoint.to_path_buf(),
+            daemon_exiting: exiting,
+        })
     }
 
-    fn sessions(&self) -> Result<Value> {
+    fn sessions(&self) -> Result<crate::verbs::sessions::SessionList> {
         Daemon::sessions(self)
     }
 
-    fn shutdown(&self) -> Result<Value> {
+    fn shutdown(&self) -> Result<Stopping> {
         self.stop.store(true, Ordering::Relaxed);
-        Ok(json!({}))
+        Ok(Stopping {})
     }
 
-    fn gc(&self, dry_run: bool, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn gc(&self, dry_run: bool, events: &mut dyn FnMut(Value)) -> Result<Collected> {
         Daemon::gc(self, dry_run, events)
     }
 
-    fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<Checked> {
         Daemon::fsck(self, repair, events)
     }
 
-    fn session_rm(&self, name: &str) -> Result<Value> {
+    fn session_rm(&self, name: &str) -> Result<SessionRemoved> {
         Daemon::session_rm(self, name)
     }
 
-    fn session_show(&self, name: Option<&str>, bound: Option<&str>) -> Result<Value> {
+    fn session_show(
+        &self,
+        name: Option<&str>,
+        bound: Option<&str>,
+    ) -> Result<crate::lifecycle::manage::SessionShown> {
         Daemon::session_show(self, name, bound)
     }
 
@@ -112,19 +133,23 @@ impl Server for Daemon {
         ttl_idle: Option<String>,
         ttl_absolute: Option<String>,
         evict_to: Option<String>,
-    ) -> Result<Value> {
+    ) -> Result<Extended> {
         Daemon::session_extend(self, name, ttl_idle, ttl_absolute, evict_to)
     }
 
-    fn session_discard(&self, name: &str) -> Result<Value> {
+    fn session_discard(&self, name: &str) -> Result<Discarded> {
         Daemon::session_discard(self, name)
     }
 
-    fn sweep(&self) -> Result<Value> {
+    fn sweep(&self) -> Result<Swept> {
         Daemon::sweep(self)
     }
 
-    fn store_trim(&self, req: TrimRequest, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn store_trim(
+        &self,
+        req: TrimRequest,
+        events: &mut dyn FnMut(Value),
+    ) -> Result<crate::remote::trim::TrimReport> {
         Daemon::store_trim(self, req, events)
     }
 }

@@ -9,8 +9,6 @@
 //! other's changes; a session without a record gets [`SessionInfo::legacy`] on
 //! its first update.
 
-use serde_json::{Map, Value, json};
-
 use super::{SessionInfo, State, load, parse_duration};
 use crate::error::{Error, Result};
 use crate::meta::{self, KeyRange, MetaOp};
@@ -182,22 +180,54 @@ pub fn load_or_legacy(store: &dyn ObjectStore, session: &str, created: i64) -> S
     }
 }
 
-/// The lifecycle columns of a `sessions` row: `lifecycle` (state), `task`,
-/// `age` and `idle` (seconds), `touched` (count), `evict_blocked`.
-pub fn row_fields(store: &dyn ObjectStore, session: &str, created: i64) -> Map<String, Value> {
+/// The lifecycle columns of a `sessions` row.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct LifeColumns {
+    /// The session's lifecycle state.
+    pub lifecycle: State,
+    /// What the session is for.
+    pub task: Option<String>,
+    /// Seconds since it was created.
+    pub age: i64,
+    /// Seconds since it was last accessed (as last persisted).
+    pub idle: i64,
+    /// How many paths its workspace changed since its base.
+    pub touched: usize,
+    /// Why the last sweep could not evict it (`null`: nothing blocked it).
+    pub evict_blocked: Option<String>,
+}
+
+/// The lifecycle columns of `session`'s `sessions` row.
+pub fn row_fields(store: &dyn ObjectStore, session: &str, created: i64) -> LifeColumns {
     let t = crate::clock::unix_secs();
     let i = load_or_legacy(store, session, created);
-    let mut m = Map::new();
-    m.insert("lifecycle".into(), json!(i.state));
-    m.insert("task".into(), json!(i.task));
-    m.insert("age".into(), json!(t.saturating_sub(i.created).max(0)));
-    m.insert("idle".into(), json!(t.saturating_sub(i.last_access).max(0)));
-    m.insert(
-        "touched".into(),
-        json!(touched_count(store, session).unwrap_or(0)),
-    );
-    m.insert("evict_blocked".into(), json!(i.evict_blocked));
-    m
+    LifeColumns {
+        lifecycle: i.state,
+        age: t.saturating_sub(i.created).max(0),
+        idle: t.saturating_sub(i.last_access).max(0),
+        touched: touched_count(store, session).unwrap_or(0),
+        task: i.task,
+        evict_blocked: i.evict_blocked,
+    }
+}
+
+/// The answer to `session_show`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct SessionShown {
+    /// The session's info record.
+    pub info: SessionInfo,
+    /// How many paths its workspace changed since its base.
+    pub touched: usize,
+    /// Whether it is mounted.
+    pub mounted: bool,
+    /// Where it is mounted (`null`: not mounted).
+    pub mountpoint: Option<std::path::PathBuf>,
+    /// Seconds since it was created.
+    pub age: i64,
+    /// Seconds since it was last accessed.
+    pub idle: i64,
+    /// Why it is due for eviction now (`null`: it is not).
+    pub expires: Option<String>,
 }
 
 /// `session show`: the info record, touched count and mount state.
@@ -205,32 +235,32 @@ pub fn show(
     store: &dyn ObjectStore,
     session: &str,
     mounted: Option<&std::path::Path>,
-) -> Result<Value> {
+) -> Result<SessionShown> {
     let rec = crate::refs::session_record::load_record(store, session)?
         .ok_or_else(|| Error::NotFound(format!("no session named {session}")))?;
     let info = load_or_legacy(store, session, rec.created);
     let t = crate::clock::unix_secs();
-    Ok(json!({
-        "info": info,
-        "touched": touched_count(store, session)?,
-        "mounted": mounted.is_some(),
-        "mountpoint": mounted,
-        "age": t.saturating_sub(info.created).max(0),
-        "idle": t.saturating_sub(info.last_access).max(0),
-        "expires": expiry(&info, t),
-    }))
+    Ok(SessionShown {
+        touched: touched_count(store, session)?,
+        mounted: mounted.is_some(),
+        mountpoint: mounted.map(std::path::Path::to_path_buf),
+        age: t.saturating_sub(info.created).max(0),
+        idle: t.saturating_sub(info.last_access).max(0),
+        expires: expiry(&info, t),
+        info,
+    })
 }
 
 /// `session extend`: new TTLs and eviction remote (each kept when `None`), the
-/// idle clock restarted; answers the session and its policy. The daemon and the
-/// CLI's offline path both run it.
+/// idle clock restarted; answers the session's info as it now is. The daemon and
+/// the CLI's offline path both run it.
 pub fn extend(
     store: &dyn ObjectStore,
     session: &str,
     ttl_idle: Option<String>,
     ttl_absolute: Option<String>,
     evict_to: Option<String>,
-) -> Result<Value> {
+) -> Result<super::SessionInfo> {
     let change = PolicyChange {
         ttl_idle,
         ttl_absolute,
@@ -245,7 +275,7 @@ pub fn extend(
         i.last_access = now;
         Ok(true)
     })?;
-    Ok(json!({"session": session, "policy": info.policy}))
+    Ok(info)
 }
 
 /// Add to `session`'s counters (best effort: a failure is logged).

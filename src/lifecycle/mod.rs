@@ -37,7 +37,9 @@ pub const REMOTE_ORIGIN: &str = "remote_origin";
 pub const INFO_VERSION: u32 = 1;
 
 /// Where a session's state is in its life.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
     /// Being worked on (mounted or not).
@@ -52,7 +54,7 @@ pub enum State {
 }
 
 /// When a session is evicted.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Policy {
     /// Evict after this many seconds without access (`None`: never).
@@ -85,7 +87,7 @@ impl Default for Policy {
 }
 
 /// The durable repository a session was imported from.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Origin {
     /// The directory imported (absolute, canonical).
     pub path: PathBuf,
@@ -102,7 +104,7 @@ pub struct Origin {
 }
 
 /// The result of a promote.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Promoted {
     /// `commit`, `branch` or `patch`.
     pub strategy: String,
@@ -119,7 +121,7 @@ pub struct Promoted {
 }
 
 /// Counters of what happened in a session (seed 000).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Metrics {
     /// Commands recorded by `exec`.
@@ -137,7 +139,7 @@ pub struct Metrics {
 }
 
 /// The session info record.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, schemars::JsonSchema)]
 pub struct SessionInfo {
     /// Format version.
     pub version: u32,

@@ -23,7 +23,7 @@ pub const CONFIG_VERSION: u32 = 1;
 pub const DEFAULT_REGION: &str = "us-east-1";
 
 /// A configured remote (value of `y/<name>`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RemoteConfig {
     /// Record version ([`CONFIG_VERSION`]).
     pub version: u32,

@@ -29,7 +29,8 @@ pub mod mark;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::remote::Remote;
@@ -59,8 +60,9 @@ impl Default for GcRequest {
     }
 }
 
-/// What a remote gc did (or, dry, would do).
-#[derive(Debug, Clone, Default, Serialize)]
+/// What a remote gc did (or, dry, would do): the answer to `remote_gc`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
 pub struct GcReport {
     /// The remote.
     pub remote: String,

@@ -32,7 +32,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::held::Held;
 use super::index::RemoteIndex;
@@ -54,8 +55,9 @@ pub struct TrimRequest {
     pub dry_run: bool,
 }
 
-/// What a trim did.
-#[derive(Debug, Default, Serialize)]
+/// What a trim did: the answer to `store_trim`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
 pub struct TrimReport {
     /// Nothing was changed.
     pub dry_run: bool,

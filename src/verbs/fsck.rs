@@ -16,7 +16,7 @@ impl Verb for Fsck {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = Checked;
 
     fn agent_may(&self) -> bool {
         // Store-wide maintenance and anything that drops history.
@@ -25,8 +25,27 @@ impl Verb for Fsck {
     }
 }
 
+/// The answer to `fsck`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Checked {
+    /// What the check found (and, with `repair`, did).
+    pub fsck: crate::fsck::FsckReport,
+    /// No problems were found (`fsck.problems` is empty).
+    pub clean: bool,
+}
+
+impl Checked {
+    /// The answer for `report`.
+    pub fn new(report: crate::fsck::FsckReport) -> Checked {
+        Checked {
+            clean: report.clean(),
+            fsck: report,
+        }
+    }
+}
+
 impl Handler for Fsck {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Checked> {
         cx.host.fsck(self.repair, cx.events)
     }
 }

@@ -16,7 +16,7 @@ impl Verb for Gc {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = Collected;
 
     fn agent_may(&self) -> bool {
         // Store-wide maintenance and anything that drops history.
@@ -25,8 +25,25 @@ impl Verb for Gc {
     }
 }
 
+/// The answer to `gc`: the collection's report and what the retention pass
+/// before it removed (nothing in a dry run).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Collected {
+    /// What the collection found and did.
+    pub gc: crate::gc::GcReport,
+    /// Operation records past their retention, removed.
+    #[serde(default)]
+    pub operations_pruned: usize,
+    /// Sessions discarded longer than the retention period, removed.
+    #[serde(default)]
+    pub discarded_removed: usize,
+    /// `auto/...` refs past their retention, dropped.
+    #[serde(default)]
+    pub auto_refs_dropped: usize,
+}
+
 impl Handler for Gc {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Collected> {
         cx.host.gc(self.dry_run, cx.events)
     }
 }

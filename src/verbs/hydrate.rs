@@ -22,7 +22,7 @@ impl Verb for Hydrate {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = crate::remote::pull::hydrate::HydrateReport;
 
     fn agent_may(&self) -> bool {
         // Pulling and hydrating reach the network with the daemon's
@@ -36,7 +36,7 @@ impl Verb for Hydrate {
 }
 
 impl Handler for Hydrate {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let session = self.session.or(cx.session.map(str::to_string));
         crate::remote::ops::hydrate::run(cx.host, session, self.remote, cx.events)
     }

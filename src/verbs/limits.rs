@@ -16,7 +16,7 @@ impl Verb for Limits {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::Some;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = crate::quota::LimitsShown;
 
     fn agent_may(&self) -> bool {
         // The store's quotas bound what agents can make the daemon hold:
@@ -31,7 +31,7 @@ impl Verb for Limits {
 }
 
 impl Handler for Limits {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         crate::quota::run(&*cx.host.store(), self.set.as_ref())
     }
 }

@@ -21,7 +21,7 @@ impl Verb for Pull {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = crate::remote::pull::PullReport;
 
     fn agent_may(&self) -> bool {
         // Pulling and hydrating reach the network with the daemon's
@@ -32,7 +32,7 @@ impl Verb for Pull {
 }
 
 impl Handler for Pull {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         crate::remote::ops::pull::run(cx.host, self.remote, self.refs, cx.events)
     }
 }

@@ -28,7 +28,7 @@ impl Verb for Push {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = crate::remote::push::PushReport;
 
     fn agent_may(&self) -> bool {
         // Pushing sends the store's history out with the daemon's
@@ -44,7 +44,7 @@ impl Verb for Push {
 }
 
 impl Handler for Push {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let Push {
             remote,
             refs,

@@ -29,7 +29,7 @@ impl Verb for RemoteAdd {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = crate::remote::ops::remote_add::RemoteAdded;
 
     fn agent_may(&self) -> bool {
         // Remotes: configuring them reaches the network with the daemon's
@@ -46,7 +46,7 @@ impl Verb for RemoteAdd {
 }
 
 impl Handler for RemoteAdd {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let RemoteAdd {
             name,
             url,

@@ -25,7 +25,7 @@ impl Verb for RemoteGc {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = crate::remote::gc::GcReport;
 
     fn agent_may(&self) -> bool {
         // Remote gc deletes history on the remote with the daemon's
@@ -40,7 +40,7 @@ impl Verb for RemoteGc {
 }
 
 impl Handler for RemoteGc {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         crate::remote::ops::remote_gc::run_store(
             &*cx.host.store(),
             self.remote,

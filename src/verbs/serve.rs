@@ -34,39 +34,47 @@ pub(crate) trait Handler: Verb {
 #[allow(unused_variables)]
 pub(crate) trait Server: Host {
     /// `ping`: the daemon's pid and store, and the session a bound socket serves.
-    fn ping(&self, session: Option<&str>) -> Value {
-        Value::Null
+    fn ping(&self, session: Option<&str>) -> Result<super::ping::Pong> {
+        Err(needs("ping"))
     }
     /// `mount`.
-    fn mount(&self, req: super::Mount, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn mount(
+        &self,
+        req: super::Mount,
+        events: &mut dyn FnMut(Value),
+    ) -> Result<super::mount::Mounted> {
         Err(needs("mount"))
     }
     /// `umount`.
-    fn umount(&self, mountpoint: &Path) -> Result<Value> {
+    fn umount(&self, mountpoint: &Path) -> Result<super::umount::Unmounted> {
         Err(needs("umount"))
     }
     /// `sessions`.
-    fn sessions(&self) -> Result<Value> {
+    fn sessions(&self) -> Result<super::sessions::SessionList> {
         Err(needs("sessions"))
     }
     /// `shutdown`.
-    fn shutdown(&self) -> Result<Value> {
+    fn shutdown(&self) -> Result<super::shutdown::Stopping> {
         Err(needs("shutdown"))
     }
     /// `gc`.
-    fn gc(&self, dry_run: bool, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn gc(&self, dry_run: bool, events: &mut dyn FnMut(Value)) -> Result<super::gc::Collected> {
         Err(needs("gc"))
     }
     /// `fsck`.
-    fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<super::fsck::Checked> {
         Err(needs("fsck"))
     }
     /// `session_rm`.
-    fn session_rm(&self, name: &str) -> Result<Value> {
+    fn session_rm(&self, name: &str) -> Result<super::session_rm::SessionRemoved> {
         Err(needs("session_rm"))
     }
     /// `session_show` (`bound`: the session of the socket it came on).
-    fn session_show(&self, name: Option<&str>, bound: Option<&str>) -> Result<Value> {
+    fn session_show(
+        &self,
+        name: Option<&str>,
+        bound: Option<&str>,
+    ) -> Result<crate::lifecycle::manage::SessionShown> {
         Err(needs("session_show"))
     }
     /// `session_extend`.
@@ -76,19 +84,23 @@ pub(crate) trait Server: Host {
         ttl_idle: Option<String>,
         ttl_absolute: Option<String>,
         evict_to: Option<String>,
-    ) -> Result<Value> {
+    ) -> Result<super::session_extend::Extended> {
         Err(needs("session_extend"))
     }
     /// `session_discard`.
-    fn session_discard(&self, name: &str) -> Result<Value> {
+    fn session_discard(&self, name: &str) -> Result<super::session_discard::Discarded> {
         Err(needs("session_discard"))
     }
     /// `session_sweep`.
-    fn sweep(&self) -> Result<Value> {
+    fn sweep(&self) -> Result<super::session_sweep::Swept> {
         Err(needs("session_sweep"))
     }
     /// `store_trim`.
-    fn store_trim(&self, req: TrimRequest, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    fn store_trim(
+        &self,
+        req: TrimRequest,
+        events: &mut dyn FnMut(Value),
+    ) -> Result<crate::remote::trim::TrimReport> {
         Err(needs("store_trim"))
     }
 }

@@ -1,6 +1,7 @@
 //! `session_discard`: unmount a session and mark it discarded (`gc` removes it after retention).
 
 use super::prelude::*;
+use std::path::PathBuf;
 
 /// Unmount a session and mark it discarded (`gc` removes it after retention).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -15,7 +16,7 @@ impl Verb for SessionDiscard {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = Discarded;
 
     fn agent_may(&self) -> bool {
         // Lifecycle changes (eviction policy, discard, evicting) are the user's.
@@ -24,8 +25,20 @@ impl Verb for SessionDiscard {
     }
 }
 
+/// The answer to `session_discard`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Discarded {
+    /// The session.
+    pub session: String,
+    /// Always `true`: its state is `discarded` now.
+    pub discarded: bool,
+    /// Where it was mounted, when the discard unmounted it (`null`: it was not
+    /// mounted).
+    pub unmounted: Option<PathBuf>,
+}
+
 impl Handler for SessionDiscard {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Discarded> {
         cx.host.session_discard(&self.name)
     }
 }

@@ -24,7 +24,7 @@ impl Verb for SessionExtend {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = Extended;
 
     fn agent_may(&self) -> bool {
         // Lifecycle changes (eviction policy, discard, evicting) are the user's.
@@ -38,8 +38,17 @@ impl Verb for SessionExtend {
     }
 }
 
+/// The answer to `session_extend`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Extended {
+    /// The session.
+    pub session: String,
+    /// Its eviction policy now.
+    pub policy: crate::lifecycle::Policy,
+}
+
 impl Handler for SessionExtend {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Extended> {
         let SessionExtend {
             name,
             ttl_idle,

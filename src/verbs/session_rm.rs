@@ -15,7 +15,7 @@ impl Verb for SessionRm {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = SessionRemoved;
 
     fn agent_may(&self) -> bool {
         // Store-wide maintenance and anything that drops history.
@@ -24,8 +24,15 @@ impl Verb for SessionRm {
     }
 }
 
+/// The answer to `session_rm`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SessionRemoved {
+    /// The session removed.
+    pub removed: String,
+}
+
 impl Handler for SessionRm {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<SessionRemoved> {
         cx.host.session_rm(&self.name)
     }
 }

@@ -18,7 +18,7 @@ impl Verb for SessionShow {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = crate::lifecycle::manage::SessionShown;
 
     fn agent_may(&self) -> bool {
         // Its own session only: the daemon refuses (`forbidden`) a name other
@@ -29,7 +29,7 @@ impl Verb for SessionShow {
 }
 
 impl Handler for SessionShow {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         cx.host.session_show(self.name.as_deref(), cx.session)
     }
 }

@@ -12,7 +12,7 @@ impl Verb for SessionSweep {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = Swept;
 
     fn agent_may(&self) -> bool {
         // Lifecycle changes (eviction policy, discard, evicting) are the user's.
@@ -21,8 +21,51 @@ impl Verb for SessionSweep {
     }
 }
 
+/// The answer to `session_sweep`: what the sweep did to each session due for
+/// eviction.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Swept {
+    /// Mounted sessions evicted (checkpointed, unmounted, state `expired`).
+    pub evicted: Vec<SweptEvicted>,
+    /// Mounted sessions due but not evicted (their info records why).
+    pub busy: Vec<SweptBusy>,
+    /// Sessions not mounted, only marked `expired`.
+    pub expired: Vec<SweptExpired>,
+}
+
+/// A session a sweep evicted.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SweptEvicted {
+    /// The session.
+    pub session: String,
+    /// Why it was due (`idle 3600s (ttl 3600s)`, ...).
+    pub reason: String,
+    /// The checkpoint taken before unmounting (`null`: nothing had changed).
+    pub checkpoint: Option<String>,
+}
+
+/// A session a sweep could not evict.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SweptBusy {
+    /// The session.
+    pub session: String,
+    /// Why it was due.
+    pub reason: String,
+    /// What kept it mounted.
+    pub blocked: String,
+}
+
+/// A session not mounted that a sweep marked `expired`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SweptExpired {
+    /// The session.
+    pub session: String,
+    /// Why it was due.
+    pub reason: String,
+}
+
 impl Handler for SessionSweep {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Swept> {
         cx.host.sweep()
     }
 }

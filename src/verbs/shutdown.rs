@@ -12,7 +12,7 @@ impl Verb for Shutdown {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = Stopping;
 
     fn agent_may(&self) -> bool {
         // Store-wide maintenance and anything that drops history.
@@ -21,8 +21,13 @@ impl Verb for Shutdown {
     }
 }
 
+/// The answer to `shutdown`: an empty object (the daemon flushes, unmounts
+/// every session and exits after answering).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Stopping {}
+
 impl Handler for Shutdown {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Stopping> {
         cx.host.shutdown()
     }
 }

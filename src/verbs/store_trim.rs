@@ -25,7 +25,7 @@ impl Verb for StoreTrim {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = crate::remote::trim::TrimReport;
 
     fn agent_may(&self) -> bool {
         // Trimming drops local copies store-wide (they come back over the
@@ -40,7 +40,7 @@ impl Verb for StoreTrim {
 }
 
 impl Handler for StoreTrim {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let req = crate::remote::ops::store_trim::request(
             self.older_than.as_deref(),
             self.keep_sessions,

@@ -16,7 +16,7 @@ impl Verb for Umount {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = Unmounted;
 
     fn agent_may(&self) -> bool {
         // Store-wide maintenance and anything that drops history.
@@ -25,8 +25,19 @@ impl Verb for Umount {
     }
 }
 
+/// The answer to `umount`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Unmounted {
+    /// The mountpoint unmounted.
+    pub mountpoint: PathBuf,
+    /// The daemon exits now: this was its last mount and no other request is
+    /// being served (absent from old daemons' answers: `false`).
+    #[serde(default)]
+    pub daemon_exiting: bool,
+}
+
 impl Handler for Umount {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Unmounted> {
         cx.host.umount(&self.mountpoint)
     }
 }

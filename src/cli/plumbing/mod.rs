@@ -282,10 +282,7 @@ impl Ctx {
     /// The root of the workspace the session commands act on: asked from the
     /// explicit socket's daemon, else found in the registry.
     pub fn workspace_root(&self) -> Result<PathBuf> {
-        #[derive(serde::Deserialize)]
-        struct Pong {
-            mountpoint: Option<PathBuf>,
-        }
+        type Pong = <treefork::verbs::Ping as control::Verb>::Response;
         if let Some(pong) = self.explicit::<Pong>(&Op::Ping(treefork::verbs::Ping {}))? {
             return pong.body.mountpoint.ok_or_else(|| {
                 let sock = self.explicit_socket().unwrap_or_default();

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use treefork::remote::held::{self, Held};
 use treefork::store::PackStore;
+use treefork::verbs;
 
 use super::{Op, Progress};
 
@@ -27,19 +28,21 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
     if let Op::Sessions(treefork::verbs::Sessions {}) = op {
         let _lock = treefork::lock::StoreLock::acquire(store)?;
         let s = PackStore::open(store)?;
-        let list: Vec<Value> = treefork::session::list_records(&s)?
+        let sessions = treefork::session::list_records(&s)?
             .into_iter()
-            .map(|r| {
-                let life = treefork::lifecycle::manage::row_fields(&s, &r.name, r.created);
-                let mut row = json!({"name": r.name, "state": "stopped", "mountpoint": null,
-                "bytes": r.bytes, "inodes": r.inodes, "updated": r.updated, "root": r.root});
-                if let Some(o) = row.as_object_mut() {
-                    o.extend(life);
-                }
-                row
+            .map(|r| verbs::sessions::SessionRow {
+                life: treefork::lifecycle::manage::row_fields(&s, &r.name, r.created),
+                name: r.name,
+                state: "stopped".into(),
+                mountpoint: None,
+                bytes: r.bytes,
+                inodes: r.inodes,
+                live_inodes: None,
+                updated: r.updated,
+                root: r.root,
             })
             .collect();
-        return Ok(json!({"ok": true, "sessions": list}));
+        return answer(&verbs::sessions::SessionList { sessions });
     }
     if !store.join(treefork::store::STORE_FILE).exists() {
         bail!("{} is not a treefork store", store.display());
@@ -61,54 +64,62 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
                 *dry_run,
                 &mut report,
             )?;
-            json!({
-                "ok": true,
-                "gc": r,
-                "operations_pruned": pruned,
-                "discarded_removed": discarded,
-                "auto_refs_dropped": auto_refs,
-            })
+            answer(&verbs::gc::Collected {
+                gc: r,
+                operations_pruned: pruned,
+                discarded_removed: discarded,
+                auto_refs_dropped: auto_refs,
+            })?
         }
         Op::Fsck(treefork::verbs::Fsck { repair }) => {
             let held = Held::of(&s)?;
             let r = treefork::fsck::fsck(&s, held::boundary(&held), *repair, &mut report)?;
-            let clean = r.clean();
-            json!({ "ok": true, "fsck": r, "clean": clean })
+            answer(&verbs::fsck::Checked::new(r))?
         }
         Op::SessionRm(treefork::verbs::SessionRm { name }) => {
             treefork::lifecycle::retention::remove_session(&s, name)?;
-            json!({ "ok": true, "removed": name })
+            answer(&verbs::session_rm::SessionRemoved {
+                removed: name.clone(),
+            })?
         }
         Op::SessionShow(treefork::verbs::SessionShow { name: Some(name) }) => {
-            treefork::lifecycle::manage::show(&s, name, None)?
+            answer(&treefork::lifecycle::manage::show(&s, name, None)?)?
         }
         Op::SessionExtend(treefork::verbs::SessionExtend {
             name,
             ttl_idle,
             ttl_absolute,
             evict_to,
-        }) => treefork::lifecycle::manage::extend(
-            &s,
-            name,
-            ttl_idle.clone(),
-            ttl_absolute.clone(),
-            evict_to.clone(),
-        )?,
+        }) => {
+            let info = treefork::lifecycle::manage::extend(
+                &s,
+                name,
+                ttl_idle.clone(),
+                ttl_absolute.clone(),
+                evict_to.clone(),
+            )?;
+            answer(&verbs::session_extend::Extended {
+                session: name.clone(),
+                policy: info.policy,
+            })?
+        }
         Op::SessionDiscard(treefork::verbs::SessionDiscard { name }) => {
             treefork::lifecycle::manage::update(&s, name, &mut |i| {
                 i.state = treefork::lifecycle::State::Discarded;
                 i.evict_blocked = None;
                 Ok(true)
             })?;
-            json!({"session": name, "discarded": true, "unmounted": null})
+            answer(&verbs::session_discard::Discarded {
+                session: name.clone(),
+                discarded: true,
+                unmounted: None,
+            })?
         }
         Op::SessionSweep(treefork::verbs::SessionSweep {}) => {
-            json!({"evicted": [], "busy": [], "expired": []})
+            answer(&verbs::session_sweep::Swept::default())?
         }
         Op::Limits(treefork::verbs::Limits { set }) => {
-            let mut v = treefork::quota::run(&s, set.as_ref())?;
-            v["ok"] = json!(true);
-            v
+            answer(&treefork::quota::run(&s, set.as_ref())?)?
         }
         Op::RemoteAdd(treefork::verbs::RemoteAdd {
             name,
@@ -126,27 +137,27 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
                 single_writer: *single_writer,
             };
             let ready = remote_add::prepare(&s, &req)?;
-            ok(remote_add::commit(&s, ready)?)
+            answer(&remote_add::commit(&s, ready)?)?
         }
         Op::RemoteList(treefork::verbs::RemoteList {}) => {
-            ok(treefork::remote::ops::remote_list::run(&s)?)
+            answer(&treefork::remote::ops::remote_list::run(&s)?)?
         }
         Op::RemoteRm(treefork::verbs::RemoteRm { name }) => {
-            ok(treefork::remote::ops::remote_rm::run(&s, name)?)
+            answer(&treefork::remote::ops::remote_rm::run(&s, name)?)?
         }
         Op::RemoteTrust(treefork::verbs::RemoteTrust { name }) => {
-            ok(treefork::remote::ops::remote_trust::run(&s, name)?)
+            answer(&treefork::remote::ops::remote_trust::run(&s, name)?)?
         }
         Op::RemoteGc(treefork::verbs::RemoteGc {
             remote,
             dry_run,
             grace_secs,
-        }) => ok(treefork::remote::ops::remote_gc::run_store(
+        }) => answer(&treefork::remote::ops::remote_gc::run_store(
             &s,
             remote.clone(),
             *dry_run,
             *grace_secs,
-        )?),
+        )?)?,
         Op::Push(treefork::verbs::Push {
             remote,
             refs,
@@ -163,11 +174,11 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
                 session: session.clone(),
                 force: *force,
             };
-            ok(treefork::remote::ops::push::run_store(
+            answer(&treefork::remote::ops::push::run_store(
                 &s,
                 req,
                 &mut events,
-            )?)
+            )?)?
         }
         Op::StoreTrim(treefork::verbs::StoreTrim {
             older_than,
@@ -184,15 +195,20 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
                 *keep_sessions,
                 *dry_run,
             )?;
-            ok(treefork::remote::ops::store_trim::run(
+            answer(&treefork::remote::ops::store_trim::run(
                 &s,
                 &live,
                 req,
                 &mut events,
-            )?)
+            )?)?
         }
         other => bail!("{} needs a running treefork daemon", other.name()),
     })
+}
+
+/// A verb's typed answer `r` in protocol form (`ok: true`).
+fn answer<R: serde::Serialize>(r: &R) -> Result<Value> {
+    Ok(ok(serde_json::to_value(r)?))
 }
 
 /// A successful answer `v` in protocol form (`ok: true`).

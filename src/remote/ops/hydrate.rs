@@ -1,10 +1,10 @@
 //! `hydrate`: the request to a [`crate::remote::pull::hydrate`] call.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::ops::Host;
-use crate::remote::pull::hydrate;
+use crate::remote::pull::hydrate::{self, HydrateReport};
 use crate::store::ObjectStore;
 
 /// The remote to hydrate `rec` from: the named one, else the session's upstream,
@@ -27,13 +27,13 @@ pub fn run_store(
     name: Option<String>,
     remote: Option<String>,
     events: &mut dyn FnMut(Value),
-) -> Result<Value> {
+) -> Result<HydrateReport> {
     let name =
         name.ok_or_else(|| Error::Invalid("hydrate: name the session (--session)".into()))?;
     let rec = crate::session::load_record(store, &name)?
         .ok_or_else(|| Error::NotFound(format!("no session named {name}")))?;
     let remote = remote_for(store, remote, &rec)?;
-    Ok(json!(hydrate::hydrate(store, &remote, &rec, events)?))
+    hydrate::hydrate(store, &remote, &rec, events)
 }
 
 /// Serve `hydrate` for the daemon `h`: the named session, else the socket's, else
@@ -43,7 +43,7 @@ pub fn run<H: Host>(
     name: Option<String>,
     remote: Option<String>,
     events: &mut dyn FnMut(Value),
-) -> Result<Value> {
+) -> Result<HydrateReport> {
     let store = h.store();
     let name = match name {
         Some(n) => n,

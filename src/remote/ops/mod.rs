@@ -2,7 +2,8 @@
 //! `remote_trust`, `push`, `pull`, `hydrate`, `remote_gc`, `store_trim`): one
 //! small file per verb, called by the verbs' handlers (`crate::verbs`) in the
 //! daemon and, for those that need only the store, by the CLI when no daemon
-//! serves the store.
+//! serves the store. Each returns its verb's answer as a type (defined here, or
+//! the report of the `remote` module it calls), never a `json!` value.
 //!
 //! `store_trim` needs the store's packs and the mounted sessions' live ids (gc's
 //! protocol), which [`crate::ops::Host`] does not give: the daemon calls

@@ -1,10 +1,10 @@
 //! `pull` and `mount from_remote`: requests to [`crate::remote::pull`] calls.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::Result;
 use crate::ops::Host;
-use crate::remote::pull::{self, Env, PullRequest};
+use crate::remote::pull::{self, Env, PullReport, PullRequest};
 use crate::store::ObjectStore;
 
 /// Serve `pull` for the daemon `h`.
@@ -13,13 +13,12 @@ pub fn run<H: Host>(
     remote: Option<String>,
     refs: Vec<String>,
     events: &mut dyn FnMut(Value),
-) -> Result<Value> {
+) -> Result<PullReport> {
     let store = h.store();
     let name = super::push::remote_name(&*store, remote)?;
     let remote = crate::remote::open(&*store, &name)?;
     crate::remote::lazy::install(&store)?;
-    let r = pull::pull(h, &remote, &PullRequest { refs }, events)?;
-    Ok(json!(r))
+    pull::pull(h, &remote, &PullRequest { refs }, events)
 }
 
 /// Serve `pull` without a daemon (no session is mounted; the caller holds the
@@ -29,7 +28,7 @@ pub fn run_store(
     remote: Option<String>,
     refs: Vec<String>,
     events: &mut dyn FnMut(Value),
-) -> Result<Value> {
+) -> Result<PullReport> {
     let name = super::push::remote_name(store, remote)?;
     let remote = crate::remote::open(store, &name)?;
     let mounted = |_: &str| false;
@@ -41,12 +40,7 @@ pub fn run_store(
         with_claim: &with_claim,
         with_names: &with_names,
     };
-    Ok(json!(pull::pull_env(
-        &env,
-        &remote,
-        &PullRequest { refs },
-        events
-    )?))
+    pull::pull_env(&env, &remote, &PullRequest { refs }, events)
 }
 
 /// Before the daemon mounts `session` with `from_remote: "REMOTE/REF"`: create

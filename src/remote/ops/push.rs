@@ -1,10 +1,10 @@
 //! `push`: the request's remote and refs to a [`crate::remote::push`] call.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::ops::Host;
-use crate::remote::push::{self, Env, PushRequest};
+use crate::remote::push::{self, Env, PushReport, PushRequest};
 use crate::store::ObjectStore;
 
 /// The fields of a `push` request.
@@ -33,7 +33,7 @@ pub fn remote_name(store: &dyn ObjectStore, given: Option<String>) -> Result<Str
 }
 
 /// Serve `push` for the daemon `h`.
-pub fn run<H: Host>(h: &H, req: Request, events: &mut dyn FnMut(Value)) -> Result<Value> {
+pub fn run<H: Host>(h: &H, req: Request, events: &mut dyn FnMut(Value)) -> Result<PushReport> {
     let store = h.store();
     let remote = crate::remote::open(&*store, &remote_name(&*store, req.remote)?)?;
     let preq = PushRequest {
@@ -41,8 +41,7 @@ pub fn run<H: Host>(h: &H, req: Request, events: &mut dyn FnMut(Value)) -> Resul
         session: req.session,
         force: req.force,
     };
-    let r = push::push(h, &remote, &preq, events)?;
-    Ok(json!(r))
+    push::push(h, &remote, &preq, events)
 }
 
 /// Serve `push` without a daemon: no session is mounted (sessions are read from
@@ -51,7 +50,7 @@ pub fn run_store(
     store: &dyn ObjectStore,
     req: Request,
     events: &mut dyn FnMut(Value),
-) -> Result<Value> {
+) -> Result<PushReport> {
     let remote = crate::remote::open(store, &remote_name(store, req.remote)?)?;
     let target = |n: Option<&str>| {
         Err(Error::NotFound(match n {
@@ -70,5 +69,5 @@ pub fn run_store(
         session: req.session,
         force: req.force,
     };
-    Ok(json!(push::push_env(&env, &remote, &preq, events)?))
+    push::push_env(&env, &remote, &preq, events)
 }

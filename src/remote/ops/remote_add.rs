@@ -5,7 +5,8 @@
 //! name lock and the checks that race branch creation and another add of the
 //! same name ([`commit`]) inside it.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
@@ -21,6 +22,22 @@ pub struct Request<'a> {
     pub endpoint: &'a str,
     pub region: Option<&'a str>,
     pub single_writer: bool,
+}
+
+/// The answer to `remote_add`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RemoteAdded {
+    /// The config stored.
+    pub remote: RemoteConfig,
+    /// The probe found conditional writes honoured (as `remote.conditional_writes`).
+    pub conditional_writes: bool,
+    /// What the probe found the server does not honour (accepted with
+    /// `single_writer`).
+    #[serde(default)]
+    pub probe_failures: Vec<String>,
+    /// The remote had no descriptor and this add wrote it.
+    #[serde(default)]
+    pub descriptor_created: bool,
 }
 
 /// A probed config, ready to be stored.
@@ -79,7 +96,7 @@ fn prepare_with(mut config: RemoteConfig, client: &Client) -> Result<Ready> {
 
 /// Serve `remote_add` for the daemon `h`: probe outside its name lock, store
 /// under it, then let lazy reads use the new remote.
-pub fn run<H: crate::ops::Host>(h: &H, req: &Request) -> Result<Value> {
+pub fn run<H: crate::ops::Host>(h: &H, req: &Request) -> Result<RemoteAdded> {
     let store = h.store();
     let ready = prepare(&*store, req)?;
     let v = {
@@ -93,7 +110,7 @@ pub fn run<H: crate::ops::Host>(h: &H, req: &Request) -> Result<Value> {
 
 /// Store the config (checks again: another add of the name, a branch whose first
 /// component is the name).
-pub fn commit(store: &dyn ObjectStore, ready: Ready) -> Result<Value> {
+pub fn commit(store: &dyn ObjectStore, ready: Ready) -> Result<RemoteAdded> {
     let name = ready.config.name.clone();
     if remote_names::exists(store, &name)? {
         return Err(exists(&name));
@@ -109,12 +126,12 @@ pub fn commit(store: &dyn ObjectStore, ready: Ready) -> Result<Value> {
             e => e,
         })?;
     registry::forget(store, &name);
-    Ok(json!({
-        "remote": ready.config,
-        "conditional_writes": ready.config.conditional_writes,
-        "probe_failures": ready.failures,
-        "descriptor_created": ready.descriptor_created,
-    }))
+    Ok(RemoteAdded {
+        conditional_writes: ready.config.conditional_writes,
+        remote: ready.config,
+        probe_failures: ready.failures,
+        descriptor_created: ready.descriptor_created,
+    })
 }
 
 #[cfg(test)]
@@ -134,7 +151,7 @@ mod tests {
         let ready = prepare_with(cfg("origin"), &c).unwrap();
         assert!(ready.descriptor_created);
         let v = commit(&s, ready).unwrap();
-        assert_eq!(v["conditional_writes"], true);
+        assert!(v.conditional_writes);
         assert!(
             config::get(&s, "origin")
                 .unwrap()

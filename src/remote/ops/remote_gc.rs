@@ -1,9 +1,7 @@
 //! `remote_gc`: the request to a [`crate::remote::gc::gc`] run.
 
-use serde_json::{Value, json};
-
 use crate::error::Result;
-use crate::remote::gc::{self, DEFAULT_GRACE_SECS, GcRequest};
+use crate::remote::gc::{self, DEFAULT_GRACE_SECS, GcReport, GcRequest};
 use crate::store::ObjectStore;
 
 /// Run a remote gc on `remote` (default: the only configured one, else
@@ -13,12 +11,12 @@ pub fn run_store(
     remote: Option<String>,
     dry_run: bool,
     grace_secs: Option<u64>,
-) -> Result<Value> {
+) -> Result<GcReport> {
     let name = super::push::remote_name(store, remote)?;
     let remote = crate::remote::open(store, &name)?;
     let req = GcRequest {
         dry_run,
         grace_secs: grace_secs.unwrap_or(DEFAULT_GRACE_SECS),
     };
-    Ok(json!(gc::gc(store, &remote, req)?))
+    gc::gc(store, &remote, req)
 }

@@ -2,7 +2,8 @@
 //! then its registry entry and local cache directory. Nothing on the remote is
 //! touched.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
@@ -10,8 +11,17 @@ use crate::refs::{remote_names, tracking};
 use crate::remote::registry;
 use crate::store::ObjectStore;
 
+/// The answer to `remote_rm`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RemoteRemoved {
+    /// The remote forgotten.
+    pub removed: String,
+    /// How many of its tracking refs were dropped.
+    pub tracking_refs: usize,
+}
+
 /// Serve `remote_rm` for the daemon `h` (lazy reads then forget the remote).
-pub fn run_live<H: crate::ops::Host>(h: &H, name: &str) -> Result<Value> {
+pub fn run_live<H: crate::ops::Host>(h: &H, name: &str) -> Result<RemoteRemoved> {
     let store = h.store();
     let v = run(&*store, name)?;
     crate::remote::lazy::install(&store)?;
@@ -19,7 +29,7 @@ pub fn run_live<H: crate::ops::Host>(h: &H, name: &str) -> Result<Value> {
 }
 
 /// Forget remote `name` of `store`.
-pub fn run(store: &dyn ObjectStore, name: &str) -> Result<Value> {
+pub fn run(store: &dyn ObjectStore, name: &str) -> Result<RemoteRemoved> {
     remote_names::validate_name(name)?;
     let Some(raw) = store.meta_get(&meta::remote_key(name))? else {
         return Err(Error::NotFound(format!("no remote named {name:?}")));
@@ -39,7 +49,10 @@ pub fn run(store: &dyn ObjectStore, name: &str) -> Result<Value> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(Error::io(&dir, e)),
     }
-    Ok(json!({ "removed": name, "tracking_refs": refs }))
+    Ok(RemoteRemoved {
+        removed: name.to_string(),
+        tracking_refs: refs,
+    })
 }
 
 #[cfg(test)]
@@ -64,7 +77,7 @@ mod tests {
         let cache = registry::store_cache_dir(&s, "origin");
         std::fs::create_dir_all(cache.join("idx")).unwrap();
         let v = run(&s, "origin").unwrap();
-        assert_eq!(v["tracking_refs"], 2);
+        assert_eq!(v.tracking_refs, 2);
         assert!(!cache.exists());
         assert!(config::get(&s, "origin").unwrap().is_none());
         assert!(tracking::list(&s, "origin", None).unwrap().is_empty());

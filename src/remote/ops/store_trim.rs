@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use crate::error::Result;
 use crate::gc::Live;
-use crate::remote::trim::{TrimRequest, trim};
+use crate::remote::trim::{TrimReport, TrimRequest, trim};
 use crate::store::Packs;
 
 /// The trim a `store_trim` request asks for; `older_than` is checked here.
@@ -33,7 +33,7 @@ pub fn run(
     live: &dyn Live,
     req: TrimRequest,
     events: &mut dyn FnMut(Value),
-) -> Result<Value> {
+) -> Result<TrimReport> {
     let now = crate::clock::unix_secs();
     let mut last = std::time::Instant::now();
     let mut progress = |phase: &str, done: u64, total: u64| {
@@ -42,5 +42,5 @@ pub fn run(
             events(json!({"event": "progress", "phase": phase, "done": done, "total": total}));
         }
     };
-    Ok(json!(trim(store, live, &req, now, &mut progress)?))
+    trim(store, live, &req, now, &mut progress)
 }

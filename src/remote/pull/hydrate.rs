@@ -11,7 +11,8 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::fetch::{self, NodeFetcher};
@@ -24,8 +25,8 @@ use crate::remote::lazy::Source;
 use crate::session::SessionRecord;
 use crate::store::{Kind, ObjectStore};
 
-/// What a hydrate did.
-#[derive(Debug, Clone, Serialize)]
+/// What a hydrate did: the answer to `hydrate`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct HydrateReport {
     /// The session.
     pub session: String,

@@ -26,7 +26,8 @@ pub mod session;
 
 use std::time::Instant;
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::Result;
@@ -49,7 +50,7 @@ pub struct PullRequest {
 }
 
 /// One ref pulled.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 pub struct RefPulled {
     /// Its name on the remote.
     pub name: String,
@@ -65,8 +66,8 @@ pub struct RefPulled {
     pub status: String,
 }
 
-/// What a pull did.
-#[derive(Debug, Clone, Serialize)]
+/// What a pull did: the answer to `pull`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PullReport {
     /// The remote.
     pub remote: String,

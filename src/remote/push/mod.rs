@@ -24,7 +24,8 @@ mod upload;
 use std::collections::HashSet;
 use std::time::Instant;
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -56,7 +57,7 @@ pub struct PushRequest {
 }
 
 /// One ref a push moved (or found up to date).
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 pub struct RefPushed {
     /// What was pushed, as named.
     pub src: String,
@@ -72,8 +73,8 @@ pub struct RefPushed {
     pub status: String,
 }
 
-/// What a push did.
-#[derive(Debug, Clone, Serialize)]
+/// What a push did: the answer to `push`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PushReport {
     /// The remote.
     pub remote: String,

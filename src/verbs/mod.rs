@@ -96,7 +96,7 @@ pub mod umount;
 pub mod undo;
 
 #[cfg(test)]
-mod answers_tests;
+mod answers_store_tests;
 #[cfg(test)]
 mod model_tests;
 mod report;

@@ -33,6 +33,8 @@ mod prelude {
     pub(super) use serde_json::Value;
 }
 
+#[cfg(test)]
+mod answers_tests;
 mod serve;
 #[cfg(test)]
 mod tests;

@@ -187,7 +187,7 @@ fn op_log_answer_is_the_record_with_time_and_summary() {
     };
     let v = wire(&a);
     assert_eq!(v, json!({ "operations": [old] }));
-    assert_eq!(v["operations"][0]["time"], 2);
+    assert_eq!(v["operations"][0]["time"], 2000);
     let back: OpView = serde_json::from_value(v["operations"][0].clone()).unwrap();
     assert_eq!(back.record, o);
 }
@@ -468,6 +468,8 @@ fn typed_answers_have_object_schemas() {
         MessageAppend::NAME,
         MessageFlush::NAME,
         SessionMetaUpdate::NAME,
+        ExperimentBegin::NAME,
+        Continue::NAME,
     ];
     for s in schemas().iter().filter(|s| typed.contains(&s.name)) {
         let r = s.response.as_value();
@@ -489,5 +491,45 @@ fn typed_answers_have_object_schemas() {
             .filter(|s| typed.contains(&s.name))
             .count(),
         typed.len()
+    );
+}
+
+#[test]
+fn experiment_begin_answer() {
+    use crate::ops::experiment::begin::{Begun, ForkMade};
+    use crate::ops::experiment::wire::RunCommand;
+    let a = Begun {
+        id: "e1".into(),
+        base: "ab".into(),
+        cwd: None,
+        forks: vec![ForkMade {
+            run: 1,
+            label: "1".into(),
+            name: "s-exp-e1-1".into(),
+            mountpoint: "/m/1".into(),
+            command: RunCommand::Shell("true".into()),
+            env: [("K".to_string(), "A".to_string())].into(),
+        }],
+    };
+    assert_eq!(
+        wire(&a),
+        json!({"id": "e1", "base": "ab", "cwd": null, "forks": [{
+            "run": 1, "label": "1", "name": "s-exp-e1-1", "mountpoint": "/m/1",
+            "command": "true", "env": {"K": "A"}}]})
+    );
+}
+
+#[test]
+fn continue_answer() {
+    let a = crate::ops::messages::cont::Continued {
+        session: "b".into(),
+        mountpoint: "/m/b".into(),
+        from: "a".into(),
+        checkpoint: None,
+        messages: 4,
+    };
+    assert_eq!(
+        wire(&a),
+        json!({"session": "b", "mountpoint": "/m/b", "from": "a", "checkpoint": null, "messages": 4})
     );
 }

@@ -8,7 +8,7 @@
 //! each batch (so a message's `op`, `checkpoint` and `workspace` are one moment:
 //! no op runs between them). Nothing that holds the op lock waits for the writer.
 
-pub(crate) mod cont;
+pub mod cont;
 mod rewind;
 
 use std::collections::{HashMap, HashSet};

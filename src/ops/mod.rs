@@ -1,6 +1,7 @@
 //! Session operations served on the control sockets: checkpoint, log, status,
 //! branches, checkout, restore, fork, diff, config, and automatic checkpoints. One
-//! file per verb; this module holds the plumbing they share.
+//! file per verb, each defining the answer type it builds; this module holds the
+//! plumbing they share, and [`views`] the answer shapes several of them share.
 //!
 //! Ops reach the daemon only through [`Host`] (find a mounted session, the store,
 //! the store-wide name lock, session name claims, mountpoints, mounting), so `ops`

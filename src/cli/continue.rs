@@ -88,11 +88,10 @@ impl Run for Continue {
             Some(r) => r,
             None => plumbing::call_with_daemon(&cx.store_dir()?, &op, &mut |_| {})?,
         };
-        Ok(r
-            .map(|answer| Continued {
-                answer,
-                mountpoint: mp,
-            })
-            .into())
+        Ok(r.map(|answer| Continued {
+            answer,
+            mountpoint: mp,
+        })
+        .into())
     }
 }

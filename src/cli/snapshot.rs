@@ -53,11 +53,12 @@ impl Human for treefork::ops::checkpoint::CheckpointAnswer {
 
 impl Run for Checkpoint {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Answer<treefork::verbs::Checkpoint>> = cx.session(Op::Checkpoint(treefork::verbs::Checkpoint {
-            message: self.message.clone(),
-            trigger: self.trigger.clone(),
-            meta: self.meta.iter().cloned().collect(),
-        }))?;
+        let r: Reply<Answer<treefork::verbs::Checkpoint>> =
+            cx.session(Op::Checkpoint(treefork::verbs::Checkpoint {
+                message: self.message.clone(),
+                trigger: self.trigger.clone(),
+                meta: self.meta.iter().cloned().collect(),
+            }))?;
         Ok(r.into())
     }
 }
@@ -144,7 +145,8 @@ impl Human for treefork::ops::status::StatusAnswer {
 
 impl Run for Status {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Answer<treefork::verbs::Status>> = cx.session(Op::Status(treefork::verbs::Status {}))?;
+        let r: Reply<Answer<treefork::verbs::Status>> =
+            cx.session(Op::Status(treefork::verbs::Status {}))?;
         Ok(r.into())
     }
 }

@@ -147,7 +147,10 @@ fn status_answer_and_branch_moved() {
     );
     // The daemon adds it to the answer; the CLI reads it from there.
     a.branch_moved = Some(moved);
-    assert_eq!(keys(&wire(&a)), set(&["head", "branch", "changes", "branch_moved"]));
+    assert_eq!(
+        keys(&wire(&a)),
+        set(&["head", "branch", "changes", "branch_moved"])
+    );
 }
 
 fn operation() -> crate::oplog::Operation {
@@ -377,10 +380,7 @@ fn history_answers() {
         execs: vec![],
         scan_limited: Some(10_000),
     };
-    assert_eq!(
-        wire(&limited),
-        json!({"execs": [], "scan_limited": 10_000})
-    );
+    assert_eq!(wire(&limited), json!({"execs": [], "scan_limited": 10_000}));
     let mut record = operation();
     record.meta.insert("exec".into(), json!(exec_meta()));
     let shown = HistoryShown {
@@ -486,10 +486,7 @@ fn typed_answers_have_object_schemas() {
         }
     }
     assert_eq!(
-        schemas()
-            .iter()
-            .filter(|s| typed.contains(&s.name))
-            .count(),
+        schemas().iter().filter(|s| typed.contains(&s.name)).count(),
         typed.len()
     );
 }

@@ -5,11 +5,11 @@ use serde_json::{Map, json};
 
 use super::answers::{Ended, ExecMeta, WriterView};
 use super::slot::{self, Running};
-use crate::ops::views::PathChange;
 use crate::diff;
 use crate::error::Result;
 use crate::id::NodeId;
 use crate::oplog::{self, tag};
+use crate::ops::views::PathChange;
 use crate::ops::{Target, record, syncfs};
 use crate::session::relock;
 use crate::session::watch::Seen;

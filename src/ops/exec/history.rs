@@ -125,8 +125,8 @@ pub(crate) fn show(t: &Target, n: u64) -> Result<HistoryShown> {
 mod tests {
     use super::*;
     use crate::oplog::{Actor, NewOp, View};
-    use serde_json::json;
     use crate::store::MemStore;
+    use serde_json::json;
 
     fn view(head: &str) -> View {
         View {

@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-
 use super::super::record::Call;
 use super::super::{Host, Target, syncfs};
 use crate::control::MountFor;

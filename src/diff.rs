@@ -16,7 +16,9 @@ use crate::store::{Kind as ObjKind, ObjectStore};
 use crate::tree::{BLOCK_SIZE, Content, DirNode, Entry, Kind, Record, RootNode};
 
 /// How a path changed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Change {
     /// Only in the new tree.

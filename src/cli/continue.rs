@@ -24,13 +24,9 @@ pub struct Continue {
     name: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// The `continue` answer, with the mountpoint as this command resolved it.
 struct Continued {
-    session: String,
-    from: String,
-    #[serde(default)]
-    messages: u64,
-    #[serde(skip)]
+    answer: Answer<treefork::verbs::Continue>,
     mountpoint: PathBuf,
 }
 
@@ -39,9 +35,9 @@ impl Human for Continued {
         writeln!(
             out,
             "session {} continues {} ({} messages) at {}",
-            self.session,
-            self.from,
-            self.messages,
+            self.answer.session,
+            self.answer.from,
+            self.answer.messages,
             self.mountpoint.display()
         )
     }
@@ -86,13 +82,13 @@ impl Run for Continue {
             name,
             mountpoint: mp.clone(),
         });
-        let r: Reply<Continued> = match cx.explicit(&op)? {
+        let r: Reply<Answer<treefork::verbs::Continue>> = match cx.explicit(&op)? {
             Some(r) => r,
             None => plumbing::call_with_daemon(&cx.store_dir()?, &op, &mut |_| {})?,
         };
-        Ok(r.map(|c| Continued {
+        Ok(r.map(|answer| Continued {
+            answer,
             mountpoint: mp,
-            ..c
         })
         .into())
     }

@@ -38,11 +38,6 @@ pub struct Exec {
     command: Vec<OsString>,
 }
 
-#[derive(Deserialize)]
-struct Begun {
-    exec: u64,
-}
-
 impl Exec {
     fn timeout(&self) -> Result<Option<Duration>> {
         match self.timeout {
@@ -79,7 +74,7 @@ impl Run for Exec {
         // Processes the command leaves behind stay in this process's tree (the
         // daemon tells the command's writers from others by the parent chain).
         runner::become_subreaper();
-        let begun: Reply<Begun> =
+        let begun: Reply<Answer<treefork::verbs::ExecBegin>> =
             cx.session(Op::ExecBegin(treefork::verbs::ExecBegin { argv, cwd: rel }))?;
         let n = begun.body.exec;
         let spec = Spec::new(self.command.clone())

@@ -3,9 +3,9 @@
 //! (`history diff N`, the same as `diff` between its before and after states).
 
 use clap::Parser;
-use serde_json::Value;
+use treefork::ops::exec::answers::{ExecMeta, HistoryAnswer, HistoryShown};
 
-use super::output::{change_letter, fmt_time, short};
+use super::output::{fmt_time, short};
 use super::plumbing::b64_decode;
 use super::prelude::*;
 
@@ -40,72 +40,39 @@ enum Sub {
     },
 }
 
-/// An exec as the history lists it (the record's `meta.exec`).
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct ExecInfo {
-    n: u64,
-    seq: Option<u64>,
-    time: Option<i64>,
-    argv: Vec<String>,
-    cwd: String,
-    exit: Option<i32>,
-    signal: Option<i32>,
-    error: Option<String>,
-    duration_ms: u64,
-    timed_out: bool,
-    abandoned: bool,
-    before: Option<String>,
-    after: Option<String>,
-    changed: Vec<Value>,
-    changed_count: u64,
-    changed_truncated: bool,
-    others: Vec<Value>,
-    may_include_others: bool,
-    explanation: Option<String>,
-    stdout_truncated: bool,
-    stderr_truncated: bool,
-}
-
-impl ExecInfo {
-    fn outcome(&self) -> String {
-        if self.abandoned {
-            return "abandoned".into();
-        }
-        let mut s = match (self.exit, self.signal, &self.error) {
-            (Some(c), _, _) => format!("exit {c}"),
-            (None, Some(sig), _) => format!("signal {sig}"),
-            (None, None, Some(_)) => "error".into(),
-            _ => "?".into(),
-        };
-        if self.timed_out {
-            s.push_str(" (timeout)");
-        }
-        s
+fn outcome(e: &ExecMeta) -> String {
+    if e.abandoned {
+        return "abandoned".into();
     }
+    let mut s = match (e.exit, e.signal, &e.error) {
+        (Some(c), _, _) => format!("exit {c}"),
+        (None, Some(sig), _) => format!("signal {sig}"),
+        (None, None, Some(_)) => "error".into(),
+        _ => "?".into(),
+    };
+    if e.timed_out {
+        s.push_str(" (timeout)");
+    }
+    s
 }
 
-#[derive(Deserialize)]
-struct Listing {
-    execs: Vec<ExecInfo>,
-}
-
-impl Human for Listing {
+impl Human for HistoryAnswer {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        for e in &self.execs {
+        for line in &self.execs {
+            let e = &line.exec;
             writeln!(
                 out,
                 "{:>4}  {}  {:<18} {:>8} ms {:>5} changed{}  {}",
                 e.n,
-                fmt_time(e.time.unwrap_or(0)),
-                e.outcome(),
+                fmt_time(line.time),
+                outcome(e),
                 e.duration_ms,
                 e.changed_count,
                 if e.may_include_others { "*" } else { " " },
                 e.argv.join(" "),
             )?;
         }
-        if self.execs.iter().any(|e| e.may_include_others) {
+        if self.execs.iter().any(|e| e.exec.may_include_others) {
             writeln!(
                 out,
                 "(* the change set may include writes of other processes)"
@@ -115,51 +82,38 @@ impl Human for Listing {
     }
 }
 
-#[derive(Deserialize)]
-struct Shown {
-    summary: ExecInfo,
-    record: Value,
-    stdout: String,
-    stderr: String,
+/// The exec meta of a shown record, with its changed paths (the summary's,
+/// without them, if the record's cannot be read).
+fn full_meta(shown: &HistoryShown) -> ExecMeta {
+    shown
+        .record
+        .meta
+        .get("exec")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_else(|| shown.summary.exec.clone())
 }
 
-impl Shown {
-    fn info(&self) -> ExecInfo {
-        let mut i: ExecInfo =
-            serde_json::from_value(self.record["meta"]["exec"].clone()).unwrap_or_default();
-        i.seq = self.summary.seq;
-        i.time = self.summary.time;
-        i.explanation = self.summary.explanation.clone();
-        i
-    }
-}
-
-impl Human for Shown {
+impl Human for HistoryShown {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        let e = self.info();
-        writeln!(out, "exec {} (operation {})", e.n, e.seq.unwrap_or(0))?;
+        let e = full_meta(self);
+        let line = &self.summary;
+        writeln!(out, "exec {} (operation {})", e.n, line.seq)?;
         writeln!(out, "command:  {}", e.argv.join(" "))?;
         writeln!(out, "cwd:      /{}", e.cwd)?;
-        writeln!(out, "time:     {}", fmt_time(e.time.unwrap_or(0)))?;
-        writeln!(out, "outcome:  {}", e.outcome())?;
+        writeln!(out, "time:     {}", fmt_time(line.time))?;
+        writeln!(out, "outcome:  {}", outcome(&e))?;
         if let Some(err) = &e.error {
             writeln!(out, "error:    {err}")?;
         }
         writeln!(out, "duration: {} ms", e.duration_ms)?;
-        if let Some(x) = &e.explanation {
+        if let Some(x) = &line.explanation {
             writeln!(out, "why:      {x}")?;
         }
         let after = e.after.as_deref().map_or("(no change)", short);
-        writeln!(
-            out,
-            "states:   {} -> {after}",
-            short(e.before.as_deref().unwrap_or(""))
-        )?;
+        writeln!(out, "states:   {} -> {after}", short(&e.before))?;
         writeln!(out, "changed:  {}", e.changed_count)?;
-        for c in &e.changed {
-            let change = c["change"].as_str().unwrap_or("");
-            let path = c["path"].as_str().unwrap_or("");
-            writeln!(out, "  {} {path}", change_letter(change))?;
+        for c in e.changed.iter().flatten() {
+            writeln!(out, "  {} {}", c.change.letter(), c.path)?;
         }
         if e.changed_truncated {
             writeln!(out, "  ...")?;
@@ -167,12 +121,7 @@ impl Human for Shown {
         if e.may_include_others {
             writeln!(out, "may include writes of other processes:")?;
             for w in &e.others {
-                writeln!(
-                    out,
-                    "  pid {} ({})",
-                    w["pid"],
-                    w["comm"].as_str().unwrap_or("")
-                )?;
+                writeln!(out, "  pid {} ({})", w.pid, w.comm)?;
             }
         }
         for (name, data, cut) in [
@@ -202,22 +151,20 @@ impl Run for History {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         match &self.cmd {
             None => {
-                let r: Reply<Listing> =
+                let r: Reply<Answer<treefork::verbs::History>> =
                     cx.session(Op::History(treefork::verbs::History { limit: self.limit }))?;
                 Ok(r.into())
             }
             Some(Sub::Show { n }) => {
-                let r: Reply<Shown> =
+                let r: Reply<Answer<treefork::verbs::HistoryShow>> =
                     cx.session(Op::HistoryShow(treefork::verbs::HistoryShow { exec: *n }))?;
                 Ok(r.into())
             }
             Some(Sub::Diff { n, stat, patch }) => {
-                let r: Reply<Shown> =
+                let r: Reply<Answer<treefork::verbs::HistoryShow>> =
                     cx.session(Op::HistoryShow(treefork::verbs::HistoryShow { exec: *n }))?;
-                let e = r.body.info();
-                let before = e
-                    .before
-                    .ok_or_else(|| anyhow!("exec {n} has no before state"))?;
+                let e = full_meta(&r.body);
+                let before = e.before;
                 let after = e.after.unwrap_or_else(|| before.clone());
                 let mut args = vec!["diff".to_string(), before, after];
                 if *stat {

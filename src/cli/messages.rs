@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use serde_json::{Value, json};
+use treefork::ops::messages::{Durable, MessagesAnswer, MetaUpdated, Queued};
+use treefork::ops::views::MessageView;
 
 use super::output::short;
 use super::prelude::*;
@@ -51,14 +53,7 @@ enum Sub {
     Meta(MetaArgs),
 }
 
-#[derive(Deserialize)]
-struct List {
-    #[serde(default)]
-    messages: Vec<Value>,
-    /// Matching messages the daemon left out of this page.
-    #[serde(default)]
-    more: bool,
-}
+type List = Answer<treefork::verbs::Messages>;
 
 /// The messages `op` (an `Op::Messages`) names: one page with a `limit`,
 /// else every page (each next one `after` the last id received).
@@ -85,11 +80,7 @@ fn list_all(cx: &Ctx, op: Op) -> Result<Reply<List>> {
         if limit.is_some() {
             return Ok(r);
         }
-        let last = r
-            .body
-            .messages
-            .last()
-            .and_then(|m| m["id"].as_str().map(str::to_string));
+        let last = r.body.messages.last().map(|m| m.id.clone());
         all.extend(r.body.messages);
         match last {
             Some(id) if more => after = Some(id),
@@ -113,17 +104,16 @@ fn content_line(v: &Value) -> String {
     }
 }
 
-impl Human for List {
+impl Human for MessagesAnswer {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         for m in &self.messages {
-            let id = m["id"].as_str().unwrap_or("");
             writeln!(
                 out,
                 "{:<8} #{:<4} {:<9} {}",
-                short(id),
-                m["seq"],
-                m["role"].as_str().unwrap_or(""),
-                content_line(&m["content"])
+                short(&m.id),
+                m.seq,
+                m.role,
+                content_line(&m.content)
             )?;
         }
         Ok(())
@@ -181,13 +171,6 @@ struct Append {
     /// Wait until it is durable.
     #[arg(long)]
     flush: bool,
-}
-
-#[derive(Deserialize)]
-struct Queued {
-    id: String,
-    #[serde(default)]
-    duplicate: bool,
 }
 
 impl Human for Queued {
@@ -261,12 +244,17 @@ struct Export {
 }
 
 /// JSONL lines, printed as they are.
-struct Lines(Vec<Value>);
+struct Lines(Vec<MessageView>);
+
+/// A message as one JSONL line (the protocol form, keys in name order).
+fn jsonl(m: &MessageView) -> String {
+    serde_json::to_value(m).unwrap_or(Value::Null).to_string()
+}
 
 impl Human for Lines {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         for m in &self.0 {
-            writeln!(out, "{m}")?;
+            writeln!(out, "{}", jsonl(m))?;
         }
         Ok(())
     }
@@ -306,7 +294,7 @@ impl Export {
         };
         let mut text = String::new();
         for m in &r.body.messages {
-            text.push_str(&m.to_string());
+            text.push_str(&jsonl(m));
             text.push('\n');
         }
         std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
@@ -341,11 +329,6 @@ impl Human for Imported {
             self.imported, self.duplicates, self.durable
         )
     }
-}
-
-#[derive(Deserialize)]
-struct Durable {
-    durable: u64,
 }
 
 /// The append request of one exported line.
@@ -431,20 +414,16 @@ struct MetaArgs {
     exit_reason: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct Conversation {
-    conversation: Value,
-}
-
-impl Human for Conversation {
+impl Human for MetaUpdated {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        writeln!(out, "{}", self.conversation)
+        let c = serde_json::to_value(&self.conversation).unwrap_or(Value::Null);
+        writeln!(out, "{c}")
     }
 }
 
 impl MetaArgs {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Conversation> =
+        let r: Reply<Answer<treefork::verbs::SessionMetaUpdate>> =
             cx.session(Op::SessionMetaUpdate(treefork::verbs::SessionMetaUpdate {
                 model: self.model.clone(),
                 add_turns: self.add_turns,

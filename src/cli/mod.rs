@@ -118,6 +118,9 @@ mod prelude {
     pub use super::Run;
     pub use super::output::{Human, Ignored, Outcome, Reply};
     pub use super::plumbing::{Ctx, Op};
+
+    /// The answer type of verb `V` (what its reply parses as).
+    pub type Answer<V> = <V as treefork::control::Verb>::Response;
 }
 
 /// A command: run it with the invocation's context and return what to print.

@@ -151,16 +151,11 @@ impl Run for Branches {
     }
 }
 
-#[derive(Deserialize)]
-struct OnBranch {
-    branch: Option<String>,
-}
-
 /// The branches; with `mark`, the one HEAD is on is marked `*` (and `current` in
 /// JSON).
 fn list_branches(cx: &Ctx, mark: bool) -> Result<Outcome> {
     let current = if mark {
-        cx.session::<OnBranch>(Op::Status(treefork::verbs::Status {}))
+        cx.session::<Answer<treefork::verbs::Status>>(Op::Status(treefork::verbs::Status {}))
             .ok()
             .and_then(|r| r.body.branch)
     } else {

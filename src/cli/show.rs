@@ -8,9 +8,10 @@
 //! `--json` the daemon's description is printed, plus `text` when the bytes are
 //! UTF-8 (else `binary: true`).
 
-use super::output::{change_letter, fmt_time};
+use treefork::ops::show::{ShowAnswer, ShownCheckpoint};
+
+use super::output::fmt_time;
 use super::prelude::*;
-use super::snapshot::Change;
 
 /// Show a checkpoint (REF), or the file, directory or link at PATH in it (REF:PATH).
 #[derive(clap::Args)]
@@ -21,43 +22,17 @@ pub struct Show {
     what: String,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Record {
-    id: String,
-    parents: Vec<String>,
-    time: i64,
-    trigger: String,
-    message: String,
-    meta: serde_json::Map<String, serde_json::Value>,
-}
-
-#[derive(Deserialize)]
-struct Entry {
-    name: String,
-    kind: Option<String>,
-}
-
-/// The daemon's answer: a checkpoint (`show REF`) or a path in one.
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Shown {
-    checkpoint: Option<serde_json::Value>,
-    changes: Option<Vec<Change>>,
-    path: Option<String>,
-    kind: Option<String>,
-    entries: Vec<Entry>,
-    size: Option<u64>,
-    blake3: Option<String>,
-}
-
-impl Human for Shown {
+impl Human for ShowAnswer {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        match self.kind.as_deref() {
+        let p = match self {
+            ShowAnswer::Checkpoint(c) => return record(c, out),
+            ShowAnswer::Path(p) => p,
+        };
+        match p.kind.as_str() {
             // The bytes were written as they arrived.
-            Some("file" | "symlink") => Ok(()),
-            Some("dir") => {
-                for e in &self.entries {
+            "file" | "symlink" => Ok(()),
+            "dir" => {
+                for e in p.entries.iter().flatten() {
                     let slash = if e.kind.as_deref() == Some("dir") {
                         "/"
                     } else {
@@ -67,42 +42,31 @@ impl Human for Shown {
                 }
                 Ok(())
             }
-            Some(kind) => writeln!(
-                out,
-                "{}: a {kind} (no contents to show)",
-                self.path.as_deref().unwrap_or("")
-            ),
-            None => self.record(out),
+            kind => writeln!(out, "{}: a {kind} (no contents to show)", p.path),
         }
     }
 }
 
-impl Shown {
-    fn record(&self, out: &mut dyn Write) -> io::Result<()> {
-        let c: Record = self
-            .checkpoint
-            .clone()
-            .and_then(|v| serde_json::from_value(v).ok())
-            .unwrap_or_default();
-        writeln!(out, "checkpoint {}", c.id)?;
-        for p in &c.parents {
-            writeln!(out, "parent     {p}")?;
-        }
-        writeln!(out, "time       {}", fmt_time(c.time))?;
-        writeln!(out, "trigger    {}", c.trigger)?;
-        if !c.meta.is_empty() {
-            let meta = serde_json::Value::Object(c.meta.clone());
-            writeln!(out, "meta       {meta}")?;
-        }
-        writeln!(out, "\n    {}\n", c.message)?;
-        match &self.changes {
-            None => writeln!(out, "(first checkpoint: no parent to compare with)"),
-            Some(list) => {
-                for ch in list {
-                    writeln!(out, "{}\t{}", change_letter(ch.change()), ch.path())?;
-                }
-                Ok(())
+fn record(shown: &ShownCheckpoint, out: &mut dyn Write) -> io::Result<()> {
+    let c = &shown.checkpoint;
+    writeln!(out, "checkpoint {}", c.id)?;
+    for p in &c.parents {
+        writeln!(out, "parent     {p}")?;
+    }
+    writeln!(out, "time       {}", fmt_time(c.time))?;
+    writeln!(out, "trigger    {}", c.trigger)?;
+    if !c.meta.is_empty() {
+        let meta = serde_json::Value::Object(c.meta.clone());
+        writeln!(out, "meta       {meta}")?;
+    }
+    writeln!(out, "\n    {}\n", c.message)?;
+    match &shown.changes {
+        None => writeln!(out, "(first checkpoint: no parent to compare with)"),
+        Some(list) => {
+            for ch in list {
+                writeln!(out, "{}\t{}", ch.change.letter(), ch.path)?;
             }
+            Ok(())
         }
     }
 }
@@ -166,7 +130,7 @@ impl Run for Show {
                 }
             }
         }
-        let r: Reply<Shown> = Reply::parse(raw)?;
+        let r: Reply<Answer<treefork::verbs::Show>> = Reply::parse(raw)?;
         Ok(r.into())
     }
 }

@@ -1,19 +1,8 @@
 //! `checkpoint`, `log`, `status`, `diff`: saving and inspecting the session's states.
 
-use super::output::{change_letter, fmt_time, short};
+use super::output::{fmt_time, short};
 use super::plumbing::DaemonError;
 use super::prelude::*;
-
-/// A checkpoint as the daemon describes it.
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct CheckpointInfo {
-    id: Option<String>,
-    time: Option<i64>,
-    trigger: Option<String>,
-    files_changed: Option<u64>,
-    message: Option<String>,
-}
 
 /// A changed path (`status`, `diff`, `restore`).
 #[derive(Deserialize)]
@@ -56,25 +45,20 @@ fn parse_meta(s: &str) -> std::result::Result<(String, serde_json::Value), Strin
     Ok((k.to_string(), v))
 }
 
-#[derive(Deserialize)]
-struct Checkpointed {
-    #[serde(default)]
-    checkpoint: CheckpointInfo,
-}
-
-impl Human for Checkpointed {
+impl Human for treefork::ops::checkpoint::CheckpointAnswer {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        writeln!(out, "{}", self.checkpoint.id.as_deref().unwrap_or(""))
+        writeln!(out, "{}", self.checkpoint.id)
     }
 }
 
 impl Run for Checkpoint {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Checkpointed> = cx.session(Op::Checkpoint(treefork::verbs::Checkpoint {
-            message: self.message.clone(),
-            trigger: self.trigger.clone(),
-            meta: self.meta.iter().cloned().collect(),
-        }))?;
+        let r: Reply<Answer<treefork::verbs::Checkpoint>> =
+            cx.session(Op::Checkpoint(treefork::verbs::Checkpoint {
+                message: self.message.clone(),
+                trigger: self.trigger.clone(),
+                meta: self.meta.iter().cloned().collect(),
+            }))?;
         Ok(r.into())
     }
 }
@@ -97,30 +81,27 @@ pub struct Log {
     path: Option<std::path::PathBuf>,
 }
 
-#[derive(Deserialize)]
+/// The `log` answer, rendered one line per checkpoint (or `--oneline`).
 struct History {
-    #[serde(default)]
-    checkpoints: Vec<CheckpointInfo>,
-    #[serde(skip)]
+    log: Answer<treefork::verbs::Log>,
     oneline: bool,
 }
 
 impl Human for History {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        for c in &self.checkpoints {
+        for c in &self.log.checkpoints {
             if self.oneline {
-                let id = short(c.id.as_deref().unwrap_or(""));
-                writeln!(out, "{id} {}", c.message.as_deref().unwrap_or(""))?;
+                writeln!(out, "{} {}", short(&c.id), c.message)?;
                 continue;
             }
             writeln!(
                 out,
                 "{}  {}  {:<14} {:>5} changed  {}",
-                short(c.id.as_deref().unwrap_or("")),
-                fmt_time(c.time.unwrap_or(0)),
-                c.trigger.as_deref().unwrap_or(""),
-                c.files_changed.unwrap_or(0),
-                c.message.as_deref().unwrap_or(""),
+                short(&c.id),
+                fmt_time(c.time),
+                c.trigger,
+                c.files_changed,
+                c.message,
             )?;
         }
         Ok(())
@@ -133,13 +114,13 @@ impl Run for Log {
             Some(p) => Some(super::paths::workspace_relative(&cx.workspace_root()?, p)?),
             None => None,
         };
-        let r: Reply<History> = cx.session(Op::Log(treefork::verbs::Log {
+        let r: Reply<Answer<treefork::verbs::Log>> = cx.session(Op::Log(treefork::verbs::Log {
             limit: Some(self.limit),
             from: self.from.clone(),
             path,
         }))?;
         let oneline = self.oneline;
-        Ok(r.map(|h| History { oneline, ..h }).into())
+        Ok(r.map(|log| History { log, oneline }).into())
     }
 }
 
@@ -147,23 +128,7 @@ impl Run for Log {
 #[derive(clap::Args)]
 pub struct Status {}
 
-#[derive(Deserialize)]
-struct Pending {
-    #[serde(default)]
-    changes: Vec<Change>,
-    #[serde(default)]
-    branch: Option<String>,
-    #[serde(default)]
-    branch_moved: Option<MovedNotice>,
-}
-
-/// `branch_moved` of an answer: someone else moved the session's branch.
-#[derive(Deserialize)]
-struct MovedNotice {
-    message: String,
-}
-
-impl Human for Pending {
+impl Human for treefork::ops::status::StatusAnswer {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         if let Some(b) = &self.branch {
             writeln!(out, "on branch {b}")?;
@@ -172,7 +137,7 @@ impl Human for Pending {
             writeln!(out, "warning: {}", m.message)?;
         }
         for c in &self.changes {
-            writeln!(out, "{} {}", change_letter(c.change()), c.path())?;
+            writeln!(out, "{} {}", c.change.letter(), c.path)?;
         }
         Ok(())
     }
@@ -180,7 +145,8 @@ impl Human for Pending {
 
 impl Run for Status {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Pending> = cx.session(Op::Status(treefork::verbs::Status {}))?;
+        let r: Reply<Answer<treefork::verbs::Status>> =
+            cx.session(Op::Status(treefork::verbs::Status {}))?;
         Ok(r.into())
     }
 }
@@ -225,33 +191,17 @@ impl DiffMode {
     }
 }
 
-#[derive(Deserialize)]
-struct DiffEntry {
-    #[serde(flatten)]
-    change: Change,
-    binary: Option<bool>,
-    added: Option<u64>,
-    removed: Option<u64>,
-}
-
-#[derive(Deserialize)]
+/// The `diff` answer, rendered in the mode asked for.
 struct Differences {
-    #[serde(default)]
-    entries: Vec<DiffEntry>,
-    patch: Option<String>,
-    #[serde(skip, default = "name_status")]
+    diff: Answer<treefork::verbs::Diff>,
     mode: DiffMode,
-}
-
-fn name_status() -> DiffMode {
-    DiffMode::NameStatus
 }
 
 impl Differences {
     fn stat(&self, out: &mut dyn Write) -> io::Result<()> {
         let (mut adds, mut dels) = (0, 0);
-        for e in &self.entries {
-            let path = e.change.path();
+        for e in &self.diff.entries {
+            let path = &e.change.path;
             if e.binary == Some(true) {
                 writeln!(out, " {path} | binary")?;
                 continue;
@@ -267,7 +217,7 @@ impl Differences {
                 "-".repeat(d.min(40) as usize)
             )?;
         }
-        let n = self.entries.len();
+        let n = self.diff.entries.len();
         writeln!(
             out,
             " {n} paths changed, {adds} insertions(+), {dels} deletions(-)"
@@ -278,12 +228,12 @@ impl Differences {
 impl Human for Differences {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         match self.mode {
-            DiffMode::Patch => write!(out, "{}", self.patch.as_deref().unwrap_or("")),
+            DiffMode::Patch => write!(out, "{}", self.diff.patch.as_deref().unwrap_or("")),
             DiffMode::Stat => self.stat(out),
             DiffMode::NameStatus => {
-                for e in &self.entries {
+                for e in &self.diff.entries {
                     let c = &e.change;
-                    writeln!(out, "{}\t{}", change_letter(c.change()), c.path())?;
+                    writeln!(out, "{}\t{}", c.change.letter(), c.path)?;
                 }
                 Ok(())
             }
@@ -308,7 +258,7 @@ impl Run for Diff {
                 stream,
             })
         };
-        let r: Reply<Differences> = if mode == DiffMode::Patch {
+        let r: Reply<Answer<treefork::verbs::Diff>> = if mode == DiffMode::Patch {
             match stream_patch(cx, op(true)) {
                 // A daemon that predates `stream` refuses the field: ask it for the
                 // whole patch instead (nothing was printed yet).
@@ -323,14 +273,14 @@ impl Run for Diff {
         } else {
             cx.session(op(false))?
         };
-        Ok(r.map(|d| Differences { mode, ..d }).into())
+        Ok(r.map(|diff| Differences { diff, mode }).into())
     }
 }
 
 /// Run a streamed `diff --patch`: each file's patch is written to stdout as it
 /// arrives (for people), or collected into the reply's `patch` (for `--json`, whose
 /// document is then the same as an unstreamed reply's).
-fn stream_patch(cx: &Ctx, op: Op) -> Result<Reply<Differences>> {
+fn stream_patch(cx: &Ctx, op: Op) -> Result<Reply<Answer<treefork::verbs::Diff>>> {
     let json = cx.json();
     let mut text = String::new();
     let mut failed: Option<io::Error> = None;

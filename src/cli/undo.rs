@@ -54,17 +54,12 @@ impl Human for Moved {
     }
 }
 
-#[derive(Deserialize)]
-struct Newest {
-    #[serde(default)]
-    operations: Vec<OpRow>,
-}
-
 /// The newest operation's number, so the request is refused if another client
 /// acts first (of two concurrent undos exactly one wins).
 fn newest(cx: &Ctx) -> Result<Option<u64>> {
-    let r: Reply<Newest> = cx.session(Op::OpLog(treefork::verbs::OpLog { limit: Some(1) }))?;
-    Ok(r.body.operations.first().map(|o| o.seq))
+    let r: Reply<Answer<treefork::verbs::OpLog>> =
+        cx.session(Op::OpLog(treefork::verbs::OpLog { limit: Some(1) }))?;
+    Ok(r.body.operations.first().map(|o| o.record.seq))
 }
 
 impl Run for Undo {
@@ -114,50 +109,23 @@ enum OpSub {
     },
 }
 
-#[derive(Deserialize)]
-struct OpRow {
-    seq: u64,
-    #[serde(default)]
-    time: i64,
-    #[serde(default)]
-    kind: String,
-    #[serde(default)]
-    summary: String,
-    #[serde(default)]
-    actor: Option<ActorRow>,
-    #[serde(default)]
-    explanation: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ActorRow {
-    role: String,
-    pid: Option<u32>,
-}
-
-#[derive(Deserialize)]
-struct OpList {
-    #[serde(default)]
-    operations: Vec<OpRow>,
-}
-
-impl Human for OpList {
+impl Human for treefork::ops::oplog_list::OpLogAnswer {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         for o in &self.operations {
-            let who = o.actor.as_ref().map_or(String::new(), |a| match a.pid {
+            let a = &o.record.actor;
+            let who = match a.pid {
                 Some(p) => format!("{} pid {p}", a.role),
                 None => a.role.clone(),
-            });
-            let _ = &o.kind;
+            };
             writeln!(
                 out,
                 "{:>5}  {}  {:<16}  {}",
-                o.seq,
+                o.record.seq,
                 super::output::fmt_time(o.time),
                 who,
                 o.summary
             )?;
-            if let Some(e) = &o.explanation {
+            if let Some(e) = &o.record.explanation {
                 writeln!(out, "       why: {e}")?;
             }
         }
@@ -169,7 +137,7 @@ impl Run for OpCmd {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         match &self.cmd {
             OpSub::Log { limit } => {
-                let r: Reply<OpList> =
+                let r: Reply<Answer<treefork::verbs::OpLog>> =
                     cx.session(Op::OpLog(treefork::verbs::OpLog { limit: *limit }))?;
                 Ok(r.into())
             }

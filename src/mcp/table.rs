@@ -48,15 +48,6 @@ macro_rules! tool {
     };
 }
 
-fn checkpoint_out() -> JsonObject {
-    object(
-        json!({"checkpoint": {"type": "object", "properties": {
-            "id": {"type": "string"}, "message": {"type": "string"},
-            "parent": nullable("string")}, "required": ["id"]}}),
-        &["checkpoint"],
-    )
-}
-
 fn undo_out() -> JsonObject {
     object(
         json!({"op": {"type": "integer"}, "of": {"type": "integer"},
@@ -76,21 +67,13 @@ pub static TOOLS: &[Tool] = &[
         status = Status,
         READ,
         "Pending changes",
-        "Paths changed in the workspace since the last checkpoint, HEAD and the attached branch.",
-        Untyped(|| object(
-            json!({"head": nullable("string"), "branch": nullable("string"), "changes": changes()}),
-            &["changes"],
-        ))
+        "Paths changed in the workspace since the last checkpoint, HEAD and the attached branch."
     ),
     tool!(
         log = Log,
         READ,
         "Checkpoint log",
-        "Checkpoints along first parents from a ref (default HEAD), newest first.",
-        Untyped(|| object(
-            json!({"checkpoints": {"type": "array", "items": {"type": "object"}}}),
-            &["checkpoints"],
-        ))
+        "Checkpoints along first parents from a ref (default HEAD), newest first."
     ),
     tool!(diff = Diff(s::DiffArgs) => calls::diff, READ,
         "Diff two states",
@@ -115,8 +98,7 @@ pub static TOOLS: &[Tool] = &[
     ),
     tool!(checkpoint = Checkpoint(s::CheckpointArgs) => calls::checkpoint, ADD,
         "Take a checkpoint",
-        "Save the workspace as a checkpoint (it becomes HEAD), with a message and an explanation kept in the operation log.",
-        Untyped(checkpoint_out)
+        "Save the workspace as a checkpoint (it becomes HEAD), with a message and an explanation kept in the operation log."
     ),
     tool!(
         branch = Branch,
@@ -172,11 +154,7 @@ pub static TOOLS: &[Tool] = &[
         op_log = OpLog,
         READ,
         "Operation log",
-        "The session's operations (checkpoints, checkouts, execs, undos, ...), newest first.",
-        Untyped(|| object(
-            json!({"operations": {"type": "array", "items": {"type": "object"}}}),
-            &["operations"],
-        ))
+        "The session's operations (checkpoints, checkouts, execs, undos, ...), newest first."
     ),
     tool!(exec = ExecBegin(s::ExecArgs) => run::exec, REPLACE,
         "Run a command, recorded",
@@ -217,11 +195,7 @@ pub static TOOLS: &[Tool] = &[
     ),
     tool!(messages_list = Messages(s::ListArgs) => calls::messages_list, READ,
         "List messages",
-        "The session's messages, oldest first, each with the checkpoint and workspace it was appended at.",
-        Untyped(|| object(
-            json!({"messages": {"type": "array", "items": {"type": "object"}}}),
-            &["messages"],
-        ))
+        "The session's messages, oldest first, each with the checkpoint and workspace it was appended at."
     ),
     tool!(rewind = Rewind(s::RewindArgs) => calls::rewind, REPLACE,
         "Rewind to a message",

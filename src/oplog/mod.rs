@@ -44,7 +44,7 @@ pub mod tag {
 }
 
 /// Who asked for an operation.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Actor {
     /// `user` (the store or session socket), `agent` (an agent socket) or `daemon`
     /// (automatic checkpoints and other work the daemon starts itself).
@@ -84,7 +84,7 @@ impl Actor {
 
 /// The state an operation started from or left: HEAD, the branches it touched, and
 /// the workspace's contents.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, schemars::JsonSchema)]
 pub struct View {
     /// The checkpoint HEAD names (hex); `None` before the session's first one.
     #[serde(default)]
@@ -101,7 +101,7 @@ pub struct View {
 }
 
 /// One operation.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, schemars::JsonSchema)]
 pub struct Operation {
     /// Format version ([`OP_VERSION`]).
     pub version: u32,
@@ -114,6 +114,7 @@ pub struct Operation {
     pub parent: Option<u64>,
     /// Unix time in nanoseconds (a string in JSON: it does not fit a double).
     #[serde(with = "time_ns")]
+    #[schemars(with = "String")]
     pub time_ns: i128,
     /// Who asked.
     pub actor: Actor,

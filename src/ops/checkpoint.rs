@@ -1,12 +1,24 @@
 //! `checkpoint`: save the live tree as a checkpoint of the session (moving the
 //! branch HEAD is attached to), recorded as an operation in the same commit.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::record::Call;
-use super::{Target, ckpt_json, syncfs};
+use super::views::CheckpointView;
+use super::{Target, syncfs};
 use crate::error::Result;
 use crate::refs;
+
+/// The answer to `checkpoint`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CheckpointAnswer {
+    /// The checkpoint taken.
+    pub checkpoint: CheckpointView,
+    /// The branch HEAD is attached to (moved to it); `null` when detached.
+    pub branch: Option<String>,
+}
 
 pub(crate) fn run(
     t: &Target,
@@ -14,7 +26,7 @@ pub(crate) fn run(
     message: &str,
     trigger: &str,
     meta: serde_json::Map<String, Value>,
-) -> Result<Value> {
+) -> Result<CheckpointAnswer> {
     refs::validate_requested_trigger(trigger)?;
     syncfs(&t.mount)?;
     refs::validate_meta(&meta)?;
@@ -24,5 +36,8 @@ pub(crate) fn run(
         .session
         .checkpoint_logged(message, trigger, None, meta, Some(&mut hook))?;
     let rec = t.session.record();
-    Ok(json!({"checkpoint": ckpt_json(&c), "branch": rec.branch}))
+    Ok(CheckpointAnswer {
+        checkpoint: CheckpointView::from(&c),
+        branch: rec.branch,
+    })
 }

@@ -13,8 +13,11 @@
 
 use std::sync::MutexGuard;
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::views::PathChange;
 use super::{Target, side_root};
 use crate::diff::{self, DiffEntry};
 use crate::error::{Error, Result};
@@ -48,12 +51,42 @@ impl Mode {
     }
 }
 
+/// The answer to `diff`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DiffAnswer {
+    /// The old side's root node (hex).
+    pub a: String,
+    /// The new side's root node (hex).
+    pub b: String,
+    /// Every changed path, in path order.
+    pub entries: Vec<DiffEntryView>,
+    /// The whole unified diff (`patch` mode without `stream`); `null` otherwise.
+    pub patch: Option<String>,
+}
+
+/// One changed path of a diff, with its line counts in `stat` mode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DiffEntryView {
+    /// The path and how it changed.
+    #[serde(flatten)]
+    pub change: PathChange,
+    /// `stat`: lines added (absent for binary files and in other modes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added: Option<u64>,
+    /// `stat`: lines removed (absent for binary files and in other modes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<u64>,
+    /// `stat`: `true` for a binary file (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary: Option<bool>,
+}
+
 pub(crate) fn run(
     t: &Target,
     op_lock: MutexGuard<'_, ()>,
     req: Request<'_>,
     events: &mut dyn FnMut(Value),
-) -> Result<Value> {
+) -> Result<DiffAnswer> {
     let s = &t.session;
     let store = s.store().clone();
     let mode = Mode::parse(req.mode.as_deref())?;
@@ -85,7 +118,12 @@ pub(crate) fn run(
         return Err(e);
     }
     let patch = (mode == Mode::Patch && !req.stream).then_some(out.text);
-    Ok(json!({"a": ra.to_hex(), "b": rb.to_hex(), "entries": out.list, "patch": patch}))
+    Ok(DiffAnswer {
+        a: ra.to_hex(),
+        b: rb.to_hex(),
+        entries: out.list,
+        patch,
+    })
 }
 
 /// What a diff has produced so far.
@@ -94,7 +132,7 @@ struct Output<'a> {
     mode: Mode,
     stream: bool,
     events: &'a mut dyn FnMut(Value),
-    list: Vec<Value>,
+    list: Vec<DiffEntryView>,
     /// The whole patch (patch mode without `stream`).
     text: String,
 }
@@ -103,15 +141,20 @@ impl Output<'_> {
     /// Report one changed path: its list entry, and its patch (sent at once when
     /// streaming, else appended).
     fn entry(&mut self, e: &DiffEntry) -> Result<()> {
-        let mut v = json!({"path": e.path_str(), "change": e.change});
+        let mut v = DiffEntryView {
+            change: PathChange::from(e),
+            added: None,
+            removed: None,
+            binary: None,
+        };
         match self.mode {
             Mode::NameStatus => {}
             Mode::Stat => match diff::line_counts(self.store, e)? {
                 Some((add, del)) => {
-                    v["added"] = json!(add);
-                    v["removed"] = json!(del);
+                    v.added = Some(add as u64);
+                    v.removed = Some(del as u64);
                 }
-                None => v["binary"] = json!(true),
+                None => v.binary = Some(true),
             },
             Mode::Patch => {
                 let p = diff::patch(self.store, e)?;

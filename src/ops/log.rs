@@ -9,10 +9,12 @@
 //! walk stopped at the first difference under the path. Symbolic links inside the
 //! tree are never followed (a path through one is absent).
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::restore::clean_path;
-use super::{DEFAULT_LOG_LIMIT, Target, ckpt_json, refctx};
+use super::views::CheckpointView;
+use super::{DEFAULT_LOG_LIMIT, Target, refctx};
 use crate::diff::{self, Tree};
 use crate::error::Result;
 use crate::id::{CheckpointId, NodeId};
@@ -20,12 +22,19 @@ use crate::refs::{self, Checkpoint};
 use crate::store::ObjectStore;
 use crate::tree::Record;
 
+/// The answer to `log`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LogAnswer {
+    /// The checkpoints, newest first.
+    pub checkpoints: Vec<CheckpointView>,
+}
+
 pub(crate) fn run(
     t: &Target,
     limit: Option<usize>,
     from: Option<&str>,
     path: Option<&str>,
-) -> Result<Value> {
+) -> Result<LogAnswer> {
     let limit = limit.unwrap_or(DEFAULT_LOG_LIMIT);
     let store = t.session.store();
     let path = path.map(clean_path).transpose()?;
@@ -66,11 +75,11 @@ pub(crate) fn run(
             }
         };
         if keep {
-            out.push(ckpt_json(&c));
+            out.push(CheckpointView::from(&c));
         }
         cur = parent;
     }
-    Ok(json!({"checkpoints": out}))
+    Ok(LogAnswer { checkpoints: out })
 }
 
 /// The tree of `root` and the record at `path` in it.

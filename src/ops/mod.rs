@@ -1,6 +1,7 @@
 //! Session operations served on the control sockets: checkpoint, log, status,
 //! branches, checkout, restore, fork, diff, config, and automatic checkpoints. One
-//! file per verb; this module holds the plumbing they share.
+//! file per verb, each defining the answer type it builds; this module holds the
+//! plumbing they share, and [`views`] the answer shapes several of them share.
 //!
 //! Ops reach the daemon only through [`Host`] (find a mounted session, the store,
 //! the store-wide name lock, session name claims, mountpoints, mounting), so `ops`
@@ -32,28 +33,29 @@
 pub(crate) mod auto;
 pub(crate) mod branch;
 pub(crate) mod checkout;
-pub(crate) mod checkpoint;
+pub mod checkpoint;
 pub(crate) mod config;
-pub(crate) mod diff;
+pub mod diff;
 pub mod exec;
 pub mod experiment;
 pub(crate) mod fork;
 pub(crate) mod lifecycle;
-pub(crate) mod log;
+pub mod log;
 #[cfg(test)]
 pub(crate) mod memhost;
 pub mod messages;
 mod mount;
-pub(crate) mod oplog_list;
+pub mod oplog_list;
 pub mod promote;
 pub(crate) mod record;
 pub(crate) mod refctx;
 pub(crate) mod restore;
-pub(crate) mod show;
-pub(crate) mod status;
+pub mod show;
+pub mod status;
 pub(crate) mod timeline;
 pub(crate) mod txn;
 pub(crate) mod undo;
+pub mod views;
 
 #[cfg(test)]
 mod log_reads_tests;
@@ -161,13 +163,9 @@ fn send_invals(t: &Target, inval: Vec<Inval>) {
     }
 }
 
+/// The JSON of [`views::CheckpointView`] (for answers not typed yet).
 fn ckpt_json(c: &Checkpoint) -> Value {
-    json!({
-        "id": c.id, "short": &c.id[..12], "session": c.session, "root": c.root,
-        "parent": c.parent(), "parents": c.parents, "meta": c.meta, "time_ns": c.time_ns.to_string(),
-        "time": (c.time_ns / 1_000_000_000) as i64,
-        "message": c.message, "trigger": c.trigger, "files_changed": c.files_changed,
-    })
+    json!(views::CheckpointView::from(c))
 }
 
 fn auto_ref(kind: &str) -> String {
@@ -177,8 +175,9 @@ fn auto_ref(kind: &str) -> String {
 
 type Saved = Option<(Checkpoint, String)>;
 
+/// The JSON of [`views::Saved`] (for answers not typed yet).
 fn saved_json(saved: Saved) -> Value {
-    json!(saved.map(|(c, r)| json!({"checkpoint": c.id, "ref": r})))
+    json!(views::Saved::of(&saved))
 }
 
 /// Save pending changes as a checkpoint beside HEAD under an `auto/...` ref, in

@@ -1,27 +1,45 @@
 //! `op_log`: the session's operations, newest first.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
+use super::views::OpView;
 use super::{DEFAULT_LOG_LIMIT, Target};
 use crate::error::Result;
 use crate::oplog::{self, Operation, stack::Stacks};
 
-pub(crate) fn run(t: &Target, limit: Option<usize>) -> Result<Value> {
+/// The answer to `op_log`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct OpLogAnswer {
+    /// The operations, newest first.
+    pub operations: Vec<OpView>,
+}
+
+pub(crate) fn run(t: &Target, limit: Option<usize>) -> Result<OpLogAnswer> {
     let s = &t.session;
     let limit = limit
         .unwrap_or(DEFAULT_LOG_LIMIT)
         .min(oplog::walk::MAX_SHOWN);
     let ops = oplog::list(&**s.store(), s.name(), limit)?;
-    Ok(json!({"operations": ops.iter().map(op_json).collect::<Vec<_>>()}))
+    Ok(OpLogAnswer {
+        operations: ops.iter().map(op_view).collect(),
+    })
 }
 
-/// The JSON form of an operation shown to clients (the record plus a time in
-/// seconds and a one-line summary).
+/// An operation as shown to clients (the record plus a time in seconds and a
+/// one-line summary).
+pub(crate) fn op_view(o: &Operation) -> OpView {
+    OpView {
+        record: o.clone(),
+        time: (o.time_ns / 1_000_000_000) as i64,
+        summary: summary(o),
+    }
+}
+
+/// The JSON of [`op_view`] (for answers not typed yet).
 pub(crate) fn op_json(o: &Operation) -> Value {
-    let mut v = serde_json::to_value(o).unwrap_or(Value::Null);
-    v["time"] = json!((o.time_ns / 1_000_000_000) as i64);
-    v["summary"] = json!(summary(o));
-    v
+    serde_json::to_value(op_view(o)).unwrap_or(Value::Null)
 }
 
 fn short(id: &Option<String>) -> String {

@@ -14,10 +14,13 @@
 
 use std::sync::MutexGuard;
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::restore::clean_path;
-use super::{Target, ckpt_json, refctx};
+use super::views::{CheckpointView, PathChange};
+use super::{Target, refctx};
 use crate::diff::{self, Tree};
 use crate::error::{Error, Result};
 use crate::id::CheckpointId;
@@ -28,39 +31,96 @@ use crate::tree::{BLOCK_SIZE, Content, Kind, Record};
 /// Largest number of content bytes in one `data` event.
 pub const CHUNK: usize = 256 * 1024;
 
+/// The answer to `show`: a checkpoint (without `path`), or what is at a path in
+/// one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ShowAnswer {
+    /// `show REF`: the checkpoint and the paths it changed.
+    Checkpoint(ShownCheckpoint),
+    /// `show REF:PATH`: the file, directory, link or special file at the path.
+    Path(ShownPath),
+}
+
+/// A checkpoint and the paths it changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ShownCheckpoint {
+    /// The checkpoint.
+    pub checkpoint: CheckpointView,
+    /// Paths changed vs its first parent; `null` for a checkpoint without parents.
+    pub changes: Option<Vec<PathChange>>,
+}
+
+/// What is at a path in a checkpoint (a file's bytes and a link's target were
+/// sent before as `{"event":"data","data":<base64>}` lines).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ShownPath {
+    /// The checkpoint's id (hex).
+    pub checkpoint: String,
+    /// The path, workspace-relative.
+    pub path: String,
+    /// `file`, `dir`, `symlink`, `fifo`, `socket`, `chardev` or `blockdev`.
+    pub kind: String,
+    /// Permission bits (`perm & 0o7777`).
+    pub mode: u32,
+    /// A directory's entries (absent for other kinds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entries: Option<Vec<DirEntryView>>,
+    /// A file's or link target's byte count (absent for other kinds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// The blake3 (hex) of those bytes (absent for other kinds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blake3: Option<String>,
+}
+
+/// One entry of a directory shown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DirEntryView {
+    /// The name (lossy for names that are not UTF-8).
+    pub name: String,
+    /// Its kind (as [`ShownPath::kind`]); `null` when its record cannot be found.
+    pub kind: Option<String>,
+    /// Its size in bytes; `null` when its record cannot be found.
+    pub size: Option<u64>,
+}
+
 pub(crate) fn run(
     t: &Target,
     op_lock: MutexGuard<'_, ()>,
     spec: &str,
     path: Option<&str>,
     events: &mut dyn FnMut(Value),
-) -> Result<Value> {
+) -> Result<ShowAnswer> {
     let path = path.map(clean_path).transpose()?;
     let c = refctx::resolve(t, spec)?;
     // The checkpoint is immutable: the rest reads stored objects only.
     drop(op_lock);
     let store = t.session.store().clone();
     match path {
-        None => metadata(&*store, &c),
-        Some(p) => contents(&*store, &c, spec, &p, events),
+        None => metadata(&*store, &c).map(ShowAnswer::Checkpoint),
+        Some(p) => contents(&*store, &c, spec, &p, events).map(ShowAnswer::Path),
     }
 }
 
 /// The record, and the changed paths vs the first parent (`null` for a checkpoint
 /// without parents).
-fn metadata(store: &dyn ObjectStore, c: &Checkpoint) -> Result<Value> {
+fn metadata(store: &dyn ObjectStore, c: &Checkpoint) -> Result<ShownCheckpoint> {
     let changes = match c.parent().and_then(CheckpointId::from_hex) {
         Some(p) => {
             let parent = refs::load(store, &p)?;
-            let list: Vec<Value> = diff::diff_roots(store, parent.root_id()?, c.root_id()?)?
+            let list = diff::diff_roots(store, parent.root_id()?, c.root_id()?)?
                 .iter()
-                .map(|e| json!({"path": e.path_str(), "change": e.change}))
+                .map(PathChange::from)
                 .collect();
             Some(list)
         }
         None => None,
     };
-    Ok(json!({"checkpoint": ckpt_json(c), "changes": changes}))
+    Ok(ShownCheckpoint {
+        checkpoint: CheckpointView::from(c),
+        changes,
+    })
 }
 
 fn kind_name(k: Kind) -> &'static str {
@@ -81,7 +141,7 @@ fn contents(
     spec: &str,
     path: &[u8],
     events: &mut dyn FnMut(Value),
-) -> Result<Value> {
+) -> Result<ShownPath> {
     let shown = String::from_utf8_lossy(path).into_owned();
     let tree = Tree::load(store, c.root_id()?)?;
     if let Some(link) = tree.symlink_prefix(store, path)? {
@@ -96,12 +156,17 @@ fn contents(
             &c.id[..12]
         ))
     })?;
-    let mut v = json!({
-        "checkpoint": c.id, "path": shown, "kind": kind_name(r.kind),
-        "mode": r.attr.perm & 0o7777,
-    });
+    let mut v = ShownPath {
+        checkpoint: c.id.clone(),
+        path: shown,
+        kind: kind_name(r.kind).into(),
+        mode: r.attr.perm & 0o7777,
+        entries: None,
+        size: None,
+        blake3: None,
+    };
     match r.kind {
-        Kind::Dir => v["entries"] = json!(entries(store, &tree, &r)?),
+        Kind::Dir => v.entries = Some(entries(store, &tree, &r)?),
         Kind::File | Kind::Symlink => {
             let mut out = Stream::new(events);
             match (&r.kind, &r.content) {
@@ -110,8 +175,8 @@ fn contents(
                 _ => {}
             }
             let (size, hash) = out.finish();
-            v["size"] = json!(size);
-            v["blake3"] = json!(hash);
+            v.size = Some(size);
+            v.blake3 = Some(hash);
         }
         _ => {}
     }
@@ -119,7 +184,7 @@ fn contents(
 }
 
 /// A directory's entries: name, kind, size.
-fn entries(store: &dyn ObjectStore, tree: &Tree, r: &Record) -> Result<Vec<Value>> {
+fn entries(store: &dyn ObjectStore, tree: &Tree, r: &Record) -> Result<Vec<DirEntryView>> {
     let Content::Node(id) = r.content else {
         return Ok(Vec::new());
     };
@@ -129,11 +194,11 @@ fn entries(store: &dyn ObjectStore, tree: &Tree, r: &Record) -> Result<Vec<Value
         .iter()
         .map(|(name, e)| {
             let r = tree.resolve(e);
-            json!({
-                "name": String::from_utf8_lossy(name),
-                "kind": r.as_ref().map(|r| kind_name(r.kind)),
-                "size": r.as_ref().map(|r| r.attr.size),
-            })
+            DirEntryView {
+                name: String::from_utf8_lossy(name).into_owned(),
+                kind: r.as_ref().map(|r| kind_name(r.kind).to_string()),
+                size: r.as_ref().map(|r| r.attr.size),
+            }
         })
         .collect())
 }

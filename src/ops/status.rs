@@ -2,8 +2,11 @@
 //! about its branch when someone else moved it ([`branch_notice`], in every answer
 //! to a session op, status included).
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
+use super::views::{BranchMoved, PathChange};
 use super::{Target, working_root};
 use crate::diff;
 use crate::error::Result;
@@ -22,6 +25,11 @@ fn short(v: &Option<String>) -> String {
 /// until the session next sets HEAD itself). `None` when nothing is amiss or the
 /// branch cannot be read (a read error is the op's own business, not the notice's).
 pub(crate) fn branch_notice(s: &Session) -> Option<Value> {
+    serde_json::to_value(branch_moved(s)?).ok()
+}
+
+/// The typed form of [`branch_notice`].
+pub(crate) fn branch_moved(s: &Session) -> Option<BranchMoved> {
     let rec = s.record();
     if let Some(b) = &rec.branch {
         let now = crate::refs::get_ref(&**s.store(), b)
@@ -39,9 +47,13 @@ pub(crate) fn branch_notice(s: &Session) -> Option<Value> {
             },
             short(&rec.head)
         );
-        return Some(json!({
-            "branch": b, "to": now, "head": rec.head, "detached": false, "message": message,
-        }));
+        return Some(BranchMoved {
+            branch: b.clone(),
+            to: now,
+            head: rec.head.clone(),
+            detached: false,
+            message,
+        });
     }
     let m = rec.branch_moved?;
     let message = format!(
@@ -54,19 +66,39 @@ pub(crate) fn branch_notice(s: &Session) -> Option<Value> {
         },
         short(&m.head)
     );
-    Some(json!({
-        "branch": m.branch, "to": m.to, "head": m.head, "detached": true, "message": message,
-    }))
+    Some(BranchMoved {
+        branch: m.branch,
+        to: m.to,
+        head: m.head,
+        detached: true,
+        message,
+    })
 }
 
-pub(crate) fn run(t: &Target) -> Result<Value> {
+/// The answer to `status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StatusAnswer {
+    /// HEAD's checkpoint (hex); `null` before the session's first.
+    pub head: Option<String>,
+    /// The branch HEAD is attached to; `null` when detached.
+    pub branch: Option<String>,
+    /// Paths changed since HEAD (since the session's start without one).
+    pub changes: Vec<PathChange>,
+    /// Someone else moved the session's branch (added by the daemon to every
+    /// session op's answer while it is so; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_moved: Option<BranchMoved>,
+}
+
+pub(crate) fn run(t: &Target) -> Result<StatusAnswer> {
     let s = &t.session;
     let root = working_root(t)?;
     let entries = diff::diff_roots(&**s.store(), s.base_root()?, root)?;
-    let list: Vec<Value> = entries
-        .iter()
-        .map(|e| json!({"path": e.path_str(), "change": e.change}))
-        .collect();
     let rec = s.record();
-    Ok(json!({"head": rec.head, "branch": rec.branch, "changes": list}))
+    Ok(StatusAnswer {
+        head: rec.head,
+        branch: rec.branch,
+        changes: entries.iter().map(PathChange::from).collect(),
+        branch_moved: None,
+    })
 }

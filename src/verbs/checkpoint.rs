@@ -27,7 +27,7 @@ impl Verb for Checkpoint {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = true;
-    type Response = Value;
+    type Response = ops::checkpoint::CheckpointAnswer;
 
     fn agent_may(&self) -> bool {
         // Reads stored states only (never follows links out of the tree).
@@ -42,7 +42,7 @@ impl Verb for Checkpoint {
 }
 
 impl Handler for Checkpoint {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let Checkpoint {
             message,
             trigger,

@@ -22,7 +22,7 @@ impl Verb for Continue {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::messages::cont::Continued;
 
     fn agent_may(&self) -> bool {
         // Reads any session of the store and mounts a new one: the user's.
@@ -36,7 +36,7 @@ impl Verb for Continue {
 }
 
 impl Handler for Continue {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::messages::continue_session(
             cx.host,
             cx.who,

@@ -28,7 +28,7 @@ impl Verb for Diff {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::diff::DiffAnswer;
 
     fn agent_may(&self) -> bool {
         // Reads stored states only (never follows links out of the tree).
@@ -44,7 +44,7 @@ impl Verb for Diff {
 }
 
 impl Handler for Diff {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let Diff { a, b, mode, stream } = self;
         let req = ops::diff::Request {
             a: a.as_deref(),

@@ -22,7 +22,7 @@ impl Verb for ExecBegin {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = true;
-    type Response = Value;
+    type Response = ops::exec::answers::Begun;
 
     fn agent_may(&self) -> bool {
         // Recording a command adds a checkpoint and an operation; reading the
@@ -33,7 +33,7 @@ impl Verb for ExecBegin {
 }
 
 impl Handler for ExecBegin {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let begin = ops::exec::Begin {
             argv: self.argv,
             cwd: self.cwd,

@@ -40,7 +40,7 @@ impl Verb for ExecEnd {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::exec::answers::Ended;
 
     fn agent_may(&self) -> bool {
         // Recording a command adds a checkpoint and an operation; reading the
@@ -61,7 +61,7 @@ impl Verb for ExecEnd {
 }
 
 impl Handler for ExecEnd {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let ExecEnd {
             exec,
             exit_code,

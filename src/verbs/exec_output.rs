@@ -19,7 +19,7 @@ impl Verb for ExecOutput {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::exec::answers::OutputTaken;
 
     fn agent_may(&self) -> bool {
         // Recording a command adds a checkpoint and an operation; reading the
@@ -34,7 +34,7 @@ impl Verb for ExecOutput {
 }
 
 impl Handler for ExecOutput {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::exec::output(&cx.target(), self.exec, &self.stream, &self.data)
     }
 }

@@ -21,7 +21,7 @@ impl Verb for ExperimentBegin {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = true;
-    type Response = Value;
+    type Response = ops::experiment::begin::Begun;
 
     fn agent_may(&self) -> bool {
         // An experiment adds forks of the agent's own session (names and
@@ -39,7 +39,7 @@ impl Verb for ExperimentBegin {
 }
 
 impl Handler for ExperimentBegin {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let req = ops::experiment::begin::Begin {
             from: self.from.as_deref(),
             runs: &self.runs,

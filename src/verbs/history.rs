@@ -16,7 +16,7 @@ impl Verb for History {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::exec::answers::HistoryAnswer;
 
     fn agent_may(&self) -> bool {
         // Recording a command adds a checkpoint and an operation; reading the
@@ -27,7 +27,7 @@ impl Verb for History {
 }
 
 impl Handler for History {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::exec::list(&cx.target(), self.limit)
     }
 }

@@ -15,7 +15,7 @@ impl Verb for HistoryShow {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::exec::answers::HistoryShown;
 
     fn agent_may(&self) -> bool {
         // Recording a command adds a checkpoint and an operation; reading the
@@ -26,7 +26,7 @@ impl Verb for HistoryShow {
 }
 
 impl Handler for HistoryShow {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::exec::show(&cx.target(), self.exec)
     }
 }

@@ -23,7 +23,7 @@ impl Verb for Log {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::log::LogAnswer;
 
     fn agent_may(&self) -> bool {
         // Reads stored states only (never follows links out of the tree).
@@ -38,7 +38,7 @@ impl Verb for Log {
 }
 
 impl Handler for Log {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::log::run(
             &cx.target(),
             self.limit,

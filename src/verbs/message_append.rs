@@ -34,7 +34,7 @@ impl Verb for MessageAppend {
     const KIND: Kind = Kind::Unlocked;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::messages::Queued;
 
     fn agent_may(&self) -> bool {
         // The conversation log: appending adds records; a rewind hides
@@ -54,7 +54,7 @@ impl Verb for MessageAppend {
 }
 
 impl Handler for MessageAppend {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let MessageAppend {
             role,
             content,

@@ -12,7 +12,7 @@ impl Verb for MessageFlush {
     const KIND: Kind = Kind::Unlocked;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::messages::Durable;
 
     fn agent_may(&self) -> bool {
         // The conversation log: appending adds records; a rewind hides
@@ -24,7 +24,7 @@ impl Verb for MessageFlush {
 }
 
 impl Handler for MessageFlush {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::messages::flush(&cx.target())
     }
 }

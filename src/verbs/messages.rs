@@ -25,7 +25,7 @@ impl Verb for Messages {
     const KIND: Kind = Kind::Unlocked;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::messages::MessagesAnswer;
 
     fn agent_may(&self) -> bool {
         // The conversation log: appending adds records; a rewind hides
@@ -42,7 +42,7 @@ impl Verb for Messages {
 }
 
 impl Handler for Messages {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let Messages {
             stream,
             limit,

@@ -98,6 +98,8 @@ pub mod undo;
 #[cfg(test)]
 mod answers_store_tests;
 #[cfg(test)]
+mod answers_tests;
+#[cfg(test)]
 mod model_tests;
 mod report;
 mod serve;

@@ -16,7 +16,7 @@ impl Verb for OpLog {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::oplog_list::OpLogAnswer;
 
     fn agent_may(&self) -> bool {
         // Additive: they append operations and save pending changes first;
@@ -27,7 +27,7 @@ impl Verb for OpLog {
 }
 
 impl Handler for OpLog {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::oplog_list::run(&cx.target(), self.limit)
     }
 }

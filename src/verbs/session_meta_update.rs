@@ -25,7 +25,7 @@ impl Verb for SessionMetaUpdate {
     const KIND: Kind = Kind::Unlocked;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::messages::MetaUpdated;
 
     fn agent_may(&self) -> bool {
         // The conversation log: appending adds records; a rewind hides
@@ -42,7 +42,7 @@ impl Verb for SessionMetaUpdate {
 }
 
 impl Handler for SessionMetaUpdate {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let SessionMetaUpdate {
             model,
             add_turns,

@@ -23,7 +23,7 @@ impl Verb for Show {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::show::ShowAnswer;
 
     fn agent_may(&self) -> bool {
         // Reads stored states only (never follows links out of the tree).
@@ -34,7 +34,7 @@ impl Verb for Show {
 }
 
 impl Handler for Show {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let t = cx.target();
         let lock = cx.lock();
         ops::show::run(&t, lock, &self.target, self.path.as_deref(), cx.events)

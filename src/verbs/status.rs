@@ -12,7 +12,7 @@ impl Verb for Status {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::status::StatusAnswer;
 
     fn agent_may(&self) -> bool {
         // Reads stored states only (never follows links out of the tree).
@@ -23,7 +23,7 @@ impl Verb for Status {
 }
 
 impl Handler for Status {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::status::run(&cx.target())
     }
 }

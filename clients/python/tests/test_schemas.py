@@ -30,7 +30,9 @@ SRC = Path(treefork.__file__).resolve().parent
 #: an array.
 RESPONSES: List[Tuple[type, str, Tuple[str, ...], Tuple[str, ...], Tuple[str, ...]]] = [
     (t.Status, "status", (), (), ()),
-    (t.Change, "status", ("changes", "[]"), (), ()),
+    # One class for status changes and `diff --stat` entries: the line counts are
+    # the stat's.
+    (t.Change, "status", ("changes", "[]"), ("added", "removed", "binary"), ()),
     (t.Diff, "diff", (), (), ()),
     (t.Checkpoint, "checkpoint", ("checkpoint",), ("short",), ()),
     (t.ShowResult, "show", (), (), ()),
@@ -45,7 +47,8 @@ RESPONSES: List[Tuple[type, str, Tuple[str, ...], Tuple[str, ...], Tuple[str, ..
     (t.UndoResult, "undo", (), (), ()),
     (t.UndoResult, "redo", (), (), ()),
     (t.UndoResult, "op_restore", (), (), ()),
-    (t.Operation, "op_log", ("operations", "[]"), (), ()),
+    # The record's format version and its session (the one asked) stay in `raw`.
+    (t.Operation, "op_log", ("operations", "[]"), (), ("version", "session")),
     (t.Comparison, "experiment_end", (), (), ()),
     (t.Comparison, "experiment_show", (), (), ()),
     (t.RunOutcome, "experiment_end", ("runs", "[]"), (), ()),

@@ -9,7 +9,7 @@
 //! no run starts after one, and the end request then asks the daemon to remove
 //! every fork (`abort`). A command that cannot start is a result with its error.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -19,6 +19,7 @@ use super::super::plumbing::runner::{self, Mode, Spec};
 use super::super::plumbing::{ExpResult, RunCommand, RunSpec};
 use super::super::prelude::*;
 use super::render::Comparison;
+use treefork::ops::experiment::begin::{Begun, ForkMade};
 
 /// `experiment [--from REF] [--rank-by BY] [--score CMD] [--timeout S] [-j N]
 /// [--keep] -c CMD...` or `--command CMD --env K=A --env K=B`.
@@ -53,18 +54,6 @@ pub struct RunArgs {
     /// K=V set for one run of --command (one run per --env).
     #[arg(long = "env", value_name = "K=V", requires = "command")]
     env: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct Begun {
-    id: String,
-    forks: Vec<Fork>,
-}
-
-#[derive(Deserialize)]
-struct Fork {
-    run: u32,
-    mountpoint: PathBuf,
 }
 
 impl RunArgs {
@@ -120,9 +109,9 @@ impl RunArgs {
             cwd: Some(cwd.clone()).filter(|c| !c.is_empty()),
         });
         let t0 = std::time::Instant::now();
-        let begun: Reply<Begun> = cx.session(begin)?;
+        let begun: Reply<Answer<treefork::verbs::ExperimentBegin>> = cx.session(begin)?;
         let setup_ms = t0.elapsed().as_secs_f64() * 1000.0;
-        let Begun { id, forks } = begun.body;
+        let Begun { id, forks, .. } = begun.body;
         let results = self.run_all(&id, &specs, &forks, &cwd, timeout);
         let sig = runner::interrupted();
         let rank_by = self
@@ -158,7 +147,7 @@ impl RunArgs {
         &self,
         id: &str,
         specs: &[RunSpec],
-        forks: &[Fork],
+        forks: &[ForkMade],
         cwd: &str,
         timeout: Option<Duration>,
     ) -> Vec<ExpResult> {

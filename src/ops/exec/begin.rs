@@ -1,9 +1,8 @@
 //! `exec_begin` and `exec_output`: saving the before state, starting the writer
 //! watch, and collecting the captured output.
 
-use serde_json::{Value, json};
-
 use super::MAX_CAPTURE;
+use super::answers::{Begun, OutputTaken};
 use super::slot::{self, Running};
 use crate::error::{Error, Result};
 use crate::oplog::Actor;
@@ -42,7 +41,7 @@ fn check(b: &Begin) -> Result<()> {
 
 /// Begin recording exec N for `actor`: finalize a stale running exec, save
 /// pending changes (the before checkpoint), start the watch.
-pub(crate) fn begin(t: &Target, actor: &Actor, b: Begin) -> Result<Value> {
+pub(crate) fn begin(t: &Target, actor: &Actor, b: Begin) -> Result<Begun> {
     check(&b)?;
     let s = &t.session;
     let stale = slot::with(s, |sl| match &sl.running {
@@ -105,12 +104,15 @@ pub(crate) fn begin(t: &Target, actor: &Actor, b: Begin) -> Result<Value> {
         cut: [false, false],
     };
     slot::with(s, |sl| sl.running = Some(running));
-    Ok(json!({"exec": n, "before": before_ckpt}))
+    Ok(Begun {
+        exec: n,
+        before: before_ckpt,
+    })
 }
 
 /// Append a chunk of captured output to running exec `n` (the daemon keeps at
 /// most [`MAX_CAPTURE`] bytes of each stream).
-pub(crate) fn output(t: &Target, n: u64, stream: &str, data: &str) -> Result<Value> {
+pub(crate) fn output(t: &Target, n: u64, stream: &str, data: &str) -> Result<OutputTaken> {
     let i = match stream {
         "stdout" => 0,
         "stderr" => 1,
@@ -129,7 +131,10 @@ pub(crate) fn output(t: &Target, n: u64, stream: &str, data: &str) -> Result<Val
                 r.cut[i] = true;
             }
             r.out[i].extend_from_slice(&bytes[..bytes.len().min(room)]);
-            Ok(json!({"exec": n, "bytes": r.out[i].len()}))
+            Ok(OutputTaken {
+                exec: n,
+                bytes: r.out[i].len() as u64,
+            })
         }
         _ => Err(slot::not_running(n)),
     })

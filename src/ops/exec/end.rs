@@ -1,13 +1,15 @@
 //! `exec_end` (and finalizing an abandoned exec): the after state, the changed
 //! paths, the writers outside the command, and the one operation record.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 
+use super::answers::{Ended, ExecMeta, WriterView};
 use super::slot::{self, Running};
 use crate::diff;
 use crate::error::Result;
 use crate::id::NodeId;
 use crate::oplog::{self, tag};
+use crate::ops::views::PathChange;
 use crate::ops::{Target, record, syncfs};
 use crate::session::relock;
 use crate::session::watch::Seen;
@@ -43,7 +45,7 @@ impl Ending {
 }
 
 /// Finish running exec `n` as `e` reports.
-pub(crate) fn end(t: &Target, n: u64, e: Ending) -> Result<Value> {
+pub(crate) fn end(t: &Target, n: u64, e: Ending) -> Result<Ended> {
     let r = slot::with(&t.session, |sl| {
         if sl.running.as_ref().is_some_and(|r| r.n == n) {
             sl.running.take()
@@ -56,7 +58,7 @@ pub(crate) fn end(t: &Target, n: u64, e: Ending) -> Result<Value> {
 }
 
 /// Stop the watch, checkpoint what changed (trigger `exec`), and append the record.
-pub(super) fn finish(t: &Target, r: Running, e: Ending) -> Result<Value> {
+pub(super) fn finish(t: &Target, r: Running, e: Ending) -> Result<Ended> {
     let s = &t.session;
     if let Err(err) = syncfs(&t.mount) {
         // Unmounting: what reached the daemon is all there is.
@@ -83,7 +85,7 @@ pub(super) fn finish(t: &Target, r: Running, e: Ending) -> Result<Value> {
         record::touch(&mut after, &**s.store(), &br);
     }
     let changed = changed_paths(s.store().as_ref(), r.before_root, root)?;
-    let meta = exec_meta(&r, &e, ckpt.as_deref(), &changed, &seen);
+    let meta = exec_meta(&r, &e, ckpt.as_deref(), changed, &seen);
     let request = json!({"op": "exec", "argv": r.argv, "cwd": r.cwd});
     let mut op = record::Rec {
         actor: &r.actor,
@@ -92,7 +94,12 @@ pub(super) fn finish(t: &Target, r: Running, e: Ending) -> Result<Value> {
         explanation: r.explanation.clone(),
     }
     .op(r.before.clone(), after);
-    op.meta.insert("exec".into(), meta.clone());
+    op.meta.insert(
+        "exec".into(),
+        serde_json::to_value(&meta).map_err(|e| {
+            crate::error::Error::Invalid(format!("exec record does not serialize: {e}"))
+        })?,
+    );
     let (session, out) = (s.name().to_string(), r.out);
     let attach = |seq: u64| {
         [(tag::STDOUT, &out[0]), (tag::STDERR, &out[1])]
@@ -104,9 +111,12 @@ pub(super) fn finish(t: &Target, r: Running, e: Ending) -> Result<Value> {
     let rec = oplog::append_with(&**s.store(), s.name(), op, &attach)
         .inspect_err(|err| ::log::error!("session {}: recording exec {}: {err}", s.name(), r.n))?;
     slot::with(s, |sl| sl.since_auto += 1);
-    let ms = meta["duration_ms"].as_u64().unwrap_or(0);
-    crate::ops::command_done(s, ms);
-    Ok(json!({"exec": meta, "seq": rec.seq, "checkpoint": ckpt}))
+    crate::ops::command_done(s, meta.duration_ms);
+    Ok(Ended {
+        exec: meta,
+        seq: rec.seq,
+        checkpoint: ckpt,
+    })
 }
 
 /// `argv` joined for a message, cut to 200 characters.
@@ -120,7 +130,7 @@ fn short_command(argv: &[String]) -> String {
 
 /// The changed paths (listed up to the caps) and their exact count.
 struct Changed {
-    list: Vec<Value>,
+    list: Vec<PathChange>,
     count: u64,
 }
 
@@ -134,41 +144,47 @@ fn changed_paths(store: &dyn crate::store::ObjectStore, a: NodeId, b: NodeId) ->
         c.count += 1;
         if c.list.len() < MAX_CHANGED && bytes < MAX_CHANGED_BYTES {
             bytes += e.path.len();
-            c.list
-                .push(json!({"path": e.path_str(), "change": e.change}));
+            c.list.push(PathChange::from(&e));
         }
         true
     })?;
     Ok(c)
 }
 
-fn exec_meta(r: &Running, e: &Ending, after: Option<&str>, c: &Changed, seen: &Seen) -> Value {
+fn exec_meta(r: &Running, e: &Ending, after: Option<&str>, c: Changed, seen: &Seen) -> ExecMeta {
     let duration_ms = e
         .duration_ms
         .unwrap_or_else(|| r.started.elapsed().as_millis() as u64);
     let others = !seen.others.is_empty() || seen.overflow > 0;
-    json!({
-        "n": r.n,
-        "argv": r.argv,
-        "cwd": r.cwd,
-        "exit": e.exit_code,
-        "signal": e.signal,
-        "error": e.error,
-        "pid": e.pid,
-        "duration_ms": duration_ms,
-        "timed_out": e.timed_out,
-        "abandoned": e.abandoned,
-        "before": r.before_ckpt,
-        "after": after,
-        "changed": c.list,
-        "changed_count": c.count,
-        "changed_truncated": (c.list.len() as u64) < c.count,
-        "others": seen.others,
-        "others_overflow": seen.overflow,
-        "may_include_others": others,
-        "stdout_bytes": r.out[0].len(),
-        "stderr_bytes": r.out[1].len(),
-        "stdout_truncated": e.truncated[0] || r.cut[0],
-        "stderr_truncated": e.truncated[1] || r.cut[1],
-    })
+    ExecMeta {
+        n: r.n,
+        argv: r.argv.clone(),
+        cwd: r.cwd.clone(),
+        exit: e.exit_code,
+        signal: e.signal,
+        error: e.error.clone(),
+        pid: e.pid,
+        duration_ms,
+        timed_out: e.timed_out,
+        abandoned: e.abandoned,
+        before: r.before_ckpt.clone(),
+        after: after.map(str::to_string),
+        changed_truncated: (c.list.len() as u64) < c.count,
+        changed: Some(c.list),
+        changed_count: c.count,
+        others: seen
+            .others
+            .iter()
+            .map(|w| WriterView {
+                pid: w.pid,
+                comm: w.comm.clone(),
+            })
+            .collect(),
+        others_overflow: seen.overflow,
+        may_include_others: others,
+        stdout_bytes: r.out[0].len() as u64,
+        stderr_bytes: r.out[1].len() as u64,
+        stdout_truncated: e.truncated[0] || r.cut[0],
+        stderr_truncated: e.truncated[1] || r.cut[1],
+    }
 }

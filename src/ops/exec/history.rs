@@ -6,9 +6,10 @@
 //! come at or after it: every exec appends exactly one operation). Every read is
 //! a paged walk (`oplog::walk`) that stops as soon as it has its answer.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::KIND;
+use super::answers::{ExecMeta, ExecSummary, HistoryAnswer, HistoryShown};
 use crate::error::{Error, Result};
 use crate::oplog::{self, Operation, tag, walk};
 use crate::ops::Target;
@@ -58,29 +59,34 @@ pub fn exec_state(store: &dyn ObjectStore, session: &str, n: u64) -> Result<Stri
 
 /// A history line: the exec meta (without the changed-path list) with the
 /// record's sequence number, time and explanation.
-fn summary(o: &Operation) -> Value {
-    let mut v = o.meta.get("exec").cloned().unwrap_or_else(|| json!({}));
-    if let Some(m) = v.as_object_mut() {
-        m.remove("changed");
-        m.insert("seq".into(), json!(o.seq));
-        m.insert("time_ns".into(), json!(o.time_ns.to_string()));
-        m.insert("time".into(), json!((o.time_ns / 1_000_000_000) as i64));
-        m.insert("explanation".into(), json!(o.explanation));
-        m.insert("actor".into(), json!(o.actor));
-    }
-    v
+fn summary(o: &Operation) -> Result<ExecSummary> {
+    let meta = o.meta.get("exec").cloned().unwrap_or(Value::Null);
+    let mut exec: ExecMeta = serde_json::from_value(meta).map_err(|e| {
+        Error::corrupt(
+            format!("exec record {} of {}", o.seq, o.session),
+            format!("meta.exec: {e}"),
+        )
+    })?;
+    exec.changed = None;
+    Ok(ExecSummary {
+        exec,
+        seq: o.seq,
+        time_ns: o.time_ns.to_string(),
+        time: (o.time_ns / 1_000_000_000) as i64,
+        explanation: o.explanation.clone(),
+        actor: o.actor.clone(),
+    })
 }
 
 /// At most `limit` exec records, newest first (a walk back that stops at `limit`
 /// execs or after `walk::SCAN_LIMIT` records: then `scan_limited` says so).
-pub(crate) fn list(t: &Target, limit: Option<usize>) -> Result<Value> {
+pub(crate) fn list(t: &Target, limit: Option<usize>) -> Result<HistoryAnswer> {
     let s = &t.session;
     let (execs, walked) = newest(&**s.store(), s.name(), limit)?;
-    let mut v = json!({"execs": execs});
-    if walked == walk::Walked::Exhausted {
-        v["scan_limited"] = json!(walk::SCAN_LIMIT);
-    }
-    Ok(v)
+    Ok(HistoryAnswer {
+        execs,
+        scan_limited: (walked == walk::Walked::Exhausted).then_some(walk::SCAN_LIMIT as u64),
+    })
 }
 
 /// The history lines of the newest `limit` execs and how the walk back ended.
@@ -88,12 +94,12 @@ pub(crate) fn newest(
     store: &dyn ObjectStore,
     session: &str,
     limit: Option<usize>,
-) -> Result<(Vec<Value>, walk::Walked)> {
+) -> Result<(Vec<ExecSummary>, walk::Walked)> {
     let limit = limit.unwrap_or(DEFAULT_HISTORY_LIMIT).min(walk::MAX_SHOWN);
-    let mut execs: Vec<Value> = Vec::new();
+    let mut execs = Vec::new();
     let walked = walk::back(store, session, None, walk::SCAN_LIMIT, &mut |o| {
         if exec_number(&o).is_some() {
-            execs.push(summary(&o));
+            execs.push(summary(&o)?);
         }
         Ok(execs.len() < limit)
     })?;
@@ -101,18 +107,18 @@ pub(crate) fn newest(
 }
 
 /// Exec `n`'s whole record and its captured output (base64).
-pub(crate) fn show(t: &Target, n: u64) -> Result<Value> {
+pub(crate) fn show(t: &Target, n: u64) -> Result<HistoryShown> {
     let s = &t.session;
     let store = &**s.store();
     let o = find(store, s.name(), n)?;
     let out = oplog::attachment(store, s.name(), o.seq, tag::STDOUT)?.unwrap_or_default();
     let err = oplog::attachment(store, s.name(), o.seq, tag::STDERR)?.unwrap_or_default();
-    Ok(json!({
-        "record": o,
-        "summary": summary(&o),
-        "stdout": crate::control::b64_encode(&out),
-        "stderr": crate::control::b64_encode(&err),
-    }))
+    Ok(HistoryShown {
+        summary: summary(&o)?,
+        record: o,
+        stdout: crate::control::b64_encode(&out),
+        stderr: crate::control::b64_encode(&err),
+    })
 }
 
 #[cfg(test)]
@@ -120,6 +126,7 @@ mod tests {
     use super::*;
     use crate::oplog::{Actor, NewOp, View};
     use crate::store::MemStore;
+    use serde_json::json;
 
     fn view(head: &str) -> View {
         View {

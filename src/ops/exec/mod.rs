@@ -6,7 +6,7 @@
 //! with `history` and `history_show`. Layout: `begin` (the before checkpoint, the
 //! watch, output chunks), `end` (the after checkpoint, the record), `history`
 //! (reading records; [`exec_state`] for `exec@N`), `slot` (per-session state),
-//! `b64` (the output encoding).
+//! `answers` (what the verbs answer, and the record's `meta.exec`).
 //!
 //! Invariants:
 //! - Exec numbers count from 1 per session; at most one exec runs per session at a
@@ -22,6 +22,7 @@
 //!   attribute (`others`, `may_include_others`). Writes after `exec_end` (a
 //!   background process the command left) belong to the next operation.
 
+pub mod answers;
 mod begin;
 mod end;
 pub(crate) mod history;

@@ -12,10 +12,14 @@
 use std::path::{Component, Path, PathBuf};
 use std::sync::MutexGuard;
 
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{META_KEY, check_id, fork_name, new_id};
-use crate::command::wire::{RunSpec, check_spec};
+use crate::command::wire::{RunCommand, RunSpec, check_spec};
 use crate::control::MountFor;
 use crate::error::{Error, Result};
 use crate::meta::MetaOp;
@@ -109,13 +113,43 @@ struct Prepared<D> {
 }
 
 /// Create the forks of an experiment and mount them.
+/// The answer to `experiment_begin`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Begun {
+    /// The experiment id (send it with `experiment_end`).
+    pub id: String,
+    /// The checkpoint every run starts from (hex).
+    pub base: String,
+    /// The working directory the runs are given (workspace-relative); `null`: the root.
+    pub cwd: Option<String>,
+    /// One mounted fork per run, in run order.
+    pub forks: Vec<ForkMade>,
+}
+
+/// One run's fork, mounted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ForkMade {
+    /// Run number (from 1).
+    pub run: u32,
+    /// The run's label.
+    pub label: String,
+    /// The fork's session name.
+    pub name: String,
+    /// Where it is mounted.
+    pub mountpoint: PathBuf,
+    /// What the run runs.
+    pub command: RunCommand,
+    /// Environment variables set for it.
+    pub env: BTreeMap<String, String>,
+}
+
 pub fn begin<H: Host>(
     h: &H,
     t: &Target,
     op_lock: MutexGuard<'_, ()>,
     who: MountFor,
     req: Begin<'_>,
-) -> Result<Value> {
+) -> Result<Begun> {
     check(t, &req)?;
     let s = &t.session;
     let store = h.store();
@@ -163,13 +197,22 @@ pub fn begin<H: Host>(
             remove_dirs(&dir, s.name(), &id, n);
             return Err(e);
         }
-        forks.push(json!({
-            "run": forks.len() + 1, "label": spec.label, "name": name,
-            "mountpoint": p.mp, "command": spec.command, "env": spec.env,
-        }));
+        forks.push(ForkMade {
+            run: forks.len() as u32 + 1,
+            label: spec.label.clone(),
+            name: name.clone(),
+            mountpoint: p.mp.clone(),
+            command: spec.command.clone(),
+            env: spec.env.clone(),
+        });
         mounted.push((name, p.mp));
     }
-    Ok(json!({"id": id, "base": c.id, "cwd": req.cwd, "forks": forks}))
+    Ok(Begun {
+        id,
+        base: c.id,
+        cwd: req.cwd.map(str::to_string),
+        forks,
+    })
 }
 
 /// Claim every fork name, refuse existing records, open every mountpoint and

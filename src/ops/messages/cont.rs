@@ -7,9 +7,10 @@
 //! bases, in one commit), mount; on a failed mount the record is removed while the claim
 //! is still held.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::super::record::Call;
 use super::super::{Host, Target, syncfs};
@@ -102,6 +103,21 @@ fn source_record<H: Host>(h: &H, src: &str) -> Result<SessionRecord> {
         .ok_or_else(|| Error::NotFound(format!("no session named {src}")))
 }
 
+/// The answer to `continue`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Continued {
+    /// The new session.
+    pub session: String,
+    /// Where it is mounted.
+    pub mountpoint: PathBuf,
+    /// The session it continues (the latest imported from the project).
+    pub from: String,
+    /// The checkpoint it starts at (the source's HEAD, hex); `null` when it had none.
+    pub checkpoint: Option<String>,
+    /// How many visible messages it shares with the source.
+    pub messages: u64,
+}
+
 pub(crate) fn run<H: Host>(
     h: &H,
     who: MountFor,
@@ -109,7 +125,7 @@ pub(crate) fn run<H: Host>(
     project: &Path,
     name: &str,
     mountpoint: &Path,
-) -> Result<Value> {
+) -> Result<Continued> {
     if !project.is_absolute() {
         return Err(Error::Invalid(format!(
             "project {} must be an absolute path",
@@ -155,12 +171,21 @@ pub(crate) fn run<H: Host>(
     store.commit(ops)?;
     lifecycle::manage::bump(&*store, &src, &|m| m.forks += 1);
     match h.mount_claimed(&mut claim, dir, rec, None) {
-        Ok(mut v) => {
-            v["session"] = json!(name);
-            v["from"] = json!(src);
-            v["checkpoint"] = json!(from.head);
-            v["messages"] = json!(n);
-            Ok(v)
+        Ok(v) => {
+            // The mount's answer names the session and its mountpoint (an agent
+            // socket and skipped files are never part of a continued session).
+            let mountpoint = v
+                .get("mountpoint")
+                .cloned()
+                .and_then(|m| serde_json::from_value(m).ok())
+                .unwrap_or_else(|| mountpoint.to_path_buf());
+            Ok(Continued {
+                session: name.to_string(),
+                mountpoint,
+                from: src,
+                checkpoint: from.head.clone(),
+                messages: n,
+            })
         }
         Err(e) => {
             let mut ops = vec![MetaOp::Delete(meta::session_key(name))];

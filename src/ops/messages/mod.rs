@@ -8,7 +8,7 @@
 //! each batch (so a message's `op`, `checkpoint` and `workspace` are one moment:
 //! no op runs between them). Nothing that holds the op lock waits for the writer.
 
-pub(crate) mod cont;
+pub mod cont;
 mod rewind;
 
 use std::collections::{HashMap, HashSet};
@@ -16,8 +16,11 @@ use std::sync::Arc;
 
 use super::record::Call;
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use super::views::MessageView;
 use super::{Target, syncfs};
 use crate::error::{Error, Result};
 use crate::messages::{self, Draft, Message, Query, Stream, share, writer};
@@ -39,14 +42,70 @@ pub(crate) fn check_setting(v: &str) -> Result<()> {
     }
 }
 
+/// The answer to `messages`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MessagesAnswer {
+    /// The messages, oldest first.
+    pub messages: Vec<MessageView>,
+    /// Matching messages were left out of this page (ask again `after` the last).
+    pub more: bool,
+}
+
+/// The answer to `message_append`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Queued {
+    /// The message id (the one given, or a new UUID).
+    pub id: String,
+    /// Always `true`: queued for the writer (or already recorded).
+    pub queued: bool,
+    /// `true` when a message with this id was already recorded (nothing was
+    /// queued); absent otherwise.
+    #[serde(default, skip_serializing_if = "crate::control::is_false")]
+    pub duplicate: bool,
+}
+
+/// The answer to `message_flush`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Durable {
+    /// The sequence number of the newest durable message (0: none).
+    pub durable: u64,
+}
+
+/// The answer to `session_meta_update`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MetaUpdated {
+    /// The session info's conversation metadata after the merge.
+    pub conversation: Option<ConversationMeta>,
+}
+
+/// Conversation metadata of a session (`meta.conversation` of its info record);
+/// fields in name order, as the untyped record prints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ConversationMeta {
+    /// Total cost reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    /// Why the agent stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_reason: Option<String>,
+    /// The model in use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Turns reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns: Option<u64>,
+}
+
 /// `messages`: the session's visible messages (read your writes: what was
 /// appended before, on any connection, is listed).
-pub(crate) fn list(t: &Target, q: Query) -> Result<Value> {
+pub(crate) fn list(t: &Target, q: Query) -> Result<MessagesAnswer> {
     wait(t)?;
     let s = &t.session;
     let page = messages::list(&**s.store(), s.name(), &q)?;
-    let list: Vec<Value> = page.messages.iter().map(Message::json).collect();
-    Ok(json!({ "messages": list, "more": page.more }))
+    Ok(MessagesAnswer {
+        messages: page.messages.iter().map(MessageView::from).collect(),
+        more: page.more,
+    })
 }
 
 fn ident(t: &Target) -> usize {
@@ -54,12 +113,16 @@ fn ident(t: &Target) -> usize {
 }
 
 /// `message_append`: queue `d` for the writer.
-pub(crate) fn append(t: &Target, d: Draft) -> Result<Value> {
+pub(crate) fn append(t: &Target, d: Draft) -> Result<Queued> {
     d.validate()?;
     let s = &t.session;
     let id = d.id.clone();
     if messages::exists(&**s.store(), s.name(), &id)? {
-        return Ok(json!({"id": id, "queued": true, "duplicate": true}));
+        return Ok(Queued {
+            id,
+            queued: true,
+            duplicate: true,
+        });
     }
     // What is stored already (the writer checks again, exactly, per record: what
     // is queued meanwhile can pass this check by at most the queue's length).
@@ -67,7 +130,11 @@ pub(crate) fn append(t: &Target, d: Draft) -> Result<Value> {
     let used = share::usage(&**s.store(), s.name())?;
     check_usage(&limits, used, draft_size(&d))?;
     writer::append(s.name(), ident(t), &mut || sink(t.clone()), d)?;
-    Ok(json!({"id": id, "queued": true}))
+    Ok(Queued {
+        id,
+        queued: true,
+        duplicate: false,
+    })
 }
 
 /// Before an unmount or shutdown: write every queued message (an append answered
@@ -86,11 +153,11 @@ pub(crate) fn wait(t: &Target) -> Result<()> {
     writer::flush(t.session.name(), ident(t), &mut || sink(t.clone()))
 }
 
-pub(crate) fn flush(t: &Target) -> Result<Value> {
+pub(crate) fn flush(t: &Target) -> Result<Durable> {
     wait(t)?;
     let s = &t.session;
     let n = messages::last_seq(&**s.store(), s.name(), Stream::Messages)?;
-    Ok(json!({ "durable": n }))
+    Ok(Durable { durable: n })
 }
 
 /// The writer's sink for `t`'s session: each batch written under the op lock.
@@ -258,7 +325,7 @@ pub(crate) fn meta_update(
     add_turns: Option<u64>,
     add_cost: Option<f64>,
     exit_reason: Option<String>,
-) -> Result<Value> {
+) -> Result<MetaUpdated> {
     check_text("model", &model)?;
     check_text("exit_reason", &exit_reason)?;
     if add_cost.is_some_and(|c| !c.is_finite() || c < 0.0) {
@@ -288,5 +355,14 @@ pub(crate) fn meta_update(
         }
         Ok(true)
     })?;
-    Ok(json!({ "conversation": info.meta.get("conversation") }))
+    let conversation = match info.meta.get("conversation") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(serde_json::from_value(v.clone()).map_err(|e| {
+            Error::corrupt(
+                format!("session {}", s.name()),
+                format!("meta.conversation: {e}"),
+            )
+        })?),
+    };
+    Ok(MetaUpdated { conversation })
 }

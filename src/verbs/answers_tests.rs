@@ -1,0 +1,532 @@
+//! The typed answers against the JSON the verbs answered when they were untyped
+//! `json!` values: each test builds an answer, and checks its `serde_json` form
+//! field by field (names, nulls vs absent fields, strings vs numbers) — where the
+//! old value was built from a record, against that old expression itself — and
+//! that it reads back (also with a field a newer daemon might add).
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use super::*;
+use crate::control::Verb;
+use crate::diff::Change;
+use crate::ops::exec::answers::{
+    Begun, Ended, ExecMeta, ExecSummary, HistoryAnswer, HistoryShown, OutputTaken, WriterView,
+};
+use crate::ops::views::{BranchMoved, CheckpointView, MessageView, OpView, PathChange, Saved};
+
+/// `v`'s JSON, after checking it reads back equal, also with an unknown field.
+fn wire<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(v: &T) -> Value {
+    let j = serde_json::to_value(v).unwrap();
+    let back: T = serde_json::from_value(j.clone()).unwrap();
+    assert_eq!(&back, v, "round trip of {j}");
+    if let Value::Object(mut o) = j.clone() {
+        o.insert("added_by_a_newer_daemon".into(), json!(1));
+        let back: T = serde_json::from_value(Value::Object(o)).unwrap();
+        assert_eq!(&back, v, "an unknown field is tolerated");
+    }
+    j
+}
+
+fn keys(v: &Value) -> BTreeSet<&str> {
+    v.as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect()
+}
+
+fn set<'a>(k: &[&'a str]) -> BTreeSet<&'a str> {
+    k.iter().copied().collect()
+}
+
+fn checkpoint(parents: &[&str]) -> crate::refs::Checkpoint {
+    let mut meta = Map::new();
+    meta.insert("k".into(), json!("v"));
+    crate::refs::Checkpoint {
+        version: crate::refs::CHECKPOINT_VERSION,
+        id: "ab".repeat(32),
+        session: "s".into(),
+        root: "cd".repeat(32),
+        parents: parents.iter().map(|p| p.to_string()).collect(),
+        time_ns: 1_700_000_000_123_456_789,
+        message: "m".into(),
+        trigger: "manual".into(),
+        files_changed: 3,
+        meta,
+        usage: None,
+    }
+}
+
+/// `ops::ckpt_json` as it was before the answers were typed.
+fn old_ckpt_json(c: &crate::refs::Checkpoint) -> Value {
+    json!({
+        "id": c.id, "short": &c.id[..12], "session": c.session, "root": c.root,
+        "parent": c.parent(), "parents": c.parents, "meta": c.meta, "time_ns": c.time_ns.to_string(),
+        "time": (c.time_ns / 1_000_000_000) as i64,
+        "message": c.message, "trigger": c.trigger, "files_changed": c.files_changed,
+    })
+}
+
+fn change(path: &str, change: Change) -> PathChange {
+    PathChange {
+        path: path.into(),
+        change,
+    }
+}
+
+#[test]
+fn checkpoint_view_is_the_old_json() {
+    for parents in [&[][..], &["ef"; 1][..], &["ef", "01"][..]] {
+        let c = checkpoint(parents);
+        let v = wire(&CheckpointView::from(&c));
+        assert_eq!(v, old_ckpt_json(&c));
+        assert!(v["time_ns"].is_string() && v["time"].is_i64());
+    }
+    assert!(old_ckpt_json(&checkpoint(&[]))["parent"].is_null());
+}
+
+#[test]
+fn saved_is_null_or_checkpoint_and_ref() {
+    let c = checkpoint(&[]);
+    let none: Option<Saved> = Saved::of(&None);
+    assert_eq!(serde_json::to_value(none).unwrap(), Value::Null);
+    let some = Saved::of(&Some((c.clone(), "auto/x-1".into()))).unwrap();
+    assert_eq!(wire(&some), json!({"checkpoint": c.id, "ref": "auto/x-1"}));
+}
+
+#[test]
+fn checkpoint_answer() {
+    let c = checkpoint(&["ef"]);
+    let a = crate::ops::checkpoint::CheckpointAnswer {
+        checkpoint: CheckpointView::from(&c),
+        branch: None,
+    };
+    let v = wire(&a);
+    assert_eq!(keys(&v), set(&["checkpoint", "branch"]));
+    assert!(v["branch"].is_null(), "null, not absent, when detached");
+    assert_eq!(v["checkpoint"], old_ckpt_json(&c));
+}
+
+#[test]
+fn log_answer() {
+    let c = checkpoint(&[]);
+    let a = crate::ops::log::LogAnswer {
+        checkpoints: vec![CheckpointView::from(&c)],
+    };
+    assert_eq!(wire(&a), json!({"checkpoints": [old_ckpt_json(&c)]}));
+}
+
+#[test]
+fn status_answer_and_branch_moved() {
+    let mut a = crate::ops::status::StatusAnswer {
+        head: None,
+        branch: Some("main".into()),
+        changes: vec![change("a/b", Change::Added), change("c", Change::Deleted)],
+        branch_moved: None,
+    };
+    let v = wire(&a);
+    assert_eq!(
+        v,
+        json!({"head": null, "branch": "main", "changes": [
+            {"path": "a/b", "change": "added"}, {"path": "c", "change": "deleted"}]})
+    );
+    let moved = BranchMoved {
+        branch: "main".into(),
+        to: None,
+        head: Some("ab".into()),
+        detached: false,
+        message: "m".into(),
+    };
+    assert_eq!(
+        wire(&moved),
+        json!({"branch": "main", "to": null, "head": "ab", "detached": false, "message": "m"})
+    );
+    // The daemon adds it to the answer; the CLI reads it from there.
+    a.branch_moved = Some(moved);
+    assert_eq!(
+        keys(&wire(&a)),
+        set(&["head", "branch", "changes", "branch_moved"])
+    );
+}
+
+fn operation() -> crate::oplog::Operation {
+    let view = |h: &str| crate::oplog::View {
+        head: Some(h.into()),
+        workspace: "00".repeat(32),
+        ..Default::default()
+    };
+    crate::oplog::Operation {
+        version: crate::oplog::OP_VERSION,
+        session: "s".into(),
+        seq: 7,
+        parent: Some(6),
+        time_ns: 2_000_000_000_500,
+        actor: crate::oplog::Actor::daemon(),
+        kind: "checkout".into(),
+        request: json!({"op": "checkout", "target": "main"}),
+        explanation: None,
+        before: view("aa"),
+        after: view("bb"),
+        undoes: None,
+        redoes: None,
+        inert: false,
+        meta: Map::new(),
+    }
+}
+
+#[test]
+fn op_log_answer_is_the_record_with_time_and_summary() {
+    let o = operation();
+    // `op_json` as it was before.
+    let mut old = serde_json::to_value(&o).unwrap();
+    old["time"] = json!((o.time_ns / 1_000_000_000) as i64);
+    old["summary"] = json!(crate::ops::oplog_list::summary(&o));
+    let a = crate::ops::oplog_list::OpLogAnswer {
+        operations: vec![crate::ops::oplog_list::op_view(&o)],
+    };
+    let v = wire(&a);
+    assert_eq!(v, json!({ "operations": [old] }));
+    assert_eq!(v["operations"][0]["time"], 2000);
+    let back: OpView = serde_json::from_value(v["operations"][0].clone()).unwrap();
+    assert_eq!(back.record, o);
+}
+
+#[test]
+fn diff_answer() {
+    use crate::ops::diff::{DiffAnswer, DiffEntryView};
+    let entry = |added, removed, binary| DiffEntryView {
+        change: change("f", Change::Modified),
+        added,
+        removed,
+        binary,
+    };
+    let a = DiffAnswer {
+        a: "aa".into(),
+        b: "bb".into(),
+        entries: vec![
+            entry(None, None, None),
+            entry(Some(2), Some(1), None),
+            entry(None, None, Some(true)),
+        ],
+        patch: None,
+    };
+    assert_eq!(
+        wire(&a),
+        json!({"a": "aa", "b": "bb", "patch": null, "entries": [
+            {"path": "f", "change": "modified"},
+            {"path": "f", "change": "modified", "added": 2, "removed": 1},
+            {"path": "f", "change": "modified", "binary": true},
+        ]})
+    );
+}
+
+#[test]
+fn show_answers() {
+    use crate::ops::show::{DirEntryView, ShowAnswer, ShownCheckpoint, ShownPath};
+    let c = checkpoint(&[]);
+    let a = ShowAnswer::Checkpoint(ShownCheckpoint {
+        checkpoint: CheckpointView::from(&c),
+        changes: None,
+    });
+    assert_eq!(
+        wire(&a),
+        json!({"checkpoint": old_ckpt_json(&c), "changes": null})
+    );
+    let file = ShowAnswer::Path(ShownPath {
+        checkpoint: c.id.clone(),
+        path: "f".into(),
+        kind: "file".into(),
+        mode: 0o644,
+        entries: None,
+        size: Some(3),
+        blake3: Some("h".into()),
+    });
+    assert_eq!(
+        wire(&file),
+        json!({"checkpoint": c.id, "path": "f", "kind": "file", "mode": 0o644, "size": 3, "blake3": "h"})
+    );
+    let dir = ShowAnswer::Path(ShownPath {
+        checkpoint: c.id.clone(),
+        path: "d".into(),
+        kind: "dir".into(),
+        mode: 0o755,
+        entries: Some(vec![DirEntryView {
+            name: "x".into(),
+            kind: None,
+            size: None,
+        }]),
+        size: None,
+        blake3: None,
+    });
+    assert_eq!(
+        wire(&dir),
+        json!({"checkpoint": c.id, "path": "d", "kind": "dir", "mode": 0o755,
+               "entries": [{"name": "x", "kind": null, "size": null}]})
+    );
+}
+
+fn exec_meta() -> ExecMeta {
+    ExecMeta {
+        n: 1,
+        argv: vec!["make".into()],
+        cwd: String::new(),
+        exit: Some(0),
+        signal: None,
+        error: None,
+        pid: Some(42),
+        duration_ms: 5,
+        timed_out: false,
+        abandoned: false,
+        before: "aa".into(),
+        after: None,
+        changed: Some(vec![change("out", Change::Added)]),
+        changed_count: 1,
+        changed_truncated: false,
+        others: vec![WriterView {
+            pid: 9,
+            comm: "vim".into(),
+        }],
+        others_overflow: 0,
+        may_include_others: true,
+        stdout_bytes: 3,
+        stderr_bytes: 0,
+        stdout_truncated: false,
+        stderr_truncated: false,
+    }
+}
+
+const EXEC_FIELDS: &[&str] = &[
+    "n",
+    "argv",
+    "cwd",
+    "exit",
+    "signal",
+    "error",
+    "pid",
+    "duration_ms",
+    "timed_out",
+    "abandoned",
+    "before",
+    "after",
+    "changed",
+    "changed_count",
+    "changed_truncated",
+    "others",
+    "others_overflow",
+    "may_include_others",
+    "stdout_bytes",
+    "stderr_bytes",
+    "stdout_truncated",
+    "stderr_truncated",
+];
+
+#[test]
+fn exec_answers() {
+    assert_eq!(
+        wire(&Begun {
+            exec: 3,
+            before: "aa".into()
+        }),
+        json!({"exec": 3, "before": "aa"})
+    );
+    assert_eq!(
+        wire(&OutputTaken { exec: 3, bytes: 10 }),
+        json!({"exec": 3, "bytes": 10})
+    );
+    let m = exec_meta();
+    let v = wire(&m);
+    assert_eq!(keys(&v), set(EXEC_FIELDS));
+    assert!(v["signal"].is_null() && v["after"].is_null() && v["error"].is_null());
+    assert_eq!(v["changed"], json!([{"path": "out", "change": "added"}]));
+    assert_eq!(v["others"], json!([{"pid": 9, "comm": "vim"}]));
+    let end = Ended {
+        exec: m.clone(),
+        seq: 4,
+        checkpoint: None,
+    };
+    let v = wire(&end);
+    assert_eq!(keys(&v), set(&["exec", "seq", "checkpoint"]));
+    assert!(v["checkpoint"].is_null());
+}
+
+#[test]
+fn history_answers() {
+    let mut exec = exec_meta();
+    exec.changed = None;
+    let line = ExecSummary {
+        exec,
+        seq: 4,
+        time_ns: "2000000000500".into(),
+        time: 2,
+        explanation: None,
+        actor: crate::oplog::Actor::daemon(),
+    };
+    let v = wire(&line);
+    let mut want = set(EXEC_FIELDS);
+    want.remove("changed");
+    want.extend(["seq", "time_ns", "time", "explanation", "actor"]);
+    assert_eq!(keys(&v), want, "a history line has no changed list");
+    assert!(v["explanation"].is_null());
+    let list = HistoryAnswer {
+        execs: vec![line.clone()],
+        scan_limited: None,
+    };
+    assert_eq!(keys(&wire(&list)), set(&["execs"]));
+    let limited = HistoryAnswer {
+        execs: vec![],
+        scan_limited: Some(10_000),
+    };
+    assert_eq!(wire(&limited), json!({"execs": [], "scan_limited": 10_000}));
+    let mut record = operation();
+    record.meta.insert("exec".into(), json!(exec_meta()));
+    let shown = HistoryShown {
+        record: record.clone(),
+        summary: line,
+        stdout: "b3V0".into(),
+        stderr: String::new(),
+    };
+    let v = wire(&shown);
+    assert_eq!(keys(&v), set(&["record", "summary", "stdout", "stderr"]));
+    assert_eq!(v["record"], serde_json::to_value(&record).unwrap());
+}
+
+#[test]
+fn message_answers() {
+    use crate::ops::messages::{ConversationMeta, Durable, MessagesAnswer, MetaUpdated, Queued};
+    for (tool_calls, meta) in [(None, None), (Some(json!([1])), Some(Map::new()))] {
+        let m = crate::messages::Message {
+            version: crate::messages::MSG_VERSION,
+            id: "id".into(),
+            seq: 2,
+            time_ns: 3_000_000_000_001,
+            role: "user".into(),
+            content: json!({"text": "hi"}),
+            tool_calls,
+            tool_call_id: None,
+            meta,
+            op: None,
+            checkpoint: Some("ab".into()),
+            workspace: "cd".into(),
+        };
+        let a = MessagesAnswer {
+            messages: vec![MessageView::from(&m)],
+            more: false,
+        };
+        // `Message::json` is the protocol form the untyped answer carried.
+        assert_eq!(wire(&a), json!({"messages": [m.json()], "more": false}));
+    }
+    let q = |duplicate| Queued {
+        id: "id".into(),
+        queued: true,
+        duplicate,
+    };
+    assert_eq!(wire(&q(false)), json!({"id": "id", "queued": true}));
+    assert_eq!(
+        wire(&q(true)),
+        json!({"id": "id", "queued": true, "duplicate": true})
+    );
+    assert_eq!(wire(&Durable { durable: 7 }), json!({"durable": 7}));
+    let c = MetaUpdated {
+        conversation: Some(ConversationMeta {
+            cost: Some(1.5),
+            exit_reason: None,
+            model: Some("m".into()),
+            turns: Some(2),
+        }),
+    };
+    assert_eq!(
+        wire(&c),
+        json!({"conversation": {"cost": 1.5, "model": "m", "turns": 2}})
+    );
+    assert_eq!(
+        wire(&MetaUpdated { conversation: None }),
+        json!({ "conversation": null })
+    );
+}
+
+/// The verbs whose answers are typed: their response schema describes an object
+/// (or a choice of objects), never "any value".
+#[test]
+fn typed_answers_have_object_schemas() {
+    let typed = [
+        Checkpoint::NAME,
+        Log::NAME,
+        Status::NAME,
+        OpLog::NAME,
+        Diff::NAME,
+        Show::NAME,
+        ExecBegin::NAME,
+        ExecOutput::NAME,
+        ExecEnd::NAME,
+        History::NAME,
+        HistoryShow::NAME,
+        Messages::NAME,
+        MessageAppend::NAME,
+        MessageFlush::NAME,
+        SessionMetaUpdate::NAME,
+        ExperimentBegin::NAME,
+        Continue::NAME,
+    ];
+    for s in schemas().iter().filter(|s| typed.contains(&s.name)) {
+        let r = s.response.as_value();
+        assert!(
+            r["type"] == "object" || r.get("anyOf").is_some(),
+            "{}: response schema {r}",
+            s.name
+        );
+        // Every field is described (the MCP server shows these to models).
+        let props = r.get("properties").and_then(Value::as_object);
+        for (k, p) in props.into_iter().flatten() {
+            let described = p.get("description").is_some() || p.get("$ref").is_some();
+            assert!(described, "{}: field {k} has no description", s.name);
+        }
+    }
+    assert_eq!(
+        schemas().iter().filter(|s| typed.contains(&s.name)).count(),
+        typed.len()
+    );
+}
+
+#[test]
+fn experiment_begin_answer() {
+    use crate::command::RunCommand;
+    use crate::ops::experiment::begin::{Begun, ForkMade};
+    let a = Begun {
+        id: "e1".into(),
+        base: "ab".into(),
+        cwd: None,
+        forks: vec![ForkMade {
+            run: 1,
+            label: "1".into(),
+            name: "s-exp-e1-1".into(),
+            mountpoint: "/m/1".into(),
+            command: RunCommand::Shell("true".into()),
+            env: [("K".to_string(), "A".to_string())].into(),
+        }],
+    };
+    assert_eq!(
+        wire(&a),
+        json!({"id": "e1", "base": "ab", "cwd": null, "forks": [{
+            "run": 1, "label": "1", "name": "s-exp-e1-1", "mountpoint": "/m/1",
+            "command": "true", "env": {"K": "A"}}]})
+    );
+}
+
+#[test]
+fn continue_answer() {
+    let a = crate::ops::messages::cont::Continued {
+        session: "b".into(),
+        mountpoint: "/m/b".into(),
+        from: "a".into(),
+        checkpoint: None,
+        messages: 4,
+    };
+    assert_eq!(
+        wire(&a),
+        json!({"session": "b", "mountpoint": "/m/b", "from": "a", "checkpoint": null, "messages": 4})
+    );
+}

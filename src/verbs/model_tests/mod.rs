@@ -1,7 +1,7 @@
 //! Model tests of the ops that move a session along its history — `checkpoint`,
 //! `branch`, `checkout`, `undo`, `redo`, `op restore` (all, files, refs) — on
 //! the in-memory host ([`crate::ops::memhost`]), in-process and without FUSE. Each
-//! request goes through `ops::run` with an `Op` value (so dispatch is tested too);
+//! request goes through the verb table (`verbs::run`) with an `Op` value (so dispatch is tested too);
 //! workspace writes go through the session as the FUSE layer's would.
 //!
 //! After every step the workspace (files and root id), HEAD, its branch, the

@@ -92,6 +92,20 @@ fn shutting_down(e: &anyhow::Error) -> bool {
         .is_some_and(|d| d.is(&treefork::Error::ShuttingDown))
 }
 
+/// Whether the request never reached a daemon: the daemon that answered a moment
+/// before exited and its socket is gone (connect refused or missing). Nothing was
+/// sent, so the request may be tried again on a new daemon.
+fn daemon_gone(e: &anyhow::Error) -> bool {
+    e.root_cause()
+        .downcast_ref::<std::io::Error>()
+        .is_some_and(|io| {
+            matches!(
+                io.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            )
+        })
+}
+
 /// Whether another daemon held the store lock.
 fn locked(e: &anyhow::Error) -> bool {
     e.downcast_ref::<treefork::Error>()
@@ -99,7 +113,8 @@ fn locked(e: &anyhow::Error) -> bool {
 }
 
 /// Call `op` on the daemon of `store`, starting one if none runs, and again on a
-/// new one if the daemon answering was shutting down.
+/// new one if the daemon answering was shutting down or exited before the request
+/// reached it.
 pub fn call_with_daemon<T: DeserializeOwned>(
     store: &Path,
     op: &Op,
@@ -109,7 +124,7 @@ pub fn call_with_daemon<T: DeserializeOwned>(
     loop {
         ensure_daemon(store)?;
         match call(store, op, on_progress) {
-            Err(e) if attempt < 3 && shutting_down(&e) => {
+            Err(e) if attempt < 3 && (shutting_down(&e) || daemon_gone(&e)) => {
                 attempt += 1;
                 wait_daemon_gone(store);
             }
@@ -138,7 +153,7 @@ pub fn call_or_offline<T: DeserializeOwned>(
         let retry = attempt < 4 && start.elapsed() < SETTLE_LIMIT;
         if answering {
             match call(store, op, on_progress) {
-                Err(e) if retry && shutting_down(&e) => {
+                Err(e) if retry && (shutting_down(&e) || daemon_gone(&e)) => {
                     wait_daemon_gone(store);
                     continue;
                 }

@@ -129,6 +129,15 @@ pub fn encode_request<T: Serialize + ?Sized>(op: &T, explanation: Option<&str>) 
     line
 }
 
+/// Write `v` and a newline to `out` in one `write_all`: a JSON line on a socket
+/// goes out as one message (`writeln!` with a `Value`'s `Display` issues one write
+/// call per token, each a syscall and a wake-up of the reader).
+pub fn write_line(out: &mut impl std::io::Write, v: &Value) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(v).expect("a JSON value serializes");
+    line.push(b'\n');
+    out.write_all(&line)
+}
+
 /// Error response body.
 pub fn error_response(code: &str, message: &str) -> Value {
     json!({"ok": false, "error": {"code": code, "message": message}})

@@ -170,10 +170,9 @@ impl Daemon {
                                 control::MAX_CONNECTIONS
                             ));
                             log::warn!("control connection refused: {e}");
-                            let _ = writeln!(
-                                stream,
-                                "{}",
-                                control::error_response(e.code(), &e.to_string())
+                            let _ = control::write_line(
+                                &mut stream,
+                                &control::error_response(e.code(), &e.to_string()),
                             );
                             continue;
                         }
@@ -213,7 +212,10 @@ impl Daemon {
                 let e = Error::Forbidden(format!(
                     "only uid {me} (the mounting user){also} or root may use this socket"
                 ));
-                let _ = writeln!(out, "{}", control::error_response(e.code(), &e.to_string()));
+                let _ = control::write_line(
+                    &mut out,
+                    &control::error_response(e.code(), &e.to_string()),
+                );
                 return;
             }
         };
@@ -234,7 +236,7 @@ impl Daemon {
                     "too_large",
                     &format!("request exceeds {} bytes", control::MAX_REQUEST),
                 );
-                let _ = writeln!(out, "{r}");
+                let _ = control::write_line(&mut out, &r);
                 return;
             }
             self.unanswered.fetch_add(1, Ordering::SeqCst);
@@ -242,7 +244,7 @@ impl Daemon {
                 Ok(v) => v,
                 Err(e) => control::error_of(&e),
             };
-            let written = writeln!(out, "{resp}").is_ok();
+            let written = control::write_line(&mut out, &resp).is_ok();
             self.unanswered.fetch_sub(1, Ordering::SeqCst);
             if !written {
                 return;
@@ -307,7 +309,7 @@ impl Daemon {
         let mut ev_out = out.try_clone().ok();
         let mut events = |v: Value| {
             if let Some(o) = ev_out.as_mut() {
-                let _ = writeln!(o, "{v}");
+                let _ = control::write_line(o, &v);
             }
         };
         let mut v = self.handle_request(

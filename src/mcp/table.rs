@@ -195,6 +195,7 @@ mod tests {
     use super::super::schemas as s;
     use super::super::tools::*;
     use super::*;
+    use rmcp::model::JsonObject;
     use serde_json::Value;
     use treefork::control::Role;
 

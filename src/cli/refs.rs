@@ -186,10 +186,11 @@ impl Human for treefork::ops::checkout::CheckedOut {
 
 impl Run for Checkout {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Answer<treefork::verbs::Checkout>> = cx.session(Op::Checkout(treefork::verbs::Checkout {
-            target: self.target.clone(),
-            create: self.create.clone(),
-        }))?;
+        let r: Reply<Answer<treefork::verbs::Checkout>> =
+            cx.session(Op::Checkout(treefork::verbs::Checkout {
+                target: self.target.clone(),
+                create: self.create.clone(),
+            }))?;
         Ok(r.into())
     }
 }
@@ -288,14 +289,15 @@ impl Run for Fork {
         // A missing mountpoint is created by the daemon (as `git worktree add` does).
         let mp = paths::mountpoint(&self.mountpoint)
             .or_else(|_| std::path::absolute(&self.mountpoint).map_err(anyhow::Error::from))?;
-        let r: Reply<Answer<treefork::verbs::Fork>> = cx.session(Op::Fork(treefork::verbs::Fork {
-            name: self.name.clone(),
-            from: self.from.clone(),
-            mountpoint: mp.clone(),
-            agent_socket: paths::absolute_arg(&self.agent.agent_socket)?,
-            agent_uid: self.agent.agent_uid,
-            from_message: self.from_message.clone(),
-        }))?;
+        let r: Reply<Answer<treefork::verbs::Fork>> =
+            cx.session(Op::Fork(treefork::verbs::Fork {
+                name: self.name.clone(),
+                from: self.from.clone(),
+                mountpoint: mp.clone(),
+                agent_socket: paths::absolute_arg(&self.agent.agent_socket)?,
+                agent_uid: self.agent.agent_uid,
+                from_message: self.from_message.clone(),
+            }))?;
         Ok(r.map(|answer| Forked {
             answer,
             mountpoint: mp,

@@ -39,7 +39,6 @@ pub struct Redo {
     what: Option<WhatArg>,
 }
 
-
 impl Human for Moved {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "operation {}: {}", self.op, self.summary)?;

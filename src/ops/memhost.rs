@@ -18,8 +18,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use serde_json::{Value, json};
-
 use super::{Host, Mount, Scope, Target};
 use crate::control::{AgentSocket, MountFor};
 use crate::error::{Error, Result};

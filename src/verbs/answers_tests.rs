@@ -575,7 +575,10 @@ fn checkout_answer() {
     };
     let v = wire(&a);
     assert_eq!(v["branch"], "main");
-    assert!(v["saved"].is_null(), "null, not absent, without pending changes");
+    assert!(
+        v["saved"].is_null(),
+        "null, not absent, without pending changes"
+    );
     assert_eq!(v["notes"], json!([]));
 }
 

@@ -26,10 +26,10 @@ use crate::meta::{self, MetaOp};
 use crate::oplog::View;
 use crate::session;
 
+// The `fork` verb's request, taken by `run` as it came over the wire; re-exported
+// as `verbs::Fork`, which adds its role rule. (Its doc comment is its schema's
+// description.)
 /// Create a new session from a ref (default: a fresh checkpoint) and mount it.
-///
-/// The `fork` verb's request (re-exported as `verbs::Fork`, which gives it its
-/// role rule), taken by [`run`] as it came over the wire.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Fork {

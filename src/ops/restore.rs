@@ -31,7 +31,7 @@ pub struct Restored {
         deserialize_with = "present"
     )]
     pub saved: Option<Option<Saved>>,
-    /// The operation recorded; absent when nothing changed.
+    /// The operation recorded; absent on a dry run and when nothing changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub op: Option<u64>,
 }

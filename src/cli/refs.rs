@@ -7,7 +7,7 @@ use super::flags::{AgentArgs, REF_HELP};
 use super::output::short;
 use super::paths;
 use super::prelude::*;
-use super::snapshot::Change;
+use treefork::diff::Change;
 
 /// Create a branch at REF (default: HEAD, checkpointing pending changes), delete
 /// one (`-d`), rename one (`-m OLD NEW`), share one with a session's agent
@@ -32,32 +32,26 @@ pub struct Branch {
     share: Option<String>,
 }
 
-/// `branch NAME -> ID`, `deleted branch NAME` or `renamed branch OLD -> NEW`.
-#[derive(Deserialize)]
-struct Branched {
-    checkpoint: Option<String>,
-    #[serde(skip)]
-    name: String,
-    #[serde(skip)]
-    deleted: bool,
-    #[serde(skip)]
-    renamed_to: Option<String>,
-    #[serde(default)]
-    shared_with: Option<String>,
+/// `branch NAME -> ID`, `deleted branch NAME`, `renamed branch OLD -> NEW` or
+/// `shared branch NAME with session S`: the answer of the verb the flags chose.
+enum Branched {
+    Made(Answer<treefork::verbs::Branch>),
+    Deleted(Answer<treefork::verbs::BranchDelete>),
+    Renamed(Answer<treefork::verbs::BranchRename>),
+    Shared(Answer<treefork::verbs::BranchShare>),
 }
 
 impl Human for Branched {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        let name = &self.name;
-        if self.deleted {
-            writeln!(out, "deleted branch {name}")
-        } else if let Some(with) = &self.shared_with {
-            writeln!(out, "shared branch {name} with session {with}")
-        } else if let Some(to) = &self.renamed_to {
-            writeln!(out, "renamed branch {name} -> {to}")
-        } else {
-            let id = short(self.checkpoint.as_deref().unwrap_or(""));
-            writeln!(out, "branch {name} -> {id}")
+        match self {
+            Branched::Made(b) => writeln!(out, "branch {} -> {}", b.branch, short(&b.checkpoint)),
+            Branched::Deleted(d) => writeln!(out, "deleted branch {}", d.deleted),
+            Branched::Renamed(r) => writeln!(out, "renamed branch {} -> {}", r.renamed, r.to),
+            Branched::Shared(s) => writeln!(
+                out,
+                "shared branch {} with session {}",
+                s.branch, s.shared_with
+            ),
         }
     }
 }
@@ -67,37 +61,29 @@ impl Run for Branch {
         let Some(name) = self.name.clone() else {
             return list_branches(cx, true);
         };
-        let op = if let Some(with) = &self.share {
-            Op::BranchShare(treefork::verbs::BranchShare {
-                name: name.clone(),
+        let r: Reply<Branched> = if let Some(with) = &self.share {
+            let op = Op::BranchShare(treefork::verbs::BranchShare {
+                name,
                 with: with.clone(),
-            })
+            });
+            cx.session(op)?.map(Branched::Shared)
         } else if self.delete {
-            Op::BranchDelete(treefork::verbs::BranchDelete { name: name.clone() })
+            let op = Op::BranchDelete(treefork::verbs::BranchDelete { name });
+            cx.session(op)?.map(Branched::Deleted)
         } else if self.rename {
             let Some(new) = self.from.clone() else {
                 bail!("branch -m needs the old and the new name");
             };
-            Op::BranchRename(treefork::verbs::BranchRename {
-                old: name.clone(),
-                new,
-            })
+            let op = Op::BranchRename(treefork::verbs::BranchRename { old: name, new });
+            cx.session(op)?.map(Branched::Renamed)
         } else {
-            Op::Branch(treefork::verbs::Branch {
-                name: name.clone(),
+            let op = Op::Branch(treefork::verbs::Branch {
+                name,
                 from: self.from.clone(),
-            })
+            });
+            cx.session(op)?.map(Branched::Made)
         };
-        let r: Reply<Branched> = cx.session(op)?;
-        let deleted = self.delete;
-        let renamed_to = self.rename.then(|| self.from.clone()).flatten();
-        Ok(r.map(|b| Branched {
-            name,
-            deleted,
-            renamed_to,
-            ..b
-        })
-        .into())
+        Ok(r.into())
     }
 }
 
@@ -105,29 +91,18 @@ impl Run for Branch {
 #[derive(clap::Args)]
 pub struct Branches {}
 
-#[derive(Deserialize)]
+/// The `branches` answer; with `mark`, the branch HEAD is on (`current`) is
+/// marked `*`.
 struct BranchList {
-    #[serde(default)]
-    branches: Vec<BranchRow>,
-    /// The branch HEAD is on (marked with `*`), when asked from a session.
-    #[serde(skip)]
+    answer: Answer<treefork::verbs::Branches>,
     current: Option<String>,
-    #[serde(skip)]
     mark: bool,
-}
-
-#[derive(Deserialize)]
-struct BranchRow {
-    name: Option<String>,
-    checkpoint: Option<String>,
-    message: Option<String>,
 }
 
 impl Human for BranchList {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        for b in &self.branches {
-            let name = b.name.as_deref().unwrap_or("");
-            let star = if self.current.as_deref() == Some(name) {
+        for b in &self.answer.branches {
+            let star = if self.current.as_deref() == Some(&b.name[..]) {
                 "* "
             } else {
                 "  "
@@ -136,8 +111,8 @@ impl Human for BranchList {
                 out,
                 "{}{:<40} {}  {}",
                 if self.mark { star } else { "" },
-                name,
-                short(b.checkpoint.as_deref().unwrap_or("")),
+                b.name,
+                short(&b.checkpoint),
                 b.message.as_deref().unwrap_or(""),
             )?;
         }
@@ -161,23 +136,23 @@ fn list_branches(cx: &Ctx, mark: bool) -> Result<Outcome> {
     } else {
         None
     };
-    let mut r: Reply<BranchList> = cx.session(Op::Branches(treefork::verbs::Branches {}))?;
+    let mut r: Reply<Answer<treefork::verbs::Branches>> =
+        cx.session(Op::Branches(treefork::verbs::Branches {}))?;
     if mark {
         r = r.with_field("current", serde_json::json!(current));
     }
-    Ok(r.map(|b| BranchList { current, mark, ..b }).into())
+    Ok(r.map(|answer| BranchList {
+        answer,
+        current,
+        mark,
+    })
+    .into())
 }
 
-/// Pending changes saved before a checkout or restore.
-#[derive(Deserialize)]
-struct Saved {
-    #[serde(rename = "ref")]
-    name: Option<String>,
-}
-
-fn saved(out: &mut dyn Write, s: &Option<Saved>) -> io::Result<()> {
-    if let Some(r) = s.as_ref().and_then(|s| s.name.as_deref()) {
-        writeln!(out, "saved pending changes as {r}")?;
+/// Says where pending changes saved before a checkout or restore went.
+fn saved(out: &mut dyn Write, s: Option<&treefork::ops::views::Saved>) -> io::Result<()> {
+    if let Some(s) = s {
+        writeln!(out, "saved pending changes as {}", s.name)?;
     }
     Ok(())
 }
@@ -194,29 +169,10 @@ pub struct Checkout {
     create: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct CheckedOut {
-    saved: Option<Saved>,
-    checkpoint: Option<Shown>,
-    branch: Option<String>,
-    #[serde(default)]
-    notes: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct Shown {
-    id: Option<String>,
-}
-
-impl Human for CheckedOut {
+impl Human for treefork::ops::checkout::CheckedOut {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        saved(out, &self.saved)?;
-        let id = short(
-            self.checkpoint
-                .as_ref()
-                .and_then(|c| c.id.as_deref())
-                .unwrap_or(""),
-        );
+        saved(out, self.saved.as_ref())?;
+        let id = short(&self.checkpoint.id);
         writeln!(out, "the workspace now shows {id}")?;
         for n in &self.notes {
             writeln!(out, "note: {n}")?;
@@ -230,10 +186,11 @@ impl Human for CheckedOut {
 
 impl Run for Checkout {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<CheckedOut> = cx.session(Op::Checkout(treefork::verbs::Checkout {
-            target: self.target.clone(),
-            create: self.create.clone(),
-        }))?;
+        let r: Reply<Answer<treefork::verbs::Checkout>> =
+            cx.session(Op::Checkout(treefork::verbs::Checkout {
+                target: self.target.clone(),
+                create: self.create.clone(),
+            }))?;
         Ok(r.into())
     }
 }
@@ -250,26 +207,17 @@ pub struct Restore {
     dry_run: bool,
 }
 
-#[derive(Deserialize)]
-struct Restored {
-    saved: Option<Saved>,
-    #[serde(default)]
-    changes: Vec<Change>,
-    #[serde(skip)]
-    dry_run: bool,
-}
-
-impl Human for Restored {
+impl Human for treefork::ops::restore::Restored {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        saved(out, &self.saved)?;
+        saved(out, self.saved.as_ref().and_then(Option::as_ref))?;
         let verb = if self.dry_run { "would" } else { "did" };
         for c in &self.changes {
-            let what = match c.change() {
-                "added" => "restore",
-                "deleted" => "remove",
-                _ => "rewind",
+            let what = match c.change {
+                Change::Added => "restore",
+                Change::Deleted => "remove",
+                Change::Modified => "rewind",
             };
-            writeln!(out, "{verb} {what} {}", c.path())?;
+            writeln!(out, "{verb} {what} {}", c.path)?;
         }
         Ok(())
     }
@@ -283,13 +231,13 @@ impl Run for Restore {
             .iter()
             .map(|p| paths::workspace_relative(&ws, p))
             .collect::<Result<_>>()?;
-        let r: Reply<Restored> = cx.session(Op::Restore(treefork::verbs::Restore {
-            target: self.target.clone(),
-            paths: rel,
-            dry_run: self.dry_run,
-        }))?;
-        let dry_run = self.dry_run;
-        Ok(r.map(|x| Restored { dry_run, ..x }).into())
+        let r: Reply<Answer<treefork::verbs::Restore>> =
+            cx.session(Op::Restore(treefork::verbs::Restore {
+                target: self.target.clone(),
+                paths: rel,
+                dry_run: self.dry_run,
+            }))?;
+        Ok(r.into())
     }
 }
 
@@ -311,12 +259,9 @@ pub struct Fork {
     agent: AgentArgs,
 }
 
-#[derive(Deserialize)]
+/// The `fork` answer, with the mountpoint as this command resolved it.
 struct Forked {
-    checkpoint: Option<String>,
-    #[serde(skip)]
-    name: String,
-    #[serde(skip)]
+    answer: Answer<treefork::verbs::Fork>,
     mountpoint: PathBuf,
 }
 
@@ -325,8 +270,8 @@ impl Human for Forked {
         writeln!(
             out,
             "forked session {} from {} at {}",
-            self.name,
-            short(self.checkpoint.as_deref().unwrap_or("")),
+            self.answer.mounted.session,
+            short(self.answer.checkpoint.as_deref().unwrap_or("")),
             self.mountpoint.display()
         )
     }
@@ -344,19 +289,18 @@ impl Run for Fork {
         // A missing mountpoint is created by the daemon (as `git worktree add` does).
         let mp = paths::mountpoint(&self.mountpoint)
             .or_else(|_| std::path::absolute(&self.mountpoint).map_err(anyhow::Error::from))?;
-        let r: Reply<Forked> = cx.session(Op::Fork(treefork::verbs::Fork {
-            name: self.name.clone(),
-            from: self.from.clone(),
-            mountpoint: mp.clone(),
-            agent_socket: paths::absolute_arg(&self.agent.agent_socket)?,
-            agent_uid: self.agent.agent_uid,
-            from_message: self.from_message.clone(),
-        }))?;
-        let name = self.name.clone();
-        Ok(r.map(|f| Forked {
-            name,
+        let r: Reply<Answer<treefork::verbs::Fork>> =
+            cx.session(Op::Fork(treefork::verbs::Fork {
+                name: self.name.clone(),
+                from: self.from.clone(),
+                mountpoint: mp.clone(),
+                agent_socket: paths::absolute_arg(&self.agent.agent_socket)?,
+                agent_uid: self.agent.agent_uid,
+                from_message: self.from_message.clone(),
+            }))?;
+        Ok(r.map(|answer| Forked {
+            answer,
             mountpoint: mp,
-            ..f
         })
         .into())
     }

@@ -1,6 +1,9 @@
 //! `undo`, `redo`, `op log`, `op restore`: the session's operation log.
 
 use super::prelude::*;
+// What `undo`, `redo` and `op restore` answer (`Answer<Undo>`; a trait impl
+// cannot name it through the verb).
+use treefork::ops::undo::Moved;
 
 /// Which part of the state to move.
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -34,14 +37,6 @@ pub struct Redo {
     /// Only the workspace's files, or only HEAD and branches.
     #[arg(long, value_enum)]
     what: Option<WhatArg>,
-}
-
-#[derive(Deserialize)]
-struct Moved {
-    op: u64,
-    summary: String,
-    #[serde(default)]
-    notes: Vec<String>,
 }
 
 impl Human for Moved {

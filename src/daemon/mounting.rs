@@ -529,16 +529,14 @@ impl Host for Daemon {
         dir: MountDir,
         rec: SessionRecord,
         agent: Option<AgentSocket>,
-    ) -> Result<Value> {
-        // `ops::Host` answers untyped until the session verbs' answers are typed.
-        let m = self.mount_dir(
+    ) -> Result<crate::ops::views::Mounted> {
+        self.mount_dir(
             claim,
             dir,
             Source::Record(Box::new(rec)),
             agent,
             &mut |_| {},
-        )?;
-        Ok(json!(m))
+        )
     }
 
     fn unmount_session(&self, mp: &Path) -> Result<()> {

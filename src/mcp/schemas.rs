@@ -345,10 +345,3 @@ pub struct PromoteArgs {
     #[serde(default)]
     pub allow_large: bool,
 }
-
-/// A changes list: `[{path, change}]`.
-pub fn changes() -> Value {
-    json!({"type": "array", "items": {"type": "object",
-        "properties": {"path": {"type": "string"}, "change": {"type": "string"}},
-        "required": ["path"]}})
-}

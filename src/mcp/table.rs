@@ -9,12 +9,11 @@
 //! the response is typed), or its own output when the tool answers more than the
 //! verb (`Own(...)`).
 
-use rmcp::model::JsonObject;
 use serde_json::json;
 use treefork::control::Verb;
 use treefork::verbs;
 
-use super::schemas::{self as s, changes, nullable, object};
+use super::schemas::{self as s, nullable, object};
 use super::tools::Output::{Own, Untyped};
 use super::tools::{ADD, Hints, READ, REPLACE, Tool};
 use super::{calls, run};
@@ -46,14 +45,6 @@ macro_rules! tool {
             run: $run,
         }
     };
-}
-
-fn undo_out() -> JsonObject {
-    object(
-        json!({"op": {"type": "integer"}, "of": {"type": "integer"},
-            "summary": {"type": "string"}, "head": nullable("string")}),
-        &["op"],
-    )
 }
 
 const IDEMPOTENT_REPLACE: Hints = Hints {
@@ -104,51 +95,29 @@ pub static TOOLS: &[Tool] = &[
         branch = Branch,
         ADD,
         "Create a branch",
-        "Create a branch at a ref (default HEAD, pending changes checkpointed first). An existing name is a conflict.",
-        Untyped(|| object(
-            json!({"branch": {"type": "string"}, "checkpoint": {"type": "string"}}),
-            &["branch"],
-        ))
+        "Create a branch at a ref (default HEAD, pending changes checkpointed first). An existing name is a conflict."
     ),
     tool!(fork = Fork(s::ForkArgs) => calls::fork, ADD,
         "Fork into a new workspace",
-        "Create a new session from a ref (default: a fresh checkpoint) or from a message, mounted at a new directory.",
-        // A fork from a message starts from that message's workspace root,
-        // which need not be a checkpoint: `checkpoint` is then null.
-        Untyped(|| object(
-            json!({"session": {"type": "string"}, "mountpoint": {"type": "string"},
-                "checkpoint": {"type": ["string", "null"]}}),
-            &["session", "mountpoint"],
-        ))
+        "Create a new session from a ref (default: a fresh checkpoint) or from a message, mounted at a new directory."
     ),
     tool!(
         checkout = Checkout,
         IDEMPOTENT_REPLACE,
         "Check out a ref",
-        "Make the workspace show a ref's files (pending changes are saved first as a checkpoint; undo reverts it). A branch name attaches HEAD.",
-        Untyped(|| object(
-            json!({"checkpoint": {"type": "object"}, "branch": nullable("string"),
-                "detached": {"type": "boolean"}, "op": {"type": "integer"}}),
-            &["checkpoint"],
-        ))
+        "Make the workspace show a ref's files (pending changes are saved first as a checkpoint; undo reverts it). A branch name attaches HEAD."
     ),
     tool!(restore = Restore(s::RestoreArgs) => calls::restore, IDEMPOTENT_REPLACE,
         "Restore files from a ref",
-        "Rewind the workspace, or some paths of it, to a ref. Dry run by default (reports what would change); pass dry_run=false to restore (pending changes are saved first).",
-        Untyped(|| object(
-            json!({"dry_run": {"type": "boolean"}, "changes": changes()}),
-            &["dry_run", "changes"],
-        ))
+        "Rewind the workspace, or some paths of it, to a ref. Dry run by default (reports what would change); pass dry_run=false to restore (pending changes are saved first)."
     ),
     tool!(undo = Undo(s::UndoArgs) => calls::undo, REPLACE,
         "Undo the last operation",
-        "Revert what the session's newest not-undone operation changed (recorded itself; redo reverts it).",
-        Untyped(undo_out)
+        "Revert what the session's newest not-undone operation changed (recorded itself; redo reverts it)."
     ),
     tool!(redo = Redo(s::UndoArgs) => calls::redo, REPLACE,
         "Redo the last undo",
-        "Revert the newest undo.",
-        Untyped(undo_out)
+        "Revert the newest undo."
     ),
     tool!(
         op_log = OpLog,
@@ -226,6 +195,7 @@ mod tests {
     use super::super::schemas as s;
     use super::super::tools::*;
     use super::*;
+    use rmcp::model::JsonObject;
     use serde_json::Value;
     use treefork::control::Role;
 

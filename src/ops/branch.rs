@@ -14,10 +14,13 @@
 //! batch: see `crate::visibility`), so that session's agent sees it; `share` gives
 //! an existing branch to a session (the user's). On an agent socket `branches`
 //! lists only what the agent sees.
-
-use serde_json::{Value, json};
+//!
+//! The answers: [`Made`], [`Listed`], [`Shared`], [`Deleted`], [`Renamed`].
 
 use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::record::{Call, touch, view_of};
 use super::txn::{self, Log};
@@ -32,6 +35,72 @@ use crate::store::ObjectStore;
 use crate::tree::Timespec;
 use crate::visibility::AgentView;
 
+/// The answer to `branch`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Made {
+    /// The branch created.
+    pub branch: String,
+    /// The checkpoint it names (hex).
+    pub checkpoint: String,
+    /// The operation recorded (its number in the session's log).
+    pub op: u64,
+}
+
+/// The answer to `branches`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Listed {
+    /// Every branch (on an agent socket: those the agent sees), by name.
+    pub branches: Vec<Listing>,
+}
+
+/// One branch of [`Listed`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Listing {
+    /// Branch name.
+    pub name: String,
+    /// The checkpoint it names (hex).
+    pub checkpoint: String,
+    /// When the branch was created (unix s).
+    pub created: i64,
+    /// The checkpoint's message; `null` when its record cannot be read.
+    pub message: Option<String>,
+    /// The session the checkpoint was taken in; `null` when its record cannot
+    /// be read.
+    pub session: Option<String>,
+}
+
+/// The answer to `branch_share`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Shared {
+    /// The branch.
+    pub branch: String,
+    /// The session whose agent now sees it.
+    pub shared_with: String,
+}
+
+/// The answer to `branch_delete`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Deleted {
+    /// The branch deleted.
+    pub deleted: String,
+    /// The operation recorded; `null` when no live session was asked (the ref
+    /// alone was deleted, recorded in no log).
+    pub op: Option<u64>,
+}
+
+/// The answer to `branch_rename`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Renamed {
+    /// The old name.
+    pub renamed: String,
+    /// The new name.
+    pub to: String,
+    /// The checkpoint the branch names (hex).
+    pub checkpoint: String,
+    /// The operation recorded (its number in the session's log).
+    pub op: u64,
+}
+
 fn exists(name: &str) -> Error {
     Error::Conflict(format!("branch {name:?} already exists"))
 }
@@ -42,7 +111,7 @@ pub(crate) fn create<H: Host>(
     call: &Call,
     name: &str,
     from: Option<&str>,
-) -> Result<Value> {
+) -> Result<Made> {
     refs::validate_ref_name(name)?;
     let store = h.store();
     if refs::get_ref(&*store, name)?.is_some() {
@@ -109,12 +178,16 @@ pub(crate) fn create<H: Host>(
                 m.last_checkpoint = Some(at);
             });
         }
-        json!({"branch": name, "checkpoint": c.id, "op": Some(op.seq)})
+        Made {
+            branch: name.to_string(),
+            checkpoint: c.id.clone(),
+            op: op.seq,
+        }
     })
 }
 
 /// Every branch, or with `view` (an agent socket) those it sees.
-pub(crate) fn list(store: &dyn ObjectStore, view: Option<&AgentView<'_>>) -> Result<Value> {
+pub(crate) fn list(store: &dyn ObjectStore, view: Option<&AgentView<'_>>) -> Result<Listed> {
     let mut all = refs::list_refs(store)?;
     if let Some(v) = view {
         let seen = v.branches()?;
@@ -123,22 +196,32 @@ pub(crate) fn list(store: &dyn ObjectStore, view: Option<&AgentView<'_>>) -> Res
     let mut list = Vec::new();
     for (name, r) in all {
         let c = CheckpointId::from_hex(&r.checkpoint).and_then(|id| refs::load(store, &id).ok());
-        list.push(json!({
-            "name": name, "checkpoint": r.checkpoint, "created": r.created,
-            "message": c.as_ref().map(|c| c.message.clone()),
-            "session": c.as_ref().map(|c| c.session.clone()),
-        }));
+        list.push(Listing {
+            name,
+            checkpoint: r.checkpoint,
+            created: r.created,
+            message: c.as_ref().map(|c| c.message.clone()),
+            session: c.map(|c| c.session),
+        });
     }
-    Ok(json!({"branches": list}))
+    Ok(Listed { branches: list })
 }
 
 /// Give branch `name` to session `with` (`branch --share`).
-pub(crate) fn share(store: &dyn ObjectStore, name: &str, with: &str) -> Result<Value> {
+pub(crate) fn share(store: &dyn ObjectStore, name: &str, with: &str) -> Result<Shared> {
     crate::visibility::share(store, name, with)?;
-    Ok(json!({"branch": name, "shared_with": with}))
+    Ok(Shared {
+        branch: name.to_string(),
+        shared_with: with.to_string(),
+    })
 }
 
-pub(crate) fn delete<H: Host>(h: &H, t: Option<&Target>, call: &Call, name: &str) -> Result<Value> {
+pub(crate) fn delete<H: Host>(
+    h: &H,
+    t: Option<&Target>,
+    call: &Call,
+    name: &str,
+) -> Result<Deleted> {
     let store = h.store();
     let Some(t) = t else {
         // No live session to record it in: the ref alone.
@@ -148,7 +231,10 @@ pub(crate) fn delete<H: Host>(h: &H, t: Option<&Target>, call: &Call, name: &str
             MetaOp::Expect(meta::ref_key(name), Some(raw)),
             refs::delete_ref_op(name),
         ])?;
-        return Ok(json!({"deleted": name, "op": null}));
+        return Ok(Deleted {
+            deleted: name.to_string(),
+            op: None,
+        });
     };
     let txn = txn::Op::begin(t, "branch-delete");
     syncfs(&t.mount)?;
@@ -168,7 +254,10 @@ pub(crate) fn delete<H: Host>(h: &H, t: Option<&Target>, call: &Call, name: &str
         ];
         Ok((call.op("branch-delete", before.clone(), after.clone()), ops))
     })?;
-    Ok(json!({"deleted": name, "op": Some(op.seq)}))
+    Ok(Deleted {
+        deleted: name.to_string(),
+        op: Some(op.seq),
+    })
 }
 
 /// The stored record of branch `name` (`not_found` without one).
@@ -184,7 +273,7 @@ pub(crate) fn rename<H: Host>(
     call: &Call,
     old: &str,
     new: &str,
-) -> Result<Value> {
+) -> Result<Renamed> {
     refs::validate_ref_name(new)?;
     let store = h.store();
     let txn = txn::Op::begin(t, "branch-rename");
@@ -234,7 +323,12 @@ pub(crate) fn rename<H: Host>(
     };
     follow_rename_live(h, s.name(), old, new)?;
     let (moved, op) = moved;
-    Ok(json!({"renamed": old, "to": new, "checkpoint": moved, "op": Some(op.seq)}))
+    Ok(Renamed {
+        renamed: old.to_string(),
+        to: new.to_string(),
+        checkpoint: moved,
+        op: op.seq,
+    })
 }
 
 /// The other live sessions attached to `old` are attached to `new`, each through

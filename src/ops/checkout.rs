@@ -8,15 +8,34 @@
 //! moves HEAD (`super::txn`): the branch attached to must still name the
 //! checkpoint at commit.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::record::{Call, view_of};
 use super::txn::{self, Log};
-use super::{Host, Target, branch, ckpt_json, save_and_graft, saved_json};
+use super::views::{CheckpointView, Saved};
+use super::{Host, Target, branch, save_and_graft};
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
 use crate::refs;
 use crate::session::snapshot::StateChange;
+
+/// The answer to `checkout`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CheckedOut {
+    /// The checkpoint the workspace now shows (HEAD).
+    pub checkpoint: CheckpointView,
+    /// The branch HEAD is attached to; `null` when detached.
+    pub branch: Option<String>,
+    /// Whether HEAD is detached (no branch, or one checked out elsewhere).
+    pub detached: bool,
+    /// Pending changes saved first; `null` when there were none.
+    pub saved: Option<Saved>,
+    /// The operation recorded (its number in the session's log).
+    pub op: u64,
+    /// Things to know, for people (e.g. why HEAD was not attached).
+    pub notes: Vec<String>,
+}
 
 pub(crate) fn run<H: Host>(
     h: &H,
@@ -24,7 +43,7 @@ pub(crate) fn run<H: Host>(
     call: &Call,
     spec: Option<&str>,
     create: Option<&str>,
-) -> Result<Value> {
+) -> Result<CheckedOut> {
     if let Some(name) = create {
         branch::create(h, t, call, name, spec)?;
         return run(h, t, call, Some(name), None);
@@ -88,14 +107,14 @@ pub(crate) fn run<H: Host>(
         "checkout {spec}: sync+save+graft+commit, {n} invalidations, total {:?}",
         t0.elapsed()
     );
-    Ok(json!({
-        "checkpoint": ckpt_json(&c),
-        "branch": attach,
-        "detached": attach.is_none(),
-        "saved": saved_json(saved),
-        "op": Some(op.seq),
-        "notes": notes,
-    }))
+    Ok(CheckedOut {
+        checkpoint: CheckpointView::from(&c),
+        detached: attach.is_none(),
+        branch: attach,
+        saved: Saved::of(&saved),
+        op: op.seq,
+        notes,
+    })
 }
 
 /// The other live session that has branch `b` checked out, if any.

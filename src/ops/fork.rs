@@ -1,4 +1,5 @@
 //! `fork`: create a new session from a ref (default: a fresh checkpoint) and mount it.
+//! The verb's request ([`Fork`]) and answer ([`Forked`]) are defined here.
 //!
 //! Order (each step can fail without leaving anything behind that another request
 //! won): claim the new name (store-wide, in the host's mount table); refuse an
@@ -8,13 +9,16 @@
 //! (`super::txn`); mount through the checked descriptor. On failure the record is removed,
 //! which is safe because the claim is still held.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::MutexGuard;
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::record::{Call, view_of};
 use super::txn::{self, Log};
+use super::views::Mounted;
 use super::{Host, Target, syncfs};
 use crate::control::{AgentSocket, MountFor};
 use crate::error::{Error, Result};
@@ -22,32 +26,69 @@ use crate::meta::{self, MetaOp};
 use crate::oplog::View;
 use crate::session;
 
-pub(crate) struct Request<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) from: Option<&'a str>,
-    pub(crate) mountpoint: &'a Path,
-    pub(crate) agent: Option<AgentSocket>,
-    pub(crate) who: MountFor,
-    /// Start at this message's workspace, its conversation up to it (else: the
-    /// whole visible conversation is copied).
-    pub(crate) from_message: Option<&'a str>,
+// The `fork` verb's request, taken by `run` as it came over the wire; re-exported
+// as `verbs::Fork`, which adds its role rule. (Its doc comment is its schema's
+// description.)
+/// Create a new session from a ref (default: a fresh checkpoint) and mount it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Fork {
+    /// New session name.
+    pub name: String,
+    /// Ref to start from.
+    #[serde(default)]
+    pub from: Option<String>,
+    /// Where to mount it (absolute, empty directory).
+    pub mountpoint: PathBuf,
+    /// Also serve the session on an agent-role socket at this absolute path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_socket: Option<PathBuf>,
+    /// A uid allowed on the agent socket besides the daemon's and root (the socket
+    /// file is then owned by it, mode 0600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_uid: Option<u32>,
+    /// Start from a message instead: the files as they were when it was
+    /// recorded, the conversation up to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_message: Option<String>,
 }
 
+/// The answer to `fork`: the new session as mounted, and where it starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Forked {
+    /// The new session and its mount.
+    #[serde(flatten)]
+    pub mounted: Mounted,
+    /// The checkpoint it starts at (hex); `null` for a fork from a message
+    /// written before the session's first checkpoint.
+    pub checkpoint: Option<String>,
+}
+
+/// Fork `t`'s session as `req` asks, for `who` (whose rule the mountpoint
+/// follows); `op_lock` is released before the mount.
 pub(crate) fn run<H: Host>(
     h: &H,
     t: &Target,
     call: &Call,
     op_lock: MutexGuard<'_, ()>,
-    req: Request<'_>,
-) -> Result<Value> {
-    let Request {
+    req: Fork,
+    who: MountFor,
+) -> Result<Forked> {
+    let Fork {
         name,
         from,
         mountpoint,
-        agent,
-        who,
+        agent_socket,
+        agent_uid,
         from_message,
     } = req;
+    let agent = AgentSocket::from_request(agent_socket, agent_uid)?;
+    if from.is_some() && from_message.is_some() {
+        return Err(Error::Invalid(
+            "fork takes a ref or a message to start from, not both".into(),
+        ));
+    }
+    let (name, from, from_message) = (&name[..], from.as_deref(), from_message.as_deref());
     session::validate_session_name(name)?;
     let store = h.store();
     let mut claim = h
@@ -59,7 +100,7 @@ pub(crate) fn run<H: Host>(
     if call.actor.is_agent() {
         crate::quota::check_agent_sessions(&*store, t.session.name(), 1)?;
     }
-    let dir = h.open_mountpoint(mountpoint, who)?;
+    let dir = h.open_mountpoint(&mountpoint, who)?;
     let s = &t.session;
     let from = from
         .map(|spec| super::refctx::resolve(t, spec))
@@ -168,10 +209,10 @@ pub(crate) fn run<H: Host>(
     crate::lifecycle::manage::bump(&*store, s.name(), &|m| m.forks += 1);
     drop(op_lock);
     match h.mount_claimed(&mut claim, dir, rec, agent) {
-        Ok(mut v) => {
-            v["checkpoint"] = json!(cid);
-            Ok(v)
-        }
+        Ok(mounted) => Ok(Forked {
+            mounted,
+            checkpoint: cid,
+        }),
         Err(e) => {
             // The claim is still held: the record is ours to remove.
             let key = meta::session_key(name);

@@ -18,8 +18,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use serde_json::{Value, json};
-
 use super::{Host, Mount, Scope, Target};
 use crate::control::{AgentSocket, MountFor};
 use crate::error::{Error, Result};
@@ -203,7 +201,7 @@ impl Host for MemHost {
         dir: PathBuf,
         rec: SessionRecord,
         _agent: Option<AgentSocket>,
-    ) -> Result<Value> {
+    ) -> Result<super::views::Mounted> {
         let name = claim.name.clone();
         let session = Arc::new(Session::open(self.store.clone(), rec)?);
         let mount = Arc::new(MemMount {
@@ -222,7 +220,13 @@ impl Host for MemHost {
         let mut claims = self.claims.lock().unwrap();
         self.live_map().insert(name.clone(), Live { target, mount });
         claims.remove(&name);
-        Ok(json!({"session": name, "mountpoint": dir}))
+        Ok(super::views::Mounted {
+            session: name,
+            mountpoint: dir,
+            agent_socket: None,
+            skipped: None,
+            untrusted_origin: None,
+        })
     }
 
     fn unmount_session(&self, mp: &Path) -> Result<()> {

@@ -31,14 +31,14 @@
 //! last flush).
 
 pub(crate) mod auto;
-pub(crate) mod branch;
-pub(crate) mod checkout;
+pub mod branch;
+pub mod checkout;
 pub mod checkpoint;
 pub(crate) mod config;
 pub mod diff;
 pub mod exec;
 pub mod experiment;
-pub(crate) mod fork;
+pub mod fork;
 pub(crate) mod lifecycle;
 pub mod log;
 #[cfg(test)]
@@ -49,12 +49,12 @@ pub mod oplog_list;
 pub mod promote;
 pub(crate) mod record;
 pub(crate) mod refctx;
-pub(crate) mod restore;
+pub mod restore;
 pub mod show;
 pub mod status;
 pub(crate) mod timeline;
 pub(crate) mod txn;
-pub(crate) mod undo;
+pub mod undo;
 pub mod views;
 
 #[cfg(test)]
@@ -133,7 +133,7 @@ pub trait Host {
         dir: Self::Dir,
         rec: SessionRecord,
         agent: Option<AgentSocket>,
-    ) -> Result<Value>;
+    ) -> Result<views::Mounted>;
     /// Flush and unmount the live session mounted at `mp`.
     fn unmount_session(&self, mp: &Path) -> Result<()>;
     /// Delete the record of session `name`, which must not be mounted (`session rm`).

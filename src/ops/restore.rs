@@ -1,15 +1,48 @@
 //! `restore`: rewind the tree, or some paths of it, to a ref. The saved pending
 //! changes, the new tree and the operation record are one batch (`super::txn`).
+//! The answer is [`Restored`].
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize};
 
 use super::record::{Call, view_of};
 use super::txn::{self, Log};
-use super::{Target, save_and_graft, saved_json, working_root};
+use super::views::{PathChange, Saved};
+use super::{Target, save_and_graft, working_root};
 use crate::diff;
 use crate::error::{Error, Result};
 use crate::id::NodeId;
 use crate::store::ObjectStore;
+
+/// The answer to `restore`. A dry run carries `dry_run` and `changes` only; a
+/// restore with nothing to change adds `saved: null`; one that changed the
+/// workspace adds `saved` and `op`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Restored {
+    /// Whether this only reports what would change.
+    pub dry_run: bool,
+    /// The paths that change (or would), with how.
+    pub changes: Vec<PathChange>,
+    /// Pending changes saved first: `null` when none were (or nothing changed);
+    /// absent on a dry run.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub saved: Option<Option<Saved>>,
+    /// The operation recorded; absent on a dry run and when nothing changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<u64>,
+}
+
+/// A field that is present, `null` or not (`Some(None)` for `null`; an absent
+/// field stays `None` through `default`).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> std::result::Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
 
 pub(crate) fn run(
     t: &Target,
@@ -17,7 +50,7 @@ pub(crate) fn run(
     spec: &str,
     paths: &[String],
     dry_run: bool,
-) -> Result<Value> {
+) -> Result<Restored> {
     let s = &t.session;
     let store = s.store().clone();
     let c = super::refctx::resolve(t, spec)?;
@@ -27,16 +60,18 @@ pub(crate) fn run(
         refuse_symlink_prefix(&*store, root, "the working tree", p)?;
         refuse_symlink_prefix(&*store, c.root_id()?, spec, p)?;
     }
-    let plan: Vec<Value> = diff::diff_roots(&*store, root, c.root_id()?)?
+    let plan: Vec<PathChange> = diff::diff_roots(&*store, root, c.root_id()?)?
         .iter()
         .filter(|e| under(&e.path, &paths))
-        .map(|e| json!({"path": e.path_str(), "change": e.change}))
+        .map(PathChange::from)
         .collect();
-    if dry_run {
-        return Ok(json!({"dry_run": true, "changes": plan}));
-    }
-    if plan.is_empty() {
-        return Ok(json!({"dry_run": false, "changes": plan, "saved": null}));
+    if dry_run || plan.is_empty() {
+        return Ok(Restored {
+            dry_run,
+            changes: plan,
+            saved: (!dry_run).then_some(None),
+            op: None,
+        });
     }
     let txn = txn::Op::begin(t, "restore");
     let only = if paths.is_empty() || paths.iter().any(|p| p.is_empty()) {
@@ -60,11 +95,12 @@ pub(crate) fn run(
             })
         },
     )?;
-    Ok(json!({
-        "dry_run": false, "changes": plan,
-        "saved": saved_json(saved),
-        "op": Some(op.seq),
-    }))
+    Ok(Restored {
+        dry_run: false,
+        changes: plan,
+        saved: Some(Saved::of(&saved)),
+        op: Some(op.seq),
+    })
 }
 
 fn under(path: &[u8], prefixes: &[Vec<u8>]) -> bool {

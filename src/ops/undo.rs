@@ -22,15 +22,20 @@
 //! branches). `if_last` makes the request conditional on the log's newest
 //! operation, so of two clients undoing at once exactly one wins (the op lock
 //! serializes them; the second sees a newer last operation and gets `conflict`).
+//!
+//! All three answer [`Moved`].
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::oplog_list::{stacks, summary};
 use super::record::{Call, view_of};
 use super::txn::{self, Log};
-use super::{Host, Target, save_and_graft, saved_json, syncfs};
+use super::views::Saved;
+use super::{Host, Target, save_and_graft, syncfs};
 use crate::error::{Error, Result};
 use crate::id::{CheckpointId, NodeId};
 use crate::meta::{self, MetaOp};
@@ -169,6 +174,26 @@ fn check_last(last: &Option<Operation>, if_last: Option<u64>) -> Result<()> {
     }
 }
 
+/// The answer to `undo`, `redo` and `op_restore`: the operation appended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Moved {
+    /// The operation recorded (its number in the session's log).
+    pub op: u64,
+    /// The operation it reverted (undo, redo) or returned to (op restore).
+    pub of: u64,
+    /// One line saying what it did.
+    pub summary: String,
+    /// HEAD after it (hex); `null` before the session's first checkpoint.
+    pub head: Option<String>,
+    /// The branch HEAD is attached to after it; `null` when detached.
+    pub branch: Option<String>,
+    /// Pending changes saved first; `null` when there were none (or the
+    /// workspace did not move).
+    pub saved: Option<Saved>,
+    /// Things to know, for people (e.g. a branch not re-attached).
+    pub notes: Vec<String>,
+}
+
 /// Which way along the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Way {
@@ -186,7 +211,7 @@ pub(crate) fn step<H: Host>(
     way: Way,
     what: Option<String>,
     if_last: Option<u64>,
-) -> Result<Value> {
+) -> Result<Moved> {
     let what = what_of(what.as_deref())?;
     let (st, last) = stacks(t)?;
     check_last(&last, if_last)?;
@@ -222,7 +247,7 @@ pub(crate) fn restore<H: Host>(
     call: &Call,
     seq: u64,
     what: Option<String>,
-) -> Result<Value> {
+) -> Result<Moved> {
     let what = what_of(what.as_deref())?;
     let store = t.session.store();
     let log = Log::Unchanged(oplog::last(&**store, t.session.name())?.map(|o| o.seq));
@@ -421,7 +446,7 @@ fn apply<H: Host>(
     fill: &mut dyn FnMut(&mut NewOp),
     of: &Operation,
     log: Log,
-) -> Result<Value> {
+) -> Result<Moved> {
     let checked = check_branches(h, t, kind, &goal, of)?;
     let s = &t.session;
     let store = s.store().clone();
@@ -484,13 +509,13 @@ fn apply<H: Host>(
         let root = tx.flush()?;
         (commit(&mut tx, root, None, &mut notes)?, None)
     };
-    Ok(json!({
-        "op": rec_op.seq,
-        "of": of.seq,
-        "summary": summary(&rec_op),
-        "head": rec_op.after.head,
-        "branch": rec_op.after.branch,
-        "saved": saved_json(saved),
-        "notes": notes,
-    }))
+    Ok(Moved {
+        op: rec_op.seq,
+        of: of.seq,
+        summary: summary(&rec_op),
+        head: rec_op.after.head.clone(),
+        branch: rec_op.after.branch.clone(),
+        saved: Saved::of(&saved),
+        notes,
+    })
 }

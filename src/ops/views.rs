@@ -1,7 +1,8 @@
 //! The shapes several answers share, one type each: a checkpoint as answers show
 //! it ([`CheckpointView`]), the pending changes an op saved first ([`Saved`]), a
 //! changed path ([`PathChange`]), an operation record as shown ([`OpView`]) and
-//! the notice that someone else moved the session's branch ([`BranchMoved`]).
+//! the notice that someone else moved the session's branch ([`BranchMoved`]), a
+//! message ([`MessageView`]) and a session just mounted ([`Mounted`]).
 //!
 //! Invariant: each serializes to exactly the JSON these answers have always had
 //! (field names, nulls vs absent fields, numbers vs strings), so clients written
@@ -11,6 +12,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::path::PathBuf;
 
 use crate::diff::Change;
 use crate::oplog::Operation;
@@ -183,4 +185,24 @@ impl From<&crate::messages::Message> for MessageView {
             workspace: m.workspace.clone(),
         }
     }
+}
+
+/// A session just mounted: the answer to `mount`, and the start of `fork`'s.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Mounted {
+    /// The session mounted.
+    pub session: String,
+    /// Where it is mounted.
+    pub mountpoint: PathBuf,
+    /// The agent-role socket serving it, when one was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_socket: Option<PathBuf>,
+    /// Entries of the imported directory (`from`) that were not imported:
+    /// sockets and device nodes. Absent when nothing was imported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<u64>,
+    /// `from_remote`: the origin path the remote named, kept aside (not used)
+    /// until `remote_trust`. Absent when it named none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub untrusted_origin: Option<String>,
 }

@@ -18,7 +18,7 @@ impl Verb for Branch {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = true;
-    type Response = Value;
+    type Response = ops::branch::Made;
 
     fn agent_may(&self) -> bool {
         // Creates a new name only: an existing name is refused (`conflict`)
@@ -29,7 +29,7 @@ impl Verb for Branch {
 }
 
 impl Handler for Branch {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::branch::create(
             cx.host,
             &cx.target(),

@@ -15,7 +15,7 @@ impl Verb for BranchDelete {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::branch::Deleted;
 
     fn agent_may(&self) -> bool {
         // Store-wide maintenance and anything that drops history.
@@ -25,7 +25,7 @@ impl Verb for BranchDelete {
 }
 
 impl Handler for BranchDelete {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let t = cx.host.target(cx.session).ok();
         let _pins = t.as_ref().map(|t| t.session.pin_roots());
         ops::branch::delete(cx.host, t.as_ref(), &cx.call, &self.name)

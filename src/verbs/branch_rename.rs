@@ -17,7 +17,7 @@ impl Verb for BranchRename {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::branch::Renamed;
 
     fn agent_may(&self) -> bool {
         // Drops a name: the user's.
@@ -27,7 +27,7 @@ impl Verb for BranchRename {
 }
 
 impl Handler for BranchRename {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::branch::rename(cx.host, &cx.target(), &cx.call, &self.old, &self.new)
     }
 }

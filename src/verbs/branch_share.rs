@@ -19,7 +19,7 @@ impl Verb for BranchShare {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::branch::Shared;
 
     fn agent_may(&self) -> bool {
         // Widens what an agent socket sees: the user's.
@@ -29,7 +29,7 @@ impl Verb for BranchShare {
 }
 
 impl Handler for BranchShare {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::branch::share(&*cx.host.store(), &self.name, &self.with)
     }
 }

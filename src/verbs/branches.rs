@@ -12,7 +12,7 @@ impl Verb for Branches {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::branch::Listed;
 
     fn agent_may(&self) -> bool {
         // Reads stored states only (never follows links out of the tree).
@@ -23,7 +23,7 @@ impl Verb for Branches {
 }
 
 impl Handler for Branches {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         if !cx.actor.is_agent() {
             return ops::branch::list(&*cx.host.store(), None);
         }

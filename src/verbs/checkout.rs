@@ -21,7 +21,7 @@ impl Verb for Checkout {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = true;
-    type Response = Value;
+    type Response = ops::checkout::CheckedOut;
 
     fn agent_may(&self) -> bool {
         // Both save pending changes as an `auto/before-...` checkpoint first.
@@ -35,7 +35,7 @@ impl Verb for Checkout {
 }
 
 impl Handler for Checkout {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::checkout::run(
             cx.host,
             &cx.target(),

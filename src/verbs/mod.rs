@@ -26,8 +26,8 @@
 
 mod prelude {
     pub(super) use super::{Cx, Handler, Server};
-    pub(super) use crate::control::{Agent, AgentSocket, Kind, Verb};
-    pub(super) use crate::error::{Error, Result};
+    pub(super) use crate::control::{Agent, Kind, Verb};
+    pub(super) use crate::error::Result;
     pub(super) use crate::ops;
     pub(super) use schemars::JsonSchema;
     pub(super) use serde::{Deserialize, Serialize};

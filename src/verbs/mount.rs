@@ -73,25 +73,8 @@ impl Verb for Mount {
     }
 }
 
-/// The answer to `mount`.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct Mounted {
-    /// The session mounted.
-    pub session: String,
-    /// Where it is mounted.
-    pub mountpoint: PathBuf,
-    /// The agent-role socket serving it, when one was asked for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_socket: Option<PathBuf>,
-    /// Entries of the imported directory (`from`) that were not imported:
-    /// sockets and device nodes. Absent when nothing was imported.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub skipped: Option<u64>,
-    /// `from_remote`: the origin path the remote named, kept aside (not used)
-    /// until `remote_trust`. Absent when it named none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub untrusted_origin: Option<String>,
-}
+/// The answer to `mount` (a shared shape: `fork` answers it too).
+pub use crate::ops::views::Mounted;
 
 impl Handler for Mount {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Mounted> {

@@ -19,7 +19,7 @@ impl Verb for OpRestore {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = true;
-    type Response = Value;
+    type Response = ops::undo::Moved;
 
     fn agent_may(&self) -> bool {
         // Additive: they append operations and save pending changes first;
@@ -30,7 +30,7 @@ impl Verb for OpRestore {
 }
 
 impl Handler for OpRestore {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::undo::restore(cx.host, &cx.target(), &cx.call, self.seq, self.what)
     }
 }

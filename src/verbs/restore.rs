@@ -22,7 +22,7 @@ impl Verb for Restore {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = true;
-    type Response = Value;
+    type Response = ops::restore::Restored;
 
     fn agent_may(&self) -> bool {
         let Restore {
@@ -35,7 +35,7 @@ impl Verb for Restore {
 }
 
 impl Handler for Restore {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::restore::run(
             &cx.target(),
             &cx.call,

@@ -19,7 +19,7 @@ impl Verb for Undo {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = true;
-    type Response = Value;
+    type Response = ops::undo::Moved;
 
     fn agent_may(&self) -> bool {
         // Additive: they append operations and save pending changes first;
@@ -33,7 +33,7 @@ impl Verb for Undo {
 }
 
 impl Handler for Undo {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::undo::step(
             cx.host,
             &cx.target(),

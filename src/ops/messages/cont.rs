@@ -171,22 +171,15 @@ pub(crate) fn run<H: Host>(
     store.commit(ops)?;
     lifecycle::manage::bump(&*store, &src, &|m| m.forks += 1);
     match h.mount_claimed(&mut claim, dir, rec, None) {
-        Ok(v) => {
-            // The mount's answer names the session and its mountpoint (an agent
-            // socket and skipped files are never part of a continued session).
-            let mountpoint = v
-                .get("mountpoint")
-                .cloned()
-                .and_then(|m| serde_json::from_value(m).ok())
-                .unwrap_or_else(|| mountpoint.to_path_buf());
-            Ok(Continued {
-                session: name.to_string(),
-                mountpoint,
-                from: src,
-                checkpoint: from.head.clone(),
-                messages: n,
-            })
-        }
+        // An agent socket and skipped files are never part of a continued
+        // session: the mount's answer adds nothing else.
+        Ok(m) => Ok(Continued {
+            session: name.to_string(),
+            mountpoint: m.mountpoint,
+            from: src,
+            checkpoint: from.head.clone(),
+            messages: n,
+        }),
         Err(e) => {
             let mut ops = vec![MetaOp::Delete(meta::session_key(name))];
             ops.extend(lifecycle::delete_ops(&*store, name).unwrap_or_default());

@@ -216,6 +216,8 @@ class CheckoutResult:
     detached: bool
     op: Optional[int]
     saved: Optional[Saved]
+    #: Things to know (e.g. why HEAD was not attached to the branch).
+    notes: List[str]
     raw: Json = field(repr=False, compare=False)
 
     @classmethod
@@ -226,6 +228,7 @@ class CheckoutResult:
             bool(d.get("detached", False)),
             d.get("op"),
             Saved.from_json(d.get("saved")),
+            [str(n) for n in d.get("notes") or []],
             d,
         )
 

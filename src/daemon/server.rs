@@ -6,7 +6,7 @@
 //! request parsing, the session binding of session sockets and the role check, then
 //! [`Daemon::handle_request`]. Also binds agent sockets at caller-chosen paths.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};

@@ -22,7 +22,7 @@ impl Verb for ExperimentAdopt {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = true;
-    type Response = Value;
+    type Response = ops::experiment::adopt::Adopted;
 
     fn agent_may(&self) -> bool {
         // An experiment adds forks of the agent's own session (names and
@@ -40,7 +40,7 @@ impl Verb for ExperimentAdopt {
 }
 
 impl Handler for ExperimentAdopt {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let req = ops::experiment::adopt::Adopt {
             id: self.id.as_deref(),
             run: self.run,

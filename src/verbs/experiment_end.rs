@@ -29,7 +29,7 @@ impl Verb for ExperimentEnd {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::experiment::answer::Comparison;
 
     fn agent_may(&self) -> bool {
         // An experiment adds forks of the agent's own session (names and
@@ -49,7 +49,7 @@ impl Verb for ExperimentEnd {
 }
 
 impl Handler for ExperimentEnd {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let ExperimentEnd {
             id,
             results,

@@ -179,11 +179,7 @@ pub static TOOLS: &[Tool] = &[
     ),
     tool!(experiment_adopt = ExperimentAdopt(verbs::ExperimentAdopt) => run::adopt, REPLACE,
         "Adopt an experiment's run",
-        "Bring a run's final files into the workspace (pending changes saved first; undo reverts it).",
-        Untyped(|| object(
-            json!({"id": {"type": "string"}, "run": {"type": "integer"}, "op": {"type": "integer"}}),
-            &["id", "run"],
-        ))
+        "Bring a run's final files into the workspace (pending changes saved first; undo reverts it)."
     ),
     tool!(messages_append = MessageAppend(s::AppendArgs) => calls::messages_append, ADD,
         "Append a message",
@@ -199,20 +195,11 @@ pub static TOOLS: &[Tool] = &[
     ),
     tool!(rewind = Rewind(s::RewindArgs) => calls::rewind, REPLACE,
         "Rewind to a message",
-        "Bring the files and/or the conversation back to a message (later messages are hidden, not deleted; undo brings them back).",
-        Untyped(|| object(
-            json!({"op": {"type": ["integer", "null"]}, "files": {"type": "object"}, "conversation": {"type": "object"}}),
-            &[],
-        ))
+        "Bring the files and/or the conversation back to a message (later messages are hidden, not deleted; undo brings them back)."
     ),
     tool!(promote = Promote(s::PromoteArgs) => calls::promote, REPLACE,
         "Promote to the git repository",
-        "Write the session's chosen paths back to the durable git repository it was mounted from (commit, branch or patch). Dry run by default; pass dry_run=false to write. User role only.",
-        Untyped(|| object(
-            json!({"dry_run": {"type": "boolean"}, "strategy": {"type": "string"},
-                "changes": {"type": "array", "items": {"type": "object"}}}),
-            &["dry_run", "changes"],
-        ))
+        "Write the session's chosen paths back to the durable git repository it was mounted from (commit, branch or patch). Dry run by default; pass dry_run=false to write. User role only."
     ),
 ];
 

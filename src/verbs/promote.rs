@@ -1,5 +1,8 @@
 //! `promote`: promote the session's chosen paths back to the durable git repository it
 //! was imported from (user role only; see docs/design.md, "Promote").
+//!
+//! The request is defined in `ops::promote` and re-exported here: the library takes it
+//! whole (`ops` cannot name `verbs`).
 
 use super::prelude::*;
 

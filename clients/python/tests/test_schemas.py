@@ -58,7 +58,7 @@ RESPONSES: List[Tuple[type, str, Tuple[str, ...], Tuple[str, ...], Tuple[str, ..
     (t.PromoteChange, "promote", ("changes", "[]"), (), ()),
     (t.Message, "messages", ("messages", "[]"), (), ()),
     # `dropped` is `conversation.dropped`.
-    (t.RewindResult, "rewind", (), ("dropped",), ()),
+    (t.RewindResult, "rewind", (), ("dropped",), ("conversation",)),
 ]
 
 

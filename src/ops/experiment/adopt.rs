@@ -24,13 +24,18 @@ use crate::ops::views::{CheckpointView, Saved};
 use crate::ops::{Host, Target, save_and_graft};
 use crate::refs;
 
-/// The arguments of an `experiment_adopt` request.
-pub struct Adopt<'a> {
-    /// The experiment (default: the session's newest).
-    pub id: Option<&'a str>,
-    /// The run to adopt.
+/// Bring a run's final state into the session (saving pending changes first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentAdopt {
+    /// The experiment id (default: the newest).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The run number.
+    #[serde(default)]
     pub run: Option<u32>,
-    /// Adopt the winner instead.
+    /// Adopt the winner.
+    #[serde(default)]
     pub winner: bool,
 }
 
@@ -57,11 +62,11 @@ pub fn adopt<H: Host>(
     t: &Target,
     _op_lock: &MutexGuard<'_, ()>,
     actor: &Actor,
-    req: Adopt<'_>,
+    req: &ExperimentAdopt,
 ) -> Result<Adopted> {
     let s = &t.session;
     let store = h.store();
-    let op = recorded_or_err(&*store, s.name(), req.id)?;
+    let op = recorded_or_err(&*store, s.name(), req.id.as_deref())?;
     let id = op.meta["id"].as_str().unwrap_or_default().to_string();
     let run = match (req.run, req.winner) {
         (Some(r), false) => r,

@@ -145,7 +145,7 @@ pub struct CleanupError {
 impl Recorded {
     /// The answer for operation `op`: each pair's output diffs computed from the
     /// stored results.
-    pub(super) fn answer(mut self, op: u64) -> Comparison {
+    pub fn answer(mut self, op: u64) -> Comparison {
         for p in &mut self.pairs {
             let find = |n: u32| self.runs.iter().find(|r| r.result.run == n);
             if let (Some(ra), Some(rb)) = (find(p.a), find(p.b)) {

@@ -13,6 +13,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::MutexGuard;
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::answer::{Cleanup, CleanupError, Comparison, FileDiff, Pair, Recorded, RunEntry};
@@ -33,17 +35,24 @@ use crate::tree::{Content, Record};
 /// Most file-tree diff entries stored per pair of runs.
 pub const MAX_TREE_DIFF: usize = 1000;
 
-/// The arguments of an `experiment_end` request.
-pub struct End<'a> {
-    /// The experiment.
-    pub id: &'a str,
+/// Finish an experiment: record every run's result as one operation and remove
+/// the forks (all but the winner's, unless `keep`; all with `abort`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentEnd {
+    /// The experiment id (from `experiment_begin`).
+    pub id: String,
     /// What each run did.
+    #[serde(default)]
     pub results: Vec<RunResult>,
-    /// The ranking asked for.
-    pub rank_by: Option<&'a str>,
+    /// `exit`, `duration`, `output` or `score` (default: exit 0 first, then duration).
+    #[serde(default)]
+    pub rank_by: Option<String>,
     /// Leave every fork mounted.
+    #[serde(default)]
     pub keep: bool,
     /// The experiment was interrupted: remove every fork.
+    #[serde(default)]
     pub abort: bool,
 }
 
@@ -61,13 +70,13 @@ pub fn end<H: Host>(
     t: &Target,
     op_lock: MutexGuard<'_, ()>,
     actor: &Actor,
-    mut req: End<'_>,
+    mut req: ExperimentEnd,
 ) -> Result<Comparison> {
-    super::check_id(req.id)?;
-    let by = RankBy::parse(req.rank_by)?;
+    super::check_id(&req.id)?;
+    let by = RankBy::parse(req.rank_by.as_deref())?;
     let s = &t.session;
     let store = h.store();
-    let forks = forks(&*store, s.name(), req.id)?;
+    let forks = forks(&*store, s.name(), &req.id)?;
     if forks.is_empty() {
         return Err(Error::NotFound(format!(
             "session {} has no running experiment {}",
@@ -75,7 +84,7 @@ pub fn end<H: Host>(
             req.id
         )));
     }
-    if recorded(&*store, s.name(), Some(req.id))?.is_some() {
+    if recorded(&*store, s.name(), Some(&req.id))?.is_some() {
         return Err(Error::Conflict(format!(
             "experiment {} has already ended",
             req.id
@@ -281,7 +290,7 @@ fn cleanup<H: Host>(
     h: &H,
     forks: &[(u32, SessionRecord)],
     winner: Option<u32>,
-    req: &End<'_>,
+    req: &ExperimentEnd,
 ) -> Cleanup {
     let mut removed = Vec::new();
     let mut kept = Vec::new();

@@ -860,3 +860,42 @@ fn promote_answers() {
         assert_eq!(keys(&wire(&a)), want);
     }
 }
+
+/// A document as `experiment_end` stored it before the answers were typed (its
+/// `json!` expressions, over a run result written by an older CLI without the
+/// fields added since) reads as a `Recorded`, and reads back equal.
+#[test]
+fn a_stored_experiment_document_reads() {
+    use crate::ops::experiment::answer::Recorded;
+    let doc = recorded();
+    let mut runs = Vec::new();
+    for r in &doc.runs {
+        // `run_entry` as it was: the result's JSON plus the fork's facts.
+        let mut v = json!(r.result);
+        for k in ["interrupted", "stdout_len", "stderr_len", "score_error"] {
+            v.as_object_mut().unwrap().remove(k);
+        }
+        v["label"] = json!(r.label);
+        v["command"] = json!(r.command);
+        v["env"] = json!(r.env);
+        v["fork"] = json!(r.fork);
+        v["checkpoint"] = json!(r.checkpoint);
+        v["files_changed"] = json!(r.files_changed);
+        runs.push(v);
+    }
+    let old = json!({
+        "id": doc.id, "source": doc.source, "base": doc.base, "cwd": doc.cwd,
+        "rank_by": doc.rank_by, "keep": doc.keep, "aborted": doc.aborted, "runs": runs,
+        "ranking": doc.ranking, "winner": doc.winner, "stats": doc.stats,
+        "pairs": [{"a": 1, "b": 2, "files_truncated": false,
+                   "files": [{"path": "f", "type": "modified", "a_hash": "11", "b_hash": null}]}],
+    });
+    let read: Recorded = serde_json::from_value(old).unwrap();
+    assert_eq!(read, doc);
+    // What this version stores is the same document, whole.
+    let mut whole = wire(&doc);
+    let read: Recorded = serde_json::from_value(whole.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&read).unwrap(), whole);
+    whole["runs"][0]["stdout"] = json!("changed");
+    assert_ne!(serde_json::from_value::<Recorded>(whole).unwrap(), doc);
+}

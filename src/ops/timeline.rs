@@ -64,7 +64,7 @@ pub enum FilesTouched {
     Listed {
         /// How many paths changed.
         count: u64,
-        /// The first [`PATHS_SHOWN`] of them.
+        /// The first of them, at most 50 (`PATHS_SHOWN`).
         paths: Vec<PathChange>,
     },
     /// The diff could not be read.

@@ -72,8 +72,8 @@ pub struct Pair {
     pub a: u32,
     /// Run B.
     pub b: u32,
-    /// The file-tree diff between their final states (at most
-    /// `end::MAX_TREE_DIFF` entries).
+    /// The file-tree diff between their final states (at most 1,000 entries,
+    /// `MAX_TREE_DIFF`).
     pub files: Vec<FileDiff>,
     /// Whether `files` was cut.
     pub files_truncated: bool,

@@ -5,7 +5,10 @@
 //! [`end`] (take each fork's final state, rank, compare, record one `experiment`
 //! operation, remove the forks), [`adopt`] (graft a run's final state into the
 //! source session, recorded as an `adopt` operation), [`compare`] (the pure
-//! ranking, statistics and output comparison). The run types the requests carry
+//! ranking, statistics and output comparison), [`answer`] (the stored experiment
+//! document and the answer of `experiment_end`/`experiment_show`). Each request
+//! struct is defined beside the function that takes it (the verb files re-export
+//! it). The run types the requests carry
 //! (`RunSpec`, `RunResult`) are `crate::command::wire`'s, below the protocol.
 //!
 //! The daemon never runs the commands: the CLI does, as its caller, in the forks'

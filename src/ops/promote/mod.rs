@@ -8,7 +8,9 @@
 //! read the paths' state from its tree, never from the live mount; the plan
 //! ([`plan`]); the strategy ([`strategy`]); then the session's info record (state
 //! `promoted`, the result; guarded by `MetaOp::Expect` on its old bytes) and an
-//! operation of kind `promote` in one commit.
+//! operation of kind `promote` in one commit. The request is [`Promote`] (the wire
+//! struct, re-exported by `verbs::promote`); the answer and the operation's `meta`
+//! are [`answer`]'s types.
 //!
 //! Invariants: `dry_run` writes nothing anywhere (no checkpoint, no object, no
 //! ref); every git command on the durable repository runs through

@@ -38,6 +38,15 @@ impl Change {
             Change::Deleted => 'D',
         }
     }
+
+    /// The wire name (`added`, `modified`, `deleted`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Change::Added => "added",
+            Change::Modified => "modified",
+            Change::Deleted => "deleted",
+        }
+    }
 }
 
 /// One changed path.

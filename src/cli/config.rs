@@ -11,16 +11,15 @@ pub struct Config {
     settings: Vec<String>,
 }
 
-/// `KEY=VALUE` lines, values as JSON.
-#[derive(Deserialize)]
-struct Settings {
-    config: Option<Map<String, Value>>,
-}
+/// `KEY=VALUE` lines (sorted by key), values as JSON.
+type Settings = treefork::ops::config::ConfigAnswer;
 
 impl Human for Settings {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        for (k, val) in self.config.iter().flatten() {
-            writeln!(out, "{k}={val}")?;
+        if let Value::Object(m) = serde_json::to_value(&self.config).unwrap_or_default() {
+            for (k, val) in &m {
+                writeln!(out, "{k}={val}")?;
+            }
         }
         Ok(())
     }
@@ -45,7 +44,8 @@ fn parse_settings(settings: &[String]) -> Result<Option<Map<String, Value>>> {
 impl Run for Config {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let set = parse_settings(&self.settings)?;
-        let r: Reply<Settings> = cx.session(Op::Config(treefork::verbs::Config { set }))?;
+        let r: Reply<Answer<treefork::verbs::Config>> =
+            cx.session(Op::Config(treefork::verbs::Config { set }))?;
         Ok(r.into())
     }
 }

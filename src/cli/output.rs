@@ -207,15 +207,6 @@ pub fn human_bytes(n: f64) -> String {
     }
 }
 
-/// The one-letter code of a change (`A`, `D`, else `M`).
-pub fn change_letter(change: &str) -> char {
-    match change {
-        "added" => 'A',
-        "deleted" => 'D',
-        _ => 'M',
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,102 +42,65 @@ pub struct Promote {
     output: Option<PathBuf>,
 }
 
-#[derive(Deserialize)]
-struct Change {
-    path: String,
-    change: String,
-    mode: Option<String>,
-    size: u64,
-}
-
-#[derive(Deserialize)]
-struct Why {
-    path: String,
-    why: String,
-}
-
-#[derive(Deserialize)]
-struct Target {
-    #[serde(rename = "ref")]
-    name: Option<String>,
-    from: Option<String>,
-    base: Option<String>,
-}
-
-#[derive(Deserialize)]
+/// The answer, and where `-o` wrote the patch.
 struct Promoted {
-    dry_run: bool,
-    strategy: String,
-    #[serde(default)]
-    changes: Vec<Change>,
-    #[serde(default)]
-    skipped: Vec<Why>,
-    #[serde(default)]
-    unchanged: Vec<Why>,
-    #[serde(default)]
-    transient: Vec<String>,
-    target: Target,
-    sha: Option<String>,
-    branch: Option<String>,
-    worktree_error: Option<String>,
-    patch: Option<String>,
-    patch_base64: Option<String>,
-    #[serde(skip)]
+    answer: Answer<treefork::verbs::Promote>,
     written_to: Option<PathBuf>,
 }
 
-impl Promoted {
-    fn patch_bytes(&self) -> Option<Vec<u8>> {
-        match (&self.patch, &self.patch_base64) {
-            (Some(p), _) => Some(p.clone().into_bytes()),
-            (None, Some(b)) => b64_decode(b),
-            _ => None,
-        }
+/// The patch's bytes, when the answer carries one.
+fn patch_bytes(a: &Answer<treefork::verbs::Promote>) -> Option<Vec<u8>> {
+    match (&a.landed.patch, &a.landed.patch_base64) {
+        (Some(p), _) => Some(p.clone().into_bytes()),
+        (None, Some(b)) => b64_decode(b),
+        _ => None,
     }
 }
 
 impl Human for Promoted {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        if !self.dry_run
+        let a = &self.answer;
+        if !a.dry_run
             && self.written_to.is_none()
-            && let Some(p) = self.patch_bytes()
+            && let Some(p) = patch_bytes(a)
         {
             // The patch alone, so `treefork promote --strategy patch > x.patch` works.
             return out.write_all(&p);
         }
-        let lead = if self.dry_run {
+        let lead = if a.dry_run {
             "would promote"
         } else {
             "promoted"
         };
-        for c in &self.changes {
-            let letter = super::output::change_letter(&c.change);
+        for c in &a.changes {
+            let letter = c.change.letter();
             let mode = c.mode.as_deref().unwrap_or("-");
             let size = human_bytes(c.size as f64);
             writeln!(out, "{lead} {letter} {mode} {size:>9}  {}", c.path)?;
         }
-        for s in &self.skipped {
+        for s in &a.skipped {
             writeln!(out, "skipped {}: {}", s.path, s.why)?;
         }
-        for s in &self.unchanged {
+        for s in &a.unchanged {
             writeln!(out, "unchanged {}: {}", s.path, s.why)?;
         }
-        if !self.transient.is_empty() {
+        if !a.transient.is_empty() {
             writeln!(
                 out,
                 "({} temporary file(s) created and removed in the session: nothing to promote)",
-                self.transient.len()
+                a.transient.len()
             )?;
         }
         let from = |s: &Option<String>| s.as_deref().map(short).unwrap_or("nothing").to_string();
-        match (self.dry_run, self.strategy.as_str()) {
+        let commit = a.landed.commit.as_ref();
+        match (a.dry_run, a.strategy.as_str()) {
             (true, "patch") => writeln!(out, "would write a patch")?,
             (true, _) => writeln!(
                 out,
                 "would move {} from {} (commit on {})",
-                self.target.name.as_deref().unwrap_or("?"),
-                from(&self.target.from),
-                from(&self.target.base)
+                a.target.name.as_deref().unwrap_or("?"),
+                from(&a.target.from),
+                from(&a.target.base)
             )?,
             (false, "patch") => {
                 let to = self.written_to.as_ref().map(|p| p.display().to_string());
@@ -146,11 +109,11 @@ impl Human for Promoted {
             (false, _) => writeln!(
                 out,
                 "committed {} on {}",
-                from(&self.sha),
-                self.branch.as_deref().unwrap_or("?")
+                from(&commit.map(|c| c.sha.clone())),
+                commit.map_or("?", |c| c.branch.as_str())
             )?,
         }
-        if let Some(e) = &self.worktree_error {
+        if let Some(e) = commit.and_then(|c| c.worktree_error.as_ref()) {
             writeln!(out, "note: the durable work tree was not updated: {e}")?;
         }
         Ok(())
@@ -180,14 +143,14 @@ impl Run for Promote {
             onto_head: self.onto_head,
             allow_large: self.allow_large,
         });
-        let r: Reply<Promoted> = cx.session(op)?;
+        let r: Reply<Answer<treefork::verbs::Promote>> = cx.session(op)?;
         let mut written_to = None;
         if let (Some(file), false) = (&self.output, self.dry_run) {
-            let bytes = r.body.patch_bytes().unwrap_or_default();
+            let bytes = patch_bytes(&r.body).unwrap_or_default();
             std::fs::write(file, bytes)
                 .map_err(|e| anyhow!("cannot write the patch to {}: {e}", file.display()))?;
             written_to = Some(file.clone());
         }
-        Ok(r.map(|p| Promoted { written_to, ..p }).into())
+        Ok(r.map(|answer| Promoted { answer, written_to }).into())
     }
 }

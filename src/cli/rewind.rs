@@ -1,7 +1,6 @@
 //! `rewind`: bring the files and/or the conversation back to a message.
 
 use super::prelude::*;
-use super::snapshot::Change;
 
 /// Bring the workspace back to how it was when message MSG was recorded and hide
 /// the messages after it (pending changes are saved first; `undo` reverts it).
@@ -18,41 +17,17 @@ pub struct Rewind {
     dry_run: bool,
 }
 
-#[derive(Deserialize)]
-struct Rewound {
-    dry_run: bool,
-    op: Option<u64>,
-    files: Files,
-    conversation: Conv,
-}
-
-#[derive(Deserialize)]
-struct Files {
-    #[serde(default)]
-    changes: Vec<Change>,
-    #[serde(default)]
-    saved: Option<Saved>,
-}
-
-#[derive(Deserialize)]
-struct Saved {
-    #[serde(rename = "ref")]
-    name: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Conv {
-    dropped: u64,
-}
+/// What was saved, what changed (or would) and how many messages were hidden.
+type Rewound = treefork::ops::messages::rewind::Rewound;
 
 impl Human for Rewound {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        if let Some(r) = self.files.saved.as_ref().and_then(|s| s.name.as_deref()) {
+        if let Some(r) = self.files.saved.as_ref().map(|s| &s.name) {
             writeln!(out, "saved pending changes as {r}")?;
         }
         let verb = if self.dry_run { "would" } else { "did" };
         for c in &self.files.changes {
-            writeln!(out, "{verb} rewind {} ({})", c.path(), c.change())?;
+            writeln!(out, "{verb} rewind {} ({})", c.path, c.change.name())?;
         }
         let n = self.conversation.dropped;
         if self.dry_run {
@@ -69,11 +44,12 @@ impl Human for Rewound {
 
 impl Run for Rewind {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Rewound> = cx.session(Op::Rewind(treefork::verbs::Rewind {
-            to: self.to.clone(),
-            what: Some(self.what.clone()),
-            dry_run: self.dry_run,
-        }))?;
+        let r: Reply<Answer<treefork::verbs::Rewind>> =
+            cx.session(Op::Rewind(treefork::verbs::Rewind {
+                to: self.to.clone(),
+                what: Some(self.what.clone()),
+                dry_run: self.dry_run,
+            }))?;
         Ok(r.into())
     }
 }

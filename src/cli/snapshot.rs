@@ -4,22 +4,6 @@ use super::output::{fmt_time, short};
 use super::plumbing::DaemonError;
 use super::prelude::*;
 
-/// A changed path (`status`, `diff`, `restore`).
-#[derive(Deserialize)]
-pub(super) struct Change {
-    pub(super) path: Option<String>,
-    pub(super) change: Option<String>,
-}
-
-impl Change {
-    pub(super) fn path(&self) -> &str {
-        self.path.as_deref().unwrap_or("")
-    }
-    pub(super) fn change(&self) -> &str {
-        self.change.as_deref().unwrap_or("")
-    }
-}
-
 /// Take a checkpoint; prints its id.
 #[derive(clap::Args)]
 pub struct Checkpoint {

@@ -1,6 +1,8 @@
 //! `timeline` and `note`: what happened in a session, for the person reviewing
 //! an agent's work, and the agent's own entries in it.
 
+use treefork::ops::timeline::FilesTouched;
+
 use super::output::fmt_time;
 use super::prelude::*;
 
@@ -38,57 +40,21 @@ fn parse_since(s: &str, now: i64) -> Result<i64> {
     Ok(now - n * mult)
 }
 
-#[derive(Deserialize)]
-struct Entries {
-    #[serde(default)]
-    entries: Vec<Entry>,
-}
-
-#[derive(Deserialize)]
-struct Entry {
-    seq: u64,
-    time: i64,
-    kind: String,
-    summary: String,
-    actor: Actor,
-    #[serde(default)]
-    explanation: Option<String>,
-    #[serde(default)]
-    meta: serde_json::Map<String, serde_json::Value>,
-    #[serde(default)]
-    files: Files,
-}
-
-#[derive(Deserialize)]
-struct Actor {
-    role: String,
-}
-
-#[derive(Deserialize, Default)]
-struct Files {
-    #[serde(default)]
-    count: u64,
-    #[serde(default)]
-    paths: Vec<PathChange>,
-}
-
-#[derive(Deserialize)]
-struct PathChange {
-    path: String,
-    change: String,
-}
+/// One line per entry (a note: its type and text; an operation: its summary,
+/// explanation and the files it touched).
+type Entries = treefork::ops::timeline::TimelineAnswer;
 
 impl Human for Entries {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         for e in &self.entries {
-            let when = fmt_time(e.time);
-            if e.kind == "note" {
-                let n = &e.meta["note"];
+            let (o, when) = (&e.op.record, fmt_time(e.op.time));
+            if o.kind == "note" {
+                let n = &o.meta["note"];
                 writeln!(
                     out,
                     "{when}  #{:<4} {:<6} [{}] {}",
-                    e.seq,
-                    e.actor.role,
+                    o.seq,
+                    o.actor.role,
                     n["type"].as_str().unwrap_or(""),
                     n["text"].as_str().unwrap_or("")
                 )?;
@@ -97,16 +63,19 @@ impl Human for Entries {
             writeln!(
                 out,
                 "{when}  #{:<4} {:<6} {}",
-                e.seq, e.actor.role, e.summary
+                o.seq, o.actor.role, e.op.summary
             )?;
-            if let Some(x) = &e.explanation {
+            if let Some(x) = &o.explanation {
                 writeln!(out, "{:>28} why: {x}", "")?;
             }
-            for p in &e.files.paths {
-                let letter = p.change.chars().next().unwrap_or('?').to_ascii_uppercase();
+            let FilesTouched::Listed { count, paths } = &e.files else {
+                continue;
+            };
+            for p in paths {
+                let letter = p.change.letter();
                 writeln!(out, "{:>28} {letter} {}", "", p.path)?;
             }
-            let more = e.files.count.saturating_sub(e.files.paths.len() as u64);
+            let more = count.saturating_sub(paths.len() as u64);
             if more > 0 {
                 writeln!(out, "{:>28} ... and {more} more", "")?;
             }
@@ -123,11 +92,12 @@ impl Run for Timeline {
             .as_deref()
             .map(|s| parse_since(s, now))
             .transpose()?;
-        let r: Reply<Entries> = cx.session(Op::Timeline(treefork::verbs::Timeline {
-            since,
-            actor: self.actor.clone(),
-            limit: self.limit,
-        }))?;
+        let r: Reply<Answer<treefork::verbs::Timeline>> =
+            cx.session(Op::Timeline(treefork::verbs::Timeline {
+                since,
+                actor: self.actor.clone(),
+                limit: self.limit,
+            }))?;
         Ok(r.into())
     }
 }
@@ -143,10 +113,7 @@ pub struct Note {
     text: String,
 }
 
-#[derive(Deserialize)]
-struct Noted {
-    op: u64,
-}
+type Noted = treefork::ops::timeline::Noted;
 
 impl Human for Noted {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
@@ -156,10 +123,11 @@ impl Human for Noted {
 
 impl Run for Note {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Noted> = cx.session(Op::Note(treefork::verbs::Note {
-            text: self.text.clone(),
-            kind: Some(self.kind.clone()),
-        }))?;
+        let r: Reply<Answer<treefork::verbs::Note>> =
+            cx.session(Op::Note(treefork::verbs::Note {
+                text: self.text.clone(),
+                kind: Some(self.kind.clone()),
+            }))?;
         Ok(r.into())
     }
 }

@@ -4,17 +4,15 @@
 //!
 //! From the verb come the role rule (`Verb::AGENT`), the input schema and the
 //! parser (the verb's request type, unless the tool names its own argument type)
-//! and the output schema (the verb's response type). An entry carries an output
-//! override while its verb's response is untyped (`Untyped(...)`: delete it when
-//! the response is typed), or its own output when the tool answers more than the
-//! verb (`Own(...)`).
+//! and the output schema (the verb's response type). An entry carries its own
+//! output schema only when the tool answers more than the verb (`Own(...)`).
 
 use serde_json::json;
 use treefork::control::Verb;
 use treefork::verbs;
 
 use super::schemas::{self as s, nullable, object};
-use super::tools::Output::{Own, Untyped};
+use super::tools::Output::Own;
 use super::tools::{ADD, Hints, READ, REPLACE, Tool};
 use super::{calls, run};
 
@@ -148,11 +146,7 @@ pub static TOOLS: &[Tool] = &[
     ),
     tool!(experiment_adopt = ExperimentAdopt(verbs::ExperimentAdopt) => run::adopt, REPLACE,
         "Adopt an experiment's run",
-        "Bring a run's final files into the workspace (pending changes saved first; undo reverts it).",
-        Untyped(|| object(
-            json!({"id": {"type": "string"}, "run": {"type": "integer"}, "op": {"type": "integer"}}),
-            &["id", "run"],
-        ))
+        "Bring a run's final files into the workspace (pending changes saved first; undo reverts it)."
     ),
     tool!(messages_append = MessageAppend(s::AppendArgs) => calls::messages_append, ADD,
         "Append a message",
@@ -168,20 +162,11 @@ pub static TOOLS: &[Tool] = &[
     ),
     tool!(rewind = Rewind(s::RewindArgs) => calls::rewind, REPLACE,
         "Rewind to a message",
-        "Bring the files and/or the conversation back to a message (later messages are hidden, not deleted; undo brings them back).",
-        Untyped(|| object(
-            json!({"op": {"type": ["integer", "null"]}, "files": {"type": "object"}, "conversation": {"type": "object"}}),
-            &[],
-        ))
+        "Bring the files and/or the conversation back to a message (later messages are hidden, not deleted; undo brings them back)."
     ),
     tool!(promote = Promote(s::PromoteArgs) => calls::promote, REPLACE,
         "Promote to the git repository",
-        "Write the session's chosen paths back to the durable git repository it was mounted from (commit, branch or patch). Dry run by default; pass dry_run=false to write. User role only.",
-        Untyped(|| object(
-            json!({"dry_run": {"type": "boolean"}, "strategy": {"type": "string"},
-                "changes": {"type": "array", "items": {"type": "object"}}}),
-            &["dry_run", "changes"],
-        ))
+        "Write the session's chosen paths back to the durable git repository it was mounted from (commit, branch or patch). Dry run by default; pass dry_run=false to write. User role only."
     ),
 ];
 
@@ -292,22 +277,17 @@ mod tests {
         assert_eq!(r.input_schema["required"], json!(["ref"]));
     }
 
-    /// A hand-written output schema stands in for an untyped verb response only:
-    /// once the verb's response is typed, the tool's override is to be deleted.
+    /// Every tool's verb exists and answers a typed response: the output schema
+    /// is derived from it unless the tool answers more (`Own`).
     #[test]
-    fn overrides_only_for_untyped_responses() {
+    fn outputs_come_from_typed_responses() {
         for t in TOOLS {
-            match t.output {
-                None => assert!((t.response)().is_some(), "{}", t.name),
-                Some(Output::Untyped(_)) => assert!(
-                    (t.response)().is_none(),
-                    "tool {}: verb {}'s response is typed now: delete the tool's \
-                     Untyped output override",
-                    t.name,
-                    t.verb
-                ),
-                Some(Output::Own(_)) => {}
-            }
+            assert!(
+                (t.response)().is_some(),
+                "{}: verb {} is untyped",
+                t.name,
+                t.verb
+            );
             assert!(treefork::verbs::NAMES.contains(&t.verb), "{}", t.verb);
         }
     }

@@ -60,9 +60,6 @@ pub const REPLACE: Hints = Hints {
 /// A tool's output schema when it is not its verb's (typed) response.
 #[derive(Clone, Copy)]
 pub enum Output {
-    /// Hand-written, while the verb's response is untyped (`Value`): delete the
-    /// override once it is typed (a unit test says so).
-    Untyped(fn() -> JsonObject),
     /// The tool's own: it answers more than one verb's response.
     Own(fn() -> JsonObject),
 }
@@ -102,7 +99,7 @@ impl Tool {
         match self.output {
             None => (self.response)()
                 .unwrap_or_else(|| panic!("tool {}: verb {} is untyped", self.name, self.verb)),
-            Some(Output::Untyped(f) | Output::Own(f)) => Arc::new(f()),
+            Some(Output::Own(f)) => Arc::new(f()),
         }
     }
 

@@ -1,18 +1,28 @@
 //! `config`: show (and with `set`, change) the session's settings; a change is
 //! committed in one batch with its (inert) operation record (`super::txn`).
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::Target;
 use super::record::{self, Call};
 use super::txn::{self, Log};
 use crate::error::{Error, Result};
+use crate::session::SessionConfig;
+
+/// The answer to `config`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ConfigAnswer {
+    /// The session's settings (after the change, if any).
+    pub config: SessionConfig,
+}
 
 pub(crate) fn run(
     t: &Target,
     call: &Call,
     set: Option<serde_json::Map<String, Value>>,
-) -> Result<Value> {
+) -> Result<ConfigAnswer> {
     let s = &t.session;
     let mut cfg = s.record().config;
     if let Some(set) = set {
@@ -42,5 +52,5 @@ pub(crate) fn run(
             Ok((op, Vec::new()))
         })?;
     }
-    Ok(json!({"config": cfg}))
+    Ok(ConfigAnswer { config: cfg })
 }

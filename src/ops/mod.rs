@@ -34,7 +34,7 @@ pub(crate) mod auto;
 pub mod branch;
 pub mod checkout;
 pub mod checkpoint;
-pub(crate) mod config;
+pub mod config;
 pub mod diff;
 pub mod exec;
 pub mod experiment;
@@ -52,7 +52,7 @@ pub(crate) mod refctx;
 pub mod restore;
 pub mod show;
 pub mod status;
-pub(crate) mod timeline;
+pub mod timeline;
 pub(crate) mod txn;
 pub mod undo;
 pub mod views;
@@ -63,8 +63,6 @@ mod log_reads_tests;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-
-use serde_json::{Value, json};
 
 pub use auto::auto_checkpoints;
 pub use lifecycle::{command_done, command_running, evict_checkpoint, syncfs_at};
@@ -163,22 +161,12 @@ fn send_invals(t: &Target, inval: Vec<Inval>) {
     }
 }
 
-/// The JSON of [`views::CheckpointView`] (for answers not typed yet).
-fn ckpt_json(c: &Checkpoint) -> Value {
-    json!(views::CheckpointView::from(c))
-}
-
 fn auto_ref(kind: &str) -> String {
     let t = Timespec::now();
     format!("auto/{kind}-{}{:09}", t.sec, t.nsec)
 }
 
 type Saved = Option<(Checkpoint, String)>;
-
-/// The JSON of [`views::Saved`] (for answers not typed yet).
-fn saved_json(saved: Saved) -> Value {
-    json!(views::Saved::of(&saved))
-}
 
 /// Save pending changes as a checkpoint beside HEAD under an `auto/...` ref, in
 /// the batch `tx`, if there are any (HEAD and the attached branch stay: see

@@ -2,7 +2,6 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::views::OpView;
 use super::{DEFAULT_LOG_LIMIT, Target};
@@ -35,11 +34,6 @@ pub(crate) fn op_view(o: &Operation) -> OpView {
         time: (o.time_ns / 1_000_000_000) as i64,
         summary: summary(o),
     }
-}
-
-/// The JSON of [`op_view`] (for answers not typed yet).
-pub(crate) fn op_json(o: &Operation) -> Value {
-    serde_json::to_value(op_view(o)).unwrap_or(Value::Null)
 }
 
 fn short(id: &Option<String>) -> String {

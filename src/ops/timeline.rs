@@ -12,11 +12,14 @@
 //! is an inert operation (undo skips it) of kind `note`, its type (`action`,
 //! `decision`, `error`, `nudge`) and text in `meta`.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::Target;
-use super::oplog_list::op_json;
+use super::oplog_list::op_view;
 use super::record::{Call, view_of};
+use super::views::{OpView, PathChange};
 use crate::diff;
 use crate::error::{Error, Result};
 use crate::id::NodeId;
@@ -32,29 +35,73 @@ pub const MAX_NOTE: usize = 16 << 10;
 /// Note types.
 pub const NOTE_TYPES: &[&str] = &["action", "decision", "error", "nudge"];
 
+/// The answer to `timeline`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TimelineAnswer {
+    /// The entries, oldest first.
+    pub entries: Vec<TimelineEntry>,
+    /// Present when only the newest this many records were searched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan_limited: Option<usize>,
+}
+
+/// An entry of the timeline: the operation as `op_log` shows it, and the files
+/// its workspace change touched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TimelineEntry {
+    /// The operation.
+    #[serde(flatten)]
+    pub op: OpView,
+    /// The paths its workspace change touched.
+    pub files: FilesTouched,
+}
+
+/// The paths an operation's workspace change touched, or why they are not known.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum FilesTouched {
+    /// The diff of its workspace roots.
+    Listed {
+        /// How many paths changed.
+        count: u64,
+        /// The first of them, at most 50 (`PATHS_SHOWN`).
+        paths: Vec<PathChange>,
+    },
+    /// The diff could not be read.
+    Unknown {
+        /// Why.
+        error: String,
+    },
+}
+
+/// The answer to `note`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Noted {
+    /// The note's operation number.
+    pub op: u64,
+}
+
 pub(crate) fn run(
     t: &Target,
     since: Option<i64>,
     actor: Option<&str>,
     limit: Option<usize>,
-) -> Result<Value> {
+) -> Result<TimelineAnswer> {
     let s = &t.session;
     let store = s.store();
     let (ops, walked) = select(&**store, s.name(), since, actor, limit)?;
-    let entries: Vec<Value> = ops
+    let entries = ops
         .iter()
-        .map(|o| {
-            let mut v = op_json(o);
-            v["files"] = files_of(&**store, o);
-            v
+        .map(|o| TimelineEntry {
+            op: op_view(o),
+            files: files_of(&**store, o),
         })
         .collect();
-    let mut v = json!({"entries": entries});
-    if walked == Walked::Exhausted {
+    Ok(TimelineAnswer {
+        entries,
         // Only the newest SCAN_LIMIT records were searched for matching entries.
-        v["scan_limited"] = json!(walk::SCAN_LIMIT);
-    }
-    Ok(v)
+        scan_limited: (walked == Walked::Exhausted).then_some(walk::SCAN_LIMIT),
+    })
 }
 
 /// The operations a timeline shows (oldest first) and how the walk back ended.
@@ -83,32 +130,39 @@ pub(crate) fn select(
 }
 
 /// The paths an operation's workspace change touched.
-fn files_of(store: &dyn crate::store::ObjectStore, o: &Operation) -> Value {
+fn files_of(store: &dyn crate::store::ObjectStore, o: &Operation) -> FilesTouched {
     if o.before.workspace == o.after.workspace {
-        return json!({"count": 0, "paths": []});
+        return FilesTouched::Listed {
+            count: 0,
+            paths: Vec::new(),
+        };
     }
     let (Some(a), Some(b)) = (
         NodeId::from_hex(&o.before.workspace),
         NodeId::from_hex(&o.after.workspace),
     ) else {
-        return json!({"error": "bad workspace id"});
+        return FilesTouched::Unknown {
+            error: "bad workspace id".into(),
+        };
     };
     let mut paths = Vec::new();
     let mut count = 0u64;
     let r = diff::diff_walk(store, a, b, &mut |e| {
         count += 1;
         if paths.len() < PATHS_SHOWN {
-            paths.push(json!({"path": e.path_str(), "change": e.change}));
+            paths.push(PathChange::from(&e));
         }
         true
     });
     match r {
-        Ok(()) => json!({"count": count, "paths": paths}),
-        Err(e) => json!({"error": e.to_string()}),
+        Ok(()) => FilesTouched::Listed { count, paths },
+        Err(e) => FilesTouched::Unknown {
+            error: e.to_string(),
+        },
     }
 }
 
-pub(crate) fn note(t: &Target, call: &Call, kind: Option<&str>, text: &str) -> Result<Value> {
+pub(crate) fn note(t: &Target, call: &Call, kind: Option<&str>, text: &str) -> Result<Noted> {
     let kind = kind.unwrap_or("action");
     if !NOTE_TYPES.contains(&kind) {
         return Err(Error::Invalid(format!(
@@ -135,5 +189,5 @@ pub(crate) fn note(t: &Target, call: &Call, kind: Option<&str>, text: &str) -> R
         .insert("note".into(), json!({"type": kind, "text": text}));
     // A note changes no state: its record is the whole batch.
     let o = crate::oplog::append(&**t.session.store(), t.session.name(), op, Vec::new())?;
-    Ok(json!({"op": o.seq}))
+    Ok(Noted { op: o.seq })
 }

@@ -83,7 +83,7 @@ pub struct BranchMoved {
 }
 
 /// Per-session settings (`treefork config`).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, schemars::JsonSchema)]
 #[serde(default)]
 pub struct SessionConfig {
     /// Take an automatic checkpoint after this many mutating operations (0 = off).

@@ -16,7 +16,7 @@ impl Verb for Config {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Some;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::config::ConfigAnswer;
 
     fn agent_may(&self) -> bool {
         // Showing is fine; changing settings is the user's.
@@ -30,7 +30,7 @@ impl Verb for Config {
 }
 
 impl Handler for Config {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::config::run(&cx.target(), &cx.call, self.set)
     }
 }

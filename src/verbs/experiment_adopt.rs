@@ -1,28 +1,18 @@
 //! `experiment_adopt`: bring a run's final state into the session (saving pending changes first).
+//!
+//! The request is defined in `ops::experiment::adopt` and re-exported here: the library takes it
+//! whole (`ops` cannot name `verbs`).
 
 use super::prelude::*;
 
-/// Bring a run's final state into the session (saving pending changes first).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ExperimentAdopt {
-    /// The experiment id (default: the newest).
-    #[serde(default)]
-    pub id: Option<String>,
-    /// The run number.
-    #[serde(default)]
-    pub run: Option<u32>,
-    /// Adopt the winner.
-    #[serde(default)]
-    pub winner: bool,
-}
+pub use crate::ops::experiment::adopt::ExperimentAdopt;
 
 impl Verb for ExperimentAdopt {
     const NAME: &'static str = "experiment_adopt";
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = true;
-    type Response = Value;
+    type Response = ops::experiment::adopt::Adopted;
 
     fn agent_may(&self) -> bool {
         // An experiment adds forks of the agent's own session (names and
@@ -40,14 +30,9 @@ impl Verb for ExperimentAdopt {
 }
 
 impl Handler for ExperimentAdopt {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        let req = ops::experiment::adopt::Adopt {
-            id: self.id.as_deref(),
-            run: self.run,
-            winner: self.winner,
-        };
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let t = cx.target();
         let lock = cx.lock();
-        ops::experiment::adopt(cx.host, &t, &lock, cx.actor, req)
+        ops::experiment::adopt(cx.host, &t, &lock, cx.actor, &self)
     }
 }

@@ -1,20 +1,11 @@
 //! `experiment_begin`: start an experiment: save the state, create and mount one fork per run.
+//!
+//! The request is defined in `ops::experiment::begin` and re-exported here: the library takes it
+//! whole (`ops` cannot name `verbs`).
 
 use super::prelude::*;
 
-/// Start an experiment: save the state, create and mount one fork per run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ExperimentBegin {
-    /// Ref to start from (default: the current state, checkpointed).
-    #[serde(default)]
-    pub from: Option<String>,
-    /// The runs (at least one, at most the `experiment_max_runs` setting).
-    pub runs: Vec<crate::command::RunSpec>,
-    /// The caller's directory relative to the workspace root.
-    #[serde(default)]
-    pub cwd: Option<String>,
-}
+pub use crate::ops::experiment::begin::ExperimentBegin;
 
 impl Verb for ExperimentBegin {
     const NAME: &'static str = "experiment_begin";
@@ -40,14 +31,9 @@ impl Verb for ExperimentBegin {
 
 impl Handler for ExperimentBegin {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
-        let req = ops::experiment::begin::Begin {
-            from: self.from.as_deref(),
-            runs: &self.runs,
-            cwd: self.cwd.as_deref(),
-            by_agent: cx.call.actor.is_agent(),
-        };
+        let by_agent = cx.call.actor.is_agent();
         let t = cx.target();
         let lock = cx.lock();
-        ops::experiment::begin(cx.host, &t, lock, cx.who, req)
+        ops::experiment::begin(cx.host, &t, lock, cx.who, &self, by_agent)
     }
 }

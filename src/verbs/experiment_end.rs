@@ -1,35 +1,19 @@
 //! `experiment_end`: finish an experiment: record every run's result as one operation and remove
 //! the forks (all but the winner's, unless `keep`; all with `abort`).
+//!
+//! The request is defined in `ops::experiment::end` and re-exported here: the library takes it
+//! whole (`ops` cannot name `verbs`).
 
 use super::prelude::*;
 
-/// Finish an experiment: record every run's result as one operation and remove
-/// the forks (all but the winner's, unless `keep`; all with `abort`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ExperimentEnd {
-    /// The experiment id (from `experiment_begin`).
-    pub id: String,
-    /// What each run did.
-    #[serde(default)]
-    pub results: Vec<crate::command::RunResult>,
-    /// `exit`, `duration`, `output` or `score` (default: exit 0 first, then duration).
-    #[serde(default)]
-    pub rank_by: Option<String>,
-    /// Leave every fork mounted.
-    #[serde(default)]
-    pub keep: bool,
-    /// The experiment was interrupted: remove every fork.
-    #[serde(default)]
-    pub abort: bool,
-}
+pub use crate::ops::experiment::end::ExperimentEnd;
 
 impl Verb for ExperimentEnd {
     const NAME: &'static str = "experiment_end";
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::experiment::answer::Comparison;
 
     fn agent_may(&self) -> bool {
         // An experiment adds forks of the agent's own session (names and
@@ -49,23 +33,9 @@ impl Verb for ExperimentEnd {
 }
 
 impl Handler for ExperimentEnd {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        let ExperimentEnd {
-            id,
-            results,
-            rank_by,
-            keep,
-            abort,
-        } = self;
-        let req = ops::experiment::end::End {
-            id: &id,
-            results,
-            rank_by: rank_by.as_deref(),
-            keep,
-            abort,
-        };
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let t = cx.target();
         let lock = cx.lock();
-        ops::experiment::end(cx.host, &t, lock, cx.actor, req)
+        ops::experiment::end(cx.host, &t, lock, cx.actor, self)
     }
 }

@@ -16,7 +16,7 @@ impl Verb for ExperimentShow {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::experiment::answer::Comparison;
 
     fn agent_may(&self) -> bool {
         // An experiment adds forks of the agent's own session (names and
@@ -30,7 +30,7 @@ impl Verb for ExperimentShow {
 }
 
 impl Handler for ExperimentShow {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::experiment::show(
             &*cx.host.store(),
             cx.target().session.name(),

@@ -96,9 +96,13 @@ pub mod umount;
 pub mod undo;
 
 #[cfg(test)]
+mod answers_moves_tests;
+#[cfg(test)]
 mod answers_store_tests;
 #[cfg(test)]
 mod answers_tests;
+#[cfg(test)]
+mod answers_work_tests;
 #[cfg(test)]
 mod model_tests;
 mod report;

@@ -18,7 +18,7 @@ impl Verb for Note {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = true;
-    type Response = Value;
+    type Response = ops::timeline::Noted;
 
     fn agent_may(&self) -> bool {
         // Reading the activity and adding notes to it.
@@ -28,7 +28,7 @@ impl Verb for Note {
 }
 
 impl Handler for Note {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::timeline::note(&cx.target(), &cx.call, self.kind.as_deref(), &self.text)
     }
 }

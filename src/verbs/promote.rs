@@ -1,47 +1,19 @@
 //! `promote`: promote the session's chosen paths back to the durable git repository it
 //! was imported from (user role only; see docs/design.md, "Promote").
+//!
+//! The request is defined in `ops::promote` and re-exported here: the library takes it
+//! whole (`ops` cannot name `verbs`).
 
 use super::prelude::*;
-use crate::control::is_false;
 
-/// Promote the session's chosen paths back to the durable git repository it
-/// was imported from (user role only; see docs/design.md, "Promote").
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Promote {
-    /// Workspace-relative paths (files or directories); empty: the touched files.
-    #[serde(default)]
-    pub paths: Vec<String>,
-    /// `commit` (default), `branch` or `patch`.
-    #[serde(default = "default_strategy")]
-    pub strategy: String,
-    /// Commit message (default: names the session and its task).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// Only report what would happen; change nothing.
-    #[serde(default)]
-    pub dry_run: bool,
-    /// `branch`: the new branch's name (default `treefork/<session>`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub branch: Option<String>,
-    /// `branch`: base the commit on the durable branch's head, not the baseline.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub onto_head: bool,
-    /// Accept files over the size limit.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub allow_large: bool,
-}
-
-fn default_strategy() -> String {
-    "commit".into()
-}
+pub use crate::ops::promote::Promote;
 
 impl Verb for Promote {
     const NAME: &'static str = "promote";
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::promote::answer::PromoteAnswer;
 
     fn agent_may(&self) -> bool {
         // Writes to the user's durable git repository (commits, branches,
@@ -60,25 +32,7 @@ impl Verb for Promote {
 }
 
 impl Handler for Promote {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
-        let Promote {
-            paths,
-            strategy,
-            message,
-            dry_run,
-            branch,
-            onto_head,
-            allow_large,
-        } = self;
-        let req = ops::promote::Request {
-            paths,
-            strategy: ops::promote::Strategy::parse(&strategy)?,
-            message,
-            dry_run,
-            branch,
-            onto_head,
-            allow_large,
-        };
-        ops::promote::run(&cx.target(), &cx.call, req)
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
+        ops::promote::run(&cx.target(), &cx.call, self)
     }
 }

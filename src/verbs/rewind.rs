@@ -22,7 +22,7 @@ impl Verb for Rewind {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = true;
-    type Response = Value;
+    type Response = ops::messages::rewind::Rewound;
 
     fn agent_may(&self) -> bool {
         // The conversation log: appending adds records; a rewind hides
@@ -38,7 +38,7 @@ impl Verb for Rewind {
 }
 
 impl Handler for Rewind {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::messages::rewind(
             &cx.target(),
             &cx.call,

@@ -24,7 +24,7 @@ impl Verb for Timeline {
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
     const RECORDS: bool = false;
-    type Response = Value;
+    type Response = ops::timeline::TimelineAnswer;
 
     fn agent_may(&self) -> bool {
         // Reading the activity and adding notes to it.
@@ -38,7 +38,7 @@ impl Verb for Timeline {
 }
 
 impl Handler for Timeline {
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Value> {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         ops::timeline::run(&cx.target(), self.since, self.actor.as_deref(), self.limit)
     }
 }

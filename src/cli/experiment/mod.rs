@@ -52,13 +52,7 @@ struct Show {
 }
 
 /// `adopted run N of experiment ID`.
-#[derive(Deserialize)]
-struct Adopted {
-    id: String,
-    run: u32,
-    checkpoint: render::Ckpt,
-    removed: Option<String>,
-}
+type Adopted = treefork::ops::experiment::adopt::Adopted;
 
 impl Human for Adopted {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
@@ -85,11 +79,11 @@ impl Run for Experiment {
                     run: a.run,
                     winner: a.winner,
                 });
-                let r: Reply<Adopted> = cx.session(op)?;
+                let r: Reply<Answer<treefork::verbs::ExperimentAdopt>> = cx.session(op)?;
                 Ok(r.into())
             }
             Some(Sub::Show(s)) => {
-                let r: Reply<render::Comparison> =
+                let r: Reply<Answer<treefork::verbs::ExperimentShow>> =
                     cx.session(Op::ExperimentShow(treefork::verbs::ExperimentShow {
                         id: s.id.clone(),
                     }))?;

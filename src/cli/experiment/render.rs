@@ -4,87 +4,37 @@
 
 use std::collections::HashMap;
 
+use treefork::command::RunResult;
+use treefork::ops::experiment::answer::RunEntry;
+
 use super::super::prelude::*;
 
-/// A checkpoint in a reply.
-#[derive(Deserialize)]
-pub struct Ckpt {
-    /// Its id.
-    pub id: String,
-}
+/// A recorded experiment (the answer of `experiment_end` and `experiment_show`).
+type Comparison = treefork::ops::experiment::answer::Comparison;
 
-/// One run as the daemon recorded it.
-#[derive(Deserialize)]
-pub struct Row {
-    run: u32,
-    #[serde(default)]
-    label: String,
-    #[serde(default)]
-    fork: String,
-    exit: Option<i32>,
-    signal: Option<i32>,
-    error: Option<String>,
-    #[serde(default)]
-    timed_out: bool,
-    #[serde(default)]
-    interrupted: bool,
-    #[serde(default)]
-    duration_ms: u64,
-    #[serde(default)]
-    files_changed: u64,
-    score: Option<f64>,
-    score_error: Option<String>,
-}
-
-/// What was removed at the end.
-#[derive(Deserialize, Default)]
-pub struct Cleanup {
-    #[serde(default)]
-    kept: Vec<String>,
-    #[serde(default)]
-    errors: Vec<serde_json::Value>,
-}
-
-/// A recorded experiment (the reply of `experiment_end` and `experiment_show`).
-#[derive(Deserialize)]
-pub struct Comparison {
-    id: String,
-    #[serde(default)]
-    base: Option<String>,
-    #[serde(default)]
-    rank_by: String,
-    runs: Vec<Row>,
-    ranking: Vec<u32>,
-    winner: Option<u32>,
-    #[serde(default)]
-    aborted: bool,
-    #[serde(default)]
-    cleanup: Option<Cleanup>,
-}
-
-impl Row {
-    fn exit_text(&self) -> String {
-        if self.error.is_some() {
-            "error".into()
-        } else if self.timed_out {
-            "timeout".into()
-        } else if self.interrupted {
-            "stopped".into()
-        } else if let Some(c) = self.exit {
-            c.to_string()
-        } else if let Some(s) = self.signal {
-            format!("sig{s}")
-        } else {
-            "-".into()
-        }
+/// The text of a run's exit column.
+fn exit_text(r: &RunResult) -> String {
+    if r.error.is_some() {
+        "error".into()
+    } else if r.timed_out {
+        "timeout".into()
+    } else if r.interrupted {
+        "stopped".into()
+    } else if let Some(c) = r.exit {
+        c.to_string()
+    } else if let Some(s) = r.signal {
+        format!("sig{s}")
+    } else {
+        "-".into()
     }
+}
 
-    fn score_text(&self) -> String {
-        match (self.score, &self.score_error) {
-            (Some(s), _) => format!("{s}"),
-            (None, Some(_)) => "error".into(),
-            _ => "-".into(),
-        }
+/// The text of a run's score column.
+fn score_text(r: &RunResult) -> String {
+    match (r.score, &r.score_error) {
+        (Some(s), _) => format!("{s}"),
+        (None, Some(_)) => "error".into(),
+        _ => "-".into(),
     }
 }
 
@@ -99,20 +49,18 @@ fn duration(ms: u64) -> String {
 
 impl Human for Comparison {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        let base = self.base.as_deref().map_or("", super::super::output::short);
-        let by = if self.rank_by.is_empty() {
-            "default"
-        } else {
-            &self.rank_by
-        };
+        let d = &self.recorded;
+        let base = super::super::output::short(&d.base);
+        let by = serde_json::to_value(d.rank_by).unwrap_or_default();
         writeln!(
             out,
-            "experiment {}: {} runs from {base}, ranked by {by}",
-            self.id,
-            self.runs.len()
+            "experiment {}: {} runs from {base}, ranked by {}",
+            d.id,
+            d.runs.len(),
+            by.as_str().unwrap_or("default")
         )?;
-        let by_run: HashMap<u32, &Row> = self.runs.iter().map(|r| (r.run, r)).collect();
-        let w = self
+        let by_run: HashMap<u32, &RunEntry> = d.runs.iter().map(|r| (r.result.run, r)).collect();
+        let w = d
             .runs
             .iter()
             .map(|r| r.fork.len())
@@ -124,21 +72,22 @@ impl Human for Comparison {
             "{:<5} {:<w$}  {:>7}  {:>9}  {:>5}  {:>8}  LABEL",
             "RUN", "FORK", "EXIT", "DURATION", "FILES", "SCORE"
         )?;
-        for run in &self.ranking {
-            let Some(r) = by_run.get(run) else { continue };
+        for run in &d.ranking {
+            let Some(e) = by_run.get(run) else { continue };
+            let r = &e.result;
             writeln!(
                 out,
                 "{:<5} {:<w$}  {:>7}  {:>9}  {:>5}  {:>8}  {}",
                 r.run,
-                r.fork,
-                r.exit_text(),
+                e.fork,
+                exit_text(r),
                 duration(r.duration_ms),
-                r.files_changed,
-                r.score_text(),
-                r.label
+                e.files_changed,
+                score_text(r),
+                e.label
             )?;
         }
-        for r in &self.runs {
+        for r in d.runs.iter().map(|e| &e.result) {
             if let Some(e) = &r.error {
                 writeln!(out, "run {}: {e}", r.run)?;
             }
@@ -146,12 +95,12 @@ impl Human for Comparison {
                 writeln!(out, "run {} score: {e}", r.run)?;
             }
         }
-        if self.aborted {
+        if d.aborted {
             writeln!(
                 out,
                 "interrupted: every run was stopped and every fork removed"
             )?;
-        } else if let Some(w) = self.winner {
+        } else if let Some(w) = d.winner {
             writeln!(
                 out,
                 "winner: run {w}; bring it in with `treefork experiment adopt --winner`"
@@ -164,7 +113,8 @@ impl Human for Comparison {
                 writeln!(out, "forks kept: {}", c.kept.join(", "))?;
             }
             for e in &c.errors {
-                writeln!(out, "not removed: {e}")?;
+                // The error as JSON, keys sorted (as it was printed untyped).
+                writeln!(out, "not removed: {}", serde_json::json!(e))?;
             }
         }
         Ok(())

@@ -18,7 +18,6 @@ use super::super::Exit;
 use super::super::plumbing::runner::{self, Mode, Spec};
 use super::super::plumbing::{ExpResult, RunCommand, RunSpec};
 use super::super::prelude::*;
-use super::render::Comparison;
 use treefork::ops::experiment::begin::{Begun, ForkMade};
 
 /// `experiment [--from REF] [--rank-by BY] [--score CMD] [--timeout S] [-j N]
@@ -125,11 +124,12 @@ impl RunArgs {
             keep: self.keep,
             abort: sig != 0,
         });
-        let r: Reply<serde_json::Value> = cx.session(end)?;
-        let mut raw = r.body;
+        let r: Reply<Answer<treefork::verbs::ExperimentEnd>> = cx.session(end)?;
         // Measured here, around the request: fork and mount of every run.
-        raw["setup_ms"] = serde_json::json!((setup_ms * 10.0).round() / 10.0);
-        let r: Reply<Comparison> = Reply::parse(raw)?;
+        let r = r.with_field(
+            "setup_ms",
+            serde_json::json!((setup_ms * 10.0).round() / 10.0),
+        );
         if sig != 0 {
             return Err(Exit {
                 status: 128 + sig,

@@ -9,7 +9,9 @@
 
 use std::sync::MutexGuard;
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::end::remove_fork;
 use super::{ADOPT_KIND, recorded_or_err};
@@ -18,17 +20,40 @@ use crate::error::{Error, Result};
 use crate::oplog::{Actor, View};
 use crate::ops::record::{Rec, view_of};
 use crate::ops::txn::{Log, Op as Txn};
-use crate::ops::{Host, Target, ckpt_json, save_and_graft, saved_json};
+use crate::ops::views::{CheckpointView, Saved};
+use crate::ops::{Host, Target, save_and_graft};
 use crate::refs;
 
-/// The arguments of an `experiment_adopt` request.
-pub struct Adopt<'a> {
-    /// The experiment (default: the session's newest).
-    pub id: Option<&'a str>,
-    /// The run to adopt.
+/// Bring a run's final state into the session (saving pending changes first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentAdopt {
+    /// The experiment id (default: the newest).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The run number.
+    #[serde(default)]
     pub run: Option<u32>,
-    /// Adopt the winner instead.
+    /// Adopt the winner.
+    #[serde(default)]
     pub winner: bool,
+}
+
+/// The answer to `experiment_adopt`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Adopted {
+    /// The experiment.
+    pub id: String,
+    /// The run adopted.
+    pub run: u32,
+    /// The run's final checkpoint, now the session's HEAD.
+    pub checkpoint: CheckpointView,
+    /// Pending changes saved first; `null` when none.
+    pub saved: Option<Saved>,
+    /// The `adopt` operation (`undo` reverts it).
+    pub op: u64,
+    /// The run's fork, when the adopt removed it.
+    pub removed: Option<String>,
 }
 
 /// Adopt a run of a recorded experiment.
@@ -37,11 +62,11 @@ pub fn adopt<H: Host>(
     t: &Target,
     _op_lock: &MutexGuard<'_, ()>,
     actor: &Actor,
-    req: Adopt<'_>,
-) -> Result<Value> {
+    req: &ExperimentAdopt,
+) -> Result<Adopted> {
     let s = &t.session;
     let store = h.store();
-    let op = recorded_or_err(&*store, s.name(), req.id)?;
+    let op = recorded_or_err(&*store, s.name(), req.id.as_deref())?;
     let id = op.meta["id"].as_str().unwrap_or_default().to_string();
     let run = match (req.run, req.winner) {
         (Some(r), false) => r,
@@ -147,8 +172,12 @@ pub fn adopt<H: Host>(
             Err(e) => log::warn!("adopt: fork {fork} not removed: {e}"),
         }
     }
-    Ok(json!({
-        "id": id, "run": run, "checkpoint": ckpt_json(&c), "saved": saved_json(saved),
-        "op": rec.seq, "removed": removed,
-    }))
+    Ok(Adopted {
+        id,
+        run,
+        checkpoint: CheckpointView::from(&c),
+        saved: Saved::of(&saved),
+        op: rec.seq,
+        removed,
+    })
 }

@@ -27,18 +27,18 @@ use crate::ops::record::view_now;
 use crate::ops::{Host, Target, ref_or_fresh};
 use crate::session::{self, SessionRecord};
 
-/// The arguments of an `experiment_begin` request.
-pub struct Begin<'a> {
+/// Start an experiment: save the state, create and mount one fork per run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentBegin {
     /// Ref to start from (default: the current state, checkpointed).
-    pub from: Option<&'a str>,
-    /// The runs.
-    pub runs: &'a [RunSpec],
-    /// The caller's directory relative to the workspace root (recorded; the CLI
-    /// runs each command at the same place in its fork).
-    pub cwd: Option<&'a str>,
-    /// Asked for on an agent socket: the forks count for the agent's
-    /// `agent_sessions` quota (`crate::quota`).
-    pub by_agent: bool,
+    #[serde(default)]
+    pub from: Option<String>,
+    /// The runs (at least one, at most the `experiment_max_runs` setting).
+    pub runs: Vec<RunSpec>,
+    /// The caller's directory relative to the workspace root.
+    #[serde(default)]
+    pub cwd: Option<String>,
 }
 
 /// Longest `cwd`.
@@ -46,7 +46,7 @@ const MAX_CWD: usize = 4096;
 
 /// Check the request: at least one run, at most the session's limit, each run
 /// well formed, `cwd` relative without `..`.
-fn check(t: &Target, req: &Begin<'_>) -> Result<()> {
+fn check(t: &Target, req: &ExperimentBegin, by_agent: bool) -> Result<()> {
     let max = t.session.record().config.experiment_max_runs;
     if req.runs.is_empty() {
         return Err(Error::Invalid(
@@ -68,13 +68,13 @@ fn check(t: &Target, req: &Begin<'_>) -> Result<()> {
         req.runs.len() as u64,
         "runs",
     )?;
-    if req.by_agent {
+    if by_agent {
         crate::quota::check_agent_sessions(&**store, t.session.name(), req.runs.len() as u64)?;
     }
     for (i, r) in req.runs.iter().enumerate() {
         check_spec(i, r)?;
     }
-    if let Some(cwd) = req.cwd {
+    if let Some(cwd) = req.cwd.as_deref() {
         let p = Path::new(cwd);
         let ok = cwd.len() <= MAX_CWD
             && !cwd.contains('\0')
@@ -148,13 +148,14 @@ pub fn begin<H: Host>(
     t: &Target,
     op_lock: MutexGuard<'_, ()>,
     who: MountFor,
-    req: Begin<'_>,
+    req: &ExperimentBegin,
+    by_agent: bool,
 ) -> Result<Begun> {
-    check(t, &req)?;
+    check(t, req, by_agent)?;
     let s = &t.session;
     let store = h.store();
     let before = view_now(t)?;
-    let c = ref_or_fresh(t, req.from, "experiment", "experiment")?;
+    let c = ref_or_fresh(t, req.from.as_deref(), "experiment", "experiment")?;
     let after = view_now(t)?;
     let dir = forks_dir(&t.mountpoint)?;
     let id = new_id();
@@ -165,7 +166,7 @@ pub fn begin<H: Host>(
         "before": before, "after": after,
     });
     let mut claims = Vec::new();
-    let made = match prepare(h, t, &c, &dir, &id, &req, data, who, &mut claims) {
+    let made = match prepare(h, t, &c, &dir, &id, req, by_agent, data, who, &mut claims) {
         Ok(m) => m,
         Err(e) => {
             remove_dirs(&dir, s.name(), &id, n);
@@ -189,7 +190,7 @@ pub fn begin<H: Host>(
     drop(op_lock);
     let mut forks = Vec::new();
     let mut mounted: Vec<(String, PathBuf)> = Vec::new();
-    for (p, (claim, spec)) in made.into_iter().zip(claims.iter_mut().zip(req.runs)) {
+    for (p, (claim, spec)) in made.into_iter().zip(claims.iter_mut().zip(&req.runs)) {
         let name = p.rec.name.clone();
         if let Err(e) = h.mount_claimed(claim, p.dir, p.rec, None) {
             undo_begin(h, s.name(), &id, &mounted, n);
@@ -210,7 +211,7 @@ pub fn begin<H: Host>(
     Ok(Begun {
         id,
         base: c.id,
-        cwd: req.cwd.map(str::to_string),
+        cwd: req.cwd.clone(),
         forks,
     })
 }
@@ -224,7 +225,8 @@ fn prepare<'h, H: Host>(
     c: &crate::refs::Checkpoint,
     dir: &Path,
     id: &str,
-    req: &Begin<'_>,
+    req: &ExperimentBegin,
+    by_agent: bool,
     data: Value,
     who: MountFor,
     claims: &mut Vec<H::Claim<'h>>,
@@ -232,7 +234,7 @@ fn prepare<'h, H: Host>(
     let s = &t.session;
     let store = h.store();
     let mut made = Vec::new();
-    for (i, spec) in (1..).zip(req.runs) {
+    for (i, spec) in (1..).zip(&req.runs) {
         let name = fork_name(s.name(), id, i);
         session::validate_session_name(&name)?;
         let claim = h
@@ -254,7 +256,7 @@ fn prepare<'h, H: Host>(
         m["command"] = json!(spec.command);
         m["env"] = json!(spec.env);
         rec.meta.insert(META_KEY.into(), m);
-        if req.by_agent {
+        if by_agent {
             rec.meta
                 .insert(crate::quota::AGENT_OF.into(), json!(s.name()));
         }

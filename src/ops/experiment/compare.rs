@@ -10,13 +10,14 @@
 //! - the winner is the first ranked run unless that run could not start (then
 //!   there is none, as in seed 000).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::command::RunResult;
 use crate::error::{Error, Result};
 
 /// What runs are ranked by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RankBy {
     /// Runs that exited 0 first, then the shorter duration.
@@ -100,7 +101,7 @@ pub fn winner(results: &[RunResult], ranking: &[u32]) -> Option<u32> {
 }
 
 /// Statistics over an experiment's runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Stats {
     /// Runs.
     pub runs: usize,

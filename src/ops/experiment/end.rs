@@ -13,10 +13,13 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::MutexGuard;
 
-use serde_json::{Map, Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
+use super::answer::{Cleanup, CleanupError, Comparison, FileDiff, Pair, Recorded, RunEntry};
 use super::compare::{self, RankBy};
-use super::{KIND, META_KEY, forks, recorded, with_output_diffs};
+use super::{KIND, META_KEY, forks, recorded};
 use crate::command::wire::{RunResult, check_result};
 use crate::diff::{self, Change, DiffEntry};
 use crate::error::{Error, Result};
@@ -32,17 +35,24 @@ use crate::tree::{Content, Record};
 /// Most file-tree diff entries stored per pair of runs.
 pub const MAX_TREE_DIFF: usize = 1000;
 
-/// The arguments of an `experiment_end` request.
-pub struct End<'a> {
-    /// The experiment.
-    pub id: &'a str,
+/// Finish an experiment: record every run's result as one operation and remove
+/// the forks (all but the winner's, unless `keep`; all with `abort`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentEnd {
+    /// The experiment id (from `experiment_begin`).
+    pub id: String,
     /// What each run did.
+    #[serde(default)]
     pub results: Vec<RunResult>,
-    /// The ranking asked for.
-    pub rank_by: Option<&'a str>,
+    /// `exit`, `duration`, `output` or `score` (default: exit 0 first, then duration).
+    #[serde(default)]
+    pub rank_by: Option<String>,
     /// Leave every fork mounted.
+    #[serde(default)]
     pub keep: bool,
     /// The experiment was interrupted: remove every fork.
+    #[serde(default)]
     pub abort: bool,
 }
 
@@ -60,13 +70,13 @@ pub fn end<H: Host>(
     t: &Target,
     op_lock: MutexGuard<'_, ()>,
     actor: &Actor,
-    mut req: End<'_>,
-) -> Result<Value> {
-    super::check_id(req.id)?;
-    let by = RankBy::parse(req.rank_by)?;
+    mut req: ExperimentEnd,
+) -> Result<Comparison> {
+    super::check_id(&req.id)?;
+    let by = RankBy::parse(req.rank_by.as_deref())?;
     let s = &t.session;
     let store = h.store();
-    let forks = forks(&*store, s.name(), req.id)?;
+    let forks = forks(&*store, s.name(), &req.id)?;
     if forks.is_empty() {
         return Err(Error::NotFound(format!(
             "session {} has no running experiment {}",
@@ -74,7 +84,7 @@ pub fn end<H: Host>(
             req.id
         )));
     }
-    if recorded(&*store, s.name(), Some(req.id))?.is_some() {
+    if recorded(&*store, s.name(), Some(&req.id))?.is_some() {
         return Err(Error::Conflict(format!(
             "experiment {} has already ended",
             req.id
@@ -89,24 +99,27 @@ pub fn end<H: Host>(
     let ranking = compare::rank(&results, by);
     let winner = compare::winner(&results, &ranking).filter(|_| !req.abort);
     let pairs = tree_pairs(&*store, &results, &finals)?;
-    let runs: Vec<Value> = results
+    let runs: Vec<RunEntry> = results
         .iter()
         .zip(&finals)
         .map(|(r, f)| run_entry(r, f))
-        .collect();
+        .collect::<Result<_>>()?;
     let m = &forks[0].1.meta[META_KEY];
-    let mut doc = Map::new();
-    for k in ["id", "source", "base", "cwd"] {
-        doc.insert(k.into(), m[k].clone());
-    }
-    doc.insert("rank_by".into(), json!(by));
-    doc.insert("keep".into(), json!(req.keep));
-    doc.insert("aborted".into(), json!(req.abort));
-    doc.insert("runs".into(), json!(runs));
-    doc.insert("ranking".into(), json!(ranking));
-    doc.insert("winner".into(), json!(winner));
-    doc.insert("stats".into(), json!(compare::stats(&results)));
-    doc.insert("pairs".into(), json!(pairs));
+    let text = |k: &str| m[k].as_str().map(str::to_string);
+    let doc = Recorded {
+        id: text("id").unwrap_or_default(),
+        source: text("source").unwrap_or_default(),
+        base: text("base").unwrap_or_default(),
+        cwd: text("cwd"),
+        rank_by: by,
+        keep: req.keep,
+        aborted: req.abort,
+        runs,
+        ranking,
+        winner,
+        stats: compare::stats(&results),
+        pairs,
+    };
     let view = |k: &str| serde_json::from_value::<View>(m[k].clone());
     let (before, after) = match (view("before"), view("after")) {
         (Ok(b), Ok(a)) => (b, a),
@@ -122,11 +135,14 @@ pub fn end<H: Host>(
         explanation: None,
     }
     .op(before, after);
-    op.meta = doc.clone();
+    op.meta = match serde_json::to_value(&doc) {
+        Ok(Value::Object(m)) => m,
+        _ => unreachable!("a struct serializes to an object"),
+    };
     let rec = record::append(t, op)?;
     let cleanup = cleanup(h, &forks, winner, &req);
-    let mut out = with_output_diffs(doc, rec.seq);
-    out["cleanup"] = cleanup;
+    let mut out = doc.answer(rec.seq);
+    out.cleanup = Some(cleanup);
     Ok(out)
 }
 
@@ -188,17 +204,26 @@ fn final_state<H: Host>(
     })
 }
 
-/// A run's stored entry: its result and its fork's facts.
-fn run_entry(r: &RunResult, f: &Final) -> Value {
-    let m = &f.rec.meta[META_KEY];
-    let mut v = json!(r);
-    v["label"] = m["label"].clone();
-    v["command"] = m["command"].clone();
-    v["env"] = m["env"].clone();
-    v["fork"] = json!(f.rec.name);
-    v["checkpoint"] = json!(f.checkpoint);
-    v["files_changed"] = json!(f.files_changed);
-    v
+/// A run's stored entry: its result and its fork's facts (from the fork's
+/// session record, written by `begin`).
+fn run_entry(r: &RunResult, f: &Final) -> Result<RunEntry> {
+    fn field<T: serde::de::DeserializeOwned>(f: &Final, k: &str) -> Result<T> {
+        serde_json::from_value(f.rec.meta[META_KEY][k].clone()).map_err(|e| {
+            Error::corrupt(
+                format!("session record {}", f.rec.name),
+                format!("experiment {k}: {e}"),
+            )
+        })
+    }
+    Ok(RunEntry {
+        result: r.clone(),
+        label: field(f, "label")?,
+        command: field(f, "command")?,
+        env: field(f, "env")?,
+        fork: f.rec.name.clone(),
+        checkpoint: f.checkpoint.clone(),
+        files_changed: f.files_changed,
+    })
 }
 
 /// A file's content hash in a diff: the stored node id, or blake3 of a symlink's
@@ -211,16 +236,18 @@ fn hash_of(r: Option<&Record>) -> Option<String> {
     }
 }
 
-fn entry_json(e: &DiffEntry) -> Value {
+fn file_diff(e: &DiffEntry) -> FileDiff {
     let kind = match e.change {
         Change::Added => "added",
         Change::Deleted => "removed",
         _ => "modified",
     };
-    json!({
-        "path": e.path_str(), "type": kind,
-        "a_hash": hash_of(e.old.as_ref()), "b_hash": hash_of(e.new.as_ref()),
-    })
+    FileDiff {
+        path: e.path_str(),
+        kind: kind.into(),
+        a_hash: hash_of(e.old.as_ref()),
+        b_hash: hash_of(e.new.as_ref()),
+    }
 }
 
 /// For each pair of runs (a < b): the file-tree diff between their final states.
@@ -228,7 +255,7 @@ fn tree_pairs(
     store: &dyn ObjectStore,
     results: &[RunResult],
     finals: &[Final],
-) -> Result<Vec<Value>> {
+) -> Result<Vec<Pair>> {
     let mut out = Vec::new();
     for (i, j) in compare::pairs(results) {
         let mut files = Vec::new();
@@ -242,14 +269,17 @@ fn tree_pairs(
                     truncated = true;
                     return false;
                 }
-                files.push(entry_json(&e));
+                files.push(file_diff(&e));
                 true
             },
         )?;
-        out.push(json!({
-            "a": results[i].run, "b": results[j].run,
-            "files": files, "files_truncated": truncated,
-        }));
+        out.push(Pair {
+            a: results[i].run,
+            b: results[j].run,
+            files,
+            files_truncated: truncated,
+            output: None,
+        });
     }
     Ok(out)
 }
@@ -260,8 +290,8 @@ fn cleanup<H: Host>(
     h: &H,
     forks: &[(u32, SessionRecord)],
     winner: Option<u32>,
-    req: &End<'_>,
-) -> Value {
+    req: &ExperimentEnd,
+) -> Cleanup {
     let mut removed = Vec::new();
     let mut kept = Vec::new();
     let mut errors = Vec::new();
@@ -273,11 +303,18 @@ fn cleanup<H: Host>(
             match remove_fork(h, &rec.name, !keep) {
                 Ok(()) if keep => kept.push(rec.name.clone()),
                 Ok(()) => removed.push(rec.name.clone()),
-                Err(e) => errors.push(json!({"fork": rec.name, "error": e.to_string()})),
+                Err(e) => errors.push(CleanupError {
+                    fork: rec.name.clone(),
+                    error: e.to_string(),
+                }),
             }
         }
     }
-    json!({"removed": removed, "kept": kept, "errors": errors})
+    Cleanup {
+        removed,
+        kept,
+        errors,
+    }
 }
 
 /// Unmount fork `name` if it is mounted (removing its mountpoint directory, and

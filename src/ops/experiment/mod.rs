@@ -5,7 +5,10 @@
 //! [`end`] (take each fork's final state, rank, compare, record one `experiment`
 //! operation, remove the forks), [`adopt`] (graft a run's final state into the
 //! source session, recorded as an `adopt` operation), [`compare`] (the pure
-//! ranking, statistics and output comparison). The run types the requests carry
+//! ranking, statistics and output comparison), [`answer`] (the stored experiment
+//! document and the answer of `experiment_end`/`experiment_show`). Each request
+//! struct is defined beside the function that takes it (the verb files re-export
+//! it). The run types the requests carry
 //! (`RunSpec`, `RunResult`) are `crate::command::wire`'s, below the protocol.
 //!
 //! The daemon never runs the commands: the CLI does, as its caller, in the forks'
@@ -27,16 +30,16 @@
 //!   every fork with `keep`), and after an adopt as the source session's HEAD.
 
 pub mod adopt;
+pub mod answer;
 pub mod begin;
 pub mod compare;
 pub mod end;
-
-use serde_json::{Map, Value, json};
 
 pub use adopt::adopt;
 pub use begin::begin;
 pub use end::end;
 
+use self::answer::{Comparison, Recorded};
 use crate::error::{Error, Result};
 use crate::oplog::{self, Operation};
 use crate::session::{self, SessionRecord};
@@ -112,55 +115,9 @@ fn recorded_or_err(store: &dyn ObjectStore, session: &str, id: Option<&str>) -> 
 }
 
 /// `experiment_show`: a recorded experiment, with its runs' output diffs.
-pub fn show(store: &dyn ObjectStore, session: &str, id: Option<&str>) -> Result<Value> {
+pub fn show(store: &dyn ObjectStore, session: &str, id: Option<&str>) -> Result<Comparison> {
     let op = recorded_or_err(store, session, id)?;
-    Ok(with_output_diffs(op.meta.clone(), op.seq))
-}
-
-/// The stored experiment document `meta` (of operation `seq`) with each pair's
-/// output diffs computed from the stored results and merged into `pairs`.
-fn with_output_diffs(meta: Map<String, Value>, seq: u64) -> Value {
-    let mut doc = Value::Object(meta);
-    let results: Vec<crate::command::RunResult> = doc["runs"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|r| serde_json::from_value(strip_run(r)).ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut pairs = doc["pairs"].as_array().cloned().unwrap_or_default();
-    for p in pairs.iter_mut() {
-        let (Some(a), Some(b)) = (p["a"].as_u64(), p["b"].as_u64()) else {
-            continue;
-        };
-        let find = |n: u64| results.iter().find(|r| u64::from(r.run) == n);
-        if let (Some(ra), Some(rb)) = (find(a), find(b)) {
-            let d = compare::output_diff(ra, rb);
-            p["exit_code_diff"] = json!(d.exit_code_diff);
-            p["stdout_diff"] = json!(d.stdout_diff);
-            p["stderr_diff"] = json!(d.stderr_diff);
-        }
-    }
-    doc["pairs"] = json!(pairs);
-    doc["op"] = json!(seq);
-    doc
-}
-
-/// A stored run entry reduced to the fields of a [`RunResult`].
-fn strip_run(r: &Value) -> Value {
-    let mut r = r.clone();
-    if let Some(o) = r.as_object_mut() {
-        for k in [
-            "label",
-            "fork",
-            "checkpoint",
-            "files_changed",
-            "command",
-            "env",
-        ] {
-            o.remove(k);
-        }
-    }
-    r
+    let doc: Recorded = serde_json::from_value(serde_json::Value::Object(op.meta))
+        .map_err(|e| Error::corrupt(format!("experiment operation {}", op.seq), e.to_string()))?;
+    Ok(doc.answer(op.seq))
 }

@@ -9,7 +9,7 @@
 //! no op runs between them). Nothing that holds the op lock waits for the writer.
 
 pub mod cont;
-mod rewind;
+pub mod rewind;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

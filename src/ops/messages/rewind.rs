@@ -4,15 +4,51 @@
 //! files, its meta the conversation's hidden ranges before and after), committed
 //! in one batch with the new tree and ranges (`crate::ops::txn`).
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::super::record::{Call, view_of};
 use super::super::txn::{self, Log};
-use super::super::{Target, save_and_graft, saved_json, syncfs, working_root};
+use super::super::views::{PathChange, Saved};
+use super::super::{Target, save_and_graft, syncfs, working_root};
 use crate::error::{Error, Result};
 use crate::id::NodeId;
 use crate::messages::{self, Stream, conversation};
 use crate::session::Txn;
+
+/// The answer to `rewind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Rewound {
+    /// Whether it only reported what would change.
+    pub dry_run: bool,
+    /// The `rewind` operation; `null` for a dry run or when nothing changed.
+    pub op: Option<u64>,
+    /// The message rewound to (its id).
+    pub message: String,
+    /// Its sequence number in the conversation.
+    pub seq: u64,
+    /// What happened to the files.
+    pub files: RewoundFiles,
+    /// What happened to the conversation.
+    pub conversation: RewoundConversation,
+}
+
+/// The files' part of a rewind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RewoundFiles {
+    /// The paths brought back (or that would be).
+    pub changes: Vec<PathChange>,
+    /// Pending changes saved first; `null` when none (or a dry run).
+    pub saved: Option<Saved>,
+}
+
+/// The conversation's part of a rewind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RewoundConversation {
+    /// How many messages it hides (or would).
+    pub dropped: usize,
+}
 
 /// What a rewind moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +76,7 @@ struct Plan {
     hidden: conversation::Hidden,
     new_hidden: conversation::Hidden,
     dropped: usize,
-    changes: Vec<Value>,
+    changes: Vec<PathChange>,
 }
 
 fn plan(t: &Target, to: &str, what: What) -> Result<Plan> {
@@ -71,10 +107,10 @@ fn plan(t: &Target, to: &str, what: What) -> Result<Plan> {
         (hidden.clone(), 0)
     };
     let target = m.workspace_root()?;
-    let changes: Vec<Value> = if files {
+    let changes: Vec<PathChange> = if files {
         crate::diff::diff_roots(&*store, working_root(t)?, target)?
             .iter()
-            .map(|e| json!({"path": e.path_str(), "change": e.change}))
+            .map(PathChange::from)
             .collect()
     } else {
         Vec::new()
@@ -95,7 +131,7 @@ pub(crate) fn run(
     to: &str,
     what: Option<&str>,
     dry_run: bool,
-) -> Result<Value> {
+) -> Result<Rewound> {
     let p = plan(t, to, what_of(what)?)?;
     let Plan {
         what,
@@ -108,15 +144,19 @@ pub(crate) fn run(
     let s = &t.session;
     let name = s.name();
     let target = m.workspace_root()?;
-    let answer = |op: Option<u64>, saved: Value| {
-        json!({
-            "dry_run": dry_run, "op": op, "message": m.id, "seq": m.seq,
-            "files": {"changes": changes, "saved": saved},
-            "conversation": {"dropped": dropped},
-        })
+    let answer = |op: Option<u64>, saved: Option<Saved>| Rewound {
+        dry_run,
+        op,
+        message: m.id.clone(),
+        seq: m.seq,
+        files: RewoundFiles {
+            changes: changes.clone(),
+            saved,
+        },
+        conversation: RewoundConversation { dropped },
     };
     if dry_run || (changes.is_empty() && new_hidden == hidden) {
-        return Ok(answer(None, Value::Null));
+        return Ok(answer(None, None));
     }
     let what_name = match what {
         What::Files => "files",
@@ -160,5 +200,5 @@ pub(crate) fn run(
         let root = tx.flush()?;
         (commit(&mut tx, root, root)?, None)
     };
-    Ok(answer(Some(rec.seq), saved_json(saved)))
+    Ok(answer(Some(rec.seq), Saved::of(&saved)))
 }

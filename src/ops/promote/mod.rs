@@ -8,21 +8,26 @@
 //! read the paths' state from its tree, never from the live mount; the plan
 //! ([`plan`]); the strategy ([`strategy`]); then the session's info record (state
 //! `promoted`, the result; guarded by `MetaOp::Expect` on its old bytes) and an
-//! operation of kind `promote` in one commit.
+//! operation of kind `promote` in one commit. The request is [`Promote`] (the wire
+//! struct, re-exported by `verbs::promote`); the answer and the operation's `meta`
+//! are [`answer`]'s types.
 //!
 //! Invariants: `dry_run` writes nothing anywhere (no checkpoint, no object, no
 //! ref); every git command on the durable repository runs through
 //! `lifecycle::git` (as its owner); a session without a git baseline can only
 //! make a patch.
 
+pub mod answer;
 mod drift;
 mod gitio;
 mod plan;
 mod scratch;
 mod strategy;
 
-use serde_json::{Map, Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
+use self::answer::{Landed, PathWhy, PromoteAnswer, PromoteChange, PromoteTarget};
 use self::drift::Durable;
 use self::gitio::Git;
 use self::plan::{Act, Inputs, Listing, Plan};
@@ -30,6 +35,7 @@ use self::scratch::Scratch;
 use super::record::{Call, view_now, view_of};
 use super::restore::clean_path;
 use super::{Target, ref_or_fresh, working_root};
+use crate::control::is_false;
 use crate::error::{Error, Result};
 use crate::id::NodeId;
 use crate::lifecycle::{self, Origin, Promoted, SessionInfo, State};
@@ -72,23 +78,36 @@ impl Strategy {
     }
 }
 
-/// A promote request (the `promote` op's fields).
-#[derive(Debug, Clone)]
-pub struct Request {
-    /// Workspace-relative paths (empty: the touched files).
+/// Promote the session's chosen paths back to the durable git repository it
+/// was imported from (user role only; see docs/design.md, "Promote").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Promote {
+    /// Workspace-relative paths (files or directories); empty: the touched files.
+    #[serde(default)]
     pub paths: Vec<String>,
-    /// How it lands.
-    pub strategy: Strategy,
-    /// Commit message.
+    /// `commit` (default), `branch` or `patch`.
+    #[serde(default = "default_strategy")]
+    pub strategy: String,
+    /// Commit message (default: names the session and its task).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// Only report.
+    /// Only report what would happen; change nothing.
+    #[serde(default)]
     pub dry_run: bool,
-    /// Branch name (`branch`).
+    /// `branch`: the new branch's name (default `treefork/<session>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
-    /// Base the branch on the head, not the baseline (`branch`).
+    /// `branch`: base the commit on the durable branch's head, not the baseline.
+    #[serde(default, skip_serializing_if = "is_false")]
     pub onto_head: bool,
-    /// Accept files over [`SIZE_LIMIT`].
+    /// Accept files over the size limit.
+    #[serde(default, skip_serializing_if = "is_false")]
     pub allow_large: bool,
+}
+
+fn default_strategy() -> String {
+    Strategy::Commit.name().into()
 }
 
 /// Where the promote goes: a git origin (checked for drift) or none.
@@ -102,18 +121,19 @@ enum Ground {
     Plain,
 }
 
-pub(crate) fn run(t: &Target, call: &Call, req: Request) -> Result<Value> {
+pub(crate) fn run(t: &Target, call: &Call, req: Promote) -> Result<PromoteAnswer> {
     let s = &t.session;
     let store = s.store().clone();
     let info = lifecycle::load(&*store, s.name())?;
     let origin = info.as_ref().and_then(|i| i.origin.clone());
     refuse_untrusted(info.as_ref(), s.name())?;
-    check_request(&req, origin.as_ref(), s.name())?;
+    let strategy = Strategy::parse(&req.strategy)?;
+    check_request(&req, strategy, origin.as_ref(), s.name())?;
     // Flushed first: the touched paths of changes still pending (an unlink not yet
     // synced) are written with the flush, so the default choice includes them.
     let live_root = working_root(t)?;
     let chosen = chosen_paths(&*store, s.name(), &req.paths)?;
-    let ground = ground(origin.clone(), &req, &chosen)?;
+    let ground = ground(origin.clone(), strategy, &chosen)?;
     let base_root = match &origin {
         Some(o) => NodeId::from_hex(&o.baseline_root)
             .ok_or_else(|| Error::corrupt("session info", "bad baseline root"))?,
@@ -133,7 +153,7 @@ pub(crate) fn run(t: &Target, call: &Call, req: Request) -> Result<Value> {
         Ground::Plain => std::env::temp_dir(),
     };
     let scratch = Scratch::new(&scratch_owner)?;
-    let (hasher, write) = hasher(&ground, &scratch, &req)?;
+    let (hasher, write) = hasher(&ground, &scratch, &req, strategy)?;
     let inputs = Inputs {
         store: &*store,
         base_root,
@@ -152,9 +172,9 @@ pub(crate) fn run(t: &Target, call: &Call, req: Request) -> Result<Value> {
         Ground::Plain => Ok(Default::default()),
     };
     let plan = plan::build(&inputs, &mut hash, &mut ignored)?;
-    let mut out = report(&req, &plan, &ground, s.name());
+    let mut out = report(&req, strategy, &plan, &ground, s.name());
     if req.dry_run {
-        return Ok(Value::Object(out));
+        return Ok(out);
     }
     if plan.items.is_empty() {
         return Err(Error::Invalid(
@@ -164,6 +184,7 @@ pub(crate) fn run(t: &Target, call: &Call, req: Request) -> Result<Value> {
     let message = message(&req, info.as_ref(), s.name(), &plan);
     let result = land(
         &req,
+        strategy,
         &ground,
         &hasher,
         &scratch,
@@ -172,26 +193,28 @@ pub(crate) fn run(t: &Target, call: &Call, req: Request) -> Result<Value> {
         &message,
         s.name(),
     )?;
-    out.extend(result.clone());
-    let saved = saved.expect("not a dry run");
-    out.insert("saved".into(), json!(saved.id));
     let after = view_of(&s.record(), root);
     let mut op = call.op("promote", before.expect("not a dry run"), after);
-    op.meta = result;
+    op.meta = match serde_json::to_value(&result) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => unreachable!("a struct serializes to an object"),
+    };
     // Undo does not reach into the durable repository: the record is inert.
     op.inert = true;
-    let rec = record_result(t, op, promoted(&req, &plan, &out))?;
-    out.insert("op".into(), json!(rec.seq));
-    Ok(Value::Object(out))
+    let rec = record_result(t, op, promoted(strategy, &plan, &result))?;
+    out.landed = result;
+    out.saved = saved.map(|c| c.id);
+    out.op = Some(rec.seq);
+    Ok(out)
 }
 
 /// The promote result stored on the session's info record.
-fn promoted(req: &Request, plan: &Plan, out: &Map<String, Value>) -> Promoted {
-    let text = |k: &str| out.get(k).and_then(Value::as_str).map(str::to_string);
+fn promoted(strategy: Strategy, plan: &Plan, landed: &Landed) -> Promoted {
+    let c = landed.commit.as_ref();
     Promoted {
-        strategy: req.strategy.name().into(),
-        sha: text("sha"),
-        branch: text("branch"),
+        strategy: strategy.name().into(),
+        sha: c.map(|c| c.sha.clone()),
+        branch: c.map(|c| c.branch.clone()),
         paths: plan
             .items
             .iter()
@@ -202,13 +225,13 @@ fn promoted(req: &Request, plan: &Plan, out: &Map<String, Value>) -> Promoted {
 }
 
 /// Check the durable repository of a git origin (drift, baseline listing).
-fn ground(origin: Option<Origin>, req: &Request, chosen: &[Vec<u8>]) -> Result<Ground> {
+fn ground(origin: Option<Origin>, strategy: Strategy, chosen: &[Vec<u8>]) -> Result<Ground> {
     let Some(o) = origin.filter(|o| o.git && o.baseline.is_some()) else {
         return Ok(Ground::Plain);
     };
     let git = Git::new(&o.path);
     let durable = drift::check(&git, &o, chosen)?;
-    if req.strategy == Strategy::Commit && durable.branch.is_none() {
+    if strategy == Strategy::Commit && durable.branch.is_none() {
         return Err(Error::Invalid(
             "the baseline was a detached HEAD (no branch to commit on): use --strategy branch or patch"
                 .into(),
@@ -238,14 +261,19 @@ fn refuse_untrusted(info: Option<&lifecycle::SessionInfo>, session: &str) -> Res
     )))
 }
 
-fn check_request(req: &Request, origin: Option<&Origin>, session: &str) -> Result<()> {
+fn check_request(
+    req: &Promote,
+    strategy: Strategy,
+    origin: Option<&Origin>,
+    session: &str,
+) -> Result<()> {
     let git = origin.is_some_and(|o| o.git && o.baseline.is_some());
-    if req.strategy != Strategy::Patch && !git {
+    if strategy != Strategy::Patch && !git {
         return Err(Error::Invalid(format!(
             "session {session} has no git baseline (it was imported from a plain directory, or created empty): only --strategy patch is possible"
         )));
     }
-    if req.strategy != Strategy::Branch && (req.branch.is_some() || req.onto_head) {
+    if strategy != Strategy::Branch && (req.branch.is_some() || req.onto_head) {
         return Err(Error::Invalid(
             "--branch and --onto-head go with --strategy branch".into(),
         ));
@@ -274,11 +302,16 @@ fn chosen_paths(store: &dyn ObjectStore, session: &str, paths: &[String]) -> Res
 /// repository itself (commit, branch), a scratch object directory with the
 /// repository as alternate (patch), a scratch repository (no git origin), or the
 /// repository without writing (dry run).
-fn hasher(ground: &Ground, scratch: &Scratch, req: &Request) -> Result<(Git, bool)> {
+fn hasher(
+    ground: &Ground,
+    scratch: &Scratch,
+    req: &Promote,
+    strategy: Strategy,
+) -> Result<(Git, bool)> {
     Ok(match ground {
         Ground::Repo { origin, .. } => {
             let git = Git::new(&origin.path);
-            match (req.dry_run, req.strategy) {
+            match (req.dry_run, strategy) {
                 (true, _) => (git, false),
                 (false, Strategy::Patch) => {
                     let objects = git.line(&[
@@ -306,7 +339,7 @@ fn hasher(ground: &Ground, scratch: &Scratch, req: &Request) -> Result<(Git, boo
 }
 
 /// The default commit message.
-fn message(req: &Request, info: Option<&SessionInfo>, session: &str, plan: &Plan) -> String {
+fn message(req: &Promote, info: Option<&SessionInfo>, session: &str, plan: &Plan) -> String {
     if let Some(m) = &req.message {
         return m.clone();
     }
@@ -328,49 +361,76 @@ fn message(req: &Request, info: Option<&SessionInfo>, session: &str, plan: &Plan
 
 /// The report of a plan (the whole answer of a dry run): changes, skipped and
 /// unchanged paths, and the ref that would move.
-fn report(req: &Request, plan: &Plan, ground: &Ground, session: &str) -> Map<String, Value> {
-    let changes: Vec<Value> = plan
+fn report(
+    req: &Promote,
+    strategy: Strategy,
+    plan: &Plan,
+    ground: &Ground,
+    session: &str,
+) -> PromoteAnswer {
+    let changes = plan
         .items
         .iter()
-        .map(|i| {
-            json!({
-                "path": String::from_utf8_lossy(&i.path), "change": i.act,
-                "mode": i.mode, "old_mode": i.old_mode, "size": i.size,
-            })
+        .map(|i| PromoteChange {
+            path: String::from_utf8_lossy(&i.path).into_owned(),
+            change: i.act,
+            mode: i.mode.map(str::to_string),
+            old_mode: i.old_mode.clone(),
+            size: i.size,
         })
         .collect();
-    let pairs = |v: &[(String, String)]| -> Vec<Value> {
+    let pairs = |v: &[(String, String)]| -> Vec<PathWhy> {
         v.iter()
-            .map(|(p, w)| json!({"path": p, "why": w}))
+            .map(|(p, w)| PathWhy {
+                path: p.clone(),
+                why: w.clone(),
+            })
             .collect()
     };
-    let moves = match (ground, req.strategy) {
-        (Ground::Repo { durable, .. }, Strategy::Commit) => json!({
-            "ref": format!("refs/heads/{}", durable.branch.clone().unwrap_or_default()),
-            "from": durable.head, "base": durable.head,
-        }),
-        (Ground::Repo { durable, .. }, Strategy::Branch) => json!({
-            "ref": format!("refs/heads/{}", branch_name(req, session)),
-            "from": null,
-            "base": if req.onto_head { &durable.head } else { &durable.baseline },
-        }),
+    let target =
+        |name: Option<String>, from: Option<&String>, base: Option<&String>| PromoteTarget {
+            name,
+            from: from.cloned(),
+            base: base.cloned(),
+        };
+    let moves = match (ground, strategy) {
+        (Ground::Repo { durable, .. }, Strategy::Commit) => target(
+            Some(format!(
+                "refs/heads/{}",
+                durable.branch.clone().unwrap_or_default()
+            )),
+            Some(&durable.head),
+            Some(&durable.head),
+        ),
+        (Ground::Repo { durable, .. }, Strategy::Branch) => target(
+            Some(format!("refs/heads/{}", branch_name(req, session))),
+            None,
+            Some(if req.onto_head {
+                &durable.head
+            } else {
+                &durable.baseline
+            }),
+        ),
         (Ground::Repo { durable, .. }, Strategy::Patch) => {
-            json!({"ref": null, "from": null, "base": durable.baseline})
+            target(None, None, Some(&durable.baseline))
         }
-        (Ground::Plain, _) => json!({"ref": null, "from": null, "base": null}),
+        (Ground::Plain, _) => target(None, None, None),
     };
-    let mut m = Map::new();
-    m.insert("dry_run".into(), json!(req.dry_run));
-    m.insert("strategy".into(), json!(req.strategy.name()));
-    m.insert("changes".into(), json!(changes));
-    m.insert("skipped".into(), json!(pairs(&plan.skipped)));
-    m.insert("unchanged".into(), json!(pairs(&plan.unchanged)));
-    m.insert("transient".into(), json!(plan.transient));
-    m.insert("target".into(), moves);
-    m
+    PromoteAnswer {
+        dry_run: req.dry_run,
+        strategy: strategy.name().into(),
+        changes,
+        skipped: pairs(&plan.skipped),
+        unchanged: pairs(&plan.unchanged),
+        transient: plan.transient.clone(),
+        target: moves,
+        landed: Landed::default(),
+        saved: None,
+        op: None,
+    }
 }
 
-fn branch_name(req: &Request, session: &str) -> String {
+fn branch_name(req: &Promote, session: &str) -> String {
     req.branch
         .clone()
         .unwrap_or_else(|| format!("treefork/{session}"))
@@ -379,7 +439,8 @@ fn branch_name(req: &Request, session: &str) -> String {
 /// Run the strategy; its result fields.
 #[allow(clippy::too_many_arguments)]
 fn land(
-    req: &Request,
+    req: &Promote,
+    strategy: Strategy,
     ground: &Ground,
     hasher: &Git,
     scratch: &Scratch,
@@ -387,9 +448,8 @@ fn land(
     plan: &Plan,
     message: &str,
     session: &str,
-) -> Result<Map<String, Value>> {
-    let mut m = Map::new();
-    let made = match (ground, req.strategy) {
+) -> Result<Landed> {
+    let made = match (ground, strategy) {
         (
             Ground::Repo {
                 origin, durable, ..
@@ -417,32 +477,32 @@ fn land(
         }
         (Ground::Repo { durable, .. }, Strategy::Patch) => {
             let p = strategy::patch_git(hasher, scratch, &durable.baseline, &plan.items)?;
-            put_patch(&mut m, p);
-            return Ok(m);
+            return Ok(patch(p));
         }
         (Ground::Plain, _) => {
             let p = strategy::patch_plain(hasher, scratch, store, &plan.items)?;
-            put_patch(&mut m, p);
-            return Ok(m);
+            return Ok(patch(p));
         }
     };
-    m.insert("sha".into(), json!(made.sha));
-    m.insert("branch".into(), json!(made.branch));
-    m.insert("parent".into(), json!(made.parent));
-    m.insert("worktree_error".into(), json!(made.worktree_error));
-    Ok(m)
+    Ok(Landed {
+        commit: Some(made),
+        ..Landed::default()
+    })
 }
 
 /// The patch as text, or base64 when it is not UTF-8 (a text hunk of a
 /// non-UTF-8 file).
-fn put_patch(m: &mut Map<String, Value>, p: Vec<u8>) {
+fn patch(p: Vec<u8>) -> Landed {
     match String::from_utf8(p) {
-        Ok(s) => m.insert("patch".into(), json!(s)),
-        Err(e) => m.insert(
-            "patch_base64".into(),
-            json!(super::exec::b64_encode(e.as_bytes())),
-        ),
-    };
+        Ok(s) => Landed {
+            patch: Some(s),
+            ..Landed::default()
+        },
+        Err(e) => Landed {
+            patch_base64: Some(super::exec::b64_encode(e.as_bytes())),
+            ..Landed::default()
+        },
+    }
 }
 
 /// Store the result on the session's info record (state `promoted`, guarded by

@@ -14,8 +14,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::Serialize;
-
 use super::drift::overlaps;
 use super::gitio::{Git, split_nul};
 use crate::diff;
@@ -27,17 +25,9 @@ use crate::tree::{Kind, Record};
 /// Files larger than this are refused unless `allow_large`.
 pub const SIZE_LIMIT: u64 = 50 << 20;
 
-/// How a path changes in the repository.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub(super) enum Act {
-    /// New in the repository.
-    Added,
-    /// Content or mode changed.
-    Modified,
-    /// Removed.
-    Deleted,
-}
+/// How a path changes in the repository: added (new in it), modified (content
+/// or mode) or deleted.
+pub(super) type Act = crate::diff::Change;
 
 /// One path the promote writes.
 #[derive(Debug, Clone)]

@@ -11,6 +11,7 @@
 //! - **patch**: both trees built in a scratch object directory (the repository is
 //!   not written), `git diff --binary` between them.
 
+use super::answer::Committed as Made;
 use super::drift::Durable;
 use super::gitio::{Git, nul_list};
 use super::plan::{Act, Item};
@@ -71,18 +72,6 @@ fn commit_tree(git: &Git, tree: &str, parent: &str, message: &str) -> Result<Str
         message.as_bytes(),
     )?;
     Ok(String::from_utf8_lossy(&out).trim().to_string())
-}
-
-/// What a commit or branch promote made.
-pub(super) struct Made {
-    /// The new commit.
-    pub sha: String,
-    /// The branch it is on.
-    pub branch: String,
-    /// The commit it was made on.
-    pub parent: String,
-    /// Why the durable index and work tree were not updated (`commit`), if not.
-    pub worktree_error: Option<String>,
 }
 
 /// The `commit` strategy.

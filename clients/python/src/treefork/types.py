@@ -388,6 +388,10 @@ class RunOutcome:
     fork: Optional[str]
     checkpoint: Optional[str]
     files_changed: Optional[int]
+    #: What it ran: an argument list, or a string for ``sh -c``.
+    command: Any
+    #: The environment variables set for it.
+    env: Dict[str, str]
     raw: Json = field(repr=False, compare=False)
 
     @classmethod
@@ -409,6 +413,8 @@ class RunOutcome:
             _s(d.get("fork")),
             _s(ck),
             d.get("files_changed"),
+            d.get("command"),
+            {str(k): str(v) for k, v in (d.get("env") or {}).items()},
             d,
         )
 
@@ -425,6 +431,17 @@ class Comparison:
     winner: Optional[int]
     aborted: bool
     op: Optional[int]
+    #: The session it ran from.
+    source: str
+    #: The caller's directory relative to the workspace root (``None``: the root).
+    cwd: Optional[str]
+    #: Whether every fork was left mounted.
+    keep: bool
+    #: ``{"runs", "min_duration_ms", "max_duration_ms", "mean_duration_ms", "success_rate"}``.
+    stats: Json
+    #: Each pair of runs compared: ``{"a", "b", "files", "files_truncated",
+    #: "exit_code_diff", "stdout_diff", "stderr_diff"}``.
+    pairs: List[Json]
     raw: Json = field(repr=False, compare=False)
 
     @classmethod
@@ -438,6 +455,11 @@ class Comparison:
             d.get("winner"),
             bool(d.get("aborted", False)),
             d.get("op"),
+            str(d.get("source", "")),
+            _s(d.get("cwd")),
+            bool(d.get("keep", False)),
+            dict(d.get("stats") or {}),
+            list(d.get("pairs") or []),
             d,
         )
 
@@ -498,6 +520,8 @@ class PromoteResult:
     op: Optional[int]
     #: With ``strategy="patch"``: the patch (``git apply`` takes it).
     patch: Optional[bytes]
+    #: Touched paths in neither state (temporary files created and removed).
+    transient: List[str]
     raw: Json = field(repr=False, compare=False)
 
     @classmethod
@@ -526,6 +550,7 @@ class PromoteResult:
             _s(d.get("saved")),
             d.get("op"),
             patch,
+            [str(t) for t in d.get("transient") or []],
             d,
         )
 
@@ -577,9 +602,22 @@ class RewindResult:
     op: Optional[int]
     files: Json
     dropped: int
+    #: Whether it only reported what would change.
+    dry_run: bool
+    #: The message rewound to (its id) and its sequence number.
+    message: str
+    seq: int
     raw: Json = field(repr=False, compare=False)
 
     @classmethod
     def from_json(cls, d: Json) -> "RewindResult":
         conv = d.get("conversation") or {}
-        return cls(d.get("op"), dict(d.get("files") or {}), int(conv.get("dropped") or 0), d)
+        return cls(
+            d.get("op"),
+            dict(d.get("files") or {}),
+            int(conv.get("dropped") or 0),
+            bool(d.get("dry_run", False)),
+            str(d.get("message", "")),
+            int(d.get("seq") or 0),
+            d,
+        )

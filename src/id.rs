@@ -15,19 +15,9 @@ pub const NODE_DOMAIN: &str = "treefork tree v1";
 /// Key-derivation context for checkpoint records.
 pub const CHECKPOINT_DOMAIN: &str = "treefork checkpoint v1";
 
-macro_rules! content_id {
-    ($(#[$doc:meta])* $name:ident, $domain:expr) => {
-        $(#[$doc])*
-        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub struct $name(pub [u8; 32]);
-
+macro_rules! id_forms {
+    ($name:ident) => {
         impl $name {
-            /// Hash `data` in this id's domain.
-            pub fn of(data: &[u8]) -> Self {
-                let mut h = blake3::Hasher::new_derive_key($domain);
-                h.update(data);
-                $name(*h.finalize().as_bytes())
-            }
             /// Full lowercase hex form (64 chars).
             pub fn to_hex(&self) -> String {
                 hex(&self.0)
@@ -54,6 +44,24 @@ macro_rules! content_id {
     };
 }
 
+macro_rules! content_id {
+    ($(#[$doc:meta])* $name:ident, $domain:expr) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub [u8; 32]);
+
+        impl $name {
+            /// Hash `data` in this id's domain.
+            pub fn of(data: &[u8]) -> Self {
+                let mut h = blake3::Hasher::new_derive_key($domain);
+                h.update(data);
+                $name(*h.finalize().as_bytes())
+            }
+        }
+        id_forms!($name);
+    };
+}
+
 content_id!(
     /// Id of a chunk of file data: blake3 (domain [`CHUNK_DOMAIN`]) of its raw bytes.
     ChunkId,
@@ -69,6 +77,48 @@ content_id!(
     CheckpointId,
     CHECKPOINT_DOMAIN
 );
+
+/// Id of an object in the object store: a [`ChunkId`] or a [`NodeId`]. Both kinds
+/// live in one store; their hash domains keep them apart, so the store need not
+/// know which an id names (a read says the kind it expects and verifies the hash in
+/// that kind's domain). The 32 bytes (`.0`) are only touched where an id is encoded:
+/// a metadata key, a pack record, a remote pack index entry.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectId(pub [u8; 32]);
+id_forms!(ObjectId);
+
+impl From<ChunkId> for ObjectId {
+    fn from(id: ChunkId) -> Self {
+        ObjectId(id.0)
+    }
+}
+impl From<NodeId> for ObjectId {
+    fn from(id: NodeId) -> Self {
+        ObjectId(id.0)
+    }
+}
+impl From<&ChunkId> for ObjectId {
+    fn from(id: &ChunkId) -> Self {
+        ObjectId(id.0)
+    }
+}
+impl From<&NodeId> for ObjectId {
+    fn from(id: &NodeId) -> Self {
+        ObjectId(id.0)
+    }
+}
+
+impl ObjectId {
+    /// This object as a chunk id: for the id a store returned for a chunk it was
+    /// given (or an id read from a record that names a chunk).
+    pub fn chunk(self) -> ChunkId {
+        ChunkId(self.0)
+    }
+    /// This object as a tree node id (see [`chunk`](Self::chunk)).
+    pub fn node(self) -> NodeId {
+        NodeId(self.0)
+    }
+}
 
 /// Inode number. Persistent: stored in directory entries, stable across remounts.
 /// `Ino(1)` is the root directory.

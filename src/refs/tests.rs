@@ -113,7 +113,7 @@ fn version_1_records_upgrade_and_keep_their_id() {
     assert!(Checkpoint::decode("p", &pb).unwrap().parents.is_empty());
     // Written back, it is a version-2 record under the same key and id.
     let MetaOp::Put(k, v) = c.op() else { panic!() };
-    assert_eq!(k, meta::checkpoint_key(&c.cid().0));
+    assert_eq!(k, meta::checkpoint_key(&c.cid()));
     let raw: Value = serde_json::from_slice(&v).unwrap();
     assert_eq!(raw["version"], 2);
     assert_eq!(raw["parents"], serde_json::json!([p]));

@@ -22,13 +22,14 @@ use super::layout::{self, PackObject};
 use super::packidx::{Idx, IdxEntry, Stored};
 use super::refval::GcCondemned;
 use crate::error::{Error, Result};
+use crate::id::ObjectId;
 use crate::store::pack::{Codec, Kind};
 
 /// Where one object lives on the remote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry {
     /// Object id.
-    pub id: [u8; 32],
+    pub id: ObjectId,
     /// The pack holding it (`packs/<pack>.tfp`).
     pub pack: [u8; 32],
     /// Offset of its record header in the pack.
@@ -42,7 +43,7 @@ pub struct Entry {
     /// Payload codec.
     pub codec: Codec,
     /// The delta base (codec 2).
-    pub base: Option<[u8; 32]>,
+    pub base: Option<ObjectId>,
 }
 
 impl Entry {
@@ -122,8 +123,8 @@ struct PackMeta {
 
 #[derive(Default)]
 struct Inner {
-    map: HashMap<[u8; 32], Slot>,
-    bases: HashMap<[u8; 32], [u8; 32]>,
+    map: HashMap<ObjectId, Slot>,
+    bases: HashMap<ObjectId, ObjectId>,
     /// Pack number -> pack; `None` once dropped (numbers are never reused).
     packs: Vec<Option<PackMeta>>,
     by_hash: HashMap<[u8; 32], u32>,
@@ -173,7 +174,7 @@ impl Inner {
         }
     }
 
-    fn entry(&self, id: &[u8; 32]) -> Option<Entry> {
+    fn entry(&self, id: &ObjectId) -> Option<Entry> {
         let s = self.map.get(id)?;
         if self.is_condemned(s.pack) {
             return None;
@@ -438,12 +439,12 @@ impl RemoteIndex {
     }
 
     /// Where `id` lives; `None` if absent or only in condemned packs.
-    pub fn get(&self, id: &[u8; 32]) -> Option<Entry> {
+    pub fn get(&self, id: &ObjectId) -> Option<Entry> {
         self.inner.read().unwrap().entry(id)
     }
 
     /// Whether the remote holds `id` in a live pack.
-    pub fn has(&self, id: &[u8; 32]) -> bool {
+    pub fn has(&self, id: &ObjectId) -> bool {
         let g = self.inner.read().unwrap();
         g.map.get(id).is_some_and(|s| !g.is_condemned(s.pack))
     }

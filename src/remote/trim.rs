@@ -39,6 +39,7 @@ use super::held::Held;
 use super::index::RemoteIndex;
 use super::{Remote, layout, registry};
 use crate::error::{Error, Result};
+use crate::id::ObjectId;
 use crate::gc::{self, GcReport, Live, Marked};
 use crate::id::{CheckpointId, NodeId};
 use crate::reach::{ChunkCheck, Walk};
@@ -99,7 +100,7 @@ struct Verified {
 
 impl Verified {
     /// Whether this remote holds `id` in a verified pack (a delta: its base too).
-    fn holds(&self, id: &[u8; 32]) -> bool {
+    fn holds(&self, id: &ObjectId) -> bool {
         let Some(e) = self.index.get(id) else {
             return false;
         };
@@ -234,8 +235,8 @@ fn mark(
     let (roots, names) = keep_roots(store, &mounted, req, now)?;
     rep.sessions_kept = names;
     let held = Held::of(store)?;
-    let on_remote = |id: &[u8; 32]| held.as_ref().is_some_and(|h| h.is_held(id));
-    let read = |k: Kind, id: &[u8; 32]| {
+    let on_remote = |id: &ObjectId| held.as_ref().is_some_and(|h| h.is_held(id));
+    let read = |k: Kind, id: &ObjectId| {
         if !store.contains(id)? {
             return Err(Error::Missing(format!("{k:?} object")));
         }
@@ -251,7 +252,7 @@ fn mark(
             walk.any_node(&owner, n);
         }
         for c in chunks {
-            walk.chunk(&owner, "(live)", c.0);
+            walk.chunk(&owner, "(live)", c);
         }
     }
     for p in walk.problems.iter().take(5) {
@@ -262,7 +263,7 @@ fn mark(
             p.error
         );
     }
-    let mut keep: HashSet<[u8; 32]> = walk.reached().copied().collect();
+    let mut keep: HashSet<ObjectId> = walk.reached().copied().collect();
     rep.kept_reachable = keep.len() as u64;
     for (id, _) in store.index()? {
         if verified.iter().any(|v| v.holds(&id)) {

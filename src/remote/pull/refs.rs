@@ -137,7 +137,7 @@ pub fn fetch_checkpoints(
                 ));
             };
             if store
-                .meta_get(&crate::meta::checkpoint_key(&id.0))?
+                .meta_get(&crate::meta::checkpoint_key(&id))?
                 .is_none()
             {
                 missing.push(hex);

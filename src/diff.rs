@@ -565,7 +565,7 @@ mod tests {
                 ..Attr::default()
             },
             xattrs: vec![],
-            content: Content::Node(NodeId(id)),
+            content: Content::Node(id.node()),
         }
     }
 
@@ -587,24 +587,23 @@ mod tests {
                 ..Attr::default()
             },
             xattrs: vec![],
-            content: Content::Node(NodeId(id)),
+            content: Content::Node(id.node()),
         }
     }
 
     fn root(store: &MemStore, r: Record) -> NodeId {
-        NodeId(
-            store
-                .put(
-                    ObjKind::Node,
-                    &RootNode {
-                        root: r,
-                        links: vec![],
-                        next_ino: 100,
-                    }
-                    .encode(),
-                )
-                .unwrap(),
-        )
+        store
+            .put(
+                ObjKind::Node,
+                &RootNode {
+                    root: r,
+                    links: vec![],
+                    next_ino: 100,
+                }
+                .encode(),
+            )
+            .unwrap()
+            .node()
     }
 
     #[test]

@@ -129,7 +129,9 @@ pub fn load_differing(store: &dyn ObjectStore, a: NodeId, b: NodeId) -> Result<(
 /// to put in its record.
 pub fn put_dir(store: &dyn ObjectStore, entries: Vec<(Vec<u8>, Entry)>) -> Result<NodeId> {
     if !is_sharded_len(entries.len()) {
-        return Ok(store.put(ObjKind::Node, &DirNode { entries }.encode())?.node());
+        return Ok(store
+            .put(ObjKind::Node, &DirNode { entries }.encode())?
+            .node());
     }
     let ranges = shard_ranges(entries.iter().map(|(n, _)| n.as_slice()));
     let mut index = DirIndex::default();
@@ -242,13 +244,13 @@ mod tests {
             let n = load_leaf(&store, *leaf).unwrap().entries.len() as u32;
             bad.shards.push((n, *leaf));
         }
-        let bad_id = NodeId(store.put(ObjKind::Node, &bad.encode()).unwrap());
+        let bad_id = store.put(ObjKind::Node, &bad.encode()).unwrap().node();
         assert!(load_dir(&store, Some(bad_id)).is_err());
         // Wrong count.
         let wrong = DirIndex {
             shards: vec![(1, ids[0])],
         };
-        let wrong_id = NodeId(store.put(ObjKind::Node, &wrong.encode()).unwrap());
+        let wrong_id = store.put(ObjKind::Node, &wrong.encode()).unwrap().node();
         assert!(load_dir(&store, Some(wrong_id)).is_err());
     }
 }

@@ -32,7 +32,8 @@ fn corrupt(id: NodeId, e: Error) -> Error {
 
 /// Read file node `id` (and its leaves).
 pub fn load(store: &dyn ObjectStore, id: NodeId) -> Result<Loaded> {
-    let node = FileNode::decode(&store.get(ObjKind::Node, &id.into())?).map_err(|e| corrupt(id, e))?;
+    let node =
+        FileNode::decode(&store.get(ObjKind::Node, &id.into())?).map_err(|e| corrupt(id, e))?;
     Ok(match node {
         FileNode::Inline(d) => Loaded {
             inline: Some(d),
@@ -141,12 +142,12 @@ mod tests {
         let leaf = BlockLeaf {
             blocks: vec![(3, chunk(3))],
         };
-        let lid = NodeId(s.put(ObjKind::Node, &leaf.encode()).unwrap());
+        let lid = s.put(ObjKind::Node, &leaf.encode()).unwrap().node();
         let m = BlockMap {
             size: 4 * MAP_MIN_SIZE,
             leaves: vec![(2, lid)],
         };
-        let id = NodeId(s.put(ObjKind::Node, &m.encode()).unwrap());
+        let id = s.put(ObjKind::Node, &m.encode()).unwrap().node();
         assert!(matches!(load(&s, id), Err(Error::Corrupt { .. })));
     }
 }

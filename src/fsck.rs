@@ -424,14 +424,14 @@ mod tests {
         let mut y = x.clone();
         y.splice(30_000..30_000, b"// y\n".iter().copied());
         let wid = s.put(ObjKind::Chunk, &w).unwrap();
-        let xid = s.put_based(ObjKind::Chunk, &x, Some(&wid)).unwrap();
+        let xid = s.put_based(ObjKind::Chunk, &x, Some(wid)).unwrap();
         s.commit(vec![]).unwrap();
         let x_delta = loc_of(&s, &xid);
         assert_eq!(x_delta.codec, pack::Codec::Delta);
         let xkey = meta::object_key(&xid);
         s.commit(vec![MetaOp::Delete(xkey.clone())]).unwrap();
         s.put(ObjKind::Chunk, &x).unwrap();
-        let yid = s.put_based(ObjKind::Chunk, &y, Some(&xid)).unwrap();
+        let yid = s.put_based(ObjKind::Chunk, &y, Some(xid)).unwrap();
         s.commit(vec![]).unwrap();
         assert_ne!(loc_of(&s, &xid).codec, pack::Codec::Delta);
         assert_eq!(loc_of(&s, &yid).codec, pack::Codec::Delta);

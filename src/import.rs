@@ -287,7 +287,9 @@ fn import_file(ctx: &mut Ctx<'_>, mut f: File, path: &Path, size: u64) -> Result
         let mut buf = Vec::with_capacity(size as usize);
         f.read_to_end(&mut buf).map_err(|e| Error::io(path, e))?;
         let node = FileNode::Inline(buf);
-        return Ok(Content::Node(ctx.store.put(ObjKind::Node, &node.encode())?.node()));
+        return Ok(Content::Node(
+            ctx.store.put(ObjKind::Node, &node.encode())?.node(),
+        ));
     }
     {
         let mut blocks = Vec::new();

@@ -672,7 +672,7 @@ pub(crate) mod tests {
         let fid = store.put(ObjKind::Node, &file.encode()).unwrap();
         let mut entry = (
             b"f".to_vec(),
-            record(Kind::File, depth + 2, Content::Node(NodeId(fid))),
+            record(Kind::File, depth + 2, Content::Node(fid.node())),
         );
         for i in 0..depth {
             let dir = DirNode {
@@ -681,7 +681,7 @@ pub(crate) mod tests {
             let id = store.put(ObjKind::Node, &dir.encode()).unwrap();
             entry = (
                 b"d".to_vec(),
-                record(Kind::Dir, depth + 1 - i, Content::Node(NodeId(id))),
+                record(Kind::Dir, depth + 1 - i, Content::Node(id.node())),
             );
         }
         let root = RootNode {
@@ -690,7 +690,7 @@ pub(crate) mod tests {
             next_ino: depth + 3,
         };
         (
-            NodeId(store.put(ObjKind::Node, &root.encode()).unwrap()),
+            store.put(ObjKind::Node, &root.encode()).unwrap().node(),
             fid,
         )
     }

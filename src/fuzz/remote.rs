@@ -56,7 +56,7 @@ pub(super) fn remote_pack(bytes: &[u8]) {
     let Ok(idx) = Idx::decode(&with_trailer(idx)) else {
         return;
     };
-    let mut raw: HashMap<[u8; 32], Vec<u8>> = HashMap::new();
+    let mut raw: HashMap<crate::id::ObjectId, Vec<u8>> = HashMap::new();
     // Whole records first, then deltas (their bases come first in a real pull too).
     let mut order: Vec<_> = idx.entries.iter().collect();
     order.sort_by_key(|e| e.base.is_some());

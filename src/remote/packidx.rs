@@ -244,12 +244,7 @@ impl PackBuilder {
         payload: &[u8],
         base: Option<ObjectId>,
     ) -> Result<bool> {
-        let bad = |why: &str| {
-            Error::Invalid(format!(
-                "remote pack record {}: {why}",
-                id.short()
-            ))
-        };
+        let bad = |why: &str| Error::Invalid(format!("remote pack record {}: {why}", id.short()));
         if raw_len > MAX_OBJECT_LEN || payload.len() > MAX_OBJECT_LEN as usize {
             return Err(bad("length out of range"));
         }

@@ -321,7 +321,8 @@ impl Session {
             // 100,000). Read outside the lock: the node names the content as of the
             // size read with it. A larger file's block map is loaded once and kept,
             // so reads do not decode it again on every call.
-            if let FileNode::Inline(d) = FileNode::decode(&self.store().get(ObjKind::Node, &id.into())?)?
+            if let FileNode::Inline(d) =
+                FileNode::decode(&self.store().get(ObjKind::Node, &id.into())?)?
             {
                 let end = fsize.min(offset + size as u64);
                 let mut buf = vec![0u8; (end - offset) as usize];

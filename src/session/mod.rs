@@ -120,7 +120,11 @@ pub fn empty_root(store: &dyn ObjectStore, uid: u32, gid: u32) -> Result<NodeId>
                 ctime: now,
             },
             xattrs: Vec::new(),
-            content: Content::Node(store.put(ObjKind::Node, &DirNode::default().encode())?.node()),
+            content: Content::Node(
+                store
+                    .put(ObjKind::Node, &DirNode::default().encode())?
+                    .node(),
+            ),
         },
         links: Vec::new(),
         next_ino: 2,

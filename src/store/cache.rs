@@ -90,7 +90,7 @@ mod tests {
     fn stays_within_capacity() {
         let c = ObjectCache::new(1000);
         for i in 0..100u8 {
-            c.insert([i; 32], Arc::new(vec![0; 100]));
+            c.insert(ObjectId([i; 32]), Arc::new(vec![0; 100]));
         }
         let g = c.inner.lock().unwrap();
         assert!(g.bytes <= 1000);

@@ -164,13 +164,7 @@ impl Packs for PackStore {
             debug_assert_eq!(loc.pack, n);
             let start = loc.offset as usize;
             let end = start + loc.record_len() as usize;
-            let what = || {
-                format!(
-                    "{:?} object {} in pack {n}",
-                    loc.kind,
-                    id.short()
-                )
-            };
+            let what = || format!("{:?} object {} in pack {n}", loc.kind, id.short());
             let rec = image
                 .get(start..end)
                 .ok_or_else(|| Error::corrupt(what(), "pack truncated"))?;

@@ -228,10 +228,9 @@ impl PackStore {
             Some(v) => v,
             None => {
                 let (bh, buf) = self.read_record(h.kind, &b).map_err(|e| match e {
-                    Error::Missing(_) => Error::corrupt(
-                        what(),
-                        format!("its delta base {} is missing", b.short()),
-                    ),
+                    Error::Missing(_) => {
+                        Error::corrupt(what(), format!("its delta base {} is missing", b.short()))
+                    }
                     e => e,
                 })?;
                 if bh.codec == Codec::Delta {

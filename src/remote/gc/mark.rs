@@ -369,10 +369,7 @@ impl<'a> RemoteNodes<'a> {
         };
         self.fetch_pack(at.0)?;
         self.cache.lock().unwrap().get(id).cloned().ok_or_else(|| {
-            Error::corrupt(
-                format!("remote object {}", id.to_hex()),
-                "not in its pack",
-            )
+            Error::corrupt(format!("remote object {}", id.to_hex()), "not in its pack")
         })
     }
 

@@ -3,7 +3,7 @@ use crate::remote::client::{Client, PutIf};
 use crate::remote::packidx::PackBuilder;
 use crate::remote::refval::GcCondemned;
 
-fn pack_of(objs: &[&[u8]]) -> (crate::remote::packidx::Built, Vec<[u8; 32]>) {
+fn pack_of(objs: &[&[u8]]) -> (crate::remote::packidx::Built, Vec<crate::id::ObjectId>) {
     let mut b = PackBuilder::new();
     let ids = objs
         .iter()
@@ -171,7 +171,7 @@ fn concurrent_adds_reads_and_rebuilds() {
     let readers: Vec<_> = (0..2)
         .map(|_| {
             let (ix, stop) = (ix.clone(), stop.clone());
-            let ids: Vec<[u8; 32]> = built.iter().map(|(_, i)| i[0]).collect();
+            let ids: Vec<crate::id::ObjectId> = built.iter().map(|(_, i)| i[0]).collect();
             std::thread::spawn(move || {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     for id in &ids {

@@ -294,7 +294,7 @@ mod tests {
         let all = objects(&store, &|_| false, &[root]).unwrap();
         assert_eq!(all.nodes.len(), 52);
         assert_eq!(all.nodes.first(), Some(&bottom));
-        assert_eq!(all.nodes.last(), Some(&root.0));
+        assert_eq!(all.nodes.last(), Some(&root.into()));
         let pos: HashMap<ObjectId, usize> = all
             .nodes
             .iter()

@@ -233,8 +233,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = PackStore::open(&dir.path().join("store")).unwrap();
         let a = store.put(ObjKind::Chunk, &text(1)).unwrap();
-        let b = store.put_based(ObjKind::Chunk, &text(2), Some(&a)).unwrap();
-        let d = store.put_based(ObjKind::Chunk, &text(3), Some(&a)).unwrap();
+        let b = store.put_based(ObjKind::Chunk, &text(2), Some(a)).unwrap();
+        let d = store.put_based(ObjKind::Chunk, &text(3), Some(a)).unwrap();
         store.commit(vec![]).unwrap();
         let (loc, _) = store.stored_record(&b).unwrap().unwrap();
         assert_eq!(

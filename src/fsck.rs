@@ -366,7 +366,7 @@ fn move_aside(store: &dyn Packs, walked: &Walked, rep: &mut FsckReport) -> Resul
     for (id, c) in &roots.checkpoints {
         if roots.live.contains(id) && broken(&c.root) {
             aside(
-                meta::checkpoint_key(&id),
+                meta::checkpoint_key(id),
                 serde_json::to_value(c).unwrap(),
                 format!("checkpoint {}", id.to_hex()),
                 "its root node is missing or damaged",

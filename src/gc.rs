@@ -238,7 +238,7 @@ fn mark(
         .checkpoints
         .keys()
         .filter(|id| !roots.live.contains(id))
-        .map(|id| MetaOp::Delete(meta::checkpoint_key(&id)))
+        .map(|id| MetaOp::Delete(meta::checkpoint_key(id)))
         .collect();
     rep.checkpoints_reclaimed = dead_checkpoints.len() as u64;
     Ok(Marked {

@@ -285,7 +285,7 @@ impl Checkpoint {
 /// Load a checkpoint by id.
 pub fn load(store: &dyn ObjectStore, id: &CheckpointId) -> Result<Checkpoint> {
     let v = store
-        .meta_get(&meta::checkpoint_key(&id))?
+        .meta_get(&meta::checkpoint_key(id))?
         .ok_or_else(|| unknown_checkpoint(id))?;
     Checkpoint::decode(&id.to_string(), &v)
 }

@@ -120,6 +120,19 @@ impl ObjectId {
     }
 }
 
+/// Name of a remote pack: blake3 (no key-derivation domain) of the pack file's
+/// bytes. Not an object id: it names a file on a remote (`packs/<hex>.tfp`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PackHash(pub [u8; 32]);
+id_forms!(PackHash);
+
+impl PackHash {
+    /// The hash of a whole pack file.
+    pub fn of(pack: &[u8]) -> Self {
+        PackHash(*blake3::hash(pack).as_bytes())
+    }
+}
+
 /// Inode number. Persistent: stored in directory entries, stable across remounts.
 /// `Ino(1)` is the root directory.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]

@@ -205,7 +205,10 @@ pub(super) fn remote_refs_seeds() -> Vec<Vec<u8>> {
     vec![
         with(
             0,
-            refval::encode(&RefValue::Branch(BranchRef::new(&[7; 32], 5))),
+            refval::encode(&RefValue::Branch(BranchRef::new(
+                &crate::id::CheckpointId([7; 32]),
+                5,
+            ))),
         ),
         with(0, serde_json::to_vec(&session).unwrap()),
         with(

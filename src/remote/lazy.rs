@@ -40,7 +40,7 @@ use super::layout;
 use super::packidx::{self, IdxEntry, Stored};
 use super::registry::Remote;
 use crate::error::{Error, Result};
-use crate::id::ObjectId;
+use crate::id::{ObjectId, PackHash};
 use crate::store::pack::{Codec, Kind};
 use crate::store::{Fallback, FetchedObject, ObjectStore};
 
@@ -135,7 +135,7 @@ pub struct LazyStats {
 pub struct Lazy {
     sources: Vec<Source>,
     store: Weak<dyn ObjectStore>,
-    by_offset: Mutex<HashMap<[u8; 32], Arc<Vec<IdxEntry>>>>,
+    by_offset: Mutex<HashMap<PackHash, Arc<Vec<IdxEntry>>>>,
     refreshed: Mutex<HashMap<String, Instant>>,
     requests: AtomicU64,
     objects: AtomicU64,
@@ -172,13 +172,13 @@ impl Lazy {
     }
 
     /// The entries of pack `pack` of `src`, by offset (from the cached `.idx`).
-    fn entries_by_offset(&self, src: &Source, pack: &[u8; 32]) -> Result<Arc<Vec<IdxEntry>>> {
+    fn entries_by_offset(&self, src: &Source, pack: &PackHash) -> Result<Arc<Vec<IdxEntry>>> {
         if let Some(v) = self.by_offset.lock().unwrap().get(pack) {
             return Ok(v.clone());
         }
         let idx = src.index.idx_of(pack)?.ok_or_else(|| Error::Remote {
             remote: src.name.clone(),
-            detail: format!("the index of pack {} is not cached", layout::hex32(pack)),
+            detail: format!("the index of pack {} is not cached", pack.to_hex()),
         })?;
         let mut v = idx.entries;
         v.sort_by_key(|e| e.offset);
@@ -193,7 +193,7 @@ impl Lazy {
 
     /// The record of `e` in `pack` and the records after it that are not present
     /// locally, while the range stays within [`READ_AHEAD_BYTES`].
-    fn plan(&self, src: &Source, pack: &[u8; 32], e: &IdxEntry) -> Result<Vec<IdxEntry>> {
+    fn plan(&self, src: &Source, pack: &PackHash, e: &IdxEntry) -> Result<Vec<IdxEntry>> {
         let all = self.entries_by_offset(src, pack)?;
         let store = self.store.upgrade();
         let at = all.partition_point(|x| x.offset < e.offset);
@@ -306,7 +306,7 @@ impl Fallback for Lazy {
 /// request spanning them, and check each record's header against its entry.
 pub fn read_records(
     client: &Client,
-    pack: &[u8; 32],
+    pack: &PackHash,
     entries: &[IdxEntry],
 ) -> Result<Vec<(IdxEntry, Result<Stored>)>> {
     let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
@@ -319,7 +319,7 @@ pub fn read_records(
 
 /// Cut `bytes` (pack `pack` from offset `start`) into the records `entries`.
 pub fn split_records(
-    pack: &[u8; 32],
+    pack: &PackHash,
     start: u64,
     bytes: &[u8],
     entries: &[IdxEntry],

@@ -21,7 +21,7 @@ use std::collections::HashSet;
 use std::ops::Range;
 
 use crate::error::{Error, Result};
-use crate::id::ObjectId;
+use crate::id::{ObjectId, PackHash};
 use crate::store::pack::{self, Codec, Kind, MAX_OBJECT_LEN, RECORD_HEADER_LEN, RecordHeader};
 
 /// Magic at the start of every `.idx`.
@@ -67,7 +67,7 @@ impl IdxEntry {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Idx {
     /// blake3 of the pack bytes (the pack's name).
-    pub pack_hash: [u8; 32],
+    pub pack_hash: PackHash,
     /// Length of the pack.
     pub pack_len: u64,
     /// Entries, sorted by id.
@@ -90,7 +90,7 @@ impl Idx {
         v.extend_from_slice(&IDX_VERSION.to_le_bytes());
         v.extend_from_slice(&(entries.len() as u32).to_le_bytes());
         v.extend_from_slice(&self.pack_len.to_le_bytes());
-        v.extend_from_slice(&self.pack_hash);
+        v.extend_from_slice(&self.pack_hash.0);
         for e in &entries {
             v.extend_from_slice(&e.id.0);
             v.push(e.kind as u8);
@@ -130,7 +130,7 @@ impl Idx {
             return Err(corrupt("trailer hash mismatch"));
         }
         let pack_len = u64_at(16);
-        let pack_hash: [u8; 32] = b[24..56].try_into().unwrap();
+        let pack_hash = PackHash(b[24..56].try_into().unwrap());
         let mut entries = Vec::with_capacity(count as usize);
         for i in 0..count as usize {
             let at = IDX_HEADER_LEN + i * IDX_ENTRY_LEN;
@@ -199,7 +199,7 @@ fn decode_entry(b: &[u8], pack_len: u64) -> Result<IdxEntry> {
 #[derive(Clone, Debug)]
 pub struct Built {
     /// blake3 of `pack` (the pack's name on the remote).
-    pub hash: [u8; 32],
+    pub hash: PackHash,
     /// The pack bytes (local pack format).
     pub pack: Vec<u8>,
     /// The encoded `.idx`.
@@ -313,7 +313,7 @@ impl PackBuilder {
 
     /// Close the pack: its hash, bytes, `.idx` and sorted entries.
     pub fn finish(self) -> Built {
-        let hash = *blake3::hash(&self.pack).as_bytes();
+        let hash = PackHash::of(&self.pack);
         let mut entries = self.entries;
         entries.sort_by_key(|e| e.id);
         let idx = Idx {
@@ -334,7 +334,7 @@ impl PackBuilder {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stored {
     /// The pack it came from (for error messages).
-    pub pack: [u8; 32],
+    pub pack: PackHash,
     /// Payload codec.
     pub codec: Codec,
     /// Decoded length.
@@ -345,18 +345,18 @@ pub struct Stored {
     pub payload: Vec<u8>,
 }
 
-fn what(kind: Kind, id: &ObjectId, pack: &[u8; 32]) -> String {
+fn what(kind: Kind, id: &ObjectId, pack: &PackHash) -> String {
     format!(
         "remote {kind:?} object {} in pack {}",
         id.short(),
-        crate::id::hex(&pack[..6])
+        pack.short()
     )
 }
 
 /// Parse the bytes of `entry`'s record range (see [`IdxEntry::range`]) of pack
 /// `pack`: the header must match the entry in id, kind, codec and both lengths, and
 /// a delta's payload must name the entry's base.
-pub fn read_record(pack: &[u8; 32], entry: &IdxEntry, bytes: &[u8]) -> Result<Stored> {
+pub fn read_record(pack: &PackHash, entry: &IdxEntry, bytes: &[u8]) -> Result<Stored> {
     let bad = |why: &str| Error::corrupt(what(entry.kind, &entry.id, pack), why);
     let h = RecordHeader::decode(bytes).map_err(|_| bad("bad record header"))?;
     if h.id != entry.id

@@ -40,8 +40,8 @@ use super::index::RemoteIndex;
 use super::{Remote, layout, registry};
 use crate::error::{Error, Result};
 use crate::gc::{self, GcReport, Live, Marked};
-use crate::id::ObjectId;
 use crate::id::{CheckpointId, NodeId};
+use crate::id::{ObjectId, PackHash};
 use crate::reach::{ChunkCheck, Walk};
 use crate::store::{Kind, Packs};
 
@@ -95,7 +95,7 @@ pub struct TrimReport {
 /// One remote with the packs verified present.
 struct Verified {
     index: std::sync::Arc<RemoteIndex>,
-    packs: HashSet<[u8; 32]>,
+    packs: HashSet<PackHash>,
 }
 
 impl Verified {
@@ -130,13 +130,13 @@ fn verify(
     for c in configs {
         let remote: Remote = super::open(store, &c.name)?;
         remote.index.refresh(&remote.client)?;
-        let lens: HashMap<[u8; 32], u64> = remote
+        let lens: HashMap<PackHash, u64> = remote
             .index
             .packs()
             .into_iter()
             .map(|p| (p.hash, p.len))
             .collect();
-        let mut used: HashSet<[u8; 32]> = HashSet::new();
+        let mut used: HashSet<PackHash> = HashSet::new();
         for (id, _) in &local {
             if let Some(e) = remote.index.get(id) {
                 used.insert(e.pack);
@@ -160,7 +160,7 @@ fn verify(
                     log::warn!(
                         "remote {}: pack {} {}: its objects are kept locally",
                         c.name,
-                        layout::hex32(&h),
+                        h.to_hex(),
                         if other.is_some() {
                             "has another length than its index says"
                         } else {

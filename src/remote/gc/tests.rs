@@ -389,7 +389,7 @@ fn an_orphan_pack_goes_after_the_grace_and_a_missing_record_stops_gc() {
     let (remote, _d) = remote_over(client.clone());
     let a = branch(&store, "a", &[content("a", 0)]);
     push(&store, &remote, &["a"]);
-    let orphan = layout::pack_key(&[7u8; 32]);
+    let orphan = layout::pack_key(&crate::id::PackHash([7u8; 32]));
     client
         .put(&orphan, b"partial".to_vec(), PutIf::Absent)
         .unwrap();

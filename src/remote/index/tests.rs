@@ -82,7 +82,7 @@ fn condemned_and_vanished_packs() {
     let cond = GcCondemned {
         version: 1,
         time: 1,
-        packs: vec![layout::hex32(&p1.hash)],
+        packs: vec![p1.hash.to_hex()],
         ..GcCondemned::default()
     };
     c.put(layout::GC_CONDEMNED, cond.encode(), PutIf::Always)
@@ -126,8 +126,12 @@ fn corrupt_idx_is_never_used() {
         .unwrap();
     // An idx under another pack's name.
     let (p2, ids2) = pack_of(&[b"y"]);
-    c.put(&layout::idx_key(&[5; 32]), p2.idx.clone(), PutIf::Absent)
-        .unwrap();
+    c.put(
+        &layout::idx_key(&crate::id::PackHash([5; 32])),
+        p2.idx.clone(),
+        PutIf::Absent,
+    )
+    .unwrap();
     let ix = RemoteIndex::load(dir.path()).unwrap();
     let r = ix.refresh(&c).unwrap();
     assert_eq!(r.corrupt.len(), 2);
@@ -135,7 +139,7 @@ fn corrupt_idx_is_never_used() {
 
     ix.add(&p1.idx).unwrap();
     assert!(ix.has(&ids1[0]));
-    let f = dir.path().join(format!("{}.idx", layout::hex32(&p1.hash)));
+    let f = dir.path().join(format!("{}.idx", p1.hash.to_hex()));
     let mut b = std::fs::read(&f).unwrap();
     b.truncate(b.len() - 1);
     std::fs::write(&f, b).unwrap();
@@ -159,7 +163,7 @@ fn concurrent_adds_reads_and_rebuilds() {
     let cond = GcCondemned {
         version: 1,
         time: 1,
-        packs: vec![layout::hex32(&victim.hash)],
+        packs: vec![victim.hash.to_hex()],
         ..GcCondemned::default()
     };
     c.put(layout::GC_CONDEMNED, cond.encode(), PutIf::Always)

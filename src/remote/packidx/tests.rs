@@ -41,7 +41,7 @@ fn built_pack_is_a_local_pack_and_reads_back() {
     let len = b.len();
     let built = b.finish();
     assert_eq!(built.pack.len() as u64, len);
-    assert_eq!(built.hash, *blake3::hash(&built.pack).as_bytes());
+    assert_eq!(built.hash.0, *blake3::hash(&built.pack).as_bytes());
 
     let (recs, err) = pack::scan(&built.pack);
     assert!(err.is_none());
@@ -106,7 +106,7 @@ fn mismatched_or_damaged_records_are_refused() {
     let s = read_record(&built.hash, ec, &damaged).unwrap();
     match decode_verified(Kind::Chunk, &c, &s, None) {
         Err(Error::Corrupt { what, .. }) => {
-            assert!(what.contains(&crate::id::hex(&built.hash[..6])), "{what}")
+            assert!(what.contains(&crate::id::hex(&built.hash.0[..6])), "{what}")
         }
         other => panic!("{other:?}"),
     }
@@ -207,7 +207,7 @@ fn idx_strategy() -> impl Strategy<Value = Idx> {
             entries.dedup_by(|a, b| a.id == b.id);
             let pack_len = entries.iter().map(|e| e.range().end).max().unwrap_or(16) + slack;
             Idx {
-                pack_hash,
+                pack_hash: PackHash(pack_hash),
                 pack_len,
                 entries,
             }

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use crate::error::{Error, Result};
-use crate::id::ObjectId;
+use crate::id::{ObjectId, PackHash};
 use crate::remote::index::RemoteIndex;
 use crate::remote::lazy::{self, Source};
 use crate::remote::packidx::IdxEntry;
@@ -46,7 +46,7 @@ impl Fetched {
 pub fn fetch_entries(
     store: &dyn ObjectStore,
     src: &Source,
-    pack: &[u8; 32],
+    pack: &PackHash,
     mut want: Vec<IdxEntry>,
 ) -> Result<Fetched> {
     want.sort_by_key(|e| e.offset);
@@ -85,7 +85,7 @@ pub fn fetch_ids(
     ids: impl IntoIterator<Item = ObjectId>,
     progress: &mut dyn FnMut(Fetched),
 ) -> Result<(Fetched, Vec<ObjectId>)> {
-    let mut by_pack: HashMap<[u8; 32], Vec<IdxEntry>> = HashMap::new();
+    let mut by_pack: HashMap<PackHash, Vec<IdxEntry>> = HashMap::new();
     let mut unknown = Vec::new();
     for id in ids {
         match src.index.get(&id) {
@@ -166,7 +166,7 @@ impl<'a> NodeFetcher<'a> {
 }
 
 /// Every entry of pack `pack` (from the cached idx; just `one` if it is gone).
-fn pack_entries(index: &RemoteIndex, pack: &[u8; 32], one: IdxEntry) -> Result<Vec<IdxEntry>> {
+fn pack_entries(index: &RemoteIndex, pack: &PackHash, one: IdxEntry) -> Result<Vec<IdxEntry>> {
     Ok(match index.idx_of(pack)? {
         Some(idx) => idx.entries,
         None => vec![one],

@@ -1,8 +1,10 @@
 //! Typed identifiers.
 //!
-//! Owns: the 32-byte content ids (`ChunkId`, `NodeId`, `CheckpointId`) and the
-//! inode number type `Ino`. Content ids are blake3 hashes in separate key-derivation
-//! domains so that a chunk and a tree node with the same bytes never share an id.
+//! Owns: the 32-byte content ids (`ChunkId`, `NodeId`, `CheckpointId`), the object
+//! store's id `ObjectId` (a chunk's or a node's), a remote pack's name `PackHash`,
+//! and the inode number type `Ino`. Content ids are blake3 hashes in separate
+//! key-derivation domains so that a chunk and a tree node with the same bytes never
+//! share an id.
 //! Invariant: an id is only ever constructed from the hash of the exact bytes it names
 //! (or parsed from a stored/printed form of such a hash).
 
@@ -204,5 +206,24 @@ mod tests {
         assert_eq!(ChunkId::from_hex(&id.to_hex()), Some(id));
         assert_eq!(ChunkId::from_hex("zz"), None);
         assert_eq!(id.short().len(), 12);
+    }
+
+    #[test]
+    fn object_ids_keep_the_bytes_of_what_they_name() {
+        let c = ChunkId::of(b"data");
+        let n = NodeId::of(b"data");
+        let (oc, on) = (ObjectId::from(c), ObjectId::from(&n));
+        assert_eq!((oc.0, on.0), (c.0, n.0));
+        assert_ne!(
+            oc, on,
+            "one store holds both kinds; their domains keep them apart"
+        );
+        assert_eq!((oc.chunk(), on.node()), (c, n));
+        assert_eq!(ObjectId::from_hex(&oc.to_hex()), Some(oc));
+        assert_eq!(oc.to_hex(), c.to_hex());
+        assert_eq!(format!("{on}"), n.short());
+        let p = PackHash::of(b"pack bytes");
+        assert_eq!(&p.0, blake3::hash(b"pack bytes").as_bytes());
+        assert_eq!(PackHash::from_hex(&p.to_hex()), Some(p));
     }
 }

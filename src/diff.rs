@@ -79,7 +79,7 @@ pub struct Tree {
 impl Tree {
     /// Load the tree named by root node `id`.
     pub fn load(store: &dyn ObjectStore, id: NodeId) -> Result<Tree> {
-        let root = RootNode::decode(&store.get(ObjKind::Node, &id.0)?)?;
+        let root = RootNode::decode(&store.get(ObjKind::Node, &id.into())?)?;
         let links = root.links.iter().map(|r| (r.ino, r.clone())).collect();
         Ok(Tree { root, links })
     }
@@ -438,7 +438,7 @@ pub fn read_file(store: &dyn ObjectStore, r: &Record, limit: u64) -> Result<Vec<
                 if start >= size {
                     break;
                 }
-                let data = store.get(ObjKind::Chunk, &c.0)?;
+                let data = store.get(ObjKind::Chunk, &c.into())?;
                 let n = (data.len() as u64).min(size - start) as usize;
                 out[start as usize..start as usize + n].copy_from_slice(&data[..n]);
             }
@@ -574,7 +574,7 @@ mod tests {
                 ..Attr::default()
             },
             xattrs: vec![],
-            content: Content::Node(NodeId(id)),
+            content: Content::Node(id.node()),
         }
     }
 
@@ -596,24 +596,23 @@ mod tests {
                 ..Attr::default()
             },
             xattrs: vec![],
-            content: Content::Node(NodeId(id)),
+            content: Content::Node(id.node()),
         }
     }
 
     fn root(store: &MemStore, r: Record) -> NodeId {
-        NodeId(
-            store
-                .put(
-                    ObjKind::Node,
-                    &RootNode {
-                        root: r,
-                        links: vec![],
-                        next_ino: 100,
-                    }
-                    .encode(),
-                )
-                .unwrap(),
-        )
+        store
+            .put(
+                ObjKind::Node,
+                &RootNode {
+                    root: r,
+                    links: vec![],
+                    next_ino: 100,
+                }
+                .encode(),
+            )
+            .unwrap()
+            .node()
     }
 
     #[test]

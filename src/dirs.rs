@@ -24,7 +24,7 @@ pub struct Shard {
 /// The shard ids of directory node `id` (a flat directory is one shard: itself), and
 /// whether it is sharded. Reads only the index, not the leaves.
 pub fn shard_ids(store: &dyn ObjectStore, id: NodeId) -> Result<(Vec<NodeId>, bool)> {
-    let bytes = store.get(ObjKind::Node, &id.0)?;
+    let bytes = store.get(ObjKind::Node, &id.into())?;
     if !crate::tree::is_dir_index(&bytes) {
         // A flat directory (verified when its entries are read).
         return Ok((vec![id], false));
@@ -36,13 +36,13 @@ pub fn shard_ids(store: &dyn ObjectStore, id: NodeId) -> Result<(Vec<NodeId>, bo
 
 /// Read one leaf of a sharded directory (or a flat directory node).
 pub fn load_leaf(store: &dyn ObjectStore, id: NodeId) -> Result<DirNode> {
-    DirNode::decode(&store.get(ObjKind::Node, &id.0)?)
+    DirNode::decode(&store.get(ObjKind::Node, &id.into())?)
         .map_err(|e| Error::corrupt(format!("directory node {id}"), e.to_string()))
 }
 
 /// All shards of directory node `id`, verified (see module invariants).
 pub fn load_shards(store: &dyn ObjectStore, id: NodeId) -> Result<Vec<Shard>> {
-    let node = AnyDir::decode(&store.get(ObjKind::Node, &id.0)?)
+    let node = AnyDir::decode(&store.get(ObjKind::Node, &id.into())?)
         .map_err(|e| Error::corrupt(format!("directory node {id}"), e.to_string()))?;
     let index = match node {
         AnyDir::Flat(node) => return Ok(vec![Shard { id, node }]),
@@ -129,9 +129,9 @@ pub fn load_differing(store: &dyn ObjectStore, a: NodeId, b: NodeId) -> Result<(
 /// to put in its record.
 pub fn put_dir(store: &dyn ObjectStore, entries: Vec<(Vec<u8>, Entry)>) -> Result<NodeId> {
     if !is_sharded_len(entries.len()) {
-        return Ok(NodeId(
-            store.put(ObjKind::Node, &DirNode { entries }.encode())?,
-        ));
+        return Ok(store
+            .put(ObjKind::Node, &DirNode { entries }.encode())?
+            .node());
     }
     let ranges = shard_ranges(entries.iter().map(|(n, _)| n.as_slice()));
     let mut index = DirIndex::default();
@@ -140,10 +140,10 @@ pub fn put_dir(store: &dyn ObjectStore, entries: Vec<(Vec<u8>, Entry)>) -> Resul
         let leaf = DirNode {
             entries: it.by_ref().take(r.len()).collect(),
         };
-        let id = NodeId(store.put(ObjKind::Node, &leaf.encode())?);
+        let id = store.put(ObjKind::Node, &leaf.encode())?.node();
         index.shards.push((r.len() as u32, id));
     }
-    Ok(NodeId(store.put(ObjKind::Node, &index.encode())?))
+    Ok(store.put(ObjKind::Node, &index.encode())?.node())
 }
 
 /// Whether a directory of `n` entries is stored sharded.
@@ -244,13 +244,13 @@ mod tests {
             let n = load_leaf(&store, *leaf).unwrap().entries.len() as u32;
             bad.shards.push((n, *leaf));
         }
-        let bad_id = NodeId(store.put(ObjKind::Node, &bad.encode()).unwrap());
+        let bad_id = store.put(ObjKind::Node, &bad.encode()).unwrap().node();
         assert!(load_dir(&store, Some(bad_id)).is_err());
         // Wrong count.
         let wrong = DirIndex {
             shards: vec![(1, ids[0])],
         };
-        let wrong_id = NodeId(store.put(ObjKind::Node, &wrong.encode()).unwrap());
+        let wrong_id = store.put(ObjKind::Node, &wrong.encode()).unwrap().node();
         assert!(load_dir(&store, Some(wrong_id)).is_err());
     }
 }

@@ -32,7 +32,8 @@ fn corrupt(id: NodeId, e: Error) -> Error {
 
 /// Read file node `id` (and its leaves).
 pub fn load(store: &dyn ObjectStore, id: NodeId) -> Result<Loaded> {
-    let node = FileNode::decode(&store.get(ObjKind::Node, &id.0)?).map_err(|e| corrupt(id, e))?;
+    let node =
+        FileNode::decode(&store.get(ObjKind::Node, &id.into())?).map_err(|e| corrupt(id, e))?;
     Ok(match node {
         FileNode::Inline(d) => Loaded {
             inline: Some(d),
@@ -45,7 +46,7 @@ pub fn load(store: &dyn ObjectStore, id: NodeId) -> Result<Loaded> {
         FileNode::Map(m) => {
             let mut blocks = Vec::new();
             for &(k, leaf) in &m.leaves {
-                let l = BlockLeaf::decode(&store.get(ObjKind::Node, &leaf.0)?, k, m.size)
+                let l = BlockLeaf::decode(&store.get(ObjKind::Node, &leaf.into())?, k, m.size)
                     .map_err(|e| corrupt(leaf, e))?;
                 blocks.extend(l.blocks);
             }
@@ -68,13 +69,13 @@ pub fn put_blocks(
     let node = if is_mapped(size) {
         let mut leaves = Vec::new();
         for (k, leaf) in BlockLeaf::split(&blocks) {
-            leaves.push((k, NodeId(store.put(ObjKind::Node, &leaf.encode())?)));
+            leaves.push((k, store.put(ObjKind::Node, &leaf.encode())?.node()));
         }
         FileNode::Map(BlockMap { size, leaves })
     } else {
         FileNode::Blocks { size, blocks }
     };
-    Ok(NodeId(store.put(ObjKind::Node, &node.encode())?))
+    Ok(store.put(ObjKind::Node, &node.encode())?.node())
 }
 
 #[cfg(test)]
@@ -117,7 +118,7 @@ mod tests {
         let s = MemStore::default();
         let blocks = vec![(0, chunk(0)), (LEAF_BLOCKS - 1, chunk(1))];
         let flat = put_blocks(&s, MAP_MIN_SIZE, blocks.clone()).unwrap();
-        let raw = s.get(ObjKind::Node, &flat.0).unwrap();
+        let raw = s.get(ObjKind::Node, &flat.into()).unwrap();
         assert!(matches!(
             FileNode::decode(&raw).unwrap(),
             FileNode::Blocks { .. }
@@ -126,7 +127,7 @@ mod tests {
         big.push((LEAF_BLOCKS, chunk(2)));
         big.push((5 * LEAF_BLOCKS + 3, chunk(3)));
         let mapped = put_blocks(&s, 6 * MAP_MIN_SIZE, big.clone()).unwrap();
-        let raw = s.get(ObjKind::Node, &mapped.0).unwrap();
+        let raw = s.get(ObjKind::Node, &mapped.into()).unwrap();
         let FileNode::Map(m) = FileNode::decode(&raw).unwrap() else {
             panic!("not a block map")
         };
@@ -141,12 +142,12 @@ mod tests {
         let leaf = BlockLeaf {
             blocks: vec![(3, chunk(3))],
         };
-        let lid = NodeId(s.put(ObjKind::Node, &leaf.encode()).unwrap());
+        let lid = s.put(ObjKind::Node, &leaf.encode()).unwrap().node();
         let m = BlockMap {
             size: 4 * MAP_MIN_SIZE,
             leaves: vec![(2, lid)],
         };
-        let id = NodeId(s.put(ObjKind::Node, &m.encode()).unwrap());
+        let id = s.put(ObjKind::Node, &m.encode()).unwrap().node();
         assert!(matches!(load(&s, id), Err(Error::Corrupt { .. })));
     }
 }

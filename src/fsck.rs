@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::error::Result;
-use crate::id::NodeId;
+use crate::id::{NodeId, ObjectId};
 use crate::meta::{self, MetaOp};
 use crate::reach::{self, ChunkCheck, HeldElsewhere, Problem, Walk};
 use crate::store::{Kind as ObjKind, Loc, Packs, pack};
@@ -116,13 +116,13 @@ struct PackScan {
     /// How many bytes of each pack were read.
     scanned_len: HashMap<u32, u64>,
     /// Repair only: a location whose payload verifies, for each id.
-    valid_copies: HashMap<[u8; 32], Loc>,
+    valid_copies: HashMap<ObjectId, Loc>,
     /// Repair only: delta records, verified by [`verify_deltas`] once every whole
     /// record (a possible base) is known.
     deltas: Vec<(pack::RecordHeader, Vec<u8>, Loc)>,
     /// The base each delta copy in `valid_copies` was verified against: indexing the
     /// delta also points the base's entry at that whole copy.
-    verified_base: HashMap<[u8; 32], [u8; 32]>,
+    verified_base: HashMap<ObjectId, ObjectId>,
 }
 
 /// Phase 1: scan every pack's records. Records of packs a writer is still
@@ -202,9 +202,9 @@ fn verify_deltas(store: &dyn Packs, scan: &mut PackScan) {
 /// The index as [`check_index`] read it.
 struct IndexCheck {
     /// Every index entry.
-    index: Vec<([u8; 32], Loc)>,
+    index: Vec<(ObjectId, Loc)>,
     /// Ids whose entry names no matching record.
-    bad: HashSet<[u8; 32]>,
+    bad: HashSet<ObjectId>,
 }
 
 /// Phase 2: index ↔ packs. Every index entry must name a scanned record with the
@@ -220,7 +220,7 @@ fn check_index(
     let index = store.index()?;
     rep.index_entries = index.len() as u64;
     let mut indexed: HashSet<(u32, u64)> = HashSet::new();
-    let mut bad: HashSet<[u8; 32]> = HashSet::new();
+    let mut bad: HashSet<ObjectId> = HashSet::new();
     for (id, loc) in &index {
         indexed.insert((loc.pack, loc.offset));
         let ok = match scan.at.get(&(loc.pack, loc.offset)) {
@@ -235,7 +235,7 @@ fn check_index(
             bad.insert(*id);
             rep.problems.push(Problem::record(
                 "index",
-                Some(id),
+                Some(&id.0),
                 format!(
                     "index entry names pack {} offset {}, where no matching record is",
                     loc.pack, loc.offset
@@ -256,10 +256,10 @@ fn repair_index(
     checked: &IndexCheck,
     rep: &mut FsckReport,
 ) -> Result<()> {
-    let have: HashSet<[u8; 32]> = checked.index.iter().map(|(id, _)| *id).collect();
+    let have: HashSet<ObjectId> = checked.index.iter().map(|(id, _)| *id).collect();
     let bad = &checked.bad;
     let mut ops = Vec::new();
-    let mut put: HashSet<[u8; 32]> = HashSet::new();
+    let mut put: HashSet<ObjectId> = HashSet::new();
     for (id, loc) in &scan.valid_copies {
         if (!have.contains(id) || bad.contains(id)) && put.insert(*id) {
             ops.push(MetaOp::Put(meta::object_key(id), loc.encode()));
@@ -278,7 +278,7 @@ fn repair_index(
     let fixed: HashSet<String> = bad
         .iter()
         .filter(|id| scan.valid_copies.contains_key(*id))
-        .map(|id| crate::id::hex(id))
+        .map(|id| id.to_hex())
         .collect();
     if !ops.is_empty() {
         rep.repaired.push(format!(
@@ -309,10 +309,10 @@ fn walk_roots(
 ) -> Result<Walked> {
     let mut roots = reach::roots(store.meta())?;
     let tree_roots = roots.tree_roots();
-    let read = |k: ObjKind, id: &[u8; 32]| store.read_verified(k, id);
+    let read = |k: ObjKind, id: &ObjectId| store.read_verified(k, id);
     // Objects a remote holds and the store does not (trimmed, never hydrated):
     // counted, not read, not problems.
-    let on_remote = |id: &[u8; 32]| held.is_some_and(|h| h.is_held(id));
+    let on_remote = |id: &ObjectId| held.is_some_and(|h| h.is_held(id));
     let mut walk = Walk::new(&read, ChunkCheck::Verify);
     if held.is_some() {
         walk = walk.with_boundary(&on_remote);
@@ -366,7 +366,7 @@ fn move_aside(store: &dyn Packs, walked: &Walked, rep: &mut FsckReport) -> Resul
     for (id, c) in &roots.checkpoints {
         if roots.live.contains(id) && broken(&c.root) {
             aside(
-                meta::checkpoint_key(&id.0),
+                meta::checkpoint_key(id),
                 serde_json::to_value(c).unwrap(),
                 format!("checkpoint {}", id.to_hex()),
                 "its root node is missing or damaged",
@@ -402,7 +402,7 @@ mod tests {
             .collect()
     }
 
-    fn loc_of(s: &PackStore, id: &[u8; 32]) -> Loc {
+    fn loc_of(s: &PackStore, id: &ObjectId) -> Loc {
         s.index()
             .unwrap()
             .into_iter()
@@ -424,14 +424,14 @@ mod tests {
         let mut y = x.clone();
         y.splice(30_000..30_000, b"// y\n".iter().copied());
         let wid = s.put(ObjKind::Chunk, &w).unwrap();
-        let xid = s.put_based(ObjKind::Chunk, &x, Some(&wid)).unwrap();
+        let xid = s.put_based(ObjKind::Chunk, &x, Some(wid)).unwrap();
         s.commit(vec![]).unwrap();
         let x_delta = loc_of(&s, &xid);
         assert_eq!(x_delta.codec, pack::Codec::Delta);
         let xkey = meta::object_key(&xid);
         s.commit(vec![MetaOp::Delete(xkey.clone())]).unwrap();
         s.put(ObjKind::Chunk, &x).unwrap();
-        let yid = s.put_based(ObjKind::Chunk, &y, Some(&xid)).unwrap();
+        let yid = s.put_based(ObjKind::Chunk, &y, Some(xid)).unwrap();
         s.commit(vec![]).unwrap();
         assert_ne!(loc_of(&s, &xid).codec, pack::Codec::Delta);
         assert_eq!(loc_of(&s, &yid).codec, pack::Codec::Delta);

@@ -33,7 +33,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::id::{ChunkId, NodeId};
+use crate::id::{ChunkId, NodeId, ObjectId};
 use crate::meta::{self, MetaOp};
 use crate::reach::{self, ChunkCheck, HeldElsewhere, Walk};
 use crate::store::{Kind as ObjKind, Loc, Packs};
@@ -155,12 +155,12 @@ pub(crate) fn collect(
 }
 
 /// Index entries: (object id, where its record is).
-type Index = Vec<([u8; 32], Loc)>;
+type Index = Vec<(ObjectId, Loc)>;
 
 /// What the mark step found live, and the checkpoint records it found dead.
 pub(crate) struct Marked {
     /// Every node and chunk reached.
-    objects: HashSet<[u8; 32]>,
+    objects: HashSet<ObjectId>,
     /// Deletions of the records of checkpoints that are not live.
     dead_checkpoints: Vec<MetaOp>,
 }
@@ -168,7 +168,7 @@ pub(crate) struct Marked {
 impl Marked {
     /// Keep exactly `objects` (plus what the sweep always keeps: guarded puts
     /// and the delta bases of kept objects); no record is dropped.
-    pub(crate) fn keep(objects: HashSet<[u8; 32]>) -> Marked {
+    pub(crate) fn keep(objects: HashSet<ObjectId>) -> Marked {
         Marked {
             objects,
             dead_checkpoints: Vec::new(),
@@ -198,12 +198,12 @@ fn mark(
     }
     // Objects a remote holds and the store does not are the walk's boundary; with
     // a remote configured, reads are local only (a gc never hydrates).
-    let on_remote = |id: &[u8; 32]| held.is_some_and(|h| h.is_held(id));
-    let read = |k: ObjKind, id: &[u8; 32]| {
+    let on_remote = |id: &ObjectId| held.is_some_and(|h| h.is_held(id));
+    let read = |k: ObjKind, id: &ObjectId| {
         if held.is_some() && !store.contains(id)? {
             return Err(Error::Missing(format!(
                 "{k:?} object {} (on no remote either)",
-                crate::id::hex(&id[..6])
+                id.short()
             )));
         }
         store.get(k, id)
@@ -225,20 +225,20 @@ fn mark(
             walk.any_node(&owner, n);
         }
         for c in chunks {
-            walk.chunk(&owner, "(live)", c.0);
+            walk.chunk(&owner, "(live)", c);
         }
     }
     if !walk.problems.is_empty() {
         return Err(refuse(&walk.problems));
     }
-    let objects: HashSet<[u8; 32]> = walk.reached().copied().collect();
+    let objects: HashSet<ObjectId> = walk.reached().copied().collect();
     rep.objects_live = objects.len() as u64;
     rep.remote_held = walk.at_boundary.len() as u64;
     let dead_checkpoints: Vec<MetaOp> = roots
         .checkpoints
         .keys()
         .filter(|id| !roots.live.contains(id))
-        .map(|id| MetaOp::Delete(meta::checkpoint_key(&id.0)))
+        .map(|id| MetaOp::Delete(meta::checkpoint_key(id)))
         .collect();
     rep.checkpoints_reclaimed = dead_checkpoints.len() as u64;
     Ok(Marked {
@@ -265,7 +265,7 @@ fn sweep(
         let d = store.unreachable(&marked.objects)?;
         rep.objects_reclaimed = d.len() as u64;
         rep.bytes_reclaimed = d.iter().map(|(_, l)| l.record_len()).sum();
-        let dead: HashSet<[u8; 32]> = d.into_iter().map(|(id, _)| id).collect();
+        let dead: HashSet<ObjectId> = d.into_iter().map(|(id, _)| id).collect();
         Some(
             index_before
                 .into_iter()
@@ -303,7 +303,7 @@ fn repack(
         Some(index) => index,
         None => store.index()?,
     };
-    let mut by_pack: HashMap<u32, Vec<([u8; 32], Loc)>> = HashMap::new();
+    let mut by_pack: HashMap<u32, Vec<(ObjectId, Loc)>> = HashMap::new();
     for (id, loc) in index {
         by_pack.entry(loc.pack).or_default().push((id, loc));
     }
@@ -341,7 +341,7 @@ fn repack(
 fn repack_candidates(
     packs: Vec<(u32, u64)>,
     protected: &HashSet<u32>,
-    by_pack: &HashMap<u32, Vec<([u8; 32], Loc)>>,
+    by_pack: &HashMap<u32, Vec<(ObjectId, Loc)>>,
 ) -> (Vec<u32>, u64) {
     let mut kept = 0u64;
     let candidates = packs

@@ -1,8 +1,10 @@
 //! Typed identifiers.
 //!
-//! Owns: the 32-byte content ids (`ChunkId`, `NodeId`, `CheckpointId`) and the
-//! inode number type `Ino`. Content ids are blake3 hashes in separate key-derivation
-//! domains so that a chunk and a tree node with the same bytes never share an id.
+//! Owns: the 32-byte content ids (`ChunkId`, `NodeId`, `CheckpointId`), the object
+//! store's id `ObjectId` (a chunk's or a node's), a remote pack's name `PackHash`,
+//! and the inode number type `Ino`. Content ids are blake3 hashes in separate
+//! key-derivation domains so that a chunk and a tree node with the same bytes never
+//! share an id.
 //! Invariant: an id is only ever constructed from the hash of the exact bytes it names
 //! (or parsed from a stored/printed form of such a hash).
 
@@ -15,19 +17,9 @@ pub const NODE_DOMAIN: &str = "treefork tree v1";
 /// Key-derivation context for checkpoint records.
 pub const CHECKPOINT_DOMAIN: &str = "treefork checkpoint v1";
 
-macro_rules! content_id {
-    ($(#[$doc:meta])* $name:ident, $domain:expr) => {
-        $(#[$doc])*
-        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub struct $name(pub [u8; 32]);
-
+macro_rules! id_forms {
+    ($name:ident) => {
         impl $name {
-            /// Hash `data` in this id's domain.
-            pub fn of(data: &[u8]) -> Self {
-                let mut h = blake3::Hasher::new_derive_key($domain);
-                h.update(data);
-                $name(*h.finalize().as_bytes())
-            }
             /// Full lowercase hex form (64 chars).
             pub fn to_hex(&self) -> String {
                 hex(&self.0)
@@ -54,6 +46,24 @@ macro_rules! content_id {
     };
 }
 
+macro_rules! content_id {
+    ($(#[$doc:meta])* $name:ident, $domain:expr) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub [u8; 32]);
+
+        impl $name {
+            /// Hash `data` in this id's domain.
+            pub fn of(data: &[u8]) -> Self {
+                let mut h = blake3::Hasher::new_derive_key($domain);
+                h.update(data);
+                $name(*h.finalize().as_bytes())
+            }
+        }
+        id_forms!($name);
+    };
+}
+
 content_id!(
     /// Id of a chunk of file data: blake3 (domain [`CHUNK_DOMAIN`]) of its raw bytes.
     ChunkId,
@@ -69,6 +79,61 @@ content_id!(
     CheckpointId,
     CHECKPOINT_DOMAIN
 );
+
+/// Id of an object in the object store: a [`ChunkId`] or a [`NodeId`]. Both kinds
+/// live in one store; their hash domains keep them apart, so the store need not
+/// know which an id names (a read says the kind it expects and verifies the hash in
+/// that kind's domain). The 32 bytes (`.0`) are only touched where an id is encoded:
+/// a metadata key, a pack record, a remote pack index entry.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectId(pub [u8; 32]);
+id_forms!(ObjectId);
+
+impl From<ChunkId> for ObjectId {
+    fn from(id: ChunkId) -> Self {
+        ObjectId(id.0)
+    }
+}
+impl From<NodeId> for ObjectId {
+    fn from(id: NodeId) -> Self {
+        ObjectId(id.0)
+    }
+}
+impl From<&ChunkId> for ObjectId {
+    fn from(id: &ChunkId) -> Self {
+        ObjectId(id.0)
+    }
+}
+impl From<&NodeId> for ObjectId {
+    fn from(id: &NodeId) -> Self {
+        ObjectId(id.0)
+    }
+}
+
+impl ObjectId {
+    /// This object as a chunk id: for the id a store returned for a chunk it was
+    /// given (or an id read from a record that names a chunk).
+    pub fn chunk(self) -> ChunkId {
+        ChunkId(self.0)
+    }
+    /// This object as a tree node id (see [`chunk`](Self::chunk)).
+    pub fn node(self) -> NodeId {
+        NodeId(self.0)
+    }
+}
+
+/// Name of a remote pack: blake3 (no key-derivation domain) of the pack file's
+/// bytes. Not an object id: it names a file on a remote (`packs/<hex>.tfp`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PackHash(pub [u8; 32]);
+id_forms!(PackHash);
+
+impl PackHash {
+    /// The hash of a whole pack file.
+    pub fn of(pack: &[u8]) -> Self {
+        PackHash(*blake3::hash(pack).as_bytes())
+    }
+}
 
 /// Inode number. Persistent: stored in directory entries, stable across remounts.
 /// `Ino(1)` is the root directory.
@@ -141,5 +206,24 @@ mod tests {
         assert_eq!(ChunkId::from_hex(&id.to_hex()), Some(id));
         assert_eq!(ChunkId::from_hex("zz"), None);
         assert_eq!(id.short().len(), 12);
+    }
+
+    #[test]
+    fn object_ids_keep_the_bytes_of_what_they_name() {
+        let c = ChunkId::of(b"data");
+        let n = NodeId::of(b"data");
+        let (oc, on) = (ObjectId::from(c), ObjectId::from(&n));
+        assert_eq!((oc.0, on.0), (c.0, n.0));
+        assert_ne!(
+            oc, on,
+            "one store holds both kinds; their domains keep them apart"
+        );
+        assert_eq!((oc.chunk(), on.node()), (c, n));
+        assert_eq!(ObjectId::from_hex(&oc.to_hex()), Some(oc));
+        assert_eq!(oc.to_hex(), c.to_hex());
+        assert_eq!(format!("{on}"), n.short());
+        let p = PackHash::of(b"pack bytes");
+        assert_eq!(&p.0, blake3::hash(b"pack bytes").as_bytes());
+        assert_eq!(PackHash::from_hex(&p.to_hex()), Some(p));
     }
 }

@@ -23,7 +23,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::id::{ChunkId, NodeId};
+use crate::id::NodeId;
 use crate::store::{Kind as ObjKind, ObjectStore};
 use crate::tree::{
     Attr, BLOCK_SIZE, Content, DirNode, Entry, FileNode, INLINE_MAX, Kind, Record, RootNode,
@@ -241,7 +241,7 @@ pub fn import_dir(
         links,
         next_ino: ctx.next_ino,
     };
-    let id = NodeId(store.put(ObjKind::Node, &node.encode())?);
+    let id = store.put(ObjKind::Node, &node.encode())?.node();
     (ctx.progress)(ctx.total, ctx.total);
     Ok(Imported {
         root: id,
@@ -287,9 +287,9 @@ fn import_file(ctx: &mut Ctx<'_>, mut f: File, path: &Path, size: u64) -> Result
         let mut buf = Vec::with_capacity(size as usize);
         f.read_to_end(&mut buf).map_err(|e| Error::io(path, e))?;
         let node = FileNode::Inline(buf);
-        return Ok(Content::Node(NodeId(
-            ctx.store.put(ObjKind::Node, &node.encode())?,
-        )));
+        return Ok(Content::Node(
+            ctx.store.put(ObjKind::Node, &node.encode())?.node(),
+        ));
     }
     {
         let mut blocks = Vec::new();
@@ -310,7 +310,7 @@ fn import_file(ctx: &mut Ctx<'_>, mut f: File, path: &Path, size: u64) -> Result
             }
             total += n as u64;
             if buf[..n].iter().any(|&b| b != 0) {
-                blocks.push((idx, ChunkId(ctx.store.put(ObjKind::Chunk, &buf[..n])?)));
+                blocks.push((idx, ctx.store.put(ObjKind::Chunk, &buf[..n])?.chunk()));
             }
             idx += 1;
             if n < buf.len() {

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::id::{CheckpointId, NodeId};
+use crate::id::{CheckpointId, ChunkId, NodeId, ObjectId};
 use crate::refs::session_record::SessionRecord;
 use crate::refs::{self, Checkpoint};
 use crate::store::{Kind as ObjKind, MetaStore, ObjectStore};
@@ -144,7 +144,7 @@ impl Roots {
     /// Every checkpoint record; a malformed key or unreadable record is a problem.
     fn read_checkpoints(&mut self, meta: &dyn MetaStore) -> Result<()> {
         for (k, v) in meta.scan(crate::meta::CHECKPOINT_PREFIX)? {
-            let Some(raw) = crate::meta::checkpoint_id(&k) else {
+            let Some(id) = crate::meta::checkpoint_id(&k) else {
                 self.problems.push(Problem::record(
                     format!("checkpoint key {}", crate::id::hex(&k)),
                     None,
@@ -152,7 +152,6 @@ impl Roots {
                 ));
                 continue;
             };
-            let id = CheckpointId(raw);
             match Checkpoint::decode(&id.to_hex(), &v) {
                 Ok(c) => {
                     self.checkpoints.insert(id, c);
@@ -355,7 +354,7 @@ pub enum ChunkCheck {
 }
 
 /// Reads an object, verifying its hash (fsck passes an uncached reader).
-pub type Reader<'a> = &'a (dyn Fn(ObjKind, &[u8; 32]) -> Result<Arc<Vec<u8>>> + Sync);
+pub type Reader<'a> = &'a (dyn Fn(ObjKind, &ObjectId) -> Result<Arc<Vec<u8>>> + Sync);
 
 enum Item {
     Root(NodeId),
@@ -374,7 +373,7 @@ type Stack = Vec<(String, Item)>;
 /// Says whether an object id is on a walk's boundary: reached, but neither read
 /// nor descended into (the remote tier: objects a remote holds, with everything
 /// under them).
-pub type Boundary<'a> = &'a (dyn Fn(&[u8; 32]) -> bool + Sync);
+pub type Boundary<'a> = &'a (dyn Fn(&ObjectId) -> bool + Sync);
 
 /// Objects stored elsewhere and absent here, as the caller of gc or fsck knows
 /// them: those walks stop at such an object (counted, not read, not a problem) and,
@@ -383,7 +382,7 @@ pub type Boundary<'a> = &'a (dyn Fn(&[u8; 32]) -> bool + Sync);
 /// `crate::remote::held::Held`; `None` means nothing is held elsewhere.
 pub trait HeldElsewhere: Sync {
     /// Whether `id` is held elsewhere and not stored here.
-    fn is_held(&self, id: &[u8; 32]) -> bool;
+    fn is_held(&self, id: &ObjectId) -> bool;
 }
 
 /// A walk over trees, accumulating reached objects and problems.
@@ -393,11 +392,11 @@ pub struct Walk<'a> {
     boundary: Option<Boundary<'a>>,
     /// Reached ids (nodes and chunks) that were on the boundary (also in
     /// `nodes`/`chunks`).
-    pub at_boundary: HashSet<[u8; 32]>,
+    pub at_boundary: HashSet<ObjectId>,
     /// Node ids reached (read and decoded successfully or not).
-    pub nodes: HashSet<[u8; 32]>,
+    pub nodes: HashSet<ObjectId>,
     /// Chunk ids reached.
-    pub chunks: HashSet<[u8; 32]>,
+    pub chunks: HashSet<ObjectId>,
     /// Problems found.
     pub problems: Vec<Problem>,
     /// Bytes of chunk data read (Verify mode).
@@ -426,7 +425,7 @@ impl<'a> Walk<'a> {
         self
     }
 
-    fn on_boundary(&mut self, id: &[u8; 32]) -> bool {
+    fn on_boundary(&mut self, id: &ObjectId) -> bool {
         if self.boundary.is_some_and(|b| b(id)) {
             self.at_boundary.insert(*id);
             return true;
@@ -435,7 +434,7 @@ impl<'a> Walk<'a> {
     }
 
     /// Every object id reached (nodes and chunks).
-    pub fn reached(&self) -> impl Iterator<Item = &[u8; 32]> {
+    pub fn reached(&self) -> impl Iterator<Item = &ObjectId> {
         self.nodes.iter().chain(self.chunks.iter())
     }
 
@@ -451,7 +450,8 @@ impl<'a> Walk<'a> {
     }
 
     /// Record a chunk id (a live session's sealed block).
-    pub fn chunk(&mut self, owner: &str, path: &str, id: [u8; 32]) {
+    pub fn chunk(&mut self, owner: &str, path: &str, id: ChunkId) {
+        let id = ObjectId::from(id);
         if !self.chunks.insert(id) || self.on_boundary(&id) || self.chunks_mode == ChunkCheck::Mark
         {
             return;
@@ -462,24 +462,24 @@ impl<'a> Walk<'a> {
         }
     }
 
-    fn problem(&mut self, owner: &str, path: &str, id: &[u8; 32], error: String) {
+    fn problem(&mut self, owner: &str, path: &str, id: &ObjectId, error: String) {
         self.problems.push(Problem {
             owner: owner.to_string(),
             path: path.to_string(),
-            object: Some(crate::id::hex(id)),
+            object: Some(id.to_hex()),
             error,
         });
     }
 
     /// Read a node once; `None` when already visited or unreadable (then recorded).
     fn node(&mut self, owner: &str, path: &str, id: &NodeId) -> Option<Arc<Vec<u8>>> {
-        if !self.nodes.insert(id.0) || self.on_boundary(&id.0) {
+        if !self.nodes.insert(id.into()) || self.on_boundary(&id.into()) {
             return None;
         }
-        match (self.read)(ObjKind::Node, &id.0) {
+        match (self.read)(ObjKind::Node, &id.into()) {
             Ok(b) => Some(b),
             Err(e) => {
-                self.problem(owner, path, &id.0, e.to_string());
+                self.problem(owner, path, &id.into(), e.to_string());
                 None
             }
         }
@@ -502,14 +502,14 @@ impl<'a> Walk<'a> {
     /// A node of unknown type: peek its type byte without marking, then push it as
     /// what it is.
     fn visit_any(&mut self, owner: &str, path: String, id: NodeId, stack: &mut Stack) {
-        if self.nodes.contains(&id.0) {
+        if self.nodes.contains(&id.into()) {
             return;
         }
-        if self.on_boundary(&id.0) {
-            self.nodes.insert(id.0);
+        if self.on_boundary(&id.into()) {
+            self.nodes.insert(id.into());
             return;
         }
-        match (self.read)(ObjKind::Node, &id.0) {
+        match (self.read)(ObjKind::Node, &id.into()) {
             Ok(b) if b.len() > 5 && &b[..4] == NODE_MAGIC => {
                 let next = match b[5] {
                     b'R' => Item::Root(id),
@@ -520,12 +520,12 @@ impl<'a> Walk<'a> {
                 stack.push((path, next));
             }
             Ok(_) => {
-                self.nodes.insert(id.0);
-                self.problem(owner, &path, &id.0, "not a tree node".into());
+                self.nodes.insert(id.into());
+                self.problem(owner, &path, &id.into(), "not a tree node".into());
             }
             Err(e) => {
-                self.nodes.insert(id.0);
-                self.problem(owner, &path, &id.0, e.to_string());
+                self.nodes.insert(id.into());
+                self.problem(owner, &path, &id.into(), e.to_string());
             }
         }
     }
@@ -543,7 +543,7 @@ impl<'a> Walk<'a> {
                 }
                 stack.push(("/".into(), Item::Record(r.root)));
             }
-            Err(e) => self.problem(owner, path, &id.0, e.to_string()),
+            Err(e) => self.problem(owner, path, &id.into(), e.to_string()),
         }
     }
 
@@ -553,7 +553,7 @@ impl<'a> Walk<'a> {
             match r.kind {
                 Kind::Dir => stack.push((path, Item::Dir(id))),
                 Kind::File => stack.push((path, Item::File(id))),
-                _ => self.problem(owner, &path, &id.0, "node on a special file".into()),
+                _ => self.problem(owner, &path, &id.into(), "node on a special file".into()),
             }
         }
     }
@@ -576,7 +576,7 @@ impl<'a> Walk<'a> {
                     }
                 }
             }
-            Err(e) => self.problem(owner, path, &id.0, e.to_string()),
+            Err(e) => self.problem(owner, path, &id.into(), e.to_string()),
         }
     }
 
@@ -589,7 +589,7 @@ impl<'a> Walk<'a> {
             Ok(FileNode::Inline(_)) => {}
             Ok(FileNode::Blocks { blocks, .. }) => {
                 for (_, c) in blocks {
-                    self.chunk(owner, path, c.0);
+                    self.chunk(owner, path, c);
                 }
             }
             Ok(FileNode::Map(m)) => {
@@ -597,7 +597,7 @@ impl<'a> Walk<'a> {
                     stack.push((path.to_string(), Item::Leaf(leaf, Some((k, m.size)))));
                 }
             }
-            Err(e) => self.problem(owner, path, &id.0, e.to_string()),
+            Err(e) => self.problem(owner, path, &id.into(), e.to_string()),
         }
     }
 
@@ -613,10 +613,10 @@ impl<'a> Walk<'a> {
         match leaf {
             Ok(l) => {
                 for (_, c) in l.blocks {
-                    self.chunk(owner, path, c.0);
+                    self.chunk(owner, path, c);
                 }
             }
-            Err(e) => self.problem(owner, path, &id.0, e.to_string()),
+            Err(e) => self.problem(owner, path, &id.into(), e.to_string()),
         }
     }
 }
@@ -631,14 +631,14 @@ fn join(dir: &str, name: &[u8]) -> String {
 }
 
 /// Convenience used by tests: every object reached from the store's durable roots.
-pub fn reachable(store: &dyn ObjectStore) -> Result<(Roots, HashSet<[u8; 32]>)> {
+pub fn reachable(store: &dyn ObjectStore) -> Result<(Roots, HashSet<ObjectId>)> {
     let mut r = roots(store.meta())?;
-    let read = |k: ObjKind, id: &[u8; 32]| store.get(k, id);
+    let read = |k: ObjKind, id: &ObjectId| store.get(k, id);
     let mut w = Walk::new(&read, ChunkCheck::Mark);
     for (owner, id) in r.tree_roots() {
         w.root(&owner, id);
     }
-    let all: HashSet<[u8; 32]> = w.reached().copied().collect();
+    let all: HashSet<ObjectId> = w.reached().copied().collect();
     r.problems.extend(w.problems);
     Ok((r, all))
 }
@@ -667,12 +667,12 @@ pub(crate) mod tests {
     /// A root whose tree is a chain of `depth` directories `d/d/d/...`, with a small
     /// file at the bottom. Built bottom-up (no recursion). Returns the root and the
     /// bottom file's node id.
-    pub(crate) fn deep_chain(store: &dyn ObjectStore, depth: u64) -> (NodeId, [u8; 32]) {
+    pub(crate) fn deep_chain(store: &dyn ObjectStore, depth: u64) -> (NodeId, ObjectId) {
         let file = FileNode::Inline(b"at the bottom".to_vec());
         let fid = store.put(ObjKind::Node, &file.encode()).unwrap();
         let mut entry = (
             b"f".to_vec(),
-            record(Kind::File, depth + 2, Content::Node(NodeId(fid))),
+            record(Kind::File, depth + 2, Content::Node(fid.node())),
         );
         for i in 0..depth {
             let dir = DirNode {
@@ -681,7 +681,7 @@ pub(crate) mod tests {
             let id = store.put(ObjKind::Node, &dir.encode()).unwrap();
             entry = (
                 b"d".to_vec(),
-                record(Kind::Dir, depth + 1 - i, Content::Node(NodeId(id))),
+                record(Kind::Dir, depth + 1 - i, Content::Node(id.node())),
             );
         }
         let root = RootNode {
@@ -690,7 +690,7 @@ pub(crate) mod tests {
             next_ino: depth + 3,
         };
         (
-            NodeId(store.put(ObjKind::Node, &root.encode()).unwrap()),
+            store.put(ObjKind::Node, &root.encode()).unwrap().node(),
             fid,
         )
     }
@@ -714,7 +714,7 @@ pub(crate) mod tests {
         let (root, bottom) = deep_chain(&store, 10_000);
         for mode in [ChunkCheck::Mark, ChunkCheck::Verify] {
             let w = on_small_stack(|| {
-                let read = |k: ObjKind, id: &[u8; 32]| store.get(k, id);
+                let read = |k: ObjKind, id: &ObjectId| store.get(k, id);
                 let mut w = Walk::new(&read, mode);
                 w.root("test", root);
                 w.any_node("live", root);

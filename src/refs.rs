@@ -276,7 +276,7 @@ impl Checkpoint {
     /// The metadata op that stores this record.
     pub fn op(&self) -> MetaOp {
         MetaOp::Put(
-            meta::checkpoint_key(&self.cid().0),
+            meta::checkpoint_key(&self.cid()),
             serde_json::to_vec(self).unwrap(),
         )
     }
@@ -285,7 +285,7 @@ impl Checkpoint {
 /// Load a checkpoint by id.
 pub fn load(store: &dyn ObjectStore, id: &CheckpointId) -> Result<Checkpoint> {
     let v = store
-        .meta_get(&meta::checkpoint_key(&id.0))?
+        .meta_get(&meta::checkpoint_key(id))?
         .ok_or_else(|| unknown_checkpoint(id))?;
     Checkpoint::decode(&id.to_string(), &v)
 }
@@ -426,7 +426,6 @@ fn resolve_prefix(store: &dyn ObjectStore, spec: &str, lower: &str) -> Result<Ch
         .iter()
         .map(|(k, _)| {
             meta::checkpoint_id(k)
-                .map(CheckpointId)
                 .ok_or_else(|| Error::corrupt("checkpoint key", format!("malformed: {k:?}")))
         })
         .collect::<Result<Vec<CheckpointId>>>()?;

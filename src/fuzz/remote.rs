@@ -56,7 +56,7 @@ pub(super) fn remote_pack(bytes: &[u8]) {
     let Ok(idx) = Idx::decode(&with_trailer(idx)) else {
         return;
     };
-    let mut raw: HashMap<[u8; 32], Vec<u8>> = HashMap::new();
+    let mut raw: HashMap<crate::id::ObjectId, Vec<u8>> = HashMap::new();
     // Whole records first, then deltas (their bases come first in a real pull too).
     let mut order: Vec<_> = idx.entries.iter().collect();
     order.sort_by_key(|e| e.base.is_some());
@@ -205,7 +205,10 @@ pub(super) fn remote_refs_seeds() -> Vec<Vec<u8>> {
     vec![
         with(
             0,
-            refval::encode(&RefValue::Branch(BranchRef::new(&[7; 32], 5))),
+            refval::encode(&RefValue::Branch(BranchRef::new(
+                &crate::id::CheckpointId([7; 32]),
+                5,
+            ))),
         ),
         with(0, serde_json::to_vec(&session).unwrap()),
         with(

@@ -32,6 +32,8 @@
 //! order is numeric order. Parsers return `None` for a key of another kind or a
 //! malformed body (a wrong-length id); they never panic.
 
+use crate::id::{CheckpointId, ObjectId};
+
 /// Key of the format marker written when a store is created.
 pub const FORMAT_KEY: &[u8] = b"m/format";
 /// Value of the format marker.
@@ -266,6 +268,7 @@ fn key(prefix: &[u8], body: &[u8]) -> Vec<u8> {
     k
 }
 
+/// The 32 id bytes after `prefix` (the one place a key's id body is decoded).
 fn id_body(prefix: &[u8], key: &[u8]) -> Option<[u8; 32]> {
     key.strip_prefix(prefix)?.try_into().ok()
 }
@@ -275,13 +278,13 @@ fn name_body<'a>(prefix: &[u8], key: &'a [u8]) -> Option<&'a str> {
 }
 
 /// Key of an object's index entry.
-pub fn object_key(id: &[u8; 32]) -> Vec<u8> {
-    key(OBJECT_PREFIX, id)
+pub fn object_key(id: &ObjectId) -> Vec<u8> {
+    key(OBJECT_PREFIX, &id.0)
 }
 
 /// The object id of an index key.
-pub fn object_id(key: &[u8]) -> Option<[u8; 32]> {
-    id_body(OBJECT_PREFIX, key)
+pub fn object_id(key: &[u8]) -> Option<ObjectId> {
+    id_body(OBJECT_PREFIX, key).map(ObjectId)
 }
 
 /// Key of a session record.
@@ -295,13 +298,13 @@ pub fn session_name(key: &[u8]) -> Option<&str> {
 }
 
 /// Key of a checkpoint record.
-pub fn checkpoint_key(id: &[u8; 32]) -> Vec<u8> {
-    key(CHECKPOINT_PREFIX, id)
+pub fn checkpoint_key(id: &CheckpointId) -> Vec<u8> {
+    key(CHECKPOINT_PREFIX, &id.0)
 }
 
 /// The checkpoint id of a checkpoint key.
-pub fn checkpoint_id(key: &[u8]) -> Option<[u8; 32]> {
-    id_body(CHECKPOINT_PREFIX, key)
+pub fn checkpoint_id(key: &[u8]) -> Option<CheckpointId> {
+    id_body(CHECKPOINT_PREFIX, key).map(CheckpointId)
 }
 
 /// Key of a ref (branch).
@@ -548,10 +551,11 @@ mod tests {
 
     #[test]
     fn builders_and_parsers_round_trip() {
-        let id = [7u8; 32];
-        assert_eq!(object_key(&id), [b"o/".as_slice(), &id].concat());
+        let id = ObjectId([7u8; 32]);
+        let cid = CheckpointId(id.0);
+        assert_eq!(object_key(&id), [b"o/".as_slice(), &id.0].concat());
         assert_eq!(object_id(&object_key(&id)), Some(id));
-        assert_eq!(checkpoint_id(&checkpoint_key(&id)), Some(id));
+        assert_eq!(checkpoint_id(&checkpoint_key(&cid)), Some(cid));
         assert_eq!(session_name(&session_key("work")), Some("work"));
         assert_eq!(ref_name(&ref_key("auto/x")), Some("auto/x"));
         assert_eq!(
@@ -559,7 +563,7 @@ mod tests {
             Some(b"c/abc".as_slice())
         );
         // Another kind's key, or a malformed body, parses to None.
-        assert_eq!(object_id(&checkpoint_key(&id)), None);
+        assert_eq!(object_id(&checkpoint_key(&cid)), None);
         assert_eq!(checkpoint_id(b"c/short"), None);
         assert_eq!(checkpoint_id(&[b"c/".as_slice(), &[0; 33]].concat()), None);
         assert_eq!(session_name(&ref_key("x")), None);
@@ -674,12 +678,12 @@ mod tests {
                 p = p.to_ascii_uppercase();
             }
             let r = KeyRange::checkpoint_hex(&p).unwrap();
-            prop_assert!(r.contains(&checkpoint_key(&id)));
+            prop_assert!(r.contains(&checkpoint_key(&CheckpointId(id))));
             let o = crate::id::hex(&other);
-            prop_assert_eq!(r.contains(&checkpoint_key(&other)), o.starts_with(&hex[..len]));
+            prop_assert_eq!(r.contains(&checkpoint_key(&CheckpointId(other))), o.starts_with(&hex[..len]));
             // Nothing of another kind falls in it.
             prop_assert!(!r.contains(&ref_key(&hex)));
-            prop_assert!(!r.contains(&object_key(&id)));
+            prop_assert!(!r.contains(&object_key(&ObjectId(id))));
         }
     }
 }

@@ -218,7 +218,7 @@ fn file_bytes(store: &dyn ObjectStore, r: &Record, out: &mut Stream<'_>) -> Resu
                     break;
                 }
                 out.zeros(start.saturating_sub(out.size));
-                let data = store.get(ObjKind::Chunk, &chunk.0)?;
+                let data = store.get(ObjKind::Chunk, &chunk.into())?;
                 let n = (data.len() as u64).min(size - start) as usize;
                 out.push(&data[..n]);
             }

@@ -113,7 +113,7 @@ fn version_1_records_upgrade_and_keep_their_id() {
     assert!(Checkpoint::decode("p", &pb).unwrap().parents.is_empty());
     // Written back, it is a version-2 record under the same key and id.
     let MetaOp::Put(k, v) = c.op() else { panic!() };
-    assert_eq!(k, meta::checkpoint_key(&c.cid().0));
+    assert_eq!(k, meta::checkpoint_key(&c.cid()));
     let raw: Value = serde_json::from_slice(&v).unwrap();
     assert_eq!(raw["version"], 2);
     assert_eq!(raw["parents"], serde_json::json!([p]));
@@ -214,13 +214,17 @@ fn every_parent_is_live() {
 struct NoCheckpointScan(MemStore);
 
 impl ObjectStore for NoCheckpointScan {
-    fn put(&self, kind: crate::store::Kind, raw: &[u8]) -> Result<[u8; 32]> {
+    fn put(&self, kind: crate::store::Kind, raw: &[u8]) -> Result<crate::id::ObjectId> {
         self.0.put(kind, raw)
     }
-    fn get(&self, kind: crate::store::Kind, id: &[u8; 32]) -> Result<std::sync::Arc<Vec<u8>>> {
+    fn get(
+        &self,
+        kind: crate::store::Kind,
+        id: &crate::id::ObjectId,
+    ) -> Result<std::sync::Arc<Vec<u8>>> {
         self.0.get(kind, id)
     }
-    fn contains(&self, id: &[u8; 32]) -> Result<bool> {
+    fn contains(&self, id: &crate::id::ObjectId) -> Result<bool> {
         self.0.contains(id)
     }
     fn commit(&self, ops: Vec<MetaOp>) -> Result<()> {

@@ -33,6 +33,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::id::PackHash;
 use crate::remote::Remote;
 use crate::remote::client::{Client, Meta, Put, PutIf};
 use crate::remote::layout::{self, PackObject};
@@ -117,8 +118,8 @@ pub struct GcReport {
 /// A LIST of the remote's content-named objects.
 #[derive(Default)]
 struct Listing {
-    packs: HashMap<[u8; 32], Meta>,
-    idx: HashMap<[u8; 32], Meta>,
+    packs: HashMap<PackHash, Meta>,
+    idx: HashMap<PackHash, Meta>,
     checkpoints: HashSet<String>,
     logs: HashSet<String>,
 }
@@ -210,7 +211,7 @@ pub fn gc(store: &dyn ObjectStore, remote: &Remote, req: GcRequest) -> Result<Gc
     let marked = mark::mark(store, c, &cat, &refs)?;
     let dead = dead(&listing, &cat, &marked, &mut rep);
     let pack_len = |h: &str| -> u64 {
-        layout::parse_hex32(h)
+        layout::parse_pack_hash(h)
             .and_then(|h| listing.packs.get(&h))
             .map_or(0, |m| m.size)
     };
@@ -300,14 +301,14 @@ fn phase(
 fn listed(l: &Listing, h: &str) -> bool {
     l.checkpoints.contains(h)
         || l.logs.contains(h)
-        || layout::parse_hex32(h).is_some_and(|p| l.idx.contains_key(&p))
+        || layout::parse_pack_hash(h).is_some_and(|p| l.idx.contains_key(&p))
 }
 
 /// What this run's mark leaves dead; fills the live figures of `rep`.
 fn dead(l: &Listing, cat: &mark::Catalog, m: &mark::Marked, rep: &mut GcReport) -> Dead {
     let mut d = Dead::default();
     for (i, idx) in cat.packs.iter().enumerate() {
-        let h = layout::hex32(&idx.pack_hash);
+        let h = idx.pack_hash.to_hex();
         if m.packs.contains(&(i as u32)) {
             rep.live_packs += 1;
             rep.live_bytes += idx.pack_len;
@@ -329,8 +330,8 @@ fn dead(l: &Listing, cat: &mark::Catalog, m: &mark::Marked, rep: &mut GcReport) 
 }
 
 /// Packs without an `.idx` whose last write is at least `grace` old.
-fn orphans(l: &Listing, now: i64, grace: i64) -> Vec<([u8; 32], Meta)> {
-    let mut v: Vec<([u8; 32], Meta)> = l
+fn orphans(l: &Listing, now: i64, grace: i64) -> Vec<(PackHash, Meta)> {
+    let mut v: Vec<(PackHash, Meta)> = l
         .packs
         .iter()
         .filter(|(h, m)| !l.idx.contains_key(*h) && now - m.modified >= grace)
@@ -371,11 +372,11 @@ fn write_condemned(
 
 /// Delete `d` (each pack's `.idx` before the pack, so a half-done deletion
 /// leaves an orphan pack, never an index without its pack) and the orphans.
-fn apply(c: &Client, d: &Dead, orphans: &[([u8; 32], Meta)]) -> Result<()> {
+fn apply(c: &Client, d: &Dead, orphans: &[(PackHash, Meta)]) -> Result<()> {
     let mut packs: Vec<&String> = d.packs.iter().collect();
     packs.sort();
     for h in packs {
-        let Some(h) = layout::parse_hex32(h) else {
+        let Some(h) = layout::parse_pack_hash(h) else {
             continue;
         };
         c.delete(&layout::idx_key(&h))?;

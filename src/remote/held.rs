@@ -22,6 +22,7 @@ use std::sync::Arc;
 use super::index::RemoteIndex;
 use super::registry;
 use crate::error::Result;
+use crate::id::ObjectId;
 use crate::reach::HeldElsewhere;
 use crate::store::{Fallback, ObjectStore};
 
@@ -68,7 +69,7 @@ impl<'a> Held<'a> {
     }
 
     /// Whether some remote holds `id` (whether or not it is local).
-    pub fn remote_has(&self, id: &[u8; 32]) -> bool {
+    pub fn remote_has(&self, id: &ObjectId) -> bool {
         match &self.source {
             Source::Fallback(fb) => fb.has(id),
             Source::Cached(v) => v.iter().any(|ix| ix.has(id)),
@@ -76,7 +77,7 @@ impl<'a> Held<'a> {
     }
 
     /// Whether `id` is on the boundary: a remote holds it and the store does not.
-    pub fn is_held(&self, id: &[u8; 32]) -> bool {
+    pub fn is_held(&self, id: &ObjectId) -> bool {
         // The remote lookup first: it is an in-memory hash lookup, the local one
         // an index read.
         self.remote_has(id) && !self.store.contains(id).unwrap_or(true)
@@ -84,7 +85,7 @@ impl<'a> Held<'a> {
 }
 
 impl HeldElsewhere for Held<'_> {
-    fn is_held(&self, id: &[u8; 32]) -> bool {
+    fn is_held(&self, id: &ObjectId) -> bool {
         Held::is_held(self, id)
     }
 }

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::{Held, boundary};
-use crate::id::{ChunkId, NodeId};
+use crate::id::NodeId;
 use crate::remote::client::{Client, PutIf};
 use crate::remote::config::RemoteConfig;
 use crate::remote::{layout, packidx::PackBuilder};
@@ -55,7 +55,7 @@ pub(crate) fn fixture() -> Fixture {
 }
 
 /// Objects written: (kind, id, raw).
-pub(crate) type Objects = Vec<(Kind, [u8; 32], Vec<u8>)>;
+pub(crate) type Objects = Vec<(Kind, crate::id::ObjectId, Vec<u8>)>;
 
 /// One tree: root -> directory -> `n` files of one chunk each. Returns the root
 /// and every (kind, id, raw) written, children first.
@@ -73,24 +73,24 @@ pub(crate) fn tree(store: &dyn ObjectStore, n: usize, seed: u8) -> (NodeId, Obje
         let c = put(Kind::Chunk, data);
         let f = FileNode::Blocks {
             size: len,
-            blocks: vec![(0, ChunkId(c))],
+            blocks: vec![(0, c.chunk())],
         };
         let fid = put(Kind::Node, f.encode());
-        let r = record(FKind::File, 10 + i as u64, Content::Node(NodeId(fid)));
+        let r = record(FKind::File, 10 + i as u64, Content::Node(fid.node()));
         entries.push((format!("f{i:04}").into_bytes(), Entry::Inline(r)));
     }
     let did = put(Kind::Node, DirNode { entries }.encode());
     let root = RootNode {
-        root: record(FKind::Dir, 1, Content::Node(NodeId(did))),
+        root: record(FKind::Dir, 1, Content::Node(did.node())),
         links: vec![],
         next_ino: 100,
     };
     let rid = put(Kind::Node, root.encode());
-    (NodeId(rid), objs)
+    (rid.node(), objs)
 }
 
 /// Upload `objs` to the remote as one pack (+ idx) and tell the shared index.
-pub(crate) fn upload(f: &Fixture, objs: &[(Kind, [u8; 32], Vec<u8>)]) {
+pub(crate) fn upload(f: &Fixture, objs: &[(Kind, crate::id::ObjectId, Vec<u8>)]) {
     let mut pb = PackBuilder::new();
     for (k, _, raw) in objs {
         pb.add_raw(*k, raw).unwrap();
@@ -111,8 +111,8 @@ pub(crate) fn session(store: &dyn ObjectStore, name: &str, root: NodeId) {
 }
 
 /// Drop the local copies of everything but `keep` (the index entries only).
-pub(crate) fn drop_local(store: &PackStore, keep: &[[u8; 32]]) {
-    let keep: HashSet<[u8; 32]> = keep.iter().copied().collect();
+pub(crate) fn drop_local(store: &PackStore, keep: &[crate::id::ObjectId]) {
+    let keep: HashSet<crate::id::ObjectId> = keep.iter().copied().collect();
     store.commit(vec![]).unwrap();
     store.sweep(&keep, vec![]).unwrap();
 }
@@ -141,7 +141,7 @@ fn gc_and_fsck_leave_remote_held_objects_unread() {
     upload(&f, &objs);
     // Root and directory stay local; the files (nodes + chunks) are trimmed.
     let dir = objs[objs.len() - 2].1;
-    drop_local(&f.store, &[root.0, dir]);
+    drop_local(&f.store, &[root.into(), dir]);
     for (_, id, _) in &objs[..6] {
         assert!(!f.store.contains(id).unwrap());
     }
@@ -179,7 +179,7 @@ fn an_object_on_no_remote_stays_a_problem() {
         .cloned()
         .collect();
     upload(&f, &chunks);
-    drop_local(&f.store, &[root.0]);
+    drop_local(&f.store, &[root.into()]);
     let e = gc(&f.store).unwrap_err();
     assert_eq!(e.code(), "conflict", "{e}");
     let chk = fsck(&f.store);

@@ -22,15 +22,16 @@ use super::layout::{self, PackObject};
 use super::packidx::{Idx, IdxEntry, Stored};
 use super::refval::GcCondemned;
 use crate::error::{Error, Result};
+use crate::id::{ObjectId, PackHash};
 use crate::store::pack::{Codec, Kind};
 
 /// Where one object lives on the remote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry {
     /// Object id.
-    pub id: [u8; 32],
+    pub id: ObjectId,
     /// The pack holding it (`packs/<pack>.tfp`).
-    pub pack: [u8; 32],
+    pub pack: PackHash,
     /// Offset of its record header in the pack.
     pub offset: u64,
     /// Payload length.
@@ -42,7 +43,7 @@ pub struct Entry {
     /// Payload codec.
     pub codec: Codec,
     /// The delta base (codec 2).
-    pub base: Option<[u8; 32]>,
+    pub base: Option<ObjectId>,
 }
 
 impl Entry {
@@ -75,7 +76,7 @@ impl Entry {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PackInfo {
     /// Its hash (name).
-    pub hash: [u8; 32],
+    pub hash: PackHash,
     /// Its length in bytes.
     pub len: u64,
     /// Objects in it.
@@ -90,9 +91,9 @@ pub struct PackInfo {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Refreshed {
     /// Packs whose `.idx` was new to us.
-    pub new_packs: Vec<[u8; 32]>,
+    pub new_packs: Vec<PackHash>,
     /// Packs whose `.idx` is gone from the remote (dropped here).
-    pub dropped_packs: Vec<[u8; 32]>,
+    pub dropped_packs: Vec<PackHash>,
     /// Packs `gc/condemned` names.
     pub condemned: usize,
     /// `.idx` objects that failed verification (ignored: their packs do not exist
@@ -112,7 +113,7 @@ struct Slot {
 }
 
 struct PackMeta {
-    hash: [u8; 32],
+    hash: PackHash,
     len: u64,
     count: u32,
     kinds: u8,
@@ -122,12 +123,12 @@ struct PackMeta {
 
 #[derive(Default)]
 struct Inner {
-    map: HashMap<[u8; 32], Slot>,
-    bases: HashMap<[u8; 32], [u8; 32]>,
+    map: HashMap<ObjectId, Slot>,
+    bases: HashMap<ObjectId, ObjectId>,
     /// Pack number -> pack; `None` once dropped (numbers are never reused).
     packs: Vec<Option<PackMeta>>,
-    by_hash: HashMap<[u8; 32], u32>,
-    condemned: HashSet<[u8; 32]>,
+    by_hash: HashMap<PackHash, u32>,
+    condemned: HashSet<PackHash>,
 }
 
 impl Inner {
@@ -173,7 +174,7 @@ impl Inner {
         }
     }
 
-    fn entry(&self, id: &[u8; 32]) -> Option<Entry> {
+    fn entry(&self, id: &ObjectId) -> Option<Entry> {
         let s = self.map.get(id)?;
         if self.is_condemned(s.pack) {
             return None;
@@ -197,7 +198,7 @@ pub struct RemoteIndex {
     dir: PathBuf,
     inner: RwLock<Inner>,
     /// Packs whose remote `.idx` did not verify (not downloaded again).
-    rejected: Mutex<HashSet<[u8; 32]>>,
+    rejected: Mutex<HashSet<PackHash>>,
 }
 
 const CONDEMNED_FILE: &str = "condemned.json";
@@ -224,7 +225,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Read and verify a cached `.idx` named by `h`; `None` (file deleted) when it
 /// does not verify.
-fn load_cached(path: &Path, h: &[u8; 32]) -> Result<Option<Idx>> {
+fn load_cached(path: &Path, h: &PackHash) -> Result<Option<Idx>> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -265,7 +266,7 @@ impl RemoteIndex {
             let Some(name) = name.to_str() else { continue };
             if let Some(h) = name
                 .strip_suffix(layout::IDX_SUFFIX)
-                .and_then(layout::parse_hex32)
+                .and_then(layout::parse_pack_hash)
             {
                 names.push(h);
             } else if name.contains(".tmp.") {
@@ -285,8 +286,8 @@ impl RemoteIndex {
         })
     }
 
-    fn path_in(dir: &Path, h: &[u8; 32]) -> PathBuf {
-        dir.join(format!("{}{}", layout::hex32(h), layout::IDX_SUFFIX))
+    fn path_in(dir: &Path, h: &PackHash) -> PathBuf {
+        dir.join(format!("{}{}", h.to_hex(), layout::IDX_SUFFIX))
     }
 
     /// The cache directory.
@@ -300,8 +301,8 @@ impl RemoteIndex {
     pub fn refresh(&self, c: &Client) -> Result<Refreshed> {
         // Snapshot before listing: a pack `add`ed while we list is not in the
         // snapshot, so it is never taken for one that vanished.
-        let known: HashSet<[u8; 32]> = self.inner.read().unwrap().by_hash.keys().copied().collect();
-        let listed: HashSet<[u8; 32]> = c
+        let known: HashSet<PackHash> = self.inner.read().unwrap().by_hash.keys().copied().collect();
+        let listed: HashSet<PackHash> = c
             .list(layout::PACKS_DIR)?
             .into_iter()
             .filter_map(|m| match layout::parse_pack_object(&m.key) {
@@ -314,13 +315,13 @@ impl RemoteIndex {
             condemned: condemned.len(),
             ..Refreshed::default()
         };
-        let unseen: Vec<[u8; 32]> = listed
+        let unseen: Vec<PackHash> = listed
             .iter()
             .filter(|h| !known.contains(*h))
             .copied()
             .collect();
         let fresh = self.download(c, &unseen, &mut out.corrupt)?;
-        let dropped: HashSet<[u8; 32]> =
+        let dropped: HashSet<PackHash> =
             known.into_iter().filter(|h| !listed.contains(h)).collect();
         for h in &dropped {
             let _ = std::fs::remove_file(Self::path_in(&self.dir, h));
@@ -332,7 +333,7 @@ impl RemoteIndex {
     }
 
     /// Read `gc/condemned` (and mirror it in the cache): the condemned packs.
-    fn fetch_condemned(&self, c: &Client) -> Result<HashSet<[u8; 32]>> {
+    fn fetch_condemned(&self, c: &Client) -> Result<HashSet<PackHash>> {
         let path = self.dir.join(CONDEMNED_FILE);
         match c.get(layout::GC_CONDEMNED, layout::Body::Gc)? {
             Some(g) => {
@@ -353,10 +354,10 @@ impl RemoteIndex {
     fn download(
         &self,
         c: &Client,
-        packs: &[[u8; 32]],
+        packs: &[PackHash],
         corrupt: &mut Vec<String>,
     ) -> Result<Vec<Idx>> {
-        let packs: Vec<[u8; 32]> = {
+        let packs: Vec<PackHash> = {
             let rejected = self.rejected.lock().unwrap();
             packs
                 .iter()
@@ -393,8 +394,8 @@ impl RemoteIndex {
     /// gets its best remaining pack; the rebuild reads files outside the lock.
     fn apply(
         &self,
-        condemned: HashSet<[u8; 32]>,
-        dropped: &HashSet<[u8; 32]>,
+        condemned: HashSet<PackHash>,
+        dropped: &HashSet<PackHash>,
         fresh: &[Idx],
     ) -> Result<()> {
         let rebuild = !dropped.is_empty() || self.inner.read().unwrap().condemned != condemned;
@@ -407,7 +408,7 @@ impl RemoteIndex {
             condemned,
             ..Inner::default()
         };
-        let before: Vec<[u8; 32]> = self.pack_hashes();
+        let before: Vec<PackHash> = self.pack_hashes();
         for h in before.iter().filter(|h| !dropped.contains(*h)) {
             if let Some(idx) = load_cached(&Self::path_in(&self.dir, h), h)? {
                 next.insert(&idx);
@@ -416,7 +417,7 @@ impl RemoteIndex {
         fresh.iter().for_each(|idx| next.insert(idx));
         let mut g = self.inner.write().unwrap();
         // Packs added (by a concurrent push) while we read the cache.
-        let late: Vec<[u8; 32]> = g
+        let late: Vec<PackHash> = g
             .packs
             .iter()
             .flatten()
@@ -432,18 +433,18 @@ impl RemoteIndex {
         Ok(())
     }
 
-    fn pack_hashes(&self) -> Vec<[u8; 32]> {
+    fn pack_hashes(&self) -> Vec<PackHash> {
         let g = self.inner.read().unwrap();
         g.packs.iter().flatten().map(|p| p.hash).collect()
     }
 
     /// Where `id` lives; `None` if absent or only in condemned packs.
-    pub fn get(&self, id: &[u8; 32]) -> Option<Entry> {
+    pub fn get(&self, id: &ObjectId) -> Option<Entry> {
         self.inner.read().unwrap().entry(id)
     }
 
     /// Whether the remote holds `id` in a live pack.
-    pub fn has(&self, id: &[u8; 32]) -> bool {
+    pub fn has(&self, id: &ObjectId) -> bool {
         let g = self.inner.read().unwrap();
         g.map.get(id).is_some_and(|s| !g.is_condemned(s.pack))
     }
@@ -476,12 +477,12 @@ impl RemoteIndex {
     }
 
     /// The cached `.idx` of pack `h` (every entry: e.g. to fetch a node pack whole).
-    pub fn idx_of(&self, h: &[u8; 32]) -> Result<Option<Idx>> {
+    pub fn idx_of(&self, h: &PackHash) -> Result<Option<Idx>> {
         load_cached(&Self::path_in(&self.dir, h), h)
     }
 
     /// The packs the last `gc/condemned` seen names.
-    pub fn condemned(&self) -> HashSet<[u8; 32]> {
+    pub fn condemned(&self) -> HashSet<PackHash> {
         self.inner.read().unwrap().condemned.clone()
     }
 
@@ -496,10 +497,10 @@ impl RemoteIndex {
     }
 }
 
-fn condemned_set(c: &GcCondemned) -> HashSet<[u8; 32]> {
+fn condemned_set(c: &GcCondemned) -> HashSet<PackHash> {
     c.packs
         .iter()
-        .filter_map(|h| layout::parse_hex32(h))
+        .filter_map(|h| layout::parse_pack_hash(h))
         .collect()
 }
 

@@ -10,6 +10,7 @@
 //! branches, `session::validate_session_name` for sessions) when a key is parsed;
 //! callers validate names before building keys from them.
 
+use crate::id::PackHash;
 use crate::meta::TrackKind;
 
 /// The descriptor object (`{"format":"treefork-remote","version":1,...}`).
@@ -142,19 +143,24 @@ pub fn parse_hex32(s: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// Parse a pack's name (64 lowercase hex digits).
+pub fn parse_pack_hash(s: &str) -> Option<PackHash> {
+    parse_hex32(s).map(PackHash)
+}
+
 /// Whether `s` is 64 lowercase hex digits.
 pub fn is_hex64(s: &str) -> bool {
     parse_hex32(s).is_some()
 }
 
 /// `packs/<H>.tfp`.
-pub fn pack_key(h: &[u8; 32]) -> String {
-    format!("{PACKS_DIR}/{}{PACK_SUFFIX}", hex32(h))
+pub fn pack_key(h: &PackHash) -> String {
+    format!("{PACKS_DIR}/{}{PACK_SUFFIX}", h.to_hex())
 }
 
 /// `packs/<H>.idx`.
-pub fn idx_key(h: &[u8; 32]) -> String {
-    format!("{PACKS_DIR}/{}{IDX_SUFFIX}", hex32(h))
+pub fn idx_key(h: &PackHash) -> String {
+    format!("{PACKS_DIR}/{}{IDX_SUFFIX}", h.to_hex())
 }
 
 /// `checkpoints/<C>` (`hex` = the checkpoint id's hex).
@@ -202,9 +208,9 @@ pub fn ref_key(kind: TrackKind, name: &str) -> String {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PackObject {
     /// `packs/<H>.tfp`.
-    Pack([u8; 32]),
+    Pack(PackHash),
     /// `packs/<H>.idx`.
-    Idx([u8; 32]),
+    Idx(PackHash),
 }
 
 /// Strip `dir/` from `key`; what remains must be one path component (no `/`).
@@ -218,10 +224,10 @@ fn leaf<'a>(key: &'a str, dir: &str) -> Option<&'a str> {
 pub fn parse_pack_object(key: &str) -> Option<PackObject> {
     let name = leaf(key, PACKS_DIR)?;
     if let Some(h) = name.strip_suffix(PACK_SUFFIX) {
-        return parse_hex32(h).map(PackObject::Pack);
+        return parse_pack_hash(h).map(PackObject::Pack);
     }
     name.strip_suffix(IDX_SUFFIX)
-        .and_then(parse_hex32)
+        .and_then(parse_pack_hash)
         .map(PackObject::Idx)
 }
 
@@ -264,8 +270,9 @@ mod tests {
     #[test]
     fn keys_round_trip() {
         let h = [0xabu8; 32];
-        assert_eq!(parse_pack_object(&pack_key(&h)), Some(PackObject::Pack(h)));
-        assert_eq!(parse_pack_object(&idx_key(&h)), Some(PackObject::Idx(h)));
+        let p = PackHash(h);
+        assert_eq!(parse_pack_object(&pack_key(&p)), Some(PackObject::Pack(p)));
+        assert_eq!(parse_pack_object(&idx_key(&p)), Some(PackObject::Idx(p)));
         let hx = hex32(&h);
         assert_eq!(parse_checkpoint_key(&checkpoint_key(&hx)), Some(h));
         assert_eq!(parse_log_key(&log_key(&hx)), Some(h));

@@ -40,6 +40,7 @@ use super::layout;
 use super::packidx::{self, IdxEntry, Stored};
 use super::registry::Remote;
 use crate::error::{Error, Result};
+use crate::id::{ObjectId, PackHash};
 use crate::store::pack::{Codec, Kind};
 use crate::store::{Fallback, FetchedObject, ObjectStore};
 
@@ -57,7 +58,7 @@ pub const MAX_DELTA_DEPTH: usize = 8;
 
 thread_local! {
     /// The deltas this thread is decoding, outermost first (see the module docs).
-    static CHAIN: RefCell<Vec<[u8; 32]>> = const { RefCell::new(Vec::new()) };
+    static CHAIN: RefCell<Vec<ObjectId>> = const { RefCell::new(Vec::new()) };
 }
 
 /// One delta on this thread's chain; leaves it when dropped.
@@ -72,15 +73,15 @@ impl Drop for OnChain {
 /// Put delta `id` (of `kind`, on `base`, read from `remote`) on this thread's
 /// chain before its base is read; a cycle or a chain past [`MAX_DELTA_DEPTH`] is
 /// [`Error::Corrupt`].
-fn enter_chain(remote: &str, kind: Kind, id: &[u8; 32], base: &[u8; 32]) -> Result<OnChain> {
+fn enter_chain(remote: &str, kind: Kind, id: &ObjectId, base: &ObjectId) -> Result<OnChain> {
     CHAIN.with(|c| {
         let mut c = c.borrow_mut();
-        let what = || format!("{kind:?} object {} from remote {remote}", layout::hex32(id));
+        let what = || format!("{kind:?} object {} from remote {remote}", id.to_hex());
         if base == id || c.contains(base) || c.contains(id) {
-            log::error!("{}: delta cycle through {}", what(), layout::hex32(base));
+            log::error!("{}: delta cycle through {}", what(), base.to_hex());
             return Err(Error::corrupt(
                 what(),
-                format!("delta cycle through base {}", layout::hex32(base)),
+                format!("delta cycle through base {}", base.to_hex()),
             ));
         }
         if c.len() >= MAX_DELTA_DEPTH {
@@ -89,7 +90,7 @@ fn enter_chain(remote: &str, kind: Kind, id: &[u8; 32], base: &[u8; 32]) -> Resu
                 what(),
                 format!(
                     "delta chain longer than {MAX_DELTA_DEPTH} (at base {})",
-                    layout::hex32(base)
+                    base.to_hex()
                 ),
             ));
         }
@@ -134,7 +135,7 @@ pub struct LazyStats {
 pub struct Lazy {
     sources: Vec<Source>,
     store: Weak<dyn ObjectStore>,
-    by_offset: Mutex<HashMap<[u8; 32], Arc<Vec<IdxEntry>>>>,
+    by_offset: Mutex<HashMap<PackHash, Arc<Vec<IdxEntry>>>>,
     refreshed: Mutex<HashMap<String, Instant>>,
     requests: AtomicU64,
     objects: AtomicU64,
@@ -171,13 +172,13 @@ impl Lazy {
     }
 
     /// The entries of pack `pack` of `src`, by offset (from the cached `.idx`).
-    fn entries_by_offset(&self, src: &Source, pack: &[u8; 32]) -> Result<Arc<Vec<IdxEntry>>> {
+    fn entries_by_offset(&self, src: &Source, pack: &PackHash) -> Result<Arc<Vec<IdxEntry>>> {
         if let Some(v) = self.by_offset.lock().unwrap().get(pack) {
             return Ok(v.clone());
         }
         let idx = src.index.idx_of(pack)?.ok_or_else(|| Error::Remote {
             remote: src.name.clone(),
-            detail: format!("the index of pack {} is not cached", layout::hex32(pack)),
+            detail: format!("the index of pack {} is not cached", pack.to_hex()),
         })?;
         let mut v = idx.entries;
         v.sort_by_key(|e| e.offset);
@@ -192,7 +193,7 @@ impl Lazy {
 
     /// The record of `e` in `pack` and the records after it that are not present
     /// locally, while the range stays within [`READ_AHEAD_BYTES`].
-    fn plan(&self, src: &Source, pack: &[u8; 32], e: &IdxEntry) -> Result<Vec<IdxEntry>> {
+    fn plan(&self, src: &Source, pack: &PackHash, e: &IdxEntry) -> Result<Vec<IdxEntry>> {
         let all = self.entries_by_offset(src, pack)?;
         let store = self.store.upgrade();
         let at = all.partition_point(|x| x.offset < e.offset);
@@ -234,7 +235,7 @@ impl Lazy {
         &self,
         src: &Source,
         kind: Kind,
-        id: &[u8; 32],
+        id: &ObjectId,
     ) -> Result<Option<Vec<FetchedObject>>> {
         let Some(entry) = src.index.get(id) else {
             return Ok(None);
@@ -251,8 +252,8 @@ impl Lazy {
         // Only the requested object may fetch its base: a read-ahead neighbour
         // whose base is neither in the batch nor local is left out (it is read
         // on its own when wanted), so one read is one chain, never a tree.
-        let base_of = |d: &IdxEntry, b: &[u8; 32]| -> Result<Arc<Vec<u8>>> {
-            let missing = || Error::Missing(format!("delta base {}", layout::hex32(b)));
+        let base_of = |d: &IdxEntry, b: &ObjectId| -> Result<Arc<Vec<u8>>> {
+            let missing = || Error::Missing(format!("delta base {}", b.to_hex()));
             match &store {
                 Some(s) if d.id == *id || s.contains(b)? => s.get(d.kind, b),
                 _ => Err(missing()),
@@ -276,7 +277,7 @@ impl Lazy {
 }
 
 impl Fallback for Lazy {
-    fn fetch(&self, kind: Kind, id: &[u8; 32]) -> Result<Option<Vec<FetchedObject>>> {
+    fn fetch(&self, kind: Kind, id: &ObjectId) -> Result<Option<Vec<FetchedObject>>> {
         let mut failed = None;
         for pass in 0..2 {
             for src in &self.sources {
@@ -296,7 +297,7 @@ impl Fallback for Lazy {
         }
     }
 
-    fn has(&self, id: &[u8; 32]) -> bool {
+    fn has(&self, id: &ObjectId) -> bool {
         self.sources.iter().any(|s| s.index.has(id))
     }
 }
@@ -305,7 +306,7 @@ impl Fallback for Lazy {
 /// request spanning them, and check each record's header against its entry.
 pub fn read_records(
     client: &Client,
-    pack: &[u8; 32],
+    pack: &PackHash,
     entries: &[IdxEntry],
 ) -> Result<Vec<(IdxEntry, Result<Stored>)>> {
     let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
@@ -318,7 +319,7 @@ pub fn read_records(
 
 /// Cut `bytes` (pack `pack` from offset `start`) into the records `entries`.
 pub fn split_records(
-    pack: &[u8; 32],
+    pack: &PackHash,
     start: u64,
     bytes: &[u8],
     entries: &[IdxEntry],
@@ -333,7 +334,7 @@ pub fn split_records(
             let stored = match got {
                 Some(b) => packidx::read_record(pack, e, b),
                 None => Err(Error::corrupt(
-                    format!("remote object {}", layout::hex32(&e.id)),
+                    format!("remote object {}", e.id.to_hex()),
                     "record outside the bytes read",
                 )),
             };
@@ -343,7 +344,7 @@ pub fn split_records(
 }
 
 /// Reads the base `id` of delta `entry` -> verified raw bytes.
-pub type BaseOf<'a> = &'a dyn Fn(&IdxEntry, &[u8; 32]) -> Result<Arc<Vec<u8>>>;
+pub type BaseOf<'a> = &'a dyn Fn(&IdxEntry, &ObjectId) -> Result<Arc<Vec<u8>>>;
 
 /// Decode and verify a batch of records read from `remote`; a delta's base comes
 /// from the batch (an earlier record) or from `base_of` (the local store, which
@@ -354,7 +355,7 @@ pub fn decode_batch(
     records: Vec<(IdxEntry, Result<Stored>)>,
     base_of: BaseOf<'_>,
 ) -> Vec<(IdxEntry, Result<Vec<u8>>)> {
-    let mut done: HashMap<[u8; 32], usize> = HashMap::new();
+    let mut done: HashMap<ObjectId, usize> = HashMap::new();
     let mut out: Vec<(IdxEntry, Result<Vec<u8>>)> = Vec::with_capacity(records.len());
     for (e, stored) in records {
         let raw = stored.and_then(|s| {

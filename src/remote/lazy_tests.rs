@@ -60,7 +60,7 @@ fn upload(src: &Source, b: &Built) {
     src.index.add(&b.idx).unwrap();
 }
 
-type Objects = Vec<([u8; 32], Vec<u8>)>;
+type Objects = Vec<(crate::id::ObjectId, Vec<u8>)>;
 
 fn chunk_pack(n: u64, len: usize) -> (Objects, Built) {
     let mut pb = PackBuilder::new();
@@ -228,10 +228,10 @@ fn an_unreachable_remote_is_a_remote_error() {
 
 /// A pack of deltas `ids[i]` on `bases[i]` whose payloads name their base and
 /// are otherwise junk (a hostile index: nothing here decodes).
-fn junk_deltas(pairs: &[([u8; 32], [u8; 32])]) -> Built {
+fn junk_deltas(pairs: &[(crate::id::ObjectId, crate::id::ObjectId)]) -> Built {
     let mut pb = PackBuilder::new();
     for (id, base) in pairs {
-        let mut payload = base.to_vec();
+        let mut payload = base.0.to_vec();
         payload.extend_from_slice(&noise(3, 64));
         pb.add_record(Kind::Chunk, *id, Codec::Delta, 4096, &payload, Some(*base))
             .unwrap();
@@ -264,8 +264,8 @@ fn a_delta_cycle_is_corrupt_not_a_stack_overflow() {
 
 /// A chain `objs[n]` delta on `objs[n-1]` ... on `objs[0]` (whole), each record
 /// in its own pack (so every base is a separate remote read).
-fn chain(f: &Fixture, n: usize) -> Vec<([u8; 32], Vec<u8>)> {
-    let mut objs: Vec<([u8; 32], Vec<u8>)> = Vec::new();
+fn chain(f: &Fixture, n: usize) -> Vec<(crate::id::ObjectId, Vec<u8>)> {
+    let mut objs: Vec<(crate::id::ObjectId, Vec<u8>)> = Vec::new();
     let mut raw = noise(11, 8192);
     let mut pb = PackBuilder::new();
     objs.push((pb.add_raw(Kind::Chunk, &raw).unwrap(), raw.clone()));

@@ -21,6 +21,7 @@ use std::collections::HashSet;
 use std::ops::Range;
 
 use crate::error::{Error, Result};
+use crate::id::{ObjectId, PackHash};
 use crate::store::pack::{self, Codec, Kind, MAX_OBJECT_LEN, RECORD_HEADER_LEN, RecordHeader};
 
 /// Magic at the start of every `.idx`.
@@ -40,7 +41,7 @@ pub const REMOTE_PACK_TARGET: u64 = 32 << 20;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IdxEntry {
     /// Object id.
-    pub id: [u8; 32],
+    pub id: ObjectId,
     /// Object kind.
     pub kind: Kind,
     /// Payload codec.
@@ -52,7 +53,7 @@ pub struct IdxEntry {
     /// Decoded length.
     pub raw_len: u32,
     /// The delta base (codec 2 only).
-    pub base: Option<[u8; 32]>,
+    pub base: Option<ObjectId>,
 }
 
 impl IdxEntry {
@@ -66,7 +67,7 @@ impl IdxEntry {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Idx {
     /// blake3 of the pack bytes (the pack's name).
-    pub pack_hash: [u8; 32],
+    pub pack_hash: PackHash,
     /// Length of the pack.
     pub pack_len: u64,
     /// Entries, sorted by id.
@@ -89,15 +90,15 @@ impl Idx {
         v.extend_from_slice(&IDX_VERSION.to_le_bytes());
         v.extend_from_slice(&(entries.len() as u32).to_le_bytes());
         v.extend_from_slice(&self.pack_len.to_le_bytes());
-        v.extend_from_slice(&self.pack_hash);
+        v.extend_from_slice(&self.pack_hash.0);
         for e in &entries {
-            v.extend_from_slice(&e.id);
+            v.extend_from_slice(&e.id.0);
             v.push(e.kind as u8);
             v.push(e.codec as u8);
             v.extend_from_slice(&e.offset.to_le_bytes());
             v.extend_from_slice(&e.stored_len.to_le_bytes());
             v.extend_from_slice(&e.raw_len.to_le_bytes());
-            v.extend_from_slice(&e.base.unwrap_or([0; 32]));
+            v.extend_from_slice(&e.base.map_or([0; 32], |b| b.0));
             v.extend_from_slice(&[0, 0]);
         }
         let h = blake3::hash(&v);
@@ -129,7 +130,7 @@ impl Idx {
             return Err(corrupt("trailer hash mismatch"));
         }
         let pack_len = u64_at(16);
-        let pack_hash: [u8; 32] = b[24..56].try_into().unwrap();
+        let pack_hash = PackHash(b[24..56].try_into().unwrap());
         let mut entries = Vec::with_capacity(count as usize);
         for i in 0..count as usize {
             let at = IDX_HEADER_LEN + i * IDX_ENTRY_LEN;
@@ -147,7 +148,7 @@ impl Idx {
     }
 
     /// The entry of `id` (binary search).
-    pub fn find(&self, id: &[u8; 32]) -> Option<&IdxEntry> {
+    pub fn find(&self, id: &ObjectId) -> Option<&IdxEntry> {
         self.entries
             .binary_search_by(|e| e.id.cmp(id))
             .ok()
@@ -156,7 +157,7 @@ impl Idx {
 }
 
 fn decode_entry(b: &[u8], pack_len: u64) -> Result<IdxEntry> {
-    let id: [u8; 32] = b[..32].try_into().unwrap();
+    let id = ObjectId(b[..32].try_into().unwrap());
     let kind = Kind::from_u8(b[32]).ok_or_else(|| corrupt(format!("bad kind {}", b[32])))?;
     let codec = Codec::from_u8(b[33]).ok_or_else(|| corrupt(format!("bad codec {}", b[33])))?;
     let offset = u64::from_le_bytes(b[34..42].try_into().unwrap());
@@ -179,7 +180,7 @@ fn decode_entry(b: &[u8], pack_len: u64) -> Result<IdxEntry> {
         return Err(corrupt("record outside the pack"));
     }
     let base = match codec {
-        Codec::Delta => Some(base),
+        Codec::Delta => Some(ObjectId(base)),
         _ if base != [0; 32] => return Err(corrupt("base set on a whole record")),
         _ => None,
     };
@@ -198,7 +199,7 @@ fn decode_entry(b: &[u8], pack_len: u64) -> Result<IdxEntry> {
 #[derive(Clone, Debug)]
 pub struct Built {
     /// blake3 of `pack` (the pack's name on the remote).
-    pub hash: [u8; 32],
+    pub hash: PackHash,
     /// The pack bytes (local pack format).
     pub pack: Vec<u8>,
     /// The encoded `.idx`.
@@ -212,7 +213,7 @@ pub struct Built {
 pub struct PackBuilder {
     pack: Vec<u8>,
     entries: Vec<IdxEntry>,
-    ids: HashSet<[u8; 32]>,
+    ids: HashSet<ObjectId>,
 }
 
 impl Default for PackBuilder {
@@ -237,25 +238,19 @@ impl PackBuilder {
     pub fn add_record(
         &mut self,
         kind: Kind,
-        id: [u8; 32],
+        id: ObjectId,
         codec: Codec,
         raw_len: u32,
         payload: &[u8],
-        base: Option<[u8; 32]>,
+        base: Option<ObjectId>,
     ) -> Result<bool> {
-        let bad = |why: &str| {
-            Error::Invalid(format!(
-                "remote pack record {}: {why}",
-                crate::id::hex(&id[..6])
-            ))
-        };
+        let bad = |why: &str| Error::Invalid(format!("remote pack record {}: {why}", id.short()));
         if raw_len > MAX_OBJECT_LEN || payload.len() > MAX_OBJECT_LEN as usize {
             return Err(bad("length out of range"));
         }
         let named = (codec == Codec::Delta)
-            .then(|| payload.get(..pack::DELTA_BASE_LEN))
-            .flatten()
-            .map(|b| <[u8; 32]>::try_from(b).unwrap());
+            .then(|| pack::payload_base(payload))
+            .flatten();
         if named != base || (codec == Codec::Delta && named.is_none()) {
             return Err(bad("delta base does not match its payload"));
         }
@@ -286,7 +281,7 @@ impl PackBuilder {
 
     /// Compress `raw` with the local store's rules ([`pack::compress`]) and append
     /// it whole. Returns its id.
-    pub fn add_raw(&mut self, kind: Kind, raw: &[u8]) -> Result<[u8; 32]> {
+    pub fn add_raw(&mut self, kind: Kind, raw: &[u8]) -> Result<ObjectId> {
         crate::store::objects::check_object_len(kind, raw.len())?;
         let id = kind.hash(raw);
         if !self.ids.contains(&id) {
@@ -297,7 +292,7 @@ impl PackBuilder {
     }
 
     /// Whether `id` is already in this pack.
-    pub fn contains(&self, id: &[u8; 32]) -> bool {
+    pub fn contains(&self, id: &ObjectId) -> bool {
         self.ids.contains(id)
     }
 
@@ -318,7 +313,7 @@ impl PackBuilder {
 
     /// Close the pack: its hash, bytes, `.idx` and sorted entries.
     pub fn finish(self) -> Built {
-        let hash = *blake3::hash(&self.pack).as_bytes();
+        let hash = PackHash::of(&self.pack);
         let mut entries = self.entries;
         entries.sort_by_key(|e| e.id);
         let idx = Idx {
@@ -339,29 +334,29 @@ impl PackBuilder {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stored {
     /// The pack it came from (for error messages).
-    pub pack: [u8; 32],
+    pub pack: PackHash,
     /// Payload codec.
     pub codec: Codec,
     /// Decoded length.
     pub raw_len: u32,
     /// The delta base (codec 2).
-    pub base: Option<[u8; 32]>,
+    pub base: Option<ObjectId>,
     /// The stored payload.
     pub payload: Vec<u8>,
 }
 
-fn what(kind: Kind, id: &[u8; 32], pack: &[u8; 32]) -> String {
+fn what(kind: Kind, id: &ObjectId, pack: &PackHash) -> String {
     format!(
         "remote {kind:?} object {} in pack {}",
-        crate::id::hex(&id[..6]),
-        crate::id::hex(&pack[..6])
+        id.short(),
+        pack.short()
     )
 }
 
 /// Parse the bytes of `entry`'s record range (see [`IdxEntry::range`]) of pack
 /// `pack`: the header must match the entry in id, kind, codec and both lengths, and
 /// a delta's payload must name the entry's base.
-pub fn read_record(pack: &[u8; 32], entry: &IdxEntry, bytes: &[u8]) -> Result<Stored> {
+pub fn read_record(pack: &PackHash, entry: &IdxEntry, bytes: &[u8]) -> Result<Stored> {
     let bad = |why: &str| Error::corrupt(what(entry.kind, &entry.id, pack), why);
     let h = RecordHeader::decode(bytes).map_err(|_| bad("bad record header"))?;
     if h.id != entry.id
@@ -392,7 +387,7 @@ pub fn read_record(pack: &[u8; 32], entry: &IdxEntry, bytes: &[u8]) -> Result<St
 /// verified raw bytes of its base) and verify it hashes to `id` in `kind`'s domain.
 pub fn decode_verified(
     kind: Kind,
-    id: &[u8; 32],
+    id: &ObjectId,
     stored: &Stored,
     base_raw: Option<&[u8]>,
 ) -> Result<Vec<u8>> {

@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::layout::is_hex64;
 use crate::error::{Error, Result};
+use crate::id::CheckpointId;
 
 /// Version of every value in this module.
 pub const REF_VERSION: u32 = 1;
@@ -34,18 +35,18 @@ pub struct BranchRef {
 
 impl BranchRef {
     /// A version-1 branch ref.
-    pub fn new(checkpoint: &[u8; 32], time: i64) -> BranchRef {
+    pub fn new(checkpoint: &CheckpointId, time: i64) -> BranchRef {
         BranchRef {
             version: REF_VERSION,
             kind: "branch".into(),
-            checkpoint: crate::id::hex(checkpoint),
+            checkpoint: checkpoint.to_hex(),
             time,
         }
     }
 
     /// The checkpoint id.
-    pub fn checkpoint_id(&self) -> [u8; 32] {
-        super::layout::parse_hex32(&self.checkpoint).unwrap_or([0; 32])
+    pub fn checkpoint_id(&self) -> CheckpointId {
+        CheckpointId(super::layout::parse_hex32(&self.checkpoint).unwrap_or([0; 32]))
     }
 }
 

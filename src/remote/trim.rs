@@ -41,6 +41,7 @@ use super::{Remote, layout, registry};
 use crate::error::{Error, Result};
 use crate::gc::{self, GcReport, Live, Marked};
 use crate::id::{CheckpointId, NodeId};
+use crate::id::{ObjectId, PackHash};
 use crate::reach::{ChunkCheck, Walk};
 use crate::store::{Kind, Packs};
 
@@ -94,12 +95,12 @@ pub struct TrimReport {
 /// One remote with the packs verified present.
 struct Verified {
     index: std::sync::Arc<RemoteIndex>,
-    packs: HashSet<[u8; 32]>,
+    packs: HashSet<PackHash>,
 }
 
 impl Verified {
     /// Whether this remote holds `id` in a verified pack (a delta: its base too).
-    fn holds(&self, id: &[u8; 32]) -> bool {
+    fn holds(&self, id: &ObjectId) -> bool {
         let Some(e) = self.index.get(id) else {
             return false;
         };
@@ -129,13 +130,13 @@ fn verify(
     for c in configs {
         let remote: Remote = super::open(store, &c.name)?;
         remote.index.refresh(&remote.client)?;
-        let lens: HashMap<[u8; 32], u64> = remote
+        let lens: HashMap<PackHash, u64> = remote
             .index
             .packs()
             .into_iter()
             .map(|p| (p.hash, p.len))
             .collect();
-        let mut used: HashSet<[u8; 32]> = HashSet::new();
+        let mut used: HashSet<PackHash> = HashSet::new();
         for (id, _) in &local {
             if let Some(e) = remote.index.get(id) {
                 used.insert(e.pack);
@@ -159,7 +160,7 @@ fn verify(
                     log::warn!(
                         "remote {}: pack {} {}: its objects are kept locally",
                         c.name,
-                        layout::hex32(&h),
+                        h.to_hex(),
                         if other.is_some() {
                             "has another length than its index says"
                         } else {
@@ -234,8 +235,8 @@ fn mark(
     let (roots, names) = keep_roots(store, &mounted, req, now)?;
     rep.sessions_kept = names;
     let held = Held::of(store)?;
-    let on_remote = |id: &[u8; 32]| held.as_ref().is_some_and(|h| h.is_held(id));
-    let read = |k: Kind, id: &[u8; 32]| {
+    let on_remote = |id: &ObjectId| held.as_ref().is_some_and(|h| h.is_held(id));
+    let read = |k: Kind, id: &ObjectId| {
         if !store.contains(id)? {
             return Err(Error::Missing(format!("{k:?} object")));
         }
@@ -251,7 +252,7 @@ fn mark(
             walk.any_node(&owner, n);
         }
         for c in chunks {
-            walk.chunk(&owner, "(live)", c.0);
+            walk.chunk(&owner, "(live)", c);
         }
     }
     for p in walk.problems.iter().take(5) {
@@ -262,7 +263,7 @@ fn mark(
             p.error
         );
     }
-    let mut keep: HashSet<[u8; 32]> = walk.reached().copied().collect();
+    let mut keep: HashSet<ObjectId> = walk.reached().copied().collect();
     rep.kept_reachable = keep.len() as u64;
     for (id, _) in store.index()? {
         if verified.iter().any(|v| v.holds(&id)) {

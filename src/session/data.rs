@@ -55,7 +55,7 @@ const FETCH_ROUNDS: usize = 8;
 /// is cached by the kernel's page cache and data read to be modified is about to be
 /// replaced, so neither earns a place beside the tree nodes the cache keeps.
 fn get_chunk(store: &dyn ObjectStore, id: &ChunkId, ino: u64) -> Result<Arc<Vec<u8>>> {
-    store.get_uncached(ObjKind::Chunk, &id.0).map_err(|e| {
+    store.get_uncached(ObjKind::Chunk, &id.into()).map_err(|e| {
         log::error!("ino {ino}: chunk {} unreadable: {e}", id.to_hex());
         e
     })
@@ -321,7 +321,8 @@ impl Session {
             // 100,000). Read outside the lock: the node names the content as of the
             // size read with it. A larger file's block map is loaded once and kept,
             // so reads do not decode it again on every call.
-            if let FileNode::Inline(d) = FileNode::decode(&self.store().get(ObjKind::Node, &id.0)?)?
+            if let FileNode::Inline(d) =
+                FileNode::decode(&self.store().get(ObjKind::Node, &id.into())?)?
             {
                 let end = fsize.min(offset + size as u64);
                 let mut buf = vec![0u8; (end - offset) as usize];

@@ -90,7 +90,7 @@ fn deep_tree_everywhere() {
     assert_eq!(read_bottom(&s, DEPTH), b"bottom");
     // gc/fsck's reachability walk.
     let (_, reached) = crate::reach::reachable(&*store).unwrap();
-    assert!(reached.contains(&now.0));
+    assert!(reached.contains(&now.into()));
 }
 
 /// 10,000 levels on a 1 MiB stack: flush, checkpoint, diff, graft away and back,

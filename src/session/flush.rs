@@ -25,7 +25,7 @@ use crate::meta::MetaOp;
 use std::collections::{BTreeSet, HashMap};
 
 use crate::error::Result;
-use crate::id::{ChunkId, NodeId};
+use crate::id::{ChunkId, NodeId, ObjectId};
 use crate::store::{Kind as ObjKind, ObjectStore};
 use crate::tree::{BLOCK_SIZE, FileNode, INLINE_MAX, Timespec};
 
@@ -60,7 +60,7 @@ pub(super) fn base_chunks(
         return HashMap::new();
     };
     match store
-        .get(ObjKind::Node, &b.0)
+        .get(ObjKind::Node, &b.into())
         .ok()
         .and_then(|raw| FileNode::decode(&raw).ok())
     {
@@ -170,11 +170,11 @@ impl Session {
             let id = if bytes.iter().all(|&b| b == 0) {
                 None
             } else {
-                Some(ChunkId(store.put_based(
-                    ObjKind::Chunk,
-                    &bytes,
-                    base.as_ref().map(|c| &c.0),
-                )?))
+                Some(
+                    store
+                        .put_based(ObjKind::Chunk, &bytes, base.map(ObjectId::from))?
+                        .chunk(),
+                )
             };
             Ok::<_, crate::error::Error>((ino, idx, arc, id))
         };

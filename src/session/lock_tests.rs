@@ -51,15 +51,20 @@ impl HookStore {
 }
 
 impl ObjectStore for HookStore {
-    fn put(&self, kind: Kind, raw: &[u8]) -> Result<[u8; 32]> {
+    fn put(&self, kind: Kind, raw: &[u8]) -> Result<crate::id::ObjectId> {
         self.before_put(kind, raw);
         self.inner.put(kind, raw)
     }
-    fn put_based(&self, kind: Kind, raw: &[u8], base: Option<&[u8; 32]>) -> Result<[u8; 32]> {
+    fn put_based(
+        &self,
+        kind: Kind,
+        raw: &[u8],
+        base: Option<crate::id::ObjectId>,
+    ) -> Result<crate::id::ObjectId> {
         self.before_put(kind, raw);
         self.inner.put_based(kind, raw, base)
     }
-    fn get(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>> {
+    fn get(&self, kind: Kind, id: &crate::id::ObjectId) -> Result<Arc<Vec<u8>>> {
         if kind == Kind::Chunk {
             let h = self.chunk_hook.lock().unwrap().take();
             if let Some(h) = h {
@@ -68,7 +73,7 @@ impl ObjectStore for HookStore {
         }
         self.inner.get(kind, id)
     }
-    fn contains(&self, id: &[u8; 32]) -> Result<bool> {
+    fn contains(&self, id: &crate::id::ObjectId) -> Result<bool> {
         self.inner.contains(id)
     }
     fn commit(&self, ops: Vec<MetaOp>) -> Result<()> {

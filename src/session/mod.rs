@@ -120,14 +120,16 @@ pub fn empty_root(store: &dyn ObjectStore, uid: u32, gid: u32) -> Result<NodeId>
                 ctime: now,
             },
             xattrs: Vec::new(),
-            content: Content::Node(NodeId(
-                store.put(ObjKind::Node, &DirNode::default().encode())?,
-            )),
+            content: Content::Node(
+                store
+                    .put(ObjKind::Node, &DirNode::default().encode())?
+                    .node(),
+            ),
         },
         links: Vec::new(),
         next_ino: 2,
     };
-    Ok(NodeId(store.put(ObjKind::Node, &root.encode())?))
+    Ok(store.put(ObjKind::Node, &root.encode())?.node())
 }
 
 /// What the agent view of `crate::visibility` reads of a live session (it keeps
@@ -182,7 +184,7 @@ impl Session {
     pub fn open(store: Arc<dyn ObjectStore>, rec: SessionRecord) -> Result<Session> {
         let root_id = NodeId::from_hex(&rec.root)
             .ok_or_else(|| Error::corrupt(format!("session record {}", rec.name), "bad root id"))?;
-        let root = RootNode::decode(&store.get(ObjKind::Node, &root_id.0)?)?;
+        let root = RootNode::decode(&store.get(ObjKind::Node, &root_id.into())?)?;
         let mut st = State {
             next_ino: root.next_ino.max(2),
             root_id: Some(root_id),

@@ -5,6 +5,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use crate::id::ObjectId;
+
 /// Byte-bounded FIFO cache with a second chance for entries hit since insertion.
 pub struct ObjectCache {
     inner: Mutex<Inner>,
@@ -12,8 +14,8 @@ pub struct ObjectCache {
 }
 
 struct Inner {
-    map: HashMap<[u8; 32], (Arc<Vec<u8>>, bool)>,
-    order: VecDeque<[u8; 32]>,
+    map: HashMap<ObjectId, (Arc<Vec<u8>>, bool)>,
+    order: VecDeque<ObjectId>,
     bytes: usize,
 }
 
@@ -31,7 +33,7 @@ impl ObjectCache {
     }
 
     /// Look up an object.
-    pub fn get(&self, id: &[u8; 32]) -> Option<Arc<Vec<u8>>> {
+    pub fn get(&self, id: &ObjectId) -> Option<Arc<Vec<u8>>> {
         let mut g = self.inner.lock().unwrap();
         g.map.get_mut(id).map(|(v, hit)| {
             *hit = true;
@@ -40,7 +42,7 @@ impl ObjectCache {
     }
 
     /// Insert a verified object.
-    pub fn insert(&self, id: [u8; 32], data: Arc<Vec<u8>>) {
+    pub fn insert(&self, id: ObjectId, data: Arc<Vec<u8>>) {
         if data.len() > self.capacity / 4 {
             return;
         }
@@ -71,7 +73,7 @@ impl ObjectCache {
     }
 
     /// Drop an entry (after a verification failure elsewhere, or in tests).
-    pub fn remove(&self, id: &[u8; 32]) {
+    pub fn remove(&self, id: &ObjectId) {
         let mut g = self.inner.lock().unwrap();
         if let Some((v, _)) = g.map.remove(id) {
             g.bytes -= v.len();
@@ -88,7 +90,7 @@ mod tests {
     fn stays_within_capacity() {
         let c = ObjectCache::new(1000);
         for i in 0..100u8 {
-            c.insert([i; 32], Arc::new(vec![0; 100]));
+            c.insert(ObjectId([i; 32]), Arc::new(vec![0; 100]));
         }
         let g = c.inner.lock().unwrap();
         assert!(g.bytes <= 1000);

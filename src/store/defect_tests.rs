@@ -159,7 +159,7 @@ fn a_record_header_not_matching_its_index_entry_is_corrupt_before_decoding() {
     {
         let s = PackStore::open(d.path()).unwrap();
         let b = s.put(Kind::Chunk, &base).unwrap();
-        id = s.put_based(Kind::Chunk, &raw, Some(&b)).unwrap();
+        id = s.put_based(Kind::Chunk, &raw, Some(b)).unwrap();
         s.commit(vec![]).unwrap();
         let v = s.meta_get(&meta::object_key(&id)).unwrap();
         loc = Loc::decode(&v.unwrap()).unwrap();

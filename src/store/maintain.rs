@@ -16,6 +16,7 @@ use super::open::sync_dir;
 use super::pack::{self, Codec, Kind, RecordHeader};
 use super::packstore::{PackStore, pack_path};
 use crate::error::{Error, Result};
+use crate::id::ObjectId;
 use crate::meta::{self, MetaOp};
 use std::os::unix::fs::FileExt;
 
@@ -24,9 +25,9 @@ impl PackStore {
     /// base of a delta that stays. Called with the guard locked.
     fn dead(
         &self,
-        keep: &HashSet<[u8; 32]>,
-        guard: &HashSet<[u8; 32]>,
-    ) -> Result<Vec<([u8; 32], Loc)>> {
+        keep: &HashSet<ObjectId>,
+        guard: &HashSet<ObjectId>,
+    ) -> Result<Vec<(ObjectId, Loc)>> {
         // Pending before the index: `commit` applies its entries to the index and
         // only then forgets them, so every put is seen in one or the other.
         let pending = self.pending_snapshot();
@@ -44,11 +45,11 @@ impl PackStore {
     /// Called with the guard locked.
     fn bases_of(
         &self,
-        keep: &HashSet<[u8; 32]>,
-        guard: &HashSet<[u8; 32]>,
-        index: &[([u8; 32], Loc)],
-        pending: &[([u8; 32], Loc)],
-    ) -> Result<HashSet<[u8; 32]>> {
+        keep: &HashSet<ObjectId>,
+        guard: &HashSet<ObjectId>,
+        index: &[(ObjectId, Loc)],
+        pending: &[(ObjectId, Loc)],
+    ) -> Result<HashSet<ObjectId>> {
         let kept = index
             .iter()
             .filter(|(id, _)| keep.contains(id) || guard.contains(id));
@@ -76,7 +77,7 @@ impl Packs for PackStore {
         self.gc_guard.lock().unwrap().clear();
     }
 
-    fn index(&self) -> Result<Vec<([u8; 32], Loc)>> {
+    fn index(&self) -> Result<Vec<(ObjectId, Loc)>> {
         let mut out = Vec::new();
         for (k, v) in self.db.scan(meta::OBJECT_PREFIX)? {
             let id = meta::object_id(&k)
@@ -86,14 +87,14 @@ impl Packs for PackStore {
         Ok(out)
     }
 
-    fn unreachable(&self, keep: &HashSet<[u8; 32]>) -> Result<Vec<([u8; 32], Loc)>> {
+    fn unreachable(&self, keep: &HashSet<ObjectId>) -> Result<Vec<(ObjectId, Loc)>> {
         let guard = self.gc_guard.lock().unwrap();
         self.dead(keep, &guard)
     }
 
     /// Puts wait while this runs, so an object deduplicated by a concurrent put is
     /// either kept (in the guard) or written again (its entry already gone).
-    fn sweep(&self, keep: &HashSet<[u8; 32]>, extra: Vec<MetaOp>) -> Result<(u64, u64)> {
+    fn sweep(&self, keep: &HashSet<ObjectId>, extra: Vec<MetaOp>) -> Result<(u64, u64)> {
         let guard = self.gc_guard.lock().unwrap();
         let dead = self.dead(keep, &guard)?;
         let bytes: u64 = dead.iter().map(|(_, l)| l.record_len()).sum();
@@ -156,20 +157,14 @@ impl Packs for PackStore {
 
     /// A record that fails verification, or an append the reserve refuses, stops the
     /// repack before anything is deleted.
-    fn repack(&self, n: u32, live: &[([u8; 32], Loc)]) -> Result<u64> {
+    fn repack(&self, n: u32, live: &[(ObjectId, Loc)]) -> Result<u64> {
         let image = self.read_pack(n)?;
         let mut copied = 0u64;
         for (id, loc) in live {
             debug_assert_eq!(loc.pack, n);
             let start = loc.offset as usize;
             let end = start + loc.record_len() as usize;
-            let what = || {
-                format!(
-                    "{:?} object {} in pack {n}",
-                    loc.kind,
-                    crate::id::hex(&id[..6])
-                )
-            };
+            let what = || format!("{:?} object {} in pack {n}", loc.kind, id.short());
             let rec = image
                 .get(start..end)
                 .ok_or_else(|| Error::corrupt(what(), "pack truncated"))?;
@@ -204,12 +199,12 @@ impl Packs for PackStore {
         super::read_pack(&pack_path(&self.dir, n))
     }
 
-    fn read_verified(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>> {
+    fn read_verified(&self, kind: Kind, id: &ObjectId) -> Result<Arc<Vec<u8>>> {
         self.read_object(kind, id).map(Arc::new)
     }
 
-    fn read_whole_at(&self, id: &[u8; 32], loc: &Loc) -> Result<Vec<u8>> {
-        let what = || format!("{:?} object {}", loc.kind, crate::id::hex(&id[..6]));
+    fn read_whole_at(&self, id: &ObjectId, loc: &Loc) -> Result<Vec<u8>> {
+        let what = || format!("{:?} object {}", loc.kind, id.short());
         let mut buf = vec![0u8; loc.record_len() as usize];
         self.reader(loc.pack)?
             .read_exact_at(&mut buf, loc.offset)

@@ -12,6 +12,7 @@ use super::metastore::{MemMeta, MetaStore};
 use super::objects::{ObjectStore, check_object_len};
 use super::pack::Kind;
 use crate::error::{Error, Result};
+use crate::id::ObjectId;
 use crate::meta::MetaOp;
 
 type MemObject = (Kind, Arc<Vec<u8>>);
@@ -19,12 +20,12 @@ type MemObject = (Kind, Arc<Vec<u8>>);
 /// In-memory twin of [`super::PackStore`].
 #[derive(Default)]
 pub struct MemStore {
-    objects: RwLock<HashMap<[u8; 32], MemObject>>,
+    objects: RwLock<HashMap<ObjectId, MemObject>>,
     meta: MemMeta,
 }
 
 impl ObjectStore for MemStore {
-    fn put(&self, kind: Kind, raw: &[u8]) -> Result<[u8; 32]> {
+    fn put(&self, kind: Kind, raw: &[u8]) -> Result<ObjectId> {
         check_object_len(kind, raw.len())?;
         let id = kind.hash(raw);
         self.objects
@@ -34,13 +35,13 @@ impl ObjectStore for MemStore {
             .or_insert_with(|| (kind, Arc::new(raw.to_vec())));
         Ok(id)
     }
-    fn get(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>> {
+    fn get(&self, kind: Kind, id: &ObjectId) -> Result<Arc<Vec<u8>>> {
         match self.objects.read().unwrap().get(id) {
             Some((k, v)) if *k == kind => Ok(v.clone()),
-            _ => Err(Error::Missing(crate::id::hex(&id[..6]))),
+            _ => Err(Error::Missing(id.short())),
         }
     }
-    fn contains(&self, id: &[u8; 32]) -> Result<bool> {
+    fn contains(&self, id: &ObjectId) -> Result<bool> {
         Ok(self.objects.read().unwrap().contains_key(id))
     }
     fn commit(&self, ops: Vec<MetaOp>) -> Result<()> {

@@ -15,25 +15,26 @@ use std::sync::Arc;
 use super::metastore::MetaStore;
 use super::pack::{self, Codec, Kind, MAX_OBJECT_LEN};
 use crate::error::{Error, Result};
+use crate::id::ObjectId;
 use crate::meta::MetaOp;
 
 /// What every layer above needs from a store of objects plus metadata.
 pub trait ObjectStore: Send + Sync {
     /// Store `raw` (deduplicated); returns its id. Not durable until [`commit`](Self::commit).
     /// Objects longer than [`MAX_OBJECT_LEN`] are refused ([`Error::ObjectTooLarge`]).
-    fn put(&self, kind: Kind, raw: &[u8]) -> Result<[u8; 32]>;
+    fn put(&self, kind: Kind, raw: &[u8]) -> Result<ObjectId>;
     /// Like [`put`](Self::put), with a hint: `base` is an earlier version of the same
     /// content (same kind), which the store may use to keep only the difference.
     /// Stores without deltas ignore it.
-    fn put_based(&self, kind: Kind, raw: &[u8], base: Option<&[u8; 32]>) -> Result<[u8; 32]> {
+    fn put_based(&self, kind: Kind, raw: &[u8], base: Option<ObjectId>) -> Result<ObjectId> {
         let _ = base;
         self.put(kind, raw)
     }
     /// Read and verify an object.
-    fn get(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>>;
+    fn get(&self, kind: Kind, id: &ObjectId) -> Result<Arc<Vec<u8>>>;
     /// Like [`get`](Self::get), without adding the object to a cache (for reads whose
     /// result is about to be replaced, like a block read to be rewritten).
-    fn get_uncached(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>> {
+    fn get_uncached(&self, kind: Kind, id: &ObjectId) -> Result<Arc<Vec<u8>>> {
         self.get(kind, id)
     }
     /// The committed record of `id` as stored: its location and its stored payload
@@ -41,12 +42,12 @@ pub trait ObjectStore: Send + Sync {
     /// against the index entry. `None` when the store has no such record or keeps no
     /// records (memory stores): callers then use [`get`](Self::get). Push copies
     /// records to a remote with this, without re-compressing.
-    fn stored_record(&self, id: &[u8; 32]) -> Result<Option<(Loc, Vec<u8>)>> {
+    fn stored_record(&self, id: &ObjectId) -> Result<Option<(Loc, Vec<u8>)>> {
         let _ = id;
         Ok(None)
     }
     /// Whether the object is present (durable or pending).
-    fn contains(&self, id: &[u8; 32]) -> Result<bool>;
+    fn contains(&self, id: &ObjectId) -> Result<bool>;
     /// Make every put durable, then apply `ops` atomically and durably.
     fn commit(&self, ops: Vec<MetaOp>) -> Result<()>;
     /// The metadata store the objects are committed with. Writing to it directly
@@ -116,16 +117,16 @@ pub trait Packs: ObjectStore {
     /// End a gc (see [`gc_begin`](Self::gc_begin)).
     fn gc_end(&self);
     /// Every committed index entry.
-    fn index(&self) -> Result<Vec<([u8; 32], Loc)>>;
+    fn index(&self) -> Result<Vec<(ObjectId, Loc)>>;
     /// The objects a sweep keeping `keep` would drop: committed index entries that
     /// are neither in `keep` nor put since [`gc_begin`](Self::gc_begin) (nor the
     /// base of a delta that stays).
-    fn unreachable(&self, keep: &HashSet<[u8; 32]>) -> Result<Vec<([u8; 32], Loc)>>;
+    fn unreachable(&self, keep: &HashSet<ObjectId>) -> Result<Vec<(ObjectId, Loc)>>;
     /// Drop the index entries [`unreachable`](Self::unreachable) names, together with
     /// `extra` metadata ops; puts wait meanwhile. Returns (objects, stored bytes)
     /// dropped. The pack bytes stay until [`repack`](Self::repack) or
     /// [`delete_pack`](Self::delete_pack).
-    fn sweep(&self, keep: &HashSet<[u8; 32]>, extra: Vec<MetaOp>) -> Result<(u64, u64)>;
+    fn sweep(&self, keep: &HashSet<ObjectId>, extra: Vec<MetaOp>) -> Result<(u64, u64)>;
     /// Pack files: (number, size in bytes), by number.
     fn packs(&self) -> Result<Vec<(u32, u64)>>;
     /// Packs that may still gain index entries (the open pack, packs not yet
@@ -137,16 +138,16 @@ pub trait Packs: ObjectStore {
     /// Copy the records `live` (all in pack `n`, each verified on the way) into the
     /// open pack, within the space reserve, commit their new locations, then delete
     /// pack `n`. Returns the bytes copied.
-    fn repack(&self, n: u32, live: &[([u8; 32], Loc)]) -> Result<u64>;
+    fn repack(&self, n: u32, live: &[(ObjectId, Loc)]) -> Result<u64>;
     /// Delete pack `n` (the caller has made sure no index entry names it).
     fn delete_pack(&self, n: u32) -> Result<()>;
     /// The whole image of pack `n` (for scanning).
     fn read_pack(&self, n: u32) -> Result<Vec<u8>>;
     /// Read and verify an object from its pack, bypassing the cache (fsck).
-    fn read_verified(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>>;
+    fn read_verified(&self, kind: Kind, id: &ObjectId) -> Result<Arc<Vec<u8>>>;
     /// Read and verify the whole (non-delta) record of `id` at `loc`, which need not
     /// be what the index says (fsck's rebuild).
-    fn read_whole_at(&self, id: &[u8; 32], loc: &Loc) -> Result<Vec<u8>>;
+    fn read_whole_at(&self, id: &ObjectId, loc: &Loc) -> Result<Vec<u8>>;
 }
 
 /// Location of an object in the packs (value of an `o/` key).
@@ -217,7 +218,7 @@ impl Loc {
 }
 
 /// One object a [`Fallback`] returns: kind, id, verified raw bytes.
-pub type FetchedObject = (Kind, [u8; 32], Vec<u8>);
+pub type FetchedObject = (Kind, ObjectId, Vec<u8>);
 
 /// Where objects missing locally may be fetched from (the remote tier's lazy
 /// hydration, `crate::remote::lazy`). A store asks it on a local miss and keeps
@@ -230,7 +231,7 @@ pub type FetchedObject = (Kind, [u8; 32], Vec<u8>);
 pub trait Fallback: Send + Sync {
     /// Fetch object `id` of `kind`: the object itself plus read-ahead neighbours
     /// (each `(kind, id, raw)`), or `None` when no remote has it.
-    fn fetch(&self, kind: Kind, id: &[u8; 32]) -> Result<Option<Vec<FetchedObject>>>;
+    fn fetch(&self, kind: Kind, id: &ObjectId) -> Result<Option<Vec<FetchedObject>>>;
     /// Whether some remote has `id` (from the cached indexes; no network).
-    fn has(&self, id: &[u8; 32]) -> bool;
+    fn has(&self, id: &ObjectId) -> bool;
 }

@@ -20,6 +20,7 @@
 //! pack, so a torn tail left by a crash is never followed by valid records.
 
 use crate::error::{Error, Result};
+use crate::id::ObjectId;
 
 /// Magic at the start of every pack file.
 pub const PACK_MAGIC: &[u8; 12] = b"TREEFORKPACK";
@@ -55,10 +56,10 @@ impl Kind {
     }
 
     /// The id of `raw` bytes of this kind.
-    pub fn hash(self, raw: &[u8]) -> [u8; 32] {
+    pub fn hash(self, raw: &[u8]) -> ObjectId {
         match self {
-            Kind::Chunk => crate::id::ChunkId::of(raw).0,
-            Kind::Node => crate::id::NodeId::of(raw).0,
+            Kind::Chunk => crate::id::ChunkId::of(raw).into(),
+            Kind::Node => crate::id::NodeId::of(raw).into(),
         }
     }
 }
@@ -99,7 +100,7 @@ pub struct RecordHeader {
     /// Length of the payload in the pack.
     pub stored_len: u32,
     /// Object id (hash of the raw bytes in `kind`'s domain).
-    pub id: [u8; 32],
+    pub id: ObjectId,
 }
 
 /// The pack header bytes.
@@ -133,7 +134,7 @@ impl RecordHeader {
         b[5] = self.codec as u8;
         b[8..12].copy_from_slice(&self.raw_len.to_le_bytes());
         b[12..16].copy_from_slice(&self.stored_len.to_le_bytes());
-        b[16..48].copy_from_slice(&self.id);
+        b[16..48].copy_from_slice(&self.id.0);
         b
     }
 
@@ -159,8 +160,7 @@ impl RecordHeader {
                 "delta shorter than its base id",
             ));
         }
-        let mut id = [0u8; 32];
-        id.copy_from_slice(&b[16..48]);
+        let id = ObjectId(b[16..48].try_into().unwrap());
         Ok(RecordHeader {
             kind,
             codec,
@@ -235,21 +235,27 @@ thread_local! {
 pub const DELTA_BASE_LEN: usize = 32;
 
 /// The base id a delta payload names (`None` for whole records).
-pub fn delta_base(h: &RecordHeader, payload: &[u8]) -> Option<[u8; 32]> {
+pub fn delta_base(h: &RecordHeader, payload: &[u8]) -> Option<ObjectId> {
     (h.codec == Codec::Delta)
-        .then(|| payload.get(..DELTA_BASE_LEN)?.try_into().ok())
+        .then(|| payload_base(payload))
         .flatten()
+}
+
+/// The base id a delta payload starts with (`None` when it is too short): the one
+/// place that decodes it.
+pub fn payload_base(payload: &[u8]) -> Option<ObjectId> {
+    payload.get(..DELTA_BASE_LEN)?.try_into().ok().map(ObjectId)
 }
 
 /// Compress `raw` against `base` (the raw bytes of object `base_id`): the delta
 /// payload, or `None` when zstd fails.
-pub fn compress_delta(raw: &[u8], base_id: &[u8; 32], base: &[u8]) -> Option<Vec<u8>> {
+pub fn compress_delta(raw: &[u8], base_id: &ObjectId, base: &[u8]) -> Option<Vec<u8>> {
     use zstd::zstd_safe::{CCtx, CParameter};
     let mut cctx = CCtx::try_create()?;
     cctx.set_parameter(CParameter::CompressionLevel(3)).ok()?;
     cctx.ref_prefix(base).ok()?;
     let mut out = Vec::with_capacity(DELTA_BASE_LEN + zstd::zstd_safe::compress_bound(raw.len()));
-    out.extend_from_slice(base_id);
+    out.extend_from_slice(&base_id.0);
     let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(raw.len()));
     cctx.compress2(&mut frame, raw).ok()?;
     out.extend_from_slice(&frame);
@@ -268,7 +274,7 @@ pub fn decode_payload_with(
     payload: &[u8],
     base: Option<&[u8]>,
 ) -> Result<Vec<u8>> {
-    let what = || format!("{:?} object {}", h.kind, crate::id::hex(&h.id[..6]));
+    let what = || format!("{:?} object {}", h.kind, h.id.short());
     let raw = match h.codec {
         Codec::Raw => payload.to_vec(),
         Codec::Zstd => DECOMPRESSOR

@@ -36,6 +36,7 @@ use super::pack::{self, Codec, Kind, RecordHeader};
 use super::{DELTA_MIN, PACK_TARGET_SIZE, space};
 use crate::durable::{self, Scope};
 use crate::error::{Error, Result};
+use crate::id::ObjectId;
 use crate::meta::{self, MetaOp};
 
 pub(super) struct Writer {
@@ -56,13 +57,13 @@ pub struct PackStore {
     pub(super) dir: PathBuf,
     pub(super) db: Box<dyn MetaStore>,
     pub(super) writer: Mutex<Writer>,
-    pub(super) pending: RwLock<HashMap<[u8; 32], Loc>>,
+    pub(super) pending: RwLock<HashMap<ObjectId, Loc>>,
     pub(super) fds: PackFds,
     pub(super) cache: ObjectCache,
     /// While a gc runs: every id `put` since it began (dedup hits included), which
     /// the sweep must keep. `gc_active` lets `put` skip the lock otherwise.
     pub(super) gc_active: AtomicBool,
-    pub(super) gc_guard: Mutex<HashSet<[u8; 32]>>,
+    pub(super) gc_guard: Mutex<HashSet<ObjectId>>,
     pub(super) reserve: space::Reserve,
     /// Asked on a local miss (see [`super::objects::Fallback`]).
     pub(super) fallback: RwLock<Option<Arc<dyn Fallback>>>,
@@ -185,14 +186,14 @@ impl PackStore {
     }
 
     /// While a gc runs, remember `id` as put (see [`super::Packs::gc_begin`]).
-    pub(super) fn guard(&self, id: &[u8; 32]) {
+    pub(super) fn guard(&self, id: &ObjectId) {
         if self.gc_active.load(Ordering::SeqCst) {
             self.gc_guard.lock().unwrap().insert(*id);
         }
     }
 
     /// The uncommitted puts and their locations.
-    pub(super) fn pending_snapshot(&self) -> Vec<([u8; 32], Loc)> {
+    pub(super) fn pending_snapshot(&self) -> Vec<(ObjectId, Loc)> {
         self.pending
             .read()
             .unwrap()
@@ -201,7 +202,7 @@ impl PackStore {
             .collect()
     }
 
-    pub(super) fn lookup(&self, id: &[u8; 32]) -> Result<Option<Loc>> {
+    pub(super) fn lookup(&self, id: &ObjectId) -> Result<Option<Loc>> {
         if let Some(l) = self.pending.read().unwrap().get(id) {
             return Ok(Some(*l));
         }
@@ -211,7 +212,7 @@ impl PackStore {
         }
     }
 
-    pub(super) fn read_object(&self, kind: Kind, id: &[u8; 32]) -> Result<Vec<u8>> {
+    pub(super) fn read_object(&self, kind: Kind, id: &ObjectId) -> Result<Vec<u8>> {
         let (h, buf) = self.read_record(kind, id)?;
         self.decode_record(&h, &buf[pack::RECORD_HEADER_LEN..])
     }
@@ -222,15 +223,14 @@ impl PackStore {
         let Some(b) = pack::delta_base(h, payload) else {
             return pack::decode_payload(h, payload);
         };
-        let what = || format!("{:?} object {}", h.kind, crate::id::hex(&h.id[..6]));
+        let what = || format!("{:?} object {}", h.kind, h.id.short());
         let base = match self.cache.get(&b) {
             Some(v) => v,
             None => {
                 let (bh, buf) = self.read_record(h.kind, &b).map_err(|e| match e {
-                    Error::Missing(_) => Error::corrupt(
-                        what(),
-                        format!("its delta base {} is missing", crate::id::hex(&b[..6])),
-                    ),
+                    Error::Missing(_) => {
+                        Error::corrupt(what(), format!("its delta base {} is missing", b.short()))
+                    }
                     e => e,
                 })?;
                 if bh.codec == Codec::Delta {
@@ -248,13 +248,13 @@ impl PackStore {
 
     /// Read an object's whole record; its header must match the index entry (see the
     /// module docs) before anything is decoded.
-    fn read_record(&self, kind: Kind, id: &[u8; 32]) -> Result<(RecordHeader, Vec<u8>)> {
+    fn read_record(&self, kind: Kind, id: &ObjectId) -> Result<(RecordHeader, Vec<u8>)> {
         self.read_record_loc(kind, id).map(|(h, buf, _)| (h, buf))
     }
 
     /// [`read_record`](Self::read_record), also returning the location read.
-    fn read_record_loc(&self, kind: Kind, id: &[u8; 32]) -> Result<(RecordHeader, Vec<u8>, Loc)> {
-        let what = || format!("{kind:?} object {}", crate::id::hex(&id[..6]));
+    fn read_record_loc(&self, kind: Kind, id: &ObjectId) -> Result<(RecordHeader, Vec<u8>, Loc)> {
+        let what = || format!("{kind:?} object {}", id.short());
         let mut loc = self.lookup(id)?.ok_or_else(|| Error::Missing(what()))?;
         let f = match self.reader(loc.pack) {
             Ok(f) => f,
@@ -305,7 +305,7 @@ impl PackStore {
     /// fetched objects (verified again here: never wrong bytes) are put into the
     /// store as a cache and committed in batches; a miss the fallback cannot
     /// answer stays [`Error::Missing`] and is not remembered.
-    fn read_or_fetch(&self, kind: Kind, id: &[u8; 32]) -> Result<Vec<u8>> {
+    fn read_or_fetch(&self, kind: Kind, id: &ObjectId) -> Result<Vec<u8>> {
         let missing = match self.read_object(kind, id) {
             Err(Error::Missing(what)) => what,
             other => return other,
@@ -322,11 +322,11 @@ impl PackStore {
             if k.hash(&raw) != oid {
                 log::error!(
                     "{k:?} object {} from a remote does not match its id: not used",
-                    crate::id::hex(&oid[..6])
+                    oid.short()
                 );
                 if oid == *id {
                     return Err(Error::corrupt(
-                        format!("{k:?} object {}", crate::id::hex(&oid[..6])),
+                        format!("{k:?} object {}", oid.short()),
                         "fetched bytes do not match the id",
                     ));
                 }
@@ -359,13 +359,13 @@ impl PackStore {
     }
 
     /// The base a delta object names (reads its first payload bytes).
-    pub(super) fn delta_base_of(&self, id: &[u8; 32], loc: &Loc) -> Result<[u8; 32]> {
-        let what = || format!("{:?} object {}", loc.kind, crate::id::hex(&id[..6]));
+    pub(super) fn delta_base_of(&self, id: &ObjectId, loc: &Loc) -> Result<ObjectId> {
+        let what = || format!("{:?} object {}", loc.kind, id.short());
         let mut b = [0u8; pack::DELTA_BASE_LEN];
         self.reader(loc.pack)?
             .read_exact_at(&mut b, loc.offset + pack::RECORD_HEADER_LEN as u64)
             .map_err(|e| Error::corrupt(what(), format!("delta base id unreadable: {e}")))?;
-        Ok(b)
+        Ok(ObjectId(b))
     }
 
     /// How to store `raw`: a delta against `hint` (or against the whole object that
@@ -375,7 +375,7 @@ impl PackStore {
     /// A delta of at most 1/8 of `raw` is taken without compressing `raw` whole
     /// (zstd level 1 does not get real data below 1/4), which keeps a flush of small
     /// edits at one compression per object.
-    fn encode(&self, kind: Kind, raw: &[u8], hint: Option<&[u8; 32]>) -> (Codec, Vec<u8>) {
+    fn encode(&self, kind: Kind, raw: &[u8], hint: Option<&ObjectId>) -> (Codec, Vec<u8>) {
         let delta = hint
             .filter(|_| raw.len() >= DELTA_MIN)
             .and_then(|h| self.delta_against(kind, raw, h));
@@ -393,7 +393,7 @@ impl PackStore {
         }
     }
 
-    fn delta_against(&self, kind: Kind, raw: &[u8], hint: &[u8; 32]) -> Option<Vec<u8>> {
+    fn delta_against(&self, kind: Kind, raw: &[u8], hint: &ObjectId) -> Option<Vec<u8>> {
         // Guard each id before looking it up, as `put` does: a concurrent sweep then
         // either keeps the base or has already dropped it (and we store `raw` whole).
         self.guard(hint);
@@ -416,11 +416,11 @@ impl PackStore {
 }
 
 impl ObjectStore for PackStore {
-    fn put(&self, kind: Kind, raw: &[u8]) -> Result<[u8; 32]> {
+    fn put(&self, kind: Kind, raw: &[u8]) -> Result<ObjectId> {
         self.put_based(kind, raw, None)
     }
 
-    fn put_based(&self, kind: Kind, raw: &[u8], base: Option<&[u8; 32]>) -> Result<[u8; 32]> {
+    fn put_based(&self, kind: Kind, raw: &[u8], base: Option<ObjectId>) -> Result<ObjectId> {
         check_object_len(kind, raw.len())?;
         let id = kind.hash(raw);
         // Guard before the dedup lookup: a sweep either sees this id in the guard or
@@ -429,7 +429,7 @@ impl ObjectStore for PackStore {
         if self.lookup(&id)?.is_some() {
             return Ok(id);
         }
-        let (codec, payload) = self.encode(kind, raw, base.filter(|b| **b != id));
+        let (codec, payload) = self.encode(kind, raw, base.filter(|b| *b != id).as_ref());
         // Every codec stores at most `raw`'s length; checked, not assumed.
         check_object_len(kind, payload.len())?;
         let header = RecordHeader {
@@ -460,7 +460,7 @@ impl ObjectStore for PackStore {
         Ok(id)
     }
 
-    fn get(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>> {
+    fn get(&self, kind: Kind, id: &ObjectId) -> Result<Arc<Vec<u8>>> {
         if let Some(v) = self.cache.get(id) {
             return Ok(v);
         }
@@ -469,14 +469,14 @@ impl ObjectStore for PackStore {
         Ok(raw)
     }
 
-    fn get_uncached(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>> {
+    fn get_uncached(&self, kind: Kind, id: &ObjectId) -> Result<Arc<Vec<u8>>> {
         match self.cache.get(id) {
             Some(v) => Ok(v),
             None => self.read_or_fetch(kind, id).map(Arc::new),
         }
     }
 
-    fn stored_record(&self, id: &[u8; 32]) -> Result<Option<(Loc, Vec<u8>)>> {
+    fn stored_record(&self, id: &ObjectId) -> Result<Option<(Loc, Vec<u8>)>> {
         let Some(v) = self.db.get(&meta::object_key(id))? else {
             return Ok(None);
         };
@@ -485,7 +485,7 @@ impl ObjectStore for PackStore {
         Ok(Some((at, buf[pack::RECORD_HEADER_LEN..].to_vec())))
     }
 
-    fn contains(&self, id: &[u8; 32]) -> Result<bool> {
+    fn contains(&self, id: &ObjectId) -> Result<bool> {
         Ok(self.lookup(id)?.is_some())
     }
 

@@ -8,6 +8,7 @@ use super::objects::LOC_LEN;
 use super::open::StoreDescriptor;
 use super::packstore::pack_path;
 use super::*;
+use crate::id::ObjectId;
 use crate::meta::{self, MetaOp};
 
 fn suite(s: &dyn ObjectStore) {
@@ -23,7 +24,7 @@ fn suite(s: &dyn ObjectStore) {
     assert!(s.contains(&c).unwrap());
     assert_eq!(s.meta_get(&meta::session_key("x")).unwrap().unwrap(), b"1");
     assert_eq!(s.meta_scan(meta::SESSION_PREFIX).unwrap().len(), 1);
-    assert!(s.get(Kind::Chunk, &[9; 32]).is_err());
+    assert!(s.get(Kind::Chunk, &ObjectId([9; 32])).is_err());
 }
 
 #[test]
@@ -69,9 +70,9 @@ fn deltas_round_trip_stay_one_level_and_keep_their_base() {
         let s = PackStore::open(d.path()).unwrap();
         a = s.put(Kind::Chunk, &v1).unwrap();
         s.commit(vec![]).unwrap();
-        b = s.put_based(Kind::Chunk, &v2, Some(&a)).unwrap();
+        b = s.put_based(Kind::Chunk, &v2, Some(a)).unwrap();
         // A delta of a delta is a delta of the whole base.
-        c = s.put_based(Kind::Chunk, &v3, Some(&b)).unwrap();
+        c = s.put_based(Kind::Chunk, &v3, Some(b)).unwrap();
         s.commit(vec![]).unwrap();
         let lb = s.lookup(&b).unwrap().unwrap();
         let lc = s.lookup(&c).unwrap().unwrap();
@@ -84,15 +85,15 @@ fn deltas_round_trip_stay_one_level_and_keep_their_base() {
         );
         assert_eq!(s.delta_base_of(&c, &lc).unwrap(), a);
         // An unrelated hint is ignored when it does not pay.
-        let other = s.put_based(Kind::Chunk, &text(13, 500), Some(&a)).unwrap();
+        let other = s.put_based(Kind::Chunk, &text(13, 500), Some(a)).unwrap();
         assert_ne!(s.lookup(&other).unwrap().unwrap().codec, Codec::Delta);
         // A hint of another kind (even one in the cache) or a missing hint:
         // stored whole.
         s.get(Kind::Chunk, &a).unwrap();
-        let n = s.put_based(Kind::Node, &v2, Some(&a)).unwrap();
+        let n = s.put_based(Kind::Node, &v2, Some(a)).unwrap();
         assert_ne!(s.lookup(&n).unwrap().unwrap().codec, Codec::Delta);
         let m = s
-            .put_based(Kind::Node, &v3[..5000], Some(&[9; 32]))
+            .put_based(Kind::Node, &v3[..5000], Some(ObjectId([9; 32])))
             .unwrap();
         assert_ne!(s.lookup(&m).unwrap().unwrap().codec, Codec::Delta);
     }
@@ -101,7 +102,7 @@ fn deltas_round_trip_stay_one_level_and_keep_their_base() {
     assert_eq!(&**s.get_uncached(Kind::Chunk, &c).unwrap(), &v3);
     // gc keeping only the deltas keeps their base.
     s.gc_begin();
-    let keep: HashSet<[u8; 32]> = [b, c].into_iter().collect();
+    let keep: HashSet<crate::id::ObjectId> = [b, c].into_iter().collect();
     assert!(s.unreachable(&keep).unwrap().iter().all(|(id, _)| *id != a));
     s.sweep(&keep, vec![]).unwrap();
     s.gc_end();
@@ -132,7 +133,7 @@ fn gc_keeps_the_base_of_an_uncommitted_delta() {
     let s = PackStore::open(d.path()).unwrap();
     let a = s.put(Kind::Chunk, &v1).unwrap();
     s.commit(vec![]).unwrap();
-    let b = s.put_based(Kind::Chunk, &v2, Some(&a)).unwrap();
+    let b = s.put_based(Kind::Chunk, &v2, Some(a)).unwrap();
     assert_eq!(s.lookup(&b).unwrap().unwrap().codec, Codec::Delta);
     s.gc_begin();
     let keep = HashSet::new();

@@ -201,7 +201,7 @@ fn corrupt_object(store: &Path, id: &[u8; 32]) {
         let p = e.unwrap().path();
         let mut bytes = fs::read(&p).unwrap();
         let (recs, _) = treefork::store::pack::scan(&bytes);
-        if let Some(r) = recs.iter().find(|r| r.header.id == *id) {
+        if let Some(r) = recs.iter().find(|r| r.header.id.0 == *id) {
             let at = r.offset as usize
                 + treefork::store::pack::RECORD_HEADER_LEN
                 + r.header.stored_len as usize / 2;
@@ -224,7 +224,7 @@ fn corrupt_chunk_is_eio_and_fsck_names_file_and_object() {
     m.umount();
     // The second 64 KiB block of the victim.
     let block = &victim[65536..131072];
-    let id = treefork::store::Kind::Chunk.hash(block);
+    let id = treefork::store::Kind::Chunk.hash(block).0;
     corrupt_object(&m.store, &id);
     m.mount();
     let e = fs::read(m.p("dir/victim")).unwrap_err();

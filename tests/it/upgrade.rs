@@ -312,7 +312,7 @@ fn store_of_the_previous_release_opens_and_upgrades() {
             (old["version"].clone(), old["id"].clone()),
             (1.into(), first.clone().into())
         );
-        let c = treefork::refs::load(&s, &treefork::id::CheckpointId(hex32(&second))).unwrap();
+        let c = treefork::refs::load(&s, &hex32(&second)).unwrap();
         assert!(c.id_matches(), "an old id still verifies");
     }
     // And it still mounts afterwards, with everything in place.
@@ -324,6 +324,6 @@ fn store_of_the_previous_release_opens_and_upgrades() {
     check_tree(&m.mp, &files);
 }
 
-fn hex32(s: &str) -> [u8; 32] {
-    treefork::id::CheckpointId::from_hex(s).unwrap().0
+fn hex32(s: &str) -> treefork::id::CheckpointId {
+    treefork::id::CheckpointId::from_hex(s).unwrap()
 }

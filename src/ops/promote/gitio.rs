@@ -204,7 +204,7 @@ fn write_content(store: &dyn ObjectStore, r: &Record, out: &mut dyn Write) -> Re
             break;
         }
         fill(out, pos, start)?;
-        let data = store.get(ObjKind::Chunk, &c.0)?;
+        let data = store.get(ObjKind::Chunk, &c.into())?;
         let n = (data.len() as u64).min(size - start) as usize;
         out.write_all(&data[..n]).map_err(werr)?;
         pos = start + n as u64;

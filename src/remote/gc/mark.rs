@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use crate::id::{CheckpointId, NodeId};
+use crate::id::{CheckpointId, NodeId, ObjectId};
 use crate::meta::TrackKind;
 use crate::reach::{ChunkCheck, Walk};
 use crate::refs::Checkpoint;
@@ -45,13 +45,13 @@ pub struct Catalog {
     /// The packs' indexes.
     pub packs: Vec<Idx>,
     /// id -> (pack number, entry number), one per copy.
-    pub by_id: HashMap<[u8; 32], Vec<(u32, u32)>>,
+    pub by_id: HashMap<ObjectId, Vec<(u32, u32)>>,
 }
 
 impl Catalog {
     /// A catalogue of `packs`.
     pub fn new(packs: Vec<Idx>) -> Catalog {
-        let mut by_id: HashMap<[u8; 32], Vec<(u32, u32)>> = HashMap::new();
+        let mut by_id: HashMap<ObjectId, Vec<(u32, u32)>> = HashMap::new();
         for (p, idx) in packs.iter().enumerate() {
             for (e, entry) in idx.entries.iter().enumerate() {
                 by_id
@@ -101,7 +101,7 @@ pub struct Marked {
     /// Live log segments (hex).
     pub logs: HashSet<String>,
     /// Objects the refs reach (with delta bases).
-    pub reached: HashSet<[u8; 32]>,
+    pub reached: HashSet<ObjectId>,
     /// Packs kept (numbers in the catalogue).
     pub packs: HashSet<u32>,
     /// Tree nodes read from the remote.
@@ -141,7 +141,7 @@ pub fn mark(
     }
     out.checkpoints = cps.into_keys().collect();
     let nodes = RemoteNodes::new(store, client, cat);
-    let read = |k: Kind, id: &[u8; 32]| nodes.read(k, id);
+    let read = |k: Kind, id: &ObjectId| nodes.read(k, id);
     let mut w = Walk::new(&read, ChunkCheck::Mark);
     let mut seen_roots = HashSet::new();
     for r in roots {
@@ -175,8 +175,8 @@ fn fail_on_problems(w: &Walk<'_>) -> Result<()> {
 }
 
 /// Add the delta bases of every copy of every id in `ids`, transitively.
-fn add_bases(cat: &Catalog, ids: &mut HashSet<[u8; 32]>) {
-    let mut queue: VecDeque<[u8; 32]> = ids.iter().copied().collect();
+fn add_bases(cat: &Catalog, ids: &mut HashSet<ObjectId>) {
+    let mut queue: VecDeque<ObjectId> = ids.iter().copied().collect();
     while let Some(id) = queue.pop_front() {
         for at in cat.by_id.get(&id).into_iter().flatten() {
             if let Some(b) = cat.entry(*at).base
@@ -193,11 +193,11 @@ fn add_bases(cat: &Catalog, ids: &mut HashSet<[u8; 32]>) {
 fn pack_closure(
     cat: &Catalog,
     w: &mut Walk<'_>,
-    reached: &HashSet<[u8; 32]>,
+    reached: &HashSet<ObjectId>,
     kept: &mut HashSet<u32>,
 ) -> Result<()> {
-    let mut live: HashSet<[u8; 32]> = reached.clone();
-    let mut frontier: Vec<[u8; 32]> = live.iter().copied().collect();
+    let mut live: HashSet<ObjectId> = reached.clone();
+    let mut frontier: Vec<ObjectId> = live.iter().copied().collect();
     while !frontier.is_empty() {
         let mut new_packs = Vec::new();
         for id in frontier.drain(..) {
@@ -207,15 +207,15 @@ fn pack_closure(
                 }
             }
         }
-        let before: HashSet<[u8; 32]> = w.reached().copied().collect();
-        let mut more: HashSet<[u8; 32]> = HashSet::new();
+        let before: HashSet<ObjectId> = w.reached().copied().collect();
+        let mut more: HashSet<ObjectId> = HashSet::new();
         for p in new_packs {
             for e in &cat.packs[p as usize].entries {
                 if live.contains(&e.id) {
                     continue;
                 }
                 if e.kind == Kind::Node {
-                    w.any_node("pack closure", NodeId(e.id));
+                    w.any_node("pack closure", e.id.node());
                 } else {
                     more.insert(e.id);
                 }
@@ -291,7 +291,7 @@ pub fn checkpoints(
             }
             let id = CheckpointId::from_hex(&hex)
                 .ok_or_else(|| Error::corrupt("remote gc", format!("bad checkpoint {hex:?}")))?;
-            match store.meta_get(&crate::meta::checkpoint_key(&id.0))? {
+            match store.meta_get(&crate::meta::checkpoint_key(&id))? {
                 Some(b) => {
                     let c = Checkpoint::decode(&hex, &b)?;
                     next.extend(c.parents.iter().map(|p| (p.clone(), true)));
@@ -337,7 +337,7 @@ struct RemoteNodes<'a> {
     store: &'a dyn ObjectStore,
     client: &'a Client,
     cat: &'a Catalog,
-    cache: Mutex<HashMap<[u8; 32], Arc<Vec<u8>>>>,
+    cache: Mutex<HashMap<ObjectId, Arc<Vec<u8>>>>,
     /// (nodes read, bytes read) from the remote.
     stats: Mutex<(u64, u64)>,
 }
@@ -353,7 +353,7 @@ impl<'a> RemoteNodes<'a> {
         }
     }
 
-    fn read(&self, kind: Kind, id: &[u8; 32]) -> Result<Arc<Vec<u8>>> {
+    fn read(&self, kind: Kind, id: &ObjectId) -> Result<Arc<Vec<u8>>> {
         if let Some(v) = self.cache.lock().unwrap().get(id) {
             return Ok(v.clone());
         }
@@ -363,16 +363,13 @@ impl<'a> RemoteNodes<'a> {
         let Some(at) = self.cat.by_id.get(id).and_then(|v| v.first()) else {
             return Err(Error::Missing(format!(
                 "tree node {} is neither local nor on remote {}",
-                crate::id::hex(&id[..6]),
+                id.short(),
                 self.client.name()
             )));
         };
         self.fetch_pack(at.0)?;
         self.cache.lock().unwrap().get(id).cloned().ok_or_else(|| {
-            Error::corrupt(
-                format!("remote object {}", layout::hex32(id)),
-                "not in its pack",
-            )
+            Error::corrupt(format!("remote object {}", id.to_hex()), "not in its pack")
         })
     }
 
@@ -398,7 +395,7 @@ impl<'a> RemoteNodes<'a> {
             }
             let records = lazy::read_records(self.client, &idx.pack_hash, &want[i..j])?;
             let bytes = want[j - 1].range().end - start;
-            let base_of = |d: &IdxEntry, b: &[u8; 32]| match self.cache.lock().unwrap().get(b) {
+            let base_of = |d: &IdxEntry, b: &ObjectId| match self.cache.lock().unwrap().get(b) {
                 Some(v) => Ok(v.clone()),
                 None => self.store.get(d.kind, b),
             };

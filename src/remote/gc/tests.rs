@@ -40,21 +40,21 @@ fn tree(store: &dyn ObjectStore, files: &[Vec<u8>]) -> NodeId {
         let c = store.put(ObjKind::Chunk, data).unwrap();
         let f = FileNode::Blocks {
             size: data.len() as u64,
-            blocks: vec![(0, crate::id::ChunkId(c))],
+            blocks: vec![(0, c.chunk())],
         };
         let fid = store.put(ObjKind::Node, &f.encode()).unwrap();
-        let r = record(Kind::File, 10 + i as u64, Content::Node(NodeId(fid)));
+        let r = record(Kind::File, 10 + i as u64, Content::Node(fid.node()));
         entries.push((format!("f{i:03}").into_bytes(), Entry::Inline(r)));
     }
     let did = store
         .put(ObjKind::Node, &DirNode { entries }.encode())
         .unwrap();
     let root = RootNode {
-        root: record(Kind::Dir, 1, Content::Node(NodeId(did))),
+        root: record(Kind::Dir, 1, Content::Node(did.node())),
         links: vec![],
         next_ino: 1000,
     };
-    NodeId(store.put(ObjKind::Node, &root.encode()).unwrap())
+    store.put(ObjKind::Node, &root.encode()).unwrap().node()
 }
 
 fn content(tag: &str, i: usize) -> Vec<u8> {
@@ -167,10 +167,10 @@ fn assert_closed(c: &Client) {
             }
         }
     }
-    let read = |k: ObjKind, id: &[u8; 32]| store.get(k, id);
+    let read = |k: ObjKind, id: &crate::id::ObjectId| store.get(k, id);
     let mut w = crate::reach::Walk::new(&read, crate::reach::ChunkCheck::Mark);
     for n in nodes {
-        w.any_node("closure", NodeId(n));
+        w.any_node("closure", n.node());
     }
     assert!(
         w.problems.is_empty(),
@@ -235,7 +235,7 @@ fn a_deleted_branchs_packs_go_in_two_phases_and_the_rest_stays_readable() {
     let (fresh, _d2) = remote_over(client.clone());
     fresh.index.refresh(&client).unwrap();
     let b_root = tree(&MemStore::default(), &files_b);
-    assert!(!fresh.index.has(&b_root.0));
+    assert!(!fresh.index.has(&b_root.into()));
     // Within the grace: wait, nothing deleted.
     let wait = run(&remote, false, 3600);
     assert_eq!(wait.phase, "wait");
@@ -389,7 +389,7 @@ fn an_orphan_pack_goes_after_the_grace_and_a_missing_record_stops_gc() {
     let (remote, _d) = remote_over(client.clone());
     let a = branch(&store, "a", &[content("a", 0)]);
     push(&store, &remote, &["a"]);
-    let orphan = layout::pack_key(&[7u8; 32]);
+    let orphan = layout::pack_key(&crate::id::PackHash([7u8; 32]));
     client
         .put(&orphan, b"partial".to_vec(), PutIf::Absent)
         .unwrap();

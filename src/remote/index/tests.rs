@@ -3,7 +3,7 @@ use crate::remote::client::{Client, PutIf};
 use crate::remote::packidx::PackBuilder;
 use crate::remote::refval::GcCondemned;
 
-fn pack_of(objs: &[&[u8]]) -> (crate::remote::packidx::Built, Vec<[u8; 32]>) {
+fn pack_of(objs: &[&[u8]]) -> (crate::remote::packidx::Built, Vec<crate::id::ObjectId>) {
     let mut b = PackBuilder::new();
     let ids = objs
         .iter()
@@ -82,7 +82,7 @@ fn condemned_and_vanished_packs() {
     let cond = GcCondemned {
         version: 1,
         time: 1,
-        packs: vec![layout::hex32(&p1.hash)],
+        packs: vec![p1.hash.to_hex()],
         ..GcCondemned::default()
     };
     c.put(layout::GC_CONDEMNED, cond.encode(), PutIf::Always)
@@ -126,8 +126,12 @@ fn corrupt_idx_is_never_used() {
         .unwrap();
     // An idx under another pack's name.
     let (p2, ids2) = pack_of(&[b"y"]);
-    c.put(&layout::idx_key(&[5; 32]), p2.idx.clone(), PutIf::Absent)
-        .unwrap();
+    c.put(
+        &layout::idx_key(&crate::id::PackHash([5; 32])),
+        p2.idx.clone(),
+        PutIf::Absent,
+    )
+    .unwrap();
     let ix = RemoteIndex::load(dir.path()).unwrap();
     let r = ix.refresh(&c).unwrap();
     assert_eq!(r.corrupt.len(), 2);
@@ -135,7 +139,7 @@ fn corrupt_idx_is_never_used() {
 
     ix.add(&p1.idx).unwrap();
     assert!(ix.has(&ids1[0]));
-    let f = dir.path().join(format!("{}.idx", layout::hex32(&p1.hash)));
+    let f = dir.path().join(format!("{}.idx", p1.hash.to_hex()));
     let mut b = std::fs::read(&f).unwrap();
     b.truncate(b.len() - 1);
     std::fs::write(&f, b).unwrap();
@@ -159,7 +163,7 @@ fn concurrent_adds_reads_and_rebuilds() {
     let cond = GcCondemned {
         version: 1,
         time: 1,
-        packs: vec![layout::hex32(&victim.hash)],
+        packs: vec![victim.hash.to_hex()],
         ..GcCondemned::default()
     };
     c.put(layout::GC_CONDEMNED, cond.encode(), PutIf::Always)
@@ -171,7 +175,7 @@ fn concurrent_adds_reads_and_rebuilds() {
     let readers: Vec<_> = (0..2)
         .map(|_| {
             let (ix, stop) = (ix.clone(), stop.clone());
-            let ids: Vec<[u8; 32]> = built.iter().map(|(_, i)| i[0]).collect();
+            let ids: Vec<crate::id::ObjectId> = built.iter().map(|(_, i)| i[0]).collect();
             std::thread::spawn(move || {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     for id in &ids {

@@ -41,7 +41,7 @@ fn built_pack_is_a_local_pack_and_reads_back() {
     let len = b.len();
     let built = b.finish();
     assert_eq!(built.pack.len() as u64, len);
-    assert_eq!(built.hash, *blake3::hash(&built.pack).as_bytes());
+    assert_eq!(built.hash.0, *blake3::hash(&built.pack).as_bytes());
 
     let (recs, err) = pack::scan(&built.pack);
     assert!(err.is_none());
@@ -53,7 +53,7 @@ fn built_pack_is_a_local_pack_and_reads_back() {
     assert_eq!(idx.entries, built.entries);
     assert!(idx.entries.windows(2).all(|w| w[0].id < w[1].id));
 
-    let read = |id: &[u8; 32]| {
+    let read = |id: &crate::id::ObjectId| {
         let e = idx.find(id).unwrap();
         let r = e.range();
         read_record(
@@ -106,7 +106,7 @@ fn mismatched_or_damaged_records_are_refused() {
     let s = read_record(&built.hash, ec, &damaged).unwrap();
     match decode_verified(Kind::Chunk, &c, &s, None) {
         Err(Error::Corrupt { what, .. }) => {
-            assert!(what.contains(&crate::id::hex(&built.hash[..6])), "{what}")
+            assert!(what.contains(&crate::id::hex(&built.hash.0[..6])), "{what}")
         }
         other => panic!("{other:?}"),
     }
@@ -117,11 +117,18 @@ fn mismatched_or_damaged_records_are_refused() {
 #[test]
 fn add_record_checks_the_delta_base() {
     let mut b = PackBuilder::new();
-    let id = [1u8; 32];
+    let id = ObjectId([1u8; 32]);
     let payload = [7u8; 40];
     assert!(
-        b.add_record(Kind::Chunk, id, Codec::Delta, 10, &payload, Some([8; 32]))
-            .is_err()
+        b.add_record(
+            Kind::Chunk,
+            id,
+            Codec::Delta,
+            10,
+            &payload,
+            Some(ObjectId([8; 32]))
+        )
+        .is_err()
     );
     assert!(
         b.add_record(Kind::Chunk, id, Codec::Delta, 10, &payload, None)
@@ -132,12 +139,26 @@ fn add_record_checks_the_delta_base() {
             .is_err()
     );
     assert!(
-        b.add_record(Kind::Chunk, id, Codec::Raw, 10, &payload, Some([7; 32]))
-            .is_err()
+        b.add_record(
+            Kind::Chunk,
+            id,
+            Codec::Raw,
+            10,
+            &payload,
+            Some(ObjectId([7; 32]))
+        )
+        .is_err()
     );
     assert!(
-        b.add_record(Kind::Chunk, id, Codec::Delta, 10, &payload, Some([7; 32]))
-            .unwrap()
+        b.add_record(
+            Kind::Chunk,
+            id,
+            Codec::Delta,
+            10,
+            &payload,
+            Some(ObjectId([7; 32]))
+        )
+        .unwrap()
     );
     assert_eq!(b.count(), 1);
 }
@@ -164,13 +185,13 @@ fn entry_strategy() -> impl Strategy<Value = IdxEntry> {
         .prop_map(|(id, kind, c, off, stored_len, raw_len, base)| {
             let codec = Codec::from_u8(c).unwrap();
             IdxEntry {
-                id,
+                id: ObjectId(id),
                 kind,
                 codec,
                 offset: pack::PACK_HEADER_LEN + off,
                 stored_len,
                 raw_len,
-                base: (codec == Codec::Delta).then_some(base),
+                base: (codec == Codec::Delta).then_some(ObjectId(base)),
             }
         })
 }
@@ -186,7 +207,7 @@ fn idx_strategy() -> impl Strategy<Value = Idx> {
             entries.dedup_by(|a, b| a.id == b.id);
             let pack_len = entries.iter().map(|e| e.range().end).max().unwrap_or(16) + slack;
             Idx {
-                pack_hash,
+                pack_hash: PackHash(pack_hash),
                 pack_len,
                 entries,
             }
@@ -284,12 +305,12 @@ fn local_stored_records_copy_into_a_remote_pack() {
     let mut edited = base.clone();
     edited.extend_from_slice(b"tail\n");
     let bid = s.put(Kind::Chunk, &base).unwrap();
-    let did = s.put_based(Kind::Chunk, &edited, Some(&bid)).unwrap();
+    let did = s.put_based(Kind::Chunk, &edited, Some(bid)).unwrap();
     assert_eq!(s.stored_record(&bid).unwrap(), None, "not committed yet");
     s.commit(vec![]).unwrap();
     let pending = s.put(Kind::Node, b"pending").unwrap();
     assert_eq!(s.stored_record(&pending).unwrap(), None);
-    assert_eq!(s.stored_record(&[3; 32]).unwrap(), None);
+    assert_eq!(s.stored_record(&ObjectId([3; 32])).unwrap(), None);
 
     let mut b = PackBuilder::new();
     for id in [bid, did] {

@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use crate::error::{Error, Result};
+use crate::id::{ObjectId, PackHash};
 use crate::remote::index::RemoteIndex;
 use crate::remote::lazy::{self, Source};
 use crate::remote::packidx::IdxEntry;
@@ -45,7 +46,7 @@ impl Fetched {
 pub fn fetch_entries(
     store: &dyn ObjectStore,
     src: &Source,
-    pack: &[u8; 32],
+    pack: &PackHash,
     mut want: Vec<IdxEntry>,
 ) -> Result<Fetched> {
     want.sort_by_key(|e| e.offset);
@@ -65,7 +66,7 @@ pub fn fetch_entries(
         let records = lazy::read_records(&src.client, pack, group)?;
         out.requests += 1;
         out.bytes += group.last().map(|l| l.range().end).unwrap_or(start) - start;
-        let base_of = |d: &IdxEntry, b: &[u8; 32]| store.get(d.kind, b);
+        let base_of = |d: &IdxEntry, b: &ObjectId| store.get(d.kind, b);
         for (e, raw) in lazy::decode_batch(&src.name, records, &base_of) {
             let raw = raw.inspect_err(|err| log::error!("remote {}: {err}", src.name))?;
             store.put(e.kind, &raw)?;
@@ -81,10 +82,10 @@ pub fn fetch_entries(
 pub fn fetch_ids(
     store: &dyn ObjectStore,
     src: &Source,
-    ids: impl IntoIterator<Item = [u8; 32]>,
+    ids: impl IntoIterator<Item = ObjectId>,
     progress: &mut dyn FnMut(Fetched),
-) -> Result<(Fetched, Vec<[u8; 32]>)> {
-    let mut by_pack: HashMap<[u8; 32], Vec<IdxEntry>> = HashMap::new();
+) -> Result<(Fetched, Vec<ObjectId>)> {
+    let mut by_pack: HashMap<PackHash, Vec<IdxEntry>> = HashMap::new();
     let mut unknown = Vec::new();
     for id in ids {
         match src.index.get(&id) {
@@ -109,7 +110,7 @@ pub struct NodeFetcher<'a> {
     store: &'a dyn ObjectStore,
     src: &'a Source,
     /// Nodes fetched by this fetcher (a walk descends into these).
-    pub fetched: Mutex<HashSet<[u8; 32]>>,
+    pub fetched: Mutex<HashSet<ObjectId>>,
     /// What it brought.
     pub stats: Mutex<Fetched>,
 }
@@ -127,7 +128,7 @@ impl<'a> NodeFetcher<'a> {
 
     /// Make node `id` local (fetching its pack when it is missing). `Ok(false)`:
     /// no remote pack holds it.
-    pub fn ensure(&self, id: &[u8; 32]) -> Result<bool> {
+    pub fn ensure(&self, id: &ObjectId) -> Result<bool> {
         if self.store.contains(id)? {
             return Ok(true);
         }
@@ -138,7 +139,7 @@ impl<'a> NodeFetcher<'a> {
             .into_iter()
             .filter(|x| x.kind == Kind::Node && !self.store.contains(&x.id).unwrap_or(false))
             .collect::<Vec<_>>();
-        let ids: Vec<[u8; 32]> = want.iter().map(|x| x.id).collect();
+        let ids: Vec<ObjectId> = want.iter().map(|x| x.id).collect();
         let got = fetch_entries(self.store, self.src, &e.pack, want)?;
         self.stats.lock().unwrap().add(got);
         self.fetched.lock().unwrap().extend(ids);
@@ -146,11 +147,11 @@ impl<'a> NodeFetcher<'a> {
     }
 
     /// Read node `id` (fetching it when missing).
-    pub fn read(&self, kind: Kind, id: &[u8; 32]) -> Result<std::sync::Arc<Vec<u8>>> {
+    pub fn read(&self, kind: Kind, id: &ObjectId) -> Result<std::sync::Arc<Vec<u8>>> {
         if kind == Kind::Node && !self.ensure(id)? {
             return Err(Error::Missing(format!(
                 "tree node {} (neither local nor on remote {})",
-                crate::id::hex(&id[..6]),
+                id.short(),
                 self.src.name
             )));
         }
@@ -159,13 +160,13 @@ impl<'a> NodeFetcher<'a> {
 
     /// Whether a walk that only wants what is missing stops at `id`: present
     /// locally before this fetcher brought it.
-    pub fn was_local(&self, id: &[u8; 32]) -> bool {
+    pub fn was_local(&self, id: &ObjectId) -> bool {
         !self.fetched.lock().unwrap().contains(id) && self.store.contains(id).unwrap_or(false)
     }
 }
 
 /// Every entry of pack `pack` (from the cached idx; just `one` if it is gone).
-fn pack_entries(index: &RemoteIndex, pack: &[u8; 32], one: IdxEntry) -> Result<Vec<IdxEntry>> {
+fn pack_entries(index: &RemoteIndex, pack: &PackHash, one: IdxEntry) -> Result<Vec<IdxEntry>> {
     Ok(match index.idx_of(pack)? {
         Some(idx) => idx.entries,
         None => vec![one],

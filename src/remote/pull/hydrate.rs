@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::fetch::{self, NodeFetcher};
 use crate::error::Result;
-use crate::id::{CheckpointId, NodeId};
+use crate::id::{CheckpointId, NodeId, ObjectId};
 use crate::meta::KeyRange;
 use crate::reach::{ChunkCheck, Walk};
 use crate::remote::Remote;
@@ -109,10 +109,10 @@ pub fn hydrate(
     let roots = session_roots(store, rec)?;
     let src = Source::from(remote);
     let nf = NodeFetcher::new(store, &src);
-    let read = |k: Kind, id: &[u8; 32]| nf.read(k, id);
+    let read = |k: Kind, id: &ObjectId| nf.read(k, id);
     // Missing chunks the remote has are collected (not read); nodes are read
     // (fetched by whole node packs).
-    let boundary = |id: &[u8; 32]| {
+    let boundary = |id: &ObjectId| {
         src.index.get(id).is_some_and(|e| e.kind == Kind::Chunk)
             && !store.contains(id).unwrap_or(false)
     };
@@ -132,7 +132,7 @@ pub fn hydrate(
     }
     store.commit(Vec::new())?;
     let node_stats = *nf.stats.lock().unwrap();
-    let want: Vec<[u8; 32]> = w.at_boundary.iter().copied().collect();
+    let want: Vec<ObjectId> = w.at_boundary.iter().copied().collect();
     let total = want.len() as u64 + node_stats.objects;
     let mut tick = |f: fetch::Fetched| {
         progress(json!({"event": "progress", "phase": "hydrate",

@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::Result;
-use crate::id::NodeId;
+use crate::id::{NodeId, ObjectId};
 use crate::meta::{self, MetaOp};
 use crate::ops::Host;
 use crate::reach::{ChunkCheck, Walk};
@@ -152,8 +152,8 @@ pub fn pull_env(
     let src = Source::from(remote);
     let roots = tree_roots(store, &fetched);
     let nf = fetch::NodeFetcher::new(store, &src);
-    let read = |k: Kind, id: &[u8; 32]| nf.read(k, id);
-    let boundary = |id: &[u8; 32]| match src.index.get(id) {
+    let read = |k: Kind, id: &ObjectId| nf.read(k, id);
+    let boundary = |id: &ObjectId| match src.index.get(id) {
         Some(e) if e.kind == Kind::Chunk => true,
         _ => nf.was_local(id),
     };

@@ -136,10 +136,7 @@ pub fn fetch_checkpoints(
                     format!("bad checkpoint {hex:?}"),
                 ));
             };
-            if store
-                .meta_get(&crate::meta::checkpoint_key(&id.0))?
-                .is_none()
-            {
+            if store.meta_get(&crate::meta::checkpoint_key(&id))?.is_none() {
                 missing.push(hex);
             }
         }

@@ -15,7 +15,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::error::{Error, Result};
-use crate::id::{CheckpointId, NodeId};
+use crate::id::{CheckpointId, NodeId, ObjectId};
 use crate::reach::{ChunkCheck, Walk};
 use crate::refs::Checkpoint;
 use crate::store::{Kind as ObjKind, ObjectStore};
@@ -63,7 +63,7 @@ pub fn checkpoints(
         }
         let id = CheckpointId::from_hex(&hex)
             .ok_or_else(|| Error::Invalid(format!("malformed checkpoint id {hex:?}")))?;
-        let Some(bytes) = store.meta_get(&crate::meta::checkpoint_key(&id.0))? else {
+        let Some(bytes) = store.meta_get(&crate::meta::checkpoint_key(&id))? else {
             if must {
                 return Err(Error::Missing(format!(
                     "checkpoint {hex} is neither in the local store nor on the remote"
@@ -133,9 +133,9 @@ pub struct Objects {
     /// Chunk ids, each file's in block order, files in the walk's order (so a
     /// file's chunks are adjacent in the remote packs and a lazy reader's
     /// read-ahead brings the rest of the file; delta bases are ordered when packing).
-    pub chunks: Vec<[u8; 32]>,
+    pub chunks: Vec<ObjectId>,
     /// Node ids, children before parents.
-    pub nodes: Vec<[u8; 32]>,
+    pub nodes: Vec<ObjectId>,
 }
 
 impl Objects {
@@ -150,10 +150,10 @@ impl Objects {
 /// partial tree).
 pub fn objects(
     store: &dyn ObjectStore,
-    remote_has: &(dyn Fn(&[u8; 32]) -> bool + Sync),
+    remote_has: &(dyn Fn(&ObjectId) -> bool + Sync),
     roots: &[NodeId],
 ) -> Result<Objects> {
-    let read = |k: ObjKind, id: &[u8; 32]| store.get(k, id);
+    let read = |k: ObjKind, id: &ObjectId| store.get(k, id);
     let mut w = Walk::new(&read, ChunkCheck::Mark).with_boundary(remote_has);
     for r in roots {
         w.root("push", *r);
@@ -167,21 +167,21 @@ pub fn objects(
             p.error
         )));
     }
-    let send_nodes: HashSet<[u8; 32]> = w.nodes.difference(&w.at_boundary).copied().collect();
-    let send_chunks: HashSet<[u8; 32]> = w.chunks.difference(&w.at_boundary).copied().collect();
+    let send_nodes: HashSet<ObjectId> = w.nodes.difference(&w.at_boundary).copied().collect();
+    let send_chunks: HashSet<ObjectId> = w.chunks.difference(&w.at_boundary).copied().collect();
     let (nodes, mut chunks) = post_order(store, roots, &send_nodes, &send_chunks)?;
     debug_assert_eq!(chunks.len(), send_chunks.len());
     if chunks.len() < send_chunks.len() {
         // Never expected (every sent chunk is named by a sent node); send them anyway.
-        let named: HashSet<[u8; 32]> = chunks.iter().copied().collect();
-        let mut rest: Vec<[u8; 32]> = send_chunks.difference(&named).copied().collect();
+        let named: HashSet<ObjectId> = chunks.iter().copied().collect();
+        let mut rest: Vec<ObjectId> = send_chunks.difference(&named).copied().collect();
         rest.sort();
         chunks.extend(rest);
     }
     Ok(Objects { chunks, nodes })
 }
 
-type Ids = Vec<[u8; 32]>;
+type Ids = Vec<ObjectId>;
 
 /// The nodes of `send`, children before parents (an iterative depth-first walk
 /// from `roots`, restricted to `send`), and the chunks of `chunks` in the order
@@ -189,14 +189,14 @@ type Ids = Vec<[u8; 32]>;
 fn post_order(
     store: &dyn ObjectStore,
     roots: &[NodeId],
-    send: &HashSet<[u8; 32]>,
-    chunks: &HashSet<[u8; 32]>,
+    send: &HashSet<ObjectId>,
+    chunks: &HashSet<ObjectId>,
 ) -> Result<(Ids, Ids)> {
     let mut out = Vec::with_capacity(send.len());
     let mut in_order = Vec::with_capacity(chunks.len());
-    let mut seen: HashSet<[u8; 32]> = HashSet::with_capacity(chunks.len());
-    let mut done: HashSet<[u8; 32]> = HashSet::with_capacity(send.len());
-    let mut stack: Vec<([u8; 32], bool)> = roots.iter().rev().map(|r| (r.0, false)).collect();
+    let mut seen: HashSet<ObjectId> = HashSet::with_capacity(chunks.len());
+    let mut done: HashSet<ObjectId> = HashSet::with_capacity(send.len());
+    let mut stack: Vec<(ObjectId, bool)> = roots.iter().rev().map(|r| (r.into(), false)).collect();
     while let Some((id, expanded)) = stack.pop() {
         if !send.contains(&id) || done.contains(&id) {
             continue;
@@ -223,32 +223,32 @@ fn post_order(
 }
 
 /// The chunks a file node or block leaf names, in block order (none for other nodes).
-fn node_chunks(raw: &[u8]) -> Result<Vec<[u8; 32]>> {
+fn node_chunks(raw: &[u8]) -> Result<Vec<ObjectId>> {
     if raw.len() <= 5 || &raw[..4] != NODE_MAGIC {
         return Err(Error::corrupt("tree node", "not a tree node"));
     }
     Ok(match raw[5] {
         b'F' => match FileNode::decode(raw)? {
-            FileNode::Blocks { blocks, .. } => blocks.iter().map(|(_, c)| c.0).collect(),
+            FileNode::Blocks { blocks, .. } => blocks.iter().map(|(_, c)| c.into()).collect(),
             _ => Vec::new(),
         },
         b'B' => BlockLeaf::decode_unplaced(raw)?
             .blocks
             .iter()
-            .map(|(_, c)| c.0)
+            .map(|(_, c)| c.into())
             .collect(),
         _ => Vec::new(),
     })
 }
 
 /// The tree nodes a node names (not its chunks), by its type byte.
-pub fn node_children(raw: &[u8]) -> Result<Vec<[u8; 32]>> {
+pub fn node_children(raw: &[u8]) -> Result<Vec<ObjectId>> {
     if raw.len() <= 5 || &raw[..4] != NODE_MAGIC {
         return Err(Error::corrupt("tree node", "not a tree node"));
     }
-    let of_record = |r: &Record, out: &mut Vec<[u8; 32]>| {
+    let of_record = |r: &Record, out: &mut Vec<ObjectId>| {
         if let Content::Node(id) = r.content {
-            out.push(id.0);
+            out.push(id.into());
         }
     };
     let mut out = Vec::new();
@@ -262,14 +262,14 @@ pub fn node_children(raw: &[u8]) -> Result<Vec<[u8; 32]>> {
         }
         b'F' | b'M' => {
             if let FileNode::Map(m) = FileNode::decode(raw)? {
-                out.extend(m.leaves.iter().map(|(_, l)| l.0));
+                out.extend(m.leaves.iter().map(|(_, l)| ObjectId::from(l)));
             }
         }
         b'B' => {
             BlockLeaf::decode_unplaced(raw)?;
         }
         _ => match AnyDir::decode(raw)? {
-            AnyDir::Index(ix) => out.extend(ix.shards.iter().map(|(_, l)| l.0)),
+            AnyDir::Index(ix) => out.extend(ix.shards.iter().map(|(_, l)| ObjectId::from(l))),
             AnyDir::Flat(d) => {
                 for (_, e) in &d.entries {
                     if let Entry::Inline(r) = e {
@@ -294,8 +294,8 @@ mod tests {
         let all = objects(&store, &|_| false, &[root]).unwrap();
         assert_eq!(all.nodes.len(), 52);
         assert_eq!(all.nodes.first(), Some(&bottom));
-        assert_eq!(all.nodes.last(), Some(&root.0));
-        let pos: HashMap<[u8; 32], usize> = all
+        assert_eq!(all.nodes.last(), Some(&root.into()));
+        let pos: HashMap<ObjectId, usize> = all
             .nodes
             .iter()
             .enumerate()
@@ -308,7 +308,7 @@ mod tests {
             }
         }
         // The remote has the bottom half: the walk neither sends nor reads it.
-        let half: HashSet<[u8; 32]> = all.nodes[..26].iter().copied().collect();
+        let half: HashSet<ObjectId> = all.nodes[..26].iter().copied().collect();
         let rest = objects(&store, &|id| half.contains(id), &[root]).unwrap();
         assert_eq!(rest.nodes, all.nodes[26..].to_vec());
     }

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::id::NodeId;
+use crate::id::{NodeId, ObjectId};
 use crate::meta::{MetaOp, TrackKind};
 use crate::ops::{Host, Target};
 use crate::refs::tracking;
@@ -172,7 +172,7 @@ pub fn push_env(
         );
     }
     let index = remote.index.clone();
-    let has = move |id: &[u8; 32]| index.has(id);
+    let has = move |id: &ObjectId| index.has(id);
     let objects = closure::objects(store, &has, &roots)?;
     let mut up = upload::Uploader::new(
         &remote.client,
@@ -181,7 +181,7 @@ pub fn push_env(
         objects.len() as u64,
         progress,
     );
-    let send: HashSet<[u8; 32]> = objects.chunks.iter().copied().collect();
+    let send: HashSet<ObjectId> = objects.chunks.iter().copied().collect();
     up.send(store, ObjKind::Chunk, &objects.chunks, &send)?;
     up.send(store, ObjKind::Node, &objects.nodes, &HashSet::new())?;
     up.checkpoints(&ckpts)?;

@@ -75,7 +75,7 @@ fn load_checkpoint(
     let Some(id) = CheckpointId::from_hex(hex) else {
         return Ok(None);
     };
-    if let Some(b) = store.meta_get(&crate::meta::checkpoint_key(&id.0))? {
+    if let Some(b) = store.meta_get(&crate::meta::checkpoint_key(&id))? {
         return Checkpoint::decode(hex, &b).map(Some);
     }
     let Some(got) = client.get(&layout::checkpoint_key(hex), layout::Body::Checkpoint)? else {

@@ -36,21 +36,21 @@ fn tree(store: &dyn ObjectStore, n: usize, content: &dyn Fn(usize) -> Vec<u8>) -
         let c = store.put(ObjKind::Chunk, &data).unwrap();
         let f = FileNode::Blocks {
             size: data.len() as u64,
-            blocks: vec![(0, crate::id::ChunkId(c))],
+            blocks: vec![(0, c.chunk())],
         };
         let fid = store.put(ObjKind::Node, &f.encode()).unwrap();
         let name = format!("f{i:04}").into_bytes();
-        let r = record(Kind::File, 10 + i as u64, Content::Node(NodeId(fid)));
+        let r = record(Kind::File, 10 + i as u64, Content::Node(fid.node()));
         entries.push((name, Entry::Inline(r)));
     }
     let dir = DirNode { entries };
     let did = store.put(ObjKind::Node, &dir.encode()).unwrap();
     let root = RootNode {
-        root: record(Kind::Dir, 1, Content::Node(NodeId(did))),
+        root: record(Kind::Dir, 1, Content::Node(did.node())),
         links: vec![],
         next_ino: 100 + n as u64,
     };
-    NodeId(store.put(ObjKind::Node, &root.encode()).unwrap())
+    store.put(ObjKind::Node, &root.encode()).unwrap().node()
 }
 
 fn file(i: usize, generation: u8) -> Vec<u8> {

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use super::closure::Checkpoints;
 use crate::error::Result;
+use crate::id::ObjectId;
 use crate::remote::client::{Client, PutIf};
 use crate::remote::index::RemoteIndex;
 use crate::remote::layout;
@@ -36,7 +37,7 @@ pub struct Uploader<'a> {
     put_if: PutIf,
     progress: &'a mut dyn FnMut(Value),
     builder: PackBuilder,
-    emitted: HashSet<[u8; 32]>,
+    emitted: HashSet<ObjectId>,
     total: u64,
     /// Objects sent.
     pub objects: u64,
@@ -91,8 +92,8 @@ impl<'a> Uploader<'a> {
         &mut self,
         store: &dyn ObjectStore,
         kind: ObjKind,
-        ids: &[[u8; 32]],
-        send: &HashSet<[u8; 32]>,
+        ids: &[ObjectId],
+        send: &HashSet<ObjectId>,
     ) -> Result<()> {
         for id in ids {
             self.emit(store, kind, id, send)?;
@@ -104,8 +105,8 @@ impl<'a> Uploader<'a> {
         &mut self,
         store: &dyn ObjectStore,
         kind: ObjKind,
-        id: &[u8; 32],
-        send: &HashSet<[u8; 32]>,
+        id: &ObjectId,
+        send: &HashSet<ObjectId>,
     ) -> Result<()> {
         if self.emitted.contains(id) {
             return Ok(());
@@ -116,8 +117,7 @@ impl<'a> Uploader<'a> {
                     .add_record(kind, *id, loc.codec, loc.raw_len, &payload, None)?;
             }
             Some((loc, payload)) => {
-                let base: [u8; 32] = payload[..crate::store::pack::DELTA_BASE_LEN]
-                    .try_into()
+                let base = crate::store::pack::payload_base(&payload)
                     .expect("a delta payload starts with its base id");
                 let with_base = self.index.has(&base)
                     || self.emitted.contains(&base)
@@ -219,7 +219,7 @@ mod tests {
     /// Read object `id` back from the remote the way a reader would: its record
     /// range, checked against the index, decoded (a delta against its base),
     /// verified by hash.
-    fn read_back(c: &Client, ix: &RemoteIndex, id: &[u8; 32]) -> Vec<u8> {
+    fn read_back(c: &Client, ix: &RemoteIndex, id: &ObjectId) -> Vec<u8> {
         let e: Entry = ix.get(id).expect("indexed");
         let r = e.range();
         let bytes = c.get_range(&layout::pack_key(&e.pack), r).unwrap();
@@ -233,8 +233,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = PackStore::open(&dir.path().join("store")).unwrap();
         let a = store.put(ObjKind::Chunk, &text(1)).unwrap();
-        let b = store.put_based(ObjKind::Chunk, &text(2), Some(&a)).unwrap();
-        let d = store.put_based(ObjKind::Chunk, &text(3), Some(&a)).unwrap();
+        let b = store.put_based(ObjKind::Chunk, &text(2), Some(a)).unwrap();
+        let d = store.put_based(ObjKind::Chunk, &text(3), Some(a)).unwrap();
         store.commit(vec![]).unwrap();
         let (loc, _) = store.stored_record(&b).unwrap().unwrap();
         assert_eq!(

@@ -19,7 +19,7 @@ fn session_json() -> Value {
 
 #[test]
 fn branch_and_session_round_trip() {
-    let b = RefValue::Branch(BranchRef::new(&[7; 32], 42));
+    let b = RefValue::Branch(BranchRef::new(&crate::id::CheckpointId([7; 32]), 42));
     assert_eq!(decode(&encode(&b)).unwrap(), b);
     assert_eq!(b.checkpoint(), Some(hx(7).as_str()));
     let s = decode(&serde_json::to_vec(&session_json()).unwrap()).unwrap();

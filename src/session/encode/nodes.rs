@@ -8,7 +8,7 @@ use super::{
     not_encoded,
 };
 use crate::error::Result;
-use crate::id::{ChunkId, NodeId};
+use crate::id::{ChunkId, NodeId, ObjectId};
 use crate::session::flush::{DELTA_FILE_MAX, base_chunks, canonical_block};
 use crate::session::inode::Block;
 use crate::store::{Kind as ObjKind, ObjectStore};
@@ -44,16 +44,14 @@ pub(crate) fn encode(plan: &Plan, store: &dyn ObjectStore) -> Result<Encoded> {
             .collect::<Result<_>>()?,
         next_ino: plan.next_ino,
     };
-    let root = NodeId(store.put(ObjKind::Node, &root.encode())?);
+    let root = store.put(ObjKind::Node, &root.encode())?.node();
     Ok(Encoded { done, root })
 }
 
 fn put_node(store: &dyn ObjectStore, raw: &[u8], base: Option<NodeId>) -> Result<NodeId> {
-    Ok(NodeId(store.put_based(
-        ObjKind::Node,
-        raw,
-        base.as_ref().map(|b| &b.0),
-    )?))
+    Ok(store
+        .put_based(ObjKind::Node, raw, base.map(ObjectId::from))?
+        .node())
 }
 
 fn resolve_rec(r: &Rec, done: &[Done]) -> Result<Record> {
@@ -92,7 +90,7 @@ fn encode_sharded(
     // A changed leaf's delta base: the old index's leaf at the same position
     // (membership changes move few names across leaves).
     let old_leaves: Vec<NodeId> = base
-        .and_then(|b| store.get(ObjKind::Node, &b.0).ok())
+        .and_then(|b| store.get(ObjKind::Node, &b.into()).ok())
         .and_then(|raw| DirIndex::decode(&raw).ok())
         .map(|ix| ix.shards.into_iter().map(|(_, id)| id).collect())
         .unwrap_or_default();
@@ -134,8 +132,8 @@ fn seal_list(
                 let id = if bytes.iter().all(|&x| x == 0) {
                     None
                 } else {
-                    let hint = hints.get(idx).map(|c| &c.0);
-                    Some(ChunkId(store.put_based(ObjKind::Chunk, &bytes, hint)?))
+                    let hint = hints.get(idx).map(ObjectId::from);
+                    Some(store.put_based(ObjKind::Chunk, &bytes, hint)?.chunk())
                 };
                 out.extend(id.map(|c| (*idx, c)));
                 sealed.push((*idx, d.clone(), id));
@@ -157,7 +155,7 @@ fn encode_file(
             let mut buf = vec![0u8; size as usize];
             let d = match b {
                 Some(Block::Mem(d)) => Some(d.clone()),
-                Some(Block::Stored(c)) => Some(store.get(ObjKind::Chunk, &c.0)?),
+                Some(Block::Stored(c)) => Some(store.get(ObjKind::Chunk, &c.into())?),
                 None => None,
             };
             if let Some(d) = d {
@@ -179,7 +177,7 @@ fn encode_file(
         FileBody::Map(plans) => {
             // A rewritten leaf's delta base: the old map's leaf of the same number.
             let old: HashMap<u64, NodeId> = base
-                .and_then(|b| store.get(ObjKind::Node, &b.0).ok())
+                .and_then(|b| store.get(ObjKind::Node, &b.into()).ok())
                 .and_then(|raw| BlockMap::decode(&raw).ok())
                 .map(|m| m.leaves.into_iter().collect())
                 .unwrap_or_default();

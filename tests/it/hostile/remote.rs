@@ -174,7 +174,7 @@ fn a_delta_cycle_in_a_remote_index_is_eio_and_the_daemon_lives() {
     let packs = chunk_packs(&s3, "cycle");
     assert!(!packs.is_empty());
     for (key, idx) in packs {
-        let ids: Vec<[u8; 32]> = idx.entries.iter().map(|e| e.id).collect();
+        let ids: Vec<[u8; 32]> = idx.entries.iter().map(|e| e.id.0).collect();
         let mut pb = PackBuilder::new();
         for (i, e) in idx.entries.iter().enumerate() {
             let j = i ^ 1;
@@ -187,7 +187,7 @@ fn a_delta_cycle_in_a_remote_index_is_eio_and_the_daemon_lives() {
                 Codec::Delta,
                 e.raw_len,
                 &payload,
-                Some(base),
+                Some(treefork::id::ObjectId(base)),
             )
             .unwrap();
         }

@@ -160,13 +160,23 @@ impl Daemon {
             extra_uid: None,
             conns: AtomicUsize::new(0),
         };
-        self.clone().accept(listener, ctx, false);
+        let store_socket = self.clone().accept(listener, ctx, false);
         self.service_loop();
         self.shutdown();
         let _ = std::fs::remove_file(&self.socket);
         crate::failpoint::daemon_exit_delay();
+        // A client that connected before the socket file went is served, not cut
+        // off: wait (at most 5 s) until every connection on the store socket is
+        // closed by its client (a CLI closes after its answer), not only until the
+        // requests read so far are answered: a request already sent but not yet
+        // read would otherwise meet EOF. The short grace first lets the accept
+        // thread take the connections still in the listener's backlog.
+        std::thread::sleep(Duration::from_millis(20));
         let t = Instant::now();
-        while self.unanswered.load(Ordering::SeqCst) > 0 && t.elapsed() < Duration::from_secs(5) {
+        while (self.unanswered.load(Ordering::SeqCst) > 0
+            || store_socket.conns.load(Ordering::SeqCst) > 0)
+            && t.elapsed() < Duration::from_secs(5)
+        {
             std::thread::sleep(Duration::from_millis(5));
         }
         log::info!("daemon {} exiting", std::process::id());

@@ -151,14 +151,15 @@ impl Daemon {
     /// Serve `listener` on its own thread: one thread per connection, at most
     /// [`control::MAX_CONNECTIONS`] at once (the next gets `busy` and is closed).
     /// Session sockets (`stop_on_error`) stop when their listening socket is shut
-    /// down at unmount.
+    /// down at unmount. Returns the socket's context (its open connection count).
     pub(crate) fn accept(
         self: Arc<Self>,
         listener: UnixListener,
         ctx: SocketCtx,
         stop_on_error: bool,
-    ) {
+    ) -> Arc<SocketCtx> {
         let ctx = Arc::new(ctx);
+        let served = ctx.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 match stream {
@@ -188,6 +189,7 @@ impl Daemon {
                 }
             }
         });
+        served
     }
 
     fn connection(&self, stream: UnixStream, ctx: &SocketCtx) {

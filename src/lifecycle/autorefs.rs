@@ -45,8 +45,8 @@ pub fn prune_ops(
         if !name.starts_with("auto/") {
             continue;
         }
-        let session = crate::id::CheckpointId::from_hex(&r.checkpoint)
-            .and_then(|id| refs::load(store, &id).ok())
+        let session = refs::load(store, &r.checkpoint)
+            .ok()
             .map(|c| c.session)
             .unwrap_or_default();
         by_session

@@ -23,7 +23,6 @@ use super::record::{Call, touch, view_of};
 use super::txn::{self, Log};
 use super::{Host, Target, syncfs};
 use crate::error::{Error, Result};
-use crate::id::CheckpointId;
 use crate::meta::{self, MetaOp};
 use crate::oplog::View;
 use crate::refs;
@@ -122,7 +121,7 @@ pub(crate) fn list(store: &dyn ObjectStore, view: Option<&AgentView<'_>>) -> Res
     }
     let mut list = Vec::new();
     for (name, r) in all {
-        let c = CheckpointId::from_hex(&r.checkpoint).and_then(|id| refs::load(store, &id).ok());
+        let c = refs::load(store, &r.checkpoint).ok();
         list.push(json!({
             "name": name, "checkpoint": r.checkpoint, "created": r.created,
             "message": c.as_ref().map(|c| c.message.clone()),
@@ -250,7 +249,7 @@ fn follow_rename_live<H: Host>(h: &H, this: &str, old: &str, new: &str) -> Resul
             let change = StateChange {
                 head: rec.head.clone(),
                 branch: Some(new.to_string()),
-                base: s.base_root()?,
+                base: s.base_root(),
                 root: None,
             };
             s.commit_state(change, &mut |_, _| Ok(Vec::new()))?;

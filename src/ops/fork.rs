@@ -91,7 +91,7 @@ pub(crate) fn run<H: Host>(
                 }
                 None => super::refctx::resolve(t, "HEAD")?,
             };
-            let root = c.root_id()?;
+            let root = c.root;
             (Some(c), root)
         }
     };

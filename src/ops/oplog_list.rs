@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::views::OpView;
 use super::{DEFAULT_LOG_LIMIT, Target};
 use crate::error::Result;
+use crate::id::CheckpointId;
 use crate::oplog::{self, Operation, stack::Stacks};
 
 /// The answer to `op_log`.
@@ -42,10 +43,8 @@ pub(crate) fn op_json(o: &Operation) -> Value {
     serde_json::to_value(op_view(o)).unwrap_or(Value::Null)
 }
 
-fn short(id: &Option<String>) -> String {
-    id.as_deref()
-        .map(|h| h[..h.len().min(12)].to_string())
-        .unwrap_or_else(|| "-".into())
+fn short(id: &Option<CheckpointId>) -> String {
+    id.map_or_else(|| "-".into(), |h| h.short())
 }
 
 /// One line saying what the operation did.

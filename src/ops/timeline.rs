@@ -19,7 +19,6 @@ use super::oplog_list::op_json;
 use super::record::{Call, view_of};
 use crate::diff;
 use crate::error::{Error, Result};
-use crate::id::NodeId;
 use crate::oplog::Operation;
 use crate::oplog::walk::{self, Walked};
 
@@ -87,12 +86,7 @@ fn files_of(store: &dyn crate::store::ObjectStore, o: &Operation) -> Value {
     if o.before.workspace == o.after.workspace {
         return json!({"count": 0, "paths": []});
     }
-    let (Some(a), Some(b)) = (
-        NodeId::from_hex(&o.before.workspace),
-        NodeId::from_hex(&o.after.workspace),
-    ) else {
-        return json!({"error": "bad workspace id"});
-    };
+    let (a, b) = (o.before.workspace, o.after.workspace);
     let mut paths = Vec::new();
     let mut count = 0u64;
     let r = diff::diff_walk(store, a, b, &mut |e| {
@@ -126,9 +120,7 @@ pub(crate) fn note(t: &Target, call: &Call, kind: Option<&str>, text: &str) -> R
         )));
     }
     let rec = t.session.record();
-    let root = NodeId::from_hex(&rec.root)
-        .ok_or_else(|| Error::corrupt(format!("session record {}", rec.name), "bad root"))?;
-    let v = view_of(&rec, root);
+    let v = view_of(&rec, rec.root);
     let mut op = call.op("note", v.clone(), v);
     op.inert = true;
     op.meta

@@ -63,7 +63,7 @@ proptest::proptest! {
         }
         m.truncate(cut % (m.len() + 1));
         if let Ok(d) = Checkpoint::decode("x", &m) {
-            let _ = (d.cid(), d.root_id().unwrap(), d.op());
+            let _ = (d.cid(), d.root, d.op());
         }
         let _ = Checkpoint::decode("x", &junk);
         let r = RefRecord { checkpoint: c.id.clone(), created: 7 };

@@ -180,8 +180,7 @@ pub struct Session {
 impl Session {
     /// Open a session from its record.
     pub fn open(store: Arc<dyn ObjectStore>, rec: SessionRecord) -> Result<Session> {
-        let root_id = NodeId::from_hex(&rec.root)
-            .ok_or_else(|| Error::corrupt(format!("session record {}", rec.name), "bad root id"))?;
+        let root_id = rec.root;
         let root = RootNode::decode(&store.get(ObjKind::Node, &root_id.0)?)?;
         let mut st = State {
             next_ino: root.next_ino.max(2),
@@ -586,7 +585,7 @@ mod record_tests {
             junk in proptest::collection::vec(any::<u8>(), 0..200),
         ) {
             let mut r = new_record(&name, NodeId::of(name.as_bytes()), bytes, 3).unwrap();
-            r.head = head.then(|| NodeId::of(b"h").to_hex());
+            r.head = head.then(|| CheckpointId::of(b"h"));
             let enc = serde_json::to_vec(&r).unwrap();
             prop_assert_eq!(&SessionRecord::decode(&name, &enc).unwrap(), &r);
             let mut m = enc.clone();
@@ -596,7 +595,7 @@ mod record_tests {
             }
             m.truncate(cut % (m.len() + 1));
             match SessionRecord::decode(&name, &m) {
-                Ok(d) => prop_assert!(NodeId::from_hex(&d.root).is_some()),
+                Ok(d) => prop_assert_eq!(d.root.to_hex().len(), 64),
                 Err(e) => prop_assert!(matches!(e, Error::Corrupt { .. }), "{}", e),
             }
             let _ = SessionRecord::decode(&name, &junk);

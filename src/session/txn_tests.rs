@@ -56,7 +56,7 @@ fn checkout(
     tx.save_side("auto: before checkout", "before-checkout", auto)
         .unwrap();
     let before_root = tx.flush().unwrap();
-    let root = c.root_id().unwrap();
+    let root = c.root;
     let (_, r) = tx.graft(root, None, Some(s.generation()));
     r.unwrap();
     tx.set_state(StateChange {
@@ -124,7 +124,7 @@ fn a_committed_batch_holds_the_save_the_state_and_the_record() {
     let saved = refs::resolve(&*store, None, "auto/y").unwrap();
     assert_eq!(saved.parent(), Some(c1.id.as_str()));
     let changed: Vec<Vec<u8>> =
-        crate::diff::diff_roots(&*store, c1.root_id().unwrap(), saved.root_id().unwrap())
+        crate::diff::diff_roots(&*store, c1.root, saved.root)
             .unwrap()
             .into_iter()
             .map(|e| e.path)

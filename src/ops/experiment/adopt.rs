@@ -77,7 +77,7 @@ pub fn adopt<H: Host>(
     if c.session == fork && crate::session::load_record(&*store, fork)?.is_none() {
         return Err(gone());
     }
-    let root = c.root_id()?;
+    let root = c.root;
     Tree::load(&*store, root).map_err(|_| gone())?;
     // HEAD moves to the run's state; the branch it is attached to moves with it
     // (guarded by its value; undo moves it back), in the commit under the gate.

@@ -20,7 +20,7 @@ use super::{KIND, META_KEY, forks, recorded, with_output_diffs};
 use crate::command::wire::{RunResult, check_result};
 use crate::diff::{self, Change, DiffEntry};
 use crate::error::{Error, Result};
-use crate::id::NodeId;
+use crate::id::{CheckpointId, NodeId};
 use crate::oplog::{Actor, View};
 use crate::ops::record::{self, Rec};
 use crate::ops::{Host, Target, ref_or_fresh};
@@ -49,7 +49,7 @@ pub struct End<'a> {
 /// One run's fork at the end.
 struct Final {
     rec: SessionRecord,
-    checkpoint: String,
+    checkpoint: CheckpointId,
     root: NodeId,
     files_changed: u64,
 }
@@ -175,14 +175,14 @@ fn final_state<H: Host>(
             let _l = ft.session.op_lock.lock().unwrap_or_else(|p| p.into_inner());
             ref_or_fresh(&ft, None, &msg, "experiment")?
         }
-        Err(_) => refs::resolve(store, rec.head.as_deref(), "HEAD")?,
+        Err(_) => refs::resolve(store, rec.head, "HEAD")?,
     };
-    let root = c.root_id()?;
+    let root = c.root;
     let base = rec.meta[META_KEY]["base"].as_str().unwrap_or_default();
-    let base_root = refs::resolve(store, None, base)?.root_id()?;
+    let base_root = refs::resolve(store, None, base)?.root;
     Ok(Final {
         rec: rec.clone(),
-        checkpoint: c.id.clone(),
+        checkpoint: c.id,
         root,
         files_changed: diff::diff_count(store, base_root, root)?,
     })

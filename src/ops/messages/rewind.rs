@@ -70,7 +70,7 @@ fn plan(t: &Target, to: &str, what: What) -> Result<Plan> {
     } else {
         (hidden.clone(), 0)
     };
-    let target = m.workspace_root()?;
+    let target = m.workspace;
     let changes: Vec<Value> = if files {
         crate::diff::diff_roots(&*store, working_root(t)?, target)?
             .iter()
@@ -107,7 +107,7 @@ pub(crate) fn run(
     } = p;
     let s = &t.session;
     let name = s.name();
-    let target = m.workspace_root()?;
+    let target = m.workspace;
     let answer = |op: Option<u64>, saved: Value| {
         json!({
             "dry_run": dry_run, "op": op, "message": m.id, "seq": m.seq,

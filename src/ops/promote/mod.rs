@@ -126,7 +126,7 @@ pub(crate) fn run(t: &Target, call: &Call, req: Request) -> Result<Value> {
     } else {
         let before = view_now(t)?;
         let c = ref_or_fresh(t, None, "before promote", "promote")?;
-        (Some(before), c.root_id()?, Some(c))
+        (Some(before), c.root, Some(c))
     };
     let scratch_owner = match &ground {
         Ground::Repo { origin, .. } => origin.path.clone(),

@@ -122,9 +122,9 @@ fn entry(
                     "its seq does not match its entry",
                 ));
             }
-            out.checkpoints.extend(op.checkpoints().map(str::to_string));
+            out.checkpoints.extend(op.checkpoints().map(|c| c.to_hex()));
             out.roots
-                .extend([op.before.workspace.clone(), op.after.workspace.clone()]);
+                .extend([op.before.workspace.to_hex(), op.after.workspace.to_hex()]);
             out.ops.push(MetaOp::Put(key, bytes));
             out.operations += 1;
         }
@@ -148,8 +148,8 @@ fn entry(
                     "its seq does not match its entry",
                 ));
             }
-            out.checkpoints.extend(m.checkpoint.clone());
-            out.roots.push(m.workspace.clone());
+            out.checkpoints.extend(m.checkpoint.map(|c| c.to_hex()));
+            out.roots.push(m.workspace.to_hex());
             let idx = json!({"stream": (tag as char).to_string(), "seq": seq});
             out.ops.push(MetaOp::Put(key, bytes));
             out.ops.push(MetaOp::Put(

@@ -73,7 +73,7 @@ pub fn checkpoints(
         };
         let c = Checkpoint::decode(&hex, &bytes)?;
         for p in &c.parents {
-            stack.push((p.clone(), true));
+            stack.push((p.to_hex(), true));
         }
         found.insert(hex, (bytes, c));
     }
@@ -100,8 +100,8 @@ fn levels(
                 .1
                 .parents
                 .iter()
-                .filter(|p| found.contains_key(*p))
-                .cloned()
+                .map(|p| p.to_hex())
+                .filter(|p| found.contains_key(p))
                 .collect();
             if expanded {
                 let l = parents.iter().map(|p| level[p] + 1).max().unwrap_or(0);

@@ -46,7 +46,7 @@ fn checkout(s: &Session, c: &Checkpoint, auto: &str) -> Option<Checkpoint> {
         s.checkpoint("auto: before checkout", "before-checkout", Some(auto))
             .unwrap()
     });
-    let root = c.root_id().unwrap();
+    let root = c.root;
     let (_, r) = s.graft(root, None, Some(generation));
     r.unwrap();
     s.commit_checkout(&c.id, root).unwrap();
@@ -123,7 +123,7 @@ fn restore_removing_a_directory_counts_its_hard_links_out() {
     )
     .unwrap();
     let (_, r) = s.graft(
-        empty.root_id().unwrap(),
+        empty.root,
         Some(&[b"a".to_vec()]),
         Some(generation),
     );

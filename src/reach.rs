@@ -725,10 +725,10 @@ pub(crate) mod tests {
         let (root, _) = deep_chain(&store, 1);
         let rec = crate::refs::session_record::new_record("s", root, 0, 1).unwrap();
         let c = Checkpoint::new("s", root, None, "m", "manual", 0);
-        let view = |h: Option<&str>| View {
-            head: h.map(str::to_string),
+        let view = |h: Option<CheckpointId>| View {
+            head: h,
             branch: None,
-            workspace: root.to_hex(),
+            workspace: root,
             branches: Default::default(),
         };
         let op = NewOp::new(
@@ -736,7 +736,7 @@ pub(crate) mod tests {
             "checkpoint",
             serde_json::json!({}),
             view(None),
-            view(Some(&c.id)),
+            view(Some(c.id)),
         )
         .build("s", 1);
         // At every moment of the reading, a commit of a checkpoint with the record

@@ -372,7 +372,7 @@ mod tests {
             meta: None,
             op: Some(4),
             checkpoint: None,
-            workspace: "00".repeat(32),
+            workspace: crate::id::NodeId([0; 32]),
         };
         assert_eq!(Message::decode("t", &m.encode()).unwrap(), m);
         let j = m.json();

@@ -585,7 +585,7 @@ mod record_tests {
             junk in proptest::collection::vec(any::<u8>(), 0..200),
         ) {
             let mut r = new_record(&name, NodeId::of(name.as_bytes()), bytes, 3).unwrap();
-            r.head = head.then(|| CheckpointId::of(b"h"));
+            r.head = head.then(|| crate::id::CheckpointId::of(b"h"));
             let enc = serde_json::to_vec(&r).unwrap();
             prop_assert_eq!(&SessionRecord::decode(&name, &enc).unwrap(), &r);
             let mut m = enc.clone();

@@ -342,7 +342,7 @@ impl World {
                 };
                 let root = c.root;
                 self.save_and_graft("before-checkout", root, None);
-                self.s().commit_checkout(&c.id, root).unwrap();
+                self.s().commit_checkout(c.id, root).unwrap();
                 *self.m() = target;
             }
             Op::Restore { k, path } => self.restore(k, path),
@@ -469,7 +469,7 @@ impl World {
             self.check(
                 &s,
                 m,
-                &format!("checkpoint {} ({}) after gc", &c.id[..12], c.message),
+                &format!("checkpoint {} ({}) after gc", c.id.short(), c.message),
             );
             self.held.borrow_mut().clear();
         }

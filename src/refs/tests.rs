@@ -357,3 +357,69 @@ fn is_ancestor_by_walks_parents_once_each() {
     assert!(is_ancestor_by("a", "c", &mut failing).is_err());
     assert!(is_ancestor_by("c", "c", &mut failing).unwrap());
 }
+
+/// Records exactly as the code before typed ids wrote them (serialized by main at
+/// 89aa0c2's record structs, whose ids were hex `String`s): they decode into typed
+/// ids and encode back byte for byte, and the checkpoint keeps its id.
+#[test]
+fn records_written_with_hex_string_ids_read_and_write_back_unchanged() {
+    use crate::messages::Message;
+    use crate::oplog::Operation;
+    use crate::refs::session_record::SessionRecord;
+    let checkpoint = r#"{"version":2,"id":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e","session":"main","root":"2976e7134e1a737f42044329d39b7cdc6dee1aa0fd397f4ea5beeaa83fdf6b48","parents":["5139efda4d6b7740d29878e26c7fc1732f8685dec3880924a7ee4324c30be403","c8579cb1d9be71ee768ddfed58f84c980d455a94caae2649647fa35000db2fb1"],"time_ns":1795446060054634806,"message":"merge","trigger":"manual","files_changed":3,"meta":{},"usage":{"bytes":10,"inodes":4}}"#;
+    let branch = r#"{"checkpoint":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e","created":1795446060}"#;
+    let session = r#"{"version":2,"name":"main","root":"2976e7134e1a737f42044329d39b7cdc6dee1aa0fd397f4ea5beeaa83fdf6b48","base":"11159aa7c15931429837dc08b6a403afc6ce30598077bbbd389e860a02343083","created":1795446000,"updated":1795446060,"bytes":10,"inodes":4,"head":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e","branch_moved":{"branch":"main","to":"5139efda4d6b7740d29878e26c7fc1732f8685dec3880924a7ee4324c30be403","head":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e"},"config":{"auto_checkpoint_ops":0,"auto_checkpoint_idle_secs":0,"auto_checkpoint_min_interval_secs":30,"op_retention_days":30,"op_retention_count":10000,"experiment_max_runs":32,"auto_checkpoint_commands":0,"auto_ref_retention_days":7,"auto_ref_retention_count":100,"auto_checkpoint_on":""},"meta":{}}"#;
+    let operation = r#"{"version":1,"session":"main","seq":2,"parent":1,"time_ns":"1795446060054634999","actor":{"role":"daemon"},"kind":"checkout","request":null,"before":{"head":"5139efda4d6b7740d29878e26c7fc1732f8685dec3880924a7ee4324c30be403","branch":"main","workspace":"11159aa7c15931429837dc08b6a403afc6ce30598077bbbd389e860a02343083","branches":{"gone":null,"main":"5139efda4d6b7740d29878e26c7fc1732f8685dec3880924a7ee4324c30be403"}},"after":{"head":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e","branch":"main","workspace":"2976e7134e1a737f42044329d39b7cdc6dee1aa0fd397f4ea5beeaa83fdf6b48","branches":{"gone":null,"main":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e"}}}"#;
+    let message = r#"{"version":1,"id":"123e4567-e89b-12d3-a456-426614174000","seq":1,"time_ns":"1795446060054635000","role":"user","content":null,"op":2,"checkpoint":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e","workspace":"2976e7134e1a737f42044329d39b7cdc6dee1aa0fd397f4ea5beeaa83fdf6b48"}"#;
+    // How the writer made them.
+    let root = NodeId::of(b"fixture root");
+    let base = NodeId::of(b"fixture base");
+    // (A checkpoint made at the time the fixture was written.)
+    let first =
+        CheckpointId::from_hex("5139efda4d6b7740d29878e26c7fc1732f8685dec3880924a7ee4324c30be403")
+            .unwrap();
+    let other = CheckpointId::of(b"other parent");
+
+    let c = Checkpoint::decode("fixture", checkpoint.as_bytes()).unwrap();
+    assert_eq!((c.root, c.parents.clone()), (root, vec![first, other]));
+    assert!(c.id_matches(), "the id is still the hash of the record");
+    let MetaOp::Put(key, bytes) = c.op() else {
+        panic!()
+    };
+    assert_eq!(key, meta::checkpoint_key(&c.id.0));
+    assert_eq!(String::from_utf8(bytes).unwrap(), checkpoint);
+
+    let r = RefRecord::decode("main", branch.as_bytes()).unwrap();
+    assert_eq!(r.checkpoint, c.id);
+    assert_eq!(serde_json::to_string(&r).unwrap(), branch);
+
+    let s = SessionRecord::decode("main", session.as_bytes()).unwrap();
+    assert_eq!((s.root, s.base, s.head), (root, base, Some(c.id)));
+    let moved = s.branch_moved.clone().unwrap();
+    assert_eq!((moved.to, moved.head), (Some(first), Some(c.id)));
+    assert_eq!(serde_json::to_string(&s).unwrap(), session);
+
+    let o = Operation::decode("fixture", operation.as_bytes()).unwrap();
+    assert_eq!((o.before.workspace, o.after.workspace), (base, root));
+    assert_eq!(o.after.branches["main"], Some(c.id));
+    assert_eq!(o.after.branches["gone"], None);
+    assert_eq!(o.checkpoints().collect::<Vec<_>>(), [first, first, c.id, c.id]);
+    assert_eq!(serde_json::to_string(&o).unwrap(), operation);
+
+    let m = Message::decode("fixture", message.as_bytes()).unwrap();
+    assert_eq!((m.checkpoint, m.workspace), (Some(c.id), root));
+    assert_eq!(String::from_utf8(m.encode()).unwrap(), message);
+}
+
+/// A record whose id is not 64 hex digits is corrupt, and the error says which id
+/// type and what string.
+#[test]
+fn a_record_with_a_bad_id_is_corrupt_and_says_why() {
+    let bad = br#"{"version":2,"name":"s","root":"nothex","base":"nothex","created":0,"updated":0}"#;
+    let e = crate::refs::session_record::SessionRecord::decode("s", bad).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains("bad NodeId: \"nothex\""), "{e}");
+    let bad = br#"{"checkpoint":"ab","created":0}"#;
+    let e = RefRecord::decode("b", bad).unwrap_err();
+    assert!(e.to_string().contains("bad CheckpointId: \"ab\""), "{e}");
+}

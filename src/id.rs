@@ -214,11 +214,18 @@ mod tests {
     #[test]
     fn serde_refuses_a_bad_string_and_says_why() {
         for bad in ["\"abc\"", &format!("\"{}\"", "g".repeat(64)), "17"] {
-            let e = serde_json::from_str::<CheckpointId>(bad).unwrap_err().to_string();
+            let e = serde_json::from_str::<CheckpointId>(bad)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("CheckpointId"), "{bad}: {e}");
         }
-        let e = serde_json::from_str::<NodeId>("\"abc\"").unwrap_err().to_string();
-        assert!(e.starts_with("bad NodeId: \"abc\" is not 64 hex digits"), "{e}");
+        let e = serde_json::from_str::<NodeId>("\"abc\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("bad NodeId: \"abc\" is not 64 hex digits"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -290,7 +290,10 @@ impl Roots {
         let mut live: Vec<_> = self.live.iter().copied().collect();
         live.sort();
         for id in live {
-            out.push((format!("checkpoint {}", id.to_hex()), self.checkpoints[&id].root));
+            out.push((
+                format!("checkpoint {}", id.to_hex()),
+                self.checkpoints[&id].root,
+            ));
         }
         out
     }

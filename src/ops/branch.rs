@@ -72,7 +72,7 @@ pub(crate) fn create<H: Host>(
         None => super::refctx::resolve(t, "HEAD")?,
     };
     let r = refs::RefRecord {
-        checkpoint: c.id.clone(),
+        checkpoint: c.id,
         created: Timespec::now().sec,
     };
     {
@@ -83,14 +83,14 @@ pub(crate) fn create<H: Host>(
         crate::refs::remote_names::refuse_branch_clash(&*store, name)?;
         txn.commit(&mut tx, Log::Next, &mut |_, rec| {
             let mut after = View {
-                head: rec.head.clone(),
+                head: rec.head,
                 branch: rec.branch.clone(),
-                workspace: before.workspace.clone(),
+                workspace: before.workspace,
                 branches: before.branches.clone(),
             };
-            after.branches.insert(name.to_string(), Some(c.id.clone()));
+            after.branches.insert(name.to_string(), Some(c.id));
             if fresh && let Some(b) = &rec.branch {
-                after.branches.insert(b.clone(), Some(c.id.clone()));
+                after.branches.insert(b.clone(), Some(c.id));
             }
             let ops = vec![
                 MetaOp::Expect(meta::ref_key(name), None),
@@ -212,21 +212,17 @@ pub(crate) fn rename<H: Host>(
             refs::ref_op(new, &r),
         ];
         ops.extend(stored_follow_ops(h, old, new)?);
-        before
-            .branches
-            .insert(old.to_string(), Some(r.checkpoint.clone()));
+        before.branches.insert(old.to_string(), Some(r.checkpoint));
         before.branches.insert(new.to_string(), None);
         let op = txn.commit(&mut tx, Log::Next, &mut |_, rec| {
             let mut after = View {
-                head: rec.head.clone(),
+                head: rec.head,
                 branch: rec.branch.clone(),
-                workspace: before.workspace.clone(),
+                workspace: before.workspace,
                 branches: BTreeMap::new(),
             };
             after.branches.insert(old.to_string(), None);
-            after
-                .branches
-                .insert(new.to_string(), Some(r.checkpoint.clone()));
+            after.branches.insert(new.to_string(), Some(r.checkpoint));
             Ok((call.op("branch-rename", before.clone(), after), ops.clone()))
         })?;
         (r.checkpoint, op)
@@ -247,7 +243,7 @@ fn follow_rename_live<H: Host>(h: &H, this: &str, old: &str, new: &str) -> Resul
         let rec = s.record();
         if rec.branch.as_deref() == Some(old) {
             let change = StateChange {
-                head: rec.head.clone(),
+                head: rec.head,
                 branch: Some(new.to_string()),
                 base: s.base_root(),
                 root: None,

@@ -73,7 +73,7 @@ pub(crate) fn run<H: Host>(
         &mut |tx, before_root, live| {
             let before = view_of(tx.before(), before_root);
             tx.set_state(StateChange {
-                head: Some(c.id.clone()),
+                head: Some(c.id),
                 branch: attach.clone(),
                 base: root,
                 root: Some(live),

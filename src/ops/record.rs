@@ -99,13 +99,13 @@ impl Call<'_> {
             let mut before = view_of(b, root);
             let mut after = view_of(a, root);
             if let Some(br) = &b.branch {
-                before.branches.insert(br.clone(), b.head.clone());
+                before.branches.insert(br.clone(), b.head);
                 after.branches.insert(
                     br.clone(),
                     if a.branch.is_some() {
-                        Some(c.id.clone())
+                        Some(c.id)
                     } else {
-                        b.head.clone()
+                        b.head
                     },
                 );
             }

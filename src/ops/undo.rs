@@ -373,10 +373,7 @@ fn head_change<H: Host>(
     let s = &t.session;
     let rec = s.record();
     let store = s.store();
-    let (head, mut branch) = goal
-        .head
-        .clone()
-        .unwrap_or((rec.head, rec.branch.clone()));
+    let (head, mut branch) = goal.head.clone().unwrap_or((rec.head, rec.branch.clone()));
     if let (Some(b), Some(h)) = (&branch, &head) {
         let names = match goal.branches.get(b) {
             Some(v) => *v,

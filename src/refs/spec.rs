@@ -329,7 +329,6 @@ fn remote_ref(store: &dyn ObjectStore, spec: &str, name: &str) -> Result<Option<
     )))
 }
 
-
 /// One suffix applied to `c`; `upto` is the spec through this suffix (for errors).
 fn step(store: &dyn ObjectStore, c: Checkpoint, s: Suffix, upto: &str) -> Result<Checkpoint> {
     match s {

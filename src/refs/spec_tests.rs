@@ -169,7 +169,7 @@ fn fixture() -> Fixture {
     }
     .build();
     let rec = |c: &Checkpoint| RefRecord {
-        checkpoint: c.id.clone(),
+        checkpoint: c.id,
         created: 0,
     };
     let mut ops: Vec<_> = c.iter().map(Checkpoint::op).collect();
@@ -231,7 +231,10 @@ fn resolves_in_context() {
     assert_eq!(id("exec@1~2").unwrap(), f.c[0].id);
     // A branch wins over an id prefix of the same spelling.
     assert_eq!(id("abcd").unwrap(), f.c[0].id);
-    assert_eq!(id(&format!("{}~1", &f.c[2].id.to_hex()[..8])).unwrap(), f.c[1].id);
+    assert_eq!(
+        id(&format!("{}~1", &f.c[2].id.to_hex()[..8])).unwrap(),
+        f.c[1].id
+    );
     assert_eq!(
         id(&f.c[2].id.to_hex().to_ascii_uppercase()[..10]).unwrap(),
         f.c[2].id
@@ -312,7 +315,7 @@ fn resolves_remote_tracking_refs() {
         .commit(vec![ref_op(
             "origin/s1",
             &RefRecord {
-                checkpoint: f.m.id.clone(),
+                checkpoint: f.m.id,
                 created: 0,
             },
         )])

@@ -66,7 +66,7 @@ proptest::proptest! {
             let _ = (d.id, d.root, d.op());
         }
         let _ = Checkpoint::decode("x", &junk);
-        let r = RefRecord { checkpoint: c.id.clone(), created: 7 };
+        let r = RefRecord { checkpoint: c.id, created: 7 };
         let rb = serde_json::to_vec(&r).unwrap();
         proptest::prop_assert_eq!(RefRecord::decode("b", &rb).unwrap(), r);
         let _ = RefRecord::decode("b", &m);
@@ -100,7 +100,7 @@ fn version_1_records_upgrade_and_keep_their_id() {
     let s2 = Checkpoint::decode("second", second).unwrap();
     assert_eq!(f.version, CHECKPOINT_VERSION);
     assert!(f.parents.is_empty());
-    assert_eq!(s2.parents, vec![f.id.clone()]);
+    assert_eq!(s2.parents, vec![f.id]);
     assert!(f.id_matches() && s2.id_matches(), "real v1 ids verify");
 
     let (p, pb) = v1_record(None, 5);
@@ -199,7 +199,7 @@ fn every_parent_is_live() {
     }
     .build();
     let head = RefRecord {
-        checkpoint: m.id.clone(),
+        checkpoint: m.id,
         created: 0,
     };
     s.commit(vec![a.op(), b.op(), m.op(), ref_op("m", &head)])
@@ -311,7 +311,7 @@ fn resolve_specs() {
         ref_op(
             "b",
             &RefRecord {
-                checkpoint: c1.id.clone(),
+                checkpoint: c1.id,
                 created: 0,
             },
         ),
@@ -403,7 +403,10 @@ fn records_written_with_hex_string_ids_read_and_write_back_unchanged() {
     assert_eq!((o.before.workspace, o.after.workspace), (base, root));
     assert_eq!(o.after.branches["main"], Some(c.id));
     assert_eq!(o.after.branches["gone"], None);
-    assert_eq!(o.checkpoints().collect::<Vec<_>>(), [first, first, c.id, c.id]);
+    assert_eq!(
+        o.checkpoints().collect::<Vec<_>>(),
+        [first, first, c.id, c.id]
+    );
     assert_eq!(serde_json::to_string(&o).unwrap(), operation);
 
     let m = Message::decode("fixture", message.as_bytes()).unwrap();
@@ -415,7 +418,8 @@ fn records_written_with_hex_string_ids_read_and_write_back_unchanged() {
 /// type and what string.
 #[test]
 fn a_record_with_a_bad_id_is_corrupt_and_says_why() {
-    let bad = br#"{"version":2,"name":"s","root":"nothex","base":"nothex","created":0,"updated":0}"#;
+    let bad =
+        br#"{"version":2,"name":"s","root":"nothex","base":"nothex","created":0,"updated":0}"#;
     let e = crate::refs::session_record::SessionRecord::decode("s", bad).unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }), "{e}");
     assert!(e.to_string().contains("bad NodeId: \"nothex\""), "{e}");

@@ -60,7 +60,7 @@ fn checkout(
     let (_, r) = tx.graft(root, None, Some(s.generation()));
     r.unwrap();
     tx.set_state(StateChange {
-        head: Some(c.id.clone()),
+        head: Some(c.id),
         branch: None,
         base: root,
         root: Some(root),
@@ -123,12 +123,11 @@ fn a_committed_batch_holds_the_save_the_state_and_the_record() {
     // The saved checkpoint holds the pending changes; HEAD did not take them in.
     let saved = refs::resolve(&*store, None, "auto/y").unwrap();
     assert_eq!(saved.parent(), Some(c1.id));
-    let changed: Vec<Vec<u8>> =
-        crate::diff::diff_roots(&*store, c1.root, saved.root)
-            .unwrap()
-            .into_iter()
-            .map(|e| e.path)
-            .collect();
+    let changed: Vec<Vec<u8>> = crate::diff::diff_roots(&*store, c1.root, saved.root)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.path)
+        .collect();
     assert_eq!(changed, vec![b"a".to_vec(), b"b".to_vec()]);
     assert_eq!(read(&s, "a").as_deref(), Some(&b"1"[..]));
     assert_eq!(read(&s, "b"), None);

@@ -32,7 +32,7 @@ impl Fixture {
     /// A branch `name` at `c`, created in session `by` (granted to it).
     fn branch(&self, by: &str, name: &str, c: &Checkpoint) {
         let r = RefRecord {
-            checkpoint: c.id.clone(),
+            checkpoint: c.id,
             created: 7,
         };
         self.store
@@ -121,7 +121,7 @@ fn agent_sees_its_lineage_and_its_branches_only() {
         .commit(vec![ref_op(
             "private",
             &RefRecord {
-                checkpoint: cu2.id.clone(),
+                checkpoint: cu2.id,
                 created: 8,
             },
         )])
@@ -152,7 +152,10 @@ fn hidden_names_and_ids_resolve_like_missing_ones() {
     let store = &*f.store;
     assert_eq!(refs::resolve_in(store, &cx, "HEAD").unwrap().id, ca.id);
     let (ca_hex, cu_hex) = (ca.id.to_hex(), cu.id.to_hex());
-    assert_eq!(refs::resolve_in(store, &cx, &ca_hex[..8]).unwrap().id, ca.id);
+    assert_eq!(
+        refs::resolve_in(store, &cx, &ca_hex[..8]).unwrap().id,
+        ca.id
+    );
     assert_eq!(refs::resolve_in(store, &cx, &ca_hex).unwrap().id, ca.id);
 
     let hidden = failure(store, &cx, "private");
@@ -231,7 +234,7 @@ fn long_histories_are_walked_once_and_misses_stay_cheap() {
     f.store.commit(ops).unwrap();
     let tip = prev.unwrap();
     let mut rec = crate::refs::session_record::new_record("a", f.root, 0, 1).unwrap();
-    rec.head = Some(tip.id.clone());
+    rec.head = Some(tip.id);
     f.store
         .commit(vec![crate::refs::session_record::record_op(&rec)])
         .unwrap();

@@ -104,7 +104,7 @@ pub fn adopt<H: Host>(
                 extra.push(refs::ref_op(
                     b,
                     &refs::RefRecord {
-                        checkpoint: c.id.clone(),
+                        checkpoint: c.id,
                         created: old.as_ref().map_or(0, |r| r.created),
                     },
                 ));
@@ -114,7 +114,7 @@ pub fn adopt<H: Host>(
                 after_branch = Some(b.clone());
             }
             tx.set_state(crate::session::snapshot::StateChange {
-                head: Some(c.id.clone()),
+                head: Some(c.id),
                 branch: rec.branch.clone(),
                 base: root,
                 root: Some(live),
@@ -122,7 +122,7 @@ pub fn adopt<H: Host>(
             txn.commit(tx, Log::Next, &mut |_, a| {
                 let mut after: View = view_of(a, live);
                 if let Some(b) = &after_branch {
-                    after.branches.insert(b.to_string(), Some(c.id.clone()));
+                    after.branches.insert(b.to_string(), Some(c.id));
                 }
                 let mut new = Rec {
                     actor,

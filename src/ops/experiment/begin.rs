@@ -246,7 +246,7 @@ fn prepare<'h, H: Host>(
         let md = h.open_mountpoint(&mp, who)?;
         let (bytes, inodes) = c.usage.map_or(s.usage(), |u| (u.bytes, u.inodes));
         let mut rec = session::new_record(&name, c.root, bytes, inodes)?;
-        rec.head = Some(c.id.clone());
+        rec.head = Some(c.id);
         rec.config = s.record().config;
         let mut m = data.clone();
         m["run"] = json!(i);

@@ -66,7 +66,7 @@ fn branch(store: &MemStore, name: &str, files: &[Vec<u8>]) -> Checkpoint {
     let root = tree(store, files);
     let c = Checkpoint::new("s", root, None, name, "manual", 0);
     let r = RefRecord {
-        checkpoint: c.id.clone(),
+        checkpoint: c.id,
         created: 0,
     };
     store
@@ -399,7 +399,9 @@ fn an_orphan_pack_goes_after_the_grace_and_a_missing_record_stops_gc() {
     assert_eq!((r.orphans_deleted, r.packs_deleted), (1, 1));
     assert!(client.head(&orphan).unwrap().is_none());
     // A ref whose checkpoint record is gone: gc stops, deletes nothing.
-    client.delete(&layout::checkpoint_key(&a.id.to_hex())).unwrap();
+    client
+        .delete(&layout::checkpoint_key(&a.id.to_hex()))
+        .unwrap();
     let before = all_keys(&client);
     let e = gc(
         &MemStore::default(),

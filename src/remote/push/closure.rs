@@ -324,7 +324,14 @@ mod tests {
         let none = HashSet::new();
         let all = checkpoints(&store, &none, &[c.id.to_hex()], &[]).unwrap();
         let order: Vec<&str> = all.iter().map(|(h, _, _)| h.as_str()).collect();
-        assert_eq!(order, [a.id.to_hex().as_str(), b.id.to_hex().as_str(), c.id.to_hex().as_str()]);
+        assert_eq!(
+            order,
+            [
+                a.id.to_hex().as_str(),
+                b.id.to_hex().as_str(),
+                c.id.to_hex().as_str()
+            ]
+        );
         let on_remote: HashSet<String> = [b.id.to_hex()].into();
         let some = checkpoints(&store, &on_remote, &[c.id.to_hex()], &[]).unwrap();
         assert_eq!(some.len(), 1);

@@ -65,7 +65,7 @@ fn commit(store: &MemStore, n: usize, generation: u8, parent: Option<&Checkpoint
     let root = tree(store, n, &|i| file(i, if i == 0 { generation } else { 0 }));
     let c = Checkpoint::new("s", root, parent.map(|p| p.id), "m", "manual", 0);
     let r = RefRecord {
-        checkpoint: c.id.clone(),
+        checkpoint: c.id,
         created: 0,
     };
     store
@@ -170,7 +170,10 @@ fn src_dst_and_checkpoint_expressions_go_to_a_named_branch() {
     let r = run(
         &store,
         &remote,
-        &["main:team/stable", &format!("{}:old", &c1.id.to_hex()[..12])],
+        &[
+            "main:team/stable",
+            &format!("{}:old", &c1.id.to_hex()[..12]),
+        ],
         false,
     )
     .unwrap();

@@ -356,7 +356,7 @@ impl World {
                 let name = format!("f{}", self.sessions.len());
                 let (bytes, inodes) = target.usage();
                 let mut rec = new_record(&name, c.root, bytes, inodes).unwrap();
-                rec.head = Some(c.id.clone());
+                rec.head = Some(c.id);
                 self.store.commit(vec![record_op(&rec)]).unwrap();
                 let s = Session::open(self.store.clone(), rec).unwrap();
                 self.end_op();

@@ -122,11 +122,7 @@ fn restore_removing_a_directory_counts_its_hard_links_out() {
         Some("auto/before-restore-1"),
     )
     .unwrap();
-    let (_, r) = s.graft(
-        empty.root,
-        Some(&[b"a".to_vec()]),
-        Some(generation),
-    );
+    let (_, r) = s.graft(empty.root, Some(&[b"a".to_vec()]), Some(generation));
     r.unwrap();
     assert!(s.lookup(1, b"a").is_err());
     let st = find(&s, "x");

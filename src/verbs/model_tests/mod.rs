@@ -209,7 +209,11 @@ impl Run {
         let host = MemHost::new();
         let t = host.create(SESSION).unwrap();
         let root = t.session.flush().unwrap().to_hex();
-        assert_eq!(t.session.record().base.to_hex(), root, "a new session's base");
+        assert_eq!(
+            t.session.record().base.to_hex(),
+            root,
+            "a new session's base"
+        );
         Run {
             host,
             model: Model::new(&root),
@@ -271,7 +275,11 @@ impl Run {
             head: hex(v.head),
             branch: v.branch.clone(),
             ws: v.workspace.to_hex(),
-            branches: v.branches.iter().map(|(b, c)| (b.clone(), hex(*c))).collect(),
+            branches: v
+                .branches
+                .iter()
+                .map(|(b, c)| (b.clone(), hex(*c)))
+                .collect(),
         };
         let got = model::Rec {
             before: view(&o.before),

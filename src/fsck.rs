@@ -307,7 +307,7 @@ fn walk_roots(
     rep: &mut FsckReport,
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<Walked> {
-    let mut roots = reach::roots(store.meta())?;
+    let roots = reach::roots(store.meta())?;
     let tree_roots = roots.tree_roots();
     let read = |k: ObjKind, id: &ObjectId| store.read_verified(k, id);
     // Objects a remote holds and the store does not (trimmed, never hydrated):
@@ -351,8 +351,7 @@ fn move_aside(store: &dyn Packs, walked: &Walked, rep: &mut FsckReport) -> Resul
         ops.push(MetaOp::Delete(key));
         rep.repaired.push(format!("moved {what} aside: {why}"));
     };
-    let broken =
-        |hex: &str| NodeId::from_hex(hex).is_none_or(|id| root_ok.get(&id) == Some(&false));
+    let broken = |id: &NodeId| root_ok.get(id) == Some(&false);
     for s in &roots.sessions {
         if broken(&s.root) {
             aside(
@@ -374,8 +373,7 @@ fn move_aside(store: &dyn Packs, walked: &Walked, rep: &mut FsckReport) -> Resul
         }
     }
     for (name, c) in &roots.branches {
-        let exists = crate::id::CheckpointId::from_hex(c)
-            .is_some_and(|id| roots.checkpoints.contains_key(&id));
+        let exists = roots.checkpoints.contains_key(c);
         if !exists {
             aside(
                 meta::ref_key(name),

@@ -191,7 +191,7 @@ fn mark(
     // an operation pinned and named in a record committed after the durable scan
     // may be unpinned by the second read (see `Session::pin_roots`).
     let early = live.live_ids();
-    let mut roots = reach::roots(store.meta())?;
+    let roots = reach::roots(store.meta())?;
     let tree_roots = roots.tree_roots();
     if !roots.problems.is_empty() {
         return Err(refuse(&roots.problems));

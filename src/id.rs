@@ -7,8 +7,16 @@
 //! share an id.
 //! Invariant: an id is only ever constructed from the hash of the exact bytes it names
 //! (or parsed from a stored/printed form of such a hash).
+//!
+//! In serde (records, the wire) an id is its 64-digit lowercase hex string,
+//! exactly the form records held before they held typed ids, so stored bytes and
+//! answers are unchanged; reading one that is not 64 hex digits is an error that
+//! names the type and shows the string. Its JSON schema is that string.
 
 use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
 /// Key-derivation context for file data chunks.
 pub const CHUNK_DOMAIN: &str = "treefork chunk v1";
@@ -43,6 +51,27 @@ macro_rules! id_forms {
                 write!(f, "{}({})", stringify!($name), self.short())
             }
         }
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.to_hex())
+            }
+        }
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                d.deserialize_str(HexVisitor(stringify!($name))).map($name)
+            }
+        }
+        impl JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+            fn inline_schema() -> bool {
+                true
+            }
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                hex_schema()
+            }
+        }
     };
 }
 
@@ -62,6 +91,35 @@ macro_rules! content_id {
         }
         id_forms!($name);
     };
+}
+
+/// Reads a content id's hex string (`.0` names the id type for the error).
+struct HexVisitor(&'static str);
+
+impl<'de> de::Visitor<'de> for HexVisitor {
+    type Value = [u8; 32];
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a {} as 64 hex digits", self.0)
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<[u8; 32], E> {
+        parse_hex32(s).ok_or_else(|| {
+            let shown: String = s.chars().take(80).collect();
+            E::custom(format_args!(
+                "bad {}: {shown:?} is not 64 hex digits",
+                self.0
+            ))
+        })
+    }
+}
+
+/// The JSON schema of a content id: its lowercase hex string.
+fn hex_schema() -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "pattern": "^[0-9a-f]{64}$"
+    })
 }
 
 content_id!(
@@ -225,5 +283,42 @@ mod tests {
         let p = PackHash::of(b"pack bytes");
         assert_eq!(&p.0, blake3::hash(b"pack bytes").as_bytes());
         assert_eq!(PackHash::from_hex(&p.to_hex()), Some(p));
+    }
+
+    #[test]
+    fn serde_is_the_hex_string() {
+        let id = NodeId::of(b"root");
+        let json = serde_json::to_string(&id).unwrap();
+        assert_eq!(json, format!("\"{}\"", id.to_hex()));
+        assert_eq!(serde_json::from_str::<NodeId>(&json).unwrap(), id);
+        let opt: Option<CheckpointId> = serde_json::from_str("null").unwrap();
+        assert_eq!(opt, None);
+    }
+
+    #[test]
+    fn serde_refuses_a_bad_string_and_says_why() {
+        for bad in ["\"abc\"", &format!("\"{}\"", "g".repeat(64)), "17"] {
+            let e = serde_json::from_str::<CheckpointId>(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("CheckpointId"), "{bad}: {e}");
+        }
+        let e = serde_json::from_str::<NodeId>("\"abc\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("bad NodeId: \"abc\" is not 64 hex digits"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn schema_is_a_hex_string() {
+        let s = serde_json::to_value(schemars::schema_for!(Option<NodeId>)).unwrap();
+        let text = s.to_string();
+        assert!(text.contains("^[0-9a-f]{64}$"), "{text}");
+        let s = serde_json::to_value(schemars::schema_for!(CheckpointId)).unwrap();
+        assert_eq!(s["type"], "string");
+        assert_eq!(s["pattern"], "^[0-9a-f]{64}$");
     }
 }

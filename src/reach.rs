@@ -74,17 +74,16 @@ impl Problem {
 pub struct Roots {
     /// Session records.
     pub sessions: Vec<SessionRecord>,
-    /// Branches: (name, checkpoint hex).
-    pub branches: Vec<(String, String)>,
+    /// Branches: (name, checkpoint).
+    pub branches: Vec<(String, CheckpointId)>,
     /// Every checkpoint record, by id.
     pub checkpoints: HashMap<CheckpointId, Checkpoint>,
     /// Checkpoints that are live (see module docs).
     pub live: HashSet<CheckpointId>,
-    /// What retained operation records name: (owner, checkpoint hex) and (owner,
-    /// workspace root hex).
-    pub op_checkpoints: Vec<(String, String)>,
-    /// Workspace roots named by operation records.
-    pub op_roots: Vec<(String, String)>,
+    /// What retained operation records and messages name: (owner, checkpoint).
+    pub op_checkpoints: Vec<(String, CheckpointId)>,
+    /// Workspace roots named by operation records and messages: (owner, root).
+    pub op_roots: Vec<(String, NodeId)>,
     /// Records that could not be read or that name something missing.
     pub problems: Vec<Problem>,
 }
@@ -177,10 +176,10 @@ impl Roots {
             match crate::oplog::Operation::decode(&owner, &v) {
                 Ok(op) => {
                     for c in op.checkpoints() {
-                        self.op_checkpoints.push((owner.clone(), c.to_string()));
+                        self.op_checkpoints.push((owner.clone(), c));
                     }
                     for view in [&op.before, &op.after] {
-                        self.op_roots.push((owner.clone(), view.workspace.clone()));
+                        self.op_roots.push((owner.clone(), view.workspace));
                     }
                 }
                 Err(e) => self.problems.push(Problem::record(
@@ -247,22 +246,18 @@ impl Roots {
             }
         }
         for s in &self.sessions {
-            if let Some(h) = &s.head {
-                stack.push(parse_cid(
-                    h,
-                    &format!("session {}", s.name),
-                    &mut self.problems,
-                ));
+            if let Some(h) = s.head {
+                stack.push((h, format!("session {}", s.name)));
             }
         }
         for (name, c) in &self.branches {
-            stack.push(parse_cid(c, &format!("branch {name}"), &mut self.problems));
+            stack.push((*c, format!("branch {name}")));
         }
         for (owner, c) in &self.op_checkpoints {
-            stack.push(parse_cid(c, owner, &mut self.problems));
+            stack.push((*c, owner.clone()));
         }
         while let Some((id, owner)) = stack.pop() {
-            if id.0 == [0; 32] || self.live.contains(&id) {
+            if self.live.contains(&id) {
                 continue;
             }
             let Some(c) = self.checkpoints.get(&id) else {
@@ -275,71 +270,30 @@ impl Roots {
             };
             self.live.insert(id);
             for p in &c.parents {
-                stack.push(parse_cid(
-                    p,
-                    &format!("checkpoint {} (parent)", id.to_hex()),
-                    &mut self.problems,
-                ));
+                stack.push((*p, format!("checkpoint {} (parent)", id.to_hex())));
             }
-        }
-    }
-}
-
-fn parse_cid(hex: &str, owner: &str, problems: &mut Vec<Problem>) -> (CheckpointId, String) {
-    match CheckpointId::from_hex(hex) {
-        Some(id) => (id, owner.to_string()),
-        None => {
-            problems.push(Problem::record(
-                owner.to_string(),
-                None,
-                format!("malformed checkpoint id {hex:?}"),
-            ));
-            (CheckpointId([0; 32]), owner.to_string())
         }
     }
 }
 
 impl Roots {
     /// Every tree root to walk, with the owner to name in problems.
-    pub fn tree_roots(&mut self) -> Vec<(String, NodeId)> {
+    pub fn tree_roots(&self) -> Vec<(String, NodeId)> {
         let mut out = Vec::new();
-        let mut bad = Vec::new();
         for s in &self.sessions {
-            for (what, hex) in [("root", &s.root), ("base", &s.base)] {
-                match NodeId::from_hex(hex) {
-                    Some(id) => out.push((format!("session {}", s.name), id)),
-                    None => bad.push(Problem::record(
-                        format!("session {}", s.name),
-                        None,
-                        format!("malformed {what} id {hex:?}"),
-                    )),
-                }
+            for id in [s.root, s.base] {
+                out.push((format!("session {}", s.name), id));
             }
         }
-        for (owner, hex) in &self.op_roots {
-            match NodeId::from_hex(hex) {
-                Some(id) => out.push((owner.clone(), id)),
-                None => bad.push(Problem::record(
-                    owner.clone(),
-                    None,
-                    format!("malformed workspace id {hex:?}"),
-                )),
-            }
-        }
+        out.extend(self.op_roots.iter().cloned());
         let mut live: Vec<_> = self.live.iter().copied().collect();
         live.sort();
         for id in live {
-            let c = &self.checkpoints[&id];
-            match c.root_id() {
-                Ok(root) => out.push((format!("checkpoint {}", id.to_hex()), root)),
-                Err(e) => bad.push(Problem::record(
-                    format!("checkpoint {}", id.to_hex()),
-                    None,
-                    e.to_string(),
-                )),
-            }
+            out.push((
+                format!("checkpoint {}", id.to_hex()),
+                self.checkpoints[&id].root,
+            ));
         }
-        self.problems.extend(bad);
         out
     }
 }
@@ -774,10 +728,10 @@ pub(crate) mod tests {
         let (root, _) = deep_chain(&store, 1);
         let rec = crate::refs::session_record::new_record("s", root, 0, 1).unwrap();
         let c = Checkpoint::new("s", root, None, "m", "manual", 0);
-        let view = |h: Option<&str>| View {
-            head: h.map(str::to_string),
+        let view = |h: Option<CheckpointId>| View {
+            head: h,
             branch: None,
-            workspace: root.to_hex(),
+            workspace: root,
             branches: Default::default(),
         };
         let op = NewOp::new(
@@ -785,7 +739,7 @@ pub(crate) mod tests {
             "checkpoint",
             serde_json::json!({}),
             view(None),
-            view(Some(&c.id)),
+            view(Some(c.id)),
         )
         .build("s", 1);
         // At every moment of the reading, a commit of a checkpoint with the record

@@ -59,15 +59,15 @@ pub struct Checkpoint {
     /// Format version ([`CHECKPOINT_VERSION`] once decoded: older records are
     /// upgraded when read).
     pub version: u32,
-    /// Id (hex).
-    pub id: String,
+    /// Id (hex in JSON).
+    pub id: CheckpointId,
     /// Session it was taken in.
     pub session: String,
-    /// Root node of the tree (hex).
-    pub root: String,
-    /// Parent checkpoints (hex), first parent first: the session's previous
+    /// Root node of the tree (hex in JSON).
+    pub root: NodeId,
+    /// Parent checkpoints (hex in JSON), first parent first: the session's previous
     /// checkpoint, if any; later ones are merged or otherwise related states.
-    pub parents: Vec<String>,
+    pub parents: Vec<CheckpointId>,
     /// Unix time in nanoseconds.
     pub time_ns: i128,
     /// Message.
@@ -95,19 +95,20 @@ pub struct Usage {
     pub inodes: i64,
 }
 
-/// A stored checkpoint record of any supported version.
+/// A stored checkpoint record of any supported version (ids that are not 64 hex
+/// digits fail to decode).
 #[derive(Deserialize)]
 struct StoredCheckpoint {
     version: u32,
-    id: String,
+    id: CheckpointId,
     session: String,
-    root: String,
+    root: NodeId,
     /// Version 1.
     #[serde(default)]
-    parent: Option<String>,
+    parent: Option<CheckpointId>,
     /// Version 2.
     #[serde(default)]
-    parents: Option<Vec<String>>,
+    parents: Option<Vec<CheckpointId>>,
     time_ns: i128,
     message: String,
     trigger: String,
@@ -148,10 +149,10 @@ impl NewCheckpoint<'_> {
     pub fn build_at(self, time_ns: i128) -> Checkpoint {
         let mut c = Checkpoint {
             version: CHECKPOINT_VERSION,
-            id: String::new(),
+            id: CheckpointId([0; 32]),
             session: self.session.into(),
-            root: self.root.to_hex(),
-            parents: self.parents.iter().map(|p| p.to_hex()).collect(),
+            root: self.root,
+            parents: self.parents,
             time_ns,
             message: self.message.into(),
             trigger: self.trigger.into(),
@@ -159,7 +160,7 @@ impl NewCheckpoint<'_> {
             meta: self.meta,
             usage: None,
         };
-        c.id = c.ident_v2().to_hex();
+        c.id = c.ident_v2();
         c
     }
 }
@@ -212,12 +213,13 @@ impl Checkpoint {
     /// Whether the id is the hash of the record's identifying fields, in the form of
     /// either version (a version-1 record keeps its version-1 id).
     pub fn id_matches(&self) -> bool {
-        let id = Some(self.cid());
+        let id = Some(self.id);
         Some(self.ident_v2()) == id || self.ident_v1() == id
     }
 
     /// Parse a stored record (`c/<id>` value) of any supported version, checking what
-    /// later code relies on: that the id, root and parents are well-formed hex ids.
+    /// later code relies on: that the id, root and parents are well-formed hex ids
+    /// (their serde checks it).
     /// A version-1 record's `parent` becomes `parents`; its id is kept.
     pub fn decode(what: &str, bytes: &[u8]) -> Result<Checkpoint> {
         let bad = |why: String| Error::corrupt(format!("checkpoint {what}"), why);
@@ -228,12 +230,6 @@ impl Checkpoint {
             (1 | 2, _, _) => return Err(bad("both or neither of parent and parents".into())),
             (v, _, _) => return Err(bad(format!("unsupported version {v}"))),
         };
-        if CheckpointId::from_hex(&s.id).is_none()
-            || NodeId::from_hex(&s.root).is_none()
-            || parents.iter().any(|p| CheckpointId::from_hex(p).is_none())
-        {
-            return Err(bad("bad id, root or parent".into()));
-        }
         Ok(Checkpoint {
             version: CHECKPOINT_VERSION,
             id: s.id,
@@ -249,34 +245,15 @@ impl Checkpoint {
         })
     }
 
-    /// Typed id.
-    pub fn cid(&self) -> CheckpointId {
-        CheckpointId::from_hex(&self.id).expect("checkpoint id is hex")
-    }
-
-    /// The first parent (hex): the session's previous checkpoint.
-    pub fn parent(&self) -> Option<&str> {
-        self.parents.first().map(String::as_str)
-    }
-
-    /// Typed parents (checked by [`decode`](Self::decode) and [`NewCheckpoint`]).
-    pub fn parent_ids(&self) -> Vec<CheckpointId> {
-        self.parents
-            .iter()
-            .filter_map(|p| CheckpointId::from_hex(p))
-            .collect()
-    }
-
-    /// Typed root.
-    pub fn root_id(&self) -> Result<NodeId> {
-        NodeId::from_hex(&self.root)
-            .ok_or_else(|| Error::corrupt(format!("checkpoint {}", self.id), "bad root id"))
+    /// The first parent: the session's previous checkpoint.
+    pub fn parent(&self) -> Option<CheckpointId> {
+        self.parents.first().copied()
     }
 
     /// The metadata op that stores this record.
     pub fn op(&self) -> MetaOp {
         MetaOp::Put(
-            meta::checkpoint_key(&self.cid()),
+            meta::checkpoint_key(&self.id),
             serde_json::to_vec(self).unwrap(),
         )
     }
@@ -321,8 +298,8 @@ pub(crate) fn unknown_checkpoint(id: &CheckpointId) -> Error {
 /// A branch ref.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct RefRecord {
-    /// Checkpoint it names (hex).
-    pub checkpoint: String,
+    /// Checkpoint it names (hex in JSON).
+    pub checkpoint: CheckpointId,
     /// Creation time (unix s).
     pub created: i64,
 }
@@ -464,7 +441,11 @@ fn pick_prefix(
 /// Resolve a ref spec to a checkpoint outside a session's context: `head` is the
 /// session's current checkpoint; `@{-N}` and `exec@N` are refused (they need
 /// [`resolve_in`] with a session's [`RefContext`]).
-pub fn resolve(store: &dyn ObjectStore, head: Option<&str>, spec: &str) -> Result<Checkpoint> {
+pub fn resolve(
+    store: &dyn ObjectStore,
+    head: Option<CheckpointId>,
+    spec: &str,
+) -> Result<Checkpoint> {
     resolve_in(store, &HeadOnly(head), spec)
 }
 

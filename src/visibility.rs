@@ -151,7 +151,7 @@ pub struct Seen {
 impl Seen {
     /// Bring the cache up to date for session `s` (see the module docs).
     fn refresh(&mut self, store: &dyn ObjectStore, s: &dyn LiveSession) -> Result<()> {
-        let mut roots: Vec<String> = Vec::new();
+        let mut roots: Vec<CheckpointId> = Vec::new();
         let mut branches = HashSet::new();
         let own = s.record();
         let lineage = lineage(store, s.name())?;
@@ -204,17 +204,14 @@ impl Seen {
     }
 
     /// Add `roots` and every ancestor of them not seen yet.
-    fn walk(&mut self, store: &dyn ObjectStore, roots: Vec<String>) {
-        let mut stack: Vec<CheckpointId> = roots
-            .iter()
-            .filter_map(|h| CheckpointId::from_hex(h))
-            .collect();
+    fn walk(&mut self, store: &dyn ObjectStore, roots: Vec<CheckpointId>) {
+        let mut stack = roots;
         while let Some(id) = stack.pop() {
             if !self.ids.insert(id.0) {
                 continue;
             }
             match refs::load(store, &id) {
-                Ok(c) => stack.extend(c.parent_ids()),
+                Ok(c) => stack.extend(c.parents),
                 // A pruned or unreadable record: it names no ancestors to see.
                 Err(e) => log::debug!("visibility walk: checkpoint {id}: {e}"),
             }

@@ -140,7 +140,7 @@ impl Daemon {
                 inodes,
                 live_inodes: live,
                 updated: r.updated,
-                root: r.root,
+                root: r.root.to_hex(),
                 life,
                 name: r.name,
             });

@@ -351,7 +351,7 @@ impl Daemon {
             crate::ops::syncfs_at(&t.mount)?;
             // Saved once; again on a retry only if something changed meanwhile.
             if info.evict_blocked.is_none() || s.has_changes()? || s.record().head.is_none() {
-                Some(crate::ops::evict_checkpoint(s)?.id)
+                Some(crate::ops::evict_checkpoint(s)?.id.to_hex())
             } else {
                 None
             }

@@ -45,8 +45,8 @@ pub fn prune_ops(
         if !name.starts_with("auto/") {
             continue;
         }
-        let session = crate::id::CheckpointId::from_hex(&r.checkpoint)
-            .and_then(|id| refs::load(store, &id).ok())
+        let session = refs::load(store, &r.checkpoint)
+            .ok()
             .map(|c| c.session)
             .unwrap_or_default();
         by_session
@@ -81,13 +81,13 @@ mod tests {
         // Five refs to an unknown checkpoint (session ""), ages 0..5 days.
         for d in 0..5i64 {
             let r = refs::RefRecord {
-                checkpoint: "00".repeat(32),
+                checkpoint: crate::id::CheckpointId([0; 32]),
                 created: 1_000_000 - d * 86_400,
             };
             ops.push(refs::ref_op(&format!("auto/before-checkout-{d}"), &r));
         }
         let keep = refs::RefRecord {
-            checkpoint: "00".repeat(32),
+            checkpoint: crate::id::CheckpointId([0; 32]),
             created: 0,
         };
         ops.push(refs::ref_op("main", &keep));

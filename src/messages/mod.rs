@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::error::{Error, Result};
+use crate::id::{CheckpointId, NodeId};
 use crate::meta::{self, KeyRange, MetaOp};
 use crate::store::ObjectStore;
 
@@ -211,10 +212,10 @@ pub struct Message {
     pub meta: Option<Map<String, Value>>,
     /// The session's newest operation when it was written (`None`: none yet).
     pub op: Option<u64>,
-    /// HEAD (hex) when it was written.
-    pub checkpoint: Option<String>,
-    /// The workspace root (hex) when it was written.
-    pub workspace: String,
+    /// HEAD (hex in JSON) when it was written.
+    pub checkpoint: Option<CheckpointId>,
+    /// The workspace root (hex in JSON) when it was written.
+    pub workspace: NodeId,
 }
 
 impl Message {
@@ -243,12 +244,6 @@ impl Message {
     /// The record's bytes.
     pub fn encode(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("message serializes")
-    }
-
-    /// The workspace root it names.
-    pub fn workspace_root(&self) -> Result<crate::id::NodeId> {
-        crate::id::NodeId::from_hex(&self.workspace)
-            .ok_or_else(|| Error::corrupt(format!("message {}", self.id), "bad workspace root id"))
     }
 }
 
@@ -377,7 +372,7 @@ mod tests {
             meta: None,
             op: Some(4),
             checkpoint: None,
-            workspace: "00".repeat(32),
+            workspace: crate::id::NodeId([0; 32]),
         };
         assert_eq!(Message::decode("t", &m.encode()).unwrap(), m);
         let j = m.json();

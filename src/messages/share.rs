@@ -542,7 +542,7 @@ mod tests {
                 meta: None,
                 op: None,
                 checkpoint: None,
-                workspace: "00".repeat(32),
+                workspace: crate::id::NodeId([0; 32]),
             };
             ops.extend(messages::put_ops(session, Stream::Messages, &m));
             ids.push(id);

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
+use crate::id::{CheckpointId, NodeId};
 use crate::meta::{self, KeyRange, MetaOp};
 use crate::store::ObjectStore;
 
@@ -84,20 +85,20 @@ impl Actor {
 
 /// The state an operation started from or left: HEAD, the branches it touched, and
 /// the workspace's contents.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, schemars::JsonSchema)]
 pub struct View {
     /// The checkpoint HEAD names (hex); `None` before the session's first one.
     #[serde(default)]
-    pub head: Option<String>,
+    pub head: Option<CheckpointId>,
     /// The branch HEAD is attached to (`None`: detached).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
     /// The root of the workspace's tree (hex): what a restore of this view grafts.
-    pub workspace: String,
+    pub workspace: NodeId,
     /// The branches the operation touched: name to checkpoint (hex), `None` where the
     /// branch did not exist.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub branches: BTreeMap<String, Option<String>>,
+    pub branches: BTreeMap<String, Option<CheckpointId>>,
 }
 
 /// One operation.
@@ -271,14 +272,11 @@ impl Operation {
         ]
     }
 
-    /// Every checkpoint (hex) the record names.
-    pub fn checkpoints(&self) -> impl Iterator<Item = &str> {
-        [&self.before, &self.after].into_iter().flat_map(|v| {
-            v.head
-                .iter()
-                .chain(v.branches.values().flatten())
-                .map(String::as_str)
-        })
+    /// Every checkpoint the record names.
+    pub fn checkpoints(&self) -> impl Iterator<Item = CheckpointId> + '_ {
+        [&self.before, &self.after]
+            .into_iter()
+            .flat_map(|v| v.head.iter().chain(v.branches.values().flatten()).copied())
     }
 }
 

@@ -5,9 +5,9 @@ use crate::store::MemStore;
 
 fn view(head: &str) -> View {
     View {
-        head: Some(head.into()),
+        head: Some(crate::id::CheckpointId::of(head.as_bytes())),
         branch: Some("main".into()),
-        workspace: "00".repeat(32),
+        workspace: crate::id::NodeId([0; 32]),
         branches: BTreeMap::new(),
     }
 }
@@ -77,7 +77,8 @@ pub(crate) fn long_log(store: &MemStore, session: &str, n: u64, every: u64) {
     let mut ops = Vec::new();
     for seq in 1..=n {
         let kind = if seq % every == 0 { "checkout" } else { "note" };
-        let v = view(&format!("{seq:064x}"));
+        let mut v = view("");
+        v.head = crate::id::CheckpointId::from_hex(&format!("{seq:064x}"));
         ops.extend(
             NewOp::new(&actor, kind, json!({}), v.clone(), v)
                 .build(session, seq)

@@ -78,7 +78,11 @@ fn by_settings(t: &Target, now: u64) {
         logged_checkpoint(s, &msg, "auto")
     });
     match r {
-        Ok(c) => log::info!("session {}: automatic checkpoint {}", s.name(), &c.id[..12]),
+        Ok(c) => log::info!(
+            "session {}: automatic checkpoint {}",
+            s.name(),
+            c.id.short()
+        ),
         Err(e) => log::error!("session {}: automatic checkpoint failed: {e}", s.name()),
     }
     exec::reset_commands(s);

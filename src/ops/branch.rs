@@ -26,7 +26,6 @@ use super::record::{Call, touch, view_of};
 use super::txn::{self, Log};
 use super::{Host, Target, syncfs};
 use crate::error::{Error, Result};
-use crate::id::CheckpointId;
 use crate::meta::{self, MetaOp};
 use crate::oplog::View;
 use crate::refs;
@@ -142,7 +141,7 @@ pub(crate) fn create<H: Host>(
         None => super::refctx::resolve(t, "HEAD")?,
     };
     let r = refs::RefRecord {
-        checkpoint: c.id.clone(),
+        checkpoint: c.id,
         created: Timespec::now().sec,
     };
     {
@@ -153,14 +152,14 @@ pub(crate) fn create<H: Host>(
         crate::refs::remote_names::refuse_branch_clash(&*store, name)?;
         txn.commit(&mut tx, Log::Next, &mut |_, rec| {
             let mut after = View {
-                head: rec.head.clone(),
+                head: rec.head,
                 branch: rec.branch.clone(),
-                workspace: before.workspace.clone(),
+                workspace: before.workspace,
                 branches: before.branches.clone(),
             };
-            after.branches.insert(name.to_string(), Some(c.id.clone()));
+            after.branches.insert(name.to_string(), Some(c.id));
             if fresh && let Some(b) = &rec.branch {
-                after.branches.insert(b.clone(), Some(c.id.clone()));
+                after.branches.insert(b.clone(), Some(c.id));
             }
             let ops = vec![
                 MetaOp::Expect(meta::ref_key(name), None),
@@ -180,7 +179,7 @@ pub(crate) fn create<H: Host>(
         }
         Made {
             branch: name.to_string(),
-            checkpoint: c.id.clone(),
+            checkpoint: c.id.to_hex(),
             op: op.seq,
         }
     })
@@ -195,10 +194,10 @@ pub(crate) fn list(store: &dyn ObjectStore, view: Option<&AgentView<'_>>) -> Res
     }
     let mut list = Vec::new();
     for (name, r) in all {
-        let c = CheckpointId::from_hex(&r.checkpoint).and_then(|id| refs::load(store, &id).ok());
+        let c = refs::load(store, &r.checkpoint).ok();
         list.push(Listing {
             name,
-            checkpoint: r.checkpoint,
+            checkpoint: r.checkpoint.to_hex(),
             created: r.created,
             message: c.as_ref().map(|c| c.message.clone()),
             session: c.map(|c| c.session),
@@ -302,21 +301,17 @@ pub(crate) fn rename<H: Host>(
             refs::ref_op(new, &r),
         ];
         ops.extend(stored_follow_ops(h, old, new)?);
-        before
-            .branches
-            .insert(old.to_string(), Some(r.checkpoint.clone()));
+        before.branches.insert(old.to_string(), Some(r.checkpoint));
         before.branches.insert(new.to_string(), None);
         let op = txn.commit(&mut tx, Log::Next, &mut |_, rec| {
             let mut after = View {
-                head: rec.head.clone(),
+                head: rec.head,
                 branch: rec.branch.clone(),
-                workspace: before.workspace.clone(),
+                workspace: before.workspace,
                 branches: BTreeMap::new(),
             };
             after.branches.insert(old.to_string(), None);
-            after
-                .branches
-                .insert(new.to_string(), Some(r.checkpoint.clone()));
+            after.branches.insert(new.to_string(), Some(r.checkpoint));
             Ok((call.op("branch-rename", before.clone(), after), ops.clone()))
         })?;
         (r.checkpoint, op)
@@ -326,7 +321,7 @@ pub(crate) fn rename<H: Host>(
     Ok(Renamed {
         renamed: old.to_string(),
         to: new.to_string(),
-        checkpoint: moved,
+        checkpoint: moved.to_hex(),
         op: op.seq,
     })
 }
@@ -342,9 +337,9 @@ fn follow_rename_live<H: Host>(h: &H, this: &str, old: &str, new: &str) -> Resul
         let rec = s.record();
         if rec.branch.as_deref() == Some(old) {
             let change = StateChange {
-                head: rec.head.clone(),
+                head: rec.head,
                 branch: Some(new.to_string()),
-                base: s.base_root()?,
+                base: s.base_root(),
                 root: None,
             };
             s.commit_state(change, &mut |_, _| Ok(Vec::new()))?;

@@ -66,7 +66,7 @@ pub(crate) fn run<H: Host>(
         notes.push(format!(
             "branch {b} is checked out in session {other}: HEAD is detached at {} \
              (`treefork checkout -b NAME` starts a branch of your own here)",
-            &c.id[..12]
+            c.id.short()
         ));
         attach = None;
     }
@@ -79,7 +79,7 @@ pub(crate) fn run<H: Host>(
             store.meta_get(&key).map(|raw| MetaOp::Expect(key, raw))
         })
         .transpose()?;
-    let root = c.root_id()?;
+    let root = c.root;
     let t0 = std::time::Instant::now();
     // HEAD is committed under the write gate, right after the tree swap, in one
     // batch with the saved pending changes and the operation record.
@@ -92,7 +92,7 @@ pub(crate) fn run<H: Host>(
         &mut |tx, before_root, live| {
             let before = view_of(tx.before(), before_root);
             tx.set_state(StateChange {
-                head: Some(c.id.clone()),
+                head: Some(c.id),
                 branch: attach.clone(),
                 base: root,
                 root: Some(live),

@@ -93,7 +93,7 @@ pub(crate) fn run(
     let ra = match req.a {
         Some(spec) => side_root(t, spec)?,
         None if s.record().head.is_some() => side_root(t, "HEAD")?,
-        None => s.base_root()?,
+        None => s.base_root(),
     };
     let rb = side_root(t, req.b.unwrap_or("WORKING"))?;
     // Both sides are fixed ids now: the rest reads stored objects only.

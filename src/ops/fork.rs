@@ -132,7 +132,7 @@ pub(crate) fn run<H: Host>(
                 }
                 None => super::refctx::resolve(t, "HEAD")?,
             };
-            let root = c.root_id()?;
+            let root = c.root;
             (Some(c), root)
         }
     };
@@ -143,8 +143,8 @@ pub(crate) fn run<H: Host>(
     let (bytes, inodes) = usage.map_or(s.usage(), |u| (u.bytes, u.inodes));
     let mut rec = session::new_record(name, root, bytes, inodes)?;
     if let Some(c) = &c {
-        rec.head = Some(c.id.clone());
-        rec.base = c.root.clone();
+        rec.head = Some(c.id);
+        rec.base = c.root;
     }
     rec.config = s.record().config;
     let src_info = crate::lifecycle::load(&*store, s.name())?;
@@ -178,7 +178,7 @@ pub(crate) fn run<H: Host>(
     ops.extend([session::record_op(&rec), info.op()]);
     // The source's log says where the fork came from (its HEAD moved only if
     // pending changes were saved for it).
-    let cid = c.as_ref().map(|c| c.id.clone());
+    let cid = c.as_ref().map(|c| c.id);
     let mut fork = json!({"session": name, "checkpoint": cid});
     if let Some(m) = from_message {
         fork["message"] = json!(m);
@@ -186,12 +186,12 @@ pub(crate) fn run<H: Host>(
     txn.commit(&mut tx, Log::Next, &mut |_, after| {
         let mut branches = before.branches.clone();
         if let (Some(b), Some(h)) = (&after.branch, &after.head) {
-            branches.insert(b.clone(), Some(h.clone()));
+            branches.insert(b.clone(), Some(*h));
         }
         let after = View {
-            head: after.head.clone(),
+            head: after.head,
             branch: after.branch.clone(),
-            workspace: before.workspace.clone(),
+            workspace: before.workspace,
             branches,
         };
         let mut op = call.op("fork", before.clone(), after);
@@ -211,7 +211,7 @@ pub(crate) fn run<H: Host>(
     match h.mount_claimed(&mut claim, dir, rec, agent) {
         Ok(mounted) => Ok(Forked {
             mounted,
-            checkpoint: cid,
+            checkpoint: cid.map(|c| c.to_hex()),
         }),
         Err(e) => {
             // The claim is still held: the record is ours to remove.

@@ -17,7 +17,7 @@ use super::views::CheckpointView;
 use super::{DEFAULT_LOG_LIMIT, Target, refctx};
 use crate::diff::{self, Tree};
 use crate::error::Result;
-use crate::id::{CheckpointId, NodeId};
+use crate::id::NodeId;
 use crate::refs::{self, Checkpoint};
 use crate::store::ObjectStore;
 use crate::tree::Record;
@@ -40,7 +40,7 @@ pub(crate) fn run(
     let path = path.map(clean_path).transpose()?;
     let start = match from {
         Some(spec) => Some(refctx::resolve(t, spec)?),
-        None => match t.session.record().head.as_deref() {
+        None => match t.session.record().head {
             Some(_) => Some(refctx::resolve(t, "HEAD")?),
             None => None,
         },
@@ -53,7 +53,7 @@ pub(crate) fn run(
         if out.len() >= limit {
             break;
         }
-        let parent = match c.parent().and_then(CheckpointId::from_hex) {
+        let parent = match c.parent() {
             Some(p) => Some(refs::load(&**store, &p)?),
             None => None,
         };
@@ -62,10 +62,10 @@ pub(crate) fn run(
             Some(p) => {
                 let here = match at_cur.take() {
                     Some(x) => x,
-                    None => lookup(&**store, c.root_id()?, p)?,
+                    None => lookup(&**store, c.root, p)?,
                 };
                 let there = match &parent {
-                    Some(pc) => Some(lookup(&**store, pc.root_id()?, p)?),
+                    Some(pc) => Some(lookup(&**store, pc.root, p)?),
                     None => None,
                 };
                 let changed =
@@ -111,7 +111,7 @@ fn path_changed(
             }
             // Equal directory ids, different hard-link records: look under it.
             let mut under = false;
-            diff::diff_walk(store, parent.root_id()?, c.root_id()?, &mut |e| {
+            diff::diff_walk(store, parent.root, c.root, &mut |e| {
                 under = path.is_empty()
                     || e.path.starts_with(path)
                         && (e.path.len() == path.len() || e.path.get(path.len()) == Some(&b'/'));

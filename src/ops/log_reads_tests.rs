@@ -48,7 +48,7 @@ fn previous_checkout_walks_back_to_the_nth_only() {
     // @{-3}: the third newest checkout is record 18,000; records 20,000 down to
     // 18,000 decoded (2,001), not the 20,000 of the log.
     let (head, n) = decoded_by(|| super::refctx::previous_checkout(&store, "s", 3).unwrap());
-    assert_eq!(head, format!("{:064x}", 18_000));
+    assert_eq!(head.to_hex(), format!("{:064x}", 18_000));
     assert_eq!(n, 2_001);
     // N is bounded, and refused before anything is read.
     let (r, n) = decoded_by(|| super::refctx::previous_checkout(&store, "s", u64::MAX));

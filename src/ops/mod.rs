@@ -339,5 +339,5 @@ fn side_root(t: &Target, spec: &str) -> Result<NodeId> {
     if spec == "WORKING" {
         return working_root(t);
     }
-    refctx::resolve(t, spec)?.root_id()
+    Ok(refctx::resolve(t, spec)?.root)
 }

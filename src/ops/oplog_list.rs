@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::views::OpView;
 use super::{DEFAULT_LOG_LIMIT, Target};
 use crate::error::Result;
+use crate::id::CheckpointId;
 use crate::oplog::{self, Operation, stack::Stacks};
 
 /// The answer to `op_log`.
@@ -36,10 +37,8 @@ pub(crate) fn op_view(o: &Operation) -> OpView {
     }
 }
 
-fn short(id: &Option<String>) -> String {
-    id.as_deref()
-        .map(|h| h[..h.len().min(12)].to_string())
-        .unwrap_or_else(|| "-".into())
+fn short(id: &Option<CheckpointId>) -> String {
+    id.map_or_else(|| "-".into(), |h| h.short())
 }
 
 /// One line saying what the operation did.

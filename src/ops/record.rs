@@ -20,9 +20,9 @@ use crate::session::SessionRecord;
 /// The view of `rec` with the workspace at `root`.
 pub(crate) fn view_of(rec: &SessionRecord, root: NodeId) -> View {
     View {
-        head: rec.head.clone(),
+        head: rec.head,
         branch: rec.branch.clone(),
-        workspace: root.to_hex(),
+        workspace: root,
         branches: BTreeMap::new(),
     }
 }
@@ -95,17 +95,17 @@ impl Call<'_> {
     ) -> Result<Vec<crate::meta::MetaOp>>
     + 'b {
         move |b, a, c| {
-            let root = c.root_id()?;
+            let root = c.root;
             let mut before = view_of(b, root);
             let mut after = view_of(a, root);
             if let Some(br) = &b.branch {
-                before.branches.insert(br.clone(), b.head.clone());
+                before.branches.insert(br.clone(), b.head);
                 after.branches.insert(
                     br.clone(),
                     if a.branch.is_some() {
-                        Some(c.id.clone())
+                        Some(c.id)
                     } else {
-                        b.head.clone()
+                        b.head
                     },
                 );
             }

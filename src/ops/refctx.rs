@@ -15,6 +15,7 @@
 
 use super::Target;
 use crate::error::{Error, Result};
+use crate::id::CheckpointId;
 use crate::oplog::walk::{self, Walked};
 use crate::refs::{self, Checkpoint, RefContext, Visibility};
 use crate::store::ObjectStore;
@@ -57,18 +58,21 @@ impl RefContext for SessionRefs<'_> {
         self.view.as_ref().map(|v| v as &dyn Visibility)
     }
 
-    fn head(&self) -> Option<String> {
+    fn head(&self) -> Option<CheckpointId> {
         self.t.session.record().head
     }
 
-    fn previous_checkout(&self, n: u64) -> Result<String> {
+    fn previous_checkout(&self, n: u64) -> Result<CheckpointId> {
         let s = &self.t.session;
         previous_checkout(&**s.store(), s.name(), n)
     }
 
-    fn exec_state(&self, n: u64) -> Result<String> {
+    fn exec_state(&self, n: u64) -> Result<CheckpointId> {
         let s = &self.t.session;
-        super::exec::exec_state(&**s.store(), s.name(), n)
+        let hex = super::exec::exec_state(&**s.store(), s.name(), n)?;
+        CheckpointId::from_hex(&hex).ok_or_else(|| {
+            Error::corrupt(format!("exec@{n}"), format!("bad checkpoint id {hex:?}"))
+        })
     }
 }
 
@@ -78,7 +82,11 @@ pub(crate) fn resolve(t: &Target, spec: &str) -> Result<Checkpoint> {
 }
 
 /// `@{-N}` of `session`: the HEAD before its N-th newest `checkout` operation.
-pub(crate) fn previous_checkout(store: &dyn ObjectStore, session: &str, n: u64) -> Result<String> {
+pub(crate) fn previous_checkout(
+    store: &dyn ObjectStore,
+    session: &str,
+    n: u64,
+) -> Result<CheckpointId> {
     if n > MAX_PREVIOUS {
         return Err(Error::Invalid(format!(
             "@{{-{n}}}: at most @{{-{MAX_PREVIOUS}}}"

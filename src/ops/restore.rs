@@ -58,9 +58,9 @@ pub(crate) fn run(
     let root = working_root(t)?;
     for p in &paths {
         refuse_symlink_prefix(&*store, root, "the working tree", p)?;
-        refuse_symlink_prefix(&*store, c.root_id()?, spec, p)?;
+        refuse_symlink_prefix(&*store, c.root, spec, p)?;
     }
-    let plan: Vec<PathChange> = diff::diff_roots(&*store, root, c.root_id()?)?
+    let plan: Vec<PathChange> = diff::diff_roots(&*store, root, c.root)?
         .iter()
         .filter(|e| under(&e.path, &paths))
         .map(PathChange::from)
@@ -83,7 +83,7 @@ pub(crate) fn run(
         t,
         "before-restore",
         &format!("restore of {spec}"),
-        c.root_id()?,
+        c.root,
         only,
         &mut |tx, before_root, after_root| {
             let before = view_of(tx.before(), before_root);

@@ -23,7 +23,6 @@ use super::views::{CheckpointView, PathChange};
 use super::{Target, refctx};
 use crate::diff::{self, Tree};
 use crate::error::{Error, Result};
-use crate::id::CheckpointId;
 use crate::refs::{self, Checkpoint};
 use crate::store::{Kind as ObjKind, ObjectStore};
 use crate::tree::{BLOCK_SIZE, Content, Kind, Record};
@@ -106,10 +105,10 @@ pub(crate) fn run(
 /// The record, and the changed paths vs the first parent (`null` for a checkpoint
 /// without parents).
 fn metadata(store: &dyn ObjectStore, c: &Checkpoint) -> Result<ShownCheckpoint> {
-    let changes = match c.parent().and_then(CheckpointId::from_hex) {
+    let changes = match c.parent() {
         Some(p) => {
             let parent = refs::load(store, &p)?;
-            let list = diff::diff_roots(store, parent.root_id()?, c.root_id()?)?
+            let list = diff::diff_roots(store, parent.root, c.root)?
                 .iter()
                 .map(PathChange::from)
                 .collect();
@@ -143,7 +142,7 @@ fn contents(
     events: &mut dyn FnMut(Value),
 ) -> Result<ShownPath> {
     let shown = String::from_utf8_lossy(path).into_owned();
-    let tree = Tree::load(store, c.root_id()?)?;
+    let tree = Tree::load(store, c.root)?;
     if let Some(link) = tree.symlink_prefix(store, path)? {
         return Err(Error::Invalid(format!(
             "path {shown:?} goes through the symbolic link {:?} in {spec}; symbolic links are not followed",
@@ -153,11 +152,11 @@ fn contents(
     let r = tree.lookup(store, path)?.ok_or_else(|| {
         Error::NotFound(format!(
             "path {shown:?} does not exist in {spec} ({})",
-            &c.id[..12]
+            c.id.short()
         ))
     })?;
     let mut v = ShownPath {
-        checkpoint: c.id.clone(),
+        checkpoint: c.id.to_hex(),
         path: shown,
         kind: kind_name(r.kind).into(),
         mode: r.attr.perm & 0o7777,

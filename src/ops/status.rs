@@ -10,13 +10,15 @@ use super::views::{BranchMoved, PathChange};
 use super::{Target, working_root};
 use crate::diff;
 use crate::error::Result;
+use crate::id::CheckpointId;
 use crate::session::Session;
 
-fn short(v: &Option<String>) -> String {
-    match v {
-        Some(h) => h[..h.len().min(12)].to_string(),
-        None => "-".into(),
-    }
+fn short(v: &Option<CheckpointId>) -> String {
+    v.map_or_else(|| "-".into(), |h| h.short())
+}
+
+fn hex(v: Option<CheckpointId>) -> Option<String> {
+    v.map(|h| h.to_hex())
 }
 
 /// The session's branch as someone else left it, if they did: HEAD is attached
@@ -49,8 +51,8 @@ pub(crate) fn branch_moved(s: &Session) -> Option<BranchMoved> {
         );
         return Some(BranchMoved {
             branch: b.clone(),
-            to: now,
-            head: rec.head.clone(),
+            to: hex(now),
+            head: hex(rec.head),
             detached: false,
             message,
         });
@@ -68,8 +70,8 @@ pub(crate) fn branch_moved(s: &Session) -> Option<BranchMoved> {
     );
     Some(BranchMoved {
         branch: m.branch,
-        to: m.to,
-        head: m.head,
+        to: hex(m.to),
+        head: hex(m.head),
         detached: true,
         message,
     })
@@ -93,10 +95,10 @@ pub struct StatusAnswer {
 pub(crate) fn run(t: &Target) -> Result<StatusAnswer> {
     let s = &t.session;
     let root = working_root(t)?;
-    let entries = diff::diff_roots(&**s.store(), s.base_root()?, root)?;
+    let entries = diff::diff_roots(&**s.store(), s.base_root(), root)?;
     let rec = s.record();
     Ok(StatusAnswer {
-        head: rec.head,
+        head: hex(rec.head),
         branch: rec.branch,
         changes: entries.iter().map(PathChange::from).collect(),
         branch_moved: None,

@@ -22,7 +22,6 @@ use super::record::{Call, view_of};
 use super::views::{OpView, PathChange};
 use crate::diff;
 use crate::error::{Error, Result};
-use crate::id::NodeId;
 use crate::oplog::Operation;
 use crate::oplog::walk::{self, Walked};
 
@@ -137,14 +136,7 @@ fn files_of(store: &dyn crate::store::ObjectStore, o: &Operation) -> FilesTouche
             paths: Vec::new(),
         };
     }
-    let (Some(a), Some(b)) = (
-        NodeId::from_hex(&o.before.workspace),
-        NodeId::from_hex(&o.after.workspace),
-    ) else {
-        return FilesTouched::Unknown {
-            error: "bad workspace id".into(),
-        };
-    };
+    let (a, b) = (o.before.workspace, o.after.workspace);
     let mut paths = Vec::new();
     let mut count = 0u64;
     let r = diff::diff_walk(store, a, b, &mut |e| {
@@ -180,9 +172,7 @@ pub(crate) fn note(t: &Target, call: &Call, kind: Option<&str>, text: &str) -> R
         )));
     }
     let rec = t.session.record();
-    let root = NodeId::from_hex(&rec.root)
-        .ok_or_else(|| Error::corrupt(format!("session record {}", rec.name), "bad root"))?;
-    let v = view_of(&rec, root);
+    let v = view_of(&rec, rec.root);
     let mut op = call.op("note", v.clone(), v);
     op.inert = true;
     op.meta

@@ -91,18 +91,18 @@ fn what_of(w: Option<&str>) -> Result<What> {
 #[derive(Debug, Default)]
 struct Goal {
     /// HEAD and its branch.
-    head: Option<(Option<String>, Option<String>)>,
+    head: Option<(Option<CheckpointId>, Option<String>)>,
     /// Branches to set (`None`: delete).
-    branches: BTreeMap<String, Option<String>>,
+    branches: BranchValues,
     /// Workspace root.
-    workspace: Option<String>,
+    workspace: Option<NodeId>,
     /// The conversation's hidden ranges (`crate::messages::conversation`), when
     /// the operation changed them (a rewind, or an undo of one).
     conversation: Option<Hidden>,
     /// What each branch to move must still hold: the value the operation being
     /// reverted (or, for `op restore`, the session's newest operation touching
     /// it) left. A branch found elsewhere was moved by someone else since.
-    expect: BTreeMap<String, Option<String>>,
+    expect: BranchValues,
 }
 
 impl Goal {
@@ -110,7 +110,7 @@ impl Goal {
     fn revert(from: &View, to: &View) -> Goal {
         let mut g = Goal::default();
         if from.head != to.head || from.branch != to.branch {
-            g.head = Some((to.head.clone(), to.branch.clone()));
+            g.head = Some((to.head, to.branch.clone()));
         }
         for b in from.branches.keys().chain(to.branches.keys()) {
             let (f, t) = (
@@ -123,7 +123,7 @@ impl Goal {
             }
         }
         if from.workspace != to.workspace {
-            g.workspace = Some(to.workspace.clone());
+            g.workspace = Some(to.workspace);
         }
         g
     }
@@ -131,9 +131,9 @@ impl Goal {
     /// The whole view `v`.
     fn whole(v: &View) -> Goal {
         Goal {
-            head: Some((v.head.clone(), v.branch.clone())),
+            head: Some((v.head, v.branch.clone())),
             branches: v.branches.clone(),
-            workspace: Some(v.workspace.clone()),
+            workspace: Some(v.workspace),
             conversation: None,
             expect: BTreeMap::new(),
         }
@@ -271,7 +271,7 @@ pub(crate) fn restore<H: Host>(
 }
 
 /// Branch values by name (`None`: absent).
-type BranchValues = BTreeMap<String, Option<String>>;
+type BranchValues = BTreeMap<String, Option<CheckpointId>>;
 
 /// For each of `branches`, the value the session's newest operation touching it
 /// left (searching at most `walk::SCAN_LIMIT` records; a branch not found there
@@ -289,7 +289,7 @@ fn left_by_session(
     walk::back(store, session, None, walk::SCAN_LIMIT, &mut |o| {
         for (b, v) in &o.after.branches {
             if branches.contains_key(b) && !left.contains_key(b) {
-                left.insert(b.clone(), v.clone());
+                left.insert(b.clone(), *v);
             }
         }
         Ok(left.len() < branches.len())
@@ -314,13 +314,10 @@ fn check_branches<H: Host>(
 ) -> Result<BranchValues> {
     let mut seen = BTreeMap::new();
     let store = t.session.store();
-    let short = |v: &Option<String>| match v {
-        Some(h) => h[..h.len().min(12)].to_string(),
-        None => "(absent)".into(),
-    };
+    let short = |v: &Option<CheckpointId>| v.map_or_else(|| "(absent)".into(), |h| h.short());
     for (b, want) in &goal.branches {
         let cur = refs::get_ref(&**store, b)?.map(|r| r.checkpoint);
-        seen.insert(b.clone(), cur.clone());
+        seen.insert(b.clone(), cur);
         if &cur == want {
             continue;
         }
@@ -364,7 +361,7 @@ fn branch_ops(
             .as_deref()
             .map(|r| refs::RefRecord::decode(b, r))
             .transpose()?;
-        let now = cur.as_ref().map(|r| r.checkpoint.clone());
+        let now = cur.as_ref().map(|r| r.checkpoint);
         if checked.get(b) != Some(&now) {
             return Err(Error::Conflict(format!(
                 "branch {b} moved while this request ran; it was left alone (look at \
@@ -377,7 +374,7 @@ fn branch_ops(
             Some(c) => refs::ref_op(
                 b,
                 &refs::RefRecord {
-                    checkpoint: c.clone(),
+                    checkpoint: *c,
                     created: cur.map_or(Timespec::now().sec, |r| r.created),
                 },
             ),
@@ -401,32 +398,29 @@ fn head_change<H: Host>(
     let s = &t.session;
     let rec = s.record();
     let store = s.store();
-    let (head, mut branch) = goal
-        .head
-        .clone()
-        .unwrap_or((rec.head.clone(), rec.branch.clone()));
+    let (head, mut branch) = goal.head.clone().unwrap_or((rec.head, rec.branch.clone()));
     if let (Some(b), Some(h)) = (&branch, &head) {
         let names = match goal.branches.get(b) {
-            Some(v) => v.clone(),
+            Some(v) => *v,
             None => refs::get_ref(&**store, b)?.map(|r| r.checkpoint),
         };
         if names.as_ref() != Some(h) {
             notes.push(format!(
                 "branch {b} no longer names {}: HEAD is detached",
-                &h[..h.len().min(12)]
+                h.short()
             ));
             branch = None;
         } else if let Some(other) = super::checkout::held_elsewhere(host, t, b) {
             notes.push(format!(
                 "branch {b} is checked out in session {other}: HEAD is detached at {}",
-                &h[..h.len().min(12)]
+                h.short()
             ));
             branch = None;
         }
     }
-    let base = match head.as_deref().and_then(CheckpointId::from_hex) {
-        Some(id) if goal.head.is_some() => refs::load(&**store, &id)?.root_id()?,
-        _ => s.base_root()?,
+    let base = match head {
+        Some(id) if goal.head.is_some() => refs::load(&**store, &id)?.root,
+        _ => s.base_root(),
     };
     Ok(StateChange {
         head,
@@ -451,14 +445,7 @@ fn apply<H: Host>(
     let s = &t.session;
     let store = s.store().clone();
     let mut notes = Vec::new();
-    let target_root = goal
-        .workspace
-        .as_deref()
-        .map(|w| {
-            NodeId::from_hex(w)
-                .ok_or_else(|| Error::corrupt(format!("operation {}", of.seq), "bad workspace"))
-        })
-        .transpose()?;
+    let target_root = goal.workspace;
     let txn = txn::Op::begin(t, kind);
     // The state change, the branch moves (each guarded by the value checked), the
     // conversation's ranges and the record: one batch, committed under the gate
@@ -471,14 +458,14 @@ fn apply<H: Host>(
             if !goal.is_empty() {
                 tx.set_state(head_change(h, t, &goal, live, notes)?);
             }
-            let ws = live.unwrap_or(before_root).to_hex();
+            let ws = live.unwrap_or(before_root);
             txn.commit(tx, log, &mut |_, rec| {
                 let (mut ops, was) = branch_ops(&*store, &goal, &checked)?;
                 let mut before = before.clone();
                 let mut after = View {
-                    head: rec.head.clone(),
+                    head: rec.head,
                     branch: rec.branch.clone(),
-                    workspace: ws.clone(),
+                    workspace: ws,
                     branches: BTreeMap::new(),
                 };
                 for (b, v) in was {
@@ -513,7 +500,7 @@ fn apply<H: Host>(
         op: rec_op.seq,
         of: of.seq,
         summary: summary(&rec_op),
-        head: rec_op.after.head.clone(),
+        head: rec_op.after.head.map(|h| h.to_hex()),
         branch: rec_op.after.branch.clone(),
         saved: Saved::of(&saved),
         notes,

@@ -50,12 +50,12 @@ pub struct CheckpointView {
 impl From<&Checkpoint> for CheckpointView {
     fn from(c: &Checkpoint) -> CheckpointView {
         CheckpointView {
-            id: c.id.clone(),
-            short: c.id[..c.id.len().min(12)].to_string(),
+            id: c.id.to_hex(),
+            short: c.id.short(),
             session: c.session.clone(),
-            root: c.root.clone(),
-            parent: c.parent().map(str::to_string),
-            parents: c.parents.clone(),
+            root: c.root.to_hex(),
+            parent: c.parent().map(|p| p.to_hex()),
+            parents: c.parents.iter().map(|p| p.to_hex()).collect(),
             meta: c.meta.clone(),
             time_ns: c.time_ns.to_string(),
             time: (c.time_ns / 1_000_000_000) as i64,
@@ -81,7 +81,7 @@ impl Saved {
     /// The view of what `save_pending` returned.
     pub(crate) fn of(saved: &Option<(Checkpoint, String)>) -> Option<Saved> {
         saved.as_ref().map(|(c, r)| Saved {
-            checkpoint: c.id.clone(),
+            checkpoint: c.id.to_hex(),
             name: r.clone(),
         })
     }
@@ -181,8 +181,8 @@ impl From<&crate::messages::Message> for MessageView {
             tool_call_id: m.tool_call_id.clone(),
             meta: m.meta.clone(),
             op: m.op,
-            checkpoint: m.checkpoint.clone(),
-            workspace: m.workspace.clone(),
+            checkpoint: m.checkpoint.map(|c| c.to_hex()),
+            workspace: m.workspace.to_hex(),
         }
     }
 }

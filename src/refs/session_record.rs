@@ -6,14 +6,14 @@
 //! [`SessionConfig`]), its format version and decoding, session-name validation,
 //! and reading, listing, creating and deleting records. The record names a root
 //! node; what that root holds, and the live session built on it, are `crate::session`'s.
-//! Invariants: a decoded record has a well-formed root id and the current version
+//! Invariants: a decoded record has well-formed ids (root, base, head) and the current version
 //! (older versions are read as it); unknown fields are ignored and new fields have
 //! defaults, so records stay readable both ways.
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::id::NodeId;
+use crate::id::{CheckpointId, NodeId};
 use crate::meta;
 use crate::store::ObjectStore;
 use crate::tree::Timespec;
@@ -35,10 +35,10 @@ pub struct SessionRecord {
     pub version: u32,
     /// Session name.
     pub name: String,
-    /// Root node of the working state (hex).
-    pub root: String,
-    /// Root the session started from (hex).
-    pub base: String,
+    /// Root node of the working state (hex in JSON).
+    pub root: NodeId,
+    /// Root the session started from (hex in JSON).
+    pub base: NodeId,
     /// Creation time (unix seconds).
     pub created: i64,
     /// Last flush (unix seconds).
@@ -49,9 +49,9 @@ pub struct SessionRecord {
     /// Number of inodes.
     #[serde(default)]
     pub inodes: i64,
-    /// The session's current checkpoint (hex), parent of its next one.
+    /// The session's current checkpoint (hex in JSON), parent of its next one.
     #[serde(default)]
-    pub head: Option<String>,
+    pub head: Option<CheckpointId>,
     /// The branch HEAD is attached to: a new checkpoint moves it (see
     /// `Session::checkpoint_with_meta`). `None`: detached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -77,9 +77,9 @@ pub struct BranchMoved {
     /// The branch HEAD was attached to.
     pub branch: String,
     /// What the branch named when it was found moved (`None`: deleted).
-    pub to: Option<String>,
+    pub to: Option<CheckpointId>,
     /// The session's HEAD then (the checkpoint the branch was expected to name).
-    pub head: Option<String>,
+    pub head: Option<CheckpointId>,
 }
 
 /// Per-session settings (`treefork config`).
@@ -148,14 +148,11 @@ pub fn validate_session_name(name: &str) -> Result<()> {
 }
 
 impl SessionRecord {
-    /// Parse a stored session record (`s/<name>` value), checking that its root is a
-    /// well-formed id (opening the session relies on it).
+    /// Parse a stored session record (`s/<name>` value); its ids' serde checks
+    /// that they are well-formed (opening the session relies on it).
     pub fn decode(name: &str, bytes: &[u8]) -> Result<SessionRecord> {
         let bad = |why: String| Error::corrupt(format!("session record {name}"), why);
         let mut r: SessionRecord = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
-        if NodeId::from_hex(&r.root).is_none() {
-            return Err(bad("bad root id".into()));
-        }
         if !(1..=SESSION_RECORD_VERSION).contains(&r.version) {
             return Err(bad(format!("unsupported version {}", r.version)));
         }
@@ -212,8 +209,8 @@ pub fn new_record(name: &str, root: NodeId, bytes: i64, inodes: i64) -> Result<S
     Ok(SessionRecord {
         version: SESSION_RECORD_VERSION,
         name: name.to_string(),
-        root: root.to_hex(),
-        base: root.to_hex(),
+        root,
+        base: root,
         created: now,
         updated: now,
         bytes,

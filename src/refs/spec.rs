@@ -206,35 +206,35 @@ pub trait RefContext {
     fn visibility(&self) -> Option<&dyn Visibility> {
         None
     }
-    /// The session's HEAD checkpoint (hex), None before its first checkpoint.
-    fn head(&self) -> Option<String>;
-    /// What the N-th previous checkout (N >= 1) checked out, as a checkpoint id (hex).
-    fn previous_checkout(&self, n: u64) -> Result<String>;
+    /// The session's HEAD checkpoint, None before its first checkpoint.
+    fn head(&self) -> Option<CheckpointId>;
+    /// What the N-th previous checkout (N >= 1) checked out.
+    fn previous_checkout(&self, n: u64) -> Result<CheckpointId>;
     /// The checkpoint holding the state after exec number N.
-    fn exec_state(&self, n: u64) -> Result<String>;
+    fn exec_state(&self, n: u64) -> Result<CheckpointId>;
 }
 
 /// A context that knows only a HEAD (no session log): `@{-N}` and `exec@N` are
 /// refused with a clear message.
-pub struct HeadOnly<'a>(pub Option<&'a str>);
+pub struct HeadOnly(pub Option<CheckpointId>);
 
-impl RefContext for HeadOnly<'_> {
-    fn head(&self) -> Option<String> {
-        self.0.map(str::to_string)
+impl RefContext for HeadOnly {
+    fn head(&self) -> Option<CheckpointId> {
+        self.0
     }
-    fn previous_checkout(&self, n: u64) -> Result<String> {
+    fn previous_checkout(&self, n: u64) -> Result<CheckpointId> {
         Err(Error::Invalid(format!(
             "@{{-{n}}} needs a session (its record of checkouts); none is given here"
         )))
     }
-    fn exec_state(&self, n: u64) -> Result<String> {
+    fn exec_state(&self, n: u64) -> Result<CheckpointId> {
         Err(Error::Invalid(format!(
             "exec@{n} needs a session (its exec history); none is given here"
         )))
     }
 }
 
-/// Load the checkpoint named by `hex` (from a context or a ref record).
+/// Load the checkpoint named by `hex` (a remote tracking ref's).
 fn load_hex(store: &dyn ObjectStore, what: &str, hex: &str) -> Result<Checkpoint> {
     let id = CheckpointId::from_hex(hex)
         .ok_or_else(|| Error::corrupt(what.to_string(), format!("bad checkpoint id {hex:?}")))?;
@@ -252,10 +252,10 @@ fn resolve_base(
             let head = cx.head().ok_or_else(|| {
                 Error::NotFound("this session has no checkpoint yet (HEAD is unset)".into())
             })?;
-            load_hex(store, "HEAD", &head)
+            load(store, &head)
         }
-        Base::Previous(n) => load_hex(store, &base.to_string(), &cx.previous_checkout(*n)?),
-        Base::Exec(n) => load_hex(store, &base.to_string(), &cx.exec_state(*n)?),
+        Base::Previous(n) => load(store, &cx.previous_checkout(*n)?),
+        Base::Exec(n) => load(store, &cx.exec_state(*n)?),
         Base::Name(name) => resolve_name(store, cx.visibility(), spec, name),
     }
 }
@@ -274,7 +274,7 @@ fn resolve_name(
     if let Some(r) = get_ref(store, name)?
         && seen
     {
-        return load_hex(store, &format!("ref {name}"), &r.checkpoint);
+        return load(store, &r.checkpoint);
     }
     if vis.is_none()
         && let Some(hex) = remote_ref(store, spec, name)?
@@ -329,10 +329,6 @@ fn remote_ref(store: &dyn ObjectStore, spec: &str, name: &str) -> Result<Option<
     )))
 }
 
-fn short(c: &Checkpoint) -> &str {
-    &c.id[..12.min(c.id.len())]
-}
-
 /// One suffix applied to `c`; `upto` is the spec through this suffix (for errors).
 fn step(store: &dyn ObjectStore, c: Checkpoint, s: Suffix, upto: &str) -> Result<Checkpoint> {
     match s {
@@ -347,10 +343,10 @@ fn step(store: &dyn ObjectStore, c: Checkpoint, s: Suffix, upto: &str) -> Result
                 };
                 return Err(Error::NotFound(format!(
                     "{upto}: checkpoint {} has {parents}",
-                    short(&c)
+                    c.id.short()
                 )));
             }
-            load_hex(store, "parent", &c.parents[n as usize - 1])
+            load(store, &c.parents[n as usize - 1])
         }
         Suffix::Ancestor(n) => {
             let mut c = c;
@@ -359,7 +355,7 @@ fn step(store: &dyn ObjectStore, c: Checkpoint, s: Suffix, upto: &str) -> Result
                     let a = if i == 1 { "ancestor" } else { "ancestors" };
                     return Err(Error::NotFound(format!("{upto}: history has only {i} {a}")));
                 };
-                c = load_hex(store, "parent", p)?;
+                c = load(store, &p)?;
             }
             Ok(c)
         }

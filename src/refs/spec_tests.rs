@@ -147,7 +147,7 @@ fn fixture() -> Fixture {
     let r = NodeId::of(b"r");
     let mut c: Vec<Checkpoint> = Vec::new();
     for i in 0..3 {
-        let parent = c.last().map(Checkpoint::cid);
+        let parent = c.last().map(|c| c.id);
         c.push(Checkpoint::new(
             "s",
             r,
@@ -161,7 +161,7 @@ fn fixture() -> Fixture {
     let m = crate::refs::NewCheckpoint {
         session: "s",
         root: r,
-        parents: vec![c[2].cid(), other.cid()],
+        parents: vec![c[2].id, other.id],
         message: "merge",
         trigger: "manual",
         files_changed: 0,
@@ -169,7 +169,7 @@ fn fixture() -> Fixture {
     }
     .build();
     let rec = |c: &Checkpoint| RefRecord {
-        checkpoint: c.id.clone(),
+        checkpoint: c.id,
         created: 0,
     };
     let mut ops: Vec<_> = c.iter().map(Checkpoint::op).collect();
@@ -185,22 +185,22 @@ fn fixture() -> Fixture {
 
 /// A session context with a checkout history and exec records.
 struct Cx {
-    head: Option<String>,
-    previous: Vec<String>,
-    execs: Vec<String>,
+    head: Option<CheckpointId>,
+    previous: Vec<CheckpointId>,
+    execs: Vec<CheckpointId>,
 }
 
 impl RefContext for Cx {
-    fn head(&self) -> Option<String> {
-        self.head.clone()
+    fn head(&self) -> Option<CheckpointId> {
+        self.head
     }
-    fn previous_checkout(&self, n: u64) -> Result<String> {
+    fn previous_checkout(&self, n: u64) -> Result<CheckpointId> {
         self.previous
             .get(n as usize - 1)
             .cloned()
             .ok_or_else(|| Error::NotFound(format!("no checkout @{{-{n}}}")))
     }
-    fn exec_state(&self, n: u64) -> Result<String> {
+    fn exec_state(&self, n: u64) -> Result<CheckpointId> {
         self.execs
             .get(n as usize)
             .cloned()
@@ -212,9 +212,9 @@ impl RefContext for Cx {
 fn resolves_in_context() {
     let f = fixture();
     let cx = Cx {
-        head: Some(f.m.id.clone()),
-        previous: vec![f.c[1].id.clone()],
-        execs: vec![f.c[0].id.clone(), f.c[2].id.clone()],
+        head: Some(f.m.id),
+        previous: vec![f.c[1].id],
+        execs: vec![f.c[0].id, f.c[2].id],
     };
     let id = |s: &str| resolve_in(&f.store, &cx, s).map(|c| c.id);
     assert_eq!(id("HEAD").unwrap(), f.m.id);
@@ -231,9 +231,12 @@ fn resolves_in_context() {
     assert_eq!(id("exec@1~2").unwrap(), f.c[0].id);
     // A branch wins over an id prefix of the same spelling.
     assert_eq!(id("abcd").unwrap(), f.c[0].id);
-    assert_eq!(id(&format!("{}~1", &f.c[2].id[..8])).unwrap(), f.c[1].id);
     assert_eq!(
-        id(&f.c[2].id.to_ascii_uppercase()[..10]).unwrap(),
+        id(&format!("{}~1", &f.c[2].id.to_hex()[..8])).unwrap(),
+        f.c[1].id
+    );
+    assert_eq!(
+        id(&f.c[2].id.to_hex().to_ascii_uppercase()[..10]).unwrap(),
         f.c[2].id
     );
     // Errors name the problem.
@@ -243,13 +246,13 @@ fn resolves_in_context() {
     assert!(
         e.contains(&format!(
             "@~1^2: checkpoint {} has 1 parent",
-            &f.c[2].id[..12]
+            &f.c[2].id.to_hex()[..12]
         )),
         "{e}"
     );
     let e = err("main^3");
     assert!(e.contains("has 2 parents"), "{e}");
-    let e = err(&format!("{}^", &f.c[0].id[..6]));
+    let e = err(&format!("{}^", &f.c[0].id.to_hex()[..6]));
     assert!(e.contains("has no parents"), "{e}");
     let e = err("nope~1");
     assert!(
@@ -260,7 +263,7 @@ fn resolves_in_context() {
     assert!(err("exec@9").contains("no exec 9"));
     // Outside a session, @{-N} and exec@N say what they need.
     for s in ["@{-1}", "exec@1~"] {
-        let e = resolve(&f.store, Some(&f.m.id), s).unwrap_err();
+        let e = resolve(&f.store, Some(f.m.id), s).unwrap_err();
         assert!(
             matches!(e, Error::Invalid(_)) && e.to_string().contains("needs a session"),
             "{e}"
@@ -282,8 +285,9 @@ fn resolves_remote_tracking_refs() {
     let cfg =
         crate::remote::RemoteConfig::new("origin", "s3://bkt", "http://127.0.0.1:9", None, false)
             .unwrap();
-    let track =
-        |kind, hex: &str| Tracking::new(kind, Some(hex.into()), None, serde_json::Value::Null);
+    let track = |kind, id: &CheckpointId| {
+        Tracking::new(kind, Some(id.to_hex()), None, serde_json::Value::Null)
+    };
     f.store
         .commit(vec![
             cfg.op(),
@@ -311,7 +315,7 @@ fn resolves_remote_tracking_refs() {
         .commit(vec![ref_op(
             "origin/s1",
             &RefRecord {
-                checkpoint: f.m.id.clone(),
+                checkpoint: f.m.id,
                 created: 0,
             },
         )])

@@ -47,7 +47,7 @@ proptest::proptest! {
         let c = NewCheckpoint {
             session: "s",
             root: NodeId::of(msg.as_bytes()),
-            parents: if parent { vec![p.cid(), p.cid()] } else { vec![] },
+            parents: if parent { vec![p.id, p.id] } else { vec![] },
             message: &msg,
             trigger: "auto",
             files_changed: 3,
@@ -63,10 +63,10 @@ proptest::proptest! {
         }
         m.truncate(cut % (m.len() + 1));
         if let Ok(d) = Checkpoint::decode("x", &m) {
-            let _ = (d.cid(), d.root_id().unwrap(), d.op());
+            let _ = (d.id, d.root, d.op());
         }
         let _ = Checkpoint::decode("x", &junk);
-        let r = RefRecord { checkpoint: c.id.clone(), created: 7 };
+        let r = RefRecord { checkpoint: c.id, created: 7 };
         let rb = serde_json::to_vec(&r).unwrap();
         proptest::prop_assert_eq!(RefRecord::decode("b", &rb).unwrap(), r);
         let _ = RefRecord::decode("b", &m);
@@ -75,13 +75,13 @@ proptest::proptest! {
 }
 
 /// A record as the version-1 code wrote it (`parent`, id over the v1 identity).
-fn v1_record(parent: Option<&str>, time_ns: i128) -> (String, Vec<u8>) {
+fn v1_record(parent: Option<CheckpointId>, time_ns: i128) -> (CheckpointId, Vec<u8>) {
     let root = NodeId::of(b"r").to_hex();
     let ident = serde_json::json!({
         "session": "s", "root": root, "parent": parent,
         "time_ns": time_ns.to_string(), "message": "old", "trigger": "manual",
     });
-    let id = CheckpointId::of(&serde_json::to_vec(&ident).unwrap()).to_hex();
+    let id = CheckpointId::of(&serde_json::to_vec(&ident).unwrap());
     let rec = serde_json::json!({
         "version": 1, "id": id, "session": "s", "root": root, "parent": parent,
         "time_ns": time_ns, "message": "old", "trigger": "manual",
@@ -100,20 +100,20 @@ fn version_1_records_upgrade_and_keep_their_id() {
     let s2 = Checkpoint::decode("second", second).unwrap();
     assert_eq!(f.version, CHECKPOINT_VERSION);
     assert!(f.parents.is_empty());
-    assert_eq!(s2.parents, vec![f.id.clone()]);
+    assert_eq!(s2.parents, vec![f.id]);
     assert!(f.id_matches() && s2.id_matches(), "real v1 ids verify");
 
     let (p, pb) = v1_record(None, 5);
-    let (id, bytes) = v1_record(Some(&p), 7);
+    let (id, bytes) = v1_record(Some(p), 7);
     let c = Checkpoint::decode("x", &bytes).unwrap();
     assert_eq!(c.id, id, "the stored id is kept");
-    assert_eq!(c.parents, vec![p.clone()]);
-    assert_eq!(c.parent(), Some(p.as_str()));
+    assert_eq!(c.parents, vec![p]);
+    assert_eq!(c.parent(), Some(p));
     assert!(c.id_matches(), "a v1 id verifies with the v1 identity");
     assert!(Checkpoint::decode("p", &pb).unwrap().parents.is_empty());
     // Written back, it is a version-2 record under the same key and id.
     let MetaOp::Put(k, v) = c.op() else { panic!() };
-    assert_eq!(k, meta::checkpoint_key(&c.cid()));
+    assert_eq!(k, meta::checkpoint_key(&c.id));
     let raw: Value = serde_json::from_slice(&v).unwrap();
     assert_eq!(raw["version"], 2);
     assert_eq!(raw["parents"], serde_json::json!([p]));
@@ -151,7 +151,7 @@ fn version_2_records() {
         NewCheckpoint {
             session: "s",
             root: r,
-            parents: vec![a.cid(), b.cid()],
+            parents: vec![a.id, b.id],
             message: "merge",
             trigger: "experiment",
             files_changed: 1,
@@ -160,8 +160,8 @@ fn version_2_records() {
         .build_at(9)
     };
     let c = mk(serde_json::json!({"exec.cmd": "make", "n": 2}));
-    assert_eq!(c.parent(), Some(a.id.as_str()));
-    assert_eq!(c.parent_ids(), vec![a.cid(), b.cid()]);
+    assert_eq!(c.parent(), Some(a.id));
+    assert_eq!(c.parents, vec![a.id, b.id]);
     assert!(c.id_matches());
     let bytes = serde_json::to_vec(&c).unwrap();
     assert_eq!(Checkpoint::decode("x", &bytes).unwrap(), c);
@@ -169,7 +169,7 @@ fn version_2_records() {
     assert_ne!(mk(serde_json::json!({"n": 3})).id, c.id);
     // Malformed or mixed forms, and unknown versions, are refused.
     let mut raw: Value = serde_json::from_slice(&bytes).unwrap();
-    raw["parent"] = a.id.clone().into();
+    raw["parent"] = a.id.to_hex().into();
     assert!(Checkpoint::decode("x", &serde_json::to_vec(&raw).unwrap()).is_err());
     let mut raw: Value = serde_json::from_slice(&bytes).unwrap();
     raw["version"] = 3.into();
@@ -191,7 +191,7 @@ fn every_parent_is_live() {
     let m = NewCheckpoint {
         session: "gone",
         root: r,
-        parents: vec![a.cid(), b.cid()],
+        parents: vec![a.id, b.id],
         message: "merge",
         trigger: "manual",
         files_changed: 0,
@@ -199,14 +199,14 @@ fn every_parent_is_live() {
     }
     .build();
     let head = RefRecord {
-        checkpoint: m.id.clone(),
+        checkpoint: m.id,
         created: 0,
     };
     s.commit(vec![a.op(), b.op(), m.op(), ref_op("m", &head)])
         .unwrap();
     let roots = crate::reach::roots(s.meta()).unwrap();
     for c in [&a, &b, &m] {
-        assert!(roots.live.contains(&c.cid()), "{} reclaimable", c.message);
+        assert!(roots.live.contains(&c.id), "{} reclaimable", c.message);
     }
 }
 
@@ -273,9 +273,10 @@ fn id_prefixes_resolve_by_range() {
     for c in &all {
         // The shortest accepted prefix (4) and longer ones, odd and even, any case,
         // are unique or ambiguous exactly as among all ids.
+        let hex = c.id.to_hex();
         for len in [4, 5, 6, 7, 12] {
-            let p = &c.id[..len];
-            let n = all.iter().filter(|o| o.id.starts_with(p)).count();
+            let p = &hex[..len];
+            let n = all.iter().filter(|o| o.id.to_hex().starts_with(p)).count();
             match resolve(&s, None, p) {
                 Ok(found) => assert_eq!((n, &found.id), (1, &c.id), "{p}"),
                 Err(e) => {
@@ -291,10 +292,11 @@ fn id_prefixes_resolve_by_range() {
     }
     // Ambiguous at length 1..3 for sure with 300 ids; the spec needs 4 digits,
     // so check the range itself.
-    let short = KeyRange::checkpoint_hex(&all[0].id[..1]).unwrap();
+    let first = all[0].id.to_hex();
+    let short = KeyRange::checkpoint_hex(&first[..1]).unwrap();
     let n = all
         .iter()
-        .filter(|o| o.id.starts_with(&all[0].id[..1]))
+        .filter(|o| o.id.to_hex().starts_with(&first[..1]))
         .count();
     assert_eq!(s.0.meta_range(&short, usize::MAX).unwrap().len(), n);
     assert_eq!(s.0.meta_range(&short, 3).unwrap().len(), n.min(3));
@@ -306,24 +308,24 @@ fn resolve_specs() {
     let s = MemStore::default();
     let r = NodeId::of(b"r");
     let c1 = Checkpoint::new("s", r, None, "one", "manual", 1);
-    let c2 = Checkpoint::new("s", r, Some(c1.cid()), "two", "manual", 1);
+    let c2 = Checkpoint::new("s", r, Some(c1.id), "two", "manual", 1);
     s.commit(vec![
         c1.op(),
         c2.op(),
         ref_op(
             "b",
             &RefRecord {
-                checkpoint: c1.id.clone(),
+                checkpoint: c1.id,
                 created: 0,
             },
         ),
     ])
     .unwrap();
-    assert_eq!(resolve(&s, Some(&c2.id), "HEAD").unwrap().id, c2.id);
-    assert_eq!(resolve(&s, Some(&c2.id), "HEAD~1").unwrap().id, c1.id);
-    assert!(resolve(&s, Some(&c2.id), "HEAD~2").is_err());
+    assert_eq!(resolve(&s, Some(c2.id), "HEAD").unwrap().id, c2.id);
+    assert_eq!(resolve(&s, Some(c2.id), "HEAD~1").unwrap().id, c1.id);
+    assert!(resolve(&s, Some(c2.id), "HEAD~2").is_err());
     assert_eq!(resolve(&s, None, "b").unwrap().id, c1.id);
-    assert_eq!(resolve(&s, None, &c2.id[..10]).unwrap().id, c2.id);
+    assert_eq!(resolve(&s, None, &c2.id.to_hex()[..10]).unwrap().id, c2.id);
     assert!(resolve(&s, None, "nope").is_err());
     assert!(resolve(&s, None, "HEAD").is_err());
 }
@@ -358,4 +360,74 @@ fn is_ancestor_by_walks_parents_once_each() {
     let mut failing = |_: &str| -> Result<Vec<String>> { Err(Error::Invalid("gone".into())) };
     assert!(is_ancestor_by("a", "c", &mut failing).is_err());
     assert!(is_ancestor_by("c", "c", &mut failing).unwrap());
+}
+
+/// Records exactly as the code before typed ids wrote them (serialized by main at
+/// 89aa0c2's record structs, whose ids were hex `String`s): they decode into typed
+/// ids and encode back byte for byte, and the checkpoint keeps its id.
+#[test]
+fn records_written_with_hex_string_ids_read_and_write_back_unchanged() {
+    use crate::messages::Message;
+    use crate::oplog::Operation;
+    use crate::refs::session_record::SessionRecord;
+    let checkpoint = r#"{"version":2,"id":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e","session":"main","root":"2976e7134e1a737f42044329d39b7cdc6dee1aa0fd397f4ea5beeaa83fdf6b48","parents":["5139efda4d6b7740d29878e26c7fc1732f8685dec3880924a7ee4324c30be403","c8579cb1d9be71ee768ddfed58f84c980d455a94caae2649647fa35000db2fb1"],"time_ns":1795446060054634806,"message":"merge","trigger":"manual","files_changed":3,"meta":{},"usage":{"bytes":10,"inodes":4}}"#;
+    let branch = r#"{"checkpoint":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e","created":1795446060}"#;
+    let session = r#"{"version":2,"name":"main","root":"2976e7134e1a737f42044329d39b7cdc6dee1aa0fd397f4ea5beeaa83fdf6b48","base":"11159aa7c15931429837dc08b6a403afc6ce30598077bbbd389e860a02343083","created":1795446000,"updated":1795446060,"bytes":10,"inodes":4,"head":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e","branch_moved":{"branch":"main","to":"5139efda4d6b7740d29878e26c7fc1732f8685dec3880924a7ee4324c30be403","head":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e"},"config":{"auto_checkpoint_ops":0,"auto_checkpoint_idle_secs":0,"auto_checkpoint_min_interval_secs":30,"op_retention_days":30,"op_retention_count":10000,"experiment_max_runs":32,"auto_checkpoint_commands":0,"auto_ref_retention_days":7,"auto_ref_retention_count":100,"auto_checkpoint_on":""},"meta":{}}"#;
+    let operation = r#"{"version":1,"session":"main","seq":2,"parent":1,"time_ns":"1795446060054634999","actor":{"role":"daemon"},"kind":"checkout","request":null,"before":{"head":"5139efda4d6b7740d29878e26c7fc1732f8685dec3880924a7ee4324c30be403","branch":"main","workspace":"11159aa7c15931429837dc08b6a403afc6ce30598077bbbd389e860a02343083","branches":{"gone":null,"main":"5139efda4d6b7740d29878e26c7fc1732f8685dec3880924a7ee4324c30be403"}},"after":{"head":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e","branch":"main","workspace":"2976e7134e1a737f42044329d39b7cdc6dee1aa0fd397f4ea5beeaa83fdf6b48","branches":{"gone":null,"main":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e"}}}"#;
+    let message = r#"{"version":1,"id":"123e4567-e89b-12d3-a456-426614174000","seq":1,"time_ns":"1795446060054635000","role":"user","content":null,"op":2,"checkpoint":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e","workspace":"2976e7134e1a737f42044329d39b7cdc6dee1aa0fd397f4ea5beeaa83fdf6b48"}"#;
+    // How the writer made them.
+    let root = NodeId::of(b"fixture root");
+    let base = NodeId::of(b"fixture base");
+    // (A checkpoint made at the time the fixture was written.)
+    let first =
+        CheckpointId::from_hex("5139efda4d6b7740d29878e26c7fc1732f8685dec3880924a7ee4324c30be403")
+            .unwrap();
+    let other = CheckpointId::of(b"other parent");
+
+    let c = Checkpoint::decode("fixture", checkpoint.as_bytes()).unwrap();
+    assert_eq!((c.root, c.parents.clone()), (root, vec![first, other]));
+    assert!(c.id_matches(), "the id is still the hash of the record");
+    let MetaOp::Put(key, bytes) = c.op() else {
+        panic!()
+    };
+    assert_eq!(key, meta::checkpoint_key(&c.id));
+    assert_eq!(String::from_utf8(bytes).unwrap(), checkpoint);
+
+    let r = RefRecord::decode("main", branch.as_bytes()).unwrap();
+    assert_eq!(r.checkpoint, c.id);
+    assert_eq!(serde_json::to_string(&r).unwrap(), branch);
+
+    let s = SessionRecord::decode("main", session.as_bytes()).unwrap();
+    assert_eq!((s.root, s.base, s.head), (root, base, Some(c.id)));
+    let moved = s.branch_moved.clone().unwrap();
+    assert_eq!((moved.to, moved.head), (Some(first), Some(c.id)));
+    assert_eq!(serde_json::to_string(&s).unwrap(), session);
+
+    let o = Operation::decode("fixture", operation.as_bytes()).unwrap();
+    assert_eq!((o.before.workspace, o.after.workspace), (base, root));
+    assert_eq!(o.after.branches["main"], Some(c.id));
+    assert_eq!(o.after.branches["gone"], None);
+    assert_eq!(
+        o.checkpoints().collect::<Vec<_>>(),
+        [first, first, c.id, c.id]
+    );
+    assert_eq!(serde_json::to_string(&o).unwrap(), operation);
+
+    let m = Message::decode("fixture", message.as_bytes()).unwrap();
+    assert_eq!((m.checkpoint, m.workspace), (Some(c.id), root));
+    assert_eq!(String::from_utf8(m.encode()).unwrap(), message);
+}
+
+/// A record whose id is not 64 hex digits is corrupt, and the error says which id
+/// type and what string.
+#[test]
+fn a_record_with_a_bad_id_is_corrupt_and_says_why() {
+    let bad =
+        br#"{"version":2,"name":"s","root":"nothex","base":"nothex","created":0,"updated":0}"#;
+    let e = crate::refs::session_record::SessionRecord::decode("s", bad).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains("bad NodeId: \"nothex\""), "{e}");
+    let bad = br#"{"checkpoint":"ab","created":0}"#;
+    let e = RefRecord::decode("b", bad).unwrap_err();
+    assert!(e.to_string().contains("bad CheckpointId: \"ab\""), "{e}");
 }

@@ -420,7 +420,7 @@ mod tests {
         assert!(refuse_branch_clash(&s, "origins/x").is_ok());
         assert!(refuse_branch_clash(&s, "x/origin").is_ok());
         let r = crate::refs::RefRecord {
-            checkpoint: crate::id::hex(&[1; 32]),
+            checkpoint: crate::id::CheckpointId([1; 32]),
             created: 0,
         };
         s.commit(vec![crate::refs::ref_op("team/main", &r)])

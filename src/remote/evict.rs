@@ -24,8 +24,8 @@ use crate::session::Session;
 /// What a push sent: the session's workspace root and HEAD.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pushed {
-    root: String,
-    head: Option<String>,
+    root: crate::id::NodeId,
+    head: Option<crate::id::CheckpointId>,
 }
 
 fn failed(remote: &str, e: Error) -> Error {
@@ -47,8 +47,8 @@ pub fn push_before_evict<H: Host>(h: &H, s: &Session, remote: &str) -> Result<Pu
     );
     let rec = s.record();
     Ok(Pushed {
-        root: rec.root.clone(),
-        head: rec.head.clone(),
+        root: rec.root,
+        head: rec.head,
     })
 }
 

@@ -40,8 +40,7 @@ use super::index::RemoteIndex;
 use super::{Remote, layout, registry};
 use crate::error::{Error, Result};
 use crate::gc::{self, GcReport, Live, Marked};
-use crate::id::{CheckpointId, NodeId};
-use crate::id::{ObjectId, PackHash};
+use crate::id::{NodeId, ObjectId, PackHash};
 use crate::reach::{ChunkCheck, Walk};
 use crate::store::{Kind, Packs};
 
@@ -204,12 +203,9 @@ fn keep_roots(
             continue;
         }
         let owner = format!("session {}", rec.name);
-        let mut ids: Vec<NodeId> = [&rec.root, &rec.base]
-            .into_iter()
-            .filter_map(|h| NodeId::from_hex(h))
-            .collect();
-        if recent && let Some(h) = rec.head.as_deref().and_then(CheckpointId::from_hex) {
-            match crate::refs::load(store, &h).and_then(|c| c.root_id()) {
+        let mut ids: Vec<NodeId> = vec![rec.root, rec.base];
+        if recent && let Some(h) = rec.head {
+            match crate::refs::load(store, &h).map(|c| c.root) {
                 Ok(r) => ids.push(r),
                 Err(e) => log::warn!("trim: session {}: HEAD unreadable: {e}", rec.name),
             }

@@ -48,7 +48,7 @@ fn deep_tree_everywhere() {
     // Encode (flush) and a checkpoint (diff against the base, counted).
     let deep = s.flush().unwrap();
     let c = s.checkpoint("deep", "manual", None).unwrap();
-    assert_eq!(c.root_id().unwrap(), deep);
+    assert_eq!(c.root, deep);
     // Diff: the whole chain is added, in path order.
     let d = diff::diff_roots(&*store, root, deep).unwrap();
     assert_eq!(d.len(), DEPTH + 1);

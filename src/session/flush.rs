@@ -338,7 +338,7 @@ impl Session {
         let id = st.root_id.expect("a flushed session has a root");
         st.note_root(id);
         let mut rec = super::relock(self.record.lock()).clone();
-        rec.root = id.to_hex();
+        rec.root = id;
         rec.updated = Timespec::now().sec;
         rec.bytes = st.total_bytes;
         rec.inodes = st.total_inodes;

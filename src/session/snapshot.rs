@@ -21,8 +21,8 @@ use crate::tree::Timespec;
 /// What [`Session::commit_state`] sets.
 #[derive(Debug, Clone)]
 pub struct StateChange {
-    /// HEAD's checkpoint (hex).
-    pub head: Option<String>,
+    /// HEAD's checkpoint.
+    pub head: Option<CheckpointId>,
     /// The branch HEAD is attached to.
     pub branch: Option<String>,
     /// The base root (HEAD's tree).
@@ -59,12 +59,12 @@ pub(super) fn advance_attached(
         .map(|v| refs::RefRecord::decode(&b, v))
         .transpose()?;
     match current {
-        Some(r) if Some(&r.checkpoint) == before.head.as_ref() => Ok(vec![
+        Some(r) if Some(r.checkpoint) == before.head => Ok(vec![
             crate::meta::MetaOp::Expect(key, raw),
             refs::ref_op(
                 &b,
                 &refs::RefRecord {
-                    checkpoint: c.id.clone(),
+                    checkpoint: c.id,
                     created: r.created,
                 },
             ),
@@ -83,7 +83,7 @@ pub(super) fn advance_attached(
             rec.branch_moved = Some(super::BranchMoved {
                 branch: b,
                 to: other.map(|r| r.checkpoint),
-                head: before.head.clone(),
+                head: before.head,
             });
             Ok(Vec::new())
         }
@@ -93,10 +93,8 @@ pub(super) fn advance_attached(
 impl Session {
     /// The root of the session's base: its HEAD checkpoint's root, or the root it
     /// was created from.
-    pub fn base_root(&self) -> Result<NodeId> {
-        let rec = self.record();
-        NodeId::from_hex(&rec.base)
-            .ok_or_else(|| Error::corrupt(format!("session record {}", rec.name), "bad base id"))
+    pub fn base_root(&self) -> NodeId {
+        self.record().base
     }
 
     /// Take a checkpoint of the current state (call after the kernel's writeback was
@@ -150,9 +148,8 @@ impl Session {
         let mut extra =
             |rec: &mut SessionRecord, root: NodeId| -> Result<Vec<crate::meta::MetaOp>> {
                 let before = rec.clone();
-                let parent = rec.head.as_deref().and_then(CheckpointId::from_hex);
-                let from = NodeId::from_hex(&rec.base).unwrap_or(root);
-                let changed = diff::diff_count(&*store, from, root)?;
+                let parent = rec.head;
+                let changed = diff::diff_count(&*store, rec.base, root)?;
                 let mut c = refs::NewCheckpoint {
                     session: &name,
                     root,
@@ -168,8 +165,8 @@ impl Session {
                     bytes: rec.bytes,
                     inodes: rec.inodes,
                 });
-                rec.head = Some(c.id.clone());
-                rec.base = root.to_hex();
+                rec.head = Some(c.id);
+                rec.base = root;
                 let mut ops = vec![c.op()];
                 ops.extend(advance_attached(&*store, rec, &before, &c)?);
                 if let Some(b) = branch {
@@ -177,7 +174,7 @@ impl Session {
                     ops.push(refs::ref_op(
                         b,
                         &refs::RefRecord {
-                            checkpoint: c.id.clone(),
+                            checkpoint: c.id,
                             created,
                         },
                     ));
@@ -218,11 +215,11 @@ impl Session {
     /// `head` and its base and durable root `root`, in one small commit. The live
     /// table is not re-encoded here: it equals `root` in content (grafted paths only
     /// got fresh inode numbers), and the next flush writes it.
-    pub fn commit_checkout(&self, head: &str, root: NodeId) -> Result<SessionRecord> {
+    pub fn commit_checkout(&self, head: CheckpointId, root: NodeId) -> Result<SessionRecord> {
         let branch = self.record().branch;
         self.commit_state(
             StateChange {
-                head: Some(head.to_string()),
+                head: Some(head),
                 branch,
                 base: root,
                 root: Some(root),
@@ -245,13 +242,13 @@ impl Session {
         rec.head = change.head;
         rec.branch = change.branch;
         rec.branch_moved = None;
-        rec.base = change.base.to_hex();
+        rec.base = change.base;
         if let Some(root) = change.root {
             let (bytes, inodes) = {
                 let st = self.lock();
                 (st.total_bytes, st.total_inodes)
             };
-            rec.root = root.to_hex();
+            rec.root = root;
             rec.bytes = bytes;
             rec.inodes = inodes;
         }
@@ -265,7 +262,7 @@ impl Session {
 
     /// Whether the working state differs from the base (flushes first).
     pub fn has_changes(&self) -> Result<bool> {
-        let base = self.base_root()?;
+        let base = self.base_root();
         {
             // Right after a checkout nothing needs encoding to know the answer: the
             // live tree is the grafted target (= base) and nothing was written since.

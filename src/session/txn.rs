@@ -23,7 +23,7 @@ use super::snapshot::{Inval, StateChange};
 use super::{Session, SessionRecord};
 use crate::diff;
 use crate::error::{Error, Result};
-use crate::id::{CheckpointId, NodeId};
+use crate::id::NodeId;
 use crate::meta::MetaOp;
 use crate::refs::{self, Checkpoint};
 use crate::tree::Timespec;
@@ -75,10 +75,8 @@ impl Txn<'_> {
     }
 
     /// The base root the batch leaves the session with.
-    fn base(&self) -> Result<NodeId> {
-        NodeId::from_hex(&self.rec.base).ok_or_else(|| {
-            Error::corrupt(format!("session record {}", self.rec.name), "bad base id")
-        })
+    fn base(&self) -> NodeId {
+        self.rec.base
     }
 
     /// Encode the live tree (nothing committed) and return its root.
@@ -99,7 +97,7 @@ impl Txn<'_> {
 
     /// Whether the working state differs from the base (flushes first).
     pub fn has_changes(&mut self) -> Result<bool> {
-        let base = self.base()?;
+        let base = self.base();
         {
             let st = self.s.lock();
             if st.graft_mark == Some((st.generation, base)) {
@@ -115,15 +113,13 @@ impl Txn<'_> {
     fn new_checkpoint(&self, root: NodeId, message: &str, trigger: &str) -> Result<Checkpoint> {
         refs::validate_trigger(trigger)?;
         let store = self.s.store();
-        let parent = self.rec.head.as_deref().and_then(CheckpointId::from_hex);
-        let from = NodeId::from_hex(&self.rec.base).unwrap_or(root);
         let mut c = refs::NewCheckpoint {
             session: self.s.name(),
             root,
-            parents: parent.into_iter().collect(),
+            parents: self.rec.head.into_iter().collect(),
             message,
             trigger,
-            files_changed: diff::diff_count(&**store, from, root)?,
+            files_changed: diff::diff_count(&**store, self.rec.base, root)?,
             meta: serde_json::Map::new(),
         }
         .build();
@@ -149,7 +145,7 @@ impl Txn<'_> {
             refs::ref_op(
                 name,
                 &refs::RefRecord {
-                    checkpoint: c.id.clone(),
+                    checkpoint: c.id,
                     created,
                 },
             ),
@@ -164,8 +160,8 @@ impl Txn<'_> {
         let root = self.flush()?;
         let c = self.new_checkpoint(root, message, trigger)?;
         let before = self.rec.clone();
-        self.rec.head = Some(c.id.clone());
-        self.rec.base = root.to_hex();
+        self.rec.head = Some(c.id);
+        self.rec.base = root;
         let moves =
             super::snapshot::advance_attached(&**self.s.store(), &mut self.rec, &before, &c)?;
         self.ops.push(c.op());
@@ -189,7 +185,7 @@ impl Txn<'_> {
         self.rec.head = change.head;
         self.rec.branch = change.branch;
         self.rec.branch_moved = None;
-        self.rec.base = change.base.to_hex();
+        self.rec.base = change.base;
         if let Some(root) = change.root {
             self.set_root(root);
         }
@@ -200,7 +196,7 @@ impl Txn<'_> {
     /// durable root (the live table equals it in content; the next flush writes it).
     pub fn set_root(&mut self, root: NodeId) {
         let st = self.s.lock();
-        self.rec.root = root.to_hex();
+        self.rec.root = root;
         self.rec.bytes = st.total_bytes;
         self.rec.inodes = st.total_inodes;
     }

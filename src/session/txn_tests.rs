@@ -56,11 +56,11 @@ fn checkout(
     tx.save_side("auto: before checkout", "before-checkout", auto)
         .unwrap();
     let before_root = tx.flush().unwrap();
-    let root = c.root_id().unwrap();
+    let root = c.root;
     let (_, r) = tx.graft(root, None, Some(s.generation()));
     r.unwrap();
     tx.set_state(StateChange {
-        head: Some(c.id.clone()),
+        head: Some(c.id),
         branch: None,
         base: root,
         root: Some(root),
@@ -95,7 +95,7 @@ fn a_refused_batch_changes_nothing_durable_or_in_memory() {
     assert_eq!(read(&s, "b").as_deref(), Some(&b"pending"[..]));
     let root = s.flush().unwrap();
     let now = load_record(&**s.store(), "t").unwrap().unwrap();
-    assert_eq!(now.root, root.to_hex());
+    assert_eq!(now.root, root);
     assert_ne!(now.root, durable.root);
     assert_eq!(now.head, before.head);
     let touched = crate::lifecycle::touched::list(&**s.store(), "t").unwrap();
@@ -117,18 +117,17 @@ fn a_committed_batch_holds_the_save_the_state_and_the_record() {
     .unwrap();
     let durable = load_record(&*store, "t").unwrap().unwrap();
     assert_eq!(durable, s.record());
-    assert_eq!(durable.head.as_deref(), Some(c1.id.as_str()));
+    assert_eq!(durable.head, Some(c1.id));
     assert_eq!(durable.root, c1.root);
     assert_eq!(store.meta_get(&key).unwrap().as_deref(), Some(&b"1"[..]));
     // The saved checkpoint holds the pending changes; HEAD did not take them in.
     let saved = refs::resolve(&*store, None, "auto/y").unwrap();
-    assert_eq!(saved.parent(), Some(c1.id.as_str()));
-    let changed: Vec<Vec<u8>> =
-        crate::diff::diff_roots(&*store, c1.root_id().unwrap(), saved.root_id().unwrap())
-            .unwrap()
-            .into_iter()
-            .map(|e| e.path)
-            .collect();
+    assert_eq!(saved.parent(), Some(c1.id));
+    let changed: Vec<Vec<u8>> = crate::diff::diff_roots(&*store, c1.root, saved.root)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.path)
+        .collect();
     assert_eq!(changed, vec![b"a".to_vec(), b"b".to_vec()]);
     assert_eq!(read(&s, "a").as_deref(), Some(&b"1"[..]));
     assert_eq!(read(&s, "b"), None);

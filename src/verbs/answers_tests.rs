@@ -42,15 +42,25 @@ pub(super) fn set<'a>(k: &[&'a str]) -> BTreeSet<&'a str> {
     k.iter().copied().collect()
 }
 
+/// The checkpoint id spelled by repeating the hex digits `digits` to 64.
+pub(super) fn cid(digits: &str) -> crate::id::CheckpointId {
+    crate::id::CheckpointId::from_hex(&digits.repeat(64 / digits.len())).expect("hex")
+}
+
+/// The node id spelled by repeating the hex digits `digits` to 64.
+pub(super) fn nid(digits: &str) -> crate::id::NodeId {
+    crate::id::NodeId(cid(digits).0)
+}
+
 pub(super) fn checkpoint(parents: &[&str]) -> crate::refs::Checkpoint {
     let mut meta = Map::new();
     meta.insert("k".into(), json!("v"));
     crate::refs::Checkpoint {
         version: crate::refs::CHECKPOINT_VERSION,
-        id: "ab".repeat(32),
+        id: cid("ab"),
         session: "s".into(),
-        root: "cd".repeat(32),
-        parents: parents.iter().map(|p| p.to_string()).collect(),
+        root: nid("cd"),
+        parents: parents.iter().map(|p| cid(p)).collect(),
         time_ns: 1_700_000_000_123_456_789,
         message: "m".into(),
         trigger: "manual".into(),
@@ -63,7 +73,7 @@ pub(super) fn checkpoint(parents: &[&str]) -> crate::refs::Checkpoint {
 /// `ops::ckpt_json` as it was before the answers were typed.
 pub(super) fn old_ckpt_json(c: &crate::refs::Checkpoint) -> Value {
     json!({
-        "id": c.id, "short": &c.id[..12], "session": c.session, "root": c.root,
+        "id": c.id, "short": &c.id.to_hex()[..12], "session": c.session, "root": c.root,
         "parent": c.parent(), "parents": c.parents, "meta": c.meta, "time_ns": c.time_ns.to_string(),
         "time": (c.time_ns / 1_000_000_000) as i64,
         "message": c.message, "trigger": c.trigger, "files_changed": c.files_changed,
@@ -154,9 +164,10 @@ fn status_answer_and_branch_moved() {
 
 pub(super) fn operation() -> crate::oplog::Operation {
     let view = |h: &str| crate::oplog::View {
-        head: Some(h.into()),
-        workspace: "00".repeat(32),
-        ..Default::default()
+        head: Some(cid(h)),
+        branch: None,
+        workspace: crate::id::NodeId([0; 32]),
+        branches: Default::default(),
     };
     crate::oplog::Operation {
         version: crate::oplog::OP_VERSION,
@@ -236,7 +247,7 @@ fn show_answers() {
         json!({"checkpoint": old_ckpt_json(&c), "changes": null})
     );
     let file = ShowAnswer::Path(ShownPath {
-        checkpoint: c.id.clone(),
+        checkpoint: c.id.to_hex(),
         path: "f".into(),
         kind: "file".into(),
         mode: 0o644,
@@ -249,7 +260,7 @@ fn show_answers() {
         json!({"checkpoint": c.id, "path": "f", "kind": "file", "mode": 0o644, "size": 3, "blake3": "h"})
     );
     let dir = ShowAnswer::Path(ShownPath {
-        checkpoint: c.id.clone(),
+        checkpoint: c.id.to_hex(),
         path: "d".into(),
         kind: "dir".into(),
         mode: 0o755,
@@ -408,8 +419,8 @@ fn message_answers() {
             tool_call_id: None,
             meta,
             op: None,
-            checkpoint: Some("ab".into()),
-            workspace: "cd".into(),
+            checkpoint: Some(cid("ab")),
+            workspace: nid("cd"),
         };
         let a = MessagesAnswer {
             messages: vec![MessageView::from(&m)],

@@ -32,7 +32,7 @@ impl Fixture {
     /// A branch `name` at `c`, created in session `by` (granted to it).
     fn branch(&self, by: &str, name: &str, c: &Checkpoint) {
         let r = RefRecord {
-            checkpoint: c.id.clone(),
+            checkpoint: c.id,
             created: 7,
         };
         self.store
@@ -43,18 +43,18 @@ impl Fixture {
 
 /// A context that resolves through `view` (as `ops::refctx` does on an agent socket).
 struct Cx<'a> {
-    head: Option<String>,
+    head: Option<CheckpointId>,
     view: Option<AgentView<'a>>,
 }
 
 impl RefContext for Cx<'_> {
-    fn head(&self) -> Option<String> {
-        self.head.clone()
+    fn head(&self) -> Option<CheckpointId> {
+        self.head
     }
-    fn previous_checkout(&self, n: u64) -> Result<String> {
+    fn previous_checkout(&self, n: u64) -> Result<CheckpointId> {
         HeadOnly(None).previous_checkout(n)
     }
-    fn exec_state(&self, n: u64) -> Result<String> {
+    fn exec_state(&self, n: u64) -> Result<CheckpointId> {
         HeadOnly(None).exec_state(n)
     }
     fn visibility(&self) -> Option<&dyn Visibility> {
@@ -85,15 +85,15 @@ fn agent_sees_its_lineage_and_its_branches_only() {
     f.branch("u", "private", &cu);
     f.branch("a", "mine", &ca);
     let v = AgentView::new(&a);
-    assert!(v.checkpoint(&ca.cid()).unwrap());
-    assert!(!v.checkpoint(&cu.cid()).unwrap());
+    assert!(v.checkpoint(&ca.id).unwrap());
+    assert!(!v.checkpoint(&cu.id).unwrap());
     assert!(v.branch("mine").unwrap());
     assert!(!v.branch("private").unwrap());
     assert!(
-        v.with_prefix(&cu.id[..4], 5)
+        v.with_prefix(&cu.id.to_hex()[..4], 5)
             .unwrap()
             .iter()
-            .all(|id| *id != cu.cid())
+            .all(|id| *id != cu.id)
     );
     assert_eq!(v.branches().unwrap(), HashSet::from(["mine".to_string()]));
 
@@ -102,32 +102,32 @@ fn agent_sees_its_lineage_and_its_branches_only() {
     f.store.commit(vec![lineage_op("a", "fk")]).unwrap();
     let cf = fk.checkpoint("in the fork", "manual", None).unwrap();
     f.branch("fk", "fork-branch", &cf);
-    assert!(v.checkpoint(&cf.cid()).unwrap());
+    assert!(v.checkpoint(&cf.id).unwrap());
     assert!(v.branch("fork-branch").unwrap());
     // The user's session does not see the agent's fork through it.
-    assert!(!AgentView::new(&u).checkpoint(&cf.cid()).unwrap());
+    assert!(!AgentView::new(&u).checkpoint(&cf.id).unwrap());
 
     // Shared by the user: exactly that branch and the history it names.
     let cu2 = u.checkpoint("secret 2", "manual", None).unwrap();
     f.branch("u", "private2", &cu2);
     assert_eq!(share(&*f.store, "private", "a").unwrap(), 7);
     assert!(v.branch("private").unwrap());
-    assert!(v.checkpoint(&cu.cid()).unwrap());
+    assert!(v.checkpoint(&cu.id).unwrap());
     assert!(!v.branch("private2").unwrap());
-    assert!(!v.checkpoint(&cu2.cid()).unwrap());
+    assert!(!v.checkpoint(&cu2.id).unwrap());
 
     // A branch deleted and made again under the same name is not the one granted.
     f.store
         .commit(vec![ref_op(
             "private",
             &RefRecord {
-                checkpoint: cu2.id.clone(),
+                checkpoint: cu2.id,
                 created: 8,
             },
         )])
         .unwrap();
     assert!(!v.branch("private").unwrap());
-    assert!(!v.checkpoint(&cu2.cid()).unwrap());
+    assert!(!v.checkpoint(&cu2.id).unwrap());
     assert!(matches!(
         share(&*f.store, "nope", "a"),
         Err(Error::NotFound(_))
@@ -151,22 +151,26 @@ fn hidden_names_and_ids_resolve_like_missing_ones() {
     let cx = agent_cx(&a);
     let store = &*f.store;
     assert_eq!(refs::resolve_in(store, &cx, "HEAD").unwrap().id, ca.id);
-    assert_eq!(refs::resolve_in(store, &cx, &ca.id[..8]).unwrap().id, ca.id);
-    assert_eq!(refs::resolve_in(store, &cx, &ca.id).unwrap().id, ca.id);
+    let (ca_hex, cu_hex) = (ca.id.to_hex(), cu.id.to_hex());
+    assert_eq!(
+        refs::resolve_in(store, &cx, &ca_hex[..8]).unwrap().id,
+        ca.id
+    );
+    assert_eq!(refs::resolve_in(store, &cx, &ca_hex).unwrap().id, ca.id);
 
     let hidden = failure(store, &cx, "private");
     let missing = failure(store, &cx, "nosuch");
     assert_eq!(hidden.0, "not_found");
     assert_eq!(hidden, (missing.0, missing.1.replace("nosuch", "private")));
 
-    let hidden = failure(store, &cx, &cu.id);
+    let hidden = failure(store, &cx, &cu_hex);
     let other = "0".repeat(64).replacen('0', "f", 1);
     let missing = failure(store, &cx, &other);
-    assert_eq!(hidden, (missing.0, missing.1.replace(&other, &cu.id)));
+    assert_eq!(hidden, (missing.0, missing.1.replace(&other, &cu_hex)));
 
-    let p = &cu.id[..6];
+    let p = &cu_hex[..6];
     let hidden = failure(store, &cx, p);
-    let q = if ca.id.starts_with("ffffff") {
+    let q = if ca_hex.starts_with("ffffff") {
         "eeeeee"
     } else {
         "ffffff"
@@ -189,11 +193,11 @@ fn a_prefix_ambiguous_only_through_hidden_ids_resolves_to_the_visible_one() {
     let f = fixture();
     let a = f.session("a");
     let ca = a.checkpoint("mine", "manual", None).unwrap();
-    let want = &ca.id[..4];
+    let want = &ca.id.to_hex()[..4];
     // A checkpoint of another session whose id shares the agent's 4-digit prefix.
     let twin = (0u64..)
         .map(|i| Checkpoint::new("u", f.root, None, &format!("twin {i}"), "manual", 0))
-        .find(|c| c.id.starts_with(want))
+        .find(|c| c.id.to_hex().starts_with(want))
         .unwrap();
     f.store.commit(vec![twin.op()]).unwrap();
     let user = Cx {
@@ -218,7 +222,7 @@ fn long_histories_are_walked_once_and_misses_stay_cheap() {
         let c = Checkpoint::new(
             "u",
             f.root,
-            prev.as_ref().map(Checkpoint::cid),
+            prev.as_ref().map(|c| c.id),
             &i.to_string(),
             "manual",
             0,
@@ -230,7 +234,7 @@ fn long_histories_are_walked_once_and_misses_stay_cheap() {
     f.store.commit(ops).unwrap();
     let tip = prev.unwrap();
     let mut rec = crate::refs::session_record::new_record("a", f.root, 0, 1).unwrap();
-    rec.head = Some(tip.id.clone());
+    rec.head = Some(tip.id);
     f.store
         .commit(vec![crate::refs::session_record::record_op(&rec)])
         .unwrap();
@@ -240,17 +244,17 @@ fn long_histories_are_walked_once_and_misses_stay_cheap() {
 
     let v = AgentView::new(&a);
     let t = Instant::now();
-    assert!(v.checkpoint(&first.unwrap().cid()).unwrap());
+    assert!(v.checkpoint(&first.unwrap().id).unwrap());
     let walk = t.elapsed();
     let t = Instant::now();
     const MISSES: u32 = 200;
     for _ in 0..MISSES {
-        assert!(!v.checkpoint(&hidden.cid()).unwrap());
+        assert!(!v.checkpoint(&hidden.id).unwrap());
         assert!(
-            v.with_prefix(&hidden.id[..4], 5)
+            v.with_prefix(&hidden.id.to_hex()[..4], 5)
                 .unwrap()
                 .iter()
-                .all(|id| *id != hidden.cid())
+                .all(|id| *id != hidden.id)
         );
     }
     let miss = t.elapsed() / (2 * MISSES);

@@ -151,7 +151,7 @@ fn saved_states(store: &Path) -> Vec<(String, Vec<Option<Vec<u8>>>)> {
             continue;
         }
         let c = treefork::refs::resolve(&s, None, &name).unwrap();
-        let t = Tree::load(&s, c.root_id().unwrap()).unwrap();
+        let t = Tree::load(&s, c.root).unwrap();
         let mut files = Vec::new();
         for k in 0..WRITERS {
             for f in ["log", "cur"] {

@@ -39,7 +39,7 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
                 inodes: r.inodes,
                 live_inodes: None,
                 updated: r.updated,
-                root: r.root,
+                root: r.root.to_hex(),
             })
             .collect();
         return answer(&verbs::sessions::SessionList { sessions });

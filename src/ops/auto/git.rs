@@ -89,7 +89,7 @@ pub(super) fn check(t: &Target, now: u64) {
     {
         let msg = format!("git commit {}", &new[..new.len().min(12)]);
         match super::logged_checkpoint(s, &msg, "git-commit") {
-            Ok(c) => log::info!("session {}: {msg}: checkpoint {}", s.name(), &c.id[..12]),
+            Ok(c) => log::info!("session {}: {msg}: checkpoint {}", s.name(), c.id.short()),
             Err(e) => log::error!("session {}: git-commit checkpoint failed: {e}", s.name()),
         }
     }

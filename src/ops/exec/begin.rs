@@ -72,10 +72,10 @@ pub(crate) fn begin(t: &Target, actor: &Actor, b: Begin) -> Result<Begun> {
     let saved = (|| -> Result<(String, crate::id::NodeId)> {
         let rec = s.record();
         match &rec.head {
-            Some(h) if !s.has_changes()? => Ok((h.clone(), s.base_root()?)),
+            Some(h) if !s.has_changes()? => Ok((h.to_hex(), s.base_root())),
             _ => {
                 let c = s.checkpoint(&format!("before exec {n}"), "before-exec", None)?;
-                Ok((c.id.clone(), c.root_id()?))
+                Ok((c.id.to_hex(), c.root))
             }
         }
     })();

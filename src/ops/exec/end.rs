@@ -71,7 +71,11 @@ pub(super) fn finish(t: &Target, r: Running, e: Ending) -> Result<Ended> {
             let mut meta = Map::new();
             meta.insert("exec".into(), json!(r.n));
             let msg = format!("exec {}: {}", r.n, short_command(&r.argv));
-            Some(s.checkpoint_with_meta(&msg, "exec", None, meta)?.id)
+            Some(
+                s.checkpoint_with_meta(&msg, "exec", None, meta)?
+                    .id
+                    .to_hex(),
+            )
         } else {
             None
         };

@@ -130,9 +130,10 @@ mod tests {
 
     fn view(head: &str) -> View {
         View {
-            head: Some(head.into()),
-            workspace: "00".repeat(32),
-            ..View::default()
+            head: Some(crate::id::CheckpointId::of(head.as_bytes())),
+            branch: None,
+            workspace: crate::id::NodeId([0; 32]),
+            branches: Default::default(),
         }
     }
 

@@ -102,7 +102,7 @@ pub fn adopt<H: Host>(
     if c.session == fork && crate::session::load_record(&*store, fork)?.is_none() {
         return Err(gone());
     }
-    let root = c.root_id()?;
+    let root = c.root;
     Tree::load(&*store, root).map_err(|_| gone())?;
     // HEAD moves to the run's state; the branch it is attached to moves with it
     // (guarded by its value; undo moves it back), in the commit under the gate.
@@ -129,7 +129,7 @@ pub fn adopt<H: Host>(
                 extra.push(refs::ref_op(
                     b,
                     &refs::RefRecord {
-                        checkpoint: c.id.clone(),
+                        checkpoint: c.id,
                         created: old.as_ref().map_or(0, |r| r.created),
                     },
                 ));
@@ -139,7 +139,7 @@ pub fn adopt<H: Host>(
                 after_branch = Some(b.clone());
             }
             tx.set_state(crate::session::snapshot::StateChange {
-                head: Some(c.id.clone()),
+                head: Some(c.id),
                 branch: rec.branch.clone(),
                 base: root,
                 root: Some(live),
@@ -147,7 +147,7 @@ pub fn adopt<H: Host>(
             txn.commit(tx, Log::Next, &mut |_, a| {
                 let mut after: View = view_of(a, live);
                 if let Some(b) = &after_branch {
-                    after.branches.insert(b.to_string(), Some(c.id.clone()));
+                    after.branches.insert(b.to_string(), Some(c.id));
                 }
                 let mut new = Rec {
                     actor,

@@ -210,7 +210,7 @@ pub fn begin<H: Host>(
     }
     Ok(Begun {
         id,
-        base: c.id,
+        base: c.id.to_hex(),
         cwd: req.cwd.clone(),
         forks,
     })
@@ -247,8 +247,8 @@ fn prepare<'h, H: Host>(
         let mp = dir.join(&name);
         let md = h.open_mountpoint(&mp, who)?;
         let (bytes, inodes) = c.usage.map_or(s.usage(), |u| (u.bytes, u.inodes));
-        let mut rec = session::new_record(&name, c.root_id()?, bytes, inodes)?;
-        rec.head = Some(c.id.clone());
+        let mut rec = session::new_record(&name, c.root, bytes, inodes)?;
+        rec.head = Some(c.id);
         rec.config = s.record().config;
         let mut m = data.clone();
         m["run"] = json!(i);

@@ -23,7 +23,7 @@ use super::{KIND, META_KEY, forks, recorded};
 use crate::command::wire::{RunResult, check_result};
 use crate::diff::{self, Change, DiffEntry};
 use crate::error::{Error, Result};
-use crate::id::NodeId;
+use crate::id::{CheckpointId, NodeId};
 use crate::oplog::{Actor, View};
 use crate::ops::record::{self, Rec};
 use crate::ops::{Host, Target, ref_or_fresh};
@@ -59,7 +59,7 @@ pub struct ExperimentEnd {
 /// One run's fork at the end.
 struct Final {
     rec: SessionRecord,
-    checkpoint: String,
+    checkpoint: CheckpointId,
     root: NodeId,
     files_changed: u64,
 }
@@ -191,14 +191,14 @@ fn final_state<H: Host>(
             let _l = ft.session.op_lock.lock().unwrap_or_else(|p| p.into_inner());
             ref_or_fresh(&ft, None, &msg, "experiment")?
         }
-        Err(_) => refs::resolve(store, rec.head.as_deref(), "HEAD")?,
+        Err(_) => refs::resolve(store, rec.head, "HEAD")?,
     };
-    let root = c.root_id()?;
+    let root = c.root;
     let base = rec.meta[META_KEY]["base"].as_str().unwrap_or_default();
-    let base_root = refs::resolve(store, None, base)?.root_id()?;
+    let base_root = refs::resolve(store, None, base)?.root;
     Ok(Final {
         rec: rec.clone(),
-        checkpoint: c.id.clone(),
+        checkpoint: c.id,
         root,
         files_changed: diff::diff_count(store, base_root, root)?,
     })
@@ -221,7 +221,7 @@ fn run_entry(r: &RunResult, f: &Final) -> Result<RunEntry> {
         command: field(f, "command")?,
         env: field(f, "env")?,
         fork: f.rec.name.clone(),
-        checkpoint: f.checkpoint.clone(),
+        checkpoint: f.checkpoint.to_hex(),
         files_changed: f.files_changed,
     })
 }

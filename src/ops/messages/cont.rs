@@ -16,7 +16,7 @@ use super::super::record::Call;
 use super::super::{Host, Target, syncfs};
 use crate::control::MountFor;
 use crate::error::{Error, Result};
-use crate::id::{CheckpointId, NodeId};
+use crate::id::NodeId;
 use crate::lifecycle::{self, SessionInfo, State};
 use crate::messages::{self, Stream, conversation};
 use crate::meta::{self, MetaOp};
@@ -38,14 +38,9 @@ pub(crate) fn message_start(t: &Target, id: &str) -> Result<(Option<Checkpoint>,
     }
     let c = m
         .checkpoint
-        .as_deref()
-        .map(|h| {
-            let cid = CheckpointId::from_hex(h)
-                .ok_or_else(|| Error::corrupt(format!("message {id}"), "bad checkpoint id"))?;
-            refs::load(&**store, &cid)
-        })
+        .map(|cid| refs::load(&**store, &cid))
         .transpose()?;
-    Ok((c, m.workspace_root()?))
+    Ok((c, m.workspace))
 }
 
 /// The latest session (by its last activity: last access or newest message,
@@ -150,11 +145,9 @@ pub(crate) fn run<H: Host>(
     let src_t = h.target(Some(&src)).ok();
     let _pins = src_t.as_ref().map(|t| t.session.pin_roots());
     let from = source_record(h, &src)?;
-    let root = NodeId::from_hex(&from.root)
-        .ok_or_else(|| Error::corrupt(format!("session record {src}"), "bad root id"))?;
-    let mut rec = session::new_record(name, root, from.bytes, from.inodes)?;
-    rec.head = from.head.clone();
-    rec.base = from.base.clone();
+    let mut rec = session::new_record(name, from.root, from.bytes, from.inodes)?;
+    rec.head = from.head;
+    rec.base = from.base;
     rec.config = from.config.clone();
     let src_info = lifecycle::load(&*store, &src)?;
     let mut info = SessionInfo::forked(src_info.as_ref(), name);
@@ -177,7 +170,7 @@ pub(crate) fn run<H: Host>(
             session: name.to_string(),
             mountpoint: m.mountpoint,
             from: src,
-            checkpoint: from.head.clone(),
+            checkpoint: from.head.map(|h| h.to_hex()),
             messages: n,
         }),
         Err(e) => {

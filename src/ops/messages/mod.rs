@@ -254,8 +254,8 @@ fn commit_group(t: &Target, drafts: Vec<Draft>) -> Result<()> {
             tool_call_id: d.tool_call_id,
             meta: d.meta,
             op,
-            checkpoint: head.clone(),
-            workspace: root.to_hex(),
+            checkpoint: head,
+            workspace: root,
         };
         let size = m.encode().len() as u64;
         if let Err(e) = check_usage(&limits, used, size) {

@@ -106,7 +106,7 @@ fn plan(t: &Target, to: &str, what: What) -> Result<Plan> {
     } else {
         (hidden.clone(), 0)
     };
-    let target = m.workspace_root()?;
+    let target = m.workspace;
     let changes: Vec<PathChange> = if files {
         crate::diff::diff_roots(&*store, working_root(t)?, target)?
             .iter()
@@ -143,7 +143,7 @@ pub(crate) fn run(
     } = p;
     let s = &t.session;
     let name = s.name();
-    let target = m.workspace_root()?;
+    let target = m.workspace;
     let answer = |op: Option<u64>, saved: Option<Saved>| Rewound {
         dry_run,
         op,

@@ -146,7 +146,7 @@ pub(crate) fn run(t: &Target, call: &Call, req: Promote) -> Result<PromoteAnswer
     } else {
         let before = view_now(t)?;
         let c = ref_or_fresh(t, None, "before promote", "promote")?;
-        (Some(before), c.root_id()?, Some(c))
+        (Some(before), c.root, Some(c))
     };
     let scratch_owner = match &ground {
         Ground::Repo { origin, .. } => origin.path.clone(),
@@ -203,7 +203,7 @@ pub(crate) fn run(t: &Target, call: &Call, req: Promote) -> Result<PromoteAnswer
     op.inert = true;
     let rec = record_result(t, op, promoted(strategy, &plan, &result))?;
     out.landed = result;
-    out.saved = saved.map(|c| c.id);
+    out.saved = saved.map(|c| c.id.to_hex());
     out.op = Some(rec.seq);
     Ok(out)
 }

@@ -126,8 +126,8 @@ pub fn mark(
             RefValue::Branch(b) => required.push(b.checkpoint.clone()),
             RefValue::Session(s) => {
                 let rec = s.session_record()?;
-                required.extend(rec.head.clone());
-                roots.extend([rec.root.clone(), rec.base.clone()]);
+                required.extend(rec.head.map(|h| h.to_hex()));
+                roots.extend([rec.root.to_hex(), rec.base.to_hex()]);
                 for h in &s.logs {
                     out.logs.insert(h.clone());
                 }
@@ -137,7 +137,7 @@ pub fn mark(
     }
     let cps = checkpoints(store, client, &required, &optional)?;
     for c in cps.values() {
-        roots.push(c.root.clone());
+        roots.push(c.root.to_hex());
     }
     out.checkpoints = cps.into_keys().collect();
     let nodes = RemoteNodes::new(store, client, cat);
@@ -247,15 +247,15 @@ fn named_by_logs(
                 SegEntry::Op { seq, v } => {
                     let bytes = serde_json::to_vec(&v).unwrap_or_default();
                     let op = crate::oplog::Operation::decode(&format!("{k}#{seq}"), &bytes)?;
-                    checkpoints.extend(op.checkpoints().map(str::to_string));
-                    roots.extend([op.before.workspace, op.after.workspace]);
+                    checkpoints.extend(op.checkpoints().map(|c| c.to_hex()));
+                    roots.extend([op.before.workspace.to_hex(), op.after.workspace.to_hex()]);
                 }
                 SegEntry::Msg { tag, seq, v } => {
                     let bytes = serde_json::to_vec(&v).unwrap_or_default();
                     let owner = format!("{k}#{}{seq}", tag as char);
                     let m = crate::messages::Message::decode(&owner, &bytes)?;
-                    checkpoints.extend(m.checkpoint);
-                    roots.push(m.workspace);
+                    checkpoints.extend(m.checkpoint.map(|c| c.to_hex()));
+                    roots.push(m.workspace.to_hex());
                 }
                 SegEntry::Attach { .. } | SegEntry::Touched { .. } => {}
             }
@@ -294,7 +294,7 @@ pub fn checkpoints(
             match store.meta_get(&crate::meta::checkpoint_key(&id))? {
                 Some(b) => {
                     let c = Checkpoint::decode(&hex, &b)?;
-                    next.extend(c.parents.iter().map(|p| (p.clone(), true)));
+                    next.extend(c.parents.iter().map(|p| (p.to_hex(), true)));
                     found.insert(hex, c);
                 }
                 None => *remote.entry(hex).or_default() |= must,
@@ -316,13 +316,13 @@ pub fn checkpoints(
                 continue;
             };
             let c = Checkpoint::decode(&hex, &got.bytes)?;
-            if c.id != hex || !c.id_matches() {
+            if c.id.to_hex() != hex || !c.id_matches() {
                 return Err(Error::corrupt(
                     format!("remote checkpoint {hex}"),
                     "its id is not the hash of its record",
                 ));
             }
-            next.extend(c.parents.iter().map(|p| (p.clone(), true)));
+            next.extend(c.parents.iter().map(|p| (p.to_hex(), true)));
             found.insert(hex, c);
         }
         level = next;

@@ -66,7 +66,7 @@ fn branch(store: &MemStore, name: &str, files: &[Vec<u8>]) -> Checkpoint {
     let root = tree(store, files);
     let c = Checkpoint::new("s", root, None, name, "manual", 0);
     let r = RefRecord {
-        checkpoint: c.id.clone(),
+        checkpoint: c.id,
         created: 0,
     };
     store
@@ -264,7 +264,7 @@ fn a_deleted_branchs_packs_go_in_two_phases_and_the_rest_stays_readable() {
     );
     assert_eq!(
         keys(&client, "checkpoints"),
-        [layout::checkpoint_key(&a.id)].into()
+        [layout::checkpoint_key(&a.id.to_hex())].into()
     );
     assert_closed(&client);
 }
@@ -301,7 +301,7 @@ fn a_condemned_pack_a_ref_reaches_again_is_kept() {
     let f = crate::remote::pull::refs::read(&client, TrackKind::Branch, "b")
         .unwrap()
         .unwrap();
-    assert_eq!(f.checkpoint().as_deref(), Some(b.id.as_str()));
+    assert_eq!(f.checkpoint().as_deref(), Some(b.id.to_hex().as_str()));
     assert_closed(&client);
 }
 
@@ -334,10 +334,10 @@ fn a_kept_pack_keeps_what_its_dead_objects_need() {
 /// Session `s` at `root`, with one operation naming checkpoint `c`.
 fn session_naming(store: &MemStore, root: NodeId, c: &Checkpoint) {
     crate::session::create_record(store, "s", root, 0, 0).unwrap();
-    let view = |h: Option<&str>| View {
-        head: h.map(str::to_string),
+    let view = |h: Option<crate::id::CheckpointId>| View {
+        head: h,
         branch: None,
-        workspace: root.to_hex(),
+        workspace: root,
         branches: Default::default(),
     };
     let op = NewOp::new(
@@ -345,7 +345,7 @@ fn session_naming(store: &MemStore, root: NodeId, c: &Checkpoint) {
         "checkpoint",
         serde_json::json!({}),
         view(None),
-        view(Some(&c.id)),
+        view(Some(c.id)),
     );
     crate::oplog::append(store, "s", op, vec![c.op()]).unwrap();
 }
@@ -369,7 +369,7 @@ fn what_a_session_log_names_stays_alive() {
         (two.packs_deleted, two.checkpoints_deleted, two.logs_deleted),
         (0, 0, 0)
     );
-    assert!(keys(&client, "checkpoints").contains(&layout::checkpoint_key(&old.id)));
+    assert!(keys(&client, "checkpoints").contains(&layout::checkpoint_key(&old.id.to_hex())));
     // Without the session, its log segment, the checkpoint and their packs go.
     client.delete(&layout::session_ref_key("s")).unwrap();
     run(&remote, false, 0);
@@ -399,7 +399,9 @@ fn an_orphan_pack_goes_after_the_grace_and_a_missing_record_stops_gc() {
     assert_eq!((r.orphans_deleted, r.packs_deleted), (1, 1));
     assert!(client.head(&orphan).unwrap().is_none());
     // A ref whose checkpoint record is gone: gc stops, deletes nothing.
-    client.delete(&layout::checkpoint_key(&a.id)).unwrap();
+    client
+        .delete(&layout::checkpoint_key(&a.id.to_hex()))
+        .unwrap();
     let before = all_keys(&client);
     let e = gc(
         &MemStore::default(),

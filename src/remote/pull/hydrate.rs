@@ -48,13 +48,13 @@ pub struct HydrateReport {
 /// HEAD's ancestry and those its operation log and messages name, and the
 /// workspace roots they name.
 pub fn session_roots(store: &dyn ObjectStore, rec: &SessionRecord) -> Result<Vec<NodeId>> {
-    let mut roots: Vec<String> = vec![rec.root.clone(), rec.base.clone()];
-    let mut cps: Vec<String> = rec.head.iter().cloned().collect();
+    let mut roots: Vec<NodeId> = vec![rec.root, rec.base];
+    let mut cps: Vec<CheckpointId> = rec.head.into_iter().collect();
     for (k, v) in store.meta_range(&KeyRange::ops(&rec.name), usize::MAX)? {
         let op = crate::oplog::Operation::decode(&String::from_utf8_lossy(&k), &v)?;
-        cps.extend(op.checkpoints().map(str::to_string));
-        roots.push(op.before.workspace.clone());
-        roots.push(op.after.workspace.clone());
+        cps.extend(op.checkpoints());
+        roots.push(op.before.workspace);
+        roots.push(op.after.workspace);
     }
     // The session's whole conversation view, shared records included, a page at
     // a time (`messages::share`).
@@ -74,22 +74,19 @@ pub fn session_roots(store: &dyn ObjectStore, rec: &SessionRecord) -> Result<Vec
             Ok(true)
         })?;
     }
-    let mut seen: HashSet<String> = HashSet::new();
+    let mut seen: HashSet<CheckpointId> = HashSet::new();
     while let Some(h) = cps.pop() {
-        if !seen.insert(h.clone()) {
+        if !seen.insert(h) {
             continue;
         }
-        if let Some(c) =
-            CheckpointId::from_hex(&h).and_then(|id| crate::refs::load(store, &id).ok())
-        {
-            roots.push(c.root.clone());
-            cps.extend(c.parents.iter().cloned());
+        if let Ok(c) = crate::refs::load(store, &h) {
+            roots.push(c.root);
+            cps.extend(c.parents);
         }
     }
-    let mut out: Vec<NodeId> = roots.iter().filter_map(|h| NodeId::from_hex(h)).collect();
-    out.sort_by_key(|n| n.0);
-    out.dedup();
-    Ok(out)
+    roots.sort_by_key(|n| n.0);
+    roots.dedup();
+    Ok(roots)
 }
 
 /// Hydrate session `rec` from `remote` (see the module docs).
@@ -103,7 +100,7 @@ pub fn hydrate(
     remote.index.refresh(&remote.client)?;
     // Checkpoint records the history names but this store lacks (a session
     // mounted from a remote has them; an older pull may not).
-    let heads: Vec<String> = rec.head.iter().cloned().collect();
+    let heads: Vec<String> = rec.head.iter().map(|h| h.to_hex()).collect();
     let cps = super::refs::fetch_checkpoints(store, &remote.client, heads)?;
     store.commit(cps)?;
     let roots = session_roots(store, rec)?;

@@ -122,9 +122,9 @@ fn entry(
                     "its seq does not match its entry",
                 ));
             }
-            out.checkpoints.extend(op.checkpoints().map(str::to_string));
+            out.checkpoints.extend(op.checkpoints().map(|c| c.to_hex()));
             out.roots
-                .extend([op.before.workspace.clone(), op.after.workspace.clone()]);
+                .extend([op.before.workspace.to_hex(), op.after.workspace.to_hex()]);
             out.ops.push(MetaOp::Put(key, bytes));
             out.operations += 1;
         }
@@ -148,8 +148,8 @@ fn entry(
                     "its seq does not match its entry",
                 ));
             }
-            out.checkpoints.extend(m.checkpoint.clone());
-            out.roots.push(m.workspace.clone());
+            out.checkpoints.extend(m.checkpoint.map(|c| c.to_hex()));
+            out.roots.push(m.workspace.to_hex());
             let idx = json!({"stream": (tag as char).to_string(), "seq": seq});
             out.ops.push(MetaOp::Put(key, bytes));
             out.ops.push(MetaOp::Put(
@@ -178,11 +178,12 @@ mod tests {
 
     #[test]
     fn imported_operations_name_no_local_branches() {
+        let id = |cp: &str| crate::id::CheckpointId::from_hex(&cp.repeat(64));
         let view = |cp: &str| View {
-            head: Some(cp.repeat(64)),
+            head: id(cp),
             branch: Some("main".into()),
-            workspace: "0".repeat(64),
-            branches: [("main".to_string(), Some(cp.repeat(64)))].into(),
+            workspace: crate::id::NodeId([0; 32]),
+            branches: [("main".to_string(), id(cp))].into(),
         };
         let op = NewOp::new(
             &Actor::daemon(),
@@ -211,6 +212,6 @@ mod tests {
         let got = crate::oplog::Operation::decode("s#1", &got).unwrap();
         assert!(got.before.branches.is_empty() && got.after.branches.is_empty());
         assert_eq!(got.session, "s");
-        assert_eq!(got.after.head, Some("b".repeat(64)));
+        assert_eq!(got.after.head, id("b"));
     }
 }

@@ -202,7 +202,7 @@ fn tree_roots(store: &dyn ObjectStore, fetched: &[refs::Fetched]) -> Vec<NodeId>
             .checkpoint()
             .and_then(|h| crate::id::CheckpointId::from_hex(&h))
             .and_then(|id| crate::refs::load(store, &id).ok())
-            .and_then(|c| c.root_id().ok())
+            .map(|c| c.root)
         {
             out.push(c);
         }
@@ -264,10 +264,13 @@ fn branch_ff(
     let (Some(new), Some(local)) = (new, crate::refs::get_ref(store, name)?) else {
         return Ok("tracking-only");
     };
-    if local.checkpoint == new {
+    let Some(new_id) = crate::id::CheckpointId::from_hex(new) else {
+        return Ok("tracking-only");
+    };
+    if local.checkpoint == new_id {
         return Ok("up-to-date");
     }
-    if !refs::is_ancestor(store, &local.checkpoint, new)? {
+    if !refs::is_ancestor(store, &local.checkpoint.to_hex(), new)? {
         return Ok("tracking-only");
     }
     ops.push(MetaOp::Expect(
@@ -277,7 +280,7 @@ fn branch_ff(
     ops.push(crate::refs::ref_op(
         name,
         &RefRecord {
-            checkpoint: new.to_string(),
+            checkpoint: new_id,
             created: local.created,
         },
     ));

@@ -152,13 +152,13 @@ pub fn fetch_checkpoints(
                 });
             };
             let c = Checkpoint::decode(hex, &got.bytes)?;
-            if c.id != *hex || !c.id_matches() {
+            if c.id.to_hex() != *hex || !c.id_matches() {
                 return Err(Error::corrupt(
                     format!("remote checkpoint {hex}"),
                     "its id is not the hash of its record",
                 ));
             }
-            queue.extend(c.parents.iter().cloned());
+            queue.extend(c.parents.iter().map(|p| p.to_hex()));
             ops.push(c.op());
         }
     }
@@ -171,7 +171,7 @@ pub fn is_ancestor(store: &dyn ObjectStore, old: &str, new: &str) -> Result<bool
     crate::refs::is_ancestor_by(old, new, &mut |h| {
         Ok(CheckpointId::from_hex(h)
             .and_then(|id| crate::refs::load(store, &id).ok())
-            .map(|c| c.parents)
+            .map(|c| c.parents.iter().map(|p| p.to_hex()).collect())
             .unwrap_or_default())
     })
 }

@@ -149,7 +149,7 @@ pub fn create(
     })?;
     Ok(Created {
         kind: f.kind,
-        checkpoint: rec.head.clone(),
+        checkpoint: rec.head.map(|h| h.to_hex()),
         checkpoints: n_cps,
         operations,
         messages,
@@ -201,11 +201,10 @@ fn branch_record(
 ) -> Result<SessionRecord> {
     let cp = fetch_one(store, hex)?;
     let usage = cp.as_ref().and_then(|c| c.usage);
-    let root = crate::id::NodeId::from_hex(&cp_root(cp.as_ref(), hex)?)
-        .ok_or_else(|| Error::corrupt(format!("checkpoint {hex}"), "bad root"))?;
+    let (head, root) = cp_root(cp.as_ref(), hex)?;
     let (bytes, inodes) = usage.map_or((0, 1), |u| (u.bytes, u.inodes));
     let mut rec = session::new_record(name, root, bytes, inodes)?;
-    rec.head = Some(hex.to_string());
+    rec.head = Some(head);
     rec.branch = Some(branch.to_string());
     Ok(rec)
 }
@@ -221,8 +220,12 @@ fn fetch_one(store: &dyn ObjectStore, hex: &str) -> Result<Option<Checkpoint>> {
     }
 }
 
-fn cp_root(cp: Option<&Checkpoint>, hex: &str) -> Result<String> {
-    cp.map(|c| c.root.clone()).ok_or_else(|| {
+/// The id and root of `cp` (the checkpoint `hex` names), which must be here.
+fn cp_root(
+    cp: Option<&Checkpoint>,
+    hex: &str,
+) -> Result<(crate::id::CheckpointId, crate::id::NodeId)> {
+    cp.map(|c| (c.id, c.root)).ok_or_else(|| {
         Error::NotFound(format!(
             "checkpoint {hex} is not in this store (fetch failed?)"
         ))
@@ -236,7 +239,7 @@ fn attach_branch(
     rec: &mut SessionRecord,
     ops: &mut Vec<MetaOp>,
 ) -> Result<()> {
-    let (Some(b), Some(head)) = (rec.branch.clone(), rec.head.clone()) else {
+    let (Some(b), Some(head)) = (rec.branch.clone(), rec.head) else {
         rec.branch = None;
         return Ok(());
     };
@@ -253,7 +256,7 @@ fn attach_branch(
             ));
         }
         Some(r) if r.checkpoint == head => {}
-        Some(r) if refs::is_ancestor(store, &r.checkpoint, &head)? => {
+        Some(r) if refs::is_ancestor(store, &r.checkpoint.to_hex(), &head.to_hex())? => {
             ops.push(MetaOp::Expect(
                 meta::ref_key(&b),
                 store.meta_get(&meta::ref_key(&b))?,

@@ -73,7 +73,7 @@ pub fn checkpoints(
         };
         let c = Checkpoint::decode(&hex, &bytes)?;
         for p in &c.parents {
-            stack.push((p.clone(), true));
+            stack.push((p.to_hex(), true));
         }
         found.insert(hex, (bytes, c));
     }
@@ -100,8 +100,8 @@ fn levels(
                 .1
                 .parents
                 .iter()
-                .filter(|p| found.contains_key(*p))
-                .cloned()
+                .map(|p| p.to_hex())
+                .filter(|p| found.contains_key(p))
                 .collect();
             if expanded {
                 let l = parents.iter().map(|p| level[p] + 1).max().unwrap_or(0);
@@ -318,15 +318,22 @@ mod tests {
         let store = MemStore::default();
         let (root, _) = crate::reach::tests::deep_chain(&store, 1);
         let a = Checkpoint::new("s", root, None, "a", "manual", 0);
-        let b = Checkpoint::new("s", root, Some(a.cid()), "b", "manual", 1);
-        let c = Checkpoint::new("s", root, Some(b.cid()), "c", "manual", 2);
+        let b = Checkpoint::new("s", root, Some(a.id), "b", "manual", 1);
+        let c = Checkpoint::new("s", root, Some(b.id), "c", "manual", 2);
         store.commit(vec![a.op(), b.op(), c.op()]).unwrap();
         let none = HashSet::new();
-        let all = checkpoints(&store, &none, std::slice::from_ref(&c.id), &[]).unwrap();
+        let all = checkpoints(&store, &none, &[c.id.to_hex()], &[]).unwrap();
         let order: Vec<&str> = all.iter().map(|(h, _, _)| h.as_str()).collect();
-        assert_eq!(order, [a.id.as_str(), b.id.as_str(), c.id.as_str()]);
-        let on_remote: HashSet<String> = [b.id.clone()].into();
-        let some = checkpoints(&store, &on_remote, std::slice::from_ref(&c.id), &[]).unwrap();
+        assert_eq!(
+            order,
+            [
+                a.id.to_hex().as_str(),
+                b.id.to_hex().as_str(),
+                c.id.to_hex().as_str()
+            ]
+        );
+        let on_remote: HashSet<String> = [b.id.to_hex()].into();
+        let some = checkpoints(&store, &on_remote, &[c.id.to_hex()], &[]).unwrap();
         assert_eq!(some.len(), 1);
         let missing = "ab".repeat(32);
         assert!(checkpoints(&store, &none, std::slice::from_ref(&missing), &[]).is_err());

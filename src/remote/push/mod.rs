@@ -163,7 +163,7 @@ pub fn push_env(
     let ckpts = closure::checkpoints(store, &listed, &plan.required, &plan.optional)?;
     let mut roots: Vec<NodeId> = Vec::new();
     for (_, _, c) in ckpts.iter() {
-        roots.push(c.root_id()?);
+        roots.push(c.root);
     }
     for r in &plan.roots {
         roots.push(
@@ -262,7 +262,7 @@ fn resolve(env: &Env<'_>, remote: &Remote, req: &PushRequest) -> Result<Vec<Item
                 src: src.into(),
                 dst: dst.unwrap_or(src).into(),
                 what: What::Branch {
-                    checkpoint: r.checkpoint,
+                    checkpoint: r.checkpoint.to_hex(),
                 },
             }
         } else if crate::session::load_record(store, src)?.is_some() {
@@ -277,11 +277,13 @@ fn resolve(env: &Env<'_>, remote: &Remote, req: &PushRequest) -> Result<Vec<Item
             let head = (env.target)(req.session.as_deref())
                 .ok()
                 .and_then(|t| t.session.record().head);
-            let c = crate::refs::resolve(store, head.as_deref(), src)?;
+            let c = crate::refs::resolve(store, head, src)?;
             Item {
                 src: src.into(),
                 dst: dst.into(),
-                what: What::Branch { checkpoint: c.id },
+                what: What::Branch {
+                    checkpoint: c.id.to_hex(),
+                },
             }
         } else {
             return Err(Error::NotFound(format!(
@@ -391,10 +393,10 @@ fn prepare(env: &Env<'_>, remote: &Remote, force: bool, it: Item, plan: &mut Pla
             let log = session::new_log(store, local, since)?;
             plan.optional.extend(log.checkpoints.iter().cloned());
             plan.roots.extend(log.roots.iter().cloned());
-            plan.required.extend(rec.head.iter().cloned());
-            plan.roots.extend([rec.root.clone(), rec.base.clone()]);
+            plan.required.extend(rec.head.map(|h| h.to_hex()));
+            plan.roots.extend([rec.root.to_hex(), rec.base.to_hex()]);
             let up_to_date = base.is_some() && equal && !log.changed;
-            let new = rec.head.clone();
+            let new = rec.head.map(|h| h.to_hex());
             let forced = base.is_some() && !ours && !equal;
             let (value, segment) = if up_to_date {
                 (None, None)

@@ -82,7 +82,7 @@ fn load_checkpoint(
         return Ok(None);
     };
     let c = Checkpoint::decode(hex, &got.bytes)?;
-    if c.id != hex || !c.id_matches() {
+    if c.id.to_hex() != hex || !c.id_matches() {
         return Err(Error::corrupt(
             format!("remote checkpoint {hex}"),
             "its id is not the hash of its record",
@@ -95,7 +95,8 @@ fn load_checkpoint(
 /// walk of `new`'s parents; records the local store lacks come from the remote).
 pub fn is_ancestor(store: &dyn ObjectStore, client: &Client, old: &str, new: &str) -> Result<bool> {
     crate::refs::is_ancestor_by(old, new, &mut |h| {
-        Ok(load_checkpoint(store, client, h)?.map_or_else(Vec::new, |c| c.parents))
+        Ok(load_checkpoint(store, client, h)?
+            .map_or_else(Vec::new, |c| c.parents.iter().map(|p| p.to_hex()).collect()))
     })
 }
 

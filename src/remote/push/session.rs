@@ -127,9 +127,9 @@ pub fn new_log(store: &dyn ObjectStore, session: &str, since: Seqs) -> Result<Ne
         };
         let owner = format!("operation {session}#{seq}");
         let op = crate::oplog::Operation::decode(&owner, &v)?;
-        log.checkpoints.extend(op.checkpoints().map(str::to_string));
+        log.checkpoints.extend(op.checkpoints().map(|c| c.to_hex()));
         log.roots
-            .extend([op.before.workspace.clone(), op.after.workspace.clone()]);
+            .extend([op.before.workspace.to_hex(), op.after.workspace.to_hex()]);
         let v: Value =
             serde_json::from_slice(&v).map_err(|e| Error::corrupt(owner, e.to_string()))?;
         log.entries.push(SegEntry::Op { seq, v });
@@ -160,8 +160,8 @@ pub fn new_log(store: &dyn ObjectStore, session: &str, since: Seqs) -> Result<Ne
             let tag = stream.tag();
             let owner = format!("message {session}#{}{seq}", tag as char);
             let m = crate::messages::Message::decode(&owner, &v)?;
-            log.checkpoints.extend(m.checkpoint.clone());
-            log.roots.push(m.workspace.clone());
+            log.checkpoints.extend(m.checkpoint.map(|c| c.to_hex()));
+            log.roots.push(m.workspace.to_hex());
             let v: Value =
                 serde_json::from_slice(&v).map_err(|e| Error::corrupt(owner, e.to_string()))?;
             log.entries.push(SegEntry::Msg { tag, seq, v });

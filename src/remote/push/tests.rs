@@ -63,9 +63,9 @@ fn file(i: usize, generation: u8) -> Vec<u8> {
 /// on top of `parent`.
 fn commit(store: &MemStore, n: usize, generation: u8, parent: Option<&Checkpoint>) -> Checkpoint {
     let root = tree(store, n, &|i| file(i, if i == 0 { generation } else { 0 }));
-    let c = Checkpoint::new("s", root, parent.map(|p| p.cid()), "m", "manual", 0);
+    let c = Checkpoint::new("s", root, parent.map(|p| p.id), "m", "manual", 0);
     let r = RefRecord {
-        checkpoint: c.id.clone(),
+        checkpoint: c.id,
         created: 0,
     };
     store
@@ -116,7 +116,7 @@ fn second_push_sends_nothing_and_one_changed_file_sends_its_path_only() {
     assert_eq!(r.objects, 42);
     assert_eq!(r.checkpoints, 1);
     assert_eq!(r.refs[0].status, "created");
-    assert_eq!(r.refs[0].new.as_deref(), Some(c1.id.as_str()));
+    assert_eq!(r.refs[0].new.as_deref(), Some(c1.id.to_hex().as_str()));
     let again = run(&store, &remote, &["main"], false).unwrap();
     assert_eq!((again.objects, again.checkpoints), (0, 0));
     assert_eq!(again.refs[0].status, "up-to-date");
@@ -125,20 +125,20 @@ fn second_push_sends_nothing_and_one_changed_file_sends_its_path_only() {
     // The changed file's chunk and node, the directory, the root.
     assert_eq!((small.objects, small.checkpoints), (4, 1));
     assert_eq!(small.refs[0].status, "updated");
-    assert_eq!(small.refs[0].old.as_deref(), Some(c1.id.as_str()));
-    assert_eq!(small.refs[0].new.as_deref(), Some(c2.id.as_str()));
+    assert_eq!(small.refs[0].old.as_deref(), Some(c1.id.to_hex().as_str()));
+    assert_eq!(small.refs[0].new.as_deref(), Some(c2.id.to_hex().as_str()));
     // The remote ref and the tracking ref name c2.
     let got = refs::read(&remote.client, TrackKind::Branch, "main")
         .unwrap()
         .unwrap();
     assert_eq!(
         got.checkpoint(TrackKind::Branch).as_deref(),
-        Some(c2.id.as_str())
+        Some(c2.id.to_hex().as_str())
     );
     let t = tracking::get(&store, "origin", TrackKind::Branch, "main")
         .unwrap()
         .unwrap();
-    assert_eq!(t.checkpoint.as_deref(), Some(c2.id.as_str()));
+    assert_eq!(t.checkpoint.as_deref(), Some(c2.id.to_hex().as_str()));
     assert_eq!(t.etag, got.etag);
 }
 
@@ -158,7 +158,7 @@ fn a_fresh_index_learns_what_the_remote_has_so_a_rerun_sends_only_what_is_missin
     let r = run(&store, &fresh, &["main"], false).unwrap();
     assert_eq!((r.objects, r.checkpoints), (0, 0));
     assert_eq!(r.refs[0].status, "created");
-    assert_eq!(r.refs[0].new.as_deref(), Some(c1.id.as_str()));
+    assert_eq!(r.refs[0].new.as_deref(), Some(c1.id.to_hex().as_str()));
 }
 
 #[test]
@@ -170,7 +170,10 @@ fn src_dst_and_checkpoint_expressions_go_to_a_named_branch() {
     let r = run(
         &store,
         &remote,
-        &["main:team/stable", &format!("{}:old", &c1.id[..12])],
+        &[
+            "main:team/stable",
+            &format!("{}:old", &c1.id.to_hex()[..12]),
+        ],
         false,
     )
     .unwrap();
@@ -181,7 +184,7 @@ fn src_dst_and_checkpoint_expressions_go_to_a_named_branch() {
         .unwrap();
     assert_eq!(
         old.checkpoint(TrackKind::Branch).as_deref(),
-        Some(c1.id.as_str())
+        Some(c1.id.to_hex().as_str())
     );
     let e = run(&store, &remote, &["no-such-thing"], false).unwrap_err();
     assert!(matches!(e, Error::NotFound(_)), "{e}");
@@ -207,7 +210,7 @@ fn a_diverged_branch_is_refused_unless_forced() {
         .unwrap();
     assert_eq!(
         got.checkpoint(TrackKind::Branch).as_deref(),
-        Some(cb.id.as_str())
+        Some(cb.id.to_hex().as_str())
     );
     // a is now behind: its push is refused (b's checkpoint is not its ancestor).
     assert!(matches!(
@@ -256,10 +259,10 @@ fn session_with_ops(store: &MemStore, root: NodeId, n: usize, from: usize) -> Op
     let mut last = None;
     for i in from..from + n {
         let c = Checkpoint::new("s", root, None, &format!("op {i}"), "manual", 0);
-        let view = |h: Option<&str>| View {
-            head: h.map(str::to_string),
+        let view = |h: Option<crate::id::CheckpointId>| View {
+            head: h,
             branch: None,
-            workspace: root.to_hex(),
+            workspace: root,
             branches: Default::default(),
         };
         let op = NewOp::new(
@@ -267,7 +270,7 @@ fn session_with_ops(store: &MemStore, root: NodeId, n: usize, from: usize) -> Op
             "checkpoint",
             serde_json::json!({}),
             view(None),
-            view(Some(&c.id)),
+            view(Some(c.id)),
         );
         crate::oplog::append(store, "s", op, vec![c.op()]).unwrap();
         last = Some(c);

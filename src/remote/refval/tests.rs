@@ -28,7 +28,7 @@ fn branch_and_session_round_trip() {
     };
     assert_eq!(sr.logs.len(), 2);
     assert_eq!(s.checkpoint(), Some(hx(2).as_str()));
-    assert_eq!(sr.session_record().unwrap().root, hx(1));
+    assert_eq!(sr.session_record().unwrap().root.to_hex(), hx(1));
     assert_eq!(decode(&encode(&s)).unwrap(), s);
 }
 

@@ -340,9 +340,9 @@ impl World {
                 let Some((c, target)) = self.pick(k) else {
                     return;
                 };
-                let root = c.root_id().unwrap();
+                let root = c.root;
                 self.save_and_graft("before-checkout", root, None);
-                self.s().commit_checkout(&c.id, root).unwrap();
+                self.s().commit_checkout(c.id, root).unwrap();
                 *self.m() = target;
             }
             Op::Restore { k, path } => self.restore(k, path),
@@ -355,8 +355,8 @@ impl World {
                 }
                 let name = format!("f{}", self.sessions.len());
                 let (bytes, inodes) = target.usage();
-                let mut rec = new_record(&name, c.root_id().unwrap(), bytes, inodes).unwrap();
-                rec.head = Some(c.id.clone());
+                let mut rec = new_record(&name, c.root, bytes, inodes).unwrap();
+                rec.head = Some(c.id);
                 self.store.commit(vec![record_op(&rec)]).unwrap();
                 let s = Session::open(self.store.clone(), rec).unwrap();
                 self.end_op();
@@ -409,7 +409,7 @@ impl World {
         let Some((c, saved)) = self.pick(k) else {
             return;
         };
-        let root = c.root_id().unwrap();
+        let root = c.root;
         let paths = [path.as_bytes().to_vec()];
         let only = (!path.is_empty()).then_some(&paths[..]);
         self.save_and_graft("before-restore", root, only);
@@ -464,12 +464,12 @@ impl World {
         }
         for (c, m) in &self.saved {
             let (bytes, inodes) = m.usage();
-            let rec = new_record("check", c.root_id().unwrap(), bytes, inodes).unwrap();
+            let rec = new_record("check", c.root, bytes, inodes).unwrap();
             let s = Session::open(self.store.clone(), rec).unwrap();
             self.check(
                 &s,
                 m,
-                &format!("checkpoint {} ({}) after gc", &c.id[..12], c.message),
+                &format!("checkpoint {} ({}) after gc", c.id.short(), c.message),
             );
             self.held.borrow_mut().clear();
         }

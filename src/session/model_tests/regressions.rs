@@ -46,10 +46,10 @@ fn checkout(s: &Session, c: &Checkpoint, auto: &str) -> Option<Checkpoint> {
         s.checkpoint("auto: before checkout", "before-checkout", Some(auto))
             .unwrap()
     });
-    let root = c.root_id().unwrap();
+    let root = c.root;
     let (_, r) = s.graft(root, None, Some(generation));
     r.unwrap();
-    s.commit_checkout(&c.id, root).unwrap();
+    s.commit_checkout(c.id, root).unwrap();
     saved
 }
 
@@ -68,9 +68,9 @@ fn checkout_between_checkpoints_with_a_hard_link_keeps_it_one_inode() {
     file(&s, 1, "s", b"s");
     let c2 = s.checkpoint("two", "manual", None).unwrap();
     file(&s, 1, "p", b"p");
-    let c1 = crate::refs::resolve(&**s.store(), s.record().head.as_deref(), "HEAD~1").unwrap();
+    let c1 = crate::refs::resolve(&**s.store(), s.record().head, "HEAD~1").unwrap();
     let pending = checkout(&s, &c1, "auto/before-checkout-1").expect("p was pending");
-    assert_eq!(pending.parent(), Some(c2.id.as_str()));
+    assert_eq!(pending.parent(), Some(c2.id));
     assert!(checkout(&s, &pending, "auto/before-checkout-2").is_none());
     let check = |s: &Session| {
         let (a, b) = (find(s, "dir/nested/deep"), find(s, "dir/hard"));
@@ -122,11 +122,7 @@ fn restore_removing_a_directory_counts_its_hard_links_out() {
         Some("auto/before-restore-1"),
     )
     .unwrap();
-    let (_, r) = s.graft(
-        empty.root_id().unwrap(),
-        Some(&[b"a".to_vec()]),
-        Some(generation),
-    );
+    let (_, r) = s.graft(empty.root, Some(&[b"a".to_vec()]), Some(generation));
     r.unwrap();
     assert!(s.lookup(1, b"a").is_err());
     let st = find(&s, "x");

@@ -199,12 +199,21 @@ struct Seen {
     other: Option<(Option<String>, Option<String>)>,
 }
 
+/// The model's form of a checkpoint id (hex).
+fn hex(id: Option<crate::id::CheckpointId>) -> Option<String> {
+    id.map(|h| h.to_hex())
+}
+
 impl Run {
     fn new() -> Run {
         let host = MemHost::new();
         let t = host.create(SESSION).unwrap();
         let root = t.session.flush().unwrap().to_hex();
-        assert_eq!(t.session.record().base, root, "a new session's base");
+        assert_eq!(
+            t.session.record().base.to_hex(),
+            root,
+            "a new session's base"
+        );
         Run {
             host,
             model: Model::new(&root),
@@ -223,17 +232,17 @@ impl Run {
             .unwrap()
             .into_iter()
             .filter(|(n, _)| !n.starts_with("auto/"))
-            .map(|(n, r)| (n, r.checkpoint))
+            .map(|(n, r)| (n, r.checkpoint.to_hex()))
             .collect();
         Seen {
             files: memhost::files(&s).unwrap(),
             ws: s.flush().unwrap().to_hex(),
-            head: rec.head,
+            head: hex(rec.head),
             branch: rec.branch,
             branches,
             other: self.host.target(Some(OTHER)).ok().map(|o| {
                 let r = o.session.record();
-                (r.head, r.branch)
+                (hex(r.head), r.branch)
             }),
         }
     }
@@ -263,10 +272,14 @@ impl Run {
             return;
         };
         let view = |v: &crate::oplog::View| model::View {
-            head: v.head.clone(),
+            head: hex(v.head),
             branch: v.branch.clone(),
-            ws: v.workspace.clone(),
-            branches: v.branches.clone(),
+            ws: v.workspace.to_hex(),
+            branches: v
+                .branches
+                .iter()
+                .map(|(b, c)| (b.clone(), hex(*c)))
+                .collect(),
         };
         let got = model::Rec {
             before: view(&o.before),

@@ -94,8 +94,8 @@ fn prepare_with(mut config: RemoteConfig, client: &Client) -> Result<Ready> {
     })
 }
 
-/// Serve `remote_add` for the daemon `h`: probe outside its name lock, store
-/// under it, then let lazy reads use the new remote.
+/// Serve `remote_add` on `h`: probe outside its name lock, store under it, then
+/// let lazy reads use the new remote.
 pub fn run<H: crate::ops::Host>(h: &H, req: &Request) -> Result<RemoteAdded> {
     let store = h.store();
     let ready = prepare(&*store, req)?;
@@ -103,8 +103,7 @@ pub fn run<H: crate::ops::Host>(h: &H, req: &Request) -> Result<RemoteAdded> {
         let _names = h.name_lock();
         commit(&*store, ready)?
     };
-    // Lazy reads use every configured remote from now on.
-    crate::remote::lazy::install(&store)?;
+    h.remotes_changed()?;
     Ok(v)
 }
 

@@ -21,16 +21,51 @@ mod model;
 mod regressions;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use proptest::prelude::*;
 use serde_json::Value;
 
+use crate::error::Result;
+use crate::lifecycle::manage::SessionShown;
 use crate::ops::Host;
 use crate::ops::memhost::{self, KernelCall, MemHost};
-use crate::verbs::Op;
+use crate::remote::trim::{TrimReport, TrimRequest};
+use crate::verbs::{self, Op, needs_daemon};
 
-/// The in-memory host serves no store-wide verbs.
-impl crate::verbs::Server for MemHost {}
+/// The in-memory host serves no store-wide verb of the daemon's own.
+impl crate::verbs::Server for MemHost {
+    fn ping(&self, _: Option<&str>) -> Result<verbs::ping::Pong> {
+        Err(needs_daemon("ping"))
+    }
+    fn mount(&self, _: verbs::Mount, _: &mut dyn FnMut(Value)) -> Result<verbs::mount::Mounted> {
+        Err(needs_daemon("mount"))
+    }
+    fn umount(&self, _: &Path) -> Result<verbs::umount::Unmounted> {
+        Err(needs_daemon("umount"))
+    }
+    fn shutdown(&self) -> Result<verbs::shutdown::Stopping> {
+        Err(needs_daemon("shutdown"))
+    }
+    fn gc(&self, _: bool, _: &mut dyn FnMut(Value)) -> Result<verbs::gc::Collected> {
+        Err(needs_daemon("gc"))
+    }
+    fn fsck(&self, _: bool, _: &mut dyn FnMut(Value)) -> Result<verbs::fsck::Checked> {
+        Err(needs_daemon("fsck"))
+    }
+    fn session_show(&self, _: Option<&str>, _: Option<&str>) -> Result<SessionShown> {
+        Err(needs_daemon("session_show"))
+    }
+    fn session_discard(&self, _: &str) -> Result<verbs::session_discard::Discarded> {
+        Err(needs_daemon("session_discard"))
+    }
+    fn sweep(&self) -> Result<verbs::session_sweep::Swept> {
+        Err(needs_daemon("session_sweep"))
+    }
+    fn store_trim(&self, _: TrimRequest, _: &mut dyn FnMut(Value)) -> Result<TrimReport> {
+        Err(needs_daemon("store_trim"))
+    }
+}
 
 /// Run `op` on session `session` of `host` as the user would (`treefork OP`),
 /// through the verb table; event lines are dropped.

@@ -215,3 +215,52 @@ impl Server for Offline {
         crate::remote::ops::store_trim::run(&*self.store, &crate::gc::Offline, req, events)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The offline host answers store verbs as the daemon's handlers do (a stored
+    /// session listed stopped, then removed; gc's retention keys) and refuses the
+    /// rest, whether the daemon serves them itself or through `ops::Host`.
+    #[test]
+    fn serves_store_verbs_and_refuses_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = PackStore::open(dir.path()).unwrap();
+        let root = crate::session::empty_root(&store, 0, 0).unwrap();
+        crate::session::create_record(&store, "s", root, 0, 0).unwrap();
+        let h = Offline::new(store);
+        let mut events = Vec::new();
+        let mut run = |op: Op| h.run(op, &mut |e| events.push(e));
+
+        let v = run(Op::Sessions(verbs::Sessions {})).unwrap();
+        assert_eq!(v["sessions"][0]["name"], "s");
+        assert_eq!(v["sessions"][0]["state"], "stopped");
+        assert_eq!(v["sessions"][0]["mountpoint"], Value::Null);
+        let v = run(Op::SessionRm(verbs::SessionRm { name: "s".into() })).unwrap();
+        assert_eq!(v, json!({"removed": "s"}));
+        let v = run(Op::Sessions(verbs::Sessions {})).unwrap();
+        assert_eq!(v["sessions"], json!([]));
+        let v = run(Op::Gc(verbs::Gc { dry_run: false })).unwrap();
+        assert_eq!(v["operations_pruned"], 0);
+        assert_eq!(v["gc"]["dry_run"], false);
+
+        let ping = run(Op::Ping(verbs::Ping {})).unwrap_err();
+        assert_eq!(ping.to_string(), "ping needs a running treefork daemon");
+        let pull = Op::Pull(verbs::Pull {
+            remote: None,
+            refs: vec![],
+        });
+        let e = run(pull).unwrap_err();
+        assert_eq!(e.to_string(), "pull needs a running treefork daemon");
+        let unnamed = Op::SessionShow(verbs::SessionShow { name: None });
+        assert!(!Offline::serves(&unnamed));
+        drop(run);
+        // gc's phases, as the daemon's event lines.
+        assert!(!events.is_empty());
+        for e in &events {
+            assert_eq!(e["event"], "progress", "{e}");
+            assert!(e["phase"].is_string() && e["total"].is_u64(), "{e}");
+        }
+    }
+}

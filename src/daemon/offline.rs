@@ -255,7 +255,6 @@ mod tests {
         assert_eq!(e.to_string(), "pull needs a running treefork daemon");
         let unnamed = Op::SessionShow(verbs::SessionShow { name: None });
         assert!(!Offline::serves(&unnamed));
-        drop(run);
         // gc's phases, as the daemon's event lines.
         assert!(!events.is_empty());
         for e in &events {

@@ -80,7 +80,7 @@ fn list_all(cx: &Ctx, op: Op) -> Result<Reply<List>> {
         if limit.is_some() {
             return Ok(r);
         }
-        let last = r.body.messages.last().map(|m| m.id.clone());
+        let last = r.body.messages.last().map(|m| m.message.id.clone());
         all.extend(r.body.messages);
         match last {
             Some(id) if more => after = Some(id),
@@ -110,10 +110,10 @@ impl Human for MessagesAnswer {
             writeln!(
                 out,
                 "{:<8} #{:<4} {:<9} {}",
-                short(&m.id),
-                m.seq,
-                m.role,
-                content_line(&m.content)
+                short(&m.message.id),
+                m.message.seq,
+                m.message.role,
+                content_line(&m.message.content)
             )?;
         }
         Ok(())

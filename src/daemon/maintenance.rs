@@ -1,5 +1,6 @@
-//! Store-wide maintenance served by the daemon: gc, fsck, session removal, and the
-//! session list.
+//! Store-wide maintenance served by the daemon: gc, fsck, store trim and session
+//! removal. The gc with its retention pass ([`collect`]) is shared with the
+//! offline host (`super::offline`).
 //!
 //! gc and fsck are serialized by the daemon's maintenance lock. gc counts as roots
 //! every session the mount table holds Live or Closing ([`crate::gc::Live`]): a
@@ -7,22 +8,19 @@
 //! `session rm` claims the name in the mount table first, so it never races a mount,
 //! a fork or an unmount of the same session.
 
-use crate::lifecycle::retention::{self, Pruned};
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use super::Daemon;
 use crate::error::{Error, Result};
+use crate::lifecycle::retention::{self, Pruned};
+use crate::ops::Host;
 use crate::remote::held::{self, Held};
-use crate::session::{self, Session};
+use crate::store::PackStore;
 use crate::verbs::fsck::Checked;
 use crate::verbs::gc::Collected;
 use crate::verbs::session_rm::SessionRemoved;
-use crate::verbs::sessions::{SessionList, SessionRow};
 
 /// Progress events at most every 100 ms (and at the end of each phase).
 fn progress(events: &mut dyn FnMut(Value)) -> impl FnMut(&str, u64, u64) + '_ {
@@ -41,29 +39,15 @@ impl Daemon {
             .maintenance
             .try_lock()
             .map_err(|_| Error::Conflict("a gc or fsck is already running on this store".into()))?;
-        let pruned = if dry_run {
-            Pruned::default()
-        } else {
-            let discard = self.upkeep.discard_secs;
-            let now = crate::clock::unix_secs();
-            retention::run(&*self.store, discard, now, &mut |name| {
-                self.session_rm(name).map(drop)
-            })?
-        };
-        let held = Held::of(&*self.store)?;
-        let rep = crate::gc::gc(
-            &*self.store,
+        let discard = self.upkeep.discard_secs;
+        collect(
             self,
-            held::boundary(&held),
+            &self.store,
+            self,
+            discard,
             dry_run,
             &mut progress(events),
-        )?;
-        Ok(Collected {
-            gc: rep,
-            operations_pruned: pruned.operations,
-            discarded_removed: pruned.sessions,
-            auto_refs_dropped: pruned.auto_refs,
-        })
+        )
     }
 
     pub(crate) fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<Checked> {
@@ -117,36 +101,33 @@ impl Daemon {
             removed: name.to_string(),
         })
     }
+}
 
-    pub(crate) fn sessions(&self) -> Result<SessionList> {
-        let mounted: HashMap<String, (PathBuf, Arc<Session>)> = crate::ops::Host::live(self)
-            .into_iter()
-            .map(|t| (t.session.name().to_string(), (t.mountpoint, t.session)))
-            .collect();
-        let mut list = Vec::new();
-        for r in session::list_records(&*self.store)? {
-            let mp = mounted.get(&r.name).map(|(p, _)| p);
-            let (bytes, inodes) = match mounted.get(&r.name) {
-                Some((_, s)) => s.usage(),
-                None => (r.bytes, r.inodes),
-            };
-            // Inodes in the mounted session's live table (eviction bounds it).
-            let live = mounted.get(&r.name).map(|(_, s)| s.live_inodes());
-            let life = crate::lifecycle::manage::row_fields(&*self.store, &r.name, r.created);
-            list.push(SessionRow {
-                state: if mp.is_some() { "mounted" } else { "stopped" }.into(),
-                mountpoint: mp.cloned(),
-                bytes,
-                inodes,
-                live_inodes: live,
-                updated: r.updated,
-                root: r.root.to_hex(),
-                life,
-                name: r.name,
-            });
-        }
-        Ok(SessionList { sessions: list })
-    }
+/// A gc of `store` with the retention pass before it (operation records, `auto/`
+/// refs, sessions discarded longer than `discard_secs` ago, removed through `h`),
+/// whoever serves the store: `live` names what its mounted sessions hold.
+pub(super) fn collect<H: Host>(
+    h: &H,
+    store: &PackStore,
+    live: &dyn crate::gc::Live,
+    discard_secs: u64,
+    dry_run: bool,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<Collected> {
+    let pruned = if dry_run {
+        Pruned::default()
+    } else {
+        let now = crate::clock::unix_secs();
+        retention::run(store, discard_secs, now, &mut |name| h.remove_session(name))?
+    };
+    let held = Held::of(store)?;
+    let gc = crate::gc::gc(store, live, held::boundary(&held), dry_run, progress)?;
+    Ok(Collected {
+        gc,
+        operations_pruned: pruned.operations,
+        discarded_removed: pruned.sessions,
+        auto_refs_dropped: pruned.auto_refs,
+    })
 }
 
 impl crate::gc::Live for Daemon {

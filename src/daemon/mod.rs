@@ -11,7 +11,9 @@
 //! - [`server`]: control sockets, connections, requests (peer check, role check,
 //!   rate bound, connection cap);
 //! - [`mountpoint`]: where a mount may go (resolved once, checked on its descriptor);
-//! - [`maintenance`]: store-wide gc, fsck and session removal.
+//! - [`maintenance`]: store-wide gc, fsck and session removal;
+//! - [`offline`]: the store verbs served without a daemon (by the CLI, in its own
+//!   process under the store lock), through the same verb table.
 //!
 //! Lifecycle: the CLI starts the daemon on first mount (or runs it in the foreground);
 //! the daemon exits when its last mount goes away (umount request, external
@@ -20,6 +22,7 @@
 pub mod maintenance;
 pub mod mounting;
 pub mod mountpoint;
+pub mod offline;
 pub mod server;
 pub mod sweep;
 pub mod table;

@@ -546,6 +546,10 @@ impl Host for Daemon {
     fn remove_session(&self, name: &str) -> Result<()> {
         self.session_rm(name).map(drop)
     }
+
+    fn remotes_changed(&self) -> Result<()> {
+        crate::remote::lazy::install(&Host::store(self))
+    }
 }
 
 /// Unmount `mp`, retrying EBUSY for up to 2 s: a reference that lives only a moment

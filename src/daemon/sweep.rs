@@ -33,7 +33,6 @@ use crate::lifecycle::manage::{self, PolicyChange};
 use crate::lifecycle::{self, State};
 use crate::ops::{Host, Target};
 use crate::verbs::session_discard::Discarded;
-use crate::verbs::session_extend::Extended;
 use crate::verbs::session_sweep::{Swept, SweptBusy, SweptEvicted, SweptExpired};
 
 /// Environment variable: the sweep interval (e.g. `5m`, `30s`).
@@ -232,21 +231,6 @@ impl Daemon {
             v.idle = crate::clock::unix_secs().saturating_sub(t).max(0);
         }
         Ok(v)
-    }
-
-    /// `session extend`: new TTLs, idle clock restarted.
-    pub(crate) fn session_extend(
-        &self,
-        name: &str,
-        ttl_idle: Option<String>,
-        ttl_absolute: Option<String>,
-        evict_to: Option<String>,
-    ) -> Result<Extended> {
-        let info = manage::extend(&**self.store(), name, ttl_idle, ttl_absolute, evict_to)?;
-        Ok(Extended {
-            session: name.to_string(),
-            policy: info.policy,
-        })
     }
 
     /// `session discard`: unmount (refused while busy), then state `discarded`.

@@ -16,8 +16,6 @@ use crate::verbs::gc::Collected;
 use crate::verbs::mount::Mounted;
 use crate::verbs::ping::Pong;
 use crate::verbs::session_discard::Discarded;
-use crate::verbs::session_extend::Extended;
-use crate::verbs::session_rm::SessionRemoved;
 use crate::verbs::session_sweep::Swept;
 use crate::verbs::shutdown::Stopping;
 use crate::verbs::umount::Unmounted;
@@ -98,10 +96,6 @@ impl Server for Daemon {
         })
     }
 
-    fn sessions(&self) -> Result<crate::verbs::sessions::SessionList> {
-        Daemon::sessions(self)
-    }
-
     fn shutdown(&self) -> Result<Stopping> {
         self.stop.store(true, Ordering::Relaxed);
         Ok(Stopping {})
@@ -115,26 +109,12 @@ impl Server for Daemon {
         Daemon::fsck(self, repair, events)
     }
 
-    fn session_rm(&self, name: &str) -> Result<SessionRemoved> {
-        Daemon::session_rm(self, name)
-    }
-
     fn session_show(
         &self,
         name: Option<&str>,
         bound: Option<&str>,
     ) -> Result<crate::lifecycle::manage::SessionShown> {
         Daemon::session_show(self, name, bound)
-    }
-
-    fn session_extend(
-        &self,
-        name: &str,
-        ttl_idle: Option<String>,
-        ttl_absolute: Option<String>,
-        evict_to: Option<String>,
-    ) -> Result<Extended> {
-        Daemon::session_extend(self, name, ttl_idle, ttl_absolute, evict_to)
     }
 
     fn session_discard(&self, name: &str) -> Result<Discarded> {

@@ -189,11 +189,26 @@ pub(super) fn json_round_trip<T>(
 ) where
     T: Serialize + PartialEq + std::fmt::Debug,
 {
+    round_trip(what, bytes, decode, |x| {
+        serde_json::to_vec(x).expect("a decoded record serializes")
+    })
+}
+
+/// Decode record `bytes` with `decode`; if it decodes, its re-encoding with
+/// `encode` must decode to the same value.
+pub(super) fn round_trip<T>(
+    what: &str,
+    bytes: &[u8],
+    decode: impl Fn(&[u8]) -> crate::Result<T>,
+    encode: impl Fn(&T) -> Vec<u8>,
+) where
+    T: PartialEq + std::fmt::Debug,
+{
     let r = decode(bytes);
     assert_corrupt(what, &r);
     if let Ok(x) = r {
         accepted();
-        let again = serde_json::to_vec(&x).expect("a decoded record serializes");
+        let again = encode(&x);
         match decode(&again) {
             Ok(y) => assert_eq!(x, y, "{what}: decode(encode(x)) != x"),
             Err(e) => panic!("{what}: re-encoding of a decoded record does not decode: {e}"),

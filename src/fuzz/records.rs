@@ -90,7 +90,12 @@ pub(super) fn log_records(bytes: &[u8]) {
             let _ = op.checkpoints().count();
         }
     } else {
-        json_round_trip("message", b, |b| Message::decode("fuzz", b));
+        round_trip(
+            "message",
+            b,
+            |b| Message::decode("fuzz", b),
+            Message::encode,
+        );
         if let Ok(m) = Message::decode("fuzz", b) {
             let _ = m.json();
         }

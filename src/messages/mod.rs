@@ -185,32 +185,33 @@ pub fn new_id() -> String {
     )
 }
 
-/// A stored message.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+/// A message of the conversation log: its stored record without the format version
+/// (the record is `{"version": MSG_VERSION, ...message}`), and what answers show
+/// (`ops::views::MessageView` adds its time in seconds).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, schemars::JsonSchema)]
 pub struct Message {
-    /// Format version ([`MSG_VERSION`]).
-    pub version: u32,
     /// The id (a UUID).
     pub id: String,
     /// Sequence number in its stream (from 1).
     pub seq: u64,
-    /// When it was appended, unix ns (a string in JSON).
+    /// When it was appended, unix ns, as a decimal string.
     #[serde(with = "crate::oplog::time_ns")]
+    #[schemars(with = "String")]
     pub time_ns: i128,
     /// `user`, `assistant`, `tool` or `system`.
     pub role: String,
     /// Any JSON.
     pub content: Value,
-    /// Tool calls.
+    /// Tool calls the message makes (absent when none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Value>,
-    /// The tool call answered.
+    /// The tool call a `tool` message answers (absent when none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
-    /// Caller data.
+    /// Caller data (absent when none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<Map<String, Value>>,
-    /// The session's newest operation when it was written (`None`: none yet).
+    /// The session's newest operation when it was written; `null`: none yet.
     pub op: Option<u64>,
     /// HEAD (hex in JSON) when it was written.
     pub checkpoint: Option<CheckpointId>,
@@ -218,32 +219,44 @@ pub struct Message {
     pub workspace: NodeId,
 }
 
+/// A message's stored record: its format version, then the message's fields.
+#[derive(Serialize, Deserialize)]
+struct Record<M> {
+    /// Format version ([`MSG_VERSION`]).
+    version: u32,
+    #[serde(flatten)]
+    message: M,
+}
+
 impl Message {
     /// Parse a stored record.
     pub fn decode(owner: &str, bytes: &[u8]) -> Result<Message> {
-        let m: Message = serde_json::from_slice(bytes)
+        let r: Record<Message> = serde_json::from_slice(bytes)
             .map_err(|e| Error::corrupt(format!("message {owner}"), e.to_string()))?;
-        if m.version != MSG_VERSION {
+        if r.version != MSG_VERSION {
             return Err(Error::corrupt(
                 format!("message {owner}"),
-                format!("unsupported version {}", m.version),
+                format!("unsupported version {}", r.version),
             ));
         }
-        Ok(m)
+        Ok(r.message)
     }
 
     /// The protocol form (MSG in docs/protocol.md).
     pub fn json(&self) -> Value {
         let mut v = serde_json::to_value(self).expect("message serializes");
         let o = v.as_object_mut().expect("an object");
-        o.remove("version");
         o.insert("time".into(), json!((self.time_ns / 1_000_000_000) as i64));
         v
     }
 
     /// The record's bytes.
     pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("message serializes")
+        let r = Record {
+            version: MSG_VERSION,
+            message: self,
+        };
+        serde_json::to_vec(&r).expect("message serializes")
     }
 }
 
@@ -361,7 +374,6 @@ mod tests {
     #[test]
     fn record_round_trip() {
         let m = Message {
-            version: MSG_VERSION,
             id: new_id(),
             seq: 3,
             time_ns: 1_700_000_000_123_456_789,

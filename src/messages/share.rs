@@ -520,7 +520,7 @@ fn copy_range(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::messages::{self, MSG_VERSION, Message, Query};
+    use crate::messages::{self, Message, Query};
     use crate::store::MemStore;
 
     /// Append `n` messages to `session`'s view; their ids.
@@ -531,7 +531,6 @@ mod tests {
         for seq in last + 1..=last + n {
             let id = messages::new_id();
             let m = Message {
-                version: MSG_VERSION,
                 id: id.clone(),
                 seq,
                 time_ns: 1,

@@ -23,14 +23,6 @@ use crate::diff::{self, DiffEntry};
 use crate::error::{Error, Result};
 use crate::store::ObjectStore;
 
-/// The arguments of a `diff` request.
-pub(crate) struct Request<'a> {
-    pub a: Option<&'a str>,
-    pub b: Option<&'a str>,
-    pub mode: Option<String>,
-    pub stream: bool,
-}
-
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
     NameStatus,
@@ -81,27 +73,34 @@ pub struct DiffEntryView {
     pub binary: Option<bool>,
 }
 
+/// `diff` of side `a` (default HEAD, else the session's base) against side `b`
+/// (default `WORKING`) in `mode` (`name-status`, `stat` or `patch`); with `stream`,
+/// each patch goes out as an event. The op lock is released once both sides are
+/// fixed ids.
 pub(crate) fn run(
     t: &Target,
     op_lock: MutexGuard<'_, ()>,
-    req: Request<'_>,
+    a: Option<&str>,
+    b: Option<&str>,
+    mode: Option<&str>,
+    stream: bool,
     events: &mut dyn FnMut(Value),
 ) -> Result<DiffAnswer> {
     let s = &t.session;
     let store = s.store().clone();
-    let mode = Mode::parse(req.mode.as_deref())?;
-    let ra = match req.a {
+    let mode = Mode::parse(mode)?;
+    let ra = match a {
         Some(spec) => side_root(t, spec)?,
         None if s.record().head.is_some() => side_root(t, "HEAD")?,
         None => s.base_root(),
     };
-    let rb = side_root(t, req.b.unwrap_or("WORKING"))?;
+    let rb = side_root(t, b.unwrap_or("WORKING"))?;
     // Both sides are fixed ids now: the rest reads stored objects only.
     drop(op_lock);
     let mut out = Output {
         store: &*store,
         mode,
-        stream: req.stream,
+        stream,
         events,
         list: Vec::new(),
         text: String::new(),
@@ -117,7 +116,7 @@ pub(crate) fn run(
     if let Some(e) = failed {
         return Err(e);
     }
-    let patch = (mode == Mode::Patch && !req.stream).then_some(out.text);
+    let patch = (mode == Mode::Patch && !stream).then_some(out.text);
     Ok(DiffAnswer {
         a: ra.to_hex(),
         b: rb.to_hex(),

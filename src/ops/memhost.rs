@@ -245,6 +245,11 @@ impl Host for MemHost {
         let _claim = self.claim(name)?;
         crate::lifecycle::retention::remove_session(&*self.store, name)
     }
+
+    /// The in-memory store reads no remote.
+    fn remotes_changed(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// The inode of the root directory of a session.

@@ -136,6 +136,9 @@ pub trait Host {
     fn unmount_session(&self, mp: &Path) -> Result<()>;
     /// Delete the record of session `name`, which must not be mounted (`session rm`).
     fn remove_session(&self, name: &str) -> Result<()>;
+    /// The store's remotes changed (`remote add`, `remote rm`): reads of objects
+    /// missing here use the remotes configured now.
+    fn remotes_changed(&self) -> Result<()>;
 }
 
 /// Push the kernel's dirty pages of the mount `m` to the daemon (from a child

@@ -135,54 +135,21 @@ pub struct BranchMoved {
 }
 
 /// A message of the conversation log as answers show it (MSG in
-/// docs/protocol.md: the stored record without its format version, plus its time
-/// in seconds).
+/// docs/protocol.md): the message plus its time in seconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MessageView {
-    /// The id (a UUID).
-    pub id: String,
-    /// Sequence number in its stream (from 1).
-    pub seq: u64,
-    /// When it was appended, unix ns, as a decimal string.
-    pub time_ns: String,
+    /// The message.
+    #[serde(flatten)]
+    pub message: crate::messages::Message,
     /// When it was appended, unix seconds.
     pub time: i64,
-    /// `user`, `assistant`, `tool` or `system`.
-    pub role: String,
-    /// Any JSON.
-    pub content: Value,
-    /// Tool calls the message makes (absent when none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_calls: Option<Value>,
-    /// The tool call a `tool` message answers (absent when none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
-    /// Caller data (absent when none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub meta: Option<Map<String, Value>>,
-    /// The session's newest operation when it was written; `null`: none yet.
-    pub op: Option<u64>,
-    /// HEAD (hex) when it was written; `null` before the first checkpoint.
-    pub checkpoint: Option<String>,
-    /// The workspace root (hex) when it was written.
-    pub workspace: String,
 }
 
 impl From<&crate::messages::Message> for MessageView {
     fn from(m: &crate::messages::Message) -> MessageView {
         MessageView {
-            id: m.id.clone(),
-            seq: m.seq,
-            time_ns: m.time_ns.to_string(),
             time: (m.time_ns / 1_000_000_000) as i64,
-            role: m.role.clone(),
-            content: m.content.clone(),
-            tool_calls: m.tool_calls.clone(),
-            tool_call_id: m.tool_call_id.clone(),
-            meta: m.meta.clone(),
-            op: m.op,
-            checkpoint: m.checkpoint.map(|c| c.to_hex()),
-            workspace: m.workspace.to_hex(),
+            message: m.clone(),
         }
     }
 }

@@ -37,7 +37,7 @@ pub mod inode;
 #[cfg(test)]
 mod lock_tests;
 #[cfg(test)]
-mod model_tests;
+pub(crate) mod model_tests;
 pub mod ops;
 pub mod snapshot;
 pub mod touch;

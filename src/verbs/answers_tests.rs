@@ -409,7 +409,6 @@ fn message_answers() {
     use crate::ops::messages::{ConversationMeta, Durable, MessagesAnswer, MetaUpdated, Queued};
     for (tool_calls, meta) in [(None, None), (Some(json!([1])), Some(Map::new()))] {
         let m = crate::messages::Message {
-            version: crate::messages::MSG_VERSION,
             id: "id".into(),
             seq: 2,
             time_ns: 3_000_000_000_001,

@@ -46,14 +46,9 @@ impl Verb for Diff {
 impl Handler for Diff {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let Diff { a, b, mode, stream } = self;
-        let req = ops::diff::Request {
-            a: a.as_deref(),
-            b: b.as_deref(),
-            mode,
-            stream,
-        };
         let t = cx.target();
         let lock = cx.lock();
-        ops::diff::run(&t, lock, req, cx.events)
+        let (a, b, mode) = (a.as_deref(), b.as_deref(), mode.as_deref());
+        ops::diff::run(&t, lock, a, b, mode, stream, cx.events)
     }
 }

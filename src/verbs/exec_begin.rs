@@ -34,11 +34,7 @@ impl Verb for ExecBegin {
 
 impl Handler for ExecBegin {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
-        let begin = ops::exec::Begin {
-            argv: self.argv,
-            cwd: self.cwd,
-            explanation: cx.call.explanation.clone(),
-        };
-        ops::exec::begin(&cx.target(), cx.actor, begin)
+        let explanation = cx.call.explanation.clone();
+        ops::exec::begin(&cx.target(), cx.actor, self.argv, self.cwd, explanation)
     }
 }

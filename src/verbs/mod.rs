@@ -118,7 +118,7 @@ use crate::error::{Error, Result};
 use crate::oplog::Actor;
 
 pub use report::{EXEC_CHUNK, exec_report};
-pub(crate) use serve::{Cx, Handler, Server};
+pub(crate) use serve::{Cx, Handler, Server, needs_daemon};
 
 /// Declares every verb: `module::Type` per line, in protocol order.
 macro_rules! table {

@@ -51,13 +51,11 @@ impl Handler for Push {
             session,
             force,
         } = self;
-        let session = session.or(cx.session.map(str::to_string));
-        let req = crate::remote::ops::push::Request {
-            remote,
+        let req = crate::remote::push::PushRequest {
             refs,
-            session,
+            session: session.or(cx.session.map(str::to_string)),
             force,
         };
-        crate::remote::ops::push::run(cx.host, req, cx.events)
+        crate::remote::ops::push::run(cx.host, remote, &req, cx.events)
     }
 }

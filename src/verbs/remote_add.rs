@@ -54,13 +54,13 @@ impl Handler for RemoteAdd {
             region,
             single_writer,
         } = &self;
-        let req = crate::remote::ops::remote_add::Request {
+        let config = crate::remote::RemoteConfig::new(
             name,
             url,
             endpoint,
-            region: region.as_deref(),
-            single_writer: *single_writer,
-        };
-        crate::remote::ops::remote_add::run(cx.host, &req)
+            region.as_deref(),
+            *single_writer,
+        )?;
+        crate::remote::ops::remote_add::run(cx.host, config)
     }
 }

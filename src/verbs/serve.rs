@@ -29,83 +29,46 @@ pub(crate) trait Handler: Verb {
 }
 
 /// What store-wide verbs ask of the daemon, beside what every op asks of it
-/// ([`Host`]). Each default refuses: a host that serves no store-wide verbs
-/// (an in-process test host) need implement none.
-#[allow(unused_variables)]
+/// ([`Host`]). The daemon serves them all; a host without a daemon (the CLI's
+/// offline host, an in-process test host) refuses what it cannot serve with
+/// [`needs_daemon`].
 pub(crate) trait Server: Host {
     /// `ping`: the daemon's pid and store, and the session a bound socket serves.
-    fn ping(&self, session: Option<&str>) -> Result<super::ping::Pong> {
-        Err(needs("ping"))
-    }
+    fn ping(&self, session: Option<&str>) -> Result<super::ping::Pong>;
     /// `mount`.
     fn mount(
         &self,
         req: super::Mount,
         events: &mut dyn FnMut(Value),
-    ) -> Result<super::mount::Mounted> {
-        Err(needs("mount"))
-    }
+    ) -> Result<super::mount::Mounted>;
     /// `umount`.
-    fn umount(&self, mountpoint: &Path) -> Result<super::umount::Unmounted> {
-        Err(needs("umount"))
-    }
-    /// `sessions`.
-    fn sessions(&self) -> Result<super::sessions::SessionList> {
-        Err(needs("sessions"))
-    }
+    fn umount(&self, mountpoint: &Path) -> Result<super::umount::Unmounted>;
     /// `shutdown`.
-    fn shutdown(&self) -> Result<super::shutdown::Stopping> {
-        Err(needs("shutdown"))
-    }
+    fn shutdown(&self) -> Result<super::shutdown::Stopping>;
     /// `gc`.
-    fn gc(&self, dry_run: bool, events: &mut dyn FnMut(Value)) -> Result<super::gc::Collected> {
-        Err(needs("gc"))
-    }
+    fn gc(&self, dry_run: bool, events: &mut dyn FnMut(Value)) -> Result<super::gc::Collected>;
     /// `fsck`.
-    fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<super::fsck::Checked> {
-        Err(needs("fsck"))
-    }
-    /// `session_rm`.
-    fn session_rm(&self, name: &str) -> Result<super::session_rm::SessionRemoved> {
-        Err(needs("session_rm"))
-    }
+    fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<super::fsck::Checked>;
     /// `session_show` (`bound`: the session of the socket it came on).
     fn session_show(
         &self,
         name: Option<&str>,
         bound: Option<&str>,
-    ) -> Result<crate::lifecycle::manage::SessionShown> {
-        Err(needs("session_show"))
-    }
-    /// `session_extend`.
-    fn session_extend(
-        &self,
-        name: &str,
-        ttl_idle: Option<String>,
-        ttl_absolute: Option<String>,
-        evict_to: Option<String>,
-    ) -> Result<super::session_extend::Extended> {
-        Err(needs("session_extend"))
-    }
+    ) -> Result<crate::lifecycle::manage::SessionShown>;
     /// `session_discard`.
-    fn session_discard(&self, name: &str) -> Result<super::session_discard::Discarded> {
-        Err(needs("session_discard"))
-    }
+    fn session_discard(&self, name: &str) -> Result<super::session_discard::Discarded>;
     /// `session_sweep`.
-    fn sweep(&self) -> Result<super::session_sweep::Swept> {
-        Err(needs("session_sweep"))
-    }
+    fn sweep(&self) -> Result<super::session_sweep::Swept>;
     /// `store_trim`.
     fn store_trim(
         &self,
         req: TrimRequest,
         events: &mut dyn FnMut(Value),
-    ) -> Result<crate::remote::trim::TrimReport> {
-        Err(needs("store_trim"))
-    }
+    ) -> Result<crate::remote::trim::TrimReport>;
 }
 
-fn needs(what: &str) -> Error {
+/// The refusal of verb `what` by a host that is not a daemon.
+pub(crate) fn needs_daemon(what: &str) -> Error {
     Error::Invalid(format!("{what} needs a running treefork daemon"))
 }
 

@@ -55,7 +55,12 @@ impl Handler for SessionExtend {
             ttl_absolute,
             evict_to,
         } = self;
-        cx.host
-            .session_extend(&name, ttl_idle, ttl_absolute, evict_to)
+        let store = cx.host.store();
+        let info =
+            crate::lifecycle::manage::extend(&*store, &name, ttl_idle, ttl_absolute, evict_to)?;
+        Ok(Extended {
+            session: name,
+            policy: info.policy,
+        })
     }
 }

@@ -33,6 +33,7 @@ pub struct SessionRemoved {
 
 impl Handler for SessionRm {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<SessionRemoved> {
-        cx.host.session_rm(&self.name)
+        cx.host.remove_session(&self.name)?;
+        Ok(SessionRemoved { removed: self.name })
     }
 }

@@ -1,7 +1,11 @@
 //! `sessions`: list sessions.
 
 use super::prelude::*;
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::session::Session;
 
 /// List sessions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -57,6 +61,40 @@ pub struct SessionRow {
 
 impl Handler for Sessions {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<SessionList> {
-        cx.host.sessions()
+        list(cx.host)
     }
+}
+
+/// Every session of the store of `h`: the mounted ones with their live usage, the
+/// rest from their records.
+fn list<H: ops::Host>(h: &H) -> Result<SessionList> {
+    let store = h.store();
+    let mounted: HashMap<String, (PathBuf, Arc<Session>)> = h
+        .live()
+        .into_iter()
+        .map(|t| (t.session.name().to_string(), (t.mountpoint, t.session)))
+        .collect();
+    let mut list = Vec::new();
+    for r in crate::session::list_records(&*store)? {
+        let mp = mounted.get(&r.name).map(|(p, _)| p);
+        let (bytes, inodes) = match mounted.get(&r.name) {
+            Some((_, s)) => s.usage(),
+            None => (r.bytes, r.inodes),
+        };
+        // Inodes in the mounted session's live table (eviction bounds it).
+        let live = mounted.get(&r.name).map(|(_, s)| s.live_inodes());
+        let life = crate::lifecycle::manage::row_fields(&*store, &r.name, r.created);
+        list.push(SessionRow {
+            state: if mp.is_some() { "mounted" } else { "stopped" }.into(),
+            mountpoint: mp.cloned(),
+            bytes,
+            inodes,
+            live_inodes: live,
+            updated: r.updated,
+            root: r.root.to_hex(),
+            life,
+            name: r.name,
+        });
+    }
+    Ok(SessionList { sessions: list })
 }

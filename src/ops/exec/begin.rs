@@ -14,24 +14,17 @@ pub const MAX_ARGS: usize = 4096;
 /// Longest recorded working directory.
 pub const MAX_CWD: usize = 4096;
 
-/// What `exec_begin` asks.
-pub(crate) struct Begin {
-    pub argv: Vec<String>,
-    pub cwd: String,
-    pub explanation: Option<String>,
-}
-
-fn check(b: &Begin) -> Result<()> {
-    if b.argv.is_empty() {
+fn check(argv: &[String], cwd: &str) -> Result<()> {
+    if argv.is_empty() {
         return Err(Error::Invalid("exec_begin needs a command (argv)".into()));
     }
-    if b.argv.len() > MAX_ARGS {
+    if argv.len() > MAX_ARGS {
         return Err(Error::Invalid(format!(
             "exec_begin: {} arguments (at most {MAX_ARGS})",
-            b.argv.len()
+            argv.len()
         )));
     }
-    if b.cwd.len() > MAX_CWD || b.cwd.contains('\0') || b.cwd.starts_with('/') {
+    if cwd.len() > MAX_CWD || cwd.contains('\0') || cwd.starts_with('/') {
         return Err(Error::Invalid(
             "exec_begin: cwd must be a path relative to the workspace root".into(),
         ));
@@ -39,10 +32,17 @@ fn check(b: &Begin) -> Result<()> {
     Ok(())
 }
 
-/// Begin recording exec N for `actor`: finalize a stale running exec, save
+/// Begin recording exec N of `argv` in `cwd` (relative to the workspace root) for
+/// `actor`, who explains it with `explanation`: finalize a stale running exec, save
 /// pending changes (the before checkpoint), start the watch.
-pub(crate) fn begin(t: &Target, actor: &Actor, b: Begin) -> Result<Begun> {
-    check(&b)?;
+pub(crate) fn begin(
+    t: &Target,
+    actor: &Actor,
+    argv: Vec<String>,
+    cwd: String,
+    explanation: Option<String>,
+) -> Result<Begun> {
+    check(&argv, &cwd)?;
     let s = &t.session;
     let stale = slot::with(s, |sl| match &sl.running {
         Some(r) if r.client_alive() => Err(r.n),
@@ -91,9 +91,9 @@ pub(crate) fn begin(t: &Target, actor: &Actor, b: Begin) -> Result<Begun> {
     let client_start = actor.pid.and_then(slot::start_time);
     let running = Running {
         n,
-        argv: b.argv,
-        cwd: b.cwd,
-        explanation: b.explanation,
+        argv,
+        cwd,
+        explanation,
         actor: actor.clone(),
         client_start,
         started: std::time::Instant::now(),

@@ -29,7 +29,7 @@ pub(crate) mod history;
 mod slot;
 
 pub use crate::control::{b64_decode, b64_encode};
-pub(crate) use begin::{Begin, begin, output};
+pub(crate) use begin::{begin, output};
 pub(crate) use end::{Ending, end};
 pub use history::{exec_state, find};
 pub(crate) use history::{list, show};

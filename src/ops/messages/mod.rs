@@ -244,7 +244,6 @@ fn commit_group(t: &Target, drafts: Vec<Draft>) -> Result<()> {
         };
         *seq += 1;
         let m = Message {
-            version: messages::MSG_VERSION,
             id: d.id,
             seq: *seq,
             time_ns: d.time_ns,

@@ -15,15 +15,6 @@ use crate::remote::client::Client;
 use crate::remote::{RemoteConfig, probe, registry};
 use crate::store::ObjectStore;
 
-/// The arguments of a `remote_add`.
-pub struct Request<'a> {
-    pub name: &'a str,
-    pub url: &'a str,
-    pub endpoint: &'a str,
-    pub region: Option<&'a str>,
-    pub single_writer: bool,
-}
-
 /// The answer to `remote_add`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct RemoteAdded {
@@ -53,24 +44,16 @@ fn exists(name: &str) -> Error {
     ))
 }
 
-/// Validate, probe and create the descriptor (network; no store change).
-pub fn prepare(store: &dyn ObjectStore, req: &Request) -> Result<Ready> {
-    let mut config = RemoteConfig::new(
-        req.name,
-        req.url,
-        req.endpoint,
-        req.region,
-        req.single_writer,
-    )?;
-    if remote_names::exists(store, req.name)? {
-        return Err(exists(req.name));
+/// Check the new remote's name, probe the server and create the descriptor
+/// (network; no store change). `config` is the request's, as
+/// [`RemoteConfig::new`] validated it.
+pub fn prepare(store: &dyn ObjectStore, config: RemoteConfig) -> Result<Ready> {
+    if remote_names::exists(store, &config.name)? {
+        return Err(exists(&config.name));
     }
-    remote_names::refuse_remote_clash(store, req.name)?;
+    remote_names::refuse_remote_clash(store, &config.name)?;
     let client = registry::connect(&config)?;
-    prepare_with(config.clone(), &client).map(|r| {
-        config.conditional_writes = r.config.conditional_writes;
-        Ready { config, ..r }
-    })
+    prepare_with(config, &client)
 }
 
 /// [`prepare`]'s network part against `client`.
@@ -94,17 +77,16 @@ fn prepare_with(mut config: RemoteConfig, client: &Client) -> Result<Ready> {
     })
 }
 
-/// Serve `remote_add` for the daemon `h`: probe outside its name lock, store
-/// under it, then let lazy reads use the new remote.
-pub fn run<H: crate::ops::Host>(h: &H, req: &Request) -> Result<RemoteAdded> {
+/// Serve `remote_add` on `h`: probe outside its name lock, store under it, then
+/// let lazy reads use the new remote.
+pub fn run<H: crate::ops::Host>(h: &H, config: RemoteConfig) -> Result<RemoteAdded> {
     let store = h.store();
-    let ready = prepare(&*store, req)?;
+    let ready = prepare(&*store, config)?;
     let v = {
         let _names = h.name_lock();
         commit(&*store, ready)?
     };
-    // Lazy reads use every configured remote from now on.
-    crate::remote::lazy::install(&store)?;
+    h.remotes_changed()?;
     Ok(v)
 }
 
@@ -173,13 +155,7 @@ mod tests {
         assert!(matches!(
             prepare(
                 &s,
-                &Request {
-                    name: "origin",
-                    url: "s3://bkt",
-                    endpoint: "http://127.0.0.1:9",
-                    region: None,
-                    single_writer: false,
-                }
+                RemoteConfig::new("origin", "s3://bkt", "http://127.0.0.1:9", None, false).unwrap()
             ),
             Err(Error::Conflict(_))
         ));

@@ -20,11 +20,10 @@ pub struct RemoteRemoved {
     pub tracking_refs: usize,
 }
 
-/// Serve `remote_rm` for the daemon `h` (lazy reads then forget the remote).
+/// Serve `remote_rm` on `h` (lazy reads then forget the remote).
 pub fn run_live<H: crate::ops::Host>(h: &H, name: &str) -> Result<RemoteRemoved> {
-    let store = h.store();
-    let v = run(&*store, name)?;
-    crate::remote::lazy::install(&store)?;
+    let v = run(&*h.store(), name)?;
+    h.remotes_changed()?;
     Ok(v)
 }
 

@@ -99,8 +99,9 @@ fn check(s: &Session, model: &BTreeMap<u8, Vec<u8>>) {
     }
 }
 
-/// Cases to run: `PROPTEST_CASES` when set, else `default`.
-fn cases(default: u32) -> u32 {
+/// Cases to run: `PROPTEST_CASES` when set, else `default` (every model test's
+/// count, `verbs::model_tests` too).
+pub(crate) fn cases(default: u32) -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())

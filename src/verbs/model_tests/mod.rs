@@ -15,22 +15,58 @@
 //!
 //! proptest shrinks a failing history to a short one and prints it
 //! (`minimal failing input: steps = [...]`). `PROPTEST_CASES=n` runs more cases.
-//! Run them alone with `cargo test --lib ops::model_tests`.
+//! Run them alone with `cargo test --lib verbs::model_tests`.
 
 mod model;
 mod regressions;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use proptest::prelude::*;
 use serde_json::Value;
 
+use crate::error::Result;
+use crate::lifecycle::manage::SessionShown;
 use crate::ops::Host;
 use crate::ops::memhost::{self, KernelCall, MemHost};
-use crate::verbs::Op;
+use crate::remote::trim::{TrimReport, TrimRequest};
+use crate::session::model_tests::cases;
+use crate::verbs::{self, Op, needs_daemon};
 
-/// The in-memory host serves no store-wide verbs.
-impl crate::verbs::Server for MemHost {}
+/// The in-memory host serves no store-wide verb of the daemon's own.
+impl crate::verbs::Server for MemHost {
+    fn ping(&self, _: Option<&str>) -> Result<verbs::ping::Pong> {
+        Err(needs_daemon("ping"))
+    }
+    fn mount(&self, _: verbs::Mount, _: &mut dyn FnMut(Value)) -> Result<verbs::mount::Mounted> {
+        Err(needs_daemon("mount"))
+    }
+    fn umount(&self, _: &Path) -> Result<verbs::umount::Unmounted> {
+        Err(needs_daemon("umount"))
+    }
+    fn shutdown(&self) -> Result<verbs::shutdown::Stopping> {
+        Err(needs_daemon("shutdown"))
+    }
+    fn gc(&self, _: bool, _: &mut dyn FnMut(Value)) -> Result<verbs::gc::Collected> {
+        Err(needs_daemon("gc"))
+    }
+    fn fsck(&self, _: bool, _: &mut dyn FnMut(Value)) -> Result<verbs::fsck::Checked> {
+        Err(needs_daemon("fsck"))
+    }
+    fn session_show(&self, _: Option<&str>, _: Option<&str>) -> Result<SessionShown> {
+        Err(needs_daemon("session_show"))
+    }
+    fn session_discard(&self, _: &str) -> Result<verbs::session_discard::Discarded> {
+        Err(needs_daemon("session_discard"))
+    }
+    fn sweep(&self) -> Result<verbs::session_sweep::Swept> {
+        Err(needs_daemon("session_sweep"))
+    }
+    fn store_trim(&self, _: TrimRequest, _: &mut dyn FnMut(Value)) -> Result<TrimReport> {
+        Err(needs_daemon("store_trim"))
+    }
+}
 
 /// Run `op` on session `session` of `host` as the user would (`treefork OP`),
 /// through the verb table; event lines are dropped.
@@ -455,12 +491,7 @@ impl Run {
                 self.checkout(&id, Some(id.clone()), None);
             }
             Step::Undo(what) | Step::Redo(what) => {
-                let redo = matches!(step, Step::Redo(_));
-                let op = if redo { redo_op(what) } else { undo_op(what) };
-                let got = self.request(op);
-                let live = self.live();
-                let want = self.model.step(redo, what, &live);
-                self.outcome(&got, want, if redo { "redo" } else { "undo" });
+                self.undo(matches!(step, Step::Redo(_)), what);
             }
             Step::OpRestore { nth, what } => {
                 let n = self.model.log.len() as u64;
@@ -512,28 +543,32 @@ impl Run {
         // Undos refused (a branch moved or checked out elsewhere since) end the
         // walk back: as many redos as undos were done.
         let mut done = 0;
-        for _ in 0..n {
-            let files_before = self.model.files();
-            let got = self.request(undo_op(What::All));
-            let live = self.live();
-            let want = self.model.step(false, What::All, &live);
-            self.outcome(&got, want, "undo");
-            self.check(&files_before, true);
-            if got.is_err() {
-                break;
-            }
+        while done < n && self.checked_undo(false) {
             done += 1;
         }
-        let n = done;
-        for _ in 0..n {
-            let files_before = self.model.files();
-            let got = self.request(redo_op(What::All));
-            let live = self.live();
-            let want = self.model.step(true, What::All, &live);
-            self.outcome(&got, want, "redo");
-            self.check(&files_before, true);
+        for _ in 0..done {
+            self.checked_undo(true);
         }
-        assert_eq!(state(self), start, "undo {n} then redo {n}");
+        assert_eq!(state(self), start, "undo {done} then redo {done}");
+    }
+
+    /// One `undo` (or `redo`) of `what`, its outcome checked against the model's;
+    /// whether it was done.
+    fn undo(&mut self, redo: bool, what: What) -> bool {
+        let op = if redo { redo_op(what) } else { undo_op(what) };
+        let got = self.request(op);
+        let live = self.live();
+        let want = self.model.step(redo, what, &live);
+        self.outcome(&got, want, if redo { "redo" } else { "undo" });
+        got.is_ok()
+    }
+
+    /// [`Run::undo`] of everything, then the whole state checked.
+    fn checked_undo(&mut self, redo: bool) -> bool {
+        let files_before = self.model.files();
+        let done = self.undo(redo, What::All);
+        self.check(&files_before, true);
+        done
     }
 }
 
@@ -543,14 +578,6 @@ fn run(steps: &[Step]) {
     for s in steps {
         r.apply(s);
     }
-}
-
-/// Cases to run: `PROPTEST_CASES` when set, else `default`.
-fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 proptest! {

@@ -236,20 +236,13 @@ impl Model {
         let touched: Vec<String> = std::iter::once(name.to_string())
             .chain(self.branch.clone())
             .collect();
-        let values = |m: &Model| {
-            let mut v = m.view();
-            for b in &touched {
-                v.branches.insert(b.clone(), m.branches.get(b).cloned());
-            }
-            v
-        };
-        let before = values(self);
+        let before = self.view_touching(&touched);
         if let Some(id) = fresh {
             self.advance(id);
         }
         let at = self.head.clone().expect("HEAD after a fresh checkpoint");
         self.branches.insert(name.into(), at);
-        let after = values(self);
+        let after = self.view_touching(&touched);
         self.append(before, after, None, None);
         Outcome::Recorded
     }
@@ -269,14 +262,7 @@ impl Model {
             return Outcome::Conflict;
         }
         let touched: Vec<String> = self.branch.iter().cloned().collect();
-        let values = |m: &Model| {
-            let mut v = m.view();
-            for b in &touched {
-                v.branches.insert(b.clone(), m.branches.get(b).cloned());
-            }
-            v
-        };
-        let before = values(self);
+        let before = self.view_touching(&touched);
         if let Some(id) = fresh {
             self.advance(id);
         }
@@ -286,9 +272,18 @@ impl Model {
             head: Some(head),
             branch: None,
         });
-        let after = values(self);
+        let after = self.view_touching(&touched);
         self.append(before, after, None, None);
         Outcome::Recorded
+    }
+
+    /// The view now, naming the values of the branches `touched`.
+    fn view_touching(&self, touched: &[String]) -> View {
+        let mut v = self.view();
+        for b in touched {
+            v.branches.insert(b.clone(), self.branches.get(b).cloned());
+        }
+        v
     }
 
     /// The branch the fork has checked out.

@@ -41,7 +41,7 @@ from .errors import (
     UnsupportedVersion,
 )
 from .registry import MountRecord, find_mount
-from .session import Session
+from .session import Fork, Session
 from .store import mount, umount
 from .types import (
     AdoptResult,
@@ -72,7 +72,7 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "PROTOCOL_VERSION", "Connection", "Session", "PingInfo", "MountRecord", "find_mount",
+    "PROTOCOL_VERSION", "Connection", "Session", "Fork", "PingInfo", "MountRecord", "find_mount",
     "mount", "umount",
     "TreeforkError", "TreeforkConnectionError", "NotMounted", "ProtocolError", "BadRequest",
     "UnsupportedVersion", "UnknownOp", "TooLarge", "Invalid", "NotFound", "Conflict", "Locked",

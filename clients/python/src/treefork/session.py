@@ -9,6 +9,7 @@ Method groups live beside it: :mod:`treefork.execution` (``exec``,
 """
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -36,6 +37,15 @@ from .types import (
 )
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+@dataclass(frozen=True)
+class Fork(ForkResult):
+    """What :meth:`Session.fork` returns: the new session's data, and ``open()``."""
+
+    def open(self) -> "Session":
+        """A :class:`Session` on the new mount (found in the registry)."""
+        return Session.from_mountpoint(self.mountpoint)
 
 
 class Session(_ExecMixin, _MessagesMixin, _Base):
@@ -194,13 +204,13 @@ class Session(_ExecMixin, _MessagesMixin, _Base):
         from_: Optional[str] = None,
         from_message: Optional[str] = None,
         explanation: Optional[str] = None,
-    ) -> ForkResult:
+    ) -> Fork:
         """A new session from ``from_`` (default: a fresh checkpoint) or from a
         message (files as at that message, the conversation up to it), mounted at
         ``mountpoint`` (created if missing). ``result.open()`` connects to it."""
         mp = os.path.abspath(os.fspath(mountpoint))
         args: Dict[str, Any] = {"name": name, "mountpoint": mp, "from": from_, "from_message": from_message}
-        return ForkResult.from_json(self._call("fork", None, explanation, **args))
+        return Fork.from_json(self._call("fork", None, explanation, **args))
 
     # -- the operation log -----------------------------------------------------
 

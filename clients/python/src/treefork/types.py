@@ -191,7 +191,8 @@ class BranchInfo:
 
 @dataclass(frozen=True)
 class ForkResult:
-    """A new session, mounted."""
+    """A new session, mounted (:meth:`treefork.Session.fork` returns a
+    :class:`treefork.session.Fork`, which can also ``open()`` it)."""
 
     session: str
     mountpoint: str
@@ -201,12 +202,6 @@ class ForkResult:
     @classmethod
     def from_json(cls, d: Json) -> "ForkResult":
         return cls(str(d.get("session", "")), str(d.get("mountpoint", "")), _s(d.get("checkpoint")), d)
-
-    def open(self) -> Any:
-        """A :class:`treefork.Session` on the new mount (found in the registry)."""
-        from .session import Session
-
-        return Session.from_mountpoint(self.mountpoint)
 
 
 @dataclass(frozen=True)

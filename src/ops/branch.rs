@@ -32,7 +32,7 @@ use crate::store::ObjectStore;
 use crate::tree::Timespec;
 use crate::visibility::AgentView;
 
-fn exists(name: &str) -> Error {
+pub(crate) fn exists(name: &str) -> Error {
     Error::Conflict(format!("branch {name:?} already exists"))
 }
 
@@ -43,6 +43,21 @@ pub(crate) fn create<H: Host>(
     name: &str,
     from: Option<&str>,
 ) -> Result<Value> {
+    let (c, op) = make(h, t, call, name, from, false)?;
+    Ok(json!({"branch": name, "checkpoint": c.id, "op": Some(op.seq)}))
+}
+
+/// [`create`], and with `attach` (`checkout -b NAME`, recorded as a `checkout`)
+/// HEAD attached to the new branch in the same batch: the new checkpoint and the
+/// operation record.
+pub(crate) fn make<H: Host>(
+    h: &H,
+    t: &Target,
+    call: &Call,
+    name: &str,
+    from: Option<&str>,
+    attach: bool,
+) -> Result<(crate::refs::Checkpoint, crate::oplog::Operation)> {
     refs::validate_ref_name(name)?;
     let store = h.store();
     if refs::get_ref(&*store, name)?.is_some() {
@@ -51,7 +66,8 @@ pub(crate) fn create<H: Host>(
     let from = from
         .map(|spec| super::refctx::resolve(t, spec))
         .transpose()?;
-    let txn = txn::Op::begin(t, "branch");
+    let kind = if attach { "checkout" } else { "branch" };
+    let txn = txn::Op::begin(t, kind);
     syncfs(&t.mount)?;
     let s = &t.session;
     let mut tx = s.txn();
@@ -72,6 +88,18 @@ pub(crate) fn create<H: Host>(
         }
         None => super::refctx::resolve(t, "HEAD")?,
     };
+    // The branch the fresh checkpoint moved (HEAD's, unless it had moved away).
+    let advanced = if fresh {
+        tx.record().branch.clone()
+    } else {
+        None
+    };
+    if attach {
+        tx.edit(&mut |r| {
+            r.branch = Some(name.to_string());
+            r.branch_moved = None;
+        });
+    }
     let r = refs::RefRecord {
         checkpoint: c.id.clone(),
         created: Timespec::now().sec,
@@ -90,7 +118,7 @@ pub(crate) fn create<H: Host>(
                 branches: before.branches.clone(),
             };
             after.branches.insert(name.to_string(), Some(c.id.clone()));
-            if fresh && let Some(b) = &rec.branch {
+            if let Some(b) = &advanced {
                 after.branches.insert(b.clone(), Some(c.id.clone()));
             }
             let ops = vec![
@@ -98,7 +126,7 @@ pub(crate) fn create<H: Host>(
                 refs::ref_op(name, &r),
                 crate::visibility::grant_op(s.name(), name, r.created, "created"),
             ];
-            Ok((call.op("branch", before.clone(), after), ops))
+            Ok((call.op(kind, before.clone(), after), ops))
         })
     }
     .map(|op| {
@@ -109,7 +137,7 @@ pub(crate) fn create<H: Host>(
                 m.last_checkpoint = Some(at);
             });
         }
-        json!({"branch": name, "checkpoint": c.id, "op": Some(op.seq)})
+        (c, op)
     })
 }
 

@@ -100,7 +100,7 @@ pub struct Renamed {
     pub op: u64,
 }
 
-fn exists(name: &str) -> Error {
+pub(crate) fn exists(name: &str) -> Error {
     Error::Conflict(format!("branch {name:?} already exists"))
 }
 
@@ -111,6 +111,25 @@ pub(crate) fn create<H: Host>(
     name: &str,
     from: Option<&str>,
 ) -> Result<Made> {
+    let (c, op) = make(h, t, call, name, from, false)?;
+    Ok(Made {
+        branch: name.to_string(),
+        checkpoint: c.id.to_hex(),
+        op: op.seq,
+    })
+}
+
+/// [`create`], and with `attach` (`checkout -b NAME`, recorded as a `checkout`)
+/// HEAD attached to the new branch in the same batch: the new checkpoint and the
+/// operation record.
+pub(crate) fn make<H: Host>(
+    h: &H,
+    t: &Target,
+    call: &Call,
+    name: &str,
+    from: Option<&str>,
+    attach: bool,
+) -> Result<(crate::refs::Checkpoint, crate::oplog::Operation)> {
     refs::validate_ref_name(name)?;
     let store = h.store();
     if refs::get_ref(&*store, name)?.is_some() {
@@ -119,7 +138,8 @@ pub(crate) fn create<H: Host>(
     let from = from
         .map(|spec| super::refctx::resolve(t, spec))
         .transpose()?;
-    let txn = txn::Op::begin(t, "branch");
+    let kind = if attach { "checkout" } else { "branch" };
+    let txn = txn::Op::begin(t, kind);
     syncfs(&t.mount)?;
     let s = &t.session;
     let mut tx = s.txn();
@@ -140,6 +160,18 @@ pub(crate) fn create<H: Host>(
         }
         None => super::refctx::resolve(t, "HEAD")?,
     };
+    // The branch the fresh checkpoint moved (HEAD's, unless it had moved away).
+    let advanced = if fresh {
+        tx.record().branch.clone()
+    } else {
+        None
+    };
+    if attach {
+        tx.edit(&mut |r| {
+            r.branch = Some(name.to_string());
+            r.branch_moved = None;
+        });
+    }
     let r = refs::RefRecord {
         checkpoint: c.id,
         created: Timespec::now().sec,
@@ -158,7 +190,7 @@ pub(crate) fn create<H: Host>(
                 branches: before.branches.clone(),
             };
             after.branches.insert(name.to_string(), Some(c.id));
-            if fresh && let Some(b) = &rec.branch {
+            if let Some(b) = &advanced {
                 after.branches.insert(b.clone(), Some(c.id));
             }
             let ops = vec![
@@ -166,7 +198,7 @@ pub(crate) fn create<H: Host>(
                 refs::ref_op(name, &r),
                 crate::visibility::grant_op(s.name(), name, r.created, "created"),
             ];
-            Ok((call.op("branch", before.clone(), after), ops))
+            Ok((call.op(kind, before.clone(), after), ops))
         })
     }
     .map(|op| {
@@ -177,11 +209,7 @@ pub(crate) fn create<H: Host>(
                 m.last_checkpoint = Some(at);
             });
         }
-        Made {
-            branch: name.to_string(),
-            checkpoint: c.id.to_hex(),
-            op: op.seq,
-        }
+        (c, op)
     })
 }
 

@@ -3,10 +3,12 @@
 //! ref detaches HEAD. A branch another live session has checked out is not
 //! attached (its checkpoints would move the branch under that session, as git
 //! refuses a branch checked out in another worktree): HEAD is detached at it, and
-//! the answer's `notes` say so. `checkout -b NAME [REF]` creates the branch, then
-//! checks it out. Recorded as an operation (kind `checkout`) in the batch that
-//! moves HEAD (`super::txn`): the branch attached to must still name the
-//! checkpoint at commit.
+//! the answer's `notes` say so. `checkout -b NAME [REF]` creates the branch and
+//! checks it out in the same batch: without REF it is `branch NAME` with HEAD
+//! attached (pending changes become its checkpoint; the workspace stays), with REF
+//! the branch record joins the checkout's batch. Recorded as one operation (kind
+//! `checkout`, naming the new branch) in the batch that moves HEAD (`super::txn`):
+//! the branch attached to must still name the checkpoint at commit.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -44,23 +46,46 @@ pub(crate) fn run<H: Host>(
     spec: Option<&str>,
     create: Option<&str>,
 ) -> Result<CheckedOut> {
-    if let Some(name) = create {
-        branch::create(h, t, call, name, spec)?;
-        return run(h, t, call, Some(name), None);
-    }
-    let spec = spec.ok_or_else(|| Error::Invalid("checkout needs a ref".into()))?;
+    let spec = match (spec, create) {
+        // `checkout -b NAME`: the branch at HEAD (checkpointing pending changes
+        // first, as `branch NAME` does), attached; the workspace stays.
+        (None, Some(name)) => {
+            let (c, op) = branch::make(h, t, call, name, None, true)?;
+            return Ok(CheckedOut {
+                checkpoint: CheckpointView::from(&c),
+                branch: Some(name.to_string()),
+                detached: false,
+                saved: None,
+                op: op.seq,
+                notes: Vec::new(),
+            });
+        }
+        (Some(spec), _) => spec,
+        (None, None) => return Err(Error::Invalid("checkout needs a ref".into())),
+    };
     let txn = txn::Op::begin(t, "checkout");
     let s = &t.session;
     let store = s.store().clone();
+    if let Some(name) = create {
+        refs::validate_ref_name(name)?;
+        if refs::get_ref(&*store, name)?.is_some() {
+            return Err(branch::exists(name));
+        }
+    }
     let c = super::refctx::resolve(t, spec)?;
     // Attach only to a branch the caller sees (a hidden branch named like an id
-    // prefix it resolved is not the caller's to move).
-    let mut attach = refs::get_ref(&*store, spec)?
-        .filter(|r| r.checkpoint == c.id)
-        .map(|_| spec.to_string())
-        .filter(|b| super::refctx::branch_visible(t, b).unwrap_or(false));
+    // prefix it resolved is not the caller's to move); `-b NAME` attaches to the
+    // branch it creates.
+    let mut attach = match create {
+        Some(name) => Some(name.to_string()),
+        None => refs::get_ref(&*store, spec)?
+            .filter(|r| r.checkpoint == c.id)
+            .map(|_| spec.to_string())
+            .filter(|b| super::refctx::branch_visible(t, b).unwrap_or(false)),
+    };
     let mut notes = Vec::new();
-    if let Some(b) = &attach
+    if create.is_none()
+        && let Some(b) = &attach
         && let Some(other) = held_elsewhere(h, t, b)
     {
         notes.push(format!(
@@ -79,6 +104,18 @@ pub(crate) fn run<H: Host>(
             store.meta_get(&key).map(|raw| MetaOp::Expect(key, raw))
         })
         .transpose()?;
+    // `-b NAME`: the new branch's record and its grant to this session, in the
+    // batch (the expectation above is that it does not exist).
+    let created = create.map(|name| {
+        let r = refs::RefRecord {
+            checkpoint: c.id,
+            created: crate::tree::Timespec::now().sec,
+        };
+        [
+            refs::ref_op(name, &r),
+            crate::visibility::grant_op(s.name(), name, r.created, "created"),
+        ]
+    });
     let root = c.root;
     let t0 = std::time::Instant::now();
     // HEAD is committed under the write gate, right after the tree swap, in one
@@ -90,16 +127,34 @@ pub(crate) fn run<H: Host>(
         root,
         None,
         &mut |tx, before_root, live| {
-            let before = view_of(tx.before(), before_root);
+            let mut before = view_of(tx.before(), before_root);
+            if let Some(name) = create {
+                super::record::touch(&mut before, &*store, name);
+            }
             tx.set_state(StateChange {
                 head: Some(c.id),
                 branch: attach.clone(),
                 base: root,
                 root: Some(live),
             });
+            // A branch name is checked and written under the name lock.
+            let _names = match create {
+                Some(name) => {
+                    let g = h.name_lock();
+                    crate::refs::remote_names::refuse_branch_clash(&*store, name)?;
+                    Some(g)
+                }
+                None => None,
+            };
             txn.commit(tx, Log::Next, &mut |_, after| {
-                let op = call.op("checkout", before.clone(), view_of(after, live));
-                Ok((op, expect.iter().cloned().collect()))
+                let mut after = view_of(after, live);
+                if let Some(name) = create {
+                    after.branches.insert(name.to_string(), Some(c.id));
+                }
+                let op = call.op("checkout", before.clone(), after);
+                let mut ops: Vec<MetaOp> = expect.iter().cloned().collect();
+                ops.extend(created.iter().flatten().cloned());
+                Ok((op, ops))
             })
         },
     )?;

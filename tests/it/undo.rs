@@ -499,3 +499,48 @@ fn restore_of_the_attached_branch_discards_pending_changes_and_leaves_the_branch
     assert_eq!(read(&m, "f"), "scratch");
     assert_eq!(branch_at(&m, "main").as_deref(), Some(c1.as_str()));
 }
+
+/// `checkout -b NAME [REF]` is one operation (kind `checkout`) that names the new
+/// branch, so one undo reverts all of it: HEAD back and the branch gone. Before,
+/// it was a `branch` and a `checkout` record, and an undo left the branch.
+#[test]
+fn checkout_b_is_one_operation_and_one_undo_reverts_it() {
+    let m = Mount::new();
+    write_synced(&m.p("f"), b"1");
+    let c1 = checkpoint(&m, "one");
+    let ops = |m: &Mount| {
+        j(m, &["op", "log", "-n", "50"])["operations"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let n = ops(&m);
+    // Without REF, pending changes become the new branch's checkpoint.
+    write_synced(&m.p("f"), b"2");
+    ws_ok(&m, &["checkout", "-b", "main"]);
+    assert_eq!(ops(&m), n + 1);
+    let last = j(&m, &["op", "log", "-n", "1"])["operations"][0].clone();
+    assert_eq!(last["kind"], "checkout", "{last}");
+    assert_eq!(last["before"]["branches"]["main"], Value::Null, "{last}");
+    let c2 = branch_at(&m, "main").unwrap();
+    assert_ne!(c2, c1);
+    assert_eq!(head(&m), (c2.clone(), json!("main")));
+    assert_eq!(read(&m, "f"), "2");
+    ws_ok(&m, &["undo"]);
+    assert_eq!(branch_at(&m, "main"), None);
+    assert_eq!(head(&m), (c1.clone(), Value::Null));
+    assert_eq!(read(&m, "f"), "2");
+    // With REF: the branch at REF, checked out, pending changes saved first.
+    ws_ok(&m, &["checkout", "-b", "old", &c1]);
+    assert_eq!(ops(&m), n + 3);
+    assert_eq!(head(&m), (c1.clone(), json!("old")));
+    assert_eq!(read(&m, "f"), "1");
+    ws_ok(&m, &["undo"]);
+    assert_eq!(branch_at(&m, "old"), None);
+    assert_eq!(read(&m, "f"), "2");
+    // A name that exists is refused and nothing changes.
+    ws_ok(&m, &["branch", "taken"]);
+    let e = err_of(&m, &["checkout", "-b", "taken", &c1]);
+    assert!(e.contains("already exists"), "{e}");
+    assert_eq!(read(&m, "f"), "2");
+}

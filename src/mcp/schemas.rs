@@ -3,8 +3,8 @@
 //! its input type here), so schema and parser cannot drift apart; output schemas
 //! derived from the verb's response type ([`typed_output`]), or hand-written
 //! ([`object`]: loose, the fields a client can rely on, `additionalProperties`
-//! allowed) for a tool that answers more than its verb and, until its response
-//! is typed, for a verb whose response is still untyped.
+//! allowed) for a tool that answers more than its verb, or whose verb answers a
+//! choice of shapes (MCP wants one object schema).
 //!
 //! Invariant: every schema here is a JSON Schema object (`"type": "object"`), as
 //! MCP requires of `inputSchema` and `outputSchema`.
@@ -30,8 +30,8 @@ pub fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
     Arc::new(o)
 }
 
-/// The output schema of a verb's response type `R` when it is typed (an object
-/// schema); `None` for an untyped (`Value`) response.
+/// The output schema of a verb's response type `R` when it is one object schema;
+/// `None` for a choice of shapes (`anyOf`) or an untyped (`Value`) one.
 pub fn typed_output<R: JsonSchema + 'static>() -> Option<Arc<JsonObject>> {
     let s = rmcp::handler::server::common::schema_for_output::<R>();
     (s.get("type") == Some(&json!("object"))).then_some(s)

@@ -98,7 +98,7 @@ impl Tool {
     pub fn output_schema(&self) -> Arc<JsonObject> {
         match self.output {
             None => (self.response)()
-                .unwrap_or_else(|| panic!("tool {}: verb {} is untyped", self.name, self.verb)),
+                .unwrap_or_else(|| panic!("tool {}: verb {} answers no object", self.name, self.verb)),
             Some(Output::Own(f)) => Arc::new(f()),
         }
     }

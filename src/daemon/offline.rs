@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::control::{AgentSocket, MountFor};
 use crate::error::{Error, Result};
-use crate::lifecycle::{State, manage, retention};
+use crate::lifecycle::{manage, retention};
 use crate::ops::{Host, Target};
 use crate::remote::held::{self, Held};
 use crate::remote::trim::{TrimReport, TrimRequest};
@@ -194,11 +194,7 @@ impl Server for Offline {
     }
 
     fn session_discard(&self, name: &str) -> Result<Discarded> {
-        manage::update(&*self.store, name, &mut |i| {
-            i.state = State::Discarded;
-            i.evict_blocked = None;
-            Ok(true)
-        })?;
+        manage::discard(&*self.store, name)?;
         Ok(Discarded {
             session: name.to_string(),
             discarded: true,

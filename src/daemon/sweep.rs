@@ -247,11 +247,7 @@ impl Daemon {
         };
         // Owning the name keeps a mount of it out while the state changes.
         let _claim = self.table.claim(name, None)?;
-        manage::update(&**self.store(), name, &mut |i| {
-            i.state = State::Discarded;
-            i.evict_blocked = None;
-            Ok(true)
-        })?;
+        manage::discard(&**self.store(), name)?;
         Ok(Discarded {
             session: name.to_string(),
             discarded: true,

@@ -278,6 +278,17 @@ pub fn extend(
     Ok(info)
 }
 
+/// Mark `session` discarded (gc removes it after the retention time); a pending
+/// eviction block is cleared. The caller makes sure it is not mounted.
+pub fn discard(store: &dyn ObjectStore, session: &str) -> Result<()> {
+    update(store, session, &mut |i| {
+        i.state = State::Discarded;
+        i.evict_blocked = None;
+        Ok(true)
+    })?;
+    Ok(())
+}
+
 /// Add to `session`'s counters (best effort: a failure is logged).
 pub fn bump(store: &dyn ObjectStore, session: &str, f: &dyn Fn(&mut super::Metrics)) {
     let r = update(store, session, &mut |i| {

@@ -97,8 +97,9 @@ impl Tool {
     /// The output schema.
     pub fn output_schema(&self) -> Arc<JsonObject> {
         match self.output {
-            None => (self.response)()
-                .unwrap_or_else(|| panic!("tool {}: verb {} answers no object", self.name, self.verb)),
+            None => (self.response)().unwrap_or_else(|| {
+                panic!("tool {}: verb {} answers no object", self.name, self.verb)
+            }),
             Some(Output::Own(f)) => Arc::new(f()),
         }
     }

@@ -396,21 +396,26 @@ impl Run {
         self.model.checkpoint(c["id"].as_str().unwrap());
     }
 
+    /// The checkpoint an answer names when the op was to make a fresh one (the
+    /// model has not seen it yet).
+    fn fresh_checkpoint(&self, got: &Result<Value, Error>, fresh: bool) -> Option<String> {
+        let Ok(v) = got else { return None };
+        if !fresh {
+            return None;
+        }
+        let id = v["checkpoint"].as_str().unwrap().to_string();
+        assert!(
+            !self.model.ckpt_root.contains_key(&id),
+            "a fresh checkpoint"
+        );
+        Some(id)
+    }
+
     fn branch(&mut self, name: u8) {
         let name = format!("b{name}");
         let fresh = self.model.branch_checkpoints();
         let got = self.request(branch_op(&name));
-        let made = match &got {
-            Ok(v) if fresh => {
-                let id = v["checkpoint"].as_str().unwrap().to_string();
-                assert!(
-                    !self.model.ckpt_root.contains_key(&id),
-                    "a fresh checkpoint"
-                );
-                Some(id)
-            }
-            _ => None,
-        };
+        let made = self.fresh_checkpoint(&got, fresh);
         let want = self.model.branch(&name, made.as_deref());
         self.outcome(&got, want, "branch");
     }
@@ -418,17 +423,7 @@ impl Run {
     fn fork(&mut self) {
         let fresh = self.model.branch_checkpoints();
         let got = self.request(fork_op(OTHER));
-        let made = match &got {
-            Ok(v) if fresh => {
-                let id = v["checkpoint"].as_str().unwrap().to_string();
-                assert!(
-                    !self.model.ckpt_root.contains_key(&id),
-                    "a fresh checkpoint"
-                );
-                Some(id)
-            }
-            _ => None,
-        };
+        let made = self.fresh_checkpoint(&got, fresh);
         let want = self.model.fork(made.as_deref());
         self.outcome(&got, want, "fork");
     }

@@ -90,9 +90,7 @@ pub fn lineage_op(parent: &str, child: &str) -> MetaOp {
 pub fn delete_ops(store: &dyn ObjectStore, name: &str) -> Result<Vec<MetaOp>> {
     let mut ops = Vec::new();
     for range in [KeyRange::grants(name), KeyRange::children(name)] {
-        for (k, _) in store.meta_range(&range, usize::MAX)? {
-            ops.push(MetaOp::Delete(k));
-        }
+        ops.extend(store.meta_delete_range_ops(&range)?);
     }
     for (k, _) in store.meta_scan(meta::LINEAGE_PREFIX)? {
         if meta::lineage_parts(&k).is_some_and(|(_, child)| child == name) {

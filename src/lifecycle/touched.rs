@@ -35,11 +35,7 @@ pub fn list(store: &dyn ObjectStore, session: &str) -> Result<Vec<Vec<u8>>> {
 
 /// The ops deleting `session`'s set.
 pub fn delete_ops(store: &dyn ObjectStore, session: &str) -> Result<Vec<MetaOp>> {
-    Ok(store
-        .meta_range(&KeyRange::touched(session), usize::MAX)?
-        .into_iter()
-        .map(|(k, _)| MetaOp::Delete(k))
-        .collect())
+    store.meta_delete_range_ops(&KeyRange::touched(session))
 }
 
 #[cfg(test)]

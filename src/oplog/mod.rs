@@ -379,9 +379,7 @@ pub fn attachment(
 pub fn delete_all_ops(store: &dyn ObjectStore, session: &str) -> Result<Vec<MetaOp>> {
     let mut ops = Vec::new();
     for range in [KeyRange::ops(session), KeyRange::attachments(session, None)] {
-        for (k, _) in store.meta_range(&range, usize::MAX)? {
-            ops.push(MetaOp::Delete(k));
-        }
+        ops.extend(store.meta_delete_range_ops(&range)?);
     }
     Ok(ops)
 }

@@ -68,9 +68,7 @@ pub fn prune_ops(store: &dyn ObjectStore, session: &str, policy: Policy) -> Resu
     let mut ops = Vec::new();
     for seq in expired(&recs, policy, now) {
         ops.push(MetaOp::Delete(meta::op_key(session, seq)));
-        for (k, _) in store.meta_range(&KeyRange::attachments(session, Some(seq)), usize::MAX)? {
-            ops.push(MetaOp::Delete(k));
-        }
+        ops.extend(store.meta_delete_range_ops(&KeyRange::attachments(session, Some(seq)))?);
     }
     Ok(ops)
 }

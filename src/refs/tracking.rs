@@ -105,12 +105,7 @@ pub fn list(
 
 /// Ops deleting every tracking ref of `remote`.
 pub fn delete_all_ops(store: &dyn ObjectStore, remote: &str) -> Result<Vec<MetaOp>> {
-    let range = KeyRange::tracking(remote, None);
-    Ok(store
-        .meta_range(&range, usize::MAX)?
-        .into_iter()
-        .map(|(k, _)| MetaOp::Delete(k))
-        .collect())
+    store.meta_delete_range_ops(&KeyRange::tracking(remote, None))
 }
 
 #[cfg(test)]

@@ -69,6 +69,17 @@ pub trait ObjectStore: Send + Sync {
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.meta().range(range, limit)
     }
+    /// Ops deleting every metadata key in `range` (for a batch).
+    fn meta_delete_range_ops(
+        &self,
+        range: &crate::meta::KeyRange,
+    ) -> Result<Vec<crate::meta::MetaOp>> {
+        Ok(self
+            .meta_range(range, usize::MAX)?
+            .into_iter()
+            .map(|(k, _)| crate::meta::MetaOp::Delete(k))
+            .collect())
+    }
     /// At most `limit` metadata pairs in `range`, last key first.
     fn meta_range_rev(
         &self,

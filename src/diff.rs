@@ -207,8 +207,8 @@ pub fn differ(store: &dyn ObjectStore, a: NodeId, b: NodeId) -> Result<bool> {
 /// A directory pair being compared: both sides' entries (one side empty for a
 /// subtree that was added or deleted whole) and the position in each.
 struct Frame {
-    da: DirNode,
-    db: DirNode,
+    da: std::sync::Arc<DirNode>,
+    db: std::sync::Arc<DirNode>,
     i: usize,
     j: usize,
     path: Vec<u8>,

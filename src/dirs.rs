@@ -8,8 +8,11 @@
 //! count the index gives, and names increase across leaves. A violation is a
 //! `Corrupt` error naming the node, never a silently wrong listing.
 
+use std::sync::Arc;
+
 use crate::error::{Error, Result};
 use crate::id::NodeId;
+use crate::store::cache::Decoded;
 use crate::store::{Kind as ObjKind, ObjectStore};
 use crate::tree::{AnyDir, DirIndex, DirNode, Entry, shard_ranges};
 
@@ -32,6 +35,22 @@ pub fn shard_ids(store: &dyn ObjectStore, id: NodeId) -> Result<(Vec<NodeId>, bo
     let index = DirIndex::decode(&bytes)
         .map_err(|e| Error::corrupt(format!("directory node {id}"), e.to_string()))?;
     Ok((index.shards.into_iter().map(|(_, id)| id).collect(), true))
+}
+
+/// One leaf of a sharded directory (or a flat directory node), decoded once and
+/// shared while the store's cache keeps its bytes ([`ObjectStore::get_decoded`]).
+pub fn leaf(store: &dyn ObjectStore, id: NodeId) -> Result<Arc<DirNode>> {
+    let decode = |b: &[u8]| -> Result<Decoded> {
+        let d = DirNode::decode(b)
+            .map_err(|e| Error::corrupt(format!("directory node {id}"), e.to_string()))?;
+        Ok(Arc::new(d))
+    };
+    let d = store.get_decoded(ObjKind::Node, &id.into(), &decode)?;
+    match d.downcast::<DirNode>() {
+        Ok(d) => Ok(d),
+        // Kept decoded as something else: decode afresh.
+        Err(_) => Ok(Arc::new(load_leaf(store, id)?)),
+    }
 }
 
 /// Read one leaf of a sharded directory (or a flat directory node).
@@ -76,32 +95,36 @@ pub fn load_shards(store: &dyn ObjectStore, id: NodeId) -> Result<Vec<Shard>> {
 }
 
 /// All entries of a directory (`None` = empty directory), in name order.
-pub fn load_dir(store: &dyn ObjectStore, id: Option<NodeId>) -> Result<DirNode> {
+pub fn load_dir(store: &dyn ObjectStore, id: Option<NodeId>) -> Result<Arc<DirNode>> {
     let Some(id) = id else {
-        return Ok(DirNode::default());
+        return Ok(Arc::default());
     };
-    let mut shards = load_shards(store, id)?;
-    if shards.len() == 1 {
-        return Ok(shards.pop().unwrap().node);
+    if !shard_ids(store, id)?.1 {
+        return leaf(store, id);
     }
+    let shards = load_shards(store, id)?;
     let mut entries = Vec::with_capacity(shards.iter().map(|s| s.node.entries.len()).sum());
     for s in shards {
         entries.extend(s.node.entries);
     }
-    Ok(DirNode { entries })
+    Ok(Arc::new(DirNode { entries }))
 }
 
 /// The entries of directories `a` and `b` except those in shards both share (which
 /// are identical on both sides): what a comparison of the two has to look at. Cost is
 /// proportional to the shards that differ, not to the directories' size.
-pub fn load_differing(store: &dyn ObjectStore, a: NodeId, b: NodeId) -> Result<(DirNode, DirNode)> {
+pub fn load_differing(
+    store: &dyn ObjectStore,
+    a: NodeId,
+    b: NodeId,
+) -> Result<(Arc<DirNode>, Arc<DirNode>)> {
     if a == b {
-        return Ok((DirNode::default(), DirNode::default()));
+        return Ok((Arc::default(), Arc::default()));
     }
     let (sa, a_sharded) = shard_ids(store, a)?;
     let (sb, b_sharded) = shard_ids(store, b)?;
     if !a_sharded && !b_sharded {
-        return Ok((load_leaf(store, a)?, load_leaf(store, b)?));
+        return Ok((leaf(store, a)?, leaf(store, b)?));
     }
     let common: std::collections::HashSet<NodeId> = sa
         .iter()
@@ -110,7 +133,7 @@ pub fn load_differing(store: &dyn ObjectStore, a: NodeId, b: NodeId) -> Result<(
         .intersection(&sb.iter().copied().collect())
         .copied()
         .collect();
-    let rest = |ids: Vec<NodeId>, whole: NodeId| -> Result<DirNode> {
+    let rest = |ids: Vec<NodeId>, whole: NodeId| -> Result<Arc<DirNode>> {
         // Verify the whole directory when nothing is shared (cheap enough, and the
         // same checks as a full load); otherwise read just the differing leaves.
         if common.is_empty() {
@@ -118,9 +141,9 @@ pub fn load_differing(store: &dyn ObjectStore, a: NodeId, b: NodeId) -> Result<(
         }
         let mut entries = Vec::new();
         for id in ids.into_iter().filter(|id| !common.contains(id)) {
-            entries.extend(load_leaf(store, id)?.entries);
+            entries.extend(leaf(store, id)?.entries.iter().cloned());
         }
-        Ok(DirNode { entries })
+        Ok(Arc::new(DirNode { entries }))
     };
     Ok((rest(sa, a)?, rest(sb, b)?))
 }

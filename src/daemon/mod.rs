@@ -216,7 +216,7 @@ impl Daemon {
 
     fn flush_all(&self) {
         for t in crate::ops::Host::live(self) {
-            if let Err(e) = t.session.flush() {
+            if let Err(e) = t.session.flush_idle() {
                 log::error!("session {}: background flush failed: {e}", t.session.name());
             }
         }

@@ -54,7 +54,12 @@ impl Stacks {
     /// not on top, from a log trimmed by retention) are applied as well as they can
     /// be: the named entry is removed wherever it is.
     pub fn replay(steps: impl IntoIterator<Item = Step>) -> Stacks {
-        let mut s = Stacks::default();
+        Stacks::default().extend(steps)
+    }
+
+    /// Replay `steps` (newer than every step replayed so far) onto these stacks.
+    pub fn extend(mut self, steps: impl IntoIterator<Item = Step>) -> Stacks {
+        let s = &mut self;
         for st in steps {
             if st.inert {
                 continue;
@@ -73,7 +78,7 @@ impl Stacks {
                 s.undone.clear();
             }
         }
-        s
+        self
     }
 
     /// What `undo` would undo.

@@ -143,3 +143,65 @@ fn walks_decode_only_what_they_visit() {
     let (steps, last) = walk::steps(&store, "s").unwrap();
     assert_eq!((steps.len(), last.unwrap().seq), (20_000, 20_000));
 }
+
+/// The cached stacks equal a fresh replay of the retained log after any mix of
+/// operations, undos, redos, notes and trims of the old end, and a request after
+/// N appends decodes O(N) records, not the log.
+#[test]
+fn cached_stacks_equal_a_fresh_replay() {
+    use stack::Stacks;
+    let store = MemStore::default();
+    let actor = Actor::daemon();
+    let mut cache = walk::StackCache::default();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut oldest = 1u64;
+    for i in 0..600u64 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let fresh = |store: &MemStore| {
+            let (steps, _) = walk::steps(store, "s").unwrap();
+            Stacks::replay(steps)
+        };
+        let now = fresh(&store);
+        let mut n = NewOp::new(&actor, "x", json!({}), view("a"), view("b"));
+        match rng % 6 {
+            0 | 1 => {}
+            2 => n.undoes = now.undo_target(),
+            3 => n.redoes = now.redo_target(),
+            4 => n.inert = true,
+            _ => {
+                // Retention trims the oldest records.
+                // (Never the newest: numbering goes on from it.)
+                let upto = (oldest + rng % 7).min(i);
+                for seq in oldest..upto {
+                    store
+                        .commit(vec![crate::meta::MetaOp::Delete(crate::meta::op_key(
+                            "s", seq,
+                        ))])
+                        .unwrap();
+                }
+                oldest = upto;
+            }
+        }
+        append(&store, "s", n, vec![]).unwrap();
+        let (cached, n) = decoded_by(|| walk::stacks(&store, "s", &mut cache).unwrap());
+        assert_eq!(cached.0, fresh(&store), "after step {i}");
+        assert_eq!(cached.1.unwrap().seq, i + 1);
+        if i > 0 {
+            // The newest record, the one appended, the oldest retained.
+            assert!(n <= 3, "step {i} decoded {n} records");
+        }
+    }
+    // A log written again under the same name is replayed afresh.
+    let other = MemStore::default();
+    append(
+        &other,
+        "s",
+        NewOp::new(&actor, "x", json!({}), view("a"), view("b")),
+        vec![],
+    )
+    .unwrap();
+    let (st, _) = walk::stacks(&other, "s", &mut cache).unwrap();
+    assert_eq!(st.done, vec![1]);
+}

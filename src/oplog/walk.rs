@@ -13,7 +13,10 @@
 //!   out ([`Walked::Exhausted`]): the caller reports a partial answer, never a
 //!   silently wrong one.
 
-use super::{Operation, decode_kv, stack::Step};
+use super::{
+    Operation, decode_kv,
+    stack::{Stacks, Step},
+};
 use crate::error::Result;
 use crate::meta::KeyRange;
 use crate::store::ObjectStore;
@@ -137,6 +140,68 @@ pub fn find_back(
         Ok(true)
     })?;
     Ok(found)
+}
+
+/// The undo/redo stacks as of one record, kept between requests so a request
+/// replays only the records appended since ([`stacks`]).
+#[derive(Debug, Clone, Default)]
+pub struct StackCache {
+    /// The newest record replayed: its number and a digest of its stored bytes
+    /// (a log deleted and written again under the same name does not match).
+    upto: Option<(u64, [u8; 32])>,
+    stacks: Stacks,
+}
+
+/// The undo/redo stacks of `session`'s retained log and its newest record, read
+/// through `cache`: the records after the cached one are replayed onto it, and
+/// numbers older than the oldest retained record are dropped from the stacks
+/// (records only append, retention trims the old end, and a trimmed record only
+/// ever moved numbers older than itself: what is left equals a replay of the
+/// retained log). A cache that does not match the log is replayed afresh.
+pub fn stacks(
+    store: &dyn ObjectStore,
+    session: &str,
+    cache: &mut StackCache,
+) -> Result<(Stacks, Option<Operation>)> {
+    let newest = store.meta_range_rev(&KeyRange::ops(session), 1)?;
+    let Some((k, v)) = newest.first() else {
+        *cache = StackCache::default();
+        return Ok((Stacks::default(), None));
+    };
+    let last = decode_kv(k, v)?;
+    let still = match cache.upto {
+        Some((seq, digest)) => store
+            .meta_get(&crate::meta::op_key(session, seq))?
+            .is_some_and(|raw| *blake3::hash(&raw).as_bytes() == digest),
+        None => false,
+    };
+    if !still {
+        *cache = StackCache::default();
+    }
+    let from = cache.upto.map_or(0, |(seq, _)| seq + 1);
+    let mut steps = Vec::new();
+    // Up to the newest record read above (one appended since waits for the next
+    // request), so the cache names a record whose bytes are at hand.
+    forward(store, session, from, usize::MAX, &mut |op| {
+        if op.seq > last.seq {
+            return Ok(false);
+        }
+        steps.push(Step::from(&op));
+        Ok(true)
+    })?;
+    let upto = Some((last.seq, *blake3::hash(v).as_bytes()));
+    let oldest = match store.meta_range(&KeyRange::ops(session), 1)?.first() {
+        Some((k, v)) => decode_kv(k, v)?.seq,
+        None => 0,
+    };
+    let mut stacks = std::mem::take(&mut cache.stacks).extend(steps);
+    stacks.done.retain(|&s| s >= oldest);
+    stacks.undone.retain(|&s| s >= oldest);
+    *cache = StackCache {
+        upto,
+        stacks: stacks.clone(),
+    };
+    Ok((stacks, Some(last)))
 }
 
 /// What the undo/redo replay needs of every record of `session` (oldest first),

@@ -237,7 +237,8 @@ fn save_and_graft(
         let raced = matches!(r, Err(Error::Conflict(_)));
         let r = match r {
             Ok(()) => {
-                let r = commit_graft(t, &mut tx, before_root, grafted);
+                let whole = paths.is_none().then_some(target);
+                let r = commit_graft(t, &mut tx, before_root, whole, grafted);
                 if r.is_err() {
                     // Nothing was committed: the live tree goes back to what it was.
                     let (back, b) = tx.graft(before_root, paths, None);
@@ -282,17 +283,27 @@ fn save_and_graft(
 
 /// After a successful graft: make the batch's record name the grafted tree, add
 /// the paths the graft changed ([`touched_by_graft`]), and let the op commit.
+///
+/// A whole-tree graft (`whole`: its target) leaves the live table equal in
+/// content to the target, so the record names the target itself and nothing is
+/// encoded here: the renumbered inodes are written by the next flush that has a
+/// write to save (until then [`Txn::flush`](crate::session::Txn::flush) answers
+/// the target). A graft of some paths leaves a tree no stored node names yet: it
+/// is encoded now.
 fn commit_graft(
     t: &Target,
     tx: &mut crate::session::Txn<'_>,
     before_root: NodeId,
+    whole: Option<NodeId>,
     grafted: Grafted<'_>,
 ) -> Result<oplog::Operation> {
-    // The workspace now, encoded: the target's tree under the live inode counter
-    // (another id than `target` once the session allocated more inodes), so the
-    // record names what the next flush will find (a checkout that changed
-    // nothing is inert).
-    let after_root = tx.flush()?;
+    let after_root = match whole {
+        Some(target) => {
+            tx.set_root(target);
+            target
+        }
+        None => tx.flush()?,
+    };
     tx.push(touched_by_graft(t, before_root, after_root)?);
     grafted(tx, before_root, after_root)
 }

@@ -67,10 +67,12 @@ pub(crate) fn summary(o: &Operation) -> String {
     s
 }
 
-/// The undo/redo stacks of the session's retained log (a replay of every record's
-/// step, read a page at a time: memory is a few words per record).
+/// The undo/redo stacks of the session's retained log: the session's cached
+/// stacks with the records appended since replayed onto them
+/// ([`oplog::walk::stacks`]), so an undo costs what happened since the last one,
+/// not the length of the log.
 pub(crate) fn stacks(t: &Target) -> Result<(Stacks, Option<Operation>)> {
     let s = &t.session;
-    let (steps, last) = oplog::walk::steps(&**s.store(), s.name())?;
-    Ok((Stacks::replay(steps), last))
+    let mut cache = crate::session::relock(s.undo_stacks.lock());
+    oplog::walk::stacks(&**s.store(), s.name(), &mut cache)
 }

@@ -249,8 +249,33 @@ impl Session {
     }
 
     /// Make the whole working state durable; returns the new root node id.
+    ///
+    /// Right after a whole-tree graft, with nothing written since, the committed
+    /// record already names a tree equal to the live one in content (the graft's
+    /// target): that is the root, and nothing is encoded ([`Self::flush_idle`]
+    /// and the next flush with a write to save encode the renumbered inodes).
     pub fn flush(&self) -> Result<NodeId> {
         self.flush_with(None).map(|(id, _)| id)
+    }
+
+    /// The daemon's periodic flush: as [`flush`](Self::flush), but a fresh graft
+    /// is encoded too, off any operation's path, so that later grafts and sweeps
+    /// find its directories stored.
+    pub fn flush_idle(&self) -> Result<NodeId> {
+        let _g = super::relock(self.flush_lock.lock());
+        self.flush_encoded(None).map(|(id, _)| id)
+    }
+
+    /// `rec_root` when it is the target of the last whole-tree graft and nothing
+    /// was written since: the live tree equals it in content.
+    pub(crate) fn grafted_root(&self, rec_root: NodeId) -> Option<NodeId> {
+        let st = self.lock();
+        match st.graft_mark {
+            Some((generation, target)) if generation == st.generation && target == rec_root => {
+                Some(target)
+            }
+            _ => None,
+        }
     }
 
     /// Flush, letting `extra` update the session record and add metadata ops that
@@ -260,7 +285,25 @@ impl Session {
         self.flush_locked(extra)
     }
 
+    /// [`flush_with`](Self::flush_with), the flush lock held: the grafted target
+    /// when the live tree still equals it (see [`flush`](Self::flush)), else an
+    /// encode.
     pub(crate) fn flush_locked(&self, extra: Option<Extra<'_>>) -> Result<(NodeId, SessionRecord)> {
+        let rec = self.record();
+        let Some(target) = self.grafted_root(rec.root) else {
+            return self.flush_encoded(extra);
+        };
+        let Some(f) = extra else {
+            return Ok((target, rec));
+        };
+        let mut rec = rec;
+        rec.updated = Timespec::now().sec;
+        let ops = f(&mut rec, target)?;
+        self.commit_prepared(rec.clone(), Default::default(), ops)?;
+        Ok((target, rec))
+    }
+
+    fn flush_encoded(&self, extra: Option<Extra<'_>>) -> Result<(NodeId, SessionRecord)> {
         let t0 = std::time::Instant::now();
         let Some(p) = self.prepare_locked(extra.is_some())? else {
             return Ok((self.lock().root_id.expect("flushed"), self.record()));

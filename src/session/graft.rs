@@ -73,7 +73,7 @@ fn live_record(i: &Inode, ino: u64) -> Option<Record> {
     Some(i.record(ino, i.clean_content()?))
 }
 
-fn target_dir(store: &dyn ObjectStore, r: &Record) -> Result<crate::tree::DirNode> {
+fn target_dir(store: &dyn ObjectStore, r: &Record) -> Result<std::sync::Arc<crate::tree::DirNode>> {
     crate::dirs::load_dir(
         store,
         match r.content {
@@ -141,6 +141,13 @@ impl Graft<'_> {
                     i.attr.nlink = nlink;
                     i.xattrs = r.xattrs.iter().cloned().collect();
                     self.st.mark_dir_changed(dir);
+                    // Every entry was made equal to the target's: the directory
+                    // equals the target node in content.
+                    if let (Data::Dir(d), Content::Node(id)) =
+                        (&mut self.st.get_mut(dir)?.data, &r.content)
+                    {
+                        d.like = Some(*id);
+                    }
                     self.inval.push(Inval::Inode(dir));
                 }
                 Task::Entry(parent, name, target) => {
@@ -250,18 +257,16 @@ impl Graft<'_> {
         let (st, store) = (&mut *self.st, self.store);
         st.load_dir(store, dir)?;
         let live_id = match &st.get(dir)?.data {
-            Data::Dir(d) => d.stored,
+            Data::Dir(d) => d.equals(),
             _ => None,
         };
         let (mut names, tdir): Names = match (live_id, &r.content) {
-            // The live directory is exactly node `l`: only entries outside the
-            // shards both sides share can differ.
+            // The live directory equals node `l` (exactly, or in content): only
+            // entries outside the shards both sides share can differ, and of those
+            // only entries that differ from the target's.
             (Some(l), Content::Node(tid)) if self.skip => {
                 let (live, target) = crate::dirs::load_differing(store, l, *tid)?;
-                (
-                    live.entries.into_iter().map(|(n, _)| n).collect(),
-                    target.entries.into_iter().collect(),
-                )
+                differing(&live.entries, &target.entries)
             }
             // The live directory is not encoded (e.g. right after a checkout) but
             // some of its shards still equal stored leaves: skip those the target
@@ -270,12 +275,12 @@ impl Graft<'_> {
                 Some(x) => x,
                 None => (
                     st.entries_mut(dir)?.keys().cloned().collect(),
-                    target_dir(store, &r)?.entries.into_iter().collect(),
+                    target_dir(store, &r)?.entries.iter().cloned().collect(),
                 ),
             },
             _ => (
                 st.entries_mut(dir)?.keys().cloned().collect(),
-                target_dir(store, &r)?.entries.into_iter().collect(),
+                target_dir(store, &r)?.entries.iter().cloned().collect(),
             ),
         };
         names.extend(tdir.keys().cloned());
@@ -309,10 +314,10 @@ impl Graft<'_> {
         let ino = insert_fresh(self.st, self.store, parent, name, &w.r)?;
         self.changed(parent, name);
         if w.r.kind == Kind::Dir {
-            let entries = target_dir(self.store, &w.r)?.entries;
-            for (cname, e) in entries.into_iter().rev() {
-                if let Some(cw) = self.want(&e) {
-                    stack.push(Task::Fresh(ino, cname, cw));
+            let dir = target_dir(self.store, &w.r)?;
+            for (cname, e) in dir.entries.iter().rev() {
+                if let Some(cw) = self.want(e) {
+                    stack.push(Task::Fresh(ino, cname.clone(), cw));
                 }
             }
         }
@@ -465,12 +470,12 @@ impl Graft<'_> {
             };
             // An unloaded directory: its entries are read from the store.
             let Some(id) = dir else { continue };
-            for (_, e) in crate::dirs::load_dir(self.store, Some(id))?.entries {
+            for (_, e) in &crate::dirs::load_dir(self.store, Some(id))?.entries {
                 match e {
-                    Entry::HardLink { ino, .. } => self.unref_link(ino),
+                    Entry::HardLink { ino, .. } => self.unref_link(*ino),
                     Entry::Inline(r) => match self.st.inodes.get(&r.ino) {
                         Some(c) if !c.hardlink => stack.push(Item::Live(r.ino)),
-                        _ => stack.push(Item::Stored(r)),
+                        _ => stack.push(Item::Stored(r.clone())),
                     },
                 }
             }
@@ -522,6 +527,42 @@ impl Graft<'_> {
 }
 
 type Names = (BTreeSet<Vec<u8>>, BTreeMap<Vec<u8>, Entry>);
+
+/// Of two entry lists sorted by name (a directory the live one equals, and the
+/// target), the names that differ and the target's entries for them: an entry
+/// equal on both sides is left alone.
+fn differing(live: &[(Vec<u8>, Entry)], target: &[(Vec<u8>, Entry)]) -> Names {
+    use std::cmp::Ordering;
+    let (mut names, mut want) = (BTreeSet::new(), BTreeMap::new());
+    let (mut i, mut j) = (0, 0);
+    loop {
+        let ord = match (live.get(i), target.get(j)) {
+            (Some((a, _)), Some((b, _))) => a.cmp(b),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => break,
+        };
+        match ord {
+            Ordering::Less => {
+                names.insert(live[i].0.clone());
+                i += 1;
+            }
+            Ordering::Greater => {
+                want.insert(target[j].0.clone(), target[j].1.clone());
+                j += 1;
+            }
+            Ordering::Equal => {
+                if live[i].1 != target[j].1 {
+                    names.insert(live[i].0.clone());
+                    want.insert(target[j].0.clone(), target[j].1.clone());
+                }
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    (names, want)
+}
 
 /// For a live sharded directory without a content id and a sharded target `tid`:
 /// the live names and target entries outside the leaves both sides share (a live

@@ -244,6 +244,11 @@ pub struct Dir {
     /// The last stored node before the entries changed (a delta-base hint, as
     /// [`FileData::base`]).
     pub base: Option<NodeId>,
+    /// A stored node the directory equals in content, inode numbers aside: set
+    /// when a graft has made it equal to that node and nothing changed it since
+    /// (cleared with `stored`). A later graft compares it shard by shard with its
+    /// target, as it does `stored`; it is never encoded.
+    pub like: Option<NodeId>,
 }
 
 impl Dir {
@@ -254,14 +259,22 @@ impl Dir {
             entries: Some(Entries::default()),
             shards: HashMap::new(),
             base: None,
+            like: None,
         }
     }
 
-    /// The entries changed: `stored` no longer names them (and becomes the delta base).
+    /// The entries changed: `stored` no longer names them (and becomes the delta
+    /// base), nor `like`.
     pub fn unstore(&mut self) {
+        self.like = None;
         if let Some(s) = self.stored.take() {
             self.base = Some(s);
         }
+    }
+
+    /// The node the directory equals: exactly (`stored`) or in content (`like`).
+    pub fn equals(&self) -> Option<NodeId> {
+        self.stored.or(self.like)
     }
 }
 
@@ -347,6 +360,7 @@ impl Inode {
                 entries: None,
                 shards: HashMap::new(),
                 base: None,
+                like: None,
             }),
             (Kind::Dir, _) => Data::Dir(Dir::empty()),
             (Kind::File, Content::Node(id)) => Data::File(FileData::new(Some(*id))),

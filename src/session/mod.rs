@@ -177,6 +177,9 @@ pub struct Session {
     accesses: AtomicU64,
     /// What the session's agent sees (`crate::visibility`).
     pub(crate) seen: Mutex<crate::visibility::Seen>,
+    /// The undo/redo stacks as of the newest record replayed (see
+    /// [`crate::oplog::walk::stacks`]): an undo replays only what came since.
+    pub(crate) undo_stacks: Mutex<crate::oplog::walk::StackCache>,
 }
 
 impl Session {
@@ -212,6 +215,7 @@ impl Session {
             touch: touch::Pending::default(),
             accesses: AtomicU64::new(0),
             seen: crate::visibility::new_cache(),
+            undo_stacks: Mutex::default(),
         })
     }
 

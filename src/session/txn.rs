@@ -79,8 +79,15 @@ impl Txn<'_> {
         self.rec.base
     }
 
-    /// Encode the live tree (nothing committed) and return its root.
+    /// Encode the live tree (nothing committed) and return its root. Right after a
+    /// whole-tree graft, with nothing written since, the live tree is the grafted
+    /// target in content and the committed record names it: the answer is the
+    /// target, and encoding the renumbered inodes waits for a flush that has a
+    /// write to save.
     pub fn flush(&mut self) -> Result<NodeId> {
+        if let Some(target) = self.s.grafted_root(self.rec.root) {
+            return Ok(target);
+        }
         match self.s.prepare_locked(false)? {
             Some(p) => {
                 self.flushed = true;

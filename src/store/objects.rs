@@ -32,6 +32,17 @@ pub trait ObjectStore: Send + Sync {
     }
     /// Read and verify an object.
     fn get(&self, kind: Kind, id: &ObjectId) -> Result<Arc<Vec<u8>>>;
+    /// Object `id` as `decode` makes it of its verified bytes, from the store's
+    /// cache when it keeps the decoded form there (a decode is a pure function of
+    /// the bytes). Stores without a cache decode every time.
+    fn get_decoded(
+        &self,
+        kind: Kind,
+        id: &ObjectId,
+        decode: &dyn Fn(&[u8]) -> Result<super::cache::Decoded>,
+    ) -> Result<super::cache::Decoded> {
+        decode(&self.get(kind, id)?)
+    }
     /// Like [`get`](Self::get), without adding the object to a cache (for reads whose
     /// result is about to be replaced, like a block read to be rewritten).
     fn get_uncached(&self, kind: Kind, id: &ObjectId) -> Result<Arc<Vec<u8>>> {

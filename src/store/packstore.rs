@@ -469,6 +469,23 @@ impl ObjectStore for PackStore {
         Ok(raw)
     }
 
+    fn get_decoded(
+        &self,
+        kind: Kind,
+        id: &ObjectId,
+        decode: &dyn Fn(&[u8]) -> Result<super::cache::Decoded>,
+    ) -> Result<super::cache::Decoded> {
+        if let Some(d) = self.cache.get_decoded(id) {
+            return Ok(d);
+        }
+        let raw = self.get(kind, id)?;
+        let d = decode(&raw)?;
+        // The decoded form is counted as twice the bytes (names and records
+        // in their own allocations).
+        self.cache.set_decoded(id, d.clone(), 2 * raw.len());
+        Ok(d)
+    }
+
     fn get_uncached(&self, kind: Kind, id: &ObjectId) -> Result<Arc<Vec<u8>>> {
         match self.cache.get(id) {
             Some(v) => Ok(v),

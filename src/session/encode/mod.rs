@@ -164,6 +164,7 @@ fn publish_job(st: &mut State, job: &Job, done: Done, skipped: bool) {
         Data::Dir(d) if !skipped => {
             d.stored = done.id;
             d.base = None;
+            d.like = None;
             d.shards = done.shards;
         }
         Data::File(f) => {

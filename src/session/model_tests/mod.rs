@@ -251,7 +251,7 @@ proptest! {
         let canonical = |s: &Session| {
             let root = s.flush().unwrap();
             let id = big_dir_id(&*store, root);
-            let entries = crate::dirs::load_dir(&*store, Some(id)).unwrap().entries;
+            let entries = crate::dirs::load_dir(&*store, Some(id)).unwrap().entries.clone();
             assert_eq!(crate::dirs::put_dir(&*store, entries).unwrap(), id, "not canonical");
         };
         for op in ops {

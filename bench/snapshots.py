@@ -64,7 +64,7 @@ class Tree:
         self.c = Ctl(socket_of(self.mp))
         self.forks, self.ids = [], []
         self.t = {k: [] for k in ("checkpoint", "branch", "fork", "checkout", "diff", "restore", "undo", "cli_checkpoint",
-                                  "cli_branch", "cli_checkout", "cli_restore", "cli_undo")}
+                                  "cli_branch", "cli_checkout", "cli_restore", "cli_undo", "cli_true", "cli_version")}
 
     def warm_up(self):
         self.c.call(op="checkpoint", message="base")
@@ -98,6 +98,10 @@ class Tree:
         t["cli_checkout"].append(cli("checkout", self.ids[-1]))
         t["cli_restore"].append(cli("restore", old))
         t["cli_undo"].append(cli("undo"))
+        # The CLI rows' floors, spawned the same way: the harness alone, and the
+        # binary's start-up alone.
+        t["cli_true"].append(timed(lambda: sh("/bin/true")))
+        t["cli_version"].append(timed(lambda: sh(self.bin, "--version")))
 
     def close(self):
         for f in self.forks: subprocess.run([self.bin, "--store", self.store, "umount", f], capture_output=True)
@@ -194,12 +198,13 @@ LABELS = {"checkpoint": "treefork checkpoint (10 files changed)", "branch": "tre
           "checkout": "treefork checkout (10 files differ)", "diff": "treefork diff HEAD~1 HEAD", "cli_checkpoint": "treefork checkpoint via CLI (incl. process start)",
           "restore": "treefork restore (10 files differ)", "undo": "treefork undo (of that restore)",
           "cli_branch": "treefork branch via CLI", "cli_checkout": "treefork checkout via CLI", "cli_restore": "treefork restore via CLI",
-          "cli_undo": "treefork undo via CLI"}
+          "cli_undo": "treefork undo via CLI", "cli_true": "floor: /bin/true spawned the same way (the harness)",
+          "cli_version": "floor: treefork --version (process start-up)"}
 
 def report(results, sizes, bins):
     ab = len(bins) > 1
     rows = ["checkpoint", "branch", "fork", "checkout", "diff", "restore", "undo", "cli_checkpoint", "cli_branch", "cli_checkout",
-            "cli_restore", "cli_undo"]
+            "cli_restore", "cli_undo", "cli_true", "cli_version"]
     if not ab:
         rows += ["cp -a", "git worktree add", "git stash+apply", "fuse-overlayfs fork"]
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -7,8 +7,14 @@
 //! ([`delete_all_ops`]). They live in `refs`, below the remote tier, because
 //! resolving a ref name must not import the remote tier.
 //!
-//! Invariant: `value` is the remote ref's JSON exactly as read or written, and
-//! `etag` the ETag it had then (the base of the next compare-and-swap).
+//! Invariants: `value` is the remote ref's JSON exactly as read or written, and
+//! `etag` the ETag it had then. `integrated` is the remote ref as the local
+//! counterpart last took it in (written by this store's push, or moved into the
+//! local session by a pull): a push builds on the remote ref only while it still
+//! carries that ETag, and a pull fast-forwards a session only from that state. A
+//! pull that only looks (the local session diverged, or is mounted) moves `value`
+//! and `etag`, never `integrated` — else a push after it would overwrite what it
+//! never took in (issue 23, defect 2).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -18,8 +24,18 @@ pub use crate::meta::TrackKind;
 use crate::meta::{self, KeyRange, MetaOp};
 use crate::store::ObjectStore;
 
-/// Version of the tracking record.
-pub const TRACKING_VERSION: u32 = 1;
+/// Version of the tracking record (2: `integrated`; a version-1 record has none,
+/// so it integrates nothing until a pull or push writes it again).
+pub const TRACKING_VERSION: u32 = 2;
+
+/// A remote ref as the local counterpart took it in (see the module invariants).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Integrated {
+    /// Its ETag.
+    pub etag: Option<String>,
+    /// Its JSON.
+    pub value: Value,
+}
 
 /// A tracking ref.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,10 +52,14 @@ pub struct Tracking {
     pub time: i64,
     /// The remote ref's JSON as last seen.
     pub value: Value,
+    /// The remote ref as the local counterpart last took it in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integrated: Option<Integrated>,
 }
 
 impl Tracking {
-    /// A record of `kind` (time: now).
+    /// A record of `kind` (time: now) for a remote ref the local counterpart
+    /// now includes: pushed from here, or pulled into it.
     pub fn new(
         kind: TrackKind,
         checkpoint: Option<String>,
@@ -50,10 +70,28 @@ impl Tracking {
             version: TRACKING_VERSION,
             kind: kind.as_str().to_string(),
             checkpoint,
+            integrated: Some(Integrated {
+                etag: etag.clone(),
+                value: value.clone(),
+            }),
             etag,
             time: crate::clock::unix_secs(),
             value,
         }
+    }
+
+    /// This record after a look that took nothing in: the remote ref seen now,
+    /// what was integrated before kept.
+    pub fn seen(self, previous: Option<&Tracking>) -> Tracking {
+        Tracking {
+            integrated: previous.and_then(|p| p.integrated.clone()),
+            ..self
+        }
+    }
+
+    /// The ETag the local counterpart includes, if any.
+    pub fn integrated_etag(&self) -> Option<&str> {
+        self.integrated.as_ref().and_then(|i| i.etag.as_deref())
     }
 
     /// The op writing it as `remote`'s ref `name`.

@@ -219,20 +219,28 @@ fn update_local(env: &Env<'_>, remote: &Remote, f: &refs::Fetched) -> Result<Ref
     let rname = &remote.config.name;
     let old = tracking::get(store, rname, f.kind, &f.name)?;
     let new = f.checkpoint();
-    let track = Tracking::new(f.kind, new.clone(), f.etag.clone(), f.json.clone());
+    let took = Tracking::new(f.kind, new.clone(), f.etag.clone(), f.json.clone());
+    // Seen only: the local counterpart did not take it in.
+    let seen = took.clone().seen(old.as_ref());
     let mut status = "tracking-only";
     let mut run = || -> Result<()> {
-        let mut ops = vec![track.op(rname, f.kind, &f.name)];
+        let mut ops = Vec::new();
         status = match &f.value {
             RefValue::Branch(_) => branch_ff(store, &f.name, new.as_deref(), &mut ops)?,
             RefValue::Session(_) => session_ff(store, remote, f, old.as_ref(), &mut ops)?,
         };
+        let track = if status == "tracking-only" {
+            &seen
+        } else {
+            &took
+        };
+        ops.push(track.op(rname, f.kind, &f.name));
         store.commit(ops)
     };
     match &f.value {
         RefValue::Branch(_) => (env.with_names)(&mut run)?,
         RefValue::Session(_) if (env.mounted)(&f.name) => {
-            store.commit(vec![track.op(rname, f.kind, &f.name)])?
+            store.commit(vec![seen.op(rname, f.kind, &f.name)])?
         }
         RefValue::Session(_) => {
             let exists = crate::session::load_record(store, &f.name)?.is_some();
@@ -240,7 +248,7 @@ fn update_local(env: &Env<'_>, remote: &Remote, f: &refs::Fetched) -> Result<Ref
                 (_, Ok(())) => {}
                 // Owned by someone else right now (being mounted): only track.
                 (true, Err(crate::error::Error::Busy(_) | crate::error::Error::Conflict(_))) => {
-                    store.commit(vec![track.op(rname, f.kind, &f.name)])?
+                    store.commit(vec![seen.op(rname, f.kind, &f.name)])?
                 }
                 (_, Err(e)) => return Err(e),
             }
@@ -316,7 +324,11 @@ fn session_ff(
     if state_of(&f.json) == mine {
         return Ok("up-to-date");
     }
-    let Some(old) = old.filter(|t| state_of(&t.value) == mine) else {
+    // From the state the local session took in last (not the newest look).
+    let Some(old) = old
+        .and_then(|t| t.integrated.as_ref())
+        .filter(|i| state_of(&i.value) == mine)
+    else {
         return Ok("tracking-only");
     };
     let seen: Vec<String> =

@@ -369,11 +369,14 @@ fn prepare(env: &Env<'_>, remote: &Remote, force: bool, it: Item, plan: &mut Pla
             let kind = TrackKind::Session;
             let base = refs::read(&remote.client, kind, &it.dst)?;
             let rec = session::load(env, local, (rname, &it.dst))?;
-            let seen = tracking::get(store, rname, kind, &it.dst)?.and_then(|t| t.etag);
+            // Ours: the remote ref is still what this session took in last (pushed
+            // from here or pulled into it) — not merely what a pull last saw.
+            let track = tracking::get(store, rname, kind, &it.dst)?;
+            let took = track.as_ref().and_then(|t| t.integrated_etag());
             let (ours, equal) = match &base {
                 None => (true, false),
                 Some(b) => (
-                    b.etag.is_some() && b.etag == seen,
+                    b.etag.is_some() && b.etag.as_deref() == took,
                     session::same_state(&b.json, &rec),
                 ),
             };
@@ -382,7 +385,8 @@ fn prepare(env: &Env<'_>, remote: &Remote, force: bool, it: Item, plan: &mut Pla
                     rname,
                     &it.src,
                     &it.dst,
-                    "was pushed from elsewhere since this store last pushed or pulled it",
+                    "holds work this session has not taken in (pushed from elsewhere since \
+                     this store last pushed it or pulled it into the session)",
                 ));
             }
             // Build on the remote's log when it is ours (or the same state).

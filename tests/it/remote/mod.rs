@@ -11,6 +11,7 @@
 //! harness starts gets the same variables, so daemons reach the server.
 
 mod config;
+mod diverge;
 mod evict;
 mod gc;
 mod lazy;

@@ -141,6 +141,7 @@ fn recorded() -> crate::ops::experiment::answer::Recorded {
         aborted: false,
         ranking: compare::rank(&results, compare::RankBy::Default),
         winner: Some(1),
+        decided_by: Some("run 1 is the only run that exited 0".into()),
         stats: compare::stats(&results),
         pairs: vec![Pair {
             a: 1,
@@ -168,8 +169,19 @@ fn experiment_record_and_comparison() {
     assert_eq!(
         keys(&stored),
         set(&[
-            "id", "source", "base", "cwd", "rank_by", "keep", "aborted", "runs", "ranking",
-            "winner", "stats", "pairs"
+            "id",
+            "source",
+            "base",
+            "cwd",
+            "rank_by",
+            "keep",
+            "aborted",
+            "runs",
+            "ranking",
+            "winner",
+            "decided_by",
+            "stats",
+            "pairs"
         ])
     );
     assert!(stored["cwd"].is_null());
@@ -362,7 +374,14 @@ fn a_stored_experiment_document_reads() {
                    "files": [{"path": "f", "type": "modified", "a_hash": "11", "b_hash": null}]}],
     });
     let read: Recorded = serde_json::from_value(old).unwrap();
-    assert_eq!(read, doc);
+    // Written before `decided_by` was kept: none.
+    assert_eq!(
+        read,
+        Recorded {
+            decided_by: None,
+            ..doc.clone()
+        }
+    );
     // What this version stores is the same document, whole.
     let mut whole = wire(&doc);
     let read: Recorded = serde_json::from_value(whole.clone()).unwrap();

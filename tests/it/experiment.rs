@@ -278,7 +278,13 @@ fn a_run_that_cannot_start_is_a_result_not_an_abort() {
         &m.p("sub"),
         &["--from", "HEAD", "-c", "true", "-c", "true"],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Recorded and printed, but no run exited 0: no winner, exit status 1.
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(
         run_of(&doc, 1)["error"]
@@ -398,4 +404,73 @@ fn forks_left_by_a_daemon_crash_are_listed_and_removable() {
         tf_ok(&m.store, &["session", "rm", n]);
     }
     assert_eq!(sessions(&m), vec!["s".to_string()]);
+}
+
+/// Issue 23, defect 3: runs that all failed have no winner, the command fails,
+/// and `adopt --winner` has nothing to adopt; a tie is decided by the lower run
+/// number and the answer says so.
+#[test]
+fn when_every_run_fails_there_is_no_winner_and_the_command_fails() {
+    let m = Mount::new();
+    ws_ok(&m, &["checkpoint", "-m", "base"]);
+    let o = exp_in(&m, &m.mp, &["-c", "exit 3", "-c", "false"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["winner"], Value::Null, "{doc}");
+    assert_eq!(doc["decided_by"], Value::Null, "{doc}");
+    assert_eq!(run_of(&doc, 1)["exit"], 3);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no run exited 0"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let a = ws(&m, &["--json", "experiment", "adopt", "--winner"]);
+    assert_eq!(
+        a.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&a.stdout)
+    );
+    // The human form says it too.
+    let o = Command::new(bin())
+        .args([
+            "--store",
+            m.store.to_str().unwrap(),
+            "experiment",
+            "-c",
+            "false",
+        ])
+        .current_dir(&m.mp)
+        .env_remove("TREEFORK_STORE")
+        .env_remove("TREEFORK_SOCKET")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no winner: no run exited 0"));
+
+    // A failed fast run never wins by duration; a tie goes to the lower run.
+    let doc = exp_ok(
+        &m,
+        &["--rank-by", "duration", "-c", "false", "-c", "sleep 0.2"],
+    );
+    assert_eq!(doc["winner"], 2, "{doc}");
+    assert!(
+        doc["decided_by"]
+            .as_str()
+            .unwrap()
+            .contains("only run that exited 0"),
+        "{doc}"
+    );
+    let doc = exp_ok(&m, &["--rank-by", "exit", "-c", "true", "-c", "true"]);
+    assert_eq!(doc["winner"], 1, "{doc}");
+    let why = doc["decided_by"].as_str().unwrap();
+    assert!(
+        why.contains("tie") && why.contains("lower run number"),
+        "{why}"
+    );
 }

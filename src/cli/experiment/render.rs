@@ -105,8 +105,11 @@ impl Human for Comparison {
                 out,
                 "winner: run {w}; bring it in with `treefork experiment adopt --winner`"
             )?;
+            if let Some(why) = &d.decided_by {
+                writeln!(out, "decided by: {why}")?;
+            }
         } else {
-            writeln!(out, "no winner: no run could start")?;
+            writeln!(out, "no winner: no run exited 0")?;
         }
         if let Some(c) = &self.cleanup {
             if !c.kept.is_empty() {

@@ -139,7 +139,7 @@ impl RunArgs {
             }
             .into());
         }
-        Ok(r.into())
+        Ok(r.map(Ran).into())
     }
 
     /// Run every command, at most `-j` at a time.
@@ -266,5 +266,29 @@ fn caller_place(ws: &Path) -> String {
     match here.strip_prefix(&ws) {
         Ok(rel) => rel.to_str().unwrap_or("").to_string(),
         Err(_) => String::new(),
+    }
+}
+
+/// The comparison an experiment run ends with: printed like `experiment show`'s,
+/// and a failure when no run exited 0 (no winner: nothing to adopt or promote).
+struct Ran(treefork::ops::experiment::answer::Comparison);
+
+impl Human for Ran {
+    fn human(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        self.0.human(out)
+    }
+
+    fn verdict(&self) -> Result<()> {
+        let d = &self.0.recorded;
+        if d.winner.is_none() && !d.aborted {
+            return Err(super::super::failure::Failure::coded(
+                "no_winner",
+                format!(
+                    "experiment {}: no run exited 0, so there is no winner",
+                    d.id
+                ),
+            ));
+        }
+        Ok(())
     }
 }

@@ -74,9 +74,7 @@ pub fn adopt<H: Host>(
             .as_u64()
             .and_then(|w| u32::try_from(w).ok())
             .ok_or_else(|| {
-                Error::NotFound(format!(
-                    "experiment {id} has no winner (no run could start)"
-                ))
+                Error::NotFound(format!("experiment {id} has no winner (no run exited 0)"))
             })?,
         _ => {
             return Err(Error::Invalid(
@@ -89,6 +87,15 @@ pub fn adopt<H: Host>(
         .and_then(|a| a.iter().find(|r| r["run"].as_u64() == Some(u64::from(run))))
         .ok_or_else(|| Error::NotFound(format!("experiment {id} has no run {run}")))?
         .clone();
+    // A record written before winners had to succeed may name a failed run.
+    let ok = entry["exit"].as_i64() == Some(0)
+        && entry["error"].is_null()
+        && entry["timed_out"].as_bool() != Some(true);
+    if req.winner && !ok {
+        return Err(Error::NotFound(format!(
+            "experiment {id} has no winner (its recorded winner, run {run}, did not exit 0)"
+        )));
+    }
     let cid = entry["checkpoint"].as_str().unwrap_or_default();
     let gone = || {
         Error::NotFound(format!(

@@ -37,8 +37,13 @@ pub struct Recorded {
     pub runs: Vec<RunEntry>,
     /// The run numbers, best first.
     pub ranking: Vec<u32>,
-    /// The winning run; `null` when no run could start (or aborted).
+    /// The winning run: the best-ranked run that exited 0; `null` when none did
+    /// (or the experiment was interrupted).
     pub winner: Option<u32>,
+    /// Which rule decided the winner, in words (`null` without one; records
+    /// written before it was kept have none).
+    #[serde(default)]
+    pub decided_by: Option<String>,
     /// Statistics over the runs.
     pub stats: Stats,
     /// Each pair of runs (a < b) compared.

@@ -7,8 +7,12 @@
 //!   run number);
 //! - a run that could not start (`error`) or timed out never ranks above one that
 //!   ran to completion, under every criterion but `duration`;
-//! - the winner is the first ranked run unless that run could not start (then
-//!   there is none, as in seed 000).
+//! - the winner is the best-ranked run that *succeeded* (started, exited 0, not
+//!   stopped by its timeout or an interruption); when no run succeeded there is no
+//!   winner, whatever the ranking (a run that exited 1 is never adopted as the
+//!   best one);
+//! - a tie (equal on the ranking's criterion) goes to the lower run number, and
+//!   [`decided_by`] says in words which rule decided.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -93,11 +97,63 @@ fn ordered(x: f64) -> i64 {
     if b < 0 { b ^ i64::MAX } else { b }
 }
 
-/// The winner of a ranking: its first run, unless that one could not start.
+/// The winner of a ranking: its best-ranked run that succeeded (none when no
+/// run did).
 pub fn winner(results: &[RunResult], ranking: &[u32]) -> Option<u32> {
-    let first = *ranking.first()?;
-    let r = results.iter().find(|r| r.run == first)?;
-    r.error.is_none().then_some(first)
+    let ok = |n: u32| {
+        results
+            .iter()
+            .any(|r| r.run == n && succeeded(r) && !r.interrupted)
+    };
+    ranking.iter().copied().find(|&n| ok(n))
+}
+
+/// Which rule made `winner` the winner, in words: it was the only run that
+/// succeeded, it beat the next successful run on the ranking's criterion, or
+/// it tied with it and has the lower run number.
+pub fn decided_by(
+    results: &[RunResult],
+    ranking: &[u32],
+    by: RankBy,
+    winner: Option<u32>,
+) -> Option<String> {
+    let w = winner?;
+    let get = |n: u32| results.iter().find(|r| r.run == n);
+    let win = get(w)?;
+    let next = ranking
+        .iter()
+        .copied()
+        .skip_while(|&n| n != w)
+        .skip(1)
+        .filter_map(get)
+        .find(|r| succeeded(r) && !r.interrupted);
+    let Some(next) = next else {
+        return Some(format!("run {w} is the only run that exited 0"));
+    };
+    let n = next.run;
+    let (what, a, b) = match by {
+        RankBy::Default | RankBy::Duration => (
+            "duration",
+            format!("{} ms", win.duration_ms),
+            format!("{} ms", next.duration_ms),
+        ),
+        RankBy::Exit => ("exit code", "0".into(), "0".into()),
+        RankBy::Output => (
+            "output length",
+            format!("{} bytes", win.stdout_len),
+            format!("{} bytes", next.stdout_len),
+        ),
+        RankBy::Score => (
+            "score",
+            win.score.map_or("none".into(), |s| s.to_string()),
+            next.score.map_or("none".into(), |s| s.to_string()),
+        ),
+    };
+    Some(if a == b {
+        format!("a tie with run {n} on {what} ({a}): the lower run number wins")
+    } else {
+        format!("{what}: run {w} {a}, next best run {n} {b} (among runs that exited 0)")
+    })
 }
 
 /// Statistics over an experiment's runs.

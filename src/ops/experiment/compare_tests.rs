@@ -161,3 +161,67 @@ proptest! {
         prop_assert_eq!(pairs(&rs).len(), rs.len() * rs.len().saturating_sub(1) / 2);
     }
 }
+
+#[test]
+fn the_winner_is_the_best_ranked_run_that_exited_0() {
+    // Every run failed: no winner, whatever the ranking.
+    let failed = vec![run(1, Some(3), 5), run(2, Some(1), 1)];
+    for by in [
+        RankBy::Default,
+        RankBy::Exit,
+        RankBy::Duration,
+        RankBy::Output,
+    ] {
+        let r = rank(&failed, by);
+        assert_eq!(winner(&failed, &r), None, "{by:?}");
+        assert_eq!(decided_by(&failed, &r, by, None), None);
+    }
+    // Ranked by duration a failed run is first, yet the winner exited 0.
+    let rs = vec![run(1, Some(1), 5), run(2, Some(0), 50), run(3, Some(0), 70)];
+    let r = rank(&rs, RankBy::Duration);
+    assert_eq!(r, vec![1, 2, 3]);
+    assert_eq!(winner(&rs, &r), Some(2));
+    let why = decided_by(&rs, &r, RankBy::Duration, Some(2)).unwrap();
+    assert!(
+        why.contains("run 2 50 ms") && why.contains("run 3 70 ms"),
+        "{why}"
+    );
+    // A tie goes to the lower run number, and says so.
+    let tie = vec![run(1, Some(0), 9), run(2, Some(0), 9)];
+    let r = rank(&tie, RankBy::Default);
+    assert_eq!(winner(&tie, &r), Some(1));
+    let why = decided_by(&tie, &r, RankBy::Default, Some(1)).unwrap();
+    assert!(
+        why.contains("tie with run 2") && why.contains("lower run number"),
+        "{why}"
+    );
+    // The only success.
+    let one = vec![run(1, Some(2), 1), run(2, Some(0), 9)];
+    let r = rank(&one, RankBy::Default);
+    assert_eq!(
+        decided_by(&one, &r, RankBy::Default, winner(&one, &r)).unwrap(),
+        "run 2 is the only run that exited 0"
+    );
+}
+
+proptest! {
+    /// The winner, when there is one, exited 0, and no run ranked above it did.
+    #[test]
+    fn a_winner_always_succeeded(exits in proptest::collection::vec(proptest::option::of(0i32..3), 1..6),
+                                 by in 0u8..4) {
+        let rs: Vec<RunResult> = exits.iter().enumerate()
+            .map(|(i, e)| run(i as u32 + 1, *e, (i as u64 * 7) % 5)).collect();
+        let by = [RankBy::Default, RankBy::Exit, RankBy::Duration, RankBy::Output][by as usize];
+        let r = rank(&rs, by);
+        let w = winner(&rs, &r);
+        let any_ok = rs.iter().any(succeeded);
+        prop_assert_eq!(w.is_some(), any_ok);
+        if let Some(w) = w {
+            prop_assert!(succeeded(&rs[w as usize - 1]));
+            let above = r.iter().take_while(|&&n| n != w);
+            for n in above {
+                prop_assert!(!succeeded(&rs[*n as usize - 1]));
+            }
+        }
+    }
+}

@@ -115,6 +115,7 @@ pub fn end<H: Host>(
         keep: req.keep,
         aborted: req.abort,
         runs,
+        decided_by: compare::decided_by(&results, &ranking, by, winner),
         ranking,
         winner,
         stats: compare::stats(&results),

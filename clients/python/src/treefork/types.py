@@ -423,9 +423,12 @@ class Comparison:
     rank_by: str
     runs: List[RunOutcome]
     ranking: List[int]
+    #: The best-ranked run that exited 0 (``None`` when no run did).
     winner: Optional[int]
     aborted: bool
     op: Optional[int]
+    #: Which rule decided the winner, in words (``None`` without a winner).
+    decided_by: Optional[str]
     #: The session it ran from.
     source: str
     #: The caller's directory relative to the workspace root (``None``: the root).
@@ -450,6 +453,7 @@ class Comparison:
             d.get("winner"),
             bool(d.get("aborted", False)),
             d.get("op"),
+            _s(d.get("decided_by")),
             str(d.get("source", "")),
             _s(d.get("cwd")),
             bool(d.get("keep", False)),

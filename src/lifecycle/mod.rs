@@ -101,7 +101,15 @@ pub struct Origin {
     pub baseline: Option<String>,
     /// The root of the imported tree (hex): the session's state at the baseline.
     pub baseline_root: String,
+    /// The commits this session's promotes made on the durable branch (`commit`
+    /// strategy), oldest first, at most [`MAX_PROMOTED`]: a path whose newest
+    /// change since the baseline is one of them is the session's own, not drift.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub promoted: Vec<String>,
 }
+
+/// Most commits [`Origin::promoted`] remembers (the oldest are dropped).
+pub const MAX_PROMOTED: usize = 4096;
 
 /// The result of a promote.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, schemars::JsonSchema)]
@@ -320,6 +328,7 @@ pub fn detect_origin(dir: &Path, baseline_root: &str) -> Result<Origin> {
         branch: None,
         baseline: None,
         baseline_root: baseline_root.to_string(),
+        promoted: Vec::new(),
     };
     let Some(top) = git::output(&path, &["rev-parse", "--show-toplevel"])? else {
         return Ok(plain);

@@ -624,3 +624,48 @@ fn without_paths_promote_takes_the_touched_files() {
         "D\tREADME\nA\tadded.txt\nM\tsrc/lib.rs"
     );
 }
+
+/// Issue 23, defect 1: the session's own promote commit is not drift. A path
+/// promoted once is promoted again (commit, then branch and patch strategies);
+/// a change someone else commits to it afterwards still is drift.
+#[test]
+fn a_path_is_promoted_twice_and_only_others_commits_are_drift() {
+    let s = setup();
+    let (repo, m) = (&s.repo, &s.m);
+    write_synced(&m.p("README"), b"one\n");
+    promote_ok(m, &["README"], &["-m", "one"]);
+    assert_eq!(git(repo, &["show", "HEAD:README"]), "one");
+    // Someone else commits elsewhere meanwhile: not in the way either.
+    std::fs::write(repo.join("other.txt"), "theirs\n").unwrap();
+    git(repo, &["add", "other.txt"]);
+    git(repo, &["commit", "-q", "-m", "theirs elsewhere"]);
+    write_synced(&m.p("README"), b"two\n");
+    promote_ok(m, &["README"], &["-m", "two"]);
+    assert_eq!(git(repo, &["show", "HEAD:README"]), "two");
+    assert_eq!(git(repo, &["log", "-1", "--format=%s"]), "two");
+    assert_eq!(git(repo, &["show", "HEAD:other.txt"]), "theirs");
+    assert_eq!(git(repo, &["status", "--porcelain"]), "");
+    // The other strategies are not refused either.
+    write_synced(&m.p("README"), b"three\n");
+    promote_ok(
+        m,
+        &["README"],
+        &["--strategy", "branch", "--branch", "agent/three"],
+    );
+    assert_eq!(git(repo, &["show", "agent/three:README"]), "three");
+    let patch = promote_ok(m, &["README"], &["--strategy", "patch"]);
+    assert!(patch.contains("+three"), "{patch}");
+    // A commit of someone else's on the promoted path is drift again.
+    std::fs::write(repo.join("README"), "theirs\n").unwrap();
+    git(repo, &["commit", "-q", "-am", "theirs on README"]);
+    let o = promote(m, &["README"], &["--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["error"]["paths"][0]["path"], "README", "{v}");
+    assert_eq!(v["error"]["paths"][0]["how"], "committed", "{v}");
+}

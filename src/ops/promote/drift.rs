@@ -86,8 +86,14 @@ pub(super) fn check(git: &Git, origin: &Origin, chosen: &[Vec<u8>]) -> Result<Du
         git.ok(&["ls-files", "--others", "--exclude-standard", "-z"])?,
         Drift::Unstaged,
     );
+    // A committed path whose newest change is one of the session's own promote
+    // commits is not drift: it holds what the session promoted.
+    let ours = own_paths(git, origin, &baseline, &head, &drifted, chosen)?;
     let mut conflicts: Vec<DriftedPath> = Vec::new();
     for (p, how) in drifted {
+        if how == Drift::Committed && ours.contains(&p) {
+            continue;
+        }
         if chosen.iter().any(|c| overlaps(c, &p)) {
             let d = DriftedPath {
                 path: String::from_utf8_lossy(&p).into_owned(),
@@ -107,6 +113,72 @@ pub(super) fn check(git: &Git, origin: &Origin, chosen: &[Vec<u8>]) -> Result<Du
         head,
         checked_out,
     })
+}
+
+/// Of the paths committed since the baseline that overlap `chosen`, those whose
+/// newest commit in `baseline..head` is one of the session's promote commits
+/// ([`Origin::promoted`]). One `git log` over the range, newest first.
+fn own_paths(
+    git: &Git,
+    origin: &Origin,
+    baseline: &str,
+    head: &str,
+    drifted: &[(Vec<u8>, Drift)],
+    chosen: &[Vec<u8>],
+) -> Result<std::collections::HashSet<Vec<u8>>> {
+    let mut out = std::collections::HashSet::new();
+    let wanted = drifted
+        .iter()
+        .any(|(p, how)| *how == Drift::Committed && chosen.iter().any(|c| overlaps(c, p)));
+    if origin.promoted.is_empty() || !wanted {
+        return Ok(out);
+    }
+    let range = format!("{baseline}..{head}");
+    let log = git.ok(&[
+        "log",
+        "--no-renames",
+        "--name-only",
+        "--format=%x00%H",
+        "-z",
+        &range,
+        "--",
+    ])?;
+    for (path, commit) in newest_commits(&log) {
+        if origin.promoted.iter().any(|c| c.as_bytes() == commit) {
+            out.insert(path);
+        }
+    }
+    Ok(out)
+}
+
+/// The newest commit of each path in `git log --name-only --format=%x00%H -z`
+/// output (newest first). A commit header is an empty field then the hash (a
+/// path is never empty); the first path after a header starts with a newline.
+fn newest_commits(log: &[u8]) -> std::collections::HashMap<Vec<u8>, &[u8]> {
+    let mut out = std::collections::HashMap::new();
+    let fields: Vec<&[u8]> = log.split(|&b| b == 0).collect();
+    let (mut i, mut cur, mut first) = (0, None, false);
+    while i < fields.len() {
+        let f = fields[i];
+        if f.is_empty() {
+            cur = fields.get(i + 1).copied();
+            first = true;
+            i += 2;
+            continue;
+        }
+        let p = match (first, f.strip_prefix(b"\n")) {
+            (true, Some(rest)) => rest,
+            _ => f,
+        };
+        first = false;
+        if let Some(c) = cur
+            && !p.is_empty()
+        {
+            out.entry(p.to_vec()).or_insert(c);
+        }
+        i += 1;
+    }
+    out
 }
 
 /// The chosen paths that differ in the durable index from commit `head`, or in the
@@ -143,6 +215,19 @@ pub(super) fn local_edits(git: &Git, head: &str, chosen: &[Vec<u8>]) -> Result<V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn newest_commit_per_path_from_git_log() {
+        // Two commits, newest first; the second path of a commit has no newline,
+        // a path may contain spaces and newlines of its own.
+        let log = b"\0c2\0\na\0b c\0\0c1\0\na\0\nweird\0";
+        let m = newest_commits(log);
+        assert_eq!(m[&b"a"[..]], b"c2");
+        assert_eq!(m[&b"b c"[..]], b"c2");
+        assert_eq!(m[&b"\nweird"[..]], b"c1");
+        assert_eq!(m.len(), 3);
+        assert!(newest_commits(b"").is_empty());
+    }
 
     #[test]
     fn overlap_is_same_path_or_directory_prefix() {

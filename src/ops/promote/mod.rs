@@ -524,6 +524,17 @@ fn record_result(
         };
         info.state = State::Promoted;
         info.promoted = Some(promoted.clone());
+        // A commit on the durable branch is the session's own: a later drift
+        // check does not count the paths it changed (see `drift`).
+        if let (Some(o), Some(sha), "commit") = (
+            info.origin.as_mut(),
+            &promoted.sha,
+            promoted.strategy.as_str(),
+        ) {
+            o.promoted.push(sha.clone());
+            let over = o.promoted.len().saturating_sub(lifecycle::MAX_PROMOTED);
+            o.promoted.drain(..over);
+        }
         let extra = vec![MetaOp::Expect(key.clone(), old), info.op()];
         match crate::oplog::append(&**store, s.name(), op.clone(), extra) {
             Err(Error::Conflict(_)) => continue,

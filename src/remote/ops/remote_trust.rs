@@ -80,6 +80,7 @@ mod tests {
             branch: Some("main".into()),
             baseline: None,
             baseline_root: "0".repeat(64),
+            promoted: Vec::new(),
         };
         let pol = Policy {
             evict_to: Some("origin".into()),

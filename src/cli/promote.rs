@@ -116,6 +116,9 @@ impl Human for Promoted {
         if let Some(e) = commit.and_then(|c| c.worktree_error.as_ref()) {
             writeln!(out, "note: the durable work tree was not updated: {e}")?;
         }
+        if let Some(l) = &a.lifecycle {
+            writeln!(out, "{l}")?;
+        }
         Ok(())
     }
 }

@@ -333,7 +333,13 @@ impl Daemon {
             crate::ops::exec::unmounting(&t);
             crate::ops::messages::drain(&t);
         }
-        let (name, mut entry) = self.table.begin_close(mp)?;
+        let (name, mut entry) = self.table.begin_close(mp).map_err(|e| match e {
+            Error::NotFound(_) => match crate::lifecycle::manage::evicted_at(&**self.store(), mp) {
+                Some(why) => Error::NotFound(why),
+                None => e,
+            },
+            e => e,
+        })?;
         let r = entry.session.flush().and_then(|_| {
             umount_patiently(&entry.mount).map_err(|e| {
                 if e.raw_os_error() == Some(libc::EBUSY) {

@@ -274,12 +274,25 @@ impl Daemon {
             let Some(why) = manage::expiry(&info, now) else {
                 continue;
             };
+            if let Some(t) = live.get(&name)
+                && why == manage::UNTIL_PROMOTE
+                && changed_since_promote(t, &info)
+            {
+                // Changed after its promote: not everything is promoted any more.
+                continue;
+            }
             match live.get(&name) {
                 None => {
                     manage::update(&*store, &name, &mut |i| {
                         let go = matches!(i.state, State::Active | State::Promoted);
                         if go {
                             i.state = State::Expired;
+                            i.evicted = Some(lifecycle::Evicted {
+                                why: why.clone(),
+                                time: now,
+                                mountpoint: None,
+                                checkpoint: None,
+                            });
                         }
                         Ok(go)
                     })?;
@@ -288,7 +301,7 @@ impl Daemon {
                         reason: why,
                     });
                 }
-                Some(t) => match self.evict(t, &info) {
+                Some(t) => match self.evict(t, &info, &why) {
                     Ok(ckpt) => {
                         log::info!("session {name}: evicted ({why})");
                         swept.evicted.push(SweptEvicted {
@@ -318,7 +331,12 @@ impl Daemon {
 
     /// Evict a mounted session: syncfs + checkpoint (operation `evict`), unmount,
     /// state `expired`. Returns the checkpoint taken, if one was.
-    fn evict(&self, t: &Target, info: &lifecycle::SessionInfo) -> Result<Option<String>> {
+    fn evict(
+        &self,
+        t: &Target,
+        info: &lifecycle::SessionInfo,
+        why: &str,
+    ) -> Result<Option<String>> {
         let s = &t.session;
         if crate::ops::command_running(s) {
             return Err(Error::Conflict("a recorded command is running".into()));
@@ -331,7 +349,7 @@ impl Daemon {
             crate::ops::syncfs_at(&t.mount)?;
             // Saved once; again on a retry only if something changed meanwhile.
             if info.evict_blocked.is_none() || s.has_changes()? || s.record().head.is_none() {
-                Some(crate::ops::evict_checkpoint(s)?.id.to_hex())
+                Some(crate::ops::evict_checkpoint(s, why)?.id.to_hex())
             } else {
                 None
             }
@@ -344,11 +362,38 @@ impl Daemon {
         if let (Some(remote), Some(state)) = (&info.policy.evict_to, pushed) {
             crate::remote::evict::push_after_unmount(self, s.name(), remote, state);
         }
+        let evicted = lifecycle::Evicted {
+            why: why.to_string(),
+            time: crate::clock::unix_secs(),
+            mountpoint: Some(t.mountpoint.display().to_string()),
+            checkpoint: ckpt.clone().or_else(|| s.record().head.map(|h| h.to_hex())),
+        };
         manage::update(&**self.store(), s.name(), &mut |i| {
             i.state = State::Expired;
             i.evict_blocked = None;
+            i.evicted = Some(evicted.clone());
             Ok(true)
         })?;
         Ok(ckpt)
+    }
+}
+
+/// Whether live session `t` changed since its last promote (its tree is not the
+/// one promoted): until-promote then waits for the next promote. A promote
+/// recorded before the promoted tree was kept counts as unchanged.
+fn changed_since_promote(t: &Target, info: &lifecycle::SessionInfo) -> bool {
+    let Some(promoted) = info
+        .promoted
+        .as_ref()
+        .and_then(|p| p.root.as_deref())
+        .and_then(crate::id::NodeId::from_hex)
+    else {
+        return false;
+    };
+    let s = &t.session;
+    let now = crate::ops::syncfs_at(&t.mount).and_then(|_| s.flush());
+    match now {
+        Ok(root) => crate::diff::differ(&**s.store(), promoted, root).unwrap_or(true),
+        Err(_) => true,
     }
 }

@@ -136,6 +136,9 @@ fn is_none(r: &str) -> bool {
     matches!(r.trim(), "" | "none" | "off" | "never")
 }
 
+/// The reason [`expiry`] gives for a promoted `until-promote` session.
+pub const UNTIL_PROMOTE: &str = "promoted (until-promote)";
+
 /// Why `info` is due for eviction at `now` (`None`: it is not). `manual` never
 /// is; only active and promoted sessions are evicted.
 pub fn expiry(info: &SessionInfo, now: i64) -> Option<String> {
@@ -143,8 +146,13 @@ pub fn expiry(info: &SessionInfo, now: i64) -> Option<String> {
     if p.manual || !matches!(info.state, State::Active | State::Promoted) {
         return None;
     }
-    if info.state == State::Promoted && p.until_promote {
-        return Some("promoted (until-promote)".into());
+    // Only once everything it changed is promoted (`complete`); changes made
+    // after the promote are checked by the sweep, which sees the live tree.
+    if info.state == State::Promoted
+        && p.until_promote
+        && info.promoted.as_ref().is_none_or(|x| x.complete)
+    {
+        return Some(UNTIL_PROMOTE.into());
     }
     if let Some(ttl) = p.idle_ttl_secs {
         let idle = now.saturating_sub(info.last_access);
@@ -159,6 +167,39 @@ pub fn expiry(info: &SessionInfo, now: i64) -> Option<String> {
         }
     }
     None
+}
+
+/// Why nothing is mounted at `mp` when a session mounted there was evicted
+/// (the newest such eviction): a sentence naming the session, the reason, the
+/// checkpoint its state was saved as, and how to mount it again.
+pub fn evicted_at(store: &dyn ObjectStore, mp: &std::path::Path) -> Option<String> {
+    let want = mp.display().to_string();
+    let mut best: Option<(String, super::Evicted)> = None;
+    for rec in crate::refs::session_record::list_records(store).ok()? {
+        let Some(e) = load(store, &rec.name)
+            .ok()
+            .flatten()
+            .and_then(|i| i.evicted)
+        else {
+            continue;
+        };
+        if e.mountpoint.as_deref() == Some(&want)
+            && best.as_ref().is_none_or(|(_, b)| b.time < e.time)
+        {
+            best = Some((rec.name, e));
+        }
+    }
+    let (name, e) = best?;
+    let ago = crate::clock::unix_secs().saturating_sub(e.time);
+    let saved = e
+        .checkpoint
+        .map(|c| format!(", its state saved as checkpoint {}", &c[..c.len().min(12)]))
+        .unwrap_or_default();
+    Some(format!(
+        "{want} is no longer mounted: session {name} was evicted {ago}s ago ({}){saved}; \
+         mount it again with `treefork mount {want} --session {name}`",
+        e.why
+    ))
 }
 
 /// How many touched paths `session` has.

@@ -126,6 +126,35 @@ pub struct Promoted {
     pub paths: Vec<String>,
     /// Unix seconds.
     pub time: i64,
+    /// Whether it took in everything the session changed since its baseline
+    /// (paths git ignores aside): only then does `until-promote` evict it.
+    /// Records written before it was kept read as complete.
+    #[serde(default = "yes")]
+    pub complete: bool,
+    /// The tree promoted (hex): a session whose tree differs from it changed
+    /// since, and is not evicted by `until-promote`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Why and when a session was evicted (or expired unmounted), and where it was
+/// mounted: what `sessions`, `session show` and an `umount` of that path say.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, schemars::JsonSchema)]
+pub struct Evicted {
+    /// The reason (e.g. `promoted (until-promote)`, `idle 3600s (ttl 3600s)`).
+    pub why: String,
+    /// Unix seconds.
+    pub time: i64,
+    /// Where it was mounted (absent when it was not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mountpoint: Option<String>,
+    /// The checkpoint its state was saved as (hex), when one was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
 }
 
 /// Counters of what happened in a session (seed 000).
@@ -182,6 +211,9 @@ pub struct SessionInfo {
     /// Why the last sweep could not evict it (a busy mount), if it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evict_blocked: Option<String>,
+    /// The last eviction (or expiry), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evicted: Option<Evicted>,
     /// Open map for later features.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub meta: Map<String, Value>,
@@ -208,6 +240,7 @@ impl SessionInfo {
             promoted: None,
             metrics: Metrics::default(),
             evict_blocked: None,
+            evicted: None,
             meta: Map::new(),
         }
     }

@@ -13,9 +13,9 @@ pub fn syncfs_at(m: &std::sync::Arc<dyn super::Mount>) -> Result<()> {
 }
 
 /// The eviction checkpoint of `s` (call with its op lock held, after `syncfs`):
-/// trigger `evict`, recorded in the same commit as an operation of kind `evict`
-/// by the daemon.
-pub fn evict_checkpoint(s: &Session) -> Result<Checkpoint> {
+/// trigger `evict`, message `evicted: WHY` (the sweep's real reason), recorded in
+/// the same commit as an operation of kind `evict` by the daemon.
+pub fn evict_checkpoint(s: &Session, why: &str) -> Result<Checkpoint> {
     let actor = crate::oplog::Actor::daemon();
     let call = Call {
         actor: &actor,
@@ -25,7 +25,7 @@ pub fn evict_checkpoint(s: &Session) -> Result<Checkpoint> {
     let store = s.store().clone();
     let mut hook = call.checkpoint_hook(&*store, "evict");
     s.checkpoint_logged(
-        "evicted (idle)",
+        &format!("evicted: {why}"),
         "evict",
         None,
         serde_json::Map::new(),

@@ -278,6 +278,7 @@ fn promote_answers() {
         landed: Landed::default(),
         saved: None,
         op: None,
+        lifecycle: None,
     };
     // A dry run: the report alone.
     assert_eq!(

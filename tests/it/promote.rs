@@ -669,3 +669,73 @@ fn a_path_is_promoted_twice_and_only_others_commits_are_drift() {
     assert_eq!(v["error"]["paths"][0]["path"], "README", "{v}");
     assert_eq!(v["error"]["paths"][0]["how"], "committed", "{v}");
 }
+
+/// Issue 23, defect 4: until-promote evicts only once everything the session
+/// changed is promoted (not after one path, not after a later change), the
+/// promote says what will happen, and the eviction says why — in its checkpoint,
+/// the session's info and an `umount` of the old mountpoint.
+#[test]
+fn until_promote_waits_for_everything_and_says_why() {
+    let s = setup();
+    let (repo, m) = (&s.repo, &s.m);
+    let sweep = || -> serde_json::Value {
+        let out = crate::harness::tf_ok(&m.store, &["session", "sweep", "--json"]);
+        serde_json::from_str(&out).unwrap()
+    };
+    let evicted = |v: &serde_json::Value| v["evicted"].as_array().map_or(0, |a| a.len());
+    // A second session keeps the daemon running after the eviction.
+    let keep = m.tmp.path().join("keep");
+    std::fs::create_dir(&keep).unwrap();
+    let kp = keep.to_str().unwrap();
+    crate::harness::tf_ok(&m.store, &["mount", kp, "--session", "keep", "--manual"]);
+    write_synced(&m.p("README"), b"mine\n");
+    write_synced(&m.p("src/lib.rs"), b"agent\n");
+    let v: serde_json::Value =
+        serde_json::from_str(&promote_ok(m, &["README"], &["--json", "-m", "readme"])).unwrap();
+    let note = v["lifecycle"].as_str().unwrap_or_default();
+    assert!(note.contains("not promoted yet (src/lib.rs)"), "{v}");
+    assert_eq!(evicted(&sweep()), 0, "evicted with src/lib.rs unpromoted");
+    let v: serde_json::Value =
+        serde_json::from_str(&promote_ok(m, &["src/lib.rs"], &["--json", "-m", "lib"])).unwrap();
+    let note = v["lifecycle"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("everything the session changed is promoted"),
+        "{v}"
+    );
+    // Changed after the promote: not evicted.
+    write_synced(&m.p("later.txt"), b"later\n");
+    assert_eq!(evicted(&sweep()), 0, "evicted with later.txt unpromoted");
+    promote_ok(m, &["later.txt"], &["-m", "later"]);
+    let v = sweep();
+    assert_eq!(evicted(&v), 1, "{v}");
+    assert_eq!(v["evicted"][0]["reason"], "promoted (until-promote)", "{v}");
+    assert_eq!(git(repo, &["show", "HEAD:later.txt"]), "later");
+    // The real reason, everywhere.
+    let info: serde_json::Value = serde_json::from_str(&crate::harness::tf_ok(
+        &m.store,
+        &["session", "show", "s", "--json"],
+    ))
+    .unwrap();
+    assert_eq!(
+        info["info"]["evicted"]["why"], "promoted (until-promote)",
+        "{info}"
+    );
+    let ckpt = info["info"]["evicted"]["checkpoint"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let shown = crate::harness::tf_ok(&m.store, &["-C", kp, "--json", "show", &ckpt]);
+    assert!(
+        shown.contains("evicted: promoted (until-promote)"),
+        "{shown}"
+    );
+    let o = tf(&m.store, &["umount", m.mp.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("session s was evicted") && err.contains("promoted (until-promote)"),
+        "{err}"
+    );
+    assert!(err.contains("treefork mount"), "{err}");
+    crate::harness::umount_ok(&m.store, &keep);
+}

@@ -37,6 +37,10 @@ pub struct PromoteAnswer {
     /// The `promote` operation (absent from a dry run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub op: Option<u64>,
+    /// What the session's lifecycle does next because of it (until-promote:
+    /// evicted at the next sweep, or not while changed paths are left).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<String>,
 }
 
 /// A path a promote writes.

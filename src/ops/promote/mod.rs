@@ -21,6 +21,7 @@ pub mod answer;
 mod drift;
 mod gitio;
 mod plan;
+mod rest;
 mod scratch;
 mod strategy;
 
@@ -193,6 +194,35 @@ pub(crate) fn run(t: &Target, call: &Call, req: Promote) -> Result<PromoteAnswer
         &message,
         s.name(),
     )?;
+    let mut in_repo = |left: &[rest::Changed]| match &ground {
+        Ground::Repo { durable, .. } => {
+            // The durable branch as it is now: moved by this promote (commit), or
+            // as the drift check read it.
+            let head = result
+                .commit
+                .as_ref()
+                .filter(|_| strategy == Strategy::Commit);
+            let head = head.map_or(durable.head.as_str(), |c| c.sha.as_str());
+            rest::in_repo(&hasher, &*store, head, left)
+        }
+        Ground::Plain => Ok(Default::default()),
+    };
+    // The promote has landed: a failure to tell what it left out only keeps the
+    // session mounted (it is counted incomplete).
+    let coverage = rest::coverage(
+        &*store,
+        base_root,
+        root,
+        &chosen,
+        &mut ignored,
+        &mut in_repo,
+    )
+    .unwrap_or_else(|e| {
+        log::warn!("session {}: promote coverage unknown: {e}", s.name());
+        rest::Coverage {
+            left: vec![format!("(unknown: {e})")],
+        }
+    });
     let after = view_of(&s.record(), root);
     let mut op = call.op("promote", before.expect("not a dry run"), after);
     op.meta = match serde_json::to_value(&result) {
@@ -201,7 +231,11 @@ pub(crate) fn run(t: &Target, call: &Call, req: Promote) -> Result<PromoteAnswer
     };
     // Undo does not reach into the durable repository: the record is inert.
     op.inert = true;
-    let rec = record_result(t, op, promoted(strategy, &plan, &result))?;
+    let mut done = promoted(strategy, &plan, &result);
+    done.complete = coverage.complete();
+    done.root = Some(root.to_hex());
+    let rec = record_result(t, op, done)?;
+    out.lifecycle = info.as_ref().and_then(|i| rest::note(&i.policy, &coverage));
     out.landed = result;
     out.saved = saved.map(|c| c.id.to_hex());
     out.op = Some(rec.seq);
@@ -221,6 +255,8 @@ fn promoted(strategy: Strategy, plan: &Plan, landed: &Landed) -> Promoted {
             .map(|i| String::from_utf8_lossy(&i.path).into_owned())
             .collect(),
         time: crate::tree::Timespec::now().sec,
+        complete: true,
+        root: None,
     }
 }
 
@@ -427,6 +463,7 @@ fn report(
         landed: Landed::default(),
         saved: None,
         op: None,
+        lifecycle: None,
     }
 }
 

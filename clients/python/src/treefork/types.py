@@ -521,6 +521,8 @@ class PromoteResult:
     patch: Optional[bytes]
     #: Touched paths in neither state (temporary files created and removed).
     transient: List[str]
+    #: What the session's lifecycle does next (until-promote), in words.
+    lifecycle: Optional[str]
     raw: Json = field(repr=False, compare=False)
 
     @classmethod
@@ -550,6 +552,7 @@ class PromoteResult:
             d.get("op"),
             patch,
             [str(t) for t in d.get("transient") or []],
+            _s(d.get("lifecycle")),
             d,
         )
 

@@ -40,12 +40,59 @@ pub struct Promote {
     /// With --strategy patch: write the patch to FILE instead of stdout.
     #[arg(short = 'o', long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// List every skipped path one by one (ignored ones are otherwise counted
+    /// per top directory).
+    #[arg(long)]
+    list_skipped: bool,
 }
 
-/// The answer, and where `-o` wrote the patch.
+/// The answer, where `-o` wrote the patch, and whether to list every skip.
 struct Promoted {
     answer: Answer<treefork::verbs::Promote>,
     written_to: Option<PathBuf>,
+    list_skipped: bool,
+}
+
+/// Ignored paths listed one by one up to this many; past it, counted per top
+/// directory (a build directory holds thousands).
+const IGNORED_LISTED: usize = 10;
+
+/// The skipped paths for people: every one with its reason, except paths the
+/// repository ignores when there are many — those as one count per top
+/// directory (or file), largest first.
+fn write_skipped(
+    out: &mut dyn Write,
+    skipped: &[treefork::ops::promote::answer::PathWhy],
+    all: bool,
+) -> io::Result<()> {
+    let ignored = skipped
+        .iter()
+        .filter(|s| s.why == treefork::ops::promote::IGNORED);
+    let n = ignored.clone().count();
+    for s in skipped {
+        if all || n <= IGNORED_LISTED || s.why != treefork::ops::promote::IGNORED {
+            writeln!(out, "skipped {}: {}", s.path, s.why)?;
+        }
+    }
+    if all || n <= IGNORED_LISTED {
+        return Ok(());
+    }
+    let mut by_top: std::collections::BTreeMap<String, usize> = Default::default();
+    for s in ignored {
+        let top = match s.path.split_once('/') {
+            Some((d, _)) => format!("{d}/"),
+            None => s.path.clone(),
+        };
+        *by_top.entry(top).or_default() += 1;
+    }
+    let mut tops: Vec<(String, usize)> = by_top.into_iter().collect();
+    tops.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let shown: Vec<String> = tops.iter().map(|(t, c)| format!("{t} ({c})")).collect();
+    writeln!(
+        out,
+        "skipped {n} paths the repository ignores: {} (list them with --list-skipped)",
+        shown.join(", ")
+    )
 }
 
 /// The patch's bytes, when the answer carries one.
@@ -78,9 +125,7 @@ impl Human for Promoted {
             let size = human_bytes(c.size as f64);
             writeln!(out, "{lead} {letter} {mode} {size:>9}  {}", c.path)?;
         }
-        for s in &a.skipped {
-            writeln!(out, "skipped {}: {}", s.path, s.why)?;
-        }
+        write_skipped(out, &a.skipped, self.list_skipped)?;
         for s in &a.unchanged {
             writeln!(out, "unchanged {}: {}", s.path, s.why)?;
         }
@@ -154,6 +199,11 @@ impl Run for Promote {
                 .map_err(|e| anyhow!("cannot write the patch to {}: {e}", file.display()))?;
             written_to = Some(file.clone());
         }
-        Ok(r.map(|answer| Promoted { answer, written_to }).into())
+        Ok(r.map(|answer| Promoted {
+            answer,
+            written_to,
+            list_skipped: self.list_skipped,
+        })
+        .into())
     }
 }

@@ -739,3 +739,32 @@ fn until_promote_waits_for_everything_and_says_why() {
     assert!(err.contains("treefork mount"), "{err}");
     crate::harness::umount_ok(&m.store, &keep);
 }
+
+/// Issue 27, point 1: a dry run over a build directory's worth of ignored files
+/// counts them per top directory instead of one line each; `--list-skipped`
+/// lists them, and `--json` always carries every one.
+#[test]
+fn ignored_paths_are_summarised_per_top_directory() {
+    let s = setup();
+    let (repo, m) = (&s.repo, &s.m);
+    std::fs::write(repo.join(".gitignore"), "target/\n*.log\n").unwrap();
+    git(repo, &["add", ".gitignore"]);
+    git(repo, &["commit", "-q", "-m", "ignore build output"]);
+    for i in 0..30 {
+        write_synced(&m.p(&format!("target/debug/o{i}.o")), b"obj\n");
+    }
+    write_synced(&m.p("build.log"), b"log\n");
+    write_synced(&m.p("src/lib.rs"), b"agent\n");
+    let out = promote_ok(m, &[], &["--dry-run"]);
+    assert!(
+        out.contains("skipped 31 paths the repository ignores: target/ (30), build.log (1)"),
+        "{out}"
+    );
+    assert_eq!(out.matches("skipped target/").count(), 0, "{out}");
+    assert!(out.contains("src/lib.rs"), "{out}");
+    let all = promote_ok(m, &[], &["--dry-run", "--list-skipped"]);
+    assert_eq!(all.matches("skipped target/debug/").count(), 30, "{all}");
+    let v: serde_json::Value =
+        serde_json::from_str(&promote_ok(m, &[], &["--dry-run", "--json"])).unwrap();
+    assert_eq!(v["skipped"].as_array().unwrap().len(), 31, "{v}");
+}

@@ -43,7 +43,7 @@ use crate::lifecycle::{self, Origin, Promoted, SessionInfo, State};
 use crate::meta::{self, MetaOp};
 use crate::store::ObjectStore;
 
-pub use plan::SIZE_LIMIT;
+pub use plan::{IGNORED, SIZE_LIMIT};
 
 /// How a promote lands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

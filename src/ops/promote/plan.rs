@@ -124,6 +124,10 @@ pub(super) fn listing(git: &Git, baseline: &str, chosen: &[Vec<u8>]) -> Result<L
     Ok(map)
 }
 
+/// Why an untracked path the repository ignores is skipped (the CLI summarises
+/// these by top directory).
+pub const IGNORED: &str = "untracked and ignored by the repository";
+
 /// Which of some untracked paths the repository ignores.
 pub(super) type IgnoreCheck<'a> = dyn FnMut(&[Vec<u8>]) -> Result<HashSet<Vec<u8>>> + 'a;
 
@@ -224,8 +228,7 @@ pub(super) fn build(
     plan.items.retain(|i| {
         let skip = ign.contains(&i.path);
         if skip {
-            let why = "untracked and ignored by the repository";
-            plan.skipped.push((text(&i.path), why.into()));
+            plan.skipped.push((text(&i.path), IGNORED.into()));
         }
         !skip
     });

@@ -82,6 +82,10 @@ impl Human for HistoryAnswer {
     }
 }
 
+/// Changed paths listed one by one up to this many; past it, counted per top
+/// directory.
+const LISTED: usize = 50;
+
 /// The exec meta of a shown record, with its changed paths (the summary's,
 /// without them, if the record's cannot be read).
 fn full_meta(shown: &HistoryShown) -> ExecMeta {
@@ -99,7 +103,11 @@ impl Human for HistoryShown {
         let line = &self.summary;
         writeln!(out, "exec {} (operation {})", e.n, line.seq)?;
         writeln!(out, "command:  {}", e.argv.join(" "))?;
-        writeln!(out, "cwd:      /{}", e.cwd)?;
+        if e.cwd.is_empty() {
+            writeln!(out, "cwd:      the workspace root")?;
+        } else {
+            writeln!(out, "cwd:      {}/ (in the workspace)", e.cwd)?;
+        }
         writeln!(out, "time:     {}", fmt_time(line.time))?;
         writeln!(out, "outcome:  {}", outcome(&e))?;
         if let Some(err) = &e.error {
@@ -112,8 +120,32 @@ impl Human for HistoryShown {
         let after = e.after.as_deref().map_or("(no change)", short);
         writeln!(out, "states:   {} -> {after}", short(&e.before))?;
         writeln!(out, "changed:  {}", e.changed_count)?;
-        for c in e.changed.iter().flatten() {
-            writeln!(out, "  {} {}", c.change.letter(), c.path)?;
+        let changed: Vec<_> = e.changed.iter().flatten().collect();
+        if changed.len() <= LISTED {
+            for c in &changed {
+                writeln!(out, "  {} {}", c.change.letter(), c.path)?;
+            }
+        } else {
+            // A build's output would bury the edit: one line per top directory.
+            let mut by_top: std::collections::BTreeMap<&str, usize> = Default::default();
+            for c in &changed {
+                let top = c.path.split_once('/').map_or(c.path.as_str(), |(d, _)| d);
+                *by_top.entry(top).or_default() += 1;
+            }
+            let mut tops: Vec<(&str, usize)> = by_top.into_iter().collect();
+            tops.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+            for (top, n) in tops {
+                let dir = changed
+                    .iter()
+                    .any(|c| c.path.starts_with(&format!("{top}/")));
+                let slash = if dir { "/" } else { "" };
+                writeln!(out, "  {top}{slash}  {n} path(s)")?;
+            }
+            writeln!(
+                out,
+                "  (every path: `treefork history show {} --json`)",
+                e.n
+            )?;
         }
         if e.changed_truncated {
             writeln!(out, "  ...")?;

@@ -603,3 +603,32 @@ fn cli_capture_limit_is_bounded_by_the_daemons_cap() {
     );
     assert!(err.contains(&want), "{err}");
 }
+
+/// Issue 27, point 5: `history show` says where the command ran in plain words,
+/// and past 50 changed paths counts them per top directory (the JSON keeps all).
+#[test]
+fn history_show_says_the_directory_and_summarises_many_paths() {
+    let m = Mount::new();
+    std::fs::create_dir(m.p("sub")).unwrap();
+    let script = "mkdir -p ../build && for i in $(seq 60); do echo $i > ../build/o$i; done; echo x > edit.txt";
+    let o = exec_in(&m, &m.p("sub"), &["--", "sh", "-c", script]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let human = ws_ok(&m, &["history", "show", "1"]);
+    assert!(
+        human.contains("cwd:      sub/ (in the workspace)"),
+        "{human}"
+    );
+    // 60 files and their new directory, and the edit.
+    assert!(human.contains("changed:  62"), "{human}");
+    assert!(human.contains("  build/  61 path(s)"), "{human}");
+    assert!(human.contains("  sub/  1 path(s)"), "{human}");
+    assert!(!human.contains("build/o17"), "{human}");
+    let v = show(&m, 1);
+    assert_eq!(meta(&v)["changed"].as_array().unwrap().len(), 62, "{v}");
+    // Few paths, run at the root: listed one by one.
+    let o = exec(&m, &["--", "sh", "-c", "echo y > one.txt"]);
+    assert!(o.status.success());
+    let human = ws_ok(&m, &["history", "show", "2"]);
+    assert!(human.contains("cwd:      the workspace root"), "{human}");
+    assert!(human.contains("one.txt"), "{human}");
+}

@@ -289,14 +289,15 @@ impl Session {
     /// when the live tree still equals it (see [`flush`](Self::flush)), else an
     /// encode.
     pub(crate) fn flush_locked(&self, extra: Option<Extra<'_>>) -> Result<(NodeId, SessionRecord)> {
-        let rec = self.record();
-        let Some(target) = self.grafted_root(rec.root) else {
+        // Only the root is read on the way to an encode (fsync's path).
+        let rec_root = super::relock(self.record.lock()).root;
+        let Some(target) = self.grafted_root(rec_root) else {
             return self.flush_encoded(extra);
         };
+        let mut rec = self.record();
         let Some(f) = extra else {
             return Ok((target, rec));
         };
-        let mut rec = rec;
         rec.updated = Timespec::now().sec;
         let ops = f(&mut rec, target)?;
         self.commit_prepared(rec.clone(), Default::default(), ops)?;

@@ -149,8 +149,13 @@ fn baseline_conflict_message(paths: &[DriftedPath]) -> String {
         })
         .collect();
     format!(
-        "baseline conflict: the durable repository changed chosen paths since the session's baseline: {}; nothing was written",
-        list.join(", ")
+        "baseline conflict: the durable repository changed chosen paths since the session's baseline: {}; nothing was written{}",
+        list.join(", "),
+        if paths.iter().any(|p| p.how == Drift::Committed) {
+            "; run `treefork rebase` to bring the new commits under the session (a three-way merge), then promote again"
+        } else {
+            "; commit or discard the changes in the durable work tree first"
+        }
     )
 }
 

@@ -36,6 +36,7 @@ pub mod id;
 pub mod import;
 pub mod lifecycle;
 pub mod lock;
+pub mod merge;
 pub mod messages;
 pub mod meta;
 pub mod oplog;

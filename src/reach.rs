@@ -4,7 +4,8 @@
 //! chunk they reference.
 //!
 //! Roots of the store (see docs/design.md, "Garbage collection"):
-//! - every session record: its working root, its base root and its head checkpoint;
+//! - every session record: its working root, its base root and its head checkpoint
+//!   (and what a merge stopped on conflicts names: `SessionRecord::merging`);
 //! - every branch (ref), including the `auto/...` refs of auto-saves;
 //! - every checkpoint and workspace root a retained operation record names
 //!   (`crate::oplog`; retention prunes records at `gc`);
@@ -246,7 +247,8 @@ impl Roots {
             }
         }
         for s in &self.sessions {
-            if let Some(h) = s.head {
+            let merging = s.merging.iter().flat_map(|m| [m.before, m.theirs_id]);
+            for h in s.head.into_iter().chain(merging.flatten()) {
                 stack.push((h, format!("session {}", s.name)));
             }
         }
@@ -281,7 +283,11 @@ impl Roots {
     pub fn tree_roots(&self) -> Vec<(String, NodeId)> {
         let mut out = Vec::new();
         for s in &self.sessions {
-            for id in [s.root, s.base] {
+            let merging = s
+                .merging
+                .iter()
+                .flat_map(|m| std::iter::once(m.before_root).chain(m.onto.as_ref().map(|o| o.1)));
+            for id in [s.root, s.base].into_iter().chain(merging) {
                 out.push((format!("session {}", s.name), id));
             }
         }

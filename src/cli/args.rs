@@ -16,8 +16,8 @@ use super::definition::{Definition, RunWith};
 use super::flags::Globals;
 use super::{
     Ctx, Outcome, Result, Run, completions, config, daemon, exec, experiment, history, hydrate,
-    man, mcp, messages, mount, mount_helper, promote, pull, push, refs, remote, rewind, schema,
-    show, snapshot, store, timeline, trim, undo,
+    man, mcp, merge, messages, mount, mount_helper, promote, pull, push, refs, remote, rewind,
+    schema, show, snapshot, store, timeline, trim, undo,
 };
 
 /// The `treefork` command line.
@@ -104,6 +104,9 @@ commands! {
     Diff(snapshot::Diff),
     Show(show::Show),
     Restore(refs::Restore),
+    Merge(merge::Merge),
+    CherryPick(merge::CherryPick),
+    Rebase(merge::Rebase),
     Promote(promote::Promote),
     Undo(undo::Undo),
     Redo(undo::Redo),

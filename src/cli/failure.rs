@@ -49,6 +49,10 @@ pub const NON_FAST_FORWARD: i32 = 9;
 /// changed.
 pub const QUOTA: i32 = 10;
 
+/// A merge, cherry-pick or rebase stopped on conflicts (or `--continue` found
+/// some unresolved): resolve them, then `--continue`.
+pub const MERGE_CONFLICT: i32 = 11;
+
 /// stdout was closed by its reader (128 + SIGPIPE, what a shell tool killed by
 /// the signal reports); nothing is printed.
 pub const BROKEN_PIPE: i32 = 141;
@@ -73,6 +77,7 @@ pub fn status_of(code: &str) -> i32 {
         "remote" => REMOTE,
         "non_fast_forward" => NON_FAST_FORWARD,
         "quota" => QUOTA,
+        "merge_conflict" => MERGE_CONFLICT,
         _ => FAILURE,
     }
 }
@@ -249,6 +254,7 @@ mod tests {
             ("remote", REMOTE),
             ("non_fast_forward", NON_FAST_FORWARD),
             ("quota", QUOTA),
+            ("merge_conflict", MERGE_CONFLICT),
             ("io", FAILURE),
         ] {
             assert_eq!(status_of(code), want, "{code}");

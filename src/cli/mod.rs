@@ -83,6 +83,7 @@ mod hydrate;
 mod lifecycle;
 mod man;
 mod mcp;
+mod merge;
 mod messages;
 mod mount;
 mod mount_helper;

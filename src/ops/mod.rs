@@ -43,6 +43,7 @@ pub(crate) mod lifecycle;
 pub mod log;
 #[cfg(test)]
 pub(crate) mod memhost;
+pub mod merge;
 pub mod messages;
 mod mount;
 pub mod oplog_list;

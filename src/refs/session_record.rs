@@ -69,6 +69,36 @@ pub struct SessionRecord {
     /// Request- and feature-defined data (rules: `refs::validate_meta`).
     #[serde(default)]
     pub meta: serde_json::Map<String, serde_json::Value>,
+    /// A merge, cherry-pick or rebase stopped on conflicts, waiting for
+    /// `--continue` or `--abort` (`ops::merge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merging: Option<Merging>,
+}
+
+/// A merge, cherry-pick or rebase stopped on conflicts ([`SessionRecord::merging`]).
+/// The checkpoints and roots it names are gc roots while it is there.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Merging {
+    /// `merge`, `cherry-pick` or `rebase`.
+    pub op: String,
+    /// What was merged, as the request named it.
+    pub theirs: String,
+    /// The checkpoint merged (a merge's second parent, a cherry-pick's source).
+    #[serde(default)]
+    pub theirs_id: Option<CheckpointId>,
+    /// The workspace before the operation: the checkpoint holding it (the saved
+    /// pending changes, or HEAD) ...
+    #[serde(default)]
+    pub before: Option<CheckpointId>,
+    /// ... and its tree (what `--abort` grafts back).
+    pub before_root: NodeId,
+    /// The message of the checkpoint `--continue` takes.
+    pub message: String,
+    /// The conflicts as answered (`crate::merge::Conflict`, JSON).
+    pub conflicts: Vec<serde_json::Value>,
+    /// A rebase: the new baseline commit and tree, recorded by `--continue`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onto: Option<(String, NodeId)>,
 }
 
 /// A branch moved under a session by someone else ([`SessionRecord::branch_moved`]).
@@ -220,6 +250,7 @@ pub fn new_record(name: &str, root: NodeId, bytes: i64, inodes: i64) -> Result<S
         branch_moved: None,
         config: SessionConfig::default(),
         meta: serde_json::Map::new(),
+        merging: None,
     })
 }
 

@@ -22,6 +22,7 @@
 //! would answer), so no flush ever meets a node over the store's object limit
 //! (docs/design.md, "Bounded records").
 
+mod beside;
 #[cfg(test)]
 mod bound_tests;
 pub mod data;
@@ -58,8 +59,8 @@ use crate::tree::{Attr, Content, DirNode, Entry, Kind, Record, RootNode, Timespe
 use inode::{Data, Inode, State};
 
 pub use crate::refs::session_record::{
-    BranchMoved, SESSION_RECORD_VERSION, SessionConfig, SessionRecord, create_record, list_records,
-    load_record, new_record, record_op, remove_record, validate_session_name,
+    BranchMoved, Merging, SESSION_RECORD_VERSION, SessionConfig, SessionRecord, create_record,
+    list_records, load_record, new_record, record_op, remove_record, validate_session_name,
 };
 
 /// Longest file name accepted.

@@ -23,7 +23,7 @@ use super::snapshot::{Inval, StateChange};
 use super::{Session, SessionRecord};
 use crate::diff;
 use crate::error::{Error, Result};
-use crate::id::NodeId;
+use crate::id::{CheckpointId, NodeId};
 use crate::meta::MetaOp;
 use crate::refs::{self, Checkpoint};
 use crate::tree::Timespec;
@@ -118,16 +118,35 @@ impl Txn<'_> {
     /// A checkpoint of `root` whose parent is the batch's HEAD, with the usage the
     /// last flush counted.
     fn new_checkpoint(&self, root: NodeId, message: &str, trigger: &str) -> Result<Checkpoint> {
+        self.new_checkpoint_with(root, message, trigger, &[], serde_json::Map::new())
+    }
+
+    /// [`new_checkpoint`](Self::new_checkpoint) with more parents after HEAD and a
+    /// `meta` map.
+    fn new_checkpoint_with(
+        &self,
+        root: NodeId,
+        message: &str,
+        trigger: &str,
+        more_parents: &[CheckpointId],
+        meta: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Checkpoint> {
         refs::validate_trigger(trigger)?;
+        refs::validate_meta(&meta)?;
         let store = self.s.store();
         let mut c = refs::NewCheckpoint {
             session: self.s.name(),
             root,
-            parents: self.rec.head.into_iter().collect(),
+            parents: self
+                .rec
+                .head
+                .into_iter()
+                .chain(more_parents.iter().copied())
+                .collect(),
             message,
             trigger,
             files_changed: diff::diff_count(&**store, self.rec.base, root)?,
-            meta: serde_json::Map::new(),
+            meta,
         }
         .build();
         c.usage = Some(refs::Usage {
@@ -164,8 +183,20 @@ impl Txn<'_> {
     /// [`Session::checkpoint`] in this batch: the live state as a checkpoint that
     /// HEAD (and the branch it is attached to, guarded by its old value) moves to.
     pub fn checkpoint(&mut self, message: &str, trigger: &str) -> Result<Checkpoint> {
+        self.checkpoint_with(message, trigger, &[], serde_json::Map::new())
+    }
+
+    /// [`checkpoint`](Self::checkpoint) with more parents after HEAD (a merge's
+    /// other side) and a `meta` map.
+    pub fn checkpoint_with(
+        &mut self,
+        message: &str,
+        trigger: &str,
+        more_parents: &[CheckpointId],
+        meta: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Checkpoint> {
         let root = self.flush()?;
-        let c = self.new_checkpoint(root, message, trigger)?;
+        let c = self.new_checkpoint_with(root, message, trigger, more_parents, meta)?;
         let before = self.rec.clone();
         self.rec.head = Some(c.id);
         self.rec.base = root;
@@ -192,6 +223,9 @@ impl Txn<'_> {
         self.rec.head = change.head;
         self.rec.branch = change.branch;
         self.rec.branch_moved = None;
+        // A change of HEAD by the session's own request ends a merge stopped on
+        // conflicts (its workspace is gone too).
+        self.rec.merging = None;
         self.rec.base = change.base;
         if let Some(root) = change.root {
             self.set_root(root);

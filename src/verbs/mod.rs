@@ -43,6 +43,7 @@ pub mod branch_share;
 pub mod branches;
 pub mod checkout;
 pub mod checkpoint;
+pub mod cherry_pick;
 pub mod config;
 pub mod continue_;
 pub mod diff;
@@ -61,6 +62,7 @@ pub mod history_show;
 pub mod hydrate;
 pub mod limits;
 pub mod log;
+pub mod merge;
 pub mod message_append;
 pub mod message_flush;
 pub mod messages;
@@ -72,6 +74,7 @@ pub mod ping;
 pub mod promote;
 pub mod pull;
 pub mod push;
+pub mod rebase;
 pub mod redo;
 pub mod remote_add;
 pub mod remote_gc;
@@ -222,6 +225,9 @@ table! {
     fork::Fork,
     diff::Diff,
     restore::Restore,
+    merge::Merge,
+    cherry_pick::CherryPick,
+    rebase::Rebase,
     gc::Gc,
     fsck::Fsck,
     session_rm::SessionRm,

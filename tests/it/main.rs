@@ -22,6 +22,7 @@ mod hostile;
 mod lifecycle;
 mod maintenance;
 mod mcp;
+mod merge;
 mod messages;
 mod persistence;
 mod posix;

@@ -20,7 +20,7 @@ use crate::tree::{BLOCK_SIZE, Content, Kind, Record};
 /// A git runner on one repository with extra environment (a temporary index or
 /// object directory).
 #[derive(Clone)]
-pub(super) struct Git {
+pub(crate) struct Git {
     /// The repository's top directory (or a scratch bare repository).
     pub repo: PathBuf,
     env: Vec<(OsString, OsString)>,
@@ -223,6 +223,6 @@ pub(super) fn nul_list<'a>(paths: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8>
 }
 
 /// Split git's `-z` output.
-pub(super) fn split_nul(out: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(crate) fn split_nul(out: &[u8]) -> impl Iterator<Item = &[u8]> {
     out.split(|&b| b == 0).filter(|p| !p.is_empty())
 }

@@ -19,7 +19,7 @@
 
 pub mod answer;
 mod drift;
-mod gitio;
+pub(crate) mod gitio;
 mod plan;
 mod rest;
 mod scratch;

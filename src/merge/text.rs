@@ -1,0 +1,83 @@
+//! Line merges of text files, by the `diffy` crate (its three-way merge of
+//! `diff3`'s kind; see docs/design.md, "Merges", for why this crate).
+
+/// Bytes looked at to decide whether a file is binary (as git: a NUL in the first
+/// 8000 bytes).
+const SNIFF: usize = 8000;
+
+/// Whether `data` is binary: a NUL byte near the start, or not UTF-8.
+pub fn is_binary(data: &[u8]) -> bool {
+    data[..data.len().min(SNIFF)].contains(&0) || std::str::from_utf8(data).is_err()
+}
+
+/// Merge `ours` and `theirs`, both changed from `base`: the merged bytes, and
+/// whether the merge was clean (otherwise they hold `<<<<<<< ours`, `=======`,
+/// `>>>>>>> theirs` around each clash).
+pub fn merge3(base: &[u8], ours: &[u8], theirs: &[u8]) -> (Vec<u8>, bool) {
+    if ours == theirs {
+        return (ours.to_vec(), true);
+    }
+    match diffy::merge_bytes(base, ours, theirs) {
+        Ok(m) => (m, true),
+        Err(m) => (m, false),
+    }
+}
+
+/// Whether `data` still holds a conflict marker line this module writes.
+pub fn has_markers(data: &[u8]) -> bool {
+    data.split(|&b| b == b'\n')
+        .any(|l| l.starts_with(b"<<<<<<< ") || l.starts_with(b">>>>>>> ") || l == b"=======")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn clean_and_conflicting_merges() {
+        let base = b"a\nb\nc\nd\ne\n";
+        let ours = b"A\nb\nc\nd\ne\n";
+        let theirs = b"a\nb\nc\nd\nE\n";
+        let (m, clean) = merge3(base, ours, theirs);
+        assert!(clean);
+        assert_eq!(m, b"A\nb\nc\nd\nE\n");
+        let (m, clean) = merge3(base, b"a\nX\nc\nd\ne\n", b"a\nY\nc\nd\ne\n");
+        assert!(!clean);
+        assert!(has_markers(&m), "{}", String::from_utf8_lossy(&m));
+        let (m, clean) = merge3(b"", b"one\n", b"two\n");
+        assert!(!clean && has_markers(&m));
+    }
+
+    #[test]
+    fn binary_detection() {
+        assert!(is_binary(b"a\0b"));
+        assert!(is_binary(&[0xff, 0xfe]));
+        assert!(!is_binary("héllo\n".as_bytes()));
+    }
+
+    proptest! {
+        /// Edits to different lines merge cleanly into both edits; one side's
+        /// edit alone is that side.
+        #[test]
+        fn disjoint_edits_merge(n in 4usize..40, i in 0usize..40, j in 0usize..40) {
+            let (i, j) = (i % n, j % n);
+            prop_assume!(i.abs_diff(j) > 1);
+            let base: Vec<String> = (0..n).map(|k| format!("line {k}\n")).collect();
+            let mut ours = base.clone();
+            ours[i] = "ours\n".into();
+            let mut theirs = base.clone();
+            theirs[j] = "theirs\n".into();
+            let mut both = base.clone();
+            both[i] = "ours\n".into();
+            both[j] = "theirs\n".into();
+            let (b, o, t, w) = (base.concat(), ours.concat(), theirs.concat(), both.concat());
+            let (m, clean) = merge3(b.as_bytes(), o.as_bytes(), t.as_bytes());
+            prop_assert!(clean);
+            prop_assert_eq!(m, w.into_bytes());
+            let (m, clean) = merge3(b.as_bytes(), b.as_bytes(), t.as_bytes());
+            prop_assert!(clean);
+            prop_assert_eq!(m, t.clone().into_bytes());
+        }
+    }
+}

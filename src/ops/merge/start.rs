@@ -1,0 +1,162 @@
+//! `merge REF` and `cherry-pick REF`: theirs' changes since the base, landed by
+//! [`super::land`]. A merge's base is the merge base of HEAD and REF in the
+//! checkpoint history (`crate::merge::base`); its checkpoint has two parents,
+//! HEAD and REF. A cherry-pick's base is REF's first parent; its checkpoint has
+//! HEAD alone for parent and names REF in its `meta`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Job, MergeAnswer, Status, finish, land, refuse_if_stopped};
+use crate::error::{Error, Result};
+use crate::id::{CheckpointId, NodeId};
+use crate::merge::{self, Theirs};
+use crate::ops::record::Call;
+use crate::ops::{Target, refctx};
+use crate::refs;
+
+/// What `merge` and `cherry-pick` take: a ref to bring in, or `continue` /
+/// `abort` of the one that stopped on conflicts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MergeRequest {
+    /// The ref to bring in: a checkpoint, branch, session, experiment run or
+    /// remote ref (required unless `continue` or `abort`).
+    #[serde(rename = "ref", default)]
+    pub target: Option<String>,
+    /// The checkpoint's message (default: says what was merged).
+    #[serde(default)]
+    pub message: Option<String>,
+    /// Only report what would change and conflict.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Finish the stopped one, its conflicts resolved.
+    #[serde(default, rename = "continue")]
+    pub cont: bool,
+    /// Put the workspace back as it was before the stopped one.
+    #[serde(default)]
+    pub abort: bool,
+}
+
+/// The ref a start needs, or what `continue`/`abort` do instead.
+fn target<'r>(
+    t: &Target,
+    call: &Call,
+    op: &'static str,
+    req: &'r MergeRequest,
+) -> Result<std::result::Result<&'r str, MergeAnswer>> {
+    match (req.cont, req.abort, &req.target) {
+        (true, true, _) => Err(Error::Invalid(
+            "continue and abort exclude each other".into(),
+        )),
+        (true, false, None) => finish::cont(t, call, op).map(Err),
+        (false, true, None) => finish::abort(t, call, op).map(Err),
+        (_, _, Some(_)) if req.cont || req.abort => Err(Error::Invalid(format!(
+            "{op} --continue and --abort take no ref"
+        ))),
+        (_, _, None) => Err(Error::Invalid(format!("{op} needs a ref"))),
+        (_, _, Some(r)) => {
+            refuse_if_stopped(t, op)?;
+            Ok(Ok(r))
+        }
+    }
+}
+
+/// The checkpoint `spec` names: a ref (in the caller's view), or else another
+/// session's name: its HEAD (what it last checkpointed).
+fn resolve_theirs(t: &Target, spec: &str) -> Result<refs::Checkpoint> {
+    match refctx::resolve(t, spec) {
+        Err(Error::NotFound(why)) => {
+            let store = t.session.store();
+            let other = crate::session::load_record(&**store, spec)
+                .ok()
+                .flatten()
+                .filter(|r| r.name != t.session.name());
+            match other.and_then(|r| r.head) {
+                Some(h) => refctx::resolve(t, &h.to_hex()),
+                None => Err(Error::NotFound(why)),
+            }
+        }
+        r => r,
+    }
+}
+
+fn root_of(t: &Target, id: Option<CheckpointId>) -> Result<NodeId> {
+    let store = t.session.store();
+    match id {
+        Some(id) => Ok(refs::load(&**store, &id)?.root),
+        None => crate::session::empty_root(&**store, 0, 0),
+    }
+}
+
+/// `merge`.
+pub(crate) fn merge(t: &Target, call: &Call, req: &MergeRequest) -> Result<MergeAnswer> {
+    let spec = match target(t, call, "merge", req)? {
+        Ok(s) => s,
+        Err(done) => return Ok(done),
+    };
+    let store = t.session.store().clone();
+    let c = resolve_theirs(t, spec)?;
+    let head = t.session.record().head;
+    let base = match head {
+        Some(h) => merge::merge_base(&*store, h, c.id)?,
+        None => None,
+    };
+    if base == Some(c.id) {
+        let mut a = MergeAnswer::new("merge", Status::UpToDate, spec, Some(c.id.to_hex()));
+        a.next = Some(format!("{spec} is already part of HEAD's history"));
+        return Ok(a);
+    }
+    let changes = merge::tree_changes(&*store, root_of(t, base)?, c.root)?;
+    let mut meta = serde_json::Map::new();
+    meta.insert("merged".into(), c.id.to_hex().into());
+    let job = Job {
+        op: "merge",
+        theirs_spec: spec.to_string(),
+        theirs_id: Some(c.id),
+        base: base.map(|b| b.to_hex()),
+        changes,
+        theirs: Theirs::Tree(c.root),
+        message: req
+            .message
+            .clone()
+            .unwrap_or_else(|| format!("merge {spec}")),
+        more_parents: vec![c.id],
+        meta,
+        onto: None,
+        finish_ops: None,
+    };
+    land(t, call, &job, req.dry_run)
+}
+
+/// `cherry-pick`.
+pub(crate) fn cherry_pick(t: &Target, call: &Call, req: &MergeRequest) -> Result<MergeAnswer> {
+    let spec = match target(t, call, "cherry-pick", req)? {
+        Ok(s) => s,
+        Err(done) => return Ok(done),
+    };
+    let store = t.session.store().clone();
+    let c = resolve_theirs(t, spec)?;
+    let base = c.parent();
+    let changes = merge::tree_changes(&*store, root_of(t, base)?, c.root)?;
+    let mut meta = serde_json::Map::new();
+    meta.insert("cherry_pick".into(), c.id.to_hex().into());
+    let short = &c.id.to_hex()[..12];
+    let job = Job {
+        op: "cherry-pick",
+        theirs_spec: spec.to_string(),
+        theirs_id: Some(c.id),
+        base: base.map(|b| b.to_hex()),
+        changes,
+        theirs: Theirs::Tree(c.root),
+        message: req
+            .message
+            .clone()
+            .unwrap_or_else(|| format!("cherry-pick {short}: {}", c.message)),
+        more_parents: Vec::new(),
+        meta,
+        onto: None,
+        finish_ops: None,
+    };
+    land(t, call, &job, req.dry_run)
+}

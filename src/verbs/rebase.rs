@@ -1,0 +1,33 @@
+//! `rebase`: replay the session's changes since its baseline onto the durable
+//! repository's new head (a three-way merge per file; base = the baseline).
+
+use super::prelude::*;
+
+/// The request is the library's (`ops::merge::rebase::RebaseRequest`).
+pub use crate::ops::merge::rebase::RebaseRequest as Rebase;
+
+impl Verb for Rebase {
+    const NAME: &'static str = "rebase";
+    const KIND: Kind = Kind::Session;
+    const AGENT: Agent = Agent::Yes;
+    const RECORDS: bool = true;
+    type Response = ops::merge::MergeAnswer;
+
+    fn agent_may(&self) -> bool {
+        // Reads the durable repository (as its owner) and changes the session's
+        // own workspace; the baseline it records is the session's.
+        let Rebase {
+            onto: _,
+            dry_run: _,
+            cont: _,
+            abort: _,
+        } = self;
+        true
+    }
+}
+
+impl Handler for Rebase {
+    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
+        ops::merge::rebase::run(&cx.target(), &cx.call, &self)
+    }
+}

@@ -1,0 +1,358 @@
+//! `merge`, `cherry-pick` and `rebase` on real mounts with the real CLI: clean
+//! merges of a fork, conflicts stopped and resolved (`--continue`) or given up
+//! (`--abort`), undo, and a rebase onto a moved git repository whose conflict is
+//! resolved by an exec'd command and then promoted.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::harness::{Mount, tf, write_synced, ws, ws_ok};
+use crate::lifecycle::git_repo;
+
+fn j(m: &Mount, args: &[&str]) -> Value {
+    let mut a = vec!["--json"];
+    a.extend_from_slice(args);
+    serde_json::from_str(&ws_ok(m, &a)).unwrap()
+}
+
+/// `--json` run that may fail: (exit status, document on stdout).
+fn jr(m: &Mount, args: &[&str]) -> (i32, Value) {
+    let mut a = vec!["--json"];
+    a.extend_from_slice(args);
+    let o = ws(m, &a);
+    let v = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    (o.status.code().unwrap_or(-1), v)
+}
+
+fn read(p: &Path) -> String {
+    fs::read_to_string(p).unwrap()
+}
+
+fn lines(n: usize, change: &[(usize, &str)]) -> String {
+    (0..n)
+        .map(|i| {
+            let l = change
+                .iter()
+                .find(|(k, _)| *k == i)
+                .map_or(format!("line {i}"), |(_, s)| s.to_string());
+            l + "\n"
+        })
+        .collect()
+}
+
+/// A fork `f` of session `s` mounted beside it.
+fn fork(m: &Mount, name: &str) -> PathBuf {
+    let dir = m.tmp.path().join(name);
+    fs::create_dir_all(&dir).unwrap();
+    ws_ok(m, &["fork", name, "--mount", dir.to_str().unwrap()]);
+    dir
+}
+
+/// `treefork -C DIR ARGS` on the store of `m`.
+fn at(m: &Mount, dir: &Path, args: &[&str]) -> Output {
+    let mut a = vec!["-C", dir.to_str().unwrap()];
+    a.extend_from_slice(args);
+    tf(&m.store, &a)
+}
+
+fn at_ok(m: &Mount, dir: &Path, args: &[&str]) {
+    let o = at(m, dir, args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn merge_of_a_fork_takes_both_sides_and_records_two_parents() {
+    let m = Mount::new();
+    write_synced(&m.p("a.txt"), lines(10, &[]).as_bytes());
+    write_synced(&m.p("b.txt"), b"bee\n");
+    write_synced(&m.p("same.txt"), b"x\n");
+    ws_ok(&m, &["checkpoint", "-m", "base"]);
+    let f = fork(&m, "f");
+    write_synced(&f.join("a.txt"), lines(10, &[(8, "theirs 8")]).as_bytes());
+    write_synced(&f.join("new.txt"), b"new\n");
+    write_synced(&f.join("d/x"), b"in a new dir\n");
+    write_synced(&f.join("same.txt"), b"both\n");
+    fs::remove_file(f.join("b.txt")).unwrap();
+    at_ok(&m, &f, &["checkpoint", "-m", "theirs"]);
+    write_synced(&m.p("a.txt"), lines(10, &[(1, "ours 1")]).as_bytes());
+    write_synced(&m.p("same.txt"), b"both\n");
+    write_synced(&m.p("mine.txt"), b"mine\n");
+    ws_ok(&m, &["checkpoint", "-m", "ours"]);
+
+    let a = j(&m, &["merge", "f", "--dry-run"]);
+    assert_eq!(a["status"], "planned", "{a}");
+    assert_eq!(
+        read(&m.p("a.txt")),
+        lines(10, &[(1, "ours 1")]),
+        "a dry run changes nothing"
+    );
+
+    let a = j(&m, &["merge", "f"]);
+    assert_eq!(a["status"], "merged", "{a}");
+    assert_eq!(a["conflicts"], Value::Array(vec![]));
+    assert_eq!(
+        read(&m.p("a.txt")),
+        lines(10, &[(1, "ours 1"), (8, "theirs 8")])
+    );
+    assert_eq!(read(&m.p("new.txt")), "new\n");
+    assert_eq!(read(&m.p("d/x")), "in a new dir\n");
+    assert_eq!(
+        read(&m.p("same.txt")),
+        "both\n",
+        "the same change on both sides"
+    );
+    assert_eq!(read(&m.p("mine.txt")), "mine\n");
+    assert!(!m.p("b.txt").exists(), "theirs deleted b.txt");
+    let cp = a["checkpoint"].as_str().unwrap().to_string();
+    let shown = j(&m, &["show", &cp]);
+    let parents = shown["checkpoint"]["parents"]
+        .as_array()
+        .or(shown["parents"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        parents.len(),
+        2,
+        "a merge checkpoint has two parents: {shown}"
+    );
+    // Theirs is now in HEAD's history.
+    let again = j(&m, &["merge", "f"]);
+    assert_eq!(again["status"], "up_to_date", "{again}");
+
+    // One undo puts the workspace back.
+    ws_ok(&m, &["undo"]);
+    assert_eq!(read(&m.p("a.txt")), lines(10, &[(1, "ours 1")]));
+    assert!(m.p("b.txt").exists() && !m.p("new.txt").exists());
+}
+
+#[test]
+fn a_conflict_stops_until_resolved_and_abort_restores_the_state_before() {
+    let m = Mount::new();
+    write_synced(&m.p("a.txt"), lines(10, &[]).as_bytes());
+    write_synced(&m.p("img.bin"), b"\0\x01base");
+    ws_ok(&m, &["checkpoint", "-m", "base"]);
+    let f = fork(&m, "f");
+    write_synced(&f.join("a.txt"), lines(10, &[(4, "theirs")]).as_bytes());
+    write_synced(&f.join("img.bin"), b"\0\x01theirs");
+    at_ok(&m, &f, &["checkpoint", "-m", "theirs"]);
+    write_synced(&m.p("a.txt"), lines(10, &[(4, "ours")]).as_bytes());
+    write_synced(&m.p("img.bin"), b"\0\x01ours");
+    write_synced(&m.p("pending.txt"), b"not checkpointed\n");
+
+    let (code, a) = jr(&m, &["merge", "f"]);
+    assert_eq!(code, 11, "a stop on conflicts exits 11: {a}");
+    assert_eq!(a["status"], "merge_conflict");
+    let kinds: Vec<(String, String)> = a["conflicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap().into(),
+                c["kind"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            ("a.txt".into(), "content".into()),
+            ("img.bin".into(), "binary".into())
+        ]
+    );
+    let text = read(&m.p("a.txt"));
+    assert!(
+        text.contains("<<<<<<< ours") && text.contains(">>>>>>> theirs"),
+        "{text}"
+    );
+    assert_eq!(fs::read(m.p("img.bin")).unwrap(), b"\0\x01ours");
+    assert_eq!(fs::read(m.p("img.bin~theirs")).unwrap(), b"\0\x01theirs");
+    assert_eq!(read(&m.p("pending.txt")), "not checkpointed\n");
+
+    // Another merge waits for this one.
+    let o = ws(&m, &["cherry-pick", "f"]);
+    assert_eq!(
+        o.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // --continue refuses while markers and PATH~theirs remain.
+    let (code, c) = jr(&m, &["merge", "--continue"]);
+    assert_eq!(code, 11, "{c}");
+    assert_eq!(c["conflicts"].as_array().unwrap().len(), 2, "{c}");
+
+    // --abort: exactly the state before, pending changes included.
+    let a = j(&m, &["merge", "--abort"]);
+    assert_eq!(a["status"], "aborted", "{a}");
+    assert_eq!(read(&m.p("a.txt")), lines(10, &[(4, "ours")]));
+    assert_eq!(fs::read(m.p("img.bin")).unwrap(), b"\0\x01ours");
+    assert!(!m.p("img.bin~theirs").exists());
+    assert_eq!(read(&m.p("pending.txt")), "not checkpointed\n");
+    let o = ws(&m, &["merge", "--continue"]);
+    assert_eq!(o.status.code(), Some(2), "nothing stopped any more");
+
+    // Again, resolved this time.
+    let (code, _) = jr(&m, &["merge", "f"]);
+    assert_eq!(code, 11);
+    write_synced(&m.p("a.txt"), lines(10, &[(4, "resolved")]).as_bytes());
+    fs::remove_file(m.p("img.bin~theirs")).unwrap();
+    let c = j(&m, &["merge", "--continue"]);
+    assert_eq!(c["status"], "merged", "{c}");
+    let cp = c["checkpoint"].as_str().unwrap();
+    let shown = j(&m, &["show", cp]);
+    let parents = shown["checkpoint"]["parents"]
+        .as_array()
+        .or(shown["parents"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(parents.len(), 2, "{shown}");
+    let (code, again) = jr(&m, &["merge", "f"]);
+    assert_eq!(again["status"], "up_to_date", "{code} {again} {shown}");
+}
+
+#[test]
+fn cherry_pick_applies_one_checkpoint_only() {
+    let m = Mount::new();
+    write_synced(&m.p("a.txt"), b"a\n");
+    ws_ok(&m, &["checkpoint", "-m", "base"]);
+    let f = fork(&m, "f");
+    write_synced(&f.join("one.txt"), b"one\n");
+    at_ok(&m, &f, &["checkpoint", "-m", "one"]);
+    write_synced(&f.join("two.txt"), b"two\n");
+    write_synced(&f.join("a.txt"), b"a from two\n");
+    at_ok(&m, &f, &["checkpoint", "-m", "two"]);
+    let log = {
+        let o = at(&m, &f, &["--json", "log"]);
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    let entries = log["checkpoints"]
+        .as_array()
+        .or(log.as_array())
+        .cloned()
+        .unwrap();
+    let two = entries[0]["id"].as_str().unwrap().to_string();
+    let a = j(&m, &["cherry-pick", &two]);
+    assert_eq!(a["status"], "merged", "{a}");
+    assert_eq!(read(&m.p("two.txt")), "two\n");
+    assert_eq!(read(&m.p("a.txt")), "a from two\n");
+    assert!(
+        !m.p("one.txt").exists(),
+        "only the picked checkpoint's changes"
+    );
+    let shown = j(&m, &["show", a["checkpoint"].as_str().unwrap()]);
+    let parents = shown["checkpoint"]["parents"]
+        .as_array()
+        .or(shown["parents"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(parents.len(), 1, "{shown}");
+    assert_eq!(j(&m, &["cherry-pick", &two])["status"], "up_to_date");
+}
+
+fn git(repo: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .expect("git is installed");
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+#[test]
+fn rebase_onto_the_moved_repository_then_promote() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = git_repo(dir.path());
+    fs::write(repo.join("notes.txt"), lines(10, &[])).unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "notes"]);
+    let m = Mount::with_options("s", &["--from", repo.to_str().unwrap()]);
+    // The session's work.
+    write_synced(&m.p("notes.txt"), lines(10, &[(1, "session 1")]).as_bytes());
+    write_synced(&m.p("src/lib.rs"), b"pub fn a() { /* session */ }\n");
+    write_synced(&m.p("added.txt"), b"by the session\n");
+    // The repository moves on meanwhile.
+    fs::write(repo.join("notes.txt"), lines(10, &[(8, "repo 8")])).unwrap();
+    fs::write(repo.join("upstream.txt"), "upstream\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "upstream 1"]);
+    fs::write(repo.join("src/lib.rs"), "pub fn a() { /* repo */ }\n").unwrap();
+    git(&repo, &["commit", "-q", "-am", "upstream 2"]);
+    let head = git(&repo, &["rev-parse", "HEAD"]);
+
+    // Promote refuses (drift) and says rebase is the way forward.
+    let o = ws(&m, &["promote", "-m", "x"]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("treefork rebase"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    let plan = j(&m, &["rebase", "--dry-run"]);
+    assert_eq!(plan["status"], "planned", "{plan}");
+    assert_eq!(plan["conflicts"].as_array().unwrap().len(), 1, "{plan}");
+    let (code, a) = jr(&m, &["rebase"]);
+    assert_eq!(code, 11, "{a}");
+    assert_eq!(a["conflicts"][0]["path"], "src/lib.rs");
+    assert_eq!(
+        read(&m.p("notes.txt")),
+        lines(10, &[(1, "session 1"), (8, "repo 8")])
+    );
+    assert_eq!(read(&m.p("upstream.txt")), "upstream\n");
+    assert_eq!(read(&m.p("added.txt")), "by the session\n");
+    // Resolved by a recorded command.
+    ws_ok(
+        &m,
+        &[
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "printf 'pub fn a() { /* both */ }\\n' > src/lib.rs",
+        ],
+    );
+    let c = j(&m, &["rebase", "--continue"]);
+    assert_eq!(c["status"], "merged", "{c}");
+
+    // Promote now lands on the new head: only the session's work, no drift.
+    ws_ok(&m, &["promote", "-m", "session work"]);
+    assert_eq!(git(&repo, &["rev-parse", "HEAD~1"]), head);
+    assert_eq!(
+        git(&repo, &["show", "HEAD:src/lib.rs"]),
+        "pub fn a() { /* both */ }"
+    );
+    let notes = git(&repo, &["show", "HEAD:notes.txt"]);
+    assert!(
+        notes.contains("session 1") && notes.contains("repo 8"),
+        "{notes}"
+    );
+    assert_eq!(git(&repo, &["show", "HEAD:added.txt"]), "by the session");
+    // The promote's own commit is all that is new: the rebase changes nothing in
+    // the workspace and moves the baseline; then nothing is left to rebase.
+    let again = j(&m, &["rebase"]);
+    assert_eq!(again["changes"], Value::Array(vec![]), "{again}");
+    assert_eq!(j(&m, &["rebase"])["status"], "up_to_date");
+}

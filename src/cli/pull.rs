@@ -28,6 +28,9 @@ impl Human for Pulled {
                 r.name,
                 super::output::moved(&r.old, &r.new)
             )?;
+            if let Some(n) = &r.next {
+                writeln!(out, "  {n}")?;
+            }
         }
         writeln!(
             out,

@@ -4,7 +4,7 @@ use super::output::human_bytes;
 use super::prelude::*;
 
 /// Send branches and sessions to a remote: what it lacks, then the refs by
-/// compare-and-swap (exit 9 when a remote ref moved: pull first or --force).
+/// compare-and-swap (exit 9 when a remote ref moved: pull, merge REMOTE/NAME, push; or --force).
 #[derive(clap::Args)]
 pub struct Push {
     /// The remote (default: the only configured one, else `origin`).

@@ -64,6 +64,10 @@ pub struct RefPulled {
     /// name), `up-to-date`, or `tracking-only` (no local counterpart that could
     /// move: absent, mounted, diverged).
     pub status: String,
+    /// What to do next, when the local session of that name lacks what the
+    /// remote's has (diverged, or mounted): merge it, then push.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// What a pull did: the answer to `pull`.
@@ -254,13 +258,42 @@ fn update_local(env: &Env<'_>, remote: &Remote, f: &refs::Fetched) -> Result<Ref
             }
         }
     }
+    let next = match (status, &f.value) {
+        ("tracking-only", RefValue::Session(_)) => {
+            behind_hint(store, rname, &f.name, new.as_deref())?
+        }
+        _ => None,
+    };
     Ok(RefPulled {
         name: f.name.clone(),
         kind: f.kind.as_str().to_string(),
         old: old.and_then(|t| t.checkpoint),
         new,
         status: status.to_string(),
+        next,
     })
+}
+
+/// When the local session `name` exists and lacks the remote's HEAD `new`: how
+/// to take it in (a merge in the session, then a push, which is then a
+/// fast-forward of the remote).
+fn behind_hint(
+    store: &dyn ObjectStore,
+    remote: &str,
+    name: &str,
+    new: Option<&str>,
+) -> Result<Option<String>> {
+    let (Some(new), Some(local)) = (new, crate::session::load_record(store, name)?) else {
+        return Ok(None);
+    };
+    if let Some(h) = local.head
+        && refs::is_ancestor(store, new, &h.to_hex())?
+    {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "session {name} lacks what {remote}/{name} has: run `treefork merge {remote}/{name}` in it (mount it first), then `treefork push`"
+    )))
 }
 
 fn branch_ff(

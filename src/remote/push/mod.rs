@@ -380,7 +380,19 @@ fn prepare(env: &Env<'_>, remote: &Remote, force: bool, it: Item, plan: &mut Pla
                     session::same_state(&b.json, &rec),
                 ),
             };
-            if !ours && !equal && !force {
+            // Or the session merged the remote's HEAD in (`treefork merge`): a
+            // fast-forward of its checkpoints, though not of its log.
+            let merged_in = match (&base, rec.head) {
+                (Some(b), Some(h)) if !ours && !equal => {
+                    let remote_head = b.json.get("record").and_then(|r| r.get("head"));
+                    match remote_head.and_then(serde_json::Value::as_str) {
+                        Some(rh) => refs::is_ancestor(store, &remote.client, rh, &h.to_hex())?,
+                        None => false,
+                    }
+                }
+                _ => false,
+            };
+            if !ours && !equal && !merged_in && !force {
                 return Err(refs::rejected(
                     rname,
                     &it.src,
@@ -401,7 +413,7 @@ fn prepare(env: &Env<'_>, remote: &Remote, force: bool, it: Item, plan: &mut Pla
             plan.roots.extend([rec.root.to_hex(), rec.base.to_hex()]);
             let up_to_date = base.is_some() && equal && !log.changed;
             let new = rec.head.map(|h| h.to_hex());
-            let forced = base.is_some() && !ours && !equal;
+            let forced = base.is_some() && !ours && !equal && !merged_in;
             let (value, segment) = if up_to_date {
                 (None, None)
             } else {

@@ -103,7 +103,7 @@ pub fn is_ancestor(store: &dyn ObjectStore, client: &Client, old: &str, new: &st
 /// The refusal of a push of `src` to `remote`'s `dst`.
 pub fn rejected(remote: &str, src: &str, dst: &str, why: &str) -> Error {
     Error::NonFastForward(format!(
-        "push of {src} rejected: remote ref {remote}/{dst} {why}; pull first or use --force"
+        "push of {src} rejected: remote ref {remote}/{dst} {why}; `treefork pull {remote}`, then `treefork merge {remote}/{dst}` in the session, then push again (or push --force to replace it)"
     ))
 }
 

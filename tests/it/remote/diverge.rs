@@ -133,3 +133,76 @@ fn a_pull_that_only_looked_never_lets_a_push_overwrite_the_other_store() {
     umount_ok(&b.store, &b_scratch);
     umount_ok(&c.store, &c_scratch);
 }
+
+/// The way forward from a refused push: pull (which says to merge), merge the
+/// remote session into the local one, push (a fast-forward now) — from both
+/// stores, and neither side's work is lost.
+#[test]
+fn diverged_sessions_merge_and_push_from_both_stores_losing_nothing() {
+    let Some(s3) = S3Server::start_or_skip() else {
+        return;
+    };
+    let a = Mount::new();
+    write_synced(&a.p("base.txt"), b"base\n");
+    ws_ok(&a, &["checkpoint", "-m", "base"]);
+    add_remote(&a.store, &s3, "merge");
+    json_ok(&a.store, &["push"]);
+    let b = machine("s");
+    add_remote(&b.store, &s3, "merge");
+    mount_from_remote(&b, "origin/s");
+
+    // Both work; A pushes first, B is refused.
+    write_synced(&a.p("a.txt"), b"from A\n");
+    write_synced(&a.p("base.txt"), b"base\nA's line\n");
+    ws_ok(&a, &["checkpoint", "-m", "from A"]);
+    assert_eq!(status(&json_ok(&a.store, &["push"]), "s"), "updated");
+    write_synced(&b.p("b.txt"), b"from B\n");
+    ws_ok(&b, &["checkpoint", "-m", "from B"]);
+    let (code, v) = push(&b, &[]);
+    assert_eq!(code, Some(9), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("treefork merge origin/s"),
+        "{v}"
+    );
+    // B: pull says to merge; merge; push.
+    let pulled = json_ok(&b.store, &["pull"]);
+    let hint = pulled["refs"][0]["next"].as_str().unwrap_or("").to_string();
+    assert!(hint.contains("treefork merge origin/s"), "{pulled}");
+    let merged: Value = serde_json::from_str(&ws_ok(&b, &["--json", "merge", "origin/s"])).unwrap();
+    assert_eq!(merged["status"], "merged", "{merged}");
+    assert_eq!(std::fs::read(b.p("a.txt")).unwrap(), b"from A\n");
+    assert_eq!(std::fs::read(b.p("base.txt")).unwrap(), b"base\nA's line\n");
+    assert_eq!(std::fs::read(b.p("b.txt")).unwrap(), b"from B\n");
+    let (code, v) = push(&b, &[]);
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(status(&v, "s"), "updated", "{v}");
+
+    // A worked on meanwhile: refused; pull, merge, push.
+    write_synced(&a.p("a2.txt"), b"A again\n");
+    ws_ok(&a, &["checkpoint", "-m", "A again"]);
+    assert_eq!(push(&a, &[]).0, Some(9));
+    json_ok(&a.store, &["pull"]);
+    let merged: Value = serde_json::from_str(&ws_ok(&a, &["--json", "merge", "origin/s"])).unwrap();
+    assert_eq!(merged["status"], "merged", "{merged}");
+    let (code, v) = push(&a, &[]);
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(status(&v, "s"), "updated", "{v}");
+
+    // B takes it in the same way and sees everything.
+    json_ok(&b.store, &["pull"]);
+    let merged: Value = serde_json::from_str(&ws_ok(&b, &["--json", "merge", "origin/s"])).unwrap();
+    assert_eq!(merged["status"], "merged", "{merged}");
+    for (f, want) in [
+        ("base.txt", &b"base\nA's line\n"[..]),
+        ("a.txt", b"from A\n"),
+        ("b.txt", b"from B\n"),
+        ("a2.txt", b"A again\n"),
+    ] {
+        assert_eq!(std::fs::read(b.p(f)).unwrap(), want, "{f}");
+    }
+    assert_eq!(push(&b, &[]).0, Some(0));
+    assert_eq!(newest(&a, "HEAD"), "merge origin/s");
+}

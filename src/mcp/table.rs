@@ -109,6 +109,24 @@ pub static TOOLS: &[Tool] = &[
         "Restore files from a ref",
         "Rewind the workspace, or some paths of it, to a ref. Dry run by default (reports what would change); pass dry_run=false to restore (pending changes are saved first)."
     ),
+    tool!(
+        merge = Merge,
+        REPLACE,
+        "Merge a ref into the workspace",
+        "Three-way merge of a ref (checkpoint, branch, session name, REMOTE/NAME) into the workspace from their merge base; clean: a checkpoint with two parents. On conflicts it stops (status merge_conflict, conflicts listed with path and kind; text files carry conflict markers, binary ones PATH~theirs beside): resolve them, then call again with continue=true, or abort=true. dry_run=true only reports."
+    ),
+    tool!(
+        cherry_pick = CherryPick,
+        REPLACE,
+        "Apply one checkpoint's changes",
+        "Apply the changes one checkpoint made (against its first parent) to the workspace as a new checkpoint; conflicts stop it as merge does (continue=true / abort=true)."
+    ),
+    tool!(
+        rebase = Rebase,
+        REPLACE,
+        "Rebase onto the moved repository",
+        "Replay the session's changes since its git baseline onto the durable repository's new head (default: the head of the branch it was imported from; onto names another commit), file by file; records the new baseline so promote counts only later commits as drift. Conflicts stop it as merge does (continue=true / abort=true)."
+    ),
     tool!(undo = Undo(s::UndoArgs) => calls::undo, REPLACE,
         "Undo the last operation",
         "Revert what the session's newest not-undone operation changed (recorded itself; redo reverts it)."
@@ -216,6 +234,9 @@ mod tests {
             "fork",
             "checkout",
             "restore",
+            "merge",
+            "cherry_pick",
+            "rebase",
             "undo",
             "redo",
             "op_log",

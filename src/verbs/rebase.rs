@@ -14,15 +14,20 @@ impl Verb for Rebase {
     type Response = ops::merge::MergeAnswer;
 
     fn agent_may(&self) -> bool {
-        // Reads the durable repository (as its owner) and changes the session's
-        // own workspace; the baseline it records is the session's.
+        // Reads the durable repository (as its owner) into the session's own
+        // workspace: an agent only onto the branch its session came from (an
+        // `onto` could name any commit its uid may not read).
         let Rebase {
-            onto: _,
+            onto,
             dry_run: _,
             cont: _,
             abort: _,
         } = self;
-        true
+        onto.is_none()
+    }
+
+    fn refused_what(&self) -> String {
+        "rebase with onto".to_string()
     }
 }
 

@@ -143,6 +143,14 @@ async def scenario_user(tools, session, args):
     check(rs["dry_run"] is True and rs["changes"], rs)
     check(read(ws, "r.txt") == "one\n", "dry run changed nothing")
 
+    # cherry_pick brings back the undone exec's change (b.txt) as a checkpoint
+    _, cp, _ = await tools.call("cherry_pick", {"ref": e["checkpoint"]})
+    check(cp["status"] == "merged" and cp["checkpoint"] and cp["conflicts"] == [], cp)
+    check(read(ws, "b.txt") == "hi\n", "cherry-picked b.txt")
+    _, mg, _ = await tools.call("merge", {"ref": e["checkpoint"]})
+    check(mg["status"] in ("up_to_date", "merged"), mg)
+    facts["cherry_pick"] = cp["status"]
+
     # an error result carries the protocol's code
     r, sc, _ = await tools.call("checkout", {"ref": "no-such-branch"}, ok=False)
     check(r.isError is True and sc["error"]["code"] == "not_found", sc)

@@ -247,8 +247,13 @@ impl Roots {
             }
         }
         for s in &self.sessions {
-            let merging = s.merging.iter().flat_map(|m| [m.before, m.theirs_id]);
-            for h in s.head.into_iter().chain(merging.flatten()) {
+            let merging = s.merging.iter().flat_map(|m| {
+                [m.before, m.theirs_id]
+                    .into_iter()
+                    .flatten()
+                    .chain(m.parents.iter().copied())
+            });
+            for h in s.head.into_iter().chain(merging) {
                 stack.push((h, format!("session {}", s.name)));
             }
         }

@@ -26,11 +26,12 @@ pub struct Steps {
 
 /// Merge REF (a checkpoint, branch, session, experiment run or remote ref) into
 /// the session: a three-way merge from their merge base, then a checkpoint with
-/// two parents; on conflicts it stops (resolve, then `merge --continue`).
+/// two parents (several REFs: merged in turn, one checkpoint with them all as
+/// parents); on conflicts it stops (resolve, then `merge --continue`).
 #[derive(clap::Args)]
 pub struct Merge {
     #[arg(value_name = "REF", help = REF_HELP, required_unless_present_any = ["cont", "abort"])]
-    target: Option<String>,
+    targets: Vec<String>,
     /// The checkpoint's message.
     #[arg(short, long)]
     message: Option<String>,
@@ -132,7 +133,8 @@ impl Human for Merged {
     }
 }
 
-fn send(cx: &Ctx, op: Op) -> Result<Outcome> {
+/// Send a merge, cherry-pick or rebase request; the answer as [`Merged`].
+pub fn send(cx: &Ctx, op: Op) -> Result<Outcome> {
     let r: Reply<MergeAnswer> = cx.session(op)?;
     Ok(r.map(Merged).into())
 }
@@ -142,7 +144,8 @@ impl Run for Merge {
         send(
             cx,
             Op::Merge(treefork::verbs::Merge {
-                target: self.target.clone(),
+                target: self.targets.first().cloned(),
+                also: self.targets.iter().skip(1).cloned().collect(),
                 message: self.message.clone(),
                 dry_run: self.steps.dry_run,
                 cont: self.steps.cont,

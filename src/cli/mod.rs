@@ -83,7 +83,7 @@ mod hydrate;
 mod lifecycle;
 mod man;
 mod mcp;
-mod merge;
+pub mod merge;
 mod messages;
 mod mount;
 mod mount_helper;

@@ -86,6 +86,10 @@ pub struct Merging {
     /// The checkpoint merged (a merge's second parent, a cherry-pick's source).
     #[serde(default)]
     pub theirs_id: Option<CheckpointId>,
+    /// Every checkpoint merged (a merge's parents after HEAD: more than one for
+    /// an octopus merge).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parents: Vec<CheckpointId>,
     /// The workspace before the operation: the checkpoint holding it (the saved
     /// pending changes, or HEAD) ...
     #[serde(default)]

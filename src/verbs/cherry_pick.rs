@@ -55,6 +55,7 @@ impl Handler for CherryPick {
         } = self;
         let req = MergeRequest {
             target,
+            also: Vec::new(),
             message,
             dry_run,
             cont,

@@ -10,6 +10,9 @@ pub struct Merge {
     /// The ref to bring in (required unless `continue` or `abort`).
     #[serde(rename = "ref", default)]
     pub target: Option<String>,
+    /// More refs merged at once (an octopus merge; at most 15).
+    #[serde(default)]
+    pub also: Vec<String>,
     /// The checkpoint's message (default: says what was brought in).
     #[serde(default)]
     pub message: Option<String>,
@@ -35,6 +38,7 @@ impl Verb for Merge {
         // Refs resolve in the agent's view; the session's own workspace changes.
         let Merge {
             target: _,
+            also: _,
             message: _,
             dry_run: _,
             cont: _,
@@ -48,6 +52,7 @@ impl Handler for Merge {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let Merge {
             target,
+            also,
             message,
             dry_run,
             cont,
@@ -55,6 +60,7 @@ impl Handler for Merge {
         } = self;
         let req = MergeRequest {
             target,
+            also,
             message,
             dry_run,
             cont,

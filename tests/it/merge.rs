@@ -356,3 +356,38 @@ fn rebase_onto_the_moved_repository_then_promote() {
     assert_eq!(again["changes"], Value::Array(vec![]), "{again}");
     assert_eq!(j(&m, &["rebase"])["status"], "up_to_date");
 }
+
+#[test]
+fn experiment_adopt_merge_combines_runs_and_octopus_merges() {
+    let m = Mount::new();
+    write_synced(&m.p("shared.txt"), lines(6, &[]).as_bytes());
+    ws_ok(&m, &["checkpoint", "-m", "base"]);
+    let x = j(
+        &m,
+        &[
+            "experiment",
+            "--keep",
+            "-c",
+            "echo one > one.txt; sed -i 's/line 0/run one/' shared.txt",
+            "-c",
+            "echo two > two.txt; sed -i 's/line 5/run two/' shared.txt",
+        ],
+    );
+    assert_eq!(x["runs"].as_array().unwrap().len(), 2, "{x}");
+    let a = j(&m, &["experiment", "adopt", "--merge", "1,2"]);
+    assert_eq!(a["status"], "merged", "{a}");
+    assert_eq!(read(&m.p("one.txt")), "one\n");
+    assert_eq!(read(&m.p("two.txt")), "two\n");
+    assert_eq!(
+        read(&m.p("shared.txt")),
+        lines(6, &[(0, "run one"), (5, "run two")])
+    );
+    let shown = j(&m, &["show", a["checkpoint"].as_str().unwrap()]);
+    let parents = shown["checkpoint"]["parents"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(parents.len(), 3, "HEAD and both runs: {shown}");
+    ws_ok(&m, &["undo"]);
+    assert!(!m.p("one.txt").exists() && !m.p("two.txt").exists());
+}

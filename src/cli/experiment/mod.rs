@@ -33,11 +33,17 @@ enum Sub {
 #[derive(clap::Args)]
 struct Adopt {
     /// The run number (see the experiment's table).
-    #[arg(value_name = "RUN", required_unless_present = "winner")]
+    #[arg(value_name = "RUN", required_unless_present_any = ["winner", "merge"])]
     run: Option<u32>,
     /// Adopt the winner.
     #[arg(long, conflicts_with = "run")]
     winner: bool,
+    /// Combine runs: merge each run's final state into the session (a
+    /// three-way merge from the experiment's start; one checkpoint with every
+    /// run as a parent). The runs' forks must still exist (`--keep`, or the
+    /// winner).
+    #[arg(long, value_name = "RUN,RUN...", value_delimiter = ',', conflicts_with_all = ["run", "winner"])]
+    merge: Vec<u32>,
     /// The experiment [default: the session's newest].
     #[arg(long = "id", value_name = "ID")]
     id: Option<String>,
@@ -73,6 +79,7 @@ impl Human for Adopted {
 impl Run for Experiment {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         match &self.sub {
+            Some(Sub::Adopt(a)) if !a.merge.is_empty() => adopt_merged(cx, a),
             Some(Sub::Adopt(a)) => {
                 let op = Op::ExperimentAdopt(treefork::verbs::ExperimentAdopt {
                     id: a.id.clone(),
@@ -92,4 +99,37 @@ impl Run for Experiment {
             None => self.run.run(cx),
         }
     }
+}
+
+/// `experiment adopt --merge 1,3`: the runs' final checkpoints (from the
+/// experiment's record), merged at once.
+fn adopt_merged(cx: &Ctx, a: &Adopt) -> Result<Outcome> {
+    let shown: Reply<Answer<treefork::verbs::ExperimentShow>> =
+        cx.session(Op::ExperimentShow(treefork::verbs::ExperimentShow {
+            id: a.id.clone(),
+        }))?;
+    let d = &shown.body.recorded;
+    let mut refs = Vec::new();
+    for n in &a.merge {
+        let Some(run) = d.runs.iter().find(|r| r.result.run == *n) else {
+            bail!("experiment {} has no run {n}", d.id);
+        };
+        refs.push(run.checkpoint.clone());
+    }
+    let runs: Vec<String> = a.merge.iter().map(u32::to_string).collect();
+    super::merge::send(
+        cx,
+        Op::Merge(treefork::verbs::Merge {
+            target: refs.first().cloned(),
+            also: refs[1..].to_vec(),
+            message: Some(format!(
+                "adopt runs {} of experiment {}",
+                runs.join(","),
+                d.id
+            )),
+            dry_run: false,
+            cont: false,
+            abort: false,
+        }),
+    )
 }

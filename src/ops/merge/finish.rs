@@ -99,7 +99,11 @@ pub(crate) fn cont(t: &Target, call: &Call, op: &str) -> Result<MergeAnswer> {
     let mut tx = t.session.txn();
     let before_root = tx.flush()?;
     let before = view_of(tx.before(), before_root);
-    let more: Vec<_> = m.theirs_id.into_iter().filter(|_| op == "merge").collect();
+    let more: Vec<_> = match (op, m.parents.is_empty()) {
+        ("merge", false) => m.parents.clone(),
+        ("merge", true) => m.theirs_id.into_iter().collect(),
+        _ => Vec::new(),
+    };
     let mut meta = serde_json::Map::new();
     if let Some(id) = m.theirs_id {
         let key = if op == "cherry-pick" {

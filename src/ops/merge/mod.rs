@@ -34,6 +34,9 @@ use super::{Target, save_and_graft, working_root};
 use crate::error::{Error, Result};
 use crate::id::{CheckpointId, NodeId};
 use crate::merge::{self, Change, Conflict, Theirs};
+
+/// Most refs one merge takes (an octopus merge).
+pub const REFS_MAX: usize = 16;
 use crate::meta::MetaOp;
 use crate::session::Merging;
 use crate::session::SessionRecord;
@@ -117,10 +120,9 @@ pub(crate) struct Job {
     pub theirs_id: Option<CheckpointId>,
     /// The base, for the answer.
     pub base: Option<String>,
-    /// Theirs' changes since the base.
-    pub changes: Vec<Change>,
-    /// Where grafted versions come from.
-    pub theirs: Theirs,
+    /// Theirs' changes since the base, and where grafted versions come from:
+    /// one step, or one per ref of an octopus merge (merged in turn).
+    pub steps: Vec<(Vec<Change>, Theirs)>,
     /// The checkpoint's message.
     pub message: String,
     /// The checkpoint's parents after HEAD (a merge: theirs).
@@ -167,7 +169,15 @@ pub(crate) fn land(t: &Target, call: &Call, job: &Job, dry_run: bool) -> Result<
     let store = t.session.store().clone();
     for _ in 0..ATTEMPTS {
         let ours = working_root(t)?;
-        let merged = merge::merge(&t.session, ours, &job.changes, job.theirs)?;
+        let mut merged = merge::Merged {
+            root: ours,
+            conflicts: Vec::new(),
+        };
+        for (changes, theirs) in &job.steps {
+            let m = merge::merge(&t.session, merged.root, changes, *theirs)?;
+            merged.root = m.root;
+            merged.conflicts.extend(m.conflicts);
+        }
         let changes: Vec<PathChange> = crate::diff::diff_roots(&*store, ours, merged.root)?
             .iter()
             .map(PathChange::from)
@@ -280,6 +290,7 @@ fn stopped_state(
         op: job.op.to_string(),
         theirs: job.theirs_spec.clone(),
         theirs_id: job.more_parents.first().copied().or(job.theirs_id),
+        parents: job.more_parents.clone(),
         before: before.head,
         before_root,
         message: job.message.clone(),

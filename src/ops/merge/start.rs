@@ -24,6 +24,10 @@ pub struct MergeRequest {
     /// remote ref (required unless `continue` or `abort`).
     #[serde(rename = "ref", default)]
     pub target: Option<String>,
+    /// More refs merged at once (`merge` only: an octopus merge, each merged in
+    /// turn from its own merge base; the checkpoint has them all as parents).
+    #[serde(default)]
+    pub also: Vec<String>,
     /// The checkpoint's message (default: says what was merged).
     #[serde(default)]
     pub message: Option<String>,
@@ -51,6 +55,9 @@ fn target<'r>(
         )),
         (true, false, None) => finish::cont(t, call, op).map(Err),
         (false, true, None) => finish::abort(t, call, op).map(Err),
+        (_, _, _) if (req.cont || req.abort) && !req.also.is_empty() => Err(Error::Invalid(
+            format!("{op} --continue and --abort take no ref"),
+        )),
         (_, _, Some(_)) if req.cont || req.abort => Err(Error::Invalid(format!(
             "{op} --continue and --abort take no ref"
         ))),
@@ -95,33 +102,61 @@ pub(crate) fn merge(t: &Target, call: &Call, req: &MergeRequest) -> Result<Merge
         Ok(s) => s,
         Err(done) => return Ok(done),
     };
+    if req.also.len() + 1 > super::REFS_MAX {
+        return Err(Error::Invalid(format!(
+            "merge takes at most {} refs at once",
+            super::REFS_MAX
+        )));
+    }
     let store = t.session.store().clone();
-    let c = resolve_theirs(t, spec)?;
     let head = t.session.record().head;
-    let base = match head {
-        Some(h) => merge::merge_base(&*store, h, c.id)?,
-        None => None,
-    };
-    if base == Some(c.id) {
-        let mut a = MergeAnswer::new("merge", Status::UpToDate, spec, Some(c.id.to_hex()));
-        a.next = Some(format!("{spec} is already part of HEAD's history"));
+    let specs: Vec<&str> = std::iter::once(spec)
+        .chain(req.also.iter().map(String::as_str))
+        .collect();
+    let (mut steps, mut parents, mut bases) = (Vec::new(), Vec::new(), Vec::new());
+    for s in &specs {
+        let c = resolve_theirs(t, s)?;
+        let base = match head {
+            Some(h) => merge::merge_base(&*store, h, c.id)?,
+            None => None,
+        };
+        if base == Some(c.id) || parents.contains(&c.id) {
+            continue;
+        }
+        steps.push((
+            merge::tree_changes(&*store, root_of(t, base)?, c.root)?,
+            Theirs::Tree(c.root),
+        ));
+        parents.push(c.id);
+        bases.extend(base.map(|b| b.to_hex()));
+    }
+    let theirs_spec = specs.join(" ");
+    if parents.is_empty() {
+        let mut a = MergeAnswer::new("merge", Status::UpToDate, &theirs_spec, None);
+        a.next = Some(format!("{theirs_spec}: already part of HEAD's history"));
         return Ok(a);
     }
-    let changes = merge::tree_changes(&*store, root_of(t, base)?, c.root)?;
     let mut meta = serde_json::Map::new();
-    meta.insert("merged".into(), c.id.to_hex().into());
+    let merged: Vec<serde_json::Value> = parents.iter().map(|p| p.to_hex().into()).collect();
+    meta.insert(
+        "merged".into(),
+        if merged.len() == 1 {
+            merged[0].clone()
+        } else {
+            merged.into()
+        },
+    );
     let job = Job {
         op: "merge",
-        theirs_spec: spec.to_string(),
-        theirs_id: Some(c.id),
-        base: base.map(|b| b.to_hex()),
-        changes,
-        theirs: Theirs::Tree(c.root),
+        theirs_spec: theirs_spec.clone(),
+        theirs_id: parents.first().copied(),
+        base: bases.first().cloned(),
+        steps,
         message: req
             .message
             .clone()
-            .unwrap_or_else(|| format!("merge {spec}")),
-        more_parents: vec![c.id],
+            .unwrap_or_else(|| format!("merge {theirs_spec}")),
+        more_parents: parents,
         meta,
         onto: None,
         finish_ops: None,
@@ -147,8 +182,7 @@ pub(crate) fn cherry_pick(t: &Target, call: &Call, req: &MergeRequest) -> Result
         theirs_spec: spec.to_string(),
         theirs_id: Some(c.id),
         base: base.map(|b| b.to_hex()),
-        changes,
-        theirs: Theirs::Tree(c.root),
+        steps: vec![(changes, Theirs::Tree(c.root))],
         message: req
             .message
             .clone()

@@ -1,8 +1,9 @@
 //! `treefork bisect run`: a real mount with twenty checkpoints where the command
 //! starts failing at the fourteenth (`cp 13`); found with one job and with four,
 //! no fork session, mountpoint or directory left afterwards; the command failing
-//! already at the good end; passing at the bad end is an error; `--keep`; SIGINT
-//! of the CLI removes every fork.
+//! already at the good end; passing at the bad end is an error; a timeout counts
+//! as a failure, a program that cannot start is an error; `--keep`; SIGINT of the
+//! CLI removes every fork.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -246,6 +247,39 @@ fn keep_leaves_the_forks_mounted() {
     assert_clean(&m);
 }
 
+#[test]
+fn a_timeout_is_a_failure_and_a_command_that_cannot_start_an_error() {
+    let m = Mount::new();
+    let ids = twenty(&m);
+    // The bad checkpoints hang instead of failing: the timeout stops them.
+    let doc = bisect_ok(
+        &m,
+        &[
+            "--timeout",
+            "0.5",
+            "-j",
+            "4",
+            "--good",
+            &ids[0],
+            "sh",
+            "-c",
+            "grep -q good f || sleep 38.375",
+        ],
+    );
+    assert_eq!(doc["first_bad"]["id"], ids[FIRST_BAD], "{doc:#}");
+    let bad_end = &doc["steps"].as_array().unwrap()[3];
+    assert_eq!(bad_end["checkpoint"], ids[19], "{doc:#}");
+    assert_eq!(bad_end["timed_out"], true);
+    assert!(!sleepers("38.375"));
+    assert_clean(&m);
+    // No verdict from a program that does not exist: an error, nothing left.
+    let o = bisect_in(&m, &m.mp, false, &["-j", "2", "no-such-program-7f3a"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("could not start"), "{err}");
+    assert_clean(&m);
+}
+
 /// Whether a `sleep ARG` process is alive.
 fn sleepers(arg: &str) -> bool {
     Command::new("pgrep")
@@ -264,7 +298,7 @@ fn sigint_of_the_cli_stops_the_runs_and_removes_every_fork() {
         .arg("--store")
         .arg(&m.store)
         .args(["bisect", "run", "-j", "3", "--good", &ids[0]])
-        .args(["sh", "-c", "sleep 31.25; grep -q good f"])
+        .args(["sh", "-c", "sleep 37.125; grep -q good f"])
         .current_dir(&m.mp)
         .env_remove("TREEFORK_SOCKET")
         .stdout(Stdio::null())
@@ -272,7 +306,7 @@ fn sigint_of_the_cli_stops_the_runs_and_removes_every_fork() {
         .spawn()
         .unwrap();
     let t0 = Instant::now();
-    while !sleepers("31.25") {
+    while !sleepers("37.125") {
         assert!(t0.elapsed() < Duration::from_secs(20), "no run started");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -282,6 +316,17 @@ fn sigint_of_the_cli_stops_the_runs_and_removes_every_fork() {
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(128 + libc::SIGINT));
     assert!(String::from_utf8_lossy(&o.stderr).contains("interrupted"));
-    assert!(!sleepers("31.25"));
+    let ps = || {
+        let o = Command::new("ps")
+            .args(["-eo", "pid,ppid,pgid,stat,args"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| l.contains("37.125"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(!sleepers("37.125"), "{}", ps());
     assert_clean(&m);
 }

@@ -15,9 +15,9 @@ use super::r#continue;
 use super::definition::{Definition, RunWith};
 use super::flags::Globals;
 use super::{
-    Ctx, Outcome, Result, Run, completions, config, daemon, exec, experiment, history, hydrate,
-    man, mcp, merge, messages, mount, mount_helper, promote, pull, push, refs, remote, rewind,
-    schema, show, snapshot, store, timeline, trim, undo,
+    Ctx, Outcome, Result, Run, bisect, completions, config, daemon, exec, experiment, history,
+    hydrate, man, mcp, merge, messages, mount, mount_helper, promote, pull, push, refs, remote,
+    rewind, schema, show, snapshot, store, timeline, trim, undo,
 };
 
 /// The `treefork` command line.
@@ -118,6 +118,7 @@ commands! {
     Exec(exec::Exec),
     History(history::History),
     Experiment(experiment::Experiment),
+    Bisect(bisect::Bisect),
     Messages(messages::Messages),
     Rewind(rewind::Rewind),
     Continue(r#continue::Continue),

@@ -11,7 +11,7 @@
 //! - `plumbing`: the only way to the daemon or the store (sockets, workspace and
 //!   store lookup, starting the daemon, offline store ops); other modules use the
 //!   library only for types, constants and helpers that do no I/O;
-//! - `runner`: running a command as a child process (`exec`, `experiment`);
+//! - `runner`: running a command as a child process (`exec`, `experiment`, `bisect`);
 //! - `output`: the only place that chooses between output for people and `--json`;
 //! - `failure`: the only place an error becomes an exit status and a `--json` error
 //!   document (by its code);
@@ -69,6 +69,7 @@
 //! in `plumbing/offline.rs`).
 
 pub mod args;
+mod bisect;
 mod completions;
 mod config;
 mod r#continue;

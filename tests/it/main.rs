@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod bisect;
 mod blockmap;
 mod checkout_writes;
 mod cli;

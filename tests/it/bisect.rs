@@ -1,0 +1,332 @@
+//! `treefork bisect run`: a real mount with twenty checkpoints where the command
+//! starts failing at the fourteenth (`cp 13`); found with one job and with four,
+//! no fork session, mountpoint or directory left afterwards; the command failing
+//! already at the good end; passing at the bad end is an error; a timeout counts
+//! as a failure, a program that cannot start is an error; `--keep`; SIGINT of the
+//! CLI removes every fork.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::harness::*;
+
+/// The checkpoint where `grep -q good f` starts failing.
+const FIRST_BAD: usize = 13;
+
+/// `treefork [--json] bisect run ARGS` with its cwd at `dir` (inside the mount).
+fn bisect_in(m: &Mount, dir: &Path, json: bool, args: &[&str]) -> Output {
+    let mut c = Command::new(bin());
+    c.arg("--store").arg(&m.store);
+    if json {
+        c.arg("--json");
+    }
+    c.args(["bisect", "run"])
+        .args(args)
+        .current_dir(dir)
+        .env_remove("TREEFORK_STORE")
+        .env_remove("TREEFORK_SOCKET")
+        .output()
+        .expect("run treefork")
+}
+
+fn bisect_ok(m: &Mount, args: &[&str]) -> Value {
+    let o = bisect_in(m, &m.mp, true, args);
+    assert!(
+        o.status.success(),
+        "bisect {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        daemon_log(&m.store)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Twenty checkpoints `cp 0`..`cp 19`; `f` holds `good N` before `FIRST_BAD`,
+/// `bad N` from it on (and `sub/g` the same, for the cwd test). Their ids, oldest
+/// first.
+fn twenty(m: &Mount) -> Vec<String> {
+    (0..20)
+        .map(|i| {
+            let word = if i < FIRST_BAD { "good" } else { "bad" };
+            write_synced(&m.p("f"), format!("{word} {i}\n").as_bytes());
+            write_synced(&m.p("sub/g"), format!("{word} {i}\n").as_bytes());
+            let v: Value = serde_json::from_str(&ws_ok(
+                m,
+                &["--json", "checkpoint", "-m", &format!("cp {i}")],
+            ))
+            .unwrap();
+            v["checkpoint"]["id"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+fn sessions(m: &Mount) -> Vec<String> {
+    let v: Value = serde_json::from_str(&tf_ok(&m.store, &["--json", "sessions"])).unwrap();
+    v["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn forks_dir(m: &Mount) -> PathBuf {
+    m.tmp.path().join(".mnt.bisect")
+}
+
+/// Nothing of any bisect is left: only the source session, no fork directory,
+/// no mount but the workspace's.
+fn assert_clean(m: &Mount) {
+    assert_eq!(sessions(m), vec!["s".to_string()]);
+    assert!(!forks_dir(m).exists(), "fork directory left behind");
+    assert_eq!(fuse_mounts_under(m.tmp.path()), vec![m.mp.clone()]);
+}
+
+/// The smallest `r` with `base^r >= len`.
+fn ceil_log(base: usize, len: usize) -> usize {
+    let (mut r, mut p) = (0, 1);
+    while p < len {
+        p *= base;
+        r += 1;
+    }
+    r
+}
+
+#[test]
+fn finds_the_first_bad_checkpoint_with_one_job_and_with_four() {
+    let m = Mount::new();
+    let ids = twenty(&m);
+    let head_before = ws_ok(&m, &["--json", "status"]);
+    for jobs in ["1", "4"] {
+        let doc = bisect_ok(
+            &m,
+            &[
+                "--good", &ids[0], "-j", jobs, "--", "grep", "-q", "good", "f",
+            ],
+        );
+        assert_eq!(doc["first_bad"]["id"], ids[FIRST_BAD], "{doc:#}");
+        assert_eq!(doc["first_bad"]["message"], "cp 13");
+        assert_eq!(doc["last_good"]["id"], ids[FIRST_BAD - 1]);
+        assert_eq!(doc["candidates"], 20);
+        let n: usize = jobs.parse().unwrap();
+        let rounds = doc["rounds"].as_u64().unwrap() as usize;
+        assert!(rounds <= ceil_log(n + 1, 20) + 1, "{doc:#}");
+        let steps = doc["steps"].as_array().unwrap();
+        assert!(steps.iter().all(|s| s["duration_ms"].is_u64()));
+        // The bounds first: the good end passed, the bad end failed.
+        assert_eq!(steps[0]["checkpoint"], ids[0]);
+        assert_eq!(steps[0]["exit"], 0);
+        let bad_end = steps.iter().find(|s| s["checkpoint"] == ids[19]).unwrap();
+        assert_eq!(bad_end["exit"], 1);
+        assert_eq!(bad_end["round"], 1);
+        assert_clean(&m);
+    }
+    // The session did not move.
+    let now = ws_ok(&m, &["--json", "status"]);
+    let head = |s: &str| serde_json::from_str::<Value>(s).unwrap()["head"].clone();
+    assert_eq!(head(&now), head(&head_before));
+    // The human form: one row per step, then the answer.
+    let o = bisect_in(
+        &m,
+        &m.mp,
+        false,
+        &["-j", "2", "--good", &ids[0], "grep", "-q", "good", "f"],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        text.contains(&format!("first bad: {} cp 13", ids[FIRST_BAD])),
+        "{text}"
+    );
+    assert!(text.contains("last good: "), "{text}");
+    assert!(
+        text.lines().last().unwrap().contains(" steps in "),
+        "{text}"
+    );
+    assert_clean(&m);
+}
+
+#[test]
+fn default_bounds_and_the_callers_place() {
+    let m = Mount::new();
+    let ids = twenty(&m);
+    // From sub/, the command looks at sub/g in each fork; good defaults to the
+    // oldest checkpoint of HEAD's first parents, bad to HEAD.
+    let o = bisect_in(
+        &m,
+        &m.p("sub"),
+        true,
+        &["-j", "3", "grep", "-q", "good", "g"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["first_bad"]["id"], ids[FIRST_BAD], "{doc:#}");
+    assert_eq!(doc["bad"]["id"], ids[19]);
+    assert_clean(&m);
+}
+
+#[test]
+fn failing_at_the_good_end_makes_it_the_first_bad() {
+    let m = Mount::new();
+    let ids = twenty(&m);
+    let doc = bisect_ok(&m, &["--good", &ids[15], "grep", "-q", "good", "f"]);
+    assert_eq!(doc["first_bad"]["id"], ids[15], "{doc:#}");
+    assert!(doc["last_good"].is_null());
+    assert_eq!(doc["rounds"], 1);
+    assert_clean(&m);
+}
+
+#[test]
+fn passing_at_the_bad_end_is_an_error() {
+    let m = Mount::new();
+    let ids = twenty(&m);
+    let o = bisect_in(
+        &m,
+        &m.mp,
+        false,
+        &[
+            "--good", &ids[2], "--bad", &ids[10], "-j", "4", "grep", "-q", "good", "f",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("passes at the bad end"), "{err}");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("nothing to find"), "{text}");
+    assert_clean(&m);
+    // A good end that is not on the bad end's first parents is refused.
+    let o = bisect_in(
+        &m,
+        &m.mp,
+        false,
+        &["--good", &ids[12], "--bad", &ids[3], "true"],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_clean(&m);
+}
+
+#[test]
+fn keep_leaves_the_forks_mounted() {
+    let m = Mount::new();
+    let ids = twenty(&m);
+    let doc = bisect_ok(
+        &m,
+        &[
+            "--keep", "--good", &ids[10], "--bad", &ids[16], "-j", "2", "grep", "-q", "good", "f",
+        ],
+    );
+    assert_eq!(doc["first_bad"]["id"], ids[FIRST_BAD]);
+    let kept: Vec<PathBuf> = doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| PathBuf::from(s["kept_at"].as_str().unwrap()))
+        .collect();
+    for (s, mp) in doc["steps"].as_array().unwrap().iter().zip(&kept) {
+        let fork = s["fork"].as_str().unwrap();
+        assert!(sessions(&m).contains(&fork.to_string()));
+        let want = if s["exit"] == 0 { "good" } else { "bad" };
+        let f = std::fs::read_to_string(mp.join("f")).unwrap();
+        assert!(f.starts_with(want), "{fork}: {f}");
+        umount_ok(&m.store, mp);
+        tf_ok(&m.store, &["session", "rm", fork]);
+        std::fs::remove_dir(mp).unwrap();
+    }
+    std::fs::remove_dir(forks_dir(&m)).unwrap();
+    assert_clean(&m);
+}
+
+#[test]
+fn a_timeout_is_a_failure_and_a_command_that_cannot_start_an_error() {
+    let m = Mount::new();
+    let ids = twenty(&m);
+    // The bad checkpoints hang instead of failing: the timeout stops them.
+    let doc = bisect_ok(
+        &m,
+        &[
+            "--timeout",
+            "0.5",
+            "-j",
+            "4",
+            "--good",
+            &ids[0],
+            "sh",
+            "-c",
+            "grep -q good f || sleep 38.375",
+        ],
+    );
+    assert_eq!(doc["first_bad"]["id"], ids[FIRST_BAD], "{doc:#}");
+    let bad_end = &doc["steps"].as_array().unwrap()[3];
+    assert_eq!(bad_end["checkpoint"], ids[19], "{doc:#}");
+    assert_eq!(bad_end["timed_out"], true);
+    assert!(!sleepers("38.375"));
+    assert_clean(&m);
+    // No verdict from a program that does not exist: an error, nothing left.
+    let o = bisect_in(&m, &m.mp, false, &["-j", "2", "no-such-program-7f3a"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("could not start"), "{err}");
+    assert_clean(&m);
+}
+
+/// Whether a `sleep ARG` process is alive.
+fn sleepers(arg: &str) -> bool {
+    Command::new("pgrep")
+        .args(["-f", &format!("sleep {arg}")])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+#[test]
+fn sigint_of_the_cli_stops_the_runs_and_removes_every_fork() {
+    let m = Mount::new();
+    let ids = twenty(&m);
+    let child = Command::new(bin())
+        .arg("--store")
+        .arg(&m.store)
+        .args(["bisect", "run", "-j", "3", "--good", &ids[0]])
+        .args(["sh", "-c", "sleep 37.125; grep -q good f"])
+        .current_dir(&m.mp)
+        .env_remove("TREEFORK_SOCKET")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !sleepers("37.125") {
+        assert!(t0.elapsed() < Duration::from_secs(20), "no run started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(128 + libc::SIGINT));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("interrupted"));
+    let ps = || {
+        let o = Command::new("ps")
+            .args(["-eo", "pid,ppid,pgid,stat,args"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| l.contains("37.125"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(!sleepers("37.125"), "{}", ps());
+    assert_clean(&m);
+}

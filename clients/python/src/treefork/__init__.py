@@ -55,6 +55,8 @@ from .types import (
     ExecResult,
     FileContent,
     ForkResult,
+    MergeConflict,
+    MergeResult,
     Message,
     Operation,
     PromoteChange,
@@ -79,7 +81,7 @@ __all__ = [
     "ShuttingDown", "StoreIOError", "Corrupt", "MissingObject", "ObjectTooLarge", "MetaError",
     "PosixError", "Forbidden", "RateLimited", "Busy", "BaselineConflict", "ConflictPath",
     "AdoptResult", "BranchInfo", "Change", "Checkpoint", "CheckoutResult", "Comparison", "Diff",
-    "DirEntry", "ExecResult", "FileContent", "ForkResult", "Message", "Operation",
+    "DirEntry", "ExecResult", "FileContent", "ForkResult", "MergeConflict", "MergeResult", "Message", "Operation",
     "PromoteChange", "PromoteResult", "RestoreResult", "RewindResult", "RunOutcome", "RunSpec",
     "Saved", "ShowResult", "Status", "UndoResult",
 ]

@@ -28,6 +28,7 @@ from .types import (
     Diff,
     FileContent,
     ForkResult,
+    MergeResult,
     Operation,
     PromoteResult,
     RestoreResult,
@@ -211,6 +212,81 @@ class Session(_ExecMixin, _MessagesMixin, _Base):
         mp = os.path.abspath(os.fspath(mountpoint))
         args: Dict[str, Any] = {"name": name, "mountpoint": mp, "from": from_, "from_message": from_message}
         return Fork.from_json(self._call("fork", None, explanation, **args))
+
+    # -- merge, cherry-pick, rebase ---------------------------------------------
+    #
+    # Each answers a MergeResult. A stop on conflicts is an answer, not an error:
+    # ``result.conflicted`` is true, the merged tree is in the workspace (text
+    # conflicts marked ``<<<<<<< ours`` / ``=======`` / ``>>>>>>> theirs``, binary
+    # ones with theirs beside as ``PATH~theirs``); resolve them, then
+    # ``*_continue()``, or ``*_abort()``. Starting another while one is stopped
+    # raises ``Conflict``; continuing with nothing stopped raises ``Invalid``.
+
+    def merge(
+        self,
+        ref: str,
+        message: Optional[str] = None,
+        dry_run: bool = False,
+        also: Optional[Sequence[str]] = None,
+        explanation: Optional[str] = None,
+    ) -> MergeResult:
+        """Merge ``ref`` (a checkpoint, branch, session name, experiment run or
+        ``REMOTE/NAME``) into the workspace: a three-way merge from the merge
+        base. Clean, it takes a checkpoint with two parents (HEAD, then ``ref``;
+        ``message`` by default says what was merged); else it stops on conflicts.
+        ``also``: more refs merged at once (an octopus merge). ``dry_run`` only
+        reports what would change and conflict (status ``planned``)."""
+        args: Dict[str, Any] = {"ref": ref, "message": message, "dry_run": dry_run, "also": list(also) if also else None}
+        return MergeResult.from_json(self._call("merge", None, explanation, **args))
+
+    def merge_continue(self, explanation: Optional[str] = None) -> MergeResult:
+        """Finish the merge stopped on conflicts once every marker and every
+        ``PATH~theirs`` is gone; while some are left it answers ``merge_conflict``
+        again with those and changes nothing."""
+        args: Dict[str, Any] = {"continue": True}
+        return MergeResult.from_json(self._call("merge", None, explanation, **args))
+
+    def merge_abort(self, explanation: Optional[str] = None) -> MergeResult:
+        """Put the workspace back as it was before the stopped merge (the
+        conflicted state is saved first: ``saved``)."""
+        args: Dict[str, Any] = {"abort": True}
+        return MergeResult.from_json(self._call("merge", None, explanation, **args))
+
+    def cherry_pick(self, ref: str, message: Optional[str] = None, dry_run: bool = False, explanation: Optional[str] = None) -> MergeResult:
+        """Apply what the checkpoint ``ref`` changed against its first parent to
+        the workspace; clean, a checkpoint with HEAD alone for parent, else a stop
+        on conflicts."""
+        args: Dict[str, Any] = {"ref": ref, "message": message, "dry_run": dry_run}
+        return MergeResult.from_json(self._call("cherry_pick", None, explanation, **args))
+
+    def cherry_pick_continue(self, explanation: Optional[str] = None) -> MergeResult:
+        """Finish the cherry-pick stopped on conflicts, once they are resolved."""
+        args: Dict[str, Any] = {"continue": True}
+        return MergeResult.from_json(self._call("cherry_pick", None, explanation, **args))
+
+    def cherry_pick_abort(self, explanation: Optional[str] = None) -> MergeResult:
+        """Put the workspace back as it was before the stopped cherry-pick."""
+        args: Dict[str, Any] = {"abort": True}
+        return MergeResult.from_json(self._call("cherry_pick", None, explanation, **args))
+
+    def rebase(self, onto: Optional[str] = None, dry_run: bool = False, explanation: Optional[str] = None) -> MergeResult:
+        """Replay the session's changes since its baseline commit (a session
+        mounted ``--from`` a git work tree) onto ``onto``, a commit as git names it
+        in the durable repository (default: the head of the branch the session was
+        imported from; an agent socket may not name one). Clean, a checkpoint and
+        the new baseline; else a stop on conflicts."""
+        args: Dict[str, Any] = {"onto": onto, "dry_run": dry_run}
+        return MergeResult.from_json(self._call("rebase", None, explanation, **args))
+
+    def rebase_continue(self, explanation: Optional[str] = None) -> MergeResult:
+        """Finish the rebase stopped on conflicts, once they are resolved."""
+        args: Dict[str, Any] = {"continue": True}
+        return MergeResult.from_json(self._call("rebase", None, explanation, **args))
+
+    def rebase_abort(self, explanation: Optional[str] = None) -> MergeResult:
+        """Put the workspace back as it was before the stopped rebase."""
+        args: Dict[str, Any] = {"abort": True}
+        return MergeResult.from_json(self._call("rebase", None, explanation, **args))
 
     # -- the operation log -----------------------------------------------------
 

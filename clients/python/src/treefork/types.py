@@ -242,6 +242,73 @@ class RestoreResult:
 
 
 @dataclass(frozen=True)
+class MergeConflict:
+    """One conflicted path of a ``merge``, ``cherry_pick`` or ``rebase`` (the
+    protocol's ``Conflict``; named apart from the :class:`treefork.Conflict` error)."""
+
+    path: str
+    #: ``content`` or ``add_add`` (markers in the file), ``binary``,
+    #: ``modify_delete``, ``delete_modify``, ``kind`` or ``mode``.
+    kind: str
+    #: Where theirs' version was written beside ours (``PATH~theirs``), if it was.
+    theirs_at: Optional[str]
+    #: What each side did, in words.
+    detail: str
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> "MergeConflict":
+        return cls(str(d.get("path", "")), str(d.get("kind", "")), _s(d.get("theirs_at")), str(d.get("detail", "")), d)
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """A ``merge``, ``cherry_pick`` or ``rebase`` (or its ``continue``/``abort``)."""
+
+    #: ``merge``, ``cherry-pick`` or ``rebase``.
+    op: str
+    #: ``merged``, ``merge_conflict``, ``up_to_date``, ``planned`` or ``aborted``.
+    status: str
+    #: What was brought in, as named (a rebase: the commit it went onto).
+    theirs: str
+    #: The merge base: a checkpoint id, or (rebase) the old baseline commit.
+    base: Optional[str]
+    #: The paths the workspace changed at (or would, on a dry run).
+    changes: List[Change]
+    #: The conflicts, by path (empty when clean).
+    conflicts: List[MergeConflict]
+    #: The checkpoint taken (status ``merged``).
+    checkpoint: Optional[str]
+    saved: Optional[Saved]
+    #: The operation recorded.
+    record: Optional[int]
+    #: What to do next, in words.
+    next: Optional[str]
+    raw: Json = field(repr=False, compare=False)
+
+    @property
+    def conflicted(self) -> bool:
+        """Stopped on conflicts: resolve them, then ``*_continue()`` (or ``*_abort()``)."""
+        return self.status == "merge_conflict"
+
+    @classmethod
+    def from_json(cls, d: Json) -> "MergeResult":
+        return cls(
+            str(d.get("op", "")),
+            str(d.get("status", "")),
+            str(d.get("theirs", "")),
+            _s(d.get("base")),
+            _changes(d.get("changes")),
+            [MergeConflict.from_json(c) for c in d.get("conflicts") or [] if isinstance(c, dict)],
+            _s(d.get("checkpoint")),
+            Saved.from_json(d.get("saved")),
+            d.get("record"),
+            _s(d.get("next")),
+            d,
+        )
+
+
+@dataclass(frozen=True)
 class UndoResult:
     """An ``undo``, ``redo`` or ``op_restore``: the operation it appended."""
 

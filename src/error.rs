@@ -116,7 +116,9 @@ pub enum Error {
 }
 
 /// How a path of the durable repository changed since a session's baseline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Drift {
     /// By commits on the durable branch after the baseline.
@@ -128,7 +130,9 @@ pub enum Drift {
 }
 
 /// A drifted path of the durable repository that a promote chose to write.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct DriftedPath {
     /// The drifted path (repository-relative).
     pub path: String,

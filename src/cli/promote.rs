@@ -123,7 +123,11 @@ impl Human for Promoted {
             let letter = c.change.letter();
             let mode = c.mode.as_deref().unwrap_or("-");
             let size = human_bytes(c.size as f64);
-            writeln!(out, "{lead} {letter} {mode} {size:>9}  {}", c.path)?;
+            let drift = match c.drifted {
+                Some(d) => format!("  CONFLICT: {} in the durable repository", drift_word(d)),
+                None => String::new(),
+            };
+            writeln!(out, "{lead} {letter} {mode} {size:>9}  {}{drift}", c.path)?;
         }
         write_skipped(out, &a.skipped, self.list_skipped)?;
         for s in &a.unchanged {
@@ -164,7 +168,18 @@ impl Human for Promoted {
         if let Some(l) = &a.lifecycle {
             writeln!(out, "{l}")?;
         }
+        if let Some(n) = &a.next {
+            writeln!(out, "{n}")?;
+        }
         Ok(())
+    }
+}
+
+fn drift_word(d: treefork::error::Drift) -> &'static str {
+    match d {
+        treefork::error::Drift::Committed => "committed",
+        treefork::error::Drift::Staged => "staged",
+        treefork::error::Drift::Unstaged => "changed, not staged",
     }
 }
 

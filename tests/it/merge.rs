@@ -311,6 +311,19 @@ fn rebase_onto_the_moved_repository_then_promote() {
         String::from_utf8_lossy(&o.stderr)
     );
 
+    // Its dry run shows the plan, the drifted path marked, and the way forward.
+    let dry = j(&m, &["promote", "--dry-run"]);
+    let lib = dry["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["path"] == "src/lib.rs")
+        .cloned();
+    assert_eq!(lib.unwrap()["drifted"], "committed", "{dry}");
+    assert!(
+        dry["next"].as_str().unwrap().contains("treefork rebase"),
+        "{dry}"
+    );
     let plan = j(&m, &["rebase", "--dry-run"]);
     assert_eq!(plan["status"], "planned", "{plan}");
     assert_eq!(plan["conflicts"].as_array().unwrap().len(), 1, "{plan}");

@@ -166,7 +166,11 @@ async def scenario_user(tools, session, args):
     # a drifted path: BASELINE_CONFLICT with its paths
     with open(os.path.join(args.repo, "a.txt"), "w") as f:
         f.write("durable edit\n")
-    r, sc, _ = await tools.call("promote", {"paths": ["a.txt"]}, ok=False)
+    # the dry run marks it and says how to go on; the promote itself is refused
+    _, dry, _ = await tools.call("promote", {"paths": ["a.txt"]})
+    check(dry["drifted"][0]["path"] == "a.txt" and dry["changes"][0]["drifted"] == "unstaged", dry)
+    check("BASELINE_CONFLICT" in dry["next"], dry)
+    r, sc, _ = await tools.call("promote", {"paths": ["a.txt"], "dry_run": False}, ok=False)
     check(r.isError is True and sc["error"]["code"] == "BASELINE_CONFLICT", sc)
     check(sc["error"]["paths"][0]["path"] == "a.txt", sc)
     check("BASELINE_CONFLICT" in r.content[0].text, r.content)

@@ -41,6 +41,13 @@ pub struct PromoteAnswer {
     /// evicted at the next sweep, or not while changed paths are left).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifecycle: Option<String>,
+    /// A dry run: chosen paths the durable repository changed since the baseline
+    /// (the promote itself would be refused with `BASELINE_CONFLICT`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drifted: Vec<crate::error::DriftedPath>,
+    /// What to do next, in words (a dry run with drifted paths: rebase).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// A path a promote writes.
@@ -56,6 +63,10 @@ pub struct PromoteChange {
     pub old_mode: Option<String>,
     /// The new size in bytes (0 when deleted).
     pub size: u64,
+    /// A dry run: how the durable repository changed this path since the
+    /// baseline (the promote would be refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drifted: Option<crate::error::Drift>,
 }
 
 /// A path and why it is listed.

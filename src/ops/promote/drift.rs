@@ -9,6 +9,7 @@
 //! `commit` strategy later moves by compare-and-swap, so a commit landing after the
 //! check fails that swap instead of being overwritten.
 
+use super::answer::PromoteAnswer;
 use super::gitio::{Git, split_nul};
 use crate::error::{Drift, DriftedPath, Error, Result};
 use crate::lifecycle::Origin;
@@ -25,6 +26,9 @@ pub(super) struct Durable {
     /// Whether the durable work tree has that branch checked out (so its index and
     /// work tree follow a `commit` promote).
     pub checked_out: bool,
+    /// Chosen paths that drifted (only a dry run gets here with any: a promote
+    /// is refused with `BASELINE_CONFLICT`).
+    pub conflicts: Vec<DriftedPath>,
 }
 
 /// Whether `a` and `b` overlap: equal, or one is a directory prefix of the other
@@ -36,8 +40,14 @@ pub(super) fn overlaps(a: &[u8], b: &[u8]) -> bool {
     a == b || under(a, b) || under(b, a)
 }
 
-/// Read the durable repository of `origin` and refuse when a `chosen` path drifted.
-pub(super) fn check(git: &Git, origin: &Origin, chosen: &[Vec<u8>]) -> Result<Durable> {
+/// Read the durable repository of `origin` and refuse when a `chosen` path drifted
+/// (a dry run, `tolerate`, gets them listed in [`Durable::conflicts`] instead).
+pub(super) fn check(
+    git: &Git,
+    origin: &Origin,
+    chosen: &[Vec<u8>],
+    tolerate: bool,
+) -> Result<Durable> {
     let baseline = origin
         .baseline
         .clone()
@@ -104,7 +114,7 @@ pub(super) fn check(git: &Git, origin: &Origin, chosen: &[Vec<u8>]) -> Result<Du
             }
         }
     }
-    if !conflicts.is_empty() {
+    if !conflicts.is_empty() && !tolerate {
         return Err(Error::BaselineConflict { paths: conflicts });
     }
     Ok(Durable {
@@ -112,7 +122,29 @@ pub(super) fn check(git: &Git, origin: &Origin, chosen: &[Vec<u8>]) -> Result<Du
         branch: origin.branch.clone(),
         head,
         checked_out,
+        conflicts,
     })
+}
+
+/// A dry run's answer with the drifted paths marked, and the way forward.
+pub(super) fn mark(out: &mut PromoteAnswer, durable: &Durable) {
+    if durable.conflicts.is_empty() {
+        return;
+    }
+    for c in &mut out.changes {
+        c.drifted = durable
+            .conflicts
+            .iter()
+            .find(|d| overlaps(d.path.as_bytes(), c.path.as_bytes()))
+            .map(|d| d.how);
+    }
+    out.drifted = durable.conflicts.clone();
+    let committed = durable.conflicts.iter().any(|d| d.how == Drift::Committed);
+    out.next = Some(if committed {
+        "a promote would be refused (BASELINE_CONFLICT): the durable branch has new commits on these paths; run `treefork rebase` to bring them under the session (a three-way merge), then promote".into()
+    } else {
+        "a promote would be refused (BASELINE_CONFLICT): the durable work tree has uncommitted changes on these paths; commit or discard them there first".into()
+    });
 }
 
 /// Of the paths committed since the baseline that overlap `chosen`, those whose

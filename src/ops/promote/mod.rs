@@ -134,7 +134,7 @@ pub(crate) fn run(t: &Target, call: &Call, req: Promote) -> Result<PromoteAnswer
     // synced) are written with the flush, so the default choice includes them.
     let live_root = working_root(t)?;
     let chosen = chosen_paths(&*store, s.name(), &req.paths)?;
-    let ground = ground(origin.clone(), strategy, &chosen)?;
+    let ground = ground(origin.clone(), strategy, &chosen, req.dry_run)?;
     let base_root = match &origin {
         Some(o) => NodeId::from_hex(&o.baseline_root)
             .ok_or_else(|| Error::corrupt("session info", "bad baseline root"))?,
@@ -174,6 +174,9 @@ pub(crate) fn run(t: &Target, call: &Call, req: Promote) -> Result<PromoteAnswer
     };
     let plan = plan::build(&inputs, &mut hash, &mut ignored)?;
     let mut out = report(&req, strategy, &plan, &ground, s.name());
+    if let Ground::Repo { durable, .. } = &ground {
+        drift::mark(&mut out, durable);
+    }
     if req.dry_run {
         return Ok(out);
     }
@@ -261,12 +264,17 @@ fn promoted(strategy: Strategy, plan: &Plan, landed: &Landed) -> Promoted {
 }
 
 /// Check the durable repository of a git origin (drift, baseline listing).
-fn ground(origin: Option<Origin>, strategy: Strategy, chosen: &[Vec<u8>]) -> Result<Ground> {
+fn ground(
+    origin: Option<Origin>,
+    strategy: Strategy,
+    chosen: &[Vec<u8>],
+    dry_run: bool,
+) -> Result<Ground> {
     let Some(o) = origin.filter(|o| o.git && o.baseline.is_some()) else {
         return Ok(Ground::Plain);
     };
     let git = Git::new(&o.path);
-    let durable = drift::check(&git, &o, chosen)?;
+    let durable = drift::check(&git, &o, chosen, dry_run)?;
     if strategy == Strategy::Commit && durable.branch.is_none() {
         return Err(Error::Invalid(
             "the baseline was a detached HEAD (no branch to commit on): use --strategy branch or patch"
@@ -413,6 +421,7 @@ fn report(
             mode: i.mode.map(str::to_string),
             old_mode: i.old_mode.clone(),
             size: i.size,
+            drifted: None,
         })
         .collect();
     let pairs = |v: &[(String, String)]| -> Vec<PathWhy> {
@@ -464,6 +473,8 @@ fn report(
         saved: None,
         op: None,
         lifecycle: None,
+        drifted: Vec::new(),
+        next: None,
     }
 }
 

@@ -263,6 +263,7 @@ fn promote_answers() {
             mode: None,
             old_mode: Some("100644".into()),
             size: 0,
+            drifted: None,
         }],
         skipped: vec![PathWhy {
             path: "big".into(),
@@ -279,6 +280,8 @@ fn promote_answers() {
         saved: None,
         op: None,
         lifecycle: None,
+        drifted: vec![],
+        next: None,
     };
     // A dry run: the report alone.
     assert_eq!(

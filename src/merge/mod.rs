@@ -35,6 +35,8 @@
 pub mod apply;
 pub mod base;
 pub mod resolve;
+#[cfg(test)]
+mod tests;
 pub mod text;
 
 use std::sync::Arc;

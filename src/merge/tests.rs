@@ -1,0 +1,122 @@
+//! The merge engine on a `MemStore`: for random flat trees base / ours / theirs,
+//! a path one side left alone takes the other side's version, equal changes are
+//! no conflict, and only paths both sides changed differently conflict.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::{Theirs, merge, tree_changes};
+use crate::diff::{Tree, read_file};
+use crate::id::NodeId;
+use crate::session::ops::NewNode;
+use crate::session::{Session, create_record, empty_root};
+use crate::store::{MemStore, ObjectStore};
+
+type Files = BTreeMap<String, Vec<u8>>;
+
+fn session() -> Session {
+    let store: Arc<dyn ObjectStore> = Arc::new(MemStore::default());
+    let root = empty_root(&*store, 0, 0).unwrap();
+    let rec = create_record(&*store, "t", root, 0, 1).unwrap();
+    Session::open(store, rec).unwrap()
+}
+
+fn tree_of(s: &Session, files: &Files) -> NodeId {
+    let empty = empty_root(&**s.store(), 0, 0).unwrap();
+    s.build_beside(empty, &mut |w| {
+        for (name, data) in files {
+            let ino = w
+                .create_node(1, name.as_bytes(), NewNode::File, 0o644, 0, 0)?
+                .ino;
+            w.write(ino, 0, data)?;
+        }
+        Ok(())
+    })
+    .unwrap()
+}
+
+fn files_of(s: &Session, root: NodeId) -> Files {
+    let store = s.store();
+    let t = Tree::load(&**store, root).unwrap();
+    let mut out = Files::new();
+    for i in 0..4 {
+        let name = format!("f{i}");
+        if let Some(r) = t.lookup(&**store, name.as_bytes()).unwrap() {
+            out.insert(name, read_file(&**store, &r, u64::MAX).unwrap());
+        }
+    }
+    out
+}
+
+fn version() -> impl Strategy<Value = Option<Vec<u8>>> {
+    prop_oneof![
+        Just(None),
+        Just(Some(b"one\n".to_vec())),
+        Just(Some(b"two\n".to_vec())),
+        Just(Some(b"three\n".to_vec())),
+    ]
+}
+
+fn files(vs: &[Option<Vec<u8>>]) -> Files {
+    vs.iter()
+        .enumerate()
+        .filter_map(|(i, v)| v.clone().map(|d| (format!("f{i}"), d)))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn one_sided_changes_are_taken_and_only_real_clashes_conflict(
+        b in proptest::collection::vec(version(), 4),
+        o in proptest::collection::vec(version(), 4),
+        t in proptest::collection::vec(version(), 4),
+    ) {
+        let s = session();
+        let (bf, of, tf) = (files(&b), files(&o), files(&t));
+        let (br, or, tr) = (tree_of(&s, &bf), tree_of(&s, &of), tree_of(&s, &tf));
+        let changes = tree_changes(&**s.store(), br, tr).unwrap();
+        let m = merge(&s, or, &changes, Theirs::Tree(tr)).unwrap();
+        let got = files_of(&s, m.root);
+        for i in 0..4 {
+            let p = format!("f{i}");
+            let (bv, ov, tv, gv) = (bf.get(&p), of.get(&p), tf.get(&p), got.get(&p));
+            let conflicted = m.conflicts.iter().any(|c| c.path == p);
+            if ov == bv {
+                prop_assert_eq!(gv, tv, "{}: ours unchanged takes theirs", p);
+                prop_assert!(!conflicted);
+            } else if tv == bv || ov == tv {
+                prop_assert_eq!(gv, ov, "{}: theirs unchanged (or equal) keeps ours", p);
+                prop_assert!(!conflicted);
+            } else {
+                prop_assert!(conflicted, "{}: both changed differently: {:?}", p, m.conflicts);
+            }
+        }
+    }
+}
+
+#[test]
+fn disjoint_line_edits_merge_and_overlaps_conflict() {
+    let s = session();
+    let base: Files = [("f0".to_string(), b"a\nb\nc\nd\ne\n".to_vec())].into();
+    let ours: Files = [("f0".to_string(), b"A\nb\nc\nd\ne\n".to_vec())].into();
+    let theirs: Files = [("f0".to_string(), b"a\nb\nc\nd\nE\n".to_vec())].into();
+    let (br, or, tr) = (tree_of(&s, &base), tree_of(&s, &ours), tree_of(&s, &theirs));
+    let changes = tree_changes(&**s.store(), br, tr).unwrap();
+    let m = merge(&s, or, &changes, Theirs::Tree(tr)).unwrap();
+    assert!(m.conflicts.is_empty());
+    assert_eq!(files_of(&s, m.root)["f0"], b"A\nb\nc\nd\nE\n");
+    let theirs: Files = [("f0".to_string(), b"X\nb\nc\nd\ne\n".to_vec())].into();
+    let tr = tree_of(&s, &theirs);
+    let changes = tree_changes(&**s.store(), br, tr).unwrap();
+    let m = merge(&s, or, &changes, Theirs::Tree(tr)).unwrap();
+    assert_eq!(m.conflicts.len(), 1);
+    assert_eq!(m.conflicts[0].kind, super::ConflictKind::Content);
+    let text = String::from_utf8(files_of(&s, m.root)["f0"].clone()).unwrap();
+    assert!(
+        text.contains("<<<<<<< ours\nA\n") && text.contains(">>>>>>> theirs"),
+        "{text}"
+    );
+}

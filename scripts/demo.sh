@@ -70,6 +70,10 @@ if grep -q " $FORK fuse" /proc/mounts; then "$TF" umount "$FORK" || true; fi
 "$TF" fork "$FORKNAME" --mount "$FORK"
 echo "only in the fork" > "$FORK/fork.txt"
 ls "$FORK"; ls "$MNT"
+"$TF" -C "$FORK" checkpoint -m "work in the fork" >/dev/null
+echo "==> merge the fork's work back (a three-way merge; a checkpoint with two parents)"
+"$TF" -C "$MNT" merge "$FORKNAME"
+cat "$MNT/fork.txt"
 "$TF" umount "$FORK"
 cd /
 
@@ -84,6 +88,9 @@ if grep -q " $WS fuse" /proc/mounts; then "$TF" umount "$WS" || true; fi
 RS="demo-repo-$(date +%s)"
 "$TF" mount "$WS" --session "$RS" --from "$REPO" --task "fix add()" --ttl-idle 2h
 sed -i 's/a - b/a + b/' "$WS/calc.py"                  # the agent's fix
+printf '# calc\n' > "$REPO/README.md"                  # meanwhile the repository moves on
+git -C "$REPO" add -A && git -C "$REPO" -c user.name=demo -c user.email=demo@example.com commit -q -m "add README"
+"$TF" -C "$WS" rebase                                  # the new commit under the session (new baseline)
 "$TF" -C "$WS" session show "$RS" | head -12
 "$TF" -C "$WS" diff --patch
 "$TF" -C "$WS" promote --dry-run

@@ -107,6 +107,7 @@ commands! {
     Merge(merge::Merge),
     CherryPick(merge::CherryPick),
     Rebase(merge::Rebase),
+    Revert(merge::Revert),
     Promote(promote::Promote),
     Undo(undo::Undo),
     Redo(undo::Redo),

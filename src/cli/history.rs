@@ -60,9 +60,14 @@ impl Human for HistoryAnswer {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         for line in &self.execs {
             let e = &line.exec;
+            let mark = match (line.undone, line.reverted) {
+                (true, _) => "  (undone)",
+                (_, true) => "  (reverted)",
+                _ => "",
+            };
             writeln!(
                 out,
-                "{:>4}  {}  {:<18} {:>8} ms {:>5} changed{}  {}",
+                "{:>4}  {}  {:<18} {:>8} ms {:>5} changed{}  {}{mark}",
                 e.n,
                 fmt_time(line.time),
                 outcome(e),
@@ -70,6 +75,12 @@ impl Human for HistoryAnswer {
                 e.changed_count,
                 if e.may_include_others { "*" } else { " " },
                 e.argv.join(" "),
+            )?;
+        }
+        if !self.execs.is_empty() {
+            writeln!(
+                out,
+                "(`treefork revert exec@N` takes one command's changes out and keeps the later ones; `treefork undo` reverts the newest operation)"
             )?;
         }
         if self.execs.iter().any(|e| e.exec.may_include_others) {

@@ -53,6 +53,21 @@ pub struct CherryPick {
     steps: Steps,
 }
 
+/// Take out what one checkpoint changed — or, with `exec@N`, what recorded
+/// command N changed — keeping everything that came after it (a three-way merge;
+/// a new checkpoint). Where later changes touched the same lines it stops on
+/// conflicts (resolve, then `revert --continue`).
+#[derive(clap::Args)]
+pub struct Revert {
+    #[arg(value_name = "REF", help = REF_HELP, required_unless_present_any = ["cont", "abort"])]
+    target: Option<String>,
+    /// The checkpoint's message.
+    #[arg(short, long)]
+    message: Option<String>,
+    #[command(flatten)]
+    steps: Steps,
+}
+
 /// Replay the session's changes since its baseline onto the durable
 /// repository's new head (default: the head of the branch it was imported
 /// from), file by file; on conflicts it stops (resolve, then `rebase
@@ -176,6 +191,21 @@ impl Run for Rebase {
             cx,
             Op::Rebase(treefork::verbs::Rebase {
                 onto: self.onto.clone(),
+                dry_run: self.steps.dry_run,
+                cont: self.steps.cont,
+                abort: self.steps.abort,
+            }),
+        )
+    }
+}
+
+impl Run for Revert {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        send(
+            cx,
+            Op::Revert(treefork::verbs::Revert {
+                target: self.target.clone(),
+                message: self.message.clone(),
                 dry_run: self.steps.dry_run,
                 cont: self.steps.cont,
                 abort: self.steps.abort,

@@ -122,6 +122,12 @@ pub static TOOLS: &[Tool] = &[
         "Apply the changes one checkpoint made (against its first parent) to the workspace as a new checkpoint; conflicts stop it as merge does (continue=true / abort=true)."
     ),
     tool!(
+        revert = Revert,
+        REPLACE,
+        "Take one change out",
+        "Take out what one checkpoint changed, or with ref exec@N what recorded command N changed, keeping everything after it (a three-way merge; a new checkpoint). Where later changes touched the same lines it stops on conflicts as merge does (continue=true / abort=true)."
+    ),
+    tool!(
         rebase = Rebase,
         REPLACE,
         "Rebase onto the moved repository",
@@ -237,6 +243,7 @@ mod tests {
             "merge",
             "cherry_pick",
             "rebase",
+            "revert",
             "undo",
             "redo",
             "op_log",

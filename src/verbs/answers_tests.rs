@@ -374,6 +374,8 @@ fn history_answers() {
         time: 2,
         explanation: None,
         actor: crate::oplog::Actor::daemon(),
+        undone: false,
+        reverted: false,
     };
     let v = wire(&line);
     let mut want = set(EXEC_FIELDS);

@@ -82,6 +82,7 @@ pub mod remote_list;
 pub mod remote_rm;
 pub mod remote_trust;
 pub mod restore;
+pub mod revert;
 pub mod rewind;
 pub mod session_discard;
 pub mod session_extend;
@@ -228,6 +229,7 @@ table! {
     merge::Merge,
     cherry_pick::CherryPick,
     rebase::Rebase,
+    revert::Revert,
     gc::Gc,
     fsck::Fsck,
     session_rm::SessionRm,

@@ -73,7 +73,7 @@ fn mcp_user_socket_end_to_end() {
     let facts = client(&m, "user", &["--repo", repo.to_str().unwrap()]);
     let tools = facts["tools"].as_array().unwrap();
     assert!(tools.iter().any(|t| t == "promote"), "{facts}");
-    assert_eq!(tools.len(), 22, "{facts}");
+    assert_eq!(tools.len(), 23, "{facts}");
     // The exec was recorded by the daemon, then undone: the log says so.
     let ops = crate::harness::ws_ok(&m, &["--json", "op", "log"]);
     let ops: Value = serde_json::from_str(&ops).unwrap();
@@ -109,7 +109,7 @@ fn mcp_agent_socket_hides_promote() {
     let facts = client(&m, "agent", &["--socket", sock.to_str().unwrap()]);
     let tools = facts["tools"].as_array().unwrap();
     assert!(!tools.iter().any(|t| t == "promote"), "{facts}");
-    assert_eq!(tools.len(), 21, "{facts}");
+    assert_eq!(tools.len(), 22, "{facts}");
     let ops = crate::harness::ws_ok(&m, &["--json", "op", "log", "-n", "1"]);
     let ops: Value = serde_json::from_str(&ops).unwrap();
     assert_eq!(ops["operations"][0]["actor"]["role"], "agent", "{ops}");

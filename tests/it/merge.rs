@@ -404,3 +404,75 @@ fn experiment_adopt_merge_combines_runs_and_octopus_merges() {
     ws_ok(&m, &["undo"]);
     assert!(!m.p("one.txt").exists() && !m.p("two.txt").exists());
 }
+
+#[test]
+fn revert_of_one_exec_keeps_the_commands_after_it_and_history_says_so() {
+    let m = Mount::new();
+    write_synced(&m.p("code.txt"), lines(6, &[]).as_bytes());
+    ws_ok(&m, &["checkpoint", "-m", "base"]);
+    ws_ok(
+        &m,
+        &["exec", "--", "sed", "-i", "s/line 1/edited 1/", "code.txt"],
+    );
+    ws_ok(&m, &["exec", "--", "sh", "-c", "echo ran > test.log"]);
+    ws_ok(
+        &m,
+        &["exec", "--", "sed", "-i", "s/line 4/edited 4/", "code.txt"],
+    );
+    // Take out exec 1 alone: exec 2's log and exec 3's edit stay.
+    let a = j(&m, &["revert", "exec@1"]);
+    assert_eq!(a["status"], "merged", "{a}");
+    assert_eq!(read(&m.p("code.txt")), lines(6, &[(4, "edited 4")]));
+    assert_eq!(read(&m.p("test.log")), "ran\n");
+    let h = j(&m, &["history"]);
+    let execs = h["execs"].as_array().unwrap();
+    let of = |n: u64| execs.iter().find(|e| e["n"] == n).unwrap().clone();
+    assert_eq!(of(1)["reverted"], true, "{h}");
+    assert!(
+        of(2).get("reverted").is_none() && of(2).get("undone").is_none(),
+        "{h}"
+    );
+    let human = ws_ok(&m, &["history"]);
+    assert!(
+        human
+            .lines()
+            .any(|l| l.contains("sed -i s/line 1/") && l.ends_with("(reverted)")),
+        "{human}"
+    );
+    // Undo the revert, then undo exec 3: history marks it undone.
+    ws_ok(&m, &["undo"]);
+    assert_eq!(
+        read(&m.p("code.txt")),
+        lines(6, &[(1, "edited 1"), (4, "edited 4")])
+    );
+    ws_ok(&m, &["undo"]);
+    let h = j(&m, &["history"]);
+    let execs = h["execs"].as_array().unwrap();
+    let of = |n: u64| execs.iter().find(|e| e["n"] == n).unwrap().clone();
+    assert_eq!(of(3)["undone"], true, "{h}");
+    assert!(
+        of(1).get("reverted").is_none(),
+        "the revert was undone: {h}"
+    );
+    // A revert whose lines a later command changed too stops on the conflict.
+    ws_ok(&m, &["redo"]);
+    ws_ok(
+        &m,
+        &[
+            "exec",
+            "--",
+            "sed",
+            "-i",
+            "s/edited 1/edited again/",
+            "code.txt",
+        ],
+    );
+    let (code, c) = jr(&m, &["revert", "exec@1"]);
+    assert_eq!(code, 11, "{c}");
+    assert_eq!(c["conflicts"][0]["path"], "code.txt");
+    assert_eq!(j(&m, &["revert", "--abort"])["status"], "aborted");
+    assert_eq!(
+        read(&m.p("code.txt")),
+        lines(6, &[(1, "edited again"), (4, "edited 4")])
+    );
+}

@@ -208,3 +208,14 @@ def test_merge_result_reads_answers_without_optional_fields() -> None:
     assert r.changes == [treefork.Change("a", "modified")] and r.raw["future"] == 1
     assert r.conflicts == [treefork.MergeConflict("a", "content", None, "d", {})]
     assert not treefork.MergeResult.from_json({"status": "merged"}).conflicted
+
+
+def test_revert_of_one_exec_keeps_the_later_ones(env: Env, session: treefork.Session) -> None:
+    write(session.mountpoint / "f", BASE)
+    session.checkpoint("base")
+    first = session.exec(["sed", "-i", "s/one/ONE/", "f"])
+    session.exec("echo ran > log.txt")
+    r = session.revert(f"exec@{first.exec}", explanation="take the edit out")
+    assert r.op == "revert" and r.status == "merged" and r.checkpoint, r
+    assert (session.mountpoint / "f").read_text() == BASE
+    assert (session.mountpoint / "log.txt").read_text() == "ran\n"

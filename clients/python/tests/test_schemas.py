@@ -60,6 +60,7 @@ RESPONSES: List[Tuple[type, str, Tuple[str, ...], Tuple[str, ...], Tuple[str, ..
     (t.Message, "messages", ("messages", "[]"), (), ()),
     (t.MergeResult, "merge", (), (), ()),
     (t.MergeResult, "cherry_pick", (), (), ()),
+    (t.MergeResult, "revert", (), (), ()),
     (t.MergeResult, "rebase", (), (), ()),
     (t.MergeConflict, "merge", ("conflicts", "[]"), (), ()),
     (t.Change, "merge", ("changes", "[]"), ("added", "removed", "binary"), ()),
@@ -220,7 +221,7 @@ def test_requests_use_verbs_and_their_arguments(verbs) -> None:
     found = requests()
     ops = {op for _, _, op, _ in found}
     # The scan sees the client's calls (a scan that found nothing would pass).
-    assert {"ping", "status", "checkout", "exec_begin", "message_append", "promote", "merge", "cherry_pick", "rebase"} <= ops, ops
+    assert {"ping", "status", "checkout", "exec_begin", "message_append", "promote", "merge", "cherry_pick", "rebase", "revert"} <= ops, ops
     for file, line, op, names in found:
         assert op in verbs, f"{file}:{line}: op {op!r} is not a verb"
         props = resolve(verbs[op]["request"], verbs[op]["request"]).get("properties", {})

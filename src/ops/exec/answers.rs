@@ -85,6 +85,12 @@ pub struct ExecSummary {
     pub explanation: Option<String>,
     /// Who ran it.
     pub actor: Actor,
+    /// Its operation was undone (and not redone since).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undone: bool,
+    /// A later `revert exec@N` took its changes back out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reverted: bool,
 }
 
 /// The answer to `exec_begin`.

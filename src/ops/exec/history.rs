@@ -75,7 +75,36 @@ fn summary(o: &Operation) -> Result<ExecSummary> {
         time: (o.time_ns / 1_000_000_000) as i64,
         explanation: o.explanation.clone(),
         actor: o.actor.clone(),
+        undone: false,
+        reverted: false,
     })
+}
+
+/// What newer records say of older ones, gathered walking back (newest first):
+/// the operations undone and not redone, and the execs reverted.
+#[derive(Default)]
+struct Later {
+    redone: std::collections::HashSet<u64>,
+    undone: std::collections::HashSet<u64>,
+    reverted: std::collections::HashSet<u64>,
+}
+
+impl Later {
+    fn see(&mut self, o: &Operation) {
+        if let Some(u) = o.redoes {
+            self.redone.insert(u);
+        }
+        if let Some(x) = o.undoes
+            && !self.redone.contains(&o.seq)
+        {
+            self.undone.insert(x);
+        }
+        if let Some(n) = o.meta.get("reverts_exec").and_then(Value::as_u64)
+            && !self.undone.contains(&o.seq)
+        {
+            self.reverted.insert(n);
+        }
+    }
 }
 
 /// At most `limit` exec records, newest first (a walk back that stops at `limit`
@@ -97,10 +126,15 @@ pub(crate) fn newest(
 ) -> Result<(Vec<ExecSummary>, walk::Walked)> {
     let limit = limit.unwrap_or(DEFAULT_HISTORY_LIMIT).min(walk::MAX_SHOWN);
     let mut execs = Vec::new();
+    let mut later = Later::default();
     let walked = walk::back(store, session, None, walk::SCAN_LIMIT, &mut |o| {
-        if exec_number(&o).is_some() {
-            execs.push(summary(&o)?);
+        if let Some(n) = exec_number(&o) {
+            let mut line = summary(&o)?;
+            line.undone = later.undone.contains(&o.seq);
+            line.reverted = later.reverted.contains(&n);
+            execs.push(line);
         }
+        later.see(&o);
         Ok(execs.len() < limit)
     })?;
     Ok((execs, walked))

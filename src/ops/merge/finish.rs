@@ -126,6 +126,13 @@ pub(crate) fn cont(t: &Target, call: &Call, op: &str) -> Result<MergeAnswer> {
             view_of(after, before_root),
         );
         o.meta.insert("theirs".into(), m.theirs.clone().into());
+        let exec = m
+            .theirs
+            .strip_prefix("exec@")
+            .and_then(|n| n.parse::<u64>().ok());
+        if let Some(n) = exec.filter(|_| op == "revert") {
+            o.meta.insert("reverts_exec".into(), n.into());
+        }
         Ok((o, extra))
     })?;
     out.status = Status::Merged;

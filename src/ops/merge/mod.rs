@@ -309,5 +309,8 @@ fn op_meta(job: &Job, conflicts: usize) -> serde_json::Map<String, serde_json::V
         m.insert("base".into(), b.clone().into());
     }
     m.insert("conflicts".into(), conflicts.into());
+    if let Some(n) = job.meta.get("reverts_exec") {
+        m.insert("reverts_exec".into(), n.clone());
+    }
     m
 }

@@ -194,3 +194,93 @@ pub(crate) fn cherry_pick(t: &Target, call: &Call, req: &MergeRequest) -> Result
     };
     land(t, call, &job, req.dry_run)
 }
+
+/// What a revert takes out: the changes from `after` back to `before` (roots),
+/// and what to call it. `exec@N` alone names exec N's own change (its record's
+/// before and after states); any other ref, the change its checkpoint made
+/// against its first parent.
+struct Reverted {
+    before: NodeId,
+    after: NodeId,
+    id: Option<CheckpointId>,
+    label: String,
+    exec: Option<u64>,
+}
+
+fn revert_points(t: &Target, spec: &str) -> Result<Option<Reverted>> {
+    let store = t.session.store().clone();
+    let exec = spec
+        .strip_prefix("exec@")
+        .and_then(|n| n.parse::<u64>().ok());
+    if let Some(n) = exec {
+        let o = crate::ops::exec::history::find(&*store, t.session.name(), n)?;
+        let meta = &o.meta["exec"];
+        let Some(after) = meta["after"].as_str() else {
+            return Ok(None);
+        };
+        let after = refctx::resolve(t, after)?;
+        let before = match meta["before"].as_str() {
+            Some(b) => refctx::resolve(t, b)?.root,
+            None => root_of(t, after.parent())?,
+        };
+        let argv: Vec<&str> = meta["argv"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        return Ok(Some(Reverted {
+            before,
+            after: after.root,
+            id: Some(after.id),
+            label: format!("exec {n} ({})", argv.join(" ")),
+            exec: Some(n),
+        }));
+    }
+    let c = resolve_theirs(t, spec)?;
+    Ok(Some(Reverted {
+        before: root_of(t, c.parent())?,
+        after: c.root,
+        id: Some(c.id),
+        label: format!("{}: {}", &c.id.to_hex()[..12], c.message),
+        exec: None,
+    }))
+}
+
+/// `revert`: take out what one checkpoint (or `exec@N`: one recorded command)
+/// changed, keeping everything after it — a three-way merge with base = its
+/// state, theirs = the state before it.
+pub(crate) fn revert(t: &Target, call: &Call, req: &MergeRequest) -> Result<MergeAnswer> {
+    let spec = match target(t, call, "revert", req)? {
+        Ok(s) => s,
+        Err(done) => return Ok(done),
+    };
+    let Some(r) = revert_points(t, spec)? else {
+        let mut a = MergeAnswer::new("revert", Status::UpToDate, spec, None);
+        a.next = Some(format!("{spec} changed nothing"));
+        return Ok(a);
+    };
+    let store = t.session.store().clone();
+    let changes = merge::tree_changes(&*store, r.after, r.before)?;
+    let mut meta = serde_json::Map::new();
+    if let Some(id) = r.id {
+        meta.insert("reverts".into(), id.to_hex().into());
+    }
+    if let Some(n) = r.exec {
+        meta.insert("reverts_exec".into(), n.into());
+    }
+    let job = Job {
+        op: "revert",
+        theirs_spec: spec.to_string(),
+        theirs_id: r.id,
+        base: r.id.map(|i| i.to_hex()),
+        steps: vec![(changes, Theirs::Tree(r.before))],
+        message: req
+            .message
+            .clone()
+            .unwrap_or_else(|| format!("revert {}", r.label)),
+        more_parents: Vec::new(),
+        meta,
+        onto: None,
+        finish_ops: None,
+    };
+    land(t, call, &job, req.dry_run)
+}

@@ -269,6 +269,23 @@ class Session(_ExecMixin, _MessagesMixin, _Base):
         args: Dict[str, Any] = {"abort": True}
         return MergeResult.from_json(self._call("cherry_pick", None, explanation, **args))
 
+    def revert(self, ref: str, message: Optional[str] = None, dry_run: bool = False, explanation: Optional[str] = None) -> MergeResult:
+        """Take out what the checkpoint ``ref`` changed — or, with ``exec@N``, what
+        recorded command N changed — keeping everything after it (a three-way
+        merge; a new checkpoint), else a stop on conflicts."""
+        args: Dict[str, Any] = {"ref": ref, "message": message, "dry_run": dry_run}
+        return MergeResult.from_json(self._call("revert", None, explanation, **args))
+
+    def revert_continue(self, explanation: Optional[str] = None) -> MergeResult:
+        """Finish the revert stopped on conflicts, once they are resolved."""
+        args: Dict[str, Any] = {"continue": True}
+        return MergeResult.from_json(self._call("revert", None, explanation, **args))
+
+    def revert_abort(self, explanation: Optional[str] = None) -> MergeResult:
+        """Put the workspace back as it was before the stopped revert."""
+        args: Dict[str, Any] = {"abort": True}
+        return MergeResult.from_json(self._call("revert", None, explanation, **args))
+
     def rebase(self, onto: Optional[str] = None, dry_run: bool = False, explanation: Optional[str] = None) -> MergeResult:
         """Replay the session's changes since its baseline commit (a session
         mounted ``--from`` a git work tree) onto ``onto``, a commit as git names it

@@ -91,6 +91,11 @@ pub struct RunResult {
     /// Why there is no score although one was asked for.
     #[serde(default)]
     pub score_error: Option<String>,
+    /// The fork's state after the command and before the score command (a
+    /// checkpoint of the fork, hex): the run's own changes are counted to it,
+    /// what the score command wrote apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_checkpoint: Option<String>,
 }
 
 /// Check a run as requested: a label of at most [`MAX_LABEL`] bytes without
@@ -166,6 +171,11 @@ pub fn check_result(r: &RunResult) -> Result<()> {
     }
     if r.score.is_some_and(|s| !s.is_finite()) {
         return bad("score must be a finite number");
+    }
+    if let Some(c) = &r.run_checkpoint
+        && (c.len() != 64 || !c.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        return bad("run_checkpoint must be a checkpoint id (64 hex digits)");
     }
     Ok(())
 }

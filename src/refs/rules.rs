@@ -57,6 +57,10 @@ pub const KNOWN_TRIGGERS: &[TriggerRule] = &[
     rule("promote", false),
     rule("message", false),
     rule("evict", false),
+    rule("merge", false),
+    rule("cherry-pick", false),
+    rule("revert", false),
+    rule("rebase", false),
 ];
 
 /// Check a trigger name's syntax: `[a-z][a-z0-9_-]{0,31}`.

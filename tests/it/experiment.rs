@@ -474,3 +474,85 @@ fn when_every_run_fails_there_is_no_winner_and_the_command_fails() {
         "{why}"
     );
 }
+
+/// FILES counts what a run itself changed; what its score command wrote (build
+/// output) is reported apart; a kept fork says where it is and how to look at it
+/// (issue 27, points 3 and 4).
+#[test]
+fn files_count_the_run_not_its_score_and_kept_forks_say_how_to_look() {
+    let m = Mount::new();
+    write_synced(&m.p("src.txt"), b"slow\n");
+    ws_ok(&m, &["checkpoint", "-m", "base"]);
+    let score = "mkdir -p target && for i in 1 2 3 4 5; do echo x > target/o$i; done; echo 1";
+    let d = exp_ok(
+        &m,
+        &[
+            "-c",
+            "sed -i s/slow/fast/ src.txt",
+            "-c",
+            "true",
+            "--score",
+            score,
+        ],
+    );
+    let one = run_of(&d, 1);
+    assert_eq!(one["files_changed"], 1, "{d}");
+    // target/ and its five files.
+    assert_eq!(one["score_files_changed"], 6, "{d}");
+    assert_eq!(run_of(&d, 2)["files_changed"], 0, "{d}");
+    // The human form of the same: a line for the score's writes, the kept winner.
+    let o = Command::new(bin())
+        .args(["--store", m.store.to_str().unwrap(), "experiment", "show"])
+        .current_dir(&m.mp)
+        .env_remove("TREEFORK_STORE")
+        .env_remove("TREEFORK_SOCKET")
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        shown.contains("the score command changed 6 more path(s)"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("decided by:"),
+        "a tie on score says which rule decided: {shown}"
+    );
+    let o = Command::new(bin())
+        .args([
+            "--store",
+            m.store.to_str().unwrap(),
+            "experiment",
+            "-c",
+            "true",
+            "-c",
+            "true",
+            "--keep",
+        ])
+        .current_dir(&m.mp)
+        .env_remove("TREEFORK_STORE")
+        .env_remove("TREEFORK_SOCKET")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(out.contains("kept, mounted at "), "{out}");
+    let o = Command::new(bin())
+        .args([
+            "--store",
+            m.store.to_str().unwrap(),
+            "experiment",
+            "-c",
+            "true",
+            "-c",
+            "false",
+        ])
+        .current_dir(&m.mp)
+        .env_remove("TREEFORK_STORE")
+        .env_remove("TREEFORK_SOCKET")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        out.contains("kept, not mounted: `treefork mount DIR --session "),
+        "{out}"
+    );
+}

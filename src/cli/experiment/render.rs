@@ -87,6 +87,15 @@ impl Human for Comparison {
                 e.label
             )?;
         }
+        for e in &d.runs {
+            if let Some(n) = e.score_files_changed.filter(|n| *n > 0) {
+                writeln!(
+                    out,
+                    "run {}: the score command changed {n} more path(s) (not in FILES)",
+                    e.result.run
+                )?;
+            }
+        }
         for r in d.runs.iter().map(|e| &e.result) {
             if let Some(e) = &r.error {
                 writeln!(out, "run {}: {e}", r.run)?;
@@ -112,7 +121,21 @@ impl Human for Comparison {
             writeln!(out, "no winner: no run exited 0")?;
         }
         if let Some(c) = &self.cleanup {
-            if !c.kept.is_empty() {
+            for k in &c.kept_at {
+                match &k.mountpoint {
+                    Some(mp) => writeln!(
+                        out,
+                        "fork {} kept, mounted at {mp} (look there; `treefork umount {mp}` when done)",
+                        k.fork
+                    )?,
+                    None => writeln!(
+                        out,
+                        "fork {} kept, not mounted: `treefork mount DIR --session {}` to look at it",
+                        k.fork, k.fork
+                    )?,
+                }
+            }
+            if c.kept_at.is_empty() && !c.kept.is_empty() {
                 writeln!(out, "forks kept: {}", c.kept.join(", "))?;
             }
             for e in &c.errors {

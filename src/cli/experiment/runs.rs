@@ -166,7 +166,7 @@ impl RunArgs {
                             break;
                         };
                         let dir = f.mountpoint.join(cwd);
-                        let r = self.one(id, f.run, spec, &dir, timeout);
+                        let r = self.one(id, f, spec, &dir, timeout);
                         out.lock().unwrap_or_else(|p| p.into_inner()).push(r);
                     }
                 });
@@ -181,11 +181,12 @@ impl RunArgs {
     fn one(
         &self,
         id: &str,
-        run: u32,
+        fork: &ForkMade,
         spec: &RunSpec,
         dir: &Path,
         t: Option<Duration>,
     ) -> ExpResult {
+        let run = fork.run;
         if runner::interrupted() != 0 {
             return ExpResult {
                 run,
@@ -223,6 +224,9 @@ impl RunArgs {
             && r.pid.is_some()
             && !res.interrupted
         {
+            // The run's own changes end here; what the score command writes
+            // (build output, reports) is counted apart.
+            res.run_checkpoint = checkpoint_fork(&fork.mountpoint, id, run);
             match score(cmd, dir, t) {
                 Ok(s) => res.score = Some(s),
                 Err(e) => res.score_error = Some(e),
@@ -241,6 +245,20 @@ fn prepared(sp: Spec, dir: &Path, t: Option<Duration>) -> Spec {
         .null_stdin(true)
         .timeout(t)
         .env("TREEFORK_SOCKET", "")
+}
+
+/// A checkpoint of the fork mounted at `mp` (its own socket), or `None` when it
+/// cannot be taken (the run's changes are then counted with the score's).
+fn checkpoint_fork(mp: &Path, id: &str, run: u32) -> Option<String> {
+    let sock = treefork::control::session_socket(mp).ok()?;
+    let op = Op::Checkpoint(treefork::verbs::Checkpoint {
+        message: format!("experiment {id} run {run}: before the score command"),
+        trigger: "experiment-run".into(),
+        meta: Default::default(),
+    });
+    let r: Reply<Answer<treefork::verbs::Checkpoint>> =
+        super::super::plumbing::call_at(&sock, &op).ok()?;
+    Some(r.body.checkpoint.id)
 }
 
 /// Run the score command in `dir`: the last number it prints.

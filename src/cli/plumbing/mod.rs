@@ -122,6 +122,13 @@ fn call_socket_events<T: DeserializeOwned>(
     Reply::parse(v)
 }
 
+/// Call `op` on the control socket `sock` (another session's, e.g. a fork's).
+pub fn call_at<T: DeserializeOwned>(sock: &Path, op: &Op) -> Result<Reply<T>> {
+    call_socket(sock, op, &mut |_| {}, || {
+        format!("nothing answers on {}", sock.display())
+    })
+}
+
 /// Call `op` on the daemon serving `store`.
 pub fn call<T: DeserializeOwned>(
     store: &Path,

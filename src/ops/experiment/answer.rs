@@ -66,8 +66,12 @@ pub struct RunEntry {
     pub fork: String,
     /// Its final state: a checkpoint of its fork (hex).
     pub checkpoint: String,
-    /// Paths that differ between the base and its final state.
+    /// Paths the run changed: between the base and its state before the score
+    /// command (its final state when there was none).
     pub files_changed: u64,
+    /// Paths the score command changed after the run (not counted above).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score_files_changed: Option<u64>,
 }
 
 /// Two runs compared.
@@ -136,6 +140,18 @@ pub struct Cleanup {
     pub kept: Vec<String>,
     /// Forks that could not be removed.
     pub errors: Vec<CleanupError>,
+    /// The kept forks and where each is mounted (`None`: kept unmounted).
+    #[serde(default)]
+    pub kept_at: Vec<KeptFork>,
+}
+
+/// A fork an experiment kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct KeptFork {
+    /// The fork (a session).
+    pub fork: String,
+    /// Where it is mounted, if it is.
+    pub mountpoint: Option<String>,
 }
 
 /// A fork that could not be removed.

@@ -17,7 +17,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::answer::{Cleanup, CleanupError, Comparison, FileDiff, Pair, Recorded, RunEntry};
+use super::answer::{
+    Cleanup, CleanupError, Comparison, FileDiff, KeptFork, Pair, Recorded, RunEntry,
+};
 use super::compare::{self, RankBy};
 use super::{KIND, META_KEY, forks, recorded};
 use crate::command::wire::{RunResult, check_result};
@@ -62,6 +64,7 @@ struct Final {
     checkpoint: CheckpointId,
     root: NodeId,
     files_changed: u64,
+    score_files_changed: Option<u64>,
 }
 
 /// Record the experiment and clean up its forks.
@@ -94,7 +97,7 @@ pub fn end<H: Host>(
     let results = complete_results(std::mem::take(&mut req.results), &forks)?;
     let finals = forks
         .iter()
-        .map(|(run, rec)| final_state(h, &*store, *run, rec))
+        .map(|(run, rec)| final_state(h, &*store, *run, rec, run_checkpoint(&results, *run)))
         .collect::<Result<Vec<_>>>()?;
     let ranking = compare::rank(&results, by);
     let winner = compare::winner(&results, &ranking).filter(|_| !req.abort);
@@ -185,6 +188,7 @@ fn final_state<H: Host>(
     store: &dyn ObjectStore,
     run: u32,
     rec: &SessionRecord,
+    before_score: Option<&str>,
 ) -> Result<Final> {
     let msg = format!("experiment run {run}");
     let c = match h.target(Some(&rec.name)) {
@@ -197,12 +201,33 @@ fn final_state<H: Host>(
     let root = c.root;
     let base = rec.meta[META_KEY]["base"].as_str().unwrap_or_default();
     let base_root = refs::resolve(store, None, base)?.root;
+    // The run's own changes end where the CLI checkpointed the fork before the
+    // score command: only a checkpoint of this very fork counts.
+    let mid = before_score
+        .and_then(|hex| refs::resolve(store, None, hex).ok())
+        .filter(|m| m.session == rec.name);
+    let (files_changed, score_files_changed) = match mid {
+        Some(m) => (
+            diff::diff_count(store, base_root, m.root)?,
+            Some(diff::diff_count(store, m.root, root)?),
+        ),
+        None => (diff::diff_count(store, base_root, root)?, None),
+    };
     Ok(Final {
         rec: rec.clone(),
         checkpoint: c.id,
         root,
-        files_changed: diff::diff_count(store, base_root, root)?,
+        files_changed,
+        score_files_changed,
     })
+}
+
+/// The checkpoint the CLI reported for run `run` before its score command.
+fn run_checkpoint(results: &[RunResult], run: u32) -> Option<&str> {
+    results
+        .iter()
+        .find(|r| r.run == run)
+        .and_then(|r| r.run_checkpoint.as_deref())
 }
 
 /// A run's stored entry: its result and its fork's facts (from the fork's
@@ -224,6 +249,7 @@ fn run_entry(r: &RunResult, f: &Final) -> Result<RunEntry> {
         fork: f.rec.name.clone(),
         checkpoint: f.checkpoint.to_hex(),
         files_changed: f.files_changed,
+        score_files_changed: f.score_files_changed,
     })
 }
 
@@ -311,10 +337,21 @@ fn cleanup<H: Host>(
             }
         }
     }
+    let kept_at = kept
+        .iter()
+        .map(|f| KeptFork {
+            fork: f.clone(),
+            mountpoint: h
+                .target(Some(f))
+                .ok()
+                .map(|t| t.mountpoint.display().to_string()),
+        })
+        .collect();
     Cleanup {
         removed,
         kept,
         errors,
+        kept_at,
     }
 }
 

@@ -128,6 +128,7 @@ fn recorded() -> crate::ops::experiment::answer::Recorded {
         fork: format!("s-xe1-{n}"),
         checkpoint: "ab".repeat(32),
         files_changed: 1,
+        score_files_changed: None,
     };
     let runs = vec![run(1, 0, "a\n"), run(2, 1, "b\n")];
     let results: Vec<RunResult> = runs.iter().map(|r| r.result.clone()).collect();
@@ -241,6 +242,7 @@ fn experiment_record_and_comparison() {
             fork: "x".into(),
             error: "busy".into(),
         }],
+        kept_at: vec![],
     });
     assert_eq!(
         wire(&ended)["cleanup"],

@@ -141,7 +141,7 @@ pub struct Cleanup {
     /// Forks that could not be removed.
     pub errors: Vec<CleanupError>,
     /// The kept forks and where each is mounted (`None`: kept unmounted).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kept_at: Vec<KeptFork>,
 }
 

@@ -171,6 +171,9 @@ impl Human for Promoted {
         if let Some(n) = &a.next {
             writeln!(out, "{n}")?;
         }
+        if let Some(w) = &a.workspace_git {
+            writeln!(out, "{w}")?;
+        }
         Ok(())
     }
 }

@@ -378,8 +378,8 @@ impl Daemon {
     }
 }
 
-/// Whether live session `t` changed since its last promote (its tree is not the
-/// one promoted): until-promote then waits for the next promote. A promote
+/// Whether live session `t` changed since its last promote (its tree, `.git/`
+/// aside, is not the one promoted): until-promote then waits for the next promote. A promote
 /// recorded before the promoted tree was kept counts as unchanged.
 fn changed_since_promote(t: &Target, info: &lifecycle::SessionInfo) -> bool {
     let Some(promoted) = info
@@ -392,8 +392,15 @@ fn changed_since_promote(t: &Target, info: &lifecycle::SessionInfo) -> bool {
     };
     let s = &t.session;
     let now = crate::ops::syncfs_at(&t.mount).and_then(|_| s.flush());
-    match now {
-        Ok(root) => crate::diff::differ(&**s.store(), promoted, root).unwrap_or(true),
-        Err(_) => true,
-    }
+    let Ok(root) = now else {
+        return true;
+    };
+    // The workspace's own `.git` changes with any git command (and with the
+    // promote commit taken in): never promoted, so not a change that counts.
+    let mut changed = false;
+    let walked = crate::diff::diff_walk(&**s.store(), promoted, root, &mut |e| {
+        changed = e.path != b".git" && !e.path.starts_with(b".git/");
+        !changed
+    });
+    walked.is_err() || changed
 }

@@ -284,6 +284,7 @@ fn promote_answers() {
         lifecycle: None,
         drifted: vec![],
         next: None,
+        workspace_git: None,
     };
     // A dry run: the report alone.
     assert_eq!(

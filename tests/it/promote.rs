@@ -768,3 +768,27 @@ fn ignored_paths_are_summarised_per_top_directory() {
         serde_json::from_str(&promote_ok(m, &[], &["--dry-run", "--json"])).unwrap();
     assert_eq!(v["skipped"].as_array().unwrap().len(), 31, "{v}");
 }
+
+/// After a commit promote the workspace's own git agrees with the durable
+/// repository: its branch names the promote commit, `git status` there shows
+/// only what was not promoted (issue 27, point 2); a branch with the agent's own
+/// commits is left alone, and the answer says so.
+#[test]
+fn the_workspace_git_takes_the_promote_commit_in() {
+    let s = setup();
+    let (repo, m) = (&s.repo, &s.m);
+    write_synced(&m.p("src/lib.rs"), b"pub fn a() { /* promoted */ }\n");
+    write_synced(&m.p("README"), b"not promoted\n");
+    let out = promote_ok(m, &["src/lib.rs"], &["-m", "one"]);
+    assert!(out.contains("now names the promote commit"), "{out}");
+    let durable = git(repo, &["rev-parse", "HEAD"]);
+    assert_eq!(git(&m.mp, &["rev-parse", "HEAD"]), durable);
+    assert_eq!(git(&m.mp, &["status", "--porcelain"]), "M README");
+    // The agent commits in the workspace; the next promote does not move its branch.
+    git(&m.mp, &["commit", "-qam", "agent's own"]);
+    let own = git(&m.mp, &["rev-parse", "HEAD"]);
+    write_synced(&m.p("src/lib.rs"), b"pub fn a() { /* twice */ }\n");
+    let out = promote_ok(m, &["src/lib.rs"], &["-m", "two"]);
+    assert!(out.contains("has commits of its own"), "{out}");
+    assert_eq!(git(&m.mp, &["rev-parse", "HEAD"]), own);
+}

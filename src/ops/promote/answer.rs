@@ -48,6 +48,10 @@ pub struct PromoteAnswer {
     /// What to do next, in words (a dry run with drifted paths: rebase).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next: Option<String>,
+    /// A `commit` promote: what became of the workspace's own git repository
+    /// (the promote commit taken in, or why not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_git: Option<String>,
 }
 
 /// A path a promote writes.

@@ -24,6 +24,7 @@ mod plan;
 mod rest;
 mod scratch;
 mod strategy;
+mod workspace;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -197,6 +198,12 @@ pub(crate) fn run(t: &Target, call: &Call, req: Promote) -> Result<PromoteAnswer
         &message,
         s.name(),
     )?;
+    out.workspace_git = match (&ground, &result.commit, strategy) {
+        (Ground::Repo { origin, .. }, Some(c), Strategy::Commit) => {
+            workspace::take_in(t, origin, c)
+        }
+        _ => None,
+    };
     let mut in_repo = |left: &[rest::Changed]| match &ground {
         Ground::Repo { durable, .. } => {
             // The durable branch as it is now: moved by this promote (commit), or
@@ -475,6 +482,7 @@ fn report(
         lifecycle: None,
         drifted: Vec::new(),
         next: None,
+        workspace_git: None,
     }
 }
 

@@ -4,7 +4,8 @@
 //! chunk they reference.
 //!
 //! Roots of the store (see docs/design.md, "Garbage collection"):
-//! - every session record: its working root, its base root and its head checkpoint
+//! - every session record: its working root, its base root and its head checkpoint,
+//!   and its origin's baseline tree (the info record's `origin.baseline_root`)
 //!   (and what a merge stopped on conflicts names: `SessionRecord::merging`);
 //! - every branch (ref), including the `auto/...` refs of auto-saves;
 //! - every checkpoint and workspace root a retained operation record names
@@ -93,6 +94,7 @@ pub struct Roots {
 pub fn roots(meta: &dyn MetaStore) -> Result<Roots> {
     let mut r = Roots::default();
     r.read_sessions(meta)?;
+    r.read_baselines(meta)?;
     r.read_branches(meta)?;
     // Referrers before referents: a record naming a checkpoint is read before the
     // checkpoints are, so one committed in between (with its referrer, in the same
@@ -161,6 +163,27 @@ impl Roots {
                     None,
                     format!("unreadable checkpoint record: {e}"),
                 )),
+            }
+        }
+        Ok(())
+    }
+
+    /// The baseline tree of each session's origin (its info record's
+    /// `origin.baseline_root`: the import, or where a rebase or promote moved it),
+    /// which promote and rebase read. Read as JSON (`lifecycle` owns the record
+    /// and sits above this module); a record without one names nothing.
+    fn read_baselines(&mut self, meta: &dyn MetaStore) -> Result<()> {
+        for s in &self.sessions {
+            let Some(v) = meta.get(&crate::meta::info_key(&s.name))? else {
+                continue;
+            };
+            let info: serde_json::Value = serde_json::from_slice(&v).unwrap_or_default();
+            let root = info["origin"]["baseline_root"]
+                .as_str()
+                .and_then(NodeId::from_hex);
+            if let Some(id) = root {
+                self.op_roots
+                    .push((format!("session {} baseline", s.name), id));
             }
         }
         Ok(())

@@ -784,6 +784,14 @@ fn the_workspace_git_takes_the_promote_commit_in() {
     let durable = git(repo, &["rev-parse", "HEAD"]);
     assert_eq!(git(&m.mp, &["rev-parse", "HEAD"]), durable);
     assert_eq!(git(&m.mp, &["status", "--porcelain"]), "M README");
+    // Built on the baseline: the session's baseline moved to the promote commit.
+    let info: serde_json::Value =
+        serde_json::from_str(&ws_ok(m, &["--json", "session", "show", "s"])).unwrap();
+    assert_eq!(
+        info["info"]["origin"]["baseline"],
+        durable.as_str(),
+        "{info}"
+    );
     // The agent commits in the workspace; the next promote does not move its branch.
     git(&m.mp, &["commit", "-qam", "agent's own"]);
     let own = git(&m.mp, &["rev-parse", "HEAD"]);

@@ -170,7 +170,7 @@ fn parse_raw(out: &[u8]) -> Result<Vec<Raw>> {
 
 /// What git changed between `from` and `to`, with every blob read (bounded by
 /// [`BLOBS_MAX`]); submodules are left out.
-fn git_changes(git: &Git, from: &str, to: &str) -> Result<Vec<Change>> {
+pub(crate) fn git_changes(git: &Git, from: &str, to: &str) -> Result<Vec<Change>> {
     let out = git.ok(&[
         "diff",
         "--raw",

@@ -198,12 +198,8 @@ pub(crate) fn run(t: &Target, call: &Call, req: Promote) -> Result<PromoteAnswer
         &message,
         s.name(),
     )?;
-    out.workspace_git = match (&ground, &result.commit, strategy) {
-        (Ground::Repo { origin, .. }, Some(c), Strategy::Commit) => {
-            workspace::take_in(t, origin, c)
-        }
-        _ => None,
-    };
+    let (new_baseline, ws_git) = workspace::after(t, &ground, &result, strategy);
+    out.workspace_git = ws_git;
     let mut in_repo = |left: &[rest::Changed]| match &ground {
         Ground::Repo { durable, .. } => {
             // The durable branch as it is now: moved by this promote (commit), or
@@ -244,7 +240,7 @@ pub(crate) fn run(t: &Target, call: &Call, req: Promote) -> Result<PromoteAnswer
     let mut done = promoted(strategy, &plan, &result);
     done.complete = coverage.complete();
     done.root = Some(root.to_hex());
-    let rec = record_result(t, op, done)?;
+    let rec = record_result(t, op, done, new_baseline)?;
     out.lifecycle = info.as_ref().and_then(|i| rest::note(&i.policy, &coverage));
     out.landed = result;
     out.saved = saved.map(|c| c.id.to_hex());
@@ -568,6 +564,7 @@ fn record_result(
     t: &Target,
     op: crate::oplog::NewOp,
     promoted: Promoted,
+    new_baseline: Option<(String, NodeId)>,
 ) -> Result<crate::oplog::Operation> {
     let s = &t.session;
     let store = s.store();
@@ -590,6 +587,11 @@ fn record_result(
             o.promoted.push(sha.clone());
             let over = o.promoted.len().saturating_sub(lifecycle::MAX_PROMOTED);
             o.promoted.drain(..over);
+            // Built on the baseline itself: the baseline moves to the commit.
+            if let Some((commit, root)) = &new_baseline {
+                o.baseline = Some(commit.clone());
+                o.baseline_root = root.to_hex();
+            }
         }
         let extra = vec![MetaOp::Expect(key.clone(), old), info.op()];
         match crate::oplog::append(&**store, s.name(), op.clone(), extra) {

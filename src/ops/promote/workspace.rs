@@ -4,6 +4,10 @@
 //! there and its index read from it — so `git status` in the workspace shows only
 //! what was not promoted.
 //!
+//! The session's baseline moves to the promote commit too when the durable
+//! branch had nothing new since the baseline ([`advanced_baseline`]): the
+//! baseline tree then gains exactly what was promoted.
+//!
 //! Only when that is safe to do without asking: the workspace's HEAD is the
 //! origin's branch and that branch still names the commit the promote built on
 //! or the session's baseline (no commits of the agent's own there, which the move
@@ -12,13 +16,49 @@
 //! environment), on the mounted workspace; a failure is reported, never fatal:
 //! the promote itself has landed.
 
-use super::answer::Committed;
+use super::answer::{Committed, Landed};
 use super::gitio::Git;
+use super::{Ground, Strategy};
+use crate::id::NodeId;
 use crate::lifecycle::Origin;
+use crate::merge::{self, Theirs};
 use crate::ops::Target;
 
+/// After a landed promote: the new baseline (a `commit` promote built on the
+/// baseline) and the note on the workspace's git.
+pub(super) fn after(
+    t: &Target,
+    ground: &Ground,
+    landed: &Landed,
+    strategy: Strategy,
+) -> (Option<(String, NodeId)>, Option<String>) {
+    match (ground, &landed.commit, strategy) {
+        (Ground::Repo { origin, .. }, Some(c), Strategy::Commit) => {
+            (advanced_baseline(t, origin, c), take_in(t, origin, c))
+        }
+        _ => (None, None),
+    }
+}
+
+/// The new baseline after commit `c` (its commit and tree) when the promote
+/// built on the baseline itself: the baseline tree with what git changed from
+/// the baseline to `c` (the promoted paths) taken in. `None` otherwise (others'
+/// commits came first: only a rebase takes those in) or when it cannot be read.
+fn advanced_baseline(t: &Target, origin: &Origin, c: &Committed) -> Option<(String, NodeId)> {
+    if origin.baseline.as_deref() != Some(c.parent.as_str()) {
+        return None;
+    }
+    let git = Git::new(&origin.path);
+    let changes = crate::ops::merge::rebase::git_changes(&git, &c.parent, &c.sha).ok()?;
+    let base = NodeId::from_hex(&origin.baseline_root)?;
+    let root = merge::merge(&t.session, base, &changes, Theirs::Blobs)
+        .ok()?
+        .root;
+    Some((c.sha.clone(), root))
+}
+
 /// Take commit `c` into the workspace's repository; a note saying what happened.
-pub(super) fn take_in(t: &Target, origin: &Origin, c: &Committed) -> Option<String> {
+fn take_in(t: &Target, origin: &Origin, c: &Committed) -> Option<String> {
     let ws = &t.mountpoint;
     if !ws.join(".git").is_dir() {
         return None;

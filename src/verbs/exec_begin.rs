@@ -33,6 +33,12 @@ impl Verb for ExecBegin {
 }
 
 impl Handler for ExecBegin {
+    fn before_lock(&self, t: &ops::Target) -> Result<()> {
+        // A message appended before this request is written with the state
+        // before it (the writer's queue drains first).
+        ops::messages::wait(t)
+    }
+
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let explanation = cx.call.explanation.clone();
         ops::exec::begin(&cx.target(), cx.actor, self.argv, self.cwd, explanation)

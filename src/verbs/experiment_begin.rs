@@ -30,6 +30,12 @@ impl Verb for ExperimentBegin {
 }
 
 impl Handler for ExperimentBegin {
+    fn before_lock(&self, t: &ops::Target) -> Result<()> {
+        // A message appended before this request is written with the state
+        // before it (the writer's queue drains first).
+        ops::messages::wait(t)
+    }
+
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let by_agent = cx.call.actor.is_agent();
         let t = cx.target();

@@ -45,6 +45,12 @@ impl Verb for Revert {
 }
 
 impl Handler for Revert {
+    fn before_lock(&self, t: &ops::Target) -> Result<()> {
+        // A message appended before this request is written with the state
+        // before it (the writer's queue drains first).
+        ops::messages::wait(t)
+    }
+
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let Revert {
             target,

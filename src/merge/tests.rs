@@ -120,3 +120,93 @@ fn disjoint_line_edits_merge_and_overlaps_conflict() {
         "{text}"
     );
 }
+
+/// A tree built by `f` on an empty private session.
+fn built(s: &Session, f: &mut dyn FnMut(&Session) -> crate::error::Result<()>) -> NodeId {
+    let empty = empty_root(&**s.store(), 0, 0).unwrap();
+    s.build_beside(empty, f).unwrap()
+}
+
+fn file(w: &Session, name: &str, data: &[u8], perm: u32) -> crate::error::Result<()> {
+    let ino = w
+        .create_node(1, name.as_bytes(), NewNode::File, perm, 0, 0)?
+        .ino;
+    w.write(ino, 0, data)?;
+    Ok(())
+}
+
+#[test]
+fn kinds_modes_links_and_directories() {
+    let s = session();
+    let base = built(&s, &mut |w| {
+        file(w, "mode", b"x\n", 0o644)?;
+        file(w, "clash", b"c\n", 0o644)?;
+        w.create_node(1, b"link", NewNode::Symlink(b"a"), 0o777, 0, 0)?;
+        w.create_node(1, b"gone", NewNode::Dir, 0o755, 0, 0)?;
+        Ok(())
+    });
+    // Ours: `clash` became a directory, the link points elsewhere.
+    let ours = built(&s, &mut |w| {
+        file(w, "mode", b"x\n", 0o644)?;
+        let d = w.create_node(1, b"clash", NewNode::Dir, 0o755, 0, 0)?.ino;
+        let ino = w.create_node(d, b"in", NewNode::File, 0o644, 0, 0)?.ino;
+        w.write(ino, 0, b"i\n")?;
+        w.create_node(1, b"link", NewNode::Symlink(b"ours"), 0o777, 0, 0)?;
+        w.create_node(1, b"gone", NewNode::Dir, 0o755, 0, 0)?;
+        Ok(())
+    });
+    // Theirs: `mode` executable, `clash` edited, the link elsewhere, `gone` gone,
+    // a new directory with a file.
+    let theirs = built(&s, &mut |w| {
+        file(w, "mode", b"x\n", 0o755)?;
+        file(w, "clash", b"c2\n", 0o644)?;
+        w.create_node(1, b"link", NewNode::Symlink(b"theirs"), 0o777, 0, 0)?;
+        let d = w.create_node(1, b"new", NewNode::Dir, 0o755, 0, 0)?.ino;
+        let ino = w.create_node(d, b"f", NewNode::File, 0o644, 0, 0)?.ino;
+        w.write(ino, 0, b"n\n")?;
+        Ok(())
+    });
+    let changes = tree_changes(&**s.store(), base, theirs).unwrap();
+    let m = merge(&s, ours, &changes, Theirs::Tree(theirs)).unwrap();
+    let store = s.store();
+    let t = Tree::load(&**store, m.root).unwrap();
+    let at = |p: &str| t.lookup(&**store, p.as_bytes()).unwrap();
+    assert_eq!(
+        at("mode").unwrap().attr.perm & 0o777,
+        0o755,
+        "theirs' mode taken"
+    );
+    assert_eq!(
+        at("clash").unwrap().kind,
+        crate::tree::Kind::Dir,
+        "ours kept"
+    );
+    assert_eq!(
+        read_file(&**store, &at("clash~theirs").unwrap(), 99).unwrap(),
+        b"c2\n"
+    );
+    assert_eq!(
+        at("link").unwrap().content,
+        crate::tree::Content::Bytes(b"ours".to_vec())
+    );
+    assert!(
+        at("gone").is_none(),
+        "an empty directory theirs deleted goes"
+    );
+    assert_eq!(
+        read_file(&**store, &at("new/f").unwrap(), 99).unwrap(),
+        b"n\n"
+    );
+    let kinds: Vec<(&str, super::ConflictKind)> = m
+        .conflicts
+        .iter()
+        .map(|c| (c.path.as_str(), c.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            ("clash", super::ConflictKind::Kind),
+            ("link", super::ConflictKind::Kind)
+        ]
+    );
+}

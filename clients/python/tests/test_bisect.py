@@ -60,3 +60,24 @@ def test_search_matches_brute_force() -> None:
                 bad, good = found
                 assert fails[bad]
                 assert good is None and bad == 0 or good is not None and good == bad - 1 and not fails[good]
+
+
+def test_the_dataclasses_match_the_recorded_document() -> None:
+    """``Bisected`` and its parts name exactly the fields of the document
+    ``bisect_end`` records (its request's ``result``, from the daemon's schema)."""
+    import json
+    import subprocess
+
+    from conftest import tf_bin
+    from test_schemas import at, mismatches
+
+    out = subprocess.run([tf_bin(), "--json", "schema"], capture_output=True, text=True, check=True).stdout
+    req = {v["name"]: v for v in json.loads(out)["verbs"]}["bisect_end"]["request"]
+    for cls, path in [
+        (treefork.Bisected, ("result",)),
+        (treefork.BisectStep, ("result", "steps", "[]")),
+        (treefork.BisectPoint, ("result", "good")),
+    ]:
+        schema = at(req, path)
+        assert schema is not None, path
+        assert mismatches(cls, schema, (), ()) == [], cls

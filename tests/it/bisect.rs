@@ -3,7 +3,9 @@
 //! no fork session, mountpoint or directory left afterwards; the command failing
 //! already at the good end; passing at the bad end is an error; a timeout counts
 //! as a failure, a program that cannot start is an error; `--keep`; SIGINT of the
-//! CLI removes every fork.
+//! CLI removes every fork. The verbs: one `bisect` record per bisect, a bisect on
+//! an agent socket, `bisect_end` removing only its bisect's forks and checking
+//! the result it records (once).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -465,4 +467,57 @@ fn raw(m: &Mount, line: &str) -> Value {
             return v;
         }
     }
+}
+
+#[test]
+fn bisect_end_checks_the_result_and_records_it_once() {
+    let m = Mount::new();
+    let ids = twenty(&m);
+    let b = raw(
+        &m,
+        &serde_json::json!({"v": 1, "op": "bisect_begin", "checkpoints": [ids[0]]}).to_string(),
+    );
+    assert_eq!(b["ok"], true, "{b:#}");
+    let id = b["id"].as_str().unwrap().to_string();
+    let point = |i: usize| serde_json::json!({"id": ids[i], "short": &ids[i][..12], "message": format!("cp {i}"), "time": 0});
+    let result = |good: Value| {
+        serde_json::json!({"command": ["true"], "first_bad": null, "last_good": null,
+            "good": good, "bad": point(19), "candidates": 20, "jobs": 1, "rounds": 1,
+            "wall_ms": 1, "steps": []})
+    };
+    let end = |extra: Value| {
+        let mut req = serde_json::json!({"v": 1, "op": "bisect_end", "id": id});
+        for (k, v) in extra.as_object().unwrap() {
+            req[k] = v.clone();
+        }
+        raw(&m, &req.to_string())
+    };
+    let kinds = op_kinds(&m);
+    // Not hex, an unknown checkpoint, a result with abort: refused, nothing
+    // removed, nothing recorded.
+    let mut bad = point(0);
+    bad["id"] = "zz".into();
+    let unknown = serde_json::json!({"id": "ab".repeat(32), "short": "abababababab", "message": "", "time": 0});
+    for (extra, code) in [
+        (serde_json::json!({"result": result(bad)}), "invalid"),
+        (serde_json::json!({"result": result(unknown)}), "not_found"),
+        (
+            serde_json::json!({"result": result(point(0)), "abort": true, "remove": "all"}),
+            "invalid",
+        ),
+    ] {
+        let r = end(extra);
+        assert_eq!(r["ok"], false, "{r:#}");
+        assert_eq!(r["error"]["code"], code, "{r:#}");
+    }
+    assert_eq!(op_kinds(&m), kinds);
+    assert_eq!(sessions(&m).len(), 2);
+    // The final call: the fork removed, one record; a second one is a conflict.
+    let r = end(serde_json::json!({"result": result(point(0)), "remove": "all"}));
+    assert_eq!(r["ok"], true, "{r:#}");
+    assert!(r["seq"].is_u64(), "{r:#}");
+    assert_eq!(op_kinds(&m).len(), kinds.len() + 1);
+    let r = end(serde_json::json!({"result": result(point(0))}));
+    assert_eq!(r["error"]["code"], "conflict", "{r:#}");
+    assert_clean(&m);
 }

@@ -6,13 +6,16 @@
 //! checked and bounded before the daemon stores them), and [`runner`], the process
 //! runner (spawn, tee or capture with caps, timeout over the process group, signal
 //! forwarding) that `treefork exec`, `treefork experiment` and the MCP server's
-//! `exec` and `experiment` tools use.
+//! `exec` and `experiment` tools use, and [`bisect`], the bisect both the CLI's
+//! `bisect run` and the MCP `bisect` tool run (the pure search, the rounds over
+//! the client's `bisect_begin`/`bisect_end`, the result document).
 //!
 //! Invariants: the daemon never runs a command (it records what a client reports);
 //! nothing here names the protocol's requests (`crate::control` imports this
 //! module, never the reverse) nor a client (the CLI and the MCP server import it,
 //! and neither imports the other for it).
 
+pub mod bisect;
 pub mod runner;
 pub mod wire;
 

@@ -16,6 +16,7 @@
 //! MCP stream (commands run with output captured and stdin from /dev/null; logs
 //! go to stderr). See docs/protocol.md, "MCP".
 
+mod bisect;
 mod bridge;
 mod calls;
 mod run;

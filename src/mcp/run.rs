@@ -31,7 +31,7 @@ pub const CAPTURE_DEFAULT: usize = 256 << 10;
 const TICK: Duration = Duration::from_millis(500);
 
 /// A relative directory without `..`, as a path under `root`.
-fn place(root: &Path, cwd: &str) -> Result<PathBuf, ToolError> {
+pub(super) fn place(root: &Path, cwd: &str) -> Result<PathBuf, ToolError> {
     let p = Path::new(cwd);
     let ok = p
         .components()
@@ -45,7 +45,7 @@ fn place(root: &Path, cwd: &str) -> Result<PathBuf, ToolError> {
     Ok(root.join(p))
 }
 
-fn timeout(t: Option<f64>) -> Result<Option<Duration>, ToolError> {
+pub(super) fn timeout(t: Option<f64>) -> Result<Option<Duration>, ToolError> {
     t.map(|s| {
         Duration::try_from_secs_f64(s)
             .ok()

@@ -230,6 +230,28 @@ pub struct ExperimentArgs {
     pub keep: bool,
 }
 
+/// `bisect`.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct BisectArgs {
+    /// The test, run by `sh -c` in each fork (give this or `argv`): exit 0 = good.
+    pub command: Option<String>,
+    /// The test as an argument vector, run directly (instead of `command`).
+    pub argv: Option<Vec<String>>,
+    /// Checkpoints tested at once, each in its own fork (default 1).
+    pub jobs: Option<usize>,
+    /// Where the test passes (default: the oldest checkpoint on bad's first parents).
+    pub good: Option<String>,
+    /// Where the test fails (default: HEAD).
+    pub bad: Option<String>,
+    /// Stop a run after this many seconds (counts as a failure).
+    pub timeout_s: Option<f64>,
+    /// Working directory relative to the workspace root, in each fork.
+    #[serde(default)]
+    pub cwd: String,
+}
+
 /// A message's role.
 #[derive(Deserialize, JsonSchema, serde::Serialize, Clone, Copy)]
 #[schemars(crate = "rmcp::schemars")]

@@ -14,7 +14,7 @@ use treefork::verbs;
 use super::schemas::{self as s, nullable, object};
 use super::tools::Output::Own;
 use super::tools::{ADD, Hints, READ, REPLACE, Tool};
-use super::{calls, run};
+use super::{bisect, calls, run};
 
 /// A tool: `name = Verb` (arguments: the verb's request, sent as is) or
 /// `name = Verb(ArgsType) => run_fn`; then hints, title, description, and an
@@ -172,6 +172,17 @@ pub static TOOLS: &[Tool] = &[
         "Adopt an experiment's run",
         "Bring a run's final files into the workspace (pending changes saved first; undo reverts it)."
     ),
+    tool!(bisect = BisectBegin(s::BisectArgs) => bisect::bisect, ADD,
+        "Find the first bad checkpoint",
+        "Run a test command (command: sh -c string, or argv) in throwaway forks of the checkpoints on the first-parent history from good (default: the oldest) to bad (default: HEAD), jobs at a time (a k-ary search), and name the first checkpoint where it fails (exit non-zero or timeout). The workspace never moves; the forks are removed; the result is recorded as one bisect operation. Sends progress per round.",
+        Own(|| object(
+            json!({"first_bad": {"type": ["object", "null"]}, "last_good": {"type": ["object", "null"]},
+                "good": {"type": "object"}, "bad": {"type": "object"},
+                "steps": {"type": "array", "items": {"type": "object"}},
+                "candidates": {"type": "integer"}, "rounds": {"type": "integer"}}),
+            &["first_bad", "steps"],
+        ))
+    ),
     tool!(messages_append = MessageAppend(s::AppendArgs) => calls::messages_append, ADD,
         "Append a message",
         "Append a message to the session's conversation log, tied to the current checkpoint and operation (returns once queued; flush=true waits until durable).",
@@ -250,6 +261,7 @@ mod tests {
             "exec",
             "experiment",
             "experiment_adopt",
+            "bisect",
             "messages_append",
             "messages_list",
             "rewind",
@@ -332,6 +344,10 @@ mod tests {
             (
                 "experiment",
                 &["commands", "env", "rank_by", "timeout_s", "keep"],
+            ),
+            (
+                "bisect",
+                &["command", "argv", "jobs", "good", "bad", "timeout_s"],
             ),
             ("messages_append", &["flush"]),
         ];

@@ -111,7 +111,7 @@ impl Tool {
             .read_only(h.read_only)
             .destructive(h.destructive)
             .idempotent(h.idempotent)
-            .open_world(self.name == "exec" || self.name == "experiment");
+            .open_world(matches!(self.name, "exec" | "experiment" | "bisect"));
         rmcp::model::Tool::new(self.name, self.description, (self.input)())
             .with_title(self.title)
             .with_raw_output_schema(self.output_schema())

@@ -31,6 +31,7 @@
 //! last flush).
 
 pub(crate) mod auto;
+pub mod bisect;
 pub mod branch;
 pub mod checkout;
 pub mod checkpoint;

@@ -36,6 +36,8 @@ mod prelude {
 
 // The verbs, one file each (declared here, outside the table, so rustfmt and
 // every tool that follows `mod` see them).
+pub mod bisect_begin;
+pub mod bisect_end;
 pub mod branch;
 pub mod branch_delete;
 pub mod branch_rename;
@@ -243,6 +245,8 @@ table! {
     experiment_end::ExperimentEnd,
     experiment_show::ExperimentShow,
     experiment_adopt::ExperimentAdopt,
+    bisect_begin::BisectBegin,
+    bisect_end::BisectEnd,
     exec_begin::ExecBegin,
     exec_output::ExecOutput,
     exec_end::ExecEnd,

@@ -3,7 +3,9 @@
 //! no fork session, mountpoint or directory left afterwards; the command failing
 //! already at the good end; passing at the bad end is an error; a timeout counts
 //! as a failure, a program that cannot start is an error; `--keep`; SIGINT of the
-//! CLI removes every fork.
+//! CLI removes every fork. The verbs: one `bisect` record per bisect, a bisect on
+//! an agent socket, `bisect_end` removing only its bisect's forks and checking
+//! the result it records (once).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -328,5 +330,194 @@ fn sigint_of_the_cli_stops_the_runs_and_removes_every_fork() {
             .join("\n")
     };
     assert!(!sleepers("37.125"), "{}", ps());
+    assert_clean(&m);
+}
+
+/// The kinds of the session's operations, newest first.
+fn op_kinds(m: &Mount) -> Vec<String> {
+    let v: Value = serde_json::from_str(&ws_ok(m, &["--json", "op", "log", "-n", "1000"])).unwrap();
+    v["operations"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v:#}"))
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_op_log_gets_one_bisect_record() {
+    let m = Mount::new();
+    let ids = twenty(&m);
+    let before = op_kinds(&m);
+    let doc = bisect_ok(
+        &m,
+        &["--good", &ids[0], "-j", "3", "grep", "-q", "good", "f"],
+    );
+    assert_eq!(doc["first_bad"]["id"], ids[FIRST_BAD]);
+    let after = op_kinds(&m);
+    assert_eq!(after.len(), before.len() + 1, "{after:?}");
+    assert_eq!(after[0], "bisect");
+    assert_eq!(after[1..], before[..]);
+    // The record holds the result.
+    let v: Value = serde_json::from_str(&ws_ok(&m, &["--json", "op", "log"])).unwrap();
+    let rec = &v["operations"][0];
+    let meta = if rec["record"].is_object() {
+        &rec["record"]["meta"]
+    } else {
+        &rec["meta"]
+    };
+    assert_eq!(meta["first_bad"]["id"], ids[FIRST_BAD], "{rec:#}");
+    assert_eq!(meta["steps"], doc["steps"]);
+    assert_clean(&m);
+}
+
+#[test]
+fn a_bisect_on_an_agent_socket_works_and_removes_its_forks() {
+    let dir = tempfile::Builder::new()
+        .prefix("tf-agent-")
+        .tempdir()
+        .unwrap();
+    let sock = dir.path().join("agent.sock");
+    let m = Mount::with_options("s", &["--agent-socket", sock.to_str().unwrap()]);
+    let ids = twenty(&m);
+    let o = Command::new(bin())
+        .args(["--json", "bisect", "run", "-j", "2", "--good", &ids[0]])
+        .args(["grep", "-q", "good", "f"])
+        .env("TREEFORK_SOCKET", &sock)
+        .env_remove("TREEFORK_STORE")
+        .current_dir(&m.mp)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["first_bad"]["id"], ids[FIRST_BAD], "{doc:#}");
+    assert_eq!(op_kinds(&m)[0], "bisect");
+    assert_clean(&m);
+}
+
+#[test]
+fn bisect_end_removes_only_its_own_forks() {
+    let m = Mount::new();
+    let ids = twenty(&m);
+    // Another session, and a fork of this one that is no bisect's.
+    let other = m.tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    ws_ok(&m, &["fork", "plain", "--mount", other.to_str().unwrap()]);
+    let line = serde_json::json!({"v": 1, "op": "bisect_begin", "checkpoints": [ids[3], ids[7]]});
+    let b = raw(&m, &line.to_string());
+    assert_eq!(b["ok"], true, "{b:#}");
+    let id = b["id"].as_str().unwrap().to_string();
+    let forks: Vec<String> = b["forks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["session"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(forks.len(), 2);
+    assert!(forks[0].starts_with(&format!("s-b{id}-")), "{forks:?}");
+    let mp = PathBuf::from(b["forks"][0]["mountpoint"].as_str().unwrap());
+    assert_eq!(mp.parent().unwrap(), forks_dir(&m));
+    let f = std::fs::read_to_string(mp.join("f")).unwrap();
+    assert_eq!(f, "good 3\n");
+    // Naming a session that is not one of its forks refuses the whole request.
+    for stranger in ["plain", "s"] {
+        let end = serde_json::json!({"v": 1, "op": "bisect_end", "id": id,
+            "remove": [forks[0], stranger]});
+        let r = raw(&m, &end.to_string());
+        assert_eq!(r["ok"], false, "{r:#}");
+        assert_eq!(r["error"]["code"], "invalid", "{r:#}");
+    }
+    // Another bisect id names none of them.
+    let end = serde_json::json!({"v": 1, "op": "bisect_end", "id": "abc123", "remove": [forks[0]]});
+    assert_eq!(raw(&m, &end.to_string())["ok"], false);
+    let mut all = sessions(&m);
+    all.sort();
+    assert!(
+        all.contains(&"plain".to_string()) && all.contains(&forks[0]),
+        "{all:?}"
+    );
+    // Its own forks: removed, nothing recorded.
+    let kinds = op_kinds(&m);
+    let end = serde_json::json!({"v": 1, "op": "bisect_end", "id": id, "remove": "all"});
+    let r = raw(&m, &end.to_string());
+    assert_eq!(r["ok"], true, "{r:#}");
+    assert_eq!(r["removed"].as_array().unwrap().len(), 2, "{r:#}");
+    assert!(r["seq"].is_null());
+    assert_eq!(op_kinds(&m), kinds);
+    assert!(!forks_dir(&m).exists());
+    umount_ok(&m.store, &other);
+    tf_ok(&m.store, &["session", "rm", "plain"]);
+    assert_clean(&m);
+}
+
+/// Send one raw request on the session socket; the final response.
+fn raw(m: &Mount, line: &str) -> Value {
+    use std::io::{BufRead, BufReader, Write};
+    let rec = treefork::control::find_mount(&m.mp).expect("mount registered");
+    let mut s =
+        std::os::unix::net::UnixStream::connect(rec.socket.expect("session socket")).unwrap();
+    s.write_all(line.as_bytes()).unwrap();
+    s.write_all(b"\n").unwrap();
+    let mut r = BufReader::new(s);
+    loop {
+        let mut l = String::new();
+        assert!(r.read_line(&mut l).unwrap() > 0, "connection closed");
+        let v: Value = serde_json::from_str(&l).unwrap();
+        if v.get("event").is_none() {
+            return v;
+        }
+    }
+}
+
+#[test]
+fn bisect_end_checks_the_result_and_records_it_once() {
+    let m = Mount::new();
+    let ids = twenty(&m);
+    let b = raw(
+        &m,
+        &serde_json::json!({"v": 1, "op": "bisect_begin", "checkpoints": [ids[0]]}).to_string(),
+    );
+    assert_eq!(b["ok"], true, "{b:#}");
+    let id = b["id"].as_str().unwrap().to_string();
+    let point = |i: usize| serde_json::json!({"id": ids[i], "short": &ids[i][..12], "message": format!("cp {i}"), "time": 0});
+    let result = |good: Value| {
+        serde_json::json!({"command": ["true"], "first_bad": null, "last_good": null,
+            "good": good, "bad": point(19), "candidates": 20, "jobs": 1, "rounds": 1,
+            "wall_ms": 1, "steps": []})
+    };
+    let end = |extra: Value| {
+        let mut req = serde_json::json!({"v": 1, "op": "bisect_end", "id": id});
+        for (k, v) in extra.as_object().unwrap() {
+            req[k] = v.clone();
+        }
+        raw(&m, &req.to_string())
+    };
+    let kinds = op_kinds(&m);
+    // Not hex, an unknown checkpoint, a result with abort: refused, nothing
+    // removed, nothing recorded.
+    let mut bad = point(0);
+    bad["id"] = "zz".into();
+    let unknown = serde_json::json!({"id": "ab".repeat(32), "short": "abababababab", "message": "", "time": 0});
+    for (extra, code) in [
+        (serde_json::json!({"result": result(bad)}), "invalid"),
+        (serde_json::json!({"result": result(unknown)}), "not_found"),
+        (
+            serde_json::json!({"result": result(point(0)), "abort": true, "remove": "all"}),
+            "invalid",
+        ),
+    ] {
+        let r = end(extra);
+        assert_eq!(r["ok"], false, "{r:#}");
+        assert_eq!(r["error"]["code"], code, "{r:#}");
+    }
+    assert_eq!(op_kinds(&m), kinds);
+    assert_eq!(sessions(&m).len(), 2);
+    // The final call: the fork removed, one record; a second one is a conflict.
+    let r = end(serde_json::json!({"result": result(point(0)), "remove": "all"}));
+    assert_eq!(r["ok"], true, "{r:#}");
+    assert!(r["seq"].is_u64(), "{r:#}");
+    assert_eq!(op_kinds(&m).len(), kinds.len() + 1);
+    let r = end(serde_json::json!({"result": result(point(0))}));
+    assert_eq!(r["error"]["code"], "conflict", "{r:#}");
     assert_clean(&m);
 }

@@ -60,7 +60,8 @@ fn git(repo: &Path, args: &[&str]) -> String {
 
 /// The user's socket (found from the workspace): every tool listed, with valid
 /// schemas and hints; checkpoint, diff with a byte limit, exec with progress,
-/// show_file, undo, experiment with progress and adopt, restore's default dry
+/// show_file, undo, experiment with progress and adopt, bisect with progress
+/// (one `bisect` record, no fork left), restore's default dry
 /// run, error results with their codes, promote's default dry run on a real git
 /// repository and its BASELINE_CONFLICT with paths. Checked here against the
 /// mount, the store and git.
@@ -73,7 +74,7 @@ fn mcp_user_socket_end_to_end() {
     let facts = client(&m, "user", &["--repo", repo.to_str().unwrap()]);
     let tools = facts["tools"].as_array().unwrap();
     assert!(tools.iter().any(|t| t == "promote"), "{facts}");
-    assert_eq!(tools.len(), 23, "{facts}");
+    assert_eq!(tools.len(), 24, "{facts}");
     // The exec was recorded by the daemon, then undone: the log says so.
     let ops = crate::harness::ws_ok(&m, &["--json", "op", "log"]);
     let ops: Value = serde_json::from_str(&ops).unwrap();
@@ -88,6 +89,7 @@ fn mcp_user_socket_end_to_end() {
         "undo",
         "experiment",
         "adopt",
+        "bisect",
         "checkpoint",
         "cherry-pick",
     ] {
@@ -109,7 +111,7 @@ fn mcp_agent_socket_hides_promote() {
     let facts = client(&m, "agent", &["--socket", sock.to_str().unwrap()]);
     let tools = facts["tools"].as_array().unwrap();
     assert!(!tools.iter().any(|t| t == "promote"), "{facts}");
-    assert_eq!(tools.len(), 22, "{facts}");
+    assert_eq!(tools.len(), 23, "{facts}");
     let ops = crate::harness::ws_ok(&m, &["--json", "op", "log", "-n", "1"]);
     let ops: Value = serde_json::from_str(&ops).unwrap();
     assert_eq!(ops["operations"][0]["actor"]["role"], "agent", "{ops}");

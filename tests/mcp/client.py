@@ -138,6 +138,27 @@ async def scenario_user(tools, session, args):
     check(ad["run"] == 1 and len(prog) >= 1, ad)
     check(read(ws, "r.txt") == "one\n", "adopted the winner's r.txt")
 
+    # bisect: four checkpoints, bisect.txt breaks at the third; the workspace stays
+    ids = []
+    for i, word in enumerate(["fine", "fine", "wrong", "wrong"]):
+        write(ws, "bisect.txt", f"{word} {i}\n")
+        _, c, _ = await tools.call("checkpoint", {"message": f"bisect {i}"})
+        ids.append(c["checkpoint"]["id"])
+    _, bi, prog = await tools.call(
+        "bisect", {"command": "grep -q fine bisect.txt", "good": ids[0], "jobs": 2}
+    )
+    check(bi["first_bad"]["id"] == ids[2] and bi["last_good"]["id"] == ids[1], bi)
+    check(bi["candidates"] == 4 and bi["steps"], bi)
+    check(len(prog) >= 2 and any("round 1" in (p["message"] or "") for p in prog), prog)
+    check(read(ws, "bisect.txt") == "wrong 3\n", "bisect moves nothing")
+    check(not os.path.exists(os.path.join(os.path.dirname(ws), "." + os.path.basename(ws) + ".bisect")), "forks left")
+    _, ol, _ = await tools.call("op_log", {"limit": 1})
+    check(ol["operations"][0]["kind"] == "bisect", ol["operations"][0])
+    r, sc, _ = await tools.call("bisect", {"command": "true", "argv": ["true"]}, ok=False)
+    check(r.isError is True and sc["error"]["code"] == "invalid", sc)
+    facts["bisect_first_bad"] = bi["first_bad"]["id"]
+    facts["bisect_progress"] = len(prog)
+
     # restore is a dry run unless told otherwise
     _, rs, _ = await tools.call("restore", {"ref": facts["checkpoint"], "paths": ["r.txt"]})
     check(rs["dry_run"] is True and rs["changes"], rs)

@@ -3,15 +3,16 @@
 //!
 //! The command runs here, in the CLI (as `exec` and `experiment` do: the daemon
 //! never runs agent-supplied commands), once per candidate tested, each time in a
-//! throwaway fork of that checkpoint made with the `fork` verb and removed after
-//! (`umount`, `session_rm`) unless `--keep`. With `--jobs N` a round tests N
-//! candidates at once (k-ary search, [`search`]). The session itself is never
-//! changed: its HEAD and files stay where they are (each fork adds an inert `fork`
-//! record to its operation log).
+//! throwaway fork of that checkpoint the daemon makes (`bisect_begin`) and
+//! removes after the round (`bisect_end`) unless `--keep`. With `--jobs N` a
+//! round tests N candidates at once (the k-ary search and the rounds are
+//! `treefork::command::bisect`'s, shared with the MCP `bisect` tool). The session
+//! itself is never changed: its HEAD and files stay where they are, and its
+//! operation log gets one inert `bisect` record (the final `bisect_end`). It
+//! works on an agent socket too (the bisect verbs are an agent's).
 //!
-//! Files: [`search`] (the pure k-ary search), [`trial`] (one round: fork, run and
-//! remove, in parallel), [`render`] (the result document and its human form),
-//! this file (the arguments and the candidates).
+//! Files: [`trial`] (the forks through the bisect verbs, progress), [`render`]
+//! (the human form of the result), this file (the arguments and the candidates).
 //!
 //! Interruption: SIGINT, SIGTERM or SIGHUP are caught from the start (the shared
 //! runner's handler) and forwarded to the running commands' process groups; no
@@ -20,18 +21,16 @@
 //! are sessions named `S-bID-N` (listed by `sessions`, removed by `session rm`).
 
 mod render;
-mod search;
 mod trial;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::Exit;
 use super::plumbing::runner;
 use super::prelude::*;
-use render::{Bisected, Point};
-use search::Found;
+use treefork::command::bisect::{self as drive, Plan, Point, Stop};
 use treefork::ops::views::CheckpointView;
 
 /// Most checkpoints read along the first-parent chain of `--bad`.
@@ -90,12 +89,6 @@ impl Run for Bisect {
     }
 }
 
-/// The session a bisect runs against, from the socket's `ping`.
-struct Source {
-    session: String,
-    mountpoint: PathBuf,
-}
-
 impl RunArgs {
     fn timeout(&self) -> Result<Option<Duration>> {
         match self.timeout {
@@ -106,35 +99,27 @@ impl RunArgs {
     }
 
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let t0 = Instant::now();
         let timeout = self.timeout()?;
         if self.jobs == 0 {
             bail!("--jobs must be at least 1");
         }
         runner::install_signal_handlers();
-        let src = source(cx)?;
-        let candidates = self.candidates(cx)?;
-        let dir = forks_dir(&src.mountpoint)?;
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| anyhow!("cannot create {}: {e}", dir.display()))?;
-        let trial = trial::Trial {
-            cx,
+        let mountpoint = mountpoint(cx)?;
+        let candidates: Vec<Point> = self.candidates(cx)?.iter().map(render::point).collect();
+        let cwd = caller_place(&mountpoint);
+        let plan = Plan {
             argv: self.command.clone(),
-            cwd: caller_place(&src.mountpoint),
-            dir: dir.clone(),
-            prefix: trial::fork_prefix(&src.session, &new_id()),
+            cwd: cwd.clone(),
             timeout,
-            keep: self.keep,
             jobs: self.jobs,
-            candidates: &candidates,
-            rounds: Default::default(),
-            steps: Default::default(),
+            keep: self.keep,
         };
-        let r = search::search(candidates.len(), self.jobs, |points| trial.round(points));
-        let steps = trial.into_steps();
-        if !self.keep || r.is_err() {
-            let _ = std::fs::remove_dir(&dir);
-        }
+        let mut forks = trial::CliForks {
+            cx,
+            id: None,
+            cwd: Some(cwd).filter(|c| !c.is_empty()),
+        };
+        let r = drive::run(&mut forks, &plan, &candidates);
         let sig = runner::interrupted();
         if sig != 0 {
             return Err(Exit {
@@ -143,36 +128,22 @@ impl RunArgs {
             }
             .into());
         }
-        let (found, rounds) = r?;
-        let point = |i: usize| Point::of(&candidates[i]);
-        let (first_bad, last_good) = match found {
-            Found::FirstBad {
-                first_bad,
-                last_good,
-            } => (Some(point(first_bad)), last_good.map(point)),
-            Found::PassesAtBad => (None, None),
-        };
-        let doc = Bisected {
-            command: self.command_text(),
-            first_bad,
-            last_good,
-            good: point(0),
-            bad: point(candidates.len() - 1),
-            candidates: candidates.len(),
-            jobs: self.jobs,
-            rounds,
-            wall_ms: t0.elapsed().as_millis() as u64,
-            steps,
+        let doc = match r {
+            Ok(doc) => doc,
+            Err((Stop::Client(e), _)) => return Err(e),
+            Err((Stop::CannotStart(e), _)) => bail!("{e}"),
+            Err((Stop::Interrupted(sig), _)) => {
+                return Err(Exit {
+                    status: 128 + sig,
+                    error: anyhow!(
+                        "bisect interrupted: every run was stopped and every fork removed"
+                    ),
+                }
+                .into());
+            }
         };
         let raw = serde_json::to_value(&doc)?;
         Ok(Reply::new(raw, doc).into())
-    }
-
-    fn command_text(&self) -> Vec<String> {
-        self.command
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect()
     }
 
     /// The checkpoints from `--good` to `--bad` along `--bad`'s first parents,
@@ -204,23 +175,13 @@ impl RunArgs {
     }
 }
 
-/// The source session and its mountpoint (refused on an agent socket: removing
-/// the forks takes `umount` and `session rm`, which are the user's).
-fn source(cx: &Ctx) -> Result<Source> {
+/// The source session's mountpoint.
+fn mountpoint(cx: &Ctx) -> Result<PathBuf> {
     let pong: Reply<Answer<treefork::verbs::Ping>> =
         cx.session(Op::Ping(treefork::verbs::Ping {}))?;
     let p = pong.body;
-    if p.role.as_deref() == Some("agent") {
-        return Err(super::failure::Failure::coded(
-            "forbidden",
-            "bisect removes its forks with umount and session rm, which an agent socket may not do; run it as the user",
-        ));
-    }
     match (p.session, p.mountpoint) {
-        (Some(session), Some(mountpoint)) => Ok(Source {
-            session,
-            mountpoint,
-        }),
+        (Some(_), Some(mountpoint)) => Ok(mountpoint),
         _ => bail!("the control socket does not serve a mounted session"),
     }
 }
@@ -235,23 +196,6 @@ fn log(cx: &Ctx, from: Option<String>, limit: usize) -> Result<Answer<treefork::
     Ok(r.body)
 }
 
-/// Where the forks of the session mounted at `mp` go: `<parent>/.<name>.bisect`
-/// (next to experiment forks' `.<name>.experiments`).
-fn forks_dir(mp: &Path) -> Result<PathBuf> {
-    match (mp.parent(), mp.file_name()) {
-        (Some(parent), Some(name)) => {
-            let mut n = OsString::from(".");
-            n.push(name);
-            n.push(".bisect");
-            Ok(parent.join(n))
-        }
-        _ => bail!(
-            "the workspace at {} has no parent directory for bisect forks",
-            mp.display()
-        ),
-    }
-}
-
 /// The caller's directory relative to the workspace root `ws` ("" outside it).
 fn caller_place(ws: &Path) -> String {
     let Ok(here) = std::env::current_dir() else {
@@ -263,18 +207,4 @@ fn caller_place(ws: &Path) -> String {
         Ok(rel) => rel.to_str().unwrap_or("").to_string(),
         Err(_) => String::new(),
     }
-}
-
-/// A fresh bisect id: six hex digits (time, pid and the hasher's random keys).
-fn new_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos(),
-    );
-    h.write_u32(std::process::id());
-    format!("{:06x}", h.finish() & 0xff_ffff)
 }

@@ -74,7 +74,12 @@ fn check(t: &Target, req: &ExperimentBegin, by_agent: bool) -> Result<()> {
     for (i, r) in req.runs.iter().enumerate() {
         check_spec(i, r)?;
     }
-    if let Some(cwd) = req.cwd.as_deref() {
+    check_cwd(req.cwd.as_deref())
+}
+
+/// A `cwd` from a request: relative, inside the workspace, without `..`.
+pub(crate) fn check_cwd(cwd: Option<&str>) -> Result<()> {
+    if let Some(cwd) = cwd {
         let p = Path::new(cwd);
         let ok = cwd.len() <= MAX_CWD
             && !cwd.contains('\0')
@@ -91,15 +96,22 @@ fn check(t: &Target, req: &ExperimentBegin, by_agent: bool) -> Result<()> {
 /// Where the forks of the session mounted at `mp` go:
 /// `<parent>/.<name>.experiments`.
 pub(super) fn forks_dir(mp: &Path) -> Result<PathBuf> {
+    forks_dir_for(mp, "experiments")
+}
+
+/// `<parent>/.<name>.<what>`: where the forks of the session mounted at `mp` go
+/// (`experiments`, `bisect`).
+pub(crate) fn forks_dir_for(mp: &Path, what: &str) -> Result<PathBuf> {
     match (mp.parent(), mp.file_name()) {
         (Some(parent), Some(name)) => {
             let mut n = std::ffi::OsString::from(".");
             n.push(name);
-            n.push(".experiments");
+            n.push(".");
+            n.push(what);
             Ok(parent.join(n))
         }
         _ => Err(Error::Invalid(format!(
-            "the workspace at {} has no parent directory for experiment forks",
+            "the workspace at {} has no parent directory for its forks",
             mp.display()
         ))),
     }

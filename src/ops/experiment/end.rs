@@ -357,7 +357,7 @@ fn cleanup<H: Host>(
 
 /// Unmount fork `name` if it is mounted (removing its mountpoint directory, and
 /// the experiment directory once empty); with `remove`, delete its record too.
-pub(super) fn remove_fork<H: Host>(h: &H, name: &str, remove: bool) -> Result<()> {
+pub(crate) fn remove_fork<H: Host>(h: &H, name: &str, remove: bool) -> Result<()> {
     if let Ok(ft) = h.target(Some(name)) {
         let mp: PathBuf = ft.mountpoint.clone();
         drop(ft);

@@ -58,7 +58,7 @@ pub fn fork_name(session: &str, id: &str, run: u32) -> String {
 }
 
 /// A fresh experiment id: six hex digits.
-fn new_id() -> String {
+pub(crate) fn new_id() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let mut h = blake3::Hasher::new();

@@ -45,6 +45,9 @@ from .session import Fork, Session
 from .store import mount, umount
 from .types import (
     AdoptResult,
+    Bisected,
+    BisectPoint,
+    BisectStep,
     BranchInfo,
     Change,
     Checkpoint,
@@ -80,7 +83,7 @@ __all__ = [
     "UnsupportedVersion", "UnknownOp", "TooLarge", "Invalid", "NotFound", "Conflict", "Locked",
     "ShuttingDown", "StoreIOError", "Corrupt", "MissingObject", "ObjectTooLarge", "MetaError",
     "PosixError", "Forbidden", "RateLimited", "Busy", "BaselineConflict", "ConflictPath",
-    "AdoptResult", "BranchInfo", "Change", "Checkpoint", "CheckoutResult", "Comparison", "Diff",
+    "AdoptResult", "Bisected", "BisectPoint", "BisectStep", "BranchInfo", "Change", "Checkpoint", "CheckoutResult", "Comparison", "Diff",
     "DirEntry", "ExecResult", "FileContent", "ForkResult", "MergeConflict", "MergeResult", "Message", "Operation",
     "PromoteChange", "PromoteResult", "RestoreResult", "RewindResult", "RunOutcome", "RunSpec",
     "Saved", "ShowResult", "Status", "UndoResult",

@@ -17,6 +17,7 @@ from ._base import PingInfo, _Base
 from ._blake3 import blake3_hex
 from .connection import Connection, EventCallback
 from .errors import Corrupt, NotMounted
+from .bisect import _BisectMixin
 from .execution import _ExecMixin
 from .messages import _MessagesMixin
 from .registry import find_mount
@@ -49,7 +50,7 @@ class Fork(ForkResult):
         return Session.from_mountpoint(self.mountpoint)
 
 
-class Session(_ExecMixin, _MessagesMixin, _Base):
+class Session(_ExecMixin, _BisectMixin, _MessagesMixin, _Base):
     """A client of one session's control socket.
 
     ``on_event`` receives every event line of every request (progress, streamed

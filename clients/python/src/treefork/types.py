@@ -690,3 +690,96 @@ class RewindResult:
             int(d.get("seq") or 0),
             d,
         )
+
+
+@dataclass(frozen=True)
+class BisectPoint:
+    """A checkpoint as a bisect names it."""
+
+    id: str
+    short: str
+    message: str
+    #: Unix time in seconds.
+    time: int
+
+    @classmethod
+    def from_json(cls, d: Json) -> "BisectPoint":
+        return cls(str(d.get("id", "")), str(d.get("short", "")), str(d.get("message", "")), int(d.get("time") or 0))
+
+
+@dataclass(frozen=True)
+class BisectStep:
+    """One candidate tested by a bisect."""
+
+    round: int
+    checkpoint: str
+    short: str
+    message: str
+    #: Position among the candidates (0 = the good end).
+    index: int
+    exit: Optional[int]
+    signal: Optional[int]
+    timed_out: bool
+    #: Anything but exit 0 (a timeout included).
+    failed: bool
+    duration_ms: int
+    fork: str
+    kept_at: Optional[str]
+    not_removed: Optional[str]
+
+    @classmethod
+    def from_json(cls, d: Json) -> "BisectStep":
+        return cls(
+            int(d.get("round") or 0),
+            str(d.get("checkpoint", "")),
+            str(d.get("short", "")),
+            str(d.get("message", "")),
+            int(d.get("index") or 0),
+            d.get("exit"),
+            d.get("signal"),
+            bool(d.get("timed_out", False)),
+            bool(d.get("failed", False)),
+            int(d.get("duration_ms") or 0),
+            str(d.get("fork", "")),
+            _s(d.get("kept_at")),
+            _s(d.get("not_removed")),
+        )
+
+
+@dataclass(frozen=True)
+class Bisected:
+    """What a bisect found (the document of ``treefork --json bisect run``)."""
+
+    command: List[str]
+    #: The first checkpoint where the command fails (``None``: it passes at bad).
+    first_bad: Optional[BisectPoint]
+    #: The one right before it, where it passed (``None`` when the first bad is
+    #: the good end, or there is none).
+    last_good: Optional[BisectPoint]
+    good: BisectPoint
+    bad: BisectPoint
+    candidates: int
+    jobs: int
+    rounds: int
+    wall_ms: int
+    steps: List[BisectStep]
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> "Bisected":
+        def point(v: Any) -> Optional[BisectPoint]:
+            return None if v is None else BisectPoint.from_json(v)
+
+        return cls(
+            [str(a) for a in d.get("command") or []],
+            point(d.get("first_bad")),
+            point(d.get("last_good")),
+            BisectPoint.from_json(d.get("good") or {}),
+            BisectPoint.from_json(d.get("bad") or {}),
+            int(d.get("candidates") or 0),
+            int(d.get("jobs") or 0),
+            int(d.get("rounds") or 0),
+            int(d.get("wall_ms") or 0),
+            [BisectStep.from_json(s) for s in d.get("steps") or []],
+            d,
+        )

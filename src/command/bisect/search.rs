@@ -1,4 +1,4 @@
-//! The k-ary search of `bisect run`, pure: candidates are indices `0..len`
+//! The k-ary search of a bisect, pure: candidates are indices `0..len`
 //! (oldest first), a *round* tests a batch of them at once (the caller runs the
 //! batch, up to `jobs` at a time) and answers, per index, whether the command
 //! failed there. No I/O here.

@@ -1,0 +1,276 @@
+//! `bisect_begin`: make and mount one fork per candidate checkpoint of a bisect.
+//!
+//! Order (as `experiment_begin`): check the request; resolve every checkpoint
+//! (in the caller's scope); claim every fork name and refuse existing records;
+//! open (create) every mountpoint; write all records and lineage keys in one
+//! commit; release the source's op lock; mount each. A failure at any step
+//! removes what this request made. Nothing is recorded in the operation log.
+
+use std::path::{Path, PathBuf};
+use std::sync::MutexGuard;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{MAX_N, META_KEY, check_id, fork_name, forks};
+use crate::control::MountFor;
+use crate::error::{Error, Result};
+use crate::meta::MetaOp;
+use crate::ops::experiment::begin::{check_cwd, forks_dir_for};
+use crate::ops::experiment::end::remove_fork;
+use crate::ops::{Host, Target, refctx};
+use crate::session::{self, SessionRecord};
+
+/// Most forks of one bisect alive at once.
+pub const MAX_LIVE: usize = 1024;
+
+/// Make and mount one fork per checkpoint of a bisect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BisectBegin {
+    /// The bisect to add forks to (absent: a new bisect, its id chosen here).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The checkpoints to fork (ids; at least one, at most the
+    /// `experiment_max_runs` setting).
+    pub checkpoints: Vec<String>,
+    /// The forks' numbers `n` (names `S-bID-n`), one per checkpoint: the
+    /// candidates' positions (default: counting on from the highest live fork's).
+    #[serde(default)]
+    pub numbers: Option<Vec<u32>>,
+    /// The caller's directory relative to the workspace root.
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+/// The answer to `bisect_begin`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BisectBegun {
+    /// The bisect id (send it with the next `bisect_begin` and `bisect_end`).
+    pub id: String,
+    /// One mounted fork per checkpoint, in request order.
+    pub forks: Vec<BisectFork>,
+}
+
+/// One fork of a bisect, mounted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BisectFork {
+    /// The fork's number.
+    pub n: u32,
+    /// The checkpoint it starts at (hex).
+    pub checkpoint: String,
+    /// The fork's session name.
+    pub session: String,
+    /// Where it is mounted.
+    pub mountpoint: PathBuf,
+}
+
+/// A fork prepared (claimed, record built, mountpoint open), not yet mounted.
+struct Prepared<D> {
+    rec: SessionRecord,
+    dir: D,
+    mp: PathBuf,
+    n: u32,
+    checkpoint: String,
+}
+
+/// The numbers of the forks asked: given (distinct, bounded, one per
+/// checkpoint) or counting on from the highest live fork's.
+fn numbers(req: &BisectBegin, live: &[(u32, SessionRecord)]) -> Result<Vec<u32>> {
+    let k = req.checkpoints.len();
+    let ns = match &req.numbers {
+        Some(ns) => ns.clone(),
+        None => {
+            let from = live.iter().map(|(n, _)| n + 1).max().unwrap_or(1);
+            (from..).take(k).collect()
+        }
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    let ok = ns.len() == k && ns.iter().all(|n| *n <= MAX_N && seen.insert(*n));
+    if !ok {
+        return Err(Error::Invalid(format!(
+            "numbers: one distinct number (at most {MAX_N}) per checkpoint"
+        )));
+    }
+    if let Some((n, r)) = live.iter().find(|(n, _)| seen.contains(n)) {
+        return Err(Error::Conflict(format!(
+            "fork {n} of this bisect exists already ({})",
+            r.name
+        )));
+    }
+    Ok(ns)
+}
+
+/// Check the request's bounds: at least one checkpoint, at most the session's
+/// `experiment_max_runs` per request and [`MAX_LIVE`] alive, the agent quota.
+fn check(t: &Target, req: &BisectBegin, live: usize, by_agent: bool) -> Result<()> {
+    let max = t.session.record().config.experiment_max_runs;
+    let k = req.checkpoints.len();
+    if k == 0 {
+        return Err(Error::Invalid(
+            "bisect_begin needs at least one checkpoint".into(),
+        ));
+    }
+    if k as u64 > max {
+        return Err(Error::Invalid(format!(
+            "{k} forks asked; at most {max} per request (setting experiment_max_runs)"
+        )));
+    }
+    if live + k > MAX_LIVE {
+        return Err(Error::Invalid(format!(
+            "this bisect has {live} forks; at most {MAX_LIVE} at once"
+        )));
+    }
+    if by_agent {
+        let store = t.session.store();
+        crate::quota::check_agent_sessions(&**store, t.session.name(), k as u64)?;
+    }
+    check_cwd(req.cwd.as_deref())
+}
+
+/// `bisect_begin`.
+pub fn begin<H: Host>(
+    h: &H,
+    t: &Target,
+    op_lock: MutexGuard<'_, ()>,
+    who: MountFor,
+    req: &BisectBegin,
+    by_agent: bool,
+) -> Result<BisectBegun> {
+    let s = &t.session;
+    let store = h.store();
+    let id = match &req.id {
+        Some(id) => id.clone(),
+        None => crate::ops::experiment::new_id(),
+    };
+    check_id(&id)?;
+    let live = forks(&*store, s.name(), &id)?;
+    check(t, req, live.len(), by_agent)?;
+    let ns = numbers(req, &live)?;
+    let dir = forks_dir_for(&t.mountpoint, "bisect")?;
+    let mut claims = Vec::new();
+    let made = match prepare(h, t, &dir, &id, req, &ns, who, by_agent, &mut claims) {
+        Ok(m) => m,
+        Err(e) => {
+            remove_dirs(&dir, s.name(), &id, &ns);
+            return Err(e);
+        }
+    };
+    let ops: Vec<MetaOp> = made
+        .iter()
+        .flat_map(|p| {
+            [
+                session::record_op(&p.rec),
+                crate::visibility::lineage_op(s.name(), &p.rec.name),
+            ]
+        })
+        .collect();
+    if let Err(e) = store.commit(ops) {
+        remove_dirs(&dir, s.name(), &id, &ns);
+        return Err(e);
+    }
+    drop(op_lock);
+    let mut forks = Vec::new();
+    for (p, claim) in made.into_iter().zip(claims.iter_mut()) {
+        let (name, mp) = (p.rec.name.clone(), p.mp.clone());
+        if let Err(e) = h.mount_claimed(claim, p.dir, p.rec, None) {
+            undo(h, s.name(), &id, &ns, &forks);
+            drop(claims);
+            remove_dirs(&dir, s.name(), &id, &ns);
+            return Err(e);
+        }
+        forks.push(BisectFork {
+            n: p.n,
+            checkpoint: p.checkpoint,
+            session: name,
+            mountpoint: mp,
+        });
+    }
+    Ok(BisectBegun { id, forks })
+}
+
+/// Resolve every checkpoint, claim every fork name, refuse existing records,
+/// open every mountpoint and build every record.
+#[allow(clippy::too_many_arguments)]
+fn prepare<'h, H: Host>(
+    h: &'h H,
+    t: &Target,
+    dir: &Path,
+    id: &str,
+    req: &BisectBegin,
+    ns: &[u32],
+    who: MountFor,
+    by_agent: bool,
+    claims: &mut Vec<H::Claim<'h>>,
+) -> Result<Vec<Prepared<H::Dir>>> {
+    let s = &t.session;
+    let store = h.store();
+    let mut made = Vec::new();
+    for (&n, spec) in ns.iter().zip(&req.checkpoints) {
+        let c = refctx::resolve(t, spec)?;
+        let name = fork_name(s.name(), id, n);
+        session::validate_session_name(&name)?;
+        let claim = h
+            .claim(&name)
+            .map_err(|e| Error::Conflict(format!("session {name} already exists ({e})")))?;
+        claims.push(claim);
+        if session::load_record(&*store, &name)?.is_some() {
+            return Err(Error::Conflict(format!("session {name} already exists")));
+        }
+        let mp = dir.join(&name);
+        let md = h.open_mountpoint(&mp, who)?;
+        let (bytes, inodes) = c.usage.map_or(s.usage(), |u| (u.bytes, u.inodes));
+        let mut rec = session::new_record(&name, c.root, bytes, inodes)?;
+        rec.head = Some(c.id);
+        rec.config = s.record().config;
+        let m: Value = json!({
+            "id": id, "source": s.name(), "n": n, "checkpoint": c.id.to_hex(), "cwd": req.cwd,
+        });
+        rec.meta.insert(META_KEY.into(), m);
+        if by_agent {
+            rec.meta
+                .insert(crate::quota::AGENT_OF.into(), json!(s.name()));
+        }
+        made.push(Prepared {
+            rec,
+            dir: md,
+            mp,
+            n,
+            checkpoint: c.id.to_hex(),
+        });
+    }
+    Ok(made)
+}
+
+/// Remove the (empty) mountpoints of these forks, and their directory once empty.
+fn remove_dirs(dir: &Path, session: &str, id: &str, ns: &[u32]) {
+    for n in ns {
+        let _ = std::fs::remove_dir(dir.join(fork_name(session, id, *n)));
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// Remove what a failed begin made: the forks mounted (unmounted and removed),
+/// the records of the others.
+fn undo<H: Host>(h: &H, session: &str, id: &str, ns: &[u32], mounted: &[BisectFork]) {
+    for f in mounted {
+        if let Err(e) = remove_fork(h, &f.session, true) {
+            log::error!("bisect {id}: cannot remove fork {}: {e}", f.session);
+        }
+    }
+    let store = h.store();
+    for n in ns {
+        let name = fork_name(session, id, *n);
+        if mounted.iter().any(|f| f.session == name) {
+            continue;
+        }
+        let r = store.commit(vec![
+            MetaOp::Delete(crate::meta::session_key(&name)),
+            MetaOp::Delete(crate::meta::lineage_key(session, &name)),
+        ]);
+        if let Err(e) = r {
+            log::error!("bisect {id}: cannot remove fork {name}: {e}");
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! `bisect_end`: remove forks of a bisect and, on the final call, record its
+//! result as one inert `bisect` operation in the source session's log.
+//!
+//! Only forks of this bisect of this session are ever removed: every name in
+//! `remove` is checked to be one before anything is removed (a request naming
+//! any other session is refused whole). With `abort` every fork of the bisect
+//! is removed and nothing is recorded.
+
+use std::sync::MutexGuard;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{KIND, check_id, forks, recorded};
+use crate::command::bisect::Bisected;
+use crate::error::{Error, Result};
+use crate::oplog::Actor;
+use crate::ops::experiment::answer::CleanupError;
+use crate::ops::experiment::end::remove_fork;
+use crate::ops::record::{self, Rec};
+use crate::ops::{Host, Target};
+use crate::session::SessionRecord;
+
+/// Largest recorded result (its JSON).
+pub const MAX_RESULT: usize = 900 << 10;
+
+/// Which forks to remove: names, or `"all"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Remove {
+    /// These forks (session names).
+    Names(Vec<String>),
+    /// Every fork of the bisect.
+    Every(All),
+}
+
+/// The word `all`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum All {
+    /// Every fork.
+    All,
+}
+
+impl Default for Remove {
+    fn default() -> Remove {
+        Remove::Names(Vec::new())
+    }
+}
+
+/// Remove forks of a bisect; with `result`, record the bisect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BisectEnd {
+    /// The bisect id (from `bisect_begin`).
+    pub id: String,
+    /// The forks to unmount and remove: their session names, or `"all"`.
+    #[serde(default)]
+    pub remove: Remove,
+    /// The final call: what the bisect found, recorded as one `bisect` operation.
+    #[serde(default)]
+    pub result: Option<Box<Bisected>>,
+    /// The bisect was interrupted: remove every fork, record nothing.
+    #[serde(default)]
+    pub abort: bool,
+}
+
+/// The answer to `bisect_end`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BisectEnded {
+    /// The bisect id.
+    pub id: String,
+    /// The forks removed.
+    pub removed: Vec<String>,
+    /// The forks that could not be removed, and why.
+    pub errors: Vec<CleanupError>,
+    /// The operation recorded (with `result`).
+    pub seq: Option<u64>,
+}
+
+/// `bisect_end`.
+pub fn end<H: Host>(
+    h: &H,
+    t: &Target,
+    op_lock: MutexGuard<'_, ()>,
+    actor: &Actor,
+    req: BisectEnd,
+) -> Result<BisectEnded> {
+    check_id(&req.id)?;
+    let s = &t.session;
+    let store = h.store();
+    if req.abort && req.result.is_some() {
+        return Err(Error::Invalid(
+            "an aborted bisect records no result (abort with result)".into(),
+        ));
+    }
+    let live = forks(&*store, s.name(), &req.id)?;
+    let chosen = chosen(&req, &live, s.name())?;
+    let result = match &req.result {
+        Some(r) => Some(checked(h, t, &req.id, r, actor)?),
+        None => None,
+    };
+    drop(op_lock);
+    let mut removed = Vec::new();
+    let mut errors = Vec::new();
+    for name in chosen {
+        match remove_fork(h, &name, true) {
+            Ok(()) => removed.push(name),
+            Err(e) => errors.push(CleanupError {
+                fork: name,
+                error: e.to_string(),
+            }),
+        }
+    }
+    if live.len() == removed.len() {
+        let dir = crate::ops::experiment::begin::forks_dir_for(&t.mountpoint, "bisect")?;
+        let _ = std::fs::remove_dir(dir);
+    }
+    let seq = match result {
+        Some(meta) => Some(record_result(t, actor, &req.id, meta)?),
+        None => None,
+    };
+    Ok(BisectEnded {
+        id: req.id,
+        removed,
+        errors,
+        seq,
+    })
+}
+
+/// The forks to remove: every name asked must be a live fork of this bisect of
+/// this session (else the whole request is refused).
+fn chosen(req: &BisectEnd, live: &[(u32, SessionRecord)], source: &str) -> Result<Vec<String>> {
+    let all = || live.iter().map(|(_, r)| r.name.clone()).collect();
+    match &req.remove {
+        _ if req.abort => Ok(all()),
+        Remove::Every(All::All) => Ok(all()),
+        Remove::Names(names) => {
+            let mut out: Vec<String> = Vec::new();
+            for n in names {
+                if !live.iter().any(|(_, r)| r.name == *n) {
+                    return Err(Error::Invalid(format!(
+                        "session {n:?} is not a fork of bisect {} of session {source}; \
+                         bisect_end removes only that bisect's forks",
+                        req.id
+                    )));
+                }
+                if !out.contains(n) {
+                    out.push(n.clone());
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// The result to record, checked: well formed and bounded, its checkpoints in
+/// the store, this bisect not recorded yet, the agent's record quota.
+fn checked<H: Host>(
+    h: &H,
+    t: &Target,
+    id: &str,
+    r: &Bisected,
+    actor: &Actor,
+) -> Result<serde_json::Map<String, Value>> {
+    r.check()?;
+    let store = h.store();
+    for p in [
+        Some(&r.good),
+        Some(&r.bad),
+        r.first_bad.as_ref(),
+        r.last_good.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        crate::refs::resolve(&*store, None, &p.id)?;
+    }
+    let name = t.session.name();
+    if recorded(&*store, name, id)?.is_some() {
+        return Err(Error::Conflict(format!("bisect {id} is recorded already")));
+    }
+    if actor.is_agent() {
+        crate::quota::check_op_records(&*store, name)?;
+    }
+    let mut meta = match serde_json::to_value(r) {
+        Ok(Value::Object(m)) => m,
+        _ => unreachable!("a struct serializes to an object"),
+    };
+    meta.insert("id".into(), json!(id));
+    meta.insert("source".into(), json!(name));
+    let size = serde_json::to_vec(&meta).map_or(usize::MAX, |v| v.len());
+    if size > MAX_RESULT {
+        return Err(Error::Invalid(format!(
+            "bisect result of {size} bytes; at most {MAX_RESULT}"
+        )));
+    }
+    Ok(meta)
+}
+
+/// Record the bisect: one inert operation (the session's state before and after
+/// is the same), the result in its `meta`.
+fn record_result(
+    t: &Target,
+    actor: &Actor,
+    id: &str,
+    meta: serde_json::Map<String, Value>,
+) -> Result<u64> {
+    let v = record::view_now(t)?;
+    let mut op = Rec {
+        actor,
+        kind: KIND,
+        request: json!({"op": "bisect_end", "id": id}),
+        explanation: None,
+    }
+    .op(v.clone(), v);
+    op.meta = meta;
+    Ok(record::append(t, op)?.seq)
+}

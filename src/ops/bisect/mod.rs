@@ -1,0 +1,85 @@
+//! `bisect_begin`, `bisect_end`: the forks of a bisect, made and removed by the
+//! daemon, and its one record.
+//!
+//! A bisect is run by a client (the CLI's `bisect run`, the MCP `bisect` tool,
+//! the Python client), round by round: `bisect_begin` makes one fork per
+//! candidate checkpoint, the client runs its command in each, `bisect_end`
+//! removes them; the final `bisect_end` carries the result, recorded as one
+//! inert `bisect` operation in the source session's log. Nothing else is
+//! recorded: the forks add no operation of their own.
+//!
+//! Split: [`begin`] (check, build the records, write them in one commit, mount),
+//! [`end`] (remove the named forks, record the result).
+//!
+//! Invariants:
+//! - fork `n` of bisect `ID` of session `S` is the session `S-bID-n` (the part
+//!   of `S` cut so the name fits), created at the candidate's checkpoint and
+//!   mounted at `<parent of S's mountpoint>/.<its name>.bisect/S-bID-n`, under
+//!   the agent ownership rule (`daemon::mountpoint`), as experiment forks are;
+//!   its record's `meta.bisect` = `{id, source, n, checkpoint, cwd}`, so forks
+//!   left by a crash are found, listed by `sessions` and removable by `session rm`;
+//! - `bisect_end` removes only forks whose `meta.bisect` names that id and this
+//!   session as the source; a bisect is recorded once.
+
+pub mod begin;
+pub mod end;
+
+pub use begin::begin;
+pub use end::end;
+
+use crate::error::{Error, Result};
+use crate::oplog::{self, Operation};
+use crate::session::{self, SessionRecord};
+use crate::store::ObjectStore;
+
+/// The operation kind of a recorded bisect.
+pub const KIND: &str = "bisect";
+/// Key of the bisect's data in a fork's session record `meta`.
+pub const META_KEY: &str = "bisect";
+/// Longest session name (`session::validate_session_name`).
+const MAX_SESSION_NAME: usize = 64;
+/// Highest fork number (the names leave room for six digits).
+pub const MAX_N: u32 = 999_999;
+
+/// The name of fork `n` of bisect `id` of `session`: `<session>-b<id>-<n>`, the
+/// session part cut so that every fork name fits.
+pub fn fork_name(session: &str, id: &str, n: u32) -> String {
+    let room = MAX_SESSION_NAME.saturating_sub(id.len() + 3 + 6);
+    let cut: String = session.chars().take(room).collect();
+    format!("{cut}-b{id}-{n}")
+}
+
+/// Check a bisect id from a request (hex digits only, bounded).
+fn check_id(id: &str) -> Result<()> {
+    if !id.is_empty() && id.len() <= 16 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!("bad bisect id {id:?}")))
+    }
+}
+
+/// The forks of bisect `id` of `session` that exist, by number: records whose
+/// `meta.bisect` names that id and session and whose name is that fork's.
+fn forks(store: &dyn ObjectStore, session: &str, id: &str) -> Result<Vec<(u32, SessionRecord)>> {
+    let mut out: Vec<(u32, SessionRecord)> = session::list_records(store)?
+        .into_iter()
+        .filter_map(|r| {
+            let m = r.meta.get(META_KEY)?;
+            let ours = m["id"].as_str() == Some(id) && m["source"].as_str() == Some(session);
+            let n = u32::try_from(m["n"].as_u64()?).ok()?;
+            // Only the canonical name: never the source itself, nor a session
+            // whose record was copied from a fork's.
+            let named = r.name == fork_name(session, id, n);
+            (ours && named).then_some((n, r))
+        })
+        .collect();
+    out.sort_by_key(|(n, _)| *n);
+    Ok(out)
+}
+
+/// The recorded bisect `id` of `session`, if there is one.
+fn recorded(store: &dyn ObjectStore, session: &str, id: &str) -> Result<Option<Operation>> {
+    oplog::walk::find_back(store, session, usize::MAX, &|o| {
+        o.kind == KIND && o.meta.get("id").and_then(|v| v.as_str()) == Some(id)
+    })
+}

@@ -1,10 +1,11 @@
-//! `merge`, `cherry-pick` and `rebase`: bring another history's changes into the
-//! session by a three-way merge (`crate::merge`), and `--continue` / `--abort` of
-//! one that stopped on conflicts. One answer shape for all three ([`MergeAnswer`]),
+//! `merge`, `cherry-pick`, `revert` and `rebase`: bring another history's changes
+//! into the session (or take one change out) by a three-way merge
+//! (`crate::merge`), and `--continue` / `--abort` of one that stopped on
+//! conflicts. One answer shape for all four ([`MergeAnswer`]),
 //! so a conflict reads the same over the socket, in the CLI, MCP and Python.
 //!
-//! Split by concern: [`start`] (merge and cherry-pick: which changes, against which
-//! base), [`rebase`] (the durable repository's new head, from git), [`finish`]
+//! Split by concern: [`start`] (merge, cherry-pick and revert: which changes,
+//! against which base), [`rebase`] (the durable repository's new head, from git), [`finish`]
 //! (continue and abort), and here the landing they share ([`land`]): merge into
 //! the flushed workspace beside it, then save the pending changes and graft the
 //! result in one batch with either the new checkpoint (clean) or the stopped

@@ -1,8 +1,11 @@
-//! `merge REF` and `cherry-pick REF`: theirs' changes since the base, landed by
+//! `merge REF...`, `cherry-pick REF` and `revert REF`: theirs' changes since the
+//! base, landed by
 //! [`super::land`]. A merge's base is the merge base of HEAD and REF in the
 //! checkpoint history (`crate::merge::base`); its checkpoint has two parents,
 //! HEAD and REF. A cherry-pick's base is REF's first parent; its checkpoint has
-//! HEAD alone for parent and names REF in its `meta`.
+//! HEAD alone for parent and names REF in its `meta`. A revert swaps the two:
+//! base = REF's state, theirs = the state before it (for `exec@N`, that command's
+//! own before and after states).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -53,8 +53,8 @@ pub struct CherryPick {
     steps: Steps,
 }
 
-/// Take out what one checkpoint changed — or, with `exec@N`, what recorded
-/// command N changed — keeping everything that came after it (a three-way merge;
+/// Take out what one checkpoint changed (or, with `exec@N`, what recorded
+/// command N changed), keeping everything that came after it (a three-way merge;
 /// a new checkpoint). Where later changes touched the same lines it stops on
 /// conflicts (resolve, then `revert --continue`).
 #[derive(clap::Args)]

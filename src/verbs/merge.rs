@@ -1,31 +1,12 @@
-//! `merge`: Merge a ref (checkpoint, branch, session, experiment run, remote ref) into the session: a three-way merge from their merge base; a checkpoint with two parents, or a stop on conflicts.
+//! `merge`: merge refs (checkpoint, branch, session, experiment run, remote ref)
+//! into the session: a three-way merge from their merge base; a checkpoint with
+//! two parents (or more), or a stop on conflicts.
 
 use super::prelude::*;
-use crate::ops::merge::start::MergeRequest;
 
-/// Merge a ref (checkpoint, branch, session, experiment run, remote ref) into the session: a three-way merge from their merge base; a checkpoint with two parents, or a stop on conflicts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Merge {
-    /// The ref to bring in (required unless `continue` or `abort`).
-    #[serde(rename = "ref", default)]
-    pub target: Option<String>,
-    /// More refs merged at once (an octopus merge; at most 15).
-    #[serde(default)]
-    pub also: Vec<String>,
-    /// The checkpoint's message (default: says what was brought in).
-    #[serde(default)]
-    pub message: Option<String>,
-    /// Only report what would change and conflict.
-    #[serde(default)]
-    pub dry_run: bool,
-    /// Finish the one stopped on conflicts, once they are resolved.
-    #[serde(default, rename = "continue")]
-    pub cont: bool,
-    /// Put the workspace back as it was before the stopped one.
-    #[serde(default)]
-    pub abort: bool,
-}
+/// The request is the library's (`ops::merge::start::MergeRequest`), as it comes
+/// over the wire.
+pub use crate::ops::merge::start::MergeRequest as Merge;
 
 impl Verb for Merge {
     const NAME: &'static str = "merge";
@@ -56,22 +37,6 @@ impl Handler for Merge {
     }
 
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
-        let Merge {
-            target,
-            also,
-            message,
-            dry_run,
-            cont,
-            abort,
-        } = self;
-        let req = MergeRequest {
-            target,
-            also,
-            message,
-            dry_run,
-            cont,
-            abort,
-        };
-        ops::merge::start::merge(&cx.target(), &cx.call, &req)
+        ops::merge::start::merge(&cx.target(), &cx.call, &self)
     }
 }

@@ -18,8 +18,9 @@ use crate::ops::record::Call;
 use crate::ops::{Target, refctx};
 use crate::refs;
 
-/// What `merge` and `cherry-pick` take: a ref to bring in, or `continue` /
-/// `abort` of the one that stopped on conflicts.
+/// What `merge` takes (the `merge` verb's request as is; `cherry_pick` and
+/// `revert` fill it without `also`): a ref to bring in, or `continue` / `abort`
+/// of the one that stopped on conflicts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MergeRequest {

@@ -476,3 +476,48 @@ fn revert_of_one_exec_keeps_the_commands_after_it_and_history_says_so() {
         lines(6, &[(1, "edited again"), (4, "edited 4")])
     );
 }
+
+#[test]
+fn bad_input_is_refused_by_code_and_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sock = tmp.path().join("agent.sock");
+    let m = Mount::with_options("s", &["--agent-socket", sock.to_str().unwrap()]);
+    write_synced(&m.p("a.txt"), b"a\n");
+    ws_ok(&m, &["checkpoint", "-m", "base"]);
+    let code = |args: &[&str]| ws(&m, args).status.code();
+    assert_eq!(code(&["merge", "no-such-ref"]), Some(4));
+    assert_eq!(code(&["cherry-pick", "no-such-ref"]), Some(4));
+    assert_eq!(code(&["revert", "exec@999"]), Some(4));
+    assert_eq!(code(&["merge", "--continue", "--abort"]), Some(2));
+    assert_eq!(code(&["revert", "--continue"]), Some(2), "nothing stopped");
+    let many: Vec<String> = (0..17).map(|_| "HEAD".to_string()).collect();
+    let mut args = vec!["merge"];
+    args.extend(many.iter().map(String::as_str));
+    assert_eq!(code(&args), Some(2), "at most 16 refs");
+    // No git baseline: nothing to rebase onto.
+    let o = ws(&m, &["rebase"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no git baseline"));
+    // An agent may not name the commit a rebase goes onto.
+    let agent = |args: &[&str]| {
+        Command::new(crate::harness::bin())
+            .args(args)
+            .env("TREEFORK_SOCKET", &sock)
+            .env_remove("TREEFORK_STORE")
+            .output()
+            .unwrap()
+    };
+    let o = agent(&["rebase", "--onto", "main"]);
+    assert_eq!(
+        o.status.code(),
+        Some(6),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        agent(&["merge", "HEAD"]).status.code(),
+        Some(0),
+        "additive for an agent"
+    );
+    assert_eq!(read(&m.p("a.txt")), "a\n");
+}

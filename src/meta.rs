@@ -35,6 +35,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use crate::durable::{self, Scope};
 use crate::error::{Error, Result};
 
+pub mod journal;
 pub mod keys;
 pub use keys::*;
 #[cfg(test)]

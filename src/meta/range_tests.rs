@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
-use super::{KeyRange, MetaDb, MetaOp};
+use super::{GEN_KEY, KeyRange, MetaDb, MetaOp, journaled};
 use crate::store::{MemStore, ObjectStore};
 
 fn model(m: &BTreeMap<Vec<u8>, Vec<u8>>, r: &KeyRange, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -41,18 +41,26 @@ proptest! {
         let d = tempfile::tempdir().unwrap();
         let db = MetaDb::open(d.path()).unwrap();
         let mem = MemStore::default();
-        let m: BTreeMap<Vec<u8>, Vec<u8>> =
-            ks.iter().enumerate().map(|(i, k)| (k.clone(), i.to_le_bytes().to_vec())).collect();
+        let m: BTreeMap<Vec<u8>, Vec<u8>> = ks
+            .iter()
+            .filter(|k| k.as_slice() != GEN_KEY)
+            .enumerate()
+            .map(|(i, k)| (k.clone(), i.to_le_bytes().to_vec()))
+            .collect();
         let ops: Vec<MetaOp> = m.iter().map(|(k, v)| MetaOp::Put(k.clone(), v.clone())).collect();
         db.apply(ops.clone()).unwrap();
         mem.commit(ops).unwrap();
+        // The database also holds the generation of the batch, when it was journaled.
+        let mut on_disk = m.clone();
+        if m.keys().any(|k| journaled(k)) {
+            on_disk.insert(GEN_KEY.to_vec(), 1u64.to_be_bytes().to_vec());
+        }
         for r in [KeyRange::prefix(&prefix), KeyRange { start, end }] {
             for lim in [limit, usize::MAX] {
-                let want = model(&m, &r, lim);
-                prop_assert_eq!(&db.range(&r, lim).unwrap(), &want, "{:?} limit {}", r, lim);
-                prop_assert_eq!(&mem.meta_range(&r, lim).unwrap(), &want, "{:?} limit {}", r, lim);
+                prop_assert_eq!(&db.range(&r, lim).unwrap(), &model(&on_disk, &r, lim), "{:?} limit {}", r, lim);
+                prop_assert_eq!(&mem.meta_range(&r, lim).unwrap(), &model(&m, &r, lim), "{:?} limit {}", r, lim);
             }
         }
-        prop_assert_eq!(db.scan(&prefix).unwrap(), model(&m, &KeyRange::prefix(&prefix), usize::MAX));
+        prop_assert_eq!(db.scan(&prefix).unwrap(), model(&on_disk, &KeyRange::prefix(&prefix), usize::MAX));
     }
 }

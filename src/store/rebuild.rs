@@ -62,7 +62,7 @@ pub fn rebuild(dir: &Path, reason: &str) -> Result<RebuildReport> {
         recovered,
         lost,
     };
-    log::warn!(
+    log::info!(
         "metadata database {} rebuilt from {} (generation {}): {} record(s) back, {} thing(s) lost; the damaged copy is in {}",
         meta_dir.display(),
         report.source,

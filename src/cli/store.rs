@@ -87,7 +87,11 @@ fn rebuilt(out: &mut dyn Write, b: &treefork::store::RebuildReport) -> io::Resul
         "rebuilt: the metadata database from {} (generation {}); it was damaged: {}",
         b.source, b.generation, b.reason
     )?;
-    let back: Vec<String> = b.recovered.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    let back: Vec<String> = b
+        .recovered
+        .iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
     writeln!(out, "rebuilt: recovered {}", back.join(", "))?;
     for l in &b.lost {
         writeln!(out, "rebuilt: LOST {l}")?;

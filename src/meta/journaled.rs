@@ -170,12 +170,24 @@ impl MetaDb {
     /// Check the database against the journal in `dir` and attach it (see the
     /// module docs). `Damaged` leaves nothing attached; the caller must not serve.
     pub fn attach_journal(&self, dir: &Path) -> Result<Verdict> {
-        let read = quiet::catch(|| {
-            Ok::<_, crate::error::Error>((self.stored_gen()?, self.journaled_pairs()?))
+        // Read without `failed`: an error here is damage reported once by the
+        // caller, not a write error to log and reopen after.
+        let read = quiet::catch(|| -> sled::Result<(u64, State)> {
+            let g = self
+                .db(false)
+                .map_err(|e| sled::Error::Unsupported(e.to_string()))?;
+            let db = g.as_ref().unwrap();
+            let generation = db.get(GEN_KEY)?.as_deref().map_or(0, decode_gen);
+            Ok((generation, pairs_of(db)?))
         });
         let (db_gen, pairs) = match read {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => return Ok(Verdict::Damaged(format!("reading it failed: {e}"))),
+            Ok(Err(e)) => {
+                return Ok(Verdict::Damaged(format!(
+                    "reading it failed: {}",
+                    super::describe(&e)
+                )));
+            }
             Err(p) => return Ok(Verdict::Damaged(format!("sled panicked reading it: {p}"))),
         };
         self.journal.generation.store(db_gen, Ordering::SeqCst);

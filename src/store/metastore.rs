@@ -154,7 +154,12 @@ mod tests {
         m.apply(vec![]).unwrap();
         // (The sled database also holds the generation of its journaled batches.)
         let all: Vec<_> = m.scan(b"").unwrap();
-        assert_eq!(all.iter().filter(|(k, _)| k != crate::meta::GEN_KEY).count(), 3);
+        assert_eq!(
+            all.iter()
+                .filter(|(k, _)| k != crate::meta::GEN_KEY)
+                .count(),
+            3
+        );
         // Reverse ranges: newest (last) key first, bounded.
         let all = KeyRange::prefix(b"");
         let rev = m.range_rev(&all, 2).unwrap();

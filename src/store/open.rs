@@ -113,7 +113,9 @@ pub(super) fn open_meta(dir: &Path, new: bool) -> Result<std::result::Result<Met
     let meta_dir = dir.join("meta");
     let db = match meta::quiet::catch(|| MetaDb::open(&meta_dir)) {
         Ok(Ok(db)) => db,
-        Ok(Err(Error::Meta(e))) => return Ok(Err(format!("sled cannot open it: {}", meta::describe(&e)))),
+        Ok(Err(Error::Meta(e))) => {
+            return Ok(Err(format!("sled cannot open it: {}", meta::describe(&e))));
+        }
         Ok(Err(e)) => return Err(e),
         Err(p) => return Ok(Err(format!("sled panicked while opening it ({p})"))),
     };
@@ -186,6 +188,8 @@ fn check_marker(db: &dyn MetaStore, new: bool) -> Result<std::result::Result<(),
             )])?;
             Ok(Ok(()))
         }
-        None => Ok(Err("format marker missing (the database was lost or reset)".into())),
+        None => Ok(Err(
+            "format marker missing (the database was lost or reset)".into(),
+        )),
     }
 }

@@ -167,7 +167,7 @@ fn move_aside(dir: &Path, paths: &[&Path]) -> Result<Vec<String>> {
         std::fs::rename(p, &to).map_err(|e| Error::io(*p, e))?;
         moved.push(to.display().to_string());
     }
-    super::open::sync_dir(dir)?;
+    crate::durable::sync_dir(dir, crate::durable::Scope::Store).map_err(|e| Error::io(dir, e))?;
     Ok(moved)
 }
 

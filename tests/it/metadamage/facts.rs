@@ -82,6 +82,32 @@ pub fn tree_hashes(root: &Path) -> BTreeMap<String, String> {
     out
 }
 
+/// Where two [`tree_hashes`] differ, readably: counts and the first paths
+/// missing, extra and changed (empty when equal).
+pub fn tree_diff(want: &BTreeMap<String, String>, got: &BTreeMap<String, String>) -> String {
+    if want == got {
+        return String::new();
+    }
+    let first = |v: Vec<&String>| {
+        let n = v.len();
+        let shown: Vec<&String> = v.into_iter().take(8).collect();
+        format!("{n} {shown:?}")
+    };
+    let missing = first(want.keys().filter(|k| !got.contains_key(*k)).collect());
+    let extra = first(got.keys().filter(|k| !want.contains_key(*k)).collect());
+    let changed = first(
+        want.iter()
+            .filter(|(k, v)| got.get(*k).is_some_and(|g| g != *v))
+            .map(|(k, _)| k)
+            .collect(),
+    );
+    format!(
+        "{} entries wanted, {} seen; missing {missing}; extra {extra}; changed {changed}",
+        want.len(),
+        got.len()
+    )
+}
+
 /// The exec numbers a `history` answer lists.
 fn exec_numbers(history: &Value) -> Vec<u64> {
     history["execs"]

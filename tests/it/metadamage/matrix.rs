@@ -85,9 +85,10 @@ fn run(name: &str, expect: Expect, human: bool, damage: impl FnOnce(&Fixture, &P
     facts::assert_same(name, &fx.facts, &got, &except);
     damage::assert_fsck_clean(&store);
     damage::assert_takes_write(&store, &dir.join("write"), "s1");
+    let journal = std::fs::read_dir(store.join("journal")).map_or(0, |d| d.count());
     assert!(
-        store.join("journal").is_dir(),
-        "{name}: no journal/ after the store was used"
+        journal > 0,
+        "{name}: no journal file after the store was used"
     );
 }
 

@@ -3,7 +3,7 @@
 # previous release tag or the given commit), each benchmark run ROUNDS times (default 2:
 # single runs on this shared VM swing up to 2x, so a difference counts only beyond the
 # round-to-round spread). Both builds are targets of the same run (interleaved per workload).
-#   usage: bench/ab.sh BASE_REV [ROUNDS] [SIZES]
+#   usage: [ONLY=snapshots] bench/ab.sh BASE_REV [ROUNDS] [SIZES]   (ONLY=snapshots: skip the fs workloads)
 # Writes bench/results/ab-<date>-r<N>.md (filesystem workloads: native, treefork = this
 # tree, treefork-base = BASE_REV) and bench/results/snapshots-ab-<date>.md.
 set -euo pipefail
@@ -23,10 +23,12 @@ cargo build --release --quiet
 cp "$tgt/release/treefork" "/var/tmp/treefork-base-$rev"
 stamp=$(date -u +%F)
 for r in $(seq 1 "$rounds"); do
-  echo "== round $r: filesystem workloads (native, treefork, treefork-base=$rev)" >&2
-  python3 bench/fsbench.py --bin target/release/treefork --bin-base "/var/tmp/treefork-base-$rev" \
-    --targets native,treefork,treefork-base
-  cp /var/tmp/fsbench-last.md "bench/results/ab-$stamp-r$r.md"
+  if [ "${ONLY:-}" != snapshots ]; then
+    echo "== round $r: filesystem workloads (native, treefork, treefork-base=$rev)" >&2
+    python3 bench/fsbench.py --bin target/release/treefork --bin-base "/var/tmp/treefork-base-$rev" \
+      --targets native,treefork,treefork-base
+    cp /var/tmp/fsbench-last.md "bench/results/ab-$stamp-r$r.md"
+  fi
   echo "== round $r: snapshot operations" >&2
   python3 bench/snapshots.py --bin target/release/treefork --bin-base "/var/tmp/treefork-base-$rev" --sizes "$sizes"
 done

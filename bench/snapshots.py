@@ -39,6 +39,14 @@ class Ctl:
         if not r.get("ok"): raise RuntimeError(f"{op}: {r}")
         return r, dt
 
+def create_fsync(path):
+    """A new 4 KiB file, written and fsync'd: one flush, so one metadata commit."""
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, os.urandom(4096)); os.fsync(fd)
+    finally:
+        os.close(fd)
+
 def timed(fn):
     t = time.perf_counter(); fn(); return (time.perf_counter() - t) * 1000
 
@@ -64,7 +72,7 @@ class Tree:
         self.c = Ctl(socket_of(self.mp))
         self.forks, self.ids = [], []
         self.t = {k: [] for k in ("checkpoint", "branch", "fork", "checkout", "diff", "restore", "undo", "cli_checkpoint",
-                                  "cli_branch", "cli_checkout", "cli_restore", "cli_undo", "cli_true", "cli_version")}
+                                  "cli_branch", "cli_checkout", "cli_restore", "cli_undo", "cli_true", "cli_version", "fsync")}
 
     def warm_up(self):
         self.c.call(op="checkpoint", message="base")
@@ -83,6 +91,8 @@ class Tree:
         t["fork"].append(c.call(op="fork", name=f"f{r}", **{"from": "HEAD"}, mountpoint=fmp)[1]); self.forks.append(fmp)
         touch10(self.mp, r + 1000)
         t["cli_checkpoint"].append(timed(lambda: sh(self.bin, "-C", self.mp, "checkpoint", "-m", f"cli {r}")))
+        for i in range(5):
+            t["fsync"].append(timed(lambda: create_fsync(os.path.join(self.mp, f"fsync-{r}-{i}"))))
 
     def checkouts(self, r):
         c, t = self.c, self.t
@@ -199,12 +209,13 @@ LABELS = {"checkpoint": "treefork checkpoint (10 files changed)", "branch": "tre
           "restore": "treefork restore (10 files differ)", "undo": "treefork undo (of that restore)",
           "cli_branch": "treefork branch via CLI", "cli_checkout": "treefork checkout via CLI", "cli_restore": "treefork restore via CLI",
           "cli_undo": "treefork undo via CLI", "cli_true": "floor: /bin/true spawned the same way (the harness)",
-          "cli_version": "floor: treefork --version (process start-up)"}
+          "cli_version": "floor: treefork --version (process start-up)",
+          "fsync": "create + write 4 KiB + fsync (one metadata commit)"}
 
 def report(results, sizes, bins):
     ab = len(bins) > 1
     rows = ["checkpoint", "branch", "fork", "checkout", "diff", "restore", "undo", "cli_checkpoint", "cli_branch", "cli_checkout",
-            "cli_restore", "cli_undo", "cli_true", "cli_version"]
+            "cli_restore", "cli_undo", "cli_true", "cli_version", "fsync"]
     if not ab:
         rows += ["cp -a", "git worktree add", "git stash+apply", "fuse-overlayfs fork"]
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -65,6 +65,9 @@ pub struct FsckReport {
     pub problems: Vec<Problem>,
     /// What a repair changed.
     pub repaired: Vec<String>,
+    /// The metadata database failed its check at open and the repair rebuilt it:
+    /// from what, what came back and what did not (`None`: it was sound).
+    pub rebuilt: Option<crate::store::RebuildReport>,
 }
 
 impl FsckReport {
@@ -440,7 +443,7 @@ mod tests {
         .unwrap();
         drop(s);
 
-        let s = PackStore::open_for_repair(d.path()).unwrap();
+        let (s, _) = PackStore::open_for_repair(d.path()).unwrap();
         let rep = fsck(&s, None, true, &mut |_, _, _| {}).unwrap();
         assert!(!rep.repaired.is_empty(), "{rep:?}");
         assert_ne!(loc_of(&s, &xid).codec, pack::Codec::Delta);

@@ -5,7 +5,7 @@ mod cli;
 mod mcp;
 
 fn main() {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn,sled=off"))
         .format_timestamp_millis()
         .init();
     std::process::exit(cli::main());

@@ -18,6 +18,12 @@
 //! fsync'd. A failed sync is an I/O error: the handle is poisoned and reopened, so
 //! sled recovers what is on the disk.
 //!
+//! Journal: every batch that changes a journaled key (all but the object index)
+//! takes the next generation, written as `m/gen` in the same sled batch, and is
+//! appended to the journal (`meta::journal`) once sled's copy is durable — so the
+//! database is never behind its journal except by damage. `meta::journaled` owns the
+//! attachment, the check at open, and rotation.
+//!
 //! Write errors: sled 0.34 remembers the first I/O error of a write (e.g. ENOSPC) as
 //! a "global error" and fails every later flush with it until the database is
 //! reopened (measured, `tests/it/enospc.rs`). So a failed write marks the handle
@@ -35,8 +41,14 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use crate::durable::{self, Scope};
 use crate::error::{Error, Result};
 
+pub mod journal;
+pub mod journaled;
 pub mod keys;
+pub mod quiet;
+pub use journaled::Verdict;
 pub use keys::*;
+#[cfg(test)]
+mod durability_tests;
 #[cfg(test)]
 mod range_tests;
 
@@ -73,6 +85,8 @@ pub struct MetaDb {
     files: Mutex<SledFiles>,
     /// Held while a batch's preconditions are checked and the batch is applied.
     apply_lock: Mutex<()>,
+    /// The journal and the generation counter (see `journaled`).
+    pub(crate) journal: journaled::Attached,
 }
 
 /// Batches at least this large are "bulk" (see [`MetaDb::drain_garbage`]).
@@ -89,6 +103,7 @@ impl MetaDb {
             poisoned: Arc::new(AtomicBool::new(false)),
             files: Mutex::new(files),
             apply_lock: Mutex::new(()),
+            journal: journaled::Attached::default(),
         })
     }
 
@@ -152,6 +167,7 @@ impl MetaDb {
                 );
             })?;
         *self.files.lock().unwrap() = db.1;
+        self.journal.reload_generation(&db.0);
         *g = Some(db.0);
         self.poisoned.store(false, Ordering::SeqCst);
         log::warn!(
@@ -170,6 +186,18 @@ impl MetaDb {
             );
         }
         Error::Meta(e)
+    }
+}
+
+/// One line for a sled error (sled's corruption errors name only a page id).
+pub fn describe(e: &sled::Error) -> String {
+    match e {
+        sled::Error::Corruption { at, .. } => match at {
+            Some(at) => format!("sled found its files corrupt at {at}"),
+            None => "sled found its files corrupt".into(),
+        },
+        sled::Error::ReportableBug(b) => format!("sled failed ({b})"),
+        other => other.to_string(),
     }
 }
 
@@ -275,7 +303,7 @@ impl MetaDb {
         Ok(out)
     }
 
-    /// Apply `ops` atomically and make them durable.
+    /// Apply `ops` atomically and make them durable (and journaled, see the module docs).
     pub fn apply(&self, ops: Vec<MetaOp>) -> Result<()> {
         if ops.is_empty() {
             return Ok(());
@@ -283,16 +311,27 @@ impl MetaDb {
         let n = ops.len();
         let mut batch = sled::Batch::default();
         let mut expect = Vec::new();
+        let mut changes = Vec::new();
         for op in ops {
             match op {
-                MetaOp::Put(k, v) => batch.insert(k, v),
-                MetaOp::Delete(k) => batch.remove(k),
+                MetaOp::Put(k, v) => {
+                    if keys::journaled(&k) {
+                        changes.push(journal::Change::Put(k.clone(), v.clone()));
+                    }
+                    batch.insert(k, v)
+                }
+                MetaOp::Delete(k) => {
+                    if keys::journaled(&k) {
+                        changes.push(journal::Change::Delete(k.clone()));
+                    }
+                    batch.remove(k)
+                }
                 MetaOp::Expect(k, v) => expect.push((k, v)),
             }
         }
         let g = self.db(true)?;
         let db = g.as_ref().unwrap();
-        {
+        let generation = {
             let _one = self.apply_lock.lock().unwrap_or_else(|p| p.into_inner());
             for (k, want) in &expect {
                 let have = db.get(k).map_err(|e| self.failed(e))?;
@@ -300,17 +339,30 @@ impl MetaDb {
                     return Err(expect_failed(k));
                 }
             }
-            db.apply_batch(batch).map_err(|e| self.failed(e))?;
-        }
-        db.flush().map_err(|e| self.failed(e))?;
-        SledFiles::sync(&self.files).inspect_err(|e| {
-            if !self.poisoned.swap(true, Ordering::SeqCst) {
-                log::error!(
-                    "metadata database {}: sync failed ({e}); it will be reopened",
-                    self.dir.display()
-                );
+            let generation = (!changes.is_empty()).then(|| self.journal.next());
+            if let Some(g) = generation {
+                batch.insert(GEN_KEY, g.to_be_bytes().to_vec());
             }
-        })?;
+            db.apply_batch(batch).map_err(|e| self.failed(e))?;
+            if let Some(g) = generation {
+                self.journal.applied(g);
+            }
+            generation
+        };
+        let synced = db.flush().map_err(|e| self.failed(e)).and_then(|_| {
+            SledFiles::sync(&self.files).inspect_err(|e| {
+                if !self.poisoned.swap(true, Ordering::SeqCst) {
+                    log::error!(
+                        "metadata database {}: sync failed ({e}); it will be reopened",
+                        self.dir.display()
+                    );
+                }
+            })
+        });
+        if let Some(g) = generation {
+            self.journal_after(db, g, &changes, synced.is_ok());
+        }
+        synced?;
         if n >= BULK_OPS {
             drain_garbage(db, n, &self.poisoned);
         }
@@ -473,65 +525,4 @@ fn drain_garbage(db: &sled::Db, ops: usize, stop: &Arc<AtomicBool>) {
                 }
             }
         });
-}
-
-#[cfg(test)]
-mod durability_tests {
-    use super::*;
-
-    /// Our syncs cover sled's files by their names (sled 0.34.7's layout): if a sled
-    /// upgrade moved them, this fails instead of the syncs silently missing them.
-    #[test]
-    fn syncs_cover_sleds_files() {
-        let d = tempfile::tempdir().unwrap();
-        let dir = d.path().join("meta");
-        let db = MetaDb::open(&dir).unwrap();
-        for f in ["db", "conf", "blobs"] {
-            assert!(dir.join(f).exists(), "sled has no {f}");
-        }
-        assert!(db.files.lock().unwrap().blobs.is_empty());
-        // A value above sled's blob threshold (segment 512 KiB / 4) goes to a blob
-        // file, which sled writes without any sync: the commit must have seen it.
-        db.apply(vec![MetaOp::Put(b"s/big".to_vec(), vec![7u8; 300 << 10])])
-            .unwrap();
-        let blobs = db.files.lock().unwrap().blobs.clone();
-        assert!(!blobs.is_empty(), "the blob sled wrote was not synced");
-        for b in blobs.keys() {
-            assert!(dir.join("blobs").join(b).is_file());
-        }
-        assert_eq!(db.get(b"s/big").unwrap().unwrap().len(), 300 << 10);
-        // The directory's entries were recorded at the last directory fsync.
-        assert_eq!(db.files.lock().unwrap().entries, list(&dir).unwrap());
-        drop(db);
-        let db = MetaDb::open(&dir).unwrap();
-        assert_eq!(db.get(b"s/big").unwrap().unwrap().len(), 300 << 10);
-    }
-
-    /// `applied_here` counts this thread's applied batches: not an empty one, not
-    /// one refused by its precondition, not another thread's.
-    #[test]
-    fn applied_here_counts_this_threads_commits() {
-        let d = tempfile::tempdir().unwrap();
-        let db = Arc::new(MetaDb::open(&d.path().join("meta")).unwrap());
-        let n0 = applied_here();
-        db.apply(vec![MetaOp::Put(b"s/a".to_vec(), b"1".to_vec())])
-            .unwrap();
-        assert_eq!(applied_here(), n0 + 1);
-        db.apply(Vec::new()).unwrap();
-        let refused = db.apply(vec![
-            MetaOp::Expect(b"s/a".to_vec(), None),
-            MetaOp::Put(b"s/b".to_vec(), b"2".to_vec()),
-        ]);
-        assert!(matches!(refused, Err(Error::Conflict(_))), "{refused:?}");
-        assert_eq!(db.get(b"s/b").unwrap(), None);
-        let other = Arc::clone(&db);
-        std::thread::spawn(move || {
-            other
-                .apply(vec![MetaOp::Put(b"s/c".to_vec(), b"3".to_vec())])
-                .unwrap()
-        })
-        .join()
-        .unwrap();
-        assert_eq!(applied_here(), n0 + 1);
-    }
 }

@@ -79,6 +79,25 @@ fn line(p: &treefork::reach::Problem) -> String {
     )
 }
 
+/// The lines of a rebuilt metadata database: `rebuilt: ...`, then what came back,
+/// what did not, and where the damaged copy went.
+fn rebuilt(out: &mut dyn Write, b: &treefork::store::RebuildReport) -> io::Result<()> {
+    writeln!(
+        out,
+        "rebuilt: the metadata database from {} (generation {}); it was damaged: {}",
+        b.source, b.generation, b.reason
+    )?;
+    let back: Vec<String> = b.recovered.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    writeln!(out, "rebuilt: recovered {}", back.join(", "))?;
+    for l in &b.lost {
+        writeln!(out, "rebuilt: LOST {l}")?;
+    }
+    for m in &b.moved_aside {
+        writeln!(out, "rebuilt: the damaged copy is kept in {m}")?;
+    }
+    Ok(())
+}
+
 impl Human for Checked {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         let f = &self.fsck;
@@ -101,6 +120,9 @@ impl Human for Checked {
         }
         for t in &f.torn_tails {
             writeln!(out, "note: torn tail (crash leftover, harmless): {t}")?;
+        }
+        if let Some(b) = &f.rebuilt {
+            rebuilt(out, b)?;
         }
         for r in &f.repaired {
             writeln!(out, "repaired: {r}")?;

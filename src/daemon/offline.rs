@@ -22,7 +22,7 @@ use crate::ops::{Host, Target};
 use crate::remote::held::{self, Held};
 use crate::remote::trim::{TrimReport, TrimRequest};
 use crate::session::SessionRecord;
-use crate::store::{ObjectStore, PackStore};
+use crate::store::{ObjectStore, PackStore, RebuildReport};
 use crate::verbs::fsck::Checked;
 use crate::verbs::gc::Collected;
 use crate::verbs::mount::Mounted;
@@ -37,6 +37,8 @@ use crate::verbs::{self, Mount, Op, Server, needs_daemon};
 pub struct Offline {
     store: Arc<PackStore>,
     names: Mutex<()>,
+    /// What opening the store for a repair rebuilt (reported by `fsck`).
+    rebuilt: Mutex<Option<RebuildReport>>,
 }
 
 impl Offline {
@@ -45,7 +47,16 @@ impl Offline {
         Offline {
             store: Arc::new(store),
             names: Mutex::new(()),
+            rebuilt: Mutex::new(None),
         }
+    }
+
+    /// The host of a store opened for repair, whose metadata database that open
+    /// rebuilt (`rebuilt`, reported by the `fsck` it serves).
+    pub fn repaired(store: PackStore, rebuilt: Option<RebuildReport>) -> Offline {
+        let o = Offline::new(store);
+        *o.rebuilt.lock().unwrap() = rebuilt;
+        o
     }
 
     /// Whether `op` is served without a daemon.
@@ -180,7 +191,8 @@ impl Server for Offline {
     fn fsck(&self, repair: bool, events: &mut dyn FnMut(Value)) -> Result<Checked> {
         let held = Held::of(&*self.store)?;
         let boundary = held::boundary(&held);
-        let r = crate::fsck::fsck(&*self.store, boundary, repair, &mut progress(events))?;
+        let mut r = crate::fsck::fsck(&*self.store, boundary, repair, &mut progress(events))?;
+        r.rebuilt = self.rebuilt.lock().unwrap().take();
         Ok(Checked::new(r))
     }
 

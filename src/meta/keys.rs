@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | `m/format` | — | format marker |
 //! | `m/limits` | — | the store's quotas (owned by `quota`) |
+//! | `m/gen` | — | the generation of the last journaled batch, u64 BE (owned by `meta::journaled`) |
 //! | `o/` | object id, 32 bytes | object index entry (owned by `store`) |
 //! | `s/` | session name | session record (owned by `session`) |
 //! | `c/` | checkpoint id, 32 bytes | checkpoint record (owned by `refs`) |
@@ -38,6 +39,9 @@ use crate::id::{CheckpointId, ObjectId};
 pub const FORMAT_KEY: &[u8] = b"m/format";
 /// Value of the format marker.
 pub const FORMAT_VALUE: &[u8] = b"treefork-meta v1";
+/// Key of the generation of the last batch that changed a journaled key (u64 BE;
+/// see `meta::journaled`).
+pub const GEN_KEY: &[u8] = b"m/gen";
 /// Key of the store's quotas (`crate::quota`).
 pub const LIMITS_KEY: &[u8] = b"m/limits";
 /// Prefix of object-index keys.
@@ -76,6 +80,50 @@ pub const CONVERSATION_USAGE_PREFIX: &[u8] = b"u/";
 pub const REMOTE_PREFIX: &[u8] = b"y/";
 /// Prefix of remote tracking ref keys.
 pub const TRACKING_PREFIX: &[u8] = b"q/";
+
+/// Whether `key` has a second copy in the metadata journal: every key except the
+/// object index (the packs rebuild it) and the generation (each record carries its own).
+pub fn journaled(key: &[u8]) -> bool {
+    !key.starts_with(OBJECT_PREFIX) && key != GEN_KEY
+}
+
+/// Every record kind a key can be of, by prefix, with the plural naming it in a
+/// repair report ([`record_kind`]).
+const KINDS: &[(&[u8], &str)] = &[
+    (b"m/", "store settings"),
+    (OBJECT_PREFIX, "index entries"),
+    (SESSION_PREFIX, "sessions"),
+    (CHECKPOINT_PREFIX, "checkpoints"),
+    (REF_PREFIX, "branches"),
+    (LOST_PREFIX, "moved-aside records"),
+    (OP_PREFIX, "operations"),
+    (ATTACH_PREFIX, "operation attachments"),
+    (INFO_PREFIX, "session infos"),
+    (TOUCHED_PREFIX, "touched files"),
+    (MESSAGE_PREFIX, "messages"),
+    (MESSAGE_ID_PREFIX, "message ids"),
+    (CONVERSATION_PREFIX, "conversation ranges"),
+    (CONVERSATION_BASE_PREFIX, "shared conversations"),
+    (CONVERSATION_USAGE_PREFIX, "conversation usages"),
+    (REMOTE_PREFIX, "remotes"),
+    (TRACKING_PREFIX, "tracking refs"),
+    (GRANT_PREFIX, "branch grants"),
+    (LINEAGE_PREFIX, "lineage links"),
+];
+
+/// The kind of record `key` is, as a plural noun ("sessions", "branches", ...;
+/// "other records" for a key of no known prefix).
+pub fn record_kind(key: &[u8]) -> &'static str {
+    KINDS
+        .iter()
+        .find(|(p, _)| key.starts_with(p))
+        .map_or("other records", |(_, k)| k)
+}
+
+/// The prefix of every record kind, in key order (a salvage reads them one by one).
+pub fn kind_prefixes() -> impl Iterator<Item = &'static [u8]> {
+    KINDS.iter().map(|(p, _)| *p)
+}
 
 /// Which kind of remote ref a tracking key names (`b` or `s` in the key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -600,6 +648,28 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Every prefix has a kind in the repair report, and the journal covers every
+    /// key but the object index and the generation.
+    #[test]
+    fn every_prefix_has_a_kind_and_only_the_index_is_unjournaled() {
+        let prefixes: Vec<&[u8]> = kind_prefixes().collect();
+        for p in [
+            SESSION_PREFIX,
+            GRANT_PREFIX,
+            LINEAGE_PREFIX,
+            TRACKING_PREFIX,
+        ] {
+            assert!(prefixes.contains(&p));
+        }
+        assert_eq!(record_kind(&ref_key("main")), "branches");
+        assert_eq!(record_kind(&session_key("s")), "sessions");
+        assert_eq!(record_kind(b"z/unknown"), "other records");
+        assert!(!journaled(&object_key(&ObjectId([1; 32]))));
+        assert!(!journaled(GEN_KEY));
+        assert!(journaled(FORMAT_KEY) && journaled(LIMITS_KEY));
+        assert!(journaled(&op_key("s", 1)) && journaled(&touched_key("s", b"a")));
     }
 
     #[test]

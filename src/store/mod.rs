@@ -33,6 +33,7 @@ pub mod objects;
 mod open;
 pub mod pack;
 pub mod packstore;
+pub mod rebuild;
 pub mod space;
 #[cfg(test)]
 mod tests;
@@ -48,6 +49,7 @@ pub use objects::{Fallback, FetchedObject, Loc, ObjectStore, Packs};
 pub use open::{STORE_FILE, STORE_FORMAT, STORE_VERSION, check_descriptor};
 pub use pack::{Codec, Kind};
 pub use packstore::PackStore;
+pub use rebuild::RebuildReport;
 
 /// Objects smaller than this are always stored whole (a delta would not pay for
 /// its base id and the second read).

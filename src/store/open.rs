@@ -1,10 +1,12 @@
 //! Opening a store directory: the descriptor, the metadata database's format
 //! marker, and finding the last pack.
 //!
-//! Owns: `DIR/treefork.store` (format tag + version) and the create-or-refuse rule
-//! (only a missing or empty directory becomes a new store). Invariant: a store is
-//! never opened with a metadata database that lost its format marker, except for
-//! `fsck --repair`, which marks it again before rebuilding the index.
+//! Owns: `DIR/treefork.store` (format tag + version), the create-or-refuse rule
+//! (only a missing or empty directory becomes a new store), and the check of the
+//! metadata database at every open: it opens without a sled panic, holds its format
+//! marker, and agrees with its journal (`meta::journaled`).
+//! Invariant: a store is never served from a database that failed the check; only
+//! `fsck --repair` goes on, after rebuilding it (`super::rebuild`).
 
 use std::fs::{self, File};
 use std::path::Path;
@@ -65,18 +67,34 @@ pub(super) fn sync_dir(dir: &Path) -> Result<()> {
     crate::durable::sync_dir(dir, crate::durable::Scope::Store).map_err(|e| Error::io(dir, e))
 }
 
-/// Open (or create) the store at `dir`: its checked metadata database and the
-/// number of its last pack (see `PackStore::open` and `PackStore::open_for_repair`).
-pub(super) fn open(dir: &Path, repair: bool) -> Result<(MetaDb, u32)> {
+/// Open (or create) the store at `dir`: its checked metadata database, the number
+/// of its last pack, and (with `repair`, when the database was damaged) what the
+/// rebuild did (see `PackStore::open` and `PackStore::open_for_repair`).
+pub(super) fn open(
+    dir: &Path,
+    repair: bool,
+) -> Result<(MetaDb, u32, Option<super::rebuild::RebuildReport>)> {
     let empty = check_or_create(dir)?;
     let meta_dir = dir.join("meta");
-    let db = std::panic::catch_unwind(|| MetaDb::open(&meta_dir)).map_err(|_| {
-        Error::corrupt(
-            format!("metadata database {}", meta_dir.display()),
-            "sled panicked while opening it",
-        )
-    })??;
-    check_marker(&db, &meta_dir, empty, repair)?;
+    let what = || format!("metadata database {}", meta_dir.display());
+    let mut rebuilt = None;
+    let db = match open_meta(dir, empty)? {
+        Ok(db) => db,
+        Err(damage) if repair => {
+            rebuilt = Some(super::rebuild::rebuild(dir, &damage)?);
+            open_meta(dir, false)?.map_err(|d| {
+                Error::corrupt(what(), format!("still damaged after the rebuild: {d}"))
+            })?
+        }
+        Err(damage) => {
+            return Err(Error::corrupt(
+                what(),
+                format!(
+                    "{damage}; the packs are untouched: `treefork fsck --repair` rebuilds it from its journal"
+                ),
+            ));
+        }
+    };
     let mut last = 0u32;
     for e in fs::read_dir(dir.join("packs")).map_err(|e| Error::io(dir, e))? {
         let name = e.map_err(|e| Error::io(dir, e))?.file_name();
@@ -84,7 +102,28 @@ pub(super) fn open(dir: &Path, repair: bool) -> Result<(MetaDb, u32)> {
             last = last.max(n);
         }
     }
-    Ok((db, last))
+    Ok((db, last, rebuilt))
+}
+
+/// Open the metadata database of the store at `dir` and check it: `Ok(Err(why))`
+/// when it is damaged (sled panicked, the format marker is missing or unknown, it
+/// disagrees with its journal), with one line saying what was found. `new`: the
+/// store was just created (a missing marker is written, not damage).
+pub(super) fn open_meta(dir: &Path, new: bool) -> Result<std::result::Result<MetaDb, String>> {
+    let meta_dir = dir.join("meta");
+    let db = match meta::quiet::catch(|| MetaDb::open(&meta_dir)) {
+        Ok(Ok(db)) => db,
+        Ok(Err(Error::Meta(e))) => return Ok(Err(format!("sled cannot open it: {}", meta::describe(&e)))),
+        Ok(Err(e)) => return Err(e),
+        Err(p) => return Ok(Err(format!("sled panicked while opening it ({p})"))),
+    };
+    if let Err(why) = check_marker(&db, new)? {
+        return Ok(Err(why));
+    }
+    match db.attach_journal(&dir.join("journal"))? {
+        meta::Verdict::Damaged(why) => Ok(Err(why)),
+        meta::Verdict::Resumed { .. } | meta::Verdict::Started { .. } => Ok(Ok(db)),
+    }
 }
 
 /// Create the store when `dir` is missing or empty (returns true), else check its
@@ -126,32 +165,27 @@ fn check_or_create(dir: &Path) -> Result<bool> {
 }
 
 /// sled treats an unreadable database as empty; the marker written at creation
-/// tells "new store" from "lost index", so a damaged index is never mistaken for an
-/// empty store (which would hide every session).
-fn check_marker(db: &dyn MetaStore, meta_dir: &Path, empty: bool, repair: bool) -> Result<()> {
-    let mark = || {
-        db.apply(vec![MetaOp::Put(
-            meta::FORMAT_KEY.to_vec(),
-            meta::FORMAT_VALUE.to_vec(),
-        )])
+/// tells "new store" from "lost database", so a damaged one is never mistaken for an
+/// empty store (which would hide every session). `Ok(Err(why))`: damaged.
+fn check_marker(db: &dyn MetaStore, new: bool) -> Result<std::result::Result<(), String>> {
+    let marker = match meta::quiet::catch(|| db.get(meta::FORMAT_KEY)) {
+        Ok(Ok(m)) => m,
+        Ok(Err(e)) => return Ok(Err(format!("reading its format marker failed: {e}"))),
+        Err(p) => return Ok(Err(format!("sled panicked reading it ({p})"))),
     };
-    match db.get(meta::FORMAT_KEY)? {
-        Some(v) if v == meta::FORMAT_VALUE => Ok(()),
-        Some(v) => Err(Error::corrupt(
-            format!("metadata database {}", meta_dir.display()),
-            format!("unknown format marker {:?}", String::from_utf8_lossy(&v)),
-        )),
-        None if empty => mark(),
-        None if repair => {
-            log::warn!(
-                "metadata database {}: format marker missing; marking it for the index rebuild",
-                meta_dir.display()
-            );
-            mark()
+    match marker {
+        Some(v) if v == meta::FORMAT_VALUE => Ok(Ok(())),
+        Some(v) => Ok(Err(format!(
+            "unknown format marker {:?}",
+            String::from_utf8_lossy(&v)
+        ))),
+        None if new => {
+            db.apply(vec![MetaOp::Put(
+                meta::FORMAT_KEY.to_vec(),
+                meta::FORMAT_VALUE.to_vec(),
+            )])?;
+            Ok(Ok(()))
         }
-        None => Err(Error::corrupt(
-            format!("metadata database {}", meta_dir.display()),
-            "format marker missing (index lost or damaged; the packs are untouched; `treefork fsck --repair` rebuilds the index)",
-        )),
+        None => Ok(Err("format marker missing (the database was lost or reset)".into())),
     }
 }

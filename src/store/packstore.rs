@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::cache::ObjectCache;
 use super::fds::PackFds;
 use super::metastore::MetaStore;
+use super::rebuild::RebuildReport;
 use super::objects::{Fallback, Loc, ObjectStore, check_object_len};
 use super::open::sync_dir;
 use super::pack::{self, Codec, Kind, RecordHeader};
@@ -85,17 +86,17 @@ impl PackStore {
     /// Open the store at `dir`, creating it when `dir` is missing or empty.
     /// The caller must already hold the store lock (see `crate::lock`).
     pub fn open(dir: &Path) -> Result<PackStore> {
-        let (db, last) = super::open::open(dir, false)?;
+        let (db, last, _) = super::open::open(dir, false)?;
         Ok(PackStore::new(dir, Box::new(db), last))
     }
 
-    /// Open for `fsck --repair`: a metadata database without its format marker (lost
-    /// or damaged: sled reads it as empty) is accepted and marked again, so the index
-    /// can be rebuilt from the packs. Session, checkpoint and branch records that were
-    /// only in the lost database do not come back.
-    pub fn open_for_repair(dir: &Path) -> Result<PackStore> {
-        let (db, last) = super::open::open(dir, true)?;
-        Ok(PackStore::new(dir, Box::new(db), last))
+    /// Open for `fsck --repair`: a metadata database that fails its check at open
+    /// (see `open`) is moved aside and rebuilt from its journal or from what it still
+    /// yields (`super::rebuild`); the report of that is returned beside the store. The
+    /// object index is rebuilt from the packs by the repair itself.
+    pub fn open_for_repair(dir: &Path) -> Result<(PackStore, Option<RebuildReport>)> {
+        let (db, last, rebuilt) = super::open::open(dir, true)?;
+        Ok((PackStore::new(dir, Box::new(db), last), rebuilt))
     }
 
     pub(super) fn new(dir: &Path, db: Box<dyn MetaStore>, last_pack: u32) -> PackStore {

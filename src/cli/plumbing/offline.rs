@@ -21,20 +21,21 @@ pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<
         bail!("{} is not a treefork store", store.display());
     }
     let _lock = treefork::lock::StoreLock::acquire(store)?;
-    let s = if matches!(op, Op::Fsck(treefork::verbs::Fsck { repair: true })) {
-        PackStore::open_for_repair(store)?
-    } else {
-        PackStore::open(store)?
-    };
     if !Offline::serves(op) {
         bail!("{} needs a running treefork daemon", op.name());
     }
+    let host = if matches!(op, Op::Fsck(treefork::verbs::Fsck { repair: true })) {
+        let (s, rebuilt) = PackStore::open_for_repair(store)?;
+        Offline::repaired(s, rebuilt)
+    } else {
+        Offline::new(PackStore::open(store)?)
+    };
     let mut events = |e: Value| {
         if let Some(p) = progress_of(&e) {
             progress(p)
         }
     };
-    let mut v = Offline::new(s).run(op.clone(), &mut events)?;
+    let mut v = host.run(op.clone(), &mut events)?;
     v["ok"] = json!(true);
     Ok(v)
 }

@@ -179,7 +179,12 @@ fn last_log_line(log_path: &Path, from: u64) -> String {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .to_string();
-    tail.split("error: ").last().unwrap_or(&tail).to_string()
+    // The daemon's own failure line is `treefork: error: MESSAGE`; a log line
+    // carries its level before the message.
+    match tail.split_once("treefork: error: ") {
+        Some((_, m)) => m.to_string(),
+        None => tail.split("error: ").last().unwrap_or(&tail).to_string(),
+    }
 }
 
 fn spawn_daemon(store: &Path) -> Result<()> {
@@ -220,6 +225,10 @@ fn spawn_daemon(store: &Path) -> Result<()> {
                 return Ok(());
             }
             let tail = last_log_line(&log_path, log_len);
+            if status.code() == Some(super::super::failure::DAMAGED) {
+                // The store's metadata failed its check at open: its line as is.
+                return Err(super::super::failure::Failure::coded("damaged", tail));
+            }
             return Err(SpawnFailed {
                 locked: status.code() == Some(EXIT_STORE_LOCKED),
                 message: format!(

@@ -178,33 +178,60 @@ pub fn record(store: &Path, scratch: &Path, sessions: &[&str], tracking: &[Strin
     f
 }
 
-/// Panic naming every fact of `got` that differs from `want` (both sides cut to
-/// a readable length), the keys in `except` left out.
-pub fn assert_same(what: &str, want: &Facts, got: &Facts, except: &[String]) {
+/// Every fact of `got` that differs from `want`, as readable lines (both sides
+/// cut to a readable length), the keys in `except` left out.
+pub fn differences(want: &Facts, got: &Facts, except: &[String]) -> Vec<String> {
     let cut = |v: Option<&Value>| {
         let s = v.map_or("<absent>".to_string(), |v| v.to_string());
         if s.len() > 1500 {
-            format!("{}... ({} chars)", &s[..1500], s.len())
+            let head: String = s.chars().take(1500).collect();
+            format!("{head}... ({} chars)", s.len())
         } else {
             s
         }
     };
-    let mut diffs = Vec::new();
     let keys: std::collections::BTreeSet<&String> = want.keys().chain(got.keys()).collect();
-    for k in keys {
-        if except.contains(k) || want.get(k) == got.get(k) {
-            continue;
-        }
-        diffs.push(format!(
-            "  {k}:\n    want {}\n    got  {}",
-            cut(want.get(k)),
-            cut(got.get(k))
-        ));
-    }
+    keys.into_iter()
+        .filter(|k| !except.contains(k) && want.get(*k) != got.get(*k))
+        .map(|k| {
+            format!(
+                "  {k}:\n    want {}\n    got  {}",
+                cut(want.get(k)),
+                cut(got.get(k))
+            )
+        })
+        .collect()
+}
+
+/// Panic naming every fact of `got` that differs from `want`, the keys in
+/// `except` left out.
+pub fn assert_same(what: &str, want: &Facts, got: &Facts, except: &[String]) {
+    let diffs = differences(want, got, except);
     assert!(
         diffs.is_empty(),
         "{what}: {} fact(s) differ from the fixture's:\n{}",
         diffs.len(),
         diffs.join("\n")
     );
+}
+
+/// `facts` without what one lost journal record held: the exec `n` of session
+/// `s` (operation `seq`): its `history` line, its `op log` entry and its
+/// `history show`.
+pub fn without_exec(facts: &Facts, s: &str, n: u64, seq: u64) -> Facts {
+    let mut f = facts.clone();
+    f.remove(&exec_output_key(s, n));
+    if let Some(Value::Array(a)) = f
+        .get_mut(&format!("{s}/history"))
+        .and_then(|h| h.get_mut("execs"))
+    {
+        a.retain(|e| e["n"].as_u64() != Some(n));
+    }
+    if let Some(Value::Array(a)) = f
+        .get_mut(&format!("{s}/op log"))
+        .and_then(|h| h.get_mut("operations"))
+    {
+        a.retain(|o| o["seq"].as_u64() != Some(seq));
+    }
+    f
 }

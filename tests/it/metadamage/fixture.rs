@@ -34,8 +34,8 @@ pub struct Fixture {
     pub rollback_meta: PathBuf,
     /// Everything the CLI showed of the finished store.
     pub facts: Facts,
-    /// The session and exec number of the big output.
-    pub big_exec: (String, u64),
+    /// The session, exec number and operation number of the big output.
+    pub big_exec: (String, u64, u64),
     /// The tracking refs the facts resolve (`origin/NAME`; empty without S3).
     pub tracking: Vec<String>,
 }
@@ -144,6 +144,7 @@ fn build(dir: &Path) -> Fixture {
     let big = exec(&store, &mp1, BIG_OUTPUT_CMD);
     assert!(big["stdout_bytes"].as_u64().unwrap() >= 300_000, "{big}");
     let big_n = big["n"].as_u64().unwrap();
+    let big_seq = big["seq"].as_u64().unwrap();
     message(&store, &mp1, "user", r#""please build the thing""#);
     message(
         &store,
@@ -276,7 +277,7 @@ fn build(dir: &Path) -> Fixture {
         store,
         rollback_meta,
         facts,
-        big_exec: ("s1".into(), big_n),
+        big_exec: ("s1".into(), big_n, big_seq),
         tracking,
     }
 }

@@ -39,6 +39,7 @@ fn small_store_never_shows_an_empty_session() {
     damage::flip(&m.store.join("meta/db"), 1);
     let o = tf(&m.store, &["mount", mp, "--session", "keepme"]);
     if o.status.code() == Some(7) {
+        eprintln!("small store: the damaged mount was refused");
         damage::assert_refused(&o, "mount --session keepme", &m.store);
         assert!(crate::harness::fuse_mounts_under(&m.mp).is_empty());
     } else {
@@ -48,6 +49,7 @@ fn small_store_never_shows_an_empty_session() {
             o.status.code(),
             String::from_utf8_lossy(&o.stderr)
         );
+        eprintln!("small store: the damaged store mounted");
         let seen = tree_hashes(&m.mp);
         assert!(
             !seen.is_empty(),

@@ -25,6 +25,7 @@ mod maintenance;
 mod mcp;
 mod merge;
 mod messages;
+mod metadamage;
 mod persistence;
 mod posix;
 mod powercut;

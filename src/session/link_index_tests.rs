@@ -93,7 +93,7 @@ fn link_unlink_rename_rmdir_keep_the_index() {
     s.touch_rename(1, b"a", b, b"a2");
     s.rename(1, b"a", b, b"a2", 0).unwrap();
     let noted = s.take_touched(&mut s.lock());
-    assert!(noted.contains(&b"b/a2/f".to_vec()), "{noted:?}");
+    assert!(noted.contains(b"b/a2/f".as_slice()), "{noted:?}");
     assert_eq!(dirs(&s, f), [(a, 1), (b, 1)]);
     assert_eq!(names(&s, f), ["b/a2/f", "b/x"]);
 

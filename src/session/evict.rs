@@ -289,6 +289,7 @@ impl State {
         for &c in &children {
             self.evictable(c)?;
         }
+        self.unindex_dir(d);
         for c in children {
             if self.inodes.get(&c).is_some_and(|i| !i.hardlink) {
                 self.inodes.remove(&c);

@@ -302,7 +302,7 @@ impl Graft<'_> {
                 return posix(libc::EEXIST);
             }
             let ino = self.link_inode(&w.r)?;
-            self.st.entries_mut(parent)?.insert(name.to_vec(), ino);
+            self.st.insert_entry(parent, name.to_vec(), ino)?;
             self.st.get_mut(ino)?.attr.nlink += 1;
             *self.net.entry(ino).or_default() += 1;
             self.st.mark_dir_changed(parent);
@@ -391,7 +391,7 @@ impl Graft<'_> {
     /// counted out at the end; a directory takes its whole live subtree with it.
     fn unlink(&mut self, parent: u64, name: &[u8], ino: u64) -> Result<()> {
         let st = &mut *self.st;
-        st.entries_mut(parent)?.remove(name);
+        st.remove_entry(parent, name)?;
         let (kind, hardlink) = {
             let i = st.get(ino)?;
             (i.kind, i.hardlink)
@@ -612,7 +612,7 @@ fn insert_empty_dir(st: &mut State, parent: u64, name: &[u8], r: &Record) -> Res
     inode.data = Data::Dir(super::inode::Dir::empty());
     inode.attr.nlink = 2;
     st.inodes.insert(ino, inode);
-    st.entries_mut(parent)?.insert(name.to_vec(), ino);
+    st.insert_entry(parent, name.to_vec(), ino)?;
     st.get_mut(parent)?.attr.nlink += 1;
     st.total_inodes += 1;
     st.mark_dir_changed(parent);
@@ -648,7 +648,7 @@ fn insert_fresh(
     }
     st.total_inodes += 1;
     st.inodes.insert(ino, inode);
-    st.entries_mut(parent)?.insert(name.to_vec(), ino);
+    st.insert_entry(parent, name.to_vec(), ino)?;
     if is_dir {
         st.get_mut(parent)?.attr.nlink += 1;
     }

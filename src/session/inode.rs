@@ -505,6 +505,9 @@ pub struct State {
     pub links: BTreeSet<u64>,
     /// Link-table records not yet materialized as live inodes.
     pub link_records: HashMap<u64, Record>,
+    /// The link index (`super::link_index`): (hard-linked ino, loaded directory)
+    /// → how many of the directory's entries name it.
+    pub link_dirs: BTreeMap<(u64, u64), u32>,
     /// Link table changed since the last flush.
     pub links_dirty: bool,
     /// Sum of [`Inode::record_bound`] over `links`: a bound of the link table's

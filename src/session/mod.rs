@@ -35,6 +35,7 @@ mod evict_tests;
 pub mod flush;
 mod graft;
 pub mod inode;
+mod link_index;
 #[cfg(test)]
 mod lock_tests;
 #[cfg(test)]
@@ -461,6 +462,7 @@ impl State {
         let sharded = loaded.len() > 1;
         let mut entries = BTreeMap::new();
         let mut shards = HashMap::new();
+        let mut links = Vec::new();
         for shard in loaded {
             let mut digest = crate::tree::ShardDigest::default();
             for (name, e) in shard.node.entries {
@@ -482,6 +484,7 @@ impl State {
                             })?;
                             self.inodes.insert(child, Inode::from_record(&r, 0, true));
                         }
+                        links.push(child);
                     }
                 }
                 entries.insert(name, child);
@@ -493,6 +496,9 @@ impl State {
         if let Data::Dir(d) = &mut self.get_mut(ino)?.data {
             d.entries = Some(entries.into());
             d.shards = shards;
+        }
+        for child in links {
+            self.index_link(child, ino);
         }
         Ok(())
     }
@@ -551,9 +557,7 @@ impl State {
                 "repair: dropping entry {:?} of inode {dir} (no inode)",
                 String::from_utf8_lossy(&name)
             );
-            if let Ok(e) = self.entries_mut(dir) {
-                e.remove(&name);
-            }
+            let _ = self.remove_entry(dir, &name);
             self.mark_dir_changed(dir);
         }
         self.changed = true;
@@ -565,6 +569,7 @@ impl State {
             && i.attr.nlink == 0
             && i.lookups == 0
         {
+            self.unindex_ino(ino);
             self.inodes.remove(&ino);
             self.dirty_files.remove(&ino);
             self.replaced.remove(&ino);

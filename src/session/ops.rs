@@ -192,7 +192,7 @@ impl Session {
         inode.lookups = 1;
         let now = inode.attr.ctime;
         st.inodes.insert(ino, inode);
-        st.entries_mut(parent)?.insert(name.to_vec(), ino);
+        st.insert_entry(parent, name.to_vec(), ino)?;
         let p = st.get_mut(parent)?;
         p.attr.mtime = now;
         p.attr.ctime = now;
@@ -236,7 +236,7 @@ impl Session {
             }
             _ => {}
         }
-        st.entries_mut(parent)?.remove(name);
+        st.remove_entry(parent, name)?;
         let now = Timespec::now();
         let p = st.get_mut(parent)?;
         p.attr.mtime = now;
@@ -290,8 +290,8 @@ impl Session {
         if exchange {
             let dst = dst.ok_or(Error::Posix(libc::ENOENT))?;
             let dst_dir = st.get(dst)?.kind == Kind::Dir;
-            st.entries_mut(parent)?.insert(name.to_vec(), dst);
-            st.entries_mut(newparent)?.insert(newname.to_vec(), src);
+            st.insert_entry(parent, name.to_vec(), dst)?;
+            st.insert_entry(newparent, newname.to_vec(), src)?;
             if parent != newparent && src_dir != dst_dir {
                 let (d_from, d_to) = if src_dir {
                     (parent, newparent)
@@ -333,13 +333,13 @@ impl Session {
                 }
                 _ => {}
             }
-            st.entries_mut(newparent)?.remove(newname);
+            st.remove_entry(newparent, newname)?;
             drop_link(&mut st, dst, now);
         } else if newparent != parent {
             check_room(&mut st, newparent)?;
         }
-        st.entries_mut(parent)?.remove(name);
-        st.entries_mut(newparent)?.insert(newname.to_vec(), src);
+        st.remove_entry(parent, name)?;
+        st.insert_entry(newparent, newname.to_vec(), src)?;
         if src_dir && parent != newparent {
             st.get_mut(parent)?.attr.nlink -= 1;
             st.get_mut(newparent)?.attr.nlink += 1;
@@ -388,12 +388,14 @@ impl Session {
             i.hardlink = true;
             i.parent = 0;
             st.links.insert(ino);
+            // Its one name so far (a single-linked inode is named once, in `parent`).
+            st.index_link(ino, old_parent);
         }
         let i = st.get_mut(ino)?;
         i.attr.nlink += 1;
         i.attr.ctime = now;
         i.lookups += 1;
-        st.entries_mut(newparent)?.insert(newname.to_vec(), ino);
+        st.insert_entry(newparent, newname.to_vec(), ino)?;
         let p = st.get_mut(newparent)?;
         p.attr.mtime = now;
         p.attr.ctime = now;

@@ -204,16 +204,10 @@ impl Session {
         for ino in inos {
             match st.inodes.get(&ino) {
                 Some(i) if i.hardlink => {
-                    // Every name of a hard-linked file (rare: scan loaded dirs).
-                    for (&d, di) in &st.inodes {
-                        if let Data::Dir(dd) = &di.data
-                            && dd
-                                .entries
-                                .as_ref()
-                                .is_some_and(|e| e.values().any(|v| *v == ino))
-                        {
-                            by_parent.entry(d).or_default().insert(ino);
-                        }
+                    // Every name of a hard-linked file in a loaded directory: the
+                    // link index has its directories (`super::link_index`).
+                    for d in st.link_dirs_of(ino) {
+                        by_parent.entry(d).or_default().insert(ino);
                     }
                 }
                 Some(i) if i.parent != 0 => {

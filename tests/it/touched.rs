@@ -227,3 +227,50 @@ fn session_show_counts_writes_not_yet_synced() {
     std::fs::write(m.p("unsynced.txt"), b"x").unwrap();
     assert_eq!(show(&m)["touched"], 1);
 }
+
+/// git's loose objects: a temporary file is written, linked to its final name,
+/// unlinked and fsynced, one after the other (each fsync a flush). Every name shows
+/// in the touched set; a hard-linked file written later counts all its names in
+/// loaded directories, including names from before the session.
+#[test]
+fn git_style_link_unlink_touches_every_name() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = git_repo(tmp.path());
+    std::fs::create_dir_all(repo.join("d")).unwrap();
+    std::fs::write(repo.join("h1"), "shared").unwrap();
+    std::fs::hard_link(repo.join("h1"), repo.join("d/h2")).unwrap();
+    let m = Mount::with_options("s", &["--from", repo.to_str().unwrap()]);
+    let mut want = std::collections::BTreeSet::new();
+    std::fs::create_dir(m.p("objs")).unwrap();
+    want.insert("objs".to_string());
+    for i in 0..4 {
+        std::fs::create_dir(m.p(&format!("objs/{i:02x}"))).unwrap();
+        want.insert(format!("objs/{i:02x}"));
+    }
+    for i in 0..400 {
+        let tmp = format!("objs/tmp_obj_{i}");
+        let obj = format!("objs/{:02x}/{i:038}", i % 4);
+        let mut f = std::fs::File::create(m.p(&tmp)).unwrap();
+        f.write_all(format!("blob {i}").as_bytes()).unwrap();
+        std::fs::hard_link(m.p(&tmp), m.p(&obj)).unwrap();
+        std::fs::remove_file(m.p(&tmp)).unwrap();
+        f.sync_all().unwrap();
+        want.insert(tmp);
+        want.insert(obj);
+    }
+    // Both names of the imported hard link (its directory loaded first).
+    assert_eq!(std::fs::read_dir(m.p("d")).unwrap().count(), 1);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(m.p("h1"))
+        .unwrap();
+    f.write_all(b"!").unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    want.insert("h1".to_string());
+    want.insert("d/h2".to_string());
+    m.umount();
+    let got: std::collections::BTreeSet<String> = touched(&m.store, "s").into_iter().collect();
+    assert_eq!(got, want);
+}

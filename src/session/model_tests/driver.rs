@@ -504,6 +504,7 @@ impl World {
 
     /// Session `s` holds exactly model `m` (see module docs).
     fn check(&self, s: &Session, m: &Model, when: &str) {
+        s.lock().check_link_index();
         let scan = self.scan(s);
         let got: Vec<&String> = scan.keys().collect();
         let want: Vec<&String> = m.paths.keys().collect();

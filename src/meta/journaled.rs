@@ -231,6 +231,17 @@ impl MetaDb {
         }
         match Journal::resume(dir, &l) {
             Ok(j) => {
+                // Each open starts a segment: one that only reads must not pile them up.
+                if j.due()
+                    && let Err(e) = j.rotate(db_gen, &pairs)
+                {
+                    return Ok(self.start_journal(
+                        dir,
+                        db_gen,
+                        &pairs,
+                        format!("rotating it failed ({e})"),
+                    ));
+                }
                 *self.journal.journal.lock().unwrap() = Some(Arc::new(j));
                 Ok(Verdict::Resumed { generation: db_gen })
             }

@@ -97,6 +97,36 @@ impl State {
         }
     }
 
+    /// Hard-linked file `ino` is down to one name. When the index knows that name
+    /// (one entry of one loaded directory), the inode leaves the link table and that
+    /// directory holds its record again: the link table (carried by the root node and
+    /// re-encoded at every flush that changes it) does not keep every file that was
+    /// ever hard-linked. `git` makes every loose object a hard link for a moment
+    /// (link(tmp, obj) + unlink(tmp)); without this, each of a `git add`'s flushes
+    /// re-encoded a table of every object added so far.
+    pub(crate) fn unlink_to_one(&mut self, ino: u64) {
+        let mut dirs = self.link_dirs.range((ino, 0)..=(ino, u64::MAX));
+        let (Some((&(_, dir), &1)), None) = (dirs.next(), dirs.next()) else {
+            return;
+        };
+        let Some(i) = self.inodes.get_mut(&ino) else {
+            return;
+        };
+        if !i.hardlink || i.attr.nlink != 1 || matches!(i.data, Data::Dir(_)) {
+            return;
+        }
+        let bound = i.record_bound();
+        i.hardlink = false;
+        i.parent = dir;
+        self.link_dirs.remove(&(ino, dir));
+        self.link_bytes = self.link_bytes.saturating_sub(bound);
+        self.links.remove(&ino);
+        self.links_dirty = true;
+        // Its entry changes from a link-table reference to the record itself.
+        self.mark_dir_changed(dir);
+        self.mark_dirty(ino);
+    }
+
     /// The loaded directories whose entries name hard-linked inode `ino` (what a
     /// scan of every loaded directory of the table finds).
     pub(crate) fn link_dirs_of(&self, ino: u64) -> impl Iterator<Item = u64> + '_ {

@@ -69,20 +69,25 @@ fn link_unlink_rename_rmdir_keep_the_index() {
     assert_eq!(dirs(&s, f), [(a, 1), (c, 1)]);
     assert_eq!(names(&s, f), ["a/c/g2", "a/f"]);
 
-    // rename over a hard-linked name, and a hard-linked name over another file.
+    // rename over a hard-linked name: down to one name, the file leaves the link
+    // table and its directory holds it again (`unlink_to_one`).
     let y = mk(&s, 1, "y", NewNode::File);
     s.rename(1, b"y", a, b"f", 0).unwrap();
-    assert_eq!(dirs(&s, f), [(c, 1)]);
+    assert_eq!(dirs(&s, f), []);
+    assert!(!s.lock().links.contains(&f) && !s.lock().inodes[&f].hardlink);
+    assert_eq!(s.lock().inodes[&f].parent, c);
     assert_eq!(names(&s, f), ["a/c/g2"]);
     assert_eq!(names(&s, y), ["a/f"]);
+    // a single-linked name over another file.
     let x = mk(&s, b, "x", NewNode::File);
     s.rename(c, b"g2", b, b"x", 0).unwrap();
-    assert_eq!(dirs(&s, f), [(b, 1)]);
+    assert_eq!(dirs(&s, f), []);
     assert_eq!(dirs(&s, x), []);
     assert_eq!(names(&s, f), ["b/x"]);
 
-    // exchange a hard-linked name with a single-linked one.
+    // hard-linked again; exchange a hard-linked name with a single-linked one.
     s.link(f, c, b"k").unwrap();
+    assert_eq!(dirs(&s, f), [(b, 1), (c, 1)]);
     s.rename(c, b"k", a, b"f", libc::RENAME_EXCHANGE).unwrap();
     assert_eq!(dirs(&s, f), [(a, 1), (b, 1)]);
     assert_eq!(names(&s, f), ["a/f", "b/x"]);
@@ -106,8 +111,10 @@ fn link_unlink_rename_rmdir_keep_the_index() {
     assert_eq!(dirs(&s, f), [(b, 1), (d, 1)]);
     assert_eq!(names(&s, f), ["b/x", "d/f"]);
 
-    // the last names go: the inode leaves the table and the index.
+    // the last names go: the inode leaves the link table at one name, then the table.
     s.remove(b, b"x", false).unwrap();
+    assert_eq!(dirs(&s, f), []);
+    assert_eq!(names(&s, f), ["d/f"]);
     s.remove(d, b"f", false).unwrap();
     s.forget(f, 10);
     assert!(!s.lock().inodes.contains_key(&f));
@@ -180,6 +187,7 @@ fn git_style_link_unlink_many() {
         }
     }
     let st = s.lock();
-    // One index entry per object: its fan-out directory.
-    assert_eq!(st.link_dirs.len(), 200);
+    // Each object is down to its one name: none stays in the link table.
+    assert!(st.link_dirs.is_empty() && st.links.is_empty());
+    assert_eq!(st.link_bytes, 0);
 }

@@ -700,5 +700,8 @@ pub(crate) fn drop_link(st: &mut super::inode::State, ino: u64, now: Timespec) {
         st.maybe_reap(ino);
     } else {
         st.mark_dirty(ino);
+        if hard && !is_dir {
+            st.unlink_to_one(ino);
+        }
     }
 }

@@ -273,4 +273,29 @@ fn git_style_link_unlink_touches_every_name() {
     m.umount();
     let got: std::collections::BTreeSet<String> = touched(&m.store, "s").into_iter().collect();
     assert_eq!(got, want);
+    // Each object, back to one name, left the link table (`unlink_to_one`): after a
+    // remount every object reads back under its name with one link, and the
+    // imported pair still shares its inode.
+    m.mount();
+    for i in 0..400 {
+        let obj = m.p(&format!("objs/{:02x}/{i:038}", i % 4));
+        assert_eq!(std::fs::read(&obj).unwrap(), format!("blob {i}").as_bytes());
+        assert_eq!(
+            std::os::unix::fs::MetadataExt::nlink(&std::fs::metadata(&obj).unwrap()),
+            1
+        );
+    }
+    let (a, b) = (
+        std::fs::metadata(m.p("h1")).unwrap(),
+        std::fs::metadata(m.p("d/h2")).unwrap(),
+    );
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2));
+    assert_eq!(std::fs::read(m.p("d/h2")).unwrap(), b"shared!");
+    // A link and an unlink more, across a remount: the survivor keeps its bytes.
+    let first = format!("objs/00/{:038}", 0);
+    std::fs::hard_link(m.p(&first), m.p("again")).unwrap();
+    std::fs::remove_file(m.p(&first)).unwrap();
+    m.remount();
+    assert_eq!(std::fs::read(m.p("again")).unwrap(), b"blob 0");
 }

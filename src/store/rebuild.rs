@@ -152,9 +152,7 @@ fn choose(s: Salvage, loaded: Result<Option<Loaded>>) -> (String, u64, State, Ve
 
 /// Rename each existing path of `paths` to `<name>.damaged-<unix seconds>` in `dir`.
 fn move_aside(dir: &Path, paths: &[&Path]) -> Result<Vec<String>> {
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let stamp = crate::clock::unix_secs();
     let mut moved = Vec::new();
     for p in paths.iter().filter(|p| p.exists()) {
         let name = p.file_name().unwrap_or_default().to_string_lossy();

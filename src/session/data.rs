@@ -61,6 +61,15 @@ fn get_chunk(store: &dyn ObjectStore, id: &ChunkId, ino: u64) -> Result<Arc<Vec<
     })
 }
 
+/// Read a chunk of file `ino` for `read()`: through the store's read cache (see
+/// [`ObjectStore::get_for_read`]).
+fn get_read_chunk(store: &dyn ObjectStore, id: &ChunkId, ino: u64) -> Result<Arc<Vec<u8>>> {
+    store.get_for_read(ObjKind::Chunk, &id.into()).map_err(|e| {
+        log::error!("ino {ino}: chunk {} unreadable: {e}", id.to_hex());
+        e
+    })
+}
+
 /// Mark file content modified: its node id no longer names it.
 fn content_changed(st: &mut State, ino: u64) {
     if let Ok(i) = st.get_mut(ino)
@@ -358,7 +367,7 @@ impl Session {
             }
         }
         for (out, in_block, len, c) in fetch {
-            let d = get_chunk(&**self.store(), &c, ino).inspect_err(|_| {
+            let d = get_read_chunk(&**self.store(), &c, ino).inspect_err(|_| {
                 let path = self.lock().path_of(ino);
                 log::error!(
                     "read of {path} (ino {ino}) failed: chunk {} is damaged or missing",
@@ -522,9 +531,9 @@ fn write_step(
         let was_mem = matches!(existing, Some(Block::Mem(_)));
         let mut buf: Arc<Vec<u8>> = match existing {
             Some(Block::Mem(d)) => d,
-            Some(Block::Stored(_)) if whole => Arc::new(Vec::new()),
+            Some(Block::Stored(_)) if whole => Arc::new(super::bufpool::take()),
             Some(Block::Stored(c)) => fetched[&c].clone(),
-            None => Arc::new(Vec::new()),
+            None => Arc::new(super::bufpool::take()),
         };
         let v = Arc::make_mut(&mut buf);
         // Memory this block holds beyond what was already counted: all of
@@ -534,10 +543,14 @@ fn write_step(
         if whole && v.len() > need && to >= fsize {
             v.truncate(need);
         }
-        if v.len() < need {
-            v.resize(need, 0);
+        // Zero only a gap before the write (a hole), overwrite what the block
+        // already holds, append the rest: no byte is zeroed and then copied over.
+        if v.len() < in_block {
+            v.resize(in_block, 0);
         }
-        v[in_block..need].copy_from_slice(src);
+        let overlap = (v.len() - in_block).min(src.len());
+        v[in_block..in_block + overlap].copy_from_slice(&src[..overlap]);
+        v.extend_from_slice(&src[overlap..]);
         grown += v.capacity().saturating_sub(before) as u64;
         blocks_mut(st, ino)?.insert(idx, Block::Mem(buf));
     }

@@ -25,6 +25,7 @@
 mod beside;
 #[cfg(test)]
 mod bound_tests;
+mod bufpool;
 pub mod data;
 #[cfg(test)]
 mod deep_tests;

@@ -109,6 +109,7 @@ impl Packs for PackStore {
         drop(guard);
         for (id, _) in &dead {
             self.cache.remove(id);
+            self.reads.remove(id);
         }
         Ok((dead.len() as u64, bytes))
     }

@@ -48,6 +48,14 @@ pub trait ObjectStore: Send + Sync {
     fn get_uncached(&self, kind: Kind, id: &ObjectId) -> Result<Arc<Vec<u8>>> {
         self.get(kind, id)
     }
+    /// For a file read: like [`get_uncached`](Self::get_uncached), but a store may
+    /// keep the block in a small cache of its own, apart from the tree nodes'. The
+    /// kernel's page cache keeps only the pages a read asked for, so 4 KiB random
+    /// reads decompressed their 64 KiB block once per read; the next reads of the
+    /// same block now hit.
+    fn get_for_read(&self, kind: Kind, id: &ObjectId) -> Result<Arc<Vec<u8>>> {
+        self.get_uncached(kind, id)
+    }
     /// The committed record of `id` as stored: its location and its stored payload
     /// (compressed, or a delta starting with its base id), the record header checked
     /// against the index entry. `None` when the store has no such record or keeps no

@@ -17,7 +17,9 @@
 //! header read from the pack must match the entry in id, kind, codec and both
 //! lengths before its payload is decoded (so a damaged header never sizes an
 //! allocation); the payload must hash to the id. Any mismatch is [`Error::Corrupt`]
-//! (EIO), logged. Read fds are bounded by an LRU ([`super::fds`]).
+//! (EIO), logged. Read fds are bounded by an LRU ([`super::fds`]); verified objects
+//! are kept in two bounded caches: tree nodes and other objects in `cache`, file
+//! blocks read by `read()` in `reads`.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
@@ -53,6 +55,9 @@ pub(super) struct Writer {
     pub(super) target: u64,
 }
 
+/// Bytes of decoded file blocks kept for reads (512 blocks of 64 KiB).
+const READ_CACHE_BYTES: usize = 32 << 20;
+
 /// The on-disk store: `DIR/treefork.store`, `DIR/meta/` (sled), `DIR/packs/pack-N.tfp`.
 pub struct PackStore {
     pub(super) dir: PathBuf,
@@ -61,6 +66,10 @@ pub struct PackStore {
     pub(super) pending: RwLock<HashMap<ObjectId, Loc>>,
     pub(super) fds: PackFds,
     pub(super) cache: ObjectCache,
+    /// File blocks read by `read()` ([`ObjectStore::get_for_read`]), apart from
+    /// `cache` so a large read does not push out the tree nodes. Same invariants:
+    /// verified bytes only, dropped with the object.
+    pub(super) reads: ObjectCache,
     /// While a gc runs: every id `put` since it began (dedup hits included), which
     /// the sweep must keep. `gc_active` lets `put` skip the lock otherwise.
     pub(super) gc_active: AtomicBool,
@@ -115,6 +124,7 @@ impl PackStore {
             pending: RwLock::new(HashMap::new()),
             fds: PackFds::new(super::fds::DEFAULT_CAPACITY),
             cache: ObjectCache::new(64 << 20),
+            reads: ObjectCache::new(READ_CACHE_BYTES),
             gc_active: AtomicBool::new(false),
             gc_guard: Mutex::new(HashSet::new()),
             reserve: space::Reserve::new(dir),
@@ -492,6 +502,15 @@ impl ObjectStore for PackStore {
             Some(v) => Ok(v),
             None => self.read_or_fetch(kind, id).map(Arc::new),
         }
+    }
+
+    fn get_for_read(&self, kind: Kind, id: &ObjectId) -> Result<Arc<Vec<u8>>> {
+        if let Some(v) = self.cache.get(id).or_else(|| self.reads.get(id)) {
+            return Ok(v);
+        }
+        let raw = Arc::new(self.read_or_fetch(kind, id)?);
+        self.reads.insert(*id, raw.clone());
+        Ok(raw)
     }
 
     fn stored_record(&self, id: &ObjectId) -> Result<Option<(Loc, Vec<u8>)>> {

@@ -22,8 +22,10 @@ use crate::tree::BLOCK_SIZE;
 /// How many buffers the pool keeps at most (16 MiB of 64 KiB blocks).
 pub(crate) const POOL_BUFFERS: usize = 256;
 
-static POOL: LazyLock<(Sender<Vec<u8>>, Receiver<Vec<u8>>)> =
-    LazyLock::new(|| bounded(POOL_BUFFERS));
+/// Both ends of the pool's bounded channel.
+type Pool = (Sender<Vec<u8>>, Receiver<Vec<u8>>);
+
+static POOL: LazyLock<Pool> = LazyLock::new(|| bounded(POOL_BUFFERS));
 
 /// An empty buffer with room for one block: a pooled one when there is one.
 pub(crate) fn take() -> Vec<u8> {

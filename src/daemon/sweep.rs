@@ -342,10 +342,10 @@ impl Daemon {
             return Err(Error::Conflict("a recorded command is running".into()));
         }
         let ckpt = {
-            let _g = s
-                .op_lock
-                .try_lock()
-                .map_err(|_| Error::Conflict("an operation is running".into()))?;
+            // The daemon's own triggers (automatic and git-commit checkpoints) hold
+            // the lock for moments: wait that long, not for a user's operation.
+            let _g = lock_within(&s.op_lock, OP_LOCK_WAIT)
+                .ok_or_else(|| Error::Conflict("an operation is running".into()))?;
             crate::ops::syncfs_at(&t.mount)?;
             // Saved once; again on a retry only if something changed meanwhile.
             if info.evict_blocked.is_none() || s.has_changes()? || s.record().head.is_none() {
@@ -403,4 +403,50 @@ fn changed_since_promote(t: &Target, info: &lifecycle::SessionInfo) -> bool {
         !changed
     });
     walked.is_err() || changed
+}
+
+/// How long an eviction waits for a session's operation lock.
+const OP_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `m` locked, polling for at most `wait` (a poisoned lock is taken: the sweep only
+/// checkpoints, which is consistent whatever the holder left).
+fn lock_within(
+    m: &std::sync::Mutex<()>,
+    wait: std::time::Duration,
+) -> Option<std::sync::MutexGuard<'_, ()>> {
+    let end = std::time::Instant::now() + wait;
+    loop {
+        match m.try_lock() {
+            Ok(g) => return Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < end => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod lock_within_tests {
+    use super::lock_within;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    #[test]
+    fn waits_for_a_short_holder_and_gives_up_on_a_long_one() {
+        let m = Arc::new(Mutex::new(()));
+        let held = m.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = std::thread::spawn(move || {
+            let _g = held.lock().unwrap();
+            tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+        });
+        rx.recv().unwrap();
+        assert!(lock_within(&m, Duration::from_secs(5)).is_some());
+        h.join().unwrap();
+        let _g = m.lock().unwrap();
+        assert!(lock_within(&m, Duration::from_millis(30)).is_none());
+    }
 }

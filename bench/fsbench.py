@@ -211,6 +211,31 @@ class TreeforkNoWb(Treefork):
             del os.environ["TREEFORK_WRITEBACK"]
 
 
+class TreeforkUring(Treefork):
+    """treefork served over FUSE over io_uring (`mount --transport uring`); turns
+    /sys/module/fuse/parameters/enable_uring on for the run and restores it."""
+    name = "treefork-uring"
+    PARAM = "/sys/module/fuse/parameters/enable_uring"
+
+    def start(self):
+        self.orig = open(self.PARAM).read().strip() if os.path.exists(self.PARAM) else None
+        if self.orig is None:
+            raise RuntimeError("treefork-uring: this kernel has no FUSE over io_uring (no enable_uring parameter)")
+        with open(self.PARAM, "w") as f:
+            f.write("Y")
+        os.environ["TREEFORK_TRANSPORT"] = "uring"
+        try:
+            super().start()
+        finally:
+            del os.environ["TREEFORK_TRANSPORT"]
+
+    def stop(self):
+        super().stop()
+        if self.orig is not None:
+            with open(self.PARAM, "w") as f:
+                f.write(self.orig)
+
+
 class TreeforkBase(Treefork):
     """A second treefork binary (e.g. the previous release), to compare two builds in one run."""
     name = "treefork-base"
@@ -697,7 +722,7 @@ def update_section(path, name, text):
 
 ALL_TARGETS = ["native", "fuse-overlayfs", "bindfs", "treefork"]
 # Not in a default run: treefork variants for experiments (see bench/README.md).
-EXTRA_TARGETS = ["treefork-nowb", "treefork-base"]
+EXTRA_TARGETS = ["treefork-uring", "treefork-nowb", "treefork-base"]
 ALL_WORKLOADS = ["seq", "rand", "fiofiles", "smallfiles", "tree", "build", "rm", "storage"]
 
 
@@ -744,6 +769,7 @@ def main():
     targets = []
     try:
         cls = {"native": Native, "fuse-overlayfs": Overlay, "bindfs": Bindfs, "treefork": lambda w: Treefork(w, bin_),
+               "treefork-uring": lambda w: TreeforkUring(w, bin_),
                "treefork-nowb": lambda w: TreeforkNoWb(w, bin_),
                "treefork-base": lambda w: TreeforkBase(w, os.path.abspath(a.bin_base))}
         for n in tnames:

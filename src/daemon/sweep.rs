@@ -406,7 +406,7 @@ fn changed_since_promote(t: &Target, info: &lifecycle::SessionInfo) -> bool {
 }
 
 /// How long an eviction waits for a session's operation lock.
-const OP_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+const OP_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// `m` locked, polling for at most `wait` (a poisoned lock is taken: the sweep only
 /// checkpoints, which is consistent whatever the holder left).

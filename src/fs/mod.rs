@@ -136,6 +136,7 @@ mod kernel;
 mod misc;
 mod namespace;
 pub mod outside;
+pub(crate) mod request;
 
 pub use kernel::KernelCache;
 

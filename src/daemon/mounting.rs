@@ -24,6 +24,7 @@ use super::server::{SocketCtx, bind_agent_socket, remove_socket_file};
 use super::table::{Claim, Mounted, State};
 use crate::control::{self, AgentSocket, Role};
 use crate::error::{Error, Result};
+use crate::fs::ring::Transport;
 use crate::fs::TreeforkFs;
 use crate::fs::outside::{MountId, MountRef};
 use crate::ops::{Host, Target};
@@ -48,6 +49,7 @@ impl Daemon {
         mp: &Path,
         from: Option<&Path>,
         agent: Option<AgentSocket>,
+        transport: Transport,
         events: &mut dyn FnMut(Value),
     ) -> Result<crate::verbs::mount::Mounted> {
         session::validate_session_name(name)?;
@@ -66,7 +68,7 @@ impl Daemon {
         let dir = mountpoint::open_mountpoint(mp, MountFor::User, false, &|| {
             self.dead_mount_of_ours(mp)
         })?;
-        let r = self.mount_dir(&mut claim, dir, source, agent, events);
+        let r = self.mount_dir(&mut claim, dir, source, agent, transport, events);
         if r.is_err() && creating {
             // Created under our claim (if it got that far): nobody else's record.
             let key = crate::meta::session_key(name);
@@ -104,6 +106,7 @@ impl Daemon {
         dir: MountDir,
         source: Source<'_>,
         agent: Option<AgentSocket>,
+        transport: Transport,
         events: &mut dyn FnMut(Value),
     ) -> Result<crate::verbs::mount::Mounted> {
         let _publishing = self.publish.read().unwrap_or_else(|p| p.into_inner());
@@ -112,7 +115,15 @@ impl Daemon {
             Some(a) => Some(bind_agent_socket(a)?),
             None => None,
         };
-        let r = self.mount_served(claim, &dir, source, agent.as_ref(), agent_listener, events);
+        let r = self.mount_served(
+            claim,
+            &dir,
+            source,
+            agent.as_ref(),
+            agent_listener,
+            transport,
+            events,
+        );
         if r.is_err()
             && let Some(a) = &agent
         {
@@ -174,6 +185,7 @@ impl Daemon {
         source: Source<'_>,
         agent: Option<&AgentSocket>,
         agent_listener: Option<UnixListener>,
+        transport: Transport,
         events: &mut dyn FnMut(Value),
     ) -> Result<crate::verbs::mount::Mounted> {
         let name = claim.name().to_string();
@@ -183,7 +195,7 @@ impl Daemon {
         let store: Arc<dyn ObjectStore> = self.store.clone();
         let session = Arc::new(Session::open(store, rec)?);
         let t_open = t0.elapsed();
-        let (bg, kernel, mount) = self.spawn_fuse(&name, dir, session.clone())?;
+        let (bg, kernel, mount) = self.spawn_fuse(&name, dir, session.clone(), transport)?;
         let t_mount = t0.elapsed();
         let (ctl_path, listener) = match session_listener(&mp) {
             Ok(x) => x,
@@ -541,6 +553,7 @@ impl Host for Daemon {
             dir,
             Source::Record(Box::new(rec)),
             agent,
+            Transport::from_env(),
             &mut |_| {},
         )
     }

@@ -137,7 +137,7 @@ mod misc;
 mod namespace;
 pub mod outside;
 pub(crate) mod request;
-pub(crate) mod ring;
+pub mod ring;
 
 pub use kernel::KernelCache;
 

@@ -25,8 +25,8 @@ use super::table::{Claim, Mounted, State};
 use crate::control::{self, AgentSocket, Role};
 use crate::error::{Error, Result};
 use crate::fs::ring::Transport;
-use crate::fs::TreeforkFs;
 use crate::fs::outside::{MountId, MountRef};
+use crate::fs::{DevFs, TreeforkFs};
 use crate::ops::{Host, Target};
 use crate::session::{self, Session, SessionRecord};
 use crate::store::ObjectStore;
@@ -321,7 +321,9 @@ impl Daemon {
             }
         };
         let notifier = Arc::new(std::sync::OnceLock::new());
-        let fs = TreeforkFs::new(session, notifier.clone());
+        // The core the transports share (each holds a clone of the Arc).
+        let core = TreeforkFs::new(session, notifier.clone());
+        let fs = DevFs::new(core);
         let bg = fuser::Session::from_fd(fs, dev, fuser::SessionACL::All, cfg)
             .and_then(fuser::Session::spawn);
         match bg {

@@ -1,14 +1,12 @@
-//! Conversions between fuser's types and the session's (times, kinds, attributes,
-//! errnos, the caller's credentials), and the replies several handlers share.
+//! Conversions between fuser's types and the session's for the /dev/fuse adapter
+//! (times, kinds, attributes, errnos), and the caller's credentials the core reads
+//! (the one helper here that names no fuser type).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fuser::{
-    Errno, FileAttr, FileType, Generation, INodeNo, ReplyEmpty, ReplyEntry, ReplyXattr, Request,
-    TimeOrNow,
-};
+use fuser::{Errno, FileAttr, FileType, INodeNo, TimeOrNow};
 
-use super::TTL;
+use super::request::{Req, SetTime};
 use crate::error::Error;
 use crate::session::Stat;
 use crate::session::ops::Caller;
@@ -16,9 +14,9 @@ use crate::tree::{Kind, Timespec};
 
 /// The credentials a chown's set-group-id rule needs: the caller's groups (primary
 /// and supplementary, from `/proc/<pid>/status`; the kernel does not send them).
-pub(super) fn caller(req: &Request) -> Caller {
-    let mut groups = vec![req.gid()];
-    if let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", req.pid())) {
+pub(super) fn caller(req: &Req) -> Caller {
+    let mut groups = vec![req.gid];
+    if let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", req.pid)) {
         for line in status.lines() {
             if let Some(g) = line.strip_prefix("Groups:") {
                 groups.extend(g.split_whitespace().filter_map(|x| x.parse::<u32>().ok()));
@@ -26,7 +24,7 @@ pub(super) fn caller(req: &Request) -> Caller {
         }
     }
     Caller {
-        privileged: req.uid() == 0,
+        privileged: req.uid == 0,
         groups,
     }
 }
@@ -62,10 +60,19 @@ pub(super) fn from_system(t: SystemTime) -> Timespec {
     }
 }
 
-pub(super) fn time_or_now(t: TimeOrNow) -> Timespec {
+pub(super) fn set_time(t: TimeOrNow) -> SetTime {
     match t {
-        TimeOrNow::Now => Timespec::now(),
-        TimeOrNow::SpecificTime(s) => from_system(s),
+        TimeOrNow::Now => SetTime::Now,
+        TimeOrNow::SpecificTime(s) => SetTime::At(from_system(s)),
+    }
+}
+
+/// The caller of a fuser request.
+pub(super) fn req(r: &fuser::Request) -> Req {
+    Req {
+        uid: r.uid(),
+        gid: r.gid(),
+        pid: r.pid(),
     }
 }
 
@@ -99,45 +106,5 @@ pub(super) fn attr(s: &Stat) -> FileAttr {
         rdev: a.rdev,
         blksize: 4096,
         flags: 0,
-    }
-}
-
-pub(super) fn reply_entry(r: Result<Stat, Error>, reply: ReplyEntry) {
-    match r {
-        Ok(s) => reply.entry(&TTL, &attr(&s), Generation(0)),
-        Err(e) => reply.error(errno(e)),
-    }
-}
-
-/// A lookup miss as a *negative entry* (node id 0 with a timeout), which the kernel
-/// caches, instead of ENOENT, which it would ask again every time.
-pub(super) fn reply_lookup(r: Result<Stat, Error>, reply: ReplyEntry) {
-    match r {
-        Err(Error::Posix(libc::ENOENT)) => {
-            let negative = Stat {
-                ino: 0,
-                kind: Kind::File,
-                attr: Default::default(),
-                blocks: 0,
-            };
-            reply.entry(&TTL, &attr(&negative), Generation(0))
-        }
-        r => reply_entry(r, reply),
-    }
-}
-
-pub(super) fn reply_empty(r: Result<(), Error>, reply: ReplyEmpty) {
-    match r {
-        Ok(()) => reply.ok(),
-        Err(e) => reply.error(errno(e)),
-    }
-}
-
-pub(super) fn reply_xattr(r: Result<Vec<u8>, Error>, size: u32, reply: ReplyXattr) {
-    match r {
-        Ok(v) if size == 0 => reply.size(v.len() as u32),
-        Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
-        Ok(v) => reply.data(&v),
-        Err(e) => reply.error(errno(e)),
     }
 }

@@ -1,169 +1,139 @@
-//! FUSE requests on file contents and open files: open, read, write, flush,
-//! release, fsync, fallocate and lseek. The `Filesystem` impl (mod.rs) forwards to
-//! them.
-
-use fuser::{
-    Errno, FileHandle, FopenFlags, INodeNo, LockOwner, OpenFlags, ReplyData, ReplyEmpty,
-    ReplyLseek, ReplyOpen, ReplyWrite, Request, WriteFlags,
-};
+//! Operations on file contents and open files: open, read, write, flush, release,
+//! fsync, fallocate and lseek. Transport-neutral (see `request.rs`); the transports
+//! call them.
 
 use super::Changing;
 use super::TreeforkFs;
-use super::convert::{errno, reply_empty};
+use super::request::{FOPEN_KEEP_CACHE, FUSE_WRITE_KILL_SUIDGID, Opened, Req};
+use crate::error::Error;
 
-// fuser's handler signatures, kept as the `Filesystem` trait has them.
-#[allow(clippy::too_many_arguments)]
 impl TreeforkFs {
-    pub(super) fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    /// ENOSYS once INIT settled FUSE_NO_OPEN_SUPPORT (the kernel then stops asking).
+    pub(crate) fn open(&self, _req: &Req, ino: u64, flags: i32) -> Result<Opened, Error> {
         guarded!(self, "open", [ino, flags], {
             // Nothing per open file needs the daemon: an open file pins its kernel inode
             // (so its lookup count keeps an unlinked file alive), O_TRUNC comes as a
             // SETATTR, and files keep their page cache (KEEP_CACHE is the kernel's
             // default without open).
-            if self.no_open {
-                return reply.error(Errno::ENOSYS);
+            if self.negotiation().no_open {
+                return Err(Error::Posix(libc::ENOSYS));
             }
-            let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
-            match self.session.open_handle(ino.0, write) {
-                Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
-                Err(e) => reply.error(errno(e)),
-            }
+            let write = flags & libc::O_ACCMODE != libc::O_RDONLY;
+            self.session.open_handle(ino, write)?;
+            Ok(Opened {
+                fh: 0,
+                open_flags: FOPEN_KEEP_CACHE,
+            })
         })
     }
 
-    pub(super) fn read(
+    /// At most `size` bytes at `offset` (fewer at the end of the file).
+    pub(crate) fn read(
         &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
+        _req: &Req,
+        ino: u64,
+        _fh: u64,
         offset: u64,
         size: u32,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        reply: ReplyData,
-    ) {
+    ) -> Result<Vec<u8>, Error> {
         guarded!(self, "read", [ino, offset, size], {
-            match self.session.read(ino.0, offset, size) {
-                Ok(d) => reply.data(&d),
-                Err(e) => {
-                    self.log_read_failure(ino.0, &e);
-                    reply.error(errno(e))
-                }
-            }
+            self.session.read(ino, offset, size).inspect_err(|e| {
+                self.log_read_failure(ino, e);
+            })
         })
     }
 
-    pub(super) fn write(
+    /// `write_flags`: the request's `write_flags` (only
+    /// [`FUSE_WRITE_KILL_SUIDGID`] is read). Answers the bytes written.
+    pub(crate) fn write(
         &self,
-        req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
+        req: &Req,
+        ino: u64,
+        _fh: u64,
         offset: u64,
         data: &[u8],
-        write_flags: WriteFlags,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        reply: ReplyWrite,
-    ) {
+        write_flags: u32,
+    ) -> Result<u32, Error> {
         crate::failpoint::fuse_write_delay();
-        self.changing(req.pid(), Changing::Ino(ino.0));
-        guarded!(self, "write", [ino, offset, data.len(), write_flags], {
-            if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
-                match self.session.kill_suidgid(ino.0) {
-                    Ok(true) => self.inval_attr(ino),
-                    Ok(false) => {}
-                    Err(e) => return reply.error(errno(e)),
+        self.changing(req.pid, Changing::Ino(ino));
+        guarded!(
+            self,
+            "write",
+            [ino, offset, len = data.len(), write_flags],
+            {
+                if write_flags & FUSE_WRITE_KILL_SUIDGID != 0 && self.session.kill_suidgid(ino)? {
+                    self.inval_attr(ino);
                 }
+                self.session.write(ino, offset, data)
             }
-            match self.session.write(ino.0, offset, data) {
-                Ok(n) => reply.written(n),
-                Err(e) => reply.error(errno(e)),
-            }
-        })
+        )
     }
 
-    pub(super) fn flush(
+    /// Nothing to do on close(2) (data reaches us by writeback; fsync is the
+    /// durability point): ENOSYS makes the kernel stop sending FLUSH.
+    pub(crate) fn flush(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _lock_owner: LockOwner,
-        reply: ReplyEmpty,
-    ) {
-        guarded!(self, "flush", [], {
-            // Nothing to do on close(2) (data reaches us by writeback; fsync is the
-            // durability point): ENOSYS makes the kernel stop sending FLUSH.
-            reply.error(Errno::ENOSYS)
-        })
+        _req: &Req,
+        _ino: u64,
+        _fh: u64,
+        _lock_owner: u64,
+    ) -> Result<(), Error> {
+        guarded!(self, "flush", [], { Err(Error::Posix(libc::ENOSYS)) })
     }
 
-    pub(super) fn release(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        _flush: bool,
-        reply: ReplyEmpty,
-    ) {
+    pub(crate) fn release(&self, _req: &Req, ino: u64, _fh: u64) -> Result<(), Error> {
         guarded!(self, "release", [ino], {
-            self.session.release(ino.0);
-            reply.ok()
+            self.session.release(ino);
+            Ok(())
         })
     }
 
-    pub(super) fn fsync(
+    /// Makes everything pending durable (the whole session, not only `ino`).
+    pub(crate) fn fsync(
         &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
+        _req: &Req,
+        ino: u64,
+        _fh: u64,
         _datasync: bool,
-        reply: ReplyEmpty,
-    ) {
+    ) -> Result<(), Error> {
         guarded!(self, "fsync", [ino], {
-            let r = self.session.flush().map(|_| ());
-            if r.is_ok() {
-                // Sealing may have changed st_blocks.
-                self.inval_attr(ino);
-            }
-            reply_empty(r, reply)
+            self.session.flush()?;
+            // Sealing may have changed st_blocks.
+            self.inval_attr(ino);
+            Ok(())
         })
     }
 
-    pub(super) fn fallocate(
+    pub(crate) fn fallocate(
         &self,
-        req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
+        req: &Req,
+        ino: u64,
+        _fh: u64,
         offset: u64,
         length: u64,
         mode: i32,
-        reply: ReplyEmpty,
-    ) {
-        self.changing(req.pid(), Changing::Ino(ino.0));
+    ) -> Result<(), Error> {
+        self.changing(req.pid, Changing::Ino(ino));
         guarded!(self, "fallocate", [ino, offset, length, mode], {
-            reply_empty(self.session.fallocate(ino.0, offset, length, mode), reply)
+            self.session.fallocate(ino, offset, length, mode)
         })
     }
 
-    pub(super) fn lseek(
+    /// SEEK_DATA / SEEK_HOLE: the offset found.
+    pub(crate) fn lseek(
         &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
+        _req: &Req,
+        ino: u64,
+        _fh: u64,
         offset: i64,
         whence: i32,
-        reply: ReplyLseek,
-    ) {
+    ) -> Result<i64, Error> {
         guarded!(self, "lseek", [ino, offset, whence], {
             if offset < 0 {
-                return reply.error(Errno::ENXIO);
+                return Err(Error::Posix(libc::ENXIO));
             }
-            match self.session.seek_data_hole(ino.0, offset as u64, whence) {
-                Ok(o) => reply.offset(o as i64),
-                Err(e) => reply.error(errno(e)),
-            }
+            let o = self.session.seek_data_hole(ino, offset as u64, whence)?;
+            Ok(o as i64)
         })
     }
 }
@@ -176,8 +146,7 @@ impl TreeforkFs {
     /// Log a read that failed for want of data (a remote failure, a missing or
     /// corrupt object): one line naming the session and the file's path, rate
     /// limited per file (see [`READ_FAILURE_LOG_EVERY`]).
-    fn log_read_failure(&self, ino: u64, e: &crate::error::Error) {
-        use crate::error::Error;
+    fn log_read_failure(&self, ino: u64, e: &Error) {
         use std::collections::HashMap;
         use std::sync::{Mutex, OnceLock};
         use std::time::Instant;

@@ -1,18 +1,12 @@
-//! FUSE requests on directory listings: opendir, readdir, readdirplus, releasedir
-//! and fsyncdir. The `Filesystem` impl (mod.rs) forwards to them.
+//! Operations on directory listings: opendir, readdir, readdirplus, releasedir and
+//! fsyncdir. Transport-neutral (see `request.rs`): a listing fills the transport's
+//! reply buffer through a [`DirSink`] or [`DirPlusSink`].
 
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
 
-use fuser::{
-    Errno, FileHandle, FopenFlags, Generation, INodeNo, OpenFlags, ReplyDirectory, ReplyEmpty,
-    ReplyOpen, Request,
-};
-
-use super::convert::{attr, errno, file_type, reply_empty};
+use super::request::{DirPlusSink, DirSink, FOPEN_CACHE_DIR, FOPEN_KEEP_CACHE, Opened, Req, Stat};
 use super::{TTL, TreeforkFs};
-use crate::session::Stat;
+use crate::error::Error;
 use crate::tree::Kind;
 
 /// Entries per readdir reply we prepare (the kernel's buffer takes what fits; the
@@ -23,109 +17,77 @@ const READDIR_PAGE: usize = 512;
 const READDIRPLUS_PAGE: usize = 64;
 
 impl TreeforkFs {
-    pub(super) fn opendir(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _flags: OpenFlags,
-        reply: ReplyOpen,
-    ) {
+    /// ENOSYS once INIT settled FUSE_NO_OPENDIR_SUPPORT; ENOTDIR for a non-directory.
+    pub(crate) fn opendir(&self, _req: &Req, ino: u64, _flags: i32) -> Result<Opened, Error> {
         guarded!(self, "opendir", [ino], {
-            if self.no_opendir {
-                return reply.error(Errno::ENOSYS);
+            if self.negotiation().no_opendir {
+                return Err(Error::Posix(libc::ENOSYS));
             }
-            match self.session.getattr(ino.0) {
-                Ok(s) if s.kind == Kind::Dir => {
-                    // The kernel may keep listings: it drops them itself when an entry
-                    // changes through this mount, and checkout/restore invalidate every
-                    // directory whose entries they change.
-                    reply.opened(
-                        FileHandle(0),
-                        FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
-                    )
-                }
-                Ok(_) => reply.error(Errno::ENOTDIR),
-                Err(e) => reply.error(errno(e)),
+            match self.session.getattr(ino)? {
+                // The kernel may keep listings: it drops them itself when an entry
+                // changes through this mount, and checkout/restore invalidate every
+                // directory whose entries they change.
+                s if s.kind == Kind::Dir => Ok(Opened {
+                    fh: 0,
+                    open_flags: FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE,
+                }),
+                _ => Err(Error::Posix(libc::ENOTDIR)),
             }
         })
     }
 
-    pub(super) fn readdir(
+    /// The entries after cookie `offset` (0: from the start; `.` and `..` first),
+    /// into `sink` until it is full. Stateless: no open handle.
+    pub(crate) fn readdir(
         &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
+        _req: &Req,
+        ino: u64,
+        _fh: u64,
         offset: u64,
-        mut reply: ReplyDirectory,
-    ) {
+        sink: &mut dyn DirSink,
+    ) -> Result<(), Error> {
         guarded!(self, "readdir", [ino, offset], {
-            let page = match self
+            let page = self
                 .session
-                .readdir_page(ino.0, offset, READDIR_PAGE, false)
-            {
-                Ok(p) => p,
-                Err(e) => return reply.error(errno(e)),
-            };
+                .readdir_page(ino, offset, READDIR_PAGE, false)?;
             for (cookie, e, _) in page {
-                if reply.add(
-                    INodeNo(e.ino),
-                    cookie,
-                    file_type(e.kind),
-                    OsStr::from_bytes(&e.name),
-                ) {
+                if sink.add(e.ino, cookie, e.kind, &e.name) {
                     break;
                 }
             }
-            reply.ok()
+            Ok(())
         })
     }
 
     /// Entries with their attributes, so `ls -l`, `du`, `git status` do not look up
-    /// each name. Each entry returned (except `.` and `..`, sent without a node id)
-    /// counts a kernel reference, like a lookup; the page is read under one lock.
-    pub(super) fn readdirplus(
+    /// each name. Each entry added (except `.` and `..`, sent without a node id)
+    /// counts a kernel reference, like a lookup; the page is read under one lock,
+    /// and the references of entries that did not fit are given back.
+    pub(crate) fn readdirplus(
         &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
+        _req: &Req,
+        ino: u64,
+        _fh: u64,
         offset: u64,
-        mut reply: fuser::ReplyDirectoryPlus,
-    ) {
+        sink: &mut dyn DirPlusSink,
+    ) -> Result<(), Error> {
         guarded!(self, "readdirplus", [ino, offset], {
-            let page = match self
+            let page = self
                 .session
-                .readdir_page(ino.0, offset, READDIRPLUS_PAGE, true)
-            {
-                Ok(p) => p,
-                Err(e) => return reply.error(errno(e)),
-            };
+                .readdir_page(ino, offset, READDIRPLUS_PAGE, true)?;
             let mut unsent = Vec::new();
             let mut it = page.into_iter();
             for (cookie, e, st) in it.by_ref() {
                 let full = match &st {
-                    Some(s) => reply.add(
-                        INodeNo(e.ino),
-                        cookie,
-                        OsStr::from_bytes(&e.name),
-                        &TTL,
-                        &attr(s),
-                        Generation(0),
-                    ),
+                    Some(s) => sink.add(cookie, &e.name, s, TTL),
                     None => {
-                        let a = Stat {
+                        let dot = Stat {
                             ino: 0,
                             kind: Kind::Dir,
                             attr: Default::default(),
                             blocks: 0,
                         };
-                        reply.add(
-                            INodeNo(0),
-                            cookie,
-                            OsStr::from_bytes(&e.name),
-                            &Duration::ZERO,
-                            &attr(&a),
-                            Generation(0),
-                        )
+                        sink.add(cookie, &e.name, &dot, Duration::ZERO)
                     }
                 };
                 if full {
@@ -138,31 +100,22 @@ impl TreeforkFs {
             // Give back the references of entries that did not fit.
             unsent.extend(it.filter(|(_, _, st)| st.is_some()).map(|(_, e, _)| e.ino));
             self.session.forget_many(&unsent);
-            reply.ok()
+            Ok(())
         })
     }
 
-    pub(super) fn releasedir(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _flags: OpenFlags,
-        reply: ReplyEmpty,
-    ) {
-        guarded!(self, "releasedir", [], { reply.ok() })
+    pub(crate) fn releasedir(&self, _req: &Req, _ino: u64, _fh: u64) -> Result<(), Error> {
+        guarded!(self, "releasedir", [], { Ok(()) })
     }
 
-    pub(super) fn fsyncdir(
+    /// Makes everything pending durable (the whole session).
+    pub(crate) fn fsyncdir(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
+        _req: &Req,
+        _ino: u64,
+        _fh: u64,
         _datasync: bool,
-        reply: ReplyEmpty,
-    ) {
-        guarded!(self, "fsyncdir", [], {
-            reply_empty(self.session.flush().map(|_| ()), reply)
-        })
+    ) -> Result<(), Error> {
+        guarded!(self, "fsyncdir", [], { self.session.flush().map(|_| ()) })
     }
 }

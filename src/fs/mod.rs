@@ -1,34 +1,35 @@
-//! FUSE translation: the only module that names fuser.
+//! The filesystem's operations, transport-neutral: [`TreeforkFs`], the core both
+//! kernel channels serve (the /dev/fuse adapter, `dev.rs`, and FUSE over io_uring).
 //!
-//! Every handler parses its arguments, calls one `Session` method, and replies once;
-//! errors become errnos through `Error::errno` (the single mapping). No filesystem
-//! logic lives here.
+//! Every operation is an inherent method taking the caller ([`request::Req`]) and
+//! plain parsed arguments and returning its answer (`Result<_, Error>`); it calls
+//! `Session` methods, and errors become errnos in the transport through
+//! `Error::errno` (the single mapping). No fuser request or reply type appears in
+//! the core: the types it takes and answers live in `request.rs`; the encoding of
+//! an answer is each transport's job.
 //!
-//! Layout: this file holds [`TreeforkFs`], `init` and `destroy`, the panic guard and
-//! the `Filesystem` impl, which forwards every other request to the inherent method
-//! of the same name and signature in the file of its concern: `namespace.rs` (names
-//! and attributes), `data.rs` (file contents and open files), `dir.rs` (listings) and
-//! `misc.rs` (extended attributes, statfs, ioctl). `convert.rs` translates between
-//! fuser's types and the session's and holds the replies several handlers share.
+//! Layout: this file holds [`TreeforkFs`] (the session, the INIT facts a transport
+//! negotiated, the notes before a change), `destroy` and the panic guard. The
+//! operations live in the file of their concern: `namespace.rs` (names and
+//! attributes), `data.rs` (file contents and open files), `dir.rs` (listings) and
+//! `misc.rs` (extended attributes, statfs, ioctl). `dev.rs` is the /dev/fuse
+//! adapter: fuser's `Filesystem` over the core, INIT's capability negotiation, and
+//! the only file naming fuser's reply types; `convert.rs` holds its conversions
+//! between fuser's types and the session's (and the caller's credentials, shared).
+//! `kernel.rs` (invalidations, epochs) and `outside.rs` (the mount from outside)
+//! keep their own fuser and syscall use.
 //!
-//! Panics: every handler runs under `catch_unwind` ([`guarded!`]). A panic (a bug)
-//! is logged with the request and its arguments and answered EIO (the unsent reply
-//! answers it as it drops); the session's locks survive poisoning
-//! (`Session::lock` repairs the table), so the mount keeps serving. Debug builds
-//! panic on purpose on `setxattr` of [`crate::session::ops::DEBUG_PANIC_XATTR`]
-//! (tests only).
+//! Panics: every operation runs under `catch_unwind` ([`guarded!`]). A panic (a bug)
+//! is logged with the request and its arguments and answered EIO (the operation
+//! returns `Err(EIO)`); the session's locks survive poisoning (`Session::lock`
+//! repairs the table), so the mount keeps serving. Debug builds panic on purpose on
+//! `setxattr` of [`crate::session::ops::DEBUG_PANIC_XATTR`] (tests only).
 
-use std::ffi::OsStr;
-use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use fuser::{
-    FileHandle, Filesystem, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags,
-    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek,
-    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
-};
-
+use crate::error::Error;
 use crate::session::Session;
 
 /// How long the kernel may cache attributes, entries and negative entries. Every
@@ -40,7 +41,8 @@ use crate::session::Session;
 /// was written paid a LOOKUP per path again (`grep -r` warm ran 4.6x native).
 pub const TTL: Duration = Duration::from_secs(3600);
 
-/// The FUSE filesystem of one mounted session.
+/// The filesystem of one mounted session: the core every transport serves, shared
+/// by their threads (`Arc<TreeforkFs>`, from [`TreeforkFs::new`]).
 pub struct TreeforkFs {
     session: Arc<Session>,
     /// Set once the mount exists; used to drop the kernel's cached attributes when
@@ -48,10 +50,24 @@ pub struct TreeforkFs {
     notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
     /// The kernel supports FUSE_NO_OPEN_SUPPORT: `open` answers ENOSYS once and the
     /// kernel stops sending OPEN/RELEASE for files (two round trips per open(2)).
-    no_open: bool,
+    /// Set by INIT ([`TreeforkFs::negotiated`]).
+    no_open: AtomicBool,
     /// The kernel supports FUSE_NO_OPENDIR_SUPPORT: likewise for directories; it
     /// then caches listings by default (FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE).
-    no_opendir: bool,
+    no_opendir: AtomicBool,
+    /// The kernel accepted FUSE_OVER_IO_URING (only when the adapter offered it).
+    over_io_uring: AtomicBool,
+}
+
+/// What INIT settled that the operations depend on (see [`TreeforkFs::negotiated`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Negotiated {
+    /// FUSE_NO_OPEN_SUPPORT: `open` answers ENOSYS.
+    pub no_open: bool,
+    /// FUSE_NO_OPENDIR_SUPPORT: `opendir` answers ENOSYS.
+    pub no_opendir: bool,
+    /// FUSE_OVER_IO_URING.
+    pub over_io_uring: bool,
 }
 
 /// What a mutating request is about to change, noted before it runs.
@@ -63,6 +79,38 @@ pub(crate) enum Changing<'a> {
 }
 
 impl TreeforkFs {
+    /// Serve `session`; `notifier` is filled in by the caller after mounting. Shared
+    /// by the transports: give a clone to each ([`DevFs::new`] for /dev/fuse).
+    pub fn new(
+        session: Arc<Session>,
+        notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
+    ) -> Arc<Self> {
+        Arc::new(TreeforkFs {
+            session,
+            notifier,
+            no_open: AtomicBool::new(false),
+            no_opendir: AtomicBool::new(false),
+            over_io_uring: AtomicBool::new(false),
+        })
+    }
+
+    /// Record what INIT settled (the /dev/fuse adapter's `init`, before any other
+    /// request is served).
+    pub(crate) fn negotiated(&self, n: Negotiated) {
+        self.no_open.store(n.no_open, Ordering::Relaxed);
+        self.no_opendir.store(n.no_opendir, Ordering::Relaxed);
+        self.over_io_uring.store(n.over_io_uring, Ordering::Relaxed);
+    }
+
+    /// What INIT settled (all false before INIT).
+    pub(crate) fn negotiation(&self) -> Negotiated {
+        Negotiated {
+            no_open: self.no_open.load(Ordering::Relaxed),
+            no_opendir: self.no_opendir.load(Ordering::Relaxed),
+            over_io_uring: self.over_io_uring.load(Ordering::Relaxed),
+        }
+    }
+
     /// Before a mutating request: its pid for the exec writer watch (free unless a
     /// recorded command runs) and the path for the touched-file set.
     pub(crate) fn changing(&self, pid: u32, what: Changing<'_>) {
@@ -73,64 +121,85 @@ impl TreeforkFs {
         }
     }
 
-    /// Serve `session`; `notifier` is filled in by the caller after mounting.
-    pub fn new(session: Arc<Session>, notifier: Arc<std::sync::OnceLock<fuser::Notifier>>) -> Self {
-        TreeforkFs {
-            session,
-            notifier,
-            no_open: false,
-            no_opendir: false,
-        }
-    }
-}
-
-impl TreeforkFs {
     /// Drop the kernel's cached attributes of `ino` after the daemon changed them
     /// on its own (a negative offset touches no page-cache locks: safe inside a
     /// request).
-    fn inval_attr(&self, ino: INodeNo) {
+    fn inval_attr(&self, ino: u64) {
         if let Some(n) = self.notifier.get() {
-            let _ = n.inval_inode(ino, -1, 0);
+            let _ = n.inval_inode(fuser::INodeNo(ino), -1, 0);
         }
     }
 }
 
-/// Run a handler body, catching a panic: log it with the request (`op` and the
-/// listed arguments) and let the reply the body owned answer EIO as it drops.
+/// Run an operation's body (a block evaluating to `Result<T, Error>`), catching a
+/// panic: log it with the request (`op` and the listed arguments, each `name` or
+/// `name = shown`) and answer `Err(EIO)`.
 macro_rules! guarded {
-    ($self:ident, $op:literal, [$($arg:expr),*], $body:block) => {
+    ($self:ident, $op:literal, [$($arg:ident $(= $show:expr)?),*], $body:block) => {
         $self.guarded(
             $op,
-            || format!(concat!($(stringify!($arg), "={:?} ",)*), $($arg),*),
+            || format!(
+                concat!($(stringify!($arg), "={:?} ",)*),
+                $(guarded!(@show $arg $(= $show)?)),*
+            ),
             || $body,
         )
     };
+    (@show $arg:ident) => { $arg };
+    (@show $arg:ident = $show:expr) => { $show };
+}
+
+/// A name as the panic log shows it (like an `OsStr`).
+fn show(name: &[u8]) -> &std::ffi::OsStr {
+    std::os::unix::ffi::OsStrExt::from_bytes(name)
 }
 
 impl TreeforkFs {
-    fn guarded(&self, op: &str, args: impl FnOnce() -> String, body: impl FnOnce()) {
+    fn guarded<T>(
+        &self,
+        op: &str,
+        args: impl FnOnce() -> String,
+        body: impl FnOnce() -> Result<T, Error>,
+    ) -> Result<T, Error> {
         // The kernel's own cache trimming is no access.
         if !op.ends_with("forget") {
             self.session.note_access();
         }
-        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-            let why = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "(non-text panic)".into());
-            log::error!(
-                "session {}: {op} {}panicked: {why}; answered EIO, the mount keeps serving",
-                self.session.name(),
-                args()
-            );
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+            Ok(r) => r,
+            Err(p) => {
+                let why = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "(non-text panic)".into());
+                log::error!(
+                    "session {}: {op} {}panicked: {why}; answered EIO, the mount keeps serving",
+                    self.session.name(),
+                    args()
+                );
+                Err(Error::Posix(libc::EIO))
+            }
         }
+    }
+}
+
+impl TreeforkFs {
+    /// The connection ends (unmount or abort): flush what is pending.
+    pub(crate) fn destroy(&self) {
+        let _ = guarded!(self, "destroy", [], {
+            if let Err(e) = self.session.flush() {
+                log::error!("session {}: final flush failed: {e}", self.session.name());
+            }
+            Ok(())
+        });
     }
 }
 
 // After the guard macro: textual scoping makes it visible to these modules.
 mod convert;
 mod data;
+mod dev;
 mod dir;
 mod kernel;
 mod misc;
@@ -138,172 +207,8 @@ mod namespace;
 pub mod outside;
 pub(crate) mod request;
 pub mod ring;
+#[cfg(test)]
+mod tests;
 
+pub use dev::DevFs;
 pub use kernel::KernelCache;
-
-/// Implements `Filesystem` methods by forwarding each to the inherent method of the
-/// same name and signature (in the file of its concern).
-macro_rules! forward {
-    ($(fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?);)*) => {
-        $(
-            fn $name(&self $(, $arg: $ty)*) {
-                TreeforkFs::$name(self $(, $arg)*)
-            }
-        )*
-    };
-}
-
-impl Filesystem for TreeforkFs {
-    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // The kernel's writeback cache is on unless TREEFORK_WRITEBACK=0 (a
-        // diagnostic, used by the bench's `treefork-nowb` target). Measured both ways
-        // in one run (bench/RESULTS.md): off, every close(2) stops costing a GETATTR
-        // and unlink/rename/link stop costing a SETATTR of the kernel's cached
-        // c/mtime, but every write(2) becomes a synchronous round trip: 4 KiB random
-        // writes 19,536 -> 3,864 IOPS; geomean 2.06x -> 2.10x native.
-        let wb = std::env::var("TREEFORK_WRITEBACK").map_or(true, |v| v != "0");
-        if wb
-            && config
-                .add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE)
-                .is_err()
-        {
-            log::info!("kernel does not offer writeback cache");
-        }
-        for cap in [
-            InitFlags::FUSE_PARALLEL_DIROPS,
-            InitFlags::FUSE_CACHE_SYMLINKS,
-            InitFlags::FUSE_BIG_WRITES,
-            InitFlags::FUSE_DO_READDIRPLUS,
-            // We clear set-user/group-id on write, truncate and chown ourselves;
-            // in exchange the kernel stops asking for security.capability before
-            // every write(2) (it sets SB_NOSEC).
-            InitFlags::FUSE_HANDLE_KILLPRIV_V2,
-            InitFlags::FUSE_READDIRPLUS_AUTO,
-        ] {
-            if config.add_capabilities(cap).is_err() {
-                log::info!("kernel does not offer {cap:?}");
-            }
-        }
-        // Not ATOMIC_O_TRUNC: with no_open the kernel would skip the truncation;
-        // without it, O_TRUNC arrives as a SETATTR (size 0).
-        self.no_open = config
-            .add_capabilities(InitFlags::FUSE_NO_OPEN_SUPPORT)
-            .is_ok();
-        // Listings are stateless (cookies, see `Entries`), so nothing per open
-        // directory needs the daemon either.
-        self.no_opendir = config
-            .add_capabilities(InitFlags::FUSE_NO_OPENDIR_SUPPORT)
-            .is_ok();
-        let _ = config.set_max_write(1 << 20);
-        let _ = config.set_max_background(64);
-        log::info!("session {} serving", self.session.name());
-        Ok(())
-    }
-
-    fn destroy(&mut self) {
-        guarded!(self, "destroy", [], {
-            if let Err(e) = self.session.flush() {
-                log::error!("session {}: final flush failed: {e}", self.session.name());
-            }
-        })
-    }
-
-    forward! {
-        // namespace.rs
-        fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry);
-        fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64);
-        fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr);
-        fn setattr(
-            &self, req: &Request, ino: INodeNo, mode: Option<u32>, uid: Option<u32>,
-            gid: Option<u32>, size: Option<u64>, atime: Option<TimeOrNow>, mtime: Option<TimeOrNow>,
-            ctime: Option<SystemTime>, fh: Option<FileHandle>, crtime: Option<SystemTime>,
-            chgtime: Option<SystemTime>, bkuptime: Option<SystemTime>,
-            flags: Option<fuser::BsdFileFlags>, reply: ReplyAttr,
-        );
-        fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData);
-        fn mknod(
-            &self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32,
-            reply: ReplyEntry,
-        );
-        fn mkdir(
-            &self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32,
-            reply: ReplyEntry,
-        );
-        fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty);
-        fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty);
-        fn symlink(
-            &self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path,
-            reply: ReplyEntry,
-        );
-        fn rename(
-            &self, req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo,
-            newname: &OsStr, flags: RenameFlags, reply: ReplyEmpty,
-        );
-        fn link(
-            &self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr,
-            reply: ReplyEntry,
-        );
-        fn create(
-            &self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32,
-            reply: ReplyCreate,
-        );
-        // data.rs
-        fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen);
-        fn read(
-            &self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, size: u32,
-            flags: OpenFlags, lock_owner: Option<LockOwner>, reply: ReplyData,
-        );
-        fn write(
-            &self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, data: &[u8],
-            write_flags: WriteFlags, flags: OpenFlags, lock_owner: Option<LockOwner>,
-            reply: ReplyWrite,
-        );
-        fn flush(
-            &self, req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner,
-            reply: ReplyEmpty,
-        );
-        fn release(
-            &self, req: &Request, ino: INodeNo, fh: FileHandle, flags: OpenFlags,
-            lock_owner: Option<LockOwner>, flush: bool, reply: ReplyEmpty,
-        );
-        fn fsync(
-            &self, req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty,
-        );
-        fn fallocate(
-            &self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, length: u64, mode: i32,
-            reply: ReplyEmpty,
-        );
-        fn lseek(
-            &self, req: &Request, ino: INodeNo, fh: FileHandle, offset: i64, whence: i32,
-            reply: ReplyLseek,
-        );
-        // dir.rs
-        fn opendir(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen);
-        fn readdir(
-            &self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, reply: ReplyDirectory,
-        );
-        fn readdirplus(
-            &self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64,
-            reply: fuser::ReplyDirectoryPlus,
-        );
-        fn releasedir(
-            &self, req: &Request, ino: INodeNo, fh: FileHandle, flags: OpenFlags, reply: ReplyEmpty,
-        );
-        fn fsyncdir(
-            &self, req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty,
-        );
-        // misc.rs
-        fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs);
-        fn setxattr(
-            &self, req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32,
-            position: u32, reply: ReplyEmpty,
-        );
-        fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr);
-        fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr);
-        fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty);
-        fn ioctl(
-            &self, req: &Request, ino: INodeNo, fh: FileHandle, flags: fuser::IoctlFlags, cmd: u32,
-            in_data: &[u8], out_size: u32, reply: fuser::ReplyIoctl,
-        );
-    }
-}

@@ -90,6 +90,17 @@ impl Daemon {
             .and_then(|r| r.mount_id)
     }
 
+    /// The transport serving session `name`'s mount (Live), if it is mounted.
+    pub(crate) fn transport_of(&self, name: &str) -> Option<crate::fs::ring::InUse> {
+        match self.table.lock().get(name) {
+            Some(e) => match &e.state {
+                State::Live(m) => Some(m.transport),
+                _ => None,
+            },
+            None => None,
+        }
+    }
+
     /// Where session `name` is mounted (Live), if it is.
     pub(crate) fn mounted_at(&self, name: &str) -> Option<PathBuf> {
         match self.table.lock().get(name) {
@@ -195,7 +206,13 @@ impl Daemon {
         let store: Arc<dyn ObjectStore> = self.store.clone();
         let session = Arc::new(Session::open(store, rec)?);
         let t_open = t0.elapsed();
-        let (bg, kernel, mount) = self.spawn_fuse(&name, dir, session.clone(), transport)?;
+        let Spawned {
+            bg,
+            kernel,
+            mount,
+            rings,
+            in_use,
+        } = self.spawn_fuse(&name, dir, session.clone(), transport)?;
         let t_mount = t0.elapsed();
         let (ctl_path, listener) = match session_listener(&mp) {
             Ok(x) => x,
@@ -215,6 +232,8 @@ impl Daemon {
                 kernel,
                 session,
                 bg: Some(bg),
+                rings,
+                transport: in_use,
                 ctl_fd,
                 ctl_path,
                 agent_ctl,
@@ -290,18 +309,25 @@ impl Daemon {
     }
 
     /// Mount `session` on `dir` (through its descriptor), identify the new mount,
-    /// and serve it in the background.
+    /// and serve it in the background over `transport` (see `transport.rs`).
     fn spawn_fuse(
         &self,
         name: &str,
         dir: &MountDir,
         session: Arc<Session>,
-    ) -> Result<(fuser::BackgroundSession, crate::fs::KernelCache, MountRef)> {
+        transport: Transport,
+    ) -> Result<Spawned> {
         let mut cfg = fuser::Config::default();
         // 4 threads: measured per-request latency (access(2) of a missing name, one
         // LOOKUP) ~100 us with 1 thread, 35-40 us with 2, 4 or 8 on this 2-core VM.
         cfg.n_threads = Some(4);
         cfg.clone_fd = true;
+        let notifier = Arc::new(std::sync::OnceLock::new());
+        // The core the transports share (each holds a clone of the Arc).
+        let core = TreeforkFs::new(session, notifier.clone());
+        // The ring's queues are prepared before INIT, which offers the ring only
+        // when they all were.
+        let prepared = super::transport::plan(name, transport, &core)?;
         let dev = mountpoint::mount_fuse(dir, &format!("treefork:{name}"))?;
         // Its id, read before it is served (a statx asking for the id alone sends
         // the server nothing). Should that fail, dropping `dev` aborts the
@@ -320,23 +346,42 @@ impl Daemon {
                 return Err(Error::io("/dev/fuse", e));
             }
         };
-        let notifier = Arc::new(std::sync::OnceLock::new());
-        // The core the transports share (each holds a clone of the Arc).
-        let core = TreeforkFs::new(session, notifier.clone());
-        let fs = DevFs::new(core);
+        // A third for the ring's commands, taken only if INIT negotiated it.
+        let dev3 = || dev2.try_clone();
+        let fs = DevFs::new(core.clone()).offer_io_uring(prepared.is_some());
         let bg = fuser::Session::from_fd(fs, dev, fuser::SessionACL::All, cfg)
             .and_then(fuser::Session::spawn);
-        match bg {
-            Ok(bg) => {
-                let _ = notifier.set(bg.notifier());
-                let kernel = crate::fs::KernelCache::new(bg.notifier(), dev2);
-                Ok((bg, kernel, mount))
-            }
+        let bg = match bg {
+            Ok(bg) => bg,
             Err(e) => {
+                if let Some(p) = prepared {
+                    p.abandon();
+                }
                 detach(&mount);
-                Err(Error::io(dir.path(), e))
+                return Err(Error::io(dir.path(), e));
             }
-        }
+        };
+        let (rings, in_use) =
+            match super::transport::start(name, transport, prepared, &core, dev3) {
+                Ok(r) => r,
+                Err((e, rings)) => {
+                    detach(&mount);
+                    if let Some(r) = rings {
+                        r.join_bounded(name, JOIN_WAIT);
+                    }
+                    join_bounded(name, bg, JOIN_WAIT);
+                    return Err(e);
+                }
+            };
+        let _ = notifier.set(bg.notifier());
+        let kernel = crate::fs::KernelCache::new(bg.notifier(), dev2);
+        Ok(Spawned {
+            bg,
+            kernel,
+            mount,
+            rings,
+            in_use,
+        })
     }
 
     /// Flush and unmount the session at `mp`. It is Closing (a gc root owning its
@@ -388,6 +433,10 @@ impl Daemon {
         entry.close_control();
         if let Some(bg) = entry.bg.take() {
             join_bounded(entry.session.name(), bg, join_wait);
+        }
+        // The kernel ended the ring's entries with the connection.
+        if let Some(r) = entry.rings.take() {
+            r.join_bounded(entry.session.name(), join_wait);
         }
         let r = entry.session.flush().map(|_| ());
         if r.is_ok() {
@@ -443,6 +492,17 @@ impl Daemon {
             }
         }
     }
+}
+
+/// A mount being served: what `spawn_fuse` hands to the mount table.
+struct Spawned {
+    bg: fuser::BackgroundSession,
+    kernel: crate::fs::KernelCache,
+    mount: MountRef,
+    /// The io_uring queues, when INIT negotiated them.
+    rings: Option<crate::fs::ring::Rings>,
+    /// The transport serving the mount.
+    in_use: crate::fs::ring::InUse,
 }
 
 /// How long an unmount waits for the FUSE loop of the unmounted session to end.
@@ -524,6 +584,7 @@ impl Host for Daemon {
                         m.kernel.clone(),
                     )),
                     last_auto_ms: m.last_auto_ms.clone(),
+                    transport: m.transport,
                     scope: crate::ops::Scope::All,
                 }),
                 _ => None,

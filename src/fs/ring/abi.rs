@@ -39,8 +39,6 @@ pub const OP_IN_SZ: usize = 128;
 pub const REQ_HEADER_SZ: usize = IN_OUT_SZ + OP_IN_SZ + size_of::<EntInOut>();
 /// Offset of `ring_ent_in_out` in `fuse_uring_req_header`.
 pub const ENT_IN_OUT_OFF: usize = IN_OUT_SZ + OP_IN_SZ;
-/// `FUSE_MIN_READ_BUFFER`: the kernel's floor for a payload buffer.
-pub const MIN_READ_BUFFER: usize = 8192;
 
 abi! {
     /// `struct fuse_uring_ent_in_out`: per-entry bookkeeping the kernel fills
@@ -351,10 +349,10 @@ abi! {
     }
 }
 
-/// `enum fuse_opcode`: the opcodes the ring can carry.
+/// `enum fuse_opcode`: the opcodes the ring can carry (FORGET, BATCH_FORGET and
+/// INTERRUPT never come on it: the kernel sends them over /dev/fuse).
 pub mod op {
     pub const LOOKUP: u32 = 1;
-    pub const FORGET: u32 = 2;
     pub const GETATTR: u32 = 3;
     pub const SETATTR: u32 = 4;
     pub const READLINK: u32 = 5;
@@ -382,10 +380,8 @@ pub mod op {
     pub const FSYNCDIR: u32 = 30;
     pub const ACCESS: u32 = 34;
     pub const CREATE: u32 = 35;
-    pub const INTERRUPT: u32 = 36;
     pub const DESTROY: u32 = 38;
     pub const IOCTL: u32 = 39;
-    pub const BATCH_FORGET: u32 = 42;
     pub const FALLOCATE: u32 = 43;
     pub const READDIRPLUS: u32 = 44;
     pub const RENAME2: u32 = 45;

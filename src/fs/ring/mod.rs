@@ -14,7 +14,7 @@
 //! over io_uring".
 
 pub(crate) mod abi;
-// pub(crate) mod dispatch; (after the neutral core lands)
+pub(crate) mod dispatch;
 pub(crate) mod encode;
 pub(crate) mod parse;
 pub(crate) mod queue;

@@ -77,7 +77,8 @@ enum State {
 /// A queue being served (lives on its thread).
 pub(crate) struct Queue<S: Serve> {
     qid: u16,
-    dev: Arc<OwnedFd>,
+    /// The mount's /dev/fuse connection (set by [`Queue::run`]).
+    dev: Option<Arc<OwnedFd>>,
     ring: IoUring<squeue::Entry128, cqueue::Entry>,
     slots: Vec<Option<Slot>>,
     state: Vec<State>,
@@ -96,7 +97,6 @@ pub(crate) struct Queue<S: Serve> {
 
 /// The parameters every queue of a mount shares.
 pub(crate) struct Shared<S: Serve> {
-    pub(crate) dev: Arc<OwnedFd>,
     pub(crate) serve: Arc<S>,
     pub(crate) jobs: Sender<Job>,
     pub(crate) stop: Arc<AtomicBool>,
@@ -133,7 +133,7 @@ impl<S: Serve> Queue<S> {
         let (back_tx, back_rx) = crossbeam_channel::unbounded();
         Ok(Queue {
             qid,
-            dev: sh.dev.clone(),
+            dev: None,
             ring,
             state: vec![State::Kernel; sh.entries],
             commit: vec![0; sh.entries],
@@ -158,7 +158,8 @@ impl<S: Serve> Queue<S> {
         };
         let mut area = [0u8; 80];
         area[..size_of::<abi::UringCmdReq>()].copy_from_slice(req.as_bytes());
-        let mut e = opcode::UringCmd80::new(types::Fd(self.dev.as_raw_fd()), cmd_op)
+        let fd = self.dev.as_ref().map_or(-1, |d| d.as_raw_fd());
+        let mut e = opcode::UringCmd80::new(types::Fd(fd), cmd_op)
             .cmd(area)
             .addr(Some(self.iovs[idx].as_ptr() as u64))
             .build()
@@ -204,7 +205,8 @@ impl<S: Serve> Queue<S> {
 
     /// Register every entry and report how that went, then serve until the
     /// connection ends (every entry dead) or a forced stop.
-    pub(crate) fn run(mut self, report: &Sender<Report>) {
+    pub(crate) fn run(mut self, dev: Arc<OwnedFd>, report: &Sender<Report>) {
+        self.dev = Some(dev);
         for idx in 0..self.slots.len() {
             let e = self.cmd(abi::CMD_REGISTER, idx);
             self.push(&e);

@@ -21,7 +21,8 @@ use super::queue::{Queue, Report, Serve, Shared};
 use super::workers::{Pool, Wake};
 use super::{RingUnavailable, possible_cpus};
 
-/// The largest WRITE the mount accepts (INIT's max_write; also its max_pages).
+/// The largest WRITE the mount accepts (INIT's max_write, which the /dev/fuse
+/// adapter sets from it; also its max_pages).
 pub(crate) const MAX_WRITE: usize = 1 << 20;
 /// An entry's payload buffer: max_write and a page.
 pub(crate) const PAYLOAD: usize = MAX_WRITE + 4096;
@@ -43,7 +44,7 @@ pub(crate) fn entries_per_queue(queues: usize) -> usize {
 /// The queues' threads, spawned, before INIT.
 pub(crate) struct Preparing {
     threads: Vec<JoinHandle<()>>,
-    go: Vec<Sender<bool>>,
+    go: Vec<Sender<Option<Arc<OwnedFd>>>>,
     reports: Receiver<Report>,
     parts: Parts,
 }
@@ -64,12 +65,11 @@ pub(crate) struct Rings {
 }
 
 /// Spawn one thread per possible CPU, each creating its ring and buffers, and
-/// wait until all did. `dev` is a descriptor of the mount's /dev/fuse connection.
-pub(crate) fn prepare<S: Serve>(dev: OwnedFd, serve: Arc<S>) -> Result<Preparing, RingUnavailable> {
+/// wait until all did.
+pub(crate) fn prepare<S: Serve>(serve: Arc<S>) -> Result<Preparing, RingUnavailable> {
     let queues = possible_cpus();
     let entries = entries_per_queue(queues);
     let pool = Pool::new(WORKERS, serve.clone()).map_err(|e| RingUnavailable::Setup(e.to_string()))?;
-    let dev = Arc::new(dev);
     let stop = Arc::new(AtomicBool::new(false));
     let (report_tx, reports) = crossbeam_channel::unbounded();
     let mut prep = Preparing {
@@ -93,7 +93,6 @@ pub(crate) fn prepare<S: Serve>(dev: OwnedFd, serve: Arc<S>) -> Result<Preparing
             }
         };
         let shared = Shared {
-            dev: dev.clone(),
             serve: serve.clone(),
             jobs: prep.parts.pool.sender(),
             stop: stop.clone(),
@@ -140,7 +139,7 @@ fn queue_thread<S: Serve>(
     shared: Shared<S>,
     wake: Arc<Wake>,
     report: Sender<Report>,
-    go: Receiver<bool>,
+    go: Receiver<Option<Arc<OwnedFd>>>,
 ) {
     pin_to(qid as usize);
     let q = match Queue::new(qid, &shared, wake) {
@@ -156,8 +155,8 @@ fn queue_thread<S: Serve>(
     drop(shared);
     // Nothing registered yet: on "no", dropping the queue frees what the kernel
     // never saw.
-    if go.recv() == Ok(true) {
-        q.run(&report);
+    if let Ok(Some(dev)) = go.recv() {
+        q.run(dev, &report);
     }
 }
 
@@ -183,18 +182,20 @@ fn pin_to(cpu: usize) {
 }
 
 impl Preparing {
-    /// INIT negotiated the ring: register every queue's entries. The error says
-    /// the kernel refused them (it then serves the mount over /dev/fuse); the
-    /// rings are returned either way, to be joined at the unmount.
-    pub(crate) fn start(self) -> (Rings, Result<(), RingUnavailable>) {
+    /// INIT negotiated the ring: register every queue's entries with the mount's
+    /// /dev/fuse connection `dev`. The error says the kernel refused them (it then
+    /// serves the mount over /dev/fuse); the rings are returned either way, to be
+    /// joined at the unmount.
+    pub(crate) fn start(self, dev: OwnedFd) -> (Rings, Result<(), RingUnavailable>) {
         let Preparing {
             threads,
             go,
             reports,
             parts,
         } = self;
+        let dev = Arc::new(dev);
         for g in &go {
-            let _ = g.send(true);
+            let _ = g.send(Some(dev.clone()));
         }
         let rings = Rings { threads, parts };
         let deadline = Instant::now() + STEP_WAIT;
@@ -202,7 +203,13 @@ impl Preparing {
         for _ in 0..rings.parts.queues {
             let failed = match reports.recv_deadline(deadline) {
                 Ok(Report::Registered(_, Ok(_))) | Ok(Report::Prepared(..)) => continue,
-                Ok(Report::Registered(_, Err(errno))) => RingUnavailable::Register(errno),
+                Ok(Report::Registered(qid, Err(errno))) => {
+                    log::warn!(
+                        "ring queue {qid}: REGISTER refused: {}",
+                        std::io::Error::from_raw_os_error(errno)
+                    );
+                    RingUnavailable::Register(errno)
+                }
                 Err(_) => RingUnavailable::Register(libc::ETIMEDOUT),
             };
             if r.is_ok() {
@@ -215,7 +222,7 @@ impl Preparing {
     /// INIT did not negotiate the ring (or the mount failed): end the threads.
     pub(crate) fn abandon(mut self) {
         for g in &self.go {
-            let _ = g.send(false);
+            let _ = g.send(None);
         }
         self.go.clear();
         for t in self.threads.drain(..) {
@@ -232,11 +239,6 @@ impl Rings {
     /// `queues × entries` for display.
     pub(crate) fn shape(&self) -> (usize, usize) {
         (self.parts.queues, self.parts.entries)
-    }
-
-    /// Whether every queue thread ended (the connection is gone).
-    pub(crate) fn is_finished(&self) -> bool {
-        self.threads.iter().all(|t| t.is_finished())
     }
 
     /// After the unmount: join the queue threads (they end as the kernel completes

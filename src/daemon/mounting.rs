@@ -24,8 +24,8 @@ use super::server::{SocketCtx, bind_agent_socket, remove_socket_file};
 use super::table::{Claim, Mounted, State};
 use crate::control::{self, AgentSocket, Role};
 use crate::error::{Error, Result};
-use crate::fs::ring::Transport;
 use crate::fs::outside::{MountId, MountRef};
+use crate::fs::ring::Transport;
 use crate::fs::{DevFs, TreeforkFs};
 use crate::ops::{Host, Target};
 use crate::session::{self, Session, SessionRecord};
@@ -189,6 +189,7 @@ impl Daemon {
 
     /// Open the session, mount it, serve its sockets, register the mount and go
     /// Live.
+    #[allow(clippy::too_many_arguments)] // the mount request's parts, passed through
     fn mount_served(
         &self,
         claim: &mut Claim<'_>,
@@ -361,18 +362,19 @@ impl Daemon {
                 return Err(Error::io(dir.path(), e));
             }
         };
-        let (rings, in_use) =
-            match super::transport::start(name, transport, prepared, &core, dev3) {
-                Ok(r) => r,
-                Err((e, rings)) => {
-                    detach(&mount);
-                    if let Some(r) = rings {
-                        r.join_bounded(name, JOIN_WAIT);
-                    }
-                    join_bounded(name, bg, JOIN_WAIT);
-                    return Err(e);
+        let (rings, in_use) = match super::transport::start(name, transport, prepared, &core, dev3)
+        {
+            Ok(r) => r,
+            Err(failed) => {
+                let super::transport::Failed { error: e, rings } = *failed;
+                detach(&mount);
+                if let Some(r) = rings {
+                    r.join_bounded(name, JOIN_WAIT);
                 }
-            };
+                join_bounded(name, bg, JOIN_WAIT);
+                return Err(e);
+            }
+        };
         let _ = notifier.set(bg.notifier());
         let kernel = crate::fs::KernelCache::new(bg.notifier(), dev2);
         Ok(Spawned {

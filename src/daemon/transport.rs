@@ -26,7 +26,8 @@ pub(super) fn plan(
     if transport == Transport::Dev {
         return Ok(None);
     }
-    let prepared = ring::available().and_then(|()| ring::prepare(Arc::new(Dispatch::new(core.clone()))));
+    let prepared =
+        ring::available().and_then(|()| ring::prepare(Arc::new(Dispatch::new(core.clone()))));
     match prepared {
         Ok(p) => Ok(Some(p)),
         Err(why) => fall_back(name, transport, why).map(|()| None),
@@ -44,19 +45,25 @@ fn fall_back(name: &str, transport: Transport, why: RingUnavailable) -> Result<(
     }
 }
 
+/// A ring start that failed where `uring` was asked: the error, and the rings
+/// to join once the mount is gone.
+pub(super) struct Failed {
+    pub(super) error: Error,
+    pub(super) rings: Option<Rings>,
+}
+
 /// After INIT: start the prepared queues if INIT negotiated the ring, else end
 /// them. `dev` is a descriptor of the mount's connection. Returns the rings to
 /// join at the unmount (kept even when their start failed) and the transport in
 /// use; an error (with the rings to join) when `uring` was asked and the kernel
 /// did not take it — the caller then unmounts.
-#[allow(clippy::type_complexity)]
 pub(super) fn start(
     name: &str,
     transport: Transport,
     prepared: Option<Preparing>,
     core: &TreeforkFs,
     dev: impl FnOnce() -> std::io::Result<OwnedFd>,
-) -> Result<(Option<Rings>, InUse), (Error, Option<Rings>)> {
+) -> Result<(Option<Rings>, InUse), Box<Failed>> {
     let Some(p) = prepared else {
         return Ok((None, InUse::Dev));
     };
@@ -64,7 +71,12 @@ pub(super) fn start(
         p.abandon();
         return fall_back(name, transport, RingUnavailable::NotOffered)
             .map(|()| (None, InUse::Dev))
-            .map_err(|e| (e, None));
+            .map_err(|e| {
+                Box::new(Failed {
+                    error: e,
+                    rings: None,
+                })
+            });
     }
     let dev = match dev() {
         Ok(d) => d,
@@ -73,7 +85,10 @@ pub(super) fn start(
             // the ring is ready; without it the mount cannot serve at all.
             p.abandon();
             let why = RingUnavailable::Setup(format!("/dev/fuse: {e}"));
-            return Err((Error::RingUnavailable(why), None));
+            return Err(Box::new(Failed {
+                error: Error::RingUnavailable(why),
+                rings: None,
+            }));
         }
     };
     let (rings, r) = p.start(dev);
@@ -86,7 +101,10 @@ pub(super) fn start(
         // The kernel serves the mount over /dev/fuse after a refused REGISTER.
         Err(why) => match fall_back(name, transport, why) {
             Ok(()) => Ok((Some(rings), InUse::Dev)),
-            Err(e) => Err((e, Some(rings))),
+            Err(e) => Err(Box::new(Failed {
+                error: e,
+                rings: Some(rings),
+            })),
         },
     }
 }

@@ -31,7 +31,9 @@ impl RingOn {
     fn get(test: &str) -> Option<RingOn> {
         let lock = SWITCH_LOCK.lock().unwrap_or_else(|p| p.into_inner());
         let Ok(before) = fs::read_to_string(SWITCH) else {
-            eprintln!("RING UNAVAILABLE: {SWITCH} does not exist (kernel without CONFIG_FUSE_IO_URING); {test} skipped");
+            eprintln!(
+                "RING UNAVAILABLE: {SWITCH} does not exist (kernel without CONFIG_FUSE_IO_URING); {test} skipped"
+            );
             assert!(
                 std::env::var("TREEFORK_REQUIRE_RING").as_deref() != Ok("1"),
                 "TREEFORK_REQUIRE_RING=1 and this kernel has no FUSE over io_uring"
@@ -103,14 +105,25 @@ fn ring_refused_names_the_switch() {
         return;
     };
     set_switch("N");
-    let tmp = tempfile::Builder::new().prefix("tf-test-").tempdir().unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("tf-test-")
+        .tempdir()
+        .unwrap();
     let store = tmp.path().join("store");
     let mp = tmp.path().join("mnt");
     fs::create_dir_all(&mp).unwrap();
     let mps = mp.to_str().unwrap();
     let o = tf(
         &store,
-        &["--json", "mount", mps, "--session", "s", "--transport", "uring"],
+        &[
+            "--json",
+            "mount",
+            mps,
+            "--session",
+            "s",
+            "--transport",
+            "uring",
+        ],
     );
     assert!(!o.status.success(), "mount over a disabled ring succeeded");
     let err = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
@@ -118,7 +131,10 @@ fn ring_refused_names_the_switch() {
     assert!(err.contains(SWITCH), "{err}");
     assert!(crate::harness::fuse_mounts_under(tmp.path()).is_empty());
     // `auto` falls back to /dev/fuse.
-    let o = tf(&store, &["mount", mps, "--session", "s", "--transport", "auto"]);
+    let o = tf(
+        &store,
+        &["mount", mps, "--session", "s", "--transport", "auto"],
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let m = Mount::at(tmp, store, mp, "s");
     assert_eq!(transport(&m, "s"), "dev");
@@ -129,7 +145,11 @@ fn setx(p: &Path, name: &str, val: &[u8]) -> std::io::Result<()> {
     let (p, n) = (cstr(p.to_str().unwrap()), cstr(name));
     // SAFETY: valid C strings; `val` is a live buffer of `val.len()` bytes.
     let r = unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), val.as_ptr().cast(), val.len(), 0) };
-    if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 fn getx(p: &Path, name: &str) -> std::io::Result<Vec<u8>> {
@@ -161,13 +181,19 @@ fn ring_serves_a_posix_workload() {
     fs::write(mp.join("small"), &small).unwrap();
     let big = crate::harness::pattern(3 << 20, 7);
     fs::write(mp.join("big"), &big).unwrap();
-    let f = fs::OpenOptions::new().append(true).open(mp.join("big")).unwrap();
+    let f = fs::OpenOptions::new()
+        .append(true)
+        .open(mp.join("big"))
+        .unwrap();
     f.sync_all().unwrap();
     drop(f);
     // Drop the page cache so the reads reach the daemon.
     fs::write("/proc/sys/vm/drop_caches", "1").unwrap();
     assert_eq!(fs::read(mp.join("small")).unwrap(), small);
-    assert!(fs::read(mp.join("big")).unwrap() == big, "big file read back differs");
+    assert!(
+        fs::read(mp.join("big")).unwrap() == big,
+        "big file read back differs"
+    );
     // Rename, unlink.
     fs::rename(mp.join("small"), mp.join("renamed")).unwrap();
     assert!(!mp.join("small").exists());
@@ -193,7 +219,9 @@ fn ring_serves_a_posix_workload() {
     setx(&mp.join("renamed"), "user.color", b"blue").unwrap();
     assert_eq!(getx(&mp.join("renamed"), "user.color").unwrap(), b"blue");
     assert_eq!(
-        getx(&mp.join("renamed"), "user.none").unwrap_err().raw_os_error(),
+        getx(&mp.join("renamed"), "user.none")
+            .unwrap_err()
+            .raw_os_error(),
         Some(libc::ENODATA)
     );
     // Symlink and hard link.
@@ -206,7 +234,10 @@ fn ring_serves_a_posix_workload() {
     fs::remove_file(mp.join("renamed")).unwrap();
     assert_eq!(fs::read(mp.join("hard")).unwrap(), small);
     // Truncate, fsync.
-    let f = fs::OpenOptions::new().write(true).open(mp.join("big")).unwrap();
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(mp.join("big"))
+        .unwrap();
     f.set_len(4096).unwrap();
     f.sync_all().unwrap();
     drop(f);

@@ -13,10 +13,10 @@
 use std::sync::Arc;
 use std::sync::OnceLock;
 
+use super::Serve;
 use super::abi::{fattr, op};
 use super::encode::Reply;
 use super::parse::{self, HeaderArea, Op, in_header};
-use super::queue::Serve;
 use crate::error::Error;
 use crate::fs::TreeforkFs;
 use crate::fs::request::{Created, Opened, Stat, Statfs, Xattr};
@@ -118,7 +118,10 @@ impl Dispatch {
                 offset,
                 data,
                 write_flags,
-            } => answer(c.write(q, n, fh, offset, data, write_flags), Answer::Written),
+            } => answer(
+                c.write(q, n, fh, offset, data, write_flags),
+                Answer::Written,
+            ),
             Op::Statfs => answer(c.statfs(q, n), Answer::Statfs),
             Op::Release { fh, .. } => done(c.release(q, n, fh)),
             Op::Fsync { fh, datasync } => done(c.fsync(q, n, fh, datasync)),

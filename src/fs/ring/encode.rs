@@ -48,8 +48,10 @@ impl<'a> Reply<'a> {
         };
         // The areas have fixed sizes larger than both structs.
         let _ = out.write_to_prefix(&mut self.header[..]);
-        let mut e = abi::EntInOut::default();
-        e.payload_sz = body_len as u32;
+        let e = abi::EntInOut {
+            payload_sz: body_len as u32,
+            ..Default::default()
+        };
         let _ = e.write_to_prefix(&mut self.header[abi::ENT_IN_OUT_OFF..]);
     }
 

@@ -52,7 +52,10 @@ fn entries_carry_attributes_and_ttl() {
     assert_eq!((o.len, o.error, psz), (16 + 128, 0, 128));
     let e = abi::EntryOut::read_from_prefix(&p[..]).unwrap().0;
     assert_eq!(e.nodeid, 42);
-    assert_eq!((e.entry_valid, e.attr_valid), (TTL.as_secs(), TTL.as_secs()));
+    assert_eq!(
+        (e.entry_valid, e.attr_valid),
+        (TTL.as_secs(), TTL.as_secs())
+    );
     assert_eq!(e.attr.mode, libc::S_IFDIR | 0o4755);
     assert_eq!((e.attr.size, e.attr.blocks, e.attr.nlink), (12345, 24, 2));
     assert_eq!((e.attr.mtime as i64, e.attr.mtimensec), (-1, 5));
@@ -87,7 +90,10 @@ fn small_bodies() {
     let (mut h, mut p) = areas();
     Reply::new(&mut h, &mut p, 1).written(4096);
     assert_eq!(out(&h).1, 8);
-    assert_eq!(abi::WriteOut::read_from_prefix(&p[..]).unwrap().0.size, 4096);
+    assert_eq!(
+        abi::WriteOut::read_from_prefix(&p[..]).unwrap().0.size,
+        4096
+    );
     Reply::new(&mut h, &mut p, 1).xattr(&Xattr::Size(17));
     assert_eq!(out(&h).1, 8);
     Reply::new(&mut h, &mut p, 1).xattr(&Xattr::Data(b"abc".to_vec()));
@@ -124,7 +130,10 @@ fn listings_pad_to_eight_and_stop_when_full() {
     l.finish();
     assert_eq!(out(&h).1, 64);
     let d = abi::Dirent::read_from_prefix(&p[32..]).unwrap().0;
-    assert_eq!((d.ino, d.off, d.namelen, d.typ), (11, 2, 3, libc::DT_DIR as u32));
+    assert_eq!(
+        (d.ino, d.off, d.namelen, d.typ),
+        (11, 2, 3, libc::DT_DIR as u32)
+    );
     assert_eq!(&p[32 + 24..32 + 32], b"def\0\0\0\0\0");
 }
 

@@ -23,12 +23,35 @@ pub(crate) mod workers;
 
 pub(crate) use rings::{MAX_WRITE, Preparing, Rings, prepare};
 
+/// What serves a queue's requests (the dispatcher, or a test's fake).
+pub(crate) trait Serve: Send + Sync + 'static {
+    /// Whether the request in the entry may take long (it then runs on a worker,
+    /// so the ring thread keeps serving).
+    fn slow(&self, header: &parse::HeaderArea, payload: &[u8]) -> bool;
+    /// Answer the request in the entry, writing the reply in place.
+    fn serve(&self, header: &mut parse::HeaderArea, payload: &mut [u8]);
+}
+
+/// One entry's buffers, as registered with the kernel.
+pub(crate) struct Slot {
+    pub(crate) header: Box<parse::HeaderArea>,
+    pub(crate) payload: Box<[u8]>,
+}
+
 /// The kernel's switch for FUSE over io_uring (module parameter, N by default).
 pub const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
 
 /// How a mount talks to the kernel, as asked (`treefork mount --transport`).
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
@@ -150,7 +173,12 @@ fn count_cpu_list(s: &str) -> Option<usize> {
     let mut n = 0;
     for part in s.trim().split(',') {
         n += match part.split_once('-') {
-            Some((a, b)) => b.parse::<usize>().ok()?.checked_sub(a.parse::<usize>().ok()?)? + 1,
+            Some((a, b)) => {
+                b.parse::<usize>()
+                    .ok()?
+                    .checked_sub(a.parse::<usize>().ok()?)?
+                    + 1
+            }
             None => {
                 part.parse::<usize>().ok()?;
                 1
@@ -188,7 +216,7 @@ mod tests {
         assert_eq!(entries_per_queue(2), MAX_ENTRIES);
         for q in [1, 2, 4, 8, 16, 64] {
             let e = entries_per_queue(q);
-            assert!(e >= 1 && e <= MAX_ENTRIES);
+            assert!((1..=MAX_ENTRIES).contains(&e));
             assert!(e == 1 || e * q * PAYLOAD <= MEMORY_BOUND, "{q} queues");
         }
     }

@@ -21,38 +21,127 @@ pub type HeaderArea = [u8; abi::REQ_HEADER_SZ];
 /// What a request asks, with its names and data borrowed from the entry.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Op<'a> {
-    Lookup { name: &'a [u8] },
-    Getattr { fh: Option<u64> },
+    Lookup {
+        name: &'a [u8],
+    },
+    Getattr {
+        fh: Option<u64>,
+    },
     Setattr(SetattrIn),
     Readlink,
-    Symlink { name: &'a [u8], target: &'a [u8] },
-    Mknod { name: &'a [u8], mode: u32, umask: u32, rdev: u32 },
-    Mkdir { name: &'a [u8], mode: u32, umask: u32 },
-    Unlink { name: &'a [u8] },
-    Rmdir { name: &'a [u8] },
-    Rename { name: &'a [u8], newparent: u64, newname: &'a [u8], flags: u32 },
+    Symlink {
+        name: &'a [u8],
+        target: &'a [u8],
+    },
+    Mknod {
+        name: &'a [u8],
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+    },
+    Mkdir {
+        name: &'a [u8],
+        mode: u32,
+        umask: u32,
+    },
+    Unlink {
+        name: &'a [u8],
+    },
+    Rmdir {
+        name: &'a [u8],
+    },
+    Rename {
+        name: &'a [u8],
+        newparent: u64,
+        newname: &'a [u8],
+        flags: u32,
+    },
     /// Hard link: the header's node id is the new parent, `ino` the linked inode.
-    Link { ino: u64, newname: &'a [u8] },
-    Open { flags: u32 },
-    Read { fh: u64, offset: u64, size: u32 },
-    Write { fh: u64, offset: u64, data: &'a [u8], write_flags: u32 },
+    Link {
+        ino: u64,
+        newname: &'a [u8],
+    },
+    Open {
+        flags: u32,
+    },
+    Read {
+        fh: u64,
+        offset: u64,
+        size: u32,
+    },
+    Write {
+        fh: u64,
+        offset: u64,
+        data: &'a [u8],
+        write_flags: u32,
+    },
     Statfs,
-    Release { fh: u64, flags: u32 },
-    Fsync { fh: u64, datasync: bool },
-    Setxattr { name: &'a [u8], value: &'a [u8], flags: u32 },
-    Getxattr { name: &'a [u8], size: u32 },
-    Listxattr { size: u32 },
-    Removexattr { name: &'a [u8] },
-    Flush { fh: u64 },
-    Opendir { flags: u32 },
-    Readdir { fh: u64, offset: u64, size: u32 },
-    Readdirplus { fh: u64, offset: u64, size: u32 },
-    Releasedir { fh: u64 },
-    Fsyncdir { fh: u64, datasync: bool },
-    Access { mask: u32 },
-    Create { name: &'a [u8], mode: u32, umask: u32, flags: u32 },
-    Fallocate { fh: u64, offset: u64, length: u64, mode: u32 },
-    Lseek { fh: u64, offset: u64, whence: u32 },
+    Release {
+        fh: u64,
+        flags: u32,
+    },
+    Fsync {
+        fh: u64,
+        datasync: bool,
+    },
+    Setxattr {
+        name: &'a [u8],
+        value: &'a [u8],
+        flags: u32,
+    },
+    Getxattr {
+        name: &'a [u8],
+        size: u32,
+    },
+    Listxattr {
+        size: u32,
+    },
+    Removexattr {
+        name: &'a [u8],
+    },
+    Flush {
+        fh: u64,
+    },
+    Opendir {
+        flags: u32,
+    },
+    Readdir {
+        fh: u64,
+        offset: u64,
+        size: u32,
+    },
+    Readdirplus {
+        fh: u64,
+        offset: u64,
+        size: u32,
+    },
+    Releasedir {
+        fh: u64,
+    },
+    Fsyncdir {
+        fh: u64,
+        datasync: bool,
+    },
+    Access {
+        mask: u32,
+    },
+    Create {
+        name: &'a [u8],
+        mode: u32,
+        umask: u32,
+        flags: u32,
+    },
+    Fallocate {
+        fh: u64,
+        offset: u64,
+        length: u64,
+        mode: u32,
+    },
+    Lseek {
+        fh: u64,
+        offset: u64,
+        whence: u32,
+    },
     Ioctl,
     Destroy,
 }
@@ -224,10 +313,7 @@ impl<'a> Args<'a> {
             }
             op::WRITE => {
                 let a: abi::WriteIn = self.fixed()?;
-                let data = self
-                    .payload
-                    .get(..a.size as usize)
-                    .ok_or(libc::EINVAL)?;
+                let data = self.payload.get(..a.size as usize).ok_or(libc::EINVAL)?;
                 Op::Write {
                     fh: a.fh,
                     offset: a.offset,

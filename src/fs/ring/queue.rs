@@ -31,23 +31,9 @@ use io_uring::{IoUring, cqueue, opcode, squeue, types};
 use zerocopy::IntoBytes;
 
 use super::abi;
-use super::parse::{HeaderArea, ent_in_out};
+use super::parse::ent_in_out;
 use super::workers::{Job, Wake};
-
-/// What serves a queue's requests (the dispatcher, or a test's fake).
-pub(crate) trait Serve: Send + Sync + 'static {
-    /// Whether the request in the entry may take long (it then runs on a worker,
-    /// so the ring thread keeps serving).
-    fn slow(&self, header: &HeaderArea, payload: &[u8]) -> bool;
-    /// Answer the request in the entry, writing the reply in place.
-    fn serve(&self, header: &mut HeaderArea, payload: &mut [u8]);
-}
-
-/// One entry's buffers, as registered with the kernel.
-pub(crate) struct Slot {
-    pub(crate) header: Box<HeaderArea>,
-    pub(crate) payload: Box<[u8]>,
-}
+use super::{Serve, Slot};
 
 /// What a queue's thread reports to the mount that spawned it.
 pub(crate) enum Report {
@@ -84,8 +70,9 @@ pub(crate) struct Queue<S: Serve> {
     state: Vec<State>,
     /// The commit id of the request each entry holds.
     commit: Vec<u64>,
-    /// The iovecs REGISTER points at (kept for the entry's life).
-    iovs: Vec<Box<[libc::iovec; 2]>>,
+    /// The iovecs REGISTER points at, kept for the entries' life (the vector never
+    /// grows after [`Queue::new`], so they never move).
+    iovs: Vec<[libc::iovec; 2]>,
     serve: Arc<S>,
     jobs: Sender<Job>,
     back_tx: Sender<(usize, Slot)>,
@@ -118,7 +105,7 @@ impl<S: Serve> Queue<S> {
                 header: Box::new([0u8; abi::REQ_HEADER_SZ]),
                 payload: vec![0u8; sh.payload].into_boxed_slice(),
             };
-            iovs.push(Box::new([
+            iovs.push([
                 libc::iovec {
                     iov_base: s.header.as_mut_ptr().cast(),
                     iov_len: s.header.len(),
@@ -127,7 +114,7 @@ impl<S: Serve> Queue<S> {
                     iov_base: s.payload.as_mut_ptr().cast(),
                     iov_len: s.payload.len(),
                 },
-            ]));
+            ]);
             slots.push(Some(s));
         }
         let (back_tx, back_rx) = crossbeam_channel::unbounded();
@@ -319,7 +306,10 @@ impl<S: Serve> Queue<S> {
     /// Entry `idx` holds a request: serve it here or on a worker.
     fn request(&mut self, idx: usize) {
         let Some(mut slot) = self.slots.get_mut(idx).and_then(Option::take) else {
-            log::error!("ring queue {}: request in entry {idx} it does not hold", self.qid);
+            log::error!(
+                "ring queue {}: request in entry {idx} it does not hold",
+                self.qid
+            );
             return;
         };
         self.commit[idx] = ent_in_out(&slot.header).commit_id;
@@ -348,7 +338,12 @@ impl<S: Serve> Queue<S> {
     /// leak the buffers of entries it may still name rather than free them.
     fn forced(self) {
         let Queue {
-            qid, ring, slots, state, iovs, ..
+            qid,
+            ring,
+            slots,
+            state,
+            iovs,
+            ..
         } = self;
         drop(ring);
         let mut leaked = 0;
@@ -361,6 +356,8 @@ impl<S: Serve> Queue<S> {
             }
         }
         std::mem::forget(iovs);
-        log::warn!("ring queue {qid}: stopped while the connection lived ({leaked} entries' buffers left to the kernel)");
+        log::warn!(
+            "ring queue {qid}: stopped while the connection lived ({leaked} entries' buffers left to the kernel)"
+        );
     }
 }

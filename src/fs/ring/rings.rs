@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::queue::{Queue, Report, Serve, Shared};
+use super::Serve;
+use super::queue::{Queue, Report, Shared};
 use super::workers::{Pool, Wake};
 use super::{RingUnavailable, possible_cpus};
 
@@ -69,7 +70,8 @@ pub(crate) struct Rings {
 pub(crate) fn prepare<S: Serve>(serve: Arc<S>) -> Result<Preparing, RingUnavailable> {
     let queues = possible_cpus();
     let entries = entries_per_queue(queues);
-    let pool = Pool::new(WORKERS, serve.clone()).map_err(|e| RingUnavailable::Setup(e.to_string()))?;
+    let pool =
+        Pool::new(WORKERS, serve.clone()).map_err(|e| RingUnavailable::Setup(e.to_string()))?;
     let stop = Arc::new(AtomicBool::new(false));
     let (report_tx, reports) = crossbeam_channel::unbounded();
     let mut prep = Preparing {
@@ -126,7 +128,9 @@ pub(crate) fn prepare<S: Serve>(serve: Arc<S>) -> Result<Preparing, RingUnavaila
             }
             Ok(Report::Registered(..)) | Err(_) => {
                 prep.abandon();
-                return Err(RingUnavailable::Setup("queues did not prepare in time".into()));
+                return Err(RingUnavailable::Setup(
+                    "queues did not prepare in time".into(),
+                ));
             }
         }
     }

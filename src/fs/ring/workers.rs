@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::queue::{Serve, Slot};
+use super::{Serve, Slot};
 
 /// An eventfd a ring thread polls in its ring; workers write it after handing an
 /// entry back.

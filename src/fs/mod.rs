@@ -5,8 +5,9 @@
 //! plain parsed arguments and returning its answer (`Result<_, Error>`); it calls
 //! `Session` methods, and errors become errnos in the transport through
 //! `Error::errno` (the single mapping). No fuser request or reply type appears in
-//! the core: the types it takes and answers live in `request.rs`; the encoding of
-//! an answer is each transport's job.
+//! the core (only fuser's notifier, to drop cached attributes): the types it takes
+//! and answers live in `request.rs`; the encoding of an answer is each transport's
+//! job. `tests.rs` drives the core without a mount.
 //!
 //! Layout: this file holds [`TreeforkFs`] (the session, the INIT facts a transport
 //! negotiated, the notes before a change), `destroy` and the panic guard. The
@@ -19,11 +20,12 @@
 //! `kernel.rs` (invalidations, epochs) and `outside.rs` (the mount from outside)
 //! keep their own fuser and syscall use.
 //!
-//! Panics: every operation runs under `catch_unwind` ([`guarded!`]). A panic (a bug)
-//! is logged with the request and its arguments and answered EIO (the operation
-//! returns `Err(EIO)`); the session's locks survive poisoning (`Session::lock`
-//! repairs the table), so the mount keeps serving. Debug builds panic on purpose on
-//! `setxattr` of [`crate::session::ops::DEBUG_PANIC_XATTR`] (tests only).
+//! Panics: every operation (but `ioctl`, which only refuses) runs under
+//! `catch_unwind` ([`guarded!`]). A panic (a bug) is logged with the request and its
+//! arguments and answered EIO (the operation returns `Err(EIO)`); the session's locks
+//! survive poisoning (`Session::lock` repairs the table), so the mount keeps
+//! serving. Debug builds panic on purpose on `setxattr` of
+//! [`crate::session::ops::DEBUG_PANIC_XATTR`] (tests only).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -92,7 +92,7 @@ pub(crate) trait DirPlusSink {
 }
 
 /// A lookup's answer.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) enum Looked {
     /// The name exists: an entry (it counts one kernel reference to `ino`).
     Found(Stat),
@@ -134,7 +134,7 @@ pub(crate) struct Opened {
 }
 
 /// A `create`'s answer: the new entry and its open file.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Created {
     /// The new file (an entry: one kernel reference).
     pub stat: Stat,

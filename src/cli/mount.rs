@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use treefork::fs::ring::Transport;
+use treefork::fs::ring::{InUse, Transport};
 
 use super::flags::AgentArgs;
 use super::output::{human_bytes, progress_bar};
@@ -220,7 +220,7 @@ impl Human for SessionList {
         for s in &self.sessions {
             writeln!(
                 out,
-                "{:<24} {:<8} {} {:>10} {:>8}  {}{}",
+                "{:<24} {:<8} {} {:>10} {:>8}  {}{}{}",
                 s.name,
                 s.state,
                 super::lifecycle::columns(&s.life),
@@ -229,6 +229,12 @@ impl Human for SessionList {
                 s.mountpoint
                     .as_deref()
                     .map_or("-".into(), |p| p.to_string_lossy()),
+                // The ring is the exception worth a mark (/dev/fuse is the default).
+                if s.transport == Some(InUse::Uring) {
+                    " (io_uring)"
+                } else {
+                    ""
+                },
                 super::lifecycle::task_suffix(&s.life),
             )?;
         }

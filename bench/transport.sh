@@ -4,9 +4,9 @@
 #   lookup loop:  access(2) of a new missing name (20,000; µs each)
 #   fio 4 KiB random write over a 256 MiB file (psync, end_fsync=1; IOPS)
 #   fio 1 GiB sequential write, bs=1M (psync, end_fsync=1; MB/s)
-# Rows: dev, uring, and uring with every write served on the ring threads
-# (TREEFORK_RING_WRITE_INLINE=2M: no offloading of writes) to show what the worker
-# pool buys. Needs root and a release build (cargo build --release); turns
+# Rows: dev, uring with its defaults, and uring with fewer workers or with writes
+# served on the ring threads (TREEFORK_RING_WORKERS, TREEFORK_RING_WRITE_INLINE) to
+# show what the worker pool buys. Needs root and a release build (cargo build --release); turns
 # /sys/module/fuse/parameters/enable_uring on for the uring rows and restores it.
 # Usage: bench/transport.sh [TREEFORK_BINARY]
 set -euo pipefail
@@ -67,6 +67,7 @@ echo
 echo "| row | transport in use | open+fstat+close µs | access(missing) µs | 4k randwrite IOPS | 1 GiB seq write MB/s |"
 echo "|---|---|---|---|---|---|"
 row "dev" dev
-row "uring (writes > 64 KiB offloaded)" uring
+row "uring (defaults: every write offloaded, 4 workers)" uring
+row "uring, 2 workers" uring TREEFORK_RING_WORKERS=2
+row "uring, writes <= 64 KiB on the ring thread" uring TREEFORK_RING_WRITE_INLINE=65536
 row "uring, every write on the ring thread" uring TREEFORK_RING_WRITE_INLINE=2097152
-row "uring, every write offloaded" uring TREEFORK_RING_WRITE_INLINE=0

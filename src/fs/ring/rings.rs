@@ -32,8 +32,18 @@ pub(crate) const MAX_ENTRIES: usize = 8;
 /// Payload memory of all queues of a mount at most (unless one entry per queue
 /// already passes it).
 pub(crate) const MEMORY_BOUND: usize = 64 << 20;
-/// Workers per mount.
-const WORKERS: usize = 2;
+/// Workers per mount (as many as fuser's /dev/fuse threads); the requests they
+/// serve (writes, flushes) are the ones /dev/fuse ran four at a time.
+/// `TREEFORK_RING_WORKERS` overrides it (a measurement knob).
+const WORKERS: usize = 4;
+
+fn workers() -> usize {
+    std::env::var("TREEFORK_RING_WORKERS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(WORKERS)
+}
 /// How long the queues may take to prepare and to register.
 const STEP_WAIT: Duration = Duration::from_secs(5);
 
@@ -71,7 +81,7 @@ pub(crate) fn prepare<S: Serve>(serve: Arc<S>) -> Result<Preparing, RingUnavaila
     let queues = possible_cpus();
     let entries = entries_per_queue(queues);
     let pool =
-        Pool::new(WORKERS, serve.clone()).map_err(|e| RingUnavailable::Setup(e.to_string()))?;
+        Pool::new(workers(), serve.clone()).map_err(|e| RingUnavailable::Setup(e.to_string()))?;
     let stop = Arc::new(AtomicBool::new(false));
     let (report_tx, reports) = crossbeam_channel::unbounded();
     let mut prep = Preparing {

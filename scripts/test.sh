@@ -51,7 +51,9 @@ export TREEFORK_WEED="$PYVENV/bin/weed"
 "$TREEFORK_WEED" version
 
 step "integration tests (real mounts)"
-cargo test --test it -- --test-threads=2
+# The FUSE-over-io_uring tests (ring::ring_*) flip a global kernel switch: they run
+# once, in the ring pass at the end.
+cargo test --test it -- --test-threads=2 --skip ring::ring_
 
 step "Python client tests (pytest, real mounts)"
 TREEFORK_BIN="$ROOT/target/debug/treefork" "$TREEFORK_TEST_PYTHON" -m pytest -q -p no:cacheprovider clients/python/tests
@@ -69,11 +71,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-run_on_mount() { # name, then the command to run with the mountpoint appended
+run_on_mount() { # name, then the command to run with the mountpoint appended ($RUN_TRANSPORT: --transport)
   local name=$1; shift
   local mp="$WORK/mnt-$name"
   mkdir -p "$mp"
-  "$TF" --store "$STORE" mount "$mp" --session "$name" >/dev/null
+  "$TF" --store "$STORE" mount "$mp" --session "$name" ${RUN_TRANSPORT:+--transport "$RUN_TRANSPORT"} >/dev/null
   chmod 0755 "$mp"
   local rc=0
   "$@" "$mp" || rc=$?
@@ -87,5 +89,30 @@ PJDFSTEST_SECONDARY="$WORK/secondary" run_on_mount pjdfstest bash scripts/run-pj
 
 step "fsx (data integrity) on a treefork mount"
 run_on_mount fsx bash scripts/run-fsx.sh
+
+# One short pass over FUSE over io_uring: the same outside suites on a mount made
+# with --transport uring, and the ring integration tests. The kernel's switch is
+# off by default; turned on for this pass and restored after.
+RING_SWITCH=/sys/module/fuse/parameters/enable_uring
+if [ -e "$RING_SWITCH" ]; then
+  RING_WAS=$(cat "$RING_SWITCH")
+  trap 'echo "$RING_WAS" > "$RING_SWITCH" 2>/dev/null || true; cleanup' EXIT
+  echo Y > "$RING_SWITCH"
+
+  step "pjdfstest on a FUSE-over-io_uring mount"
+  mkdir -p "$WORK/secondary-ring"
+  RUN_TRANSPORT=uring PJDFSTEST_SECONDARY="$WORK/secondary-ring" \
+    run_on_mount pjdfstest-ring bash scripts/run-pjdfstest.sh
+
+  step "fsx on a FUSE-over-io_uring mount"
+  RUN_TRANSPORT=uring run_on_mount fsx-ring bash scripts/run-fsx.sh
+
+  step "ring integration tests"
+  TREEFORK_REQUIRE_RING=1 cargo test --test it -- --test-threads=2 ring::ring_
+
+  echo "$RING_WAS" > "$RING_SWITCH"
+else
+  printf '\n!!!!!!!!\nRING UNAVAILABLE: %s does not exist (kernel without CONFIG_FUSE_IO_URING); the FUSE-over-io_uring pass is SKIPPED\n!!!!!!!!\n' "$RING_SWITCH"
+fi
 
 step "all suites passed"

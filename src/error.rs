@@ -106,6 +106,10 @@ pub enum Error {
         /// What the request would have reached, in words.
         detail: String,
     },
+    /// A mount asked for FUSE over io_uring (`--transport uring`) and cannot have
+    /// it (the reason says why and how to allow it); nothing was left mounted.
+    #[error("{0}")]
+    RingUnavailable(crate::fs::ring::RingUnavailable),
     /// `promote`: chosen paths changed in the durable repository since the
     /// session's baseline (nothing was written).
     #[error("{}", baseline_conflict_message(paths))]
@@ -197,6 +201,7 @@ impl Error {
             | Error::NonFastForward(_)
             | Error::BaselineConflict { .. } => libc::EBUSY,
             Error::Forbidden(_) => libc::EPERM,
+            Error::RingUnavailable(_) => libc::EOPNOTSUPP,
             Error::ObjectTooLarge { .. } => libc::EFBIG,
             Error::Quota { .. } => libc::EDQUOT,
             Error::RateLimited(_) => libc::EAGAIN,
@@ -232,6 +237,7 @@ impl Error {
             Error::Remote { .. } => "remote",
             Error::NonFastForward(_) => "non_fast_forward",
             Error::Quota { .. } => "quota",
+            Error::RingUnavailable(_) => "ring_unavailable",
         }
     }
 
@@ -246,6 +252,11 @@ impl Error {
                     "paths".into(),
                     serde_json::to_value(paths).unwrap_or_default(),
                 );
+                Some(m)
+            }
+            Error::RingUnavailable(r) => {
+                let mut m = serde_json::Map::new();
+                m.insert("reason".into(), serde_json::json!(r.code()));
                 Some(m)
             }
             Error::Quota { what, limit, .. } => {

@@ -134,9 +134,14 @@ impl Human for Shown {
                 s("session")
             )?;
         }
+        let over = match self.transport.as_deref() {
+            Some("uring") => " (over io_uring)",
+            Some("dev") => " (over /dev/fuse)",
+            _ => "",
+        };
         writeln!(
             out,
-            "mounted  {}",
+            "mounted  {}{over}",
             self.mountpoint
                 .as_deref()
                 .map_or("no".into(), |p| p.to_string_lossy())

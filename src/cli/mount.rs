@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use treefork::fs::ring::{InUse, Transport};
 
 use super::flags::AgentArgs;
 use super::output::{human_bytes, progress_bar};
@@ -32,6 +33,29 @@ pub struct Mount {
     agent: AgentArgs,
     #[command(flatten)]
     policy: super::lifecycle::PolicyArgs,
+    /// How the mount talks to the kernel: auto (FUSE over io_uring when
+    /// /sys/module/fuse/parameters/enable_uring is Y, else /dev/fuse), uring (fail
+    /// if the ring cannot be used) or dev. Default: $TREEFORK_TRANSPORT, else auto.
+    #[arg(long, value_name = "auto|uring|dev", value_parser = parse_transport)]
+    transport: Option<Transport>,
+}
+
+fn parse_transport(s: &str) -> std::result::Result<Transport, String> {
+    Transport::parse(s).ok_or_else(|| format!("{s}: expected auto, uring or dev"))
+}
+
+/// `--transport`, else `TREEFORK_TRANSPORT` when it names one, else none (the
+/// daemon's default).
+fn transport_arg(arg: Option<Transport>) -> Result<Option<Transport>> {
+    if arg.is_some() {
+        return Ok(arg);
+    }
+    match std::env::var("TREEFORK_TRANSPORT") {
+        Ok(v) if !v.trim().is_empty() => Ok(Some(
+            parse_transport(v.trim()).map_err(|e| anyhow!("TREEFORK_TRANSPORT={e}"))?,
+        )),
+        _ => Ok(None),
+    }
 }
 
 /// `mounted session NAME at MOUNTPOINT` (and, `--from-remote`, the origin the
@@ -82,6 +106,7 @@ impl Run for Mount {
             manual: self.policy.manual.then_some(true),
             from_remote: self.from_remote.clone(),
             evict_to: self.policy.evict_to.clone(),
+            transport: transport_arg(self.transport)?,
         });
         let reply: Reply<Mounted> = match cx.explicit(&op)? {
             Some(r) => r,
@@ -195,7 +220,7 @@ impl Human for SessionList {
         for s in &self.sessions {
             writeln!(
                 out,
-                "{:<24} {:<8} {} {:>10} {:>8}  {}{}",
+                "{:<24} {:<8} {} {:>10} {:>8}  {}{}{}",
                 s.name,
                 s.state,
                 super::lifecycle::columns(&s.life),
@@ -204,6 +229,12 @@ impl Human for SessionList {
                 s.mountpoint
                     .as_deref()
                     .map_or("-".into(), |p| p.to_string_lossy()),
+                // The ring is the exception worth a mark (/dev/fuse is the default).
+                if s.transport == Some(InUse::Uring) {
+                    " (io_uring)"
+                } else {
+                    ""
+                },
                 super::lifecycle::task_suffix(&s.life),
             )?;
         }

@@ -26,6 +26,7 @@ pub mod offline;
 pub mod server;
 pub mod sweep;
 pub mod table;
+mod transport;
 mod verbs;
 
 use std::path::{Path, PathBuf};

@@ -25,6 +25,7 @@ use super::table::{Claim, Mounted, State};
 use crate::control::{self, AgentSocket, Role};
 use crate::error::{Error, Result};
 use crate::fs::outside::{MountId, MountRef};
+use crate::fs::ring::Transport;
 use crate::fs::{DevFs, TreeforkFs};
 use crate::ops::{Host, Target};
 use crate::session::{self, Session, SessionRecord};
@@ -48,6 +49,7 @@ impl Daemon {
         mp: &Path,
         from: Option<&Path>,
         agent: Option<AgentSocket>,
+        transport: Transport,
         events: &mut dyn FnMut(Value),
     ) -> Result<crate::verbs::mount::Mounted> {
         session::validate_session_name(name)?;
@@ -66,7 +68,7 @@ impl Daemon {
         let dir = mountpoint::open_mountpoint(mp, MountFor::User, false, &|| {
             self.dead_mount_of_ours(mp)
         })?;
-        let r = self.mount_dir(&mut claim, dir, source, agent, events);
+        let r = self.mount_dir(&mut claim, dir, source, agent, transport, events);
         if r.is_err() && creating {
             // Created under our claim (if it got that far): nobody else's record.
             let key = crate::meta::session_key(name);
@@ -88,6 +90,17 @@ impl Daemon {
             .and_then(|r| r.mount_id)
     }
 
+    /// The transport serving session `name`'s mount (Live), if it is mounted.
+    pub(crate) fn transport_of(&self, name: &str) -> Option<crate::fs::ring::InUse> {
+        match self.table.lock().get(name) {
+            Some(e) => match &e.state {
+                State::Live(m) => Some(m.transport),
+                _ => None,
+            },
+            None => None,
+        }
+    }
+
     /// Where session `name` is mounted (Live), if it is.
     pub(crate) fn mounted_at(&self, name: &str) -> Option<PathBuf> {
         match self.table.lock().get(name) {
@@ -104,6 +117,7 @@ impl Daemon {
         dir: MountDir,
         source: Source<'_>,
         agent: Option<AgentSocket>,
+        transport: Transport,
         events: &mut dyn FnMut(Value),
     ) -> Result<crate::verbs::mount::Mounted> {
         let _publishing = self.publish.read().unwrap_or_else(|p| p.into_inner());
@@ -112,7 +126,15 @@ impl Daemon {
             Some(a) => Some(bind_agent_socket(a)?),
             None => None,
         };
-        let r = self.mount_served(claim, &dir, source, agent.as_ref(), agent_listener, events);
+        let r = self.mount_served(
+            claim,
+            &dir,
+            source,
+            agent.as_ref(),
+            agent_listener,
+            transport,
+            events,
+        );
         if r.is_err()
             && let Some(a) = &agent
         {
@@ -167,6 +189,7 @@ impl Daemon {
 
     /// Open the session, mount it, serve its sockets, register the mount and go
     /// Live.
+    #[allow(clippy::too_many_arguments)] // the mount request's parts, passed through
     fn mount_served(
         &self,
         claim: &mut Claim<'_>,
@@ -174,6 +197,7 @@ impl Daemon {
         source: Source<'_>,
         agent: Option<&AgentSocket>,
         agent_listener: Option<UnixListener>,
+        transport: Transport,
         events: &mut dyn FnMut(Value),
     ) -> Result<crate::verbs::mount::Mounted> {
         let name = claim.name().to_string();
@@ -183,7 +207,13 @@ impl Daemon {
         let store: Arc<dyn ObjectStore> = self.store.clone();
         let session = Arc::new(Session::open(store, rec)?);
         let t_open = t0.elapsed();
-        let (bg, kernel, mount) = self.spawn_fuse(&name, dir, session.clone())?;
+        let Spawned {
+            bg,
+            kernel,
+            mount,
+            rings,
+            in_use,
+        } = self.spawn_fuse(&name, dir, session.clone(), transport)?;
         let t_mount = t0.elapsed();
         let (ctl_path, listener) = match session_listener(&mp) {
             Ok(x) => x,
@@ -203,6 +233,8 @@ impl Daemon {
                 kernel,
                 session,
                 bg: Some(bg),
+                rings,
+                transport: in_use,
                 ctl_fd,
                 ctl_path,
                 agent_ctl,
@@ -278,18 +310,25 @@ impl Daemon {
     }
 
     /// Mount `session` on `dir` (through its descriptor), identify the new mount,
-    /// and serve it in the background.
+    /// and serve it in the background over `transport` (see `transport.rs`).
     fn spawn_fuse(
         &self,
         name: &str,
         dir: &MountDir,
         session: Arc<Session>,
-    ) -> Result<(fuser::BackgroundSession, crate::fs::KernelCache, MountRef)> {
+        transport: Transport,
+    ) -> Result<Spawned> {
         let mut cfg = fuser::Config::default();
         // 4 threads: measured per-request latency (access(2) of a missing name, one
         // LOOKUP) ~100 us with 1 thread, 35-40 us with 2, 4 or 8 on this 2-core VM.
         cfg.n_threads = Some(4);
         cfg.clone_fd = true;
+        let notifier = Arc::new(std::sync::OnceLock::new());
+        // The core the transports share (each holds a clone of the Arc).
+        let core = TreeforkFs::new(session, notifier.clone());
+        // The ring's queues are prepared before INIT, which offers the ring only
+        // when they all were.
+        let prepared = super::transport::plan(name, transport, &core)?;
         let dev = mountpoint::mount_fuse(dir, &format!("treefork:{name}"))?;
         // Its id, read before it is served (a statx asking for the id alone sends
         // the server nothing). Should that fail, dropping `dev` aborts the
@@ -308,23 +347,43 @@ impl Daemon {
                 return Err(Error::io("/dev/fuse", e));
             }
         };
-        let notifier = Arc::new(std::sync::OnceLock::new());
-        // The core the transports share (each holds a clone of the Arc).
-        let core = TreeforkFs::new(session, notifier.clone());
-        let fs = DevFs::new(core);
+        // A third for the ring's commands, taken only if INIT negotiated it.
+        let dev3 = || dev2.try_clone();
+        let fs = DevFs::new(core.clone()).offer_io_uring(prepared.is_some());
         let bg = fuser::Session::from_fd(fs, dev, fuser::SessionACL::All, cfg)
             .and_then(fuser::Session::spawn);
-        match bg {
-            Ok(bg) => {
-                let _ = notifier.set(bg.notifier());
-                let kernel = crate::fs::KernelCache::new(bg.notifier(), dev2);
-                Ok((bg, kernel, mount))
-            }
+        let bg = match bg {
+            Ok(bg) => bg,
             Err(e) => {
+                if let Some(p) = prepared {
+                    p.abandon();
+                }
                 detach(&mount);
-                Err(Error::io(dir.path(), e))
+                return Err(Error::io(dir.path(), e));
             }
-        }
+        };
+        let (rings, in_use) = match super::transport::start(name, transport, prepared, &core, dev3)
+        {
+            Ok(r) => r,
+            Err(failed) => {
+                let super::transport::Failed { error: e, rings } = *failed;
+                detach(&mount);
+                if let Some(r) = rings {
+                    r.join_bounded(name, JOIN_WAIT);
+                }
+                join_bounded(name, bg, JOIN_WAIT);
+                return Err(e);
+            }
+        };
+        let _ = notifier.set(bg.notifier());
+        let kernel = crate::fs::KernelCache::new(bg.notifier(), dev2);
+        Ok(Spawned {
+            bg,
+            kernel,
+            mount,
+            rings,
+            in_use,
+        })
     }
 
     /// Flush and unmount the session at `mp`. It is Closing (a gc root owning its
@@ -376,6 +435,10 @@ impl Daemon {
         entry.close_control();
         if let Some(bg) = entry.bg.take() {
             join_bounded(entry.session.name(), bg, join_wait);
+        }
+        // The kernel ended the ring's entries with the connection.
+        if let Some(r) = entry.rings.take() {
+            r.join_bounded(entry.session.name(), join_wait);
         }
         let r = entry.session.flush().map(|_| ());
         if r.is_ok() {
@@ -431,6 +494,17 @@ impl Daemon {
             }
         }
     }
+}
+
+/// A mount being served: what `spawn_fuse` hands to the mount table.
+struct Spawned {
+    bg: fuser::BackgroundSession,
+    kernel: crate::fs::KernelCache,
+    mount: MountRef,
+    /// The io_uring queues, when INIT negotiated them.
+    rings: Option<crate::fs::ring::Rings>,
+    /// The transport serving the mount.
+    in_use: crate::fs::ring::InUse,
 }
 
 /// How long an unmount waits for the FUSE loop of the unmounted session to end.
@@ -512,6 +586,7 @@ impl Host for Daemon {
                         m.kernel.clone(),
                     )),
                     last_auto_ms: m.last_auto_ms.clone(),
+                    transport: m.transport,
                     scope: crate::ops::Scope::All,
                 }),
                 _ => None,
@@ -543,6 +618,7 @@ impl Host for Daemon {
             dir,
             Source::Record(Box::new(rec)),
             agent,
+            Transport::from_env(),
             &mut |_| {},
         )
     }

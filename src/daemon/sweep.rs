@@ -227,6 +227,7 @@ impl Daemon {
             t.session.flush()?;
         }
         let mut v = manage::show(&**self.store(), name, mp.as_deref())?;
+        v.transport = self.transport_of(name).map(|t| t.name().to_string());
         if let Some(t) = self.last_access_seen(name) {
             v.idle = crate::clock::unix_secs().saturating_sub(t).max(0);
         }

@@ -34,6 +34,10 @@ pub(crate) struct Mounted {
     /// through it, never through the path.
     pub(crate) mount: Arc<crate::fs::outside::MountRef>,
     pub(crate) bg: Option<fuser::BackgroundSession>,
+    /// The io_uring queues serving the mount (joined with `bg` at the unmount).
+    pub(crate) rings: Option<crate::fs::ring::Rings>,
+    /// The transport serving the mount.
+    pub(crate) transport: crate::fs::ring::InUse,
     /// Sends kernel cache invalidations for this mount.
     pub(crate) kernel: crate::fs::KernelCache,
     /// The session socket's listening fd (shut down to stop its acceptor).

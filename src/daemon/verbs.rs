@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::Daemon;
 use crate::control::AgentSocket;
 use crate::error::{Error, Result};
+use crate::fs::ring::Transport;
 use crate::remote::trim::TrimRequest;
 use crate::verbs::fsck::Checked;
 use crate::verbs::gc::Collected;
@@ -55,6 +56,7 @@ impl Server for Daemon {
             manual,
             from_remote,
             evict_to,
+            transport,
         } = req;
         let agent = AgentSocket::from_request(agent_socket, agent_uid)?;
         let mut untrusted = None;
@@ -76,7 +78,16 @@ impl Server for Daemon {
         };
         change.validate()?;
         change.check_remote(&*crate::ops::Host::store(self))?;
-        let mut v = Daemon::mount(self, &session, &mountpoint, from.as_deref(), agent, events)?;
+        let transport = transport.unwrap_or_else(Transport::from_env);
+        let mut v = Daemon::mount(
+            self,
+            &session,
+            &mountpoint,
+            from.as_deref(),
+            agent,
+            transport,
+            events,
+        )?;
         self.apply_policy(&session, &change)?;
         v.untrusted_origin = untrusted;
         Ok(v)

@@ -207,7 +207,7 @@ impl Filesystem for DevFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let n = self.negotiate(config);
         self.core.negotiated(n);
-        let _ = config.set_max_write(1 << 20);
+        let _ = config.set_max_write(super::ring::MAX_WRITE as u32);
         let _ = config.set_max_background(64);
         log::info!("session {} serving", self.core.session.name());
         Ok(())

@@ -208,6 +208,7 @@ mod misc;
 mod namespace;
 pub mod outside;
 pub(crate) mod request;
+pub mod ring;
 #[cfg(test)]
 mod tests;
 

@@ -263,6 +263,9 @@ pub struct SessionShown {
     pub mounted: bool,
     /// Where it is mounted (`null`: not mounted).
     pub mountpoint: Option<std::path::PathBuf>,
+    /// How its mount talks to the kernel: `uring` or `dev` (`null`: not mounted).
+    #[serde(default)]
+    pub transport: Option<String>,
     /// Seconds since it was created.
     pub age: i64,
     /// Seconds since it was last accessed.
@@ -285,6 +288,7 @@ pub fn show(
         touched: touched_count(store, session)?,
         mounted: mounted.is_some(),
         mountpoint: mounted.map(std::path::Path::to_path_buf),
+        transport: None,
         age: t.saturating_sub(info.created).max(0),
         idle: t.saturating_sub(info.last_access).max(0),
         expires: expiry(&info, t),

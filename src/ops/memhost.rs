@@ -213,6 +213,7 @@ impl Host for MemHost {
             mountpoint: dir.clone(),
             mount: mount.clone(),
             last_auto_ms: Arc::new(AtomicU64::new(crate::clock::unix_ms())),
+            transport: crate::fs::ring::InUse::Dev,
             scope: Scope::All,
         };
         // The name passes from the claim to the mount map in one critical

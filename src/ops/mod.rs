@@ -98,6 +98,8 @@ pub struct Target {
     pub mount: Arc<dyn Mount>,
     /// Unix ms of its last automatic checkpoint.
     pub last_auto_ms: Arc<AtomicU64>,
+    /// How its mount talks to the kernel (shown by `sessions` and `session show`).
+    pub transport: crate::fs::ring::InUse,
     /// What names and ids resolve to for this request: everything, or (on an
     /// agent socket) what the session's lineage sees. Set by [`run`] from the
     /// caller's role.

@@ -155,6 +155,7 @@ fn session_show_and_sessions_rows() {
         touched: 3,
         mounted: false,
         mountpoint: None,
+        transport: None,
         age: 1,
         idle: 1,
         expires: None,
@@ -164,6 +165,7 @@ fn session_show_and_sessions_rows() {
         "touched",
         "mounted",
         "mountpoint",
+        "transport",
         "age",
         "idle",
         "expires",
@@ -177,6 +179,7 @@ fn session_show_and_sessions_rows() {
         bytes: 10,
         inodes: 2,
         live_inodes: None,
+        transport: None,
         updated: 5,
         root: "00".into(),
         life: crate::lifecycle::manage::LifeColumns {
@@ -216,6 +219,7 @@ fn session_show_and_sessions_rows() {
             "state",
             "task",
             "touched",
+            "transport",
             "updated"
         ]
     );

@@ -44,6 +44,11 @@ pub struct Mount {
     /// (`none` clears it); stored as the info's `policy.evict_to`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evict_to: Option<String>,
+    /// How the mount talks to the kernel: `auto` (the default: FUSE over io_uring
+    /// when the kernel allows it, else /dev/fuse), `uring` (fail if it cannot) or
+    /// `dev`. Absent: the daemon's default (`TREEFORK_TRANSPORT`, else `auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<crate::fs::ring::Transport>,
 }
 
 impl Verb for Mount {
@@ -68,6 +73,7 @@ impl Verb for Mount {
             manual: _,
             from_remote: _,
             evict_to: _,
+            transport: _,
         } = self;
         false
     }

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::fs::ring::InUse;
 use crate::session::Session;
 
 /// List sessions.
@@ -50,6 +51,10 @@ pub struct SessionRow {
     /// not mounted).
     #[serde(default)]
     pub live_inodes: Option<usize>,
+    /// How a mounted session's mount talks to the kernel: `uring` (FUSE over
+    /// io_uring) or `dev` (/dev/fuse); `null`: not mounted.
+    #[serde(default)]
+    pub transport: Option<InUse>,
     /// Unix seconds of its last stored change.
     pub updated: i64,
     /// Its workspace's stored root (hex).
@@ -69,20 +74,24 @@ impl Handler for Sessions {
 /// rest from their records.
 fn list<H: ops::Host>(h: &H) -> Result<SessionList> {
     let store = h.store();
-    let mounted: HashMap<String, (PathBuf, Arc<Session>)> = h
+    let mounted: HashMap<String, (PathBuf, Arc<Session>, InUse)> = h
         .live()
         .into_iter()
-        .map(|t| (t.session.name().to_string(), (t.mountpoint, t.session)))
+        .map(|t| {
+            let name = t.session.name().to_string();
+            (name, (t.mountpoint, t.session, t.transport))
+        })
         .collect();
     let mut list = Vec::new();
     for r in crate::session::list_records(&*store)? {
-        let mp = mounted.get(&r.name).map(|(p, _)| p);
+        let mp = mounted.get(&r.name).map(|(p, _, _)| p);
         let (bytes, inodes) = match mounted.get(&r.name) {
-            Some((_, s)) => s.usage(),
+            Some((_, s, _)) => s.usage(),
             None => (r.bytes, r.inodes),
         };
         // Inodes in the mounted session's live table (eviction bounds it).
-        let live = mounted.get(&r.name).map(|(_, s)| s.live_inodes());
+        let live = mounted.get(&r.name).map(|(_, s, _)| s.live_inodes());
+        let transport = mounted.get(&r.name).map(|(_, _, t)| *t);
         let life = crate::lifecycle::manage::row_fields(&*store, &r.name, r.created);
         list.push(SessionRow {
             state: if mp.is_some() { "mounted" } else { "stopped" }.into(),
@@ -90,6 +99,7 @@ fn list<H: ops::Host>(h: &H) -> Result<SessionList> {
             bytes,
             inodes,
             live_inodes: live,
+            transport,
             updated: r.updated,
             root: r.root.to_hex(),
             life,

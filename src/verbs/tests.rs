@@ -53,6 +53,7 @@ fn round_trip() {
         manual: None,
         from_remote: None,
         evict_to: None,
+        transport: None,
     });
     let line = encode_request(&op, None);
     assert_eq!(p(line.trim_ascii_end()), op);

@@ -35,6 +35,7 @@ mod races;
 mod records;
 mod refspec;
 mod remote;
+mod ring;
 mod robustness;
 mod security;
 mod selfwait;

@@ -107,8 +107,12 @@ if [ -e "$RING_SWITCH" ]; then
   step "fsx on a FUSE-over-io_uring mount"
   RUN_TRANSPORT=uring run_on_mount fsx-ring bash scripts/run-fsx.sh
 
-  step "ring integration tests"
+  step "ring integration tests, and a subset of the integration suite over the ring"
   TREEFORK_REQUIRE_RING=1 cargo test --test it -- --test-threads=2 ring::ring_
+  # Not the whole suite twice (CI time): the groups that exercise the file system
+  # itself (POSIX, real programs, caches after checkout, staleness, snapshots).
+  TREEFORK_TRANSPORT=uring cargo test --test it -- --test-threads=2 --skip ring::ring_ \
+    posix:: programs:: touched:: consistency:: snapshots:: stale:: checkout_writes::
 
   echo "$RING_WAS" > "$RING_SWITCH"
 else

@@ -210,7 +210,7 @@ impl DirSink for Listing<'_> {
             ino,
             off: cookie,
             namelen: name.len() as u32,
-            typ: type_bits(kind) >> 12,
+            typ: kind.type_bits() >> 12,
         };
         self.push(d.as_bytes(), name)
     }
@@ -224,23 +224,10 @@ impl DirPlusSink for Listing<'_> {
                 ino: stat.ino,
                 off: cookie,
                 namelen: name.len() as u32,
-                typ: type_bits(stat.kind) >> 12,
+                typ: stat.kind.type_bits() >> 12,
             },
         };
         self.push(d.as_bytes(), name)
-    }
-}
-
-/// `S_IF*` of a kind.
-fn type_bits(k: Kind) -> u32 {
-    match k {
-        Kind::File => libc::S_IFREG,
-        Kind::Dir => libc::S_IFDIR,
-        Kind::Symlink => libc::S_IFLNK,
-        Kind::Fifo => libc::S_IFIFO,
-        Kind::Socket => libc::S_IFSOCK,
-        Kind::CharDev => libc::S_IFCHR,
-        Kind::BlockDev => libc::S_IFBLK,
     }
 }
 
@@ -258,7 +245,7 @@ pub fn attr(s: &Stat) -> abi::Attr {
         atimensec: a.atime.nsec,
         mtimensec: a.mtime.nsec,
         ctimensec: a.ctime.nsec,
-        mode: type_bits(s.kind) | (a.perm & 0o7777),
+        mode: s.kind.type_bits() | (a.perm & 0o7777),
         nlink: a.nlink,
         uid: a.uid,
         gid: a.gid,

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 
 use super::inode::{Block, Data, FileData, Inode, State};
-use super::{SEAL_THRESHOLD, Session};
+use super::{Session, seal_threshold};
 use crate::error::{Result, posix};
 use crate::id::{ChunkId, NodeId};
 use crate::store::{Kind as ObjKind, ObjectStore};
@@ -386,7 +386,7 @@ impl Session {
             .checked_add(data.len() as u64)
             .filter(|e| *e <= MAX_FILE_SIZE)
             .ok_or(crate::error::Error::Posix(libc::EFBIG))?;
-        if self.dirty_bytes.load(Ordering::Relaxed) > 2 * SEAL_THRESHOLD {
+        if self.dirty_bytes.load(Ordering::Relaxed) > 2 * seal_threshold() {
             // The last seal failed (disk full), or writers outran a long flush:
             // seal before taking more data into memory, and refuse this write
             // while sealing keeps failing.
@@ -399,7 +399,7 @@ impl Session {
         let Some(grown) = grown else {
             return Ok(0);
         };
-        if self.dirty_bytes.fetch_add(grown, Ordering::Relaxed) + grown > SEAL_THRESHOLD {
+        if self.dirty_bytes.fetch_add(grown, Ordering::Relaxed) + grown > seal_threshold() {
             self.try_seal()?;
         }
         Ok(data.len() as u32)

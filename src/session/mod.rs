@@ -155,8 +155,35 @@ impl crate::visibility::LiveSession for Session {
     }
 }
 
-/// Dirty bytes above which a writer seals blocks before continuing.
-pub const SEAL_THRESHOLD: u64 = 32 << 20;
+/// Unsealed bytes of a session above which a writer seals its blocks (past twice
+/// this, writers wait for the seal): 1/64 of the machine's RAM, at least 32 MiB and
+/// at most 256 MiB (the kernel lets ext4 hold 20 % of RAM dirty). Why not a fixed
+/// 32 MiB: a block written again after a seal is fetched and sealed again whole
+/// (64 KiB per 4 KiB write), so random overwrites of a file larger than this cost
+/// up to 16x their bytes in hashing and compression (measured: 4 KiB random writes
+/// over a 256 MiB file, 32 MiB vs 256 MiB, in docs/design.md). `TREEFORK_SEAL_MB`
+/// overrides it (diagnostics and the bench); read once.
+pub fn seal_threshold() -> u64 {
+    static T: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *T.get_or_init(|| {
+        if let Some(mb) = std::env::var("TREEFORK_SEAL_MB")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|&mb| mb > 0)
+        {
+            return mb << 20;
+        }
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let (pages, page) = unsafe {
+            (
+                libc::sysconf(libc::_SC_PHYS_PAGES),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        let ram = (pages.max(0) as u64).saturating_mul(page.max(0) as u64);
+        (ram / 64).clamp(32 << 20, 256 << 20)
+    })
+}
 
 /// A live session.
 pub struct Session {

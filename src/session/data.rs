@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 
 use super::inode::{Block, Data, FileData, Inode, State};
-use super::{Session, seal_threshold};
+use super::{SEAL_FRESH, Session, seal_threshold};
 use crate::error::{Result, posix};
 use crate::id::{ChunkId, NodeId};
 use crate::store::{Kind as ObjKind, ObjectStore};
@@ -386,7 +386,9 @@ impl Session {
             .checked_add(data.len() as u64)
             .filter(|e| *e <= MAX_FILE_SIZE)
             .ok_or(crate::error::Error::Posix(libc::EFBIG))?;
-        if self.dirty_bytes.load(Ordering::Relaxed) > 2 * seal_threshold() {
+        if self.dirty_fresh.load(Ordering::Relaxed) > 2 * SEAL_FRESH
+            || self.dirty_bytes.load(Ordering::Relaxed) > 2 * seal_threshold()
+        {
             // The last seal failed (disk full), or writers outran a long flush:
             // seal before taking more data into memory, and refuse this write
             // while sealing keeps failing.
@@ -396,10 +398,12 @@ impl Session {
             write_step(st, fetched, ino, offset, data)
         })?;
         drop(st);
-        let Some(grown) = grown else {
+        let Some(Grown { all, fresh }) = grown else {
             return Ok(0);
         };
-        if self.dirty_bytes.fetch_add(grown, Ordering::Relaxed) + grown > seal_threshold() {
+        let fresh = self.dirty_fresh.fetch_add(fresh, Ordering::Relaxed) + fresh;
+        let all = self.dirty_bytes.fetch_add(all, Ordering::Relaxed) + all;
+        if fresh > SEAL_FRESH || all > seal_threshold() {
             self.try_seal()?;
         }
         Ok(data.len() as u32)
@@ -477,6 +481,13 @@ impl Session {
     }
 }
 
+/// Memory a write added, by allocation: all of it, and the part that is new data
+/// (not blocks pulled in from the store by a partial overwrite).
+struct Grown {
+    all: u64,
+    fresh: u64,
+}
+
 /// The body of a write under the table lock (file loaded): `Need` when a block it
 /// writes part of is a stored chunk not in `fetched`; else the memory it added, or
 /// `None` for an empty write.
@@ -486,7 +497,7 @@ fn write_step(
     ino: u64,
     offset: u64,
     data: &[u8],
-) -> Result<Step<Option<u64>>> {
+) -> Result<Step<Option<Grown>>> {
     let fsize = st.get(ino)?.attr.size;
     if data.is_empty() {
         return Ok(Step::Done(None));
@@ -518,7 +529,7 @@ fn write_step(
     // Memory this write adds (by allocation, so a 4 KiB write into a stored
     // block counts the whole 64 KiB it pulls in, and growing a block in
     // memory counts its growth).
-    let mut grown = 0u64;
+    let mut grown = Grown { all: 0, fresh: 0 };
     for idx in first..=last {
         let bstart = idx * BLOCK_SIZE;
         let from = offset.max(bstart);
@@ -529,6 +540,7 @@ fn write_step(
         // Take the table's reference so make_mut does not copy needlessly.
         let existing = blocks_mut(st, ino)?.remove(&idx);
         let was_mem = matches!(existing, Some(Block::Mem(_)));
+        let refetched = matches!(existing, Some(Block::Stored(_))) && !whole;
         let mut buf: Arc<Vec<u8>> = match existing {
             Some(Block::Mem(d)) => d,
             Some(Block::Stored(_)) if whole => Arc::new(super::bufpool::take()),
@@ -551,7 +563,11 @@ fn write_step(
         let overlap = (v.len() - in_block).min(src.len());
         v[in_block..in_block + overlap].copy_from_slice(&src[..overlap]);
         v.extend_from_slice(&src[overlap..]);
-        grown += v.capacity().saturating_sub(before) as u64;
+        let g = v.capacity().saturating_sub(before) as u64;
+        grown.all += g;
+        if !refetched {
+            grown.fresh += g;
+        }
         blocks_mut(st, ino)?.insert(idx, Block::Mem(buf));
     }
     if end > fsize {

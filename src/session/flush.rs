@@ -122,6 +122,7 @@ impl Session {
 
     fn seal_locked(&self) -> Result<()> {
         self.dirty_bytes.store(0, Ordering::Relaxed);
+        self.dirty_fresh.store(0, Ordering::Relaxed);
         let store = self.store();
         let work: Vec<SealWork> = {
             let st = self.lock();
@@ -213,7 +214,10 @@ impl Session {
         let sealed = match sealed {
             Ok(s) => s,
             Err(e) => {
+                // Counted as new data: the retry comes at the smaller threshold.
                 self.dirty_bytes
+                    .fetch_add(sealed_bytes as u64, Ordering::Relaxed);
+                self.dirty_fresh
                     .fetch_add(sealed_bytes as u64, Ordering::Relaxed);
                 return Err(e);
             }

@@ -42,6 +42,8 @@ mod lock_tests;
 #[cfg(test)]
 pub(crate) mod model_tests;
 pub mod ops;
+#[cfg(test)]
+mod seal_tests;
 pub mod snapshot;
 pub mod touch;
 pub mod txn;
@@ -155,14 +157,20 @@ impl crate::visibility::LiveSession for Session {
     }
 }
 
-/// Unsealed bytes of a session above which a writer seals its blocks (past twice
-/// this, writers wait for the seal): 1/64 of the machine's RAM, at least 32 MiB and
-/// at most 256 MiB (the kernel lets ext4 hold 20 % of RAM dirty). Why not a fixed
-/// 32 MiB: a block written again after a seal is fetched and sealed again whole
-/// (64 KiB per 4 KiB write), so random overwrites of a file larger than this cost
-/// up to 16x their bytes in hashing and compression (measured: 4 KiB random writes
-/// over a 256 MiB file, 32 MiB vs 256 MiB, in docs/design.md). `TREEFORK_SEAL_MB`
-/// overrides it (diagnostics and the bench); read once.
+/// Unsealed bytes of new data (blocks that did not come from the store: appends,
+/// whole-block writes, holes filled) above which a writer seals; past twice this,
+/// writers wait for the seal. Each such block is sealed once, so a larger budget
+/// would buy nothing but memory.
+pub const SEAL_FRESH: u64 = 32 << 20;
+
+/// Unsealed bytes of a session, all blocks counted, above which a writer seals
+/// (past twice this, writers wait): 1/64 of the machine's RAM, at least 32 MiB and
+/// at most 256 MiB. It matters for blocks pulled in from the store by a partial
+/// overwrite: sealed, such a block is fetched and sealed again whole at its next
+/// write (64 KiB of hashing and compression per 4 KiB written), so random
+/// overwrites of a file larger than the budget cost up to 16x their bytes (measured
+/// in docs/design.md "Write path and flush"). `TREEFORK_SEAL_MB` overrides it
+/// (diagnostics and the bench); read once.
 pub fn seal_threshold() -> u64 {
     static T: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *T.get_or_init(|| {
@@ -193,7 +201,10 @@ pub struct Session {
     record: Mutex<SessionRecord>,
     /// Serializes seal/flush.
     flush_lock: Mutex<()>,
+    /// Unsealed bytes (by allocation), every block: see [`seal_threshold`].
     dirty_bytes: AtomicU64,
+    /// The part of `dirty_bytes` that is new data: see [`SEAL_FRESH`].
+    dirty_fresh: AtomicU64,
     /// Serializes control operations (checkpoint, checkout, restore, ...).
     pub(crate) op_lock: Mutex<()>,
     /// Mutating operations hold it shared; a checkout/restore holds it exclusively
@@ -239,6 +250,7 @@ impl Session {
             record: Mutex::new(rec),
             flush_lock: Mutex::new(()),
             dirty_bytes: AtomicU64::new(0),
+            dirty_fresh: AtomicU64::new(0),
             op_lock: Mutex::new(()),
             gate: std::sync::RwLock::new(()),
             watch: watch::WriterWatch::default(),

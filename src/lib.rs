@@ -17,6 +17,7 @@
 //! lists any import that runs back up and any circle among files (docs/design.md,
 //! "Layers").
 
+pub mod budget;
 pub mod clock;
 pub mod command;
 pub mod control;

@@ -174,22 +174,8 @@ pub const SEAL_FRESH: u64 = 32 << 20;
 pub fn seal_threshold() -> u64 {
     static T: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *T.get_or_init(|| {
-        if let Some(mb) = std::env::var("TREEFORK_SEAL_MB")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .filter(|&mb| mb > 0)
-        {
-            return mb << 20;
-        }
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let (pages, page) = unsafe {
-            (
-                libc::sysconf(libc::_SC_PHYS_PAGES),
-                libc::sysconf(libc::_SC_PAGESIZE),
-            )
-        };
-        let ram = (pages.max(0) as u64).saturating_mul(page.max(0) as u64);
-        (ram / 64).clamp(32 << 20, 256 << 20)
+        let ram = crate::budget::ram_bytes();
+        crate::budget::ram_share("TREEFORK_SEAL_MB", ram, 64, 32 << 20, 256 << 20)
     })
 }
 

@@ -55,8 +55,15 @@ pub(super) struct Writer {
     pub(super) target: u64,
 }
 
-/// Bytes of decoded file blocks kept for reads (512 blocks of 64 KiB).
-const READ_CACHE_BYTES: usize = 32 << 20;
+/// Bytes of decoded file blocks kept for reads: 1/64 of RAM, 32 to 256 MiB
+/// (`TREEFORK_READ_CACHE_MB` overrides it). A 4 KiB random read fetches, verifies
+/// and decompresses its whole 64 KiB block, and the kernel keeps only the page it
+/// asked for; this cache makes the other 15 pages of the block a memory copy when
+/// asked next (measured in docs/design.md "Write path and flush").
+fn read_cache_bytes() -> usize {
+    let ram = crate::budget::ram_bytes();
+    crate::budget::ram_share("TREEFORK_READ_CACHE_MB", ram, 64, 32 << 20, 256 << 20) as usize
+}
 
 /// The on-disk store: `DIR/treefork.store`, `DIR/meta/` (sled), `DIR/packs/pack-N.tfp`.
 pub struct PackStore {
@@ -124,7 +131,7 @@ impl PackStore {
             pending: RwLock::new(HashMap::new()),
             fds: PackFds::new(super::fds::DEFAULT_CAPACITY),
             cache: ObjectCache::new(64 << 20),
-            reads: ObjectCache::new(READ_CACHE_BYTES),
+            reads: ObjectCache::new(read_cache_bytes()),
             gc_active: AtomicBool::new(false),
             gc_guard: Mutex::new(HashSet::new()),
             reserve: space::Reserve::new(dir),
@@ -498,7 +505,9 @@ impl ObjectStore for PackStore {
     }
 
     fn get_uncached(&self, kind: Kind, id: &ObjectId) -> Result<Arc<Vec<u8>>> {
-        match self.cache.get(id) {
+        // A block read and then modified (an editor's save, a database page) is
+        // often still in the read cache.
+        match self.cache.get(id).or_else(|| self.reads.get(id)) {
             Some(v) => Ok(v),
             None => self.read_or_fetch(kind, id).map(Arc::new),
         }

@@ -113,6 +113,14 @@ impl TreeforkFs {
         }
     }
 
+    /// Whether a request may wait on the network: the store has a remote to fetch
+    /// objects it misses from (lazy hydration, `remote::lazy`), so reading any tree
+    /// node or block may be a round trip to it. The ring then serves no request on
+    /// its own threads (`ring::dispatch`).
+    pub(crate) fn may_fetch_remotely(&self) -> bool {
+        self.session.store().fallback().is_some()
+    }
+
     /// Before a mutating request: its pid for the exec writer watch (free unless a
     /// recorded command runs) and the path for the touched-file set.
     pub(crate) fn changing(&self, pid: u32, what: Changing<'_>) {

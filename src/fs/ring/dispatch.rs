@@ -1,7 +1,9 @@
 //! From a ring entry's request to the core's answer in that entry: parse
 //! (`parse.rs`), call the one [`TreeforkFs`] operation it names, encode
 //! (`encode.rs`). Also decides which requests are slow ([`Dispatch::slow`]) and so
-//! run on the worker pool instead of the ring thread.
+//! run on the worker pool instead of the ring thread: those that may hash, pack,
+//! seal or flush, and every request while the store has a remote to fetch misses
+//! from (lazy hydration: any read may then wait on the network).
 //!
 //! Invariants: every request is answered exactly once, into its own entry; each
 //! core operation runs under the core's panic guard, and a panic here (parsing,
@@ -240,6 +242,11 @@ impl Serve for Dispatch {
     fn slow(&self, header: &HeaderArea, payload: &[u8]) -> bool {
         let _ = payload;
         let h = in_header(header);
+        // With a remote to fetch misses from, any request may wait on the network:
+        // a ring thread waiting there would stall every request of its CPU.
+        if self.core.may_fetch_remotely() {
+            return true;
+        }
         match h.opcode {
             op::WRITE => {
                 let size = parse::ent_in_out(header).payload_sz as usize;
@@ -268,5 +275,74 @@ impl Serve for Dispatch {
             log::error!("ring: serving request {unique} panicked; answered EIO");
             Reply::new(header, payload, unique).error(libc::EIO);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, OnceLock};
+
+    use zerocopy::IntoBytes;
+
+    use super::super::Serve;
+    use super::super::abi::{self, op};
+    use super::Dispatch;
+    use crate::fs::TreeforkFs;
+    use crate::session::{Session, create_record, empty_root};
+    use crate::store::{Fallback, FetchedObject, Kind, ObjectStore, PackStore};
+
+    /// A remote that has nothing (enough to make the store one that may fetch).
+    struct Nowhere;
+    impl Fallback for Nowhere {
+        fn fetch(
+            &self,
+            _: Kind,
+            _: &crate::id::ObjectId,
+        ) -> crate::error::Result<Option<Vec<FetchedObject>>> {
+            Ok(None)
+        }
+        fn has(&self, _: &crate::id::ObjectId) -> bool {
+            false
+        }
+    }
+
+    fn header(opcode: u32) -> super::HeaderArea {
+        let mut h = [0u8; abi::REQ_HEADER_SZ];
+        let ih = abi::InHeader {
+            len: 40,
+            opcode,
+            unique: 1,
+            nodeid: 1,
+            uid: 0,
+            gid: 0,
+            pid: 1,
+            total_extlen: 0,
+            padding: 0,
+        };
+        ih.write_to_prefix(&mut h[..]).unwrap();
+        h
+    }
+
+    /// Lookups, getattrs and reads stay on the ring thread, unless the store may
+    /// fetch from a remote: then nothing does.
+    #[test]
+    fn a_store_with_a_remote_serves_nothing_on_the_ring_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn ObjectStore> = Arc::new(PackStore::open(&dir.path().join("s")).unwrap());
+        let root = empty_root(&*store, 0, 0).unwrap();
+        let rec = create_record(&*store, "d", root, 0, 1).unwrap();
+        let session = Arc::new(Session::open(store.clone(), rec).unwrap());
+        let d = Dispatch::new(TreeforkFs::new(session, Arc::new(OnceLock::new())));
+        let fast = [op::LOOKUP, op::GETATTR, op::READ, op::READDIRPLUS];
+        for o in fast {
+            assert!(!d.slow(&header(o), &[]), "opcode {o} offloaded");
+        }
+        assert!(d.slow(&header(op::FSYNC), &[]));
+        store.set_fallback(Some(Arc::new(Nowhere)));
+        for o in fast {
+            assert!(d.slow(&header(o), &[]), "opcode {o} on the ring thread");
+        }
+        store.set_fallback(None);
+        assert!(!d.slow(&header(op::GETATTR), &[]));
     }
 }

@@ -190,7 +190,10 @@ class Treefork(Target):
 
     def start(self):
         self.root = os.path.join(self.base, "mnt"); os.makedirs(self.root)
-        run([self.bin, "--store", self.store, "mount", self.root, "--session", "bench"])
+        # /dev/fuse unless a variant names the transport: the default (auto) takes the
+        # ring whenever enable_uring is on, which another run on this machine may set.
+        env = dict(os.environ, TREEFORK_TRANSPORT=os.environ.get("TREEFORK_TRANSPORT", "dev"))
+        run([self.bin, "--store", self.store, "mount", self.root, "--session", "bench"], env=env)
         wait_mounted(self.root)
         self.pid = treefork_daemon(self.store)
         if not self.pid:

@@ -4,7 +4,7 @@ on native ext4, fuse-overlayfs, bindfs and a treefork session, interleaved workl
 workload, plus treefork's storage-efficiency rows. Writes bench/results/<date>.md (+ .json)
 and the `run` section of bench/RESULTS.md (full runs only)."""
 import argparse, datetime, hashlib, json, math, os, platform, random, re, shutil, signal
-import subprocess, sys, tempfile, time
+import subprocess, sys, sysconfig, tempfile, time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
@@ -190,7 +190,10 @@ class Treefork(Target):
 
     def start(self):
         self.root = os.path.join(self.base, "mnt"); os.makedirs(self.root)
-        run([self.bin, "--store", self.store, "mount", self.root, "--session", "bench"])
+        # /dev/fuse unless a variant names the transport: the default (auto) takes the
+        # ring whenever enable_uring is on, which another run on this machine may set.
+        env = dict(os.environ, TREEFORK_TRANSPORT=os.environ.get("TREEFORK_TRANSPORT", "dev"))
+        run([self.bin, "--store", self.store, "mount", self.root, "--session", "bench"], env=env)
         wait_mounted(self.root)
         self.pid = treefork_daemon(self.store)
         if not self.pid:
@@ -339,6 +342,36 @@ def build_crate_dirs(vendor):
     return out
 
 
+def build_tree2():
+    """The second source tree: this python3's standard library (with its tests and
+    __pycache__, without site-packages/dist-packages) plus /usr/include, as one tar
+    cached under /var/tmp (keyed by the python version and a hash of the file listing);
+    returns (top dir name, tar path, file count, bytes)."""
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    parts = [(stdlib, ("site-packages", "dist-packages")), ("/usr/include", ())]
+    listing, nbytes = [], 0
+    for top, skip in parts:
+        for d, dirs, files in os.walk(top):
+            dirs[:] = sorted(x for x in dirs if not (d == top and x in skip))
+            for f in sorted(files):
+                st = os.lstat(os.path.join(d, f))
+                listing.append(f"{os.path.join(d, f)} {st.st_size}")
+                nbytes += st.st_size
+    key = hashlib.sha256("\n".join(listing).encode()).hexdigest()[:12]
+    base = os.path.join(CACHE, f"tree2-py{platform.python_version()}-{key}")
+    tar = os.path.join(base, "tree2.tar")
+    if not os.path.exists(os.path.join(base, ".done")):
+        log(f"assembling {tar} from {stdlib} and /usr/include (first run only)")
+        shutil.rmtree(base, ignore_errors=True); os.makedirs(base)
+        args = ["tar", "cf", tar, "--sort=name", "--transform=s,^,tree2/,S", "--anchored"]
+        for top, skip in parts:
+            args += [f"--exclude={os.path.basename(top)}/{x}" for x in skip]
+            args += ["-C", os.path.dirname(top), os.path.basename(top)]
+        run(args, timeout=600)
+        open(os.path.join(base, ".done"), "w").write("")
+    return "tree2", tar, len(listing), nbytes
+
+
 # ---------------------------------------------------------------- workloads
 # A workload is a list of steps run back to back on one target; every target runs
 # the whole workload before the next workload starts. Each step is one row.
@@ -370,7 +403,7 @@ GIT_ENV = dict(os.environ, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL="/dev/null
 GIT = "git -c gc.auto=0 -c core.fsmonitor=false -c core.untrackedCache=false -c init.defaultBranch=main"
 
 
-def make_workloads(corpus, bin_):
+def make_workloads(corpus, bin_, tree2=None):
     seq, rand, rr, nf = cfg["seq"], cfg["rand"], cfg["rand_read"], cfg["fio_files"]
     nd, npd = cfg["small_dirs"], cfg["small_per"]
     tree_files, tree_bytes = corpus[2], corpus[3]
@@ -422,48 +455,42 @@ def make_workloads(corpus, bin_):
              reps=3 if p in ("stat", "readdir") else 1), small(p))
         for p in ("create", "stat", "readdir", "rename", "unlink")])
 
-    notes = {}
-    def note(key):
-        def deco(fn):
+    def tree_steps(top, tar, nfiles, nbytes, prefix=""):
+        """The source-tree rows over the tree in `tar` (top dir `top`); row keys get `prefix`."""
+        name = f"{top} ({nfiles:,} files)"
+        src = lambda root: os.path.join(root, top)
+        def out_of(cmd, env=None):  # a step timing `cmd` in the tree, with its output
             def step(root):
-                t = time.perf_counter(); out = fn(root); dt = time.perf_counter() - t
-                notes[key] = out.strip()
-                return dt, out.strip()
+                t = time.perf_counter(); out = sh(cmd, cwd=src(root), env=env)
+                return time.perf_counter() - t, out.strip()
             return step
-        return deco
+        tar_x = lambda root: timed(lambda: run(["tar", "xf", tar, "-C", root]))
+        git_commit = out_of(f"{GIT} init -q && {GIT} add -A && {GIT} commit -q -m {top} && {GIT} rev-parse HEAD", GIT_ENV)
+        git_status = out_of(f"{GIT} status --porcelain | wc -l", GIT_ENV)
+        grep = out_of("LC_ALL=C grep -r -F 0xdeadbeef . | wc -l")
+        du = out_of("du -s . | cut -f1")
+        def du_after_grep(root):
+            # grep opens and closes every file: with the writeback cache the kernel drops
+            # each file's st_blocks at close (fuse_flush), so the du right after pays a
+            # GETATTR per file. Only the du is timed.
+            sh("LC_ALL=C grep -r -F 0xdeadbeef . | wc -l", cwd=src(root))
+            return du(root)
+        find = out_of("find . | wc -l")
+        return [
+            (Row(prefix + "tar_x", f"tar xf {name}, {nbytes / MiB:.0f} MiB", "s"), tar_x),
+            (Row(prefix + "git_commit", f"git init + add -A + commit of {name}", "s"), git_commit),
+            (Row(prefix + "git_status_warm", f"git status of {name}, warm", "s", reps=3), git_status),
+            (Row(prefix + "git_status_cold", f"git status of {name}, cold", "s", cold=True), git_status),
+            (Row(prefix + "grep_cold", f"grep -r of {name}, cold", "s", cold=True), grep),
+            (Row(prefix + "grep_warm", f"grep -r of {name}, warm", "s", reps=2), grep),
+            (Row(prefix + "du", f"du -s (KiB) of {name}, warm", "s", reps=3), du),
+            (Row(prefix + "du_after_grep", f"du -s (KiB) of {name} right after grep -r of it", "s", reps=2), du_after_grep),
+            (Row(prefix + "find", f"find {name} | wc -l, warm", "s", reps=3), find)]
+    W["tree"] = dict(steps=tree_steps("corpus", corpus[1], tree_files, tree_bytes))
+    if tree2:
+        W["tree2"] = dict(steps=tree_steps(*tree2, prefix="tree2."),
+                          after=lambda root: shutil.rmtree(os.path.join(root, tree2[0])))
     src = lambda root: os.path.join(root, "corpus")
-    @note("tar")
-    def tar_x(root):
-        return run(["tar", "xf", corpus[1], "-C", root])
-    @note("git")
-    def git_commit(root):
-        return sh(f"{GIT} init -q && {GIT} add -A && {GIT} commit -q -m corpus && {GIT} rev-parse HEAD", cwd=src(root), env=GIT_ENV)
-    def git_status(root):
-        return sh(f"{GIT} status --porcelain | wc -l", cwd=src(root), env=GIT_ENV)
-    def git_status_timed(root):
-        t = time.perf_counter(); out = git_status(root); return time.perf_counter() - t, out.strip()
-    def grep(root):
-        t = time.perf_counter(); out = sh("LC_ALL=C grep -r -F 0xdeadbeef . | wc -l", cwd=src(root)); return time.perf_counter() - t, out.strip()
-    def du(root):
-        t = time.perf_counter(); out = sh("du -s . | cut -f1", cwd=src(root)); return time.perf_counter() - t, out.strip()
-    def du_after_grep(root):
-        # grep opens and closes every file: with the writeback cache the kernel drops
-        # each file's st_blocks at close (fuse_flush), so the du right after pays a
-        # GETATTR per file. Only the du is timed.
-        sh("LC_ALL=C grep -r -F 0xdeadbeef . | wc -l", cwd=src(root))
-        return du(root)
-    def find(root):
-        t = time.perf_counter(); out = sh("find . | wc -l", cwd=src(root)); return time.perf_counter() - t, out.strip()
-    W["tree"] = dict(steps=[
-        (Row("tar_x", f"tar xf corpus ({tree_files:,} files, {tree_bytes / MiB:.0f} MiB)", "s"), tar_x),
-        (Row("git_commit", "git init + add -A + commit of it", "s"), git_commit),
-        (Row("git_status_warm", "git status, warm", "s", reps=3), git_status_timed),
-        (Row("git_status_cold", "git status, cold", "s", cold=True), git_status_timed),
-        (Row("grep_cold", "grep -r (whole tree), cold", "s", cold=True), grep),
-        (Row("grep_warm", "grep -r (whole tree), warm", "s", reps=2), grep),
-        (Row("du", "du -s (KiB), warm", "s", reps=3), du),
-        (Row("du_after_grep", "du -s (KiB) right after grep -r of the tree", "s", reps=2), du_after_grep),
-        (Row("find", "find | wc -l, warm", "s", reps=3), find)])
 
     def ensure_tree(root):
         if not os.path.exists(src(root)):
@@ -653,7 +680,7 @@ def report(res, rows, tnames, hwm, storage, meta):
             if c.get("cpu") is not None:
                 s += f" · cpu {c['cpu']:.1f}"
                 cpu_tot[t] += c["cpu"]
-            if c.get("out") is not None and "out" in nat and nat.get("out") is not None and c["out"] != nat["out"] and r.key not in INFO_ONLY:
+            if c.get("out") is not None and "out" in nat and nat.get("out") is not None and c["out"] != nat["out"] and r.key.split(".")[-1] not in INFO_ONLY:
                 s += " ⚠"
                 odd.append(f"{r.label} on {t}: output `{c['out']}`, native `{nat['out']}`")
             cells.append(s)
@@ -671,7 +698,7 @@ def report(res, rows, tnames, hwm, storage, meta):
     if errs or odd:
         L += ["", "Errors and output mismatches:"] + [f"- {e}" for e in errs + odd]
     for r in rows:
-        if r.key in INFO_ONLY and any(res[r.key].get(t, {}).get("out") for t in tnames):
+        if r.key.split(".")[-1] in INFO_ONLY and any(res[r.key].get(t, {}).get("out") for t in tnames):
             L += ["", f"Output of `{r.label}` (differences here are expected, not errors): " + ", ".join(
                 f"{t} `{res[r.key][t]['out']}`" for t in tnames if res[r.key].get(t, {}).get("out"))]
     if hwm:
@@ -723,7 +750,7 @@ def update_section(path, name, text):
 ALL_TARGETS = ["native", "fuse-overlayfs", "bindfs", "treefork"]
 # Not in a default run: treefork variants for experiments (see bench/README.md).
 EXTRA_TARGETS = ["treefork-uring", "treefork-nowb", "treefork-base"]
-ALL_WORKLOADS = ["seq", "rand", "fiofiles", "smallfiles", "tree", "build", "rm", "storage"]
+ALL_WORKLOADS = ["seq", "rand", "fiofiles", "smallfiles", "tree", "tree2", "build", "rm", "storage"]
 
 
 def main():
@@ -764,7 +791,10 @@ def main():
     if corpus[2] <= cfg["min_files"]:
         sys.exit(f"corpus has {corpus[2]} files, expected > {cfg['min_files']}")
 
-    W = make_workloads(corpus, bin_)
+    tree2 = build_tree2() if "tree2" in wnames else None
+    if tree2:
+        log(f"tree2: {tree2[2]:,} files, {tree2[3] / MiB:.0f} MiB ({tree2[1]})")
+    W = make_workloads(corpus, bin_, tree2)
     rows, res, hwm, storage = [], {}, {}, None
     targets = []
     try:

@@ -220,12 +220,18 @@ class TreeforkUring(Treefork):
     name = "treefork-uring"
     PARAM = "/sys/module/fuse/parameters/enable_uring"
 
+    # The switch as found before the first ring target turned it on, and how many
+    # ring targets are running (the last to stop restores it).
+    orig, running = None, 0
+
     def start(self):
-        self.orig = open(self.PARAM).read().strip() if os.path.exists(self.PARAM) else None
-        if self.orig is None:
-            raise RuntimeError("treefork-uring: this kernel has no FUSE over io_uring (no enable_uring parameter)")
-        with open(self.PARAM, "w") as f:
-            f.write("Y")
+        if TreeforkUring.running == 0:
+            if not os.path.exists(self.PARAM):
+                raise RuntimeError("treefork-uring: this kernel has no FUSE over io_uring (no enable_uring parameter)")
+            TreeforkUring.orig = open(self.PARAM).read().strip()
+            with open(self.PARAM, "w") as f:
+                f.write("Y")
+        TreeforkUring.running += 1
         os.environ["TREEFORK_TRANSPORT"] = "uring"
         try:
             super().start()
@@ -234,9 +240,21 @@ class TreeforkUring(Treefork):
 
     def stop(self):
         super().stop()
-        if self.orig is not None:
+        TreeforkUring.running -= 1
+        if TreeforkUring.running == 0 and TreeforkUring.orig is not None:
             with open(self.PARAM, "w") as f:
-                f.write(self.orig)
+                f.write(TreeforkUring.orig)
+
+
+class TreeforkUringNoWb(TreeforkUring):
+    """Experiment: treefork over io_uring without the kernel's writeback cache."""
+    name = "treefork-uring-nowb"
+    def start(self):
+        os.environ["TREEFORK_WRITEBACK"] = "0"
+        try:
+            super().start()
+        finally:
+            del os.environ["TREEFORK_WRITEBACK"]
 
 
 class TreeforkBase(Treefork):
@@ -749,7 +767,7 @@ def update_section(path, name, text):
 
 ALL_TARGETS = ["native", "fuse-overlayfs", "bindfs", "treefork"]
 # Not in a default run: treefork variants for experiments (see bench/README.md).
-EXTRA_TARGETS = ["treefork-uring", "treefork-nowb", "treefork-base"]
+EXTRA_TARGETS = ["treefork-uring", "treefork-nowb", "treefork-uring-nowb", "treefork-base"]
 ALL_WORKLOADS = ["seq", "rand", "fiofiles", "smallfiles", "tree", "tree2", "build", "rm", "storage"]
 
 
@@ -801,6 +819,7 @@ def main():
         cls = {"native": Native, "fuse-overlayfs": Overlay, "bindfs": Bindfs, "treefork": lambda w: Treefork(w, bin_),
                "treefork-uring": lambda w: TreeforkUring(w, bin_),
                "treefork-nowb": lambda w: TreeforkNoWb(w, bin_),
+               "treefork-uring-nowb": lambda w: TreeforkUringNoWb(w, bin_),
                "treefork-base": lambda w: TreeforkBase(w, os.path.abspath(a.bin_base))}
         for n in tnames:
             t = cls[n](work); t.start(); targets.append(t)

@@ -203,15 +203,20 @@ class Treefork(Target):
         tf_umount(self.bin, self.store, [self.root])
 
 
+def without_writeback(start):
+    """Run a target's `start` with TREEFORK_WRITEBACK=0 (the daemon it starts keeps it)."""
+    os.environ["TREEFORK_WRITEBACK"] = "0"
+    try:
+        start()
+    finally:
+        del os.environ["TREEFORK_WRITEBACK"]
+
+
 class TreeforkNoWb(Treefork):
     """Experiment: treefork without the kernel's writeback cache."""
     name = "treefork-nowb"
     def start(self):
-        os.environ["TREEFORK_WRITEBACK"] = "0"
-        try:
-            super().start()
-        finally:
-            del os.environ["TREEFORK_WRITEBACK"]
+        without_writeback(super().start)
 
 
 class TreeforkUring(Treefork):
@@ -250,11 +255,7 @@ class TreeforkUringNoWb(TreeforkUring):
     """Experiment: treefork over io_uring without the kernel's writeback cache."""
     name = "treefork-uring-nowb"
     def start(self):
-        os.environ["TREEFORK_WRITEBACK"] = "0"
-        try:
-            super().start()
-        finally:
-            del os.environ["TREEFORK_WRITEBACK"]
+        without_writeback(super().start)
 
 
 class TreeforkBase(Treefork):

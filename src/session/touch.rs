@@ -294,3 +294,39 @@ impl Session {
         !g.paths.is_empty() || !g.inos.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    use crate::session::ops::NewNode;
+    use crate::session::{Session, create_record, empty_root};
+    use crate::store::{MemStore, ObjectStore};
+
+    /// A path a returned commit made durable is not taken again (an unlink of a
+    /// file created before the last flush puts nothing); other paths still are,
+    /// and the stored set ends up the same.
+    #[test]
+    fn durable_paths_are_not_put_again() {
+        let store: Arc<dyn ObjectStore> = Arc::new(MemStore::default());
+        let root = empty_root(&*store, 0, 0).unwrap();
+        let rec = create_record(&*store, "t", root, 0, 1).unwrap();
+        let s = Session::open(store, rec).unwrap();
+        s.touch_name(1, b"a");
+        s.create_node(1, b"a", NewNode::File, 0o644, 0, 0).unwrap();
+        s.flush().unwrap();
+        s.touch_name(1, b"a");
+        s.remove(1, b"a", false).unwrap();
+        s.touch_name(1, b"b");
+        s.create_node(1, b"b", NewNode::File, 0o644, 0, 0).unwrap();
+        let taken = s.take_touched(&mut s.lock());
+        assert_eq!(taken, BTreeSet::from([b"b".to_vec()]));
+        s.untake_touched(taken);
+        s.flush().unwrap();
+        assert_eq!(
+            crate::lifecycle::touched::list(&**s.store(), "t").unwrap(),
+            vec![b"a".to_vec(), b"b".to_vec()]
+        );
+    }
+}

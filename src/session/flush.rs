@@ -426,6 +426,7 @@ impl Session {
             self.abandon_prepared(touched);
             return Err(e);
         }
+        self.touched_durable(&touched);
         *super::relock(self.record.lock()) = rec;
         // Forgotten directories that waited for this flush can be unloaded now.
         self.lock().sweep_after_flush();

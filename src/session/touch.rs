@@ -19,6 +19,12 @@
 //!   is walked at the rename, loading directories as needed), so `touched::list`
 //!   callers never need to expand directories.
 //! - Paths under `.git/` are never kept (`touched::counts`).
+//! - `stored` holds only paths a commit of this session made durable in its set
+//!   (`t/` keys). The set only grows while the session is mounted (it is deleted
+//!   only with the session, `lifecycle::delete_ops`, never while mounted), so a
+//!   path found there is not put again: an unlink, or a rename's old name, costs
+//!   the flush no metadata write. Bounded by [`STORED_MAX_BYTES`] (cleared
+//!   beyond: then paths are just put again).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Mutex;
@@ -31,6 +37,8 @@ use crate::tree::Kind;
 
 /// Directory paths kept in the cache at most (it is cleared beyond).
 const DIR_CACHE_MAX: usize = 65_536;
+/// Bytes of paths kept in `stored` at most (it is cleared beyond).
+const STORED_MAX_BYTES: usize = 8 << 20;
 
 /// Touched paths not yet written.
 #[derive(Default)]
@@ -43,6 +51,10 @@ struct Inner {
     paths: BTreeSet<Vec<u8>>,
     inos: HashSet<u64>,
     dirs: HashMap<u64, Vec<u8>>,
+    /// Paths durable in the session's touched set (see the module invariants).
+    stored: HashSet<Vec<u8>>,
+    /// Bytes of the paths in `stored`.
+    stored_bytes: usize,
 }
 
 fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
@@ -199,6 +211,9 @@ impl Session {
         let mut g = relock(self.touch.inner.lock());
         let inos = std::mem::take(&mut g.inos);
         let mut paths = std::mem::take(&mut g.paths);
+        if !g.stored.is_empty() {
+            paths.retain(|p| !g.stored.contains(p));
+        }
         // Group by parent: one scan of each directory's entries.
         let mut by_parent: HashMap<u64, HashSet<u64>> = HashMap::new();
         for ino in inos {
@@ -229,7 +244,7 @@ impl Session {
                 for (name, v) in e.iter() {
                     if kids.contains(v) {
                         let p = join(&dir, name);
-                        if counts(&p) {
+                        if counts(&p) && !g.stored.contains(&p) {
                             paths.insert(p);
                         }
                     }
@@ -237,6 +252,23 @@ impl Session {
             }
         }
         paths
+    }
+
+    /// `paths` (taken by [`Self::take_touched`]) are durable now: a commit adding
+    /// them to the session's touched set returned. Later flushes do not put them
+    /// again.
+    pub(crate) fn touched_durable(&self, paths: &BTreeSet<Vec<u8>>) {
+        let mut g = relock(self.touch.inner.lock());
+        for p in paths {
+            if g.stored_bytes + p.len() > STORED_MAX_BYTES {
+                g.stored.clear();
+                g.stored_bytes = 0;
+            }
+            if !g.stored.contains(p) {
+                g.stored_bytes += p.len();
+                g.stored.insert(p.clone());
+            }
+        }
     }
 
     /// Give back paths a failed flush took.
@@ -260,5 +292,41 @@ impl Session {
     pub fn touched_pending(&self) -> bool {
         let g = relock(self.touch.inner.lock());
         !g.paths.is_empty() || !g.inos.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    use crate::session::ops::NewNode;
+    use crate::session::{Session, create_record, empty_root};
+    use crate::store::{MemStore, ObjectStore};
+
+    /// A path a returned commit made durable is not taken again (an unlink of a
+    /// file created before the last flush puts nothing); other paths still are,
+    /// and the stored set ends up the same.
+    #[test]
+    fn durable_paths_are_not_put_again() {
+        let store: Arc<dyn ObjectStore> = Arc::new(MemStore::default());
+        let root = empty_root(&*store, 0, 0).unwrap();
+        let rec = create_record(&*store, "t", root, 0, 1).unwrap();
+        let s = Session::open(store, rec).unwrap();
+        s.touch_name(1, b"a");
+        s.create_node(1, b"a", NewNode::File, 0o644, 0, 0).unwrap();
+        s.flush().unwrap();
+        s.touch_name(1, b"a");
+        s.remove(1, b"a", false).unwrap();
+        s.touch_name(1, b"b");
+        s.create_node(1, b"b", NewNode::File, 0o644, 0, 0).unwrap();
+        let taken = s.take_touched(&mut s.lock());
+        assert_eq!(taken, BTreeSet::from([b"b".to_vec()]));
+        s.untake_touched(taken);
+        s.flush().unwrap();
+        assert_eq!(
+            crate::lifecycle::touched::list(&**s.store(), "t").unwrap(),
+            vec![b"a".to_vec(), b"b".to_vec()]
+        );
     }
 }

@@ -268,6 +268,7 @@ impl Txn<'_> {
             self.touched.iter().map(Vec::as_slice),
         ));
         self.s.store().commit(ops)?;
+        self.s.touched_durable(&self.touched);
         self.done = true;
         *super::relock(self.s.record.lock()) = self.rec.clone();
         self.s.lock().sweep_after_flush();

@@ -134,6 +134,17 @@ impl WriterWatch {
 }
 
 impl Session {
+    /// Whether the workspace root holds an entry `name` now (any kind), from the
+    /// live table.
+    pub fn root_has(&self, name: &[u8]) -> crate::error::Result<bool> {
+        use crate::error::Error;
+        match self.lock().child(&**self.store(), 1, name) {
+            Ok(found) => Ok(found.is_some()),
+            Err(Error::Posix(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The bytes (at most `max`) of the regular file at `path` (names from the
     /// root), read from the live table without taking kernel references (for the
     /// daemon's own look at the workspace, e.g. `.git/HEAD`). `None` when a name is

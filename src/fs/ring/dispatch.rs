@@ -252,9 +252,14 @@ impl Serve for Dispatch {
                 let size = parse::ent_in_out(header).payload_sz as usize;
                 size > write_inline_max()
             }
-            op::FSYNC | op::FSYNCDIR | op::FLUSH | op::RELEASE | op::FALLOCATE | op::DESTROY => {
-                true
-            }
+            op::FSYNC | op::FSYNCDIR | op::FALLOCATE | op::DESTROY => true,
+            // Not RELEASE nor FLUSH: the core answers FLUSH ENOSYS and a release
+            // only takes the table lock to reap an unlinked inode (no store work),
+            // like the requests served here. The kernel sends a RELEASE after every
+            // CREATE (it stops only once an OPEN was answered ENOSYS), and a hop to
+            // a worker and back cost more than the request (a worker's wakeup, the
+            // channel, the eventfd): 13 of 36 us of daemon CPU per file of fio's
+            // filecreate.
             // A truncation may seal or free blocks.
             op::SETATTR => {
                 let valid = header

@@ -5,7 +5,7 @@
 //!
 //! Cost: the refs are read only after the session saw a mutation since the last
 //! look, at most every [`INTERVAL_MS`]; one `syncfs` first (git writes its ref
-//! through the kernel's writeback cache). The first value seen after a mount is
+//! through the kernel's writeback cache), skipped with no `.git` at the root. The first value seen after a mount is
 //! the baseline: only a change from it to a commit triggers (so a repository
 //! created or cloned into the workspace later counts as a commit too). A tree
 //! swap by treefork (checkout, restore, undo, adopt) is no commit: it sets the
@@ -74,6 +74,15 @@ pub(super) fn check(t: &Target, now: u64) {
     };
     st.checked_ms = now;
     st.mutation_ms = last_mutation;
+    // No `.git` at the root: no HEAD to read, so no syncfs either (names are never
+    // held back in the kernel's cache, only data and times are). A look every
+    // 300 ms while a workload without git mutates the tree cost a syncfs of the
+    // mount each time.
+    if matches!(s.root_has(b".git"), Ok(false)) {
+        st.head = Head::NoCommit;
+        store_seen(s.name(), st);
+        return;
+    }
     if let Err(e) = syncfs(&t.mount) {
         log::warn!("session {}: git-commit trigger: {e}", s.name());
         store_seen(s.name(), st);

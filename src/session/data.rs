@@ -62,9 +62,22 @@ fn get_chunk(store: &dyn ObjectStore, id: &ChunkId, ino: u64) -> Result<Arc<Vec<
 }
 
 /// Read a chunk of file `ino` for `read()`: through the store's read cache (see
-/// [`ObjectStore::get_for_read`]).
-fn get_read_chunk(store: &dyn ObjectStore, id: &ChunkId, ino: u64) -> Result<Arc<Vec<u8>>> {
-    store.get_for_read(ObjKind::Chunk, &id.into()).map_err(|e| {
+/// [`ObjectStore::get_for_read`]) when only part of it was asked for (the kernel
+/// keeps only the pages it asked for: the rest will come from the cache); a block
+/// asked for whole is looked up there but not put in (sequential reads, `grep`,
+/// would otherwise fill the cache with blocks the page cache already holds).
+fn get_read_chunk(
+    store: &dyn ObjectStore,
+    id: &ChunkId,
+    ino: u64,
+    whole: bool,
+) -> Result<Arc<Vec<u8>>> {
+    let r = if whole {
+        store.get_uncached(ObjKind::Chunk, &id.into())
+    } else {
+        store.get_for_read(ObjKind::Chunk, &id.into())
+    };
+    r.map_err(|e| {
         log::error!("ino {ino}: chunk {} unreadable: {e}", id.to_hex());
         e
     })
@@ -306,7 +319,7 @@ impl Session {
 
     /// Read up to `size` bytes at `offset`.
     pub fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
-        let mut fetch: Vec<(usize, usize, usize, ChunkId)> = Vec::new();
+        let mut fetch: Vec<(usize, usize, usize, ChunkId, bool)> = Vec::new();
         let small = {
             let st = self.lock();
             let (fsize, unloaded) = match &st.get(ino)?.data {
@@ -360,14 +373,17 @@ impl Session {
                 let to = end.min(bstart + BLOCK_SIZE);
                 let (in_block, out) = ((from - bstart) as usize, (from - offset) as usize);
                 let len = (to - from) as usize;
+                // The whole block asked for (readahead, a small file read whole):
+                // the kernel keeps all of it, so it does not go to the read cache.
+                let whole = from == bstart && (to == bstart + BLOCK_SIZE || to == fsize);
                 match b {
                     Block::Mem(d) => copy_padded(&mut buf[out..out + len], d, in_block),
-                    Block::Stored(c) => fetch.push((out, in_block, len, *c)),
+                    Block::Stored(c) => fetch.push((out, in_block, len, *c, whole)),
                 }
             }
         }
-        for (out, in_block, len, c) in fetch {
-            let d = get_read_chunk(&**self.store(), &c, ino).inspect_err(|_| {
+        for (out, in_block, len, c, whole) in fetch {
+            let d = get_read_chunk(&**self.store(), &c, ino, whole).inspect_err(|_| {
                 let path = self.lock().path_of(ino);
                 log::error!(
                     "read of {path} (ino {ino}) failed: chunk {} is damaged or missing",

@@ -25,6 +25,19 @@ def test_from_mountpoint_finds_the_session_from_any_path_inside(env: Env, sessio
         treefork.Session.from_mountpoint(env.root)
 
 
+def test_the_constructor_takes_a_mountpoint_or_a_socket_path(env: Env, session: treefork.Session) -> None:
+    with treefork.Session(session.mountpoint) as s2:
+        assert s2.name == "s" and s2.ping().session == "s"
+    with treefork.Session(str(treefork.find_mount(session.mountpoint).socket)) as s3:
+        assert s3.name == "s"
+    with pytest.raises(treefork.NotMounted, match="not inside a mounted treefork workspace"):
+        treefork.Session(env.root)
+    with pytest.raises(treefork.NotMounted, match="no such socket or mountpoint"):
+        treefork.Session(env.root / "missing")
+    with pytest.raises(TypeError, match="a mountpoint or a socket path, not int"):
+        treefork.Session(42)  # type: ignore[arg-type]
+
+
 def test_checkpoint_log_status_diff_show(session: treefork.Session) -> None:
     mp = session.mountpoint
     write(mp / "a.txt", "one\n")

@@ -9,6 +9,7 @@ Method groups live beside it: :mod:`treefork.execution` (``exec``,
 """
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
@@ -41,6 +42,23 @@ from .types import (
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+def _connect(target: Any, timeout: Optional[float]) -> Connection:
+    """A connection to ``target``: a socket path, or a path inside a mount."""
+    if not isinstance(target, (str, os.PathLike)):
+        raise TypeError(
+            "treefork.Session takes a Connection, a mountpoint or a socket path, "
+            f"not {type(target).__name__}"
+        )
+    path = os.fspath(target)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise NotMounted(f"{path}: no such socket or mountpoint") from None
+    if stat.S_ISSOCK(mode):
+        return Connection(path, timeout)
+    return Connection(find_mount(path).socket, timeout)
+
+
 @dataclass(frozen=True)
 class Fork(ForkResult):
     """What :meth:`Session.fork` returns: the new session's data, and ``open()``."""
@@ -57,7 +75,17 @@ class Session(_ExecMixin, _BisectMixin, _MessagesMixin, _Base):
     data); by default events are skipped (``show_file`` collects its own data).
     """
 
-    def __init__(self, conn: Connection, on_event: Optional[EventCallback] = None):
+    def __init__(
+        self,
+        conn: "Union[Connection, str, os.PathLike[str]]",
+        on_event: Optional[EventCallback] = None,
+        timeout: Optional[float] = None,
+    ):
+        """``conn``: a :class:`Connection`, a session or agent socket's path, or a
+        path inside a mounted workspace (like :meth:`from_socket` and
+        :meth:`from_mountpoint`)."""
+        if not isinstance(conn, Connection):
+            conn = _connect(conn, timeout)
         self._conn = conn
         self._on_event = on_event
         self._info = PingInfo.from_json(conn.call("ping"))

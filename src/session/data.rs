@@ -51,31 +51,18 @@ pub(crate) enum Step<T> {
 /// outside the lock), the last round reads under it, so a change always completes.
 const FETCH_ROUNDS: usize = 8;
 
-/// Read a chunk of file `ino`, bypassing the object cache: data read for `read()`
-/// is cached by the kernel's page cache and data read to be modified is about to be
-/// replaced, so neither earns a place beside the tree nodes the cache keeps.
-fn get_chunk(store: &dyn ObjectStore, id: &ChunkId, ino: u64) -> Result<Arc<Vec<u8>>> {
-    store.get_uncached(ObjKind::Chunk, &id.into()).map_err(|e| {
-        log::error!("ino {ino}: chunk {} unreadable: {e}", id.to_hex());
-        e
-    })
-}
-
-/// Read a chunk of file `ino` for `read()`: through the store's read cache (see
-/// [`ObjectStore::get_for_read`]) when only part of it was asked for (the kernel
-/// keeps only the pages it asked for: the rest will come from the cache); a block
-/// asked for whole is looked up there but not put in (sequential reads, `grep`,
-/// would otherwise fill the cache with blocks the page cache already holds).
-fn get_read_chunk(
-    store: &dyn ObjectStore,
-    id: &ChunkId,
-    ino: u64,
-    whole: bool,
-) -> Result<Arc<Vec<u8>>> {
-    let r = if whole {
-        store.get_uncached(ObjKind::Chunk, &id.into())
-    } else {
+/// Read a chunk of file `ino` (a failure is logged). `keep`: a `read()` asked for
+/// only part of the block, so it goes through the store's read cache
+/// ([`ObjectStore::get_for_read`]: the kernel keeps only the pages it asked for,
+/// the rest will come from there). Otherwise caches are looked up but nothing is
+/// put in: a block read whole is in the kernel's page cache (sequential reads,
+/// `grep`, would fill the cache with it), and a block read to be modified is about
+/// to be replaced.
+fn get_chunk(store: &dyn ObjectStore, id: &ChunkId, ino: u64, keep: bool) -> Result<Arc<Vec<u8>>> {
+    let r = if keep {
         store.get_for_read(ObjKind::Chunk, &id.into())
+    } else {
+        store.get_uncached(ObjKind::Chunk, &id.into())
     };
     r.map_err(|e| {
         log::error!("ino {ino}: chunk {} unreadable: {e}", id.to_hex());
@@ -282,7 +269,7 @@ impl Session {
             if round + 1 >= FETCH_ROUNDS {
                 // Blocks keep changing under us: read under the lock this once.
                 for c in need {
-                    let d = get_chunk(&**self.store(), &c, ino)?;
+                    let d = get_chunk(&**self.store(), &c, ino, false)?;
                     fetched.insert(c, d);
                 }
                 if let Step::Done(t) = change(&mut st, &fetched)? {
@@ -295,7 +282,7 @@ impl Session {
             fetched.retain(|c, _| need.contains(c));
             for c in need {
                 if let std::collections::hash_map::Entry::Vacant(e) = fetched.entry(c) {
-                    e.insert(get_chunk(&**self.store(), &c, ino)?);
+                    e.insert(get_chunk(&**self.store(), &c, ino, false)?);
                 }
             }
         }
@@ -383,7 +370,7 @@ impl Session {
             }
         }
         for (out, in_block, len, c, whole) in fetch {
-            let d = get_read_chunk(&**self.store(), &c, ino, whole).inspect_err(|_| {
+            let d = get_chunk(&**self.store(), &c, ino, !whole).inspect_err(|_| {
                 let path = self.lock().path_of(ino);
                 log::error!(
                     "read of {path} (ino {ino}) failed: chunk {} is damaged or missing",

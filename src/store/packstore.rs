@@ -319,6 +319,20 @@ impl PackStore {
         Ok((h, buf, loc))
     }
 
+    /// `id` from either cache (a block read and then modified — an editor's save,
+    /// a database page — is often still in the read cache), else read; put in the
+    /// read cache when `keep` (see [`ObjectStore::get_for_read`]).
+    fn get_keeping(&self, kind: Kind, id: &ObjectId, keep: bool) -> Result<Arc<Vec<u8>>> {
+        if let Some(v) = self.cache.get(id).or_else(|| self.reads.get(id)) {
+            return Ok(v);
+        }
+        let raw = Arc::new(self.read_or_fetch(kind, id)?);
+        if keep {
+            self.reads.insert(*id, raw.clone());
+        }
+        Ok(raw)
+    }
+
     /// Read `id`, asking the fallback (if any) when it is not stored locally: the
     /// fetched objects (verified again here: never wrong bytes) are put into the
     /// store as a cache and committed in batches; a miss the fallback cannot
@@ -505,21 +519,11 @@ impl ObjectStore for PackStore {
     }
 
     fn get_uncached(&self, kind: Kind, id: &ObjectId) -> Result<Arc<Vec<u8>>> {
-        // A block read and then modified (an editor's save, a database page) is
-        // often still in the read cache.
-        match self.cache.get(id).or_else(|| self.reads.get(id)) {
-            Some(v) => Ok(v),
-            None => self.read_or_fetch(kind, id).map(Arc::new),
-        }
+        self.get_keeping(kind, id, false)
     }
 
     fn get_for_read(&self, kind: Kind, id: &ObjectId) -> Result<Arc<Vec<u8>>> {
-        if let Some(v) = self.cache.get(id).or_else(|| self.reads.get(id)) {
-            return Ok(v);
-        }
-        let raw = Arc::new(self.read_or_fetch(kind, id)?);
-        self.reads.insert(*id, raw.clone());
-        Ok(raw)
+        self.get_keeping(kind, id, true)
     }
 
     fn stored_record(&self, id: &ObjectId) -> Result<Option<(Loc, Vec<u8>)>> {

@@ -40,29 +40,54 @@ fn pythons() -> Vec<(&'static str, String)> {
     .collect()
 }
 
-/// Run scenario `name` of tests/mcp/client.py with interpreter `py`; the facts it
-/// prints.
-fn client(py: &str, m: &Mount, name: &str, extra: &[&str]) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
-    let o = Command::new(py)
-        .arg(&script)
-        .arg(name)
-        .args(["--bin", bin(), "--workspace", m.mp.to_str().unwrap()])
-        .args(extra)
+/// Run `py` with `args` (`path`: the PATH to give it, if any) outside any
+/// workspace's environment; its stdout, after asserting it succeeded (`what`
+/// names it in the failure, with its output and the daemon's log).
+fn run_python(py: &str, args: &[&str], path: Option<&str>, m: &Mount, what: &str) -> String {
+    let mut cmd = Command::new(py);
+    cmd.args(args)
         .env_remove("TREEFORK_SOCKET")
-        .env_remove("TREEFORK_STORE")
-        .output()
-        .expect("run the Python MCP client");
+        .env_remove("TREEFORK_STORE");
+    if let Some(path) = path {
+        cmd.env("PATH", path);
+    }
+    let o = cmd.output().expect("run Python");
     assert!(
         o.status.success(),
-        "MCP client scenario {name} ({py}) failed:\n{}\n{}\n{}",
+        "{what} ({py}) failed:\n{}\n{}\n{}",
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr),
         daemon_log(&m.store)
     );
-    let out = String::from_utf8_lossy(&o.stdout);
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Run scenario `name` of tests/mcp/client.py with interpreter `py`; the facts it
+/// prints.
+fn client(py: &str, m: &Mount, name: &str, extra: &[&str]) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
+    let mut args = vec![script.to_str().unwrap(), name, "--bin", bin()];
+    args.extend(["--workspace", m.mp.to_str().unwrap()]);
+    args.extend(extra);
+    let what = format!("MCP client scenario {name}");
+    let out = run_python(py, &args, None, m, &what);
     let last = out.lines().last().unwrap_or_default();
     serde_json::from_str(last).unwrap_or_else(|e| panic!("client output {out:?}: {e}"))
+}
+
+/// The kinds of the session's operations, newest first (`op log` with `extra`).
+fn op_kinds(m: &Mount, extra: &[&str]) -> Vec<String> {
+    let args: Vec<&str> = ["--json", "op", "log"]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
+    let ops: Value = serde_json::from_str(&crate::harness::ws_ok(m, &args)).unwrap();
+    ops["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["kind"].as_str().map(str::to_owned))
+        .collect()
 }
 
 fn git(repo: &Path, args: &[&str]) -> String {
@@ -100,14 +125,7 @@ fn user_socket(py: &str) {
     assert!(tools.iter().any(|t| t == "promote"), "{facts}");
     assert_eq!(tools.len(), 24, "{facts}");
     // The exec was recorded by the daemon, then undone: the log says so.
-    let ops = crate::harness::ws_ok(&m, &["--json", "op", "log"]);
-    let ops: Value = serde_json::from_str(&ops).unwrap();
-    let kinds: Vec<&str> = ops["operations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|o| o["kind"].as_str())
-        .collect();
+    let kinds = op_kinds(&m, &[]);
     for k in [
         "exec",
         "undo",
@@ -117,7 +135,10 @@ fn user_socket(py: &str) {
         "checkpoint",
         "cherry-pick",
     ] {
-        assert!(kinds.contains(&k), "no {k} operation in {kinds:?}");
+        assert!(
+            kinds.iter().any(|x| x == k),
+            "no {k} operation in {kinds:?}"
+        );
     }
     // The dry runs wrote nothing to the durable repository.
     assert_eq!(git(&repo, &["rev-parse", "HEAD"]), head);
@@ -197,31 +218,11 @@ fn mcp_readme_example_runs() {
         std::env::var("PATH").unwrap_or_default()
     );
     let (_, py) = pythons().pop().unwrap();
-    let o = Command::new(&py)
-        .args(["-c", &code])
-        .env("PATH", path)
-        .env_remove("TREEFORK_SOCKET")
-        .env_remove("TREEFORK_STORE")
-        .output()
-        .expect("run the README example");
-    assert!(
-        o.status.success(),
-        "README example failed:\n{}\n{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr),
-        daemon_log(&m.store)
-    );
+    run_python(&py, &["-c", &code], Some(&path), &m, "README example");
     assert!(
         !m.p("made.txt").exists(),
         "the failed command's file was not undone"
     );
-    let ops = crate::harness::ws_ok(&m, &["--json", "op", "log", "-n", "3"]);
-    let ops: Value = serde_json::from_str(&ops).unwrap();
-    let kinds: Vec<&str> = ops["operations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|o| o["kind"].as_str())
-        .collect();
-    assert_eq!(kinds, ["undo", "exec", "checkpoint"], "{ops}");
+    let kinds = op_kinds(&m, &["-n", "3"]);
+    assert_eq!(kinds, ["undo", "exec", "checkpoint"]);
 }

@@ -5,9 +5,10 @@
 //!
 //! Cost: the refs are read only after the session saw a mutation since the last
 //! look, at most every [`INTERVAL_MS`]; one `syncfs` first (git writes its ref
-//! through the kernel's writeback cache), skipped with no `.git` at the root. The first value seen after a mount is
-//! the baseline: only a change from it to a commit triggers (so a repository
-//! created or cloned into the workspace later counts as a commit too). A tree
+//! through the kernel's writeback cache), skipped with no `.git` at the root. The
+//! first value seen after a mount is the baseline: only a change from it to a
+//! commit triggers (so a repository created or cloned into the workspace later
+//! counts as a commit too). A tree
 //! swap by treefork (checkout, restore, undo, adopt) is no commit: it sets the
 //! baseline to what the new tree's `.git/HEAD` names ([`rebaseline`]).
 

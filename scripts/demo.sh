@@ -128,5 +128,13 @@ echo "==> unmount and mount again: everything is still there"
 [ "$(sha256sum "$MNT/data.bin" | cut -d' ' -f1)" = "$sha" ] && echo "data.bin intact ($sha)"
 "$TF" sessions
 
+echo "==> the web UI: sessions, timelines, diffs, experiments, promote previews"
+UIOUT=$(mktemp /tmp/treefork-demo-ui.XXXXXX)
+"$TF" ui --port 0 >"$UIOUT" & UIPID=$!
+for _ in $(seq 1 50); do grep -q http "$UIOUT" && break; sleep 0.1; done
+head -1 "$UIOUT"
+kill "$UIPID"; wait "$UIPID" 2>/dev/null || true; rm -f "$UIOUT"
+echo "(stopped; run \`$TF ui --open\` to browse the store; from another machine: ssh -L 7878:127.0.0.1:7878)"
+
 echo
 echo "The workspace stays mounted at $MNT. Unmount with: $TF umount $MNT"

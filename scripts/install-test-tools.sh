@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what the external file-system test suites need, idempotently:
 #   - fuse3 (fusermount3, /etc/fuse.conf) from Debian, only if missing;
+#   - chromium (headless) for the web UI's browser tests, only if missing;
 #   - e2fsprogs (mkfs.ext4, e2fsck), util-linux (fsfreeze) and mount (losetup,
 #     mount, umount) for the power-cut test (tests/it/powercut/), only if missing;
 #   - the "tests" user/group that pjdfstest switches to (nobody/nogroup is
@@ -19,7 +20,8 @@ FSX_VERSION=0.3.2
 # Debian packages needed at test time.  python3 is already on the machine.
 # e2fsprogs, util-linux, mount: the power-cut test (ext4 on loop devices, fsfreeze).
 # groff-base: nroff renders the generated man page (tests/it/cliconv.rs).
-APT_PACKAGES=(fuse3 e2fsprogs util-linux mount groff-base)
+# chromium: the web UI's browser tests (tests/it/ui.rs), headless.
+APT_PACKAGES=(fuse3 e2fsprogs util-linux mount groff-base chromium)
 
 CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
 export PATH="$CARGO_BIN:$PATH"

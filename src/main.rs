@@ -3,6 +3,7 @@
 
 mod cli;
 mod mcp;
+mod ui;
 
 fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn,sled=off"))

@@ -100,6 +100,19 @@ pub fn delete_ops(store: &dyn ObjectStore, name: &str) -> Result<Vec<MetaOp>> {
     Ok(ops)
 }
 
+/// Every session's creator: child name → parent name, from the lineage records
+/// (a fork or experiment run knows the session it was made in). One scan of the
+/// lineage records, as many as the store has sessions made that way.
+pub fn parents(store: &dyn ObjectStore) -> Result<HashMap<String, String>> {
+    let mut out = HashMap::new();
+    for (k, _) in store.meta_scan(meta::LINEAGE_PREFIX)? {
+        if let Some((parent, child)) = meta::lineage_parts(&k) {
+            out.insert(child.to_string(), parent.to_string());
+        }
+    }
+    Ok(out)
+}
+
 /// Share branch `branch` with session `session` (the user's `branch share`): the
 /// agent of `session` sees it (and the history it names) from its next request.
 pub fn share(store: &dyn ObjectStore, branch: &str, session: &str) -> Result<i64> {

@@ -17,7 +17,7 @@ use super::flags::Globals;
 use super::{
     Ctx, Outcome, Result, Run, bisect, completions, config, daemon, exec, experiment, history,
     hydrate, man, mcp, merge, messages, mount, mount_helper, promote, pull, push, refs, remote,
-    rewind, schema, show, snapshot, store, timeline, trim, undo,
+    rewind, schema, show, snapshot, store, timeline, trim, ui, undo,
 };
 
 /// The `treefork` command line.
@@ -124,6 +124,7 @@ commands! {
     Rewind(rewind::Rewind),
     Continue(r#continue::Continue),
     Mcp(mcp::Mcp),
+    Ui(ui::Ui),
     Push(push::Push),
     Pull(pull::Pull),
     Hydrate(hydrate::Hydrate),

@@ -104,6 +104,7 @@ mod snapshot;
 mod store;
 mod timeline;
 mod trim;
+mod ui;
 mod undo;
 
 pub use anyhow::Result;

@@ -182,6 +182,7 @@ fn session_show_and_sessions_rows() {
         transport: None,
         updated: 5,
         root: "00".into(),
+        parent: Some("p".into()),
         life: crate::lifecycle::manage::LifeColumns {
             lifecycle: crate::lifecycle::State::Active,
             task: None,
@@ -215,6 +216,7 @@ fn session_show_and_sessions_rows() {
             "live_inodes",
             "mountpoint",
             "name",
+            "parent",
             "root",
             "state",
             "task",

@@ -59,6 +59,9 @@ pub struct SessionRow {
     pub updated: i64,
     /// Its workspace's stored root (hex).
     pub root: String,
+    /// The session it was forked from (a fork or an experiment run), if any.
+    #[serde(default)]
+    pub parent: Option<String>,
     /// The lifecycle columns.
     #[serde(flatten)]
     pub life: crate::lifecycle::manage::LifeColumns,
@@ -82,6 +85,7 @@ fn list<H: ops::Host>(h: &H) -> Result<SessionList> {
             (name, (t.mountpoint, t.session, t.transport))
         })
         .collect();
+    let mut parents = crate::visibility::parents(&*store)?;
     let mut list = Vec::new();
     for r in crate::session::list_records(&*store)? {
         let mp = mounted.get(&r.name).map(|(p, _, _)| p);
@@ -102,6 +106,7 @@ fn list<H: ops::Host>(h: &H) -> Result<SessionList> {
             transport,
             updated: r.updated,
             root: r.root.to_hex(),
+            parent: parents.remove(&r.name),
             life,
             name: r.name,
         });

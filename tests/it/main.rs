@@ -43,5 +43,6 @@ mod snapshots;
 mod stale;
 mod touched;
 mod txn;
+mod ui;
 mod undo;
 mod upgrade;

@@ -219,7 +219,7 @@ impl Ctx {
 
     /// The store a store-wide op acts on: the explicit one, else the store of the
     /// workspace `-C PATH` or the current directory is in, else the default.
-    fn op_store_dir(&self) -> Result<PathBuf> {
+    pub fn op_store_dir(&self) -> Result<PathBuf> {
         if self.explicit_store().is_none()
             && let Ok(ws) = self.workspace()
         {

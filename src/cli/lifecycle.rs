@@ -146,6 +146,14 @@ impl Human for Shown {
                 .as_deref()
                 .map_or("no".into(), |p| p.to_string_lossy())
         )?;
+        if let Some(a) = &self.agent_socket {
+            let when = if self.mounted {
+                ""
+            } else {
+                " (served again at its next mount)"
+            };
+            writeln!(out, "agent    socket {}{when}", a.display())?;
+        }
         writeln!(out, "age      {}, idle {}", dur(self.age), dur(self.idle))?;
         let p = &i["policy"];
         let ttl = |k: &str| p[k].as_i64().map_or("none".to_string(), dur);
@@ -246,7 +254,11 @@ impl Human for Discarded {
             out,
             "discarded session {} (gc removes it after the retention period)",
             self.session
-        )
+        )?;
+        for f in &self.forks_removed {
+            writeln!(out, "removed its experiment fork {f}")?;
+        }
+        Ok(())
     }
 }
 
@@ -275,7 +287,14 @@ impl Human for Swept {
         for e in &self.expired {
             writeln!(out, "expired {} ({}, not mounted)", e.session, e.reason)?;
         }
-        if self.evicted.is_empty() && self.busy.is_empty() && self.expired.is_empty() {
+        for e in &self.forks_removed {
+            writeln!(out, "removed {} ({})", e.session, e.reason)?;
+        }
+        if self.evicted.is_empty()
+            && self.busy.is_empty()
+            && self.expired.is_empty()
+            && self.forks_removed.is_empty()
+        {
             writeln!(out, "nothing to evict")?;
         }
         Ok(())

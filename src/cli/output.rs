@@ -166,6 +166,56 @@ pub fn progress_bar(template: &str, json: bool) -> indicatif::ProgressBar {
     bar
 }
 
+/// Environment variable: milliseconds between two [`PlainProgress`] lines
+/// (default [`PLAIN_PROGRESS_MS`]).
+pub const PROGRESS_INTERVAL_ENV: &str = "TREEFORK_PROGRESS_INTERVAL_MS";
+/// Default interval between two [`PlainProgress`] lines.
+pub const PLAIN_PROGRESS_MS: u64 = 5000;
+
+/// Progress where no bar is drawn (stderr is not a terminal): a plain line on
+/// stderr at most every few seconds (`push: upload 120/800 objects, 35.0 MiB`),
+/// the first one only once that long has passed (a quick op prints none).
+pub struct PlainProgress {
+    what: &'static str,
+    every: std::time::Duration,
+    next: std::time::Instant,
+    on: bool,
+}
+
+impl PlainProgress {
+    /// For op `what`; `on` when progress is wanted at all (not with `--json`).
+    /// Silent on a terminal (the bar shows it).
+    pub fn new(what: &'static str, on: bool) -> PlainProgress {
+        let ms = std::env::var(PROGRESS_INTERVAL_ENV)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(PLAIN_PROGRESS_MS);
+        let every = std::time::Duration::from_millis(ms);
+        PlainProgress {
+            what,
+            every,
+            next: std::time::Instant::now() + every,
+            on: on && !io::stderr().is_terminal(),
+        }
+    }
+
+    /// A progress event (`phase`, `done` of `total`, `bytes` moved when counted):
+    /// print its line if the interval has passed.
+    pub fn tick(&mut self, phase: Option<&str>, done: u64, total: u64, bytes: Option<u64>) {
+        let now = std::time::Instant::now();
+        if !self.on || now < self.next {
+            return;
+        }
+        self.next = now + self.every;
+        let phase = phase.map_or(String::new(), |ph| format!(" {ph}"));
+        let size = match bytes {
+            Some(b) => format!(" objects, {}", human_bytes(b as f64)),
+            None => String::new(),
+        };
+        eprintln!("{}:{phase} {done}/{total}{size}", self.what);
+    }
+}
+
 /// The short (12-character) form of an id.
 pub fn short(id: &str) -> &str {
     &id[..id.len().min(12)]

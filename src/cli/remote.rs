@@ -1,6 +1,7 @@
 //! `remote add|list|rm|trust`: configure the S3-compatible remotes of the store.
 //! Store-wide: through the daemon when one serves the store, else in this
-//! process (credentials then come from this process's environment).
+//! process. `remote add` hands the credentials of this process's environment to
+//! the daemon (only on the store's own socket, never on an explicit one).
 
 use super::prelude::*;
 use treefork::remote::RemoteConfig;
@@ -20,8 +21,11 @@ pub struct Remote {
 #[derive(clap::Subcommand)]
 enum RemoteCmd {
     /// Add a remote after probing the server (it must honour conditional writes
-    /// unless --single-writer). Credentials come from the AWS_* environment
-    /// variables or the AWS credentials file, and are never stored.
+    /// unless --single-writer). Credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY
+    /// (AWS_SESSION_TOKEN) of this command's environment, handed to the running
+    /// daemon and kept in its memory only; else the daemon's own environment or
+    /// AWS credentials file. Never stored. Adding the same remote again refreshes
+    /// its credentials.
     Add {
         /// Remote name (a letter, then letters, digits, '_', '.', '-').
         name: String,
@@ -56,6 +60,17 @@ enum RemoteCmd {
     Gc(super::remote_gc::RemoteGc),
 }
 
+/// The credentials of this process's environment, if both keys are set.
+fn env_credentials() -> Option<treefork::verbs::remote_add::RemoteCredentials> {
+    use treefork::remote::creds::{ENV_KEY_ID, ENV_SECRET, ENV_TOKEN};
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    Some(treefork::verbs::remote_add::RemoteCredentials {
+        key_id: var(ENV_KEY_ID)?,
+        secret: var(ENV_SECRET)?,
+        token: var(ENV_TOKEN),
+    })
+}
+
 /// One remote's line: `NAME\tURL at ENDPOINT [REGION] (flags)`.
 fn line(c: &RemoteConfig) -> String {
     let mut flags = Vec::new();
@@ -78,7 +93,12 @@ fn line(c: &RemoteConfig) -> String {
 
 impl Human for RemoteAdded {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        writeln!(out, "added remote {}", line(&self.remote))?;
+        let verb = if self.updated {
+            "updated (credentials and probe) remote"
+        } else {
+            "added remote"
+        };
+        writeln!(out, "{verb} {}", line(&self.remote))?;
         for f in &self.probe_failures {
             writeln!(out, "warning: the server does not honour {f}")?;
         }
@@ -141,6 +161,7 @@ impl Run for Remote {
                     endpoint: endpoint.clone(),
                     region: Some(region.clone()),
                     single_writer: *single_writer,
+                    credentials: cx.own_socket_only(env_credentials()),
                 });
                 cx.store_op_creating::<RemoteAdded>(op, false)?.into()
             }

@@ -202,7 +202,11 @@ impl Human for Removed {
         writeln!(
             out,
             "removed session {name} (run `treefork gc` to reclaim its space)"
-        )
+        )?;
+        for f in &self.forks_removed {
+            writeln!(out, "removed its experiment fork {f}")?;
+        }
+        Ok(())
     }
 }
 

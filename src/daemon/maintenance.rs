@@ -99,6 +99,7 @@ impl Daemon {
         retention::remove_session(&*self.store, name)?;
         Ok(SessionRemoved {
             removed: name.to_string(),
+            forks_removed: Vec::new(),
         })
     }
 }

@@ -6,8 +6,10 @@
 //! object cache. Submodules:
 //! - [`table`]: the mount table, a state machine per session name
 //!   (Mounting → Live → Closing → Gone);
-//! - [`mounting`]: mounting and unmounting sessions, and the [`crate::ops::Host`]
-//!   implementation session ops reach the daemon through;
+//! - [`mounting`]: mounting and unmounting sessions (a mount naming no agent
+//!   socket serves the one the session was last mounted with);
+//! - `host`: the [`crate::ops::Host`] implementation session ops reach the daemon
+//!   through;
 //! - [`server`]: control sockets, connections, requests (peer check, role check,
 //!   rate bound, connection cap);
 //! - [`mountpoint`]: where a mount may go (resolved once, checked on its descriptor);
@@ -19,6 +21,7 @@
 //! the daemon exits when its last mount goes away (umount request, external
 //! `umount`, SIGTERM/SIGINT), flushing every session first.
 
+mod host;
 pub mod maintenance;
 pub mod mounting;
 pub mod mountpoint;

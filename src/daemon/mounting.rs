@@ -1,5 +1,5 @@
-//! Mounting and unmounting sessions, and the [`Host`] implementation through which
-//! session ops reach the daemon.
+//! Mounting and unmounting sessions (the `Host` implementation through which
+//! session ops reach the daemon is `host`'s).
 //!
 //! A mount claims the session name in the mount table first (Mounting), resolves
 //! and checks the mountpoint once, creates the session if needed, mounts through the
@@ -27,12 +27,12 @@ use crate::error::{Error, Result};
 use crate::fs::outside::{MountId, MountRef};
 use crate::fs::ring::Transport;
 use crate::fs::{DevFs, TreeforkFs};
-use crate::ops::{Host, Target};
+use crate::ops::Host;
 use crate::session::{self, Session, SessionRecord};
 use crate::store::ObjectStore;
 
 /// How a session to mount is obtained.
-enum Source<'a> {
+pub(super) enum Source<'a> {
     /// Its record (existing, or just written by a fork).
     Record(Box<SessionRecord>),
     /// Created now, imported from a host directory.
@@ -65,6 +65,12 @@ impl Daemon {
             (None, None) => Source::Empty,
         };
         let creating = !matches!(source, Source::Record(_));
+        // A mount that names no agent socket serves the one the session was last
+        // mounted with (a remount, a resume after eviction).
+        let agent = match agent {
+            None if !creating => self.remembered_agent(name),
+            a => a,
+        };
         let dir = mountpoint::open_mountpoint(mp, MountFor::User, false, &|| {
             self.dead_mount_of_ours(mp)
         })?;
@@ -77,6 +83,21 @@ impl Daemon {
             }
         }
         r
+    }
+
+    /// The agent socket session `name` was last mounted with, if any (its info's
+    /// `agent_socket`).
+    fn remembered_agent(&self, name: &str) -> Option<AgentSocket> {
+        match crate::lifecycle::load(&**self.store(), name) {
+            Ok(i) => i?.agent_socket.map(|b| AgentSocket {
+                path: b.path,
+                uid: b.uid,
+            }),
+            Err(e) => {
+                log::warn!("session {name}: unreadable info, no agent socket restored: {e}");
+                None
+            }
+        }
     }
 
     /// The id of the mount registered at `mp` for this store if this (live, lock
@@ -111,7 +132,7 @@ impl Daemon {
 
     /// Mount a claimed session on a checked directory, serving it on its session
     /// socket and, when `agent` is given, on an agent socket.
-    fn mount_dir(
+    pub(super) fn mount_dir(
         &self,
         claim: &mut Claim<'_>,
         dir: MountDir,
@@ -241,7 +262,7 @@ impl Daemon {
                 last_auto_ms: Arc::new(AtomicU64::new(crate::clock::unix_ms())),
             },
         );
-        self.on_mounted(&name);
+        self.on_mounted(&name, agent);
         log::info!(
             "mounted session {name} at {} (open {t_open:?}, fuse mount {:?}, socket+registry {:?})",
             mp.display(),
@@ -547,93 +568,6 @@ fn session_listener(mp: &Path) -> Result<(PathBuf, UnixListener)> {
     std::fs::set_permissions(&ctl_path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| Error::io(&ctl_path, e))?;
     Ok((ctl_path, listener))
-}
-
-impl Host for Daemon {
-    type Dir = MountDir;
-    type Claim<'a> = Claim<'a>;
-
-    fn store(&self) -> Arc<dyn ObjectStore> {
-        self.store.clone()
-    }
-
-    fn target(&self, name: Option<&str>) -> Result<Target> {
-        let live = self.live();
-        let found = match name {
-            Some(n) => live.into_iter().find(|t| t.session.name() == n),
-            None if live.len() == 1 => live.into_iter().next(),
-            None => {
-                return Err(Error::Invalid(
-                    "which session? run the command inside a workspace, use -C PATH, or name the session".into(),
-                ));
-            }
-        };
-        found.ok_or_else(|| {
-            Error::NotFound(format!("session {} is not mounted", name.unwrap_or("?")))
-        })
-    }
-
-    fn live(&self) -> Vec<Target> {
-        self.table
-            .lock()
-            .values()
-            .filter_map(|e| match (&e.state, &e.mountpoint) {
-                (State::Live(m), Some(mp)) => Some(Target {
-                    session: m.session.clone(),
-                    mountpoint: mp.clone(),
-                    mount: Arc::new(crate::ops::KernelMount::new(
-                        m.mount.clone(),
-                        m.kernel.clone(),
-                    )),
-                    last_auto_ms: m.last_auto_ms.clone(),
-                    transport: m.transport,
-                    scope: crate::ops::Scope::All,
-                }),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn name_lock(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.names.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn claim(&self, name: &str) -> Result<Claim<'_>> {
-        self.table.claim(name, None)
-    }
-
-    fn open_mountpoint(&self, path: &Path, who: MountFor) -> Result<MountDir> {
-        mountpoint::open_mountpoint(path, who, true, &|| self.dead_mount_of_ours(path))
-    }
-
-    fn mount_claimed(
-        &self,
-        claim: &mut Claim<'_>,
-        dir: MountDir,
-        rec: SessionRecord,
-        agent: Option<AgentSocket>,
-    ) -> Result<crate::ops::views::Mounted> {
-        self.mount_dir(
-            claim,
-            dir,
-            Source::Record(Box::new(rec)),
-            agent,
-            Transport::from_env(),
-            &mut |_| {},
-        )
-    }
-
-    fn unmount_session(&self, mp: &Path) -> Result<()> {
-        self.unmount(mp)
-    }
-
-    fn remove_session(&self, name: &str) -> Result<()> {
-        self.session_rm(name).map(drop)
-    }
-
-    fn remotes_changed(&self) -> Result<()> {
-        crate::remote::lazy::install(&Host::store(self))
-    }
 }
 
 /// Unmount `mp`, retrying EBUSY for up to 2 s: a reference that lives only a moment

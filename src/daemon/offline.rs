@@ -211,6 +211,7 @@ impl Server for Offline {
             session: name.to_string(),
             discarded: true,
             unmounted: None,
+            forks_removed: Vec::new(),
         })
     }
 

@@ -155,8 +155,10 @@ impl Daemon {
     }
 
     /// Info upkeep when a session goes live: a recovery when the daemon that had
-    /// it mounted died, an expired (or discarded) session resumes as active.
-    pub(crate) fn on_mounted(&self, name: &str) {
+    /// it mounted died, an expired (or discarded) session resumes as active, and
+    /// the agent socket it is served on is remembered (a later mount brings it
+    /// back).
+    pub(crate) fn on_mounted(&self, name: &str, agent: Option<&crate::control::AgentSocket>) {
         let me = std::process::id();
         let now = crate::clock::unix_secs();
         relock(self.upkeep.looks.lock()).remove(name);
@@ -170,6 +172,12 @@ impl Daemon {
             }
             i.last_access = now;
             i.evict_blocked = None;
+            if let Some(a) = agent {
+                i.agent_socket = Some(lifecycle::AgentBinding {
+                    path: a.path.clone(),
+                    uid: a.uid,
+                });
+            }
             Ok(true)
         });
         if let Err(e) = r {
@@ -253,6 +261,7 @@ impl Daemon {
             session: name.to_string(),
             discarded: true,
             unmounted,
+            forks_removed: Vec::new(),
         })
     }
 
@@ -327,7 +336,29 @@ impl Daemon {
                 },
             }
         }
+        self.sweep_forks(&live, &mut swept)?;
         Ok(swept)
+    }
+
+    /// Remove the unmounted experiment forks whose source is gone, discarded or
+    /// expired (this sweep may just have expired it).
+    fn sweep_forks(&self, live: &HashMap<String, Target>, swept: &mut Swept) -> Result<()> {
+        for (name, why) in crate::ops::experiment::left::stranded(&**self.store())? {
+            if live.contains_key(&name) {
+                continue;
+            }
+            match Host::remove_session(self, &name) {
+                Ok(()) => {
+                    log::info!("session {name}: experiment fork removed ({why})");
+                    swept.forks_removed.push(SweptExpired {
+                        session: name,
+                        reason: why,
+                    });
+                }
+                Err(e) => log::info!("session {name}: experiment fork stays ({why}): {e}"),
+            }
+        }
+        Ok(())
     }
 
     /// Evict a mounted session: syncfs + checkpoint (operation `evict`), unmount,

@@ -272,6 +272,10 @@ pub struct SessionShown {
     pub idle: i64,
     /// Why it is due for eviction now (`null`: it is not).
     pub expires: Option<String>,
+    /// Its agent socket: the one it is served on, or (not mounted) the one its
+    /// next mount serves (`null`: none).
+    #[serde(default)]
+    pub agent_socket: Option<std::path::PathBuf>,
 }
 
 /// `session show`: the info record, touched count and mount state.
@@ -292,6 +296,7 @@ pub fn show(
         age: t.saturating_sub(info.created).max(0),
         idle: t.saturating_sub(info.last_access).max(0),
         expires: expiry(&info, t),
+        agent_socket: info.agent_socket.as_ref().map(|a| a.path.clone()),
         info,
     })
 }

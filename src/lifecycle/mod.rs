@@ -175,6 +175,16 @@ pub struct Metrics {
     pub last_checkpoint: Option<i64>,
 }
 
+/// The agent socket a session is served on when mounted ([`SessionInfo::agent_socket`]).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, schemars::JsonSchema)]
+pub struct AgentBinding {
+    /// Absolute path of the socket file.
+    pub path: PathBuf,
+    /// The uid allowed on it besides the daemon's and root, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
+}
+
 /// The session info record.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, schemars::JsonSchema)]
 pub struct SessionInfo {
@@ -214,6 +224,11 @@ pub struct SessionInfo {
     /// The last eviction (or expiry), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evicted: Option<Evicted>,
+    /// The agent socket it was last mounted with: a later mount that names none
+    /// (a remount, a resume after eviction) serves it again. Written only by the
+    /// daemon at a mount the user asked for (never by a request's data).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_socket: Option<AgentBinding>,
     /// Open map for later features.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub meta: Map<String, Value>,
@@ -241,6 +256,7 @@ impl SessionInfo {
             metrics: Metrics::default(),
             evict_blocked: None,
             evicted: None,
+            agent_socket: None,
             meta: Map::new(),
         }
     }

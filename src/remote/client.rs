@@ -5,7 +5,9 @@
 //! translation of `object_store` results into treefork's: a missing object is
 //! `Ok(None)`, a conditional write that loses is a [`Put`] outcome (never an
 //! error), and every other failure is [`Error::Remote`] naming the remote and the
-//! operation (a server down, refused credentials, a timeout).
+//! operation, with one short line from `remote::fault` (`cannot reach
+//! http://127.0.0.1:8333: connection refused`); the library's whole error chain
+//! is logged (warn), not shown.
 //!
 //! Invariants:
 //! - Keys are relative to the remote's prefix; the client never reads or writes
@@ -103,6 +105,8 @@ pub struct Client {
     name: String,
     store: Arc<dyn Obj>,
     prefix: String,
+    /// The server, for messages (`memory` for an in-memory store).
+    endpoint: String,
 }
 
 impl std::fmt::Debug for Client {
@@ -119,7 +123,14 @@ impl Client {
             name: name.to_string(),
             store,
             prefix: prefix.trim_matches('/').to_string(),
+            endpoint: "memory".into(),
         }
+    }
+
+    /// The same client, naming `endpoint` in its messages.
+    pub fn with_endpoint(mut self, endpoint: &str) -> Client {
+        self.endpoint = endpoint.to_string();
+        self
     }
 
     /// A client over a fresh in-memory store (`object_store`'s; for tests of the
@@ -152,10 +163,14 @@ impl Client {
         }
     }
 
+    /// A failed request (`what` `key`) as a short [`Error::Remote`]; the
+    /// library's whole chain goes to the log.
     fn fail(&self, what: &str, key: &str, e: object_store::Error) -> Error {
+        log::warn!("remote {}: {what} {key}: {e}", self.name);
+        let fault = super::fault::classify(&self.endpoint, &e);
         Error::Remote {
             remote: self.name.clone(),
-            detail: format!("{what} {key}: {e}"),
+            detail: format!("{fault} ({what} {key})"),
         }
     }
 
@@ -358,7 +373,7 @@ pub struct S3Target {
 }
 
 /// Credentials for [`S3Target`]. `Debug` prints no secret.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Credentials {
     /// Access key id.
     pub key_id: String,
@@ -414,7 +429,7 @@ pub fn s3(name: &str, t: &S3Target, creds: &Credentials) -> Result<Client> {
     let store = b
         .build()
         .map_err(|e| Error::Invalid(format!("remote {name}: {e}")))?;
-    Ok(Client::new(name, Arc::new(store), &t.prefix))
+    Ok(Client::new(name, Arc::new(store), &t.prefix).with_endpoint(&t.endpoint))
 }
 
 #[cfg(test)]
@@ -531,6 +546,11 @@ mod tests {
         assert!(
             msg.contains("origin") && !msg.contains("very-secret"),
             "{msg}"
+        );
+        // Short: the endpoint and the cause, not the library's chain.
+        assert_eq!(
+            msg,
+            "remote origin: cannot reach http://127.0.0.1:9: connection refused (reading x)"
         );
     }
 }

@@ -1,15 +1,18 @@
 //! Credentials of remotes: where the daemon finds them.
 //!
-//! Owns: the lookup order — the process environment (`AWS_ACCESS_KEY_ID`,
-//! `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`), else the shared credentials
-//! file (`AWS_SHARED_CREDENTIALS_FILE`, else `$HOME/.aws/credentials`; profile
-//! `AWS_PROFILE`, else `default`; INI) — and that file's parser.
+//! Owns: the lookup order of the process's own sources — the process
+//! environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`),
+//! else the shared credentials file (`AWS_SHARED_CREDENTIALS_FILE`, else
+//! `$HOME/.aws/credentials`; profile `AWS_PROFILE`, else `default`; INI) — that
+//! file's parser, and the message saying how to provide credentials. (Credentials
+//! a `remote add` request carried come first; `registry` holds them, in memory.)
 //!
-//! Invariants: credentials are read when a remote is opened and live only in the
-//! [`Credentials`] value handed to the client; they are never stored (no config
-//! field holds them), never logged, never in a request or an error message
-//! ([`Credentials`]' `Debug` hides the secret; errors name only where the lookup
-//! went).
+//! Invariants: credentials are read each time a remote is opened (so a file
+//! written, or variables handed over, after the daemon started are used) and live
+//! only in the [`Credentials`] value handed to the client; they are never stored
+//! on disk by treefork (no config field holds them), never logged, never in an
+//! error message ([`Credentials`]' `Debug` hides the secret; errors name only
+//! where the lookup went).
 
 use std::path::PathBuf;
 
@@ -47,10 +50,16 @@ pub fn load_with(remote: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<C
     let file = var(ENV_FILE)
         .map(PathBuf::from)
         .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".aws/credentials")));
+    let write = file.as_ref().map_or_else(
+        || format!("set {ENV_FILE}"),
+        |f| format!("write {}", f.display()),
+    );
     let missing = |why: String| Error::Remote {
         remote: remote.to_string(),
         detail: format!(
-            "no credentials: {ENV_KEY_ID}/{ENV_SECRET} are not set in the daemon's environment and {why}"
+            "no credentials: {ENV_KEY_ID}/{ENV_SECRET} are not set in the daemon's environment and {why}; \
+             export {ENV_KEY_ID}/{ENV_SECRET} and run `treefork remote add {remote} URL --endpoint URL` \
+             again (same URL and endpoint: it hands them to the running daemon), or {write}"
         ),
     };
     let Some(file) = file else {
@@ -200,6 +209,11 @@ aws_access_key_id = only
         assert!(matches!(e, Error::Remote { .. }));
         assert!(
             m.contains("origin") && m.contains(ENV_KEY_ID) && m.contains("/nonexistent/c"),
+            "{m}"
+        );
+        // It says how to fix it: hand them over with `remote add`, or write the file.
+        assert!(
+            m.contains("treefork remote add origin") && m.contains("write /nonexistent/c"),
             "{m}"
         );
         let e = load_with("origin", &env(&[(ENV_FILE, fs), (ENV_PROFILE, "half")]))

@@ -1,7 +1,8 @@
 //! The remote tier: sessions, branches and their objects on S3-compatible object
 //! storage (see docs/design.md, "Remote tier").
 //!
-//! Owns: the client over `object_store` (`client`); the rest of the tier is built
+//! Owns: the client over `object_store` (`client`, its failures described by
+//! `fault`); the rest of the tier is built
 //! on it (layout, formats, push, pull, lazy hydration, remote gc). Remotes are
 //! configured in `config` (`y/` records), credentialed by `creds`, probed by
 //! `probe`, opened through the per-process `registry`; tracking refs (`q/`) and
@@ -12,6 +13,7 @@ pub mod client;
 pub mod config;
 pub mod creds;
 pub mod evict;
+pub mod fault;
 pub mod gc;
 pub mod held;
 pub mod index;

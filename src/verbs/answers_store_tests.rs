@@ -72,10 +72,13 @@ fn umount_shutdown_and_session_rm() {
         serde_json::to_value(shutdown::Stopping {}).unwrap(),
         json!({})
     );
-    let r = session_rm::SessionRemoved {
+    let mut r = session_rm::SessionRemoved {
         removed: "a".into(),
+        forks_removed: vec![],
     };
     check::<R<SessionRm>>(&r, &["removed"]);
+    r.forks_removed = vec!["a-x1-1".into()];
+    check::<R<SessionRm>>(&r, &["removed", "forks_removed"]);
 }
 
 #[test]
@@ -113,6 +116,7 @@ fn session_lifecycle_answers() {
         session: "a".into(),
         discarded: true,
         unmounted: None,
+        forks_removed: vec![],
     };
     // `unmounted` is null, not absent, when the session was not mounted.
     let v = check::<R<SessionDiscard>>(&d, &["session", "discarded", "unmounted"]);
@@ -134,6 +138,7 @@ fn session_lifecycle_answers() {
             session: "c".into(),
             reason: "idle".into(),
         }],
+        forks_removed: vec![],
     };
     let v = check::<R<SessionSweep>>(&s, &["evicted", "busy", "expired"]);
     assert_eq!(
@@ -159,6 +164,7 @@ fn session_show_and_sessions_rows() {
         age: 1,
         idle: 1,
         expires: None,
+        agent_socket: None,
     };
     let keys = [
         "info",
@@ -169,6 +175,7 @@ fn session_show_and_sessions_rows() {
         "age",
         "idle",
         "expires",
+        "agent_socket",
     ];
     let v = check::<R<SessionShow>>(&shown, &keys);
     assert_eq!(v["info"]["state"], "active");
@@ -279,12 +286,14 @@ fn remote_config_answers() {
         conditional_writes: true,
         probe_failures: vec![],
         descriptor_created: true,
+        updated: false,
     };
     let keys = [
         "remote",
         "conditional_writes",
         "probe_failures",
         "descriptor_created",
+        "updated",
     ];
     let v = check::<R<RemoteAdd>>(&a, &keys);
     assert_eq!(v["remote"]["url"], "s3://bkt/p");

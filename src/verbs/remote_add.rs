@@ -22,6 +22,46 @@ pub struct RemoteAdd {
     /// honour conditional writes.
     #[serde(default, skip_serializing_if = "is_false")]
     pub single_writer: bool,
+    /// Credentials to use for this remote from now on (the CLI sends those of
+    /// its environment, only to the store's daemon socket): the daemon holds them
+    /// in memory, before its own environment; never stored, logged or recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<RemoteCredentials>,
+}
+
+/// Credentials handed over with `remote_add` (`Debug` prints no secret).
+#[derive(Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteCredentials {
+    /// Access key id.
+    pub key_id: String,
+    /// Secret access key.
+    pub secret: String,
+    /// Session token, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for RemoteCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RemoteCredentials({}, <secret>)", self.key_id)
+    }
+}
+
+impl RemoteCredentials {
+    /// As the client takes them (both keys non-empty, else `invalid`).
+    fn into_client(self) -> Result<crate::remote::client::Credentials> {
+        if self.key_id.is_empty() || self.secret.is_empty() {
+            return Err(crate::error::Error::Invalid(
+                "credentials need a non-empty key id and secret".into(),
+            ));
+        }
+        Ok(crate::remote::client::Credentials {
+            key_id: self.key_id,
+            secret: self.secret,
+            token: self.token.filter(|t| !t.is_empty()),
+        })
+    }
 }
 
 impl Verb for RemoteAdd {
@@ -40,6 +80,7 @@ impl Verb for RemoteAdd {
             endpoint: _,
             region: _,
             single_writer: _,
+            credentials: _,
         } = self;
         false
     }
@@ -53,14 +94,18 @@ impl Handler for RemoteAdd {
             endpoint,
             region,
             single_writer,
-        } = &self;
+            credentials,
+        } = self;
         let config = crate::remote::RemoteConfig::new(
-            name,
-            url,
-            endpoint,
+            &name,
+            &url,
+            &endpoint,
             region.as_deref(),
-            *single_writer,
+            single_writer,
         )?;
-        crate::remote::ops::remote_add::run(cx.host, config)
+        let given = credentials
+            .map(RemoteCredentials::into_client)
+            .transpose()?;
+        crate::remote::ops::remote_add::run(cx.host, config, given)
     }
 }

@@ -35,10 +35,15 @@ pub struct Discarded {
     /// Where it was mounted, when the discard unmounted it (`null`: it was not
     /// mounted).
     pub unmounted: Option<PathBuf>,
+    /// Its experiment forks, removed with it (those not mounted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forks_removed: Vec<String>,
 }
 
 impl Handler for SessionDiscard {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Discarded> {
-        cx.host.session_discard(&self.name)
+        let mut d = cx.host.session_discard(&self.name)?;
+        d.forks_removed = super::session_rm::remove_forks(cx.host, &self.name);
+        Ok(d)
     }
 }

@@ -1,4 +1,5 @@
 //! `session_rm`: delete a session record (not mounted); its checkpoints become reclaimable.
+//! Experiment forks it left (an unadopted winner's) go with it, unless mounted.
 
 use super::prelude::*;
 
@@ -29,11 +30,39 @@ impl Verb for SessionRm {
 pub struct SessionRemoved {
     /// The session removed.
     pub removed: String,
+    /// Its experiment forks removed with it (`ops::experiment::left`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forks_removed: Vec<String>,
 }
 
 impl Handler for SessionRm {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<SessionRemoved> {
         cx.host.remove_session(&self.name)?;
-        Ok(SessionRemoved { removed: self.name })
+        let forks_removed = remove_forks(cx.host, &self.name);
+        Ok(SessionRemoved {
+            removed: self.name,
+            forks_removed,
+        })
     }
+}
+
+/// Remove the experiment forks session `source` left, but those mounted (or that
+/// cannot be removed: logged); returns those removed.
+pub(super) fn remove_forks<H: Server>(h: &H, source: &str) -> Vec<String> {
+    let store = h.store();
+    let forks = match ops::experiment::left::forks_of(&*store, source) {
+        Ok(f) => f,
+        Err(e) => {
+            log::warn!("session {source}: cannot list its experiment forks: {e}");
+            return Vec::new();
+        }
+    };
+    let mut removed = Vec::new();
+    for f in forks {
+        match h.remove_session(&f) {
+            Ok(()) => removed.push(f),
+            Err(e) => log::info!("session {source}: its experiment fork {f} stays: {e}"),
+        }
+    }
+    removed
 }

@@ -31,6 +31,10 @@ pub struct Swept {
     pub busy: Vec<SweptBusy>,
     /// Sessions not mounted, only marked `expired`.
     pub expired: Vec<SweptExpired>,
+    /// Experiment forks removed because their source session is gone, discarded
+    /// or expired (`ops::experiment::left`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forks_removed: Vec<SweptExpired>,
 }
 
 /// A session a sweep evicted.

@@ -556,3 +556,70 @@ fn files_count_the_run_not_its_score_and_kept_forks_say_how_to_look() {
         "{out}"
     );
 }
+
+/// The fork of a winner never adopted goes with its source session: removed by
+/// `session discard` and `session rm` of the source (issue 25 rough edge).
+#[test]
+fn an_unadopted_winner_goes_with_its_source() {
+    let m = Mount::new();
+    let fork_of = |doc: &Value| format!("s-x{}-1", doc["id"].as_str().unwrap());
+    let doc = exp_ok(&m, &["-c", "echo a > out.txt", "-c", "exit 1"]);
+    assert_eq!(doc["winner"], 1, "{doc:#}");
+    let fork = fork_of(&doc);
+    assert!(sessions(&m).contains(&fork));
+    let v: Value =
+        serde_json::from_str(&tf_ok(&m.store, &["--json", "session", "discard", "s"])).unwrap();
+    assert_eq!(v["forks_removed"], serde_json::json!([fork]), "{v}");
+    assert!(!sessions(&m).contains(&fork), "{:?}", sessions(&m));
+    // Resumed, another experiment, then `session rm`: its fork goes too.
+    m.mount();
+    let doc = exp_ok(&m, &["-c", "echo b > out.txt", "-c", "exit 1"]);
+    let fork = fork_of(&doc);
+    assert!(sessions(&m).contains(&fork));
+    m.umount();
+    let out = tf_ok(&m.store, &["session", "rm", "s"]);
+    assert!(
+        out.contains(&format!("removed its experiment fork {fork}")),
+        "{out}"
+    );
+    assert!(sessions(&m).is_empty(), "{:?}", sessions(&m));
+}
+
+/// The sweep that expires a source removes its experiment forks with it.
+#[test]
+fn the_sweep_removes_forks_of_an_expired_source() {
+    let m = Mount::with_options("s", &["--ttl-idle", "2s"]);
+    // A manual session keeps the daemon up and is never swept.
+    let mp2 = m.tmp.path().join("manual");
+    std::fs::create_dir(&mp2).unwrap();
+    tf_ok(
+        &m.store,
+        &[
+            "mount",
+            mp2.to_str().unwrap(),
+            "--session",
+            "keep",
+            "--manual",
+        ],
+    );
+    let doc = exp_ok(&m, &["-c", "echo a > out.txt", "-c", "exit 1"]);
+    let fork = format!("s-x{}-1", doc["id"].as_str().unwrap());
+    assert!(sessions(&m).contains(&fork));
+    std::thread::sleep(Duration::from_secs(4));
+    let v: Value = serde_json::from_str(&tf_ok(&m.store, &["--json", "session", "sweep"])).unwrap();
+    assert_eq!(v["evicted"][0]["session"], "s", "{v}");
+    assert_eq!(v["forks_removed"][0]["session"], fork.as_str(), "{v}");
+    assert!(
+        v["forks_removed"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("expired"),
+        "{v}"
+    );
+    let names = sessions(&m);
+    assert!(
+        !names.contains(&fork) && names.contains(&"s".to_string()),
+        "{names:?}"
+    );
+    tf_ok(&m.store, &["umount", mp2.to_str().unwrap()]);
+}

@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod agent_socket;
 mod bisect;
 mod blockmap;
 mod checkout_writes;

@@ -76,6 +76,8 @@ pub struct Progress<'a> {
     pub done: u64,
     /// Units in all.
     pub total: u64,
+    /// Bytes moved so far, when the op counts them (remote transfers).
+    pub bytes: Option<u64>,
 }
 
 fn progress_of(ev: &Value) -> Option<Progress<'_>> {
@@ -83,6 +85,7 @@ fn progress_of(ev: &Value) -> Option<Progress<'_>> {
         phase: ev["phase"].as_str(),
         done: ev["done"].as_u64()?,
         total: ev["total"].as_u64()?,
+        bytes: ev["bytes"].as_u64(),
     })
 }
 
@@ -185,6 +188,18 @@ impl Ctx {
                 .filter(|s| !s.is_empty())
                 .map(PathBuf::from)
         })
+    }
+
+    /// `v`, unless a socket is named explicitly (`--socket`, `TREEFORK_SOCKET`):
+    /// for what may go only to the store's own daemon socket (in the user's
+    /// private runtime directory) or stay in this process, never to a socket
+    /// someone else may serve (an agent socket, or one an agent planted).
+    pub fn own_socket_only<T>(&self, v: Option<T>) -> Option<T> {
+        if self.explicit_socket().is_some() {
+            None
+        } else {
+            v
+        }
     }
 
     /// Call `op` on the explicit socket, if one is named.
@@ -363,7 +378,8 @@ impl Ctx {
     /// Run a store-wide op (`sessions`, `gc`, `fsck`, `session rm`): on the explicit
     /// socket if one is named, else through the daemon when one serves the store,
     /// else in this process holding the store lock. With `progress`, phases are
-    /// shown as a bar on a terminal.
+    /// shown as a bar on a terminal, else as a plain line on stderr every few
+    /// seconds (`PlainProgress`; neither with `--json`).
     pub fn store_op<T: DeserializeOwned>(&self, op: Op, progress: bool) -> Result<Reply<T>> {
         if let Some(r) = self.explicit(&op)? {
             return Ok(r);
@@ -374,12 +390,14 @@ impl Ctx {
         } else {
             indicatif::ProgressBar::hidden()
         };
+        let mut plain = super::output::PlainProgress::new(op.name(), progress && !self.json());
         let mut show = |p: Progress| {
             if let Some(phase) = p.phase {
                 bar.set_message(phase.to_string());
                 bar.set_length(p.total);
                 bar.set_position(p.done);
             }
+            plain.tick(p.phase, p.done, p.total, p.bytes);
         };
         let r = spawn::call_or_offline(&store, &op, &mut show)?;
         bar.finish_and_clear();

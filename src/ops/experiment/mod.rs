@@ -27,13 +27,17 @@
 //!   statistics, each run's final checkpoint and the file-tree diffs between runs;
 //! - a run's final state is a checkpoint of its fork: it stays reachable while
 //!   the fork exists (the winner's fork is kept, unmounted, until it is adopted;
-//!   every fork with `keep`), and after an adopt as the source session's HEAD.
+//!   every fork with `keep`), and after an adopt as the source session's HEAD;
+//! - a fork left in the store goes with its source: removed with it (`session
+//!   rm`, `session discard`) and by the sweep once the source is gone, discarded
+//!   or expired ([`left`]), unless it is mounted.
 
 pub mod adopt;
 pub mod answer;
 pub mod begin;
 pub mod compare;
 pub mod end;
+pub mod left;
 
 pub use adopt::adopt;
 pub use begin::begin;

@@ -1,5 +1,9 @@
 //! `remote_add`: validate, probe the server, create the descriptor, then store
-//! the config (`y/<name>`). On any failure nothing is stored.
+//! the config (`y/<name>`). On any failure nothing is stored. Credentials the
+//! request carried are used for the probe and then handed to the registry (in
+//! memory only). Adding a remote again with the same URL, endpoint, region and
+//! writer mode probes it again and refreshes its credentials (`updated`): how
+//! credentials reach a daemon started without them.
 //!
 //! Split in two so the daemon runs the network part ([`prepare`]) outside its
 //! name lock and the checks that race branch creation and another add of the
@@ -11,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
 use crate::refs::remote_names;
-use crate::remote::client::Client;
-use crate::remote::{RemoteConfig, probe, registry};
+use crate::remote::client::{Client, Credentials};
+use crate::remote::{RemoteConfig, config as remote_config, probe, registry};
 use crate::store::ObjectStore;
 
 /// The answer to `remote_add`.
@@ -29,6 +33,10 @@ pub struct RemoteAdded {
     /// The remote had no descriptor and this add wrote it.
     #[serde(default)]
     pub descriptor_created: bool,
+    /// The remote was already configured so: it was probed again and its
+    /// credentials refreshed (nothing else changed).
+    #[serde(default)]
+    pub updated: bool,
 }
 
 /// A probed config, ready to be stored.
@@ -36,6 +44,19 @@ pub struct Ready {
     config: RemoteConfig,
     failures: Vec<String>,
     descriptor_created: bool,
+    /// The stored config this add refreshes (same place), if any.
+    replaces: Option<RemoteConfig>,
+    /// Credentials the request carried.
+    given: Option<Credentials>,
+}
+
+/// Whether two configs name the same place the same way (all the request sets).
+fn same_place(a: &RemoteConfig, b: &RemoteConfig) -> bool {
+    a.name == b.name
+        && a.url == b.url
+        && a.endpoint == b.endpoint
+        && a.region == b.region
+        && a.single_writer == b.single_writer
 }
 
 fn exists(name: &str) -> Error {
@@ -44,16 +65,32 @@ fn exists(name: &str) -> Error {
     ))
 }
 
-/// Check the new remote's name, probe the server and create the descriptor
-/// (network; no store change). `config` is the request's, as
-/// [`RemoteConfig::new`] validated it.
-pub fn prepare(store: &dyn ObjectStore, config: RemoteConfig) -> Result<Ready> {
-    if remote_names::exists(store, &config.name)? {
-        return Err(exists(&config.name));
+/// Check the new remote's name, probe the server (with `given` credentials, else
+/// the process's) and create the descriptor (network; no store change). `config`
+/// is the request's, as [`RemoteConfig::new`] validated it. A remote already
+/// configured the same way is probed again (to refresh its credentials); one
+/// configured otherwise is a conflict.
+pub fn prepare(
+    store: &dyn ObjectStore,
+    config: RemoteConfig,
+    given: Option<Credentials>,
+) -> Result<Ready> {
+    let replaces = remote_config::get(store, &config.name)?;
+    match &replaces {
+        Some(old) if !same_place(old, &config) => return Err(exists(&config.name)),
+        Some(_) => {}
+        None => {
+            if remote_names::exists(store, &config.name)? {
+                return Err(exists(&config.name));
+            }
+            remote_names::refuse_remote_clash(store, &config.name)?;
+        }
     }
-    remote_names::refuse_remote_clash(store, &config.name)?;
-    let client = registry::connect(&config)?;
-    prepare_with(config, &client)
+    let client = registry::connect(store, &config, given.as_ref())?;
+    let mut ready = prepare_with(config, &client)?;
+    ready.replaces = replaces;
+    ready.given = given;
+    Ok(ready)
 }
 
 /// [`prepare`]'s network part against `client`.
@@ -74,14 +111,20 @@ fn prepare_with(mut config: RemoteConfig, client: &Client) -> Result<Ready> {
         config,
         failures: p.failures,
         descriptor_created,
+        replaces: None,
+        given: None,
     })
 }
 
 /// Serve `remote_add` on `h`: probe outside its name lock, store under it, then
 /// let lazy reads use the new remote.
-pub fn run<H: crate::ops::Host>(h: &H, config: RemoteConfig) -> Result<RemoteAdded> {
+pub fn run<H: crate::ops::Host>(
+    h: &H,
+    config: RemoteConfig,
+    given: Option<Credentials>,
+) -> Result<RemoteAdded> {
     let store = h.store();
-    let ready = prepare(&*store, config)?;
+    let ready = prepare(&*store, config, given)?;
     let v = {
         let _names = h.name_lock();
         commit(&*store, ready)?
@@ -91,28 +134,51 @@ pub fn run<H: crate::ops::Host>(h: &H, config: RemoteConfig) -> Result<RemoteAdd
 }
 
 /// Store the config (checks again: another add of the name, a branch whose first
-/// component is the name).
+/// component is the name; a refresh, that the config is still the one probed),
+/// then hand the request's credentials to the registry.
 pub fn commit(store: &dyn ObjectStore, ready: Ready) -> Result<RemoteAdded> {
-    let name = ready.config.name.clone();
-    if remote_names::exists(store, &name)? {
+    let Ready {
+        mut config,
+        failures,
+        descriptor_created,
+        replaces,
+        given,
+    } = ready;
+    let name = config.name.clone();
+    let key = meta::remote_key(&name);
+    let stored = store.meta_get(&key)?;
+    let expect = match (&replaces, &stored) {
+        (None, None) => {
+            remote_names::refuse_remote_clash(store, &name)?;
+            None
+        }
+        (Some(old), Some(bytes))
+            if RemoteConfig::decode(&name, bytes).ok().as_ref() == Some(old) =>
+        {
+            config.created = old.created;
+            Some(bytes.clone())
+        }
+        _ => return Err(exists(&name)),
+    };
+    if expect.is_none() && remote_names::exists(store, &name)? {
         return Err(exists(&name));
     }
-    remote_names::refuse_remote_clash(store, &name)?;
     store
-        .commit(vec![
-            MetaOp::Expect(meta::remote_key(&name), None),
-            ready.config.op(),
-        ])
+        .commit(vec![MetaOp::Expect(key, expect), config.op()])
         .map_err(|e| match e {
             Error::Conflict(_) => exists(&name),
             e => e,
         })?;
-    registry::forget(store, &name);
+    registry::forget(store, &name, false);
+    if let Some(c) = given {
+        registry::give(store, &name, c);
+    }
     Ok(RemoteAdded {
-        conditional_writes: ready.config.conditional_writes,
-        remote: ready.config,
-        probe_failures: ready.failures,
-        descriptor_created: ready.descriptor_created,
+        conditional_writes: config.conditional_writes,
+        remote: config,
+        probe_failures: failures,
+        descriptor_created,
+        updated: replaces.is_some(),
     })
 }
 
@@ -155,9 +221,34 @@ mod tests {
         assert!(matches!(
             prepare(
                 &s,
-                RemoteConfig::new("origin", "s3://bkt", "http://127.0.0.1:9", None, false).unwrap()
+                RemoteConfig::new("origin", "s3://bkt", "http://127.0.0.1:9", None, false).unwrap(),
+                None,
             ),
             Err(Error::Conflict(_))
         ));
+    }
+
+    #[test]
+    fn adding_the_same_remote_again_refreshes_it() {
+        let s = MemStore::default();
+        let c = Client::memory("origin");
+        let first = commit(&s, prepare_with(cfg("origin"), &c).unwrap()).unwrap();
+        assert!(!first.updated);
+        let mut again = prepare_with(cfg("origin"), &c).unwrap();
+        again.replaces = config::get(&s, "origin").unwrap();
+        again.given = Some(Credentials {
+            key_id: "AK".into(),
+            secret: "SK".into(),
+            token: None,
+        });
+        let v = commit(&s, again).unwrap();
+        assert!(v.updated);
+        assert_eq!(v.remote.created, first.remote.created);
+        // The stored config changed meanwhile: a conflict, nothing written.
+        let mut stale = prepare_with(cfg("origin"), &c).unwrap();
+        let mut old = config::get(&s, "origin").unwrap().unwrap();
+        old.created += 1;
+        stale.replaces = Some(old);
+        assert!(matches!(commit(&s, stale), Err(Error::Conflict(_))));
     }
 }

@@ -41,7 +41,7 @@ pub fn run(store: &dyn ObjectStore, name: &str) -> Result<RemoteRemoved> {
     let refs = dropped.len();
     ops.extend(dropped);
     store.commit(ops)?;
-    registry::forget(store, name);
+    registry::forget(store, name, true);
     let dir = registry::store_cache_dir(store, name);
     match std::fs::remove_dir_all(&dir) {
         Ok(()) => {}

@@ -17,6 +17,7 @@ mod gc;
 mod lazy;
 mod pull;
 mod push;
+mod rough;
 mod trim;
 
 use std::net::TcpListener;

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from .connection import Connection, EventCallback
+from .errors import NotMounted
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,5 @@ class _Base:
 
     def _root(self) -> Path:
         if self._info.mountpoint is None:
-            from .errors import NotMounted
-
             raise NotMounted(f"{self._conn.path} is not a session's control socket (ping names no mountpoint)")
         return Path(self._info.mountpoint)

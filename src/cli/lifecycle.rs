@@ -154,6 +154,14 @@ impl Human for Shown {
             };
             writeln!(out, "agent    socket {}{when}", a.display())?;
         }
+        if let Some(r) = &self.remote_only {
+            let bound = if r.unread_nodes > 0 { "at least " } else { "" };
+            writeln!(
+                out,
+                "remote   {bound}{} object(s) of the workspace only on the remote ({} local; `treefork hydrate` fetches the rest)",
+                r.objects, r.local
+            )?;
+        }
         writeln!(out, "age      {}, idle {}", dur(self.age), dur(self.idle))?;
         let p = &i["policy"];
         let ttl = |k: &str| p[k].as_i64().map_or("none".to_string(), dur);

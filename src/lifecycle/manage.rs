@@ -276,6 +276,47 @@ pub struct SessionShown {
     /// next mount serves (`null`: none).
     #[serde(default)]
     pub agent_socket: Option<std::path::PathBuf>,
+    /// What of its workspace is still only on the remote the store reads through
+    /// (`null`: the store has no remote to read through, so everything is local).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_only: Option<RemoteOnly>,
+}
+
+/// The part of a lazily mounted session's workspace not fetched yet.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct RemoteOnly {
+    /// Objects (directory and file nodes, chunks) of the workspace reached that are
+    /// not in the local store.
+    pub objects: u64,
+    /// Of those, nodes: what is under them was not looked at (it is not local
+    /// either), so `objects` is a lower bound when this is not 0.
+    pub unread_nodes: u64,
+    /// Objects of the workspace that are local.
+    pub local: u64,
+}
+
+/// Walk the workspace tree `root` over local objects only, counting those that
+/// are not local (not read: a missing node's subtree is not descended into). Reads
+/// nothing from a remote; work is bounded by the local part of the tree.
+fn remote_only(store: &dyn ObjectStore, root: crate::id::NodeId) -> RemoteOnly {
+    use crate::reach::{ChunkCheck, Walk};
+    let read = |k: crate::store::Kind, id: &crate::id::ObjectId| store.get(k, id);
+    let not_local = |id: &crate::id::ObjectId| !store.contains(id).unwrap_or(false);
+    let mut w = Walk::new(&read, ChunkCheck::Mark).with_boundary(&not_local);
+    w.root("session show", root);
+    let unread_nodes = w
+        .at_boundary
+        .iter()
+        .filter(|id| w.nodes.contains(id))
+        .count() as u64;
+    let objects = w.at_boundary.len() as u64;
+    RemoteOnly {
+        objects,
+        unread_nodes,
+        local: (w.nodes.len() + w.chunks.len()) as u64 - objects,
+    }
 }
 
 /// `session show`: the info record, touched count and mount state.
@@ -297,6 +338,7 @@ pub fn show(
         idle: t.saturating_sub(info.last_access).max(0),
         expires: expiry(&info, t),
         agent_socket: info.agent_socket.as_ref().map(|a| a.path.clone()),
+        remote_only: store.fallback().map(|_| remote_only(store, rec.root)),
         info,
     })
 }

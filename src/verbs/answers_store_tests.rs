@@ -165,6 +165,7 @@ fn session_show_and_sessions_rows() {
         idle: 1,
         expires: None,
         agent_socket: None,
+        remote_only: None,
     };
     let keys = [
         "info",

@@ -115,9 +115,25 @@ fn after_hydrate_every_file_reads_with_the_remote_gone() {
     let b = machine("s");
     add_remote(&b.store, &s3, "hy");
     mount_from_remote(&b, "origin/s");
+    // `session show` says how much is still only on the remote: the file
+    // contents were never read.
+    let shown = json_ok(&b.store, &["session", "show", "s"]);
+    let before = shown["remote_only"]["objects"].as_u64().unwrap();
+    assert!(before >= 4, "{shown}");
     let r = json_ok(&b.store, &["hydrate", "--session", "s"]);
     assert!(r["objects"].as_u64().unwrap() >= 4 * 6, "{r}");
     assert_eq!(r["missing"], 0, "{r}");
+    let shown = json_ok(&b.store, &["session", "show", "s"]);
+    assert_eq!(shown["remote_only"]["objects"], 0, "{shown}");
+    assert!(
+        shown["remote_only"]["local"].as_u64().unwrap() >= before,
+        "{shown}"
+    );
+    let text = crate::harness::tf_ok(&b.store, &["session", "show", "s"]);
+    assert!(
+        text.contains("0 object(s) of the workspace only on the remote"),
+        "{text}"
+    );
     // Batched: far fewer requests than objects.
     assert!(
         r["requests"].as_u64().unwrap() * 4 < r["objects"].as_u64().unwrap(),

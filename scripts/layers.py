@@ -271,7 +271,7 @@ def graph():
 FORBIDDEN = [
     ("control/", "ops/"),
     ("refs/", "remote/"), ("refs.rs", "remote/"),
-    ("reach.rs", "session/"),
+    ("reach/", "session/"),
     ("lifecycle/", "session/"),
     ("lifecycle/", "remote/"),
     ("gc.rs", "remote/"), ("fsck.rs", "remote/"),

@@ -217,7 +217,7 @@ fn changed_paths_and_the_exec_checkpoint() {
     assert_eq!(h["execs"].as_array().unwrap().len(), 1);
     let people = ws_ok(&m, &["history"]);
     assert!(
-        people.contains("ls") && people.contains("sh -c rm old"),
+        people.contains("ls") && people.contains("sh -c 'rm old; echo 2 > mod;"),
         "{people}"
     );
     let people = ws_ok(&m, &["history", "show", "1"]);

@@ -17,6 +17,16 @@ fn line_with<'a>(text: &'a str, needle: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{text}"))
 }
 
+/// The line of `branches` output listing branch `name` (after its 2-column mark).
+fn branch_line<'a>(text: &'a str, name: &str) -> &'a str {
+    text.lines()
+        .find(|l| {
+            l.get(2..)
+                .is_some_and(|r| r.starts_with(&format!("{name} ")))
+        })
+        .unwrap_or_else(|| panic!("no branch {name:?} in:\n{text}"))
+}
+
 #[test]
 fn log_and_show_agree_on_a_first_checkpoint() {
     let m = Mount::new();
@@ -46,8 +56,8 @@ fn branches_mark_the_current_one_and_an_identical_checkout_claims_no_change() {
     ws_ok(&m, &["branch", "other"]);
     ws_ok(&m, &["checkout", "-b", "main"]);
     let human = ws_ok(&m, &["branches"]);
-    assert!(line_with(&human, "main").starts_with("* main"), "{human}");
-    assert!(line_with(&human, "other").starts_with("  other"), "{human}");
+    assert!(branch_line(&human, "main").starts_with("* "), "{human}");
+    assert!(branch_line(&human, "other").starts_with("  "), "{human}");
     let v: Value = serde_json::from_str(&ws_ok(&m, &["branches", "--json"])).unwrap();
     let current: Vec<(&str, bool)> = v["branches"]
         .as_array()
@@ -56,14 +66,23 @@ fn branches_mark_the_current_one_and_an_identical_checkout_claims_no_change() {
         .map(|b| (b["name"].as_str().unwrap(), b["current"].as_bool().unwrap()))
         .collect();
     assert_eq!(current, [("main", true), ("other", false)], "{v}");
-    // `checkout -b` onto a checkpoint with the same tree changes no file, and
-    // the op log does not say it did.
+    // `checkout -b` onto a checkpoint with the same files changes no file, and
+    // the op log does not say it did, even when the root moved: here a chmod to
+    // the same mode (a new ctime) made the live tree's root differ.
+    let same_mode = fs::metadata(m.p("f")).unwrap().permissions();
+    fs::set_permissions(m.p("f"), same_mode).unwrap();
     ws_ok(&m, &["checkout", "-b", "same", "other"]);
     let ops = ws_ok(&m, &["op", "log", "-n", "1"]);
     assert!(ops.contains("checkout"), "{ops}");
     assert!(!ops.contains("workspace changed"), "{ops}");
+    let v: Value = serde_json::from_str(&ws_ok(&m, &["op", "log", "-n", "1", "--json"])).unwrap();
+    let op = &v["operations"][0];
+    assert_ne!(op["before"]["workspace"], op["after"]["workspace"], "{v}");
+    let timeline = ws_ok(&m, &["timeline", "-n", "1"]);
+    assert!(!timeline.contains("workspace changed"), "{timeline}");
     let human = ws_ok(&m, &["branches"]);
-    assert!(line_with(&human, "same").starts_with("* same"), "{human}");
+    assert!(branch_line(&human, "same").starts_with("* "), "{human}");
+    assert!(branch_line(&human, "main").starts_with("  "), "{human}");
     // A checkout that does change files says so.
     write_synced(&m.p("f"), b"2\n");
     ws_ok(&m, &["checkpoint", "-m", "two"]);

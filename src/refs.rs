@@ -312,10 +312,16 @@ impl RefRecord {
     }
 }
 
+/// The tree a session is based on, as a diff side (like `WORKING`): the tree of
+/// the directory it was imported from (a fork's: its source's), moved by a
+/// promote or rebase onto the repository's new state. Not a checkpoint: ref specs
+/// (suffixes, `checkout`) do not take it; no branch may be named so.
+pub const BASELINE: &str = "baseline";
+
 /// Validate a branch name: 1-200 bytes; `/`-separated components that are not
 /// empty, `.` or `..`, do not start with `.` or `-`; no whitespace, control
-/// characters or any of `~^:?*[\`; no `@{`; not `HEAD`, `WORKING`, `@` or
-/// `exec@<digits>` (ref-spec bases); not 64 hex digits.
+/// characters or any of `~^:?*[\`; no `@{`; not `HEAD`, `WORKING`, `@`,
+/// `exec@<digits>` (ref-spec bases) or [`BASELINE`]; not 64 hex digits.
 pub fn validate_ref_name(name: &str) -> Result<()> {
     let bad = |why: &str| {
         Err(Error::Invalid(format!(
@@ -342,7 +348,7 @@ pub fn validate_ref_name(name: &str) -> Result<()> {
             return bad("a component starts with '.' or '-'");
         }
     }
-    if name == "HEAD" || name == "WORKING" || name == "@" {
+    if name == "HEAD" || name == "WORKING" || name == "@" || name == BASELINE {
         return bad("reserved name");
     }
     if name.contains("@{") {

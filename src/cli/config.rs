@@ -8,6 +8,7 @@ use super::prelude::*;
 #[derive(clap::Args)]
 pub struct Config {
     /// Settings to change.
+    #[arg(value_name = "KEY=VALUE", value_parser = super::values::key_value)]
     settings: Vec<String>,
 }
 
@@ -55,6 +56,7 @@ impl Run for Config {
 #[derive(clap::Args)]
 pub struct Limits {
     /// Limits to change.
+    #[arg(value_name = "KEY=VALUE", value_parser = super::values::key_value)]
     settings: Vec<String>,
 }
 

@@ -23,10 +23,10 @@ use treefork::ops::exec::MAX_CAPTURE;
 pub struct Exec {
     /// Stop the command and everything it started (its process group) after S
     /// seconds.
-    #[arg(long, value_name = "S")]
-    timeout: Option<f64>,
+    #[arg(long, value_name = "S", value_parser = super::values::seconds)]
+    timeout: Option<Duration>,
     /// Bytes of each of stdout and stderr kept in the record (at most 4 MiB).
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_CAPTURE_LIMIT)]
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_CAPTURE_LIMIT, value_parser = capture_limit)]
     capture_limit: usize,
     /// The command and its arguments.
     #[arg(
@@ -38,15 +38,15 @@ pub struct Exec {
     command: Vec<OsString>,
 }
 
-impl Exec {
-    fn timeout(&self) -> Result<Option<Duration>> {
-        match self.timeout {
-            None => Ok(None),
-            Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Some(Duration::from_secs_f64(s))),
-            Some(s) => bail!("--timeout must be a positive number of seconds, not {s}"),
-        }
+/// A `--capture-limit`: at most [`MAX_CAPTURE`] bytes.
+fn capture_limit(s: &str) -> std::result::Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n <= MAX_CAPTURE => Ok(n),
+        _ => Err(format!("expected at most {MAX_CAPTURE} bytes, not {s:?}")),
     }
+}
 
+impl Exec {
     /// The command's directory and its path relative to the workspace root.
     fn cwd(&self, cx: &Ctx) -> Result<(PathBuf, String)> {
         let root = cx.workspace_root()?;
@@ -61,10 +61,6 @@ impl Exec {
 
 impl Run for Exec {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let timeout = self.timeout()?;
-        if self.capture_limit > MAX_CAPTURE {
-            bail!("--capture-limit is at most {MAX_CAPTURE} bytes");
-        }
         let (dir, rel) = self.cwd(cx)?;
         let argv: Vec<String> = self
             .command
@@ -80,7 +76,7 @@ impl Run for Exec {
         let spec = Spec::new(self.command.clone())
             .cwd(dir)
             .capture_limit(self.capture_limit)
-            .timeout(timeout);
+            .timeout(self.timeout);
         let r = runner::run(&spec);
         if let Some(e) = &r.error {
             eprintln!("treefork: error: {e}");
@@ -88,7 +84,7 @@ impl Run for Exec {
         if r.timed_out {
             eprintln!(
                 "treefork: exec {n}: stopped after the {}s timeout",
-                self.timeout.unwrap_or(0.0)
+                self.timeout.unwrap_or_default().as_secs_f64()
             );
         }
         if let Err(e) = record(cx, n, &r) {

@@ -3,6 +3,7 @@
 //! (`history diff N`, the same as `diff` between its before and after states).
 
 use clap::Parser;
+use treefork::command::shell::quoted;
 use treefork::ops::exec::answers::{ExecMeta, HistoryAnswer, HistoryShown};
 
 use super::output::{fmt_time, short};
@@ -74,7 +75,7 @@ impl Human for HistoryAnswer {
                 e.duration_ms,
                 e.changed_count,
                 if e.may_include_others { "*" } else { " " },
-                e.argv.join(" "),
+                quoted(&e.argv),
             )?;
         }
         if !self.execs.is_empty() {
@@ -113,7 +114,7 @@ impl Human for HistoryShown {
         let e = full_meta(self);
         let line = &self.summary;
         writeln!(out, "exec {} (operation {})", e.n, line.seq)?;
-        writeln!(out, "command:  {}", e.argv.join(" "))?;
+        writeln!(out, "command:  {}", quoted(&e.argv))?;
         if e.cwd.is_empty() {
             writeln!(out, "cwd:      the workspace root")?;
         } else {

@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use super::prelude::*;
+use super::values;
 use treefork::lifecycle::manage::LifeColumns;
 
 type Extended = treefork::verbs::session_extend::Extended;
@@ -21,10 +22,10 @@ pub struct PolicyArgs {
     pub task: Option<String>,
     /// Evict after this long without access, e.g. `30m`, `4h` (`never`: no idle
     /// limit) [default for new sessions: 4h].
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", value_parser = values::ttl)]
     pub ttl_idle: Option<String>,
     /// Evict this long from now whatever happens, e.g. `7d` (`never`: no limit).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", value_parser = values::ttl)]
     pub ttl_absolute: Option<String>,
     /// Evict once promoted [the default].
     #[arg(long, overrides_with = "no_until_promote")]
@@ -212,10 +213,10 @@ pub struct Extend {
     /// Session name.
     name: String,
     /// New idle TTL, e.g. `8h` (`never`: none).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", value_parser = values::ttl)]
     ttl_idle: Option<String>,
     /// New absolute TTL, counted from now, e.g. `2d` (`never`: none).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", value_parser = values::ttl)]
     ttl_absolute: Option<String>,
     /// Push the session to this remote before an eviction unmounts it
     /// (`none`: evict locally only).

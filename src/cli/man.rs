@@ -1,7 +1,8 @@
 //! `man`: manual pages in roff, generated from the CLI definition (clap_mangen):
 //! `treefork(1)` lists every command and documents the exit statuses; `man
 //! COMMAND...` prints that command's own page; `--out-dir` writes every page
-//! (`treefork.1`, `treefork-mount.1`, ...) for installation.
+//! (`treefork.1`, `treefork-mount.1`, ...) for installation. Each page's SYNOPSIS
+//! is spelled out here (options with their values, positional arguments).
 
 use std::path::PathBuf;
 
@@ -30,7 +31,7 @@ fn exit_status_text() -> String {
         (FAILURE, "any other failure"),
         (
             USAGE,
-            "usage: a bad command line, or a value the daemon found invalid",
+            "usage: a bad command line, or a bad value in it (whoever found it)",
         ),
         (
             BASELINE_CONFLICT,
@@ -64,6 +65,10 @@ fn exit_status_text() -> String {
             QUOTA,
             "a quota of the store would be exceeded (treefork limits); nothing was changed",
         ),
+        (
+            MERGE_CONFLICT,
+            "a merge, cherry-pick or rebase stopped on conflicts: resolve, then --continue",
+        ),
     ];
     let mut s = String::from("Exit status:\n");
     for (n, what) in rows {
@@ -76,7 +81,8 @@ fn exit_status_text() -> String {
     s
 }
 
-/// The whole command definition, as the pages show it.
+/// The whole command definition, as the pages show it: each command's SYNOPSIS
+/// spelled out ([`synopsis`]).
 fn definition(cli: &dyn Definition) -> clap::Command {
     let mut cmd = cli
         .command()
@@ -84,7 +90,79 @@ fn definition(cli: &dyn Definition) -> clap::Command {
         .propagate_version(true)
         .disable_help_subcommand(true);
     cmd.build();
-    cmd
+    with_synopses(cmd, true)
+}
+
+/// `cmd` and its subcommands, each with its [`synopsis`] as its usage (what
+/// clap_mangen prints as SYNOPSIS; its own leaves out options' values).
+fn with_synopses(cmd: clap::Command, root: bool) -> clap::Command {
+    let line = synopsis(&cmd, root);
+    cmd.override_usage(line)
+        .mut_subcommands(|c| with_synopses(c, false))
+}
+
+/// One line: the command's full name, its options with their values
+/// (`[--session NAME]`; required ones without brackets), its positional
+/// arguments (`<MOUNTPOINT>`, `[REF]`, `[PATH]...`), and `<COMMAND>` when it has
+/// subcommands. Help and version are left out, and so are the global options
+/// but on the top-level page.
+fn synopsis(cmd: &clap::Command, root: bool) -> String {
+    let name = cmd.get_bin_name().unwrap_or_else(|| cmd.get_name());
+    let mut words = vec![name.to_string()];
+    let shown = |a: &&clap::Arg| {
+        !a.is_hide_set()
+            && !matches!(a.get_id().as_str(), "help" | "version")
+            && (root || !a.is_global_set())
+    };
+    for a in cmd
+        .get_arguments()
+        .filter(|a| !a.is_positional())
+        .filter(shown)
+    {
+        let flag = match (a.get_short(), a.get_long()) {
+            (Some(s), Some(l)) => format!("-{s}|--{l}"),
+            (Some(s), None) => format!("-{s}"),
+            (None, Some(l)) => format!("--{l}"),
+            (None, None) => continue,
+        };
+        let value = if a.get_action().takes_values() {
+            format!(" {}", value_name(a))
+        } else {
+            String::new()
+        };
+        let more = if repeats(a) { "..." } else { "" };
+        words.push(match a.is_required_set() {
+            true => format!("{flag}{value}{more}"),
+            false => format!("[{flag}{value}]{more}"),
+        });
+    }
+    for a in cmd.get_positionals().filter(shown) {
+        let more = if repeats(a) { "..." } else { "" };
+        words.push(match a.is_required_set() {
+            true => format!("<{}>{more}", value_name(a)),
+            false => format!("[{}]{more}", value_name(a)),
+        });
+    }
+    if cmd.has_subcommands() {
+        words.push("<COMMAND>".into());
+    }
+    words.join(" ")
+}
+
+/// An argument's value name (`NAME`), else its id in capitals.
+fn value_name(a: &clap::Arg) -> String {
+    match a.get_value_names() {
+        Some(v) if !v.is_empty() => v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" "),
+        _ => a.get_id().as_str().to_uppercase(),
+    }
+}
+
+/// Whether an argument may be given more than once (or takes several values).
+fn repeats(a: &clap::Arg) -> bool {
+    matches!(
+        a.get_action(),
+        clap::ArgAction::Append | clap::ArgAction::Count
+    ) || a.get_num_args().is_some_and(|n| n.max_values() > 1)
 }
 
 impl RunWith for Man {

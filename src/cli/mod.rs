@@ -14,11 +14,13 @@
 //! - `runner`: running a command as a child process (`exec`, `experiment`, `bisect`);
 //! - `output`: the only place that chooses between output for people and `--json`;
 //! - `failure`: the only place an error becomes an exit status and a `--json` error
-//!   document (by its code);
+//!   document (by its code); `usage`: a command line clap refused, as one line;
 //! - `completions`, `man`, `mount_helper`: shell completion scripts, man pages and
 //!   the mount(8) helper, all generated from / run through the same definition,
 //!   which the registry hands them (`definition`: they do not import `args`);
-//! - `paths`: command-line paths made absolute or workspace-relative.
+//! - `paths`: command-line paths made absolute or workspace-relative;
+//! - `values`: clap value parsers, so a bad value is a usage error (exit 2) before
+//!   anything is sent.
 //!
 //! Invariants: no command prints its own result or looks at `--json` to decide how
 //! (the `Human` impl of its result renders for people, the raw JSON is printed
@@ -106,6 +108,8 @@ mod timeline;
 mod trim;
 mod ui;
 mod undo;
+mod usage;
+mod values;
 
 pub use anyhow::Result;
 pub use output::Outcome;
@@ -158,7 +162,7 @@ pub fn main() -> i32 {
     let json = wants_json(&argv);
     let cli = match <args::Cli as clap::Parser>::try_parse_from(&argv) {
         Ok(cli) => cli,
-        Err(e) => return usage(e, json),
+        Err(e) => return usage(e, &argv, json),
     };
     match run(cli) {
         Ok(()) => failure::OK,
@@ -175,19 +179,26 @@ fn wants_json(argv: &[std::ffi::OsString]) -> bool {
         .any(|a| a == "--json")
 }
 
-/// A command line clap refused (or `--help`/`--version`): clap's text on its
-/// stream; with `--json`, a refusal is also a `usage` error document.
-fn usage(e: clap::Error, json: bool) -> i32 {
+/// A command line clap refused (or `--help`/`--version`): help and version on
+/// their stream as clap writes them; a refusal as one line (`usage`), with
+/// `--json` also a `usage` error document.
+fn usage(e: clap::Error, argv: &[std::ffi::OsString], json: bool) -> i32 {
     use clap::error::ErrorKind;
-    let _ = e.print();
-    if !json || matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
         return e.exit_code();
     }
-    let text = e.render().to_string();
-    let line = text.lines().next().unwrap_or("");
-    let message = line.strip_prefix("error: ").unwrap_or(line);
-    let doc = serde_json::json!({"ok": false, "error": {"code": "usage", "message": message}});
-    output::emit_error(&doc);
+    let message = usage::line(&e, &<args::Cli as clap::CommandFactory>::command(), argv);
+    eprintln!("treefork: error: {message}");
+    if json {
+        let doc = serde_json::json!({"ok": false, "error": {"code": "usage", "message": message}});
+        output::emit_error(&doc);
+    }
     failure::USAGE
 }
 

@@ -114,10 +114,11 @@ impl Human for Promoted {
             // The patch alone, so `treefork promote --strategy patch > x.patch` works.
             return out.write_all(&p);
         }
-        let lead = if a.dry_run {
-            "would promote"
-        } else {
-            "promoted"
+        // A patch promotes nothing: its lines are what the patch holds.
+        let lead = match (a.dry_run, a.strategy.as_str()) {
+            (_, "patch") => "patch",
+            (true, _) => "would promote",
+            (false, _) => "promoted",
         };
         for c in &a.changes {
             let letter = c.change.letter();
@@ -153,7 +154,11 @@ impl Human for Promoted {
             )?,
             (false, "patch") => {
                 let to = self.written_to.as_ref().map(|p| p.display().to_string());
-                writeln!(out, "wrote the patch to {}", to.unwrap_or_default())?
+                writeln!(
+                    out,
+                    "wrote the patch to {} (nothing was promoted: `git apply` it in the repository)",
+                    to.unwrap_or_default()
+                )?
             }
             (false, _) => writeln!(
                 out,
@@ -189,7 +194,9 @@ fn drift_word(d: treefork::error::Drift) -> &'static str {
 impl Run for Promote {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         if self.output.is_some() && self.strategy != "patch" {
-            bail!("-o/--output goes with --strategy patch");
+            return Err(super::failure::Failure::usage(
+                "-o/--output goes with --strategy patch",
+            ));
         }
         let rel: Vec<String> = if self.paths.is_empty() {
             Vec::new()

@@ -91,26 +91,18 @@ impl Run for Branch {
 #[derive(clap::Args)]
 pub struct Branches {}
 
-/// The `branches` answer; with `mark`, the branch HEAD is on (`current`) is
-/// marked `*`.
+/// The `branches` answer: the branch HEAD is on (`current`) marked `*`.
 struct BranchList {
     answer: Answer<treefork::verbs::Branches>,
-    current: Option<String>,
-    mark: bool,
 }
 
 impl Human for BranchList {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         for b in &self.answer.branches {
-            let star = if self.current.as_deref() == Some(&b.name[..]) {
-                "* "
-            } else {
-                "  "
-            };
             writeln!(
                 out,
                 "{}{:<40} {}  {}",
-                if self.mark { star } else { "" },
+                if b.current { "* " } else { "  " },
                 b.name,
                 short(&b.checkpoint),
                 b.message.as_deref().unwrap_or(""),
@@ -126,27 +118,22 @@ impl Run for Branches {
     }
 }
 
-/// The branches; with `mark`, the one HEAD is on is marked `*` (and `current` in
-/// JSON).
-fn list_branches(cx: &Ctx, mark: bool) -> Result<Outcome> {
-    let current = if mark {
-        cx.session::<Answer<treefork::verbs::Status>>(Op::Status(treefork::verbs::Status {}))
-            .ok()
-            .and_then(|r| r.body.branch)
-    } else {
-        None
-    };
+/// The branches, the one HEAD is on marked `*` (`current` in each listing); with
+/// `current` (`branch` without a name), also that branch's name as the
+/// answer's `current` field.
+fn list_branches(cx: &Ctx, current: bool) -> Result<Outcome> {
     let mut r: Reply<Answer<treefork::verbs::Branches>> =
         cx.session(Op::Branches(treefork::verbs::Branches {}))?;
-    if mark {
-        r = r.with_field("current", serde_json::json!(current));
+    if current {
+        let name = r
+            .body
+            .branches
+            .iter()
+            .find(|b| b.current)
+            .map(|b| b.name.clone());
+        r = r.with_field("current", serde_json::json!(name));
     }
-    Ok(r.map(|answer| BranchList {
-        answer,
-        current,
-        mark,
-    })
-    .into())
+    Ok(r.map(|answer| BranchList { answer }).into())
 }
 
 /// Says where pending changes saved before a checkout or restore went.

@@ -71,6 +71,15 @@ struct History {
     oneline: bool,
 }
 
+/// How much a checkpoint changed against its parent, as `show` compares it: a
+/// first checkpoint has none (`first`).
+fn changed(c: &treefork::ops::views::CheckpointView) -> String {
+    match c.parent {
+        None => "first".to_string(),
+        Some(_) => format!("{} changed", c.files_changed),
+    }
+}
+
 impl Human for History {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         for c in &self.log.checkpoints {
@@ -80,11 +89,11 @@ impl Human for History {
             }
             writeln!(
                 out,
-                "{}  {}  {:<14} {:>5} changed  {}",
+                "{}  {}  {:<14} {:>13}  {}",
                 short(&c.id),
                 fmt_time(c.time),
                 c.trigger,
-                c.files_changed,
+                changed(c),
                 c.message,
             )?;
         }
@@ -138,7 +147,8 @@ impl Run for Status {
 /// Differences between two states (default: HEAD and the live working state).
 #[derive(clap::Args)]
 pub struct Diff {
-    /// Old side: checkpoint id, branch, HEAD, HEAD~N or WORKING.
+    /// Old side: checkpoint id, branch, HEAD, HEAD~N, WORKING, or baseline (the
+    /// tree the session started from: what it changed against the repository).
     a: Option<String>,
     /// New side [default: WORKING].
     b: Option<String>,

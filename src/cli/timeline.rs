@@ -5,39 +5,21 @@ use treefork::ops::timeline::FilesTouched;
 
 use super::output::fmt_time;
 use super::prelude::*;
+use super::values::{self, Since};
 
 /// A session's operations (checkpoints, checkouts, execs, experiments, undos, ...)
 /// and notes in time order, each with the files it changed.
 #[derive(clap::Args)]
 pub struct Timeline {
     /// Only entries since TIME: unix seconds, or an age like 30m, 2h, 1d.
-    #[arg(long, value_name = "TIME")]
-    since: Option<String>,
+    #[arg(long, value_name = "TIME", value_parser = values::since)]
+    since: Option<Since>,
     /// Only entries by this role: user, agent or daemon.
     #[arg(long, value_name = "ROLE")]
     actor: Option<String>,
     /// At most N entries (the newest).
     #[arg(short = 'n', long = "max-count", value_name = "N")]
     limit: Option<usize>,
-}
-
-/// Unix seconds from `30m`, `2h`, `1d`, `45s` (an age) or a plain number.
-fn parse_since(s: &str, now: i64) -> Result<i64> {
-    if let Ok(n) = s.parse::<i64>() {
-        return Ok(n);
-    }
-    let (num, unit) = s.split_at(s.len().saturating_sub(1));
-    let n: i64 = num
-        .parse()
-        .map_err(|_| anyhow!("--since {s:?}: expected unix seconds or an age like 30m, 2h, 1d"))?;
-    let mult = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => bail!("--since {s:?}: the unit is one of s, m, h, d"),
-    };
-    Ok(now - n * mult)
 }
 
 /// One line per entry (a note: its type and text; an operation: its summary,
@@ -87,11 +69,7 @@ impl Human for Entries {
 impl Run for Timeline {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let now = treefork::clock::unix_secs();
-        let since = self
-            .since
-            .as_deref()
-            .map(|s| parse_since(s, now))
-            .transpose()?;
+        let since = self.since.map(|s| s.at(now));
         let r: Reply<Answer<treefork::verbs::Timeline>> =
             cx.session(Op::Timeline(treefork::verbs::Timeline {
                 since,
@@ -129,19 +107,5 @@ impl Run for Note {
                 kind: Some(self.kind.clone()),
             }))?;
         Ok(r.into())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_since;
-
-    #[test]
-    fn since_accepts_seconds_and_ages() {
-        assert_eq!(parse_since("1700000000", 0).unwrap(), 1_700_000_000);
-        assert_eq!(parse_since("30m", 10_000).unwrap(), 10_000 - 1800);
-        assert_eq!(parse_since("2d", 1_000_000).unwrap(), 1_000_000 - 172_800);
-        assert!(parse_since("5y", 0).is_err());
-        assert!(parse_since("m", 0).is_err());
     }
 }

@@ -22,7 +22,7 @@ enum StoreCmd {
 #[derive(clap::Args)]
 pub struct Trim {
     /// Also keep what sessions accessed within this duration reach (`30d`, `12h`).
-    #[arg(long, value_name = "D")]
+    #[arg(long, value_name = "D", value_parser = super::values::duration)]
     older_than: Option<String>,
     /// Keep every session's current workspace (trim only history).
     #[arg(long)]

@@ -8,7 +8,8 @@
 //! forwarding) that `treefork exec`, `treefork experiment` and the MCP server's
 //! `exec` and `experiment` tools use, and [`bisect`], the bisect both the CLI's
 //! `bisect run` and the MCP `bisect` tool run (the pure search, the rounds over
-//! the client's `bisect_begin`/`bisect_end`, the result document).
+//! the client's `bisect_begin`/`bisect_end`, the result document), and [`shell`],
+//! a recorded argv as a person reads it (shell-quoted).
 //!
 //! Invariants: the daemon never runs a command (it records what a client reports);
 //! nothing here names the protocol's requests (`crate::control` imports this
@@ -17,6 +18,7 @@
 
 pub mod bisect;
 pub mod runner;
+pub mod shell;
 pub mod wire;
 
 pub use wire::{RunCommand, RunResult, RunSpec};

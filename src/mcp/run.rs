@@ -102,7 +102,14 @@ pub fn exec(cx: &Call, v: Value) -> Outcome {
         .bridge
         .call(&begin, a.explanation.as_deref(), &mut |_| {})?;
     let Begun { exec: n } = serde_json::from_value(r).map_err(ToolError::bad_args)?;
-    (cx.progress)(0.0, None, format!("exec {n} started: {}", a.argv.join(" ")));
+    (cx.progress)(
+        0.0,
+        None,
+        format!(
+            "exec {n} started: {}",
+            treefork::command::shell::quoted(&a.argv)
+        ),
+    );
     let spec = Spec::new(&a.argv)
         .cwd(dir)
         .mode(Mode::Capture)

@@ -66,6 +66,10 @@ pub struct Listing {
     /// The session the checkpoint was taken in; `null` when its record cannot
     /// be read.
     pub session: Option<String>,
+    /// Whether the asking session's HEAD is attached to it (always false when
+    /// no session asked).
+    #[serde(default)]
+    pub current: bool,
 }
 
 /// The answer to `branch_share`.
@@ -213,8 +217,17 @@ pub(crate) fn make<H: Host>(
     })
 }
 
-/// Every branch, or with `view` (an agent socket) those it sees.
-pub(crate) fn list(store: &dyn ObjectStore, view: Option<&AgentView<'_>>) -> Result<Listed> {
+/// Every branch, or with `view` (an agent socket) those it sees; the one
+/// session `asking`'s HEAD is attached to is marked `current`.
+pub(crate) fn list(
+    store: &dyn ObjectStore,
+    view: Option<&AgentView<'_>>,
+    asking: Option<&str>,
+) -> Result<Listed> {
+    let current = match asking {
+        Some(s) => refs::session_record::load_record(store, s)?.and_then(|r| r.branch),
+        None => None,
+    };
     let mut all = refs::list_refs(store)?;
     if let Some(v) = view {
         let seen = v.branches()?;
@@ -224,11 +237,12 @@ pub(crate) fn list(store: &dyn ObjectStore, view: Option<&AgentView<'_>>) -> Res
     for (name, r) in all {
         let c = refs::load(store, &r.checkpoint).ok();
         list.push(Listing {
-            name,
             checkpoint: r.checkpoint.to_hex(),
             created: r.created,
             message: c.as_ref().map(|c| c.message.clone()),
             session: c.map(|c| c.session),
+            current: current.as_deref() == Some(&name[..]),
+            name,
         });
     }
     Ok(Listed { branches: list })

@@ -352,10 +352,14 @@ fn working_root(t: &Target) -> Result<NodeId> {
     t.session.flush()
 }
 
-/// The root of a diff side: a ref, or `WORKING` for the live state.
+/// The root of a diff side: a ref, `WORKING` for the live state, or `baseline`
+/// for the tree the session is based on.
 fn side_root(t: &Target, spec: &str) -> Result<NodeId> {
     if spec == "WORKING" {
         return working_root(t);
+    }
+    if spec == crate::refs::BASELINE {
+        return refctx::baseline_root(t);
     }
     Ok(refctx::resolve(t, spec)?.root)
 }

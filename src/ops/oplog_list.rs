@@ -8,6 +8,7 @@ use super::{DEFAULT_LOG_LIMIT, Target};
 use crate::error::Result;
 use crate::id::CheckpointId;
 use crate::oplog::{self, Operation, stack::Stacks};
+use crate::store::ObjectStore;
 
 /// The answer to `op_log`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -21,14 +22,17 @@ pub(crate) fn run(t: &Target, limit: Option<usize>) -> Result<OpLogAnswer> {
     let limit = limit
         .unwrap_or(DEFAULT_LOG_LIMIT)
         .min(oplog::walk::MAX_SHOWN);
-    let ops = oplog::list(&**s.store(), s.name(), limit)?;
+    let store = s.store();
+    let ops = oplog::list(&**store, s.name(), limit)?;
     Ok(OpLogAnswer {
-        operations: ops.iter().map(op_view).collect(),
+        operations: ops.iter().map(|o| op_view_in(&**store, o)).collect(),
     })
 }
 
 /// An operation as shown to clients (the record plus a time in seconds and a
-/// one-line summary).
+/// one-line summary), its workspace roots compared by id only (what
+/// [`op_view_in`] answers for records whose roots are equal).
+#[cfg(test)]
 pub(crate) fn op_view(o: &Operation) -> OpView {
     OpView {
         record: o.clone(),
@@ -37,12 +41,32 @@ pub(crate) fn op_view(o: &Operation) -> OpView {
     }
 }
 
+/// [`op_view`], the files compared: a workspace whose root moved while no file
+/// did (a checkout of a checkpoint with the same files, metadata such as access
+/// times aside) is not called changed. A tree that cannot be read counts as
+/// changed.
+pub(crate) fn op_view_in(store: &dyn ObjectStore, o: &Operation) -> OpView {
+    let (a, b) = (o.before.workspace, o.after.workspace);
+    let moved = a != b && crate::diff::differ(store, a, b).unwrap_or(true);
+    OpView {
+        record: o.clone(),
+        time: (o.time_ns / 1_000_000_000) as i64,
+        summary: summary_of(o, moved),
+    }
+}
+
 fn short(id: &Option<CheckpointId>) -> String {
     id.map_or_else(|| "-".into(), |h| h.short())
 }
 
-/// One line saying what the operation did.
+/// One line saying what the operation did (its workspace changed when the root
+/// moved: [`op_view_in`] compares the files).
 pub(crate) fn summary(o: &Operation) -> String {
+    summary_of(o, o.before.workspace != o.after.workspace)
+}
+
+/// [`summary`], given whether the workspace changed.
+fn summary_of(o: &Operation, workspace_changed: bool) -> String {
     let head = |v: &oplog::View| match &v.branch {
         Some(b) => format!("{b} ({})", short(&v.head)),
         None => format!("{} (detached)", short(&v.head)),
@@ -50,7 +74,7 @@ pub(crate) fn summary(o: &Operation) -> String {
     let mut s = match (o.undoes, o.redoes) {
         (Some(t), _) => format!("undo of operation {t}"),
         (_, Some(u)) => format!("redo (reverts operation {u})"),
-        _ => o.kind.clone(),
+        _ => what(o),
     };
     if o.before.head != o.after.head || o.before.branch != o.after.branch {
         s.push_str(&format!(": HEAD {} -> {}", head(&o.before), head(&o.after)));
@@ -61,10 +85,29 @@ pub(crate) fn summary(o: &Operation) -> String {
             s.push_str(&format!("; branch {b} {} -> {}", short(&was), short(v)));
         }
     }
-    if o.before.workspace != o.after.workspace {
+    if workspace_changed {
         s.push_str("; workspace changed");
     }
     s
+}
+
+/// Widest command an exec's summary shows (then cut, `...`).
+const COMMAND_SHOWN: usize = 72;
+
+/// The operation's kind; for an exec, its number and command, shell-quoted
+/// (`exec 3: sh -c 'echo a b'`).
+fn what(o: &Operation) -> String {
+    let argv: Option<Vec<String>> = (o.kind == crate::ops::exec::KIND)
+        .then(|| serde_json::from_value(o.request["argv"].clone()).ok())
+        .flatten();
+    let Some(argv) = argv else {
+        return o.kind.clone();
+    };
+    let cmd = crate::command::shell::quoted_short(&argv, COMMAND_SHOWN);
+    match o.meta.get("exec").and_then(|e| e["n"].as_u64()) {
+        Some(n) => format!("{} {n}: {cmd}", o.kind),
+        None => format!("{}: {cmd}", o.kind),
+    }
 }
 
 /// The undo/redo stacks of the session's retained log: the session's cached

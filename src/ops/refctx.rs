@@ -12,6 +12,10 @@
 //! [`AgentView`]: every name and id resolves through it, so no op reaches a branch
 //! or checkpoint the agent does not see (see `crate::visibility`). [`branch_visible`]
 //! is the same check for ops that look a branch up by name themselves.
+//!
+//! [`baseline_root`] is what `baseline` (a diff side, not a checkpoint) means for
+//! the session: its info record's `origin.baseline_root` (the empty tree when it
+//! has no origin).
 
 use super::Target;
 use crate::error::{Error, Result};
@@ -20,6 +24,20 @@ use crate::oplog::walk::{self, Walked};
 use crate::refs::{self, Checkpoint, RefContext, Visibility};
 use crate::store::ObjectStore;
 use crate::visibility::{AgentView, Scope};
+
+/// The session's baseline tree ([`refs::BASELINE`]): the tree of the directory it
+/// was imported from (a fork inherits its source's), as a promote or rebase last
+/// moved it; for a session created empty, the empty tree (what promote compares
+/// with too).
+pub(crate) fn baseline_root(t: &Target) -> Result<crate::id::NodeId> {
+    let s = &t.session;
+    let store = s.store();
+    match crate::lifecycle::load(&**store, s.name())?.and_then(|i| i.origin) {
+        Some(o) => crate::id::NodeId::from_hex(&o.baseline_root)
+            .ok_or_else(|| Error::corrupt("session info", "bad baseline root")),
+        None => crate::session::empty_root(&**store, 0, 0),
+    }
+}
 
 /// Largest N of `@{-N}`.
 pub const MAX_PREVIOUS: u64 = 1000;

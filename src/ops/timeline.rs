@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::Target;
-use super::oplog_list::op_view;
+use super::oplog_list::op_view_in;
 use super::record::{Call, view_of};
 use super::views::{OpView, PathChange};
 use crate::diff;
@@ -92,7 +92,7 @@ pub(crate) fn run(
     let entries = ops
         .iter()
         .map(|o| TimelineEntry {
-            op: op_view(o),
+            op: op_view_in(&**store, o),
             files: files_of(&**store, o),
         })
         .collect();

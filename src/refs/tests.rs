@@ -6,7 +6,13 @@ use crate::store::{MemStore, MetaStore};
 
 #[test]
 fn names() {
-    for ok in ["main", "auto/before-checkout-1", "feat.x", "a_b-c"] {
+    for ok in [
+        "main",
+        "auto/before-checkout-1",
+        "feat.x",
+        "a_b-c",
+        "baseline-2",
+    ] {
         validate_ref_name(ok).unwrap();
     }
     for bad in [
@@ -19,6 +25,7 @@ fn names() {
         "x y",
         "a\u{7}",
         "HEAD",
+        "baseline",
         ".hidden",
         "-x",
         "a~1",

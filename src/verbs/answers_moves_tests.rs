@@ -140,6 +140,7 @@ fn branch_answers() {
                 created: 1_700_000_000,
                 message: Some("m".into()),
                 session: Some("s".into()),
+                current: true,
             },
             Listing {
                 name: "gone".into(),
@@ -147,14 +148,15 @@ fn branch_answers() {
                 created: 0,
                 message: None,
                 session: None,
+                current: false,
             },
         ],
     };
     assert_eq!(
         wire(&listed),
         json!({"branches": [
-            {"name": "b", "checkpoint": id, "created": 1_700_000_000, "message": "m", "session": "s"},
-            {"name": "gone", "checkpoint": "00", "created": 0, "message": null, "session": null},
+            {"name": "b", "checkpoint": id, "created": 1_700_000_000, "message": "m", "session": "s", "current": true},
+            {"name": "gone", "checkpoint": "00", "created": 0, "message": null, "session": null, "current": false},
         ]})
     );
     let shared = Shared {

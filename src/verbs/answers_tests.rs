@@ -206,6 +206,22 @@ fn op_log_answer_is_the_record_with_time_and_summary() {
 }
 
 #[test]
+fn an_exec_is_summarized_by_its_number_and_quoted_command() {
+    let mut o = operation();
+    o.kind = "exec".into();
+    o.request = json!({"op": "exec", "argv": ["sh", "-c", "echo a b"], "cwd": ""});
+    o.meta.insert("exec".into(), json!({"n": 3}));
+    let s = crate::ops::oplog_list::summary(&o);
+    assert!(s.starts_with("exec 3: sh -c 'echo a b': HEAD "), "{s}");
+    // Cut to a line's width.
+    o.request["argv"] = json!(["echo", "x".repeat(500)]);
+    let s = crate::ops::oplog_list::summary(&o);
+    assert!(s.contains("...") && s.len() < 200, "{s}");
+    // Other kinds are named by their kind.
+    assert!(crate::ops::oplog_list::summary(&operation()).starts_with("checkout: HEAD "));
+}
+
+#[test]
 fn diff_answer() {
     use crate::ops::diff::{DiffAnswer, DiffEntryView};
     let entry = |added, removed, binary| DiffEntryView {

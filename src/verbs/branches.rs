@@ -25,11 +25,12 @@ impl Verb for Branches {
 impl Handler for Branches {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         if !cx.actor.is_agent() {
-            return ops::branch::list(&*cx.host.store(), None);
+            return ops::branch::list(&*cx.host.store(), None, cx.session);
         }
         let mut t = cx.host.target(cx.session)?;
         t.scope = ops::Scope::Lineage;
         let _lock = t.session.op_lock.lock().unwrap();
-        ops::branch::list(&*cx.host.store(), ops::refctx::agent_view(&t).as_ref())
+        let view = ops::refctx::agent_view(&t);
+        ops::branch::list(&*cx.host.store(), view.as_ref(), cx.session)
     }
 }

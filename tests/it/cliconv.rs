@@ -82,6 +82,46 @@ fn failures_have_distinct_statuses_and_one_json_shape() {
     assert_eq!(v["ok"], true, "{v}");
 }
 
+/// Command lines clap refuses, and bad values in them, whatever the command:
+/// exit 2, one `treefork: error:` line on stderr (no usage or tip lines), the
+/// nearest name suggested; with `--json` a `usage` document. No daemon needed:
+/// nothing is sent.
+#[test]
+fn usage_errors_are_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = dir.path();
+    let one_line = |args: &[&str]| -> String {
+        assert_eq!(fails_with(st, args, "usage"), 2, "{args:?}");
+        let e = String::from_utf8_lossy(&tf(st, args).stderr).into_owned();
+        assert!(e.starts_with("treefork: error: "), "{args:?}: {e}");
+        assert_eq!(e.lines().count(), 1, "{args:?}: {e}");
+        e
+    };
+    let e = one_line(&["checkpoint", "--foo"]);
+    assert!(
+        e.contains("'--foo'") && e.contains("(see 'treefork checkpoint --help')"),
+        "{e}"
+    );
+    let e = one_line(&["chekpoint"]);
+    assert!(e.contains("did you mean 'checkpoint'?"), "{e}");
+    // A bad value is a usage error wherever it is parsed (it used to be exit 1
+    // for `timeline --since`, parsed by the CLI, and 2 for the TTLs, parsed by
+    // the daemon).
+    for args in [
+        &["timeline", "--since", "5x"][..],
+        &["session", "extend", "s", "--ttl-idle", "5x"],
+        &["mount", "/nonexistent", "--ttl-absolute", "5x"],
+        &["exec", "--timeout", "0", "true"],
+        &["config", "novalue"],
+    ] {
+        let e = one_line(args);
+        assert!(e.contains("invalid value '"), "{args:?}: {e}");
+    }
+    // Help is not an error.
+    let o = tf(st, &["checkpoint", "--help"]);
+    assert!(o.status.success() && !o.stdout.is_empty());
+}
+
 /// The keys of a JSON object, with the keys of its object members as `k.sub`.
 fn shape(v: &Value) -> Vec<String> {
     let mut out = Vec::new();
@@ -274,6 +314,42 @@ fn man_page_renders_and_lists_every_command() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&o.stdout).contains("treefork\\-session\\-rm"));
+    // A command's SYNOPSIS names its options' values and its arguments.
+    let o = Command::new(bin()).args(["man", "mount"]).output().unwrap();
+    let page = tmp.path().join("treefork-mount.1");
+    fs::write(&page, &o.stdout).unwrap();
+    let r = Command::new("nroff")
+        .args(["-man", "-ww", "-Tascii", "-rLL=400n", "-rHY=0"])
+        .arg(&page)
+        .output()
+        .unwrap();
+    // Overstrikes (bold, underline) removed, as above.
+    let mut text = String::new();
+    for c in String::from_utf8_lossy(&r.stdout).chars() {
+        if c == '\u{8}' {
+            text.pop();
+        } else {
+            text.push(c);
+        }
+    }
+    let synopsis = text
+        .split("SYNOPSIS")
+        .nth(1)
+        .and_then(|t| t.split("DESCRIPTION").next())
+        .unwrap_or_else(|| panic!("no SYNOPSIS:\n{text}"));
+    let synopsis = synopsis.split_whitespace().collect::<Vec<_>>().join(" ");
+    for want in [
+        "treefork mount",
+        "[--session SESSION]",
+        "[--from DIR]",
+        "<MOUNTPOINT>",
+    ] {
+        assert!(synopsis.contains(want), "{want} missing:\n{synopsis}");
+    }
+    assert!(
+        !synopsis.contains("--store"),
+        "global options on a command's page:\n{synopsis}"
+    );
 }
 
 /// Real mount(8): `mount -t fuse.treefork` and an fstab line (`mount -T FILE`)

@@ -223,7 +223,14 @@ fn adopt_brings_the_winner_in_and_records_exact_views() {
     // Adopting a removed loser is a clear error.
     let o = ws(&m, &["experiment", "adopt", "2", "--id", &id]);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("removed with its fork"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("its fork was removed"), "{err}");
+    // ... and it says the truth about what still reads: the diff it names works.
+    let loser = run_of(&doc, 2)["checkpoint"].as_str().unwrap().to_string();
+    let short = &loser[..12];
+    assert!(err.contains(&format!("`treefork diff {short}`")), "{err}");
+    let shown = ws_ok(&m, &["show", short]);
+    assert!(shown.contains(&loser), "{shown}");
     // The log (read offline) holds the experiment and the adopt with exact views.
     m.umount();
     let store = treefork::store::PackStore::open(&m.store).unwrap();

@@ -27,6 +27,7 @@ mod mcp;
 mod merge;
 mod messages;
 mod metadamage;
+mod newuser;
 mod persistence;
 mod posix;
 mod powercut;

@@ -436,7 +436,7 @@ fn revert_of_one_exec_keeps_the_commands_after_it_and_history_says_so() {
     assert!(
         human
             .lines()
-            .any(|l| l.contains("sed -i s/line 1/") && l.ends_with("(reverted)")),
+            .any(|l| l.contains("sed -i 's/line 1/") && l.ends_with("(reverted)")),
         "{human}"
     );
     // Undo the revert, then undo exec 3: history marks it undone.

@@ -395,10 +395,18 @@ fn patch_applies_to_a_clean_checkout_of_the_baseline() {
     std::fs::set_permissions(m.p("src/lib.rs"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let before = repo_state(repo);
     let file = s._dir.path().join("out.patch");
-    promote_ok(
+    let said = promote_ok(
         m,
         &["data.bin", "link", "run.sh", "README", "src/lib.rs"],
         &["--strategy", "patch", "-o", file.to_str().unwrap()],
+    );
+    // It says what it did: wrote a patch, promoted nothing.
+    assert!(!said.contains("promoted "), "{said}");
+    assert!(said.contains("patch M "), "{said}");
+    assert!(
+        said.contains(&format!("wrote the patch to {}", file.display()))
+            && said.contains("nothing was promoted"),
+        "{said}"
     );
     // Stdout form: the same patch.
     let o = promote(

@@ -86,6 +86,7 @@ def test_branch_checkout_restore_undo_redo(session: treefork.Session) -> None:
     assert [x.name for x in session.branches()] == ["try-1"]
     co = session.checkout("try-1")
     assert co.branch == "try-1" and not co.detached and co.saved is None and co.op
+    assert [(x.name, x.current) for x in session.branches()] == [("try-1", True)]
     write(mp / "f", "edited\n")
     dry = session.restore("HEAD", dry_run=True)
     assert dry.dry_run and [(c.path, c.change) for c in dry.changes] == [("f", "modified")]

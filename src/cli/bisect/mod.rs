@@ -61,12 +61,13 @@ struct RunArgs {
     #[arg(long, value_name = "REF")]
     bad: Option<String>,
     /// Test N checkpoints at once, each in its own fork (a k-ary search).
-    #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 1)]
+    #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 1,
+          value_parser = crate::cli::values::count)]
     jobs: usize,
     /// Stop a run (its whole process group) after S seconds; a run stopped so
     /// counts as a failure.
-    #[arg(long, value_name = "S")]
-    timeout: Option<f64>,
+    #[arg(long, value_name = "S", value_parser = crate::cli::values::seconds)]
+    timeout: Option<Duration>,
     /// Keep every fork mounted afterwards (sessions `S-bID-N`).
     #[arg(long)]
     keep: bool,
@@ -90,19 +91,8 @@ impl Run for Bisect {
 }
 
 impl RunArgs {
-    fn timeout(&self) -> Result<Option<Duration>> {
-        match self.timeout {
-            None => Ok(None),
-            Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Some(Duration::from_secs_f64(s))),
-            Some(s) => bail!("--timeout must be a positive number of seconds, not {s}"),
-        }
-    }
-
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let timeout = self.timeout()?;
-        if self.jobs == 0 {
-            bail!("--jobs must be at least 1");
-        }
+        let timeout = self.timeout;
         runner::install_signal_handlers();
         let mountpoint = mountpoint(cx)?;
         let candidates: Vec<Point> = self.candidates(cx)?.iter().map(render::point).collect();

@@ -36,10 +36,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "CMD")]
     score: Option<String>,
     /// Stop a run (its whole process group) after S seconds.
-    #[arg(long, value_name = "S")]
-    timeout: Option<f64>,
+    #[arg(long, value_name = "S", value_parser = crate::cli::values::seconds)]
+    timeout: Option<Duration>,
     /// Run at most N commands at a time [default: all at once].
-    #[arg(short = 'j', long = "jobs", value_name = "N")]
+    #[arg(short = 'j', long = "jobs", value_name = "N", value_parser = crate::cli::values::count)]
     jobs: Option<usize>,
     /// Keep every fork mounted after the experiment.
     #[arg(long)]
@@ -51,7 +51,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "CMD", requires = "env")]
     command: Option<String>,
     /// K=V set for one run of --command (one run per --env).
-    #[arg(long = "env", value_name = "K=V", requires = "command")]
+    #[arg(long = "env", value_name = "K=V", requires = "command", value_parser = crate::cli::values::key_value)]
     env: Vec<String>,
 }
 
@@ -84,21 +84,10 @@ impl RunArgs {
             .collect())
     }
 
-    fn timeout(&self) -> Result<Option<Duration>> {
-        self.timeout
-            .map(|s| {
-                Duration::try_from_secs_f64(s)
-                    .ok()
-                    .filter(|d| !d.is_zero())
-                    .ok_or_else(|| anyhow!("--timeout {s}: expected a positive number of seconds"))
-            })
-            .transpose()
-    }
-
     /// Run the experiment (see the module docs).
     pub fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let specs = self.specs()?;
-        let timeout = self.timeout()?;
+        let timeout = self.timeout;
         runner::install_signal_handlers();
         let ws = cx.workspace_root()?;
         let cwd = caller_place(&ws);

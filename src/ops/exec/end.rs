@@ -70,7 +70,11 @@ pub(super) fn finish(t: &Target, r: Running, e: Ending) -> Result<Ended> {
         let ckpt = if diff::differ(&**s.store(), r.before_root, root)? {
             let mut meta = Map::new();
             meta.insert("exec".into(), json!(r.n));
-            let msg = format!("exec {}: {}", r.n, short_command(&r.argv));
+            let msg = format!(
+                "exec {}: {}",
+                r.n,
+                crate::command::shell::quoted_short(&r.argv, 200)
+            );
             Some(
                 s.checkpoint_with_meta(&msg, "exec", None, meta)?
                     .id
@@ -121,15 +125,6 @@ pub(super) fn finish(t: &Target, r: Running, e: Ending) -> Result<Ended> {
         seq: rec.seq,
         checkpoint: ckpt,
     })
-}
-
-/// `argv` joined for a message, cut to 200 characters.
-fn short_command(argv: &[String]) -> String {
-    let j = argv.join(" ");
-    match j.char_indices().nth(200) {
-        Some((i, _)) => format!("{}...", &j[..i]),
-        None => j,
-    }
 }
 
 /// The changed paths (listed up to the caps) and their exact count.

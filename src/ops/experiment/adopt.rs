@@ -99,15 +99,23 @@ pub fn adopt<H: Host>(
     let cid = entry["checkpoint"].as_str().unwrap_or_default();
     let gone = || {
         Error::NotFound(format!(
-            "run {run} of experiment {id}: its final state was removed with its fork (only the winner's is kept; run with --keep to adopt any run)"
+            "run {run} of experiment {id}: its final state is gone (removed with its fork, \
+             then reclaimed); only the winner's fork is kept: run with --keep to adopt any run"
         ))
     };
     let c = refs::resolve(&*store, None, cid).map_err(|_| gone())?;
     // A state only the removed fork had is reclaimable: refused even before a gc
-    // reclaims it, so the answer does not depend on when gc ran.
+    // reclaims it, so the answer does not depend on when gc ran. Until then its
+    // checkpoint still reads (diff, show, restore), and the refusal says so.
     let fork = entry["fork"].as_str().unwrap_or_default();
     if c.session == fork && crate::session::load_record(&*store, fork)?.is_none() {
-        return Err(gone());
+        let short = c.id.short();
+        return Err(Error::NotFound(format!(
+            "run {run} of experiment {id} cannot be adopted: its fork was removed (only the \
+             winner's is kept; run with --keep to adopt any run). Until a gc reclaims it, its \
+             final checkpoint {short} still reads: `treefork diff {short}`, `treefork show \
+             {short}`, `treefork restore {short}`"
+        )));
     }
     let root = c.root;
     Tree::load(&*store, root).map_err(|_| gone())?;

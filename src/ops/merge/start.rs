@@ -227,15 +227,20 @@ fn revert_points(t: &Target, spec: &str) -> Result<Option<Reverted>> {
             Some(b) => refctx::resolve(t, b)?.root,
             None => root_of(t, after.parent())?,
         };
-        let argv: Vec<&str> = meta["argv"]
+        let argv: Vec<String> = meta["argv"]
             .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str())
+                    .map(String::from)
+                    .collect()
+            })
             .unwrap_or_default();
         return Ok(Some(Reverted {
             before,
             after: after.root,
             id: Some(after.id),
-            label: format!("exec {n} ({})", argv.join(" ")),
+            label: format!("exec {n} ({})", crate::command::shell::quoted(&argv)),
             exec: Some(n),
         }));
     }

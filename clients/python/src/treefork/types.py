@@ -177,6 +177,8 @@ class BranchInfo:
     created: Optional[int] = None
     message: Optional[str] = None
     session: Optional[str] = None
+    #: Whether the session's HEAD is attached to it (``branches``).
+    current: bool = False
 
     @classmethod
     def from_json(cls, d: Json) -> "BranchInfo":
@@ -186,6 +188,7 @@ class BranchInfo:
             d.get("created"),
             _s(d.get("message")),
             _s(d.get("session")),
+            bool(d.get("current", False)),
         )
 
 

@@ -389,6 +389,10 @@ fn ui_pages_show_the_sessions_in_a_real_browser() {
         "!!document.querySelector('table.diff.split td.code.add')",
     );
     page.shot("diff");
+    // What the session changed since it started (the `baseline` side).
+    page.visit("#/s/fix-parser/diff?a=baseline&b=WORKING", "diff");
+    assert_eq!(page.count("#diff-files li[data-path='src/parse.py']"), 1);
+    assert_eq!(page.count("#diff-files li[data-path='live-file']"), 1);
     // A file at a ref.
     page.visit(
         &format!("#/s/fix-parser/file?ref={fix}&path=src/parse.py"),

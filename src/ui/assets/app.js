@@ -131,7 +131,8 @@ async function timelinePage(name) {
       .map(([k, v]) => h('div', { dataset: { fact: k } }, h('span', {}, k), String(v))));
   const enc = encodeURIComponent(name);
   const toolbar = h('div', { class: 'toolbar' },
-    h('a', { href: `#/s/${enc}/diff?a=HEAD&b=WORKING` }, 'Diff'),
+    h('a', { href: `#/s/${enc}/diff?a=HEAD&b=WORKING`, id: 'diff-pending' }, 'Pending changes'),
+    h('a', { href: `#/s/${enc}/diff?a=baseline&b=WORKING`, id: 'diff-baseline' }, 'Changes since baseline'),
     h('a', { href: `#/s/${enc}/promote` }, 'Promote preview'));
   if (!show.mounted) {
     fill(main, h('h1', {}, name), facts, toolbar,

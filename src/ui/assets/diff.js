@@ -77,7 +77,7 @@ export async function diffPage(name, q) {
   const [d, br] = await Promise.all([
     call('diff', { session: name, a, b, mode: 'patch' }),
     call('branches', { session: name }).catch(() => ({ branches: [] }))]);
-  const refs = h('datalist', { id: 'refs' }, ['HEAD', 'WORKING', 'HEAD~1', ...(br.branches || []).map((x) => x.name)].map((r) => h('option', { value: r })));
+  const refs = h('datalist', { id: 'refs' }, ['HEAD', 'WORKING', 'baseline', 'HEAD~1', ...(br.branches || []).map((x) => x.name)].map((r) => h('option', { value: r })));
   const toolbar = h('form', { class: 'toolbar', onsubmit: (e) => { e.preventDefault(); go(ia.value, ib.value, view); } },
     'from', ia, 'to', ib, h('button', { type: 'submit' }, 'Compare'),
     h('button', { type: 'button', id: 'view-unified', class: view === 'unified' ? 'active' : null, onclick: () => go(a, b, 'unified') }, 'Unified'),

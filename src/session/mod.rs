@@ -51,6 +51,7 @@ pub use txn::Txn;
 #[cfg(test)]
 mod txn_tests;
 pub mod watch;
+mod xattr;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicU64;

@@ -3,26 +3,12 @@
 //! what an agent may (issue 25 rough edge).
 
 use std::path::Path;
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::harness::{Mount, bin, tf_ok};
-
-/// The CLI on an explicit socket (as an agent runtime runs it), in `dir`.
-fn on_socket(sock: &Path, dir: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .arg("--json")
-        .arg("--socket")
-        .arg(sock)
-        .args(args)
-        .current_dir(dir)
-        .env_remove("TREEFORK_STORE")
-        .env_remove("TREEFORK_SOCKET")
-        .output()
-        .expect("run treefork")
-}
+use crate::harness::{Mount, tf_ok};
+use crate::security::on_socket;
 
 /// A checkpoint through the agent socket works (the socket is served).
 fn agent_checkpoints(m: &Mount, sock: &Path, msg: &str) {

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::harness::{Mount, bin, daemon_log, tf, tf_ok};
 
 /// Run the CLI against an explicit socket (as an agent runtime does), in `dir`.
-fn on_socket(sock: &Path, dir: &Path, args: &[&str]) -> Output {
+pub(crate) fn on_socket(sock: &Path, dir: &Path, args: &[&str]) -> Output {
     Command::new(bin())
         .arg("--json")
         .arg("--socket")

@@ -18,6 +18,7 @@
 //! "Layers").
 
 pub mod budget;
+pub mod child;
 pub mod clock;
 pub mod command;
 pub mod control;

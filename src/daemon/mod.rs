@@ -304,6 +304,10 @@ fn pin_mmap_threshold() {
 
 /// Run a daemon for `opts.store` in this process until it is done.
 pub fn run(opts: DaemonOptions) -> Result<()> {
+    // First, before any thread: what the daemon inherited (descriptors without
+    // close-on-exec, credentials in its environment) reaches no child.
+    crate::child::seal_inherited_descriptors();
+    crate::remote::creds::hold_from_environment();
     pin_mmap_threshold();
     install_signal_handlers();
     let d = Daemon::start(&opts.store, opts.create)?;

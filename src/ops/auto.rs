@@ -13,6 +13,7 @@
 mod git;
 
 pub(super) use git::rebaseline as git_rebaseline;
+pub(super) use git::ref_target as git_ref_target;
 
 use std::sync::atomic::Ordering;
 

@@ -30,10 +30,42 @@ pub const ENV_FILE: &str = "AWS_SHARED_CREDENTIALS_FILE";
 /// Environment variable naming the profile.
 pub const ENV_PROFILE: &str = "AWS_PROFILE";
 
+/// The variables [`hold_from_environment`] takes out of the environment.
+const HELD: &[&str] = &[ENV_KEY_ID, ENV_SECRET, ENV_TOKEN, ENV_FILE, ENV_PROFILE];
+
+/// The daemon's credential variables, taken out of its environment at start.
+static HELD_ENV: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+
+/// Move the credential variables out of this process's environment into memory
+/// (the daemon calls it first thing, before any thread exists): no child can
+/// inherit them, whatever spawns it. (`/proc/PID/environ` still shows the
+/// environment the daemon started with; only the daemon's uid and root read
+/// it.) [`load`] reads them from memory from then on.
+pub fn hold_from_environment() {
+    let held: Vec<(String, String)> = HELD
+        .iter()
+        .filter_map(|k| Some((k.to_string(), std::env::var(k).ok()?)))
+        .collect();
+    for k in HELD {
+        // SAFETY: called at the daemon's start, before it starts any thread
+        // (`daemon::run`), so no other thread reads the environment meanwhile.
+        unsafe { std::env::remove_var(k) };
+    }
+    let _ = HELD_ENV.set(held);
+}
+
 /// The credentials for remote `remote` (named in the error), from this
-/// process's environment.
+/// process's environment (as held by [`hold_from_environment`] in the daemon).
 pub fn load(remote: &str) -> Result<Credentials> {
-    load_with(remote, &|k| std::env::var(k).ok())
+    match HELD_ENV.get() {
+        Some(held) => load_with(remote, &|k| {
+            held.iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+                .or_else(|| (k == "HOME").then(|| std::env::var(k).ok()).flatten())
+        }),
+        None => load_with(remote, &|k| std::env::var(k).ok()),
+    }
 }
 
 /// Like [`load`], with `env` standing for the environment.

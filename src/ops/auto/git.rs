@@ -133,7 +133,7 @@ fn head_commit(s: &crate::session::Session) -> Option<Option<String>> {
 }
 
 /// The commit named by the content of HEAD (a hash, or `ref: refs/...`).
-fn ref_target(s: &crate::session::Session, head: &str) -> Option<String> {
+pub(in crate::ops) fn ref_target(s: &crate::session::Session, head: &str) -> Option<String> {
     let Some(name) = head.strip_prefix("ref:") else {
         return is_hash(head).then(|| head.to_string());
     };

@@ -218,7 +218,13 @@ fn read_blobs(git: &Git, shas: &[&str]) -> Result<HashMap<String, Arc<Vec<u8>>>>
         input.extend_from_slice(s.as_bytes());
         input.push(b'\n');
     }
-    let out = git.ok_in(&["cat-file", "--batch"], &input)?;
+    // Bounded as the blobs are: git is killed past the budget (and headers).
+    let cap = BLOBS_MAX as usize + 128 * shas.len() + 4096;
+    let o = git.run_capped(&["cat-file", "--batch"], &input, cap)?;
+    if !o.status.success() {
+        return Err(git.failed(&["cat-file"], &o.stderr));
+    }
+    let out = o.stdout;
     let bad = || Error::Invalid("git cat-file --batch: unexpected output".into());
     let mut map = HashMap::new();
     let (mut at, mut total) = (0usize, 0u64);

@@ -1,5 +1,7 @@
 //! Git plumbing for promote: every command on the durable repository goes through
-//! [`lifecycle::git::command`] (clean environment, run as the repository's owner),
+//! [`lifecycle::git::command`] (a hardened child: built environment, no inherited
+//! descriptors, hooks and fsmonitor off, run as the repository's owner) and
+//! [`crate::child::run`] (a deadline that kills its process group, capped output),
 //! paths passed NUL-separated on stdin (never as options; literal pathspecs where
 //! they are pathspecs: a path is never a glob); the private directory git writes its
 //! temporary index and objects to is [`super::scratch::Scratch`].
@@ -8,10 +10,11 @@
 //! commands the strategies choose.
 
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
+use crate::child::{self, Limits};
 use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::store::{Kind as ObjKind, ObjectStore};
@@ -62,22 +65,30 @@ impl Git {
         Ok(c)
     }
 
-    /// Run with `input` on stdin (fed from a thread, so a chatty command cannot
-    /// block on its output while we write); the raw output.
+    /// Run with `input` on stdin (fed while two threads read the output, so a
+    /// chatty command cannot block on its output while we write); the raw output.
+    /// Bounded: [`Limits::LISTING`] (a deadline and an output cap).
     pub fn run_in(&self, args: &[&str], input: &[u8]) -> Result<std::process::Output> {
-        let mut c = self.command(args)?;
-        c.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().map_err(|e| Error::io("git", e))?;
-        let mut stdin = child.stdin.take().expect("piped");
-        let input = input.to_vec();
-        let feeder = std::thread::spawn(move || {
-            let _ = stdin.write_all(&input);
-        });
-        let out = child.wait_with_output().map_err(|e| Error::io("git", e))?;
-        let _ = feeder.join();
-        Ok(out)
+        child::run(
+            self.command(args)?,
+            "git",
+            Limits::LISTING,
+            &mut child::input(input),
+        )
+    }
+
+    /// Run with `input` on stdin and stdout capped at `max` bytes (more fails).
+    pub fn run_capped(
+        &self,
+        args: &[&str],
+        input: &[u8],
+        max: usize,
+    ) -> Result<std::process::Output> {
+        let limits = Limits {
+            max_stdout: max,
+            ..Limits::LISTING
+        };
+        child::run(self.command(args)?, "git", limits, &mut child::input(input))
     }
 
     /// Run, requiring success; stdout.
@@ -142,27 +153,13 @@ impl Git {
         } else {
             args.push("--no-filters");
         }
-        let mut c = self.command(&args)?;
-        c.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().map_err(|e| Error::io("git", e))?;
-        let mut stdin = child.stdin.take().expect("piped");
-        let fed = write_content(store, r, &mut stdin);
-        drop(stdin);
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        if let Some(mut o) = child.stdout.take() {
-            let _ = o.read_to_end(&mut out);
+        let o = child::run(self.command(&args)?, "git", Limits::LISTING, &mut |stdin| {
+            write_content(store, r, stdin)
+        })?;
+        if !o.status.success() {
+            return Err(self.failed(&args, &o.stderr));
         }
-        if let Some(mut e) = child.stderr.take() {
-            let _ = e.read_to_end(&mut err);
-        }
-        let status = child.wait().map_err(|e| Error::io("git", e))?;
-        fed?;
-        if !status.success() {
-            return Err(self.failed(&args, &err));
-        }
+        let out = o.stdout;
         Ok(String::from_utf8_lossy(&out).trim().to_string())
     }
 }

@@ -19,6 +19,7 @@
 
 pub mod answer;
 mod drift;
+mod gitfmt;
 pub(crate) mod gitio;
 mod plan;
 mod record;

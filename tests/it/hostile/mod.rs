@@ -9,6 +9,7 @@
 
 mod branches;
 mod exhaust;
+mod poisoned;
 mod remote;
 mod small;
 mod unmount;

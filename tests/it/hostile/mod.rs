@@ -8,9 +8,11 @@
 //! snapshots of the host's mounts, the daemon's memory.
 
 mod branches;
+mod cleanup;
 mod exhaust;
 mod remote;
 mod small;
+mod sockdir;
 mod unmount;
 mod visibility;
 

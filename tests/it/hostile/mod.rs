@@ -10,6 +10,7 @@
 mod branches;
 mod cleanup;
 mod exhaust;
+mod gitcommit;
 mod remote;
 mod small;
 mod sockdir;

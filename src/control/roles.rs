@@ -55,10 +55,7 @@ impl RateLimit {
 
     /// Take one token at `now`; false when the bucket is empty.
     pub fn allow_at(&mut self, now: Instant) -> bool {
-        let dt = now.saturating_duration_since(self.last).as_secs_f64();
-        self.last = self.last.max(now);
-        self.tokens = (self.tokens + dt * self.per_sec).min(self.burst);
-        if self.tokens >= 1.0 {
+        if self.ready_at(now) {
             self.tokens -= 1.0;
             true
         } else {
@@ -69,6 +66,14 @@ impl RateLimit {
     /// Take one token now.
     pub fn allow(&mut self) -> bool {
         self.allow_at(Instant::now())
+    }
+
+    /// Whether a token is there at `now` (none is taken).
+    pub fn ready_at(&mut self, now: Instant) -> bool {
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = self.last.max(now);
+        self.tokens = (self.tokens + dt * self.per_sec).min(self.burst);
+        self.tokens >= 1.0
     }
 }
 

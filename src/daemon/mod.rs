@@ -12,6 +12,8 @@
 //!   through;
 //! - [`server`]: control sockets, connections, requests (peer check, role check,
 //!   rate bound, connection cap);
+//! - `agent_socket`: agent socket files, bound and removed through a checked
+//!   descriptor of their directory;
 //! - [`mountpoint`]: where a mount may go (resolved once, checked on its descriptor);
 //! - [`maintenance`]: store-wide gc, fsck and session removal;
 //! - [`offline`]: the store verbs served without a daemon (by the CLI, in its own
@@ -21,6 +23,7 @@
 //! the daemon exits when its last mount goes away (umount request, external
 //! `umount`, SIGTERM/SIGINT), flushing every session first.
 
+mod agent_socket;
 mod host;
 pub mod maintenance;
 pub mod mounting;

@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::Daemon;
+use super::agent_socket::{self, SocketFile};
 use super::mountpoint::{self, MountDir, MountFor};
-use super::server::{SocketCtx, bind_agent_socket, remove_socket_file};
+use super::server::SocketCtx;
 use super::table::{Claim, Mounted, State};
 use crate::control::{self, AgentSocket, Role};
 use crate::error::{Error, Result};
@@ -142,12 +143,13 @@ impl Daemon {
         events: &mut dyn FnMut(Value),
     ) -> Result<crate::verbs::mount::Mounted> {
         let _publishing = self.publish.read().unwrap_or_else(|p| p.into_inner());
-        // Bound first, so a bad agent socket leaves nothing created or mounted.
+        // Bound first, so a bad agent socket leaves nothing created or mounted
+        // (its file goes when it is dropped, on any failure below).
         let agent_listener = match &agent {
-            Some(a) => Some(bind_agent_socket(a)?),
+            Some(a) => Some(agent_socket::bind(a)?),
             None => None,
         };
-        let r = self.mount_served(
+        self.mount_served(
             claim,
             &dir,
             source,
@@ -155,13 +157,7 @@ impl Daemon {
             agent_listener,
             transport,
             events,
-        );
-        if r.is_err()
-            && let Some(a) = &agent
-        {
-            remove_socket_file(&a.path);
-        }
-        r
+        )
     }
 
     /// The session record to mount: `source`'s, or a new one (imported or empty).
@@ -217,7 +213,7 @@ impl Daemon {
         dir: &MountDir,
         source: Source<'_>,
         agent: Option<&AgentSocket>,
-        agent_listener: Option<UnixListener>,
+        agent_listener: Option<(UnixListener, SocketFile)>,
         transport: Transport,
         events: &mut dyn FnMut(Value),
     ) -> Result<crate::verbs::mount::Mounted> {
@@ -281,19 +277,20 @@ impl Daemon {
 
     /// Accept connections on a new mount's session socket (role User) and, when
     /// given, its agent socket (role Agent), both bound to session `name`. Returns
-    /// the session socket's fd and the agent socket's fd and path.
+    /// the session socket's fd and the agent socket's fd and file.
     fn serve_sockets(
         &self,
         name: &str,
         listener: UnixListener,
         agent: Option<&AgentSocket>,
-        agent_listener: Option<UnixListener>,
-    ) -> (RawFd, Option<(RawFd, PathBuf)>) {
+        agent_listener: Option<(UnixListener, SocketFile)>,
+    ) -> (RawFd, Option<(RawFd, SocketFile)>) {
         let ctl_fd = listener.as_raw_fd();
+        let (agent_listener, file) = agent_listener.unzip();
         let agent_ctl = agent_listener
             .as_ref()
-            .zip(agent)
-            .map(|(l, a)| (l.as_raw_fd(), a.path.clone()));
+            .zip(file)
+            .map(|(l, f)| (l.as_raw_fd(), f));
         if let Some(me) = self.me.get().and_then(|w| w.upgrade()) {
             let ctx = SocketCtx {
                 bound: Some(name.to_string()),

@@ -23,7 +23,7 @@
 //! ENOTCONN alone.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -91,7 +91,7 @@ impl MountDir {
     }
 
     fn proc_path(&self) -> PathBuf {
-        PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+        crate::hostdir::proc_path(&self.fd)
     }
 }
 
@@ -100,40 +100,14 @@ fn cstr(p: &Path) -> Result<CString> {
         .map_err(|_| Error::Invalid(format!("path {} contains a NUL byte", p.display())))
 }
 
-/// `openat2(dirfd, path, O_PATH | O_DIRECTORY | O_CLOEXEC, RESOLVE_NO_SYMLINKS)`.
+/// `openat2(dirfd, path, O_PATH | O_DIRECTORY | O_CLOEXEC, RESOLVE_NO_SYMLINKS)`
+/// (see [`crate::hostdir`]).
 fn open_dir_nofollow(dirfd: i32, path: &Path) -> std::io::Result<OwnedFd> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: open_how is plain data; all-zero is its default.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
-    // SAFETY: valid C string and a properly sized open_how; the fd returned is owned
-    // by nobody else.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dirfd,
-            c.as_ptr(),
-            &how as *const libc::open_how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor from openat2.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    crate::hostdir::open_dir(dirfd, path)
 }
 
 fn fstat(fd: &OwnedFd, path: &Path) -> Result<libc::stat> {
-    // SAFETY: an all-zero stat is a valid out-buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: valid fd and buffer.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(Error::io(path, std::io::Error::last_os_error()));
-    }
-    Ok(st)
+    crate::hostdir::fstat(fd).map_err(|e| Error::io(path, e))
 }
 
 /// Whether the directory behind `fd` is the root of a mount.

@@ -4,19 +4,18 @@
 //! optional agent-role sockets) with a connection cap; per connection the peer
 //! check (uid from `SO_PEERCRED`), the rate bound and the request size bound; per
 //! request parsing, the session binding of session sockets and the role check, then
-//! [`Daemon::handle_request`]. Also binds agent sockets at caller-chosen paths.
+//! [`Daemon::handle_request`]. (Agent socket files are bound by
+//! [`super::agent_socket`].)
 
 use std::io::{BufRead, BufReader, Read};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 
 use super::Daemon;
-use crate::control::{self, AgentSocket, MountFor, Role};
+use crate::control::{self, MountFor, Role};
 use crate::error::{Error, Result};
 use crate::verbs::Op;
 
@@ -29,99 +28,6 @@ pub(crate) struct SocketCtx {
     pub(crate) extra_uid: Option<u32>,
     /// Connections being served.
     pub(crate) conns: AtomicUsize,
-}
-
-/// Remove a socket file we created, only if it still is a socket (the directory
-/// may belong to someone else, who may have replaced it).
-pub(crate) fn remove_socket_file(path: &Path) {
-    use std::os::unix::fs::FileTypeExt;
-    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
-        let _ = std::fs::remove_file(path);
-    }
-}
-
-/// Bind an agent socket at a caller-chosen path, mode 0600, owned by `uid` when
-/// given. A stale socket file (nobody answers) is replaced; anything else at the path
-/// is refused, never removed. The mode and owner are set through an `O_PATH |
-/// O_NOFOLLOW` descriptor checked to be the socket we just bound (a socket owned by
-/// us), so a file swapped in meanwhile (e.g. a symlink to a system file, in a
-/// directory the agent can write) is never chmod'ed or chown'ed.
-pub(crate) fn bind_agent_socket(a: &AgentSocket) -> Result<UnixListener> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::FileTypeExt;
-    let path = &a.path;
-    match std::fs::symlink_metadata(path) {
-        Ok(md) if md.file_type().is_socket() => {
-            if UnixStream::connect(path).is_ok() {
-                return Err(Error::Conflict(format!(
-                    "agent socket {} is in use by a running server",
-                    path.display()
-                )));
-            }
-            let _ = std::fs::remove_file(path);
-        }
-        Ok(_) => {
-            return Err(Error::Invalid(format!(
-                "agent socket {} exists and is not a socket; refusing to replace it",
-                path.display()
-            )));
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::io(path, e)),
-    }
-    let listener = UnixListener::bind(path).map_err(|e| Error::io(path, e))?;
-    let secure = || -> Result<()> {
-        let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| Error::Invalid("agent socket path contains NUL".into()))?;
-        // SAFETY: valid C string; the fd is owned below.
-        let fd = unsafe {
-            libc::open(
-                c.as_ptr(),
-                libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(Error::io(path, std::io::Error::last_os_error()));
-        }
-        // SAFETY: `fd` was just opened and is owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let md = std::fs::File::from(fd.try_clone().map_err(|e| Error::io(path, e))?)
-            .metadata()
-            .map_err(|e| Error::io(path, e))?;
-        // SAFETY: geteuid has no preconditions.
-        if !md.file_type().is_socket() || md.uid() != unsafe { libc::geteuid() } {
-            return Err(Error::Conflict(format!(
-                "agent socket {} was replaced while it was being set up",
-                path.display()
-            )));
-        }
-        let via = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
-        std::fs::set_permissions(&via, std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| Error::io(path, e))?;
-        if let Some(uid) = a.uid {
-            // SAFETY: valid fd and an empty C string with AT_EMPTY_PATH.
-            let rc = unsafe {
-                libc::fchownat(
-                    fd.as_raw_fd(),
-                    c"".as_ptr(),
-                    uid,
-                    u32::MAX,
-                    libc::AT_EMPTY_PATH,
-                )
-            };
-            if rc != 0 {
-                return Err(Error::io(path, std::io::Error::last_os_error()));
-            }
-        }
-        Ok(())
-    };
-    if let Err(e) = secure() {
-        drop(listener);
-        remove_socket_file(path);
-        return Err(e);
-    }
-    Ok(listener)
 }
 
 /// The uid, gid and pid of the process at the other end of a Unix socket

@@ -43,8 +43,9 @@ pub(crate) struct Mounted {
     /// The session socket's listening fd (shut down to stop its acceptor).
     pub(crate) ctl_fd: i32,
     pub(crate) ctl_path: PathBuf,
-    /// The agent socket's listening fd and path, if the session has one.
-    pub(crate) agent_ctl: Option<(i32, PathBuf)>,
+    /// The agent socket's listening fd and file (removed when dropped), if the
+    /// session has one.
+    pub(crate) agent_ctl: Option<(i32, super::agent_socket::SocketFile)>,
     /// Unix ms of the last automatic checkpoint.
     pub(crate) last_auto_ms: Arc<AtomicU64>,
 }
@@ -54,10 +55,10 @@ impl Mounted {
         // SAFETY: shutting down our own listening socket wakes its blocked accept().
         unsafe { libc::shutdown(self.ctl_fd, libc::SHUT_RDWR) };
         let _ = std::fs::remove_file(&self.ctl_path);
-        if let Some((fd, path)) = &self.agent_ctl {
+        // The agent socket's file goes with the entry (`SocketFile`'s drop).
+        if let Some((fd, _)) = &self.agent_ctl {
             // SAFETY: as above.
             unsafe { libc::shutdown(*fd, libc::SHUT_RDWR) };
-            super::server::remove_socket_file(path);
         }
     }
 }

@@ -158,6 +158,19 @@ impl MountRef {
         &self.path
     }
 
+    /// The mountpoint as an entry of its parent, through a duplicate of the
+    /// parent's descriptor (to remove the directory once the mount is gone, see
+    /// [`crate::hostdir::Entry`]).
+    pub fn entry(&self) -> io::Result<crate::hostdir::Entry> {
+        let parent = self.parent.try_clone()?;
+        let at = self.path.parent().unwrap_or(Path::new("/"));
+        let name = OsStr::from_bytes(self.name.as_bytes());
+        Ok(crate::hostdir::Entry::new(
+            crate::hostdir::Dir::from_fd(parent, at),
+            name,
+        ))
+    }
+
     /// Push the kernel's dirty pages of the mount to its server (`syncfs(2)`).
     pub fn syncfs(&self) -> io::Result<()> {
         in_child(&Job::new(&self.parent, &self.name, Call::Syncfs(self.id)))

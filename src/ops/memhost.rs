@@ -76,6 +76,9 @@ impl Mount for MemMount {
         self.push(KernelCall::IncEpoch);
         true
     }
+    fn entry(&self) -> Option<crate::hostdir::Entry> {
+        None
+    }
 }
 
 /// A mounted session of the in-memory host.

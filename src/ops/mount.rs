@@ -1,7 +1,8 @@
 //! [`Mount`]: what ops ask of the kernel and of the mount a session is served on —
 //! `syncfs` (so what programs wrote reaches the session), entry and inode
 //! invalidations and epoch increments (so the kernel forgets what a graft
-//! replaced), and the mountpoint's path (for messages).
+//! replaced), the mountpoint's path (for messages) and its directory as an entry
+//! of its parent's kept descriptor (to remove it after the unmount).
 //!
 //! [`KernelMount`] is the real one (the daemon's identified mount and its kernel
 //! cache channel); the in-memory host of the tests (`ops::memhost`) has a twin
@@ -27,6 +28,11 @@ pub trait Mount: Send + Sync {
     /// Make every entry the kernel cached for the mount stale at once; false when
     /// the kernel does not know how (then only per-entry invalidations apply).
     fn inc_epoch(&self) -> bool;
+    /// The mountpoint as an entry of its parent directory, reached through the
+    /// parent's descriptor kept since the mount was made (to remove the directory
+    /// once the mount is gone, never by path); `None` when the mount has no
+    /// directory of the host.
+    fn entry(&self) -> Option<crate::hostdir::Entry>;
 }
 
 /// A real mount: `syncfs` through the mount's identity (see
@@ -58,5 +64,11 @@ impl Mount for KernelMount {
     }
     fn inc_epoch(&self) -> bool {
         self.kernel.inc_epoch()
+    }
+    fn entry(&self) -> Option<crate::hostdir::Entry> {
+        self.mount
+            .entry()
+            .inspect_err(|e| log::warn!("{}: {e}", self.mount.path().display()))
+            .ok()
     }
 }

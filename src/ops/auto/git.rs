@@ -11,14 +11,29 @@
 //! counts as a commit too). A tree
 //! swap by treefork (checkout, restore, undo, adopt) is no commit: it sets the
 //! baseline to what the new tree's `.git/HEAD` names ([`rebaseline`]).
+//!
+//! Bounds: the agent writes `.git/HEAD` at will, and each checkpoint adds an
+//! operation record and a metadata batch. Per session, a token bucket allows a
+//! burst of [`BURST`] git-commit checkpoints, then one per [`REFILL_SECS`] s; while
+//! it is empty the refs are not even read, so commits made meanwhile are taken
+//! together by the next checkpoint (nothing is lost, their changes are merged into
+//! one). Each checkpoint counts against the `op_records` quota like an agent's op
+//! (`crate::quota::check_op_records`): once the session's log is full, a commit
+//! is left to the next checkpoint the user takes, with a log line.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Instant;
 
+use crate::control::RateLimit;
 use crate::ops::{Target, syncfs};
 
 /// Least time between two looks at a session's refs.
 pub const INTERVAL_MS: u64 = 300;
+/// git-commit checkpoints a session may take at once.
+pub const BURST: u32 = 4;
+/// Seconds per git-commit checkpoint past the burst.
+pub const REFILL_SECS: u32 = 5;
 /// Largest ref file read.
 const MAX_REF: u32 = 4096;
 /// Largest `packed-refs` read.
@@ -36,12 +51,14 @@ enum Head {
     Commit(String),
 }
 
-/// Per session: when it was looked at, the last mutation time then, and HEAD.
+/// Per session: when it was looked at, the last mutation time then, HEAD, and
+/// the checkpoints it may still take (made full at the first look).
 #[derive(Default, Clone)]
 struct Seen {
     checked_ms: u64,
     mutation_ms: u64,
     head: Head,
+    bucket: Option<RateLimit>,
 }
 
 static SEEN: Mutex<Option<HashMap<String, Seen>>> = Mutex::new(None);
@@ -68,6 +85,15 @@ pub(super) fn check(t: &Target, now: u64) {
     if !first
         && (now.saturating_sub(st.checked_ms) < INTERVAL_MS || last_mutation == st.mutation_ms)
     {
+        return;
+    }
+    let bucket = st
+        .bucket
+        .get_or_insert_with(|| RateLimit::new(BURST.into(), 1.0 / f64::from(REFILL_SECS)));
+    // No checkpoint allowed now: no look either (the mutation stays unseen, so
+    // the first look once one is allowed takes every commit made meanwhile).
+    if !first && !bucket.ready_at(Instant::now()) {
+        store_seen(s.name(), st);
         return;
     }
     let Ok(_g) = s.op_lock.try_lock() else {
@@ -97,14 +123,28 @@ pub(super) fn check(t: &Target, now: u64) {
         && st.head != Head::Unknown
         && st.head != head
     {
-        let msg = format!("git commit {}", &new[..new.len().min(12)]);
-        match super::logged_checkpoint(s, &msg, "git-commit") {
-            Ok(c) => log::info!("session {}: {msg}: checkpoint {}", s.name(), c.id.short()),
-            Err(e) => log::error!("session {}: git-commit checkpoint failed: {e}", s.name()),
+        if let Some(b) = st.bucket.as_mut() {
+            b.allow();
         }
+        commit_checkpoint(s, new);
     }
     st.head = head;
     store_seen(s.name(), st);
+}
+
+/// The checkpoint of git commit `new`, counted against the session's
+/// `op_records` quota (refused with a log line once it is reached: the changes
+/// stay pending in the workspace).
+fn commit_checkpoint(s: &crate::session::Session, new: &str) {
+    let msg = format!("git commit {}", &new[..new.len().min(12)]);
+    if let Err(e) = crate::quota::check_op_records(&**s.store(), s.name()) {
+        log::warn!("session {}: {msg}: no git-commit checkpoint: {e}", s.name());
+        return;
+    }
+    match super::logged_checkpoint(s, &msg, "git-commit") {
+        Ok(c) => log::info!("session {}: {msg}: checkpoint {}", s.name(), c.id.short()),
+        Err(e) => log::error!("session {}: git-commit checkpoint failed: {e}", s.name()),
+    }
 }
 
 /// Take the commit `.git/HEAD` points to now as the baseline, after treefork

@@ -243,12 +243,11 @@ fn prepare<'h, H: Host>(
     Ok(made)
 }
 
-/// Remove the (empty) mountpoints of these forks, and their directory once empty.
+/// Remove the (empty) mountpoints of these forks, and their directory once empty
+/// (never through a symbolic link).
 fn remove_dirs(dir: &Path, session: &str, id: &str, ns: &[u32]) {
-    for n in ns {
-        let _ = std::fs::remove_dir(dir.join(fork_name(session, id, *n)));
-    }
-    let _ = std::fs::remove_dir(dir);
+    let names = ns.iter().map(|n| fork_name(session, id, *n));
+    crate::ops::experiment::begin::remove_forks_dirs(dir, names);
 }
 
 /// Remove what a failed begin made: the forks mounted (unmounted and removed),

@@ -115,7 +115,7 @@ pub fn end<H: Host>(
     }
     if live.len() == removed.len() {
         let dir = crate::ops::experiment::begin::forks_dir_for(&t.mountpoint, "bisect")?;
-        let _ = std::fs::remove_dir(dir);
+        crate::ops::experiment::begin::remove_forks_dirs(&dir, std::iter::empty());
     }
     let seq = match result {
         Some(meta) => Some(record_result(t, actor, &req.id, meta)?),

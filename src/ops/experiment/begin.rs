@@ -277,12 +277,27 @@ fn prepare<'h, H: Host>(
     Ok(made)
 }
 
-/// Remove the (empty) mountpoints of experiment `id`'s forks and their directory.
+/// Remove the (empty) mountpoints of experiment `id`'s forks and their directory
+/// (made by this request), each by its name in its parent opened without
+/// symbolic links ([`crate::hostdir::remove_empty_dir`]).
 pub(super) fn remove_dirs(dir: &Path, session: &str, id: &str, n: u32) {
-    for i in 1..=n {
-        let _ = std::fs::remove_dir(dir.join(fork_name(session, id, i)));
+    let names = (1..=n).map(|i| fork_name(session, id, i));
+    remove_forks_dirs(dir, names);
+}
+
+/// Remove the (empty) directories `names` of `dir`, then `dir` once empty, never
+/// through a symbolic link.
+pub(crate) fn remove_forks_dirs(dir: &Path, names: impl Iterator<Item = String>) {
+    for n in names {
+        remove_empty(&dir.join(n));
     }
-    let _ = std::fs::remove_dir(dir);
+    remove_empty(dir);
+}
+
+fn remove_empty(p: &Path) {
+    if let Err(e) = crate::hostdir::remove_empty_dir(p) {
+        log::warn!("cannot remove {}: {e}", p.display());
+    }
 }
 
 /// Remove what a failed begin made: unmount the forks mounted, delete every

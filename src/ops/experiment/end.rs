@@ -10,7 +10,7 @@
 //! the experiment is shown.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::MutexGuard;
 
 use schemars::JsonSchema;
@@ -356,15 +356,22 @@ fn cleanup<H: Host>(
 }
 
 /// Unmount fork `name` if it is mounted (removing its mountpoint directory, and
-/// the experiment directory once empty); with `remove`, delete its record too.
+/// the experiment directory once empty, through the descriptor of the
+/// mountpoint's parent kept since the fork was mounted: never by a path, which an
+/// agent can point elsewhere); with `remove`, delete its record too.
 pub(crate) fn remove_fork<H: Host>(h: &H, name: &str, remove: bool) -> Result<()> {
     if let Ok(ft) = h.target(Some(name)) {
         let mp: PathBuf = ft.mountpoint.clone();
+        let entry = ft.mount.entry();
         drop(ft);
         h.unmount_session(&mp)?;
-        let _ = std::fs::remove_dir(&mp);
-        if let Some(dir) = mp.parent().filter(|d| d.file_name().is_some()) {
-            let _ = std::fs::remove_dir(Path::new(dir));
+        if let Some(e) = entry
+            && let Err(err) = e.remove_dir(true)
+        {
+            log::warn!(
+                "fork {name}: cannot remove its mountpoint {}: {err}",
+                e.path().display()
+            );
         }
     }
     if remove {

@@ -8,10 +8,13 @@
 //! snapshots of the host's mounts, the daemon's memory.
 
 mod branches;
+mod cleanup;
 mod exhaust;
+mod gitcommit;
 mod poisoned;
 mod remote;
 mod small;
+mod sockdir;
 mod unmount;
 mod visibility;
 

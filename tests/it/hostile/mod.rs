@@ -11,6 +11,7 @@ mod branches;
 mod exhaust;
 mod remote;
 mod small;
+pub(crate) mod ui;
 mod unmount;
 mod visibility;
 

@@ -3,15 +3,16 @@
 use super::prelude::*;
 
 /// Serve a local web page showing the store's sessions: timelines, diffs,
-/// experiments, promote previews (127.0.0.1 only; the printed URL carries the
-/// access token)
+/// experiments, promote previews (127.0.0.1 only, your own uid only; the printed
+/// URL carries a one-time access token)
 #[derive(clap::Args)]
 pub struct Ui {
     /// The port to listen on (0: any free port) [default: 7878, or the next free
     /// one of the 20 after it]
     #[arg(long, value_name = "N")]
     port: Option<u16>,
-    /// Open the page in the desktop's browser (xdg-open)
+    /// Open the page in the desktop's browser (xdg-open on a private file that
+    /// redirects to the URL: the token is in no command line)
     #[arg(long)]
     open: bool,
 }

@@ -1,34 +1,56 @@
-//! Who may use the web server: the token, the cookie, Host, Origin and CSRF.
+//! Who may use the web server: the peer's uid, the one-time token, the session
+//! cookie, Host, Origin and CSRF.
 //!
-//! The URL `treefork ui` prints carries a random token (as Jupyter's does).
-//! Opening it sets a cookie holding the token (`HttpOnly`, `SameSite=Strict`,
-//! named after the port) and redirects to `/`, so the token leaves the address
-//! bar and the history. Every later request needs that cookie. A page cannot be
-//! framed or loaded from another name for this address (`Host` must be
-//! `127.0.0.1:PORT` or `localhost:PORT`: a DNS-rebinding page sends its own name).
-//! `/api` requests but the event stream must also carry `X-Treefork-Csrf`, a second secret that only
-//! the served page holds (a cross-site form cannot set a header, and a
-//! cross-site script cannot read the page), and any `Origin` they carry must be
-//! this server's.
+//! Every connection is first checked by its peer: the uid owning the client's
+//! socket ([`super::peer`], from `/proc/net/tcp`) must be this process's effective
+//! uid, or every request on it is refused (403). Another user holding the URL or
+//! the cookie gets nothing; a process of the same user is the user.
+//!
+//! The URL `treefork ui` prints carries a random token (128 bits). It works once:
+//! the first request carrying it is answered with a separate random session
+//! cookie (128 bits from the kernel, not derived from the token; `HttpOnly`,
+//! `SameSite=Strict`, `Path=/`, named after the port) and a page that moves on to
+//! `/` (a meta refresh: a same-site navigation, so the strict cookie is sent even
+//! when the link was opened from a file or another site), so the token leaves the
+//! address bar and the history. From then on the token is refused with a page
+//! saying the link was used; every request needs the cookie. A browser sends its
+//! cookies for 127.0.0.1 to every port of it: another server there receives the
+//! session cookie, which is why the peer check, not the cookie, stops other users.
+//!
+//! A page cannot be framed or loaded from another name for this address (`Host`
+//! must be `127.0.0.1:PORT` or `localhost:PORT`: a DNS-rebinding page sends its own
+//! name). `/api` requests but the event stream must also carry `X-Treefork-Csrf`,
+//! a second secret that only the served page holds (a cross-site form cannot set a
+//! header, and a cross-site script cannot read the page), and any `Origin` they
+//! carry must be this server's.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
+use axum::extract::connect_info::ConnectInfo;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-/// The two secrets of one server run.
+/// The secrets of one server run.
 pub(crate) struct Secrets {
+    /// In the printed URL; good for one exchange.
     token: String,
+    /// Set once the token was exchanged.
+    used: AtomicBool,
+    /// The session cookie's value, handed out at the exchange.
+    session: String,
     csrf: String,
 }
 
 impl Secrets {
-    /// Fresh random secrets (128 bits each, from the kernel).
+    /// Fresh random secrets (128 bits each, from the kernel, drawn separately).
     pub fn new() -> anyhow::Result<Secrets> {
         Ok(Secrets {
             token: random_hex()?,
+            used: AtomicBool::new(false),
+            session: random_hex()?,
             csrf: random_hex()?,
         })
     }
@@ -44,12 +66,12 @@ impl Secrets {
     }
 }
 
-fn random_hex() -> anyhow::Result<String> {
+pub(crate) fn random_hex() -> anyhow::Result<String> {
     use std::io::Read;
     let mut b = [0u8; 16];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(|e| anyhow::anyhow!("cannot read /dev/urandom for the UI's token: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("cannot read /dev/urandom for the UI's secrets: {e}"))?;
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
@@ -109,6 +131,13 @@ pub(crate) async fn guard(
     req: Request,
     next: Next,
 ) -> Response {
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<super::peer::Peer>>()
+        .map(|ConnectInfo(p)| p.clone());
+    if let Some(r) = peer_refusal(peer).await {
+        return r;
+    }
     let headers = req.headers();
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     if !host.is_some_and(|h| names_us(h, st.port)) {
@@ -117,26 +146,21 @@ pub(crate) async fn guard(
             "this server answers only as 127.0.0.1 or localhost: open the URL `treefork ui` printed",
         );
     }
-    let name = cookie_name(st.port);
     if req.uri().path() == "/"
         && let Some(t) = query_token(req.uri().query())
     {
-        if !same(t, st.secrets.token_hex()) {
-            return refuse(StatusCode::UNAUTHORIZED, "wrong token in the URL");
-        }
-        let set = format!("{name}={t}; Path=/; HttpOnly; SameSite=Strict");
-        let mut r = (StatusCode::SEE_OTHER, "").into_response();
-        r.headers_mut()
-            .insert(header::LOCATION, HeaderValue::from_static("/"));
-        if let Ok(v) = HeaderValue::from_str(&set) {
-            r.headers_mut().insert(header::SET_COOKIE, v);
-        }
-        return secured(r);
+        return exchange(&st, t);
     }
-    if !cookie(headers, &name).is_some_and(|c| same(c, st.secrets.token_hex())) {
+    let name = cookie_name(st.port);
+    let session = st
+        .secrets
+        .used
+        .load(Ordering::SeqCst)
+        .then_some(&st.secrets.session);
+    if !cookie(headers, &name).is_some_and(|c| session.is_some_and(|s| same(c, s))) {
         return refuse(
             StatusCode::UNAUTHORIZED,
-            "no valid token: open the URL with ?token=… that `treefork ui` printed",
+            "no valid session: open the URL with ?token=… that `treefork ui` printed",
         );
     }
     // EventSource cannot send a header: the event stream (read-only, and
@@ -160,6 +184,66 @@ pub(crate) async fn guard(
     }
     secured(next.run(req).await)
 }
+
+/// The refusal of a request whose connection does not come from this process's
+/// own uid; `None` when it does.
+async fn peer_refusal(peer: Option<super::peer::Peer>) -> Option<Response> {
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let uid = match peer {
+        Some(p) => p.uid().await,
+        None => None,
+    };
+    match uid {
+        Some(u) if u == me => None,
+        Some(u) => Some(refuse(
+            StatusCode::FORBIDDEN,
+            &format!(
+                "refused: this connection comes from uid {u}; this server answers only uid {me}"
+            ),
+        )),
+        None => Some(refuse(
+            StatusCode::FORBIDDEN,
+            "refused: cannot tell which user this connection comes from",
+        )),
+    }
+}
+
+/// The token of the URL, once: a session cookie and a page moving on to `/`.
+fn exchange(st: &super::State, t: &str) -> Response {
+    if !same(t, st.secrets.token_hex()) {
+        return refuse(StatusCode::UNAUTHORIZED, "wrong token in the URL");
+    }
+    if st.secrets.used.swap(true, Ordering::SeqCst) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "this link was used already (it works once). Use the tab it opened, \
+             or run `treefork ui` again for a new link.",
+        );
+    }
+    let set = format!(
+        "{}={}; Path=/; HttpOnly; SameSite=Strict",
+        cookie_name(st.port),
+        st.secrets.session
+    );
+    let mut r = (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        MOVE_ON,
+    )
+        .into_response();
+    if let Ok(v) = HeaderValue::from_str(&set) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    secured(r)
+}
+
+/// The page answering the exchange: on to `/`, initiated by this origin (no
+/// favicon request: there is none).
+const MOVE_ON: &str = "<!DOCTYPE html><html><head><meta charset=\"utf-8\">\
+<meta http-equiv=\"refresh\" content=\"0;url=/\"><link rel=\"icon\" href=\"data:,\">\
+<title>treefork ui</title></head>\
+<body><p><a href=\"/\">Continue to treefork ui</a></p></body></html>\n";
 
 /// The headers every answer carries: only our own script, style and data: images
 /// run; no framing; no sniffing; no referrer; nothing cached.

@@ -66,20 +66,27 @@ impl Drop for Scene {
 }
 
 /// A running `treefork ui --port 0`; killed on drop.
-struct Ui {
-    child: Child,
+pub(crate) struct Ui {
+    pub child: Child,
     _stdout: BufReader<std::process::ChildStdout>,
-    url: String,
-    port: u16,
-    token: String,
+    pub url: String,
+    pub port: u16,
+    pub token: String,
 }
 
 impl Ui {
-    fn start(store: &Path) -> Ui {
+    pub fn start(store: &Path) -> Ui {
+        Self::start_with(store, &[], &[])
+    }
+
+    /// [`Ui::start`] with extra arguments and environment variables.
+    pub fn start_with(store: &Path, extra: &[&str], env: &[(&str, &str)]) -> Ui {
         let mut child = Command::new(bin())
             .arg("--store")
             .arg(store)
             .args(["ui", "--port", "0"])
+            .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
@@ -190,23 +197,30 @@ impl Page {
 
     /// Evaluate `js` (an expression; a promise is awaited) as JSON.
     fn eval(&self, js: &str) -> Value {
+        self.try_eval(js)
+            .unwrap_or_else(|e| panic!("evaluate {js}: {e}"))
+    }
+
+    /// [`Page::eval`], an error when the page cannot evaluate now (navigating).
+    fn try_eval(&self, js: &str) -> Result<Value, String> {
         let r = self
             .tab
             .evaluate(
                 &format!("(async () => JSON.stringify(await ({js})))()"),
                 true,
             )
-            .unwrap_or_else(|e| panic!("evaluate {js}: {e}"));
+            .map_err(|e| e.to_string())?;
         let s = r.value.and_then(|v| v.as_str().map(String::from));
-        s.map(|s| serde_json::from_str(&s).unwrap())
-            .unwrap_or(Value::Null)
+        Ok(s.map(|s| serde_json::from_str(&s).unwrap())
+            .unwrap_or(Value::Null))
     }
 
-    /// Wait until `js` is truthy (20 s at most).
+    /// Wait until `js` is truthy (20 s at most); evaluation errors while the page
+    /// navigates are retried.
     fn wait(&self, what: &str, js: &str) {
         let start = Instant::now();
         loop {
-            if self.eval(js).as_bool() == Some(true) {
+            if self.try_eval(js).ok().and_then(|v| v.as_bool()) == Some(true) {
                 return;
             }
             assert!(
@@ -278,7 +292,7 @@ fn ui_pages_show_the_sessions_in_a_real_browser() {
         "the sessions page",
         "document.body.dataset.page === 'sessions' && !!document.getElementById('sessions-table')",
     );
-    // The token left the address bar (the cookie holds it now).
+    // The token left the address bar (a session cookie replaced it).
     assert_eq!(page.eval("location.search"), Value::from(""));
 
     // Sessions: the two mounted ones and the experiment's winner fork, with the
@@ -422,6 +436,30 @@ fn ui_pages_show_the_sessions_in_a_real_browser() {
     page.no_errors("experiment and promote");
 }
 
+/// `ui --open`'s way in a real browser: the file handed to xdg-open redirects to
+/// the token URL, whose answer sets the session cookie and moves on to `/`; the
+/// strict cookie must be sent there although the first navigation came from a
+/// `file://` page (another site).
+#[test]
+fn ui_open_file_leads_a_real_browser_to_the_page() {
+    let Some(chrome) = chromium() else { return };
+    let m = crate::harness::Mount::new();
+    let opener = crate::hostile::ui::FakeOpener::new();
+    let path = opener.path_var();
+    let _ui = Ui::start_with(&m.store, &["--open"], &[("PATH", &path)]);
+    let (_, argv) = opener.wait_call();
+    assert_eq!(argv.len(), 1, "{argv:?}");
+    assert!(argv[0].starts_with("file:///"), "{argv:?}");
+    let page = Page::open(chrome);
+    page.tab.navigate_to(&argv[0]).unwrap();
+    page.wait(
+        "the sessions page",
+        "location.protocol === 'http:' && document.body.dataset.page === 'sessions' && !!document.querySelector('#sessions-table tr[data-session=s]')",
+    );
+    assert_eq!(page.eval("location.search"), Value::from(""));
+    page.no_errors("sessions, through the --open file");
+}
+
 /// The id of the checkpoint of the scene's session with `message`, from the CLI.
 fn checkpoint_id(scene: &Scene, message: &str) -> String {
     let out = tf_ok(
@@ -457,7 +495,7 @@ fn page_experiment_id(scene: &Scene) -> String {
 }
 
 /// One raw HTTP/1.1 request; the status and the whole answer.
-fn http(port: u16, request: &str) -> (u16, String) {
+pub(crate) fn http(port: u16, request: &str) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.write_all(request.as_bytes()).unwrap();
     let mut out = String::new();
@@ -466,7 +504,33 @@ fn http(port: u16, request: &str) -> (u16, String) {
     (status, out)
 }
 
-fn post(ui: &Ui, headers: &str, body: &str) -> (u16, String) {
+/// The CSRF secret a served page carries.
+pub(crate) fn csrf_of(page: &str) -> String {
+    page.split("name=\"csrf\" content=\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no CSRF secret in {page}"))
+        .split('"')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// The `name=value` of the answer's `Set-Cookie`.
+pub(crate) fn set_cookie(answer: &str) -> String {
+    answer
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("set-cookie: ")
+                .or_else(|| l.strip_prefix("Set-Cookie: "))
+        })
+        .unwrap_or_else(|| panic!("no Set-Cookie in {answer}"))
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+pub(crate) fn post(ui: &Ui, headers: &str, body: &str) -> (u16, String) {
     http(
         ui.port,
         &format!(
@@ -493,20 +557,13 @@ fn ui_refuses_requests_without_its_token_or_from_other_sites() {
     assert_eq!(get("/", "").0, 401, "no cookie");
     assert_eq!(get("/?token=00", "").0, 401, "wrong token");
     let (st, r) = get(&format!("/?token={}", ui.token), "");
-    assert_eq!(st, 303);
+    assert_eq!(st, 200);
     assert!(r.contains("HttpOnly; SameSite=Strict"), "{r}");
-    let cookie = format!("Cookie: treefork_ui_{}={}\r\n", ui.port, ui.token);
+    let cookie = format!("Cookie: {}\r\n", set_cookie(&r));
     let (st, page) = get("/", &cookie);
     assert_eq!(st, 200);
     assert!(page.contains("Content-Security-Policy") || page.contains("content-security-policy"));
-    let csrf = page
-        .split("name=\"csrf\" content=\"")
-        .nth(1)
-        .unwrap()
-        .split('"')
-        .next()
-        .unwrap()
-        .to_string();
+    let csrf = csrf_of(&page);
     // DNS rebinding: another name for this address.
     let (st, _) = http(
         ui.port,

@@ -17,6 +17,7 @@ mod small;
 mod sockdir;
 mod unmount;
 mod visibility;
+pub(crate) mod ui;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -15,6 +15,7 @@ mod poisoned;
 mod remote;
 mod small;
 mod sockdir;
+mod ui;
 mod unmount;
 mod visibility;
 pub(crate) mod ui;

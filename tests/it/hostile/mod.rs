@@ -15,7 +15,7 @@ mod poisoned;
 mod remote;
 mod small;
 mod sockdir;
-mod ui;
+pub(crate) mod ui;
 mod unmount;
 mod visibility;
 pub(crate) mod ui;

@@ -18,7 +18,6 @@ mod sockdir;
 pub(crate) mod ui;
 mod unmount;
 mod visibility;
-pub(crate) mod ui;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

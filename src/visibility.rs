@@ -306,6 +306,13 @@ impl<'a> AgentView<'a> {
     pub fn branches(&self) -> Result<HashSet<String>> {
         Ok(self.fresh()?.branches.clone())
     }
+
+    /// Whether the agent sees session `name` (which may not exist): one of its
+    /// lineage.
+    pub fn session(&self, name: &str) -> Result<bool> {
+        let s = self.session;
+        Ok(lineage(s.store(), s.name())?.iter().any(|n| n == name))
+    }
 }
 
 impl refs::Visibility for AgentView<'_> {

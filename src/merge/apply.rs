@@ -1,80 +1,115 @@
-//! Applying a resolved merge ([`super::resolve::Plan`]) to a private session opened
-//! on ours (`Session::build_beside`): grafts from theirs' tree, files and links
-//! written, removals, permission bits; directories theirs deleted go last, deepest
-//! first, and only when empty. Missing parent directories are created (mode 0755,
-//! the parent's owner).
+//! Applying a merge's actions ([`super::resolve::Action`], as the resolution
+//! decides them) to a private session opened on ours (`Session::build_beside`):
+//! grafts from theirs' tree, files and links written, removals, permission bits;
+//! directories theirs deleted go last ([`Applier::finish`]), deepest first, and
+//! only when empty. Missing parent directories are created (mode 0755, the
+//! parent's owner). A file given by node id ([`Body::Node`]) is made to refer to
+//! that stored content: nothing is read or copied.
 
 use super::Theirs;
-use super::resolve::{Action, Owner, Plan};
+use super::resolve::{Action, Body, Owner};
 use crate::error::{Error, Result};
 use crate::session::Session;
 use crate::session::ops::{NewNode, SetAttr};
-use crate::store::ObjectStore;
 use crate::tree::Kind;
 
 /// Bytes written per call.
 const WRITE_STEP: usize = 1 << 20;
 
-/// Apply `plan` to `s` (a private session on ours).
-pub fn apply(s: &Session, _store: &dyn ObjectStore, plan: &Plan, theirs: Theirs) -> Result<()> {
-    let mut dirs: Vec<&[u8]> = Vec::new();
-    for a in &plan.actions {
+/// Applies actions one at a time to `s` (a private session on ours).
+pub struct Applier<'s> {
+    s: &'s Session,
+    theirs: Theirs,
+    /// Directories theirs deleted, removed at the end if empty.
+    dirs: Vec<Vec<u8>>,
+}
+
+impl<'s> Applier<'s> {
+    /// An applier on `s`, grafting from `theirs`.
+    pub fn new(s: &'s Session, theirs: Theirs) -> Applier<'s> {
+        Applier {
+            s,
+            theirs,
+            dirs: Vec::new(),
+        }
+    }
+
+    /// Apply one action (a directory removal waits for [`Self::finish`]).
+    pub fn act(&mut self, a: Action) -> Result<()> {
+        let s = self.s;
         match a {
             Action::Graft(p) => {
-                let Theirs::Tree(root) = theirs else {
+                let Theirs::Tree(root) = self.theirs else {
                     return Err(Error::Invalid("a graft needs theirs' tree".into()));
                 };
-                let (_, r) = s.graft(root, Some(std::slice::from_ref(p)), None);
+                let (_, r) = s.graft(root, Some(std::slice::from_ref(&p)), None);
                 r?;
             }
             Action::Write {
                 path,
-                data,
+                body,
                 perm,
                 owner,
-            } => write(s, path, data, *perm, *owner)?,
+            } => write(s, &path, &body, perm, owner)?,
             Action::Link {
                 path,
                 target,
                 owner,
             } => {
-                let (parent, name) = replace_at(s, path, *owner)?;
-                let (uid, gid) = owner_or_parent(s, parent, *owner)?;
-                s.create_node(parent, name, NewNode::Symlink(target), 0o777, uid, gid)?;
+                let (parent, name) = replace_at(s, &path, owner)?;
+                let (uid, gid) = owner_or_parent(s, parent, owner)?;
+                s.create_node(parent, name, NewNode::Symlink(&target), 0o777, uid, gid)?;
             }
             Action::Remove(p) => {
-                if let Some((parent, name)) = parent_of(s, p)? {
+                if let Some((parent, name)) = parent_of(s, &p)? {
                     ignore_gone(s.remove(parent, name, false))?;
-                    if matches!(theirs, Theirs::Blobs) {
-                        prune(s, p)?;
+                    if matches!(self.theirs, Theirs::Blobs) {
+                        prune(s, &p)?;
                     }
                 }
             }
-            Action::RemoveDir(p) => dirs.push(p),
+            Action::RemoveDir(p) => self.dirs.push(p),
             Action::Perm(p, perm) => {
-                if let Some(ino) = walk(s, p)? {
+                if let Some(ino) = walk(s, &p)? {
                     let a = SetAttr {
-                        mode: Some(*perm),
+                        mode: Some(perm),
                         ..SetAttr::default()
                     };
                     s.setattr(ino, a)?;
                 }
             }
         }
+        Ok(())
     }
-    dirs.sort();
-    for p in dirs.into_iter().rev() {
-        rmdir_if_empty(s, p)?;
+
+    /// Remove the directories theirs deleted that are empty now, deepest first.
+    pub fn finish(mut self) -> Result<()> {
+        self.dirs.sort();
+        for p in self.dirs.iter().rev() {
+            rmdir_if_empty(self.s, p)?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
-fn write(s: &Session, path: &[u8], data: &[u8], perm: u32, owner: Owner) -> Result<()> {
+fn write(s: &Session, path: &[u8], body: &Body, perm: u32, owner: Owner) -> Result<()> {
     let (parent, name) = replace_at(s, path, owner)?;
     let (uid, gid) = owner_or_parent(s, parent, owner)?;
-    let st = s.create_node(parent, name, NewNode::File, perm, uid, gid)?;
-    for (i, piece) in data.chunks(WRITE_STEP).enumerate() {
-        s.write(st.ino, (i * WRITE_STEP) as u64, piece)?;
+    match body {
+        Body::Node { node, size, blocks } => {
+            let node = NewNode::Stored {
+                node: *node,
+                size: *size,
+                blocks: *blocks,
+            };
+            s.create_node(parent, name, node, perm, uid, gid)?;
+        }
+        Body::Bytes(data) => {
+            let st = s.create_node(parent, name, NewNode::File, perm, uid, gid)?;
+            for (i, piece) in data.chunks(WRITE_STEP).enumerate() {
+                s.write(st.ino, (i * WRITE_STEP) as u64, piece)?;
+            }
+        }
     }
     Ok(())
 }

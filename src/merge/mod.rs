@@ -19,7 +19,8 @@
 //! - both changed a text file: a line merge; overlapping edits become conflict
 //!   markers (`<<<<<<< ours` … `>>>>>>> theirs`) and a `content` conflict
 //!   (`add_add` when neither had a base);
-//! - binary or over [`TEXT_MAX`]: ours stays, theirs is written beside it as
+//! - binary or over [`TEXT_MAX`] (or past the read budget,
+//!   [`resolve::READ_MAX`]): ours stays, theirs is written beside it as
 //!   `PATH~theirs` (`binary`);
 //! - one side deleted what the other changed: the changed version stays
 //!   (`modify_delete`: ours kept; `delete_modify`: theirs written back);
@@ -30,7 +31,10 @@
 //!
 //! Renames are a delete plus an add (no rename detection). Invariants: nothing
 //! here writes the live workspace or any record; the result is a root (pinned by
-//! the caller's live session) and the list of conflicts, sorted by path.
+//! the caller's live session) and the list of conflicts, sorted by path; a
+//! version of theirs written whole is referred to by its content node, never
+//! read, and each action is applied as soon as it is decided, so memory does not
+//! grow with the number of paths (at most one file's texts are held).
 
 pub mod apply;
 pub mod base;
@@ -230,13 +234,28 @@ pub fn tree_changes(store: &dyn ObjectStore, base: NodeId, theirs: NodeId) -> Re
 }
 
 /// Merge `changes` (theirs since the base) into the tree `ours`: the merged root,
-/// built beside `live` (which pins it), and the conflicts.
+/// built beside `live` (which pins it), and the conflicts. Each action is applied
+/// as soon as it is decided, so at most one file's bytes are held at a time.
 pub fn merge(live: &Session, ours: NodeId, changes: &[Change], theirs: Theirs) -> Result<Merged> {
+    merge_within(live, ours, changes, theirs, resolve::READ_MAX)
+}
+
+/// [`merge`] reading at most `read_max` bytes of files.
+fn merge_within(
+    live: &Session,
+    ours: NodeId,
+    changes: &[Change],
+    theirs: Theirs,
+    read_max: u64,
+) -> Result<Merged> {
     let store = live.store().clone();
-    let plan = resolve::plan(&*store, ours, changes, theirs)?;
-    let root = live.build_beside(ours, &mut |s| apply::apply(s, &*store, &plan, theirs))?;
-    Ok(Merged {
-        root,
-        conflicts: plan.conflicts,
-    })
+    let mut conflicts = Vec::new();
+    let root = live.build_beside(ours, &mut |s| {
+        let mut out = apply::Applier::new(s, theirs);
+        conflicts = resolve::resolve(&*store, ours, changes, theirs, read_max, &mut |a| {
+            out.act(a)
+        })?;
+        out.finish()
+    })?;
+    Ok(Merged { root, conflicts })
 }

@@ -1,9 +1,19 @@
 //! The resolution of each path theirs changed against ours: what to write into
 //! the merged tree ([`Action`]) and what conflicts ([`Conflict`]); the rules are in
 //! the module docs of `crate::merge`. Reads the store (ours' records, file bytes
-//! for text merges), writes nothing.
+//! for text merges), writes nothing: each action goes to the caller's sink as soon
+//! as it is decided ([`resolve`]), so nothing here holds more than one file's bytes.
+//!
+//! Bytes: a version of theirs that is written whole (beside ours, or back after
+//! ours deleted it) is referred to by its content node ([`Body::Node`]), never
+//! read. Only the files both sides changed are read (base, ours and theirs, each
+//! at most [`TEXT_MAX`], for the line merge), and files compared byte for byte
+//! (same size, different node ids); all of it counts against [`READ_MAX`] per
+//! resolution. Past it a file is not read: a `binary` conflict (ours kept, theirs
+//! beside it by node id) whose detail names the budget.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use super::{
     BESIDE_MAX, Change, Conflict, ConflictKind, TEXT_MAX, THEIRS_SUFFIX, Theirs, Ver, text,
@@ -14,6 +24,11 @@ use crate::id::NodeId;
 use crate::store::ObjectStore;
 use crate::tree::{Content, Kind};
 
+/// Most file bytes one resolution reads (the texts of line merges and files
+/// compared byte for byte, summed); past it files are not read (see the module
+/// docs).
+pub const READ_MAX: u64 = 256 << 20;
+
 /// Who owns a file written into the merged tree: `None` takes the parent
 /// directory's owner.
 pub type Owner = Option<(u32, u32)>;
@@ -23,13 +38,13 @@ pub type Owner = Option<(u32, u32)>;
 pub enum Action {
     /// Take theirs' entry at the path whole, from theirs' tree (with its subtree).
     Graft(Vec<u8>),
-    /// A regular file with these bytes and permission bits (replacing a
+    /// A regular file with this content and permission bits (replacing a
     /// non-directory there).
     Write {
         /// Path.
         path: Vec<u8>,
-        /// Bytes.
-        data: Vec<u8>,
+        /// Content.
+        body: Body,
         /// Permission bits.
         perm: u32,
         /// Owner.
@@ -52,49 +67,71 @@ pub enum Action {
     Perm(Vec<u8>, u32),
 }
 
-/// What a merge does: the actions in path order and the conflicts.
-#[derive(Clone, Debug, Default)]
-pub struct Plan {
-    /// The changes to make to ours.
-    pub actions: Vec<Action>,
-    /// The conflicts, by path.
-    pub conflicts: Vec<Conflict>,
+/// The content of a file an [`Action::Write`] makes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// These bytes (a line merge's result, a git blob).
+    Bytes(Arc<Vec<u8>>),
+    /// A stored file's content as its tree records it: its file node (`None`:
+    /// no content), size and allocated 512-byte blocks. Referred to, never read.
+    Node {
+        /// The file node.
+        node: Option<NodeId>,
+        /// Size in bytes.
+        size: u64,
+        /// Allocated 512-byte blocks.
+        blocks: u64,
+    },
 }
+
+/// Where each action goes as soon as it is decided (in path order).
+pub type Sink<'s> = dyn FnMut(Action) -> Result<()> + 's;
 
 /// A file merge's three texts: base, ours, theirs.
 type Texts = (Vec<u8>, Vec<u8>, Vec<u8>);
 
-/// Resolve every change against the tree `ours`.
-pub fn plan(
+/// Resolve every change against the tree `ours`, reading at most `read_max`
+/// bytes of files ([`READ_MAX`] for a merge): each action is handed to `sink` in
+/// path order; the answer is the conflicts, sorted by path.
+pub fn resolve(
     store: &dyn ObjectStore,
     ours: NodeId,
     changes: &[Change],
     theirs: Theirs,
-) -> Result<Plan> {
+    read_max: u64,
+    sink: &mut Sink<'_>,
+) -> Result<Vec<Conflict>> {
     let tree = Tree::load(store, ours)?;
     let mut r = Resolver {
         store,
         tree: &tree,
         theirs,
-        plan: Plan::default(),
+        sink,
+        conflicts: Vec::new(),
         covered: HashSet::new(),
+        read_max,
+        read_left: read_max,
     };
     for c in changes {
         if !r.is_covered(&c.path) {
             r.one(c)?;
         }
     }
-    r.plan.conflicts.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(r.plan)
+    r.conflicts.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(r.conflicts)
 }
 
-struct Resolver<'a> {
+struct Resolver<'a, 's> {
     store: &'a dyn ObjectStore,
     tree: &'a Tree,
     theirs: Theirs,
-    plan: Plan,
+    sink: &'a mut Sink<'s>,
+    conflicts: Vec<Conflict>,
     /// Paths whose subtree is decided (grafted whole, or kept as ours).
     covered: HashSet<Vec<u8>>,
+    /// The read budget, and what is left of it.
+    read_max: u64,
+    read_left: u64,
 }
 
 fn lossy(p: &[u8]) -> String {
@@ -111,7 +148,7 @@ fn kind_name(v: Option<&Ver>) -> &'static str {
     }
 }
 
-impl Resolver<'_> {
+impl Resolver<'_, '_> {
     fn is_covered(&self, path: &[u8]) -> bool {
         path.iter()
             .enumerate()
@@ -125,7 +162,7 @@ impl Resolver<'_> {
         theirs_at: Option<Vec<u8>>,
         detail: String,
     ) {
-        self.plan.conflicts.push(Conflict {
+        self.conflicts.push(Conflict {
             path: lossy(path),
             kind,
             theirs_at: theirs_at.as_deref().map(lossy),
@@ -133,16 +170,38 @@ impl Resolver<'_> {
         });
     }
 
+    /// Hand `a` to the sink.
+    fn act(&mut self, a: Action) -> Result<()> {
+        (self.sink)(a)
+    }
+
+    /// Take `n` bytes from the read budget, if that many are left.
+    fn charge(&mut self, n: u64) -> bool {
+        let ok = n <= self.read_left;
+        if ok {
+            self.read_left -= n;
+        }
+        ok
+    }
+
+    /// Whether `a` and `b` are the same ([`same_within`] the read budget).
+    fn same(&mut self, a: Option<&Ver>, b: Option<&Ver>) -> Result<bool> {
+        let mut left = self.read_left;
+        let r = same_within(self.store, a, b, &mut left);
+        self.read_left = left;
+        r
+    }
+
     fn one(&mut self, c: &Change) -> Result<()> {
         let ours = self.tree.lookup(self.store, &c.path)?.map(Ver::Rec);
         let (b, o, t) = (c.base.as_ref(), ours.as_ref(), c.theirs.as_ref());
-        if same(self.store, o, t)? {
+        if self.same(o, t)? {
             if o.is_some_and(|o| o.kind() != Kind::Dir) {
                 self.covered.insert(c.path.clone());
             }
             return Ok(());
         }
-        if same(self.store, o, b)? {
+        if self.same(o, b)? {
             return self.take_theirs(&c.path, b, o, t);
         }
         self.both_changed(&c.path, b, o, t)
@@ -157,11 +216,9 @@ impl Resolver<'_> {
         t: Option<&Ver>,
     ) -> Result<()> {
         match (o.map(Ver::kind), t) {
-            (Some(Kind::Dir), None) => self.plan.actions.push(Action::RemoveDir(path.to_vec())),
+            (Some(Kind::Dir), None) => self.act(Action::RemoveDir(path.to_vec()))?,
             (Some(Kind::Dir), Some(tv)) if tv.kind() == Kind::Dir => {
-                self.plan
-                    .actions
-                    .push(Action::Perm(path.to_vec(), perm_of(tv)));
+                self.act(Action::Perm(path.to_vec(), perm_of(tv)))?;
             }
             (Some(Kind::Dir), Some(tv)) => {
                 // Theirs replaced a directory by a file: only if ours changed
@@ -172,7 +229,7 @@ impl Resolver<'_> {
                 self.covered.insert(path.to_vec());
                 self.put_theirs(path, tv, o)?;
             }
-            (_, None) => self.plan.actions.push(Action::Remove(path.to_vec())),
+            (_, None) => self.act(Action::Remove(path.to_vec()))?,
             (_, Some(tv)) => {
                 if tv.kind() == Kind::Dir || o.is_some() {
                     self.covered.insert(path.to_vec());
@@ -197,8 +254,7 @@ impl Resolver<'_> {
             (Theirs::Tree(_), Ver::Rec(_)) => Action::Graft(path.to_vec()),
             (_, v) => self.written(path, v, o)?,
         };
-        self.plan.actions.push(a);
-        Ok(())
+        self.act(a)
     }
 
     /// The action writing version `v` at `path` (ours there: `o`).
@@ -208,6 +264,7 @@ impl Resolver<'_> {
             .or(v.record())
             .map(|r| (r.attr.uid, r.attr.gid));
         Ok(match v.kind() {
+            // A symlink's target is in its record (at most 4,095 bytes).
             Kind::Symlink => Action::Link {
                 path: path.to_vec(),
                 target: v.bytes(self.store, u64::MAX)?,
@@ -215,7 +272,7 @@ impl Resolver<'_> {
             },
             _ => Action::Write {
                 path: path.to_vec(),
-                data: v.bytes(self.store, u64::MAX)?,
+                body: body_of(v),
                 perm: file_perm(None, o, v),
                 owner,
             },
@@ -241,7 +298,7 @@ impl Resolver<'_> {
                 } else if op == bp
                     && let Some(tp) = tp
                 {
-                    self.plan.actions.push(Action::Perm(path.to_vec(), tp));
+                    self.act(Action::Perm(path.to_vec(), tp))?;
                 }
                 Ok(())
             }
@@ -291,7 +348,7 @@ impl Resolver<'_> {
         let at = beside.then(|| beside_name(path));
         if let Some(at) = &at {
             let a = self.written(at, tv, None)?;
-            self.plan.actions.push(a);
+            self.act(a)?;
         }
         let kind = ConflictKind::Kind;
         let detail = format!(
@@ -315,36 +372,26 @@ impl Resolver<'_> {
             let (be, oe, te) = (b.exec(), ov.exec(), tv.exec());
             oe != be && te != be && oe != te
         });
-        let texts = self.texts(b, ov, tv)?;
-        let Some((base, ours, theirs)) = texts else {
-            let at = (tv.size() <= BESIDE_MAX).then(|| beside_name(path));
-            if let Some(at) = &at {
-                let a = self.written(at, tv, None)?;
-                self.plan.actions.push(a);
+        let (base, ours, theirs) = match self.texts(b, ov, tv)? {
+            Sides::Read(t) => t,
+            Sides::Binary => return self.binary(path, tv, "this binary (or very large) file"),
+            Sides::OverBudget => {
+                let what = format!(
+                    "this file, not line-merged: the merge's read budget ({} MiB) is spent",
+                    self.read_max >> 20
+                );
+                return self.binary(path, tv, &what);
             }
-            self.conflict(
-                path,
-                ConflictKind::Binary,
-                at.clone(),
-                format!(
-                    "both changed this binary (or very large) file: ours kept{}",
-                    if at.is_some() {
-                        ", theirs beside it"
-                    } else {
-                        ", theirs only in the merged ref"
-                    }
-                ),
-            );
-            return Ok(());
         };
         let (data, clean) = text::merge3(&base, &ours, &theirs);
+        drop((base, ours, theirs));
         let owner = ov.record().map(|r| (r.attr.uid, r.attr.gid));
-        self.plan.actions.push(Action::Write {
+        self.act(Action::Write {
             path: path.to_vec(),
-            data,
+            body: Body::Bytes(Arc::new(data)),
             perm,
             owner,
-        });
+        })?;
         if !clean {
             let (kind, what) = match b {
                 None => (
@@ -370,16 +417,47 @@ impl Resolver<'_> {
         Ok(())
     }
 
-    /// The three texts of a file merge, or `None` when any side is binary or too
-    /// large (a missing base is empty).
-    fn texts(&self, b: Option<&Ver>, ov: &Ver, tv: &Ver) -> Result<Option<Texts>> {
+    /// Both changed a file that is not line-merged (`what`): ours stays, theirs
+    /// beside it by node id when not too large.
+    fn binary(&mut self, path: &[u8], tv: &Ver, what: &str) -> Result<()> {
+        let at = (tv.size() <= BESIDE_MAX).then(|| beside_name(path));
+        if let Some(at) = &at {
+            let a = self.written(at, tv, None)?;
+            self.act(a)?;
+        }
+        self.conflict(
+            path,
+            ConflictKind::Binary,
+            at.clone(),
+            format!(
+                "both changed {what}: ours kept{}",
+                if at.is_some() {
+                    ", theirs beside it"
+                } else {
+                    ", theirs only in the merged ref"
+                }
+            ),
+        );
+        Ok(())
+    }
+
+    /// The three texts of a file merge (a missing base is empty), unless a side
+    /// is binary or too large, or the read budget cannot pay for them.
+    fn texts(&mut self, b: Option<&Ver>, ov: &Ver, tv: &Ver) -> Result<Sides> {
         let b = b.filter(|b| b.kind() == Kind::File);
-        if [Some(ov), Some(tv), b]
+        let sides = [Some(ov), Some(tv), b];
+        if sides.into_iter().flatten().any(|v| v.size() > TEXT_MAX) {
+            return Ok(Sides::Binary);
+        }
+        // Bytes already in memory (a git blob) cost nothing to read.
+        let cost = sides
             .into_iter()
             .flatten()
-            .any(|v| v.size() > TEXT_MAX)
-        {
-            return Ok(None);
+            .filter(|v| v.record().is_some())
+            .map(Ver::size)
+            .sum();
+        if !self.charge(cost) {
+            return Ok(Sides::OverBudget);
         }
         let base = match b {
             Some(b) => b.bytes(self.store, TEXT_MAX)?,
@@ -388,9 +466,39 @@ impl Resolver<'_> {
         let ours = ov.bytes(self.store, TEXT_MAX)?;
         let theirs = tv.bytes(self.store, TEXT_MAX)?;
         if [&base, &ours, &theirs].iter().any(|d| text::is_binary(d)) {
-            return Ok(None);
+            return Ok(Sides::Binary);
         }
-        Ok(Some((base, ours, theirs)))
+        Ok(Sides::Read((base, ours, theirs)))
+    }
+}
+
+/// What [`Resolver::texts`] found.
+enum Sides {
+    /// The three texts.
+    Read(Texts),
+    /// A side is binary or over [`TEXT_MAX`].
+    Binary,
+    /// The read budget cannot pay for them.
+    OverBudget,
+}
+
+/// The content of file version `v`, by reference when it is stored.
+fn body_of(v: &Ver) -> Body {
+    match v {
+        Ver::Rec(r) => match &r.content {
+            Content::Node(id) => Body::Node {
+                node: Some(*id),
+                size: r.attr.size,
+                blocks: r.attr.blocks,
+            },
+            Content::Bytes(b) => Body::Bytes(Arc::new(b.clone())),
+            Content::None => Body::Node {
+                node: None,
+                size: r.attr.size,
+                blocks: r.attr.blocks,
+            },
+        },
+        Ver::Blob { data, .. } => Body::Bytes(Arc::clone(data)),
     }
 }
 
@@ -442,7 +550,14 @@ fn file_perm(b: Option<&Ver>, o: Option<&Ver>, t: &Ver) -> u32 {
 
 /// Whether two versions are the same for a merge: kind, content, permission bits
 /// (just the execute bit against a git blob) and, between two records, owner.
-pub fn same(store: &dyn ObjectStore, a: Option<&Ver>, b: Option<&Ver>) -> Result<bool> {
+/// Reads at most `budget` bytes of stored files (taken from it); a comparison it
+/// cannot pay answers "not the same".
+fn same_within(
+    store: &dyn ObjectStore,
+    a: Option<&Ver>,
+    b: Option<&Ver>,
+    budget: &mut u64,
+) -> Result<bool> {
     let (a, b) = match (a, b) {
         (None, None) => return Ok(true),
         (Some(a), Some(b)) => (a, b),
@@ -466,19 +581,28 @@ pub fn same(store: &dyn ObjectStore, a: Option<&Ver>, b: Option<&Ver>) -> Result
             (Content::Node(_), Content::Node(_))
         ) || x.kind == Kind::Symlink
         {
-            return same_bytes(store, a, b);
+            return same_bytes(store, a, b, budget);
         }
         return Ok(false);
     }
     if a.kind() == Kind::File && a.exec() != b.exec() {
         return Ok(false);
     }
-    same_bytes(store, a, b)
+    same_bytes(store, a, b, budget)
 }
 
-fn same_bytes(store: &dyn ObjectStore, a: &Ver, b: &Ver) -> Result<bool> {
+fn same_bytes(store: &dyn ObjectStore, a: &Ver, b: &Ver, budget: &mut u64) -> Result<bool> {
     if a.size() != b.size() || a.size() > TEXT_MAX {
         return Ok(false);
     }
+    let cost: u64 = [a, b]
+        .iter()
+        .filter(|v| v.record().is_some_and(|r| r.kind == Kind::File))
+        .map(|v| v.size())
+        .sum();
+    if cost > *budget {
+        return Ok(false);
+    }
+    *budget -= cost;
     Ok(a.bytes(store, TEXT_MAX)? == b.bytes(store, TEXT_MAX)?)
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
-use super::{Theirs, merge, tree_changes};
+use super::{ConflictKind, Theirs, merge, merge_within, tree_changes};
 use crate::diff::{Tree, read_file};
 use crate::id::NodeId;
 use crate::session::ops::NewNode;
@@ -209,4 +209,60 @@ fn kinds_modes_links_and_directories() {
             ("link", super::ConflictKind::Kind)
         ]
     );
+}
+
+/// Theirs' version written beside ours refers to theirs' stored content (the
+/// same file node), and past the read budget a file both changed is not read: a
+/// `binary` conflict naming the budget, theirs beside it by node id.
+#[test]
+fn theirs_beside_is_by_node_id_and_the_read_budget_holds() {
+    let s = session();
+    let text = |edit: &str| format!("{edit}\nb\nc\nd\ne\n").into_bytes();
+    let tail = |edit: &str| format!("a\nb\nc\nd\n{edit}\n").into_bytes();
+    let files = |f0: Vec<u8>, f1: Vec<u8>, bin: &[u8]| -> Files {
+        [
+            ("f0".to_string(), f0),
+            ("f1".to_string(), f1),
+            ("f2".to_string(), bin.to_vec()),
+        ]
+        .into()
+    };
+    let base = tree_of(&s, &files(text("a"), text("a"), b"\0base"));
+    let ours = tree_of(&s, &files(text("A"), text("A"), b"\0ours"));
+    let theirs = tree_of(&s, &files(tail("E"), tail("E"), b"\0theirs"));
+    let changes = tree_changes(&**s.store(), base, theirs).unwrap();
+    // Enough for f0 (10-byte texts: ours compared with theirs and with the base,
+    // 40 bytes, then the three texts read, 30), not for f1's texts.
+    let m = merge_within(&s, ours, &changes, Theirs::Tree(theirs), 100).unwrap();
+    let kinds: Vec<(&str, ConflictKind)> = m
+        .conflicts
+        .iter()
+        .map(|c| (c.path.as_str(), c.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![("f1", ConflictKind::Binary), ("f2", ConflictKind::Binary)]
+    );
+    assert!(
+        m.conflicts[0].detail.contains("read budget"),
+        "{:?}",
+        m.conflicts
+    );
+    let got = files_of(&s, m.root);
+    assert_eq!(got["f0"], b"A\nb\nc\nd\nE\n", "f0 line-merged");
+    assert_eq!(got["f1"], text("A"), "ours kept");
+    let store = s.store();
+    let (t, mine) = (
+        Tree::load(&**store, theirs).unwrap(),
+        Tree::load(&**store, m.root).unwrap(),
+    );
+    for (p, at) in [("f1", "f1~theirs"), ("f2", "f2~theirs")] {
+        let theirs_rec = t.lookup(&**store, p.as_bytes()).unwrap().unwrap();
+        let beside = mine.lookup(&**store, at.as_bytes()).unwrap().unwrap();
+        assert_eq!(beside.content, theirs_rec.content, "{at}: theirs' node");
+        assert_eq!(beside.attr.size, theirs_rec.attr.size);
+    }
+    // The whole budget: f1 line-merges too.
+    let m = merge(&s, ours, &changes, Theirs::Tree(theirs)).unwrap();
+    assert_eq!(m.conflicts.len(), 1, "{:?}", m.conflicts);
 }

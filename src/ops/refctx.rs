@@ -11,7 +11,10 @@
 //! On an agent socket ([`Scope::Lineage`]) the context carries the session's
 //! [`AgentView`]: every name and id resolves through it, so no op reaches a branch
 //! or checkpoint the agent does not see (see `crate::visibility`). [`branch_visible`]
-//! is the same check for ops that look a branch up by name themselves.
+//! is the same check for ops that look a branch up by name themselves, and
+//! [`resolve_or_session`] (a ref, or else a session's name) asks it before it
+//! reads any session record: a session the agent does not see answers exactly as
+//! a name that does not exist.
 //!
 //! [`baseline_root`] is what `baseline` (a diff side, not a checkpoint) means for
 //! the session: its info record's `origin.baseline_root` (the empty tree when it
@@ -97,6 +100,27 @@ impl RefContext for SessionRefs<'_> {
 /// Resolve `spec` in the context of the session of `t`.
 pub(crate) fn resolve(t: &Target, spec: &str) -> Result<Checkpoint> {
     refs::resolve_in(&**t.session.store(), &SessionRefs::new(t), spec)
+}
+
+/// The checkpoint `spec` names: a ref (in the caller's view), or else the name
+/// of another session the caller sees: its HEAD. A session the caller does not
+/// see, or one with no HEAD, answers as the ref does (`unknown ref ...`).
+pub(crate) fn resolve_or_session(t: &Target, spec: &str) -> Result<Checkpoint> {
+    let why = match resolve(t, spec) {
+        Err(Error::NotFound(why)) => why,
+        r => return r,
+    };
+    let seen = spec != t.session.name() && agent_view(t).map_or(Ok(true), |v| v.session(spec))?;
+    let head = seen
+        .then(|| crate::session::load_record(&**t.session.store(), spec).ok())
+        .flatten()
+        .flatten()
+        .and_then(|r| r.head);
+    match head.map(|h| resolve(t, &h.to_hex())) {
+        Some(Ok(c)) => Ok(c),
+        Some(Err(Error::NotFound(_))) | None => Err(Error::NotFound(why)),
+        Some(Err(e)) => Err(e),
+    }
 }
 
 /// `@{-N}` of `session`: the HEAD before its N-th newest `checkout` operation.

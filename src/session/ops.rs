@@ -2,9 +2,10 @@
 //! link, setattr, directory listing; xattrs are in `xattr`). Each takes the table lock once, checks
 //! POSIX preconditions, mutates, and marks dirty paths (see `inode` invariants).
 
-use super::inode::{Data, Inode};
+use super::inode::{Data, FileData, Inode};
 use super::{Session, Stat, check_name, stat_of};
 use crate::error::{Error, Result, posix};
+use crate::id::NodeId;
 use crate::tree::{Kind, Timespec};
 
 /// Which attributes a setattr changes.
@@ -89,6 +90,16 @@ pub enum NewNode<'a> {
     Symlink(&'a [u8]),
     /// Fifo, socket or device with rdev.
     Special(Kind, u32),
+    /// A regular file referring to stored content (nothing is read): its file
+    /// node as a tree records it (`None`: none), size, allocated 512-byte blocks.
+    Stored {
+        /// The file node.
+        node: Option<NodeId>,
+        /// Size in bytes.
+        size: u64,
+        /// Allocated 512-byte blocks.
+        blocks: u64,
+    },
 }
 
 pub use super::xattr::{DEBUG_PANIC_XATTR, XATTR_CREATE, XATTR_REPLACE};
@@ -155,7 +166,7 @@ impl Session {
         let (kind, mut perm, mut gid) = (
             match node {
                 NewNode::Dir => Kind::Dir,
-                NewNode::File => Kind::File,
+                NewNode::File | NewNode::Stored { .. } => Kind::File,
                 NewNode::Symlink(_) => Kind::Symlink,
                 NewNode::Special(k, _) => k,
             },
@@ -180,6 +191,12 @@ impl Session {
                 inode.data = Data::Symlink(target.to_vec());
             }
             NewNode::Special(_, rdev) => inode.attr.rdev = rdev,
+            NewNode::Stored { node, size, blocks } => {
+                inode.attr.size = size;
+                inode.attr.blocks = blocks;
+                inode.data = Data::File(FileData::new(node));
+                st.total_bytes += size as i64;
+            }
             _ => {}
         }
         inode.lookups = 1;

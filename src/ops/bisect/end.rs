@@ -175,7 +175,9 @@ fn checked<H: Host>(
     .into_iter()
     .flatten()
     {
-        crate::refs::resolve(&*store, None, &p.id)?;
+        // In the caller's view: on an agent socket a checkpoint it does not see
+        // answers as one that does not exist.
+        crate::ops::refctx::resolve(t, &p.id)?;
     }
     let name = t.session.name();
     if recorded(&*store, name, id)?.is_some() {

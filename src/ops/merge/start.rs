@@ -73,25 +73,6 @@ fn target<'r>(
     }
 }
 
-/// The checkpoint `spec` names: a ref (in the caller's view), or else another
-/// session's name: its HEAD (what it last checkpointed).
-fn resolve_theirs(t: &Target, spec: &str) -> Result<refs::Checkpoint> {
-    match refctx::resolve(t, spec) {
-        Err(Error::NotFound(why)) => {
-            let store = t.session.store();
-            let other = crate::session::load_record(&**store, spec)
-                .ok()
-                .flatten()
-                .filter(|r| r.name != t.session.name());
-            match other.and_then(|r| r.head) {
-                Some(h) => refctx::resolve(t, &h.to_hex()),
-                None => Err(Error::NotFound(why)),
-            }
-        }
-        r => r,
-    }
-}
-
 fn root_of(t: &Target, id: Option<CheckpointId>) -> Result<NodeId> {
     let store = t.session.store();
     match id {
@@ -119,7 +100,7 @@ pub(crate) fn merge(t: &Target, call: &Call, req: &MergeRequest) -> Result<Merge
         .collect();
     let (mut steps, mut parents, mut bases) = (Vec::new(), Vec::new(), Vec::new());
     for s in &specs {
-        let c = resolve_theirs(t, s)?;
+        let c = refctx::resolve_or_session(t, s)?;
         let base = match head {
             Some(h) => merge::merge_base(&*store, h, c.id)?,
             None => None,
@@ -175,7 +156,7 @@ pub(crate) fn cherry_pick(t: &Target, call: &Call, req: &MergeRequest) -> Result
         Err(done) => return Ok(done),
     };
     let store = t.session.store().clone();
-    let c = resolve_theirs(t, spec)?;
+    let c = refctx::resolve_or_session(t, spec)?;
     let base = c.parent();
     let changes = merge::tree_changes(&*store, root_of(t, base)?, c.root)?;
     let mut meta = serde_json::Map::new();
@@ -244,7 +225,7 @@ fn revert_points(t: &Target, spec: &str) -> Result<Option<Reverted>> {
             exec: Some(n),
         }));
     }
-    let c = resolve_theirs(t, spec)?;
+    let c = refctx::resolve_or_session(t, spec)?;
     Ok(Some(Reverted {
         before: root_of(t, c.parent())?,
         after: c.root,

@@ -83,11 +83,6 @@ fn refusal(o: &Output) -> (i32, String) {
     )
 }
 
-/// Reset the daemon's peak RSS (`VmHWM`) to its current RSS.
-fn reset_peak(pid: i32) {
-    fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
-}
-
 /// `messages -n 1`, four at once, over 200 messages of ~900 KB: the daemon reads
 /// the newest record (pages of bounded size), not the whole stream. Before the
 /// fix each request loaded the whole log (~180 MB, held twice: raw and decoded).
@@ -95,8 +90,7 @@ fn reset_peak(pid: i32) {
 fn newest_message_does_not_load_the_log() {
     let a = Agent::new();
     fill(&a, 200, 900_000);
-    let pid = a.m.daemon_pid();
-    reset_peak(pid);
+    a.reset_daemon_peak();
     let before = a.daemon_rss_kib();
     std::thread::scope(|sc| {
         let hs: Vec<_> = (0..4)

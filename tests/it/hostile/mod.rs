@@ -5,13 +5,14 @@
 //!
 //! One file per defect; this module holds what they share: [`Agent`] (a session
 //! mounted for uid 65534 with an agent socket, the CLI and a shell run as that uid),
-//! snapshots of the host's mounts, the daemon's memory.
+//! snapshots of the host's mounts, the daemon's memory (its peak reset and read).
 
 mod branches;
 mod cleanup;
 mod exhaust;
 mod gitcommit;
 mod poisoned;
+mod merge;
 mod remote;
 mod small;
 mod sockdir;
@@ -174,6 +175,11 @@ impl Agent {
     /// Peak resident memory of the daemon so far (KiB, `VmHWM`).
     pub fn daemon_peak_rss_kib(&self) -> u64 {
         proc_status_kib(self.m.daemon_pid(), "VmHWM:")
+    }
+
+    /// Reset the daemon's peak resident memory (`VmHWM`) to what it holds now.
+    pub fn reset_daemon_peak(&self) {
+        fs::write(format!("/proc/{}/clear_refs", self.m.daemon_pid()), "5").unwrap();
     }
 
     /// Resident memory of the daemon now (KiB, `VmRSS`).

@@ -343,3 +343,124 @@ fn share_and_limits_refuse_bad_input() {
     assert_eq!(v["limits"]["message_count"], serde_json::json!(100_000));
     a.assert_daemon_answers();
 }
+
+/// One request sent on the agent socket by a process of the agent (uid 65534):
+/// the final answer.
+fn agent_request(a: &Agent, req: &Value) -> Value {
+    let script = "import json, socket, sys\n\
+        s = socket.socket(socket.AF_UNIX)\n\
+        s.connect(sys.argv[1])\n\
+        s.sendall(sys.argv[2].encode() + b'\\n')\n\
+        for line in s.makefile():\n\
+        \x20   if 'event' not in json.loads(line):\n\
+        \x20       print(line, end='')\n\
+        \x20       break\n";
+    let mut c = std::process::Command::new("/usr/bin/python3");
+    c.arg("-c").arg(script).arg(&a.sock).arg(req.to_string());
+    super::as_agent(&mut c);
+    let o = c.output().unwrap();
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no answer to {req} ({e}): {}",
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+/// Issue 38, defect 6: visibility comes before names. A session the agent does
+/// not see, named where a ref (or a session's name) is taken, answers exactly as
+/// a name nobody has: same exit status, same message. Before the fix `merge
+/// --dry-run SESSION` answered `unknown checkpoint <its HEAD>`, a missing name
+/// `unknown ref`; and `bisect_end` accepted a result naming a hidden checkpoint.
+#[test]
+fn a_hidden_session_name_answers_as_a_missing_one() {
+    let a = Agent::new();
+    // The hidden session `secret`, with a HEAD; `absent` (as long) is nobody's.
+    let mp = a.m.tmp.path().join("secret-ws");
+    fs::create_dir(&mp).unwrap();
+    tf_ok(
+        &a.m.store,
+        &["mount", mp.to_str().unwrap(), "--session", "secret"],
+    );
+    fs::write(mp.join("secret.txt"), SECRET).unwrap();
+    let hidden_head = user_on(&a, &mp, &["checkpoint", "-m", SECRET])["checkpoint"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    a.sh_ok("echo mine > f.txt");
+    a.cli_ok(&["checkpoint", "-m", "the agent's own"]);
+    let fork_mp = a.home.join("fork");
+    fs::create_dir(&fork_mp).unwrap();
+    std::os::unix::fs::chown(&fork_mp, Some(super::AGENT_UID), Some(super::AGENT_UID)).unwrap();
+    let verbs: &[&[&str]] = &[
+        &["merge", "--dry-run", "NAME"],
+        &["merge", "NAME"],
+        &["merge", "--dry-run", "HEAD", "NAME"],
+        &["cherry-pick", "--dry-run", "NAME"],
+        &["cherry-pick", "NAME"],
+        &["revert", "--dry-run", "NAME"],
+        &["revert", "NAME"],
+        &["checkout", "NAME"],
+        &["restore", "NAME", "f.txt"],
+        &["show", "NAME"],
+        &["show", "NAME:secret.txt"],
+        &["log", "NAME"],
+        &["diff", "NAME", "HEAD"],
+        &["branch", "taken", "NAME"],
+        &[
+            "fork",
+            "f1",
+            "--from",
+            "NAME",
+            "--mount",
+            fork_mp.to_str().unwrap(),
+        ],
+        &["experiment", "--from", "NAME", "-c", "true", "-c", "false"],
+        &["bisect", "run", "--good", "NAME", "--", "true"],
+        &["session", "show", "NAME"],
+    ];
+    for v in verbs {
+        let with =
+            |name: &str| -> Vec<String> { v.iter().map(|x| x.replace("NAME", name)).collect() };
+        let run = |name: &str| {
+            let args = with(name);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let o = a.cli(&args);
+            assert!(!o.status.success(), "agent: {args:?} succeeded");
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            assert!(!text.contains(SECRET), "{args:?}: {text}");
+            assert!(!text.contains(&hidden_head[..12]), "{args:?}: {text}");
+            (o.status.code(), text.replace(name, "NAME"))
+        };
+        assert_eq!(run("secret"), run("absent"), "{v:?}");
+    }
+
+    // `bisect_end` checks the checkpoints of the result it records in the
+    // agent's view: a hidden one is refused as a missing one is.
+    let missing = "ab".repeat(32);
+    let end = |good: &str| {
+        let point =
+            |id: &str| serde_json::json!({"id": id, "short": &id[..12], "message": "", "time": 0});
+        let req = serde_json::json!({"v": 1, "op": "bisect_end", "id": "abc123",
+            "result": {"command": ["true"], "first_bad": null, "last_good": null,
+                "good": point(good), "bad": point(good), "candidates": 1, "jobs": 1,
+                "rounds": 1, "wall_ms": 1, "steps": []}});
+        let r = agent_request(&a, &req);
+        assert_eq!(r["ok"], false, "{r}");
+        r.to_string().replace(good, "ID")
+    };
+    assert_eq!(end(&hidden_head), end(&missing));
+
+    // A session of the agent's own lineage still merges by name.
+    a.cli_ok(&["fork", "mine", "--mount", fork_mp.to_str().unwrap()]);
+    fs::write(fork_mp.join("g.txt"), "from the fork\n").unwrap();
+    user_on(&a, &fork_mp, &["checkpoint", "-m", "fork work"]);
+    let plan = a.cli_ok(&["merge", "--dry-run", "mine"]);
+    assert_eq!(plan["status"], "planned", "{plan}");
+    tf_ok(&a.m.store, &["umount", fork_mp.to_str().unwrap()]);
+    a.assert_daemon_answers();
+}

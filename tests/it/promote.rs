@@ -60,6 +60,79 @@ fn setup_with(extra: &[&str]) -> Setup {
     }
 }
 
+/// [`setup`], with the daemon running git through a wrapper of ours (first on
+/// its PATH) that runs `inject` once, right after the first git command that
+/// writes promote's temporary index (`GIT_INDEX_FILE` set: after the drift check
+/// read the branch head, before the branch is moved). The durable repository's
+/// own hooks no longer run under promote (issue 38), so a race is injected
+/// here. `inject` runs in the repository's top directory. Returns the setup and
+/// the trigger file (gone once `inject` ran).
+fn setup_injecting(inject: &str) -> (Setup, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = git_repo(dir.path());
+    let baseline = git(&repo, &["rev-parse", "HEAD"]);
+    let wrap = dir.path().join("wrap");
+    std::fs::create_dir(&wrap).unwrap();
+    let trigger = dir.path().join("trigger");
+    std::fs::write(&trigger, "").unwrap();
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let script = format!(
+        "#!/bin/sh\n'{real}' \"$@\"\nrc=$?\n\
+         if [ -n \"$GIT_INDEX_FILE\" ] && rm '{trigger}' 2>/dev/null; then\n\
+         (unset GIT_INDEX_FILE GIT_DIR GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_LITERAL_PATHSPECS\ncd '{repo}'\n{inject}\n)\nfi\nexit $rc\n",
+        real = real.trim(),
+        trigger = trigger.display(),
+        repo = repo.display()
+    );
+    let w = wrap.join("git");
+    std::fs::write(&w, script).unwrap();
+    std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("tf-test-")
+        .tempdir()
+        .unwrap();
+    let store = tmp.path().join("store");
+    let mp = tmp.path().join("mnt");
+    let m = Mount::at(tmp, store, mp, "s");
+    let path = format!(
+        "{}:{}",
+        wrap.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut env: Vec<(&str, &str)> = crate::harness::TEST_AWS_ENV.to_vec();
+    env.push(("PATH", &path));
+    let o = crate::harness::tf_env(
+        &m.store,
+        &[
+            "mount",
+            m.mp.to_str().unwrap(),
+            "--session",
+            "s",
+            "--from",
+            repo.to_str().unwrap(),
+        ],
+        &env,
+        &[],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    (
+        Setup {
+            _dir: dir,
+            repo,
+            m,
+            baseline,
+        },
+        trigger,
+    )
+}
+
 /// `treefork promote ARGS` in the workspace, paths given relative to the
 /// workspace root (made absolute).
 fn promote(m: &Mount, paths: &[&str], args: &[&str]) -> Output {
@@ -234,20 +307,14 @@ fn drift_unstaged_on_a_chosen_path_is_a_baseline_conflict() {
 
 #[test]
 fn a_commit_landing_during_promote_fails_it_cleanly() {
-    let s = setup();
+    // Right after promote writes its temporary index (after the drift check read
+    // the branch head, before the branch is moved), another file is committed on
+    // main, once.
+    let (s, hook) = setup_injecting(
+        "echo landed > landed.txt\ngit add landed.txt\nGIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@e GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@e git commit -q -m landed",
+    );
     let (repo, m) = (&s.repo, &s.m);
     write_synced(&m.p("src/lib.rs"), b"agent\n");
-    // A hook that runs when promote writes its temporary index (after the drift
-    // check read the branch head, before the branch is moved): it commits another
-    // file on main, once.
-    let hook = repo.join(".git/hooks/post-index-change");
-    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
-    let script = format!(
-        "#!/bin/sh\nrm -f \"$0\"\nunset GIT_INDEX_FILE GIT_DIR GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_LITERAL_PATHSPECS\ncd {}\necho landed > landed.txt\ngit add landed.txt\nGIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@e GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@e git commit -q -m landed\n",
-        repo.display()
-    );
-    std::fs::write(&hook, script).unwrap();
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     let o = promote(m, &["src/lib.rs"], &[]);
     assert!(!o.status.success(), "promote should fail");
     let err = String::from_utf8_lossy(&o.stderr);
@@ -276,19 +343,11 @@ fn a_commit_landing_during_promote_fails_it_cleanly() {
 
 #[test]
 fn an_edit_of_a_chosen_path_made_during_promote_is_never_overwritten() {
-    let s = setup();
-    let (repo, m) = (&s.repo, &s.m);
-    write_synced(&m.p("src/lib.rs"), b"agent\n");
     // After the drift check, before the work tree is updated: the user edits the
     // very file being promoted (an unstaged edit).
-    let hook = repo.join(".git/hooks/post-index-change");
-    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
-    let script = format!(
-        "#!/bin/sh\nrm -f \"$0\"\necho mine > {}/src/lib.rs\n",
-        repo.display()
-    );
-    std::fs::write(&hook, script).unwrap();
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (s, hook) = setup_injecting("echo mine > src/lib.rs");
+    let (repo, m) = (&s.repo, &s.m);
+    write_synced(&m.p("src/lib.rs"), b"agent\n");
     let out = promote_ok(m, &["src/lib.rs"], &["--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(!hook.exists(), "the hook ran");

@@ -99,7 +99,7 @@ impl Agent {
             .args(args)
             .current_dir(&self.m.mp);
         as_agent(&mut c);
-        c.output().expect("spawn treefork as the agent")
+        output_retrying(&mut c)
     }
 
     /// [`Agent::cli`] that must succeed; its JSON answer.
@@ -186,6 +186,21 @@ impl Agent {
     pub fn daemon_rss_kib(&self) -> u64 {
         proc_status_kib(self.m.daemon_pid(), "VmRSS:")
     }
+}
+
+/// Run `c`, again while its program is busy being written (`ETXTBSY`): the CLI
+/// copied for the agent can be held open for writing, for an instant, by a child
+/// another test thread forked while the copy was being made.
+pub fn output_retrying(c: &mut Command) -> Output {
+    for _ in 0..100 {
+        match c.output() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            r => return r.unwrap_or_else(|e| panic!("spawn {c:?}: {e}")),
+        }
+    }
+    panic!("spawn {c:?}: text file busy for 2 s")
 }
 
 /// Make `c` run as [`AGENT_UID`] with no supplementary groups.

@@ -1,6 +1,6 @@
 //! Applying a resolved merge ([`super::resolve::Plan`]) to a private session opened
 //! on ours (`Session::build_beside`): grafts from theirs' tree, files and links
-//! written, removals, permission bits; directories theirs deleted go last, deepest
+//! written, removals, directory attributes (owner, group and mode together); directories theirs deleted go last, deepest
 //! first, and only when empty. Missing parent directories are created (mode 0755,
 //! the parent's owner).
 
@@ -51,10 +51,12 @@ pub fn apply(s: &Session, _store: &dyn ObjectStore, plan: &Plan, theirs: Theirs)
                 }
             }
             Action::RemoveDir(p) => dirs.push(p),
-            Action::Perm(p, perm) => {
+            Action::Attr(p, attrs) => {
                 if let Some(ino) = walk(s, p)? {
                     let a = SetAttr {
-                        mode: Some(*perm),
+                        mode: Some(attrs.perm),
+                        uid: Some(attrs.uid),
+                        gid: Some(attrs.gid),
                         ..SetAttr::default()
                     };
                     s.setattr(ino, a)?;

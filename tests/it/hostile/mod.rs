@@ -8,6 +8,7 @@
 //! snapshots of the host's mounts, the daemon's memory.
 
 mod branches;
+mod contain;
 mod exhaust;
 mod remote;
 mod small;

@@ -55,6 +55,7 @@ impl Host for Daemon {
                     last_auto_ms: m.last_auto_ms.clone(),
                     transport: m.transport,
                     scope: crate::ops::Scope::All,
+                    agent_uid: None,
                 }),
                 _ => None,
             })

@@ -1,6 +1,7 @@
 //! Applying a merge's actions ([`super::resolve::Action`], as the resolution
 //! decides them) to a private session opened on ours (`Session::build_beside`):
-//! grafts from theirs' tree, files and links written, removals, permission bits;
+//! grafts from theirs' tree, files and links written, removals, attributes (owner,
+//! group and mode together);
 //! directories theirs deleted go last ([`Applier::finish`]), deepest first, and
 //! only when empty. Missing parent directories are created (mode 0755, the
 //! parent's owner). A file given by node id ([`Body::Node`]) is made to refer to
@@ -69,10 +70,12 @@ impl<'s> Applier<'s> {
                 }
             }
             Action::RemoveDir(p) => self.dirs.push(p),
-            Action::Perm(p, perm) => {
+            Action::Attr(p, attrs) => {
                 if let Some(ino) = walk(s, &p)? {
                     let a = SetAttr {
-                        mode: Some(perm),
+                        mode: Some(attrs.perm),
+                        uid: Some(attrs.uid),
+                        gid: Some(attrs.gid),
                         ..SetAttr::default()
                     };
                     s.setattr(ino, a)?;

@@ -4,8 +4,10 @@
 //! Owns: resolving, path by path, the changes "theirs" made since a base against
 //! what "ours" (the workspace) made since the same base ([`resolve`]); merging text
 //! with the `diffy` crate ([`text`]); building the merged tree beside the live one
-//! ([`apply`], on [`Session::build_beside`](crate::session::Session)); and the
-//! merge base of two checkpoints ([`base`]).
+//! ([`apply`], on [`Session::build_beside`](crate::session::Session)); the
+//! merge base of two checkpoints ([`base`]); and what an agent's composed tree
+//! may hold ([`contain`]: checked by restore of paths and every merge on an agent
+//! socket).
 //!
 //! The inputs are a base, ours (always a stored tree: the workspace flushed) and
 //! theirs' changes as a path-sorted list ([`Change`]): from a stored tree
@@ -26,8 +28,10 @@
 //!   (`modify_delete`: ours kept; `delete_modify`: theirs written back);
 //! - different kinds (file, directory, symlink): ours stays, theirs beside it as
 //!   `PATH~theirs` when it is a file or symlink (`kind`);
-//! - permission bits: the side that changed them wins; both, differently: ours, a
-//!   `mode` conflict.
+//! - attributes (owner, group and permission bits, always as a unit, never the
+//!   owner of one side with the mode of the other): the side that changed them
+//!   wins; both, differently: ours, a `mode` conflict (against a git blob, only
+//!   the execute bit, applied to ours).
 //!
 //! Renames are a delete plus an add (no rename detection). Invariants: nothing
 //! here writes the live workspace or any record; the result is a root (pinned by
@@ -38,6 +42,7 @@
 
 pub mod apply;
 pub mod base;
+pub mod contain;
 pub mod resolve;
 #[cfg(test)]
 mod tests;
@@ -82,7 +87,8 @@ pub enum ConflictKind {
     /// Different kinds (file, directory, symlink) or two different symlinks: ours
     /// kept, theirs beside it when it is a file or a symlink.
     Kind,
-    /// Both changed the permission bits differently: ours kept.
+    /// Both changed the attributes (owner, group, permission bits) differently:
+    /// ours kept.
     Mode,
 }
 

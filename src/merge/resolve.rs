@@ -33,6 +33,40 @@ pub const READ_MAX: u64 = 256 << 20;
 /// directory's owner.
 pub type Owner = Option<(u32, u32)>;
 
+/// An entry's attributes, taken as a unit: a merge never gives a path the owner
+/// of one side and the permission bits of the other (`merge::contain`, m1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attrs {
+    /// Permission bits (0o7777).
+    pub perm: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+}
+
+impl Attrs {
+    /// The attributes of a record's version (`None` for a git blob).
+    fn of(v: &Ver) -> Option<Attrs> {
+        v.record().map(|r| Attrs {
+            perm: r.attr.perm & 0o7777,
+            uid: r.attr.uid,
+            gid: r.attr.gid,
+        })
+    }
+}
+
+/// The merged attributes of a path both sides have (`b`: the base's, if any):
+/// the side that changed them wins, whole; when both changed them differently,
+/// ours, and `true` (a `mode` conflict).
+fn merged_attrs(b: Option<Attrs>, o: Attrs, t: Attrs) -> (Attrs, bool) {
+    match b {
+        Some(b) if o == b => (t, false),
+        Some(b) => (o, t != b && t != o),
+        None => (o, false),
+    }
+}
+
 /// One change to make to ours to get the merged tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -63,8 +97,8 @@ pub enum Action {
     Remove(Vec<u8>),
     /// Remove a directory, once everything else is applied, if it is empty.
     RemoveDir(Vec<u8>),
-    /// Set a directory's permission bits.
-    Perm(Vec<u8>, u32),
+    /// Set a directory's owner, group and permission bits (together).
+    Attr(Vec<u8>, Attrs),
 }
 
 /// The content of a file an [`Action::Write`] makes.
@@ -218,7 +252,9 @@ impl Resolver<'_, '_> {
         match (o.map(Ver::kind), t) {
             (Some(Kind::Dir), None) => self.act(Action::RemoveDir(path.to_vec()))?,
             (Some(Kind::Dir), Some(tv)) if tv.kind() == Kind::Dir => {
-                self.act(Action::Perm(path.to_vec(), perm_of(tv)))?;
+                if let Some(a) = Attrs::of(tv) {
+                    self.act(Action::Attr(path.to_vec(), a))?;
+                }
             }
             (Some(Kind::Dir), Some(tv)) => {
                 // Theirs replaced a directory by a file: only if ours changed
@@ -288,17 +324,18 @@ impl Resolver<'_, '_> {
     ) -> Result<()> {
         let (ok, tk) = (o.map(Ver::kind), t.map(Ver::kind));
         match (o, t) {
-            (Some(_), Some(_)) if ok == Some(Kind::Dir) && tk == Some(Kind::Dir) => {
-                let (bp, op, tp) = (b.map(perm_of), o.map(perm_of), t.map(perm_of));
-                if op != tp && op != bp && tp != bp {
-                    self.conflict(path, ConflictKind::Mode, None, format!(
-                        "both changed the directory's permissions (ours {:o}, theirs {:o}): ours kept",
-                        op.unwrap_or(0), tp.unwrap_or(0)
-                    ));
-                } else if op == bp
-                    && let Some(tp) = tp
-                {
-                    self.act(Action::Perm(path.to_vec(), tp))?;
+            (Some(ov), Some(tv)) if ok == Some(Kind::Dir) && tk == Some(Kind::Dir) => {
+                let (Some(oa), Some(ta)) = (Attrs::of(ov), Attrs::of(tv)) else {
+                    return Ok(());
+                };
+                let ba = b.and_then(Attrs::of);
+                match merged_attrs(ba, oa, ta) {
+                    (_, true) => self.conflict(path, ConflictKind::Mode, None, format!(
+                        "both changed the directory's owner or permissions (ours uid {} mode {:o}, theirs uid {} mode {:o}): ours kept",
+                        oa.uid, oa.perm, ta.uid, ta.perm
+                    )),
+                    (a, false) if a != oa => self.act(Action::Attr(path.to_vec(), a))?,
+                    _ => {}
                 }
                 Ok(())
             }
@@ -367,11 +404,22 @@ impl Resolver<'_, '_> {
 
     /// Both changed a regular file.
     fn files(&mut self, path: &[u8], b: Option<&Ver>, ov: &Ver, tv: &Ver) -> Result<()> {
-        let perm = file_perm(b, Some(ov), tv);
-        let mode_clash = b.is_some_and(|b| {
-            let (be, oe, te) = (b.exec(), ov.exec(), tv.exec());
-            oe != be && te != be && oe != te
-        });
+        let (perm, owner, mode_clash) = match (Attrs::of(ov), Attrs::of(tv)) {
+            // Between records, owner, group and mode go together.
+            (Some(oa), Some(ta)) => {
+                let (a, clash) = merged_attrs(b.and_then(Attrs::of), oa, ta);
+                (a.perm, Some((a.uid, a.gid)), clash)
+            }
+            // A git blob carries only the execute bit: applied to ours.
+            _ => (
+                file_perm(b, Some(ov), tv),
+                ov.record().map(|r| (r.attr.uid, r.attr.gid)),
+                b.is_some_and(|b| {
+                    let (be, oe, te) = (b.exec(), ov.exec(), tv.exec());
+                    oe != be && te != be && oe != te
+                }),
+            ),
+        };
         let (base, ours, theirs) = match self.texts(b, ov, tv)? {
             Sides::Read(t) => t,
             Sides::Binary => return self.binary(path, tv, "this binary (or very large) file"),
@@ -385,7 +433,6 @@ impl Resolver<'_, '_> {
         };
         let (data, clean) = text::merge3(&base, &ours, &theirs);
         drop((base, ours, theirs));
-        let owner = ov.record().map(|r| (r.attr.uid, r.attr.gid));
         self.act(Action::Write {
             path: path.to_vec(),
             body: Body::Bytes(Arc::new(data)),
@@ -411,7 +458,7 @@ impl Resolver<'_, '_> {
                 path,
                 ConflictKind::Mode,
                 None,
-                "both changed the execute bit differently: ours kept".into(),
+                "both changed the owner or permission bits differently: ours kept".into(),
             );
         }
         Ok(())

@@ -218,6 +218,7 @@ impl Host for MemHost {
             last_auto_ms: Arc::new(AtomicU64::new(crate::clock::unix_ms())),
             transport: crate::fs::ring::InUse::Dev,
             scope: Scope::All,
+            agent_uid: None,
         };
         // The name passes from the claim to the mount map in one critical
         // section of the claims lock (as the daemon's table does).

@@ -23,7 +23,12 @@
 //! Every request carries a [`Scope`] decided by the caller's role: on an agent
 //! socket every ref name and id an op resolves (through `refctx`) and the
 //! `branches` list are limited to what the session's lineage sees
-//! (`crate::visibility`); hidden ones answer like missing ones.
+//! (`crate::visibility`); hidden ones answer like missing ones. On an agent
+//! socket it also carries the agent's uid ([`Target::agent_uid`]): an op that
+//! composes a tree out of parts of several (restore of paths here in
+//! `save_and_graft`, merges in `merge`) checks the result with
+//! `crate::merge::contain` before anything changes; whole-tree swaps are not
+//! checked.
 //!
 //! Names are created atomically store-wide: a branch under [`Host::name_lock`]
 //! (check and write in one critical section), a session by [`Host::claim`] (the
@@ -104,6 +109,11 @@ pub struct Target {
     /// agent socket) what the session's lineage sees. Set by [`run`] from the
     /// caller's role.
     pub scope: Scope,
+    /// On an agent socket, the uid it was made for: what the agent's composing
+    /// operations (restore of paths, merges) are checked against
+    /// (`crate::merge::contain`). `None` for the user's sockets. Set with
+    /// `scope`, by `verbs::serve`.
+    pub agent_uid: Option<u32>,
 }
 
 /// What ops need from whoever serves the mounted sessions (the daemon).
@@ -234,6 +244,9 @@ fn save_and_graft(
         let saved = save_pending(&mut tx, kind, what)?;
         // The workspace as it was (saved: a flush now only reads it back).
         let before_root = tx.flush()?;
+        if let (Some(agent), Some(paths)) = (t.agent_uid, paths) {
+            contain_paths(t, &mut tx, agent, what, (before_root, target), paths)?;
+        }
         let t_save = t0.elapsed();
         let (mut inval, r) = tx.graft(target, paths, Some(generation));
         // A write between the save and the graft: save again (a refused commit is
@@ -283,6 +296,24 @@ fn save_and_graft(
     Err(Error::Conflict(format!(
         "{what}: the workspace kept changing while being saved; retry when writers pause"
     )))
+}
+
+/// Refuse (before anything changes) an agent's graft of `paths` from `target`
+/// into the workspace `before_root` that `merge::contain` forbids: the result is
+/// built beside first, from the same tree by the same rules the live graft
+/// follows, under the write gate (so no write comes between the check and the
+/// graft). A graft of the whole tree is a swap to an existing state: not checked.
+fn contain_paths(
+    t: &Target,
+    tx: &mut crate::session::Txn<'_>,
+    agent: u32,
+    what: &str,
+    (before_root, target): (NodeId, NodeId),
+    paths: &[Vec<u8>],
+) -> Result<()> {
+    let result = tx.build_beside(before_root, &mut |s| s.graft(target, Some(paths), None).1)?;
+    let store = t.session.store();
+    crate::merge::contain::check(&**store, agent, what, before_root, result, &[target])
 }
 
 /// After a successful graft: make the batch's record name the grafted tree, add

@@ -1,6 +1,7 @@
 //! `restore`: rewind the tree, or some paths of it, to a ref. The saved pending
 //! changes, the new tree and the operation record are one batch (`super::txn`).
-//! The answer is [`Restored`].
+//! The answer is [`Restored`]. On an agent socket a restore of paths (not of the
+//! whole tree) is checked by `merge::contain` first, dry run included.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -65,6 +66,21 @@ pub(crate) fn run(
         .filter(|e| under(&e.path, &paths))
         .map(PathChange::from)
         .collect();
+    let only = if paths.is_empty() || paths.iter().any(|p| p.is_empty()) {
+        None
+    } else {
+        Some(&paths[..])
+    };
+    let what = format!("restore of {spec}");
+    // A dry run of an agent's restore of paths says whether it would be refused
+    // (the real one checks under the write gate: `save_and_graft`).
+    if dry_run
+        && !plan.is_empty()
+        && let (Some(agent), Some(only)) = (t.agent_uid, only)
+    {
+        let result = s.build_beside(root, &mut |w| w.graft(c.root, Some(only), None).1)?;
+        crate::merge::contain::check(&*store, agent, &what, root, result, &[c.root])?;
+    }
     if dry_run || plan.is_empty() {
         return Ok(Restored {
             dry_run,
@@ -74,15 +90,10 @@ pub(crate) fn run(
         });
     }
     let txn = txn::Op::begin(t, "restore");
-    let only = if paths.is_empty() || paths.iter().any(|p| p.is_empty()) {
-        None
-    } else {
-        Some(&paths[..])
-    };
     let (saved, _, op) = save_and_graft(
         t,
         "before-restore",
-        &format!("restore of {spec}"),
+        &what,
         c.root,
         only,
         &mut |tx, before_root, after_root| {

@@ -25,6 +25,16 @@ impl Session {
         build: &mut dyn FnMut(&Session) -> Result<()>,
     ) -> Result<NodeId> {
         let _g = super::relock(self.flush_lock.lock());
+        self.build_beside_held(from, build)
+    }
+
+    /// [`build_beside`](Self::build_beside) with the flush lock already held (by
+    /// a [`super::Txn`]).
+    pub(super) fn build_beside_held(
+        &self,
+        from: NodeId,
+        build: &mut dyn FnMut(&Session) -> Result<()>,
+    ) -> Result<NodeId> {
         let mut rec = self.record();
         rec.root = from;
         let scratch = Session::open(Arc::clone(self.store()), rec)?;

@@ -217,6 +217,16 @@ impl Txn<'_> {
         self.s.graft_held(target, paths, expect)
     }
 
+    /// A tree built beside the live one inside this batch (see
+    /// [`Session::build_beside`]; the flush lock is this batch's).
+    pub fn build_beside(
+        &mut self,
+        from: NodeId,
+        build: &mut dyn FnMut(&Session) -> Result<()>,
+    ) -> Result<NodeId> {
+        self.s.build_beside_held(from, build)
+    }
+
     /// Set HEAD, its branch, the base and (after a whole-tree graft) the durable
     /// root, as [`Session::commit_state`] does, in this batch.
     pub fn set_state(&mut self, change: StateChange) {

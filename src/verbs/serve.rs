@@ -159,6 +159,11 @@ pub(super) fn serve<H: Server, V: Handler>(h: &H, call: Call<'_>, req: V) -> Res
     } else {
         Scope::All
     };
+    // And what its composing operations are checked against (`merge::contain`).
+    t.agent_uid = match who {
+        MountFor::Agent { uid, .. } if actor.is_agent() => Some(uid),
+        _ => None,
+    };
     if actor.is_agent() && V::RECORDS {
         crate::quota::check_op_records(&*h.store(), t.session.name())?;
     }

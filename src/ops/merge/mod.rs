@@ -124,6 +124,9 @@ pub(crate) struct Job {
     /// Theirs' changes since the base, and where grafted versions come from:
     /// one step, or one per ref of an octopus merge (merged in turn).
     pub steps: Vec<(Vec<Change>, Theirs)>,
+    /// The stored trees the result is made from (theirs and the bases): what an
+    /// agent's result is checked against (`merge::contain`).
+    pub sources: Vec<NodeId>,
     /// The checkpoint's message.
     pub message: String,
     /// The checkpoint's parents after HEAD (a merge: theirs).
@@ -183,6 +186,11 @@ pub(crate) fn land(t: &Target, call: &Call, job: &Job, dry_run: bool) -> Result<
             .iter()
             .map(PathChange::from)
             .collect();
+        // An agent's result is refused, dry run or not, when it would put what
+        // the agent cannot write where it could not write it (`merge::contain`).
+        if let Some(agent) = t.agent_uid {
+            merge::contain::check(&*store, agent, job.op, ours, merged.root, &job.sources)?;
+        }
         let mut out = MergeAnswer::new(job.op, Status::Planned, &job.theirs_spec, job.base.clone());
         out.changes = changes;
         out.conflicts = merged.conflicts.clone();

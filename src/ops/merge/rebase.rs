@@ -82,6 +82,7 @@ pub(crate) fn run(t: &Target, call: &Call, req: &RebaseRequest) -> Result<MergeA
         theirs_id: None,
         base: Some(baseline),
         steps: vec![(changes, Theirs::Blobs)],
+        sources: vec![base_root, new_base],
         message: format!("rebase onto {}", &onto[..onto.len().min(12)]),
         more_parents: Vec::new(),
         meta,

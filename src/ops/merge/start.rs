@@ -99,6 +99,7 @@ pub(crate) fn merge(t: &Target, call: &Call, req: &MergeRequest) -> Result<Merge
         .chain(req.also.iter().map(String::as_str))
         .collect();
     let (mut steps, mut parents, mut bases) = (Vec::new(), Vec::new(), Vec::new());
+    let mut sources = Vec::new();
     for s in &specs {
         let c = refctx::resolve_or_session(t, s)?;
         let base = match head {
@@ -108,10 +109,12 @@ pub(crate) fn merge(t: &Target, call: &Call, req: &MergeRequest) -> Result<Merge
         if base == Some(c.id) || parents.contains(&c.id) {
             continue;
         }
+        let base_root = root_of(t, base)?;
         steps.push((
-            merge::tree_changes(&*store, root_of(t, base)?, c.root)?,
+            merge::tree_changes(&*store, base_root, c.root)?,
             Theirs::Tree(c.root),
         ));
+        sources.extend([c.root, base_root]);
         parents.push(c.id);
         bases.extend(base.map(|b| b.to_hex()));
     }
@@ -137,6 +140,7 @@ pub(crate) fn merge(t: &Target, call: &Call, req: &MergeRequest) -> Result<Merge
         theirs_id: parents.first().copied(),
         base: bases.first().cloned(),
         steps,
+        sources,
         message: req
             .message
             .clone()
@@ -158,7 +162,8 @@ pub(crate) fn cherry_pick(t: &Target, call: &Call, req: &MergeRequest) -> Result
     let store = t.session.store().clone();
     let c = refctx::resolve_or_session(t, spec)?;
     let base = c.parent();
-    let changes = merge::tree_changes(&*store, root_of(t, base)?, c.root)?;
+    let base_root = root_of(t, base)?;
+    let changes = merge::tree_changes(&*store, base_root, c.root)?;
     let mut meta = serde_json::Map::new();
     meta.insert("cherry_pick".into(), c.id.to_hex().into());
     let short = &c.id.to_hex()[..12];
@@ -168,6 +173,7 @@ pub(crate) fn cherry_pick(t: &Target, call: &Call, req: &MergeRequest) -> Result
         theirs_id: Some(c.id),
         base: base.map(|b| b.to_hex()),
         steps: vec![(changes, Theirs::Tree(c.root))],
+        sources: vec![c.root, base_root],
         message: req
             .message
             .clone()
@@ -263,6 +269,7 @@ pub(crate) fn revert(t: &Target, call: &Call, req: &MergeRequest) -> Result<Merg
         theirs_id: r.id,
         base: r.id.map(|i| i.to_hex()),
         steps: vec![(changes, Theirs::Tree(r.before))],
+        sources: vec![r.before, r.after],
         message: req
             .message
             .clone()

@@ -9,6 +9,7 @@
 
 mod branches;
 mod cleanup;
+mod contain;
 mod exhaust;
 mod gitcommit;
 mod merge;

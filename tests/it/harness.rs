@@ -422,3 +422,28 @@ pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
     out.truncate(len);
     out
 }
+
+/// Run git in `repo` as this process (root) with a test identity; the raw output.
+pub fn git_raw(repo: &Path, args: &[&str]) -> Output {
+    Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .expect("git is installed")
+}
+
+/// [`git_raw`] that must succeed; its stdout, trimmed.
+pub fn git(repo: &Path, args: &[&str]) -> String {
+    let o = git_raw(repo, args);
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}

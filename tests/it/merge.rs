@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::harness::{Mount, tf, write_synced, ws, ws_ok};
+use crate::harness::{Mount, git, tf, write_synced, ws, ws_ok};
 use crate::lifecycle::git_repo;
 
 fn j(m: &Mount, args: &[&str]) -> Value {
@@ -255,25 +255,6 @@ fn cherry_pick_applies_one_checkpoint_only() {
         .unwrap_or_default();
     assert_eq!(parents.len(), 1, "{shown}");
     assert_eq!(j(&m, &["cherry-pick", &two])["status"], "up_to_date");
-}
-
-fn git(repo: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .expect("git is installed");
-    assert!(
-        o.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
 #[test]

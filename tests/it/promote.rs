@@ -5,32 +5,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::harness::{Mount, daemon_log, tf, write_synced, ws, ws_ok};
+use crate::harness::{Mount, daemon_log, git, git_raw, tf, write_synced, ws, ws_ok};
 use crate::lifecycle::git_repo;
-
-/// Run git in `repo` with a test identity; require success; stdout trimmed.
-fn git(repo: &Path, args: &[&str]) -> String {
-    let o = git_raw(repo, args);
-    assert!(
-        o.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
-}
-
-fn git_raw(repo: &Path, args: &[&str]) -> Output {
-    Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .expect("git is installed")
-}
 
 /// A repository (branch main, one commit: README, src/lib.rs) and a session `s`
 /// mounted from it.

@@ -17,7 +17,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::{AGENT_UID, Agent};
-use crate::harness::{Mount, bin, daemon_log, tf, tf_ok, write_synced};
+use crate::harness::{Mount, bin, daemon_log, git, tf, tf_ok, write_synced};
 use crate::lifecycle::git_repo;
 
 /// Every hook name git knows.
@@ -47,26 +47,6 @@ const HOOKS: &[&str] = &[
     "fsmonitor-watchman",
     "post-index-change",
 ];
-
-/// Git in `repo` as root with a test identity, outside any workspace.
-fn git(repo: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
-}
 
 /// Where markers land: a directory every uid can write (a hook of any uid
 /// could leave its mark).

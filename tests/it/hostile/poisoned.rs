@@ -327,6 +327,7 @@ fn no_planted_program_runs_whatever_the_user_does() {
         &["restore", "HEAD~1", a.m.p("work.txt").to_str().unwrap()],
     );
     user_ok(&a, &["undo"]);
+    user_ok(&a, &["checkout", "HEAD~1"]);
     marks.assert_none("merge, checkout, restore, undo");
 
     // The git-commit trigger: the agent moves its HEAD's branch.

@@ -447,3 +447,13 @@ pub fn git(repo: &Path, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
+
+/// The path of the git on this process's PATH (for wrappers that stand in for
+/// it on a daemon's PATH and exec the real one).
+pub fn real_git() -> String {
+    let o = Command::new("sh")
+        .args(["-c", "command -v git"])
+        .output()
+        .expect("sh runs");
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}

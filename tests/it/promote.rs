@@ -51,14 +51,7 @@ fn setup_injecting(inject: &str) -> (Setup, PathBuf) {
     std::fs::create_dir(&wrap).unwrap();
     let trigger = dir.path().join("trigger");
     std::fs::write(&trigger, "").unwrap();
-    let real = String::from_utf8(
-        Command::new("sh")
-            .args(["-c", "command -v git"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
+    let real = crate::harness::real_git();
     let script = format!(
         "#!/bin/sh\n'{real}' \"$@\"\nrc=$?\n\
          if [ -n \"$GIT_INDEX_FILE\" ] && rm '{trigger}' 2>/dev/null; then\n\

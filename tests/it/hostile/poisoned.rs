@@ -412,14 +412,7 @@ fn no_child_of_the_daemon_sees_its_secrets_or_descriptors() {
     let seen = tmp.path().join("seen");
     fs::create_dir(&seen).unwrap();
     let wrap = tmp.path().join("wrap");
-    let real_git = String::from_utf8(
-        Command::new("sh")
-            .args(["-c", "command -v git"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
+    let real_git = crate::harness::real_git();
     put_script(
         &wrap.join("git"),
         &format!(

@@ -10,7 +10,8 @@ use super::output::{fmt_time, short};
 use super::plumbing::b64_decode;
 use super::prelude::*;
 
-/// Commands recorded by `treefork exec`, newest first.
+/// Commands recorded by `treefork exec`, newest first: each as typed (quoted only
+/// where a shell needs it, control characters escaped) with its --explanation.
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct History {

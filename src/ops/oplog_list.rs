@@ -80,7 +80,7 @@ fn summary_of(o: &Operation, workspace_changed: bool) -> String {
         Some(b) => format!("{b} ({})", short(&v.head)),
         None => format!("{} (detached)", short(&v.head)),
     };
-    let mut s = words::outcome(o).unwrap_or_else(|| what(o));
+    let mut s = words::outcome(o).unwrap_or_else(|| words::what(o));
     if o.before.head != o.after.head || o.before.branch != o.after.branch {
         s.push_str(&format!(": HEAD {} -> {}", head(&o.before), head(&o.after)));
     }
@@ -94,22 +94,6 @@ fn summary_of(o: &Operation, workspace_changed: bool) -> String {
         s.push_str("; workspace changed");
     }
     cut(&s, SUMMARY_SHOWN)
-}
-
-/// The operation's kind; for an exec, its number and command, shell-quoted
-/// (`exec 3: sh -c 'echo a b'`).
-pub(crate) fn what(o: &Operation) -> String {
-    let argv: Option<Vec<String>> = (o.kind == crate::ops::exec::KIND)
-        .then(|| serde_json::from_value(o.request["argv"].clone()).ok())
-        .flatten();
-    let Some(argv) = argv else {
-        return o.kind.clone();
-    };
-    let cmd = crate::command::shell::quoted_short(&argv, words::COMMAND_SHOWN);
-    match o.meta.get("exec").and_then(|e| e["n"].as_u64()) {
-        Some(n) => format!("{} {n}: {cmd}", o.kind),
-        None => format!("{}: {cmd}", o.kind),
-    }
 }
 
 /// The undo/redo stacks of the session's retained log: the session's cached

@@ -6,7 +6,7 @@
 //! written before a field was kept says less, never something wrong. Every text
 //! taken from a record is cut ([`MESSAGE_SHOWN`], [`COMMAND_SHOWN`]).
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::command::shell::{cut, quoted_short};
 use crate::id::CheckpointId;
@@ -20,6 +20,11 @@ pub const MESSAGE_SHOWN: usize = 60;
 /// The key of an undo's or redo's `meta` naming the operation it reverted
 /// (`{seq, kind, what}`: for a redo, the operation its undo had undone).
 pub const TARGET_KEY: &str = "target";
+
+/// `m[k]`, `null` when absent (indexing a map by a missing key would panic).
+fn at<'a>(m: &'a Map<String, Value>, k: &str) -> &'a Value {
+    m.get(k).unwrap_or(&Value::Null)
+}
 
 fn text(v: &Value) -> Option<String> {
     v.as_str().map(|s| cut(s, MESSAGE_SHOWN))
@@ -57,12 +62,13 @@ pub(crate) fn outcome(o: &Operation) -> Option<String> {
         "merge" | "cherry-pick" | "revert" | "rebase" => Some(merge(kind, m)),
         _ => {
             let (op, end) = kind.rsplit_once('-')?;
-            let theirs = text(&m["theirs"]).unwrap_or_else(|| "?".into());
-            match end {
-                "continue" => Some(format!("{kind}: {op} of {theirs} finished")),
-                "abort" => Some(format!("{kind}: {op} of {theirs} abandoned")),
-                _ => None,
-            }
+            let done = match end {
+                "continue" => "finished",
+                "abort" => "abandoned",
+                _ => return None,
+            };
+            let theirs = text(at(m, "theirs")).unwrap_or_else(|| "?".into());
+            Some(format!("{kind}: {op} of {theirs} {done}"))
         }
     }
 }
@@ -73,14 +79,14 @@ fn point(p: &Value) -> String {
     format!("{} {msg:?}", id.unwrap_or_else(|| "?".into()))
 }
 
-fn bisect(m: &serde_json::Map<String, Value>) -> String {
-    let argv: Vec<String> = serde_json::from_value(m["command"].clone()).unwrap_or_default();
+fn bisect(m: &Map<String, Value>) -> String {
+    let argv: Vec<String> = serde_json::from_value(at(m, "command").clone()).unwrap_or_default();
     let head = format!("bisect of {}", quoted_short(&argv, COMMAND_SHOWN));
-    let (fb, good) = (&m["first_bad"], &m["good"]);
+    let (fb, good) = (at(m, "first_bad"), at(m, "good"));
     if fb.is_null() {
         return format!(
             "{head}: no first bad: the command passes at the bad end {}",
-            point(&m["bad"])
+            point(at(m, "bad"))
         );
     }
     if !good.is_null() && fb["id"] == good["id"] {
@@ -90,17 +96,17 @@ fn bisect(m: &serde_json::Map<String, Value>) -> String {
         );
     }
     let mut s = format!("{head}: first bad {}", point(fb));
-    if !m["last_good"].is_null() {
-        s.push_str(&format!(", last good {}", point(&m["last_good"])));
+    if !at(m, "last_good").is_null() {
+        s.push_str(&format!(", last good {}", point(at(m, "last_good"))));
     }
     s
 }
 
-fn promote(m: &serde_json::Map<String, Value>) -> String {
-    match (short_hex(&m["sha"]), text(&m["branch"])) {
+fn promote(m: &Map<String, Value>) -> String {
+    match (short_hex(at(m, "sha")), text(at(m, "branch"))) {
         (Some(sha), Some(b)) => {
             let mut s = format!("promote: commit {sha} on {b}");
-            if let Some(r) = m["repo"].as_str() {
+            if let Some(r) = at(m, "repo").as_str() {
                 s.push_str(&format!(" in {}", cut(r, 120)));
             }
             s
@@ -112,24 +118,24 @@ fn promote(m: &serde_json::Map<String, Value>) -> String {
     }
 }
 
-fn experiment(m: &serde_json::Map<String, Value>) -> String {
-    let id = text(&m["id"]).unwrap_or_default();
-    let runs = m["runs"].as_array().map_or(0, Vec::len);
-    if m["aborted"].as_bool() == Some(true) {
-        let by = m["interrupted_by"]
+fn experiment(m: &Map<String, Value>) -> String {
+    let id = text(at(m, "id")).unwrap_or_default();
+    let runs = at(m, "runs").as_array().map_or(0, Vec::len);
+    if at(m, "aborted").as_bool() == Some(true) {
+        let by = at(m, "interrupted_by")
             .as_i64()
             .map_or(String::new(), |s| format!(" by {}", signal_name(s)));
         return format!("experiment {id}: {runs} runs, interrupted{by}: every run stopped");
     }
-    match m["winner"].as_u64() {
+    match at(m, "winner").as_u64() {
         Some(w) => format!("experiment {id}: {runs} runs, winner run {w}"),
         None => format!("experiment {id}: {runs} runs, no winner (no run exited 0)"),
     }
 }
 
-fn merge(kind: &str, m: &serde_json::Map<String, Value>) -> String {
-    let theirs = text(&m["theirs"]).unwrap_or_else(|| "?".into());
-    let id = short_hex(&m["theirs_id"])
+fn merge(kind: &str, m: &Map<String, Value>) -> String {
+    let theirs = text(at(m, "theirs")).unwrap_or_else(|| "?".into());
+    let id = short_hex(at(m, "theirs_id"))
         .map(|h| format!(" ({h})"))
         .unwrap_or_default();
     let verb = match kind {
@@ -138,7 +144,7 @@ fn merge(kind: &str, m: &serde_json::Map<String, Value>) -> String {
         "revert" => "reverted",
         _ => "rebased onto",
     };
-    match m["conflicts"].as_u64() {
+    match at(m, "conflicts").as_u64() {
         Some(0) => format!("{kind}: {verb} {theirs}{id}, clean"),
         Some(n) => format!(
             "{kind}: {theirs}{id} stopped on {n} conflict{}",
@@ -155,7 +161,9 @@ pub(crate) fn target_of(of: &Operation) -> Value {
         && let Some(t) = of.meta.get(TARGET_KEY)
     {
         let mut t = t.clone();
-        t["undone_by"] = of.seq.into();
+        if let Value::Object(o) = &mut t {
+            o.insert("undone_by".into(), of.seq.into());
+        }
         return t;
     }
     serde_json::json!({
@@ -165,15 +173,31 @@ pub(crate) fn target_of(of: &Operation) -> Value {
     })
 }
 
-/// An operation named for a reader: an exec's command, a checkpoint's message,
-/// else what it came to or its kind.
+/// An operation named for a reader: a checkpoint's message, else what it came to,
+/// else its kind (an exec: its number and command).
 fn first_words(o: &Operation) -> String {
     if o.kind == "checkpoint"
         && let Some(msg) = o.request["message"].as_str()
     {
         return format!("checkpoint {:?}", cut(msg, MESSAGE_SHOWN));
     }
-    super::oplog_list::what(o)
+    outcome(o).unwrap_or_else(|| what(o))
+}
+
+/// The operation's kind; for an exec, its number and command, shell-quoted
+/// (`exec 3: sh -c 'echo a b'`).
+pub(crate) fn what(o: &Operation) -> String {
+    let argv: Option<Vec<String>> = (o.kind == crate::ops::exec::KIND)
+        .then(|| serde_json::from_value(o.request["argv"].clone()).ok())
+        .flatten();
+    let Some(argv) = argv else {
+        return o.kind.clone();
+    };
+    let cmd = quoted_short(&argv, COMMAND_SHOWN);
+    match o.meta.get("exec").and_then(|e| e["n"].as_u64()) {
+        Some(n) => format!("{} {n}: {cmd}", o.kind),
+        None => format!("{}: {cmd}", o.kind),
+    }
 }
 
 /// An undo's or redo's summary in words: `undid #12 checkpoint "two": HEAD main

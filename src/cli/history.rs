@@ -3,14 +3,15 @@
 //! (`history diff N`, the same as `diff` between its before and after states).
 
 use clap::Parser;
-use treefork::command::shell::quoted;
+use treefork::command::shell::{cut, quoted};
 use treefork::ops::exec::answers::{ExecMeta, HistoryAnswer, HistoryShown};
 
 use super::output::{fmt_time, short};
 use super::plumbing::b64_decode;
 use super::prelude::*;
 
-/// Commands recorded by `treefork exec`, newest first.
+/// Commands recorded by `treefork exec`, newest first: each as typed (quoted only
+/// where a shell needs it, control characters escaped) with its --explanation.
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct History {
@@ -57,6 +58,9 @@ fn outcome(e: &ExecMeta) -> String {
     s
 }
 
+/// Widest explanation the list shows (`history show N` has all of it).
+const WHY_SHOWN: usize = 200;
+
 impl Human for HistoryAnswer {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
         for line in &self.execs {
@@ -77,6 +81,9 @@ impl Human for HistoryAnswer {
                 if e.may_include_others { "*" } else { " " },
                 quoted(&e.argv),
             )?;
+            if let Some(x) = &line.explanation {
+                writeln!(out, "      why: {}", cut(x, WHY_SHOWN))?;
+            }
         }
         if !self.execs.is_empty() {
             writeln!(

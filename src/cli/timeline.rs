@@ -8,7 +8,9 @@ use super::prelude::*;
 use super::values::{self, Since};
 
 /// A session's operations (checkpoints, checkouts, execs, experiments, undos, ...)
-/// and notes in time order, each with the files it changed.
+/// and notes in time order, each with what it came to (what bisect found, the
+/// commit a promote made, what a merge took in, what an undo reverted, an
+/// interrupted experiment), its --explanation and the files it changed.
 #[derive(clap::Args)]
 pub struct Timeline {
     /// Only entries since TIME: unix seconds, or an age like 30m, 2h, 1d.

@@ -214,6 +214,7 @@ pub fn experiment(cx: &Call, v: Value) -> Outcome {
         rank_by: a.rank_by,
         keep: a.keep,
         abort: false,
+        interrupted_by: None,
     });
     cx.bridge.call(&end, None, &mut |_| {})
 }

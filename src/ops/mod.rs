@@ -53,6 +53,7 @@ pub mod merge;
 pub mod messages;
 mod mount;
 pub mod oplog_list;
+pub mod oplog_words;
 pub mod promote;
 pub(crate) mod record;
 pub(crate) mod refctx;

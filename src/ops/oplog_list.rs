@@ -3,8 +3,10 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::oplog_words as words;
 use super::views::OpView;
 use super::{DEFAULT_LOG_LIMIT, Target};
+use crate::command::shell::cut;
 use crate::error::Result;
 use crate::id::CheckpointId;
 use crate::oplog::{self, Operation, stack::Stacks};
@@ -65,17 +67,20 @@ pub(crate) fn summary(o: &Operation) -> String {
     summary_of(o, o.before.workspace != o.after.workspace)
 }
 
-/// [`summary`], given whether the workspace changed.
+/// Longest summary (then cut, `...`).
+pub const SUMMARY_SHOWN: usize = 400;
+
+/// [`summary`], given whether the workspace changed: what the operation came to
+/// (`oplog_words`), then how it moved HEAD and branches.
 fn summary_of(o: &Operation, workspace_changed: bool) -> String {
+    if o.undoes.is_some() || o.redoes.is_some() {
+        return cut(&words::reverted(o, workspace_changed), SUMMARY_SHOWN);
+    }
     let head = |v: &oplog::View| match &v.branch {
         Some(b) => format!("{b} ({})", short(&v.head)),
         None => format!("{} (detached)", short(&v.head)),
     };
-    let mut s = match (o.undoes, o.redoes) {
-        (Some(t), _) => format!("undo of operation {t}"),
-        (_, Some(u)) => format!("redo (reverts operation {u})"),
-        _ => what(o),
-    };
+    let mut s = words::outcome(o).unwrap_or_else(|| words::what(o));
     if o.before.head != o.after.head || o.before.branch != o.after.branch {
         s.push_str(&format!(": HEAD {} -> {}", head(&o.before), head(&o.after)));
     }
@@ -88,26 +93,7 @@ fn summary_of(o: &Operation, workspace_changed: bool) -> String {
     if workspace_changed {
         s.push_str("; workspace changed");
     }
-    s
-}
-
-/// Widest command an exec's summary shows (then cut, `...`).
-const COMMAND_SHOWN: usize = 72;
-
-/// The operation's kind; for an exec, its number and command, shell-quoted
-/// (`exec 3: sh -c 'echo a b'`).
-fn what(o: &Operation) -> String {
-    let argv: Option<Vec<String>> = (o.kind == crate::ops::exec::KIND)
-        .then(|| serde_json::from_value(o.request["argv"].clone()).ok())
-        .flatten();
-    let Some(argv) = argv else {
-        return o.kind.clone();
-    };
-    let cmd = crate::command::shell::quoted_short(&argv, COMMAND_SHOWN);
-    match o.meta.get("exec").and_then(|e| e["n"].as_u64()) {
-        Some(n) => format!("{} {n}: {cmd}", o.kind),
-        None => format!("{}: {cmd}", o.kind),
-    }
+    cut(&s, SUMMARY_SHOWN)
 }
 
 /// The undo/redo stacks of the session's retained log: the session's cached

@@ -40,6 +40,7 @@ use crate::error::{Error, Result};
 use crate::id::{CheckpointId, NodeId};
 use crate::meta::{self, MetaOp};
 use crate::oplog::{self, NewOp, Operation, View, walk};
+use crate::ops::oplog_words as words;
 use crate::refs;
 use crate::session::Txn;
 use crate::session::snapshot::StateChange;
@@ -476,6 +477,11 @@ fn apply<H: Host>(
                 }
                 let mut nop = call.op(kind, before, after);
                 fill(&mut nop);
+                if nop.undoes.is_some() || nop.redoes.is_some() {
+                    // What was reverted, so its row says so in words.
+                    nop.meta
+                        .insert(words::TARGET_KEY.into(), words::target_of(of));
+                }
                 ops.extend(conversation_change(&*store, s.name(), &goal, &mut nop)?);
                 Ok((nop, ops))
             })

@@ -222,6 +222,59 @@ fn an_exec_is_summarized_by_its_number_and_quoted_command() {
 }
 
 #[test]
+fn outcomes_are_said_in_words_and_records_without_their_fields_say_less() {
+    let sum = crate::ops::oplog_list::summary;
+    // Every kind with an empty meta: no panic, the kind named.
+    for kind in [
+        "bisect",
+        "promote",
+        "experiment",
+        "merge",
+        "revert",
+        "rebase",
+        "merge-continue",
+        "cherry-pick-abort",
+        "branch-delete",
+        "undo",
+    ] {
+        let mut o = operation();
+        o.kind = kind.into();
+        assert!(sum(&o).starts_with(kind), "{kind}: {}", sum(&o));
+    }
+    let mut o = operation();
+    o.kind = "bisect".into();
+    let p =
+        |id: &str, msg: &str| json!({"id": id.repeat(32), "short": id.repeat(6), "message": msg});
+    o.meta.insert("command".into(), json!(["make", "test"]));
+    o.meta.insert("good".into(), p("aa", "one"));
+    o.meta.insert("bad".into(), p("cc", "three"));
+    o.meta.insert("first_bad".into(), p("aa", "one"));
+    assert!(sum(&o).contains("the range was wrong"), "{}", sum(&o));
+    o.meta.insert("first_bad".into(), Value::Null);
+    assert!(sum(&o).contains("no first bad"), "{}", sum(&o));
+    o.meta
+        .insert("first_bad".into(), p("cc", "t".repeat(5000).as_str()));
+    let s = sum(&o);
+    assert!(s.contains("first bad cccccccccccc") && s.len() < 500, "{s}");
+    // An undo: what it reverted, in words.
+    let mut u = operation();
+    u.kind = "undo".into();
+    u.undoes = Some(5);
+    u.before.branch = Some("main".into());
+    u.after.branch = Some("main".into());
+    u.meta.insert(
+        crate::ops::oplog_words::TARGET_KEY.into(),
+        json!({"seq": 5, "kind": "revert", "what": "revert: reverted HEAD"}),
+    );
+    let s = sum(&u);
+    assert!(
+        s.starts_with("undid #5 revert: reverted HEAD: HEAD main back to bbbb"),
+        "{s}"
+    );
+    assert!(!s.contains("->"), "{s}");
+}
+
+#[test]
 fn diff_answer() {
     use crate::ops::diff::{DiffAnswer, DiffEntryView};
     let entry = |added, removed, binary| DiffEntryView {

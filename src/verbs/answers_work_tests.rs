@@ -140,6 +140,7 @@ fn recorded() -> crate::ops::experiment::answer::Recorded {
         rank_by: compare::RankBy::Default,
         keep: false,
         aborted: false,
+        interrupted_by: None,
         ranking: compare::rank(&results, compare::RankBy::Default),
         winner: Some(1),
         decided_by: Some("run 1 is the only run that exited 0".into()),

@@ -27,6 +27,7 @@ impl Verb for ExperimentEnd {
             rank_by: _,
             keep: _,
             abort: _,
+            interrupted_by: _,
         } = self;
         true
     }

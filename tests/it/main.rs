@@ -28,6 +28,7 @@ mod merge;
 mod messages;
 mod metadamage;
 mod newuser;
+mod outcomes;
 mod persistence;
 mod posix;
 mod powercut;

@@ -434,6 +434,76 @@ fn ui_pages_show_the_sessions_in_a_real_browser() {
     assert!(page.text("#next").contains("BASELINE_CONFLICT"));
     page.shot("promote");
     page.no_errors("experiment and promote");
+
+    // Issue 39: an operation's `--explanation` is on its row, and an
+    // interrupted experiment says so (and by which signal) on its row and page
+    // instead of "winner none, success rate 100 %".
+    tf_ok(
+        &scene.store(),
+        &[
+            "-C",
+            ws.to_str().unwrap(),
+            "--explanation",
+            "see whether the parser builds",
+            "exec",
+            "--",
+            "true",
+        ],
+    );
+    interrupt_an_experiment(&scene);
+    page.visit("#/s/fix-parser", "timeline");
+    let why = page.eval(
+        "[...document.querySelectorAll('.event[data-kind=exec] .why')].map(w => w.innerText)",
+    );
+    assert!(
+        why.to_string()
+            .contains("why: see whether the parser builds"),
+        "{why}"
+    );
+    let row = page.text(".event[data-kind=experiment] .interrupted");
+    assert_eq!(row, "interrupted by SIGINT");
+    let id = page_experiment_id(&scene);
+    page.visit(&format!("#/s/fix-parser/exp/{id}"), "experiment");
+    let outcome = page.text("#winner");
+    assert!(outcome.contains("interrupted by SIGINT"), "{outcome}");
+    assert!(!page.text("#main").contains("success rate"));
+    page.shot("interrupted");
+    page.no_errors("explanation and interrupted experiment");
+}
+
+/// An experiment in the scene's workspace, stopped by SIGINT once its runs
+/// are going.
+fn interrupt_an_experiment(scene: &Scene) {
+    let child = Command::new(bin())
+        .arg("--store")
+        .arg(scene.store())
+        .args(["experiment", "-c", "sleep 43.5", "-c", "sleep 43.5"])
+        .current_dir(scene.ws())
+        .env_remove("TREEFORK_SOCKET")
+        .env_remove("TREEFORK_STORE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let running = || {
+        let o = Command::new("pgrep")
+            .args(["-c", "-f", "^sleep 43.5$"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim() == "2"
+    };
+    while !running() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the runs never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(128 + libc::SIGINT));
 }
 
 /// `ui --open`'s way in a real browser: the file handed to xdg-open redirects to

@@ -122,7 +122,10 @@ fn undo_and_redo_each_kind_of_operation() {
 
     // Undo a checkpoint: the branch and HEAD go back, the files stay (pending).
     let out = ws_ok(&m, &["undo"]);
-    assert!(out.contains("undo of operation"), "{out}");
+    assert!(
+        out.contains("undid #") && out.contains("checkpoint \"two\""),
+        "{out}"
+    );
     assert_eq!(head(&m), (c1.clone(), json!("main")));
     assert_eq!(branch_at(&m, "main").as_deref(), Some(c1.as_str()));
     assert_eq!(read(&m, "f"), "2");

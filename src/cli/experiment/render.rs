@@ -105,9 +105,12 @@ impl Human for Comparison {
             }
         }
         if d.aborted {
+            let by = d.interrupted_by.map_or(String::new(), |s| {
+                format!(" by {}", treefork::ops::oplog_words::signal_name(s.into()))
+            });
             writeln!(
                 out,
-                "interrupted: every run was stopped and every fork removed"
+                "interrupted{by}: every run was stopped and every fork removed"
             )?;
         } else if let Some(w) = d.winner {
             writeln!(

@@ -112,6 +112,7 @@ impl RunArgs {
             rank_by,
             keep: self.keep,
             abort: sig != 0,
+            interrupted_by: Some(sig).filter(|&s| s != 0),
         });
         let r: Reply<Answer<treefork::verbs::ExperimentEnd>> = cx.session(end)?;
         // Measured here, around the request: fork and mount of every run.

@@ -33,6 +33,10 @@ pub struct Recorded {
     pub keep: bool,
     /// Whether the experiment was interrupted (every fork removed, no winner).
     pub aborted: bool,
+    /// The signal that interrupted it (`null`: not interrupted, or recorded
+    /// before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted_by: Option<i32>,
     /// Every run, in run order.
     pub runs: Vec<RunEntry>,
     /// The run numbers, best first.

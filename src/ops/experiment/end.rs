@@ -56,6 +56,9 @@ pub struct ExperimentEnd {
     /// The experiment was interrupted: remove every fork.
     #[serde(default)]
     pub abort: bool,
+    /// The signal that interrupted it (with `abort`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted_by: Option<i32>,
 }
 
 /// One run's fork at the end.
@@ -117,6 +120,7 @@ pub fn end<H: Host>(
         rank_by: by,
         keep: req.keep,
         aborted: req.abort,
+        interrupted_by: req.interrupted_by.filter(|_| req.abort),
         runs,
         decided_by: compare::decided_by(&results, &ranking, by, winner),
         ranking,

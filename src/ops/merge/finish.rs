@@ -126,6 +126,9 @@ pub(crate) fn cont(t: &Target, call: &Call, op: &str) -> Result<MergeAnswer> {
             view_of(after, before_root),
         );
         o.meta.insert("theirs".into(), m.theirs.clone().into());
+        if let Some(id) = m.theirs_id {
+            o.meta.insert("theirs_id".into(), id.to_hex().into());
+        }
         let exec = m
             .theirs
             .strip_prefix("exec@")
@@ -167,6 +170,9 @@ pub(crate) fn abort(t: &Target, call: &Call, op: &str) -> Result<MergeAnswer> {
                     view_of(after, after_root),
                 );
                 o.meta.insert("theirs".into(), m.theirs.clone().into());
+                if let Some(id) = m.theirs_id {
+                    o.meta.insert("theirs_id".into(), id.to_hex().into());
+                }
                 Ok((o, Vec::new()))
             })
         },

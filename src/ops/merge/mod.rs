@@ -318,6 +318,10 @@ fn op_meta(job: &Job, conflicts: usize) -> serde_json::Map<String, serde_json::V
         m.insert("base".into(), b.clone().into());
     }
     m.insert("conflicts".into(), conflicts.into());
+    // The checkpoint merged (picked, reverted), for the row that shows it.
+    if let Some(id) = job.more_parents.first().copied().or(job.theirs_id) {
+        m.insert("theirs_id".into(), id.to_hex().into());
+    }
     if let Some(n) = job.meta.get("reverts_exec") {
         m.insert("reverts_exec".into(), n.clone());
     }

@@ -236,6 +236,13 @@ pub(crate) fn run(t: &Target, call: &Call, req: Promote) -> Result<PromoteAnswer
         Ok(serde_json::Value::Object(m)) => m,
         _ => unreachable!("a struct serializes to an object"),
     };
+    // The repository it landed in, for the row that shows the commit.
+    if let Ground::Repo { origin, .. } = &ground {
+        op.meta.insert(
+            "repo".into(),
+            origin.path.to_string_lossy().into_owned().into(),
+        );
+    }
     // Undo does not reach into the durable repository: the record is inert.
     op.inert = true;
     let mut done = promoted(strategy, &plan, &result);

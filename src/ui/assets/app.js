@@ -79,12 +79,27 @@ function entryText(e) {
     case 'fork': return ['forked ', sessionLink(m.fork?.session ?? e.request?.name ?? '?'), ' at ', h('code', {}, short(m.fork?.checkpoint))];
     case 'experiment': {
       const runs = m.runs || [];
-      return [h('a', { href: `#/s/${encodeURIComponent(e.session)}/exp/${m.id}` }, `experiment ${m.id}`),
-        `: ${runs.length} runs`, m.winner ? `, winner run ${m.winner}` : ', no winner',
+      const link = h('a', { href: `#/s/${encodeURIComponent(e.session)}/exp/${m.id}` }, `experiment ${m.id}`);
+      if (m.aborted) return [link, `: ${runs.length} runs, `, h('span', { class: 'badge bad interrupted' }, interrupted(m)), ': every run stopped'];
+      return [link, `: ${runs.length} runs`, m.winner ? `, winner run ${m.winner}` : ', no winner',
         m.decided_by ? h('span', { class: 'muted' }, ` (${m.decided_by})`) : null];
     }
     default: return h('span', { class: 'text muted' }, e.summary ?? '');
   }
+}
+
+// An interrupted experiment, by which signal when it was kept.
+const SIGNALS = { 1: 'SIGHUP', 2: 'SIGINT', 3: 'SIGQUIT', 9: 'SIGKILL', 15: 'SIGTERM' };
+function interrupted(x) {
+  const s = x.interrupted_by;
+  return s ? `interrupted by ${SIGNALS[s] ?? `signal ${s}`}` : 'interrupted';
+}
+
+// The operation's `--explanation`, cut to a row's width.
+function why(e) {
+  const x = e.explanation;
+  if (!x) return null;
+  return h('div', { class: 'why muted' }, 'why: ', x.length > 600 ? `${x.slice(0, 600)}…` : x);
 }
 
 function filesList(e) {
@@ -118,7 +133,7 @@ function eventRow(item, branchOf) {
     h('div', { class: 'body' },
       h('div', { class: 'head' }, h('span', { class: 'time' }, clock(e.time)), h('span', { class: 'kind' }, `#${e.seq} ${e.kind}`),
         e.actor?.role && e.actor.role !== 'user' ? h('span', { class: 'badge' }, e.actor.role) : null),
-      h('div', {}, entryText(e)), filesList(e)));
+      h('div', {}, entryText(e)), why(e), filesList(e)));
 }
 
 async function timelinePage(name) {
@@ -176,7 +191,7 @@ async function experimentPage(name, id) {
   h('tbody', {}, runs.map((r) => h('tr', { class: r.run === x.winner ? 'winner' : null, dataset: { run: r.run } },
     h('td', {}, `${r.run}${r.run === x.winner ? ' ★' : ''}`),
     h('td', {}, sessionLink(r.fork)),
-    h('td', {}, h('span', { class: `badge ${r.exit === 0 ? 'ok' : 'bad'}` }, r.timed_out ? 'timed out' : r.signal ? `signal ${r.signal}` : `exit ${r.exit}`)),
+    h('td', {}, h('span', { class: `badge ${r.exit === 0 && !r.interrupted ? 'ok' : 'bad'}` }, r.interrupted ? 'stopped' : r.timed_out ? 'timed out' : r.signal ? `signal ${r.signal}` : `exit ${r.exit}`)),
     h('td', { class: 'num' }, ms(r.duration_ms)),
     h('td', { class: 'num score' }, r.score ?? (r.score_error ? h('span', { class: 'bad' }, r.score_error) : '—')),
     h('td', { class: 'num' }, r.files_changed),
@@ -188,9 +203,10 @@ async function experimentPage(name, id) {
     h('ul', {}, p.files.map((f) => h('li', { class: `change-${f.type}` }, `${f.type} ${f.path}`)))));
   fill(main, h('h1', {}, `Experiment ${x.id}`),
     h('div', { class: 'facts' }, h('div', {}, h('span', {}, 'base'), short(x.base)), h('div', {}, h('span', {}, 'ranked by'), x.rank_by),
-      h('div', { id: 'winner' }, h('span', {}, 'winner'), x.winner ? `run ${x.winner}` : 'none'),
-      h('div', {}, h('span', {}, 'decided by'), x.decided_by ?? '—'),
-      h('div', {}, h('span', {}, 'success rate'), `${Math.round((x.stats?.success_rate ?? 0) * 100)}%`)),
+      x.aborted ? h('div', { id: 'winner', class: 'bad' }, h('span', {}, 'outcome'), `${interrupted(x)}: every run stopped, no winner`)
+        : [h('div', { id: 'winner' }, h('span', {}, 'winner'), x.winner ? `run ${x.winner}` : 'none'),
+          h('div', {}, h('span', {}, 'decided by'), x.decided_by ?? '—'),
+          h('div', {}, h('span', {}, 'success rate'), `${Math.round((x.stats?.success_rate ?? 0) * 100)}%`)]),
     table, h('h2', {}, 'Pairwise differences'), pairs.length ? pairs : h('p', { class: 'muted' }, 'One run: nothing to compare.'));
 }
 const runById = (x, n) => x.runs.find((r) => r.run === n)?.run_checkpoint ?? '';

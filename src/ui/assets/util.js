@@ -60,9 +60,25 @@ export function ago(secs) {
 export const clock = (t) => new Date(t * 1000).toLocaleString();
 export const ms = (d) => (d === null || d === undefined ? '—' : d < 1000 ? `${d} ms` : `${(d / 1000).toFixed(1)} s`);
 // A command as a shell would read it back.
+// A recorded argv quoted as `treefork history` shows it (src/command/shell.rs):
+// bare where a shell needs no quotes, else single quotes (double with a `'`),
+// control and invisible characters escaped in $'...'.
+const INVISIBLE = /[\p{Cc}\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/u;
+function quoteWord(a, first) {
+  if (a !== '' && (first ? /^[\p{L}\p{N}_/.:@,+-]+$/u : /^[\p{L}\p{N}_/.:@,+=-]+$/u).test(a) && !INVISIBLE.test(a)) return a;
+  if (INVISIBLE.test(a)) {
+    const esc = { '\\': '\\\\', "'": "\\'", '\n': '\\n', '\t': '\\t', '\r': '\\r' };
+    return `$'${[...a].map((c) => esc[c] ?? (INVISIBLE.test(c)
+      ? (c.codePointAt(0) < 0x80 ? `\\x${c.codePointAt(0).toString(16).padStart(2, '0')}` : `\\u${c.codePointAt(0).toString(16).padStart(4, '0')}`)
+      : c)).join('')}'`;
+  }
+  if (!a.includes("'")) return `'${a}'`;
+  if (!/[$`\\"!]/.test(a)) return `"${a}"`;
+  return `'${a.replace(/'/g, "'\\''")}'`;
+}
 export function shellJoin(argv) {
   if (!Array.isArray(argv)) return String(argv ?? '');
-  return argv.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`)).join(' ');
+  return argv.map((a, i) => quoteWord(String(a), i === 0)).join(' ');
 }
 export const sessionLink = (name) => h('a', { href: `#/s/${encodeURIComponent(name)}`, class: 'session-link' }, name);
 

@@ -30,6 +30,7 @@ pub mod error;
 pub mod failpoint;
 pub mod files;
 pub mod fs;
+pub mod gitignore;
 pub mod fsck;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz;

@@ -147,7 +147,10 @@ mod tests {
             Some(b"node_modules/\n*.log\n!keep.log\n/only-top\nbuild/out\n\\#hash\n"),
         );
         assert!(ign(&root, "node_modules", true));
-        assert!(!ign(&root, "node_modules", false), "a file named like the dir");
+        assert!(
+            !ign(&root, "node_modules", false),
+            "a file named like the dir"
+        );
         assert!(ign(&root, "a/b/node_modules", true));
         assert!(ign(&root, "x.log", false));
         assert!(ign(&root, "deep/er/x.log", false));
@@ -165,7 +168,10 @@ mod tests {
         assert!(ign(&sub, "pkg/other.log", false));
         assert!(ign(&sub, "pkg/gen", true));
         assert!(!ign(&sub, "pkg/a/gen", true));
-        assert!(!ign(&sub, "gen", true), "not under the nested file's directory");
+        assert!(
+            !ign(&sub, "gen", true),
+            "not under the nested file's directory"
+        );
         // The nested file's rules do not apply beside it.
         assert!(ign(&root, "important.log", false));
         // No rules: nothing ignored; a file of comments is no rules.
@@ -183,7 +189,10 @@ mod tests {
         big.extend(b"\nlate\n");
         let s = Stack::root(None, Some(&big));
         assert!(!ign(&s, "late", false), "past MAX_FILE is not read");
-        assert!(!ign(&s, "x.tmp", false), "the line with invalid UTF-8 is not *.tmp");
+        assert!(
+            !ign(&s, "x.tmp", false),
+            "the line with invalid UTF-8 is not *.tmp"
+        );
         let s = Stack::root(None, Some(b"[unclosed\nok\n"));
         assert!(ign(&s, "ok", false));
     }

@@ -30,11 +30,11 @@ pub mod error;
 pub mod failpoint;
 pub mod files;
 pub mod fs;
-pub mod gitignore;
 pub mod fsck;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz;
 pub mod gc;
+pub mod gitignore;
 pub mod hostdir;
 pub mod id;
 pub mod import;

@@ -1,10 +1,10 @@
 //! `checkpoint`, `log`, `status`, `diff`: saving and inspecting the session's states.
 
-use super::output::{fmt_time, short};
 use super::failure::Failure;
+use super::output::{fmt_time, short};
 use super::plumbing::DaemonError;
-use std::path::{Path, PathBuf};
 use super::prelude::*;
+use std::path::{Path, PathBuf};
 
 /// Take a checkpoint; prints its id.
 #[derive(clap::Args)]

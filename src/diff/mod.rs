@@ -339,7 +339,9 @@ impl Walk<'_> {
             return Ok(None);
         }
         let trees = (self.ta, self.tb);
-        let scope = self.filter.scope(self.store, trees, parent, &path, a, b, ignored)?;
+        let scope = self
+            .filter
+            .scope(self.store, trees, parent, &path, a, b, ignored)?;
         let (da, db) = match (a, b) {
             (Some(a), Some(b)) if self.skip => load_differing(self.store, a, b)?,
             _ => (load_dir(self.store, a)?, load_dir(self.store, b)?),
@@ -467,7 +469,11 @@ impl Walk<'_> {
             (Some(ra), Some(rb)) if ra.kind != rb.kind => {
                 let (del, sub) = self.whole(ra, path.clone(), Change::Deleted, at)?;
                 let (add, add_sub) = self.whole(rb, path, Change::Added, at)?;
-                Some(steps(Some(del), sub).chain(steps(Some(add), add_sub)).collect())
+                Some(
+                    steps(Some(del), sub)
+                        .chain(steps(Some(add), add_sub))
+                        .collect(),
+                )
             }
             (Some(ra), Some(rb)) => (!same(&ra, &rb)).then(|| {
                 let e = DiffEntry {

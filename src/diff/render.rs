@@ -135,4 +135,3 @@ pub fn patch(store: &dyn ObjectStore, e: &DiffEntry) -> Result<String> {
     }
     Ok(out)
 }
-

@@ -69,13 +69,29 @@ fn status_and_diff_leave_ignored_paths_out() {
     let m = project();
     assert_eq!(lines(&ws_ok(&m, &["status"])), KEPT);
     let stat = ws_ok(&m, &["diff", "--stat"]);
-    assert!(stat.ends_with(" 5 paths changed, 4 insertions(+), 0 deletions(-)\n"), "{stat}");
-    for gone in ["node_modules", "debug.log", "other.log", "gen", "secret", ".git"] {
+    assert!(
+        stat.ends_with(" 5 paths changed, 4 insertions(+), 0 deletions(-)\n"),
+        "{stat}"
+    );
+    for gone in [
+        "node_modules",
+        "debug.log",
+        "other.log",
+        "gen",
+        "secret",
+        ".git",
+    ] {
         assert!(!stat.contains(gone), "{gone} in\n{stat}");
     }
     let base = ws_ok(&m, &["diff", "baseline", "--name-status"]);
-    assert!(base.contains("A\t.gitignore\n") && base.contains("A\tsrc/main.js\n"), "{base}");
-    assert!(!base.contains("node_modules") && !base.contains(".git/"), "{base}");
+    assert!(
+        base.contains("A\t.gitignore\n") && base.contains("A\tsrc/main.js\n"),
+        "{base}"
+    );
+    assert!(
+        !base.contains("node_modules") && !base.contains(".git/"),
+        "{base}"
+    );
     // The JSON answer carries no `ignored` field unless asked.
     let j: serde_json::Value = serde_json::from_str(&ws_ok(&m, &["--json", "status"])).unwrap();
     let changes = j["changes"].as_array().unwrap();
@@ -107,7 +123,11 @@ fn ignored_lists_them_marked_but_never_git() {
         assert!(all.iter().any(|l| l == want), "{want} not in {all:#?}");
     }
     assert_eq!(all.len(), 7 + KEPT.len() + 4, "{all:#?}"); // + node_modules/{a,a/index.js,b,b/c}
-    assert!(all.iter().all(|l| !l.contains(".git/") && l != "A .git (ignored)"), "{all:#?}");
+    assert!(
+        all.iter()
+            .all(|l| !l.contains(".git/") && l != "A .git (ignored)"),
+        "{all:#?}"
+    );
     let d = ws_ok(&m, &["diff", "--ignored", "--name-status"]);
     assert!(d.contains("A\tnode_modules/a/index.js (ignored)\n"), "{d}");
     assert!(d.contains("A\tsrc/main.js\n") && !d.contains(".git"), "{d}");
@@ -131,19 +151,31 @@ fn diff_takes_paths() {
     let d = tf_in(&m, &m.p("pkg"), &["diff", "--name-status", "lib.js"]);
     assert_eq!(d, "M\tpkg/lib.js\n");
     let d = tf_in(&m, &m.p("pkg"), &["diff", "--stat", "--", "."]);
-    assert!(d.contains(" pkg/lib.js | 1 +\n") && !d.contains("src"), "{d}");
+    assert!(
+        d.contains(" pkg/lib.js | 1 +\n") && !d.contains("src"),
+        "{d}"
+    );
     let p = tf_in(&m, &m.p("src"), &["diff", "-p", "--", "../pkg/lib.js"]);
-    assert!(p.starts_with("diff --treefork a/pkg/lib.js b/pkg/lib.js\n") && p.contains("+two\n"), "{p}");
+    assert!(
+        p.starts_with("diff --treefork a/pkg/lib.js b/pkg/lib.js\n") && p.contains("+two\n"),
+        "{p}"
+    );
     assert!(!p.contains("main.js"), "{p}");
     // An ignored path named explicitly is still left out unless --ignored.
     assert_eq!(ws_ok(&m, &["diff", "--", "node_modules"]), "");
     let d = ws_ok(&m, &["diff", "--ignored", "--", "node_modules/a"]);
-    assert_eq!(d, "A\tnode_modules/a (ignored)\nA\tnode_modules/a/index.js (ignored)\n");
+    assert_eq!(
+        d,
+        "A\tnode_modules/a (ignored)\nA\tnode_modules/a/index.js (ignored)\n"
+    );
     // A missing path after a path is a usage error, not a ref.
     let o = ws(&m, &["diff", "src", "nope"]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("nope: no such file or directory"), "{err}");
     let o = ws(&m, &["diff", "--", "../outside"]);
-    assert!(!o.status.success(), "a path outside the workspace is refused");
+    assert!(
+        !o.status.success(),
+        "a path outside the workspace is refused"
+    );
 }

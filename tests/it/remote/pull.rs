@@ -219,7 +219,10 @@ fn a_new_store_for_from_remote_does_not_warn() {
     let (store, mp) = (tmp.path().join("store"), tmp.path().join("mnt"));
     let b = Mount::at(tmp, store, mp, "s");
     let url = s3.url("fresh");
-    let o = tf(&b.store, &["remote", "add", "origin", &url, "--endpoint", &s3.endpoint]);
+    let o = tf(
+        &b.store,
+        &["remote", "add", "origin", &url, "--endpoint", &s3.endpoint],
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(!err.contains(ANCHORED) && !err.contains("WARN"), "{err}");
@@ -241,5 +244,8 @@ fn a_store_that_lost_its_journal_still_warns() {
     let o = tf(&m.store, &["sessions"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert!(err.contains("its journal is missing; a new one is anchored"), "{err}");
+    assert!(
+        err.contains("its journal is missing; a new one is anchored"),
+        "{err}"
+    );
 }

@@ -94,6 +94,24 @@ pub fn load_shards(store: &dyn ObjectStore, id: NodeId) -> Result<Vec<Shard>> {
     Ok(out)
 }
 
+/// The entry named `name` in directory node `id`, if any. Reads one leaf of a
+/// sharded directory (the first whose last name is not below `name`), not all.
+pub fn find_entry(store: &dyn ObjectStore, id: NodeId, name: &[u8]) -> Result<Option<Entry>> {
+    let (ids, _) = shard_ids(store, id)?;
+    for leaf_id in ids {
+        let l = leaf(store, leaf_id)?;
+        if l.entries.last().is_some_and(|(n, _)| n.as_slice() < name) {
+            continue;
+        }
+        return Ok(l
+            .entries
+            .binary_search_by(|(n, _)| n.as_slice().cmp(name))
+            .ok()
+            .map(|i| l.entries[i].1.clone()));
+    }
+    Ok(None)
+}
+
 /// All entries of a directory (`None` = empty directory), in name order.
 pub fn load_dir(store: &dyn ObjectStore, id: Option<NodeId>) -> Result<Arc<DirNode>> {
     let Some(id) = id else {

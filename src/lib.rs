@@ -34,6 +34,7 @@ pub mod fsck;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz;
 pub mod gc;
+pub mod gitignore;
 pub mod hostdir;
 pub mod id;
 pub mod import;

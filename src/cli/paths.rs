@@ -60,6 +60,21 @@ pub fn workspace_relative(ws: &Path, path: &Path) -> Result<String> {
     Ok(rel.to_string())
 }
 
+/// A path argument naming something in the workspace `ws`, like git's: relative
+/// to the current directory when that is inside the workspace, else to the
+/// workspace root; absolute paths must lie inside the workspace. Returns the
+/// workspace-relative form and the absolute path it stands for.
+pub fn in_workspace(ws: &Path, path: &Path) -> Result<(String, PathBuf)> {
+    let cwd = std::env::current_dir()?;
+    let abs = if path.is_absolute() || cwd.starts_with(ws) {
+        std::path::absolute(path)?
+    } else {
+        ws.join(path)
+    };
+    let rel = workspace_relative(ws, &abs)?;
+    Ok((rel, abs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

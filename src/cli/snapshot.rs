@@ -1,8 +1,10 @@
 //! `checkpoint`, `log`, `status`, `diff`: saving and inspecting the session's states.
 
+use super::failure::Failure;
 use super::output::{fmt_time, short};
 use super::plumbing::DaemonError;
 use super::prelude::*;
+use std::path::{Path, PathBuf};
 
 /// Take a checkpoint; prints its id.
 #[derive(clap::Args)]
@@ -117,9 +119,22 @@ impl Run for Log {
     }
 }
 
-/// Paths added, modified or deleted since the last checkpoint.
+/// Paths added, modified or deleted since the last checkpoint. Paths the
+/// workspace's .gitignore files (root and nested, and .git/info/exclude) ignore
+/// are left out, as `git status` leaves them out, and `.git` never appears.
 #[derive(clap::Args)]
-pub struct Status {}
+pub struct Status {
+    /// List ignored paths too, each marked "(ignored)".
+    #[arg(long)]
+    ignored: bool,
+}
+
+/// How an ignored path is marked in people's output.
+const IGNORED_MARK: &str = " (ignored)";
+
+fn mark(c: &treefork::ops::views::PathChange) -> &'static str {
+    if c.ignored { IGNORED_MARK } else { "" }
+}
 
 impl Human for treefork::ops::status::StatusAnswer {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
@@ -130,7 +145,7 @@ impl Human for treefork::ops::status::StatusAnswer {
             writeln!(out, "warning: {}", m.message)?;
         }
         for c in &self.changes {
-            writeln!(out, "{} {}", c.change.letter(), c.path)?;
+            writeln!(out, "{} {}{}", c.change.letter(), c.path, mark(c))?;
         }
         Ok(())
     }
@@ -139,19 +154,34 @@ impl Human for treefork::ops::status::StatusAnswer {
 impl Run for Status {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let r: Reply<Answer<treefork::verbs::Status>> =
-            cx.session(Op::Status(treefork::verbs::Status {}))?;
+            cx.session(Op::Status(treefork::verbs::Status {
+                ignored: self.ignored,
+            }))?;
         Ok(r.into())
     }
 }
 
-/// Differences between two states (default: HEAD and the live working state).
+/// Differences between two states (default: HEAD and the live working state),
+/// optionally only under some paths. Paths the workspace's .gitignore files ignore
+/// are left out (`--ignored` lists them too) and `.git` never appears.
+///
+/// `treefork diff [REF [REF]] [--] [PATH...]`: without `--`, an argument that
+/// names an existing file or directory is a path, and so is every one after it.
+/// Paths are relative to the current directory inside the workspace, else to the
+/// workspace root.
 #[derive(clap::Args)]
 pub struct Diff {
-    /// Old side: checkpoint id, branch, HEAD, HEAD~N, WORKING, or baseline (the
-    /// tree the session started from: what it changed against the repository).
-    a: Option<String>,
-    /// New side [default: WORKING].
-    b: Option<String>,
+    /// Old side, new side [default: HEAD and WORKING], then paths. A side is a
+    /// checkpoint id, branch, HEAD, HEAD~N, WORKING, or baseline (the tree the
+    /// session started from: what it changed against the repository).
+    #[arg(value_name = "REF_OR_PATH")]
+    args: Vec<String>,
+    /// Only these files or directories (after `--`: never taken for refs).
+    #[arg(last = true, value_name = "PATH")]
+    paths: Vec<PathBuf>,
+    /// List ignored paths too, each marked "(ignored)".
+    #[arg(long)]
+    ignored: bool,
     /// Per-file line counts.
     #[arg(long, conflicts_with_all = ["name_status", "patch"])]
     stat: bool,
@@ -196,8 +226,9 @@ impl Differences {
         let (mut adds, mut dels) = (0, 0);
         for e in &self.diff.entries {
             let path = &e.change.path;
+            let m = mark(&e.change);
             if e.binary == Some(true) {
-                writeln!(out, " {path} | binary")?;
+                writeln!(out, " {path} | binary{m}")?;
                 continue;
             }
             let (a, d) = (e.added.unwrap_or(0), e.removed.unwrap_or(0));
@@ -205,7 +236,7 @@ impl Differences {
             dels += d;
             writeln!(
                 out,
-                " {path} | {} {}{}",
+                " {path} | {} {}{}{m}",
                 a + d,
                 "+".repeat(a.min(40) as usize),
                 "-".repeat(d.min(40) as usize)
@@ -227,7 +258,7 @@ impl Human for Differences {
             DiffMode::NameStatus => {
                 for e in &self.diff.entries {
                     let c = &e.change;
-                    writeln!(out, "{}\t{}", c.change.letter(), c.path)?;
+                    writeln!(out, "{}\t{}{}", c.change.letter(), c.path, mark(c))?;
                 }
                 Ok(())
             }
@@ -244,12 +275,15 @@ impl Run for Diff {
         } else {
             DiffMode::NameStatus
         };
+        let (sides, paths) = self.sides_and_paths(cx)?;
         let op = |stream| {
             Op::Diff(treefork::verbs::Diff {
-                a: self.a.clone(),
-                b: self.b.clone(),
+                a: sides.first().cloned(),
+                b: sides.get(1).cloned(),
                 mode: Some(mode.wire().into()),
                 stream,
+                ignored: self.ignored,
+                paths: paths.clone(),
             })
         };
         let r: Reply<Answer<treefork::verbs::Diff>> = if mode == DiffMode::Patch {
@@ -268,6 +302,53 @@ impl Run for Diff {
             cx.session(op(false))?
         };
         Ok(r.map(|diff| Differences { diff, mode }).into())
+    }
+}
+
+impl Diff {
+    /// The refs (at most two) and the workspace-relative paths of the arguments.
+    fn sides_and_paths(&self, cx: &Ctx) -> Result<(Vec<String>, Vec<String>)> {
+        let mut sides = Vec::new();
+        let mut paths = Vec::new();
+        let ws = if self.paths.is_empty() && self.args.is_empty() {
+            None
+        } else {
+            Some(cx.workspace_root()?)
+        };
+        for (i, arg) in self.args.iter().enumerate() {
+            let ws = ws.as_deref().expect("arguments were given");
+            let named = super::paths::in_workspace(ws, Path::new(arg));
+            let exists = named
+                .as_ref()
+                .is_ok_and(|(_, abs)| abs.symlink_metadata().is_ok());
+            if self.paths.is_empty() && (exists || !paths.is_empty()) {
+                let (rel, _) = named?;
+                if !exists {
+                    return Err(Failure::usage(format!(
+                        "{arg}: no such file or directory in the workspace (put refs \
+                         before paths, or separate them with --)"
+                    )));
+                }
+                paths.push(rel);
+            } else if sides.len() < 2 {
+                sides.push(arg.clone());
+            } else {
+                let what = if self.paths.is_empty() {
+                    "no such file or directory in the workspace, and"
+                } else {
+                    "before --,"
+                };
+                return Err(Failure::usage(format!(
+                    "{arg}: {what} a diff compares at most two refs (argument {})",
+                    i + 1
+                )));
+            }
+        }
+        for p in &self.paths {
+            let ws = ws.as_deref().expect("paths were given");
+            paths.push(super::paths::in_workspace(ws, p)?.0);
+        }
+        Ok((sides, paths))
     }
 }
 

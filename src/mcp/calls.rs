@@ -63,6 +63,8 @@ pub fn diff(cx: &Call, v: Value) -> Outcome {
         b: a.b,
         mode: Some(mode.wire().into()),
         stream: patch,
+        ignored: a.ignored.unwrap_or(false),
+        paths: a.paths.unwrap_or_default(),
     });
     let mut r = cx.bridge.call(&request, None, &mut on_event)?;
     r["truncated"] = json!(cut);

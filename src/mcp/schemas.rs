@@ -71,6 +71,11 @@ pub struct DiffArgs {
     /// Most bytes of patch text returned (default 65536); the rest is cut and
     /// `truncated` set.
     pub max_bytes: Option<usize>,
+    /// List paths the workspace's .gitignore files ignore too (marked
+    /// `ignored`); default false: left out.
+    pub ignored: Option<bool>,
+    /// Only these workspace-relative paths (files or directories); default: all.
+    pub paths: Option<Vec<String>>,
 }
 
 /// A diff mode.

@@ -1,4 +1,6 @@
-//! `diff`: differences between two states (refs, or `WORKING`).
+//! `diff`: differences between two states (refs, or `WORKING`), and what `status`
+//! and `diff` show ([`filter`]): the workspace's ignored paths and `.git` left out
+//! (or listed, marked), only the chosen paths when some are named.
 //!
 //! The two roots are resolved under the session's op lock (`WORKING` flushes the
 //! live tree). The walk and the per-file work (line counts, patches) read only
@@ -19,7 +21,7 @@ use serde_json::{Value, json};
 
 use super::views::PathChange;
 use super::{Target, side_root};
-use crate::diff::{self, DiffEntry};
+use crate::diff::{self, DiffEntry, Filter, Ignores};
 use crate::error::{Error, Result};
 use crate::store::ObjectStore;
 
@@ -50,7 +52,8 @@ pub struct DiffAnswer {
     pub a: String,
     /// The new side's root node (hex).
     pub b: String,
-    /// Every changed path, in path order.
+    /// Every changed path, in path order (ignored ones left out unless asked for,
+    /// then marked; only the chosen paths when some were named).
     pub entries: Vec<DiffEntryView>,
     /// The whole unified diff (`patch` mode without `stream`); `null` otherwise.
     pub patch: Option<String>,
@@ -73,28 +76,56 @@ pub struct DiffEntryView {
     pub binary: Option<bool>,
 }
 
+/// What `status` and `diff` show: ignored paths (and `.git`) left out, or with
+/// `ignored` listed and marked; only `paths` (workspace-relative, checked like
+/// `restore`'s) when any are named.
+pub(crate) fn filter(ignored: bool, paths: &[String]) -> Result<Filter> {
+    Ok(Filter {
+        paths: paths
+            .iter()
+            .map(|p| super::restore::clean_path(p))
+            .collect::<Result<_>>()?,
+        ignores: if ignored {
+            Ignores::Mark
+        } else {
+            Ignores::Hide
+        },
+    })
+}
+
+/// A `diff` request, as the op reads it.
+pub(crate) struct Ask<'a> {
+    /// Old side (default HEAD, else the session's base).
+    pub a: Option<&'a str>,
+    /// New side (default `WORKING`).
+    pub b: Option<&'a str>,
+    /// `name-status` (default), `stat` or `patch`.
+    pub mode: Option<&'a str>,
+    /// Send each patch as an event.
+    pub stream: bool,
+    /// Which paths are shown ([`filter`]).
+    pub filter: Filter,
+}
+
 /// `diff` of side `a` (default HEAD, else the session's base) against side `b`
-/// (default `WORKING`) in `mode` (`name-status`, `stat` or `patch`); with `stream`,
-/// each patch goes out as an event. The op lock is released once both sides are
-/// fixed ids.
+/// (default `WORKING`) in `mode` (`name-status`, `stat` or `patch`), limited by
+/// the filter; with `stream`, each patch goes out as an event. The op lock is
+/// released once both sides are fixed ids.
 pub(crate) fn run(
     t: &Target,
     op_lock: MutexGuard<'_, ()>,
-    a: Option<&str>,
-    b: Option<&str>,
-    mode: Option<&str>,
-    stream: bool,
+    ask: &Ask,
     events: &mut dyn FnMut(Value),
 ) -> Result<DiffAnswer> {
     let s = &t.session;
     let store = s.store().clone();
-    let mode = Mode::parse(mode)?;
-    let ra = match a {
+    let (mode, stream) = (Mode::parse(ask.mode)?, ask.stream);
+    let ra = match ask.a {
         Some(spec) => side_root(t, spec)?,
         None if s.record().head.is_some() => side_root(t, "HEAD")?,
         None => s.base_root(),
     };
-    let rb = side_root(t, b.unwrap_or("WORKING"))?;
+    let rb = side_root(t, ask.b.unwrap_or("WORKING"))?;
     // Both sides are fixed ids now: the rest reads stored objects only.
     drop(op_lock);
     let mut out = Output {
@@ -106,7 +137,7 @@ pub(crate) fn run(
         text: String::new(),
     };
     let mut failed = None;
-    diff::diff_walk(&*store, ra, rb, &mut |e| match out.entry(&e) {
+    diff::diff_walk_filtered(&*store, ra, rb, &ask.filter, &mut |e| match out.entry(&e) {
         Ok(()) => true,
         Err(err) => {
             failed = Some(err);

@@ -1,4 +1,5 @@
-//! `status`: paths changed since the last checkpoint; and what a session is told
+//! `status`: paths changed since the last checkpoint (ignored ones left out, as
+//! `diff` leaves them: [`super::diff::filter`]); and what a session is told
 //! about its branch when someone else moved it ([`branch_notice`], in every answer
 //! to a session op, status included).
 
@@ -84,7 +85,8 @@ pub struct StatusAnswer {
     pub head: Option<String>,
     /// The branch HEAD is attached to; `null` when detached.
     pub branch: Option<String>,
-    /// Paths changed since HEAD (since the session's start without one).
+    /// Paths changed since HEAD (since the session's start without one), ignored
+    /// ones left out unless asked for (then marked).
     pub changes: Vec<PathChange>,
     /// Someone else moved the session's branch (added by the daemon to every
     /// session op's answer while it is so; absent otherwise).
@@ -92,15 +94,21 @@ pub struct StatusAnswer {
     pub branch_moved: Option<BranchMoved>,
 }
 
-pub(crate) fn run(t: &Target) -> Result<StatusAnswer> {
+/// `status`: ignored paths left out, or (`ignored`) listed and marked.
+pub(crate) fn run(t: &Target, ignored: bool) -> Result<StatusAnswer> {
     let s = &t.session;
     let root = working_root(t)?;
-    let entries = diff::diff_roots(&**s.store(), s.base_root(), root)?;
+    let filter = super::diff::filter(ignored, &[])?;
+    let mut changes = Vec::new();
+    diff::diff_walk_filtered(&**s.store(), s.base_root(), root, &filter, &mut |e| {
+        changes.push(PathChange::from(&e));
+        true
+    })?;
     let rec = s.record();
     Ok(StatusAnswer {
         head: hex(rec.head),
         branch: rec.branch,
-        changes: entries.iter().map(PathChange::from).collect(),
+        changes,
         branch_moved: None,
     })
 }

@@ -94,6 +94,10 @@ pub struct PathChange {
     pub path: String,
     /// `added`, `modified` or `deleted`.
     pub change: Change,
+    /// The workspace's ignore files ignore it (`status`/`diff` asked for ignored
+    /// paths); absent otherwise.
+    #[serde(default, skip_serializing_if = "crate::control::is_false")]
+    pub ignored: bool,
 }
 
 impl From<&crate::diff::DiffEntry> for PathChange {
@@ -101,6 +105,7 @@ impl From<&crate::diff::DiffEntry> for PathChange {
         PathChange {
             path: e.path_str(),
             change: e.change,
+            ignored: e.ignored,
         }
     }
 }

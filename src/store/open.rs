@@ -119,13 +119,19 @@ pub(super) fn open_meta(dir: &Path, new: bool) -> Result<std::result::Result<Met
         Ok(Err(e)) => return Err(e),
         Err(p) => return Ok(Err(format!("sled panicked while opening it ({p})"))),
     };
-    if let Err(why) = check_marker(&db, new)? {
+    // A new store's marker is written once its journal is attached (the journal's
+    // first change): written before, the database would be a generation ahead of a
+    // store without a journal, which reads as a lost journal (and warns so).
+    if !new && let Err(why) = check_marker(&db, false)? {
         return Ok(Err(why));
     }
-    match db.attach_journal(&dir.join("journal"))? {
-        meta::Verdict::Damaged(why) => Ok(Err(why)),
-        meta::Verdict::Resumed { .. } | meta::Verdict::Started { .. } => Ok(Ok(db)),
+    if let meta::Verdict::Damaged(why) = db.attach_journal(&dir.join("journal"))? {
+        return Ok(Err(why));
     }
+    if new && let Err(why) = check_marker(&db, true)? {
+        return Ok(Err(why));
+    }
+    Ok(Ok(db))
 }
 
 /// Create the store when `dir` is missing or empty (returns true), else check its

@@ -84,6 +84,7 @@ pub(super) fn change(path: &str, change: Change) -> PathChange {
     PathChange {
         path: path.into(),
         change,
+        ignored: false,
     }
 }
 

@@ -3,8 +3,9 @@
 use super::prelude::*;
 use crate::control::is_false;
 
-/// Differences between two states (refs, or `WORKING`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+/// Differences between two states (refs, or `WORKING`). Paths the workspace's
+/// ignore files ignore and `.git` are left out unless `ignored`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Diff {
     /// Old side (default HEAD).
@@ -21,6 +22,14 @@ pub struct Diff {
     /// when false, so daemons that predate it still accept the request.
     #[serde(default, skip_serializing_if = "is_false")]
     pub stream: bool,
+    /// List ignored paths too, marked `"ignored": true` (`.git` still left out).
+    /// Omitted when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ignored: bool,
+    /// Only these workspace-relative paths (files or directories, and what is
+    /// under them); empty: every path. Omitted when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
 }
 
 impl Verb for Diff {
@@ -38,6 +47,8 @@ impl Verb for Diff {
             b: _,
             mode: _,
             stream: _,
+            ignored: _,
+            paths: _,
         } = self;
         true
     }
@@ -45,10 +56,23 @@ impl Verb for Diff {
 
 impl Handler for Diff {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
-        let Diff { a, b, mode, stream } = self;
+        let Diff {
+            a,
+            b,
+            mode,
+            stream,
+            ignored,
+            paths,
+        } = self;
+        let ask = ops::diff::Ask {
+            a: a.as_deref(),
+            b: b.as_deref(),
+            mode: mode.as_deref(),
+            stream,
+            filter: ops::diff::filter(ignored, &paths)?,
+        };
         let t = cx.target();
         let lock = cx.lock();
-        let (a, b, mode) = (a.as_deref(), b.as_deref(), mode.as_deref());
-        ops::diff::run(&t, lock, a, b, mode, stream, cx.events)
+        ops::diff::run(&t, lock, &ask, cx.events)
     }
 }

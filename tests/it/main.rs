@@ -21,6 +21,7 @@ mod experiment;
 mod gcrace;
 mod graftfail;
 mod hostile;
+mod ignores;
 mod lifecycle;
 mod maintenance;
 mod mcp;

@@ -51,6 +51,17 @@ def test_checkpoint_log_status_diff_show(session: treefork.Session) -> None:
     assert [(e.path, e.change, e.added, e.removed) for e in d.entries] == [("a.txt", "modified", 1, 0)]
     p = session.diff(mode="patch")
     assert p.patch is not None and "+two" in p.patch
+    # .gitignore is followed (ignored=True lists and marks), and diff takes paths.
+    write(mp / ".gitignore", "*.log\n")
+    write(mp / "x.log", "noise\n")
+    write(mp / "b.txt", "b\n")
+    assert [c.path for c in session.status().changes] == [".gitignore", "a.txt", "b.txt"]
+    st = session.status(ignored=True)
+    assert [(c.path, c.ignored) for c in st.changes if c.path.endswith(".log")] == [("x.log", True)]
+    assert [e.path for e in session.diff(paths=["b.txt"]).entries] == ["b.txt"]
+    assert [(e.path, e.ignored) for e in session.diff(paths=["x.log"], ignored=True).entries] == [("x.log", True)]
+    for f in (".gitignore", "x.log", "b.txt"):
+        (mp / f).unlink()
     c2 = session.checkpoint("second", trigger="milestone")
     assert c2.parent == c1.id and c2.parents == [c1.id]
     assert [c.id for c in session.log()] == [c2.id, c1.id]

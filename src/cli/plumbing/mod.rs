@@ -118,7 +118,7 @@ fn call_socket_events<T: DeserializeOwned>(
     // Someone else moved the session's branch: every command says so (`status`
     // shows it in its own output).
     if let Some(m) = v.pointer("/branch_moved/message").and_then(Value::as_str)
-        && !matches!(op, Op::Status(treefork::verbs::Status {}))
+        && !matches!(op, Op::Status(_))
     {
         eprintln!("treefork: warning: {m}");
     }

@@ -196,3 +196,56 @@ fn a_session_travels_to_another_store_and_back() {
     let e: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(e["error"]["code"], "conflict", "{e}");
 }
+
+/// The journal warning of a store that had one and lost it.
+const ANCHORED: &str = "a new one is anchored";
+
+#[test]
+fn a_new_store_for_from_remote_does_not_warn() {
+    let Some(s3) = S3Server::start_or_skip() else {
+        return;
+    };
+    let a = Mount::new();
+    write_synced(&a.p("f.txt"), b"from A\n");
+    ws_ok(&a, &["checkpoint", "-m", "from A"]);
+    add_remote(&a.store, &s3, "fresh");
+    json_ok(&a.store, &["push"]);
+    // Machine B as the README sets it up: `remote add` creates the store (in the
+    // CLI's own process, whose log goes to the terminal), then mount from it.
+    let tmp = tempfile::Builder::new()
+        .prefix("tf-test-b-")
+        .tempdir()
+        .unwrap();
+    let (store, mp) = (tmp.path().join("store"), tmp.path().join("mnt"));
+    let b = Mount::at(tmp, store, mp, "s");
+    let url = s3.url("fresh");
+    let o = tf(
+        &b.store,
+        &["remote", "add", "origin", &url, "--endpoint", &s3.endpoint],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains(ANCHORED) && !err.contains("WARN"), "{err}");
+    mount_from_remote(&b, "origin/s");
+    assert_eq!(std::fs::read(b.p("f.txt")).unwrap(), b"from A\n");
+    let log = daemon_log(&b.store);
+    assert!(!log.contains(ANCHORED), "{log}");
+}
+
+#[test]
+fn a_store_that_lost_its_journal_still_warns() {
+    let m = Mount::new();
+    write_synced(&m.p("f.txt"), b"x\n");
+    ws_ok(&m, &["checkpoint", "-m", "one"]);
+    crate::harness::umount_ok(&m.store, &m.mp);
+    crate::harness::wait_daemon_gone(&m.store);
+    std::fs::remove_dir_all(m.store.join("journal")).unwrap();
+    // Opened in this process (no daemon): its log goes to stderr.
+    let o = tf(&m.store, &["sessions"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("its journal is missing; a new one is anchored"),
+        "{err}"
+    );
+}

@@ -149,8 +149,11 @@ class Session(_ExecMixin, _BisectMixin, _MessagesMixin, _Base):
 
     # -- states and refs -------------------------------------------------------
 
-    def status(self) -> Status:
-        return Status.from_json(self._call("status"))
+    def status(self, ignored: bool = False) -> Status:
+        """Paths changed since HEAD. Paths the workspace's .gitignore files ignore
+        (and ``.git``) are left out; ``ignored`` lists them too, each with
+        ``Change.ignored`` set."""
+        return Status.from_json(self._call("status", ignored=ignored or None))
 
     def checkpoint(
         self,
@@ -205,10 +208,20 @@ class Session(_ExecMixin, _BisectMixin, _MessagesMixin, _Base):
             raw=r,
         )
 
-    def diff(self, a: Optional[str] = None, b: Optional[str] = None, mode: Optional[str] = None) -> Diff:
+    def diff(
+        self,
+        a: Optional[str] = None,
+        b: Optional[str] = None,
+        mode: Optional[str] = None,
+        paths: Optional[Sequence[str]] = None,
+        ignored: bool = False,
+    ) -> Diff:
         """Differences between ``a`` (default HEAD) and ``b`` (default WORKING);
-        ``mode``: ``name-status`` (default), ``stat`` or ``patch``."""
-        return Diff.from_json(self._call("diff", a=a, b=b, mode=mode))
+        ``mode``: ``name-status`` (default), ``stat`` or ``patch``; only under
+        ``paths`` (workspace-relative files or directories) when given. Ignored
+        paths are left out as in :meth:`status` unless ``ignored``."""
+        args: Dict[str, Any] = {"a": a, "b": b, "mode": mode, "paths": list(paths) if paths else None}
+        return Diff.from_json(self._call("diff", ignored=ignored or None, **args))
 
     def branch(self, name: str, from_: Optional[str] = None, explanation: Optional[str] = None) -> BranchInfo:
         """Create a branch at ``from_`` (default HEAD, pending changes saved first)."""

@@ -26,6 +26,8 @@ class Change:
     added: Optional[int] = None
     removed: Optional[int] = None
     binary: bool = False
+    #: Asked for with ``ignored=True``: the workspace's .gitignore files ignore it.
+    ignored: bool = False
 
     @classmethod
     def from_json(cls, d: Json) -> "Change":
@@ -35,6 +37,7 @@ class Change:
             added=d.get("added"),
             removed=d.get("removed"),
             binary=bool(d.get("binary", False)),
+            ignored=bool(d.get("ignored", False)),
         )
 
 

@@ -1,11 +1,16 @@
 //! Differences between two workspace trees.
 //!
 //! Owns: comparing two root nodes path by path, skipping subtrees whose node ids are
-//! equal (so the cost is proportional to what differs, not to tree size), and
-//! rendering file differences (stat counts, unified patches).
+//! equal (so the cost is proportional to what differs, not to tree size), optionally
+//! limited to chosen paths and following the trees' ignore files ([`filter`]: what
+//! `status` and `diff` show), and rendering file differences ([`render`]: stat
+//! counts, unified patches).
 //! Inode numbers, link counts, allocation and timestamps are not compared: two
 //! entries are the same when kind, permissions, owner, size, device, xattrs and
 //! content are the same.
+
+mod filter;
+mod render;
 
 use std::collections::HashMap;
 
@@ -13,7 +18,11 @@ use crate::dirs::{load_differing, load_dir};
 use crate::error::Result;
 use crate::id::NodeId;
 use crate::store::{Kind as ObjKind, ObjectStore};
-use crate::tree::{BLOCK_SIZE, Content, DirNode, Entry, Kind, Record, RootNode};
+use crate::tree::{Content, DirNode, Entry, Kind, Record, RootNode};
+
+pub use filter::{Filter, Ignores};
+use filter::{Scope, Verdict};
+pub use render::{PATCH_LIMIT, line_counts, patch, read_file, text_of};
 
 /// How a path changed.
 #[derive(
@@ -60,6 +69,9 @@ pub struct DiffEntry {
     pub old: Option<Record>,
     /// Record in the new tree.
     pub new: Option<Record>,
+    /// The trees' ignore files ignore it (only a walk with [`Ignores::Mark`] reports
+    /// such paths).
+    pub ignored: bool,
 }
 
 impl DiffEntry {
@@ -212,6 +224,8 @@ struct Frame {
     i: usize,
     j: usize,
     path: Vec<u8>,
+    /// The ignore rules in force here (empty when the walk does not follow them).
+    scope: Scope,
 }
 
 /// A step of the walk: compare a directory pair, or report an entry after the
@@ -231,6 +245,18 @@ pub fn diff_walk(
     b: NodeId,
     visit: &mut dyn FnMut(DiffEntry) -> bool,
 ) -> Result<()> {
+    diff_walk_filtered(store, a, b, &Filter::default(), visit)
+}
+
+/// [`diff_walk`] limited by `filter`: only the chosen paths, and ignored paths left
+/// out (their directories not entered) or marked (see [`filter`]).
+pub fn diff_walk_filtered(
+    store: &dyn ObjectStore,
+    a: NodeId,
+    b: NodeId,
+    filter: &Filter,
+    visit: &mut dyn FnMut(DiffEntry) -> bool,
+) -> Result<()> {
     if a == b {
         return Ok(());
     }
@@ -244,9 +270,11 @@ pub fn diff_walk(
         ta: &ta,
         tb: &tb,
         skip,
+        filter,
     };
     let mut stack = Vec::new();
-    if let Some(f) = w.frame(dir_id(&ta.root.root), dir_id(&tb.root.root), Vec::new())? {
+    let (ra, rb) = (dir_id(&ta.root.root), dir_id(&tb.root.root));
+    if let Some(f) = w.frame(ra, rb, Vec::new(), &Scope::default(), false)? {
         stack.push(Step::Frame(f));
     }
     while let Some(step) = stack.pop() {
@@ -283,6 +311,7 @@ struct Walk<'a> {
     ta: &'a Tree,
     tb: &'a Tree,
     skip: bool,
+    filter: &'a Filter,
 }
 
 /// What one entry of a frame yields, in path order: differences to report and
@@ -296,11 +325,23 @@ fn steps(e: Option<DiffEntry>, sub: Option<Frame>) -> impl Iterator<Item = Step>
 }
 
 impl Walk<'_> {
-    /// The frame comparing directory nodes `a` and `b` (None: nothing to compare).
-    fn frame(&self, a: Option<NodeId>, b: Option<NodeId>, path: Vec<u8>) -> Result<Option<Frame>> {
+    /// The frame comparing directory nodes `a` and `b` at `path` (None: nothing to
+    /// compare), entered from `parent`'s scope; `ignored` when the directory is.
+    fn frame(
+        &self,
+        a: Option<NodeId>,
+        b: Option<NodeId>,
+        path: Vec<u8>,
+        parent: &Scope,
+        ignored: bool,
+    ) -> Result<Option<Frame>> {
         if a == b && (a.is_none() || self.skip) {
             return Ok(None);
         }
+        let trees = (self.ta, self.tb);
+        let scope = self
+            .filter
+            .scope(self.store, trees, parent, &path, a, b, ignored)?;
         let (da, db) = match (a, b) {
             (Some(a), Some(b)) if self.skip => load_differing(self.store, a, b)?,
             _ => (load_dir(self.store, a)?, load_dir(self.store, b)?),
@@ -311,6 +352,7 @@ impl Walk<'_> {
             i: 0,
             j: 0,
             path,
+            scope,
         }))
     }
 
@@ -321,6 +363,7 @@ impl Walk<'_> {
         r: Record,
         path: Vec<u8>,
         change: Change,
+        (scope, ignored): (&Scope, bool),
     ) -> Result<(DiffEntry, Option<Frame>)> {
         let dir = dir_id(&r);
         let (old, new) = match change {
@@ -329,8 +372,8 @@ impl Walk<'_> {
         };
         let sub = match (dir, change) {
             (None, _) => None,
-            (d, Change::Deleted) => self.frame(d, None, path.clone())?,
-            (d, _) => self.frame(None, d, path.clone())?,
+            (d, Change::Deleted) => self.frame(d, None, path.clone(), scope, ignored)?,
+            (d, _) => self.frame(None, d, path.clone(), scope, ignored)?,
         };
         Ok((
             DiffEntry {
@@ -338,12 +381,14 @@ impl Walk<'_> {
                 change,
                 old,
                 new,
+                ignored,
             },
             sub,
         ))
     }
 
-    /// Advance `f` to its next differing entry (None: the frame is done).
+    /// Advance `f` to its next differing entry the filter keeps (None: the frame
+    /// is done).
     fn next(&self, f: &mut Frame) -> Result<Option<Next>> {
         let (ta, tb) = (self.ta, self.tb);
         while f.i < f.da.entries.len() || f.j < f.db.entries.len() {
@@ -372,181 +417,85 @@ impl Walk<'_> {
                 }
             };
             let path = join(&f.path, name);
-            match (ra, rb) {
-                (Some(ra), Some(rb)) if ra.kind == Kind::Dir && rb.kind == Kind::Dir => {
-                    let attrs_differ = ra.attr.perm != rb.attr.perm
-                        || ra.attr.uid != rb.attr.uid
-                        || ra.attr.gid != rb.attr.gid
-                        || ra.xattrs != rb.xattrs;
-                    let sub = self.frame(dir_id(&ra), dir_id(&rb), path.clone())?;
-                    let emit = attrs_differ.then_some(DiffEntry {
-                        path,
-                        change: Change::Modified,
-                        old: Some(ra),
-                        new: Some(rb),
-                    });
-                    if emit.is_some() || sub.is_some() {
-                        return Ok(Some(steps(emit, sub).collect()));
-                    }
+            let Verdict::Keep { report, ignored } =
+                self.filter
+                    .judge(&f.scope, &path, name, ra.as_ref(), rb.as_ref())
+            else {
+                continue;
+            };
+            let Some(mut steps) = self.pair(ra, rb, path, (&f.scope, ignored))? else {
+                continue;
+            };
+            for s in &mut steps {
+                if let Step::Emit(e) = s {
+                    e.ignored = ignored;
                 }
-                (Some(ra), Some(rb)) if ra.kind != rb.kind => {
-                    let (del, sub) = self.whole(ra, path.clone(), Change::Deleted)?;
-                    let (add, add_sub) = self.whole(rb, path, Change::Added)?;
-                    let all = steps(Some(del), sub).chain(steps(Some(add), add_sub));
-                    return Ok(Some(all.collect()));
-                }
-                (Some(ra), Some(rb)) => {
-                    if !same(&ra, &rb) {
-                        let e = DiffEntry {
-                            path,
-                            change: Change::Modified,
-                            old: Some(ra),
-                            new: Some(rb),
-                        };
-                        return Ok(Some(vec![Step::Emit(Box::new(e))]));
-                    }
-                }
-                (Some(ra), None) => {
-                    let (e, sub) = self.whole(ra, path, Change::Deleted)?;
-                    return Ok(Some(steps(Some(e), sub).collect()));
-                }
-                (None, Some(rb)) => {
-                    let (e, sub) = self.whole(rb, path, Change::Added)?;
-                    return Ok(Some(steps(Some(e), sub).collect()));
-                }
-                (None, None) => {}
+            }
+            if !report {
+                steps.retain(|s| matches!(s, Step::Frame(_)));
+            }
+            if !steps.is_empty() {
+                return Ok(Some(steps));
             }
         }
         Ok(None)
     }
-}
 
-/// Read a regular file's bytes from its record (at most `limit` bytes).
-pub fn read_file(store: &dyn ObjectStore, r: &Record, limit: u64) -> Result<Vec<u8>> {
-    let size = r.attr.size.min(limit);
-    let Content::Node(id) = r.content else {
-        return Ok(Vec::new());
-    };
-    let loaded = crate::files::load(store, id)?;
-    match loaded.inline {
-        Some(d) => Ok(d[..(size as usize).min(d.len())].to_vec()),
-        None => {
-            let blocks = loaded.blocks;
-            let mut out = vec![0u8; size as usize];
-            for (idx, c) in blocks {
-                let start = idx * BLOCK_SIZE;
-                if start >= size {
-                    break;
-                }
-                let data = store.get(ObjKind::Chunk, &c.into())?;
-                let n = (data.len() as u64).min(size - start) as usize;
-                out[start as usize..start as usize + n].copy_from_slice(&data[..n]);
+    /// What the entry at `path` (old record `ra`, new `rb`) yields: nothing when
+    /// the two are the same.
+    fn pair(
+        &self,
+        ra: Option<Record>,
+        rb: Option<Record>,
+        path: Vec<u8>,
+        at: (&Scope, bool),
+    ) -> Result<Option<Next>> {
+        Ok(match (ra, rb) {
+            (Some(ra), Some(rb)) if ra.kind == Kind::Dir && rb.kind == Kind::Dir => {
+                let attrs_differ = ra.attr.perm != rb.attr.perm
+                    || ra.attr.uid != rb.attr.uid
+                    || ra.attr.gid != rb.attr.gid
+                    || ra.xattrs != rb.xattrs;
+                let sub = self.frame(dir_id(&ra), dir_id(&rb), path.clone(), at.0, at.1)?;
+                let emit = attrs_differ.then_some(DiffEntry {
+                    path,
+                    change: Change::Modified,
+                    old: Some(ra),
+                    new: Some(rb),
+                    ignored: false,
+                });
+                (emit.is_some() || sub.is_some()).then(|| steps(emit, sub).collect())
             }
-            Ok(out)
-        }
-    }
-}
-
-/// Files larger than this are not diffed line by line, nor loaded at all: a patch
-/// reports them with one line ([`patch`]), a stat as binary. This bounds the memory
-/// of one file's patch (both versions and the line diff) whatever the file size.
-pub const PATCH_LIMIT: u64 = 8 << 20;
-
-/// Whether `r` is a regular file too large to diff line by line.
-fn too_large(r: Option<&Record>) -> bool {
-    r.is_some_and(|r| r.kind == Kind::File && r.attr.size > PATCH_LIMIT)
-}
-
-/// Text of a file for line diffs, or `None` if binary or too large.
-pub fn text_of(store: &dyn ObjectStore, r: Option<&Record>) -> Result<Option<String>> {
-    let Some(r) = r else {
-        return Ok(Some(String::new()));
-    };
-    if r.kind == Kind::Symlink
-        && let Content::Bytes(b) = &r.content
-    {
-        return Ok(String::from_utf8(b.clone()).ok().map(|s| s + "\n"));
-    }
-    if r.kind != Kind::File {
-        return Ok(Some(String::new()));
-    }
-    if r.attr.size > PATCH_LIMIT {
-        return Ok(None);
-    }
-    let b = read_file(store, r, PATCH_LIMIT)?;
-    if b.iter().take(8000).any(|&c| c == 0) {
-        return Ok(None);
-    }
-    Ok(String::from_utf8(b).ok())
-}
-
-/// (lines added, lines removed) of one entry, `None` if binary.
-pub fn line_counts(store: &dyn ObjectStore, e: &DiffEntry) -> Result<Option<(usize, usize)>> {
-    let (Some(a), Some(b)) = (
-        text_of(store, e.old.as_ref())?,
-        text_of(store, e.new.as_ref())?,
-    ) else {
-        return Ok(None);
-    };
-    let d = similar::TextDiff::from_lines(&a, &b);
-    let (mut add, mut del) = (0, 0);
-    for op in d.iter_all_changes() {
-        match op.tag() {
-            similar::ChangeTag::Insert => add += 1,
-            similar::ChangeTag::Delete => del += 1,
-            similar::ChangeTag::Equal => {}
-        }
-    }
-    Ok(Some((add, del)))
-}
-
-/// A unified diff of one entry (git style headers).
-pub fn patch(store: &dyn ObjectStore, e: &DiffEntry) -> Result<String> {
-    let p = e.path_str();
-    let (a_name, b_name) = (
-        if e.old.is_some() {
-            format!("a/{p}")
-        } else {
-            "/dev/null".into()
-        },
-        if e.new.is_some() {
-            format!("b/{p}")
-        } else {
-            "/dev/null".into()
-        },
-    );
-    let mut out = format!("diff --treefork a/{p} b/{p}\n");
-    let is_dir = |r: &Option<Record>| r.as_ref().is_some_and(|r| r.kind == Kind::Dir);
-    if is_dir(&e.old) || is_dir(&e.new) {
-        return Ok(String::new());
-    }
-    if too_large(e.old.as_ref()) || too_large(e.new.as_ref()) {
-        out.push_str(&format!(
-            "Files {a_name} and {b_name} differ (larger than {} MiB: not compared line by line)\n",
-            PATCH_LIMIT >> 20
-        ));
-        return Ok(out);
-    }
-    match (
-        text_of(store, e.old.as_ref())?,
-        text_of(store, e.new.as_ref())?,
-    ) {
-        (Some(a), Some(b)) => {
-            if a == b {
-                out.push_str("(metadata only)\n");
-            } else {
-                let d = similar::TextDiff::from_lines(&a, &b);
-                out.push_str(
-                    &d.unified_diff()
-                        .context_radius(3)
-                        .header(&a_name, &b_name)
-                        .to_string(),
-                );
+            (Some(ra), Some(rb)) if ra.kind != rb.kind => {
+                let (del, sub) = self.whole(ra, path.clone(), Change::Deleted, at)?;
+                let (add, add_sub) = self.whole(rb, path, Change::Added, at)?;
+                Some(
+                    steps(Some(del), sub)
+                        .chain(steps(Some(add), add_sub))
+                        .collect(),
+                )
             }
-        }
-        _ => out.push_str(&format!("Binary files {a_name} and {b_name} differ\n")),
+            (Some(ra), Some(rb)) => (!same(&ra, &rb)).then(|| {
+                let e = DiffEntry {
+                    path,
+                    change: Change::Modified,
+                    old: Some(ra),
+                    new: Some(rb),
+                    ignored: false,
+                };
+                vec![Step::Emit(Box::new(e))]
+            }),
+            (Some(ra), None) => {
+                let (e, sub) = self.whole(ra, path, Change::Deleted, at)?;
+                Some(steps(Some(e), sub).collect())
+            }
+            (None, Some(rb)) => {
+                let (e, sub) = self.whole(rb, path, Change::Added, at)?;
+                Some(steps(Some(e), sub).collect())
+            }
+            (None, None) => None,
+        })
     }
-    Ok(out)
 }
 
 #[cfg(test)]

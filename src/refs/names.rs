@@ -138,7 +138,8 @@ pub fn refuse_taken(
              `treefork branch -m {name} NEW` to rename it"
         )));
     }
-    if let Some((first, _)) = name.split_once('/')
+    let first = name.split('/').next().unwrap_or(name);
+    if name.contains('/')
         && first != session
         && store.meta_get(&meta::session_key(first))?.is_some()
     {
@@ -147,7 +148,14 @@ pub fn refuse_taken(
              {first}/BRANCH)"
         )));
     }
-    super::remote_names::refuse_branch_clash(store, name)
+    // As `remote_names::refuse_branch_clash` (which is above this module: it
+    // reads stored names through it).
+    if store.meta_get(&meta::remote_key(first))?.is_some() {
+        return Err(Error::Invalid(format!(
+            "invalid branch name {name:?}: {first:?} is a remote (its branches are named {first}/NAME)"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

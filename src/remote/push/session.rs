@@ -239,7 +239,9 @@ pub fn ref_value(
 pub fn same_state(remote: &Value, rec: &SessionRecord) -> bool {
     let r = remote.get("record").cloned().unwrap_or(Value::Null);
     let s = |k: &str| r.get(k).cloned().unwrap_or(Value::Null);
-    s("root") == json!(rec.root) && s("head") == json!(rec.head) && s("branch") == json!(pushed_branch(rec))
+    s("root") == json!(rec.root)
+        && s("head") == json!(rec.head)
+        && s("branch") == json!(pushed_branch(rec))
 }
 
 /// The segment hashes a remote session ref lists.

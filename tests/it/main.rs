@@ -6,6 +6,7 @@ mod harness;
 mod agent_socket;
 mod bisect;
 mod blockmap;
+mod branchspace;
 mod checkout_writes;
 mod cli;
 mod cliconv;

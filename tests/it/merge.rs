@@ -523,7 +523,10 @@ fn workspace_git_holds(m: &Mount, repo: &Path) {
 fn rebase_then_promote_keeps_the_workspace_git_in_step() {
     let dir = tempfile::tempdir().unwrap();
     let repo = git_repo(dir.path());
-    let m = Mount::with_options("s", &["--from", repo.to_str().unwrap()]);
+    let m = Mount::with_options(
+        "s",
+        &["--from", repo.to_str().unwrap(), "--no-until-promote"],
+    );
     for round in 1..=2 {
         // Commit-less edits in the session, a commit upstream meanwhile.
         write_synced(
@@ -567,12 +570,15 @@ fn rebase_conflict_markers_name_the_session_and_the_repository() {
     let (code, a) = jr(&m, &["rebase"]);
     assert_eq!(code, 11, "{a}");
     let text = read(&m.p("src/lib.rs"));
-    assert!(
-        text.starts_with(
-            "<<<<<<< session (yours)\nsession\n=======\nrepository\n>>>>>>> repository (upstream)\n"
-        ),
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.first(), Some(&"<<<<<<< session (yours)"), "{text}");
+    assert_eq!(lines.get(1), Some(&"session"), "{text}");
+    assert_eq!(
+        lines.last(),
+        Some(&">>>>>>> repository (upstream)"),
         "{text}"
     );
+    assert!(lines.contains(&"repository"), "{text}");
     let next = a["next"].as_str().unwrap();
     assert!(
         next.contains("session (yours)") && next.contains("repository (upstream)"),

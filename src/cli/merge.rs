@@ -73,6 +73,10 @@ pub struct Revert {
 /// from), file by file; on conflicts it stops (resolve, then `rebase
 /// --continue`). The new baseline is recorded: promote then counts as drift
 /// only what came after it.
+///
+/// In the conflict markers `<<<<<<< session (yours)` is the session's side and
+/// `>>>>>>> repository (upstream)` the repository's (`git rebase` calls these
+/// "theirs" and "ours", the other way round; treefork names them outright).
 #[derive(clap::Args)]
 pub struct Rebase {
     /// The commit to rebase onto, as git names it in the durable repository.

@@ -213,8 +213,21 @@ pub struct Merged {
 pub enum Theirs {
     /// A stored tree: directories theirs added are grafted from it.
     Tree(NodeId),
-    /// Blobs only (git): everything is written.
+    /// Blobs only (git): everything is written. Only a rebase (and promote's
+    /// baseline update) merges in the repository's blobs.
     Blobs,
+}
+
+impl Theirs {
+    /// What the conflict markers call the sides: a rebase names the session and
+    /// the repository outright (its "ours" is the session, the reverse of `git
+    /// rebase`); a merge of stored trees writes `ours` / `theirs`.
+    pub fn labels(self) -> text::Labels {
+        match self {
+            Theirs::Tree(_) => text::Labels::PLAIN,
+            Theirs::Blobs => text::Labels::REBASE,
+        }
+    }
 }
 
 /// Theirs' changes between two stored trees, path-sorted, one per path (a path

@@ -431,7 +431,7 @@ impl Resolver<'_, '_> {
                 return self.binary(path, tv, &what);
             }
         };
-        let (data, clean) = text::merge3(&base, &ours, &theirs);
+        let (data, clean) = text::merge3_labeled(&base, &ours, &theirs, self.theirs.labels());
         drop((base, ours, theirs));
         self.act(Action::Write {
             path: path.to_vec(),

@@ -14,13 +14,63 @@ pub fn is_binary(data: &[u8]) -> bool {
 /// whether the merge was clean (otherwise they hold `<<<<<<< ours`, `=======`,
 /// `>>>>>>> theirs` around each clash).
 pub fn merge3(base: &[u8], ours: &[u8], theirs: &[u8]) -> (Vec<u8>, bool) {
+    merge3_labeled(base, ours, theirs, Labels::PLAIN)
+}
+
+/// What the conflict markers call each side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Labels {
+    /// After `<<<<<<< `: the side kept above `=======`.
+    pub ours: &'static str,
+    /// After `>>>>>>> `: the side below it.
+    pub theirs: &'static str,
+}
+
+impl Labels {
+    /// `ours` / `theirs` (merge, cherry-pick, revert: ours is the session).
+    pub const PLAIN: Labels = Labels {
+        ours: "ours",
+        theirs: "theirs",
+    };
+    /// A rebase onto the repository: the session's side is "ours" here, the
+    /// reverse of `git rebase`, so the markers name both sides outright.
+    pub const REBASE: Labels = Labels {
+        ours: "session (yours)",
+        theirs: "repository (upstream)",
+    };
+}
+
+/// [`merge3`] with the markers naming the sides `labels`.
+pub fn merge3_labeled(base: &[u8], ours: &[u8], theirs: &[u8], labels: Labels) -> (Vec<u8>, bool) {
     if ours == theirs {
         return (ours.to_vec(), true);
     }
     match diffy::merge_bytes(base, ours, theirs) {
         Ok(m) => (m, true),
-        Err(m) => (m, false),
+        Err(m) if labels == Labels::PLAIN => (m, false),
+        Err(m) => (relabel(&m, labels), false),
     }
+}
+
+/// `m` (diffy's output, markers `<<<<<<< ours` / `>>>>>>> theirs`) with the
+/// marker lines naming the sides `labels`.
+fn relabel(m: &[u8], labels: Labels) -> Vec<u8> {
+    let (o, t) = (
+        format!("<<<<<<< {}", labels.ours),
+        format!(">>>>>>> {}", labels.theirs),
+    );
+    let mut out = Vec::with_capacity(m.len() + 64);
+    for (i, l) in m.split(|&b| b == b'\n').enumerate() {
+        if i > 0 {
+            out.push(b'\n');
+        }
+        match l {
+            b"<<<<<<< ours" => out.extend_from_slice(o.as_bytes()),
+            b">>>>>>> theirs" => out.extend_from_slice(t.as_bytes()),
+            _ => out.extend_from_slice(l),
+        }
+    }
+    out
 }
 
 /// Whether `data` still holds a conflict marker line this module writes.
@@ -33,6 +83,20 @@ pub fn has_markers(data: &[u8]) -> bool {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn rebase_markers_name_the_session_and_the_repository() {
+        let (m, clean) = merge3_labeled(b"a\nb\n", b"A\nb\n", b"X\nb\n", Labels::REBASE);
+        assert!(!clean);
+        let m = String::from_utf8(m).unwrap();
+        assert!(
+            m.starts_with(
+                "<<<<<<< session (yours)\nA\n=======\nX\n>>>>>>> repository (upstream)\n"
+            ),
+            "{m}"
+        );
+        assert!(has_markers(m.as_bytes()));
+    }
 
     #[test]
     fn clean_and_conflicting_merges() {

@@ -27,11 +27,19 @@ pub(crate) fn view_of(rec: &SessionRecord, root: NodeId) -> View {
     }
 }
 
-/// The view of a live session now (syncfs + flush).
+/// The view of a live session now (syncfs + flush), with the value of the
+/// branch HEAD is attached to: an op recorded from two of these (before and
+/// after a checkpoint that moved the branch) carries the branch move, so undo
+/// moves the branch back with HEAD.
 pub(crate) fn view_now(t: &Target) -> Result<View> {
     syncfs(&t.mount)?;
     let root = t.session.flush()?;
-    Ok(view_of(&t.session.record(), root))
+    let rec = t.session.record();
+    let mut v = view_of(&rec, root);
+    if let Some(b) = &rec.branch {
+        touch(&mut v, &**t.session.store(), b);
+    }
+    Ok(v)
 }
 
 /// Record the current value of `branch` in `view` (as touched by the op).

@@ -15,6 +15,11 @@
 //!   (each op adds its own `Expect`s; a moved branch fails the op with `conflict`);
 //! - other sessions' records the op rewrites (a branch rename) are unchanged.
 //!
+//! The record always carries the branch moves of the batch's own checkpoints
+//! (`Txn::branch_moves`, the attached branch following HEAD), before and after,
+//! whether or not the op's builder put them in its views: undo and redo move a
+//! branch only when the record names it.
+//!
 //! Steps, where the `txn-kill-KIND:N` failpoint kills the daemon (see
 //! `crate::failpoint`): [`BEGUN`], [`BUILT`] (tree swapped, batch built, just
 //! before the commit), [`COMMITTED`]. Each op logs (debug) how many metadata
@@ -26,6 +31,17 @@ use crate::oplog::{self, NewOp, Operation};
 use crate::session::{SessionRecord, Txn};
 
 use super::Target;
+
+/// Put the attached branch moves of the batch's checkpoints (`moves`) in the
+/// record's views, where the op did not record that branch itself: without them
+/// an undo would put HEAD back but leave the branch where the op moved it
+/// (detaching HEAD, and refusing the next undo as if someone else had moved it).
+fn carry_branch_moves(nop: &mut NewOp, moves: &crate::session::txn::BranchMoves) {
+    for (b, (was, now)) in moves {
+        nop.before.branches.entry(b.clone()).or_insert(*was);
+        nop.after.branches.entry(b.clone()).or_insert(*now);
+    }
+}
 
 /// Step: the op began (nothing changed yet).
 pub const BEGUN: usize = 1;
@@ -88,7 +104,8 @@ impl<'a> Op<'a> {
                 )));
             }
             let seq = last.map_or(1, |l| l + 1);
-            let (nop, mut ops) = build(tx.before(), tx.record())?;
+            let (mut nop, mut ops) = build(tx.before(), tx.record())?;
+            carry_branch_moves(&mut nop, tx.branch_moves());
             let rec = nop.build(s.name(), seq);
             ops.extend(rec.ops());
             crate::failpoint::op_record_delay();

@@ -16,7 +16,7 @@
 //! - The live-table graft ([`Txn::graft`]) is in memory; the caller undoes it
 //!   ([`Txn::graft`] back to the root before) when the commit fails.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::MutexGuard;
 
 use super::snapshot::{Inval, StateChange};
@@ -42,8 +42,14 @@ pub struct Txn<'a> {
     flushed: bool,
     /// Ops added so far (checkpoints, refs, grants).
     ops: Vec<MetaOp>,
+    /// The attached branch moves the batch's checkpoints made: branch → (value
+    /// before the batch, value after it).
+    moved: BranchMoves,
     done: bool,
 }
+
+/// Branch moves by name: (value before, value after); `None`: absent.
+pub type BranchMoves = BTreeMap<String, (Option<CheckpointId>, Option<CheckpointId>)>;
 
 impl Session {
     /// Begin one operation's metadata batch (takes the flush lock; see [`Txn`]).
@@ -58,6 +64,7 @@ impl Session {
             touched: BTreeSet::new(),
             flushed: false,
             ops: Vec::new(),
+            moved: BTreeMap::new(),
             done: false,
         }
     }
@@ -72,6 +79,12 @@ impl Txn<'_> {
     /// The session record as the batch leaves it so far.
     pub fn record(&self) -> &SessionRecord {
         &self.rec
+    }
+
+    /// The attached branch moves this batch's checkpoints made (an operation
+    /// record must carry them, so undo and redo move the branch with HEAD).
+    pub fn branch_moves(&self) -> &BranchMoves {
+        &self.moved
     }
 
     /// The base root the batch leaves the session with.
@@ -202,6 +215,11 @@ impl Txn<'_> {
         self.rec.base = root;
         let moves =
             super::snapshot::advance_attached(&**self.s.store(), &mut self.rec, &before, &c)?;
+        if let (false, Some(b)) = (moves.is_empty(), &self.rec.branch) {
+            // The branch was at HEAD (`advance_attached` moves it only then).
+            let was = self.moved.get(b).map_or(before.head, |m| m.0);
+            self.moved.insert(b.clone(), (was, Some(c.id)));
+        }
         self.ops.push(c.op());
         self.ops.extend(moves);
         Ok(c)

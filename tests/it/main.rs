@@ -4,6 +4,7 @@
 mod harness;
 
 mod agent_socket;
+mod attached;
 mod bisect;
 mod blockmap;
 mod branchspace;

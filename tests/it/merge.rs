@@ -502,3 +502,90 @@ fn bad_input_is_refused_by_code_and_changes_nothing() {
     );
     assert_eq!(read(&m.p("a.txt")), "a\n");
 }
+
+/// The workspace's own git after a promote: clean, at the promoted commit, which
+/// it holds with its tree and blobs.
+fn workspace_git_holds(m: &Mount, repo: &Path) {
+    let sha = git(repo, &["rev-parse", "HEAD"]);
+    assert_eq!(git(&m.mp, &["status", "--porcelain"]), "", "git status");
+    assert_eq!(git(&m.mp, &["log", "-1", "--format=%H"]), sha);
+    for obj in [
+        sha.clone(),
+        format!("{sha}^{{tree}}"),
+        format!("{sha}:src/lib.rs"),
+    ] {
+        let o = crate::harness::git_raw(&m.mp, &["cat-file", "-e", &obj]);
+        assert!(o.status.success(), "cat-file -e {obj}");
+    }
+}
+
+#[test]
+fn rebase_then_promote_keeps_the_workspace_git_in_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = git_repo(dir.path());
+    let m = Mount::with_options(
+        "s",
+        &["--from", repo.to_str().unwrap(), "--no-until-promote"],
+    );
+    for round in 1..=2 {
+        // Commit-less edits in the session, a commit upstream meanwhile.
+        write_synced(
+            &m.p("src/lib.rs"),
+            format!("pub fn a() {{ {round} }}\n").as_bytes(),
+        );
+        write_synced(&m.p(&format!("new{round}.txt")), b"by the session\n");
+        fs::write(repo.join("README"), format!("upstream {round}\n")).unwrap();
+        git(
+            &repo,
+            &["commit", "-q", "-am", &format!("upstream {round}")],
+        );
+        let r = j(&m, &["rebase"]);
+        assert_eq!(r["status"], "merged", "{r}");
+        let o = ws(&m, &["promote", "-m", &format!("session {round}")]);
+        let (out, err) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert!(o.status.success(), "{err}");
+        assert!(
+            !out.contains("commits of its own") && !err.contains("commits of its own"),
+            "round {round}: {out}{err}"
+        );
+        assert_eq!(
+            git(&repo, &["log", "-1", "--format=%s"]),
+            format!("session {round}")
+        );
+        workspace_git_holds(&m, &repo);
+    }
+}
+
+#[test]
+fn rebase_conflict_markers_name_the_session_and_the_repository() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = git_repo(dir.path());
+    let m = Mount::with_options("s", &["--from", repo.to_str().unwrap()]);
+    write_synced(&m.p("src/lib.rs"), b"session\n");
+    fs::write(repo.join("src/lib.rs"), "repository\n").unwrap();
+    git(&repo, &["commit", "-q", "-am", "upstream"]);
+    let (code, a) = jr(&m, &["rebase"]);
+    assert_eq!(code, 11, "{a}");
+    let text = read(&m.p("src/lib.rs"));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.first(), Some(&"<<<<<<< session (yours)"), "{text}");
+    assert_eq!(lines.get(1), Some(&"session"), "{text}");
+    assert_eq!(
+        lines.last(),
+        Some(&">>>>>>> repository (upstream)"),
+        "{text}"
+    );
+    assert!(lines.contains(&"repository"), "{text}");
+    let next = a["next"].as_str().unwrap();
+    assert!(
+        next.contains("session (yours)") && next.contains("repository (upstream)"),
+        "{next}"
+    );
+    let help = String::from_utf8_lossy(&tf(&m.store, &["rebase", "--help"]).stdout).into_owned();
+    assert!(help.contains("<<<<<<< session (yours)"), "{help}");
+    ws_ok(&m, &["rebase", "--abort"]);
+    assert_eq!(read(&m.p("src/lib.rs")), "session\n");
+}

@@ -161,8 +161,14 @@ pub(crate) fn refuse_if_stopped(t: &Target, op: &str) -> Result<()> {
 
 /// The words saying how to go on after conflicts.
 pub(crate) fn next_words(op: &str, conflicts: &[Conflict]) -> String {
+    let sides = if op == "rebase" {
+        // The reverse of `git rebase`'s ours/theirs: said outright.
+        " In the markers, `<<<<<<< session (yours)` is the session's side and `>>>>>>> repository (upstream)` the repository's."
+    } else {
+        ""
+    };
     format!(
-        "resolve the {} conflicted path(s) (edit the files: remove the conflict markers; delete or keep each PATH~theirs), then run `treefork {op} --continue`; or `treefork {op} --abort` to go back",
+        "resolve the {} conflicted path(s) (edit the files: remove the conflict markers; delete or keep each PATH~theirs), then run `treefork {op} --continue`; or `treefork {op} --abort` to go back.{sides}",
         conflicts.len()
     )
 }

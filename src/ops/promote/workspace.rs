@@ -9,15 +9,20 @@
 //! baseline tree then gains exactly what was promoted.
 //!
 //! Only when that is safe to do without asking: the workspace's HEAD is the
-//! origin's branch and that branch still names the commit the promote built on
-//! or the session's baseline (no commits of the agent's own there, which the move
-//! would hide). Otherwise nothing changes and the answer says why.
+//! origin's branch and that branch names a commit of the promote commit's own
+//! history in the durable repository — the commit it built on, the baseline, or
+//! an older baseline (after `treefork rebase` the baseline is the repository's
+//! newer head while the workspace's git still names the one it was imported
+//! at) — so the move is a fast-forward and hides no commit of the agent's own.
+//! Otherwise nothing changes and the answer says why.
 //!
 //! **No git runs in the workspace** (its `.git` is the agent's: hooks, fsmonitor,
 //! filters, includes, alternates, a `gitdir:` file are all ways to make whoever
 //! runs git there run the agent's code). Git runs only on the durable repository
-//! (hardened, [`crate::lifecycle::git`]): it lists the objects the workspace lacks
-//! (`rev-list --objects C --not PARENT BASELINE`), their bytes (`cat-file
+//! (hardened, [`crate::lifecycle::git`]): it checks the workspace's branch W is
+//! in C's history (`merge-base --is-ancestor W C`, W read from the session's tree
+//! and checked to be an object id), lists the objects the workspace lacks
+//! (`rev-list --objects C --not W`), their bytes (`cat-file
 //! --batch`, checked against their ids, at most [`MAX_TAKE_IN`]) and C's tree
 //! (`ls-tree -r`). What `git fetch` + `update-ref` + `read-tree` did is then
 //! written through the session with the workspace held (its write gate: nothing
@@ -85,16 +90,54 @@ fn take_in(t: &Target, origin: &Origin, c: &Committed) -> Option<String> {
     }
     let short = &c.sha[..c.sha.len().min(12)];
     let r = (|| -> crate::error::Result<String> {
-        let Some(parts) = gather(origin, c)? else {
+        let at = match fast_forward_from(t, origin, c)? {
+            Ok(at) => at,
+            Err(why) => return Ok(why),
+        };
+        let Some(parts) = gather(origin, c, &at)? else {
             return Ok(format!(
                 "the promote commit {short} is not a SHA-1 commit or its objects pass \
                  {} MiB: the workspace's git was left alone",
                 MAX_TAKE_IN >> 20
             ));
         };
-        write_in(t, origin, c, &parts)
+        write_in(t, c, &at, &parts)
     })();
     Some(r.unwrap_or_else(|e| format!("the workspace's git was not updated: {e}")))
+}
+
+/// The commit the workspace's branch `c.branch` names, when moving it to `c` is a
+/// fast-forward: it is `c`'s parent, the baseline, or (after a rebase moved the
+/// baseline on) another commit of `c`'s history in the durable repository.
+/// `Err(why not)` otherwise. Read before the workspace is held; [`standing`]
+/// checks under the hold that the branch still names it.
+fn fast_forward_from(
+    t: &Target,
+    origin: &Origin,
+    c: &Committed,
+) -> crate::error::Result<Result<String, String>> {
+    let branch = &c.branch;
+    let own = || {
+        format!(
+            "the workspace's branch {branch} has commits of its own: it was not moved to {}",
+            &c.sha[..c.sha.len().min(12)]
+        )
+    };
+    // An object id (checked hex by `git_ref_target`), never an option.
+    let Some(at) =
+        crate::ops::auto::git_ref_target(&t.session, &format!("ref: refs/heads/{branch}"))
+    else {
+        return Ok(Err(own()));
+    };
+    if at == c.parent || origin.baseline.as_deref() == Some(at.as_str()) {
+        return Ok(Ok(at));
+    }
+    let o = Git::new(&origin.path).run_in(&["merge-base", "--is-ancestor", &at, &c.sha], b"")?;
+    Ok(if o.status.success() {
+        Ok(at)
+    } else {
+        Err(own())
+    })
 }
 
 /// What the workspace's repository takes in, read from the durable repository.
@@ -106,23 +149,17 @@ struct Parts {
 }
 
 /// Read the objects the workspace lacks (everything of `c` not reachable from
-/// the commits it may stand on) and `c`'s index from the durable repository.
-/// `None` when `c` is not SHA-1 or the objects pass [`MAX_TAKE_IN`].
-fn gather(origin: &Origin, c: &Committed) -> crate::error::Result<Option<Parts>> {
-    if c.sha.len() != 40 {
-        return Ok(None);
-    }
+/// `at`, the commit its branch names) and `c`'s index from the durable
+/// repository. `None` when `c` is not SHA-1 or the objects pass [`MAX_TAKE_IN`].
+fn gather(origin: &Origin, c: &Committed, at: &str) -> crate::error::Result<Option<Parts>> {
     let hex = |s: &str| s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit());
-    let git = Git::new(&origin.path);
     // Object ids only (checked hex: never taken as options).
-    let mut not = vec![format!("^{}", c.parent)];
-    not.extend(origin.baseline.iter().map(|b| format!("^{b}")));
-    if !hex(&c.sha) || !hex(&c.parent) || origin.baseline.as_deref().is_some_and(|b| !hex(b)) {
+    if !hex(&c.sha) || !hex(at) {
         return Ok(None);
     }
-    let mut args = vec!["rev-list", "--objects", c.sha.as_str()];
-    args.extend(not.iter().map(String::as_str));
-    let listed = git.ok(&args)?;
+    let git = Git::new(&origin.path);
+    let not = format!("^{at}");
+    let listed = git.ok(&["rev-list", "--objects", c.sha.as_str(), not.as_str()])?;
     let ids: Vec<&[u8]> = listed
         .split(|&b| b == b'\n')
         .filter_map(|l| l.split(|&b| b == b' ').next())
@@ -182,12 +219,7 @@ fn split_batch(mut out: &[u8]) -> crate::error::Result<Vec<(String, Vec<u8>)>> {
 /// With the workspace held (no write lands meanwhile): check its repository
 /// still stands where the promote may move it, then write the objects, the
 /// index and the branch through the session.
-fn write_in(
-    t: &Target,
-    origin: &Origin,
-    c: &Committed,
-    parts: &Parts,
-) -> crate::error::Result<String> {
+fn write_in(t: &Target, c: &Committed, at: &str, parts: &Parts) -> crate::error::Result<String> {
     let s = &t.session;
     let short = &c.sha[..c.sha.len().min(12)];
     crate::ops::syncfs(&t.mount)?;
@@ -196,7 +228,7 @@ fn write_in(
     let mut note = None;
     let mut written: Vec<Vec<u8>> = Vec::new();
     let target = s.build_beside(root, &mut |w| {
-        match standing(w, origin, c)? {
+        match standing(w, c, at)? {
             Err(why) => note = Some(why),
             Ok(owner) => written = write_files(w, c, parts, owner)?,
         }
@@ -220,12 +252,12 @@ fn write_in(
 }
 
 /// Whether the repository in `w` may take `c` in: `.git` a directory of its own
-/// (not a linked worktree's), HEAD on the origin's branch, that branch at the
-/// promote's parent or the baseline. `Ok(owner of .git)`, or `Err(why not)`.
+/// (not a linked worktree's), HEAD on the origin's branch, that branch still at
+/// `at` (checked by [`fast_forward_from`]). `Ok(owner of .git)`, or `Err(why not)`.
 fn standing(
     w: &Session,
-    origin: &Origin,
     c: &Committed,
+    at: &str,
 ) -> crate::error::Result<Result<(u32, u32), String>> {
     let branch = &c.branch;
     let dot = match w.lookup(1, b".git") {
@@ -248,11 +280,10 @@ fn standing(
             "the workspace's git is not on branch {branch}: its HEAD was left alone"
         )));
     }
-    let at = crate::ops::auto::git_ref_target(w, &format!("ref: refs/heads/{branch}"));
-    let known = [Some(c.parent.as_str()), origin.baseline.as_deref()];
-    if !known.contains(&at.as_deref()) {
+    let now = crate::ops::auto::git_ref_target(w, &format!("ref: refs/heads/{branch}"));
+    if now.as_deref() != Some(at) {
         return Ok(Err(format!(
-            "the workspace's branch {branch} has commits of its own: it was not moved to {}",
+            "the workspace's branch {branch} moved while promoting: it was not moved to {}",
             &c.sha[..c.sha.len().min(12)]
         )));
     }

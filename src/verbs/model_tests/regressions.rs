@@ -91,3 +91,52 @@ fn regression_undo_does_not_attach_a_branch_checked_out_elsewhere() {
         Step::Undo(What::All),
     ]);
 }
+
+/// `revert HEAD` on an attached branch, then `undo` twice and `redo` twice: HEAD
+/// stays attached and the branch follows it each time (issue 39). The revert's
+/// record left out the branch its checkpoint moved: the first undo moved HEAD
+/// back alone and detached it ("branch b0 no longer names ..."), and the second
+/// was refused as if someone else had moved b0.
+#[test]
+fn regression_undo_of_a_revert_moves_the_attached_branch_back() {
+    let r = Run::new();
+    let s = r.target().session;
+    let store = r.host.store();
+    let at = |b: &str| {
+        crate::refs::get_ref(&*store, b)
+            .unwrap()
+            .map(|r| r.checkpoint)
+    };
+    memhost::write_file(&s, "f0", b"zero").unwrap();
+    r.request(checkpoint_op()).unwrap();
+    r.request(branch_op("b0")).unwrap();
+    r.request(checkout_op("b0")).unwrap();
+    let one = s.record().head;
+    memhost::write_file(&s, "f0", b"one").unwrap();
+    r.request(checkpoint_op()).unwrap();
+    let two = s.record().head;
+    r.request(crate::verbs::Op::Revert(crate::verbs::Revert {
+        target: Some("HEAD".into()),
+        message: None,
+        dry_run: false,
+        cont: false,
+        abort: false,
+    }))
+    .unwrap();
+    let three = s.record().head;
+    assert_ne!(three, two);
+    let want = |head, what: &str| {
+        let rec = s.record();
+        assert_eq!(rec.branch.as_deref(), Some("b0"), "{what}: attached");
+        assert_eq!(rec.head, head, "{what}: HEAD");
+        assert_eq!(at("b0"), head, "{what}: b0 follows HEAD");
+    };
+    r.request(undo_op(What::All)).unwrap();
+    want(two, "undo of the revert");
+    r.request(undo_op(What::All)).unwrap();
+    want(one, "undo of the checkpoint");
+    r.request(super::redo_op(What::All)).unwrap();
+    want(two, "redo of the checkpoint");
+    r.request(super::redo_op(What::All)).unwrap();
+    want(three, "redo of the revert");
+}

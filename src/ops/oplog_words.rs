@@ -224,15 +224,19 @@ pub(crate) fn reverted(o: &Operation, workspace_changed: bool) -> String {
     let back = if redo { "to" } else { "back to" };
     let mut parts = Vec::new();
     let (a, b): (&View, &View) = (&o.before, &o.after);
+    // Stored names (`S:main`) as the operation's session writes them.
+    let shown = |n: &String| crate::refs::names::display(n, Some(&o.session));
     if a.head != b.head || a.branch != b.branch {
-        parts.push(match (&a.branch, &b.branch) {
+        let (x, y) = (a.branch.as_ref().map(shown), b.branch.as_ref().map(shown));
+        parts.push(match (&x, &y) {
             (Some(x), Some(y)) if x == y => format!("HEAD {y} {back} {}", short(&b.head)),
             (_, Some(y)) => format!("HEAD {back} branch {y} at {}", short(&b.head)),
             (_, None) => format!("HEAD detached {back} {}", short(&b.head)),
         });
     }
-    for (name, v) in &b.branches {
-        let was = a.branches.get(name).cloned().flatten();
+    for (full, v) in &b.branches {
+        let was = a.branches.get(full).cloned().flatten();
+        let name = shown(full);
         if was != *v {
             parts.push(match v {
                 Some(_) if was.is_none() => format!("branch {name} made again at {}", short(v)),

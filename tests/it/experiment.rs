@@ -56,7 +56,7 @@ fn run_of(doc: &Value, n: u64) -> &Value {
 }
 
 fn forks_dir(m: &Mount) -> PathBuf {
-    m.tmp.path().join(".mnt.experiments")
+    m.tmp.path().join("mnt.experiments")
 }
 
 #[test]

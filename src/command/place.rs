@@ -104,13 +104,21 @@ impl Placement {
     /// relative place `rel`: cwd and `PWD` at the workspace's path (bound) or at
     /// the fork's.
     pub fn apply(&self, spec: Spec, fork: &Path, rel: &str) -> Spec {
+        // `join("")` would add a trailing slash (and `pwd` would print it).
+        let under = |base: &Path| {
+            if rel.is_empty() {
+                base.to_path_buf()
+            } else {
+                base.join(rel)
+            }
+        };
         match self.run_at {
             RunAt::Fork => {
-                let dir = fork.join(rel);
+                let dir = under(fork);
                 spec.env("PWD", &dir).cwd(dir)
             }
             RunAt::Workspace => {
-                let dir = self.workspace.join(rel);
+                let dir = under(&self.workspace);
                 spec.env("PWD", &dir).bind(Some(Bind {
                     fork: fork.to_path_buf(),
                     workspace: self.workspace.clone(),
@@ -304,7 +312,11 @@ mod tests {
         let s = p.apply(Spec::new(["true"]), Path::new("/w/ws.bisect/f"), "sub");
         assert_eq!(s.cwd.as_deref(), Some(Path::new("/w/ws.bisect/f/sub")));
         assert!(s.bind.is_none());
-        assert!(s.env.iter().any(|(k, v)| k == "PWD" && v == "/w/ws.bisect/f/sub"));
+        assert!(
+            s.env
+                .iter()
+                .any(|(k, v)| k == "PWD" && v == "/w/ws.bisect/f/sub")
+        );
         let p = Placement {
             run_at: RunAt::Workspace,
             ..p
@@ -314,5 +326,7 @@ mod tests {
         let b = s.bind.as_ref().unwrap();
         assert_eq!(b.dir, Path::new("/w/ws/sub"));
         assert!(s.env.iter().any(|(k, v)| k == "PWD" && v == "/w/ws/sub"));
+        let s = p.apply(Spec::new(["true"]), Path::new("/w/ws.bisect/f"), "");
+        assert!(s.env.iter().any(|(k, v)| k == "PWD" && v == "/w/ws"));
     }
 }

@@ -75,7 +75,11 @@ pub fn label_runs(specs: &mut [RunSpec]) {
         }
         let alike = commands.iter().filter(|c| **c == commands[i]).count() > 1;
         specs[i].label = if alike && !specs[i].env.is_empty() {
-            let kv: Vec<String> = specs[i].env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let kv: Vec<String> = specs[i]
+                .env
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
             let kv = kv.join(" ");
             kv.chars().take(MAX_LABEL / 2).collect()
         } else {
@@ -245,7 +249,10 @@ mod tests {
         RunSpec {
             label: label.into(),
             command: RunCommand::Shell(cmd.into()),
-            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         }
     }
 

@@ -347,7 +347,15 @@ mod tests {
             ),
             (
                 "bisect",
-                &["command", "argv", "jobs", "good", "bad", "timeout_s", "run_at"],
+                &[
+                    "command",
+                    "argv",
+                    "jobs",
+                    "good",
+                    "bad",
+                    "timeout_s",
+                    "run_at",
+                ],
             ),
             ("messages_append", &["flush"]),
         ];

@@ -189,10 +189,17 @@ fn a_good_end_that_fails_is_a_wrong_range() {
         let out = String::from_utf8_lossy(&o.stdout);
         // A distinct status (not 0, not the 1 of "passes at the bad end").
         assert_eq!(o.status.code(), Some(12), "{err}{out}");
-        let text = if json { out.to_string() } else { err.to_string() };
+        let text = if json {
+            out.to_string()
+        } else {
+            err.to_string()
+        };
         assert!(text.contains("already fails at the good end"), "{text}");
         assert!(text.contains("the range is wrong"), "{text}");
-        assert!(text.contains("--good") && text.contains("treefork log"), "{text}");
+        assert!(
+            text.contains("--good") && text.contains("treefork log"),
+            "{text}"
+        );
         assert!(!out.contains("first bad:"), "{out}");
         if json {
             let v: Value = serde_json::from_str(&out).unwrap();

@@ -232,8 +232,7 @@ impl RunArgs {
             RunCommand::Argv(v) => v.clone(),
             RunCommand::Shell(s) => vec!["sh".into(), "-c".into(), s.clone()],
         };
-        let mut sp = how.prepared(Spec::new(argv), fork).env("TREEFORK_EXPERIMENT", id);
-        sp = sp.env("TREEFORK_RUN", run.to_string());
+        let mut sp = how.prepared(Spec::new(argv), fork);
         for (k, v) in &spec.env {
             sp = sp.env(k, v);
         }
@@ -285,9 +284,10 @@ struct How<'a> {
 }
 
 impl How<'_> {
-    /// A spec as every experiment process runs: at the caller's place in the
-    /// fork (seen at the workspace's path or the fork's), own process group,
-    /// stdin from /dev/null, output captured, no control socket of the source.
+    /// A spec as every experiment process (command and score command) runs: at
+    /// the caller's place in the fork (seen at the workspace's path or the
+    /// fork's), own process group, stdin from /dev/null, output captured, no
+    /// control socket of the source, `TREEFORK_EXPERIMENT` and `TREEFORK_RUN` set.
     fn prepared(&self, sp: Spec, fork: &ForkMade) -> Spec {
         self.at
             .apply(sp, &fork.mountpoint, self.cwd)
@@ -296,6 +296,8 @@ impl How<'_> {
             .null_stdin(true)
             .timeout(self.timeout)
             .env("TREEFORK_SOCKET", "")
+            .env("TREEFORK_EXPERIMENT", self.id)
+            .env("TREEFORK_RUN", fork.run.to_string())
     }
 }
 

@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 use super::doc::{Bisected, Point, Step};
 use super::search;
 use crate::command::place::Placement;
-use crate::command::watch::Watch;
 use crate::command::runner::{self, Mode, RunResult, Spec};
+use crate::command::watch::Watch;
 
 /// How long a fork that cannot be removed (busy) is retried before it is
 /// reported as not removed.

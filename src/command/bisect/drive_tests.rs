@@ -139,5 +139,8 @@ fn a_good_end_that_fails_aborts_and_records_nothing() {
     assert!(!steps.is_empty());
     assert!(f.aborted && f.live.is_empty() && f.finished.is_empty());
     let m = good_end_fails_message(&good, "--good");
-    assert!(m.contains("the range is wrong") && m.contains("treefork log"), "{m}");
+    assert!(
+        m.contains("the range is wrong") && m.contains("treefork log"),
+        "{m}"
+    );
 }

@@ -31,8 +31,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use super::runner::Spec;
-
 /// Where a run sees its fork.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RunAt {
@@ -100,10 +98,10 @@ impl Placement {
         }
     }
 
-    /// `spec` set to run in the fork mounted at `fork`, at the caller's
-    /// relative place `rel`: cwd and `PWD` at the workspace's path (bound) or at
-    /// the fork's.
-    pub fn apply(&self, spec: Spec, fork: &Path, rel: &str) -> Spec {
+    /// Where a run in the fork mounted at `fork` starts, at the caller's
+    /// relative place `rel` (its cwd and `PWD`), and the bind when it sees the
+    /// fork at the workspace's path (`runner::Spec::placed` applies both).
+    pub fn start(&self, fork: &Path, rel: &str) -> (PathBuf, Option<Bind>) {
         // `join("")` would add a trailing slash (and `pwd` would print it).
         let under = |base: &Path| {
             if rel.is_empty() {
@@ -113,17 +111,15 @@ impl Placement {
             }
         };
         match self.run_at {
-            RunAt::Fork => {
-                let dir = under(fork);
-                spec.env("PWD", &dir).cwd(dir)
-            }
+            RunAt::Fork => (under(fork), None),
             RunAt::Workspace => {
                 let dir = under(&self.workspace);
-                spec.env("PWD", &dir).bind(Some(Bind {
+                let b = Bind {
                     fork: fork.to_path_buf(),
                     workspace: self.workspace.clone(),
-                    dir,
-                }))
+                    dir: dir.clone(),
+                };
+                (dir, Some(b))
             }
         }
     }
@@ -304,29 +300,23 @@ mod tests {
     }
 
     #[test]
-    fn fork_placement_sets_cwd_and_pwd() {
+    fn where_runs_start() {
         let p = Placement {
             run_at: RunAt::Fork,
             workspace: "/w/ws".into(),
         };
-        let s = p.apply(Spec::new(["true"]), Path::new("/w/ws.bisect/f"), "sub");
-        assert_eq!(s.cwd.as_deref(), Some(Path::new("/w/ws.bisect/f/sub")));
-        assert!(s.bind.is_none());
-        assert!(
-            s.env
-                .iter()
-                .any(|(k, v)| k == "PWD" && v == "/w/ws.bisect/f/sub")
-        );
+        let fork = Path::new("/w/ws.bisect/f");
+        let (dir, b) = p.start(fork, "sub");
+        assert_eq!(dir, Path::new("/w/ws.bisect/f/sub"));
+        assert!(b.is_none());
         let p = Placement {
             run_at: RunAt::Workspace,
             ..p
         };
-        let s = p.apply(Spec::new(["true"]), Path::new("/w/ws.bisect/f"), "sub");
-        assert!(s.cwd.is_none());
-        let b = s.bind.as_ref().unwrap();
-        assert_eq!(b.dir, Path::new("/w/ws/sub"));
-        assert!(s.env.iter().any(|(k, v)| k == "PWD" && v == "/w/ws/sub"));
-        let s = p.apply(Spec::new(["true"]), Path::new("/w/ws.bisect/f"), "");
-        assert!(s.env.iter().any(|(k, v)| k == "PWD" && v == "/w/ws"));
+        let (dir, b) = p.start(fork, "sub");
+        assert_eq!(dir, Path::new("/w/ws/sub"));
+        let b = b.unwrap();
+        assert_eq!((b.fork.as_path(), b.dir.as_path()), (fork, dir.as_path()));
+        assert_eq!(p.start(fork, "").0, Path::new("/w/ws"));
     }
 }

@@ -162,6 +162,18 @@ impl Spec {
         self
     }
 
+    /// Run in the fork mounted at `fork`, at the caller's relative place `rel`,
+    /// placed as `at` says (seen at the workspace's path or the fork's): cwd (or
+    /// the bind) and `PWD` set.
+    pub fn placed(self, at: &super::place::Placement, fork: &std::path::Path, rel: &str) -> Spec {
+        let (dir, bind) = at.start(fork, rel);
+        let s = self.env("PWD", &dir);
+        match bind {
+            Some(b) => s.bind(Some(b)),
+            None => s.cwd(dir),
+        }
+    }
+
     fn grouped(&self) -> bool {
         self.own_group || self.timeout.is_some()
     }

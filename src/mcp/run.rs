@@ -249,8 +249,8 @@ fn one(
         RunCommand::Argv(v) => v.clone(),
         RunCommand::Shell(s) => vec!["sh".into(), "-c".into(), s.clone()],
     };
-    let mut sp = at
-        .apply(Spec::new(argv), &f.mountpoint, cwd)
+    let mut sp = Spec::new(argv)
+        .placed(at, &f.mountpoint, cwd)
         .mode(Mode::Capture)
         .own_group(true)
         .null_stdin(true)

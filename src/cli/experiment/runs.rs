@@ -289,8 +289,7 @@ impl How<'_> {
     /// fork's), own process group, stdin from /dev/null, output captured, no
     /// control socket of the source, `TREEFORK_EXPERIMENT` and `TREEFORK_RUN` set.
     fn prepared(&self, sp: Spec, fork: &ForkMade) -> Spec {
-        self.at
-            .apply(sp, &fork.mountpoint, self.cwd)
+        sp.placed(self.at, &fork.mountpoint, self.cwd)
             .mode(Mode::Capture)
             .own_group(true)
             .null_stdin(true)

@@ -263,9 +263,8 @@ fn run_all(plan: &Plan, forks: &[ForkAt], candidates: &[Point]) -> Vec<RunResult
 
 /// The run of the command in fork `k` of checkpoint `c`.
 fn spec(plan: &Plan, k: &ForkAt, c: &Point) -> Spec {
-    let sp = Spec::new(plan.argv.clone());
-    plan.place
-        .apply(sp, &k.mountpoint, &plan.cwd)
+    Spec::new(plan.argv.clone())
+        .placed(&plan.place, &k.mountpoint, &plan.cwd)
         .mode(Mode::Capture)
         .own_group(true)
         .null_stdin(true)

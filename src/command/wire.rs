@@ -86,8 +86,9 @@ pub fn label_runs(specs: &mut [RunSpec]) {
             commands[i].clone()
         };
     }
+    let before: Vec<String> = specs.iter().map(|s| s.label.clone()).collect();
     for i in 0..specs.len() {
-        let dup = (0..specs.len()).any(|j| j != i && specs[j].label == specs[i].label);
+        let dup = (0..before.len()).any(|j| j != i && before[j] == before[i]);
         if dup && !given[i] {
             specs[i].label = format!("{} (run {})", specs[i].label, i + 1);
         }

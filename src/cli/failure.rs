@@ -53,6 +53,10 @@ pub const QUOTA: i32 = 10;
 /// some unresolved): resolve them, then `--continue`.
 pub const MERGE_CONFLICT: i32 = 11;
 
+/// `bisect run`: the command already fails at the good end, so the range is
+/// wrong (nothing in it can be the first bad one); choose another `--good`.
+pub const GOOD_END_FAILS: i32 = 12;
+
 /// stdout was closed by its reader (128 + SIGPIPE, what a shell tool killed by
 /// the signal reports); nothing is printed.
 pub const BROKEN_PIPE: i32 = 141;
@@ -78,6 +82,7 @@ pub fn status_of(code: &str) -> i32 {
         "non_fast_forward" => NON_FAST_FORWARD,
         "quota" => QUOTA,
         "merge_conflict" => MERGE_CONFLICT,
+        "good_end_fails" => GOOD_END_FAILS,
         _ => FAILURE,
     }
 }
@@ -255,6 +260,7 @@ mod tests {
             ("non_fast_forward", NON_FAST_FORWARD),
             ("quota", QUOTA),
             ("merge_conflict", MERGE_CONFLICT),
+            ("good_end_fails", GOOD_END_FAILS),
             ("io", FAILURE),
         ] {
             assert_eq!(status_of(code), want, "{code}");

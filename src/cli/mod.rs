@@ -12,6 +12,7 @@
 //!   store lookup, starting the daemon, offline store ops); other modules use the
 //!   library only for types, constants and helpers that do no I/O;
 //! - `runner`: running a command as a child process (`exec`, `experiment`, `bisect`);
+//!   `ticker`: the sign of life of runs still going (`experiment`, `bisect`);
 //! - `output`: the only place that chooses between output for people and `--json`;
 //! - `failure`: the only place an error becomes an exit status and a `--json` error
 //!   document (by its code); `usage`: a command line clap refused, as one line;
@@ -104,6 +105,7 @@ mod schema;
 mod show;
 mod snapshot;
 mod store;
+mod ticker;
 mod timeline;
 mod trim;
 mod ui;

@@ -8,7 +8,10 @@
 //! forwarding) that `treefork exec`, `treefork experiment` and the MCP server's
 //! `exec` and `experiment` tools use, and [`bisect`], the bisect both the CLI's
 //! `bisect run` and the MCP `bisect` tool run (the pure search, the rounds over
-//! the client's `bisect_begin`/`bisect_end`, the result document), and [`shell`],
+//! the client's `bisect_begin`/`bisect_end`, the result document), [`place`],
+//! where a run sees its fork (at the workspace's own path, through a private mount
+//! namespace, or at the fork's mountpoint), [`watch`], the runs in flight (what
+//! a client shows as a sign of life), and [`shell`],
 //! a recorded argv as a person reads it (shell-quoted).
 //!
 //! Invariants: the daemon never runs a command (it records what a client reports);
@@ -17,8 +20,10 @@
 //! and neither imports the other for it).
 
 pub mod bisect;
+pub mod place;
 pub mod runner;
 pub mod shell;
+pub mod watch;
 pub mod wire;
 
 pub use wire::{RunCommand, RunResult, RunSpec};

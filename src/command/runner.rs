@@ -4,7 +4,9 @@
 //! process, never in the daemon; reporting a run to the daemon is
 //! `crate::verbs::exec_report`'s.
 //!
-//! Owns: spawning ([`Spec`]: argv, cwd, environment overrides), passing the
+//! Owns: spawning ([`Spec`]: argv, cwd, environment overrides, optionally a
+//! private mount namespace with a fork bound over the workspace: see
+//! `crate::command::place`), passing the
 //! child's stdout and stderr through unchanged ([`Mode::Tee`]) or only capturing
 //! them ([`Mode::Capture`]), capturing each stream up to a cap with a truncated
 //! flag, a timeout that stops the child's whole process group, forwarding SIGINT,
@@ -85,6 +87,9 @@ pub struct Spec {
     pub own_group: bool,
     /// Connect the child's stdin to /dev/null (default: inherited).
     pub null_stdin: bool,
+    /// Run in a private mount namespace with a fork bound over the workspace
+    /// (`crate::command::place`); `cwd` is then not used (the bind's `dir` is).
+    pub bind: Option<super::place::Bind>,
 }
 
 impl Spec {
@@ -104,6 +109,7 @@ impl Spec {
             timeout: None,
             own_group: false,
             null_stdin: false,
+            bind: None,
         }
     }
 
@@ -147,6 +153,25 @@ impl Spec {
     pub fn null_stdin(mut self, yes: bool) -> Spec {
         self.null_stdin = yes;
         self
+    }
+
+    /// Run in a private mount namespace with this bind (see
+    /// `crate::command::place`).
+    pub fn bind(mut self, b: Option<super::place::Bind>) -> Spec {
+        self.bind = b;
+        self
+    }
+
+    /// Run in the fork mounted at `fork`, at the caller's relative place `rel`,
+    /// placed as `at` says (seen at the workspace's path or the fork's): cwd (or
+    /// the bind) and `PWD` set.
+    pub fn placed(self, at: &super::place::Placement, fork: &std::path::Path, rel: &str) -> Spec {
+        let (dir, bind) = at.start(fork, rel);
+        let s = self.env("PWD", &dir);
+        match bind {
+            Some(b) => s.bind(Some(b)),
+            None => s.cwd(dir),
+        }
     }
 
     fn grouped(&self) -> bool {
@@ -234,8 +259,23 @@ pub fn run(spec: &Spec) -> RunResult {
     if spec.null_stdin {
         cmd.stdin(Stdio::null());
     }
-    if let Some(d) = &spec.cwd {
-        cmd.current_dir(d);
+    let bound = match spec.bind.as_ref().map(super::place::prepare) {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => {
+            r.error = Some(format!("cannot run {}: {e}", prog.to_string_lossy()));
+            return r;
+        }
+    };
+    match (bound, &spec.cwd) {
+        (None, Some(d)) => {
+            cmd.current_dir(d);
+        }
+        (Some(p), _) => {
+            // SAFETY: `enter` makes only async-signal-safe calls.
+            unsafe { cmd.pre_exec(move || super::place::enter(&p)) };
+        }
+        (None, None) => {}
     }
     if grouped {
         cmd.process_group(0);
@@ -273,6 +313,11 @@ pub fn run(spec: &Spec) -> RunResult {
     let mut pump = Pump::new(spec, out.as_raw_fd(), err.as_raw_fd());
     let status = pump.run(&mut child, spec, pid, grouped, start);
     r.duration = start.elapsed();
+    if spec.bind.is_some() && grouped {
+        // What the run left in its group would keep its mount namespace (a
+        // copy of every mount) alive: it ends with the run.
+        kill_group(pid, true, libc::SIGKILL);
+    }
     signals::unregister(pid);
     if fg {
         // SAFETY: getpgrp has no preconditions.

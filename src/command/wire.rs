@@ -46,6 +46,55 @@ pub struct RunSpec {
     pub env: BTreeMap<String, String>,
 }
 
+/// Most characters of a default label taken from a command.
+const LABEL_CHARS: usize = 60;
+
+/// Give every run without a label (empty) one, so that no two runs share a
+/// label: its command (cut to 60 characters), else, when commands are alike, its
+/// environment (`K=V K2=V2`), else ` (run N)` added. Given labels are kept; a
+/// default one that collides with another label gets ` (run N)`.
+pub fn label_runs(specs: &mut [RunSpec]) {
+    let cut = |c: &RunCommand| {
+        let text = match c {
+            RunCommand::Shell(s) => s.clone(),
+            RunCommand::Argv(v) => crate::command::shell::quoted(v),
+        };
+        let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        if one_line.chars().count() > LABEL_CHARS {
+            let head: String = one_line.chars().take(LABEL_CHARS - 1).collect();
+            format!("{head}…")
+        } else {
+            one_line
+        }
+    };
+    let given: Vec<bool> = specs.iter().map(|s| !s.label.is_empty()).collect();
+    let commands: Vec<String> = specs.iter().map(|s| cut(&s.command)).collect();
+    for i in 0..specs.len() {
+        if given[i] {
+            continue;
+        }
+        let alike = commands.iter().filter(|c| **c == commands[i]).count() > 1;
+        specs[i].label = if alike && !specs[i].env.is_empty() {
+            let kv: Vec<String> = specs[i]
+                .env
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let kv = kv.join(" ");
+            kv.chars().take(MAX_LABEL / 2).collect()
+        } else {
+            commands[i].clone()
+        };
+    }
+    let before: Vec<String> = specs.iter().map(|s| s.label.clone()).collect();
+    for i in 0..specs.len() {
+        let dup = (0..before.len()).any(|j| j != i && before[j] == before[i]);
+        if dup && !given[i] {
+            specs[i].label = format!("{} (run {})", specs[i].label, i + 1);
+        }
+    }
+}
+
 /// What one run did (sent by the CLI with `experiment_end`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -91,6 +140,13 @@ pub struct RunResult {
     /// Why there is no score although one was asked for.
     #[serde(default)]
     pub score_error: Option<String>,
+    /// What the score command wrote to standard output (lossy UTF-8, capped as
+    /// `stdout`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub score_stdout: String,
+    /// What it wrote to standard error (idem).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub score_stderr: String,
     /// The fork's state after the command and before the score command (a
     /// checkpoint of the fork, hex): the run's own changes are counted to it,
     /// what the score command wrote apart.
@@ -140,7 +196,12 @@ pub fn fit_results(mut results: Vec<RunResult>) -> Vec<RunResult> {
     let mut cap = MAX_OUTPUT;
     loop {
         for r in results.iter_mut() {
-            for s in [&mut r.stdout, &mut r.stderr] {
+            for s in [
+                &mut r.stdout,
+                &mut r.stderr,
+                &mut r.score_stdout,
+                &mut r.score_stderr,
+            ] {
                 if s.len() > cap {
                     let mut cut = cap;
                     while !s.is_char_boundary(cut) {
@@ -162,7 +223,8 @@ pub fn fit_results(mut results: Vec<RunResult>) -> Vec<RunResult> {
 /// Check a reported result: output within [`MAX_OUTPUT`], text fields bounded.
 pub fn check_result(r: &RunResult) -> Result<()> {
     let bad = |m: &str| Err(Error::Invalid(format!("result of run {}: {m}", r.run)));
-    if r.stdout.len() > MAX_OUTPUT || r.stderr.len() > MAX_OUTPUT {
+    let outputs = [&r.stdout, &r.stderr, &r.score_stdout, &r.score_stderr];
+    if outputs.iter().any(|s| s.len() > MAX_OUTPUT) {
         return bad("captured output larger than the limit");
     }
     let long = |s: &Option<String>| s.as_ref().is_some_and(|s| s.len() > 4096);
@@ -183,6 +245,40 @@ pub fn check_result(r: &RunResult) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spec(label: &str, cmd: &str, env: &[(&str, &str)]) -> RunSpec {
+        RunSpec {
+            label: label.into(),
+            command: RunCommand::Shell(cmd.into()),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn default_labels_tell_runs_apart() {
+        let long = "x".repeat(80);
+        let mut v = vec![
+            spec("", "make test", &[("OPT", "1")]),
+            spec("", "make test", &[("OPT", "2")]),
+            spec("", &format!("{long} a"), &[]),
+            spec("", &format!("{long} b"), &[]),
+            spec("mine", "true", &[]),
+            spec("", "true", &[]),
+        ];
+        label_runs(&mut v);
+        let labels: Vec<&str> = v.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels[0], "OPT=1");
+        assert_eq!(labels[1], "OPT=2");
+        assert!(labels[2].ends_with("… (run 3)"), "{labels:?}");
+        assert!(labels[3].ends_with("… (run 4)"), "{labels:?}");
+        assert_eq!(labels[4], "mine");
+        assert_eq!(labels[5], "true");
+        let set: std::collections::BTreeSet<_> = labels.iter().collect();
+        assert_eq!(set.len(), labels.len());
+    }
 
     #[test]
     fn fit_keeps_results_within_the_request_budget() {

@@ -12,7 +12,7 @@ use treefork::ops::views::CheckpointView;
 use treefork::verbs::{self, Op};
 
 use super::bridge::{Outcome, ToolError};
-use super::run::{place, timeout};
+use super::run::{place, run_at, timeout};
 use super::schemas as s;
 use super::tools::{Call, args};
 
@@ -45,6 +45,8 @@ pub fn bisect(cx: &Call, v: Value) -> Outcome {
         timeout: t,
         jobs,
         keep: false,
+        place: run_at(&cx.bridge.root, a.run_at.as_deref())?,
+        watch: Default::default(),
     };
     let mut forks = McpForks {
         cx,
@@ -62,6 +64,10 @@ pub fn bisect(cx: &Call, v: Value) -> Outcome {
         Ok(doc) => serde_json::to_value(&doc).map_err(ToolError::bad_args),
         Err((Stop::Client(e), _)) => Err(e),
         Err((Stop::CannotStart(e), _)) => Err(ToolError::new("cannot_start", e)),
+        Err((Stop::GoodEndFails(good), _)) => Err(ToolError::new(
+            "good_end_fails",
+            drive::good_end_fails_message(&good, "good"),
+        )),
         Err((Stop::Interrupted(sig), _)) => Err(ToolError::new(
             "interrupted",
             format!("bisect interrupted by signal {sig}"),
@@ -153,6 +159,7 @@ impl Forks for McpForks<'_, '_> {
             checkpoints: points.iter().map(|(_, c)| c.clone()).collect(),
             numbers: Some(points.iter().map(|(n, _)| *n).collect()),
             cwd: self.cwd.clone(),
+            forks_dir: None,
         });
         let r = self.cx.bridge.call(&op, None, &mut |_| {})?;
         let b: <verbs::BisectBegin as treefork::control::Verb>::Response =

@@ -45,6 +45,21 @@ pub(super) fn place(root: &Path, cwd: &str) -> Result<PathBuf, ToolError> {
     Ok(root.join(p))
 }
 
+/// The `run_at` argument: where runs see their forks.
+pub(super) fn run_at(
+    root: &Path,
+    v: Option<&str>,
+) -> Result<treefork::command::place::Placement, ToolError> {
+    use treefork::command::place::{Placement, RunAt};
+    let at = match v {
+        None => RunAt::default(),
+        Some(v) => RunAt::parse(v).ok_or_else(|| {
+            ToolError::new("invalid", format!("run_at {v:?}: `workspace` or `fork`"))
+        })?,
+    };
+    Ok(Placement::resolve(at, root))
+}
+
 pub(super) fn timeout(t: Option<f64>) -> Result<Option<Duration>, ToolError> {
     t.map(|s| {
         Duration::try_from_secs_f64(s)
@@ -170,20 +185,23 @@ pub fn experiment(cx: &Call, v: Value) -> Outcome {
     }
     let t = timeout(a.timeout_s)?;
     place(&cx.bridge.root, &a.cwd)?;
-    let specs: Vec<RunSpec> = a
+    let at = run_at(&cx.bridge.root, a.run_at.as_deref())?;
+    let mut specs: Vec<RunSpec> = a
         .commands
         .iter()
         .enumerate()
         .map(|(i, c)| RunSpec {
-            label: c.chars().take(60).collect(),
+            label: String::new(),
             command: RunCommand::Shell(c.clone()),
             env: a.env.get(i).cloned().unwrap_or_default(),
         })
         .collect();
+    treefork::command::wire::label_runs(&mut specs);
     let begin = Op::from(verbs::ExperimentBegin {
         from: a.from.clone(),
         runs: specs.clone(),
         cwd: Some(a.cwd.clone()).filter(|c| !c.is_empty()),
+        forks_dir: None,
     });
     let r = cx.bridge.call(&begin, None, &mut |_| {})?;
     let b: ExpBegun = serde_json::from_value(r).map_err(ToolError::bad_args)?;
@@ -196,9 +214,9 @@ pub fn experiment(cx: &Call, v: Value) -> Outcome {
     let done = Mutex::new(Vec::new());
     std::thread::scope(|sc| {
         for (f, spec) in b.forks.iter().zip(&specs) {
-            let (done, id, cwd) = (&done, &b.id, &a.cwd);
+            let (done, id, cwd, at) = (&done, &b.id, &a.cwd, &at);
             sc.spawn(move || {
-                let r = one(id, f, spec, cwd, t);
+                let r = one(id, f, spec, at, cwd, t);
                 let mut d = done.lock().unwrap_or_else(|p| p.into_inner());
                 let msg = format!("run {} finished: exit {:?}", r.run, r.exit);
                 d.push(r);
@@ -220,13 +238,20 @@ pub fn experiment(cx: &Call, v: Value) -> Outcome {
 }
 
 /// One run, in fork `f`.
-fn one(id: &str, f: &ExpFork, spec: &RunSpec, cwd: &str, t: Option<Duration>) -> ExpResult {
+fn one(
+    id: &str,
+    f: &ExpFork,
+    spec: &RunSpec,
+    at: &treefork::command::place::Placement,
+    cwd: &str,
+    t: Option<Duration>,
+) -> ExpResult {
     let argv: Vec<String> = match &spec.command {
         RunCommand::Argv(v) => v.clone(),
         RunCommand::Shell(s) => vec!["sh".into(), "-c".into(), s.clone()],
     };
     let mut sp = Spec::new(argv)
-        .cwd(f.mountpoint.join(cwd))
+        .placed(at, &f.mountpoint, cwd)
         .mode(Mode::Capture)
         .own_group(true)
         .null_stdin(true)

@@ -225,8 +225,12 @@ pub struct ExperimentArgs {
     pub from: Option<String>,
     /// `exit` (default: exit 0 first, then duration), `duration` or `output`.
     pub rank_by: Option<String>,
-    /// Stop a run after this many seconds.
+    /// Stop a run after this many seconds (give one when a command may never
+    /// exit: it would block the experiment forever).
     pub timeout_s: Option<f64>,
+    /// Where each run sees its fork: `workspace` (default: at the workspace's own
+    /// path, in a private mount namespace) or `fork` (at the fork's mountpoint).
+    pub run_at: Option<String>,
     /// Working directory relative to the workspace root, in each fork.
     #[serde(default)]
     pub cwd: String,
@@ -250,8 +254,12 @@ pub struct BisectArgs {
     pub good: Option<String>,
     /// Where the test fails (default: HEAD).
     pub bad: Option<String>,
-    /// Stop a run after this many seconds (counts as a failure).
+    /// Stop a run after this many seconds (counts as a failure; give one when
+    /// the command may never exit: it would block the bisect forever).
     pub timeout_s: Option<f64>,
+    /// Where each run sees its fork: `workspace` (default: at the workspace's own
+    /// path, in a private mount namespace) or `fork` (at the fork's mountpoint).
+    pub run_at: Option<String>,
     /// Working directory relative to the workspace root, in each fork.
     #[serde(default)]
     pub cwd: String,

@@ -343,11 +343,19 @@ mod tests {
             // `rank_by` and `keep` go to `experiment_end`.
             (
                 "experiment",
-                &["commands", "env", "rank_by", "timeout_s", "keep"],
+                &["commands", "env", "rank_by", "timeout_s", "keep", "run_at"],
             ),
             (
                 "bisect",
-                &["command", "argv", "jobs", "good", "bad", "timeout_s"],
+                &[
+                    "command",
+                    "argv",
+                    "jobs",
+                    "good",
+                    "bad",
+                    "timeout_s",
+                    "run_at",
+                ],
             ),
             ("messages_append", &["flush"]),
         ];

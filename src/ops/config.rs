@@ -35,6 +35,10 @@ pub(crate) fn run(
         }
         cfg = serde_json::from_value(v).map_err(|e| Error::Invalid(format!("bad setting: {e}")))?;
         super::messages::check_setting(&cfg.auto_checkpoint_on)?;
+        if !cfg.forks_dir.is_empty() {
+            let p = std::path::Path::new(&cfg.forks_dir);
+            super::experiment::begin::check_forks_base(p, "setting forks_dir")?;
+        }
         let new = cfg.clone();
         let old = s.record().config;
         let txn = txn::Op::begin(t, "config");

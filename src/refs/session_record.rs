@@ -144,6 +144,10 @@ pub struct SessionConfig {
     /// Event that takes an automatic checkpoint: `user_message` (a checkpoint with
     /// trigger `message` at each user message of the conversation log), or empty.
     pub auto_checkpoint_on: String,
+    /// The directory (absolute) under which the forks of experiments and bisects
+    /// get their directory (`<workspace name>.experiments`, `.bisect`); empty:
+    /// the workspace's parent. Set by the user only.
+    pub forks_dir: String,
 }
 
 impl Default for SessionConfig {
@@ -159,6 +163,7 @@ impl Default for SessionConfig {
             auto_ref_retention_days: AUTO_REF_DEFAULT_DAYS,
             auto_ref_retention_count: AUTO_REF_DEFAULT_COUNT,
             auto_checkpoint_on: String::new(),
+            forks_dir: String::new(),
         }
     }
 }

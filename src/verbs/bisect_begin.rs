@@ -26,8 +26,15 @@ impl Verb for BisectBegin {
             checkpoints: _,
             numbers: _,
             cwd: _,
+            forks_dir,
         } = self;
-        true
+        // Where the forks are mounted on the host is the user's choice (the
+        // request's `forks_dir` or the `forks_dir` setting), never an agent's.
+        forks_dir.is_none()
+    }
+
+    fn refused_what(&self) -> String {
+        format!("{} with \"forks_dir\"", Self::NAME)
     }
 }
 

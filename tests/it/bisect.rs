@@ -1,7 +1,7 @@
 //! `treefork bisect run`: a real mount with twenty checkpoints where the command
 //! starts failing at the fourteenth (`cp 13`); found with one job and with four,
 //! no fork session, mountpoint or directory left afterwards; the command failing
-//! already at the good end; passing at the bad end is an error; a timeout counts
+//! already at the good end is a wrong range (exit 12); passing at the bad end is an error; a timeout counts
 //! as a failure, a program that cannot start is an error; `--keep`; SIGINT of the
 //! CLI removes every fork. The verbs: one `bisect` record per bisect, a bisect on
 //! an agent socket, `bisect_end` removing only its bisect's forks and checking
@@ -75,7 +75,7 @@ fn sessions(m: &Mount) -> Vec<String> {
 }
 
 fn forks_dir(m: &Mount) -> PathBuf {
-    m.tmp.path().join(".mnt.bisect")
+    m.tmp.path().join("mnt.bisect")
 }
 
 /// Nothing of any bisect is left: only the source session, no fork directory,
@@ -174,14 +174,42 @@ fn default_bounds_and_the_callers_place() {
 }
 
 #[test]
-fn failing_at_the_good_end_makes_it_the_first_bad() {
+fn a_good_end_that_fails_is_a_wrong_range() {
     let m = Mount::new();
     let ids = twenty(&m);
-    let doc = bisect_ok(&m, &["--good", &ids[15], "grep", "-q", "good", "f"]);
-    assert_eq!(doc["first_bad"]["id"], ids[15], "{doc:#}");
-    assert!(doc["last_good"].is_null());
-    assert_eq!(doc["rounds"], 1);
-    assert_clean(&m);
+    let before = op_kinds(&m);
+    for json in [false, true] {
+        let o = bisect_in(
+            &m,
+            &m.mp,
+            json,
+            &["--good", &ids[15], "-j", "2", "grep", "-q", "good", "f"],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        let out = String::from_utf8_lossy(&o.stdout);
+        // A distinct status (not 0, not the 1 of "passes at the bad end").
+        assert_eq!(o.status.code(), Some(12), "{err}{out}");
+        let text = if json {
+            out.to_string()
+        } else {
+            err.to_string()
+        };
+        assert!(text.contains("already fails at the good end"), "{text}");
+        assert!(text.contains("the range is wrong"), "{text}");
+        assert!(
+            text.contains("--good") && text.contains("treefork log"),
+            "{text}"
+        );
+        assert!(!out.contains("first bad:"), "{out}");
+        if json {
+            let v: Value = serde_json::from_str(&out).unwrap();
+            assert_eq!(v["ok"], false, "{v:#}");
+            assert_eq!(v["error"]["code"], "good_end_fails", "{v:#}");
+        }
+        assert_clean(&m);
+    }
+    // Nothing recorded as a found culprit: no `bisect` operation at all.
+    assert_eq!(op_kinds(&m), before);
 }
 
 #[test]

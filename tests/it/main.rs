@@ -20,6 +20,7 @@ mod evict;
 mod eviction;
 mod exec;
 mod experiment;
+mod forkplace;
 mod gcrace;
 mod graftfail;
 mod hostile;

@@ -163,9 +163,18 @@ async def scenario_user(tools, session, args):
     check(bi["candidates"] == 4 and bi["steps"], bi)
     check(len(prog) >= 2 and any("round 1" in (p["message"] or "") for p in prog), prog)
     check(read(ws, "bisect.txt") == "wrong 3\n", "bisect moves nothing")
-    check(not os.path.exists(os.path.join(os.path.dirname(ws), "." + os.path.basename(ws) + ".bisect")), "forks left")
+    check(not os.path.exists(os.path.join(os.path.dirname(ws), os.path.basename(ws) + ".bisect")), "forks left")
     _, ol, _ = await tools.call("op_log", {"limit": 1})
     check(ol["operations"][0]["kind"] == "bisect", ol["operations"][0])
+    seq_bisect = ol["operations"][0]["seq"]
+    # a good end that already fails: a wrong range, refused, nothing recorded
+    r, sc, _ = await tools.call(
+        "bisect", {"command": "grep -q fine bisect.txt", "good": ids[2]}, ok=False
+    )
+    check(field(r, "isError") is True and sc["error"]["code"] == "good_end_fails", sc)
+    check("the range is wrong" in sc["error"]["message"], sc)
+    _, ol, _ = await tools.call("op_log", {"limit": 1})
+    check(ol["operations"][0]["kind"] == "bisect" and ol["operations"][0]["seq"] == seq_bisect, ol)
     r, sc, _ = await tools.call("bisect", {"command": "true", "argv": ["true"]}, ok=False)
     check(field(r, "isError") is True and sc["error"]["code"] == "invalid", sc)
     facts["bisect_first_bad"] = bi["first_bad"]["id"]

@@ -36,7 +36,7 @@ def test_bisect_finds_the_first_bad_checkpoint(session: treefork.Session, jobs: 
     assert len(ops) == len(before) + 1 and ops[0].kind == "bisect"
     assert ops[0].meta["first_bad"]["id"] == ids[6]
     assert session.status().head == head
-    forks = session.mountpoint.parent / ".s.bisect"
+    forks = session.mountpoint.parent / "s.bisect"
     assert not forks.exists()
 
 
@@ -46,6 +46,16 @@ def test_bisect_with_a_shell_command_passing_at_bad(session: treefork.Session) -
     assert r.first_bad is None and r.last_good is None and r.rounds == 1
     with pytest.raises(ValueError):
         session.bisect()
+
+
+def test_bisect_whose_good_end_fails_is_refused(session: treefork.Session) -> None:
+    ids = _ten(session)
+    before = [o.seq for o in session.op_log()]
+    with pytest.raises(treefork.GoodEndFails) as e:
+        session.bisect(argv=["grep", "-q", "good", "f"], good=ids[7], jobs=2)
+    assert "the range is wrong" in str(e.value) and e.value.code == "good_end_fails"
+    assert [o.seq for o in session.op_log()] == before
+    assert not (session.mountpoint.parent / "s.bisect").exists()
 
 
 def test_search_matches_brute_force() -> None:

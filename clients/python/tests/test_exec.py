@@ -141,5 +141,5 @@ def test_an_interrupted_experiment_stops_its_runs_and_removes_its_forks(session:
     assert time.monotonic() - t0 < 20, "the runs were not stopped"
     cmp = session.experiment_show()
     assert cmp.aborted and all(r.signal is not None for r in cmp.runs)
-    forks = session.mountpoint.parent / ".s.experiments"
+    forks = session.mountpoint.parent / "s.experiments"
     assert not any(os.path.ismount(p) for p in forks.glob("*")), "a fork is still mounted"

@@ -31,6 +31,7 @@ use super::Exit;
 use super::plumbing::runner;
 use super::prelude::*;
 use treefork::command::bisect::{self as drive, Plan, Point, Stop};
+use treefork::command::place::{Placement, RunAt};
 use treefork::ops::views::CheckpointView;
 
 /// Most checkpoints read along the first-parent chain of `--bad`.
@@ -47,10 +48,21 @@ pub struct Bisect {
 enum Sub {
     /// Run CMD in a throwaway fork of checkpoints of the first-parent history
     /// between --good and --bad and find the first one where it exits non-zero.
+    ///
+    /// Each run sees its fork at the workspace's own path (--run-at). Give
+    /// --timeout when CMD may never exit (a test suite left waiting): a run
+    /// stopped so counts as a failure, instead of blocking the bisect forever.
+    /// While runs go on, stderr shows which are still running and for how long.
+    ///
+    /// Exit status: 0 the first bad checkpoint was found; 1 CMD passes at the
+    /// bad end (nothing to find); 12 CMD already fails at the good end: the
+    /// range is wrong (nothing in it can be the first bad one), so give --good
+    /// an older checkpoint where CMD passes (see `treefork log`).
     Run(RunArgs),
 }
 
-/// `bisect run [--good REF] [--bad REF] [-j N] [--timeout S] [--keep] -- CMD...`.
+/// `bisect run [--good REF] [--bad REF] [-j N] [--timeout S] [--keep]
+/// [--run-at workspace|fork] [--forks-dir DIR] -- CMD...`.
 #[derive(clap::Args)]
 struct RunArgs {
     /// Where CMD passes [default: the oldest checkpoint on the first-parent chain
@@ -65,12 +77,24 @@ struct RunArgs {
           value_parser = crate::cli::values::count)]
     jobs: usize,
     /// Stop a run (its whole process group) after S seconds; a run stopped so
-    /// counts as a failure.
+    /// counts as a failure. Without it a command that never exits (a test
+    /// runner left waiting on an open handle) blocks the bisect forever.
     #[arg(long, value_name = "S", value_parser = crate::cli::values::seconds)]
     timeout: Option<Duration>,
     /// Keep every fork mounted afterwards (sessions `S-bID-N`).
     #[arg(long)]
     keep: bool,
+    /// Where each run sees its fork: `workspace` runs it at the workspace's own
+    /// path (a private mount namespace per run, the fork bound over the
+    /// workspace), so programs see no other path; `fork` runs it at the fork's
+    /// mountpoint (DIR/<name>.bisect/S-bID-N).
+    #[arg(long, value_name = "WHERE", default_value = "workspace",
+          value_parser = ["workspace", "fork"])]
+    run_at: String,
+    /// Mount the forks under DIR/<workspace name>.bisect/ [default: the
+    /// `forks_dir` setting, else the workspace's parent directory].
+    #[arg(long, value_name = "DIR")]
+    forks_dir: Option<PathBuf>,
     /// The command and its arguments (run as given, not through a shell), at the
     /// caller's place in each fork.
     #[arg(
@@ -97,19 +121,26 @@ impl RunArgs {
         let mountpoint = mountpoint(cx)?;
         let candidates: Vec<Point> = self.candidates(cx)?.iter().map(render::point).collect();
         let cwd = caller_place(&mountpoint);
+        let run_at = RunAt::parse(&self.run_at).unwrap_or_default();
+        let forks_dir = self.forks_dir.as_deref().map(absolute).transpose()?;
         let plan = Plan {
             argv: self.command.clone(),
             cwd: cwd.clone(),
             timeout,
             jobs: self.jobs,
             keep: self.keep,
+            place: Placement::resolve(run_at, &mountpoint),
+            watch: Default::default(),
         };
         let mut forks = trial::CliForks {
             cx,
             id: None,
             cwd: Some(cwd).filter(|c| !c.is_empty()),
+            forks_dir,
         };
+        let ticker = super::ticker::Ticker::start("bisect".into(), plan.watch.clone(), cx.json());
         let r = drive::run(&mut forks, &plan, &candidates);
+        drop(ticker);
         let sig = runner::interrupted();
         if sig != 0 {
             return Err(Exit {
@@ -122,6 +153,12 @@ impl RunArgs {
             Ok(doc) => doc,
             Err((Stop::Client(e), _)) => return Err(e),
             Err((Stop::CannotStart(e), _)) => bail!("{e}"),
+            Err((Stop::GoodEndFails(good), _)) => {
+                return Err(super::failure::Failure::coded(
+                    "good_end_fails",
+                    drive::good_end_fails_message(&good, "--good"),
+                ));
+            }
             Err((Stop::Interrupted(sig), _)) => {
                 return Err(Exit {
                     status: 128 + sig,
@@ -185,6 +222,11 @@ fn log(cx: &Ctx, from: Option<String>, limit: usize) -> Result<Answer<treefork::
         first_parent: true,
     }))?;
     Ok(r.body)
+}
+
+/// `p` made absolute against the current directory (a forks directory as given).
+pub(super) fn absolute(p: &Path) -> Result<PathBuf> {
+    Ok(std::path::absolute(p)?)
 }
 
 /// The caller's directory relative to the workspace root `ws` ("" outside it).

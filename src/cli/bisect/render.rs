@@ -3,7 +3,8 @@
 //! the final `bisect_end`) and its human form, one
 //! row per step (round, checkpoint, exit, duration, message), then the first bad
 //! checkpoint, the steps count and the wall time. A command that passes at the
-//! bad end is a failure after printing (code `no_first_bad`).
+//! bad end is a failure after printing (code `no_first_bad`); one that fails at
+//! the good end is no result (code `good_end_fails`, exit 12, `super`).
 
 use super::super::failure::Failure;
 use super::super::output::short;
@@ -67,15 +68,10 @@ impl Human for Bisected {
                 "the command passes at the bad end {} {}: nothing to find",
                 self.bad.short, self.bad.message
             )?,
-            (Some(b), Some(g)) => {
-                writeln!(out, "last good: {} {}", g.short, g.message)?;
-                writeln!(out, "first bad: {} {}", b.id, b.message)?;
-            }
-            (Some(b), None) => {
-                writeln!(
-                    out,
-                    "the command already fails at the good end: it is the first bad one"
-                )?;
+            (Some(b), g) => {
+                if let Some(g) = g {
+                    writeln!(out, "last good: {} {}", g.short, g.message)?;
+                }
                 writeln!(out, "first bad: {} {}", b.id, b.message)?;
             }
         }

@@ -15,6 +15,8 @@ pub struct CliForks<'a> {
     pub id: Option<String>,
     /// The caller's place relative to the workspace root (stored in the forks).
     pub cwd: Option<String>,
+    /// `--forks-dir` (absolute).
+    pub forks_dir: Option<std::path::PathBuf>,
 }
 
 impl CliForks<'_> {
@@ -37,6 +39,7 @@ impl Forks for CliForks<'_> {
             checkpoints: points.iter().map(|(_, c)| c.clone()).collect(),
             numbers: Some(points.iter().map(|(n, _)| *n).collect()),
             cwd: self.cwd.clone(),
+            forks_dir: self.forks_dir.clone(),
         });
         let r: Reply<Answer<BisectBegin>> = self.cx.session(op)?;
         let b = r.body;

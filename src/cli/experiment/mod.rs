@@ -12,6 +12,15 @@ mod runs;
 use super::prelude::*;
 
 /// Try several commands at once, each in its own fork, and rank them.
+///
+/// Each run sees its fork at the workspace's own path (--run-at): programs see
+/// the same absolute path as in the workspace. On the host the forks are
+/// mounted at <parent>/<name>.experiments/S-xID-N (--forks-dir, or the
+/// `forks_dir` setting, moves them). Give --timeout when a command may never
+/// exit (a test suite left waiting on an open handle): without it such a run
+/// blocks the experiment forever. While runs go on, stderr shows which are
+/// still running and for how long (a live line on a terminal, a line every
+/// 30 s otherwise).
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Experiment {

@@ -1,6 +1,6 @@
 //! The human form of an experiment's comparison: one row per run in ranking order
-//! (run, fork, exit, duration, files changed, score), the failures' reasons, and
-//! the winner. `--json` prints the daemon's whole comparison instead.
+//! (run, fork, exit, duration, files changed, score), the failures' reasons, the
+//! score command's output of each run (its last lines), and the winner. `--json` prints the daemon's whole comparison instead.
 
 use std::collections::HashMap;
 
@@ -36,6 +36,30 @@ fn score_text(r: &RunResult) -> String {
         (None, Some(_)) => "error".into(),
         _ => "-".into(),
     }
+}
+
+/// Lines of a score command's output shown per run (its last ones).
+const SCORE_LINES: usize = 10;
+
+/// `run N score output:` and the last lines the score command printed
+/// (stdout, then stderr), indented; nothing when it printed nothing.
+fn score_output(out: &mut dyn Write, r: &RunResult) -> io::Result<()> {
+    let text = format!("{}{}", r.score_stdout, r.score_stderr);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let from = lines.len().saturating_sub(SCORE_LINES);
+    let more = if from > 0 {
+        format!(" (last {SCORE_LINES} lines; --json has it all)")
+    } else {
+        String::new()
+    };
+    writeln!(out, "run {} score output{more}:", r.run)?;
+    for l in &lines[from..] {
+        writeln!(out, "  {l}")?;
+    }
+    Ok(())
 }
 
 /// `1.234s` or `12ms`.
@@ -103,6 +127,9 @@ impl Human for Comparison {
             if let Some(e) = &r.score_error {
                 writeln!(out, "run {} score: {e}", r.run)?;
             }
+        }
+        for r in d.runs.iter().map(|e| &e.result) {
+            score_output(out, r)?;
         }
         if d.aborted {
             let by = d.interrupted_by.map_or(String::new(), |s| {

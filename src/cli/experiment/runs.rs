@@ -18,10 +18,13 @@ use super::super::Exit;
 use super::super::plumbing::runner::{self, Mode, Spec};
 use super::super::plumbing::{ExpResult, RunCommand, RunSpec};
 use super::super::prelude::*;
+use treefork::command::place::{Placement, RunAt};
+use treefork::command::watch::Watch;
 use treefork::ops::experiment::begin::{Begun, ForkMade};
 
 /// `experiment [--from REF] [--rank-by BY] [--score CMD] [--timeout S] [-j N]
-/// [--keep] -c CMD...` or `--command CMD --env K=A --env K=B`.
+/// [--keep] [--label L...] [--run-at workspace|fork] [--forks-dir DIR] -c CMD...`
+/// or `--command CMD --env K=A --env K=B`.
 #[derive(clap::Args)]
 pub struct RunArgs {
     /// Start every fork from this ref [default: the current state, saved first].
@@ -35,7 +38,9 @@ pub struct RunArgs {
     /// run's score (higher wins).
     #[arg(long, value_name = "CMD")]
     score: Option<String>,
-    /// Stop a run (its whole process group) after S seconds.
+    /// Stop a run (its whole process group) after S seconds (the score command
+    /// too). Without it a command that never exits (a test suite left waiting on
+    /// an open handle) blocks the experiment forever.
     #[arg(long, value_name = "S", value_parser = crate::cli::values::seconds)]
     timeout: Option<Duration>,
     /// Run at most N commands at a time [default: all at once].
@@ -53,35 +58,64 @@ pub struct RunArgs {
     /// K=V set for one run of --command (one run per --env).
     #[arg(long = "env", value_name = "K=V", requires = "command", value_parser = crate::cli::values::key_value)]
     env: Vec<String>,
+    /// The label of a run in the table (repeatable, in run order, like -c)
+    /// [default: its command, or its --env when the commands are alike].
+    #[arg(long = "label", value_name = "LABEL")]
+    labels: Vec<String>,
+    /// Where each run sees its fork: `workspace` runs it at the workspace's own
+    /// path (a private mount namespace per run, the fork bound over the
+    /// workspace), so programs see no other path; `fork` runs it at the fork's
+    /// mountpoint (DIR/<name>.experiments/S-xID-N).
+    #[arg(long, value_name = "WHERE", default_value = "workspace",
+          value_parser = ["workspace", "fork"])]
+    run_at: String,
+    /// Mount the forks under DIR/<workspace name>.experiments/ [default: the
+    /// `forks_dir` setting, else the workspace's parent directory].
+    #[arg(long, value_name = "DIR")]
+    forks_dir: Option<std::path::PathBuf>,
 }
 
 impl RunArgs {
     fn specs(&self) -> Result<Vec<RunSpec>> {
-        if let Some(cmd) = &self.command {
-            return self
-                .env
+        let mut specs = if let Some(cmd) = &self.command {
+            self.env
                 .iter()
                 .map(|kv| {
                     let (k, v) = kv
                         .split_once('=')
                         .ok_or_else(|| anyhow!("--env {kv:?}: expected K=V"))?;
                     Ok(RunSpec {
-                        label: kv.clone(),
+                        label: String::new(),
                         command: RunCommand::Shell(cmd.clone()),
                         env: [(k.to_string(), v.to_string())].into(),
                     })
                 })
-                .collect();
+                .collect::<Result<Vec<_>>>()?
+        } else {
+            self.commands
+                .iter()
+                .map(|c| RunSpec {
+                    label: String::new(),
+                    command: RunCommand::Shell(c.clone()),
+                    env: Default::default(),
+                })
+                .collect()
+        };
+        if self.labels.len() > specs.len() {
+            return Err(super::super::failure::Failure::coded(
+                "usage",
+                format!(
+                    "{} --label given for {} runs: one per run at most, in run order",
+                    self.labels.len(),
+                    specs.len()
+                ),
+            ));
         }
-        Ok(self
-            .commands
-            .iter()
-            .map(|c| RunSpec {
-                label: c.chars().take(60).collect(),
-                command: RunCommand::Shell(c.clone()),
-                env: Default::default(),
-            })
-            .collect())
+        for (s, l) in specs.iter_mut().zip(&self.labels) {
+            s.label = l.clone();
+        }
+        treefork::command::wire::label_runs(&mut specs);
+        Ok(specs)
     }
 
     /// Run the experiment (see the module docs).
@@ -91,16 +125,37 @@ impl RunArgs {
         runner::install_signal_handlers();
         let ws = cx.workspace_root()?;
         let cwd = caller_place(&ws);
+        let forks_dir = self
+            .forks_dir
+            .as_deref()
+            .map(std::path::absolute)
+            .transpose()?;
+        let at = Placement::resolve(RunAt::parse(&self.run_at).unwrap_or_default(), &ws);
         let begin = Op::ExperimentBegin(treefork::verbs::ExperimentBegin {
             from: self.from.clone(),
             runs: specs.clone(),
             cwd: Some(cwd.clone()).filter(|c| !c.is_empty()),
+            forks_dir,
         });
         let t0 = std::time::Instant::now();
         let begun: Reply<Answer<treefork::verbs::ExperimentBegin>> = cx.session(begin)?;
         let setup_ms = t0.elapsed().as_secs_f64() * 1000.0;
         let Begun { id, forks, .. } = begun.body;
-        let results = self.run_all(&id, &specs, &forks, &cwd, timeout);
+        let watch = Watch::default();
+        let ticker = super::super::ticker::Ticker::start(
+            format!("experiment {id}"),
+            watch.clone(),
+            cx.json(),
+        );
+        let how = How {
+            id: &id,
+            at: &at,
+            cwd: &cwd,
+            timeout,
+            watch: &watch,
+        };
+        let results = self.run_all(&how, &specs, &forks);
+        drop(ticker);
         let sig = runner::interrupted();
         let rank_by = self
             .rank_by
@@ -133,14 +188,7 @@ impl RunArgs {
     }
 
     /// Run every command, at most `-j` at a time.
-    fn run_all(
-        &self,
-        id: &str,
-        specs: &[RunSpec],
-        forks: &[ForkMade],
-        cwd: &str,
-        timeout: Option<Duration>,
-    ) -> Vec<ExpResult> {
+    fn run_all(&self, how: &How<'_>, specs: &[RunSpec], forks: &[ForkMade]) -> Vec<ExpResult> {
         let jobs = self
             .jobs
             .unwrap_or(forks.len())
@@ -155,8 +203,10 @@ impl RunArgs {
                         let (Some(f), Some(spec)) = (forks.get(i), specs.get(i)) else {
                             break;
                         };
-                        let dir = f.mountpoint.join(cwd);
-                        let r = self.one(id, f, spec, &dir, timeout);
+                        let name = format!("run {}", f.run);
+                        how.watch.started(&name);
+                        let r = self.one(how, f, spec);
+                        how.watch.finished(&name);
                         out.lock().unwrap_or_else(|p| p.into_inner()).push(r);
                     }
                 });
@@ -168,14 +218,8 @@ impl RunArgs {
     }
 
     /// One run (and its score).
-    fn one(
-        &self,
-        id: &str,
-        fork: &ForkMade,
-        spec: &RunSpec,
-        dir: &Path,
-        t: Option<Duration>,
-    ) -> ExpResult {
+    fn one(&self, how: &How<'_>, fork: &ForkMade, spec: &RunSpec) -> ExpResult {
+        let id = how.id;
         let run = fork.run;
         if runner::interrupted() != 0 {
             return ExpResult {
@@ -189,8 +233,7 @@ impl RunArgs {
             RunCommand::Argv(v) => v.clone(),
             RunCommand::Shell(s) => vec!["sh".into(), "-c".into(), s.clone()],
         };
-        let mut sp = prepared(Spec::new(argv), dir, t).env("TREEFORK_EXPERIMENT", id);
-        sp = sp.env("TREEFORK_RUN", run.to_string());
+        let mut sp = how.prepared(Spec::new(argv), fork);
         for (k, v) in &spec.env {
             sp = sp.env(k, v);
         }
@@ -217,7 +260,10 @@ impl RunArgs {
             // The run's own changes end here; what the score command writes
             // (build output, reports) is counted apart.
             res.run_checkpoint = checkpoint_fork(&fork.mountpoint, id, run);
-            match score(cmd, dir, t) {
+            let r = runner::run(&how.prepared(Spec::new(["sh", "-c", cmd]), fork));
+            res.score_stdout = String::from_utf8_lossy(&r.stdout).into_owned();
+            res.score_stderr = String::from_utf8_lossy(&r.stderr).into_owned();
+            match score(&r) {
                 Ok(s) => res.score = Some(s),
                 Err(e) => res.score_error = Some(e),
             }
@@ -226,15 +272,33 @@ impl RunArgs {
     }
 }
 
-/// A spec as every experiment process runs: in `dir`, own process group, stdin
-/// from /dev/null, output captured, no control socket of the source session.
-fn prepared(sp: Spec, dir: &Path, t: Option<Duration>) -> Spec {
-    sp.cwd(dir)
-        .mode(Mode::Capture)
-        .own_group(true)
-        .null_stdin(true)
-        .timeout(t)
-        .env("TREEFORK_SOCKET", "")
+/// How the runs of one experiment go.
+struct How<'a> {
+    id: &'a str,
+    /// Where runs see their forks.
+    at: &'a Placement,
+    /// The caller's place relative to the workspace root.
+    cwd: &'a str,
+    timeout: Option<Duration>,
+    /// The runs in flight (the ticker's).
+    watch: &'a Watch,
+}
+
+impl How<'_> {
+    /// A spec as every experiment process (command and score command) runs: at
+    /// the caller's place in the fork (seen at the workspace's path or the
+    /// fork's), own process group, stdin from /dev/null, output captured, no
+    /// control socket of the source, `TREEFORK_EXPERIMENT` and `TREEFORK_RUN` set.
+    fn prepared(&self, sp: Spec, fork: &ForkMade) -> Spec {
+        sp.placed(self.at, &fork.mountpoint, self.cwd)
+            .mode(Mode::Capture)
+            .own_group(true)
+            .null_stdin(true)
+            .timeout(self.timeout)
+            .env("TREEFORK_SOCKET", "")
+            .env("TREEFORK_EXPERIMENT", self.id)
+            .env("TREEFORK_RUN", fork.run.to_string())
+    }
 }
 
 /// A checkpoint of the fork mounted at `mp` (its own socket), or `None` when it
@@ -251,11 +315,10 @@ fn checkpoint_fork(mp: &Path, id: &str, run: u32) -> Option<String> {
     Some(r.body.checkpoint.id)
 }
 
-/// Run the score command in `dir`: the last number it prints.
-fn score(cmd: &str, dir: &Path, t: Option<Duration>) -> std::result::Result<f64, String> {
-    let r = runner::run(&prepared(Spec::new(["sh", "-c", cmd]), dir, t));
-    if let Some(e) = r.error {
-        return Err(e);
+/// The score of a score command's run: the last number it printed.
+fn score(r: &runner::RunResult) -> std::result::Result<f64, String> {
+    if let Some(e) = &r.error {
+        return Err(e.clone());
     }
     let text = String::from_utf8_lossy(&r.stdout);
     text.split_whitespace()

@@ -103,8 +103,9 @@ pub struct Bisected {
     pub command: Vec<String>,
     /// The first checkpoint where the command fails (`null`: it passes at bad).
     pub first_bad: Option<Point>,
-    /// The checkpoint right before it, where it passed (`null` when the first bad
-    /// is the good end itself, or when there is no first bad).
+    /// The checkpoint right before it, where it passed (`null` when there is no
+    /// first bad). A command failing at the good end is no result: the range is
+    /// wrong ([`Found::FailsAtGood`], `Stop::GoodEndFails`).
     pub last_good: Option<Point>,
     /// The good end (the oldest candidate).
     pub good: Point,
@@ -138,8 +139,8 @@ impl Bisected {
             Found::FirstBad {
                 first_bad,
                 last_good,
-            } => (Some(point(first_bad)), last_good.map(point)),
-            Found::PassesAtBad => (None, None),
+            } => (Some(point(first_bad)), Some(point(last_good))),
+            Found::PassesAtBad | Found::FailsAtGood => (None, None),
         };
         Bisected {
             command,

@@ -2,9 +2,13 @@
 //! daemon makes one fork per candidate ([`Forks::begin`]: `bisect_begin`), the
 //! command runs here in each (through [`runner`]: own process group, stdin from
 //! /dev/null, output captured, at the caller's place in the fork, the source's
-//! control socket hidden, `TREEFORK_BISECT_CHECKPOINT` set), at most `jobs` at
+//! control socket hidden, `TREEFORK_BISECT_CHECKPOINT` set; at the workspace's
+//! own path or the fork's, [`Plan::place`]), at most `jobs` at
 //! once, then the round's forks are removed ([`Forks::remove`]: `bisect_end`;
 //! one still busy is retried for 5 s, then reported in its step) unless `keep`. The result is recorded once at the end ([`Forks::finish`]).
+//!
+//! A command that fails at the good end is no result ([`Stop::GoodEndFails`]):
+//! every fork is removed and nothing is recorded.
 //!
 //! Interruption (the runner's signal handler, when the client installed it): no
 //! fork is made after one, and, as after any failure, every fork of the bisect is
@@ -20,7 +24,9 @@ use std::time::{Duration, Instant};
 
 use super::doc::{Bisected, Point, Step};
 use super::search;
+use crate::command::place::Placement;
 use crate::command::runner::{self, Mode, RunResult, Spec};
+use crate::command::watch::Watch;
 
 /// How long a fork that cannot be removed (busy) is retried before it is
 /// reported as not removed.
@@ -67,6 +73,11 @@ pub struct Plan {
     pub jobs: usize,
     /// Leave every fork mounted.
     pub keep: bool,
+    /// Where each run sees its fork (the workspace's path, or the fork's).
+    pub place: Placement,
+    /// Where the runs in flight are registered (by checkpoint, short), for the
+    /// client's sign of life.
+    pub watch: Watch,
 }
 
 /// Why a bisect stopped without a result.
@@ -78,6 +89,20 @@ pub enum Stop<E> {
     Interrupted(i32),
     /// The command could not start in a fork.
     CannotStart(String),
+    /// The command already fails at the good end (this point): the range is
+    /// wrong, nothing in it can be the first bad one. Nothing is recorded.
+    GoodEndFails(Box<Point>),
+}
+
+/// What a client says when the good end `good` already fails (the CLI's and the
+/// MCP tool's message; `flag` names the client's option, `--good` or `good`).
+pub fn good_end_fails_message(good: &Point, flag: &str) -> String {
+    format!(
+        "the command already fails at the good end {} ({}): the range is wrong, \
+         nothing in it can be the first bad one; give {flag} a checkpoint where the \
+         command passes (an older one: see `treefork log`, then {flag} REF)",
+        good.short, good.message
+    )
 }
 
 /// Bisect `candidates` (oldest first, at least one): every fork made is removed
@@ -96,6 +121,10 @@ pub fn run<F: Forks>(
         one_round(f, plan, candidates, points, round, &mut steps)
     });
     let found = match r {
+        Ok((search::Found::FailsAtGood, _)) => {
+            f.abort();
+            return Err((Stop::GoodEndFails(Box::new(candidates[0].clone())), steps));
+        }
         Ok(found) => found,
         Err(e) => {
             f.abort();
@@ -209,8 +238,12 @@ fn run_all(plan: &Plan, forks: &[ForkAt], candidates: &[Point]) -> Vec<RunResult
                 loop {
                     let at = next.fetch_add(1, Ordering::SeqCst);
                     let Some(k) = forks.get(at) else { break };
+                    let c = &candidates[k.n as usize];
                     let r = if runner::interrupted() == 0 {
-                        runner::run(&spec(plan, k, &candidates[k.n as usize]))
+                        plan.watch.started(&c.short);
+                        let r = runner::run(&spec(plan, k, c));
+                        plan.watch.finished(&c.short);
+                        r
                     } else {
                         RunResult {
                             error: Some("interrupted".into()),
@@ -231,7 +264,7 @@ fn run_all(plan: &Plan, forks: &[ForkAt], candidates: &[Point]) -> Vec<RunResult
 /// The run of the command in fork `k` of checkpoint `c`.
 fn spec(plan: &Plan, k: &ForkAt, c: &Point) -> Spec {
     Spec::new(plan.argv.clone())
-        .cwd(k.mountpoint.join(&plan.cwd))
+        .placed(&plan.place, &k.mountpoint, &plan.cwd)
         .mode(Mode::Capture)
         .own_group(true)
         .null_stdin(true)

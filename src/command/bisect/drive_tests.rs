@@ -81,6 +81,11 @@ fn plan(argv: &[&str], jobs: usize) -> Plan {
         timeout: None,
         jobs,
         keep: false,
+        place: crate::command::place::Placement {
+            run_at: crate::command::place::RunAt::Fork,
+            workspace: PathBuf::from("/nonexistent"),
+        },
+        watch: Default::default(),
     }
 }
 
@@ -116,4 +121,26 @@ fn a_command_that_cannot_start_aborts_and_records_nothing() {
     let r = run(&mut f, &plan(&["/no/such/program-7f3a"], 2), &candidates(5));
     assert!(matches!(r, Err((Stop::CannotStart(_), _))));
     assert!(f.aborted && f.live.is_empty() && f.finished.is_empty());
+}
+
+#[test]
+fn a_good_end_that_fails_aborts_and_records_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut f = Fake {
+        root: tmp.path().into(),
+        ..Fake::default()
+    };
+    let cands = candidates(6);
+    let r = run(&mut f, &plan(&["false"], 2), &cands);
+    let Err((Stop::GoodEndFails(good), steps)) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(good.id, cands[0].id);
+    assert!(!steps.is_empty());
+    assert!(f.aborted && f.live.is_empty() && f.finished.is_empty());
+    let m = good_end_fails_message(&good, "--good");
+    assert!(
+        m.contains("the range is wrong") && m.contains("treefork log"),
+        "{m}"
+    );
 }

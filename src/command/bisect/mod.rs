@@ -15,5 +15,5 @@ mod drive_tests;
 pub mod search;
 
 pub use doc::{Bisected, Point, Step};
-pub use drive::{ForkAt, Forks, Plan, Stop, run};
+pub use drive::{ForkAt, Forks, Plan, Stop, good_end_fails_message, run};
 pub use search::{Found, search};

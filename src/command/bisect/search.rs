@@ -14,14 +14,16 @@
 /// How the search ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Found {
-    /// The command fails at `first_bad` and passed at `last_good` (`None`: it
-    /// fails at the good end itself).
+    /// The command fails at `first_bad` and passed at `last_good`.
     FirstBad {
         /// The first failing candidate.
         first_bad: usize,
         /// The passing candidate right before it.
-        last_good: Option<usize>,
+        last_good: usize,
     },
+    /// The command fails at the good end itself: the range is wrong (nothing in
+    /// it can be the first bad one).
+    FailsAtGood,
     /// The command passes at the bad end: nothing to find.
     PassesAtBad,
 }
@@ -51,11 +53,7 @@ pub fn search<E>(
         return Ok((Found::PassesAtBad, 1));
     }
     if fails_at(0) {
-        let found = Found::FirstBad {
-            first_bad: 0,
-            last_good: None,
-        };
-        return Ok((found, 1));
+        return Ok((Found::FailsAtGood, 1));
     }
     (lo, hi) = narrow(lo, hi, &first, &fails);
     let mut rounds = 1;
@@ -67,7 +65,7 @@ pub fn search<E>(
     }
     let found = Found::FirstBad {
         first_bad: hi,
-        last_good: Some(lo),
+        last_good: lo,
     };
     Ok((found, rounds))
 }
@@ -144,7 +142,7 @@ mod tests {
             let (found, rounds, _) = run(&f, jobs);
             let want = Found::FirstBad {
                 first_bad: 13,
-                last_good: Some(12),
+                last_good: 12,
             };
             assert_eq!(found, want, "jobs {jobs}");
             assert!(
@@ -158,17 +156,14 @@ mod tests {
     fn bounds_decide_alone() {
         assert_eq!(run(&[false, false, false], 1).0, Found::PassesAtBad);
         let (found, rounds, seen) = run(&[true, true, true], 4);
-        let want = Found::FirstBad {
-            first_bad: 0,
-            last_good: None,
-        };
+        let want = Found::FailsAtGood;
         assert_eq!((found, rounds), (want, 1));
         assert_eq!(seen[0], vec![0, 1, 2]);
         assert_eq!(run(&[true], 1).0, want);
         assert_eq!(run(&[false], 3).0, Found::PassesAtBad);
         let two = Found::FirstBad {
             first_bad: 1,
-            last_good: Some(0),
+            last_good: 0,
         };
         assert_eq!(run(&[false, true], 1).0, two);
     }
@@ -192,8 +187,10 @@ mod tests {
             let (found, rounds, _) = run(&monotone(len, k), jobs);
             let want = if k == len {
                 Found::PassesAtBad
+            } else if k == 0 {
+                Found::FailsAtGood
             } else {
-                Found::FirstBad { first_bad: k, last_good: k.checked_sub(1) }
+                Found::FirstBad { first_bad: k, last_good: k - 1 }
             };
             prop_assert_eq!(found, want);
             prop_assert!(rounds <= ceil_log(jobs + 1, len) + 1,
@@ -210,11 +207,8 @@ mod tests {
             prop_assert!(rounds <= ceil_log(jobs + 1, len) + 1);
             match found {
                 Found::PassesAtBad => prop_assert!(!fails[len - 1]),
-                Found::FirstBad { first_bad, last_good: None } => {
-                    prop_assert_eq!(first_bad, 0);
-                    prop_assert!(fails[0]);
-                }
-                Found::FirstBad { first_bad, last_good: Some(g) } => {
+                Found::FailsAtGood => prop_assert!(fails[0]),
+                Found::FirstBad { first_bad, last_good: g } => {
                     prop_assert_eq!(g + 1, first_bad);
                     prop_assert!(fails[first_bad] && !fails[g]);
                 }

@@ -42,6 +42,11 @@ pub struct BisectBegin {
     /// The caller's directory relative to the workspace root.
     #[serde(default)]
     pub cwd: Option<String>,
+    /// The directory (absolute) under which the forks' directory
+    /// `<workspace name>.bisect` is made (default: the session's `forks_dir`
+    /// setting, else the workspace's parent). Refused on an agent socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forks_dir: Option<PathBuf>,
 }
 
 /// The answer to `bisect_begin`.
@@ -148,7 +153,7 @@ pub fn begin<H: Host>(
     let live = forks(&*store, s.name(), &id)?;
     check(t, req, live.len(), by_agent)?;
     let ns = numbers(req, &live)?;
-    let dir = forks_dir_for(&t.mountpoint, "bisect")?;
+    let dir = forks_dir_for(t, req.forks_dir.as_deref(), "bisect")?;
     let mut claims = Vec::new();
     let made = match prepare(h, t, &dir, &id, req, &ns, who, by_agent, &mut claims) {
         Ok(m) => m,
@@ -226,6 +231,7 @@ fn prepare<'h, H: Host>(
         rec.config = s.record().config;
         let m: Value = json!({
             "id": id, "source": s.name(), "n": n, "checkpoint": c.id.to_hex(), "cwd": req.cwd,
+            "dir": dir,
         });
         rec.meta.insert(META_KEY.into(), m);
         if by_agent {

@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{KIND, check_id, forks, recorded};
+use super::{KIND, META_KEY, check_id, forks, recorded};
 use crate::command::bisect::Bisected;
 use crate::error::{Error, Result};
 use crate::oplog::Actor;
@@ -114,8 +114,17 @@ pub fn end<H: Host>(
         }
     }
     if live.len() == removed.len() {
-        let dir = crate::ops::experiment::begin::forks_dir_for(&t.mountpoint, "bisect")?;
-        crate::ops::experiment::begin::remove_forks_dirs(&dir, std::iter::empty());
+        // The directory the forks were made in (recorded by `bisect_begin`;
+        // only one named as this bisect's kind).
+        let ours = crate::ops::experiment::begin::forks_dir_for(t, None, "bisect")?;
+        let dirs: std::collections::BTreeSet<std::path::PathBuf> = live
+            .iter()
+            .filter_map(|(_, r)| r.meta.get(META_KEY)?["dir"].as_str().map(Into::into))
+            .filter(|d: &std::path::PathBuf| d.file_name() == ours.file_name())
+            .collect();
+        for dir in dirs {
+            crate::ops::experiment::begin::remove_forks_dirs(&dir, std::iter::empty());
+        }
     }
     let seq = match result {
         Some(meta) => Some(record_result(t, actor, &req.id, meta)?),

@@ -39,6 +39,12 @@ pub struct ExperimentBegin {
     /// The caller's directory relative to the workspace root.
     #[serde(default)]
     pub cwd: Option<String>,
+    /// The directory (absolute) under which the forks' directory
+    /// `<workspace name>.experiments` is made (default: the session's
+    /// `forks_dir` setting, else the workspace's parent). Refused on an agent
+    /// socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forks_dir: Option<PathBuf>,
 }
 
 /// Longest `cwd`.
@@ -93,27 +99,66 @@ pub(crate) fn check_cwd(cwd: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-/// Where the forks of the session mounted at `mp` go:
-/// `<parent>/.<name>.experiments`.
-pub(super) fn forks_dir(mp: &Path) -> Result<PathBuf> {
-    forks_dir_for(mp, "experiments")
+/// Where the forks of the session `t` go: `<base>/<name>.experiments`
+/// ([`forks_dir_for`]).
+pub(super) fn forks_dir(t: &Target, asked: Option<&Path>) -> Result<PathBuf> {
+    forks_dir_for(t, asked, "experiments")
 }
 
-/// `<parent>/.<name>.<what>`: where the forks of the session mounted at `mp` go
-/// (`experiments`, `bisect`).
-pub(crate) fn forks_dir_for(mp: &Path, what: &str) -> Result<PathBuf> {
-    match (mp.parent(), mp.file_name()) {
-        (Some(parent), Some(name)) => {
-            let mut n = std::ffi::OsString::from(".");
-            n.push(name);
-            n.push(".");
-            n.push(what);
-            Ok(parent.join(n))
+/// Longest forks directory (asked or set).
+const MAX_FORKS_DIR: usize = 4096;
+
+/// `<base>/<name>.<what>` (`what`: `experiments`, `bisect`): where the forks of
+/// the session `t` (mounted at `.../<name>`) go. `base` is `asked` (a request of
+/// the user socket: agents may not choose), else the session's `forks_dir`
+/// setting, else the workspace's parent. No component is added that starts with
+/// a dot, so a program in a fork sees no dot-directory the workspace has not.
+/// A chosen base must be absolute, without `.` or `..`.
+pub(crate) fn forks_dir_for(t: &Target, asked: Option<&Path>, what: &str) -> Result<PathBuf> {
+    let mp = &t.mountpoint;
+    let set = t.session.record().config.forks_dir;
+    let chosen = asked
+        .map(|p| (p.to_path_buf(), "--forks-dir"))
+        .or_else(|| (!set.is_empty()).then(|| (PathBuf::from(&set), "setting forks_dir")));
+    let base = match chosen {
+        Some((p, what)) => {
+            check_forks_base(&p, what)?;
+            p
         }
-        _ => Err(Error::Invalid(format!(
-            "the workspace at {} has no parent directory for its forks",
+        None => mp.parent().map(Path::to_path_buf).ok_or_else(|| {
+            Error::Invalid(format!(
+                "the workspace at {} has no parent directory for its forks",
+                mp.display()
+            ))
+        })?,
+    };
+    let Some(name) = mp.file_name() else {
+        return Err(Error::Invalid(format!(
+            "the workspace at {} has no name to name its forks' directory",
             mp.display()
-        ))),
+        )));
+    };
+    let mut n = name.to_os_string();
+    n.push(".");
+    n.push(what);
+    Ok(base.join(n))
+}
+
+/// A forks directory asked or set: absolute, only normal components, bounded.
+pub(crate) fn check_forks_base(p: &Path, what: &str) -> Result<()> {
+    let s = p.as_os_str();
+    let ok = p.is_absolute()
+        && s.len() <= MAX_FORKS_DIR
+        && !s.as_encoded_bytes().contains(&0)
+        && p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!(
+            "{what} {}: give an absolute directory without `.` or `..`",
+            p.display()
+        )))
     }
 }
 
@@ -169,13 +214,13 @@ pub fn begin<H: Host>(
     let before = view_now(t)?;
     let c = ref_or_fresh(t, req.from.as_deref(), "experiment", "experiment")?;
     let after = view_now(t)?;
-    let dir = forks_dir(&t.mountpoint)?;
+    let dir = forks_dir(t, req.forks_dir.as_deref())?;
     let id = new_id();
     check_id(&id)?;
     let n = req.runs.len() as u32;
     let data = json!({
         "id": id, "source": s.name(), "runs": n, "base": c.id, "cwd": req.cwd,
-        "before": before, "after": after,
+        "before": before, "after": after, "dir": dir,
     });
     let mut claims = Vec::new();
     let made = match prepare(h, t, &c, &dir, &id, req, by_agent, data, who, &mut claims) {

@@ -17,6 +17,7 @@ from .connection import PROTOCOL_VERSION, Connection
 from .errors import (
     BadRequest,
     BaselineConflict,
+    GoodEndFails,
     Busy,
     Conflict,
     ConflictPath,
@@ -82,7 +83,7 @@ __all__ = [
     "TreeforkError", "TreeforkConnectionError", "NotMounted", "ProtocolError", "BadRequest",
     "UnsupportedVersion", "UnknownOp", "TooLarge", "Invalid", "NotFound", "Conflict", "Locked",
     "ShuttingDown", "StoreIOError", "Corrupt", "MissingObject", "ObjectTooLarge", "MetaError",
-    "PosixError", "Forbidden", "RateLimited", "Busy", "BaselineConflict", "ConflictPath",
+    "PosixError", "Forbidden", "RateLimited", "Busy", "BaselineConflict", "GoodEndFails", "ConflictPath",
     "AdoptResult", "Bisected", "BisectPoint", "BisectStep", "BranchInfo", "Change", "Checkpoint", "CheckoutResult", "Comparison", "Diff",
     "DirEntry", "ExecResult", "FileContent", "ForkResult", "MergeConflict", "MergeResult", "Message", "Operation",
     "PromoteChange", "PromoteResult", "RestoreResult", "RewindResult", "RunOutcome", "RunSpec",

@@ -8,7 +8,9 @@ mountpoints), the command runs here in each (own process group, stdin from
 /dev/null, output captured, at the caller's place in the fork,
 ``TREEFORK_SOCKET`` cleared, ``TREEFORK_BISECT_CHECKPOINT`` set), at most
 ``jobs`` at once, then ``bisect_end`` removes the round's forks. The final
-``bisect_end`` records the result as one ``bisect`` operation. An exception
+``bisect_end`` records the result as one ``bisect`` operation. A command that
+already fails at the good end raises :class:`GoodEndFails` (nothing recorded,
+every fork removed). An exception
 (``KeyboardInterrupt``) removes every fork (``abort``) before it propagates.
 """
 
@@ -20,6 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import runner
 from ._base import _Base
+from .errors import GoodEndFails
 from .types import Bisected, Checkpoint
 
 #: Most checkpoints read along the first-parent chain of ``bad``.
@@ -41,8 +44,9 @@ def _narrow(lo: int, hi: int, points: List[int], fails: List[bool]) -> Tuple[int
 
 def search(length: int, jobs: int, test: Callable[[List[int]], List[bool]]) -> Tuple[Optional[Tuple[int, Optional[int]]], int]:
     """The k-ary search of ``treefork::command::bisect::search``: ``((first_bad,
-    last_good), rounds)``, or ``(None, rounds)`` when the command passes at the
-    bad end."""
+    last_good), rounds)``, ``(None, rounds)`` when the command passes at the
+    bad end, ``((0, None), 1)`` when it already fails at the good end (a wrong
+    range: ``Session.bisect`` raises :class:`GoodEndFails`)."""
     jobs = max(jobs, 1)
     if length == 0:
         return None, 0
@@ -102,6 +106,15 @@ class _BisectMixin(_Base):
                 self._call("bisect_end", id=state["id"], abort=True)
             raise
         first_bad, last_good = found if found else (None, None)
+        if first_bad is not None and last_good is None:
+            if state["id"] is not None:
+                self._call("bisect_end", id=state["id"], abort=True)
+            g = cands[0]
+            raise GoodEndFails(
+                f"the command already fails at the good end {g['short']} ({g['message']}): "
+                "the range is wrong, nothing in it can be the first bad one; give good a "
+                "checkpoint where the command passes (an older one: see `treefork log`, then good=REF)"
+            )
         doc: Dict[str, Any] = {
             "command": args,
             "first_bad": None if first_bad is None else cands[first_bad],

@@ -116,6 +116,14 @@ class Busy(TreeforkError):
     code = "busy"
 
 
+class GoodEndFails(TreeforkError):
+    """``Session.bisect``: the command already fails at the good end, so the
+    range is wrong (nothing in it can be the first bad one); choose another
+    ``good`` (an older checkpoint: ``Session.log``). Nothing is recorded."""
+
+    code = "good_end_fails"
+
+
 @dataclass(frozen=True)
 class ConflictPath:
     """A path that changed in the durable repository since the baseline."""
@@ -144,7 +152,7 @@ _BY_CODE: Dict[str, Type[TreeforkError]] = {
     for c in (
         BadRequest, UnsupportedVersion, UnknownOp, TooLarge, Invalid, NotFound, Conflict,
         Locked, ShuttingDown, StoreIOError, Corrupt, MissingObject, ObjectTooLarge,
-        MetaError, PosixError, Forbidden, RateLimited, Busy, BaselineConflict,
+        MetaError, PosixError, Forbidden, RateLimited, Busy, BaselineConflict, GoodEndFails,
     )
 }
 

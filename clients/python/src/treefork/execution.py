@@ -189,6 +189,9 @@ class _ExecMixin(_Base):
             if score is not None and r.pid is not None:
                 s = runner.run(score, cwd=d, env={"TREEFORK_SOCKET": ""}, timeout=timeout, own_group=True, tag=exp_id)
                 nums = [w for w in s.stdout.decode(errors="replace").split() if _NUM.fullmatch(w)]
+                # Kept with the result (capped by the runner, as run output).
+                res["score_stdout"] = s.stdout.decode(errors="replace")
+                res["score_stderr"] = s.stderr.decode(errors="replace")
                 if s.error:
                     res["score_error"] = s.error
                 elif nums:
@@ -263,7 +266,9 @@ def _fit(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     cap = MAX_RESULT_OUTPUT
     while True:
         for r in results:
-            for k in ("stdout", "stderr"):
+            for k in ("stdout", "stderr", "score_stdout", "score_stderr"):
+                if k not in r:
+                    continue
                 r[k], cut = _cut(r[k], cap)
                 if cut:
                     r["truncated"] = True

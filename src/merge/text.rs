@@ -89,12 +89,12 @@ mod tests {
         let (m, clean) = merge3_labeled(b"a\nb\n", b"A\nb\n", b"X\nb\n", Labels::REBASE);
         assert!(!clean);
         let m = String::from_utf8(m).unwrap();
+        // diff3 style: the base's lines sit between `|||||||` and `=======`.
         assert!(
-            m.starts_with(
-                "<<<<<<< session (yours)\nA\n=======\nX\n>>>>>>> repository (upstream)\n"
-            ),
+            m.starts_with("<<<<<<< session (yours)\nA\n||||||| original\na\n=======\nX\n>>>>>>> repository (upstream)\n"),
             "{m}"
         );
+        assert!(!m.contains("ours\n") && !m.contains("theirs\n"), "{m}");
         assert!(has_markers(m.as_bytes()));
     }
 

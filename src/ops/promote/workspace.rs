@@ -88,6 +88,11 @@ fn take_in(t: &Target, origin: &Origin, c: &Committed) -> Option<String> {
     if !matches!(t.session.root_has(b".git"), Ok(true)) {
         return None;
     }
+    // A `.git` file (`gitdir:`) or link: nothing of ours to update, said first
+    // (before the branch is read through it).
+    if !matches!(t.session.lookup(1, b".git"), Ok(st) if st.kind == Kind::Dir) {
+        return Some("the workspace's .git is not a directory: it was left alone".into());
+    }
     let short = &c.sha[..c.sha.len().min(12)];
     let r = (|| -> crate::error::Result<String> {
         let at = match fast_forward_from(t, origin, c)? {

@@ -8,8 +8,7 @@ use super::prelude::*;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BranchShare {
-    /// Branch name, as the asking session writes it (`SESSION/BRANCH` for
-    /// another session's).
+    /// Branch name.
     pub name: String,
     /// The session whose agent may see it.
     pub with: String,
@@ -31,6 +30,6 @@ impl Verb for BranchShare {
 
 impl Handler for BranchShare {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
-        ops::branch::share(&*cx.host.store(), cx.session, &self.name, &self.with)
+        ops::branch::share(&*cx.host.store(), &self.name, &self.with)
     }
 }

@@ -1,20 +1,11 @@
-//! `branches`: list branches (the session's own by default).
+//! `branches`: list branches.
 
 use super::prelude::*;
 
-/// List branches: the session's own and the store-wide ones (`all`: every
-/// session's, qualified as `SESSION/BRANCH`), without the automatic `auto/...`
-/// refs unless `auto`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+/// List branches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Branches {
-    /// Every session's branches, each named `SESSION/BRANCH`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub all: bool,
-    /// Also the automatic `auto/...` refs (saves before checkout, restore, undo).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub auto: bool,
-}
+pub struct Branches {}
 
 impl Verb for Branches {
     const NAME: &'static str = "branches";
@@ -26,24 +17,20 @@ impl Verb for Branches {
     fn agent_may(&self) -> bool {
         // Reads stored states only (never follows links out of the tree).
         // Streaming changes how the answer is framed, not what it reveals.
-        let Branches { all: _, auto: _ } = self;
+        let Branches {} = self;
         true
     }
 }
 
 impl Handler for Branches {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
-        let which = ops::branch::Which {
-            all: self.all,
-            auto: self.auto,
-        };
         if !cx.actor.is_agent() {
-            return ops::branch::list(&*cx.host.store(), None, cx.session, which);
+            return ops::branch::list(&*cx.host.store(), None, cx.session);
         }
         let mut t = cx.host.target(cx.session)?;
         t.scope = ops::Scope::Lineage;
         let _lock = t.session.op_lock.lock().unwrap();
         let view = ops::refctx::agent_view(&t);
-        ops::branch::list(&*cx.host.store(), view.as_ref(), cx.session, which)
+        ops::branch::list(&*cx.host.store(), view.as_ref(), cx.session)
     }
 }

@@ -224,8 +224,7 @@ pub(crate) fn reverted(o: &Operation, workspace_changed: bool) -> String {
     let back = if redo { "to" } else { "back to" };
     let mut parts = Vec::new();
     let (a, b): (&View, &View) = (&o.before, &o.after);
-    // Stored names (`S:main`) as the operation's session writes them.
-    let shown = |n: &String| crate::refs::names::display(n, Some(&o.session));
+    let shown = |n: &String| n.clone();
     if a.head != b.head || a.branch != b.branch {
         let (x, y) = (a.branch.as_ref().map(shown), b.branch.as_ref().map(shown));
         parts.push(match (&x, &y) {

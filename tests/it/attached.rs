@@ -159,10 +159,7 @@ fn run_case(c: &Case) {
         .clone();
     let prev = (
         undone["before"]["head"].as_str().unwrap_or("").to_string(),
-        // Records keep the stored name (`SESSION:BRANCH`); status shows `BRANCH`.
-        undone["before"]["branch"]
-            .as_str()
-            .map(|b| b.rsplit_once(':').map_or(b, |(_, n)| n).to_string()),
+        undone["before"]["branch"].as_str().map(str::to_string),
     );
     let h = head(m);
     assert_eq!((h.head.clone(), h.branch.clone()), prev, "{what}");

@@ -147,8 +147,7 @@ fn saved_states(store: &Path) -> Vec<(String, Vec<Option<Vec<u8>>>)> {
     let s = treefork::store::PackStore::open(store).unwrap();
     let mut out = Vec::new();
     for (name, _) in treefork::refs::list_refs(&s).unwrap() {
-        // Stored names are `SESSION:BRANCH` (branches per session, issue 39).
-        if !treefork::refs::names::short(&name).starts_with("auto/") {
+        if !name.starts_with("auto/") {
             continue;
         }
         let c = treefork::refs::resolve(&s, None, &name).unwrap();

@@ -109,7 +109,7 @@ fn status(m: &Mount) -> Vec<(String, String)> {
 }
 
 fn branches(m: &Mount) -> Vec<Value> {
-    wsj(m, &["branches", "--auto"])["branches"]
+    wsj(m, &["branches"])["branches"]
         .as_array()
         .unwrap()
         .clone()

@@ -210,7 +210,7 @@ fn auto_refs_past_retention_are_dropped_at_gc() {
         std::thread::sleep(std::time::Duration::from_millis(1100));
     }
     let autos = |m: &Mount| -> usize {
-        let out = crate::harness::ws_ok(m, &["branches", "--json", "--auto"]);
+        let out = crate::harness::ws_ok(m, &["branches", "--json"]);
         out.matches("auto/").count()
     };
     let before = autos(&m);

@@ -44,7 +44,7 @@ struct State {
 
 fn state(m: &Mount) -> State {
     let s = j(m, &["status"]);
-    let branches = j(m, &["branches", "--auto"])["branches"]
+    let branches = j(m, &["branches"])["branches"]
         .as_array()
         .unwrap()
         .iter()

@@ -412,10 +412,10 @@ fn undo_right_after_exec_rewinds_exactly_that_command_and_exec_refs_resolve() {
     assert!(s.to_string().contains("exec"), "{s}");
 }
 
-/// Two sessions on one branch checkpoint at once. Branches are per session
-/// (issue 39): the other session checks out `s/main`, which detaches it, so only
-/// the owner moves `main`; neither is ever left "attached" to a branch that names
-/// another state, and the branch never goes back to an older checkpoint.
+/// Two sessions attached to one branch checkpoint at once: the branch's guard
+/// lets exactly one of them move it at a time; the other, finding it moved, is
+/// detached (never left "attached" to a branch that names another state, and the
+/// branch never goes back to an older checkpoint).
 #[test]
 fn two_sessions_on_one_branch_never_leave_it_inconsistent() {
     let m = Mount::new();
@@ -427,7 +427,7 @@ fn two_sessions_on_one_branch_never_leave_it_inconsistent() {
     fs::create_dir(&fmp).unwrap();
     let fmp = fmp.to_str().unwrap().to_string();
     tf_ok(&m.store, &["-C", &mp, "fork", "other", "--mount", &fmp]);
-    tf_ok(&m.store, &["-C", &fmp, "checkout", "s/main"]);
+    tf_ok(&m.store, &["-C", &fmp, "checkout", "main"]);
     let store = m.store.clone();
     let made: Vec<Vec<String>> = std::thread::scope(|sc| {
         let hs: Vec<_> = [mp.clone(), fmp.clone()]

@@ -171,7 +171,9 @@ def test_rebase_conflict_abort_then_continue(env: Env, repo: Path) -> None:
 
     r = s.rebase()
     assert r.op == "rebase" and r.conflicted and [(c.path, c.kind) for c in r.conflicts] == [("README", "content")]
-    assert "<<<<<<< ours" in (s.mountpoint / "README").read_text()
+    # A rebase names its sides (git rebase's "ours" would be the repository's).
+    text = (s.mountpoint / "README").read_text()
+    assert "<<<<<<< session (yours)" in text and ">>>>>>> repository (upstream)" in text
     a = s.rebase_abort()
     assert a.status == "aborted" and (s.mountpoint / "README").read_text() == "session\n"
 

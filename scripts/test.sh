@@ -6,7 +6,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says how much disk is left: a CI machine whose disk filled up midway
+# failed 57 tests with errors far from the cause.
+step() { printf '\n==> %s   [%s free on %s]\n' "$*" "$(df -h --output=avail "$ROOT" | tail -1 | tr -d ' ')" "$ROOT"; }
+free_gib=$(( $(df --output=avail -k "$ROOT" | tail -1) / 1048576 ))
+if [ "$free_gib" -lt 12 ]; then
+  printf 'test.sh: WARNING: only %s GiB free on %s; a clean build and the suites need about 10 GiB\n' "$free_gib" "$ROOT" >&2
+fi
 
 step "installing test tools (fuse3, pjdfstest, fsx) where missing"
 bash scripts/install-test-tools.sh

@@ -18,7 +18,8 @@
 //! - A directory rename records every path below it under both names (the subtree
 //!   is walked at the rename, loading directories as needed), so `touched::list`
 //!   callers never need to expand directories.
-//! - Paths under `.git/` are never kept (`touched::counts`).
+//! - Paths under `.git/` are never kept (`touched::counts`); a path longer than
+//!   `touched::PATH_MAX` is kept as its bounded ancestor (`touched::bounded`).
 //! - `stored` holds only paths a commit of this session made durable in its set
 //!   (`t/` keys). The set only grows while the session is mounted (it is deleted
 //!   only with the session, `lifecycle::delete_ops`, never while mounted), so a
@@ -31,12 +32,15 @@ use std::sync::Mutex;
 
 use super::inode::{Data, State};
 use super::{Session, relock};
-use crate::lifecycle::touched::counts;
+use crate::lifecycle::touched::{bounded, counts};
 use crate::store::ObjectStore;
 use crate::tree::Kind;
 
 /// Directory paths kept in the cache at most (it is cleared beyond).
 const DIR_CACHE_MAX: usize = 65_536;
+/// Bytes of directory paths kept in the cache at most (it is cleared beyond): a
+/// chain of deep directories must not make it quadratic.
+const DIR_CACHE_MAX_BYTES: usize = 16 << 20;
 /// Bytes of paths kept in `stored` at most (it is cleared beyond).
 const STORED_MAX_BYTES: usize = 8 << 20;
 
@@ -50,7 +54,7 @@ pub struct Pending {
 struct Inner {
     paths: BTreeSet<Vec<u8>>,
     inos: HashSet<u64>,
-    dirs: HashMap<u64, Vec<u8>>,
+    dirs: DirCache,
     /// Paths durable in the session's touched set (see the module invariants).
     stored: HashSet<Vec<u8>>,
     /// Bytes of the paths in `stored`.
@@ -82,29 +86,60 @@ fn name_in(st: &mut State, store: &dyn ObjectStore, parent: u64, ino: u64) -> Op
     }
 }
 
-/// The workspace path of directory `ino` (empty for the root), cached.
+/// Directory paths by inode, bounded in count and bytes.
+#[derive(Default)]
+struct DirCache {
+    map: HashMap<u64, Vec<u8>>,
+    bytes: usize,
+}
+
+impl DirCache {
+    fn clear(&mut self) {
+        self.map.clear();
+        self.bytes = 0;
+    }
+
+    fn insert(&mut self, ino: u64, p: &[u8]) {
+        if self.map.len() >= DIR_CACHE_MAX || self.bytes + p.len() > DIR_CACHE_MAX_BYTES {
+            self.clear();
+        }
+        self.bytes += p.len();
+        if let Some(old) = self.map.insert(ino, p.to_vec()) {
+            self.bytes -= old.len();
+        }
+    }
+}
+
+/// The workspace path of directory `ino` (empty for the root), cached. Walks up
+/// to the root or a cached ancestor without recursing (an agent sets the depth).
 fn dir_path(
     st: &mut State,
     store: &dyn ObjectStore,
-    cache: &mut HashMap<u64, Vec<u8>>,
+    cache: &mut DirCache,
     ino: u64,
 ) -> Option<Vec<u8>> {
-    if ino == 1 {
-        return Some(Vec::new());
+    let mut names = Vec::new();
+    let mut at = ino;
+    let mut p = loop {
+        if at == 1 {
+            break Vec::new();
+        }
+        if let Some(p) = cache.map.get(&at) {
+            break p.clone();
+        }
+        let parent = st.inodes.get(&at)?.parent;
+        if parent == 0 {
+            return None;
+        }
+        names.push(name_in(st, store, parent, at)?);
+        at = parent;
+    };
+    for name in names.iter().rev() {
+        p = join(&p, name);
     }
-    if let Some(p) = cache.get(&ino) {
-        return Some(p.clone());
+    if ino != 1 {
+        cache.insert(ino, &p);
     }
-    let parent = st.inodes.get(&ino)?.parent;
-    if parent == 0 {
-        return None;
-    }
-    let name = name_in(st, store, parent, ino)?;
-    let p = join(&dir_path(st, store, cache, parent)?, &name);
-    if cache.len() >= DIR_CACHE_MAX {
-        cache.clear();
-    }
-    cache.insert(ino, p.clone());
     Some(p)
 }
 
@@ -150,7 +185,7 @@ impl Session {
         };
         let p = join(&dir, name);
         if counts(&p) {
-            g.paths.insert(p);
+            g.paths.insert(bounded(&p).to_vec());
         }
         if st
             .child(&*store, parent, name)
@@ -194,11 +229,11 @@ impl Session {
             for rel in &below {
                 let p = join(top, rel);
                 if counts(&p) {
-                    g.paths.insert(p);
+                    g.paths.insert(bounded(&p).to_vec());
                 }
             }
             if counts(top) {
-                g.paths.insert(top.clone());
+                g.paths.insert(bounded(top).to_vec());
             }
         }
     }
@@ -244,8 +279,9 @@ impl Session {
                 for (name, v) in e.iter() {
                     if kids.contains(v) {
                         let p = join(&dir, name);
-                        if counts(&p) && !g.stored.contains(&p) {
-                            paths.insert(p);
+                        let p = bounded(&p);
+                        if counts(p) && !g.stored.contains(p) {
+                            paths.insert(p.to_vec());
                         }
                     }
                 }

@@ -80,7 +80,11 @@ impl Agent {
         std::os::unix::fs::chown(&home, Some(AGENT_UID), Some(AGENT_UID)).unwrap();
         fs::set_permissions(&home, fs::Permissions::from_mode(0o755)).unwrap();
         let exe = dir.path().join("treefork");
-        fs::copy(bin(), &exe).unwrap();
+        // A hard link where it can be (no disk: a copy per test was 400 MB), else
+        // a copy; either way reachable by the agent through searchable parents.
+        if fs::hard_link(bin(), &exe).is_err() {
+            fs::copy(bin(), &exe).unwrap();
+        }
         fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
         Agent {
             m,

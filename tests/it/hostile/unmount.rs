@@ -55,11 +55,14 @@ fn mounted(p: &Path) -> bool {
 /// `home/b/victim`, and `home/a` is a symlink to `<tmp>/host/a`, whose `victim` is
 /// a tmpfs holding `precious`.
 struct Attack {
+    /// First: fields drop in order, and the tmpfs must be gone before the agent's
+    /// temporary directory is removed (else that removal stops at the mount and
+    /// leaves the directory behind).
+    _victim: VictimGuard,
     agent: Agent,
     victim: PathBuf,
     moved: PathBuf,
     host_before: Vec<(String, String)>,
-    _victim: VictimGuard,
 }
 
 impl Attack {
@@ -88,11 +91,11 @@ impl Attack {
             "the symlink is not in place"
         );
         Attack {
+            _victim: guard,
             agent,
             victim,
             moved,
             host_before,
-            _victim: guard,
         }
     }
 

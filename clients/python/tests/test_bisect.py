@@ -36,7 +36,7 @@ def test_bisect_finds_the_first_bad_checkpoint(session: treefork.Session, jobs: 
     assert len(ops) == len(before) + 1 and ops[0].kind == "bisect"
     assert ops[0].meta["first_bad"]["id"] == ids[6]
     assert session.status().head == head
-    forks = session.mountpoint.parent / "s.bisect"
+    forks = session.mountpoint.parent / (session.mountpoint.name + ".bisect")
     assert not forks.exists()
 
 
@@ -55,7 +55,7 @@ def test_bisect_whose_good_end_fails_is_refused(session: treefork.Session) -> No
         session.bisect(argv=["grep", "-q", "good", "f"], good=ids[7], jobs=2)
     assert "the range is wrong" in str(e.value) and e.value.code == "good_end_fails"
     assert [o.seq for o in session.op_log()] == before
-    assert not (session.mountpoint.parent / "s.bisect").exists()
+    assert not (session.mountpoint.parent / (session.mountpoint.name + ".bisect")).exists()
 
 
 def test_search_matches_brute_force() -> None:
@@ -91,3 +91,15 @@ def test_the_dataclasses_match_the_recorded_document() -> None:
         schema = at(req, path)
         assert schema is not None, path
         assert mismatches(cls, schema, (), ()) == [], cls
+
+
+def test_bisect_tests_see_their_fork_at_the_workspace_path(session: treefork.Session) -> None:
+    """Issue 39 item 1: a test that only passes at the workspace's own path (as
+    Express's did under a dot-directory) gives the same answer in every fork."""
+    ids = _ten(session)
+    mp = session.mountpoint
+    cmd = f'[ "$(pwd -P)" = "{mp}" ] && [ "$PWD" = "{mp}" ] && grep -q good {mp}/f'
+    r = session.bisect(command=cmd, good=ids[0], jobs=2)
+    assert r.first_bad is not None and r.first_bad.id == ids[6]
+    with pytest.raises(treefork.GoodEndFails):
+        session.bisect(command=cmd, good=ids[0], jobs=2, run_at="fork")

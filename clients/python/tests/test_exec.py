@@ -2,6 +2,7 @@
 adopt), and promote into a real git repository."""
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -141,5 +142,37 @@ def test_an_interrupted_experiment_stops_its_runs_and_removes_its_forks(session:
     assert time.monotonic() - t0 < 20, "the runs were not stopped"
     cmp = session.experiment_show()
     assert cmp.aborted and all(r.signal is not None for r in cmp.runs)
-    forks = session.mountpoint.parent / "s.experiments"
+    forks = session.mountpoint.parent / (session.mountpoint.name + ".experiments")
     assert not any(os.path.ismount(p) for p in forks.glob("*")), "a fork is still mounted"
+
+
+def test_experiment_runs_see_their_fork_at_the_workspace_path(session: treefork.Session) -> None:
+    """Issue 39 item 1: a program that checks its own path, or writes through the
+    workspace's absolute path, must behave as in the workspace and write its fork."""
+    mp = session.mountpoint
+    (mp / "sub").mkdir()
+    write(mp / "sub" / "f", "base\n")
+    cmd = f'pwd; pwd -P; echo "$TREEFORK_RUN" > {mp}/sub/f'
+    cmp = session.experiment([cmd, cmd], cwd="sub", score=f"cat {mp}/sub/f")
+    for n in (1, 2):
+        assert cmp.run(n).stdout == f"{mp / 'sub'}\n{mp / 'sub'}\n", cmp.run(n).stderr
+        assert cmp.run(n).score == float(n)
+    assert (mp / "sub" / "f").read_text() == "base\n"
+    session.adopt(run=2)
+    assert (mp / "sub" / "f").read_text() == "2\n"
+    # At the fork's mountpoint when asked.
+    at_fork = session.experiment(["pwd"], run_at="fork")
+    assert at_fork.run(1).stdout.startswith(str(mp.parent / (mp.name + ".experiments")) + "/")
+    with pytest.raises(ValueError):
+        session.experiment(["true"], run_at="elsewhere")
+
+
+def test_a_placed_run_leaves_no_process_holding_its_fork(session: treefork.Session) -> None:
+    """A background process a run left in its namespace would keep the fork's
+    mount alive there: it is killed with the run, and the fork goes away."""
+    cmp = session.experiment(["sleep 60 & echo started"])
+    assert cmp.run(1).stdout == "started\n"
+    forks = session.mountpoint.parent / (session.mountpoint.name + ".experiments")
+    assert not any(os.path.ismount(p) for p in forks.glob("*")), "a fork is still mounted"
+    leftover = subprocess.run(["pgrep", "-f", "^sleep 60$"], capture_output=True)
+    assert leftover.returncode == 1, leftover.stdout

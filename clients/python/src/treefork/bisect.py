@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import runner
+from . import place, runner
 from ._base import _Base
 from .errors import GoodEndFails
 from .types import Bisected, Checkpoint
@@ -80,24 +80,28 @@ class _BisectMixin(_Base):
         bad: Optional[str] = None,
         timeout: Optional[float] = None,
         cwd: Optional[Union[str, "os.PathLike[str]"]] = None,
+        run_at: str = "workspace",
     ) -> Bisected:
         """Find the first checkpoint from ``good`` to ``bad`` where the command
         (``command``: ``sh -c``; or ``argv``) exits non-zero (a timeout counts as
         a failure), ``jobs`` candidates at a time; recorded as one ``bisect``
-        operation. The workspace never moves."""
+        operation. The workspace never moves. Each test sees its fork at the
+        workspace's own path (``run_at="workspace"``) or at the fork's mountpoint
+        (``run_at="fork"``), as :meth:`experiment` does."""
         if (command is None) == (argv is None) or (argv is not None and not list(argv)):
             raise ValueError("give exactly one of command and argv (not empty)")
         if jobs < 1:
             raise ValueError("jobs must be at least 1")
         args: List[str] = ["sh", "-c", command] if command is not None else [str(a) for a in argv or []]
         _, rel = self._place(cwd)  # type: ignore[attr-defined]
+        ws = str(self._root()) if place.resolve(run_at) else None  # type: ignore[attr-defined]
         cands = self._candidates(good, bad)
         t0 = time.monotonic()
         state: Dict[str, Any] = {"id": None, "round": 0, "steps": []}
 
         def test(points: List[int]) -> List[bool]:
             state["round"] += 1
-            return self._bisect_round(state, args, cands, points, rel, timeout, jobs)
+            return self._bisect_round(state, args, cands, points, rel, timeout, jobs, ws)
 
         try:
             found, rounds = search(len(cands), jobs, test)
@@ -152,6 +156,7 @@ class _BisectMixin(_Base):
         rel: str,
         timeout: Optional[float],
         jobs: int,
+        workspace: Optional[str],
     ) -> List[bool]:
         begun = self._call(
             "bisect_begin",
@@ -166,7 +171,10 @@ class _BisectMixin(_Base):
         def one(f: Dict[str, Any]) -> Any:
             mp = Path(f["mountpoint"])
             env = {"TREEFORK_SOCKET": "", "TREEFORK_BISECT_CHECKPOINT": str(f["checkpoint"])}
-            return runner.run(argv, cwd=mp / rel if rel else mp, env=env, timeout=timeout, own_group=True, tag=state["id"])
+            at = (str(mp), workspace, rel) if workspace else None
+            return runner.run(
+                argv, cwd=mp / rel if rel else mp, env=env, timeout=timeout, own_group=True, tag=state["id"], place=at
+            )
 
         with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(forks)))) as pool:
             results = list(pool.map(one, forks))

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import runner
+from . import place, runner
 from ._base import _Base
 from .types import AdoptResult, Change, Comparison, ExecResult, RunSpec
 
@@ -133,12 +133,16 @@ class _ExecMixin(_Base):
         keep: bool = False,
         cwd: Optional[Union[str, "os.PathLike[str]"]] = None,
         explanation: Optional[str] = None,
+        run_at: str = "workspace",
     ) -> Comparison:
         """Try each run in its own fork of the session, at most ``jobs`` at a time
         (default: all at once), rank them (``rank_by``: ``exit``, ``duration``,
         ``output`` or ``score``; ``score`` is a ``sh -c`` command run in each fork
         after its run, whose last printed number is the run's score) and record
-        the experiment. Adopt a run with :meth:`adopt`."""
+        the experiment. Each run sees its fork at the workspace's own path
+        (``run_at="workspace"``, a private mount namespace per run) or at the
+        fork's mountpoint (``run_at="fork"``). Adopt a run with :meth:`adopt`."""
+        at_workspace = place.resolve(run_at)
         specs = [r if isinstance(r, RunSpec) else RunSpec(command=_wire_command(r), label=_label(r)) for r in runs]
         _, rel = self._place(cwd)
         args: Dict[str, Any] = {"runs": [s.to_json() for s in specs], "cwd": rel or None, "from": from_}
@@ -146,7 +150,8 @@ class _ExecMixin(_Base):
         exp_id = str(begun["id"])
         forks = {int(f["run"]): Path(f["mountpoint"]) for f in begun.get("forks") or []}
         try:
-            results = self._run_all(exp_id, specs, forks, rel, score, timeout, jobs)
+            ws = str(self._root()) if at_workspace else None
+            results = self._run_all(exp_id, specs, forks, rel, score, timeout, jobs, ws)
         except _Interrupted as i:
             # Every run was stopped; the daemon records them and removes every fork.
             self._call("experiment_end", id=exp_id, results=_fit(i.results), abort=True)
@@ -165,14 +170,16 @@ class _ExecMixin(_Base):
         score: Optional[str],
         timeout: Optional[float],
         jobs: Optional[int],
+        workspace: Optional[str],
     ) -> List[Dict[str, Any]]:
         def one(i: int) -> Dict[str, Any]:
             n = i + 1
             spec = specs[i]
             d = forks[n] / rel if rel else forks[n]
+            at = (str(forks[n]), workspace, rel) if workspace else None
             env = {"TREEFORK_EXPERIMENT": exp_id, "TREEFORK_RUN": str(n), "TREEFORK_SOCKET": ""}
             env.update(spec.env)
-            r = runner.run(spec.command, cwd=d, env=env, timeout=timeout, own_group=True, tag=exp_id)
+            r = runner.run(spec.command, cwd=d, env=env, timeout=timeout, own_group=True, tag=exp_id, place=at)
             res: Dict[str, Any] = {
                 "run": n,
                 "exit": r.exit_code,
@@ -187,7 +194,7 @@ class _ExecMixin(_Base):
                 "truncated": r.stdout_truncated or r.stderr_truncated,
             }
             if score is not None and r.pid is not None:
-                s = runner.run(score, cwd=d, env={"TREEFORK_SOCKET": ""}, timeout=timeout, own_group=True, tag=exp_id)
+                s = runner.run(score, cwd=d, env={"TREEFORK_SOCKET": ""}, timeout=timeout, own_group=True, tag=exp_id, place=at)
                 nums = [w for w in s.stdout.decode(errors="replace").split() if _NUM.fullmatch(w)]
                 # Kept with the result (capped by the runner, as run output).
                 res["score_stdout"] = s.stdout.decode(errors="replace")

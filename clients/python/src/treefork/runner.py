@@ -83,15 +83,23 @@ def run(
     own_group: bool = False,
     stdin_null: bool = True,
     tag: Optional[str] = None,
+    place: Optional[Tuple[str, str, str]] = None,
 ) -> RunResult:
     """Run ``argv`` (a string runs through ``sh -c``) and capture its output.
-    ``tag`` names the run for :func:`kill_all`."""
+    ``tag`` names the run for :func:`kill_all`. ``place`` (fork, workspace,
+    relative directory): the run sees the fork at the workspace's path
+    (:mod:`treefork.place`; ``cwd`` is then unused)."""
     args: List[str] = ["sh", "-c", argv] if isinstance(argv, str) else list(argv)
+    if place is not None:
+        from . import place as placing
+
+        args = placing.wrap(args, *place)
+        cwd = "/"
     full_env: Optional[Dict[str, str]] = None
     if env:
         full_env = dict(os.environ)
         full_env.update(env)
-    grouped = own_group or timeout is not None
+    grouped = own_group or timeout is not None or place is not None
     r = RunResult()
     t0 = time.monotonic()
     try:
@@ -114,6 +122,10 @@ def run(
         _live[child.pid] = (child, grouped, tag)
     try:
         status, r.timed_out = _pump(child, out, err, timeout, grouped)
+        if place is not None:
+            # What the run left in its group would keep its namespace, and so a
+            # copy of every mount (the forks' FUSE sessions among them), alive.
+            _signal_group(child, signal.SIGKILL, True)
     except BaseException:
         # Interrupted (KeyboardInterrupt in this thread): the command must not
         # outlive the run that was recording it.

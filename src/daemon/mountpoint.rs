@@ -149,7 +149,9 @@ fn refused_path(path: &Path, e: std::io::Error) -> Error {
 
 fn not_owned(path: &Path, uid: u32) -> Error {
     Error::Forbidden(format!(
-        "fork on an agent socket: the mountpoint {} must be a directory owned by uid {uid} (the agent)",
+        "fork on an agent socket: the mountpoint {} must be a directory owned by uid {uid} (the agent), \
+         or be created in one; for experiments and bisects the user can point the forks there with \
+         `treefork config forks_dir=DIR`",
         path.display()
     ))
 }

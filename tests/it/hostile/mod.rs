@@ -13,6 +13,7 @@ mod contain;
 mod exhaust;
 mod gitcommit;
 mod merge;
+mod placed;
 mod poisoned;
 mod remote;
 mod small;

@@ -91,7 +91,7 @@ impl Run for Branch {
 /// Another session's branch is named SESSION/BRANCH wherever a ref is taken.
 #[derive(clap::Args)]
 pub struct Branches {
-    /// Every session's branches, each named SESSION/BRANCH.
+    /// Every session's branches too, another session's named SESSION/BRANCH.
     #[arg(long)]
     all: bool,
     /// Also the automatic auto/... refs (pending changes saved before a

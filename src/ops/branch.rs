@@ -256,10 +256,9 @@ pub(crate) fn list(
         if !(which.all || mine) || (!which.auto && short.starts_with("auto/")) {
             continue;
         }
-        let shown = match which.all {
-            true => refs::names::display(&full, None),
-            false => refs::names::display(&full, asking),
-        };
+        // As the asking session writes it (its own `BRANCH`, another's
+        // `SESSION/BRANCH`); `owner` says whose it is.
+        let shown = refs::names::display(&full, asking);
         let c = refs::load(store, &r.checkpoint).ok();
         list.push(Listing {
             checkpoint: r.checkpoint.to_hex(),

@@ -72,9 +72,14 @@ pub fn refuse_remote_clash(store: &dyn ObjectStore, name: &str) -> Result<()> {
         .into_iter()
         .find(|(b, _)| crate::refs::names::short(b).split('/').next() == Some(name));
     if let Some((b, _)) = clash {
-        let b = crate::refs::names::display(&b, None);
+        let whose = match crate::refs::names::split(&b) {
+            (Some(s), _) => format!(" of session {s}"),
+            (None, _) => String::new(),
+        };
+        let b = crate::refs::names::short(&b);
         return Err(Error::Invalid(format!(
-            "invalid remote name {name:?}: local branch {b:?} starts with it (rename or delete the branch first)"
+            "invalid remote name {name:?}: local branch {b:?}{whose} starts with it (rename or \
+             delete the branch first)"
         )));
     }
     Ok(())

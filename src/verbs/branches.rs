@@ -3,12 +3,12 @@
 use super::prelude::*;
 
 /// List branches: the session's own and the store-wide ones (`all`: every
-/// session's, qualified as `SESSION/BRANCH`), without the automatic `auto/...`
+/// session's, another's qualified as `SESSION/BRANCH`), without the automatic `auto/...`
 /// refs unless `auto`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Branches {
-    /// Every session's branches, each named `SESSION/BRANCH`.
+    /// Every session's branches, another session's named `SESSION/BRANCH`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub all: bool,
     /// Also the automatic `auto/...` refs (saves before checkout, restore, undo).

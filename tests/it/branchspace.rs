@@ -133,7 +133,8 @@ fn two_sessions_each_have_their_own_main_and_name_the_other_s_as_session_slash_b
     assert_eq!(names(&j(&m, &["branches"])), vec!["main"]);
     assert_eq!(names(&at_json(&m, &two, &["branches"])), vec!["main"]);
     let all = j(&m, &["branches", "--all"]);
-    assert_eq!(names(&all), vec!["one/main", "two/main"], "{all}");
+    // Its own as it writes it, the other's qualified; `owner` says whose.
+    assert_eq!(names(&all), vec!["main", "two/main"], "{all}");
     assert_eq!(all["branches"][0]["owner"], "one");
 
     // A real clash names the owner.

@@ -367,6 +367,7 @@ fn branch_ops(
             .transpose()?;
         let now = cur.as_ref().map(|r| r.checkpoint);
         if checked.get(b) != Some(&now) {
+            let b = refs::names::display(b, None);
             return Err(Error::Conflict(format!(
                 "branch {b} moved while this request ran; it was left alone (look at \
                  `treefork log {b}` and retry)"

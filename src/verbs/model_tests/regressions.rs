@@ -125,11 +125,13 @@ fn regression_undo_of_a_revert_moves_the_attached_branch_back() {
     .unwrap();
     let three = s.record().head;
     assert_ne!(three, two);
+    // The session's own b0, by its stored name (`refs::names`).
+    let b0 = crate::refs::names::owned(s.name(), "b0");
     let want = |head, what: &str| {
         let rec = s.record();
-        assert_eq!(rec.branch.as_deref(), Some("b0"), "{what}: attached");
+        assert_eq!(rec.branch.as_deref(), Some(&b0[..]), "{what}: attached");
         assert_eq!(rec.head, head, "{what}: HEAD");
-        assert_eq!(at("b0"), head, "{what}: b0 follows HEAD");
+        assert_eq!(at(&b0), head, "{what}: b0 follows HEAD");
     };
     r.request(undo_op(What::All)).unwrap();
     want(two, "undo of the revert");

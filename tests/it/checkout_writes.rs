@@ -151,7 +151,10 @@ fn saved_states(store: &Path) -> Vec<(String, Vec<Option<Vec<u8>>>)> {
         if !treefork::refs::names::short(&name).starts_with("auto/") {
             continue;
         }
-        let id = treefork::refs::get_ref(&s, &name).unwrap().unwrap().checkpoint;
+        let id = treefork::refs::get_ref(&s, &name)
+            .unwrap()
+            .unwrap()
+            .checkpoint;
         let c = treefork::refs::load(&s, &id).unwrap();
         let t = Tree::load(&s, c.root).unwrap();
         let mut files = Vec::new();

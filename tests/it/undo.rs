@@ -430,9 +430,11 @@ fn two_sessions_on_one_branch_never_leave_it_inconsistent() {
     // Branch names are per session: the fork names s's main `s/main`, and its
     // checkout of it detaches (main is s's to move), so only s's checkpoints may
     // move it, however they interleave with the fork's.
-    let co: Value =
-        serde_json::from_str(&tf_ok(&m.store, &["--json", "-C", &fmp, "checkout", "s/main"]))
-            .unwrap();
+    let co: Value = serde_json::from_str(&tf_ok(
+        &m.store,
+        &["--json", "-C", &fmp, "checkout", "s/main"],
+    ))
+    .unwrap();
     assert_eq!(co["detached"], true, "{co}");
     let store = m.store.clone();
     let made: Vec<Vec<String>> = std::thread::scope(|sc| {

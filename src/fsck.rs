@@ -381,7 +381,7 @@ fn move_aside(store: &dyn Packs, walked: &Walked, rep: &mut FsckReport) -> Resul
             aside(
                 meta::ref_key(name),
                 json!({"checkpoint": c}),
-                format!("branch {name}"),
+                format!("branch {}", crate::refs::names::display(name, None)),
                 "it names a checkpoint that does not exist",
             );
         }

@@ -19,12 +19,15 @@
 //! meta map. Version-1 records (one optional `parent`, written before parents and
 //! meta existed) are read as version 2 and keep the id they were stored under:
 //! ids are never recomputed. Records are immutable once written.
-//! Refs are store-wide, so any session of the user can fork from any branch; an
+//! Branch names are per session ([`names`]: session S's branch `main` is stored
+//! as `r/S:main`, another session writes it `S/main`); branches made before that
+//! (`r/NAME`) stay store-wide. Any session of the user can fork from any branch; an
 //! agent socket resolves only what its session sees (a [`Visibility`] given by the
 //! [`RefContext`], see `crate::visibility`).
 //! Finding a checkpoint by an id prefix reads only the keys in that prefix's byte
 //! range (at most a few), never every checkpoint.
 
+pub mod names;
 pub mod remote_names;
 mod rules;
 pub mod session_record;

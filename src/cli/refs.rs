@@ -59,7 +59,7 @@ impl Human for Branched {
 impl Run for Branch {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let Some(name) = self.name.clone() else {
-            return list_branches(cx, true);
+            return list_branches(cx, true, treefork::verbs::Branches::default());
         };
         let r: Reply<Branched> = if let Some(with) = &self.share {
             let op = Op::BranchShare(treefork::verbs::BranchShare {
@@ -87,9 +87,18 @@ impl Run for Branch {
     }
 }
 
-/// List branches.
+/// List branches: this session's own (and store-wide ones from older stores).
+/// Another session's branch is named SESSION/BRANCH wherever a ref is taken.
 #[derive(clap::Args)]
-pub struct Branches {}
+pub struct Branches {
+    /// Every session's branches too, another session's named SESSION/BRANCH.
+    #[arg(long)]
+    all: bool,
+    /// Also the automatic auto/... refs (pending changes saved before a
+    /// checkout, restore, undo...).
+    #[arg(long)]
+    auto: bool,
+}
 
 /// The `branches` answer: the branch HEAD is on (`current`) marked `*`.
 struct BranchList {
@@ -114,16 +123,22 @@ impl Human for BranchList {
 
 impl Run for Branches {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        list_branches(cx, false)
+        list_branches(
+            cx,
+            false,
+            treefork::verbs::Branches {
+                all: self.all,
+                auto: self.auto,
+            },
+        )
     }
 }
 
 /// The branches, the one HEAD is on marked `*` (`current` in each listing); with
 /// `current` (`branch` without a name), also that branch's name as the
 /// answer's `current` field.
-fn list_branches(cx: &Ctx, current: bool) -> Result<Outcome> {
-    let mut r: Reply<Answer<treefork::verbs::Branches>> =
-        cx.session(Op::Branches(treefork::verbs::Branches {}))?;
+fn list_branches(cx: &Ctx, current: bool, which: treefork::verbs::Branches) -> Result<Outcome> {
+    let mut r: Reply<Answer<treefork::verbs::Branches>> = cx.session(Op::Branches(which))?;
     if current {
         let name = r
             .body

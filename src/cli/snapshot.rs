@@ -49,9 +49,14 @@ impl Run for Checkpoint {
     }
 }
 
-/// Checkpoints along first parents from REF (default HEAD), newest first.
+/// The checkpoints REF (default HEAD) descends from, through every parent (a
+/// merge's merged side too), newest first; --first-parent for the session's
+/// own line only.
 #[derive(clap::Args)]
 pub struct Log {
+    /// Follow only first parents: the session's own line, not what was merged.
+    #[arg(long)]
+    first_parent: bool,
     /// Where to start: HEAD (default), @, @{-N}, exec@N, a branch or id prefix,
     /// with ~N / ^N suffixes.
     #[arg(value_name = "REF")]
@@ -113,6 +118,7 @@ impl Run for Log {
             limit: Some(self.limit),
             from: self.from.clone(),
             path,
+            first_parent: self.first_parent,
         }))?;
         let oneline = self.oneline;
         Ok(r.map(|log| History { log, oneline }).into())

@@ -1,4 +1,5 @@
-//! Retention of `auto/...` refs (saved before checkout, restore, undo, adopt):
+//! Retention of `auto/...` refs (saved before checkout, restore, undo, adopt; a
+//! session's own, `SESSION:auto/...`, or store-wide ones from older stores):
 //! applied at `gc` (the daemon's, before marking). Per session (the session of the
 //! checkpoint a ref names), a ref is kept while it is younger than the session's
 //! `auto_ref_retention_days` setting **or** among its newest
@@ -42,7 +43,7 @@ pub fn prune_ops(
     // session -> [(created, name)]
     let mut by_session: BTreeMap<String, Vec<(i64, String)>> = BTreeMap::new();
     for (name, r) in refs::list_refs(store)? {
-        if !name.starts_with("auto/") {
+        if !refs::names::short(&name).starts_with("auto/") {
             continue;
         }
         let session = refs::load(store, &r.checkpoint)

@@ -81,6 +81,7 @@ fn log(cx: &Call, from: Option<&str>, limit: usize) -> Result<Vec<CheckpointView
         limit: Some(limit),
         from: from.map(str::to_string),
         path: None,
+        first_parent: true,
     });
     let r = cx.bridge.call(&op, None, &mut |_| {})?;
     let l: <verbs::Log as treefork::control::Verb>::Response =

@@ -1,6 +1,10 @@
 //! `branch`, `branches`, `branch_delete`, `branch_rename`: named refs to
 //! checkpoints.
 //!
+//! Branch names are the session's own (`refs::names`): a branch made in session S
+//! is stored as `S:NAME`; answers name branches as the asking session writes
+//! them (`NAME`, `OTHER/NAME`, or a store-wide legacy name).
+//!
 //! Creating a branch is atomic store-wide: the name is checked and written under
 //! the host's name lock, so of two concurrent creations of one name exactly one
 //! wins and the other gets `conflict` (never a silent overwrite). A rename moves
@@ -48,7 +52,8 @@ pub struct Made {
 /// The answer to `branches`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Listed {
-    /// Every branch (on an agent socket: those the agent sees), by name.
+    /// The branches asked for (on an agent socket: only those the agent sees),
+    /// by name as the asking session writes them.
     pub branches: Vec<Listing>,
 }
 
@@ -70,6 +75,10 @@ pub struct Listing {
     /// no session asked).
     #[serde(default)]
     pub current: bool,
+    /// The session whose branch it is; `null` for a store-wide branch (made
+    /// before branches were per session).
+    #[serde(default)]
+    pub owner: Option<String>,
 }
 
 /// The answer to `branch_share`.
@@ -104,10 +113,6 @@ pub struct Renamed {
     pub op: u64,
 }
 
-pub(crate) fn exists(name: &str) -> Error {
-    Error::Conflict(format!("branch {name:?} already exists"))
-}
-
 pub(crate) fn create<H: Host>(
     h: &H,
     t: &Target,
@@ -136,9 +141,10 @@ pub(crate) fn make<H: Host>(
 ) -> Result<(crate::refs::Checkpoint, crate::oplog::Operation)> {
     refs::validate_ref_name(name)?;
     let store = h.store();
-    if refs::get_ref(&*store, name)?.is_some() {
-        return Err(exists(name));
-    }
+    let short = name;
+    refs::names::refuse_taken(&*store, t.session.name(), short, None)?;
+    let full = refs::names::owned(t.session.name(), short);
+    let name = &full[..];
     let from = from
         .map(|spec| super::refctx::resolve(t, spec))
         .transpose()?;
@@ -160,7 +166,7 @@ pub(crate) fn make<H: Host>(
         Some(c) => c,
         None if tx.record().head.is_none() || tx.has_changes()? => {
             fresh = true;
-            tx.checkpoint(&format!("branch {name}"), "manual")?
+            tx.checkpoint(&format!("branch {short}"), "manual")?
         }
         None => super::refctx::resolve(t, "HEAD")?,
     };
@@ -182,10 +188,7 @@ pub(crate) fn make<H: Host>(
     };
     {
         let _names = h.name_lock();
-        if refs::get_ref(&*store, name)?.is_some() {
-            return Err(exists(name));
-        }
-        crate::refs::remote_names::refuse_branch_clash(&*store, name)?;
+        refs::names::refuse_taken(&*store, s.name(), short, None)?;
         txn.commit(&mut tx, Log::Next, &mut |_, rec| {
             let mut after = View {
                 head: rec.head,
@@ -217,12 +220,25 @@ pub(crate) fn make<H: Host>(
     })
 }
 
-/// Every branch, or with `view` (an agent socket) those it sees; the one
-/// session `asking`'s HEAD is attached to is marked `current`.
+/// Which branches `branches` lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Which {
+    /// Every session's (and the store-wide ones), not only the asking session's.
+    pub all: bool,
+    /// Also the automatic `auto/...` refs (saves before checkout, restore, undo...).
+    pub auto: bool,
+}
+
+/// The asking session's branches and the store-wide ones (`which.all`: every
+/// session's), or with `view` (an agent socket) only those it sees; `auto/...`
+/// refs only with `which.auto`. Names are as `asking` writes them (with `all`,
+/// the asking session's own too are qualified: `SESSION/BRANCH`); the one its
+/// HEAD is attached to is marked `current`.
 pub(crate) fn list(
     store: &dyn ObjectStore,
     view: Option<&AgentView<'_>>,
     asking: Option<&str>,
+    which: Which,
 ) -> Result<Listed> {
     let current = match asking {
         Some(s) => refs::session_record::load_record(store, s)?.and_then(|r| r.branch),
@@ -234,25 +250,42 @@ pub(crate) fn list(
         all.retain(|(n, _)| seen.contains(n));
     }
     let mut list = Vec::new();
-    for (name, r) in all {
+    for (full, r) in all {
+        let (owner, short) = refs::names::split(&full);
+        let mine = owner.is_none() || owner == asking || asking.is_none();
+        if !(which.all || mine) || (!which.auto && short.starts_with("auto/")) {
+            continue;
+        }
+        // As the asking session writes it (its own `BRANCH`, another's
+        // `SESSION/BRANCH`); `owner` says whose it is.
+        let shown = refs::names::display(&full, asking);
         let c = refs::load(store, &r.checkpoint).ok();
         list.push(Listing {
             checkpoint: r.checkpoint.to_hex(),
             created: r.created,
             message: c.as_ref().map(|c| c.message.clone()),
             session: c.map(|c| c.session),
-            current: current.as_deref() == Some(&name[..]),
-            name,
+            current: current.as_deref() == Some(&full[..]),
+            owner: owner.map(str::to_string),
+            name: shown,
         });
     }
+    list.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Listed { branches: list })
 }
 
-/// Give branch `name` to session `with` (`branch --share`).
-pub(crate) fn share(store: &dyn ObjectStore, name: &str, with: &str) -> Result<Shared> {
-    crate::visibility::share(store, name, with)?;
+/// Give branch `name` (as session `asking` writes it, `SESSION/BRANCH` for
+/// another's) to session `with` (`branch --share`).
+pub(crate) fn share(
+    store: &dyn ObjectStore,
+    asking: Option<&str>,
+    name: &str,
+    with: &str,
+) -> Result<Shared> {
+    let (full, _) = refs::names::find_required(store, asking, name, &|_| Ok(true))?;
+    crate::visibility::share(store, &full, with)?;
     Ok(Shared {
-        branch: name.to_string(),
+        branch: refs::names::display(&full, Some(with)),
         shared_with: with.to_string(),
     })
 }
@@ -264,16 +297,20 @@ pub(crate) fn delete<H: Host>(
     name: &str,
 ) -> Result<Deleted> {
     let store = h.store();
+    let asking = t.map(|t| t.session.name());
+    let shown = name;
     let Some(t) = t else {
         // No live session to record it in: the ref alone.
         let _names = h.name_lock();
+        let (full, _) = refs::names::find_required(&*store, asking, name, &|_| Ok(true))?;
+        let name = &full[..];
         let raw = branch_raw(&*store, name)?;
         store.commit(vec![
             MetaOp::Expect(meta::ref_key(name), Some(raw)),
             refs::delete_ref_op(name),
         ])?;
         return Ok(Deleted {
-            deleted: name.to_string(),
+            deleted: shown.to_string(),
             op: None,
         });
     };
@@ -283,6 +320,9 @@ pub(crate) fn delete<H: Host>(
     let root = tx.flush()?;
     let mut before = view_of(tx.before(), root);
     let _names = h.name_lock();
+    let (full, _) = super::refctx::find_branch(t, name)?
+        .ok_or_else(|| Error::NotFound(format!("no branch named {name:?}")))?;
+    let name = &full[..];
     let raw = branch_raw(&*store, name)?;
     let was = refs::RefRecord::decode(name, &raw)?.checkpoint;
     let mut after = before.clone();
@@ -296,7 +336,7 @@ pub(crate) fn delete<H: Host>(
         Ok((call.op("branch-delete", before.clone(), after.clone()), ops))
     })?;
     Ok(Deleted {
-        deleted: name.to_string(),
+        deleted: shown.to_string(),
         op: Some(op.seq),
     })
 }
@@ -317,6 +357,7 @@ pub(crate) fn rename<H: Host>(
 ) -> Result<Renamed> {
     refs::validate_ref_name(new)?;
     let store = h.store();
+    let (old_shown, new_shown) = (old, new);
     let txn = txn::Op::begin(t, "branch-rename");
     syncfs(&t.mount)?;
     let s = &t.session;
@@ -325,11 +366,18 @@ pub(crate) fn rename<H: Host>(
         let root = tx.flush()?;
         let mut before = view_of(tx.before(), root);
         let _names = h.name_lock();
+        // The new name is in the old one's owner's namespace; a store-wide
+        // branch moves into this session's (its way into per-session names).
+        let (old_full, _) = super::refctx::find_branch(t, old)?
+            .ok_or_else(|| Error::NotFound(format!("no branch named {old:?}")))?;
+        let owner = refs::names::split(&old_full)
+            .0
+            .unwrap_or(s.name())
+            .to_string();
+        refs::names::refuse_taken(&*store, &owner, new, Some(&old_full))?;
+        let new_full = refs::names::owned(&owner, new);
+        let (old, new) = (&old_full[..], &new_full[..]);
         let raw = branch_raw(&*store, old)?;
-        if refs::get_ref(&*store, new)?.is_some() {
-            return Err(exists(new));
-        }
-        crate::refs::remote_names::refuse_branch_clash(&*store, new)?;
         let r = refs::RefRecord::decode(old, &raw)?;
         // This session follows the rename in the batch, and so do the stored
         // (unmounted) sessions attached to it, each guarded by its record.
@@ -343,6 +391,10 @@ pub(crate) fn rename<H: Host>(
             refs::ref_op(new, &r),
         ];
         ops.extend(stored_follow_ops(h, old, new)?);
+        // The owner's agent keeps seeing it under its new name.
+        ops.push(crate::visibility::grant_op(
+            &owner, new, r.created, "created",
+        ));
         before.branches.insert(old.to_string(), Some(r.checkpoint));
         before.branches.insert(new.to_string(), None);
         let op = txn.commit(&mut tx, Log::Next, &mut |_, rec| {
@@ -356,13 +408,13 @@ pub(crate) fn rename<H: Host>(
             after.branches.insert(new.to_string(), Some(r.checkpoint));
             Ok((call.op("branch-rename", before.clone(), after), ops.clone()))
         })?;
-        (r.checkpoint, op)
+        (r.checkpoint, op, old_full.clone(), new_full.clone())
     };
-    follow_rename_live(h, s.name(), old, new)?;
-    let (moved, op) = moved;
+    let (moved, op, old_full, new_full) = moved;
+    follow_rename_live(h, s.name(), &old_full, &new_full)?;
     Ok(Renamed {
-        renamed: old.to_string(),
-        to: new.to_string(),
+        renamed: old_shown.to_string(),
+        to: new_shown.to_string(),
         checkpoint: moved.to_hex(),
         op: op.seq,
     })

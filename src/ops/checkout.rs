@@ -51,6 +51,7 @@ pub(crate) fn run<H: Host>(
         // first, as `branch NAME` does), attached; the workspace stays.
         (None, Some(name)) => {
             let (c, op) = branch::make(h, t, call, name, None, true)?;
+            // (`make` stores it in this session's namespace.)
             return Ok(CheckedOut {
                 checkpoint: CheckpointView::from(&c),
                 branch: Some(name.to_string()),
@@ -66,31 +67,44 @@ pub(crate) fn run<H: Host>(
     let txn = txn::Op::begin(t, "checkout");
     let s = &t.session;
     let store = s.store().clone();
+    // `-b NAME` makes the session's own branch NAME (stored `SESSION:NAME`).
+    let create_full = create.map(|n| refs::names::owned(s.name(), n));
     if let Some(name) = create {
         refs::validate_ref_name(name)?;
-        if refs::get_ref(&*store, name)?.is_some() {
-            return Err(branch::exists(name));
-        }
+        refs::names::refuse_taken(&*store, s.name(), name, None)?;
     }
     let c = super::refctx::resolve(t, spec)?;
     // Attach only to a branch the caller sees (a hidden branch named like an id
     // prefix it resolved is not the caller's to move); `-b NAME` attaches to the
     // branch it creates.
-    let mut attach = match create {
-        Some(name) => Some(name.to_string()),
-        None => refs::get_ref(&*store, spec)?
-            .filter(|r| r.checkpoint == c.id)
-            .map(|_| spec.to_string())
-            .filter(|b| super::refctx::branch_visible(t, b).unwrap_or(false)),
+    let mut attach = match &create_full {
+        Some(full) => Some(full.clone()),
+        None => super::refctx::find_branch(t, spec)?
+            .filter(|(_, r)| r.checkpoint == c.id)
+            .map(|(full, _)| full),
     };
     let mut notes = Vec::new();
+    // Another session's branch is its own to move (as git does not check out a
+    // branch of another worktree): HEAD is detached at it.
+    if let Some(b) = &attach
+        && let (Some(owner), short) = refs::names::split(b)
+        && owner != s.name()
+    {
+        notes.push(format!(
+            "branch {short} is session {owner}'s: HEAD is detached at {} \
+             (`treefork checkout -b NAME` starts a branch of your own here)",
+            c.id.short()
+        ));
+        attach = None;
+    }
     if create.is_none()
         && let Some(b) = &attach
         && let Some(other) = held_elsewhere(h, t, b)
     {
         notes.push(format!(
-            "branch {b} is checked out in session {other}: HEAD is detached at {} \
+            "branch {} is checked out in session {other}: HEAD is detached at {} \
              (`treefork checkout -b NAME` starts a branch of your own here)",
+            refs::names::display(b, Some(s.name())),
             c.id.short()
         ));
         attach = None;
@@ -106,7 +120,7 @@ pub(crate) fn run<H: Host>(
         .transpose()?;
     // `-b NAME`: the new branch's record and its grant to this session, in the
     // batch (the expectation above is that it does not exist).
-    let created = create.map(|name| {
+    let created = create_full.as_deref().map(|name| {
         let r = refs::RefRecord {
             checkpoint: c.id,
             created: crate::tree::Timespec::now().sec,
@@ -128,7 +142,7 @@ pub(crate) fn run<H: Host>(
         None,
         &mut |tx, before_root, live| {
             let mut before = view_of(tx.before(), before_root);
-            if let Some(name) = create {
+            if let Some(name) = &create_full {
                 super::record::touch(&mut before, &*store, name);
             }
             tx.set_state(StateChange {
@@ -141,15 +155,15 @@ pub(crate) fn run<H: Host>(
             let _names = match create {
                 Some(name) => {
                     let g = h.name_lock();
-                    crate::refs::remote_names::refuse_branch_clash(&*store, name)?;
+                    refs::names::refuse_taken(&*store, s.name(), name, None)?;
                     Some(g)
                 }
                 None => None,
             };
             txn.commit(tx, Log::Next, &mut |_, after| {
                 let mut after = view_of(after, live);
-                if let Some(name) = create {
-                    after.branches.insert(name.to_string(), Some(c.id));
+                if let Some(name) = &create_full {
+                    after.branches.insert(name.clone(), Some(c.id));
                 }
                 let op = call.op("checkout", before.clone(), after);
                 let mut ops: Vec<MetaOp> = expect.iter().cloned().collect();
@@ -165,7 +179,7 @@ pub(crate) fn run<H: Host>(
     Ok(CheckedOut {
         checkpoint: CheckpointView::from(&c),
         detached: attach.is_none(),
-        branch: attach,
+        branch: attach.map(|b| refs::names::display(&b, Some(s.name()))),
         saved: Saved::of(&saved),
         op: op.seq,
         notes,

@@ -38,6 +38,8 @@ pub(crate) fn run(
     let rec = t.session.record();
     Ok(CheckpointAnswer {
         checkpoint: CheckpointView::from(&c),
-        branch: rec.branch,
+        branch: rec
+            .branch
+            .map(|b| crate::refs::names::display(&b, Some(&rec.name))),
     })
 }

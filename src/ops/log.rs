@@ -1,5 +1,10 @@
-//! `log`: checkpoints along first parents from a ref (default HEAD), newest first;
-//! with a path, only those where that path differs from the first parent's.
+//! `log`: the checkpoints a ref (default HEAD) descends from, through every
+//! parent (a merge's merged side too), each once, newest first by time like
+//! `git log`; with `first_parent`, only along first parents (the session's own
+//! line). With a path, only those where that path differs from the first
+//! parent's. At most `limit` are listed: the walk keeps a frontier of unvisited
+//! parents (a heap by time), so it reads only as many records as it lists plus
+//! that frontier.
 //!
 //! The path filter compares the records found by path in the two roots (kind,
 //! content id, permissions, owner, size, xattrs: see [`diff::same`]), so a
@@ -9,6 +14,8 @@
 //! walk stopped at the first difference under the path. Symbolic links inside the
 //! tree are never followed (a path through one is absent).
 
+use std::collections::{BinaryHeap, HashMap, HashSet};
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -17,7 +24,7 @@ use super::views::CheckpointView;
 use super::{DEFAULT_LOG_LIMIT, Target, refctx};
 use crate::diff::{self, Tree};
 use crate::error::Result;
-use crate::id::NodeId;
+use crate::id::{CheckpointId, NodeId};
 use crate::refs::{self, Checkpoint};
 use crate::store::ObjectStore;
 use crate::tree::Record;
@@ -34,6 +41,7 @@ pub(crate) fn run(
     limit: Option<usize>,
     from: Option<&str>,
     path: Option<&str>,
+    first_parent: bool,
 ) -> Result<LogAnswer> {
     let limit = limit.unwrap_or(DEFAULT_LOG_LIMIT);
     let store = t.session.store();
@@ -46,10 +54,14 @@ pub(crate) fn run(
         },
     };
     let mut out = Vec::new();
-    let mut cur = start;
-    // The path's record in `cur`'s tree, carried from the previous step.
-    let mut at_cur: Option<(Tree, Option<Record>)> = None;
-    while let Some(c) = cur.take() {
+    let mut walk = Walk::default();
+    if let Some(c) = start {
+        walk.push(c);
+    }
+    // The path's record in a checkpoint's tree, carried from the child that
+    // looked it up (as its first parent's).
+    let mut carried: HashMap<CheckpointId, (Tree, Option<Record>)> = HashMap::new();
+    while let Some(c) = walk.pop() {
         if out.len() >= limit {
             break;
         }
@@ -60,7 +72,7 @@ pub(crate) fn run(
         let keep = match &path {
             None => true,
             Some(p) => {
-                let here = match at_cur.take() {
+                let here = match carried.remove(&c.id) {
                     Some(x) => x,
                     None => lookup(&**store, c.root, p)?,
                 };
@@ -70,16 +82,57 @@ pub(crate) fn run(
                 };
                 let changed =
                     path_changed(&**store, &c, parent.as_ref(), &here, there.as_ref(), p)?;
-                at_cur = there;
+                if let (Some(pc), Some(there)) = (&parent, there) {
+                    carried.insert(pc.id, there);
+                }
                 changed
             }
         };
         if keep {
             out.push(CheckpointView::from(&c));
         }
-        cur = parent;
+        let more = if first_parent {
+            &[][..]
+        } else {
+            c.parents.get(1..).unwrap_or(&[])
+        };
+        for p in more {
+            if !walk.seen(p) {
+                walk.push(refs::load(&**store, p)?);
+            }
+        }
+        if let Some(pc) = parent {
+            walk.push(pc);
+        }
     }
     Ok(LogAnswer { checkpoints: out })
+}
+
+/// The frontier of a log walk: checkpoints not listed yet, newest (by time, then
+/// id) first; each checkpoint enters once.
+#[derive(Default)]
+struct Walk {
+    heap: BinaryHeap<(i128, [u8; 32])>,
+    waiting: HashMap<CheckpointId, Checkpoint>,
+    seen: HashSet<CheckpointId>,
+}
+
+impl Walk {
+    fn seen(&self, id: &CheckpointId) -> bool {
+        self.seen.contains(id)
+    }
+
+    fn push(&mut self, c: Checkpoint) {
+        if self.seen.insert(c.id) {
+            self.heap.push((c.time_ns, c.id.0));
+            self.waiting.insert(c.id, c);
+        }
+    }
+
+    fn pop(&mut self) -> Option<Checkpoint> {
+        let (_, id) = self.heap.pop()?;
+        self.waiting.remove(&CheckpointId(id))
+    }
 }
 
 /// The tree of `root` and the record at `path` in it.

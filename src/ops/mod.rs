@@ -193,9 +193,12 @@ fn save_pending(tx: &mut crate::session::Txn<'_>, kind: &str, what: &str) -> Res
     if !tx.has_changes()? {
         return Ok(None);
     }
-    let name = auto_ref(kind);
-    let c = tx.save_side(&format!("auto: before {what}"), kind, &name)?;
-    Ok(Some((c, name)))
+    // The session's own `auto/...` ref (`refs::names`); answers name it as the
+    // session writes it.
+    let short = auto_ref(kind);
+    let full = crate::refs::names::owned(&tx.record().name, &short);
+    let c = tx.save_side(&format!("auto: before {what}"), kind, &full)?;
+    Ok(Some((c, short)))
 }
 
 /// What an op commits right after its tree swap, under the write gate: given the

@@ -37,7 +37,7 @@ pub(crate) fn run(t: &Target, limit: Option<usize>) -> Result<OpLogAnswer> {
 #[cfg(test)]
 pub(crate) fn op_view(o: &Operation) -> OpView {
     OpView {
-        record: o.clone(),
+        record: shown(o),
         time: (o.time_ns / 1_000_000_000) as i64,
         summary: summary(o),
     }
@@ -51,10 +51,25 @@ pub(crate) fn op_view_in(store: &dyn ObjectStore, o: &Operation) -> OpView {
     let (a, b) = (o.before.workspace, o.after.workspace);
     let moved = a != b && crate::diff::differ(store, a, b).unwrap_or(true);
     OpView {
-        record: o.clone(),
+        record: shown(o),
         time: (o.time_ns / 1_000_000_000) as i64,
         summary: summary_of(o, moved),
     }
+}
+
+/// The record as its session writes its branch names: the stored names of its
+/// views (`SESSION:BRANCH`, `refs::names`) never leave the daemon.
+fn shown(o: &Operation) -> Operation {
+    let mut r = o.clone();
+    let name = |n: &str| crate::refs::names::display(n, Some(&o.session));
+    for v in [&mut r.before, &mut r.after] {
+        v.branch = v.branch.as_deref().map(name);
+        v.branches = std::mem::take(&mut v.branches)
+            .into_iter()
+            .map(|(b, c)| (name(&b), c))
+            .collect();
+    }
+    r
 }
 
 fn short(id: &Option<CheckpointId>) -> String {
@@ -76,8 +91,9 @@ fn summary_of(o: &Operation, workspace_changed: bool) -> String {
     if o.undoes.is_some() || o.redoes.is_some() {
         return cut(&words::reverted(o, workspace_changed), SUMMARY_SHOWN);
     }
+    let shown = |n: &str| crate::refs::names::display(n, Some(&o.session));
     let head = |v: &oplog::View| match &v.branch {
-        Some(b) => format!("{b} ({})", short(&v.head)),
+        Some(b) => format!("{} ({})", shown(b), short(&v.head)),
         None => format!("{} (detached)", short(&v.head)),
     };
     let mut s = words::outcome(o).unwrap_or_else(|| words::what(o));
@@ -87,7 +103,12 @@ fn summary_of(o: &Operation, workspace_changed: bool) -> String {
     for (b, v) in &o.after.branches {
         let was = o.before.branches.get(b).cloned().flatten();
         if was != *v {
-            s.push_str(&format!("; branch {b} {} -> {}", short(&was), short(v)));
+            s.push_str(&format!(
+                "; branch {} {} -> {}",
+                shown(b),
+                short(&was),
+                short(v)
+            ));
         }
     }
     if workspace_changed {

@@ -224,7 +224,8 @@ pub(crate) fn reverted(o: &Operation, workspace_changed: bool) -> String {
     let back = if redo { "to" } else { "back to" };
     let mut parts = Vec::new();
     let (a, b): (&View, &View) = (&o.before, &o.after);
-    let shown = |n: &String| n.clone();
+    // As the session writes it (a stored name never leaves the daemon).
+    let shown = |n: &String| crate::refs::names::display(n, Some(&o.session));
     if a.head != b.head || a.branch != b.branch {
         let (x, y) = (a.branch.as_ref().map(shown), b.branch.as_ref().map(shown));
         parts.push(match (&x, &y) {

@@ -10,8 +10,9 @@
 //!
 //! On an agent socket ([`Scope::Lineage`]) the context carries the session's
 //! [`AgentView`]: every name and id resolves through it, so no op reaches a branch
-//! or checkpoint the agent does not see (see `crate::visibility`). [`branch_visible`]
-//! is the same check for ops that look a branch up by name themselves, and
+//! or checkpoint the agent does not see (see `crate::visibility`). [`find_branch`]
+//! is the same lookup for ops that need a branch by name themselves (the
+//! session's own first, see `refs::names`), and
 //! [`resolve_or_session`] (a ref, or else a session's name) asks it before it
 //! reads any session record: a session the agent does not see answers exactly as
 //! a name that does not exist.
@@ -69,14 +70,21 @@ pub(crate) fn agent_view(t: &Target) -> Option<AgentView<'_>> {
     }
 }
 
-/// Whether the caller of `t` sees the branch `name` (which may not exist).
-pub(crate) fn branch_visible(t: &Target, name: &str) -> Result<bool> {
-    agent_view(t).map_or(Ok(true), |v| v.branch(name))
+/// The branch `name` names for the caller of `t` (its own, a store-wide one, or
+/// `SESSION/BRANCH`; only what the caller sees): stored name and record.
+pub(crate) fn find_branch(t: &Target, name: &str) -> Result<Option<(String, refs::RefRecord)>> {
+    let view = agent_view(t);
+    let visible = |full: &str| view.as_ref().map_or(Ok(true), |v| v.branch(full));
+    refs::names::find(&**t.session.store(), Some(t.session.name()), name, &visible)
 }
 
 impl RefContext for SessionRefs<'_> {
     fn visibility(&self) -> Option<&dyn Visibility> {
         self.view.as_ref().map(|v| v as &dyn Visibility)
+    }
+
+    fn session(&self) -> Option<&str> {
+        Some(self.t.session.name())
     }
 
     fn head(&self) -> Option<CheckpointId> {

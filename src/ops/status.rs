@@ -41,6 +41,7 @@ pub(crate) fn branch_moved(s: &Session) -> Option<BranchMoved> {
         if now == rec.head {
             return None;
         }
+        let b = &crate::refs::names::display(b, Some(s.name()));
         let message = format!(
             "branch {b} was {} by someone else (HEAD is {}): your next checkpoint \
              detaches HEAD; `treefork checkout {b}` follows the branch",
@@ -58,7 +59,8 @@ pub(crate) fn branch_moved(s: &Session) -> Option<BranchMoved> {
             message,
         });
     }
-    let m = rec.branch_moved?;
+    let mut m = rec.branch_moved?;
+    m.branch = crate::refs::names::display(&m.branch, Some(s.name()));
     let message = format!(
         "HEAD was detached from branch {}, which someone else {} while HEAD was at {}; \
          `treefork checkout -b NAME` keeps your work on a branch of its own",
@@ -107,7 +109,9 @@ pub(crate) fn run(t: &Target, ignored: bool) -> Result<StatusAnswer> {
     let rec = s.record();
     Ok(StatusAnswer {
         head: hex(rec.head),
-        branch: rec.branch,
+        branch: rec
+            .branch
+            .map(|b| crate::refs::names::display(&b, Some(s.name()))),
         changes,
         branch_moved: None,
     })

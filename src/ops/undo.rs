@@ -322,7 +322,10 @@ fn check_branches<H: Host>(
         if &cur == want {
             continue;
         }
-        if let Some(left) = goal.expect.get(b)
+        let full = b;
+        // As the session writes it (a stored name never leaves the daemon).
+        let b = &refs::names::display(b, Some(t.session.name()));
+        if let Some(left) = goal.expect.get(full)
             && left != &cur
         {
             return Err(Error::Conflict(format!(
@@ -334,7 +337,7 @@ fn check_branches<H: Host>(
                 short(left)
             )));
         }
-        if let Some(other) = super::checkout::held_elsewhere(h, t, b) {
+        if let Some(other) = super::checkout::held_elsewhere(h, t, full) {
             return Err(Error::Conflict(format!(
                 "{kind} of operation {}: branch {b} is checked out in session {other}, \
                  so it is not moved under it",
@@ -364,6 +367,7 @@ fn branch_ops(
             .transpose()?;
         let now = cur.as_ref().map(|r| r.checkpoint);
         if checked.get(b) != Some(&now) {
+            let b = refs::names::display(b, None);
             return Err(Error::Conflict(format!(
                 "branch {b} moved while this request ran; it was left alone (look at \
                  `treefork log {b}` and retry)"
@@ -407,13 +411,15 @@ fn head_change<H: Host>(
         };
         if names.as_ref() != Some(h) {
             notes.push(format!(
-                "branch {b} no longer names {}: HEAD is detached",
+                "branch {} no longer names {}: HEAD is detached",
+                refs::names::display(b, Some(s.name())),
                 h.short()
             ));
             branch = None;
         } else if let Some(other) = super::checkout::held_elsewhere(host, t, b) {
             notes.push(format!(
-                "branch {b} is checked out in session {other}: HEAD is detached at {}",
+                "branch {} is checked out in session {other}: HEAD is detached at {}",
+                refs::names::display(b, Some(s.name())),
                 h.short()
             ));
             branch = None;
@@ -507,7 +513,11 @@ fn apply<H: Host>(
         of: of.seq,
         summary: summary(&rec_op),
         head: rec_op.after.head.map(|h| h.to_hex()),
-        branch: rec_op.after.branch.clone(),
+        branch: rec_op
+            .after
+            .branch
+            .as_deref()
+            .map(|b| refs::names::display(b, Some(s.name()))),
         saved: Saved::of(&saved),
         notes,
     })

@@ -130,7 +130,7 @@ impl Roots {
             match refs::RefRecord::decode(&name, &v) {
                 Ok(rr) => self.branches.push((name, rr.checkpoint)),
                 Err(e) => self.problems.push(Problem::record(
-                    format!("branch {name}"),
+                    format!("branch {}", crate::refs::names::display(&name, None)),
                     None,
                     format!("unreadable ref record: {e}"),
                 )),
@@ -277,7 +277,10 @@ impl Roots {
             }
         }
         for (name, c) in &self.branches {
-            stack.push((*c, format!("branch {name}")));
+            stack.push((
+                *c,
+                format!("branch {}", crate::refs::names::display(name, None)),
+            ));
         }
         for (owner, c) in &self.op_checkpoints {
             stack.push((*c, owner.clone()));

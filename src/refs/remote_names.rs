@@ -60,14 +60,26 @@ pub fn refuse_branch_clash(store: &dyn ObjectStore, branch: &str) -> Result<()> 
     Ok(())
 }
 
-/// Refuse a remote name that is the first `/`-component of a local branch.
+/// Refuse a remote name that is the first `/`-component of a local branch (of
+/// any session), or the name of a session (`NAME/BRANCH` would mean both).
 pub fn refuse_remote_clash(store: &dyn ObjectStore, name: &str) -> Result<()> {
+    if store.meta_get(&meta::session_key(name))?.is_some() {
+        return Err(Error::Invalid(format!(
+            "invalid remote name {name:?}: it is a session's name ({name}/BRANCH names its branches)"
+        )));
+    }
     let clash = crate::refs::list_refs(store)?
         .into_iter()
-        .find(|(b, _)| b.split('/').next() == Some(name));
+        .find(|(b, _)| crate::refs::names::short(b).split('/').next() == Some(name));
     if let Some((b, _)) = clash {
+        let whose = match crate::refs::names::split(&b) {
+            (Some(s), _) => format!(" of session {s}"),
+            (None, _) => String::new(),
+        };
+        let b = crate::refs::names::short(&b);
         return Err(Error::Invalid(format!(
-            "invalid remote name {name:?}: local branch {b:?} starts with it (rename or delete the branch first)"
+            "invalid remote name {name:?}: local branch {b:?}{whose} starts with it (rename or \
+             delete the branch first)"
         )));
     }
     Ok(())

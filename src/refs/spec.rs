@@ -9,7 +9,9 @@
 //! spec    = base suffix*
 //! base    = "HEAD" | "@" | "@{-" N "}" | "exec@" N | NAME
 //! suffix  = "~" [N] | "^" [N]          ; "~" = "~1", "^" = "^1", "^0" = itself
-//! NAME    = a branch name, else a full checkpoint id or a unique prefix (>= 4 hex)
+//! NAME    = a branch name (the session's own, a store-wide one, REMOTE/NAME,
+//!           SESSION/BRANCH: in that order, see `super::names`), else a full
+//!           checkpoint id or a unique prefix (>= 4 hex)
 //! ```
 //!
 //! Invariants: a base never contains `~` or `^` (branch names refuse them, see
@@ -29,7 +31,8 @@ use crate::store::ObjectStore;
 pub const MAX_SPEC: usize = 1024;
 
 /// What a ref may be (appended to "unknown ref" errors).
-pub const REF_FORMS: &str = "a ref is HEAD (or @), a branch name, a checkpoint id or a unique \
+pub const REF_FORMS: &str = "a ref is HEAD (or @), a branch name (SESSION/BRANCH for another \
+     session's, REMOTE/NAME for a remote's), a checkpoint id or a unique \
      prefix of at least 4 hex digits, @{-N} (the N-th previous checkout) or exec@N (the state \
      after exec N), followed by any of ~N, ~, ^N, ^";
 
@@ -206,6 +209,11 @@ pub trait RefContext {
     fn visibility(&self) -> Option<&dyn Visibility> {
         None
     }
+    /// The session whose branch namespace plain names are looked up in first
+    /// (`super::names`); `None`: store-wide and `SESSION/BRANCH` names only.
+    fn session(&self) -> Option<&str> {
+        None
+    }
     /// The session's HEAD checkpoint, None before its first checkpoint.
     fn head(&self) -> Option<CheckpointId>;
     /// What the N-th previous checkout (N >= 1) checked out.
@@ -256,30 +264,45 @@ fn resolve_base(
         }
         Base::Previous(n) => load(store, &cx.previous_checkout(*n)?),
         Base::Exec(n) => load(store, &cx.exec_state(*n)?),
-        Base::Name(name) => resolve_name(store, cx.visibility(), spec, name),
+        Base::Name(name) => resolve_name(store, cx.visibility(), cx.session(), spec, name),
     }
 }
 
-/// A branch name, else (without a visibility) a remote tracking ref, else a full
-/// checkpoint id or a unique id prefix; with a visibility, only what it sees.
+/// A branch name (the session's own, then a store-wide one), else (without a
+/// visibility) a remote tracking ref, else another session's branch
+/// (`SESSION/BRANCH`), else a full checkpoint id or a unique id prefix; with a
+/// visibility, only what it sees.
 fn resolve_name(
     store: &dyn ObjectStore,
     vis: Option<&dyn Visibility>,
+    session: Option<&str>,
     spec: &str,
     name: &str,
 ) -> Result<Checkpoint> {
     // With a visibility, asked whether or not the branch exists (the same work
     // either way: no timing difference between hidden and missing).
-    let seen = vis.map_or(Ok(true), |v| v.branch(name))?;
-    if let Some(r) = get_ref(store, name)?
-        && seen
-    {
-        return load(store, &r.checkpoint);
+    let seen = |full: &str| vis.map_or(Ok(true), |v| v.branch(full));
+    let (first, qualified) = super::names::candidates(session, name);
+    for full in &first {
+        let visible = seen(full)?;
+        if let Some(r) = get_ref(store, full)?
+            && visible
+        {
+            return load(store, &r.checkpoint);
+        }
     }
     if vis.is_none()
         && let Some(hex) = remote_ref(store, spec, name)?
     {
         return load_hex(store, &format!("remote ref {name}"), &hex);
+    }
+    if let Some(full) = &qualified {
+        let visible = seen(full)?;
+        if let Some(r) = get_ref(store, full)?
+            && visible
+        {
+            return load(store, &r.checkpoint);
+        }
     }
     if name.len() >= 4 && name.len() <= 64 && name.bytes().all(|c| c.is_ascii_hexdigit()) {
         let lower = name.to_ascii_lowercase();

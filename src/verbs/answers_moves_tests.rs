@@ -141,6 +141,7 @@ fn branch_answers() {
                 message: Some("m".into()),
                 session: Some("s".into()),
                 current: true,
+                owner: Some("s".into()),
             },
             Listing {
                 name: "gone".into(),
@@ -149,14 +150,15 @@ fn branch_answers() {
                 message: None,
                 session: None,
                 current: false,
+                owner: None,
             },
         ],
     };
     assert_eq!(
         wire(&listed),
         json!({"branches": [
-            {"name": "b", "checkpoint": id, "created": 1_700_000_000, "message": "m", "session": "s", "current": true},
-            {"name": "gone", "checkpoint": "00", "created": 0, "message": null, "session": null, "current": false},
+            {"name": "b", "checkpoint": id, "created": 1_700_000_000, "message": "m", "session": "s", "current": true, "owner": "s"},
+            {"name": "gone", "checkpoint": "00", "created": 0, "message": null, "session": null, "current": false, "owner": null},
         ]})
     );
     let shared = Shared {

@@ -8,7 +8,8 @@ use super::prelude::*;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BranchShare {
-    /// Branch name.
+    /// Branch name, as the asking session writes it (`SESSION/BRANCH` for
+    /// another session's).
     pub name: String,
     /// The session whose agent may see it.
     pub with: String,
@@ -30,6 +31,6 @@ impl Verb for BranchShare {
 
 impl Handler for BranchShare {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
-        ops::branch::share(&*cx.host.store(), &self.name, &self.with)
+        ops::branch::share(&*cx.host.store(), cx.session, &self.name, &self.with)
     }
 }

@@ -1,8 +1,10 @@
-//! `log`: checkpoints along first parents from a ref (default HEAD), newest first.
+//! `log`: the checkpoints a ref (default HEAD) descends from, through every
+//! parent, newest first (`first_parent`: along first parents only).
 
 use super::prelude::*;
 
-/// Checkpoints along first parents from a ref (default HEAD), newest first.
+/// The checkpoints a ref (default HEAD) descends from, through every parent
+/// (each once), newest first; `first_parent`: along first parents only.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Log {
@@ -16,6 +18,9 @@ pub struct Log {
     /// directory's subtree) differs from the first parent's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// Follow first parents only (the session's own line, not merged sides).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub first_parent: bool,
 }
 
 impl Verb for Log {
@@ -32,6 +37,7 @@ impl Verb for Log {
             limit: _,
             from: _,
             path: _,
+            first_parent: _,
         } = self;
         true
     }
@@ -44,6 +50,7 @@ impl Handler for Log {
             self.limit,
             self.from.as_deref(),
             self.path.as_deref(),
+            self.first_parent,
         )
     }
 }

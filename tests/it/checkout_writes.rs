@@ -147,10 +147,15 @@ fn saved_states(store: &Path) -> Vec<(String, Vec<Option<Vec<u8>>>)> {
     let s = treefork::store::PackStore::open(store).unwrap();
     let mut out = Vec::new();
     for (name, _) in treefork::refs::list_refs(&s).unwrap() {
-        if !name.starts_with("auto/") {
+        // Stored as `SESSION:auto/...` (branch names are per session).
+        if !treefork::refs::names::short(&name).starts_with("auto/") {
             continue;
         }
-        let c = treefork::refs::resolve(&s, None, &name).unwrap();
+        let id = treefork::refs::get_ref(&s, &name)
+            .unwrap()
+            .unwrap()
+            .checkpoint;
+        let c = treefork::refs::load(&s, &id).unwrap();
         let t = Tree::load(&s, c.root).unwrap();
         let mut files = Vec::new();
         for k in 0..WRITERS {

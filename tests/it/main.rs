@@ -7,6 +7,7 @@ mod agent_socket;
 mod attached;
 mod bisect;
 mod blockmap;
+mod branchspace;
 mod checkout_writes;
 mod cli;
 mod cliconv;

@@ -73,7 +73,9 @@ fn gc_reclaims_only_what_session_rm_and_branch_delete_release() {
     let f2 = f2.to_str().unwrap();
     tf_ok(
         &m.store,
-        &["-C", mp, "fork", "f2", "--from", "keepme", "--mount", f2],
+        // The removed fork's branch, addressed as SESSION/BRANCH from session s
+        // (branch names are per session).
+        &["-C", mp, "fork", "f2", "--from", "f/keepme", "--mount", f2],
     );
     assert_eq!(fs::read(Path::new(f2).join("own")).unwrap(), own);
     tf_ok(&m.store, &["umount", f2]);
@@ -81,7 +83,7 @@ fn gc_reclaims_only_what_session_rm_and_branch_delete_release() {
 
     // Deleting the branch: the session's operation log still names the fork's
     // checkpoint (the delete can be undone), so gc keeps it...
-    tf_ok(&m.store, &["-C", mp, "branch", "-d", "keepme"]);
+    tf_ok(&m.store, &["-C", mp, "branch", "-d", "f/keepme"]);
     let g = gc(&m.store);
     assert_eq!(g["checkpoints_reclaimed"], 0, "{g}");
     // ... until the records naming it expire (retention 0 days / 0 records): then

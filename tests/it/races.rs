@@ -333,13 +333,19 @@ fn two_forks_of_one_name_one_wins_and_keeps_its_session() {
 
 #[test]
 fn branch_creation_races_have_one_winner() {
+    // Branch names are per session: the race for a name is between clients of
+    // ONE session (two at once on session a's workspace); another session taking
+    // the same name is no race (it gets a branch of its own).
     let (m, b, _b) = two_sessions();
     let store = m.store.clone();
-    let parents = [m.mp.clone(), b.clone()];
+    let parents = [m.mp.clone(), m.mp.clone()];
     for round in 0..8 {
         let name = format!("x{round}");
         fs::write(m.p("fa"), format!("a{round}")).unwrap();
-        fs::write(b.join("fb"), format!("b{round}")).unwrap();
+        tf_ok(
+            &store,
+            &["-C", m.mp.to_str().unwrap(), "checkpoint", "-m", &name],
+        );
         let (store2, name2, parents2) = (store.clone(), name.clone(), parents.clone());
         let outs = at_once(2, move |i| {
             tf(
@@ -361,21 +367,35 @@ fn branch_creation_races_have_one_winner() {
         );
         let w = won[0];
         let e = String::from_utf8_lossy(&outs[1 - w].stderr).to_string();
-        assert!(e.contains("already exists"), "{e}");
+        assert!(e.contains("already exists in session a"), "{e}");
         // The branch is the winner's checkpoint.
         let v: Value = serde_json::from_slice(&outs[w].stdout).unwrap();
-        let l: Value = serde_json::from_str(&tf_ok(
+        let listed = |dir: &Path| -> Value {
+            let l: Value = serde_json::from_str(&tf_ok(
+                &store,
+                &["--json", "-C", dir.to_str().unwrap(), "branches"],
+            ))
+            .unwrap();
+            l["branches"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["name"] == name.as_str())
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        assert_eq!(listed(&m.mp)["checkpoint"], v["checkpoint"]);
+        // Session b takes the same name at its own HEAD: a branch of its own,
+        // session a's unmoved.
+        fs::write(b.join("fb"), format!("b{round}")).unwrap();
+        let bc: Value = serde_json::from_str(&tf_ok(
             &store,
-            &["--json", "-C", parents[0].to_str().unwrap(), "branches"],
+            &["--json", "-C", b.to_str().unwrap(), "checkpoint", "-m", "b"],
         ))
         .unwrap();
-        let br = l["branches"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|x| x["name"] == name.as_str())
-            .unwrap();
-        assert_eq!(br["checkpoint"], v["checkpoint"], "{l}");
+        tf_ok(&store, &["-C", b.to_str().unwrap(), "branch", &name]);
+        assert_eq!(listed(&b)["checkpoint"], bc["checkpoint"]["id"]);
+        assert_eq!(listed(&m.mp)["checkpoint"], v["checkpoint"]);
     }
     tf_ok(&store, &["umount", b.to_str().unwrap()]);
 }

@@ -115,8 +115,11 @@ fn branches(m: &Mount) -> Vec<Value> {
         .clone()
 }
 
+/// The checkpoint the session's branch (or automatic `auto/...` ref) `name` names.
 fn branch_target(m: &Mount, name: &str) -> Option<String> {
-    branches(m)
+    wsj(m, &["branches", "--auto"])["branches"]
+        .as_array()
+        .unwrap()
         .iter()
         .find(|b| b["name"] == name)
         .map(|b| b["checkpoint"].as_str().unwrap().to_string())

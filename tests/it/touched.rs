@@ -210,7 +210,8 @@ fn auto_refs_past_retention_are_dropped_at_gc() {
         std::thread::sleep(std::time::Duration::from_millis(1100));
     }
     let autos = |m: &Mount| -> usize {
-        let out = crate::harness::ws_ok(m, &["branches", "--json"]);
+        // Automatic refs are listed only when asked for (`--auto`).
+        let out = crate::harness::ws_ok(m, &["branches", "--auto", "--json"]);
         out.matches("auto/").count()
     };
     let before = autos(&m);

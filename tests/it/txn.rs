@@ -44,7 +44,8 @@ struct State {
 
 fn state(m: &Mount) -> State {
     let s = j(m, &["status"]);
-    let branches = j(m, &["branches"])["branches"]
+    // With the automatic `auto/...` refs (the saved pending changes).
+    let branches = j(m, &["branches", "--auto"])["branches"]
         .as_array()
         .unwrap()
         .iter()

@@ -202,10 +202,30 @@ fn store_of_the_previous_release_opens_and_upgrades() {
         b
     };
     let old_branches = branches(&expect(&dir, "branches.json"));
+    // Branches made before they were per session stay store-wide: listed (the
+    // automatic ones with --auto) and resolved by every session as before.
     assert_eq!(
-        branches(&json(&store, &["-C", m.mp.to_str().unwrap(), "branches"])),
+        branches(&json(
+            &store,
+            &["-C", m.mp.to_str().unwrap(), "branches", "--auto"]
+        )),
         old_branches
     );
+    let everyday = branches(&json(&store, &["-C", m.mp.to_str().unwrap(), "branches"]));
+    assert!(
+        everyday.iter().all(|b| !b.0.starts_with("auto/")),
+        "{everyday:?}"
+    );
+    assert!(everyday.contains(&("feature".into(), first.clone())));
+    let feature = json(
+        &store,
+        &["-C", m.mp.to_str().unwrap(), "log", "-n", "1", "feature"],
+    );
+    assert_eq!(feature["checkpoints"][0]["id"], first.as_str());
+    // A new branch of that name is refused, saying whose the name is.
+    let o = tf(&store, &["-C", m.mp.to_str().unwrap(), "branch", "feature"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("store-wide"), "{err}");
     let (auto_ref, saved) = old_branches
         .iter()
         .find(|b| b.0.starts_with("auto/"))
@@ -227,6 +247,15 @@ fn store_of_the_previous_release_opens_and_upgrades() {
     );
     check_tree(&f_mp, &with(first_files(), &[("fork-only.txt", b"fork\n")]));
     let f_log = json(&store, &["-C", f_mp.to_str().unwrap(), "log"]);
+    let f_feature = json(
+        &store,
+        &["-C", f_mp.to_str().unwrap(), "log", "-n", "1", "feature"],
+    );
+    assert_eq!(
+        f_feature["checkpoints"][0]["id"],
+        first.as_str(),
+        "another session resolves the store-wide branch too"
+    );
     assert_eq!(history(&f_log), history(&expect(&dir, "log-forked.json")));
 
     // A new fork of the old auto branch: the saved tree, and the whole old history

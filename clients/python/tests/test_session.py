@@ -104,6 +104,11 @@ def test_branch_checkout_restore_undo_redo(session: treefork.Session) -> None:
     assert (mp / "f").read_text() == "edited\n"
     r = session.restore("HEAD", paths=["f"])
     assert (mp / "f").read_text() == "base\n" and r.saved is not None and r.saved.ref.startswith("auto/")
+    # Branch names are the session's own: the automatic ref is listed only when
+    # asked for, by the name the answer gave, owned by the session.
+    assert r.saved.ref not in [x.name for x in session.branches()]
+    saved = [x for x in session.branches(auto=True) if x.name == r.saved.ref]
+    assert len(saved) == 1 and saved[0].owner == session.name, saved
     last = session.op_log(limit=1)[0]
     assert last.kind == "restore" and last.seq == r.op
     u = session.undo(if_last=last.seq)

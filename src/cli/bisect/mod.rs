@@ -219,6 +219,7 @@ fn log(cx: &Ctx, from: Option<String>, limit: usize) -> Result<Answer<treefork::
         limit: Some(limit),
         from,
         path: None,
+        first_parent: true,
     }))?;
     Ok(r.body)
 }

@@ -232,20 +232,24 @@ fn cp_root(
     })
 }
 
-/// Keep `rec.branch` when the local branch of that name is absent (created at
+/// Keep `rec.branch` (as the session's own branch) when the local branch of that name is absent (created at
 /// HEAD), at HEAD, or an ancestor of HEAD (moved: a fast-forward); else detach.
 fn attach_branch(
     store: &dyn ObjectStore,
     rec: &mut SessionRecord,
     ops: &mut Vec<MetaOp>,
 ) -> Result<()> {
-    let (Some(b), Some(head)) = (rec.branch.clone(), rec.head) else {
+    let (Some(short), Some(head)) = (rec.branch.clone(), rec.head) else {
         rec.branch = None;
         return Ok(());
     };
+    // The pulled session's own branch (`refs::names`).
+    let short = crate::refs::names::short(&short).to_string();
+    let b = crate::refs::names::owned(&rec.name, &short);
+    rec.branch = Some(b.clone());
     let now = crate::clock::unix_secs();
     match crate::refs::get_ref(store, &b)? {
-        None if crate::refs::validate_ref_name(&b).is_ok() && !clashes(store, &b)? => {
+        None if crate::refs::validate_ref_name(&short).is_ok() && !clashes(store, &short)? => {
             ops.push(MetaOp::Expect(meta::ref_key(&b), None));
             ops.push(crate::refs::ref_op(
                 &b,

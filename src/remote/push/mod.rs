@@ -257,7 +257,10 @@ fn resolve(env: &Env<'_>, remote: &Remote, req: &PushRequest) -> Result<Vec<Item
             }
             None => (spec.as_str(), None),
         };
-        let item = if let Some(r) = crate::refs::get_ref(store, src)? {
+        // A branch as the pushing session writes it (its own, a store-wide one,
+        // SESSION/BRANCH: `refs::names`).
+        let found = crate::refs::names::find(store, req.session.as_deref(), src, &|_| Ok(true))?;
+        let item = if let Some((_, r)) = found {
             Item {
                 src: src.into(),
                 dst: dst.unwrap_or(src).into(),

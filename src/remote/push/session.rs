@@ -202,6 +202,11 @@ fn json_at(store: &dyn ObjectStore, key: &[u8]) -> Result<Option<Value>> {
     }
 }
 
+/// The branch `rec` is attached to, as a remote session record names it.
+fn pushed_branch(rec: &SessionRecord) -> Option<&str> {
+    rec.branch.as_deref().map(crate::refs::names::short)
+}
+
 /// The session ref value for remote session `dst` of local session `rec`.
 pub fn ref_value(
     store: &dyn ObjectStore,
@@ -210,7 +215,10 @@ pub fn ref_value(
     logs: Vec<String>,
     seqs: Seqs,
 ) -> Result<Value> {
-    let record = serde_json::to_value(rec).map_err(|e| Error::Invalid(e.to_string()))?;
+    let mut record = serde_json::to_value(rec).map_err(|e| Error::Invalid(e.to_string()))?;
+    // The branch as the session writes it (its own namespace is local: a pull
+    // makes it the pulling session's own again).
+    record["branch"] = json!(pushed_branch(rec));
     Ok(json!({
         "version": 1,
         "kind": "session",
@@ -231,7 +239,9 @@ pub fn ref_value(
 pub fn same_state(remote: &Value, rec: &SessionRecord) -> bool {
     let r = remote.get("record").cloned().unwrap_or(Value::Null);
     let s = |k: &str| r.get(k).cloned().unwrap_or(Value::Null);
-    s("root") == json!(rec.root) && s("head") == json!(rec.head) && s("branch") == json!(rec.branch)
+    s("root") == json!(rec.root)
+        && s("head") == json!(rec.head)
+        && s("branch") == json!(pushed_branch(rec))
 }
 
 /// The segment hashes a remote session ref lists.

@@ -267,18 +267,26 @@ impl Run {
         let branches = crate::refs::list_refs(&*self.host.store())
             .unwrap()
             .into_iter()
-            .filter(|(n, _)| !n.starts_with("auto/"))
-            .map(|(n, r)| (n, r.checkpoint.to_hex()))
+            .filter(|(n, _)| !crate::refs::names::short(n).starts_with("auto/"))
+            .map(|(n, r)| {
+                let n = crate::refs::names::display(&n, Some(SESSION));
+                (n, r.checkpoint.to_hex())
+            })
             .collect();
         Seen {
             files: memhost::files(&s).unwrap(),
             ws: s.flush().unwrap().to_hex(),
             head: hex(rec.head),
-            branch: rec.branch,
+            branch: rec
+                .branch
+                .map(|b| crate::refs::names::display(&b, Some(SESSION))),
             branches,
             other: self.host.target(Some(OTHER)).ok().map(|o| {
                 let r = o.session.record();
-                (hex(r.head), r.branch)
+                let b = r
+                    .branch
+                    .map(|b| crate::refs::names::display(&b, Some(SESSION)));
+                (hex(r.head), b)
             }),
         }
     }
@@ -307,14 +315,16 @@ impl Run {
         let (Some(o), Some(want)) = (last, self.model.log.last()) else {
             return;
         };
+        // Records hold stored names (`m:b1`); the model writes them as SESSION does.
+        let shown = |b: &str| crate::refs::names::display(b, Some(SESSION));
         let view = |v: &crate::oplog::View| model::View {
             head: hex(v.head),
-            branch: v.branch.clone(),
+            branch: v.branch.as_deref().map(shown),
             ws: v.workspace.to_hex(),
             branches: v
                 .branches
                 .iter()
-                .map(|(b, c)| (b.clone(), hex(*c)))
+                .map(|(b, c)| (shown(b), hex(*c)))
                 .collect(),
         };
         let got = model::Rec {
@@ -465,7 +475,8 @@ impl Run {
                 if self.model.other.is_none() || !self.model.branches.contains_key(&name) {
                     return;
                 }
-                serve(&self.host, OTHER, checkout_op(&name)).unwrap();
+                let qualified = format!("{SESSION}/{name}");
+                serve(&self.host, OTHER, checkout_op(&qualified)).unwrap();
                 self.model.other_checkout(&name);
             }
             Step::OtherCheckpoint => {

@@ -296,10 +296,12 @@ impl Model {
         self.held_by_other() != Some(name)
     }
 
-    /// `checkout NAME` in the fork (whose branch must exist).
+    /// `checkout SESSION/NAME` in the fork (whose branch must exist): branch
+    /// names are per session, so the fork's HEAD is detached at it (it is the
+    /// main session's to move).
     pub(super) fn other_checkout(&mut self, name: &str) {
         let id = self.branches[name].clone();
-        let attach = (self.branch.as_deref() != Some(name)).then(|| name.to_string());
+        let attach = None;
         let entries = self.trees[&self.ckpt_root[&id]].clone();
         let o = self.other.as_mut().expect("forked");
         o.head = Some(id);

@@ -61,17 +61,17 @@ fn regression_undo_of_a_fork_moves_the_attached_branch_back() {
     memhost::write_file(&s, "f0", b"zero").unwrap();
     r.request(branch_op("b0")).unwrap();
     r.request(checkout_op("b0")).unwrap();
-    let at = crate::refs::get_ref(&*r.host.store(), "b0")
+    let at = crate::refs::get_ref(&*r.host.store(), "m:b0")
         .unwrap()
         .unwrap();
     memhost::write_file(&s, "f0", b"pending").unwrap();
     r.request(fork_op(OTHER)).unwrap();
     r.request(undo_op(What::All)).unwrap();
     let rec = s.record();
-    let now = crate::refs::get_ref(&*r.host.store(), "b0")
+    let now = crate::refs::get_ref(&*r.host.store(), "m:b0")
         .unwrap()
         .unwrap();
-    assert_eq!(rec.branch.as_deref(), Some("b0"), "HEAD stays attached");
+    assert_eq!(rec.branch.as_deref(), Some("m:b0"), "HEAD stays attached");
     assert_eq!(now.checkpoint, at.checkpoint, "b0 is back where it was");
     assert_eq!(rec.head, Some(at.checkpoint));
 }
@@ -125,11 +125,13 @@ fn regression_undo_of_a_revert_moves_the_attached_branch_back() {
     .unwrap();
     let three = s.record().head;
     assert_ne!(three, two);
+    // The session's own b0, by its stored name (`refs::names`).
+    let b0 = crate::refs::names::owned(s.name(), "b0");
     let want = |head, what: &str| {
         let rec = s.record();
-        assert_eq!(rec.branch.as_deref(), Some("b0"), "{what}: attached");
+        assert_eq!(rec.branch.as_deref(), Some(&b0[..]), "{what}: attached");
         assert_eq!(rec.head, head, "{what}: HEAD");
-        assert_eq!(at("b0"), head, "{what}: b0 follows HEAD");
+        assert_eq!(at(&b0), head, "{what}: b0 follows HEAD");
     };
     r.request(undo_op(What::All)).unwrap();
     want(two, "undo of the revert");

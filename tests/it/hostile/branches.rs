@@ -1,9 +1,12 @@
 //! Defect 5 of issue 21: an agent must not move a branch another session stands
-//! on. Undo and op restore move branches by compare-and-swap on the value the
-//! reverted operation left; a branch another live session has checked out is not
-//! attached by a checkout (HEAD is detached at it, with a note); a session whose
-//! branch was moved anyway (while it was not mounted) is told in every answer; and
-//! a checkout that flips `.git/HEAD` in the tree is no `git commit`.
+//! on. Branch names are per session (the user's session `u`'s `main` is `u/main`
+//! to the agent); a checkout of another session's branch detaches HEAD, so the
+//! agent's checkpoints never move it, and an agent socket may not delete it. Only
+//! the user (the store's owner) can still change a session's branch from outside
+//! it: undo and op restore then move it only by compare-and-swap on the value the
+//! reverted operation left; a session whose branch was changed so (while it was
+//! not mounted) is told in every answer; and a checkout that flips `.git/HEAD` in
+//! the tree is no `git commit`.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -72,9 +75,10 @@ impl<'a> User<'a> {
     }
 }
 
-/// The checkpoint branch `name` names (through the user's view of the store).
+/// The checkpoint branch `name` names (through the user's view of the store, in
+/// the agent's session: the user's session's branches are `u/NAME`).
 fn branch_at(a: &Agent, name: &str) -> Option<String> {
-    let v = a.user_ok(&["branches"]);
+    let v = a.user_ok(&["branches", "--all"]);
     v["branches"]
         .as_array()
         .unwrap()
@@ -89,47 +93,57 @@ fn id(v: &Value) -> String {
 
 #[test]
 fn undo_does_not_move_a_branch_the_user_advanced() {
+    // (Branches are per session, so the user cannot advance the agent's branch
+    // from a session of their own; what they can do to it is delete it. The
+    // compare-and-swap is the same.)
     let a = Agent::new();
     a.sh_ok("echo one > f");
     let c1 = id(&a.cli_ok(&["checkpoint", "-m", "one"]));
-    // The agent creates `main` (an operation of its session that moved a branch).
-    a.cli_ok(&["branch", "main"]);
-    assert_eq!(branch_at(&a, "main").as_deref(), Some(c1.as_str()));
-    // The user works on main in a session of their own and advances it.
-    let u = User::mount(&a);
-    u.ok(&["checkout", "main"]);
-    u.write("g", "user's work");
-    let c2 = id(&u.ok(&["checkpoint", "-m", "user"]));
+    // The agent starts `main` and moves it (operations of its session that moved
+    // a branch).
+    a.cli_ok(&["checkout", "-b", "main"]);
+    a.sh_ok("echo two > f");
+    let c2 = id(&a.cli_ok(&["checkpoint", "-m", "two"]));
     assert_eq!(branch_at(&a, "main").as_deref(), Some(c2.as_str()));
-    // The agent undoes its branch creation: main no longer holds what that
-    // operation left, so the undo is refused and main stays the user's.
+    // The user, in a session of their own, deletes the agent's main (`s/main`).
+    let u = User::mount(&a);
+    u.ok(&["branch", "-d", "s/main"]);
+    assert_eq!(branch_at(&a, "main"), None);
+    // The agent undoes its checkpoint: main no longer holds what that operation
+    // left, so the undo is refused and main is not made again.
     let (code, err) = a.cli_err(&["undo"]);
     assert_eq!(code, 5, "conflict exit status: {err}");
     assert!(
-        err.contains("branch main") && err.contains(&c2[..12]) && err.contains(&c1[..12]),
-        "the refusal names the branch and both values: {err}"
+        err.contains("branch main") && err.contains(&c2[..12]),
+        "the refusal names the branch and the value it left: {err}"
     );
-    assert_eq!(branch_at(&a, "main").as_deref(), Some(c2.as_str()));
-    // op restore of the state the branch operation left (main at c1) is
-    // refused the same way.
+    assert!(!err.contains("s:main"), "no stored name: {err}");
+    assert_eq!(branch_at(&a, "main"), None);
+    // op restore of the state the checkout left (main at c1) is refused the
+    // same way.
     let ops = a.cli_ok(&["op", "log"]);
-    let branch_op = ops["operations"]
+    let checkout_op = ops["operations"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|o| o["kind"] == "branch")
+        .find(|o| o["kind"] == "checkout")
         .map(|o| o["seq"].as_u64().unwrap())
         .unwrap();
-    let (code, err) = a.cli_err(&["op", "restore", &branch_op.to_string()]);
+    let (code, err) = a.cli_err(&["op", "restore", &checkout_op.to_string()]);
     assert_eq!(code, 5, "{err}");
-    assert_eq!(branch_at(&a, "main").as_deref(), Some(c2.as_str()));
-    // The user's session is still on main and its next checkpoint moves it.
+    assert!(err.contains(&c1[..12]) || err.contains(&c2[..12]), "{err}");
+    assert_eq!(branch_at(&a, "main"), None);
+    // And the agent cannot do the same to the user's branch it was given.
+    u.write("g", "user's work");
+    let uc = id(&u.ok(&["checkpoint", "-m", "user"]));
+    u.ok(&["checkout", "-b", "main"]);
+    u.ok(&["branch", "main", "--share", "s"]);
+    let (_, err) = a.cli_err(&["branch", "-d", "u/main"]);
+    assert!(err.contains("not allowed"), "{err}");
+    assert_eq!(branch_at(&a, "u/main").as_deref(), Some(uc.as_str()));
     let st = u.ok(&["status"]);
     assert_eq!(st["branch"], "main", "{st}");
     assert!(st.get("branch_moved").is_none(), "{st}");
-    u.write("g", "more");
-    let c3 = id(&u.ok(&["checkpoint", "-m", "user 2"]));
-    assert_eq!(branch_at(&a, "main").as_deref(), Some(c3.as_str()));
     a.assert_daemon_answers();
 }
 
@@ -143,10 +157,14 @@ fn checkout_of_a_branch_another_session_is_on_detaches_the_agent() {
     assert_eq!(c["branch"], "main", "{c}");
     // The user gives the branch to the agent (else it does not see it at all).
     u.ok(&["branch", "main", "--share", "s"]);
-    let head = branch_at(&a, "main").unwrap();
+    let head = branch_at(&a, "u/main").unwrap();
+    // The agent's own `main` is not the user's: there is none.
+    let (code, _) = a.cli_err(&["checkout", "main"]);
+    assert_eq!(code, 4);
     // The agent checks out the user's branch: it sees the tree, detached.
-    let v = a.cli_ok(&["checkout", "main"]);
+    let v = a.cli_ok(&["checkout", "u/main"]);
     assert_eq!(v["detached"], true, "{v}");
+    assert_eq!(v["branch"], Value::Null, "{v}");
     let notes = v["notes"].to_string();
     assert!(notes.contains("session u"), "{v}");
     assert_eq!(a.sh_ok("cat g"), "user's work");
@@ -154,7 +172,7 @@ fn checkout_of_a_branch_another_session_is_on_detaches_the_agent() {
     a.sh_ok("echo agent > g");
     let mine = id(&a.cli_ok(&["checkpoint", "-m", "agent"]));
     assert_ne!(mine, head);
-    assert_eq!(branch_at(&a, "main"), Some(head.clone()));
+    assert_eq!(branch_at(&a, "u/main"), Some(head.clone()));
     // The user's session stays on main, untold of anything (nothing happened).
     let st = u.ok(&["status"]);
     assert_eq!(st["branch"], "main", "{st}");
@@ -174,25 +192,35 @@ fn a_session_whose_branch_was_moved_is_told() {
     u.ok(&["checkpoint", "-m", "user"]);
     u.ok(&["checkout", "-b", "main"]);
     u.ok(&["branch", "main", "--share", "s"]);
-    let user_head = branch_at(&a, "main").unwrap();
-    // While the user's session is not mounted, the agent takes main and moves it.
+    let user_head = branch_at(&a, "u/main").unwrap();
+    // While the user's session is not mounted, the agent tries to take main: its
+    // checkout detaches (main is session u's to move), so its checkpoint leaves
+    // main where it was...
     u.umount();
-    let v = a.cli_ok(&["checkout", "main"]);
-    assert_eq!(v["branch"], "main", "{v}");
+    let v = a.cli_ok(&["checkout", "u/main"]);
+    assert_eq!(v["branch"], Value::Null, "{v}");
     a.sh_ok("echo agent > g");
-    let moved = id(&a.cli_ok(&["checkpoint", "-m", "agent"]));
-    assert_eq!(branch_at(&a, "main"), Some(moved.clone()));
-    a.cli_ok(&["checkout", &moved]);
-    // Back in the user's session: status says main moved under it.
+    let mine = id(&a.cli_ok(&["checkpoint", "-m", "agent"]));
+    assert_ne!(mine, user_head);
+    assert_eq!(branch_at(&a, "u/main"), Some(user_head.clone()));
+    // ...and it may not delete it.
+    let (_, err) = a.cli_err(&["branch", "-d", "u/main"]);
+    assert!(err.contains("not allowed"), "{err}");
+    assert_eq!(branch_at(&a, "u/main"), Some(user_head.clone()));
+    // The store's owner deletes it from outside session u (here from the agent's
+    // workspace, as root).
+    a.user_ok(&["branch", "-d", "u/main"]);
+    assert_eq!(branch_at(&a, "u/main"), None);
+    // Back in the user's session: status says main was deleted under it.
     u.remount();
     let st = u.ok(&["status"]);
     let n = &st["branch_moved"];
     assert_eq!(n["branch"], "main", "{st}");
-    assert_eq!(n["to"], moved.as_str(), "{st}");
+    assert_eq!(n["to"], Value::Null, "{st}");
     assert_eq!(n["head"], user_head.as_str(), "{st}");
     assert_eq!(n["detached"], false, "{st}");
-    // The user's next checkpoint detaches HEAD (main stays the agent's) and says so,
-    // in its answer and on standard error.
+    // The user's next checkpoint detaches HEAD (main is not made again behind the
+    // user's back) and says so, in its answer and on standard error.
     u.write("g", "user 2");
     let (v, err) = u.run(&["checkpoint", "-m", "user 2"]);
     assert_eq!(v["branch"], Value::Null, "{v}");
@@ -201,7 +229,7 @@ fn a_session_whose_branch_was_moved_is_told() {
         err.contains("warning") && err.contains("branch main"),
         "stderr: {err}"
     );
-    assert_eq!(branch_at(&a, "main"), Some(moved.clone()));
+    assert_eq!(branch_at(&a, "u/main"), None);
     // And every later answer, until the user sets HEAD again.
     let (v, err) = u.run(&["log"]);
     assert_eq!(v["branch_moved"]["branch"], "main", "{v}");

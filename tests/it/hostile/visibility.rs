@@ -74,7 +74,9 @@ fn hidden(a: &Agent, o: &Other, args: &[&str]) -> (i32, String) {
 
 /// The branch names `branches` lists to the agent.
 fn agent_branches(a: &Agent) -> Vec<String> {
-    a.cli_ok(&["branches"])["branches"]
+    // Every session's it may see (another session's as SESSION/BRANCH), with the
+    // automatic `auto/...` refs.
+    a.cli_ok(&["branches", "--all", "--auto"])["branches"]
         .as_array()
         .unwrap()
         .iter()
@@ -107,16 +109,16 @@ fn another_sessions_history_answers_not_found() {
         &o,
         &["show", &format!("{}:secret.txt", &secret_id[..8])],
     );
-    hidden(&a, &o, &["show", "private"]);
-    hidden(&a, &o, &["show", "private:secret.txt"]);
-    hidden(&a, &o, &["log", "private"]);
+    hidden(&a, &o, &["show", "u/private"]);
+    hidden(&a, &o, &["show", "u/private:secret.txt"]);
+    hidden(&a, &o, &["log", "u/private"]);
     hidden(&a, &o, &["log", &o.ids[0]]);
     hidden(&a, &o, &["diff", &o.ids[0], &o.ids[1], "-p"]);
-    hidden(&a, &o, &["diff", "HEAD", "private", "-p"]);
-    hidden(&a, &o, &["checkout", "private"]);
+    hidden(&a, &o, &["diff", "HEAD", "u/private", "-p"]);
+    hidden(&a, &o, &["checkout", "u/private"]);
     hidden(&a, &o, &["checkout", &secret_id[..10]]);
-    hidden(&a, &o, &["restore", "private", "secret.txt"]);
-    hidden(&a, &o, &["branch", "stolen", "private"]);
+    hidden(&a, &o, &["restore", "u/private", "secret.txt"]);
+    hidden(&a, &o, &["branch", "stolen", "u/private"]);
     hidden(&a, &o, &["branch", "stolen2", secret_id]);
     let fork_mp = a.home.join("fork");
     hidden(
@@ -126,7 +128,7 @@ fn another_sessions_history_answers_not_found() {
             "fork",
             "f1",
             "--from",
-            "private",
+            "u/private",
             "--mount",
             fork_mp.to_str().unwrap(),
         ],
@@ -149,7 +151,7 @@ fn another_sessions_history_answers_not_found() {
         &[
             "experiment",
             "--from",
-            "private",
+            "u/private",
             "-c",
             "true",
             "-c",
@@ -187,7 +189,7 @@ fn another_sessions_history_answers_not_found() {
 
     // Listing shows only what is the agent's.
     let listed = agent_branches(&a);
-    assert!(!listed.contains(&"private".to_string()), "{listed:?}");
+    assert!(!listed.contains(&"u/private".to_string()), "{listed:?}");
 
     // Nothing moved, nothing leaked into the agent's workspace; the user's session
     // is whole and the daemon answers.
@@ -238,7 +240,8 @@ fn the_agents_own_history_fully_works() {
     // Its branches: the one it made and the ones saving its pending changes.
     let listed = agent_branches(&a);
     assert!(listed.contains(&"mine".to_string()), "{listed:?}");
-    assert!(!listed.contains(&"private".to_string()), "{listed:?}");
+    assert!(!listed.contains(&"u/private".to_string()), "{listed:?}");
+    assert!(listed.iter().any(|b| b.starts_with("auto/")), "{listed:?}");
     for b in listed.iter().filter(|b| b.starts_with("auto/")) {
         a.cli_ok(&["show", b]);
     }
@@ -283,37 +286,40 @@ fn a_branch_the_user_shares_is_seen_and_nothing_else() {
         .as_str()
         .unwrap()
         .to_string();
-    hidden(&a, &o, &["show", "handoff"]);
-    let shared = user_on(&a, &a.m.mp, &["branch", "handoff", "--share", "s"]);
+    // The user's session u's branch: the agent names it `u/handoff`.
+    hidden(&a, &o, &["show", "u/handoff"]);
+    // Shared by the user from outside session u (here the agent's workspace, as
+    // root): it names u's branch the same way.
+    let shared = user_on(&a, &a.m.mp, &["branch", "u/handoff", "--share", "s"]);
     assert_eq!(shared["shared_with"].as_str(), Some("s"), "{shared}");
 
     let listed = agent_branches(&a);
-    assert!(listed.contains(&"handoff".to_string()), "{listed:?}");
-    assert!(!listed.contains(&"private".to_string()), "{listed:?}");
-    let shown = a.cli_ok(&["show", "handoff:shared.txt"]);
+    assert!(listed.contains(&"u/handoff".to_string()), "{listed:?}");
+    assert!(!listed.contains(&"u/private".to_string()), "{listed:?}");
+    let shown = a.cli_ok(&["show", "u/handoff:shared.txt"]);
     assert!(shown.to_string().contains("for the agent"), "{shown}");
     a.cli_ok(&["show", &handoff[..8]]);
     // Its ancestors come with it (the user's earlier checkpoints)...
-    a.cli_ok(&["log", "handoff"]);
+    a.cli_ok(&["log", "u/handoff"]);
     a.cli_ok(&[
         "fork",
         "from-shared",
         "--from",
-        "handoff",
+        "u/handoff",
         "--mount",
         a.home.join("fs").to_str().unwrap(),
     ]);
     // ...but not what the user did after it, nor the other branch.
     hidden(&a, &o, &["show", &later]);
     hidden(&a, &o, &["show", &later[..8]]);
-    hidden(&a, &o, &["log", "private"]);
+    hidden(&a, &o, &["log", "u/private"]);
     // Sharing is the user's.
-    let (_, err) = a.cli_err(&["branch", "private", "--share", "s"]);
+    let (_, err) = a.cli_err(&["branch", "u/private", "--share", "s"]);
     assert!(
         err.contains("forbidden") || err.contains("not allowed"),
         "{err}"
     );
-    hidden(&a, &o, &["show", "private"]);
+    hidden(&a, &o, &["show", "u/private"]);
     tf_ok(&a.m.store, &["umount", a.home.join("fs").to_str().unwrap()]);
     a.assert_daemon_answers();
 }

@@ -197,7 +197,17 @@ fn remote_add_list_rm_through_the_daemon() {
         e["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("local branch \"team/x\""),
+            .contains("local branch \"team/x\" of session s"),
+        "{e}"
+    );
+    // Nor like a session (`s/BRANCH` names session s's branches).
+    let (e, _) = json_err(tf(&m.store, &add_args("s", &url, &s3.endpoint)));
+    assert_eq!(e["error"]["code"], "invalid", "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("session's name"),
         "{e}"
     );
 

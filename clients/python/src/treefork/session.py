@@ -228,8 +228,12 @@ class Session(_ExecMixin, _BisectMixin, _MessagesMixin, _Base):
         args: Dict[str, Any] = {"name": name, "from": from_}
         return BranchInfo.from_json(self._call("branch", None, explanation, **args))
 
-    def branches(self) -> List[BranchInfo]:
-        return [BranchInfo.from_json(b) for b in self._call("branches").get("branches") or []]
+    def branches(self, all: bool = False, auto: bool = False) -> List[BranchInfo]:
+        """The session's own branches (named as it writes them); ``all``: every
+        session's too (another's as ``SESSION/BRANCH``); ``auto``: also the
+        automatic ``auto/...`` refs."""
+        args: Dict[str, Any] = {"all": all or None, "auto": auto or None}
+        return [BranchInfo.from_json(b) for b in self._call("branches", **args).get("branches") or []]
 
     def checkout(self, ref: Optional[str] = None, create: Optional[str] = None, explanation: Optional[str] = None) -> CheckoutResult:
         """Show ``ref``'s tree in the mount (pending changes saved first); with

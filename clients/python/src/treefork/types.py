@@ -182,6 +182,9 @@ class BranchInfo:
     session: Optional[str] = None
     #: Whether the session's HEAD is attached to it (``branches``).
     current: bool = False
+    #: The session it belongs to (``None``: a store-wide branch of an older
+    #: store); another session's is named ``SESSION/BRANCH`` (``branches``).
+    owner: Optional[str] = None
 
     @classmethod
     def from_json(cls, d: Json) -> "BranchInfo":
@@ -192,6 +195,7 @@ class BranchInfo:
             _s(d.get("message")),
             _s(d.get("session")),
             bool(d.get("current", False)),
+            _s(d.get("owner")),
         )
 
 

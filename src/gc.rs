@@ -12,8 +12,11 @@
 //! 4. sweep: one pass under the guard lock drops index entries neither marked nor
 //!    guarded, plus the records of dead checkpoints;
 //! 5. repack: packs no writer can still add to whose live records fill less than
-//!    half of them are copied forward (verified, within the space reserve) and
-//!    deleted; fully dead ones are deleted.
+//!    half of them are copied forward (verified, within the recovery tier of the
+//!    space reserve, `crate::store::space`) and deleted; fully dead ones are
+//!    deleted first, so a gc of a full store frees space before it needs any.
+//!    A pack's size counts every byte in it, indexed or not: records a failed
+//!    write or a crash left without an index entry are garbage like dead ones.
 //!
 //! gc takes the store as [`Packs`] (the object store plus its index and packs) and
 //! reads the roots through its [`crate::store::MetaStore`]; the walk is iterative.
@@ -307,7 +310,15 @@ fn repack(
     for (id, loc) in index {
         by_pack.entry(loc.pack).or_default().push((id, loc));
     }
-    let (candidates, mut disk_after) = repack_candidates(packs, &protected, &by_pack);
+    let (mut candidates, mut disk_after) = repack_candidates(packs, &protected, &by_pack);
+    // Bounded extra space (a full store must be collectable): the packs nothing
+    // live is in go first, then the rest one at a time, fewest live bytes first;
+    // each repack commits and deletes its pack before the next copies anything.
+    candidates.sort_by_key(|n| {
+        by_pack
+            .get(n)
+            .map_or(0, |v| v.iter().map(|(_, l)| l.record_len()).sum::<u64>())
+    });
     let total = candidates.len() as u64;
     for (i, n) in candidates.into_iter().enumerate() {
         let live = by_pack.remove(&n).unwrap_or_default();

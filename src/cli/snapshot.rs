@@ -144,6 +144,9 @@ impl Human for treefork::ops::status::StatusAnswer {
         if let Some(m) = &self.branch_moved {
             writeln!(out, "warning: {}", m.message)?;
         }
+        if let Some(m) = &self.store_full {
+            writeln!(out, "warning: {m}")?;
+        }
         for c in &self.changes {
             writeln!(out, "{} {}{}", c.change.letter(), c.path, mark(c))?;
         }

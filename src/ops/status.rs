@@ -1,5 +1,7 @@
 //! `status`: paths changed since the last checkpoint (ignored ones left out, as
-//! `diff` leaves them: [`super::diff::filter`]); and what a session is told
+//! `diff` leaves them: [`super::diff::filter`]). A read-only question: on a full
+//! store, where the live state cannot be saved to be compared, it answers from the
+//! state last saved and says so ([`StatusAnswer::store_full`]). And what a session is told
 //! about its branch when someone else moved it ([`branch_notice`], in every answer
 //! to a session op, status included).
 
@@ -88,6 +90,11 @@ pub struct StatusAnswer {
     /// Paths changed since HEAD (since the session's start without one), ignored
     /// ones left out unless asked for (then marked).
     pub changes: Vec<PathChange>,
+    /// The store is full: the writes not yet saved could not be, so `changes`
+    /// is as of the last save (the message says so and what to do). Absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_full: Option<String>,
     /// Someone else moved the session's branch (added by the daemon to every
     /// session op's answer while it is so; absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -97,7 +104,18 @@ pub struct StatusAnswer {
 /// `status`: ignored paths left out, or (`ignored`) listed and marked.
 pub(crate) fn run(t: &Target, ignored: bool) -> Result<StatusAnswer> {
     let s = &t.session;
-    let root = working_root(t)?;
+    let (root, store_full) = match working_root(t) {
+        Ok(root) => (root, None),
+        Err(e) if e.is_full() => {
+            log::warn!("session {}: status from the last save: {e}", s.name());
+            let e = e.when_full(
+                t.session.store().dir().unwrap_or(std::path::Path::new(".")),
+                "the latest writes are not saved and not listed here",
+            );
+            (s.record().root, Some(e.to_string()))
+        }
+        Err(e) => return Err(e),
+    };
     let filter = super::diff::filter(ignored, &[])?;
     let mut changes = Vec::new();
     diff::diff_walk_filtered(&**s.store(), s.base_root(), root, &filter, &mut |e| {
@@ -109,6 +127,7 @@ pub(crate) fn run(t: &Target, ignored: bool) -> Result<StatusAnswer> {
         head: hex(rec.head),
         branch: rec.branch,
         changes,
+        store_full,
         branch_moved: None,
     })
 }

@@ -175,7 +175,7 @@ impl Packs for PackStore {
             }
             self.decode_record(&h, &rec[pack::RECORD_HEADER_LEN..])?;
             let mut w = self.writer.lock().unwrap();
-            let (pack, offset) = self.append(&mut w, rec)?;
+            let (pack, offset) = self.append(&mut w, rec, super::space::Tier::Recover)?;
             let new = Loc {
                 pack,
                 offset,

@@ -20,6 +20,7 @@ mod eviction;
 mod exec;
 mod experiment;
 mod forkplace;
+mod fulldisk;
 mod gcrace;
 mod graftfail;
 mod hostile;

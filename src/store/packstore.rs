@@ -484,7 +484,11 @@ impl ObjectStore for PackStore {
         if self.pending.read().unwrap().contains_key(&id) {
             return Ok(id);
         }
-        let (pack, offset) = self.append(&mut w, &rec, space::Tier::Write)?;
+        let tier = match kind {
+            Kind::Chunk => space::Tier::Write,
+            Kind::Node => space::Tier::Tree,
+        };
+        let (pack, offset) = self.append(&mut w, &rec, tier)?;
         let loc = Loc {
             kind,
             codec,

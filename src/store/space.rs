@@ -4,9 +4,14 @@
 //! space of the filesystem holding the store. The reserve is kept in tiers (in the
 //! spirit of ZFS's slop space and btrfs's global reserve), so a full store can
 //! still be unmounted, asked and collected:
-//! - ordinary appends ([`Tier::Write`]: sessions' writes, flushes, checkpoints,
-//!   imports) stop ([`Error::StoreFull`], ENOSPC) while fewer than
-//!   [`Reserve::bytes`] would remain free;
+//! - file data ([`Tier::Write`]: chunks, whoever writes them) stops
+//!   ([`Error::StoreFull`], ENOSPC) while fewer than [`Reserve::bytes`] would
+//!   remain free;
+//! - tree nodes ([`Tier::Tree`]: directories, block lists, roots) may use a
+//!   quarter of the reserve: they are what saves a deletion, a rename, or a
+//!   checkpoint or unmount of data already stored, so a user who deletes files on
+//!   a full store can still unmount (and a flush of new data is refused at its
+//!   chunks, before its nodes);
 //! - appends that free space ([`Tier::Recover`]: gc's repack, which copies the
 //!   few live records of a mostly dead pack and then deletes it) may use half of
 //!   the reserve;
@@ -35,8 +40,10 @@ const BUDGET_MAX: u64 = 1 << 20;
 /// Who asks for pack space (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tier {
-    /// Ordinary appends: stop at the whole reserve.
+    /// File data: stops at the whole reserve.
     Write,
+    /// Tree nodes: may use a quarter of it.
+    Tree,
     /// Appends of a collection that frees space (gc's repack): may use half of it.
     Recover,
 }
@@ -80,6 +87,7 @@ impl Reserve {
     fn floor(&self, tier: Tier) -> u64 {
         match tier {
             Tier::Write => self.bytes,
+            Tier::Tree => self.bytes / 4 * 3,
             Tier::Recover => self.bytes / 2,
         }
     }
@@ -89,24 +97,23 @@ impl Reserve {
         if self.bytes == 0 {
             return Ok(());
         }
-        if tier == Tier::Recover {
-            // Measured every time: recovery appends are few and the space is short.
+        let mut budget = self.budget.lock().unwrap();
+        if *budget < len && tier != Tier::Write {
+            // Below the data tier's budget: measured every time (tree nodes and
+            // recovery appends are small or few, and the space is short).
             let avail = super::statvfs_bytes(dir).map_or(u64::MAX, |(_, _, a)| a);
             if avail.saturating_sub(self.floor(tier)) < len {
                 return Err(self.full(dir, avail));
             }
             return Ok(());
         }
-        let mut budget = self.budget.lock().unwrap();
         if *budget < len {
             let Some((_, _, avail)) = super::statvfs_bytes(dir) else {
                 return Ok(());
             };
             // At least `len`: an object larger than the usual budget is allowed
             // whenever the space above the reserve holds it.
-            *budget = avail
-                .saturating_sub(self.floor(tier))
-                .min(BUDGET_MAX.max(len));
+            *budget = avail.saturating_sub(self.bytes).min(BUDGET_MAX.max(len));
             if *budget < len {
                 *budget = 0;
                 return Err(self.full(dir, avail));
@@ -168,17 +175,23 @@ mod tests {
         assert!(e.to_string().contains("No space left"), "{e}");
     }
 
-    /// Recovery (gc) may use half of the reserve; ordinary writes may not.
+    /// Tree nodes may use a quarter of the reserve, recovery (gc) half of it;
+    /// file data may not use any.
     #[test]
-    fn recovery_appends_may_use_half_the_reserve() {
+    fn tree_nodes_and_recovery_may_use_part_of_the_reserve() {
         let d = tempfile::tempdir().unwrap();
         let (_, _, avail) = super::super::statvfs_bytes(d.path()).unwrap();
-        // 1 MiB above what is free: writes are refused, recovery has room.
+        // Just above what is free: data is refused, nodes and recovery have room.
         let r = Reserve::with_bytes(avail + (1 << 20));
         let e = r.append(d.path(), 4096, Tier::Write).unwrap_err();
         assert!(matches!(e, Error::StoreFull { .. }), "{e:?}");
         assert_eq!(e.errno(), libc::ENOSPC);
         assert!(e.to_string().contains("treefork gc"), "{e}");
+        r.append(d.path(), 4096, Tier::Tree).unwrap();
+        r.append(d.path(), 4096, Tier::Recover).unwrap();
+        // A reserve 3/2 of what is free: nodes are refused too, recovery is not.
+        let r = Reserve::with_bytes(avail / 2 * 3);
+        r.append(d.path(), 4096, Tier::Tree).unwrap_err();
         r.append(d.path(), 4096, Tier::Recover).unwrap();
     }
 }

@@ -74,6 +74,11 @@ pub struct GcReport {
     pub objects_reclaimed: u64,
     /// Their bytes in the packs.
     pub bytes_reclaimed: u64,
+    /// Pack bytes no index entry names when the gc began: records a failed write
+    /// or a crash left unindexed (and the open pack's uncommitted puts). Garbage
+    /// to the repack, which judges a pack by its size on disk; `fsck` counts the
+    /// same records as "unindexed".
+    pub bytes_unindexed: u64,
     /// Checkpoint records dropped (checkpoints of removed sessions no root names).
     pub checkpoints_reclaimed: u64,
     /// Packs deleted because nothing in them was live.
@@ -264,6 +269,11 @@ fn sweep(
     progress("sweep", 0, 1);
     let index_before = store.index()?;
     rep.objects_before = index_before.len() as u64;
+    let packs = store.packs()?;
+    let indexed: u64 = index_before.iter().map(|(_, l)| l.record_len()).sum();
+    let headers = packs.len() as u64 * crate::store::pack::PACK_HEADER_LEN;
+    let on_disk: u64 = packs.iter().map(|(_, n)| n).sum();
+    rep.bytes_unindexed = on_disk.saturating_sub(headers + indexed);
     let dry_index = if dry_run {
         let d = store.unreachable(&marked.objects)?;
         rep.objects_reclaimed = d.len() as u64;

@@ -255,6 +255,10 @@ impl Differences {
 
 impl Human for Differences {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        // On stderr: a patch on stdout stays a patch.
+        if let Some(m) = &self.diff.store_full {
+            eprintln!("warning: {m}");
+        }
         match self.mode {
             DiffMode::Patch => write!(out, "{}", self.diff.patch.as_deref().unwrap_or("")),
             DiffMode::Stat => self.stat(out),

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::views::{BranchMoved, PathChange};
-use super::{Target, working_root};
+use super::{Target, working_root_or_saved};
 use crate::diff;
 use crate::error::Result;
 use crate::id::CheckpointId;
@@ -104,18 +104,7 @@ pub struct StatusAnswer {
 /// `status`: ignored paths left out, or (`ignored`) listed and marked.
 pub(crate) fn run(t: &Target, ignored: bool) -> Result<StatusAnswer> {
     let s = &t.session;
-    let (root, store_full) = match working_root(t) {
-        Ok(root) => (root, None),
-        Err(e) if e.is_full() => {
-            log::warn!("session {}: status from the last save: {e}", s.name());
-            let e = e.when_full(
-                t.session.store().dir().unwrap_or(std::path::Path::new(".")),
-                "the latest writes are not saved and not listed here",
-            );
-            (s.record().root, Some(e.to_string()))
-        }
-        Err(e) => return Err(e),
-    };
+    let (root, store_full) = working_root_or_saved(t)?;
     let filter = super::diff::filter(ignored, &[])?;
     let mut changes = Vec::new();
     diff::diff_walk_filtered(&**s.store(), s.base_root(), root, &filter, &mut |e| {

@@ -294,6 +294,7 @@ fn diff_answer() {
             entry(None, None, Some(true)),
         ],
         patch: None,
+        store_full: None,
     };
     assert_eq!(
         wire(&a),

@@ -106,9 +106,12 @@ fn while_full(store: &Path, mp: &Path, acked: &Acked) {
     let v = tf_json(store, &["-C", s(mp), "status"]).unwrap();
     assert!(v["store_full"].is_string(), "{v}");
     answers(store, Some(mp), &["log"]);
-    answers(store, Some(mp), &["diff", "HEAD", "HEAD"]);
+    let v = tf_json(store, &["-C", s(mp), "diff"]).unwrap();
+    assert!(v["store_full"].is_string(), "{v}");
+    answers(store, Some(mp), &["history"]);
     answers(store, None, &["sessions"]);
     answers(store, None, &["limits"]);
+    answers(store, None, &["fsck"]);
     let e = tf_env(store, &["umount", s(mp)], &[]).expect_err("umount of a full store");
     eprintln!("umount while full: {e}");
     for want in ["No space left", "unmount", "refused", "nothing was lost", "treefork gc"] {

@@ -206,9 +206,11 @@ impl Error {
     }
 
     /// Say what was refused on a full disk (`doing`, e.g. "unmount of /w refused"):
-    /// a full error becomes [`Error::StoreFull`] naming it (and the remedy); any
-    /// other error is returned as it is.
-    pub fn when_full(self, store: &std::path::Path, doing: &str) -> Error {
+    /// a full error becomes [`Error::StoreFull`] naming it (and the remedy), with
+    /// (store dir, bytes free, reserve) from `measure` when the reserve was not
+    /// what refused (`crate::store::space::measure`); any other error is returned
+    /// as it is.
+    pub fn when_full(self, doing: &str, measure: impl FnOnce() -> (PathBuf, u64, u64)) -> Error {
         match self {
             Error::StoreFull {
                 path,
@@ -222,9 +224,9 @@ impl Error {
                 doing: format!("; {doing}"),
             },
             e if e.is_full() => {
-                let (avail, reserve) = crate::store::space::measure(store);
+                let (path, avail, reserve) = measure();
                 Error::StoreFull {
-                    path: store.to_path_buf(),
+                    path,
                     avail,
                     reserve,
                     doing: format!("; {doing}"),

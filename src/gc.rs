@@ -432,6 +432,26 @@ mod tests {
         }
     }
 
+    /// Issue 44: records appended and never indexed (a crash before the commit)
+    /// are counted and reclaimed by the next gc, and fsck then finds none.
+    #[test]
+    fn records_a_crash_left_unindexed_are_reclaimed() {
+        let d = tempfile::tempdir().unwrap();
+        {
+            let s = PackStore::open(d.path()).unwrap();
+            s.put(ObjKind::Chunk, &vec![7u8; 100_000]).unwrap();
+            s.put(ObjKind::Chunk, b"never committed").unwrap();
+            // Dropped without a commit: the records are in the pack, unindexed.
+        }
+        let s = PackStore::open(d.path()).unwrap();
+        let f = crate::fsck::fsck(&s, None, false, &mut |_, _, _| {}).unwrap();
+        assert!(f.clean(), "{:?}", f.problems);
+        let rep = gc(&s, &Offline, None, false, &mut |_, _, _| {}).unwrap();
+        assert!(rep.bytes_unindexed > 0, "{rep:?}");
+        assert_eq!(rep.packs_deleted, 1, "{rep:?}");
+        assert_eq!(s.packs().unwrap(), vec![]);
+    }
+
     #[test]
     fn gc_and_fsck_of_a_10000_deep_tree_do_not_recurse() {
         let d = tempfile::tempdir().unwrap();

@@ -425,11 +425,11 @@ impl Daemon {
         // workspace stays mounted and nothing is lost; the error says what to do.
         let full = |e: Error| {
             e.when_full(
-                self.store().dir(),
                 &format!(
                     "unmount of {} refused: the writes not yet saved do not fit; nothing was lost and the workspace stays mounted",
                     mp.display()
                 ),
+                || crate::store::space::measure(self.store().dir()),
             )
         };
         let r = entry.session.flush().map_err(full).and_then(|_| {

@@ -394,7 +394,9 @@ fn working_root_or_saved(t: &Target) -> Result<(NodeId, Option<String>)> {
             let s = &t.session;
             ::log::warn!("session {}: answering from the last save: {e}", s.name());
             let dir = s.store().dir().unwrap_or(Path::new(".")).to_path_buf();
-            let e = e.when_full(&dir, "the latest writes are not saved and not shown");
+            let e = e.when_full("the latest writes are not saved and not shown", || {
+                crate::store::space::measure(&dir)
+            });
             Ok((s.record().root, Some(e.to_string())))
         }
         Err(e) => Err(e),

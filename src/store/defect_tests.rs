@@ -210,10 +210,7 @@ fn repack_respects_the_space_reserve() {
     let (_, _, avail) = statvfs_bytes(d.path()).unwrap();
     s.reserve = space::Reserve::with_bytes(2 * avail + (2 << 20));
     let e = s.repack(1, &live).unwrap_err();
-    assert!(
-        matches!(&e, Error::StoreFull { .. }),
-        "{e}"
-    );
+    assert!(matches!(&e, Error::StoreFull { .. }), "{e}");
     // Nothing moved, nothing deleted.
     assert!(pack_path(d.path(), 1).exists());
     assert!(s.index().unwrap().iter().all(|(_, l)| l.pack == 1));

@@ -149,11 +149,12 @@ impl Reserve {
     }
 }
 
-/// (bytes free, reserve) for the store in `dir`, as [`Reserve::new`] would set it:
-/// for an error naming a full disk the reserve itself did not refuse.
-pub fn measure(dir: &Path) -> (u64, u64) {
+/// (`dir`, bytes free, reserve) for the store in `dir`, the reserve as
+/// [`Reserve::new`] sets it: for an error naming a full disk the reserve itself
+/// did not refuse ([`Error::when_full`]).
+pub fn measure(dir: &Path) -> (std::path::PathBuf, u64, u64) {
     let avail = super::statvfs_bytes(dir).map_or(0, |(_, _, a)| a);
-    (avail, Reserve::new(dir).bytes())
+    (dir.to_path_buf(), avail, Reserve::new(dir).bytes())
 }
 
 #[cfg(test)]

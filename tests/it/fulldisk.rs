@@ -58,7 +58,12 @@ fn fill(rig: &Rig) -> (Acked, String, u64) {
         write_synced(&mp.join(&rel), &pattern(10_000, 100 + i));
         acked.insert(rel, (10_000, 100 + i));
     }
-    tf_env(&rig.store, &["-C", s(&mp), "checkpoint", "-m", "small"], &[]).unwrap();
+    tf_env(
+        &rig.store,
+        &["-C", s(&mp), "checkpoint", "-m", "small"],
+        &[],
+    )
+    .unwrap();
     let base = du(&rig.store.join("packs"));
     let t = Instant::now();
     for i in 0..20u64 {
@@ -102,7 +107,10 @@ fn answers(store: &Path, mp: Option<&Path>, args: &[&str]) -> String {
 fn while_full(store: &Path, mp: &Path, acked: &Acked) {
     let st = answers(store, Some(mp), &["status"]);
     eprintln!("status while full:\n{st}");
-    assert!(st.contains("treefork gc"), "status does not say the store is full: {st}");
+    assert!(
+        st.contains("treefork gc"),
+        "status does not say the store is full: {st}"
+    );
     let v = tf_json(store, &["-C", s(mp), "status"]).unwrap();
     assert!(v["store_full"].is_string(), "{v}");
     answers(store, Some(mp), &["log"]);
@@ -114,7 +122,13 @@ fn while_full(store: &Path, mp: &Path, acked: &Acked) {
     answers(store, None, &["fsck"]);
     let e = tf_env(store, &["umount", s(mp)], &[]).expect_err("umount of a full store");
     eprintln!("umount while full: {e}");
-    for want in ["No space left", "unmount", "refused", "nothing was lost", "treefork gc"] {
+    for want in [
+        "No space left",
+        "unmount",
+        "refused",
+        "nothing was lost",
+        "treefork gc",
+    ] {
         assert!(e.contains(want), "umount's refusal lacks {want:?}: {e}");
     }
     check(mp, acked, "after the refused umount");
@@ -124,17 +138,28 @@ fn while_full(store: &Path, mp: &Path, acked: &Acked) {
 /// offline: the space comes back; remount: everything acknowledged is there.
 /// `tfm` has session `s` mounted on `mp`; `base`: the packs' size before the big
 /// files. Returns (packs before gc, after gc) in bytes.
-fn reclaim(tfm: &mut TfMounts, mp: &Path, acked: &mut Acked, failed: &str, base: u64) -> (u64, u64) {
+fn reclaim(
+    tfm: &mut TfMounts,
+    mp: &Path,
+    acked: &mut Acked,
+    failed: &str,
+    base: u64,
+) -> (u64, u64) {
     let store = tfm.store.clone();
     let _ = fs::remove_file(mp.join(failed));
-    let big: Vec<String> = acked.keys().filter(|k| k.starts_with("big-")).cloned().collect();
+    let big: Vec<String> = acked
+        .keys()
+        .filter(|k| k.starts_with("big-"))
+        .cloned()
+        .collect();
     for rel in big.iter().filter(|r| *r != "big-0") {
         fs::remove_file(mp.join(rel)).unwrap();
         acked.remove(rel);
     }
     File::open(mp).unwrap().sync_all().unwrap();
     check(mp, acked, "after deleting the big files");
-    tfm.close().unwrap_or_else(|e| panic!("umount after deleting the big files: {e}"));
+    tfm.close()
+        .unwrap_or_else(|e| panic!("umount after deleting the big files: {e}"));
     let before = du(&store.join("packs"));
     let t = Instant::now();
     let out = tf_env(&store, &["gc"], &[]).unwrap_or_else(|e| panic!("gc: {e}"));
@@ -150,8 +175,12 @@ fn reclaim(tfm: &mut TfMounts, mp: &Path, acked: &mut Acked, failed: &str, base:
     );
     let f = tf_env(&store, &["fsck"], &[]).unwrap_or_else(|e| panic!("fsck: {e}"));
     eprintln!("fsck after gc: {}", f.trim());
-    assert!(f.contains(" 0 unindexed records"), "fsck and gc disagree: {f}");
-    tfm.mount("s", mp, &[]).unwrap_or_else(|e| panic!("remount: {e}"));
+    assert!(
+        f.contains(" 0 unindexed records"),
+        "fsck and gc disagree: {f}"
+    );
+    tfm.mount("s", mp, &[])
+        .unwrap_or_else(|e| panic!("remount: {e}"));
     check(mp, acked, "after gc and a remount");
     (before, after)
 }
@@ -168,12 +197,18 @@ fn full_store_answers_refuses_umount_and_gc_returns_the_space() {
     check(&mp, &acked, "when full");
     while_full(&rig.store, &mp, &acked);
     let (before, after) = reclaim(&mut rig.live, &mp, &mut acked, &failed, base);
-    eprintln!("full store: packs {before} -> {after} bytes; test took {:?}", t.elapsed());
+    eprintln!(
+        "full store: packs {before} -> {after} bytes; test took {:?}",
+        t.elapsed()
+    );
 }
 
 /// Mount session `s` of the store in a power-cut image (`e2fsck -p` first).
 fn boot(img: &Path, dir: &Path) -> (LoopDev, Mounted) {
-    let o = Command::new("e2fsck").args(["-p", s(img)]).output().unwrap();
+    let o = Command::new("e2fsck")
+        .args(["-p", s(img)])
+        .output()
+        .unwrap();
     assert!(o.status.code().is_some_and(|c| c <= 1), "e2fsck -p: {o:?}");
     let lo = LoopDev::attach(img).unwrap();
     let fsm = Mounted::mount(&lo.0, &dir.join("fs")).unwrap();
@@ -190,7 +225,11 @@ fn power_cut_while_full_loses_nothing_and_gc_reclaims_after() {
     let (mut acked, failed, base) = fill(&rig);
     let img = rig.cut(0);
     // The live store: made unmountable for the rig's cleanup.
-    for rel in acked.keys().chain([&failed]).filter(|r| r.starts_with("big-")) {
+    for rel in acked
+        .keys()
+        .chain([&failed])
+        .filter(|r| r.starts_with("big-"))
+    {
         let _ = fs::remove_file(rig.mp().join(rel));
     }
     let dir: PathBuf = rig.work.path().join("cut");
@@ -198,12 +237,16 @@ fn power_cut_while_full_loses_nothing_and_gc_reclaims_after() {
     let store = fsm.0.join("store");
     let mut tfm = TfMounts::new(&store);
     let mp = dir.join("mnt");
-    tfm.mount("s", &mp, &[]).unwrap_or_else(|e| panic!("mount after the cut: {e}"));
+    tfm.mount("s", &mp, &[])
+        .unwrap_or_else(|e| panic!("mount after the cut: {e}"));
     check(&mp, &acked, "after the power cut");
     let (before, after) = reclaim(&mut tfm, &mp, &mut acked, &failed, base);
     drop(tfm);
     drop(fsm);
     drop(lo);
     let _ = fs::remove_file(&img);
-    eprintln!("power cut while full: packs {before} -> {after} bytes; test took {:?}", t.elapsed());
+    eprintln!(
+        "power cut while full: packs {before} -> {after} bytes; test took {:?}",
+        t.elapsed()
+    );
 }

@@ -98,15 +98,6 @@ impl Reserve {
             return Ok(());
         }
         let mut budget = self.budget.lock().unwrap();
-        if *budget < len && tier != Tier::Write {
-            // Below the data tier's budget: measured every time (tree nodes and
-            // recovery appends are small or few, and the space is short).
-            let avail = super::statvfs_bytes(dir).map_or(u64::MAX, |(_, _, a)| a);
-            if avail.saturating_sub(self.floor(tier)) < len {
-                return Err(self.full(dir, avail));
-            }
-            return Ok(());
-        }
         if *budget < len {
             let Some((_, _, avail)) = super::statvfs_bytes(dir) else {
                 return Ok(());
@@ -116,7 +107,12 @@ impl Reserve {
             *budget = avail.saturating_sub(self.bytes).min(BUDGET_MAX.max(len));
             if *budget < len {
                 *budget = 0;
-                return Err(self.full(dir, avail));
+                // Inside the reserve: only tree nodes and recovery, measured every
+                // time (they are small or few there, and the space is short).
+                if tier == Tier::Write || avail.saturating_sub(self.floor(tier)) < len {
+                    return Err(self.full(dir, avail));
+                }
+                return Ok(());
             }
         }
         *budget -= len;

@@ -4,7 +4,8 @@
 //! closing the open pack, repacking and deleting packs.
 //!
 //! Invariants: a sweep keeps the base of every kept, guarded or pending delta; a
-//! repack appends through the same reserve-checked path as `put`, commits the new
+//! repack appends through the same reserve-checked path as `put` (in the reserve's
+//! recovery tier, `space::Tier::Recover`, so a full store can be collected), commits the new
 //! locations and only then deletes the old pack; a deleted pack's read fd is closed.
 
 use std::collections::HashSet;

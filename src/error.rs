@@ -27,6 +27,23 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// The filesystem holding the store is down to its free-space reserve
+    /// (`crate::store::space`): what needed the space was refused, nothing
+    /// acknowledged was lost. Names the remedy.
+    #[error(
+        "No space left on device ({} KiB free on {}; the store keeps {} KiB free for its index and for recovery){}: delete files in the workspace (or free space on that disk), then run `treefork gc`",
+        avail >> 10, path.display(), reserve >> 10, doing
+    )]
+    StoreFull {
+        /// The store directory.
+        path: PathBuf,
+        /// Bytes free when refused.
+        avail: u64,
+        /// Bytes the store keeps free.
+        reserve: u64,
+        /// What was refused, as a clause (`"; unmount refused: ..."`), or empty.
+        doing: String,
+    },
     /// The metadata database (sled) failed.
     #[error("metadata database error: {0}")]
     Meta(#[from] sled::Error),
@@ -176,6 +193,49 @@ impl Error {
         }
     }
 
+    /// Whether this is the disk being full: the reserve refusing ([`Error::StoreFull`])
+    /// or ENOSPC from the filesystem or the metadata database.
+    pub fn is_full(&self) -> bool {
+        match self {
+            Error::StoreFull { .. } => true,
+            Error::Io { source, .. } | Error::Meta(sled::Error::Io(source)) => {
+                io_errno(source) == libc::ENOSPC
+            }
+            _ => false,
+        }
+    }
+
+    /// Say what was refused on a full disk (`doing`, e.g. "unmount of /w refused"):
+    /// a full error becomes [`Error::StoreFull`] naming it (and the remedy), with
+    /// (store dir, bytes free, reserve) from `measure` when the reserve was not
+    /// what refused (`crate::store::space::measure`); any other error is returned
+    /// as it is.
+    pub fn when_full(self, doing: &str, measure: impl FnOnce() -> (PathBuf, u64, u64)) -> Error {
+        match self {
+            Error::StoreFull {
+                path,
+                avail,
+                reserve,
+                ..
+            } => Error::StoreFull {
+                path,
+                avail,
+                reserve,
+                doing: format!("; {doing}"),
+            },
+            e if e.is_full() => {
+                let (path, avail, reserve) = measure();
+                Error::StoreFull {
+                    path,
+                    avail,
+                    reserve,
+                    doing: format!("; {doing}"),
+                }
+            }
+            e => e,
+        }
+    }
+
     /// Build a corruption error.
     pub fn corrupt(what: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Corrupt {
@@ -190,6 +250,7 @@ impl Error {
         let e = match self {
             Error::Posix(e) => *e,
             Error::Io { source, .. } => io_errno(source),
+            Error::StoreFull { .. } => libc::ENOSPC,
             Error::Meta(sled::Error::Io(e)) => io_errno(e),
             Error::Meta(_) | Error::Corrupt { .. } | Error::Missing(_) | Error::Remote { .. } => {
                 libc::EIO
@@ -210,7 +271,10 @@ impl Error {
         };
         if e == libc::EIO {
             log::error!("answering EIO: {self}");
-        } else if matches!(self, Error::Io { .. } | Error::Meta(_)) {
+        } else if matches!(
+            self,
+            Error::Io { .. } | Error::Meta(_) | Error::StoreFull { .. }
+        ) {
             log::warn!("answering {}: {self}", errno_name(e));
         }
         e
@@ -221,6 +285,7 @@ impl Error {
         match self {
             Error::Posix(_) => "posix",
             Error::Io { .. } => "io",
+            Error::StoreFull { .. } => "store_full",
             Error::Meta(_) => "meta",
             Error::Corrupt { .. } => "corrupt",
             Error::Missing(_) => "missing_object",

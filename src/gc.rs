@@ -12,8 +12,11 @@
 //! 4. sweep: one pass under the guard lock drops index entries neither marked nor
 //!    guarded, plus the records of dead checkpoints;
 //! 5. repack: packs no writer can still add to whose live records fill less than
-//!    half of them are copied forward (verified, within the space reserve) and
-//!    deleted; fully dead ones are deleted.
+//!    half of them are copied forward (verified, within the recovery tier of the
+//!    space reserve, `crate::store::space`) and deleted; fully dead ones are
+//!    deleted first, so a gc of a full store frees space before it needs any.
+//!    A pack's size counts every byte in it, indexed or not: records a failed
+//!    write or a crash left without an index entry are garbage like dead ones.
 //!
 //! gc takes the store as [`Packs`] (the object store plus its index and packs) and
 //! reads the roots through its [`crate::store::MetaStore`]; the walk is iterative.
@@ -71,6 +74,11 @@ pub struct GcReport {
     pub objects_reclaimed: u64,
     /// Their bytes in the packs.
     pub bytes_reclaimed: u64,
+    /// Pack bytes no index entry names when the gc began: records a failed write
+    /// or a crash left unindexed (and the open pack's uncommitted puts). Garbage
+    /// to the repack, which judges a pack by its size on disk; `fsck` counts the
+    /// same records as "unindexed".
+    pub bytes_unindexed: u64,
     /// Checkpoint records dropped (checkpoints of removed sessions no root names).
     pub checkpoints_reclaimed: u64,
     /// Packs deleted because nothing in them was live.
@@ -261,6 +269,11 @@ fn sweep(
     progress("sweep", 0, 1);
     let index_before = store.index()?;
     rep.objects_before = index_before.len() as u64;
+    let packs = store.packs()?;
+    let indexed: u64 = index_before.iter().map(|(_, l)| l.record_len()).sum();
+    let headers = packs.len() as u64 * crate::store::pack::PACK_HEADER_LEN;
+    let on_disk: u64 = packs.iter().map(|(_, n)| n).sum();
+    rep.bytes_unindexed = on_disk.saturating_sub(headers + indexed);
     let dry_index = if dry_run {
         let d = store.unreachable(&marked.objects)?;
         rep.objects_reclaimed = d.len() as u64;
@@ -307,7 +320,15 @@ fn repack(
     for (id, loc) in index {
         by_pack.entry(loc.pack).or_default().push((id, loc));
     }
-    let (candidates, mut disk_after) = repack_candidates(packs, &protected, &by_pack);
+    let (mut candidates, mut disk_after) = repack_candidates(packs, &protected, &by_pack);
+    // Bounded extra space (a full store must be collectable): the packs nothing
+    // live is in go first, then the rest one at a time, fewest live bytes first;
+    // each repack commits and deletes its pack before the next copies anything.
+    candidates.sort_by_key(|n| {
+        by_pack
+            .get(n)
+            .map_or(0, |v| v.iter().map(|(_, l)| l.record_len()).sum::<u64>())
+    });
     let total = candidates.len() as u64;
     for (i, n) in candidates.into_iter().enumerate() {
         let live = by_pack.remove(&n).unwrap_or_default();
@@ -409,6 +430,26 @@ mod tests {
         fn live_ids(&self) -> Vec<(String, Vec<NodeId>, Vec<ChunkId>)> {
             vec![("deep".into(), self.0.clone(), vec![])]
         }
+    }
+
+    /// Issue 44: records appended and never indexed (a crash before the commit)
+    /// are counted and reclaimed by the next gc, and fsck then finds none.
+    #[test]
+    fn records_a_crash_left_unindexed_are_reclaimed() {
+        let d = tempfile::tempdir().unwrap();
+        {
+            let s = PackStore::open(d.path()).unwrap();
+            s.put(ObjKind::Chunk, &vec![7u8; 100_000]).unwrap();
+            s.put(ObjKind::Chunk, b"never committed").unwrap();
+            // Dropped without a commit: the records are in the pack, unindexed.
+        }
+        let s = PackStore::open(d.path()).unwrap();
+        let f = crate::fsck::fsck(&s, None, false, &mut |_, _, _| {}).unwrap();
+        assert!(f.clean(), "{:?}", f.problems);
+        let rep = gc(&s, &Offline, None, false, &mut |_, _, _| {}).unwrap();
+        assert!(rep.bytes_unindexed > 0, "{rep:?}");
+        assert_eq!(rep.packs_deleted, 1, "{rep:?}");
+        assert_eq!(s.packs().unwrap(), vec![]);
     }
 
     #[test]

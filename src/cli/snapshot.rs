@@ -150,6 +150,9 @@ impl Human for treefork::ops::status::StatusAnswer {
         if let Some(m) = &self.branch_moved {
             writeln!(out, "warning: {}", m.message)?;
         }
+        if let Some(m) = &self.store_full {
+            writeln!(out, "warning: {m}")?;
+        }
         for c in &self.changes {
             writeln!(out, "{} {}{}", c.change.letter(), c.path, mark(c))?;
         }
@@ -258,6 +261,10 @@ impl Differences {
 
 impl Human for Differences {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
+        // On stderr: a patch on stdout stays a patch.
+        if let Some(m) = &self.diff.store_full {
+            eprintln!("warning: {m}");
+        }
         match self.mode {
             DiffMode::Patch => write!(out, "{}", self.diff.patch.as_deref().unwrap_or("")),
             DiffMode::Stat => self.stat(out),

@@ -21,11 +21,12 @@ impl Human for Collected {
         let b = |n: u64| human_bytes(n as f64);
         writeln!(
             out,
-            "{}{} of {} objects unreachable ({}), {} checkpoint(s); packs: {} deleted, {} rewritten ({} copied); store {} -> {}",
+            "{}{} of {} objects unreachable ({}), {} in unindexed records, {} checkpoint(s); packs: {} deleted, {} rewritten ({} copied); store {} -> {}",
             if g.dry_run { "dry run: " } else { "" },
             g.objects_reclaimed,
             g.objects_before,
             b(g.bytes_reclaimed),
+            b(g.bytes_unindexed),
             g.checkpoints_reclaimed,
             g.packs_deleted,
             g.packs_repacked,

@@ -5,7 +5,9 @@
 //! and checks the mountpoint once, creates the session if needed, mounts through the
 //! checked descriptor, then goes Live. An unmount moves the session to Closing
 //! before its flushes and to Gone only after the last one returned, so it stays a gc
-//! root and owns its name throughout. A failed mount removes a session record only
+//! root and owns its name throughout. An unmount whose flush finds the store full
+//! is refused ([`Error::StoreFull`]): the session stays mounted with everything
+//! it holds. A failed mount removes a session record only
 //! if it created it (the name was claimed meanwhile, so nobody else could have).
 
 use std::os::fd::{AsRawFd, RawFd};
@@ -419,7 +421,18 @@ impl Daemon {
             },
             e => e,
         })?;
-        let r = entry.session.flush().and_then(|_| {
+        // A full store: refused (the flush cannot save what programs wrote), the
+        // workspace stays mounted and nothing is lost; the error says what to do.
+        let full = |e: Error| {
+            e.when_full(
+                &format!(
+                    "unmount of {} refused: the writes not yet saved do not fit; nothing was lost and the workspace stays mounted",
+                    mp.display()
+                ),
+                || crate::store::space::measure(self.store().dir()),
+            )
+        };
+        let r = entry.session.flush().map_err(full).and_then(|_| {
             umount_patiently(&entry.mount).map_err(|e| {
                 if e.raw_os_error() == Some(libc::EBUSY) {
                     Error::Conflict(format!(

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::views::PathChange;
-use super::{Target, side_root};
+use super::{Target, side_root, working_root_or_saved};
 use crate::diff::{self, DiffEntry, Filter, Ignores};
 use crate::error::{Error, Result};
 use crate::store::ObjectStore;
@@ -57,6 +57,10 @@ pub struct DiffAnswer {
     pub entries: Vec<DiffEntryView>,
     /// The whole unified diff (`patch` mode without `stream`); `null` otherwise.
     pub patch: Option<String>,
+    /// The store is full: the `WORKING` side is the session's last save, as
+    /// this message says (with what to do). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_full: Option<String>,
 }
 
 /// One changed path of a diff, with its line counts in `stat` mode.
@@ -120,12 +124,22 @@ pub(crate) fn run(
     let s = &t.session;
     let store = s.store().clone();
     let (mode, stream) = (Mode::parse(ask.mode)?, ask.stream);
+    // The live side of a full store is its last save (read-only: said so).
+    let mut store_full = None;
+    let mut side = |spec: &str| {
+        if spec != "WORKING" {
+            return side_root(t, spec);
+        }
+        let (root, full) = working_root_or_saved(t)?;
+        store_full = store_full.take().or(full);
+        Ok(root)
+    };
     let ra = match ask.a {
-        Some(spec) => side_root(t, spec)?,
-        None if s.record().head.is_some() => side_root(t, "HEAD")?,
+        Some(spec) => side(spec)?,
+        None if s.record().head.is_some() => side("HEAD")?,
         None => s.base_root(),
     };
-    let rb = side_root(t, ask.b.unwrap_or("WORKING"))?;
+    let rb = side(ask.b.unwrap_or("WORKING"))?;
     // Both sides are fixed ids now: the rest reads stored objects only.
     drop(op_lock);
     let mut out = Output {
@@ -153,6 +167,7 @@ pub(crate) fn run(
         b: rb.to_hex(),
         entries: out.list,
         patch,
+        store_full,
     })
 }
 

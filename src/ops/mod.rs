@@ -387,6 +387,25 @@ fn working_root(t: &Target) -> Result<NodeId> {
     t.session.flush()
 }
 
+/// For read-only questions (`status`, `diff`): the live root as
+/// [`working_root`] saves it, or, when the store is full and it cannot be saved,
+/// the root last saved and the message saying so (and what to do).
+fn working_root_or_saved(t: &Target) -> Result<(NodeId, Option<String>)> {
+    match working_root(t) {
+        Ok(root) => Ok((root, None)),
+        Err(e) if e.is_full() => {
+            let s = &t.session;
+            ::log::warn!("session {}: answering from the last save: {e}", s.name());
+            let dir = s.store().dir().unwrap_or(Path::new(".")).to_path_buf();
+            let e = e.when_full("the latest writes are not saved and not shown", || {
+                crate::store::space::measure(&dir)
+            });
+            Ok((s.record().root, Some(e.to_string())))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// The root of a diff side: a ref, `WORKING` for the live state, or `baseline`
 /// for the tree the session is based on.
 fn side_root(t: &Target, spec: &str) -> Result<NodeId> {

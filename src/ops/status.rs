@@ -1,5 +1,7 @@
 //! `status`: paths changed since the last checkpoint (ignored ones left out, as
-//! `diff` leaves them: [`super::diff::filter`]); and what a session is told
+//! `diff` leaves them: [`super::diff::filter`]). A read-only question: on a full
+//! store, where the live state cannot be saved to be compared, it answers from the
+//! state last saved and says so ([`StatusAnswer::store_full`]). And what a session is told
 //! about its branch when someone else moved it ([`branch_notice`], in every answer
 //! to a session op, status included).
 
@@ -8,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::views::{BranchMoved, PathChange};
-use super::{Target, working_root};
+use super::{Target, working_root_or_saved};
 use crate::diff;
 use crate::error::Result;
 use crate::id::CheckpointId;
@@ -90,6 +92,11 @@ pub struct StatusAnswer {
     /// Paths changed since HEAD (since the session's start without one), ignored
     /// ones left out unless asked for (then marked).
     pub changes: Vec<PathChange>,
+    /// The store is full: the writes not yet saved could not be, so `changes`
+    /// is as of the last save (the message says so and what to do). Absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_full: Option<String>,
     /// Someone else moved the session's branch (added by the daemon to every
     /// session op's answer while it is so; absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -99,7 +106,7 @@ pub struct StatusAnswer {
 /// `status`: ignored paths left out, or (`ignored`) listed and marked.
 pub(crate) fn run(t: &Target, ignored: bool) -> Result<StatusAnswer> {
     let s = &t.session;
-    let root = working_root(t)?;
+    let (root, store_full) = working_root_or_saved(t)?;
     let filter = super::diff::filter(ignored, &[])?;
     let mut changes = Vec::new();
     diff::diff_walk_filtered(&**s.store(), s.base_root(), root, &filter, &mut |e| {
@@ -113,6 +120,7 @@ pub(crate) fn run(t: &Target, ignored: bool) -> Result<StatusAnswer> {
             .branch
             .map(|b| crate::refs::names::display(&b, Some(s.name()))),
         changes,
+        store_full,
         branch_moved: None,
     })
 }

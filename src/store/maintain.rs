@@ -4,7 +4,8 @@
 //! closing the open pack, repacking and deleting packs.
 //!
 //! Invariants: a sweep keeps the base of every kept, guarded or pending delta; a
-//! repack appends through the same reserve-checked path as `put`, commits the new
+//! repack appends through the same reserve-checked path as `put` (in the reserve's
+//! recovery tier, `space::Tier::Recover`, so a full store can be collected), commits the new
 //! locations and only then deletes the old pack; a deleted pack's read fd is closed.
 
 use std::collections::HashSet;
@@ -175,7 +176,7 @@ impl Packs for PackStore {
             }
             self.decode_record(&h, &rec[pack::RECORD_HEADER_LEN..])?;
             let mut w = self.writer.lock().unwrap();
-            let (pack, offset) = self.append(&mut w, rec)?;
+            let (pack, offset) = self.append(&mut w, rec, super::space::Tier::Recover)?;
             let new = Loc {
                 pack,
                 offset,

@@ -151,14 +151,19 @@ impl PackStore {
     }
 
     /// Append one whole record to the open pack (rotating first when needed), within
-    /// the space reserve; a failed write is cut off. Called with the writer lock.
-    /// Returns (pack, offset) of the record.
-    pub(super) fn append(&self, w: &mut Writer, rec: &[u8]) -> Result<(u32, u64)> {
+    /// the space reserve's `tier`; a failed write is cut off. Called with the writer
+    /// lock. Returns (pack, offset) of the record.
+    pub(super) fn append(
+        &self,
+        w: &mut Writer,
+        rec: &[u8],
+        tier: space::Tier,
+    ) -> Result<(u32, u64)> {
         if w.file.is_none() || w.offset >= w.target {
             self.rotate(w)?;
         }
         let file = w.file.clone().unwrap();
-        self.reserve.append(&self.dir, rec.len() as u64)?;
+        self.reserve.append(&self.dir, rec.len() as u64, tier)?;
         // Positional write at our own offset: a failed (e.g. ENOSPC) partial write is
         // simply overwritten by the next record; cut it off now to free its space.
         if let Err(e) = file.write_all_at(rec, w.offset) {
@@ -479,7 +484,11 @@ impl ObjectStore for PackStore {
         if self.pending.read().unwrap().contains_key(&id) {
             return Ok(id);
         }
-        let (pack, offset) = self.append(&mut w, &rec)?;
+        let tier = match kind {
+            Kind::Chunk => space::Tier::Write,
+            Kind::Node => space::Tier::Tree,
+        };
+        let (pack, offset) = self.append(&mut w, &rec, tier)?;
         let loc = Loc {
             kind,
             codec,

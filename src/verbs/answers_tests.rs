@@ -136,6 +136,7 @@ fn status_answer_and_branch_moved() {
         head: None,
         branch: Some("main".into()),
         changes: vec![change("a/b", Change::Added), change("c", Change::Deleted)],
+        store_full: None,
         branch_moved: None,
     };
     let v = wire(&a);
@@ -293,6 +294,7 @@ fn diff_answer() {
             entry(None, None, Some(true)),
         ],
         patch: None,
+        store_full: None,
     };
     assert_eq!(
         wire(&a),

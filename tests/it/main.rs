@@ -21,6 +21,7 @@ mod eviction;
 mod exec;
 mod experiment;
 mod forkplace;
+mod fulldisk;
 mod gcrace;
 mod graftfail;
 mod hostile;

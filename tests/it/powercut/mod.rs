@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use crate::harness::{pattern, write_synced};
 
-mod rig;
+pub(crate) mod rig;
 use rig::{LoopDev, Mounted, Rig, TfMounts, s, tf_env, tf_json};
 
 type Tree = BTreeMap<String, Vec<u8>>;

@@ -1,5 +1,6 @@
 //! The power-cut rig: loop devices, ext4 file systems, the freeze, treefork mounts —
-//! each a guard undone on drop, also when the test fails. See `super` for the test.
+//! each a guard undone on drop, also when the test fails. See `super` for the test;
+//! `crate::fulldisk` uses it too, with a small inner file system to fill.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use crate::harness::bin;
 // when the test fails).
 
 /// Run `prog args`; stdout on success, a description of the failure otherwise.
-pub(super) fn run(prog: &str, args: &[&str]) -> Result<String, String> {
+pub(crate) fn run(prog: &str, args: &[&str]) -> Result<String, String> {
     let o = Command::new(prog)
         .args(args)
         .output()
@@ -35,15 +36,15 @@ fn must(prog: &str, args: &[&str]) -> String {
     })
 }
 
-pub(super) fn s(p: &Path) -> &str {
+pub(crate) fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
 /// A loop device, detached on drop.
-pub(super) struct LoopDev(pub(super) String);
+pub(crate) struct LoopDev(pub(crate) String);
 
 impl LoopDev {
-    pub(super) fn attach(file: &Path) -> Result<LoopDev, String> {
+    pub(crate) fn attach(file: &Path) -> Result<LoopDev, String> {
         let dev = run("losetup", &["--find", "--show", s(file)])?;
         Ok(LoopDev(dev.trim().to_string()))
     }
@@ -58,10 +59,10 @@ impl Drop for LoopDev {
 }
 
 /// A mounted file system, unmounted on drop (lazily if busy).
-pub(super) struct Mounted(pub(super) PathBuf);
+pub(crate) struct Mounted(pub(crate) PathBuf);
 
 impl Mounted {
-    pub(super) fn mount(dev: &str, dir: &Path) -> Result<Mounted, String> {
+    pub(crate) fn mount(dev: &str, dir: &Path) -> Result<Mounted, String> {
         fs::create_dir_all(dir).map_err(|e| e.to_string())?;
         run("mount", &["-t", "ext4", dev, s(dir)])?;
         Ok(Mounted(dir.to_path_buf()))
@@ -92,13 +93,13 @@ impl Drop for Frozen {
 /// treefork mounts of one store, unmounted on drop; then the daemon (which exits with
 /// its last mount) is waited for, and killed if it lingers, so the file system under
 /// the store can be unmounted.
-pub(super) struct TfMounts {
-    pub(super) store: PathBuf,
-    pub(super) mps: Vec<PathBuf>,
+pub(crate) struct TfMounts {
+    pub(crate) store: PathBuf,
+    pub(crate) mps: Vec<PathBuf>,
 }
 
 impl TfMounts {
-    pub(super) fn new(store: &Path) -> TfMounts {
+    pub(crate) fn new(store: &Path) -> TfMounts {
         TfMounts {
             store: store.to_path_buf(),
             mps: Vec::new(),
@@ -106,7 +107,7 @@ impl TfMounts {
     }
 
     /// Mount `session` on `mp` with extra environment for a daemon it starts.
-    pub(super) fn mount(
+    pub(crate) fn mount(
         &mut self,
         session: &str,
         mp: &Path,
@@ -119,7 +120,7 @@ impl TfMounts {
     }
 
     /// Unmount everything and wait for the daemon to be gone.
-    pub(super) fn close(&mut self) -> Result<(), String> {
+    pub(crate) fn close(&mut self) -> Result<(), String> {
         let mut err = Ok(());
         for mp in std::mem::take(&mut self.mps).into_iter().rev() {
             if let Err(e) = tf_env(&self.store, &["umount", s(&mp)], &[]) {
@@ -161,7 +162,7 @@ impl Drop for TfMounts {
 
 /// `treefork --store store args` with extra environment; stdout or the failure with the
 /// daemon log.
-pub(super) fn tf_env(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
+pub(crate) fn tf_env(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
     let mut c = Command::new(bin());
     c.arg("--store")
         .arg(store)
@@ -185,7 +186,7 @@ pub(super) fn tf_env(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Resul
     Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
-pub(super) fn tf_json(store: &Path, args: &[&str]) -> Result<serde_json::Value, String> {
+pub(crate) fn tf_json(store: &Path, args: &[&str]) -> Result<serde_json::Value, String> {
     let mut full = vec!["--json"];
     full.extend_from_slice(args);
     let out = tf_env(store, &full, &[])?;
@@ -196,21 +197,21 @@ pub(super) fn tf_json(store: &Path, args: &[&str]) -> Result<serde_json::Value, 
 // The rig: outer ext4 (on /dev/shm) holding the inner image, inner ext4 holding the
 // store. Field order is drop order: treefork first, the outer loop device last.
 
-pub(super) struct Rig {
-    pub(super) live: TfMounts,
+pub(crate) struct Rig {
+    pub(crate) live: TfMounts,
     _inner: Mounted,
     _inner_loop: LoopDev,
     outer_mnt: Mounted,
     _outer_loop: LoopDev,
     inner_img: PathBuf,
-    pub(super) store: PathBuf,
+    pub(crate) store: PathBuf,
     /// Mountpoints, copies' mount dirs (on the root fs; nothing big is written there).
-    pub(super) work: tempfile::TempDir,
+    pub(crate) work: tempfile::TempDir,
     /// Images (tmpfs).
     shm: tempfile::TempDir,
 }
 
-fn check_prerequisites() {
+pub(crate) fn check_prerequisites() {
     // SAFETY: geteuid has no preconditions.
     assert_eq!(
         // SAFETY: no preconditions; cannot fail.
@@ -245,7 +246,13 @@ fn check_prerequisites() {
 
 impl Rig {
     /// Build the rig and mount session `s` (its daemon started with `env`).
-    pub(super) fn new(env: &[(&str, &str)]) -> Rig {
+    pub(crate) fn new(env: &[(&str, &str)]) -> Rig {
+        Rig::sized(env, "512M")
+    }
+
+    /// [`Rig::new`] with an inner file system (the store's) of `inner_size`
+    /// (`truncate -s` syntax).
+    pub(crate) fn sized(env: &[(&str, &str)], inner_size: &str) -> Rig {
         check_prerequisites();
         let shm = tempfile::Builder::new()
             .prefix("tf-powercut-")
@@ -262,7 +269,7 @@ impl Rig {
         let outer_mnt = Mounted::mount(&outer_loop.0, &work.path().join("outer"))
             .unwrap_or_else(|e| panic!("setup: {e}"));
         let inner_img = outer_mnt.0.join("inner.img");
-        must("truncate", &["-s", "512M", s(&inner_img)]);
+        must("truncate", &["-s", inner_size, s(&inner_img)]);
         let inner_loop = LoopDev::attach(&inner_img).unwrap_or_else(|e| panic!("setup: {e}"));
         // No lazy init: no background thread writing inode tables during the cuts.
         must(
@@ -294,12 +301,12 @@ impl Rig {
         }
     }
 
-    pub(super) fn mp(&self) -> PathBuf {
+    pub(crate) fn mp(&self) -> PathBuf {
         self.work.path().join("mnt")
     }
 
     /// The cut: freeze the outer file system, copy the inner image, thaw.
-    pub(super) fn cut(&self, cycle: u32) -> PathBuf {
+    pub(crate) fn cut(&self, cycle: u32) -> PathBuf {
         let copy = self.shm.path().join(format!("cut-{cycle}.img"));
         let t = Instant::now();
         must("fsfreeze", &["-f", s(&self.outer_mnt.0)]);

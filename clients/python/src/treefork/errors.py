@@ -84,6 +84,15 @@ class StoreIOError(TreeforkError):
     code = "io"
 
 
+class StoreFull(StoreIOError):
+    """The disk holding the store is down to its free-space reserve: what needed
+    the space was refused, nothing acknowledged was lost. The message names what
+    to do (delete files in the workspace, then ``treefork gc``). A subclass of
+    ``StoreIOError``, which this error was reported as before."""
+
+    code = "store_full"
+
+
 class Corrupt(TreeforkError):
     code = "corrupt"
 
@@ -151,7 +160,7 @@ _BY_CODE: Dict[str, Type[TreeforkError]] = {
     c.code: c
     for c in (
         BadRequest, UnsupportedVersion, UnknownOp, TooLarge, Invalid, NotFound, Conflict,
-        Locked, ShuttingDown, StoreIOError, Corrupt, MissingObject, ObjectTooLarge,
+        Locked, ShuttingDown, StoreIOError, StoreFull, Corrupt, MissingObject, ObjectTooLarge,
         MetaError, PosixError, Forbidden, RateLimited, Busy, BaselineConflict, GoodEndFails,
     )
 }

@@ -170,9 +170,10 @@ def test_experiment_runs_see_their_fork_at_the_workspace_path(session: treefork.
 def test_a_placed_run_leaves_no_process_holding_its_fork(session: treefork.Session) -> None:
     """A background process a run left in its namespace would keep the fork's
     mount alive there: it is killed with the run, and the fork goes away."""
-    cmp = session.experiment(["sleep 60 & echo started"])
+    nap = f"sleep 59.{os.getpid()}"  # a command line no other test runs
+    cmp = session.experiment([f"{nap} & echo started"])
     assert cmp.run(1).stdout == "started\n"
     forks = session.mountpoint.parent / (session.mountpoint.name + ".experiments")
     assert not any(os.path.ismount(p) for p in forks.glob("*")), "a fork is still mounted"
-    leftover = subprocess.run(["pgrep", "-f", "^sleep 60$"], capture_output=True)
+    leftover = subprocess.run(["pgrep", "-xf", nap], capture_output=True)
     assert leftover.returncode == 1, leftover.stdout

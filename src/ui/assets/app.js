@@ -249,7 +249,27 @@ function route() {
 
 let renders = 0;
 let current = null;
-async function render() {
+// One render at a time: a live refresh of the previous page that finished after a
+// navigation overwrote the new page with the old one. A render asked for while one
+// runs is done once, after it, for the route current then.
+let rendering = null;
+let renderAgain = false;
+function render() {
+  if (rendering) {
+    renderAgain = true;
+    return rendering;
+  }
+  rendering = (async () => {
+    do {
+      renderAgain = false;
+      await renderOnce();
+    } while (renderAgain);
+    rendering = null;
+  })();
+  return rendering;
+}
+
+async function renderOnce() {
   const r = route();
   current = r;
   try {

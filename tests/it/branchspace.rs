@@ -5,12 +5,11 @@
 //! merge's other side in `log`.
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::Path;
 
 use serde_json::Value;
 
-use crate::harness::{Mount, tf, write_synced, ws, ws_ok};
+use crate::harness::{Mount, fork_beside, write_synced, ws, ws_in_ok, ws_ok};
 
 fn j(m: &Mount, args: &[&str]) -> Value {
     let mut a = vec!["--json"];
@@ -18,35 +17,10 @@ fn j(m: &Mount, args: &[&str]) -> Value {
     serde_json::from_str(&ws_ok(m, &a)).unwrap()
 }
 
-/// A fork `name` of the session of `m`, mounted beside it.
-fn fork(m: &Mount, name: &str) -> PathBuf {
-    let dir = m.tmp.path().join(name);
-    fs::create_dir_all(&dir).unwrap();
-    ws_ok(m, &["fork", name, "--mount", dir.to_str().unwrap()]);
-    dir
-}
-
-/// `treefork -C DIR ARGS` on the store of `m`.
-fn at(m: &Mount, dir: &Path, args: &[&str]) -> Output {
-    let mut a = vec!["-C", dir.to_str().unwrap()];
-    a.extend_from_slice(args);
-    tf(&m.store, &a)
-}
-
-fn at_ok(m: &Mount, dir: &Path, args: &[&str]) -> String {
-    let o = at(m, dir, args);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
-
 fn at_json(m: &Mount, dir: &Path, args: &[&str]) -> Value {
     let mut a = vec!["--json"];
     a.extend_from_slice(args);
-    serde_json::from_str(&at_ok(m, dir, &a)).unwrap()
+    serde_json::from_str(&ws_in_ok(m, dir, &a)).unwrap()
 }
 
 fn messages(log: &Value) -> Vec<String> {
@@ -63,11 +37,11 @@ fn log_after_merge_lists_the_merged_side_and_first_parent_does_not() {
     let m = Mount::new();
     write_synced(&m.p("a.txt"), b"a\n");
     ws_ok(&m, &["checkpoint", "-m", "base"]);
-    let f = fork(&m, "f");
+    let f = fork_beside(&m, "f");
     write_synced(&f.join("b.txt"), b"theirs 1\n");
-    at_ok(&m, &f, &["checkpoint", "-m", "theirs 1"]);
+    ws_in_ok(&m, &f, &["checkpoint", "-m", "theirs 1"]);
     write_synced(&f.join("b.txt"), b"theirs 2\n");
-    at_ok(&m, &f, &["checkpoint", "-m", "theirs 2"]);
+    ws_in_ok(&m, &f, &["checkpoint", "-m", "theirs 2"]);
     write_synced(&m.p("c.txt"), b"ours\n");
     ws_ok(&m, &["checkpoint", "-m", "ours"]);
     let a = j(&m, &["merge", "f", "-m", "merge f"]);
@@ -109,13 +83,13 @@ fn two_sessions_each_have_their_own_main_and_name_the_other_s_as_session_slash_b
     let m = Mount::with_session("one");
     write_synced(&m.p("a.txt"), b"one\n");
     ws_ok(&m, &["checkout", "-b", "main"]);
-    let two = fork(&m, "two");
+    let two = fork_beside(&m, "two");
     // The fork starts detached, with a namespace of its own.
     let st = at_json(&m, &two, &["status"]);
     assert_eq!(st["branch"], Value::Null, "{st}");
-    at_ok(&m, &two, &["checkout", "-b", "main"]);
+    ws_in_ok(&m, &two, &["checkout", "-b", "main"]);
     write_synced(&two.join("b.txt"), b"two\n");
-    at_ok(&m, &two, &["checkpoint", "-m", "two's work"]);
+    ws_in_ok(&m, &two, &["checkpoint", "-m", "two's work"]);
     write_synced(&m.p("c.txt"), b"one again\n");
     ws_ok(&m, &["checkpoint", "-m", "one's work"]);
 
@@ -163,7 +137,7 @@ fn two_sessions_each_have_their_own_main_and_name_the_other_s_as_session_slash_b
     );
     ws_ok(&m, &["checkout", "main"]);
     assert_eq!(j(&m, &["status"])["branch"], "main");
-    at_ok(&m, &two, &["branch", "-d", "main"]);
+    ws_in_ok(&m, &two, &["branch", "-d", "main"]);
     assert_eq!(
         names(&j(&m, &["branches"])),
         vec!["main"],
@@ -211,7 +185,7 @@ fn an_agent_socket_reads_another_session_s_branch_only_once_shared() {
         &["mount", "--session", "two", two.to_str().unwrap()],
     );
     write_synced(&two.join("secret.txt"), b"two's\n");
-    at_ok(&m, &two, &["checkout", "-b", "main"]);
+    ws_in_ok(&m, &two, &["checkout", "-b", "main"]);
     let agent = |args: &[&str]| crate::security::on_socket(&sock, &m.mp, args);
 
     let o = agent(&["log", "two/main"]);

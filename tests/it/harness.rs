@@ -381,6 +381,32 @@ pub fn ws_ok(m: &Mount, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// `treefork -C DIR ARGS` on the store of `m` (DIR: another workspace of it).
+pub fn ws_in(m: &Mount, dir: &Path, args: &[&str]) -> Output {
+    let mut a = vec!["-C", dir.to_str().unwrap()];
+    a.extend_from_slice(args);
+    tf(&m.store, &a)
+}
+
+/// Like [`ws_in`], requiring success; returns stdout.
+pub fn ws_in_ok(m: &Mount, dir: &Path, args: &[&str]) -> String {
+    let o = ws_in(m, dir, args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A fork `name` of the session of `m`, mounted beside it at `<tmp>/<name>`.
+pub fn fork_beside(m: &Mount, name: &str) -> PathBuf {
+    let dir = m.tmp.path().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    ws_ok(m, &["fork", name, "--mount", dir.to_str().unwrap()]);
+    dir
+}
+
 /// Write `data` to `path` (creating its directory) and fsync it.
 pub fn write_synced(path: &Path, data: &[u8]) {
     use std::io::Write;

@@ -4,12 +4,12 @@
 //! resolved by an exec'd command and then promoted.
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
 use serde_json::Value;
 
-use crate::harness::{Mount, git, tf, write_synced, ws, ws_ok};
+use crate::harness::{Mount, fork_beside, git, tf, write_synced, ws, ws_in, ws_in_ok, ws_ok};
 use crate::lifecycle::git_repo;
 
 fn j(m: &Mount, args: &[&str]) -> Value {
@@ -43,30 +43,6 @@ fn lines(n: usize, change: &[(usize, &str)]) -> String {
         .collect()
 }
 
-/// A fork `f` of session `s` mounted beside it.
-fn fork(m: &Mount, name: &str) -> PathBuf {
-    let dir = m.tmp.path().join(name);
-    fs::create_dir_all(&dir).unwrap();
-    ws_ok(m, &["fork", name, "--mount", dir.to_str().unwrap()]);
-    dir
-}
-
-/// `treefork -C DIR ARGS` on the store of `m`.
-fn at(m: &Mount, dir: &Path, args: &[&str]) -> Output {
-    let mut a = vec!["-C", dir.to_str().unwrap()];
-    a.extend_from_slice(args);
-    tf(&m.store, &a)
-}
-
-fn at_ok(m: &Mount, dir: &Path, args: &[&str]) {
-    let o = at(m, dir, args);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
 #[test]
 fn merge_of_a_fork_takes_both_sides_and_records_two_parents() {
     let m = Mount::new();
@@ -74,13 +50,13 @@ fn merge_of_a_fork_takes_both_sides_and_records_two_parents() {
     write_synced(&m.p("b.txt"), b"bee\n");
     write_synced(&m.p("same.txt"), b"x\n");
     ws_ok(&m, &["checkpoint", "-m", "base"]);
-    let f = fork(&m, "f");
+    let f = fork_beside(&m, "f");
     write_synced(&f.join("a.txt"), lines(10, &[(8, "theirs 8")]).as_bytes());
     write_synced(&f.join("new.txt"), b"new\n");
     write_synced(&f.join("d/x"), b"in a new dir\n");
     write_synced(&f.join("same.txt"), b"both\n");
     fs::remove_file(f.join("b.txt")).unwrap();
-    at_ok(&m, &f, &["checkpoint", "-m", "theirs"]);
+    ws_in_ok(&m, &f, &["checkpoint", "-m", "theirs"]);
     write_synced(&m.p("a.txt"), lines(10, &[(1, "ours 1")]).as_bytes());
     write_synced(&m.p("same.txt"), b"both\n");
     write_synced(&m.p("mine.txt"), b"mine\n");
@@ -138,10 +114,10 @@ fn a_conflict_stops_until_resolved_and_abort_restores_the_state_before() {
     write_synced(&m.p("a.txt"), lines(10, &[]).as_bytes());
     write_synced(&m.p("img.bin"), b"\0\x01base");
     ws_ok(&m, &["checkpoint", "-m", "base"]);
-    let f = fork(&m, "f");
+    let f = fork_beside(&m, "f");
     write_synced(&f.join("a.txt"), lines(10, &[(4, "theirs")]).as_bytes());
     write_synced(&f.join("img.bin"), b"\0\x01theirs");
-    at_ok(&m, &f, &["checkpoint", "-m", "theirs"]);
+    ws_in_ok(&m, &f, &["checkpoint", "-m", "theirs"]);
     write_synced(&m.p("a.txt"), lines(10, &[(4, "ours")]).as_bytes());
     write_synced(&m.p("img.bin"), b"\0\x01ours");
     write_synced(&m.p("pending.txt"), b"not checkpointed\n");
@@ -223,14 +199,14 @@ fn cherry_pick_applies_one_checkpoint_only() {
     let m = Mount::new();
     write_synced(&m.p("a.txt"), b"a\n");
     ws_ok(&m, &["checkpoint", "-m", "base"]);
-    let f = fork(&m, "f");
+    let f = fork_beside(&m, "f");
     write_synced(&f.join("one.txt"), b"one\n");
-    at_ok(&m, &f, &["checkpoint", "-m", "one"]);
+    ws_in_ok(&m, &f, &["checkpoint", "-m", "one"]);
     write_synced(&f.join("two.txt"), b"two\n");
     write_synced(&f.join("a.txt"), b"a from two\n");
-    at_ok(&m, &f, &["checkpoint", "-m", "two"]);
+    ws_in_ok(&m, &f, &["checkpoint", "-m", "two"]);
     let log = {
-        let o = at(&m, &f, &["--json", "log"]);
+        let o = ws_in(&m, &f, &["--json", "log"]);
         serde_json::from_slice::<Value>(&o.stdout).unwrap()
     };
     let entries = log["checkpoints"]

@@ -9,11 +9,17 @@ use std::fs;
 use super::{AGENT_UID, Agent};
 use crate::harness::daemon_log;
 
-/// Mounts of the host, as `(source, mountpoint)` lines.
-fn host_mounts() -> Vec<String> {
+/// Mounts of the host under this test's own trees, as `(source, mountpoint)`
+/// lines (other tests mount and unmount elsewhere meanwhile).
+fn host_mounts(a: &Agent) -> Vec<String> {
+    let roots = [a.m.tmp.path(), a.home.as_path()];
     let mut v: Vec<String> = fs::read_to_string("/proc/self/mounts")
         .unwrap()
         .lines()
+        .filter(|l| {
+            let at = l.split(' ').nth(1).unwrap_or("");
+            roots.iter().any(|r| at.starts_with(r.to_str().unwrap()))
+        })
         .map(|l| l.split(' ').take(2).collect::<Vec<_>>().join(" "))
         .collect();
     v.sort();
@@ -29,7 +35,7 @@ fn an_unprivileged_agents_runs_see_their_forks_at_the_workspace_path() {
     let forks = a.home.join("forks");
     a.sh_ok(&format!("mkdir '{}'", forks.display()));
     a.user_ok(&["config", &format!("forks_dir={}", forks.display())]);
-    let before = host_mounts();
+    let before = host_mounts(&a);
     let cmd = format!("pwd; pwd -P; id -u; echo \"$PWD\"; echo run > {mp}/f");
     let o = a.cli(&["experiment", "-c", &cmd, "-c", &cmd]);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -49,7 +55,7 @@ fn an_unprivileged_agents_runs_see_their_forks_at_the_workspace_path() {
     }
     // Each run wrote its own fork, through the workspace's absolute path.
     assert_eq!(fs::read_to_string(a.m.p("f")).unwrap(), "base\n");
-    assert_eq!(host_mounts(), before, "the host's mounts changed");
+    assert_eq!(host_mounts(&a), before, "the host's mounts changed");
     // A bisect whose test only passes at the workspace's own path.
     a.sh_ok("echo bad > sub/g");
     a.cli_ok(&["checkpoint", "-m", "bad"]);

@@ -68,6 +68,21 @@ fi
 export TREEFORK_WEED="$PYVENV/bin/weed"
 "$TREEFORK_WEED" version
 
+step "agent CLIs (Claude Code, Codex; pinned in tests/agents/package.json) for the agent tests"
+# Kept in target/ between runs (760 MB); reinstalled when the pins change.
+AGENTS="$ROOT/target/agents"
+AGSTAMP=$(cat tests/agents/package.json tests/agents/package-lock.json | sha256sum | cut -c1-16)
+if [ "$(cat "$AGENTS/.stamp" 2>/dev/null)" != "$AGSTAMP" ]; then
+  rm -rf "$AGENTS"
+  mkdir -p "$AGENTS"
+  cp tests/agents/package.json tests/agents/package-lock.json "$AGENTS/"
+  (cd "$AGENTS" && npm ci --no-audit --no-fund --loglevel=error)
+  echo "$AGSTAMP" > "$AGENTS/.stamp"
+fi
+export TREEFORK_TEST_AGENTS="$AGENTS"
+"$AGENTS/node_modules/.bin/claude" --version
+"$AGENTS/node_modules/.bin/codex" --version
+
 step "integration tests (real mounts)"
 # The FUSE-over-io_uring tests (ring::ring_*) flip a global kernel switch: they run
 # once, in the ring pass at the end.

@@ -15,9 +15,9 @@ use super::r#continue;
 use super::definition::{Definition, RunWith};
 use super::flags::Globals;
 use super::{
-    Ctx, Outcome, Result, Run, bisect, completions, config, daemon, exec, experiment, history,
-    hydrate, man, mcp, merge, messages, mount, mount_helper, promote, pull, push, refs, remote,
-    rewind, schema, show, snapshot, store, timeline, trim, ui, undo,
+    Ctx, Outcome, Result, Run, agent, bisect, completions, config, daemon, exec, experiment,
+    history, hydrate, man, mcp, merge, messages, mount, mount_helper, promote, pull, push, refs,
+    remote, rewind, schema, show, snapshot, store, timeline, trim, ui, undo,
 };
 
 /// The `treefork` command line.
@@ -123,6 +123,8 @@ commands! {
     Messages(messages::Messages),
     Rewind(rewind::Rewind),
     Continue(r#continue::Continue),
+    Hook(agent::hook::Hook),
+    Agent(agent::Agent),
     Mcp(mcp::Mcp),
     Ui(ui::Ui),
     Push(push::Push),

@@ -13,12 +13,15 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::plumbing::DaemonError;
 use super::plumbing::runner::{self, DEFAULT_CAPTURE_LIMIT, RunResult, Spec};
 use super::prelude::*;
 use treefork::ops::exec::MAX_CAPTURE;
 
 /// Run a command in the workspace and record it (before/after states, changed
-/// paths, exit status, output).
+/// paths, exit status, output). While another recorded command or an agent's tool
+/// call runs in the session, the command runs unrecorded (that record holds its
+/// changes) and a note says so.
 #[derive(clap::Args)]
 pub struct Exec {
     /// Stop the command and everything it started (its process group) after S
@@ -70,9 +73,21 @@ impl Run for Exec {
         // Processes the command leaves behind stay in this process's tree (the
         // daemon tells the command's writers from others by the parent chain).
         runner::become_subreaper();
-        let begun: Reply<Answer<treefork::verbs::ExecBegin>> =
-            cx.session(Op::ExecBegin(treefork::verbs::ExecBegin { argv, cwd: rel }))?;
-        let n = begun.body.exec;
+        let begun: Result<Reply<Answer<treefork::verbs::ExecBegin>>> =
+            cx.session(Op::ExecBegin(treefork::verbs::ExecBegin { argv, cwd: rel }));
+        // Busy: another exec or an agent's tool call is being recorded, and its
+        // record holds this command's changes: run it unrecorded.
+        let n = match begun {
+            Ok(b) => Some(b.body.exec),
+            Err(e)
+                if e.downcast_ref::<DaemonError>()
+                    .is_some_and(|d| d.is(&treefork::Error::Busy(String::new()))) =>
+            {
+                eprintln!("treefork: note: not recorded on its own: {e}");
+                None
+            }
+            Err(e) => return Err(e),
+        };
         let spec = Spec::new(self.command.clone())
             .cwd(dir)
             .capture_limit(self.capture_limit)
@@ -83,11 +98,13 @@ impl Run for Exec {
         }
         if r.timed_out {
             eprintln!(
-                "treefork: exec {n}: stopped after the {}s timeout",
+                "treefork: exec: stopped after the {}s timeout",
                 self.timeout.unwrap_or_default().as_secs_f64()
             );
         }
-        if let Err(e) = record(cx, n, &r) {
+        if let Some(n) = n
+            && let Err(e) = record(cx, n, &r)
+        {
             eprintln!("treefork: warning: exec {n} was not recorded: {e:#}");
         }
         let _ = io::stdout().flush();

@@ -71,6 +71,7 @@
 //! free. A store-wide op uses `cx.store_op` (and, to work without a daemon, an arm
 //! in `plumbing/offline.rs`).
 
+mod agent;
 pub mod args;
 mod bisect;
 mod completions;

@@ -3,12 +3,18 @@
 use super::prelude::*;
 
 /// Bring the workspace back to how it was when message MSG was recorded and hide
-/// the messages after it (pending changes are saved first; `undo` reverts it).
+/// the messages after it, or (--prompt N) to how it was before the Nth prompt and
+/// hide that prompt and what followed (pending changes are saved first; `undo`
+/// reverts it).
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("point").required(true).args(["to", "prompt"])))]
 pub struct Rewind {
     /// The message id.
     #[arg(long = "to", value_name = "MSG")]
-    to: String,
+    to: Option<String>,
+    /// Before the Nth prompt (user message) of the conversation, counting from 1.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    prompt: Option<u64>,
     /// What to bring back.
     #[arg(long, value_parser = ["files", "conversation", "both"], default_value = "both")]
     what: String,
@@ -46,7 +52,8 @@ impl Run for Rewind {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let r: Reply<Answer<treefork::verbs::Rewind>> =
             cx.session(Op::Rewind(treefork::verbs::Rewind {
-                to: self.to.clone(),
+                to: self.to.clone().unwrap_or_default(),
+                prompt: self.prompt,
                 what: Some(self.what.clone()),
                 dry_run: self.dry_run,
             }))?;

@@ -217,6 +217,7 @@ pub fn rewind(cx: &Call, v: Value) -> Outcome {
         cx,
         verbs::Rewind {
             to: a.to,
+            prompt: None,
             what: a.what.map(wire),
             dry_run: a.dry_run,
         },

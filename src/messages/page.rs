@@ -102,3 +102,39 @@ pub fn visible_count(store: &dyn ObjectStore, session: &str) -> Result<u64> {
         .map(|[a, b]| b - a + 1)
         .sum())
 }
+
+/// The `n`th visible `user` message of `session`'s conversation (counting from
+/// 1): what `rewind --prompt N` goes back to. Walks the visible records once,
+/// stopping at it.
+pub fn nth_prompt(store: &dyn ObjectStore, session: &str, n: u64) -> Result<Message> {
+    let hidden = conversation::hidden(store, session)?;
+    let last = share::last_seq(store, session, Stream::Messages)?;
+    let ranges = share::visible(&hidden, 1, last);
+    let chain = share::chain(store, session, Stream::Messages)?;
+    let (mut seen, mut found) = (0u64, None);
+    walk(
+        store,
+        &chain,
+        Stream::Messages,
+        &ranges,
+        false,
+        &mut |seq, v| {
+            let owner = format!("message {session}#m{seq}");
+            let m = Message::decode(&owner, &v)?;
+            if m.role == "user" {
+                seen += 1;
+                if seen == n {
+                    found = Some(m);
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        },
+    )?;
+    found.ok_or_else(|| {
+        Error::NotFound(format!(
+            "prompt {n}: the conversation holds {seen} prompt{} (user messages)",
+            if seen == 1 { "" } else { "s" }
+        ))
+    })
+}

@@ -378,6 +378,7 @@ fn exec_meta() -> ExecMeta {
         stderr_bytes: 0,
         stdout_truncated: false,
         stderr_truncated: false,
+        tools: None,
     }
 }
 

@@ -98,6 +98,9 @@ pub mod shutdown;
 pub mod status;
 pub mod store_trim;
 pub mod timeline;
+pub mod tool_begin;
+pub mod tool_end;
+pub mod tool_settle;
 pub mod umount;
 pub mod undo;
 
@@ -250,6 +253,9 @@ table! {
     exec_begin::ExecBegin,
     exec_output::ExecOutput,
     exec_end::ExecEnd,
+    tool_begin::ToolBegin,
+    tool_end::ToolEnd,
+    tool_settle::ToolSettle,
     history::History,
     history_show::HistoryShow,
     promote::Promote,

@@ -4,6 +4,7 @@
 mod harness;
 
 mod agent_socket;
+mod agents;
 mod attached;
 mod bisect;
 mod blockmap;

@@ -66,6 +66,10 @@ pub struct ExecMeta {
     pub stdout_truncated: bool,
     /// Stderr was cut at the capture limit.
     pub stderr_truncated: bool,
+    /// The agent runtime's tool calls it records (absent for a command run by
+    /// `exec`); several when they overlapped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<super::calls::ToolCall>>,
 }
 
 /// A history line: the exec meta (without the changed paths) with its record's

@@ -34,7 +34,9 @@ fn check(argv: &[String], cwd: &str) -> Result<()> {
 
 /// Begin recording exec N of `argv` in `cwd` (relative to the workspace root) for
 /// `actor`, who explains it with `explanation`: finalize a stale running exec, save
-/// pending changes (the before checkpoint), start the watch.
+/// pending changes (the before checkpoint), start the watch. Refused (busy) while
+/// another exec or an agent runtime's tool call is recorded: its record will hold
+/// this command's changes (`treefork exec` then runs the command unrecorded).
 pub(crate) fn begin(
     t: &Target,
     actor: &Actor,
@@ -43,31 +45,63 @@ pub(crate) fn begin(
     explanation: Option<String>,
 ) -> Result<Begun> {
     check(&argv, &cwd)?;
+    clear_stale(t)?;
+    start(t, actor, argv, cwd, explanation, None)
+}
+
+/// Refuse while a live exec runs; finalize one whose client is gone.
+pub(super) fn clear_stale(t: &Target) -> Result<()> {
     let s = &t.session;
     let stale = slot::with(s, |sl| match &sl.running {
-        Some(r) if r.client_alive() => Err(r.n),
+        Some(r) if r.client_alive() => Err(match &r.group {
+            Some(g) => format!(
+                "{} is being recorded as exec {} in this session; its record holds what this command changes",
+                g.title(),
+                r.n
+            ),
+            None => format!(
+                "exec {} is still running in this session (one recorded command at a time); wait for it or run this one without `treefork exec`",
+                r.n
+            ),
+        }),
         _ => Ok(sl.running.take()),
     });
     match stale {
-        Err(n) => {
-            return Err(Error::Busy(format!(
-                "exec {n} is still running in this session (one recorded command at a time); wait for it or run this one without `treefork exec`"
-            )));
-        }
+        Err(msg) => Err(Error::Busy(msg)),
         Ok(Some(r)) => {
-            let why = format!(
-                "abandoned: its client (pid {}) ended before it reported the command's end",
-                r.actor.pid.unwrap_or(0)
-            );
+            let why = match &r.group {
+                Some(g) => g.abandoned_why(),
+                None => format!(
+                    "abandoned: its client (pid {}) ended before it reported the command's end",
+                    r.actor.pid.unwrap_or(0)
+                ),
+            };
             if let Err(e) = super::end::finish(t, r, super::end::Ending::abandoned(why)) {
                 ::log::error!("session {}: finalizing an abandoned exec: {e}", s.name());
             }
+            Ok(())
         }
-        Ok(None) => {}
+        Ok(None) => Ok(()),
     }
+}
+
+/// Save the before state of a new exec (a checkpoint when anything is pending),
+/// start the watch and make it the session's running exec.
+pub(super) fn start(
+    t: &Target,
+    actor: &Actor,
+    argv: Vec<String>,
+    cwd: String,
+    explanation: Option<String>,
+    group: Option<super::calls::Group>,
+) -> Result<Begun> {
+    let s = &t.session;
     let n = slot::next_number(s)?;
     syncfs(&t.mount)?;
-    let roots: Vec<u32> = actor.pid.into_iter().collect();
+    // A tool call's writers descend from the runtime, not from the hook that
+    // reported it.
+    let root = group.as_ref().and_then(|g| g.client_pid()).or(actor.pid);
+    let roots: Vec<u32> = root.into_iter().collect();
     let gate = relock(s.gate.write());
     let saved = (|| -> Result<(String, crate::id::NodeId)> {
         let rec = s.record();
@@ -102,6 +136,7 @@ pub(crate) fn begin(
         before,
         out: [Vec::new(), Vec::new()],
         cut: [false, false],
+        group,
     };
     slot::with(s, |sl| sl.running = Some(running));
     Ok(Begun {

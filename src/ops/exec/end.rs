@@ -70,11 +70,11 @@ pub(super) fn finish(t: &Target, r: Running, e: Ending) -> Result<Ended> {
         let ckpt = if diff::differ(&**s.store(), r.before_root, root)? {
             let mut meta = Map::new();
             meta.insert("exec".into(), json!(r.n));
-            let msg = format!(
-                "exec {}: {}",
-                r.n,
-                crate::command::shell::quoted_short(&r.argv, 200)
-            );
+            let what = match &r.group {
+                Some(g) => g.title(),
+                None => crate::command::shell::quoted_short(&r.argv, 200),
+            };
+            let msg = format!("exec {}: {what}", r.n);
             Some(
                 s.checkpoint_with_meta(&msg, "exec", None, meta)?
                     .id
@@ -94,7 +94,10 @@ pub(super) fn finish(t: &Target, r: Running, e: Ending) -> Result<Ended> {
     }
     let changed = changed_paths(s.store().as_ref(), r.before_root, root)?;
     let meta = exec_meta(&r, &e, ckpt.as_deref(), changed, &seen);
-    let request = json!({"op": "exec", "argv": r.argv, "cwd": r.cwd});
+    let request = match &meta.tools {
+        Some(calls) => json!({"op": "tool", "calls": calls, "cwd": r.cwd}),
+        None => json!({"op": "exec", "argv": r.argv, "cwd": r.cwd}),
+    };
     let mut op = record::Rec {
         actor: &r.actor,
         kind: super::KIND,
@@ -185,5 +188,13 @@ fn exec_meta(r: &Running, e: &Ending, after: Option<&str>, c: Changed, seen: &Se
         stderr_bytes: r.out[1].len() as u64,
         stdout_truncated: e.truncated[0] || r.cut[0],
         stderr_truncated: e.truncated[1] || r.cut[1],
+        tools: r.group.as_ref().map(|g| {
+            let why = if e.abandoned {
+                e.error.as_deref().unwrap_or(super::calls::NO_END)
+            } else {
+                super::calls::NO_END
+            };
+            g.calls_closed(why)
+        }),
     }
 }

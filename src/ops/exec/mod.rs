@@ -6,11 +6,14 @@
 //! with `history` and `history_show`. Layout: `begin` (the before checkpoint, the
 //! watch, output chunks), `end` (the after checkpoint, the record), `history`
 //! (reading records; [`exec_state`] for `exec@N`), `slot` (per-session state),
-//! `answers` (what the verbs answer, and the record's `meta.exec`).
+//! `answers` (what the verbs answer, and the record's `meta.exec`), `tool` (an
+//! agent runtime's tool calls, `tool_begin` → `tool_end`, recorded as execs;
+//! `calls`: the calls and groups it records).
 //!
 //! Invariants:
 //! - Exec numbers count from 1 per session; at most one exec runs per session at a
-//!   time. One that never ends (its client died) is finalized as `abandoned` at the
+//!   time (one command, or one group of overlapping tool calls). One that never
+//!   ends (its client died) is finalized as `abandoned` at the
 //!   next `exec_begin` or at unmount ([`unmounting`]).
 //! - The before state is a checkpoint (pending changes are saved first, trigger
 //!   `before-exec`); the after state is a checkpoint with trigger `exec` whose
@@ -24,9 +27,11 @@
 
 pub mod answers;
 mod begin;
+mod calls;
 mod end;
 pub(crate) mod history;
 mod slot;
+pub mod tool;
 
 pub use crate::control::{b64_decode, b64_encode};
 pub(crate) use begin::{begin, output};

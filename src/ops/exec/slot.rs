@@ -1,6 +1,7 @@
 //! The recorder's per-session state, kept in the session's writer-watch slot
 //! (`Session::watch.slot`): the last exec number, the running exec (at most one
-//! per session), and the count of execs since the last automatic checkpoint.
+//! per session: one command, or one group of an agent runtime's overlapping tool
+//! calls), and the count of execs since the last automatic checkpoint.
 //!
 //! Not durable: after a daemon crash a running exec is lost (its changes are
 //! pending changes of the next operation) and the number continues from the
@@ -8,6 +9,7 @@
 
 use std::time::Instant;
 
+pub(super) use super::calls::start_time;
 use crate::error::{Error, Result};
 use crate::id::NodeId;
 use crate::oplog::{self, Actor, View};
@@ -30,25 +32,23 @@ pub(super) struct Running {
     /// Captured stdout and stderr, and whether the daemon cut them.
     pub out: [Vec<u8>; 2],
     pub cut: [bool; 2],
+    /// The agent runtime's tool calls it records (`tool_begin`), if it is a
+    /// tool-call record rather than one command.
+    pub group: Option<super::calls::Group>,
 }
 
 impl Running {
-    /// Whether the client that began it still runs.
+    /// Whether the client that began it still runs (for tool calls: the runtime).
     pub fn client_alive(&self) -> bool {
+        if let Some(g) = &self.group {
+            return g.alive(self.started);
+        }
         match (self.actor.pid, self.client_start) {
             (Some(pid), Some(t)) => start_time(pid) == Some(t),
             (Some(pid), None) => std::path::Path::new(&format!("/proc/{pid}")).exists(),
             _ => false,
         }
     }
-}
-
-/// A process's start time (clock ticks after boot).
-pub(super) fn start_time(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = s.get(s.rfind(')')? + 1..)?;
-    // Field 22 overall; the 20th after the comm.
-    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 #[derive(Default)]

@@ -79,10 +79,26 @@ struct Plan {
     changes: Vec<PathChange>,
 }
 
-fn plan(t: &Target, to: &str, what: What) -> Result<Plan> {
+/// Where a rewind goes: a message (kept, the ones after it hidden), or before
+/// the `N`th prompt (it and what follows hidden, the files as it was given).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Point<'a> {
+    Message(&'a str),
+    BeforePrompt(u64),
+}
+
+fn plan(t: &Target, point: Point<'_>, what: What) -> Result<Plan> {
     let s = &t.session;
     let store = s.store().clone();
     let name = s.name();
+    let (to, keep) = match point {
+        Point::Message(id) => (id.to_string(), 1),
+        Point::BeforePrompt(0) => {
+            return Err(Error::Invalid("prompts count from 1".into()));
+        }
+        Point::BeforePrompt(n) => (crate::messages::page::nth_prompt(&*store, name, n)?.id, 0),
+    };
+    let to = to.as_str();
     let (stream, m) = messages::by_id(&*store, name, to)?;
     if stream != Stream::Messages {
         return Err(Error::Invalid(format!(
@@ -97,12 +113,13 @@ fn plan(t: &Target, to: &str, what: What) -> Result<Plan> {
         )));
     }
     let last = messages::last_seq(&*store, name, Stream::Messages)?;
-    let (new_hidden, dropped) = if conv && last > m.seq {
-        let dropped = messages::share::visible(&hidden, m.seq + 1, last)
+    let from = m.seq + keep;
+    let (new_hidden, dropped) = if conv && last >= from {
+        let dropped = messages::share::visible(&hidden, from, last)
             .iter()
             .map(|[a, b]| (b - a + 1) as usize)
             .sum();
-        (conversation::with_range(&hidden, m.seq + 1, last), dropped)
+        (conversation::with_range(&hidden, from, last), dropped)
     } else {
         (hidden.clone(), 0)
     };
@@ -128,11 +145,13 @@ fn plan(t: &Target, to: &str, what: What) -> Result<Plan> {
 pub(crate) fn run(
     t: &Target,
     call: &Call,
-    to: &str,
+    point: Point<'_>,
     what: Option<&str>,
     dry_run: bool,
 ) -> Result<Rewound> {
-    let p = plan(t, to, what_of(what)?)?;
+    let p = plan(t, point, what_of(what)?)?;
+    let to = p.message.id.clone();
+    let to = to.as_str();
     let Plan {
         what,
         message: m,

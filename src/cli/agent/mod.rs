@@ -1,0 +1,35 @@
+//! treefork as a drop-in for agent runtimes (Claude Code, Codex, Gemini CLI):
+//! `treefork hook`, the entry point their hooks call (`hook`, reading their
+//! JSON through `payload`), and `treefork agent install`, which puts those hooks
+//! and treefork's MCP server into a runtime's configuration (`install`; the
+//! shared JSON shape in `entries`, Codex's TOML and hook trust in `codex`).
+
+mod codex;
+mod entries;
+pub mod hook;
+mod install;
+pub mod payload;
+
+use super::prelude::*;
+
+/// Wire treefork into an agent runtime (Claude Code, Codex, Gemini CLI).
+#[derive(clap::Args)]
+pub struct Agent {
+    #[command(subcommand)]
+    cmd: Sub,
+}
+
+#[derive(clap::Subcommand)]
+enum Sub {
+    /// Put treefork's hooks and MCP server into a runtime's configuration, beside
+    /// what is there (reinstall replaces them; --uninstall removes them).
+    Install(install::Install),
+}
+
+impl Run for Agent {
+    fn run(&self, cx: &Ctx) -> Result<Outcome> {
+        match &self.cmd {
+            Sub::Install(i) => i.run(cx),
+        }
+    }
+}

@@ -8,4 +8,5 @@
 mod claude;
 mod codex;
 mod install;
+mod readme;
 mod server;

@@ -48,8 +48,8 @@ pub use rules::{
     validate_trigger,
 };
 pub use spec::{
-    Base, HeadOnly, MAX_SPEC, REF_FORMS, RefContext, RefSpec, Suffix, Visibility,
-    parse as parse_spec, resolve_in,
+    Base, HeadOnly, MAX_SPEC, REF_FORMS, RefContext, RefSpec, Suffix, Visibility, exec_digits,
+    exec_ref, parse as parse_spec, resolve_in,
 };
 
 /// Checkpoint record format version. 2 replaced `parent` by `parents` and made
@@ -357,11 +357,8 @@ pub fn validate_ref_name(name: &str) -> Result<()> {
     if name.contains("@{") {
         return bad("contains '@{' (ref syntax: @{-N})");
     }
-    if name
-        .strip_prefix("exec@")
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-    {
-        return bad("exec@N names the state after an exec");
+    if exec_digits(name).is_some() {
+        return bad("exec@N and tool@N name the state after an exec");
     }
     if name.len() == 64 && name.chars().all(|c| c.is_ascii_hexdigit()) {
         return bad("looks like a checkpoint id");

@@ -40,4 +40,4 @@ pub struct AgentArgs {
 
 /// Help of every argument naming a checkpoint (`REF`).
 pub const REF_HELP: &str =
-    "Checkpoint id (prefix), branch, HEAD/@, @{-N}, exec@N, each with ~N or ^N suffixes";
+    "Checkpoint id (prefix), branch, HEAD/@, @{-N}, exec@N (tool@N), each with ~N or ^N suffixes";

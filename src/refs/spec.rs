@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! spec    = base suffix*
-//! base    = "HEAD" | "@" | "@{-" N "}" | "exec@" N | NAME
+//! base    = "HEAD" | "@" | "@{-" N "}" | "exec@" N | "tool@" N | NAME
 //! suffix  = "~" [N] | "^" [N]          ; "~" = "~1", "^" = "^1", "^0" = itself
 //! NAME    = a branch name (the session's own, a store-wide one, REMOTE/NAME,
 //!           SESSION/BRANCH: in that order, see `super::names`), else a full
@@ -33,7 +33,7 @@ pub const MAX_SPEC: usize = 1024;
 /// What a ref may be (appended to "unknown ref" errors).
 pub const REF_FORMS: &str = "a ref is HEAD (or @), a branch name (SESSION/BRANCH for another \
      session's, REMOTE/NAME for a remote's), a checkpoint id or a unique \
-     prefix of at least 4 hex digits, @{-N} (the N-th previous checkout) or exec@N (the state \
+     prefix of at least 4 hex digits, @{-N} (the N-th previous checkout) or exec@N or tool@N (the state \
      after exec N), followed by any of ~N, ~, ^N, ^";
 
 /// Where a spec starts.
@@ -130,15 +130,26 @@ fn parse_base(spec: &str, base: &str) -> Result<Base> {
             n => Ok(Base::Previous(n)),
         };
     }
-    if let Some(n) = base.strip_prefix("exec@")
-        && all_digits(n)
-    {
+    if let Some(n) = exec_digits(base) {
         return Ok(Base::Exec(number(spec, n)?));
     }
     if base.contains("@{") {
         return bad("NAME@{...} (reflog syntax) is not supported; @{-N} stands alone");
     }
     Ok(Base::Name(base.to_string()))
+}
+
+/// The digits of `exec@N` or its alias `tool@N` (an agent runtime's tool call is
+/// recorded as an exec), if `s` is one of them.
+pub fn exec_digits(s: &str) -> Option<&str> {
+    s.strip_prefix("exec@")
+        .or_else(|| s.strip_prefix("tool@"))
+        .filter(|n| all_digits(n))
+}
+
+/// The exec number `s` names (`exec@N`, `tool@N`), if it is such a ref.
+pub fn exec_ref(s: &str) -> Option<u64> {
+    exec_digits(s)?.parse().ok()
 }
 
 /// Parse a ref spec. Pure; never panics on any input.

@@ -41,6 +41,7 @@ fn parses_examples() {
         ("@{-12}~1", spec(Base::Previous(12), &[Ancestor(1)])),
         ("exec@7", spec(Base::Exec(7), &[])),
         ("exec@7~", spec(Base::Exec(7), &[Ancestor(1)])),
+        ("tool@7", spec(Base::Exec(7), &[])),
         ("exec@", spec(name("exec@"), &[])),
         ("exec@x", spec(name("exec@x"), &[])),
         ("abcd~1", spec(name("abcd"), &[Ancestor(1)])),
@@ -78,7 +79,7 @@ fn refuses_malformed() {
 
 #[test]
 fn branch_names_cannot_shadow_spec_bases() {
-    for bad in ["@", "a@{b", "@{-1}", "exec@1", "exec@0042"] {
+    for bad in ["@", "a@{b", "@{-1}", "exec@1", "exec@0042", "tool@3"] {
         assert!(validate_ref_name(bad).is_err(), "{bad:?}");
     }
     for ok in ["exec@", "exec@x", "a@b", "exec@1x", "@a"] {

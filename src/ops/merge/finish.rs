@@ -129,10 +129,7 @@ pub(crate) fn cont(t: &Target, call: &Call, op: &str) -> Result<MergeAnswer> {
         if let Some(id) = m.theirs_id {
             o.meta.insert("theirs_id".into(), id.to_hex().into());
         }
-        let exec = m
-            .theirs
-            .strip_prefix("exec@")
-            .and_then(|n| n.parse::<u64>().ok());
+        let exec = crate::refs::exec_ref(&m.theirs);
         if let Some(n) = exec.filter(|_| op == "revert") {
             o.meta.insert("reverts_exec".into(), n.into());
         }

@@ -200,9 +200,7 @@ struct Reverted {
 
 fn revert_points(t: &Target, spec: &str) -> Result<Option<Reverted>> {
     let store = t.session.store().clone();
-    let exec = spec
-        .strip_prefix("exec@")
-        .and_then(|n| n.parse::<u64>().ok());
+    let exec = crate::refs::exec_ref(spec);
     if let Some(n) = exec {
         let o = crate::ops::exec::history::find(&*store, t.session.name(), n)?;
         let meta = &o.meta["exec"];

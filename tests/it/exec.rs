@@ -386,14 +386,27 @@ fn an_exec_whose_client_died_is_finalized_as_abandoned() {
         assert!(t0.elapsed() < Duration::from_secs(10));
         std::thread::sleep(Duration::from_millis(10));
     }
-    let o = exec(&m, &["true"]);
-    assert!(!o.status.success());
+    // A second command meanwhile runs, unrecorded on its own (the running
+    // exec's record holds its changes), and says so.
+    let o = exec(&m, &["sh", "-c", "echo y > second"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("still running"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
+        err.contains("not recorded on its own") && err.contains("still running"),
+        "{err}"
     );
+    assert!(m.p("second").exists());
     assert!(long.wait().unwrap().success());
+    let h = json(&ws_ok(&m, &["--json", "history"]));
+    assert_eq!(h["execs"].as_array().unwrap().len(), 3, "{h}");
+    let third = meta(&show(&m, 3)).clone();
+    let changed: Vec<&str> = third["changed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["path"].as_str().unwrap())
+        .collect();
+    assert!(changed.contains(&"second"), "{third}");
 }
 
 #[test]

@@ -2,13 +2,15 @@
 //! `treefork hook`, the entry point their hooks call (`hook`, reading their
 //! JSON through `payload`), and `treefork agent install`, which puts those hooks
 //! and treefork's MCP server into a runtime's configuration (`install`; the
-//! shared JSON shape in `entries`, Codex's TOML and hook trust in `codex`).
+//! shared JSON shape in `entries`, Codex's TOML and hook trust in `codex`), and
+//! `treefork agent run`, which mounts a session and runs the runtime in it (`run`).
 
 mod codex;
 mod entries;
 pub mod hook;
 mod install;
 pub mod payload;
+mod run;
 
 use super::prelude::*;
 
@@ -24,12 +26,16 @@ enum Sub {
     /// Put treefork's hooks and MCP server into a runtime's configuration, beside
     /// what is there (reinstall replaces them; --uninstall removes them).
     Install(install::Install),
+    /// Mount a session of this directory's tree, run the runtime in it with
+    /// treefork's hooks, unmount at exit.
+    Run(run::AgentRun),
 }
 
 impl Run for Agent {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         match &self.cmd {
             Sub::Install(i) => i.run(cx),
+            Sub::Run(r) => r.run(cx),
         }
     }
 }

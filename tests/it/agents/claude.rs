@@ -127,3 +127,61 @@ fn claude_codes_write_and_parallel_subagents_are_recorded() {
         "nothing left unrecorded"
     );
 }
+
+#[test]
+fn agent_run_mounts_a_session_of_the_repository_and_unmounts_at_exit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = crate::lifecycle::git_repo(tmp.path());
+    let store = tmp.path().join("store");
+    let mp = tmp.path().join("repo.claude");
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let script = json!({"turns": [{"match": "tidy", "steps": [
+        {"tools": [{"name": "Bash", "input": {"command": "rm README", "description": "rm"}}]},
+        {"text": "tidied"}
+    ]}]});
+    let server = ModelServer::start(tmp.path(), &script);
+    let claude_dir = cli("claude").parent().unwrap().to_path_buf();
+    // The environment of `claude()`, through `treefork agent run`.
+    let c = claude(&repo, &home, &server, "unused");
+    let mut run = std::process::Command::new("timeout");
+    run.arg("120")
+        .arg(bin())
+        .arg("--store")
+        .arg(&store)
+        .args(["agent", "run", "claude", "--"])
+        .args(["-p", "tidy up", "--dangerously-skip-permissions"])
+        .current_dir(&repo)
+        .env_clear()
+        .envs(
+            c.get_envs()
+                .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
+        )
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                claude_dir.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        );
+    run_ok(run, "treefork agent run claude", &server);
+    assert!(
+        crate::harness::fuse_mounts_under(tmp.path()).is_empty(),
+        "unmounted at exit"
+    );
+    assert!(
+        repo.join("README").exists(),
+        "the repository itself is untouched"
+    );
+    // The session keeps what the run did, recorded.
+    let m = crate::harness::Mount::at(tempfile::tempdir().unwrap(), store, mp, "repo-claude");
+    m.mount();
+    assert!(!m.p("README").exists());
+    let recs = tool_records(&m);
+    assert!(
+        recs.iter()
+            .any(|r| r.1 == "rm README" && r.3 == vec!["deleted README".to_string()]),
+        "{recs:?}"
+    );
+}

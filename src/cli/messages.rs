@@ -429,6 +429,8 @@ impl MetaArgs {
                 add_turns: self.add_turns,
                 add_cost: self.add_cost,
                 exit_reason: self.exit_reason.clone(),
+                runtime: None,
+                runtime_session: None,
             }))?;
         Ok(r.into())
     }

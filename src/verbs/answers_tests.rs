@@ -519,12 +519,14 @@ fn message_answers() {
             cost: Some(1.5),
             exit_reason: None,
             model: Some("m".into()),
+            runtime: Some("claude".into()),
+            runtime_session: None,
             turns: Some(2),
         }),
     };
     assert_eq!(
         wire(&c),
-        json!({"conversation": {"cost": 1.5, "model": "m", "turns": 2}})
+        json!({"conversation": {"cost": 1.5, "model": "m", "runtime": "claude", "turns": 2}})
     );
     assert_eq!(
         wire(&MetaUpdated { conversation: None }),

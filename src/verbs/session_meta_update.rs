@@ -18,6 +18,12 @@ pub struct SessionMetaUpdate {
     /// Why the agent stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_reason: Option<String>,
+    /// The agent runtime working in the session (`claude`, `codex`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// The runtime's own id of its session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_session: Option<String>,
 }
 
 impl Verb for SessionMetaUpdate {
@@ -36,6 +42,8 @@ impl Verb for SessionMetaUpdate {
             add_turns: _,
             add_cost: _,
             exit_reason: _,
+            runtime: _,
+            runtime_session: _,
         } = self;
         true
     }
@@ -48,7 +56,15 @@ impl Handler for SessionMetaUpdate {
             add_turns,
             add_cost,
             exit_reason,
+            runtime,
+            runtime_session,
         } = self;
-        ops::messages::meta_update(&cx.target(), model, add_turns, add_cost, exit_reason)
+        let texts = ops::messages::MetaTexts {
+            model,
+            exit_reason,
+            runtime,
+            runtime_session,
+        };
+        ops::messages::meta_update(&cx.target(), texts, add_turns, add_cost)
     }
 }

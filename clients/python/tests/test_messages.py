@@ -50,6 +50,11 @@ def test_rewind_files_and_conversation_then_undo(session: treefork.Session) -> N
     assert (mp / "f").read_text() == "after\n" and len(session.messages()) == 2
     only = session.rewind(first, what="conversation")
     assert only.dropped == 1 and (mp / "f").read_text() == "after\n"
+    # Before prompt 1: the prompt is hidden too.
+    session.undo()
+    before = session.rewind(prompt=1)
+    assert before.dropped == 2 and (mp / "f").read_text() == "before\n"
+    assert session.messages() == []
 
 
 def test_fork_from_a_message(env: Env, session: treefork.Session) -> None:

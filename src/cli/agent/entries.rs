@@ -27,6 +27,7 @@ pub fn entries(rt: Runtime) -> Vec<Entry> {
         Runtime::Claude => {
             let tools = Some("Bash|Write|Edit|MultiEdit|NotebookEdit");
             vec![
+                e("SessionStart", None),
                 e("UserPromptSubmit", None),
                 e("PreToolUse", tools),
                 e("PostToolUse", tools),
@@ -38,6 +39,7 @@ pub fn entries(rt: Runtime) -> Vec<Entry> {
         Runtime::Codex => {
             let tools = Some("Bash|apply_patch");
             vec![
+                e("SessionStart", None),
                 e("UserPromptSubmit", None),
                 e("PreToolUse", tools),
                 e("PostToolUse", tools),
@@ -47,6 +49,7 @@ pub fn entries(rt: Runtime) -> Vec<Entry> {
         Runtime::Gemini => {
             let tools = Some("run_shell_command|write_file|replace");
             vec![
+                e("SessionStart", None),
                 e("BeforeAgent", None),
                 e("BeforeTool", tools),
                 e("AfterTool", tools),
@@ -54,6 +57,23 @@ pub fn entries(rt: Runtime) -> Vec<Entry> {
             ]
         }
     }
+}
+
+/// Claude Code's worktree events: with these, a subagent's isolated worktree (and
+/// `claude --worktree`) is a treefork fork. Opt-in (`agent install --worktrees`,
+/// and `agent run`): outside a workspace the hook cannot make one, and the runtime
+/// then has no worktree at all.
+pub fn worktree_entries() -> Vec<Entry> {
+    vec![
+        Entry {
+            event: "WorktreeCreate",
+            matcher: None,
+        },
+        Entry {
+            event: "WorktreeRemove",
+            matcher: None,
+        },
+    ]
 }
 
 /// The hook command of `rt`: `EXE hook --runtime RT [--strict]`.
@@ -115,9 +135,26 @@ pub fn group(e: &Entry, command: &str, timeout: Option<u64>) -> Value {
 pub type Placed = Vec<(&'static str, usize)>;
 
 /// Put treefork's `groups` (one per entry) into `doc`: an existing treefork
-/// group of an event is replaced in place, else the group is appended.
+/// group of an event is replaced in place, else the group is appended; treefork's
+/// groups of other events (an earlier install's) go.
 pub fn merge(doc: &mut Value, groups: &[(Entry, Value)]) -> Result<Placed, String> {
     let hooks = object_at(doc, "hooks")?;
+    let mut emptied = Vec::new();
+    for (event, arr) in hooks.iter_mut() {
+        if groups.iter().any(|(e, _)| e.event == event) {
+            continue;
+        }
+        if let Some(arr) = arr.as_array_mut() {
+            let had = arr.len();
+            arr.retain(|g| !group_is_ours(g));
+            if arr.is_empty() && had > 0 {
+                emptied.push(event.clone());
+            }
+        }
+    }
+    for e in emptied {
+        hooks.remove(&e);
+    }
     let mut placed = Vec::new();
     for (e, g) in groups {
         let arr = hooks
@@ -244,6 +281,16 @@ mod tests {
         assert!(placed.contains(&("PreToolUse", 1)));
         assert!(placed.contains(&("Stop", 0)));
         let once = doc.clone();
+        // An install with an extra event, then one without it: it goes again.
+        let mut more = ours(Runtime::Claude, "/usr/bin/treefork");
+        more.extend(worktree_entries().into_iter().map(|e| {
+            let g = group(&e, "/usr/bin/treefork hook --runtime claude", None);
+            (e, g)
+        }));
+        merge(&mut doc, &more).unwrap();
+        assert!(doc["hooks"]["WorktreeCreate"].is_array());
+        merge(&mut doc, &ours(Runtime::Claude, "/usr/bin/treefork")).unwrap();
+        assert_eq!(doc, once);
         // Reinstall (another binary path): in place, nothing doubled.
         merge(&mut doc, &ours(Runtime::Claude, "/opt/tf dir/treefork")).unwrap();
         assert_eq!(doc["hooks"]["PreToolUse"].as_array().unwrap().len(), 2);

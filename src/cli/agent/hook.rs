@@ -50,6 +50,8 @@ impl Run for Hook {
         log_line(self.runtime, &r);
         match r {
             Ok(_) => Ok(Outcome::Silent),
+            // A worktree the runtime asked for has no "let it run": it fails.
+            Err(e) if e.is::<super::super::Exit>() => Err(e),
             Err(e) if self.strict => Err(super::super::Exit {
                 status: 2,
                 error: e.context("treefork hook (--strict): the tool is blocked"),
@@ -77,11 +79,28 @@ impl Hook {
         if let Event::Ignored(_) = p.event {
             return Ok(what);
         }
+        let worktree = matches!(p.event, Event::WorktreeCreate(_));
+        let fail = |e: anyhow::Error| -> anyhow::Error {
+            if worktree {
+                super::super::Exit {
+                    status: 1,
+                    error: e.context("WorktreeCreate"),
+                }
+                .into()
+            } else {
+                e
+            }
+        };
         let Some(ws) = Workspace::find(cx, p.cwd.as_deref()) else {
+            if worktree {
+                return Err(fail(anyhow!(
+                    "not in a treefork workspace: treefork makes worktrees only as forks of a workspace (reinstall without --worktrees to let the runtime make its own)"
+                )));
+            }
             // Not in a treefork workspace: nothing to record.
             return Ok(format!("{what}: not in a workspace"));
         };
-        ws.act(rt, p)?;
+        ws.act(rt, p).map_err(fail)?;
         Ok(what)
     }
 }
@@ -173,7 +192,20 @@ impl Workspace {
             m
         };
         match p.event.clone() {
-            Event::SessionStart | Event::Ignored(_) => Ok(()),
+            Event::Ignored(_) => Ok(()),
+            Event::SessionStart => {
+                let _: Reply<Value> =
+                    self.cx
+                        .session(Op::SessionMetaUpdate(treefork::verbs::SessionMetaUpdate {
+                            model: None,
+                            add_turns: None,
+                            add_cost: None,
+                            exit_reason: None,
+                            runtime: Some(rt.name().into()),
+                            runtime_session: p.session_id.clone(),
+                        }))?;
+                Ok(())
+            }
             Event::SubagentStop => self.settle(rt, p.agent.clone()),
             Event::Prompt(text) => self.prompt(rt, text, meta),
             Event::PreTool {
@@ -210,10 +242,21 @@ impl Workspace {
                 }
                 Ok(())
             }
-            Event::WorktreeCreate(_) | Event::WorktreeRemove(_) => Err(anyhow!(
-                "{}: isolated worktrees are not made by treefork yet; remove WorktreeCreate from the hooks",
-                rt.name()
-            )),
+            Event::WorktreeCreate(name) => {
+                let mp = self.worktree(&name)?;
+                // The runtime reads the worktree's path from the last stdout line.
+                println!("{}", mp.display());
+                Ok(())
+            }
+            Event::WorktreeRemove(path) => {
+                let _: Reply<Value> = self.cx.store_op(
+                    Op::Umount(treefork::verbs::Umount {
+                        mountpoint: std::path::absolute(&path)?,
+                    }),
+                    false,
+                )?;
+                Ok(())
+            }
         }
     }
 
@@ -235,6 +278,44 @@ impl Workspace {
                 meta: meta(&[("prompt", json!(n))]),
             }))?;
         self.append("user", text, meta(&[("prompt", json!(n))]))
+    }
+
+    /// A subagent's isolated worktree: a fork of the session (a fresh checkpoint
+    /// of its state, no copy), session `SESSION-NAME`, mounted beside the
+    /// workspace at `WS.NAME`; its work comes back with `treefork merge`.
+    fn worktree(&self, name: &str) -> Result<PathBuf> {
+        let safe: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        let safe = safe.trim_matches(|c| c == '.' || c == '-');
+        if safe.is_empty() {
+            bail!("WorktreeCreate: the name {name:?} has nothing usable for a session name");
+        }
+        let pong: Reply<Answer<treefork::verbs::Ping>> =
+            self.cx.session(Op::Ping(treefork::verbs::Ping {}))?;
+        let session = pong.body.session.unwrap_or_else(|| "session".into());
+        let base = self
+            .root
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("ws");
+        let mp = self.root.with_file_name(format!("{base}.{safe}"));
+        let _: Reply<Value> = self.cx.session(Op::Fork(treefork::verbs::Fork {
+            name: format!("{session}-{safe}"),
+            from: None,
+            mountpoint: mp.clone(),
+            agent_socket: None,
+            agent_uid: None,
+            from_message: None,
+        }))?;
+        Ok(mp)
     }
 
     /// How many prompts the (visible) conversation holds.

@@ -52,6 +52,11 @@ pub struct Install {
     /// Leave the MCP server out.
     #[arg(long)]
     no_mcp: bool,
+    /// Claude Code: make a subagent's isolated worktree (and `claude --worktree`) a
+    /// treefork fork of the workspace. Outside a treefork workspace Claude Code then
+    /// cannot make worktrees at all.
+    #[arg(long, conflicts_with = "uninstall")]
+    worktrees: bool,
 }
 
 /// One file's change.
@@ -192,8 +197,11 @@ impl Install {
         // Gemini CLI's timeouts are milliseconds; the others' seconds (their
         // default, 600, is kept: Codex's trust hash covers it).
         let timeout = (rt == Runtime::Gemini).then_some(60_000);
-        entries::entries(rt)
-            .into_iter()
+        let mut es = entries::entries(rt);
+        if self.worktrees && rt == Runtime::Claude {
+            es.extend(entries::worktree_entries());
+        }
+        es.into_iter()
             .map(|e| {
                 let g = entries::group(&e, &cmd, timeout);
                 (e, g)
@@ -261,6 +269,9 @@ impl Install {
             Some(d) => d.join(".gemini/settings.json"),
             None => home()?.join(".gemini/settings.json"),
         };
+        if self.worktrees {
+            bail!("--worktrees is Claude Code's");
+        }
         let server = self.mcp_server(exe, !self.uninstall);
         self.hooks(files, settings, Runtime::Gemini, exe, |doc, _| {
             entries::mcp(doc, server).map_err(|e| anyhow!(e))
@@ -269,6 +280,9 @@ impl Install {
     }
 
     fn codex(&self, exe: &str, files: &mut Vec<Change>, notes: &mut Vec<String>) -> Result<()> {
+        if self.worktrees {
+            bail!("--worktrees is Claude Code's");
+        }
         let home = codex_home()?;
         let hooks_file = match &self.project {
             Some(d) => d.join(".codex/hooks.json"),

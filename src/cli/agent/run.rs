@@ -89,7 +89,9 @@ impl AgentRun {
             Runtime::Claude => {
                 let cmd = entries::command(exe, Runtime::Claude, false);
                 let mut doc = json!({});
-                let groups: Vec<_> = entries::entries(Runtime::Claude)
+                let mut es = entries::entries(Runtime::Claude);
+                es.extend(entries::worktree_entries());
+                let groups: Vec<_> = es
                     .into_iter()
                     .map(|e| {
                         let g = entries::group(&e, &cmd, None);

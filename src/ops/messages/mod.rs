@@ -91,9 +91,24 @@ pub struct ConversationMeta {
     /// The model in use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The agent runtime working in the session (`claude`, `codex`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// The runtime's own id of its session (to resume it there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_session: Option<String>,
     /// Turns reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turns: Option<u64>,
+}
+
+/// What `session_meta_update` sets besides the counters.
+#[derive(Debug, Clone, Default)]
+pub struct MetaTexts {
+    pub model: Option<String>,
+    pub exit_reason: Option<String>,
+    pub runtime: Option<String>,
+    pub runtime_session: Option<String>,
 }
 
 /// `messages`: the session's visible messages (read your writes: what was
@@ -317,16 +332,23 @@ fn check_text(what: &str, v: &Option<String>) -> Result<()> {
 }
 
 /// Merge into the info record's `meta.conversation`: `{model, turns, cost,
-/// exit_reason}`.
+/// exit_reason, runtime, runtime_session}`.
 pub(crate) fn meta_update(
     t: &Target,
-    model: Option<String>,
+    texts: MetaTexts,
     add_turns: Option<u64>,
     add_cost: Option<f64>,
-    exit_reason: Option<String>,
 ) -> Result<MetaUpdated> {
+    let MetaTexts {
+        model,
+        exit_reason,
+        runtime,
+        runtime_session,
+    } = texts;
     check_text("model", &model)?;
     check_text("exit_reason", &exit_reason)?;
+    check_text("runtime", &runtime)?;
+    check_text("runtime_session", &runtime_session)?;
     if add_cost.is_some_and(|c| !c.is_finite() || c < 0.0) {
         return Err(Error::Invalid(
             "add_cost must be a finite number >= 0".into(),
@@ -351,6 +373,12 @@ pub(crate) fn meta_update(
         }
         if let Some(r) = &exit_reason {
             c["exit_reason"] = json!(r);
+        }
+        if let Some(r) = &runtime {
+            c["runtime"] = json!(r);
+        }
+        if let Some(r) = &runtime_session {
+            c["runtime_session"] = json!(r);
         }
         Ok(true)
     })?;

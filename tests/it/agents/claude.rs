@@ -185,3 +185,54 @@ fn agent_run_mounts_a_session_of_the_repository_and_unmounts_at_exit() {
         "{recs:?}"
     );
 }
+
+#[test]
+fn a_subagents_isolated_worktree_is_a_fork_that_merges_back() {
+    let m = Mount::new();
+    seed(&m);
+    let home = m.tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let o = std::process::Command::new(bin())
+        .args(["agent", "install", "claude", "--user", "--worktrees"])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let script = json!({"turns": [
+        {"match": "make z", "steps": [
+            {"tools": [{"name": "Bash", "input": {"command": "echo z > z.txt", "description": "z"}}]},
+            {"text": "z made"}]},
+        {"match": "isolate", "steps": [
+            {"tools": [{"name": "Agent", "input": {"description": "z", "prompt": "make z",
+                "subagent_type": "general-purpose", "isolation": "worktree"}}]},
+            {"text": "isolated"}]}
+    ]});
+    let server = ModelServer::start(m.tmp.path(), &script);
+    run_ok(
+        claude(&m.mp, &home, &server, "isolate it"),
+        "claude -p",
+        &server,
+    );
+    assert!(
+        !m.p("z.txt").exists(),
+        "the subagent worked in its own worktree"
+    );
+    let sessions = super::server::ws_json(&m, &["sessions"]);
+    let fork = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|s| s["name"].as_str().filter(|n| n.starts_with("s-")))
+        .unwrap_or_else(|| panic!("no fork session: {sessions}\n{}", server.requests()))
+        .to_string();
+    let fork_mp = m.tmp.path().join(format!("mnt.{}", &fork[2..]));
+    let z = std::fs::read_to_string(fork_mp.join("z.txt"));
+    crate::harness::ws_ok(&m, &["merge", &fork]);
+    crate::harness::umount_ok(&m.store, &fork_mp);
+    assert_eq!(z.unwrap(), "z\n", "the fork holds the subagent's file");
+    assert_eq!(
+        std::fs::read_to_string(m.p("z.txt")).unwrap(),
+        "z\n",
+        "merged back"
+    );
+}

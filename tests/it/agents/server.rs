@@ -213,6 +213,9 @@ pub fn check_turn(m: &Mount, edit: (&str, &str), rm: (&str, &str), prompt: &str,
         .filter_map(|c| c["message"].as_str())
         .collect();
     assert!(msgs.contains(&"before prompt 1"), "{msgs:?}");
+    // SessionStart tied the runtime's session to this one.
+    let show = ws_json(m, &["session", "show", &m.session]).to_string();
+    assert!(show.contains("\"runtime_session\""), "{show}");
 
     // Undo of the last tool call: the removed file is back, the edit stays.
     ws_ok(m, &["undo"]);

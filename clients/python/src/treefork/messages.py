@@ -70,11 +70,22 @@ class _MessagesMixin(_Base):
                 return out
             after = page[-1].id
 
-    def rewind(self, to: str, what: Optional[str] = None, dry_run: bool = False, explanation: Optional[str] = None) -> RewindResult:
+    def rewind(
+        self,
+        to: Optional[str] = None,
+        what: Optional[str] = None,
+        dry_run: bool = False,
+        explanation: Optional[str] = None,
+        prompt: Optional[int] = None,
+    ) -> RewindResult:
         """Bring the files back to message ``to``'s workspace and hide the messages
-        after it (``what``: ``files``, ``conversation`` or ``both``, the default).
-        Recorded as an operation: :meth:`undo` brings everything back."""
-        args: Dict[str, Any] = {"to": to, "what": what}
+        after it (``what``: ``files``, ``conversation`` or ``both``, the default);
+        or, with ``prompt=N`` instead of ``to``, to before the Nth prompt (user
+        message), hiding it too. Recorded as an operation: :meth:`undo` brings
+        everything back."""
+        if (to is None) == (prompt is None):
+            raise ValueError("rewind takes a message id (to) or a prompt number (prompt)")
+        args: Dict[str, Any] = {"to": to, "prompt": prompt, "what": what}
         if dry_run:
             args["dry_run"] = True
         return RewindResult.from_json(self._call("rewind", None, explanation, **args))

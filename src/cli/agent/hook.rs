@@ -4,12 +4,14 @@
 //! the session: a prompt into the conversation log after a "before prompt N"
 //! checkpoint, each tool call that can write into an exec record (`tool_begin` →
 //! `tool_end`), the turn's end into the assistant's message (`tool_settle`
-//! first).
+//! first), the session's start into its conversation metadata, and Claude Code's
+//! worktree requests into forks.
 //!
 //! Invariants: never in the agent's way: outside a treefork workspace it does
 //! nothing; when treefork cannot be reached or refuses, it says so on stderr and
 //! exits 0 (the tool runs) unless `--strict` (exit 2: the runtime blocks the
-//! tool); it prints nothing on stdout but what the runtime reads (the path of a
+//! tool) — except a worktree request, which fails (exit 1) when no fork is made,
+//! since the runtime has nothing to run in then; it prints nothing on stdout but what the runtime reads (the path of a
 //! worktree), since some runtimes hand a hook's stdout to the model; stdin is
 //! read up to [`MAX_PAYLOAD`].
 

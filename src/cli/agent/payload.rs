@@ -104,23 +104,37 @@ const READ_ONLY: &[&str] = &[
     "view_image",
     "update_plan",
     "tool_search",
-    // Gemini CLI
+    // Gemini CLI (packages/core/src/tools/definitions/base-declarations.ts)
     "read_file",
     "read_many_files",
     "glob",
     "search_file_content",
     "grep",
+    "grep_search",
     "list_directory",
     "google_web_search",
     "web_fetch",
     "save_memory",
     "write_todos",
+    "get_internal_docs",
+    "activate_skill",
+    "ask_user",
+    "enter_plan_mode",
+    "exit_plan_mode",
+    "update_topic",
+    "complete_task",
+    "read_mcp_resource",
+    "list_mcp_resources",
+    "invoke_agent",
 ];
 
 /// Whether a call of `tool` can change the workspace. treefork's own MCP tools
-/// record themselves.
+/// record themselves (Claude Code and Codex name them `mcp__treefork__TOOL`,
+/// Gemini CLI `mcp_treefork_TOOL`).
 pub fn writes(tool: &str) -> bool {
-    !READ_ONLY.contains(&tool) && !tool.starts_with("mcp__treefork__")
+    !READ_ONLY.contains(&tool)
+        && !tool.starts_with("mcp__treefork__")
+        && !tool.starts_with("mcp_treefork_")
 }
 
 fn str_of(v: &Value, key: &str) -> Option<String> {

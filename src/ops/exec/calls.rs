@@ -25,6 +25,10 @@ pub const MAX_SUMMARY: usize = 1024;
 pub const MAX_CALLS: usize = 64;
 /// How long a group whose runtime pid is unknown counts as alive.
 pub const STALE_AFTER: Duration = Duration::from_secs(3600);
+/// The longest a group counts as alive whatever its pid says: the pid comes from
+/// the caller (an agent may name one that never ends), and while a group is open
+/// no other command is recorded on its own.
+pub const MAX_OPEN: Duration = Duration::from_secs(6 * 3600);
 
 /// One tool call in a record's `meta.exec.tools`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -59,8 +63,12 @@ pub(crate) struct Group {
 }
 
 impl Group {
-    /// Whether the runtime that began it still runs.
+    /// Whether the runtime that began it still runs (and it has been open less
+    /// than [`MAX_OPEN`]).
     pub fn alive(&self, started: Instant) -> bool {
+        if started.elapsed() >= MAX_OPEN {
+            return false;
+        }
         match self.client {
             Some((pid, Some(t))) => start_time(pid) == Some(t),
             Some((pid, None)) => std::path::Path::new(&format!("/proc/{pid}")).exists(),

@@ -12,10 +12,12 @@
 //!   group. The record is written when the group's last open call ends (or the
 //!   turn ends: `tool_settle`, or the group is found abandoned).
 //! - A group is alive while its runtime's process is (the pid the hook reports,
-//!   checked with its start time); without one, for [`STALE_AFTER`]. A dead group
-//!   is finalized as abandoned by the next begin.
+//!   checked with its start time); without one, for an hour (`calls::STALE_AFTER`);
+//!   never past six hours (`calls::MAX_OPEN`: the pid is the caller's word). A
+//!   dead group is finalized as abandoned by the next begin.
 //! - Everything the runtime sends is bounded: names, ids and summaries are cut or
-//!   refused at the limits below; a group holds at most [`MAX_CALLS`] calls.
+//!   refused at the limits in `calls`; a group holds at most `calls::MAX_CALLS`
+//!   calls.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

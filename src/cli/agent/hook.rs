@@ -286,17 +286,7 @@ impl Workspace {
     /// of its state, no copy), session `SESSION-NAME`, mounted beside the
     /// workspace at `WS.NAME`; its work comes back with `treefork merge`.
     fn worktree(&self, name: &str) -> Result<PathBuf> {
-        let safe: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .collect();
-        let safe = safe.trim_matches(|c| c == '.' || c == '-');
+        let safe = super::safe_name(name);
         if safe.is_empty() {
             bail!("WorktreeCreate: the name {name:?} has nothing usable for a session name");
         }

@@ -14,6 +14,23 @@ mod run;
 
 use super::prelude::*;
 
+/// A session name made of `s`: its letters, digits, `.`, `_` and `-`, others as
+/// `-`, without leading or trailing `.` and `-` (`agent run`'s session, a
+/// worktree's fork).
+fn safe_name(s: &str) -> String {
+    let n: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    n.trim_matches(|c| c == '.' || c == '-').to_string()
+}
+
 /// Wire treefork into an agent runtime (Claude Code, Codex, Gemini CLI).
 #[derive(clap::Args)]
 pub struct Agent {

@@ -44,21 +44,6 @@ pub struct AgentRun {
     args: Vec<OsString>,
 }
 
-/// A name made of `s`'s letters, digits, `.`, `_` and `-`.
-fn session_name(s: &str) -> String {
-    let n: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    n.trim_matches(|c| c == '.' || c == '-').to_string()
-}
-
 impl AgentRun {
     /// This binary with the invocation's `--store`.
     fn tf(cx: &Ctx) -> Result<Command> {
@@ -139,7 +124,7 @@ impl Run for AgentRun {
         let rt = self.runtime.name();
         let session = match &self.session {
             Some(s) => s.clone(),
-            None => session_name(&format!("{base}-{rt}")),
+            None => super::safe_name(&format!("{base}-{rt}")),
         };
         let mp = match &self.mountpoint {
             Some(m) => std::path::absolute(m)?,
@@ -212,7 +197,7 @@ impl Run for AgentRun {
 mod tests {
     #[test]
     fn session_names_are_made_safe() {
-        assert_eq!(super::session_name("my repo-claude"), "my-repo-claude");
-        assert_eq!(super::session_name(".hidden-codex"), "hidden-codex");
+        assert_eq!(super::super::safe_name("my repo-claude"), "my-repo-claude");
+        assert_eq!(super::super::safe_name(".hidden-codex"), "hidden-codex");
     }
 }

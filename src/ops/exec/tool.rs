@@ -167,6 +167,12 @@ pub(crate) fn end(t: &Target, call: &str, ok: bool, error: Option<String>) -> Re
             "no tool call {call:?} is being recorded in this session (it ended, was settled, or began before the hooks were installed)"
         )));
     };
+    answer(t, n, open, finished)
+}
+
+/// The answer for exec `n` with `open` calls left, writing the record of the
+/// group taken from the slot when it `finished`.
+fn answer(t: &Target, n: u64, open: u64, finished: Option<slot::Running>) -> Result<ToolEnded> {
     let recorded = match finished {
         Some(r) => Some(finish(t, r, Ending::default())?),
         None => None,
@@ -215,13 +221,5 @@ pub(crate) fn settle(t: &Target, runtime: Option<&str>, agent: Option<&str>) -> 
             recorded: None,
         });
     };
-    let recorded = match finished {
-        Some(r) => Some(finish(t, r, Ending::default())?),
-        None => None,
-    };
-    Ok(ToolEnded {
-        exec: Some(n),
-        open,
-        recorded,
-    })
+    answer(t, n, open, finished)
 }

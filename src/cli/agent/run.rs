@@ -44,6 +44,25 @@ pub struct AgentRun {
     args: Vec<OsString>,
 }
 
+/// `prog` on PATH, absolute: resolved here, before the runtime's chdir into the
+/// workspace, and never through a relative PATH entry (that would run a file of
+/// the agent's tree).
+fn on_path(prog: &str) -> Result<PathBuf> {
+    find_on(&std::env::var_os("PATH").unwrap_or_default(), prog)
+}
+
+/// `prog` in the absolute entries of the PATH value `path`.
+fn find_on(path: &std::ffi::OsStr, prog: &str) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::split_paths(path)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join(prog))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .ok_or_else(|| anyhow!("{prog} is not on PATH (absolute entries only): install it first"))
+}
+
 impl AgentRun {
     /// This binary with the invocation's `--store`.
     fn tf(cx: &Ctx) -> Result<Command> {
@@ -84,7 +103,7 @@ impl AgentRun {
                     })
                     .collect();
                 entries::merge(&mut doc, &groups).map_err(|e| anyhow!(e))?;
-                let mut c = Command::new("claude");
+                let mut c = Command::new(on_path("claude")?);
                 c.arg("--settings").arg(doc.to_string());
                 Ok(c)
             }
@@ -102,7 +121,7 @@ impl AgentRun {
                         home.join("hooks.json").display()
                     );
                 }
-                Ok(Command::new("codex"))
+                Ok(Command::new(on_path("codex")?))
             }
             Runtime::Gemini => {
                 bail!("agent run takes claude or codex (for Gemini CLI: agent install gemini)")
@@ -195,6 +214,17 @@ impl Run for AgentRun {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_relative_path_entry_is_never_searched() {
+        let dir = tempfile::tempdir().unwrap();
+        let sh = dir.path().join("sh");
+        std::fs::write(&sh, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&sh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let abs = dir.path().as_os_str().to_owned();
+        assert_eq!(super::find_on(&abs, "sh").unwrap(), sh);
+        assert!(super::find_on(std::ffi::OsStr::new("./nowhere:."), "sh").is_err());
+    }
+
     #[test]
     fn session_names_are_made_safe() {
         assert_eq!(super::super::safe_name("my repo-claude"), "my-repo-claude");

@@ -382,6 +382,40 @@ pub fn discard(store: &dyn ObjectStore, session: &str) -> Result<()> {
 }
 
 /// Add to `session`'s counters (best effort: a failure is logged).
+/// The ops applying `f` to the metrics of `session` in a caller's batch: the
+/// info record's new value, guarded by its value now (a batch refused because the
+/// info changed meanwhile is the caller's to build again: [`info_changed`]).
+pub fn bump_ops(
+    store: &dyn ObjectStore,
+    session: &str,
+    f: &dyn Fn(&mut super::Metrics),
+) -> Result<Vec<MetaOp>> {
+    let key = meta::info_key(session);
+    let old = store.meta_get(&key)?;
+    let mut info = match &old {
+        Some(v) => SessionInfo::decode(session, v)?,
+        None => match crate::refs::session_record::load_record(store, session)? {
+            Some(rec) => SessionInfo::legacy(session, rec.created),
+            // A session made in the same batch: its info is in that batch.
+            None => return Ok(Vec::new()),
+        },
+    };
+    f(&mut info.metrics);
+    Ok(vec![MetaOp::Expect(key, old), info.op()])
+}
+
+/// Whether the info record of `session` is no longer `was` (what a batch built by
+/// [`bump_ops`] expected).
+pub fn info_changed(store: &dyn ObjectStore, session: &str, was: &[MetaOp]) -> Result<bool> {
+    let key = meta::info_key(session);
+    let now = store.meta_get(&key)?;
+    Ok(was
+        .iter()
+        .any(|op| matches!(op, MetaOp::Expect(k, v) if *k == key && *v != now)))
+}
+
+/// Apply `f` to the metrics of `session` in a commit of its own (for counts no
+/// operation records: mounts after a crash). A failure is logged.
 pub fn bump(store: &dyn ObjectStore, session: &str, f: &dyn Fn(&mut super::Metrics)) {
     let r = update(store, session, &mut |i| {
         f(&mut i.metrics);

@@ -44,9 +44,9 @@ fn logged_checkpoint(
         explanation: None,
         request: serde_json::json!({"op": "checkpoint", "trigger": trigger, "message": msg}),
     };
-    let store = s.store().clone();
-    let mut hook = call.checkpoint_hook(&*store, "checkpoint");
-    s.checkpoint_logged(msg, trigger, None, serde_json::Map::new(), Some(&mut hook))
+    let (c, _) =
+        super::checkpoint::take(s, &call, "checkpoint", msg, trigger, serde_json::Map::new())?;
+    Ok(c)
 }
 
 /// The count and idle triggers.

@@ -155,9 +155,9 @@ pub(crate) fn make<H: Host>(
     let mut tx = s.txn();
     let root = tx.flush()?;
     let mut before = view_of(tx.before(), root);
-    touch(&mut before, &*store, name);
+    touch(&mut before, &*store, name)?;
     if let Some(b) = before.branch.clone() {
-        touch(&mut before, &*store, &b);
+        touch(&mut before, &*store, &b)?;
     }
     // Without `from`: HEAD, checkpointing the live state first (in the batch)
     // when it has changes or the session has no checkpoint yet.
@@ -208,16 +208,7 @@ pub(crate) fn make<H: Host>(
             Ok((call.op(kind, before.clone(), after), ops))
         })
     }
-    .map(|op| {
-        if fresh {
-            let at = (c.time_ns / 1_000_000_000) as i64;
-            crate::lifecycle::manage::bump(&*store, s.name(), &|m| {
-                m.checkpoints += 1;
-                m.last_checkpoint = Some(at);
-            });
-        }
-        (c, op)
-    })
+    .map(|op| (c, op))
 }
 
 /// Which branches `branches` lists.
@@ -459,8 +450,17 @@ fn stored_follow_ops<H: Host>(h: &H, old: &str, new: &str) -> Result<Vec<MetaOp>
         if live.contains(name) {
             continue;
         }
-        let Ok(mut rec) = crate::session::SessionRecord::decode(name, &v) else {
-            continue;
+        // A record that does not decode is not this rename's to fail on (fsck
+        // reports it), but it is said: if it was attached to `old`, it is not now.
+        let mut rec = match crate::session::SessionRecord::decode(name, &v) {
+            Ok(rec) => rec,
+            Err(e) => {
+                ::log::warn!(
+                    "branch rename {old} -> {new}: session record {name} does not decode ({e}); \
+                     it does not follow the rename"
+                );
+                continue;
+            }
         };
         if rec.branch.as_deref() == Some(old) {
             rec.branch = Some(new.to_string());

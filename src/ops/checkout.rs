@@ -143,7 +143,7 @@ pub(crate) fn run<H: Host>(
         &mut |tx, before_root, live| {
             let mut before = view_of(tx.before(), before_root);
             if let Some(name) = &create_full {
-                super::record::touch(&mut before, &*store, name);
+                super::record::touch(&mut before, &*store, name)?;
             }
             tx.set_state(StateChange {
                 head: Some(c.id),

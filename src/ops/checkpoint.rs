@@ -5,11 +5,14 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::record::Call;
+use super::record::{Call, view_of};
+use super::txn::{self, Log};
 use super::views::CheckpointView;
 use super::{Target, syncfs};
-use crate::error::Result;
-use crate::refs;
+use crate::error::{Error, Result};
+use crate::oplog::{Operation, View};
+use crate::refs::{self, Checkpoint};
+use crate::session::{Session, SessionRecord};
 
 /// The answer to `checkpoint`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -30,11 +33,7 @@ pub(crate) fn run(
     refs::validate_requested_trigger(trigger)?;
     syncfs(&t.mount)?;
     refs::validate_meta(&meta)?;
-    let store = t.session.store().clone();
-    let mut hook = call.checkpoint_hook(&*store, "checkpoint");
-    let c = t
-        .session
-        .checkpoint_logged(message, trigger, None, meta, Some(&mut hook))?;
+    let (c, _) = take(&t.session, call, "checkpoint", message, trigger, meta)?;
     let rec = t.session.record();
     Ok(CheckpointAnswer {
         checkpoint: CheckpointView::from(&c),
@@ -42,4 +41,65 @@ pub(crate) fn run(
             .branch
             .map(|b| crate::refs::names::display(&b, Some(&rec.name))),
     })
+}
+
+/// Take a checkpoint of the live state of `s` (call after `syncfs`) that HEAD and
+/// its attached branch move to, recorded as an operation of kind `kind` (asked
+/// by `call`; the metrics count it), in ONE batch (`super::txn`).
+/// Every checkpoint an op takes of the live state goes through here: the
+/// `checkpoint` verb, automatic, message, eviction, before-exec and save-first
+/// checkpoints. A batch refused because the attached branch moved meanwhile is
+/// tried again (the branch is then left alone and HEAD detached: see
+/// `session::Txn::checkpoint`).
+pub(crate) fn take(
+    s: &Session,
+    call: &Call,
+    kind: &str,
+    message: &str,
+    trigger: &str,
+    meta: serde_json::Map<String, Value>,
+) -> Result<(Checkpoint, Operation)> {
+    let mut tries = 0;
+    loop {
+        match take_once(s, call, kind, message, trigger, meta.clone()) {
+            Err(Error::Conflict(e)) if tries < 3 => {
+                tries += 1;
+                ::log::info!("session {}: checkpoint raced ({e}); retrying", s.name());
+            }
+            r => return r,
+        }
+    }
+}
+
+fn take_once(
+    s: &Session,
+    call: &Call,
+    kind: &str,
+    message: &str,
+    trigger: &str,
+    meta: serde_json::Map<String, Value>,
+) -> Result<(Checkpoint, Operation)> {
+    let mut tx = s.txn();
+    let c = tx.checkpoint_with(message, trigger, &[], meta)?;
+    let txn = txn::Op::on(s, kind);
+    let op = txn.commit(&mut tx, Log::Next, &mut |b, a| {
+        let (before, after) = checkpoint_views(b, a, &c);
+        Ok((call.op(kind, before, after), Vec::new()))
+    })?;
+    Ok((c, op))
+}
+
+/// The views before and after a checkpoint `c` of the session whose record was
+/// `b` and is `a`: the workspace is the checkpoint's tree on both sides, and the
+/// branch HEAD was attached to is named on both (moved to `c` when HEAD is still
+/// attached; left where it was when it moved away and HEAD was detached).
+fn checkpoint_views(b: &SessionRecord, a: &SessionRecord, c: &Checkpoint) -> (View, View) {
+    let mut before = view_of(b, c.root);
+    let mut after = view_of(a, c.root);
+    if let Some(br) = &b.branch {
+        before.branches.insert(br.clone(), b.head);
+        let now = if a.branch.is_some() { Some(c.id) } else { b.head };
+        after.branches.insert(br.clone(), now);
+    }
+    (before, after)
 }

@@ -105,7 +105,6 @@ pub(crate) fn run<H: Host>(
     let from = from
         .map(|spec| super::refctx::resolve(t, spec))
         .transpose()?;
-    let txn = txn::Op::begin(t, "fork");
     syncfs(&t.mount)?;
     // The source's saved changes (when it checkpoints first), the new session's
     // records and the source's operation record: one batch.
@@ -115,9 +114,8 @@ pub(crate) fn run<H: Host>(
     // The branch HEAD is attached to moves when pending changes are saved first:
     // the record names it (an undo moves it back).
     if let Some(b) = before.branch.clone() {
-        super::record::touch(&mut before, &*store, &b);
+        super::record::touch(&mut before, &*store, &b)?;
     }
-    let mut fresh = None;
     let (c, root) = match from_message {
         // HEAD as it was then, the workspace as it was then (its pending changes
         // stay pending in the fork).
@@ -126,9 +124,7 @@ pub(crate) fn run<H: Host>(
             let c = match from {
                 Some(c) => c,
                 None if tx.record().head.is_none() || tx.has_changes()? => {
-                    let c = tx.checkpoint(&format!("fork {name}"), "fork")?;
-                    fresh = Some(c.clone());
-                    c
+                    tx.checkpoint(&format!("fork {name}"), "fork")?
                 }
                 None => super::refctx::resolve(t, "HEAD")?,
             };
@@ -183,6 +179,8 @@ pub(crate) fn run<H: Host>(
     if let Some(m) = from_message {
         fork["message"] = json!(m);
     }
+    // Counted in the source's metrics in the same batch.
+    let txn = txn::Op::begin(t, "fork").counting(|m| m.forks += 1);
     txn.commit(&mut tx, Log::Next, &mut |_, after| {
         let mut branches = before.branches.clone();
         if let (Some(b), Some(h)) = (&after.branch, &after.head) {
@@ -199,14 +197,6 @@ pub(crate) fn run<H: Host>(
         Ok((op, ops.clone()))
     })?;
     drop(tx);
-    if let Some(c) = &fresh {
-        let at = (c.time_ns / 1_000_000_000) as i64;
-        crate::lifecycle::manage::bump(&*store, s.name(), &|m| {
-            m.checkpoints += 1;
-            m.last_checkpoint = Some(at);
-        });
-    }
-    crate::lifecycle::manage::bump(&*store, s.name(), &|m| m.forks += 1);
     drop(op_lock);
     match h.mount_claimed(&mut claim, dir, rec, agent) {
         Ok(mounted) => Ok(Forked {
@@ -215,12 +205,7 @@ pub(crate) fn run<H: Host>(
         }),
         Err(e) => {
             // The claim is still held: the record is ours to remove.
-            let key = meta::session_key(name);
-            let mut ops = vec![MetaOp::Delete(key)];
-            ops.extend(crate::lifecycle::delete_ops(&*store, name).unwrap_or_default());
-            if let Err(e2) = store.commit(ops) {
-                log::error!("fork {name}: cannot remove the record of the failed fork: {e2}");
-            }
+            super::spawn::remove_unmounted(&*store, "fork", name);
             drop(claim);
             Err(e)
         }

@@ -1,6 +1,6 @@
 //! What the daemon's lifecycle code (`daemon::sweep`) needs from the session ops:
 //! the eviction checkpoint (recorded as an operation of kind `evict`), `syncfs`,
-//! and the metrics a recorded command adds.
+//! and whether a recorded command runs.
 
 use super::record::Call;
 use crate::error::Result;
@@ -22,23 +22,15 @@ pub fn evict_checkpoint(s: &Session, why: &str) -> Result<Checkpoint> {
         explanation: None,
         request: serde_json::json!({"op": "evict"}),
     };
-    let store = s.store().clone();
-    let mut hook = call.checkpoint_hook(&*store, "evict");
-    s.checkpoint_logged(
+    let (c, _) = super::checkpoint::take(
+        s,
+        &call,
+        "evict",
         &format!("evicted: {why}"),
         "evict",
-        None,
         serde_json::Map::new(),
-        Some(&mut hook),
-    )
-}
-
-/// Count a finished recorded command in the session's metrics.
-pub fn command_done(s: &Session, duration_ms: u64) {
-    crate::lifecycle::manage::bump(&**s.store(), s.name(), &|m| {
-        m.commands += 1;
-        m.command_ms += duration_ms;
-    });
+    )?;
+    Ok(c)
 }
 
 /// Whether a recorded command runs in `s` (its changes belong to its record: the

@@ -59,6 +59,7 @@ pub(crate) mod record;
 pub(crate) mod refctx;
 pub mod restore;
 pub mod show;
+pub(crate) mod spawn;
 pub mod status;
 pub mod timeline;
 pub(crate) mod txn;
@@ -73,7 +74,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 pub use auto::auto_checkpoints;
-pub use lifecycle::{command_done, command_running, evict_checkpoint, syncfs_at};
+pub use lifecycle::{command_running, evict_checkpoint, syncfs_at};
 pub use mount::{KernelMount, Mount};
 pub(crate) use record::Call;
 pub(crate) use status::branch_notice;
@@ -363,9 +364,11 @@ fn touched_by_graft(
 }
 
 /// The checkpoint named by `from`, or (without it) HEAD — checkpointing the live
-/// state first when it has changes or the session has no checkpoint yet.
+/// state first when it has changes or the session has no checkpoint yet, recorded
+/// as a `checkpoint` operation asked by `call` (`checkpoint::take`).
 fn ref_or_fresh(
     t: &Target,
+    call: &Call,
     from: Option<&str>,
     message: &str,
     trigger: &str,
@@ -376,7 +379,20 @@ fn ref_or_fresh(
     }
     syncfs(&t.mount)?;
     if s.record().head.is_none() || s.has_changes()? {
-        s.checkpoint(message, trigger, None)
+        let call = Call {
+            actor: call.actor,
+            explanation: call.explanation.clone(),
+            request: serde_json::json!({"op": "checkpoint", "trigger": trigger, "message": message}),
+        };
+        let (c, _) = checkpoint::take(
+            s,
+            &call,
+            "checkpoint",
+            message,
+            trigger,
+            serde_json::Map::new(),
+        )?;
+        Ok(c)
     } else {
         refctx::resolve(t, "HEAD")
     }

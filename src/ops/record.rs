@@ -37,18 +37,22 @@ pub(crate) fn view_now(t: &Target) -> Result<View> {
     let rec = t.session.record();
     let mut v = view_of(&rec, root);
     if let Some(b) = &rec.branch {
-        touch(&mut v, &**t.session.store(), b);
+        touch(&mut v, &**t.session.store(), b)?;
     }
     Ok(v)
 }
 
-/// Record the current value of `branch` in `view` (as touched by the op).
-pub(crate) fn touch(view: &mut View, store: &dyn crate::store::ObjectStore, branch: &str) {
-    let v = crate::refs::get_ref(store, branch)
-        .ok()
-        .flatten()
-        .map(|r| r.checkpoint);
+/// Record the current value of `branch` in `view` (as touched by the op). A ref
+/// that does not read fails the op (recording it as absent would make an undo
+/// delete it).
+pub(crate) fn touch(
+    view: &mut View,
+    store: &dyn crate::store::ObjectStore,
+    branch: &str,
+) -> Result<()> {
+    let v = crate::refs::get_ref(store, branch)?.map(|r| r.checkpoint);
     view.branches.insert(branch.to_string(), v);
+    Ok(())
 }
 
 /// An operation record's header, for ops that record on their own (experiment).
@@ -88,38 +92,6 @@ impl Call<'_> {
         let mut op = NewOp::new(self.actor, kind, self.request.clone(), before, after);
         op.explanation = self.explanation.clone();
         op
-    }
-
-    /// A checkpoint hook ([`crate::session::snapshot::LogHook`]) that records the
-    /// checkpoint as an operation of kind `kind` in the same batch.
-    pub fn checkpoint_hook<'b>(
-        &'b self,
-        store: &'b dyn crate::store::ObjectStore,
-        kind: &'b str,
-    ) -> impl FnMut(
-        &SessionRecord,
-        &SessionRecord,
-        &crate::refs::Checkpoint,
-    ) -> Result<Vec<crate::meta::MetaOp>>
-    + 'b {
-        move |b, a, c| {
-            let root = c.root;
-            let mut before = view_of(b, root);
-            let mut after = view_of(a, root);
-            if let Some(br) = &b.branch {
-                before.branches.insert(br.clone(), b.head);
-                after.branches.insert(
-                    br.clone(),
-                    if a.branch.is_some() {
-                        Some(c.id)
-                    } else {
-                        b.head
-                    },
-                );
-            }
-            let seq = oplog::last(store, &a.name)?.map_or(1, |o| o.seq + 1);
-            Ok(self.op(kind, before, after).build(&a.name, seq).ops())
-        }
     }
 }
 

@@ -15,10 +15,21 @@
 //!   (each op adds its own `Expect`s; a moved branch fails the op with `conflict`);
 //! - other sessions' records the op rewrites (a branch rename) are unchanged.
 //!
-//! The record always carries the branch moves of the batch's own checkpoints
-//! (`Txn::branch_moves`, the attached branch following HEAD), before and after,
-//! whether or not the op's builder put them in its views: undo and redo move a
-//! branch only when the record names it.
+//! The record's views are worked out from the batch, not only from what the op's
+//! builder wrote in them: the branch moves of the batch's own checkpoints
+//! (`Txn::branch_moves`, the attached branch following HEAD), and every branch
+//! the batch's ops create, move or delete (a `MetaOp::Put` or `Delete` of a ref
+//! key other than an `auto/...` ref), with its value before read at commit and
+//! guarded by an `Expect` — so undo and redo, which move a branch only when the
+//! record names it, see every branch the op moved. A builder's own entry for a
+//! branch wins.
+//!
+//! The session's metrics the op counts ([`Op::counting`]; the checkpoints HEAD
+//! moved to in the batch are always counted) and attachments keyed
+//! by the record's number ([`Op::attaching`]) join the same batch: a crash leaves
+//! all of them or none. A batch refused because the session's info record
+//! changed meanwhile (another op's metrics) is built again, like one refused for
+//! the log.
 //!
 //! Steps, where the `txn-kill-KIND:N` failpoint kills the daemon (see
 //! `crate::failpoint`): [`BEGUN`], [`BUILT`] (tree swapped, batch built, just
@@ -26,9 +37,12 @@
 //! commits its thread made since it began, so tests assert "one commit".
 
 use crate::error::{Error, Result};
+use crate::id::CheckpointId;
+use crate::lifecycle::{Metrics, manage};
 use crate::meta::{self, MetaOp};
 use crate::oplog::{self, NewOp, Operation};
-use crate::session::{SessionRecord, Txn};
+use crate::refs::{self, names};
+use crate::session::{Session, SessionRecord, Txn};
 
 use super::Target;
 
@@ -41,6 +55,46 @@ fn carry_branch_moves(nop: &mut NewOp, moves: &crate::session::txn::BranchMoves)
         nop.before.branches.entry(b.clone()).or_insert(*was);
         nop.after.branches.entry(b.clone()).or_insert(*now);
     }
+}
+
+/// The checkpoint a stored ref value names.
+fn ref_value(name: &str, raw: Option<&[u8]>) -> Result<Option<CheckpointId>> {
+    raw.map(|v| refs::RefRecord::decode(name, v).map(|r| r.checkpoint))
+        .transpose()
+}
+
+/// Put every branch the batch's ops (`ops`) create, move or delete in the
+/// record's views (where the builder did not), its value before read now; the
+/// returned `Expect`s make that value a precondition of the batch.
+fn carry_ref_ops(
+    store: &dyn crate::store::ObjectStore,
+    nop: &mut NewOp,
+    ops: &[MetaOp],
+) -> Result<Vec<MetaOp>> {
+    let mut expects = Vec::new();
+    for op in ops {
+        let (key, after) = match op {
+            MetaOp::Put(k, v) => (k, Some(v.as_slice())),
+            MetaOp::Delete(k) => (k, None),
+            _ => continue,
+        };
+        let Some(name) = meta::ref_name(key) else {
+            continue;
+        };
+        if names::short(name).starts_with("auto/") || nop.after.branches.contains_key(name) {
+            continue;
+        }
+        let raw = store.meta_get(key)?;
+        nop.before
+            .branches
+            .entry(name.to_string())
+            .or_insert(ref_value(name, raw.as_deref())?);
+        nop.after
+            .branches
+            .insert(name.to_string(), ref_value(name, after)?);
+        expects.push(MetaOp::Expect(key.clone(), raw));
+    }
+    Ok(expects)
 }
 
 /// Step: the op began (nothing changed yet).
@@ -59,12 +113,19 @@ pub(crate) enum Log {
     Unchanged(Option<u64>),
 }
 
+/// A change of the session's metrics an op counts.
+type Count<'a> = Box<dyn Fn(&mut Metrics) + 'a>;
+/// The ops an op stores under its record's number (attachments).
+type Attach<'a> = Box<dyn Fn(u64) -> Vec<MetaOp> + 'a>;
+
 /// One recording operation of a live session (see the module docs).
 pub(crate) struct Op<'a> {
-    t: &'a Target,
+    s: &'a Session,
     kind: &'a str,
     /// Metadata commits of this thread when the op began.
     commits: u64,
+    count: Option<Count<'a>>,
+    attach: Option<Attach<'a>>,
 }
 
 /// Builds the op's record and its own ops from the session record before the
@@ -75,21 +136,41 @@ pub(crate) type Build<'b> =
 impl<'a> Op<'a> {
     /// Begin an op of kind `kind` on `t`.
     pub fn begin(t: &'a Target, kind: &'a str) -> Op<'a> {
+        Op::on(&t.session, kind)
+    }
+
+    /// Begin an op of kind `kind` on session `s` (the daemon's own ops: automatic
+    /// and eviction checkpoints).
+    pub fn on(s: &'a Session, kind: &'a str) -> Op<'a> {
         crate::failpoint::txn_step(kind, BEGUN);
         Op {
-            t,
+            s,
             kind,
             commits: meta::applied_here(),
+            count: None,
+            attach: None,
         }
+    }
+
+    /// Count `f` in the session's metrics, in the op's batch.
+    pub fn counting(mut self, f: impl Fn(&mut Metrics) + 'a) -> Op<'a> {
+        self.count = Some(Box::new(f));
+        self
+    }
+
+    /// Store what `f` returns for the record's number in the op's batch.
+    pub fn attaching(mut self, f: impl Fn(u64) -> Vec<MetaOp> + 'a) -> Op<'a> {
+        self.attach = Some(Box::new(f));
+        self
     }
 
     /// Commit `tx` with the op's record and ops (`build`), numbered after the
     /// log's newest record, in one batch. A batch refused because someone else
-    /// appended a record meanwhile is built again with the next number (unless
-    /// `log` requires the log unchanged: then `conflict`); any other refusal
-    /// fails the op with nothing changed.
+    /// appended a record (or changed the session's info) meanwhile is built again
+    /// with the next number (unless `log` requires the log unchanged: then
+    /// `conflict`); any other refusal fails the op with nothing changed.
     pub fn commit(&self, tx: &mut Txn<'_>, log: Log, build: Build<'_>) -> Result<Operation> {
-        let s = &self.t.session;
+        let s = self.s;
         let store = s.store();
         for _ in 0..8 {
             let last = oplog::last(&**store, s.name())?.map(|o| o.seq);
@@ -106,6 +187,28 @@ impl<'a> Op<'a> {
             let seq = last.map_or(1, |l| l + 1);
             let (mut nop, mut ops) = build(tx.before(), tx.record())?;
             carry_branch_moves(&mut nop, tx.branch_moves());
+            let mut expects = carry_ref_ops(&**store, &mut nop, tx.pending())?;
+            expects.extend(carry_ref_ops(&**store, &mut nop, &ops)?);
+            ops.extend(expects);
+            // The op's own counts, and the checkpoints of the batch.
+            let (n, at) = tx.checkpoints();
+            let counted = if self.count.is_some() || n > 0 {
+                manage::bump_ops(&**store, s.name(), &|m| {
+                    if let Some(f) = &self.count {
+                        f(m);
+                    }
+                    if n > 0 {
+                        m.checkpoints += n;
+                        m.last_checkpoint = at;
+                    }
+                })?
+            } else {
+                Vec::new()
+            };
+            ops.extend(counted.iter().cloned());
+            if let Some(f) = &self.attach {
+                ops.extend(f(seq));
+            }
             let rec = nop.build(s.name(), seq);
             ops.extend(rec.ops());
             crate::failpoint::op_record_delay();
@@ -121,7 +224,8 @@ impl<'a> Op<'a> {
                     return Ok(rec);
                 }
                 Err(Error::Conflict(_))
-                    if store.meta_get(&meta::op_key(s.name(), seq))?.is_some() => {}
+                    if store.meta_get(&meta::op_key(s.name(), seq))?.is_some()
+                        || manage::info_changed(&**store, s.name(), &counted)? => {}
                 Err(e) => {
                     ::log::info!("session {}: {} not committed: {e}", s.name(), self.kind);
                     return Err(e);

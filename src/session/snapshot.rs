@@ -1,7 +1,8 @@
 //! Checkpoints and tree swaps of a live session.
 //!
-//! Owns: taking a checkpoint (flush + checkpoint record + HEAD move, one atomic
-//! commit), and *grafting* another tree into the live table (checkout and restore,
+//! Owns: moving the attached branch with a checkpoint ([`advance_attached`],
+//! used by `super::Txn`'s checkpoints, the only way a checkpoint of the live
+//! state is taken), and *grafting* another tree into the live table (checkout and restore,
 //! inside an op's batch: `super::txn`):
 //! the locks, the generation guard and the skip decision here, the rules (hard
 //! links included) in `super::graft`. Cost is proportional to what differs (and
@@ -30,14 +31,6 @@ pub struct StateChange {
     /// The new durable root after a whole-tree graft (`None`: unchanged).
     pub root: Option<NodeId>,
 }
-
-/// Builds the metadata ops (the operation record) committed with a checkpoint,
-/// from the session record before and after and the new checkpoint.
-pub type LogHook<'a> = &'a mut dyn FnMut(
-    &SessionRecord,
-    &SessionRecord,
-    &Checkpoint,
-) -> Result<Vec<crate::meta::MetaOp>>;
 
 /// The ops moving the branch HEAD is attached to (in `rec`) from the old HEAD
 /// (`before.head`) to `c`, guarded by its old value; detaches `rec` instead when the
@@ -97,117 +90,31 @@ impl Session {
         self.record().base
     }
 
-    /// Take a checkpoint of the current state (call after the kernel's writeback was
-    /// flushed). Returns the checkpoint and the new session record.
+    /// Take a checkpoint of the current state (call after the kernel's writeback
+    /// was flushed), naming it `branch` too when given: an UNRECORDED checkpoint,
+    /// for the tests of the layers below `ops` (an op takes its checkpoints in its
+    /// own batch, recorded: `ops::checkpoint::take`).
+    #[cfg(test)]
     pub fn checkpoint(
         &self,
         message: &str,
         trigger: &str,
         branch: Option<&str>,
     ) -> Result<Checkpoint> {
-        self.checkpoint_with_meta(message, trigger, branch, serde_json::Map::new())
-    }
-
-    /// [`checkpoint`](Self::checkpoint) with a `meta` map (stored in the record and
-    /// covered by its id). Checks the trigger's syntax and the map
-    /// ([`refs::validate_meta`]); whether a client may use the trigger is the
-    /// caller's check ([`refs::validate_requested_trigger`]).
-    pub fn checkpoint_with_meta(
-        &self,
-        message: &str,
-        trigger: &str,
-        branch: Option<&str>,
-        meta: serde_json::Map<String, serde_json::Value>,
-    ) -> Result<Checkpoint> {
-        self.checkpoint_logged(message, trigger, branch, meta, None)
-    }
-
-    /// [`checkpoint_with_meta`](Self::checkpoint_with_meta), committing in the same
-    /// atomic batch what `log` returns for (record before, record after, the new
-    /// checkpoint): the operation record of the op that took it.
-    ///
-    /// When HEAD is attached to a branch that still names the old HEAD, the branch
-    /// moves to the new checkpoint in the same batch (guarded by a
-    /// [`MetaOp::Expect`](crate::meta::MetaOp::Expect) on its old value). A branch
-    /// that moved elsewhere or was deleted meanwhile is left alone and HEAD is
-    /// detached (logged). A batch refused because the branch or the log moved
-    /// between the check and the commit is retried.
-    pub fn checkpoint_logged(
-        &self,
-        message: &str,
-        trigger: &str,
-        branch: Option<&str>,
-        meta: serde_json::Map<String, serde_json::Value>,
-        mut log: Option<LogHook<'_>>,
-    ) -> Result<Checkpoint> {
-        refs::validate_trigger(trigger)?;
-        refs::validate_meta(&meta)?;
-        let store = self.store().clone();
-        let name = self.name().to_string();
-        let mut made: Option<Checkpoint> = None;
-        let mut extra =
-            |rec: &mut SessionRecord, root: NodeId| -> Result<Vec<crate::meta::MetaOp>> {
-                let before = rec.clone();
-                let parent = rec.head;
-                let changed = diff::diff_count(&*store, rec.base, root)?;
-                let mut c = refs::NewCheckpoint {
-                    session: &name,
-                    root,
-                    parents: parent.into_iter().collect(),
-                    message,
-                    trigger,
-                    files_changed: changed,
-                    meta: meta.clone(),
-                }
-                .build();
-                // The flush set the record's usage to this tree's.
-                c.usage = Some(refs::Usage {
-                    bytes: rec.bytes,
-                    inodes: rec.inodes,
-                });
-                rec.head = Some(c.id);
-                rec.base = root;
-                let mut ops = vec![c.op()];
-                ops.extend(advance_attached(&*store, rec, &before, &c)?);
-                if let Some(b) = branch {
-                    let created = Timespec::now().sec;
-                    ops.push(refs::ref_op(
-                        b,
-                        &refs::RefRecord {
-                            checkpoint: c.id,
-                            created,
-                        },
-                    ));
-                    ops.push(crate::visibility::grant_op(&name, b, created, "created"));
-                }
-                if let Some(l) = log.as_mut() {
-                    ops.extend(l(&before, rec, &c)?);
-                }
-                made = Some(c);
-                Ok(ops)
+        let mut tx = self.txn();
+        let c = tx.checkpoint(message, trigger)?;
+        if let Some(b) = branch {
+            let created = Timespec::now().sec;
+            let r = refs::RefRecord {
+                checkpoint: c.id,
+                created,
             };
-        let mut tries = 0;
-        loop {
-            match self.flush_with(Some(&mut extra)) {
-                Err(Error::Conflict(e)) if tries < 3 => {
-                    tries += 1;
-                    log::info!("session {name}: checkpoint raced ({e}); retrying");
-                }
-                r => {
-                    r?;
-                    break;
-                }
-            }
+            tx.push([
+                refs::ref_op(b, &r),
+                crate::visibility::grant_op(self.name(), b, created, "created"),
+            ]);
         }
-        let mut st = self.lock();
-        st.mutations = 0;
-        drop(st);
-        let c = made.expect("checkpoint built");
-        let at = (c.time_ns / 1_000_000_000) as i64;
-        crate::lifecycle::manage::bump(&*store, &name, &|m| {
-            m.checkpoints += 1;
-            m.last_checkpoint = Some(at);
-        });
+        tx.try_commit(Vec::new())?;
         Ok(c)
     }
 

@@ -45,6 +45,10 @@ pub struct Txn<'a> {
     /// The attached branch moves the batch's checkpoints made: branch → (value
     /// before the batch, value after it).
     moved: BranchMoves,
+    /// The checkpoints HEAD moves to in the batch, and the unix seconds of the
+    /// last (the session's metrics count them; its count of changes since its
+    /// last checkpoint restarts when the batch commits).
+    checkpointed: (u64, Option<i64>),
     done: bool,
 }
 
@@ -65,6 +69,7 @@ impl Session {
             flushed: false,
             ops: Vec::new(),
             moved: BTreeMap::new(),
+            checkpointed: (0, None),
             done: false,
         }
     }
@@ -85,6 +90,17 @@ impl Txn<'_> {
     /// record must carry them, so undo and redo move the branch with HEAD).
     pub fn branch_moves(&self) -> &BranchMoves {
         &self.moved
+    }
+
+    /// How many checkpoints HEAD moved to in this batch, and the unix seconds of
+    /// the last.
+    pub fn checkpoints(&self) -> (u64, Option<i64>) {
+        self.checkpointed
+    }
+
+    /// The ops the batch holds so far (checkpoints, ref moves, grants).
+    pub fn pending(&self) -> &[MetaOp] {
+        &self.ops
     }
 
     /// The base root the batch leaves the session with.
@@ -222,6 +238,10 @@ impl Txn<'_> {
         }
         self.ops.push(c.op());
         self.ops.extend(moves);
+        self.checkpointed = (
+            self.checkpointed.0 + 1,
+            Some((c.time_ns / 1_000_000_000) as i64),
+        );
         Ok(c)
     }
 
@@ -299,7 +319,12 @@ impl Txn<'_> {
         self.s.touched_durable(&self.touched);
         self.done = true;
         *super::relock(self.s.record.lock()) = self.rec.clone();
-        self.s.lock().sweep_after_flush();
+        let mut st = self.s.lock();
+        st.sweep_after_flush();
+        if self.checkpointed.0 > 0 {
+            st.mutations = 0;
+        }
+        drop(st);
         Ok(self.rec.clone())
     }
 }

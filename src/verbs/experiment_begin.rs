@@ -44,9 +44,8 @@ impl Handler for ExperimentBegin {
     }
 
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
-        let by_agent = cx.call.actor.is_agent();
         let t = cx.target();
         let lock = cx.lock();
-        ops::experiment::begin(cx.host, &t, lock, cx.who, &self, by_agent)
+        ops::experiment::begin(cx.host, &t, lock, cx.who, &self, &cx.call)
     }
 }

@@ -103,25 +103,43 @@ pub(super) fn start(
     let root = group.as_ref().and_then(|g| g.client_pid()).or(actor.pid);
     let roots: Vec<u32> = root.into_iter().collect();
     let gate = relock(s.gate.write());
-    let saved = (|| -> Result<(String, crate::id::NodeId)> {
+    let saved = (|| -> Result<(String, crate::id::NodeId, crate::oplog::View)> {
         let rec = s.record();
-        match &rec.head {
-            Some(h) if !s.has_changes()? => Ok((h.to_hex(), s.base_root())),
+        let (ckpt, root) = match &rec.head {
+            Some(h) if !s.has_changes()? => (h.to_hex(), s.base_root()),
             _ => {
-                let c = s.checkpoint(&format!("before exec {n}"), "before-exec", None)?;
-                Ok((c.id.to_hex(), c.root))
+                // Recorded as a checkpoint of the exec's caller, in its own batch
+                // (the exec's record follows when it ends).
+                let msg = format!("before exec {n}");
+                let call = crate::ops::Call {
+                    actor,
+                    explanation: None,
+                    request: serde_json::json!({
+                        "op": "checkpoint", "trigger": "before-exec", "message": msg,
+                    }),
+                };
+                let (c, _) = crate::ops::checkpoint::take(
+                    s,
+                    &call,
+                    "checkpoint",
+                    &msg,
+                    "before-exec",
+                    serde_json::Map::new(),
+                )?;
+                (c.id.to_hex(), c.root)
             }
+        };
+        let mut before = record::view_of(&s.record(), root);
+        if let Some(br) = before.branch.clone() {
+            record::touch(&mut before, &**s.store(), &br)?;
         }
+        Ok((ckpt, root, before))
     })();
     if saved.is_ok() {
         s.watch.start(roots);
     }
     drop(gate);
-    let (before_ckpt, before_root) = saved?;
-    let mut before = record::view_of(&s.record(), before_root);
-    if let Some(br) = before.branch.clone() {
-        record::touch(&mut before, &**s.store(), &br);
-    }
+    let (before_ckpt, before_root, before) = saved?;
     let client_start = actor.pid.and_then(slot::start_time);
     let running = Running {
         n,

@@ -8,9 +8,11 @@ use super::slot::{self, Running};
 use crate::diff;
 use crate::error::Result;
 use crate::id::NodeId;
-use crate::oplog::{self, tag};
+use crate::oplog::{self, NewOp, tag};
+use crate::ops::record::{self, view_of};
+use crate::ops::txn::{self, Log};
 use crate::ops::views::PathChange;
-use crate::ops::{Target, record, syncfs};
+use crate::ops::{Target, syncfs};
 use crate::session::relock;
 use crate::session::watch::Seen;
 
@@ -57,7 +59,9 @@ pub(crate) fn end(t: &Target, n: u64, e: Ending) -> Result<Ended> {
     finish(t, r, e)
 }
 
-/// Stop the watch, checkpoint what changed (trigger `exec`), and append the record.
+/// Stop the watch and, in ONE batch (`crate::ops::txn`): checkpoint what changed
+/// (trigger `exec`), the exec record with its captured output, and the command
+/// in the session's metrics.
 pub(super) fn finish(t: &Target, r: Running, e: Ending) -> Result<Ended> {
     let s = &t.session;
     if let Err(err) = syncfs(&t.mount) {
@@ -65,69 +69,82 @@ pub(super) fn finish(t: &Target, r: Running, e: Ending) -> Result<Ended> {
         ::log::warn!("session {}: exec {}: syncfs: {err}", s.name(), r.n);
     }
     let gate = relock(s.gate.write());
-    let res = (|| -> Result<(NodeId, Option<String>)> {
-        let root = s.flush()?;
-        let ckpt = if diff::differ(&**s.store(), r.before_root, root)? {
-            let mut meta = Map::new();
-            meta.insert("exec".into(), json!(r.n));
-            let what = match &r.group {
-                Some(g) => g.title(),
-                None => crate::command::shell::quoted_short(&r.argv, 200),
-            };
-            let msg = format!("exec {}: {what}", r.n);
-            Some(
-                s.checkpoint_with_meta(&msg, "exec", None, meta)?
-                    .id
-                    .to_hex(),
-            )
-        } else {
-            None
-        };
-        Ok((root, ckpt))
-    })();
+    // Writes wait at the gate: the watch has seen every writer of what is saved.
     let seen = s.watch.stop();
+    let res = commit_end(t, &r, &e, &seen);
     drop(gate);
-    let (root, ckpt) = res?;
-    let mut after = record::view_of(&s.record(), root);
-    if let Some(br) = after.branch.clone() {
-        record::touch(&mut after, &**s.store(), &br);
-    }
-    let changed = changed_paths(s.store().as_ref(), r.before_root, root)?;
-    let meta = exec_meta(&r, &e, ckpt.as_deref(), changed, &seen);
+    let (seq, meta, ckpt) = res?;
+    slot::with(s, |sl| sl.since_auto += 1);
+    Ok(Ended {
+        exec: meta,
+        seq,
+        checkpoint: ckpt,
+    })
+}
+
+/// The batch of [`finish`], under the write gate: (record number, exec meta,
+/// checkpoint taken).
+fn commit_end(
+    t: &Target,
+    r: &Running,
+    e: &Ending,
+    seen: &Seen,
+) -> Result<(u64, ExecMeta, Option<String>)> {
+    let s = &t.session;
+    let store = s.store().clone();
+    let mut tx = s.txn();
+    let root = tx.flush()?;
+    let ckpt = if diff::differ(&*store, r.before_root, root)? {
+        let mut meta = Map::new();
+        meta.insert("exec".into(), json!(r.n));
+        let what = match &r.group {
+            Some(g) => g.title(),
+            None => crate::command::shell::quoted_short(&r.argv, 200),
+        };
+        let msg = format!("exec {}: {what}", r.n);
+        Some(tx.checkpoint_with(&msg, "exec", &[], meta)?)
+    } else {
+        None
+    };
+    let changed = changed_paths(&*store, r.before_root, root)?;
+    let hex = ckpt.as_ref().map(|c| c.id.to_hex());
+    let meta = exec_meta(r, e, hex.as_deref(), changed, seen);
     let request = match &meta.tools {
         Some(calls) => json!({"op": "tool", "calls": calls, "cwd": r.cwd}),
         None => json!({"op": "exec", "argv": r.argv, "cwd": r.cwd}),
     };
-    let mut op = record::Rec {
-        actor: &r.actor,
-        kind: super::KIND,
-        request,
-        explanation: r.explanation.clone(),
-    }
-    .op(r.before.clone(), after);
-    op.meta.insert(
-        "exec".into(),
-        serde_json::to_value(&meta).map_err(|e| {
-            crate::error::Error::Invalid(format!("exec record does not serialize: {e}"))
-        })?,
-    );
-    let (session, out) = (s.name().to_string(), r.out);
-    let attach = |seq: u64| {
-        [(tag::STDOUT, &out[0]), (tag::STDERR, &out[1])]
-            .into_iter()
-            .filter(|(_, b)| !b.is_empty())
-            .map(|(tg, b)| oplog::attachment_op(&session, seq, tg, b.clone()))
-            .collect()
-    };
-    let rec = oplog::append_with(&**s.store(), s.name(), op, &attach)
+    let meta_value = serde_json::to_value(&meta).map_err(|e| {
+        crate::error::Error::Invalid(format!("exec record does not serialize: {e}"))
+    })?;
+    let duration = meta.duration_ms;
+    let session = s.name().to_string();
+    let out = &r.out;
+    let txn = txn::Op::begin(t, super::KIND)
+        .counting(move |m| {
+            m.commands += 1;
+            m.command_ms += duration;
+        })
+        .attaching(move |seq| {
+            [(tag::STDOUT, &out[0]), (tag::STDERR, &out[1])]
+                .into_iter()
+                .filter(|(_, b)| !b.is_empty())
+                .map(|(tg, b)| oplog::attachment_op(&session, seq, tg, b.clone()))
+                .collect()
+        });
+    let moved: Vec<String> = tx.branch_moves().keys().cloned().collect();
+    let rec = txn
+        .commit(&mut tx, Log::Next, &mut |_, a| {
+            let mut after = view_of(a, root);
+            if let Some(br) = a.branch.clone().filter(|b| !moved.contains(b)) {
+                record::touch(&mut after, &*store, &br)?;
+            }
+            let mut op = NewOp::new(&r.actor, super::KIND, request.clone(), r.before.clone(), after);
+            op.explanation = r.explanation.clone();
+            op.meta.insert("exec".into(), meta_value.clone());
+            Ok((op, Vec::new()))
+        })
         .inspect_err(|err| ::log::error!("session {}: recording exec {}: {err}", s.name(), r.n))?;
-    slot::with(s, |sl| sl.since_auto += 1);
-    crate::ops::command_done(s, meta.duration_ms);
-    Ok(Ended {
-        exec: meta,
-        seq: rec.seq,
-        checkpoint: ckpt,
-    })
+    Ok((rec.seq, meta, hex))
 }
 
 /// The changed paths (listed up to the caps) and their exact count.

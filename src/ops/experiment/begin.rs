@@ -200,19 +200,20 @@ pub struct ForkMade {
     pub env: BTreeMap<String, String>,
 }
 
-pub fn begin<H: Host>(
+pub(crate) fn begin<H: Host>(
     h: &H,
     t: &Target,
     op_lock: MutexGuard<'_, ()>,
     who: MountFor,
     req: &ExperimentBegin,
-    by_agent: bool,
+    call: &crate::ops::Call,
 ) -> Result<Begun> {
+    let by_agent = call.actor.is_agent();
     check(t, req, by_agent)?;
     let s = &t.session;
     let store = h.store();
     let before = view_now(t)?;
-    let c = ref_or_fresh(t, req.from.as_deref(), "experiment", "experiment")?;
+    let c = ref_or_fresh(t, call, req.from.as_deref(), "experiment", "experiment")?;
     let after = view_now(t)?;
     let dir = forks_dir(t, req.forks_dir.as_deref())?;
     let id = new_id();

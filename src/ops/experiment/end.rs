@@ -198,7 +198,13 @@ fn final_state<H: Host>(
     let c = match h.target(Some(&rec.name)) {
         Ok(ft) => {
             let _l = ft.session.op_lock.lock().unwrap_or_else(|p| p.into_inner());
-            ref_or_fresh(&ft, None, &msg, "experiment")?
+            let actor = crate::oplog::Actor::daemon();
+            let call = crate::ops::Call {
+                actor: &actor,
+                explanation: None,
+                request: json!({"op": "checkpoint", "trigger": "experiment", "message": msg}),
+            };
+            ref_or_fresh(&ft, &call, None, &msg, "experiment")?
         }
         Err(_) => refs::resolve(store, rec.head, "HEAD")?,
     };

@@ -40,7 +40,7 @@ pub mod end;
 pub mod left;
 
 pub use adopt::adopt;
-pub use begin::begin;
+pub(crate) use begin::begin;
 pub use end::end;
 
 use self::answer::{Comparison, Recorded};

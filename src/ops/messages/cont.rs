@@ -19,7 +19,6 @@ use crate::error::{Error, Result};
 use crate::id::NodeId;
 use crate::lifecycle::{self, SessionInfo, State};
 use crate::messages::{self, Stream, conversation};
-use crate::meta::{self, MetaOp};
 use crate::refs::{self, Checkpoint};
 use crate::session::{self, SessionRecord};
 use crate::store::ObjectStore;
@@ -116,7 +115,7 @@ pub struct Continued {
 pub(crate) fn run<H: Host>(
     h: &H,
     who: MountFor,
-    _call: &Call,
+    call: &Call,
     project: &Path,
     name: &str,
     mountpoint: &Path,
@@ -161,8 +160,16 @@ pub(crate) fn run<H: Host>(
         touched.iter().map(Vec::as_slice),
     ));
     ops.extend(copied);
+    // The source's metrics count the fork, and the new session's log starts with
+    // where it came from: one batch.
+    ops.extend(lifecycle::manage::bump_ops(&*store, &src, &|m| m.forks += 1)?);
+    let view = |r: &session::SessionRecord| crate::ops::record::view_of(r, r.root);
+    let mut op = call.op("continue", view(&from), view(&rec));
+    op.inert = true;
+    op.meta
+        .insert("continue".into(), serde_json::json!({"from": src, "project": project}));
+    ops.extend(op.build(name, 1).ops());
     store.commit(ops)?;
-    lifecycle::manage::bump(&*store, &src, &|m| m.forks += 1);
     match h.mount_claimed(&mut claim, dir, rec, None) {
         // An agent socket and skipped files are never part of a continued
         // session: the mount's answer adds nothing else.
@@ -174,11 +181,7 @@ pub(crate) fn run<H: Host>(
             messages: n,
         }),
         Err(e) => {
-            let mut ops = vec![MetaOp::Delete(meta::session_key(name))];
-            ops.extend(lifecycle::delete_ops(&*store, name).unwrap_or_default());
-            if let Err(e2) = store.commit(ops) {
-                log::error!("continue {name}: cannot remove the record of the failed fork: {e2}");
-            }
+            crate::ops::spawn::remove_unmounted(&*store, "continue", name);
             drop(claim);
             Err(e)
         }

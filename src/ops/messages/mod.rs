@@ -219,14 +219,13 @@ fn user_checkpoint(t: &Target) -> Result<()> {
         explanation: None,
         request: json!({"op": "checkpoint", "trigger": "message", "message": "at user message"}),
     };
-    let store = s.store().clone();
-    let mut hook = call.checkpoint_hook(&*store, "checkpoint");
-    s.checkpoint_logged(
+    crate::ops::checkpoint::take(
+        s,
+        &call,
+        "checkpoint",
         "auto: at user message",
         "message",
-        None,
         Map::new(),
-        Some(&mut hook),
     )?;
     Ok(())
 }

@@ -148,7 +148,7 @@ pub(crate) fn run(t: &Target, call: &Call, req: Promote) -> Result<PromoteAnswer
         (None, live_root, None)
     } else {
         let before = view_now(t)?;
-        let c = ref_or_fresh(t, None, "before promote", "promote")?;
+        let c = ref_or_fresh(t, call, None, "before promote", "promote")?;
         (Some(before), c.root, Some(c))
     };
     let scratch_owner = match &ground {

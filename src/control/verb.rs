@@ -48,8 +48,11 @@ pub trait Verb: Serialize + DeserializeOwned + JsonSchema + Sized {
     const KIND: Kind;
     /// Whether an agent socket may ever send it.
     const AGENT: Agent;
-    /// Whether it starts something that appends an operation record (on an agent
-    /// socket refused once the log holds `op_records` records: `crate::quota`).
+    /// Whether it appends an operation record when it succeeds, or begins
+    /// something whose end does (`exec_begin`, `experiment_begin`): on an agent
+    /// socket refused once the log holds `op_records` records (`crate::quota`);
+    /// an end is never refused. Checked against what each verb does by the crash
+    /// model test (`verbs::model_tests::crash`), not trusted.
     const RECORDS: bool;
     /// The answer's type.
     type Response: Serialize + DeserializeOwned + JsonSchema;

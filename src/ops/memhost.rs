@@ -110,8 +110,14 @@ impl Drop for MemClaim<'_> {
 impl MemHost {
     /// A host over an empty in-memory store.
     pub(crate) fn new() -> MemHost {
+        MemHost::over(Arc::new(MemStore::default()))
+    }
+
+    /// A host over `store` (e.g. a [`MemStore::logging`] one, or the prefix of
+    /// one a crash left).
+    pub(crate) fn over(store: Arc<dyn ObjectStore>) -> MemHost {
         MemHost {
-            store: Arc::new(MemStore::default()),
+            store,
             live: Mutex::new(BTreeMap::new()),
             claims: Mutex::new(BTreeSet::new()),
             names: Mutex::new(()),

@@ -4,9 +4,15 @@
 //! Owns: objects in a hash map and metadata in a [`MemMeta`]. It keeps the
 //! [`ObjectStore`] contract (dedup, kind-checked reads, the object size limit,
 //! atomic commits) but nothing is durable and there are no packs.
+//!
+//! The crash backend of the model tests: a store made by [`MemStore::logging`]
+//! keeps every metadata batch it applied, in order, and [`MemStore::prefix`]
+//! makes the store a crash after batch k leaves (the first k batches applied,
+//! every object kept: a commit makes its puts durable before its batch, so the
+//! objects a durable batch names are there).
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use super::metastore::{MemMeta, MetaStore};
 use super::objects::{ObjectStore, check_object_len};
@@ -22,6 +28,58 @@ type MemObject = (Kind, Arc<Vec<u8>>);
 pub struct MemStore {
     objects: RwLock<HashMap<ObjectId, MemObject>>,
     meta: MemMeta,
+    /// Every batch applied, when logging (see the module docs).
+    log: Option<Mutex<Vec<Vec<MetaOp>>>>,
+}
+
+impl MemStore {
+    /// An empty store that logs its batches (the crash backend).
+    pub fn logging() -> MemStore {
+        MemStore {
+            log: Some(Mutex::new(Vec::new())),
+            ..MemStore::default()
+        }
+    }
+
+    /// How many batches were applied (0 when not logging).
+    pub fn batches(&self) -> usize {
+        self.log.as_ref().map_or(0, |l| l.lock().unwrap().len())
+    }
+
+    /// The keys batch `k` (from 0) writes, for messages.
+    pub fn batch_keys(&self, k: usize) -> Vec<String> {
+        let Some(log) = &self.log else {
+            return Vec::new();
+        };
+        log.lock().unwrap()[k]
+            .iter()
+            .map(|op| match op {
+                MetaOp::Put(k, _) => format!("put {}", String::from_utf8_lossy(k)),
+                MetaOp::Delete(k) => format!("delete {}", String::from_utf8_lossy(k)),
+                MetaOp::Expect(k, _) => format!("expect {}", String::from_utf8_lossy(k)),
+                other => format!("{other:?}").chars().take(60).collect(),
+            })
+            .collect()
+    }
+
+    /// The store as a crash right after batch `k` leaves it: the first `k`
+    /// batches applied to an empty metadata store, with every object.
+    pub fn prefix(&self, k: usize) -> Result<MemStore> {
+        let log = self
+            .log
+            .as_ref()
+            .ok_or_else(|| Error::Invalid("this store keeps no batch log".into()))?;
+        let batches = log.lock().unwrap()[..k].to_vec();
+        let out = MemStore {
+            objects: RwLock::new(self.objects.read().unwrap().clone()),
+            meta: MemMeta::default(),
+            log: Some(Mutex::new(Vec::new())),
+        };
+        for b in batches {
+            out.commit(b)?;
+        }
+        Ok(out)
+    }
 }
 
 impl ObjectStore for MemStore {
@@ -45,7 +103,15 @@ impl ObjectStore for MemStore {
         Ok(self.objects.read().unwrap().contains_key(id))
     }
     fn commit(&self, ops: Vec<MetaOp>) -> Result<()> {
-        self.meta.apply(ops)
+        match &self.log {
+            None => self.meta.apply(ops),
+            Some(log) => {
+                let mut log = log.lock().unwrap();
+                self.meta.apply(ops.clone())?;
+                log.push(ops);
+                Ok(())
+            }
+        }
     }
     fn meta(&self) -> &dyn MetaStore {
         &self.meta

@@ -12,7 +12,7 @@ impl Verb for BisectBegin {
     const NAME: &'static str = "bisect_begin";
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Yes;
-    const RECORDS: bool = false;
+    const RECORDS: bool = true;
     type Response = ops::bisect::begin::BisectBegun;
 
     fn agent_may(&self) -> bool {

@@ -14,7 +14,7 @@ impl Verb for BranchDelete {
     const NAME: &'static str = "branch_delete";
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
-    const RECORDS: bool = false;
+    const RECORDS: bool = true;
     type Response = ops::branch::Deleted;
 
     fn agent_may(&self) -> bool {

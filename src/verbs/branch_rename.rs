@@ -16,7 +16,7 @@ impl Verb for BranchRename {
     const NAME: &'static str = "branch_rename";
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::No;
-    const RECORDS: bool = false;
+    const RECORDS: bool = true;
     type Response = ops::branch::Renamed;
 
     fn agent_may(&self) -> bool {

@@ -15,7 +15,7 @@ impl Verb for Config {
     const NAME: &'static str = "config";
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::Some;
-    const RECORDS: bool = false;
+    const RECORDS: bool = true;
     type Response = ops::config::ConfigAnswer;
 
     fn agent_may(&self) -> bool {

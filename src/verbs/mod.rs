@@ -154,11 +154,27 @@ macro_rules! table {
         /// Every verb's wire name, in table order.
         pub const NAMES: &[&str] = &[$(<$V as Verb>::NAME),*];
 
+        /// [`Verb::RECORDS`] of the verb named `name` (`None`: no such verb).
+        pub fn records_of(name: &str) -> Option<bool> {
+            $(if name == <$V as Verb>::NAME {
+                return Some(<$V as Verb>::RECORDS);
+            })*
+            None
+        }
+
         impl Op {
             /// The wire name (`"branch_delete"`, ...).
             pub fn name(&self) -> &'static str {
                 match self {
                     $(Op::$V(_) => <$V as Verb>::NAME,)*
+                }
+            }
+
+            /// Whether it appends an operation record when it succeeds
+            /// ([`Verb::RECORDS`], checked by the crash model test).
+            pub fn records(&self) -> bool {
+                match self {
+                    $(Op::$V(_) => <$V as Verb>::RECORDS,)*
                 }
             }
 

@@ -12,7 +12,7 @@ impl Verb for Promote {
     const NAME: &'static str = "promote";
     const KIND: Kind = Kind::Session;
     const AGENT: Agent = Agent::No;
-    const RECORDS: bool = false;
+    const RECORDS: bool = true;
     type Response = ops::promote::answer::PromoteAnswer;
 
     fn agent_may(&self) -> bool {

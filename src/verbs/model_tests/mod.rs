@@ -17,6 +17,7 @@
 //! (`minimal failing input: steps = [...]`). `PROPTEST_CASES=n` runs more cases.
 //! Run them alone with `cargo test --lib verbs::model_tests`.
 
+mod crash;
 mod model;
 mod regressions;
 

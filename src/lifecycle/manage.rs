@@ -382,9 +382,39 @@ pub fn discard(store: &dyn ObjectStore, session: &str) -> Result<()> {
 }
 
 /// Add to `session`'s counters (best effort: a failure is logged).
-/// The ops applying `f` to the metrics of `session` in a caller's batch: the
-/// info record's new value, guarded by its value now (a batch refused because the
-/// info changed meanwhile is the caller's to build again: [`info_changed`]).
+/// Apply `f` to the metrics of `session` in the caller's batch `ops`: to the
+/// info record the batch already writes (a rebase's new baseline, a fork's new
+/// info), or else by adding the record's new value guarded by its value now (a
+/// batch refused because the info changed meanwhile is the caller's to build
+/// again: [`info_changed`]). Returns the ops added.
+pub fn bump_in(
+    store: &dyn ObjectStore,
+    session: &str,
+    ops: &mut [MetaOp],
+    f: &dyn Fn(&mut super::Metrics),
+) -> Result<Vec<MetaOp>> {
+    let key = meta::info_key(session);
+    let last = ops
+        .iter_mut()
+        .rev()
+        .find(|op| matches!(op, MetaOp::Put(k, _) | MetaOp::Delete(k) if *k == key));
+    match last {
+        Some(MetaOp::Put(_, v)) => {
+            let mut info = SessionInfo::decode(session, v)?;
+            f(&mut info.metrics);
+            if let MetaOp::Put(_, nv) = info.op() {
+                *v = nv;
+            }
+            Ok(Vec::new())
+        }
+        // The batch deletes it: nothing to count in.
+        Some(_) => Ok(Vec::new()),
+        None => bump_ops(store, session, f),
+    }
+}
+
+/// The ops applying `f` to the metrics of `session` in a caller's batch that
+/// does not write its info record otherwise (see [`bump_in`]).
 pub fn bump_ops(
     store: &dyn ObjectStore,
     session: &str,

@@ -1,13 +1,9 @@
 //! `fork`: create a new session from a ref (default: a fresh checkpoint) and mount it.
 //! The verb's request ([`Fork`]) and answer ([`Forked`]) are defined here.
 //!
-//! Order (each step can fail without leaving anything behind that another request
-//! won): claim the new name (store-wide, in the host's mount table); refuse an
-//! existing record; resolve and check the mountpoint once (created when missing,
-//! the agent ownership rule applied to the descriptor); checkpoint, write the
-//! record and record the operation in the source's log, in one batch
-//! (`super::txn`); mount through the checked descriptor. On failure the record is removed,
-//! which is safe because the claim is still held.
+//! The new session is made by [`super::spawn::Spawn`] (claim, checked
+//! mountpoint, mount, roll back); the source's saved changes, the new record and
+//! the operation in the source's log are one batch (`super::txn`).
 
 use std::path::PathBuf;
 use std::sync::MutexGuard;
@@ -17,12 +13,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::record::{Call, view_of};
+use super::spawn::Spawn;
 use super::txn::{self, Log};
 use super::views::Mounted;
 use super::{Host, Target, syncfs};
 use crate::control::{AgentSocket, MountFor};
 use crate::error::{Error, Result};
-use crate::meta::{self, MetaOp};
 use crate::oplog::View;
 use crate::session;
 
@@ -89,18 +85,12 @@ pub(crate) fn run<H: Host>(
         ));
     }
     let (name, from, from_message) = (&name[..], from.as_deref(), from_message.as_deref());
-    session::validate_session_name(name)?;
     let store = h.store();
-    let mut claim = h
-        .claim(name)
-        .map_err(|e| Error::Conflict(format!("session {name} already exists ({e})")))?;
-    if session::load_record(&*store, name)?.is_some() {
-        return Err(Error::Conflict(format!("session {name} already exists")));
-    }
     if call.actor.is_agent() {
         crate::quota::check_agent_sessions(&*store, t.session.name(), 1)?;
     }
-    let dir = h.open_mountpoint(&mountpoint, who)?;
+    let mut spawn = Spawn::new(h, "fork");
+    let new = spawn.claim(name, &mountpoint, who)?;
     let s = &t.session;
     let from = from
         .map(|spec| super::refctx::resolve(t, spec))
@@ -148,10 +138,7 @@ pub(crate) fn run<H: Host>(
     // Same baseline, so the source's touched paths are the fork's too.
     let src_touched = crate::lifecycle::touched::list(&*store, s.name())?;
     // The fork is of the source's lineage: the source's agent sees its history.
-    let mut ops = vec![
-        MetaOp::Expect(meta::session_key(name), None),
-        crate::visibility::lineage_op(s.name(), name),
-    ];
+    let mut ops = vec![crate::visibility::lineage_op(s.name(), name)];
     ops.extend(crate::lifecycle::touched::add_ops(
         name,
         src_touched.iter().map(Vec::as_slice),
@@ -171,7 +158,9 @@ pub(crate) fn run<H: Host>(
         name,
         upto,
     )?);
-    ops.extend([session::record_op(&rec), info.op()]);
+    spawn.set(new, rec, agent);
+    ops.extend(spawn.ops()?);
+    ops.push(info.op());
     // The source's log says where the fork came from (its HEAD moved only if
     // pending changes were saved for it).
     let cid = c.as_ref().map(|c| c.id);
@@ -196,18 +185,12 @@ pub(crate) fn run<H: Host>(
         op.meta.insert("fork".into(), fork.clone());
         Ok((op, ops.clone()))
     })?;
+    spawn.committed();
     drop(tx);
     drop(op_lock);
-    match h.mount_claimed(&mut claim, dir, rec, agent) {
-        Ok(mounted) => Ok(Forked {
-            mounted,
-            checkpoint: cid.map(|c| c.to_hex()),
-        }),
-        Err(e) => {
-            // The claim is still held: the record is ours to remove.
-            super::spawn::remove_unmounted(&*store, "fork", name);
-            drop(claim);
-            Err(e)
-        }
-    }
+    let mounted = spawn.mount()?.remove(0);
+    Ok(Forked {
+        mounted,
+        checkpoint: cid.map(|c| c.to_hex()),
+    })
 }

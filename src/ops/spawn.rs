@@ -1,13 +1,181 @@
-//! What the ops that make new sessions share (fork, continue; experiment runs
-//! and bisect candidates make theirs in `experiment::begin` and `bisect::begin`):
-//! taking back a new session whose records were committed but whose mount failed.
+//! One way to make sessions ([`Spawn`]): fork, continue, experiment runs and bisect
+//! candidates all claim the new names, build the records, commit them in ONE
+//! batch (the caller's: the source's operation record goes in it too), mount, and
+//! take everything back when anything fails.
 //!
-//! Invariant: the caller still holds the new name's claim (`Host::claim`) when it
-//! calls [`remove_unmounted`], so nobody else can mount or create that session
-//! meanwhile; the claim is dropped after.
+//! Order, each step failing without leaving anything another request won:
+//! [`Spawn::claim`] owns each new name store-wide (`Host::claim`), refuses an
+//! existing record and resolves and checks its mountpoint once; the caller builds
+//! each record ([`Spawn::set`]) and commits [`Spawn::ops`] in its batch, then says
+//! so ([`Spawn::committed`]); [`Spawn::mount`] mounts each through its checked
+//! descriptor.
+//!
+//! Invariants: a `Spawn` dropped before [`Spawn::mount`] returned `Ok` takes back
+//! what it made: the sessions it mounted are unmounted and removed, the committed
+//! records of the others deleted (with what the caller's batch gave them: info,
+//! touched paths, messages, grants, operation records) while their claims are
+//! still held, so nobody else can have taken the names meanwhile. A rollback that
+//! fails is logged at error level naming the session, never dropped silently.
+//! The claims are released last.
 
+use std::path::{Path, PathBuf};
+
+use super::Host;
+use super::views::Mounted;
+use crate::control::{AgentSocket, MountFor};
+use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
+use crate::session::{self, SessionRecord};
 use crate::store::ObjectStore;
+
+/// One new session being made.
+struct New<'h, H: Host + 'h> {
+    name: String,
+    mountpoint: PathBuf,
+    claim: H::Claim<'h>,
+    dir: Option<H::Dir>,
+    rec: Option<SessionRecord>,
+    agent: Option<AgentSocket>,
+}
+
+/// New sessions being made by one op (see the module docs).
+pub(crate) struct Spawn<'h, H: Host> {
+    h: &'h H,
+    /// The op, for messages (`fork`, `continue`, `experiment`, `bisect`).
+    what: &'static str,
+    new: Vec<New<'h, H>>,
+    committed: bool,
+    /// Names mounted so far, with their mountpoints.
+    mounted: Vec<(String, PathBuf)>,
+    done: bool,
+}
+
+impl<'h, H: Host> Spawn<'h, H> {
+    /// Nothing made yet.
+    pub fn new(h: &'h H, what: &'static str) -> Spawn<'h, H> {
+        Spawn {
+            h,
+            what,
+            new: Vec::new(),
+            committed: false,
+            mounted: Vec::new(),
+            done: false,
+        }
+    }
+
+    /// Own the new session `name` (refused when the name is taken or has a
+    /// record) and resolve its mountpoint for `who` (created when missing).
+    /// Returns its index.
+    pub fn claim(&mut self, name: &str, mountpoint: &Path, who: MountFor) -> Result<usize> {
+        session::validate_session_name(name)?;
+        let claim = self
+            .h
+            .claim(name)
+            .map_err(|e| Error::Conflict(format!("session {name} already exists ({e})")))?;
+        if session::load_record(&*self.h.store(), name)?.is_some() {
+            return Err(Error::Conflict(format!("session {name} already exists")));
+        }
+        let dir = self.h.open_mountpoint(mountpoint, who)?;
+        self.new.push(New {
+            name: name.to_string(),
+            mountpoint: mountpoint.to_path_buf(),
+            claim,
+            dir: Some(dir),
+            rec: None,
+            agent: None,
+        });
+        Ok(self.new.len() - 1)
+    }
+
+    /// The record of new session `i`, and the agent socket to serve it on.
+    pub fn set(&mut self, i: usize, rec: SessionRecord, agent: Option<AgentSocket>) {
+        self.new[i].rec = Some(rec);
+        self.new[i].agent = agent;
+    }
+
+    /// The ops writing every new record, each guarded by its absence: for the
+    /// caller's batch (which adds what else the new sessions are given).
+    pub fn ops(&self) -> Result<Vec<MetaOp>> {
+        let mut ops = Vec::new();
+        for n in &self.new {
+            let rec = n.rec.as_ref().ok_or_else(|| {
+                Error::Invalid(format!("{}: session {} has no record", self.what, n.name))
+            })?;
+            ops.push(MetaOp::Expect(meta::session_key(&n.name), None));
+            ops.push(session::record_op(rec));
+        }
+        Ok(ops)
+    }
+
+    /// The caller's batch holding [`ops`](Self::ops) is committed.
+    pub fn committed(&mut self) {
+        self.committed = true;
+    }
+
+    /// Mount every new session; on failure everything is taken back (see the
+    /// module docs) and the mount's error returned.
+    pub fn mount(mut self) -> Result<Vec<Mounted>> {
+        if !self.committed {
+            return Err(Error::Invalid(format!(
+                "{}: mounting sessions whose records were not committed",
+                self.what
+            )));
+        }
+        let mut out = Vec::new();
+        for i in 0..self.new.len() {
+            let n = &mut self.new[i];
+            let (Some(dir), Some(rec)) = (n.dir.take(), n.rec.clone()) else {
+                continue;
+            };
+            let m = self
+                .h
+                .mount_claimed(&mut n.claim, dir, rec, n.agent.take())?;
+            self.mounted.push((n.name.clone(), n.mountpoint.clone()));
+            out.push(m);
+        }
+        self.done = true;
+        Ok(out)
+    }
+
+    /// Take back what was made (see the module docs).
+    fn roll_back(&mut self) {
+        if !self.committed {
+            return;
+        }
+        let store = self.h.store();
+        for n in &self.new {
+            match self.mounted.iter().find(|(m, _)| *m == n.name) {
+                Some((_, mp)) => {
+                    let r = self
+                        .h
+                        .unmount_session(mp)
+                        .and_then(|_| self.h.remove_session(&n.name));
+                    if let Err(e) = r {
+                        log::error!(
+                            "{} {}: cannot take back the new session ({e}); \
+                             `treefork session rm {}` removes it",
+                            self.what,
+                            n.name,
+                            n.name
+                        );
+                    }
+                }
+                None => {
+                    remove_unmounted(&*store, self.what, &n.name);
+                }
+            }
+        }
+    }
+}
+
+impl<H: Host> Drop for Spawn<'_, H> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.roll_back();
+        }
+        // The claims drop after this (with `new`).
+    }
+}
 
 /// Delete everything the new session `name` (never mounted) was given: its
 /// record, info, touched paths, messages, grants and operation records, in one

@@ -193,7 +193,7 @@ impl<'a> Op<'a> {
             // The op's own counts, and the checkpoints of the batch.
             let (n, at) = tx.checkpoints();
             let counted = if self.count.is_some() || n > 0 {
-                manage::bump_ops(&**store, s.name(), &|m| {
+                manage::bump_in(&**store, s.name(), &mut ops, &|m| {
                     if let Some(f) = &self.count {
                         f(m);
                     }

@@ -57,7 +57,6 @@ impl MemStore {
                 MetaOp::Put(k, _) => format!("put {}", String::from_utf8_lossy(k)),
                 MetaOp::Delete(k) => format!("delete {}", String::from_utf8_lossy(k)),
                 MetaOp::Expect(k, _) => format!("expect {}", String::from_utf8_lossy(k)),
-                other => format!("{other:?}").chars().take(60).collect(),
             })
             .collect()
     }

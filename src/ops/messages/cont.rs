@@ -132,13 +132,8 @@ pub(crate) fn run<H: Host>(
     session::validate_session_name(name)?;
     let store = h.store();
     let src = latest_of(&*store, &project)?;
-    let mut claim = h
-        .claim(name)
-        .map_err(|e| Error::Conflict(format!("session {name} already exists ({e})")))?;
-    if session::load_record(&*store, name)?.is_some() {
-        return Err(Error::Conflict(format!("session {name} already exists")));
-    }
-    let dir = h.open_mountpoint(mountpoint, who)?;
+    let mut spawn = crate::ops::spawn::Spawn::new(h, "continue");
+    let new = spawn.claim(name, mountpoint, who)?;
     // A mounted source's flushed root stays a gc root until the new record names
     // it (see `Session::pin_roots`).
     let src_t = h.target(Some(&src)).ok();
@@ -154,7 +149,9 @@ pub(crate) fn run<H: Host>(
     // The conversation is shared, not copied (`messages::share`).
     let copied = messages::share::fork_ops(&*store, &src, name, None)?;
     let n = messages::visible_count(&*store, &src)?;
-    let mut ops = vec![session::record_op(&rec), info.op()];
+    spawn.set(new, rec.clone(), None);
+    let mut ops = spawn.ops()?;
+    ops.push(info.op());
     ops.extend(lifecycle::touched::add_ops(
         name,
         touched.iter().map(Vec::as_slice),
@@ -170,20 +167,15 @@ pub(crate) fn run<H: Host>(
         .insert("continue".into(), serde_json::json!({"from": src, "project": project}));
     ops.extend(op.build(name, 1).ops());
     store.commit(ops)?;
-    match h.mount_claimed(&mut claim, dir, rec, None) {
-        // An agent socket and skipped files are never part of a continued
-        // session: the mount's answer adds nothing else.
-        Ok(m) => Ok(Continued {
-            session: name.to_string(),
-            mountpoint: m.mountpoint,
-            from: src,
-            checkpoint: from.head.map(|h| h.to_hex()),
-            messages: n,
-        }),
-        Err(e) => {
-            crate::ops::spawn::remove_unmounted(&*store, "continue", name);
-            drop(claim);
-            Err(e)
-        }
-    }
+    spawn.committed();
+    // An agent socket and skipped files are never part of a continued session:
+    // the mount's answer adds nothing else.
+    let m = spawn.mount()?.remove(0);
+    Ok(Continued {
+        session: name.to_string(),
+        mountpoint: m.mountpoint,
+        from: src,
+        checkpoint: from.head.map(|h| h.to_hex()),
+        messages: n,
+    })
 }

@@ -5,11 +5,11 @@ use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::meta::{self, MetaOp};
 use crate::ops::Target;
-use crate::session::Merging;
+use crate::merge::Stop;
 
 /// The ops recording the new baseline of a rebase (`m.onto`) on the session's
 /// info record, guarded by its old bytes.
-pub(crate) fn ops(t: &Target, m: &Merging) -> Result<Vec<MetaOp>> {
+pub(crate) fn ops(t: &Target, m: &Stop) -> Result<Vec<MetaOp>> {
     let Some((commit, root)) = &m.onto else {
         return Ok(Vec::new());
     };

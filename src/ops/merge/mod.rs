@@ -24,6 +24,8 @@ mod baseline;
 pub mod finish;
 pub mod rebase;
 pub mod start;
+#[cfg(test)]
+mod tests;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -109,7 +109,11 @@ mod tests {
         assert_eq!(s.op, "merge");
         assert_eq!(s.theirs, "feature");
         assert_eq!(s.message, "merge feature");
-        let kinds: Vec<_> = s.conflicts.iter().map(|c| (c.path.as_str(), c.kind)).collect();
+        let kinds: Vec<_> = s
+            .conflicts
+            .iter()
+            .map(|c| (c.path.as_str(), c.kind))
+            .collect();
         assert_eq!(
             kinds,
             [
@@ -122,10 +126,7 @@ mod tests {
         // What is stored again is what was read.
         assert_eq!(encode(&s), rec.merging.clone().unwrap());
         let again: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-        assert_eq!(
-            serde_json::to_value(encode(&s)).unwrap(),
-            again["merging"]
-        );
+        assert_eq!(serde_json::to_value(encode(&s)).unwrap(), again["merging"]);
     }
 
     #[test]

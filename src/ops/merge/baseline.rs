@@ -3,9 +3,9 @@
 
 use crate::error::{Error, Result};
 use crate::lifecycle;
+use crate::merge::Stop;
 use crate::meta::{self, MetaOp};
 use crate::ops::Target;
-use crate::merge::Stop;
 
 /// The ops recording the new baseline of a rebase (`m.onto`) on the session's
 /// info record, guarded by its old bytes.

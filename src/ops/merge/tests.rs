@@ -1,82 +1,49 @@
 //! `--continue` of a stop whose stored conflicts do not decode (on the in-memory
-//! host, through the verb table).
+//! host).
 
-use serde_json::Value;
-
+use super::start::{MergeRequest, cherry_pick};
+use super::{MergeAnswer, Status};
 use crate::error::{Error, Result};
+use crate::merge::ConflictKind;
+use crate::ops::Target;
 use crate::ops::memhost::{self, MemHost};
-use crate::verbs::{self, Op};
+use crate::ops::record::Call;
 
 const SESSION: &str = "m";
 
-fn serve(host: &MemHost, op: Op) -> Result<Value> {
+/// `cherry-pick` of `target`, or its `--continue` / `--abort`.
+fn pick(t: &Target, target: Option<&str>, cont: bool, abort: bool) -> Result<MergeAnswer> {
     let actor = crate::oplog::Actor::peer("user", 0, 1);
-    verbs::run(
-        host,
-        crate::control::MountFor::User,
-        &actor,
-        None,
-        Some(SESSION),
-        op,
-        &mut |_| {},
-    )
+    let call = Call {
+        actor: &actor,
+        explanation: None,
+        request: serde_json::json!({"op": "cherry_pick"}),
+    };
+    let req = MergeRequest {
+        target: target.map(str::to_string),
+        also: Vec::new(),
+        message: None,
+        dry_run: false,
+        cont,
+        abort,
+    };
+    cherry_pick(t, &call, &req)
 }
 
-fn checkpoint(host: &MemHost) -> String {
-    let a = serve(
-        host,
-        Op::Checkpoint(verbs::Checkpoint {
-            message: "c".into(),
-            trigger: "manual".into(),
-            meta: serde_json::Map::new(),
-        }),
-    )
-    .unwrap();
-    a["checkpoint"]["id"].as_str().unwrap().to_string()
-}
-
-fn checkout(host: &MemHost, spec: &str) {
-    serve(
-        host,
-        Op::Checkout(verbs::Checkout {
-            target: Some(spec.into()),
-            create: None,
-        }),
-    )
-    .unwrap();
-}
-
-fn merge(host: &MemHost, target: Option<&str>, cont: bool, abort: bool) -> Result<Value> {
-    serve(
-        host,
-        Op::Merge(verbs::Merge {
-            target: target.map(str::to_string),
-            also: Vec::new(),
-            message: None,
-            dry_run: false,
-            cont,
-            abort,
-        }),
-    )
-}
-
-/// A session stopped on a `content` conflict in `f` (markers in the file).
-fn stopped() -> MemHost {
-    let host = MemHost::new();
+/// A session stopped on a `content` conflict in `f` (markers in the file): a
+/// cherry-pick of a change of line 2 onto pending changes of line 2.
+fn stopped(host: &MemHost) -> Target {
     let t = host.create(SESSION).unwrap();
     let s = t.session.clone();
     memhost::write_file(&s, "f", b"one\ntwo\nthree\n").unwrap();
-    let base = checkpoint(&host);
-    memhost::write_file(&s, "f", b"one\nOURS\nthree\n").unwrap();
-    let ours = checkpoint(&host);
-    checkout(&host, &base);
+    s.checkpoint("base", "manual", None).unwrap();
     memhost::write_file(&s, "f", b"one\nTHEIRS\nthree\n").unwrap();
-    let theirs = checkpoint(&host);
-    checkout(&host, &ours);
-    let a = merge(&host, Some(&theirs), false, false).unwrap();
-    assert_eq!(a["status"], "merge_conflict", "{a}");
-    assert_eq!(a["conflicts"][0]["kind"], "content", "{a}");
-    host
+    let theirs = s.checkpoint("theirs", "manual", None).unwrap().id.to_hex();
+    memhost::write_file(&s, "f", b"one\nOURS\nthree\n").unwrap();
+    let a = pick(&t, Some(&theirs), false, false).unwrap();
+    assert_eq!(a.status, Status::MergeConflict, "{a:?}");
+    assert_eq!(a.conflicts[0].kind, ConflictKind::Content, "{a:?}");
+    t
 }
 
 /// Before, a stored conflict that did not decode was dropped: `--continue`
@@ -85,11 +52,11 @@ fn stopped() -> MemHost {
 /// nothing is committed; `--abort` (which reads no conflict) still goes back.
 #[test]
 fn continue_with_an_undecodable_conflict_is_corrupt() {
-    let host = stopped();
-    let t = crate::ops::Host::target(&host, Some(SESSION)).unwrap();
+    let host = MemHost::new();
+    let t = stopped(&host);
     // Unresolved: the markers are there.
-    let a = merge(&host, None, true, false).unwrap();
-    assert_eq!(a["status"], "merge_conflict", "{a}");
+    let a = pick(&t, None, true, false).unwrap();
+    assert_eq!(a.status, Status::MergeConflict, "{a:?}");
     // Damage the stored conflict.
     let mut tx = t.session.txn();
     tx.edit(&mut |rec| {
@@ -99,7 +66,7 @@ fn continue_with_an_undecodable_conflict_is_corrupt() {
     tx.try_commit(Vec::new()).unwrap();
     drop(tx);
     let head = t.session.record().head;
-    match merge(&host, None, true, false) {
+    match pick(&t, None, true, false) {
         Err(Error::Corrupt { what, reason }) => {
             assert!(what.contains("session m") && what.contains("s/m"), "{what}");
             assert!(reason.contains("conflict 0"), "{reason}");
@@ -109,11 +76,12 @@ fn continue_with_an_undecodable_conflict_is_corrupt() {
     let rec = t.session.record();
     assert!(rec.merging.is_some(), "the stop stays");
     assert_eq!(rec.head, head, "no checkpoint taken");
-    let a = merge(&host, None, false, true).unwrap();
-    assert_eq!(a["status"], "aborted", "{a}");
+    let a = pick(&t, None, false, true).unwrap();
+    assert_eq!(a.status, Status::Aborted, "{a:?}");
     assert!(t.session.record().merging.is_none());
     assert_eq!(
         memhost::files(&t.session).unwrap()["f"],
-        b"one\nOURS\nthree\n".to_vec()
+        b"one\nOURS\nthree\n".to_vec(),
+        "the pending changes are back"
     );
 }

@@ -173,10 +173,8 @@ pub fn is_ancestor(store: &dyn ObjectStore, old: &str, new: &str) -> Result<bool
         let Some(id) = CheckpointId::from_hex(h) else {
             return Ok(Vec::new());
         };
-        match crate::refs::load(store, &id) {
-            Ok(c) => Ok(c.parents.iter().map(|p| p.to_hex()).collect()),
-            Err(Error::NotFound(_)) => Ok(Vec::new()),
-            Err(e) => Err(e),
-        }
+        Ok(crate::refs::load_present(store, &id)?
+            .map(|c| c.parents.iter().map(|p| p.to_hex()).collect())
+            .unwrap_or_default())
     })
 }

@@ -270,6 +270,15 @@ pub fn load(store: &dyn ObjectStore, id: &CheckpointId) -> Result<Checkpoint> {
     Checkpoint::decode(&id.to_string(), &v)
 }
 
+/// Checkpoint `id`'s record if the store has one (`None`: it does not); a
+/// record that does not read or decode is the error, never taken as missing.
+pub fn load_present(store: &dyn ObjectStore, id: &CheckpointId) -> Result<Option<Checkpoint>> {
+    match store.meta_get(&meta::checkpoint_key(id))? {
+        None => Ok(None),
+        Some(v) => Checkpoint::decode(&id.to_string(), &v).map(Some),
+    }
+}
+
 /// Whether checkpoint `old` (hex) is `new` or one of its ancestors: a
 /// breadth-first walk up from `new`, each checkpoint visited once, its parents
 /// given by `parents` (the caller decides where records come from and what a

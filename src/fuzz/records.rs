@@ -52,6 +52,19 @@ pub(super) fn session_record(bytes: &[u8]) {
     };
     if which % 2 == 0 {
         json_round_trip("session record", b, |b| SessionRecord::decode("fuzz", b));
+        if let Ok(rec) = SessionRecord::decode("fuzz", b) {
+            // A stopped merge's conflicts (`merge::stop`): decoded whole or
+            // Corrupt; what decodes is stored and read back as itself.
+            match crate::merge::stop::of(&rec) {
+                Ok(None) => {}
+                Ok(Some(s)) => {
+                    let again = crate::merge::stop::decode("fuzz", &crate::merge::stop::encode(&s));
+                    assert_eq!(again.ok().as_ref(), Some(&s), "stop round trip");
+                }
+                Err(crate::error::Error::Corrupt { .. }) => {}
+                Err(e) => panic!("stop: not Corrupt: {e:?}"),
+            }
+        }
     } else {
         json_round_trip("session info", b, |b| SessionInfo::decode("fuzz", b));
     }
@@ -66,6 +79,15 @@ pub(super) fn session_record_seeds() -> Vec<Vec<u8>> {
                    "last_checkpoint": 3},
         "meta": {"a": 1},
     });
+    let stopped = serde_json::json!({
+        "version": 2, "name": "s", "root": hex, "base": hex, "created": 1, "updated": 2,
+        "head": hex,
+        "merging": {"op": "merge", "theirs": "main", "theirs_id": hex, "before": hex,
+                    "before_root": hex, "message": "merge main",
+                    "conflicts": [{"path": "a", "kind": "content", "detail": "both"},
+                                  {"path": "b", "kind": "binary", "theirs_at": "b~theirs",
+                                   "detail": "binary"}]},
+    });
     let info = crate::lifecycle::SessionInfo::decode(
         "s",
         br#"{"version":1,"id":"00ff","session":"s","created":1,"updated":2,"last_access":3}"#,
@@ -73,6 +95,7 @@ pub(super) fn session_record_seeds() -> Vec<Vec<u8>> {
     .expect("a minimal info record");
     vec![
         [vec![0], serde_json::to_vec(&rec).unwrap()].concat(),
+        [vec![0], serde_json::to_vec(&stopped).unwrap()].concat(),
         [vec![1], serde_json::to_vec(&info).unwrap()].concat(),
     ]
 }

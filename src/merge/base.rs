@@ -13,7 +13,8 @@ use crate::store::ObjectStore;
 /// Most checkpoints one walk visits (a bound on what a history can cost).
 pub const WALK_MAX: usize = 1_000_000;
 
-/// Every ancestor of `from` (itself included); a missing record ends its line.
+/// Every ancestor of `from` (itself included); a missing record ends its line
+/// (one that does not read or decode is the error: a wrong base merges wrongly).
 fn ancestors(store: &dyn ObjectStore, from: CheckpointId) -> Result<HashSet<CheckpointId>> {
     let mut seen = HashSet::new();
     let mut queue = VecDeque::from([from]);
@@ -26,7 +27,7 @@ fn ancestors(store: &dyn ObjectStore, from: CheckpointId) -> Result<HashSet<Chec
                 "merge base: the history has more than {WALK_MAX} checkpoints"
             )));
         }
-        if let Ok(c) = refs::load(store, &id) {
+        if let Some(c) = refs::load_present(store, &id)? {
             queue.extend(c.parents);
         }
     }
@@ -53,7 +54,7 @@ pub fn merge_base(
             found.push(id);
             continue;
         }
-        if let Ok(c) = refs::load(store, &id) {
+        if let Some(c) = refs::load_present(store, &id)? {
             queue.extend(c.parents);
         }
     }

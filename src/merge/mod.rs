@@ -7,7 +7,8 @@
 //! ([`apply`], on [`Session::build_beside`](crate::session::Session)); the
 //! merge base of two checkpoints ([`base`]); and what an agent's composed tree
 //! may hold ([`contain`]: checked by restore of paths and every merge on an agent
-//! socket).
+//! socket); the typed state of a merge stopped on conflicts and its decoding
+//! from the session record ([`stop`]).
 //!
 //! The inputs are a base, ours (always a stored tree: the workspace flushed) and
 //! theirs' changes as a path-sorted list ([`Change`]): from a stored tree
@@ -34,7 +35,8 @@
 //!   the execute bit, applied to ours).
 //!
 //! Renames are a delete plus an add (no rename detection). Invariants: nothing
-//! here writes the live workspace or any record; the result is a root (pinned by
+//! here writes the live workspace or any record ([`stop`] only encodes and
+//! decodes one); the result is a root (pinned by
 //! the caller's live session) and the list of conflicts, sorted by path; a
 //! version of theirs written whole is referred to by its content node, never
 //! read, and each action is applied as soon as it is decided, so memory does not
@@ -44,6 +46,7 @@ pub mod apply;
 pub mod base;
 pub mod contain;
 pub mod resolve;
+pub mod stop;
 #[cfg(test)]
 mod tests;
 pub mod text;
@@ -61,6 +64,7 @@ use crate::store::ObjectStore;
 use crate::tree::{Kind, Record};
 
 pub use base::merge_base;
+pub use stop::Stop;
 
 /// Text files up to this size are merged line by line; larger ones are binary.
 pub const TEXT_MAX: u64 = diff::PATCH_LIMIT;

@@ -77,8 +77,14 @@ pub struct SessionRecord {
 
 /// A merge, cherry-pick or rebase stopped on conflicts ([`SessionRecord::merging`]).
 /// The checkpoints and roots it names are gc roots while it is there.
+///
+/// Generic over its conflicts, which this layer cannot name: the record stores
+/// them undecoded (`C` = [`serde_json::Value`], as the JSON of the session record
+/// holds them); `crate::merge::stop` owns their type (`merge::Stop` =
+/// `Merging<merge::Conflict>`) and decodes them, a conflict that does not decode
+/// being `Error::Corrupt` there. Nothing below `merge` reads `conflicts`.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct Merging {
+pub struct Merging<C = serde_json::Value> {
     /// `merge`, `cherry-pick` or `rebase`.
     pub op: String,
     /// What was merged, as the request named it.
@@ -98,8 +104,9 @@ pub struct Merging {
     pub before_root: NodeId,
     /// The message of the checkpoint `--continue` takes.
     pub message: String,
-    /// The conflicts as answered (`crate::merge::Conflict`, JSON).
-    pub conflicts: Vec<serde_json::Value>,
+    /// The conflicts as answered (`crate::merge::Conflict`; undecoded JSON in the
+    /// session record, decoded by `crate::merge::stop`).
+    pub conflicts: Vec<C>,
     /// A rebase: the new baseline commit and tree, recorded by `--continue`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub onto: Option<(String, NodeId)>,

@@ -253,7 +253,12 @@ impl RemoteIndex {
         if let Ok(b) = std::fs::read(&cpath) {
             match GcCondemned::decode(&b) {
                 Ok(c) => inner.condemned = condemned_set(&c),
-                Err(_) => {
+                Err(e) => {
+                    // A cache: the next refresh reads `gc/condemned` again.
+                    log::warn!(
+                        "remote index cache: {} does not decode ({e}); dropped",
+                        cpath.display()
+                    );
                     let _ = std::fs::remove_file(&cpath);
                 }
             }

@@ -148,7 +148,7 @@ fn bad(why: impl Into<String>) -> Error {
 
 /// Encode a ref value (compact JSON).
 pub fn encode(v: &RefValue) -> Vec<u8> {
-    serde_json::to_vec(&v.to_json()).unwrap_or_default()
+    serde_json::to_vec(&v.to_json()).expect("a JSON value serializes")
 }
 
 /// Decode and validate a ref value (see the module docs).
@@ -259,7 +259,7 @@ impl GcCondemned {
 
     /// Encode as JSON.
     pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
+        serde_json::to_vec(self).expect("string-keyed fields serialize")
     }
 }
 
@@ -286,7 +286,7 @@ impl GcLock {
 
     /// Encode as JSON.
     pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
+        serde_json::to_vec(self).expect("string-keyed fields serialize")
     }
 }
 
@@ -336,7 +336,7 @@ impl Descriptor {
 
     /// Encode as JSON.
     pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
+        serde_json::to_vec(self).expect("string-keyed fields serialize")
     }
 }
 

@@ -124,10 +124,8 @@ pub fn decode(bytes: &[u8], expected_hash_hex: &str) -> Result<Segment> {
     }
     let text = std::str::from_utf8(&raw).map_err(|_| bad("not UTF-8"))?;
     let mut lines = text.lines();
-    let head: Value = lines
-        .next()
-        .and_then(|l| serde_json::from_str(l).ok())
-        .ok_or_else(|| bad("no header line"))?;
+    let head: Value = serde_json::from_str(lines.next().ok_or_else(|| bad("no header line"))?)
+        .map_err(|e| bad(format!("header line: {e}")))?;
     if head.get("format").and_then(Value::as_str) != Some(SEGMENT_FORMAT)
         || head.get("version").and_then(Value::as_u64) != Some(SEGMENT_VERSION)
     {

@@ -193,12 +193,17 @@ fn keep_roots(
     let mut roots = Vec::new();
     let mut names = Vec::new();
     for rec in crate::session::list_records(store)? {
-        let recent = req.older_than.is_some_and(|d| {
-            // The access clock, else (no info record) the last flush.
-            let info = crate::lifecycle::load(store, &rec.name).ok().flatten();
-            let last = info.map_or(rec.updated, |i| i.last_access.max(rec.updated));
-            now.saturating_sub(last) < d as i64
-        });
+        let recent = match req.older_than {
+            None => false,
+            Some(d) => {
+                // The access clock, else (no info record) the last flush; an info
+                // record that does not read is the error (taken as old, the
+                // session's data would be trimmed).
+                let info = crate::lifecycle::load(store, &rec.name)?;
+                let last = info.map_or(rec.updated, |i| i.last_access.max(rec.updated));
+                now.saturating_sub(last) < d as i64
+            }
+        };
         if !(mounted.contains(&rec.name) || recent || req.keep_sessions) {
             continue;
         }

@@ -3,13 +3,13 @@
 
 use crate::error::{Error, Result};
 use crate::lifecycle;
+use crate::merge::Stop;
 use crate::meta::{self, MetaOp};
 use crate::ops::Target;
-use crate::session::Merging;
 
 /// The ops recording the new baseline of a rebase (`m.onto`) on the session's
 /// info record, guarded by its old bytes.
-pub(crate) fn ops(t: &Target, m: &Merging) -> Result<Vec<MetaOp>> {
+pub(crate) fn ops(t: &Target, m: &Stop) -> Result<Vec<MetaOp>> {
     let Some((commit, root)) = &m.onto else {
         return Ok(Vec::new());
     };

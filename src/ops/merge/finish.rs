@@ -1,17 +1,20 @@
 //! `--continue` and `--abort` of a merge, cherry-pick or rebase stopped on
-//! conflicts (`SessionRecord::merging`).
+//! conflicts (`SessionRecord::merging`, typed by `merge::stop`).
 //!
 //! `--continue` checks the conflicts are resolved — no conflict markers left in
 //! a file that had them, no `PATH~theirs` left beside a path — and then takes the
 //! checkpoint the clean landing would have taken (a merge's with two parents; a
 //! rebase also records its new baseline), in one batch with the end of the
 //! stopped state. Unresolved, it answers `merge_conflict` with what is left and
-//! changes nothing. `--abort` grafts back the workspace as it was before (the
-//! conflicted state is saved first, like any pending changes).
+//! changes nothing; a stored conflict that does not decode is `Error::Corrupt`
+//! (never skipped: `--continue` would pass with it left). `--abort` grafts back
+//! the workspace as it was before (the conflicted state is saved first, like any
+//! pending changes); it reads no conflict, so it is the way out of a stop whose
+//! conflicts are damaged.
 
 use super::{MergeAnswer, Status, next_words};
 use crate::error::{Error, Result};
-use crate::merge::{Conflict, text};
+use crate::merge::{Conflict, Stop, stop, text};
 use crate::ops::record::{Call, view_of};
 use crate::ops::txn::{self, Log};
 use crate::ops::views::Saved;
@@ -19,7 +22,7 @@ use crate::ops::{Target, save_and_graft, syncfs, working_root};
 use crate::session::Merging;
 use crate::store::ObjectStore;
 
-/// The stopped state, checked to be of `op`.
+/// The stopped state as stored (its conflicts undecoded), checked to be of `op`.
 fn stopped(t: &Target, op: &str) -> Result<Merging> {
     let Some(m) = t.session.record().merging else {
         return Err(Error::Invalid(format!(
@@ -39,11 +42,10 @@ fn stopped(t: &Target, op: &str) -> Result<Merging> {
     Ok(m)
 }
 
-fn conflicts_of(m: &Merging) -> Vec<Conflict> {
-    m.conflicts
-        .iter()
-        .filter_map(|v| serde_json::from_value(v.clone()).ok())
-        .collect()
+/// The stopped state of `op`, its conflicts decoded (`Error::Corrupt` if one
+/// does not).
+fn stopped_typed(t: &Target, op: &str) -> Result<Stop> {
+    stop::decode(t.session.name(), &stopped(t, op)?)
 }
 
 /// The conflicts not resolved yet in the tree `root`.
@@ -85,11 +87,11 @@ fn unresolved(
 
 /// `--continue`.
 pub(crate) fn cont(t: &Target, call: &Call, op: &str) -> Result<MergeAnswer> {
-    let m = stopped(t, op)?;
+    let m = stopped_typed(t, op)?;
     let store = t.session.store().clone();
     let root = working_root(t)?;
     let mut out = MergeAnswer::new(op, Status::MergeConflict, &m.theirs, None);
-    out.conflicts = unresolved(&*store, root, &conflicts_of(&m))?;
+    out.conflicts = unresolved(&*store, root, &m.conflicts)?;
     if !out.conflicts.is_empty() {
         out.next = Some(next_words(op, &out.conflicts));
         return Ok(out);

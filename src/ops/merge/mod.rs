@@ -24,6 +24,8 @@ mod baseline;
 pub mod finish;
 pub mod rebase;
 pub mod start;
+#[cfg(test)]
+mod tests;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -34,12 +36,11 @@ use super::views::{PathChange, Saved};
 use super::{Target, save_and_graft, working_root};
 use crate::error::{Error, Result};
 use crate::id::{CheckpointId, NodeId};
-use crate::merge::{self, Change, Conflict, Theirs};
+use crate::merge::{self, Change, Conflict, Stop, Theirs};
 
 /// Most refs one merge takes (an octopus merge).
 pub const REFS_MAX: usize = 16;
 use crate::meta::MetaOp;
-use crate::session::Merging;
 use crate::session::SessionRecord;
 
 /// Times a merge is computed again when programs wrote in between.
@@ -142,7 +143,7 @@ pub(crate) struct Job {
 
 /// Builds extra metadata ops for the batch that ends an operation (read-guarded,
 /// so built again on a retry).
-pub(crate) type FinishOps = fn(&Target, &Merging) -> Result<Vec<MetaOp>>;
+pub(crate) type FinishOps = fn(&Target, &Stop) -> Result<Vec<MetaOp>>;
 
 /// Refuse to start while a stopped merge waits.
 pub(crate) fn refuse_if_stopped(t: &Target, op: &str) -> Result<()> {
@@ -264,7 +265,7 @@ fn graft_result(
                     tx.checkpoint_with(&job.message, job.op, &job.more_parents, job.meta.clone())?;
                 checkpoint = Some(c.id.to_hex());
             } else {
-                let m = stopped.clone();
+                let m = merge::stop::encode(&stopped);
                 tx.edit(&mut |rec| rec.merging = Some(m.clone()));
             }
             txn.commit(tx, Log::Next, &mut |_, after| {
@@ -300,8 +301,8 @@ fn stopped_state(
     before: &SessionRecord,
     before_root: NodeId,
     conflicts: &[Conflict],
-) -> Merging {
-    Merging {
+) -> Stop {
+    Stop {
         op: job.op.to_string(),
         theirs: job.theirs_spec.clone(),
         theirs_id: job.more_parents.first().copied().or(job.theirs_id),
@@ -309,10 +310,7 @@ fn stopped_state(
         before: before.head,
         before_root,
         message: job.message.clone(),
-        conflicts: conflicts
-            .iter()
-            .map(|c| serde_json::to_value(c).expect("a conflict serializes"))
-            .collect(),
+        conflicts: conflicts.to_vec(),
         onto: job.onto.clone(),
     }
 }

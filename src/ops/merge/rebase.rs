@@ -194,20 +194,27 @@ pub(crate) fn git_changes(git: &Git, from: &str, to: &str) -> Result<Vec<Change>
         .filter(|s| !zero(s))
         .collect();
     let blobs = read_blobs(git, &wanted)?;
-    let ver = |sha: &str, mode: u32| -> Option<Ver> {
-        (!zero(sha)).then(|| Ver::Blob {
-            data: blobs.get(sha).cloned().unwrap_or_default(),
-            mode,
-        })
+    // A blob git did not return is an error: an empty file in its place would
+    // be merged as the content.
+    let ver = |sha: &str, mode: u32| -> Result<Option<Ver>> {
+        if zero(sha) {
+            return Ok(None);
+        }
+        let data = blobs.get(sha).cloned().ok_or_else(|| {
+            Error::Invalid(format!("git cat-file --batch: blob {sha} was not returned"))
+        })?;
+        Ok(Some(Ver::Blob { data, mode }))
     };
     let mut changes: Vec<Change> = rows
         .iter()
-        .map(|r| Change {
-            path: r.path.clone(),
-            base: ver(&r.old, r.old_mode),
-            theirs: ver(&r.new, r.new_mode),
+        .map(|r| {
+            Ok(Change {
+                path: r.path.clone(),
+                base: ver(&r.old, r.old_mode)?,
+                theirs: ver(&r.new, r.new_mode)?,
+            })
         })
-        .collect();
+        .collect::<Result<_>>()?;
     changes.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(changes)
 }

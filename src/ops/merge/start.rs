@@ -212,15 +212,16 @@ fn revert_points(t: &Target, spec: &str) -> Result<Option<Reverted>> {
             Some(b) => refctx::resolve(t, b)?.root,
             None => root_of(t, after.parent())?,
         };
-        let argv: Vec<String> = meta["argv"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str())
-                    .map(String::from)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let argv: Vec<String> = serde_json::from_value(meta["argv"].clone()).map_err(|e| {
+            Error::corrupt(
+                format!(
+                    "operation record {} of session {} (exec {n})",
+                    o.seq,
+                    t.session.name()
+                ),
+                format!("argv: {e}"),
+            )
+        })?;
         return Ok(Some(Reverted {
             before,
             after: after.root,

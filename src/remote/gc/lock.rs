@@ -62,8 +62,18 @@ pub fn acquire(client: &Client, conditional: bool, now: i64) -> Result<Held<'_>>
             ))),
         };
     };
-    // An unreadable lock is treated as stale (it can only be ours, garbled).
-    let other = GcLock::decode(&got.bytes).ok();
+    // An unreadable lock is treated as stale (it can only be ours, garbled), and
+    // said so.
+    let other = match GcLock::decode(&got.bytes) {
+        Ok(o) => Some(o),
+        Err(e) => {
+            log::warn!(
+                "remote {}: gc/lock does not decode ({e}): taken as stale and replaced",
+                client.name()
+            );
+            None
+        }
+    };
     if let Some(o) = other.as_ref().filter(|o| o.expires > now) {
         return Err(Error::Conflict(format!(
             "remote {}: a remote gc is running (gc/lock held by pid {} on {:?} since {}, \
@@ -100,7 +110,16 @@ pub fn acquire(client: &Client, conditional: bool, now: i64) -> Result<Held<'_>>
 impl Drop for Held<'_> {
     fn drop(&mut self) {
         let ours = match self.client.get(GC_LOCK, crate::remote::layout::Body::Gc) {
-            Ok(Some(g)) => GcLock::decode(&g.bytes).is_ok_and(|l| l.owner == self.lock.owner),
+            Ok(Some(g)) => match GcLock::decode(&g.bytes) {
+                Ok(l) => l.owner == self.lock.owner,
+                Err(e) => {
+                    log::warn!(
+                        "remote {}: gc/lock not released: it does not decode ({e}); the next gc takes it as stale",
+                        self.client.name()
+                    );
+                    false
+                }
+            },
             Ok(None) => false,
             Err(e) => {
                 log::warn!("remote {}: gc/lock not released: {e}", self.client.name());

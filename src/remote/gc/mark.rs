@@ -245,13 +245,13 @@ fn named_by_logs(
         for e in seg.entries {
             match e {
                 SegEntry::Op { seq, v } => {
-                    let bytes = serde_json::to_vec(&v).unwrap_or_default();
+                    let bytes = serde_json::to_vec(&v).expect("a JSON value serializes");
                     let op = crate::oplog::Operation::decode(&format!("{k}#{seq}"), &bytes)?;
                     checkpoints.extend(op.checkpoints().map(|c| c.to_hex()));
                     roots.extend([op.before.workspace.to_hex(), op.after.workspace.to_hex()]);
                 }
                 SegEntry::Msg { tag, seq, v } => {
-                    let bytes = serde_json::to_vec(&v).unwrap_or_default();
+                    let bytes = serde_json::to_vec(&v).expect("a JSON value serializes");
                     let owner = format!("{k}#{}{seq}", tag as char);
                     let m = crate::messages::Message::decode(&owner, &bytes)?;
                     checkpoints.extend(m.checkpoint.map(|c| c.to_hex()));

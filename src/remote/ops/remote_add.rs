@@ -152,9 +152,7 @@ pub fn commit(store: &dyn ObjectStore, ready: Ready) -> Result<RemoteAdded> {
             remote_names::refuse_remote_clash(store, &name)?;
             None
         }
-        (Some(old), Some(bytes))
-            if RemoteConfig::decode(&name, bytes).ok().as_ref() == Some(old) =>
-        {
+        (Some(old), Some(bytes)) if RemoteConfig::decode(&name, bytes)? == *old => {
             config.created = old.created;
             Some(bytes.clone())
         }

@@ -79,7 +79,7 @@ pub fn session_roots(store: &dyn ObjectStore, rec: &SessionRecord) -> Result<Vec
         if !seen.insert(h) {
             continue;
         }
-        if let Ok(c) = crate::refs::load(store, &h) {
+        if let Some(c) = crate::refs::load_present(store, &h)? {
             roots.push(c.root);
             cps.extend(c.parents);
         }

@@ -154,7 +154,7 @@ pub fn pull_env(
     store.commit(cps)?;
     progress(json!({"event": "progress", "phase": "checkpoints", "done": n_cps, "total": n_cps}));
     let src = Source::from(remote);
-    let roots = tree_roots(store, &fetched);
+    let roots = tree_roots(store, &fetched)?;
     let nf = fetch::NodeFetcher::new(store, &src);
     let read = |k: Kind, id: &ObjectId| nf.read(k, id);
     let boundary = |id: &ObjectId| match src.index.get(id) {
@@ -195,25 +195,24 @@ pub fn pull_env(
 }
 
 /// The tree roots of the pulled refs: each checkpoint's root and each session's
-/// workspace root.
-fn tree_roots(store: &dyn ObjectStore, fetched: &[refs::Fetched]) -> Vec<NodeId> {
+/// workspace root. The checkpoints were fetched just before: a record missing or
+/// not decoding is the error (its tree would silently not be fetched).
+fn tree_roots(store: &dyn ObjectStore, fetched: &[refs::Fetched]) -> Result<Vec<NodeId>> {
     let mut out = Vec::new();
     for f in fetched {
         if let Some(r) = f.workspace_root().and_then(|h| NodeId::from_hex(&h)) {
             out.push(r);
         }
-        if let Some(c) = f
+        if let Some(id) = f
             .checkpoint()
             .and_then(|h| crate::id::CheckpointId::from_hex(&h))
-            .and_then(|id| crate::refs::load(store, &id).ok())
-            .map(|c| c.root)
         {
-            out.push(c);
+            out.push(crate::refs::load(store, &id)?.root);
         }
     }
     out.sort_by_key(|n| n.0);
     out.dedup();
-    out
+    Ok(out)
 }
 
 /// Move the local counterpart of `f` when that is a fast-forward, and write its

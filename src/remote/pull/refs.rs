@@ -166,11 +166,14 @@ pub fn fetch_checkpoints(
 }
 
 /// Whether checkpoint `old` is `new` or an ancestor of it (local records only;
-/// fetch first).
+/// fetch first): a checkpoint without a local record (or not an id) has no
+/// parents here; a record that does not read or decode is the error.
 pub fn is_ancestor(store: &dyn ObjectStore, old: &str, new: &str) -> Result<bool> {
     crate::refs::is_ancestor_by(old, new, &mut |h| {
-        Ok(CheckpointId::from_hex(h)
-            .and_then(|id| crate::refs::load(store, &id).ok())
+        let Some(id) = CheckpointId::from_hex(h) else {
+            return Ok(Vec::new());
+        };
+        Ok(crate::refs::load_present(store, &id)?
             .map(|c| c.parents.iter().map(|p| p.to_hex()).collect())
             .unwrap_or_default())
     })

@@ -113,7 +113,7 @@ pub fn create(
                 crate::remote::push::UPSTREAM.into(),
                 json!({"remote": remote.config.name, "session": rname}),
             );
-            let (op, origin) = info_op(name, sref.info.as_ref(), &remote.config.name, rname);
+            let (op, origin) = info_op(name, sref.info.as_ref(), &remote.config.name, rname)?;
             ops.push(op);
             untrusted_origin = origin;
             if let Some(v) = sref.conversation.as_ref().filter(|v| !v.is_null()) {
@@ -125,7 +125,7 @@ pub fn create(
             rec
         }
         RefValue::Branch(b) => {
-            ops.push(info_op(name, None, &remote.config.name, rname).0);
+            ops.push(info_op(name, None, &remote.config.name, rname)?.0);
             branch_record(store, name, rname, &b.checkpoint)?
         }
     };
@@ -160,18 +160,25 @@ pub fn create(
 /// The adopted info record: the remote's task with a new id, the local default
 /// policy and no origin; the remote's origin and policy wait in
 /// `meta.remote_origin` for `remote trust` (see the module docs). Also the
-/// origin's path, if the remote named one.
+/// origin's path, if the remote named one. A remote info record that does not
+/// decode is `Error::Corrupt` (the pull of that session stops, as for a session
+/// record that does not), never replaced by a fresh one in silence.
 fn info_op(
     name: &str,
     info: Option<&Value>,
     remote: &str,
     rname: &str,
-) -> (MetaOp, Option<String>) {
-    let src = info.and_then(|v| {
-        SessionInfo::decode(name, &serde_json::to_vec(v).ok()?)
-            .inspect_err(|e| log::warn!("remote session info of {name} not adopted: {e}"))
-            .ok()
-    });
+) -> Result<(MetaOp, Option<String>)> {
+    let src = match info.filter(|v| !v.is_null()) {
+        None => None,
+        Some(v) => {
+            let bytes = serde_json::to_vec(v).expect("a JSON value serializes");
+            Some(SessionInfo::decode(name, &bytes).map_err(|e| {
+                log::warn!("remote {remote}: session info of {rname} (pulled as {name}): {e}");
+                e
+            })?)
+        }
+    };
     let mut i = SessionInfo::forked(src.as_ref(), name);
     let origin = i.origin.take();
     let policy = std::mem::take(&mut i.policy);
@@ -188,7 +195,7 @@ fn info_op(
             json!({"remote": remote, "session": rname, "origin": origin, "policy": policy}),
         );
     }
-    (i.op(), path)
+    Ok((i.op(), path))
 }
 
 /// A new session record at checkpoint `hex` (a remote branch's): its tree, HEAD

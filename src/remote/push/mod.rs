@@ -406,7 +406,9 @@ fn prepare(env: &Env<'_>, remote: &Remote, force: bool, it: Item, plan: &mut Pla
             }
             // Build on the remote's log when it is ours (or the same state).
             let (since, mut logs) = match &base {
-                Some(b) if ours || equal => (session::Seqs::of(&b.json), session::logs_of(&b.json)),
+                Some(b) if ours || equal => {
+                    (session::Seqs::of(&b.json)?, session::logs_of(&b.json)?)
+                }
                 _ => (session::Seqs::default(), vec![]),
             };
             let log = session::new_log(store, local, since)?;

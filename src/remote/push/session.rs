@@ -88,14 +88,23 @@ pub struct Seqs {
 }
 
 impl Seqs {
-    /// The sequence numbers a remote session ref names.
-    pub fn of(v: &Value) -> Seqs {
-        let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
-        Seqs {
-            op: n("op_seq"),
-            message: n("message_seq"),
-            transcript: n("transcript_seq"),
-        }
+    /// The sequence numbers a remote session ref names (`Error::Corrupt` when
+    /// it is not a valid session ref).
+    pub fn of(v: &Value) -> Result<Seqs> {
+        let s = session_ref(v)?;
+        Ok(Seqs {
+            op: s.op_seq,
+            message: s.message_seq,
+            transcript: s.transcript_seq,
+        })
+    }
+}
+
+/// The remote session ref `v`, decoded and validated (`refval`).
+fn session_ref(v: &Value) -> Result<crate::remote::refval::SessionRef> {
+    match crate::remote::refval::from_json(v.clone())? {
+        crate::remote::refval::RefValue::Session(s) => Ok(s),
+        _ => Err(Error::corrupt("remote ref", "not a session ref")),
     }
 }
 
@@ -244,15 +253,9 @@ pub fn same_state(remote: &Value, rec: &SessionRecord) -> bool {
         && s("branch") == json!(pushed_branch(rec))
 }
 
-/// The segment hashes a remote session ref lists.
-pub fn logs_of(remote: &Value) -> Vec<String> {
-    remote
-        .get("logs")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+/// The segment hashes a remote session ref lists (`Error::Corrupt` when it is
+/// not a valid session ref: a push building on a list it misread would write a
+/// ref that drops the remote's log).
+pub fn logs_of(remote: &Value) -> Result<Vec<String>> {
+    Ok(session_ref(remote)?.logs)
 }

@@ -293,7 +293,7 @@ fn a_session_push_appends_one_segment_of_what_is_new() {
         .unwrap()
         .unwrap();
     assert_eq!(v.json["op_seq"], 3);
-    assert_eq!(session::logs_of(&v.json).len(), 1);
+    assert_eq!(session::logs_of(&v.json).unwrap().len(), 1);
     // The first push recorded the upstream.
     let rec = crate::session::load_record(&store, "s").unwrap().unwrap();
     assert_eq!(upstream(&rec), Some(("origin".into(), "s".into())));
@@ -311,7 +311,7 @@ fn a_session_push_appends_one_segment_of_what_is_new() {
         .unwrap()
         .unwrap();
     assert_eq!(v.json["op_seq"], 5);
-    let logs = session::logs_of(&v.json);
+    let logs = session::logs_of(&v.json).unwrap();
     assert_eq!(logs.len(), 2);
     // The new segment holds operations 4 and 5 only.
     let got = remote

@@ -28,8 +28,8 @@
 //! moved to in the batch are always counted) and attachments keyed
 //! by the record's number ([`Op::attaching`]) join the same batch: a crash leaves
 //! all of them or none. A batch refused because the session's info record
-//! changed meanwhile (another op's metrics) is built again, like one refused for
-//! the log.
+//! changed meanwhile (another op's metrics; a guard the builder put on it) is
+//! built again, like one refused for the log.
 //!
 //! Steps, where the `txn-kill-KIND:N` failpoint kills the daemon (see
 //! `crate::failpoint`): [`BEGUN`], [`BUILT`] (tree swapped, batch built, just
@@ -205,7 +205,7 @@ impl<'a> Op<'a> {
             } else {
                 Vec::new()
             };
-            ops.extend(counted.iter().cloned());
+            ops.extend(counted);
             if let Some(f) = &self.attach {
                 ops.extend(f(seq));
             }
@@ -213,6 +213,12 @@ impl<'a> Op<'a> {
             ops.extend(rec.ops());
             crate::failpoint::op_record_delay();
             crate::failpoint::txn_step(self.kind, BUILT);
+            // (What a refusal is checked against: the info record's guards.)
+            let guards: Vec<MetaOp> = ops
+                .iter()
+                .filter(|op| matches!(op, MetaOp::Expect(..)))
+                .cloned()
+                .collect();
             match tx.try_commit(ops) {
                 Ok(_) => {
                     crate::failpoint::txn_step(self.kind, COMMITTED);
@@ -225,7 +231,7 @@ impl<'a> Op<'a> {
                 }
                 Err(Error::Conflict(_))
                     if store.meta_get(&meta::op_key(s.name(), seq))?.is_some()
-                        || manage::info_changed(&**store, s.name(), &counted)? => {}
+                        || manage::info_changed(&**store, s.name(), &guards)? => {}
                 Err(e) => {
                     ::log::info!("session {}: {} not committed: {e}", s.name(), self.kind);
                     return Err(e);

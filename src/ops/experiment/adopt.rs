@@ -17,8 +17,8 @@ use super::end::remove_fork;
 use super::{ADOPT_KIND, recorded_or_err};
 use crate::diff::Tree;
 use crate::error::{Error, Result};
-use crate::oplog::{Actor, View};
-use crate::ops::record::{Rec, view_of};
+use crate::oplog::{Actor, NewOp, View};
+use crate::ops::record::view_of;
 use crate::ops::txn::{Log, Op as Txn};
 use crate::ops::views::{CheckpointView, Saved};
 use crate::ops::{Host, Target, save_and_graft};
@@ -164,13 +164,8 @@ pub fn adopt<H: Host>(
                 if let Some(b) = &after_branch {
                     after.branches.insert(b.to_string(), Some(c.id));
                 }
-                let mut new = Rec {
-                    actor,
-                    kind: ADOPT_KIND,
-                    request: json!({"op": "experiment_adopt", "id": id, "run": run}),
-                    explanation: None,
-                }
-                .op(before.clone(), after);
+                let request = json!({"op": "experiment_adopt", "id": id, "run": run});
+                let mut new = NewOp::new(actor, ADOPT_KIND, request, before.clone(), after);
                 new.meta.insert("experiment".into(), json!(id));
                 new.meta.insert("run".into(), json!(run));
                 Ok((new, extra.clone()))

@@ -1,13 +1,14 @@
 //! `experiment_begin`: save the session's state, create one fork per run from it,
 //! mount each on a directory the daemon makes, answer the forks.
 //!
-//! Order (as `fork`, for N names at once): check the request; take the view
-//! before, checkpoint (or resolve `from`), take the view after; claim every fork
-//! name and refuse existing records; open (create) every mountpoint; write all
-//! records in one commit; release the source's op lock; mount each. A failure at
-//! any step removes what this request made (unmounting the forks already mounted).
-//! Forks are root swaps: no tree is copied, so setup is one record write and one
-//! mount per run.
+//! Order (as `fork`, for N names at once, through `crate::ops::spawn::Spawn`):
+//! check the request; claim every fork name, refuse existing records and open
+//! (create) every mountpoint; then ONE batch of the source: the checkpoint of its
+//! pending changes the runs start from (or `from`), every fork's record and
+//! lineage, and the `experiment-begin` operation; release the source's op lock;
+//! mount each. A failure at any step removes what this request made (the spawn
+//! unmounts and removes the forks, then the directories go). Forks are root
+//! swaps: no tree is copied, so setup is one batch and one mount per run.
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::MutexGuard;
@@ -22,9 +23,11 @@ use super::{META_KEY, check_id, fork_name, new_id};
 use crate::command::wire::{RunCommand, RunSpec, check_spec};
 use crate::control::MountFor;
 use crate::error::{Error, Result};
-use crate::meta::MetaOp;
-use crate::ops::record::view_now;
-use crate::ops::{Host, Target, ref_or_fresh};
+use crate::ops::record::{Call, view_of};
+use crate::ops::spawn::Spawn;
+use crate::ops::txn::{self, Log};
+use crate::ops::{Host, Target, syncfs};
+use crate::refs::Checkpoint;
 use crate::session::{self, SessionRecord};
 
 /// Start an experiment: save the state, create and mount one fork per run.
@@ -162,14 +165,6 @@ pub(crate) fn check_forks_base(p: &Path, what: &str) -> Result<()> {
     }
 }
 
-/// A fork prepared (claimed, record built, mountpoint open), not yet mounted.
-struct Prepared<D> {
-    rec: SessionRecord,
-    dir: D,
-    mp: PathBuf,
-}
-
-/// Create the forks of an experiment and mount them.
 /// The answer to `experiment_begin`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Begun {
@@ -206,121 +201,146 @@ pub(crate) fn begin<H: Host>(
     op_lock: MutexGuard<'_, ()>,
     who: MountFor,
     req: &ExperimentBegin,
-    call: &crate::ops::Call,
+    call: &Call,
 ) -> Result<Begun> {
-    let by_agent = call.actor.is_agent();
-    check(t, req, by_agent)?;
+    check(t, req, call.actor.is_agent())?;
     let s = &t.session;
-    let store = h.store();
-    let before = view_now(t)?;
-    let c = ref_or_fresh(t, call, req.from.as_deref(), "experiment", "experiment")?;
-    let after = view_now(t)?;
+    let from = req
+        .from
+        .as_deref()
+        .map(|spec| crate::ops::refctx::resolve(t, spec))
+        .transpose()?;
     let dir = forks_dir(t, req.forks_dir.as_deref())?;
     let id = new_id();
     check_id(&id)?;
     let n = req.runs.len() as u32;
-    let data = json!({
-        "id": id, "source": s.name(), "runs": n, "base": c.id, "cwd": req.cwd,
-        "before": before, "after": after, "dir": dir,
-    });
-    let mut claims = Vec::new();
-    let made = match prepare(h, t, &c, &dir, &id, req, by_agent, data, who, &mut claims) {
+    let mut spawn = Spawn::new(h, "experiment");
+    let base = match commit_begin(t, &mut spawn, call, from, &dir, &id, req, who) {
+        Ok(c) => c,
+        Err(e) => {
+            drop(spawn);
+            remove_dirs(&dir, s.name(), &id, n);
+            return Err(e);
+        }
+    };
+    drop(op_lock);
+    let mounted = match spawn.mount() {
         Ok(m) => m,
+        // (The spawn took back every fork it made.)
         Err(e) => {
             remove_dirs(&dir, s.name(), &id, n);
             return Err(e);
         }
     };
-    // Each run is of the source's lineage: its agent sees the runs' history.
-    let ops: Vec<MetaOp> = made
-        .iter()
-        .flat_map(|p| {
-            [
-                session::record_op(&p.rec),
-                crate::visibility::lineage_op(s.name(), &p.rec.name),
-            ]
-        })
-        .collect();
-    if let Err(e) = store.commit(ops) {
-        remove_dirs(&dir, s.name(), &id, n);
-        return Err(e);
-    }
-    drop(op_lock);
-    let mut forks = Vec::new();
-    let mut mounted: Vec<(String, PathBuf)> = Vec::new();
-    for (p, (claim, spec)) in made.into_iter().zip(claims.iter_mut().zip(&req.runs)) {
-        let name = p.rec.name.clone();
-        if let Err(e) = h.mount_claimed(claim, p.dir, p.rec, None) {
-            undo_begin(h, s.name(), &id, &mounted, n);
-            drop(claims);
-            remove_dirs(&dir, s.name(), &id, n);
-            return Err(e);
-        }
-        forks.push(ForkMade {
-            run: forks.len() as u32 + 1,
+    let forks = mounted
+        .into_iter()
+        .zip(&req.runs)
+        .enumerate()
+        .map(|(i, (m, spec))| ForkMade {
+            run: i as u32 + 1,
             label: spec.label.clone(),
-            name: name.clone(),
-            mountpoint: p.mp.clone(),
+            name: m.session,
+            mountpoint: m.mountpoint,
             command: spec.command.clone(),
             env: spec.env.clone(),
-        });
-        mounted.push((name, p.mp));
-    }
+        })
+        .collect();
     Ok(Begun {
         id,
-        base: c.id.to_hex(),
+        base: base.id.to_hex(),
         cwd: req.cwd.clone(),
         forks,
     })
 }
 
-/// Claim every fork name, refuse existing records, open every mountpoint and
-/// build every record (`data`: the experiment's part of each fork's meta).
+/// Claim every fork (name, record, mountpoint) and commit, in ONE batch of the
+/// source (`crate::ops::txn`): its pending changes saved as the checkpoint the
+/// runs start from (unless `from` names one), every fork's record and lineage,
+/// and the `experiment-begin` operation. Returns the checkpoint.
 #[allow(clippy::too_many_arguments)]
-fn prepare<'h, H: Host>(
-    h: &'h H,
+fn commit_begin<H: Host>(
     t: &Target,
-    c: &crate::refs::Checkpoint,
+    spawn: &mut Spawn<'_, H>,
+    call: &Call,
+    from: Option<Checkpoint>,
     dir: &Path,
     id: &str,
     req: &ExperimentBegin,
-    by_agent: bool,
-    data: Value,
     who: MountFor,
-    claims: &mut Vec<H::Claim<'h>>,
-) -> Result<Vec<Prepared<H::Dir>>> {
+) -> Result<Checkpoint> {
     let s = &t.session;
-    let store = h.store();
-    let mut made = Vec::new();
-    for (i, spec) in (1..).zip(&req.runs) {
+    let store = s.store().clone();
+    for i in 1..=req.runs.len() as u32 {
         let name = fork_name(s.name(), id, i);
-        session::validate_session_name(&name)?;
-        let claim = h
-            .claim(&name)
-            .map_err(|e| Error::Conflict(format!("session {name} already exists ({e})")))?;
-        claims.push(claim);
-        if session::load_record(&*store, &name)?.is_some() {
-            return Err(Error::Conflict(format!("session {name} already exists")));
-        }
-        let mp = dir.join(&name);
-        let md = h.open_mountpoint(&mp, who)?;
-        let (bytes, inodes) = c.usage.map_or(s.usage(), |u| (u.bytes, u.inodes));
-        let mut rec = session::new_record(&name, c.root, bytes, inodes)?;
-        rec.head = Some(c.id);
-        rec.config = s.record().config;
-        let mut m = data.clone();
-        m["run"] = json!(i);
-        m["label"] = json!(spec.label);
-        m["command"] = json!(spec.command);
-        m["env"] = json!(spec.env);
-        rec.meta.insert(META_KEY.into(), m);
-        if by_agent {
-            rec.meta
-                .insert(crate::quota::AGENT_OF.into(), json!(s.name()));
-        }
-        made.push(Prepared { rec, dir: md, mp });
+        spawn.claim(&name, &dir.join(&name), who)?;
     }
-    Ok(made)
+    syncfs(&t.mount)?;
+    let mut tx = s.txn();
+    let root = tx.flush()?;
+    let mut before = view_of(tx.before(), root);
+    if let Some(b) = before.branch.clone() {
+        crate::ops::record::touch(&mut before, &*store, &b)?;
+    }
+    let c = match from {
+        Some(c) => c,
+        None if tx.record().head.is_none() || tx.has_changes()? => {
+            tx.checkpoint_with("experiment", "experiment", &[], serde_json::Map::new())?
+        }
+        None => crate::ops::refctx::resolve(t, "HEAD")?,
+    };
+    let data = json!({
+        "id": id, "source": s.name(), "runs": req.runs.len(), "base": c.id,
+        "cwd": req.cwd, "dir": dir,
+    });
+    let mut ops = Vec::new();
+    for (i, spec) in req.runs.iter().enumerate() {
+        let rec = fork_record(t, &c, &data, i as u32 + 1, spec, call.actor.is_agent())?;
+        ops.push(crate::visibility::lineage_op(s.name(), &rec.name));
+        spawn.set(i, rec, None);
+    }
+    ops.extend(spawn.ops()?);
+    let txn = txn::Op::begin(t, BEGIN_KIND);
+    txn.commit(&mut tx, Log::Next, &mut |_, a| {
+        let mut op = call.op(BEGIN_KIND, before.clone(), view_of(a, root));
+        op.meta.insert(
+            "experiment".into(),
+            json!({"id": id, "runs": req.runs.len(), "base": c.id}),
+        );
+        Ok((op, ops.clone()))
+    })?;
+    spawn.committed();
+    Ok(c)
+}
+
+/// The kind of the operation recording an experiment's start.
+pub const BEGIN_KIND: &str = "experiment-begin";
+
+/// The record of run `i`'s fork (`data`: the experiment's part of its meta).
+fn fork_record(
+    t: &Target,
+    c: &Checkpoint,
+    data: &Value,
+    i: u32,
+    spec: &RunSpec,
+    by_agent: bool,
+) -> Result<SessionRecord> {
+    let s = &t.session;
+    let name = fork_name(s.name(), data["id"].as_str().unwrap_or_default(), i);
+    let (bytes, inodes) = c.usage.map_or(s.usage(), |u| (u.bytes, u.inodes));
+    let mut rec = session::new_record(&name, c.root, bytes, inodes)?;
+    rec.head = Some(c.id);
+    rec.config = s.record().config;
+    let mut m = data.clone();
+    m["run"] = json!(i);
+    m["label"] = json!(spec.label);
+    m["command"] = json!(spec.command);
+    m["env"] = json!(spec.env);
+    rec.meta.insert(META_KEY.into(), m);
+    if by_agent {
+        rec.meta
+            .insert(crate::quota::AGENT_OF.into(), json!(s.name()));
+    }
+    Ok(rec)
 }
 
 /// Remove the (empty) mountpoints of experiment `id`'s forks and their directory
@@ -343,30 +363,5 @@ pub(crate) fn remove_forks_dirs(dir: &Path, names: impl Iterator<Item = String>)
 fn remove_empty(p: &Path) {
     if let Err(e) = crate::hostdir::remove_empty_dir(p) {
         log::warn!("cannot remove {}: {e}", p.display());
-    }
-}
-
-/// Remove what a failed begin made: unmount the forks mounted, delete every
-/// record (the claims of the others are still held by the caller).
-fn undo_begin<H: Host>(h: &H, session: &str, id: &str, mounted: &[(String, PathBuf)], n: u32) {
-    for (name, mp) in mounted {
-        if let Err(e) = h.unmount_session(mp) {
-            log::error!("experiment {id}: cannot unmount fork {name}: {e}");
-        }
-    }
-    let store = h.store();
-    for i in 1..=n {
-        let name = fork_name(session, id, i);
-        let r = if mounted.iter().any(|(m, _)| *m == name) {
-            h.remove_session(&name)
-        } else {
-            store.commit(vec![
-                MetaOp::Delete(crate::meta::session_key(&name)),
-                MetaOp::Delete(crate::meta::lineage_key(session, &name)),
-            ])
-        };
-        if let Err(e) = r {
-            log::error!("experiment {id}: cannot remove fork {name}: {e}");
-        }
     }
 }

@@ -1,6 +1,6 @@
 //! `experiment_end`: take each fork's final state (a checkpoint of the fork), rank
 //! the runs, compare them pairwise, record one `experiment` operation in the source
-//! session's log, then (unless `keep`) unmount the forks and remove all but the
+//! session's log (one batch; the start is `experiment-begin`'s record), then (unless `keep`) unmount the forks and remove all but the
 //! winner's (kept, unmounted, until it is adopted). With `abort` (the CLI was
 //! interrupted) every fork is removed.
 //!
@@ -26,9 +26,10 @@ use crate::command::wire::{RunResult, check_result};
 use crate::diff::{self, Change, DiffEntry};
 use crate::error::{Error, Result};
 use crate::id::{CheckpointId, NodeId};
-use crate::oplog::{Actor, View};
-use crate::ops::record::{self, Rec};
-use crate::ops::{Host, Target, ref_or_fresh};
+use crate::oplog::{Actor, NewOp};
+use crate::ops::record::view_of;
+use crate::ops::txn::{self, Log};
+use crate::ops::{Host, Target, ref_or_fresh, syncfs};
 use crate::refs;
 use crate::session::SessionRecord;
 use crate::store::ObjectStore;
@@ -128,26 +129,23 @@ pub fn end<H: Host>(
         stats: compare::stats(&results),
         pairs,
     };
-    let view = |k: &str| serde_json::from_value::<View>(m[k].clone());
-    let (before, after) = match (view("before"), view("after")) {
-        (Ok(b), Ok(a)) => (b, a),
-        _ => {
-            let v = record::view_now(t)?;
-            (v.clone(), v)
-        }
-    };
-    let mut op = Rec {
-        actor,
-        kind: KIND,
-        request: json!({"op": "experiment_end", "id": req.id, "rank_by": by, "keep": req.keep}),
-        explanation: None,
-    }
-    .op(before, after);
-    op.meta = match serde_json::to_value(&doc) {
+    let meta = match serde_json::to_value(&doc) {
         Ok(Value::Object(m)) => m,
         _ => unreachable!("a struct serializes to an object"),
     };
-    let rec = record::append(t, op)?;
+    let request = json!({"op": "experiment_end", "id": req.id, "rank_by": by, "keep": req.keep});
+    // One batch of the source: the record (its state as it is now on both sides:
+    // the experiment's own state change, the checkpoint the runs started from,
+    // is `experiment-begin`'s record).
+    syncfs(&t.mount)?;
+    let mut tx = s.txn();
+    let root = tx.flush()?;
+    let rec = txn::Op::begin(t, KIND).commit(&mut tx, Log::Next, &mut |b, a| {
+        let mut op = NewOp::new(actor, KIND, request.clone(), view_of(b, root), view_of(a, root));
+        op.meta = meta.clone();
+        Ok((op, Vec::new()))
+    })?;
+    drop(tx);
     let cleanup = cleanup(h, &forks, winner, &req);
     let mut out = doc.answer(rec.seq);
     out.cleanup = Some(cleanup);

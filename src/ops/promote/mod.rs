@@ -36,7 +36,7 @@ use self::drift::Durable;
 use self::gitio::Git;
 use self::plan::{Act, Inputs, Listing, Plan};
 use self::scratch::Scratch;
-use super::record::{Call, view_now, view_of};
+use super::record::{Call, view_of};
 use super::restore::clean_path;
 use super::{Target, ref_or_fresh, working_root};
 use crate::control::is_false;
@@ -144,12 +144,11 @@ pub(crate) fn run(t: &Target, call: &Call, req: Promote) -> Result<PromoteAnswer
     };
     // The state: saved first (a checkpoint), except in a dry run (which writes
     // nothing: the flushed tree is read instead).
-    let (before, root, saved) = if req.dry_run {
-        (None, live_root, None)
+    let (root, saved) = if req.dry_run {
+        (live_root, None)
     } else {
-        let before = view_now(t)?;
         let c = ref_or_fresh(t, call, None, "before promote", "promote")?;
-        (Some(before), c.root, Some(c))
+        (c.root, Some(c))
     };
     let scratch_owner = match &ground {
         Ground::Repo { origin, .. } => origin.path.clone(),
@@ -230,8 +229,9 @@ pub(crate) fn run(t: &Target, call: &Call, req: Promote) -> Result<PromoteAnswer
             left: vec![format!("(unknown: {e})")],
         }
     });
-    let after = view_of(&s.record(), root);
-    let mut op = call.op("promote", before.expect("not a dry run"), after);
+    // (The views are set in the record's batch.)
+    let view = view_of(&s.record(), root);
+    let mut op = call.op("promote", view.clone(), view);
     op.meta = match serde_json::to_value(&result) {
         Ok(serde_json::Value::Object(m)) => m,
         _ => unreachable!("a struct serializes to an object"),
@@ -248,7 +248,7 @@ pub(crate) fn run(t: &Target, call: &Call, req: Promote) -> Result<PromoteAnswer
     let mut done = promoted(strategy, &plan, &result);
     done.complete = coverage.complete();
     done.root = Some(root.to_hex());
-    let rec = record::record_result(t, op, done, new_baseline)?;
+    let rec = record::record_result(t, op, root, done, new_baseline)?;
     out.lifecycle = info.as_ref().and_then(|i| rest::note(&i.policy, &coverage));
     out.landed = result;
     out.saved = saved.map(|c| c.id.to_hex());

@@ -51,6 +51,7 @@ pub mod refs;
 pub mod remote;
 pub mod session;
 pub mod store;
+pub mod transport;
 pub mod tree;
 pub mod verbs;
 pub mod visibility;

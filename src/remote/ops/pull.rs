@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::error::Result;
-use crate::ops::Host;
+use crate::host::Host;
 use crate::remote::pull::{self, Env, PullReport, PullRequest};
 use crate::store::ObjectStore;
 

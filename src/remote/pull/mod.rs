@@ -31,9 +31,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::Result;
+use crate::host::Host;
 use crate::id::{NodeId, ObjectId};
 use crate::meta::{self, MetaOp};
-use crate::ops::Host;
 use crate::reach::{ChunkCheck, Walk};
 use crate::refs::RefRecord;
 use crate::refs::tracking::{self, Tracking};

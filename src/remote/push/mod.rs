@@ -29,9 +29,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::host::{Host, Target};
 use crate::id::{NodeId, ObjectId};
 use crate::meta::{MetaOp, TrackKind};
-use crate::ops::{Host, Target};
 use crate::refs::tracking;
 use crate::remote::Remote;
 use crate::store::{Kind as ObjKind, ObjectStore};

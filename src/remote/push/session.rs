@@ -50,7 +50,7 @@ pub fn load(env: &Env<'_>, name: &str, first_upstream: (&str, &str)) -> Result<S
     if let Ok(t) = (env.target)(Some(name)) {
         let s = &t.session;
         let _lock = s.op_lock.lock().unwrap_or_else(|e| e.into_inner());
-        crate::ops::syncfs_at(&t.mount)?;
+        crate::host::syncfs_at(&t.mount)?;
         let (_, rec) = s.flush_with(Some(&mut |rec: &mut SessionRecord, _| {
             set(rec);
             Ok(vec![])

@@ -3,7 +3,8 @@
 //! other for it: the [`Host`] trait (the daemon, the offline host of store verbs,
 //! the tests' in-memory host), a mounted session as they see it ([`Target`]), the
 //! answer a mount gives ([`Mounted`]), the kernel side of a mount ([`Mount`]) and
-//! `syncfs` through it ([`syncfs_at`]).
+//! `syncfs` through it ([`syncfs_at`]); and [`Serving`], the part of a host that
+//! push and pull need, which a store nobody serves ([`Unserved`]) also offers.
 //!
 //! Invariants: imports no layer above it (`ops`, `remote`, `verbs`, `fs`,
 //! `daemon`): a real mount is made by the daemon and reached through
@@ -12,6 +13,7 @@
 //! `ops::views::Mounted`).
 
 mod mount;
+mod serving;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use mount::Mount;
+pub use serving::{Serving, Unserved};
 
 use crate::control::{AgentSocket, MountFor};
 use crate::error::Result;

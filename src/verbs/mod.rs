@@ -114,6 +114,7 @@ mod answers_tests;
 mod answers_work_tests;
 #[cfg(test)]
 mod model_tests;
+mod pick;
 mod report;
 mod serve;
 #[cfg(test)]

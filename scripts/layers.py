@@ -7,12 +7,24 @@ every `crate::`/`super::`/`self::` path (and `treefork::` in the binary crate) a
 resolves it to the file of the deepest module it names. A `mod x;` declaration is not
 an import. Comments and string literals are ignored.
 
-Usage: scripts/layers.py [--src DIR] [--edges] [--check]
+The rules come from the layer table of docs/design.md, "Layers" (the first ``` block
+after that heading): one row per layer, top first, each naming its files and folders
+(`src/x.rs`, `src/x/`) on its first line. A file may import the files of its own row
+and of the rows below it, never of a row above: that is checked for every file but
+those compiled for tests only (a `#[cfg(test)] mod`, and everything below one), which
+drive their module from above. On top of the table, FORBIDDEN below lists imports
+refused to every file, tests included.
+
+Usage: scripts/layers.py [--src DIR] [--design FILE] [--edges] [--check]
   --src     the source tree to read (default: this checkout's src/)
+  --design  the design document holding the layer table (default: docs/design.md
+            beside --src)
   --edges   print, for each file, the files it imports
-  --check   print the upward imports named in docs/design.md "Layers" that must not
-            exist and every circle among files that is not a parent/child pair
-            (a module's mod.rs and its own children); exit 1 if any.
+  --check   print every import that runs up the table or breaks FORBIDDEN, every
+            file of src/ that no row of the table names (but the crate root lib.rs
+            and files compiled for tests only), and every circle among files that is
+            not a parent/child pair (a module's mod.rs and its own children); exit 1
+            if any.
 """
 
 import os
@@ -76,6 +88,14 @@ def strip(text):
     return "".join(out)
 
 
+def cfg_test(text, pos):
+    """Whether the `mod` declared at `pos` carries `#[cfg(test)]` among the
+    attributes right before it."""
+    head = text[:pos]
+    cut = max(head.rfind(";"), head.rfind("{"), head.rfind("}"))
+    return re.search(r"#\[cfg\(test\)\]", head[cut + 1:]) is not None
+
+
 MOD_RE = re.compile(r"(#\[path\s*=\s*\"([^\"]+)\"\]\s*)?(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*([;{])")
 
 
@@ -85,11 +105,14 @@ class Crate:
         self.files = {}  # module path tuple -> file
         self.file_mod = {}  # file -> module path tuple (of the file's top)
         self.regions = defaultdict(list)  # file -> [(start, end, modpath)] inline mods
-        self._walk(root, ())
+        self.test_only = set()  # files compiled for tests only
+        self._walk(root, (), False)
 
-    def _walk(self, path, modpath):
+    def _walk(self, path, modpath, test_only):
         self.files[modpath] = path
         self.file_mod[path] = modpath
+        if test_only:
+            self.test_only.add(path)
         raw = open(path).read()
         text = strip(raw)
         is_modrs = os.path.basename(path) in ("mod.rs", "lib.rs", "main.rs")
@@ -112,7 +135,7 @@ class Crate:
                 if not os.path.exists(child):
                     child = os.path.join(d, name, "mod.rs")
             if os.path.exists(child):
-                self._walk(os.path.normpath(child), full)
+                self._walk(os.path.normpath(child), full, test_only or cfg_test(text, m.start()))
 
     def _inline_path(self, path, pos):
         best = ()
@@ -256,18 +279,52 @@ def rel(f):
     return os.path.relpath(f, SRC)
 
 
-def graph():
+def graph(tests=None):
+    """Every file's imports; the files compiled for tests only go to `tests`."""
     lib = Crate("lib", os.path.join(SRC, "lib.rs"))
     binc = Crate("bin", os.path.join(SRC, "main.rs"))
     g = {}
     for c in (lib, binc):
         for f in c.file_mod:
             g[rel(f)] = sorted(rel(t) for t in imports(c, lib, f))
+        if tests is not None:
+            tests.update(rel(f) for f in c.test_only)
     return g
 
 
-# Imports the layering forbids: (importer prefix, imported prefix). A prefix ending in
-# "/" is a directory; otherwise an exact file.
+def layer_table(design):
+    """The rows of the layer table in `design` ("Layers"), top first: each row's
+    name and the prefixes (relative to src/) it names."""
+    text = open(design).read()
+    m = re.search(r"^## Layers\s*$", text, re.M)
+    if not m:
+        sys.exit(f"{design}: no \"## Layers\" section")
+    block = re.search(r"^```[^\n]*\n(.*?)^```", text[m.end():], re.M | re.S)
+    if not block:
+        sys.exit(f"{design}: no table under \"## Layers\"")
+    rows = []
+    for line in block.group(1).splitlines():
+        if not line.strip() or line[0].isspace():
+            continue
+        paths = [p[len("src/"):] for p in re.findall(r"(?<![\w/])src/[\w/.]*\w/?", line)]
+        if not paths:
+            sys.exit(f"{design}: layer row names no file of src/: {line.strip()}")
+        rows.append((re.split(r"\s{2,}", line.strip())[0], paths))
+    return rows
+
+
+def rank(rows, f):
+    """The index of the row naming file `f` (the most precise prefix wins), or None."""
+    best, best_len = None, -1
+    for i, (_, prefixes) in enumerate(rows):
+        for p in prefixes:
+            if matches(f, p) and len(p) > best_len:
+                best, best_len = i, len(p)
+    return best
+
+
+# Imports refused on top of the layer table (to test files too): (importer prefix,
+# imported prefix). A prefix ending in "/" is a directory; otherwise an exact file.
 FORBIDDEN = [
     ("control/", "ops/"),
     ("refs/", "remote/"), ("refs.rs", "remote/"),
@@ -348,18 +405,33 @@ def main():
     global SRC
     if "--src" in sys.argv:
         SRC = os.path.normpath(sys.argv[sys.argv.index("--src") + 1])
-    g = graph()
+    design = os.path.join(SRC, "..", "docs", "design.md")
+    if "--design" in sys.argv:
+        design = sys.argv[sys.argv.index("--design") + 1]
+    tests = set()
+    g = graph(tests)
     if "--edges" in sys.argv:
         for f in sorted(g):
             print(f + ": " + " ".join(g[f]))
     if "--check" in sys.argv:
+        rows = layer_table(design)
         bad = 0
         for f in sorted(g):
+            rf = rank(rows, f)
+            if rf is None and f != "lib.rs" and f not in tests:
+                print(f"not in the layer table: {f}")
+                bad += 1
             for t in g[f]:
-                for a, b in FORBIDDEN:
-                    if matches(f, a) and matches(t, b) and not ancestor_pair(f, t):
-                        print(f"upward: {f} -> {t}")
-                        bad += 1
+                if ancestor_pair(f, t):
+                    continue
+                rt = rank(rows, t)
+                up = f not in tests and None not in (rf, rt) and rt < rf
+                if up:
+                    print(f"upward: {f} -> {t} ({rows[rf][0]} -> {rows[rt][0]})")
+                    bad += 1
+                elif any(matches(f, a) and matches(t, b) for a, b in FORBIDDEN):
+                    print(f"upward: {f} -> {t}")
+                    bad += 1
         # Circles, leaving out the edges between a module's root file and its own
         # children (a child's `use super::X`, a mod.rs's `pub use child::X`).
         h = {f: [t for t in ts if not ancestor_pair(f, t)] for f, ts in g.items()}

@@ -126,7 +126,7 @@ pub enum Error {
     /// A mount asked for FUSE over io_uring (`--transport uring`) and cannot have
     /// it (the reason says why and how to allow it); nothing was left mounted.
     #[error("{0}")]
-    RingUnavailable(crate::fs::ring::RingUnavailable),
+    RingUnavailable(crate::transport::RingUnavailable),
     /// `promote`: chosen paths changed in the durable repository since the
     /// session's baseline (nothing was written).
     #[error("{}", baseline_conflict_message(paths))]

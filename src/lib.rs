@@ -2,20 +2,22 @@
 //!
 //! Layers, dependencies pointing down only:
 //! `daemon` (process, mount table, sockets; implements `verbs::Server` and
-//! `ops::Host`) → `verbs` (the verb table: one file per verb, routing, schemas) →
-//! `remote` (the remote tier; its ops reach the daemon through `ops::Host` too) →
-//! `ops` (the session operations' library, reaching the daemon through `ops::Host`)
-//! → `control` (protocol framing, the `Verb` trait, roles, registry, client) →
+//! `host::Host`) → `fs` (FUSE translation, the ring, the daemon's `fs::KernelMount`)
+//! → `verbs` (the verb table: one file per verb, routing, schemas) → `remote` (the
+//! remote tier) and `ops` (the session operations' library), which both reach the
+//! daemon through `host` (`Host`, `Target`, `Mount`; `ops` re-exports them) →
+//! `control` (protocol framing, the `Verb` trait, roles, registry, client) →
 //! `command` (what a recorded command is — the experiment's `RunSpec` and
-//! `RunResult` — and the process runner every client uses) and `fs` (FUSE
-//! translation) → `session` (live inode table) → the side modules (`visibility`,
-//! `quota`, `lifecycle`, `messages`, `reach`/`gc`/`fsck`, which take what a remote
-//! holds from their caller) → `refs` (checkpoints, branches, session records, remote
-//! names, tracking refs) and `oplog` → `tree` (immutable Merkle nodes) → `store`
-//! (packs + index) → `meta` (sled) → `id`/`error`/`clock`. The binary's `cli` is the
-//! top and may start `mcp`; `mcp` never imports `cli`. `scripts/layers.py --check`
-//! lists any import that runs back up and any circle among files (docs/design.md,
-//! "Layers").
+//! `RunResult` — and the process runner every client uses) → `merge` → `session`
+//! (live inode table) → the side modules (`lifecycle`, `reach`/`gc`/`fsck`, which
+//! take what a remote holds from their caller, `messages`, `visibility`, `quota`) →
+//! `refs` (checkpoints, branches, session records, remote names, tracking refs) and
+//! `oplog` → `tree` (immutable Merkle nodes) → `store` (packs + index) → `meta`
+//! (sled) → `mount_id` → `id`/`error`/`clock` → `transport` (a leaf: the ring's
+//! names `error` carries). The binary's `cli` is the top and may start `mcp`; `mcp`
+//! never imports `cli`. `scripts/layers.py --check` reads the layer table of
+//! docs/design.md ("Layers") and lists any import that runs back up it, any file it
+//! does not place, and any circle among files.
 
 pub mod budget;
 pub mod child;
@@ -35,6 +37,7 @@ pub mod fsck;
 pub mod fuzz;
 pub mod gc;
 pub mod gitignore;
+pub mod host;
 pub mod hostdir;
 pub mod id;
 pub mod import;
@@ -43,6 +46,7 @@ pub mod lock;
 pub mod merge;
 pub mod messages;
 pub mod meta;
+pub mod mount_id;
 pub mod oplog;
 pub mod ops;
 pub mod quota;
@@ -51,6 +55,7 @@ pub mod refs;
 pub mod remote;
 pub mod session;
 pub mod store;
+pub mod transport;
 pub mod tree;
 pub mod verbs;
 pub mod visibility;

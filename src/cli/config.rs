@@ -46,7 +46,7 @@ impl Run for Config {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let set = parse_settings(&self.settings)?;
         let r: Reply<Answer<treefork::verbs::Config>> =
-            cx.session(Op::Config(treefork::verbs::Config { set }))?;
+            cx.session(Request::Config(treefork::verbs::Config { set }))?;
         Ok(r.into())
     }
 }
@@ -78,7 +78,7 @@ impl Run for Limits {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let set = parse_settings(&self.settings)?;
         let r: Reply<LimitList> =
-            cx.store_op(Op::Limits(treefork::verbs::Limits { set }), false)?;
+            cx.store_op(Request::Limits(treefork::verbs::Limits { set }), false)?;
         Ok(r.into())
     }
 }

@@ -77,7 +77,7 @@ impl Run for Continue {
         let mp = paths::mountpoint(&self.mountpoint)
             .or_else(|_| std::path::absolute(&self.mountpoint).map_err(anyhow::Error::from))?;
         let name = self.name.clone().unwrap_or_else(|| default_name(&project));
-        let op = Op::Continue(treefork::verbs::Continue {
+        let op = Request::Continue(treefork::verbs::Continue {
             project,
             name,
             mountpoint: mp.clone(),

@@ -74,7 +74,10 @@ impl Run for Exec {
         // daemon tells the command's writers from others by the parent chain).
         runner::become_subreaper();
         let begun: Result<Reply<Answer<treefork::verbs::ExecBegin>>> =
-            cx.session(Op::ExecBegin(treefork::verbs::ExecBegin { argv, cwd: rel }));
+            cx.session(Request::ExecBegin(treefork::verbs::ExecBegin {
+                argv,
+                cwd: rel,
+            }));
         // Busy: another exec or an agent's tool call is being recorded, and its
         // record holds this command's changes: run it unrecorded.
         let n = match begun {

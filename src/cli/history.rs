@@ -203,17 +203,23 @@ impl Run for History {
         match &self.cmd {
             None => {
                 let r: Reply<Answer<treefork::verbs::History>> =
-                    cx.session(Op::History(treefork::verbs::History { limit: self.limit }))?;
+                    cx.session(Request::History(treefork::verbs::History {
+                        limit: self.limit,
+                    }))?;
                 Ok(r.into())
             }
             Some(Sub::Show { n }) => {
                 let r: Reply<Answer<treefork::verbs::HistoryShow>> =
-                    cx.session(Op::HistoryShow(treefork::verbs::HistoryShow { exec: *n }))?;
+                    cx.session(Request::HistoryShow(treefork::verbs::HistoryShow {
+                        exec: *n,
+                    }))?;
                 Ok(r.into())
             }
             Some(Sub::Diff { n, stat, patch }) => {
                 let r: Reply<Answer<treefork::verbs::HistoryShow>> =
-                    cx.session(Op::HistoryShow(treefork::verbs::HistoryShow { exec: *n }))?;
+                    cx.session(Request::HistoryShow(treefork::verbs::HistoryShow {
+                        exec: *n,
+                    }))?;
                 let e = full_meta(&r.body);
                 let before = e.before;
                 let after = e.after.unwrap_or_else(|| before.clone());

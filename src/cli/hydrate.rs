@@ -38,7 +38,7 @@ impl Human for Hydrated {
 impl Run for Hydrate {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let session = self.session.clone().or_else(|| cx.current_session());
-        let op = Op::Hydrate(treefork::verbs::Hydrate {
+        let op = Request::Hydrate(treefork::verbs::Hydrate {
             session,
             remote: self.remote.clone(),
         });

@@ -196,7 +196,7 @@ impl Human for Shown {
 
 impl Run for Show {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let op = Op::SessionShow(treefork::verbs::SessionShow {
+        let op = Request::SessionShow(treefork::verbs::SessionShow {
             name: self.name.clone(),
         });
         let r: Reply<Shown> = match &self.name {
@@ -239,7 +239,7 @@ impl Human for Extended {
 
 impl Run for Extend {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let op = Op::SessionExtend(treefork::verbs::SessionExtend {
+        let op = Request::SessionExtend(treefork::verbs::SessionExtend {
             name: self.name.clone(),
             ttl_idle: self.ttl_idle.clone(),
             ttl_absolute: self.ttl_absolute.clone(),
@@ -273,7 +273,7 @@ impl Human for Discarded {
 
 impl Run for Discard {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let op = Op::SessionDiscard(treefork::verbs::SessionDiscard {
+        let op = Request::SessionDiscard(treefork::verbs::SessionDiscard {
             name: self.name.clone(),
         });
         let r: Reply<Discarded> = cx.store_op(op, false)?;
@@ -312,8 +312,10 @@ impl Human for Swept {
 
 impl Run for Sweep {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Swept> =
-            cx.store_op(Op::SessionSweep(treefork::verbs::SessionSweep {}), false)?;
+        let r: Reply<Swept> = cx.store_op(
+            Request::SessionSweep(treefork::verbs::SessionSweep {}),
+            false,
+        )?;
         Ok(r.into())
     }
 }

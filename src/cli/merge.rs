@@ -153,7 +153,7 @@ impl Human for Merged {
 }
 
 /// Send a merge, cherry-pick or rebase request; the answer as [`Merged`].
-pub fn send(cx: &Ctx, op: Op) -> Result<Outcome> {
+pub fn send(cx: &Ctx, op: Request) -> Result<Outcome> {
     let r: Reply<MergeAnswer> = cx.session(op)?;
     Ok(r.map(Merged).into())
 }
@@ -162,7 +162,7 @@ impl Run for Merge {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         send(
             cx,
-            Op::Merge(treefork::verbs::Merge {
+            Request::Merge(treefork::verbs::Merge {
                 target: self.targets.first().cloned(),
                 also: self.targets.iter().skip(1).cloned().collect(),
                 message: self.message.clone(),
@@ -178,7 +178,7 @@ impl Run for CherryPick {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         send(
             cx,
-            Op::CherryPick(treefork::verbs::CherryPick {
+            Request::CherryPick(treefork::verbs::CherryPick {
                 target: self.target.clone(),
                 message: self.message.clone(),
                 dry_run: self.steps.dry_run,
@@ -193,7 +193,7 @@ impl Run for Rebase {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         send(
             cx,
-            Op::Rebase(treefork::verbs::Rebase {
+            Request::Rebase(treefork::verbs::Rebase {
                 onto: self.onto.clone(),
                 dry_run: self.steps.dry_run,
                 cont: self.steps.cont,
@@ -207,7 +207,7 @@ impl Run for Revert {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         send(
             cx,
-            Op::Revert(treefork::verbs::Revert {
+            Request::Revert(treefork::verbs::Revert {
                 target: self.target.clone(),
                 message: self.message.clone(),
                 dry_run: self.steps.dry_run,

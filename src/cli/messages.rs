@@ -55,10 +55,10 @@ enum Sub {
 
 type List = Answer<treefork::verbs::Messages>;
 
-/// The messages `op` (an `Op::Messages`) names: one page with a `limit`,
+/// The messages `op` (an `Request::Messages`) names: one page with a `limit`,
 /// else every page (each next one `after` the last id received).
-fn list_all(cx: &Ctx, op: Op) -> Result<Reply<List>> {
-    let Op::Messages(treefork::verbs::Messages {
+fn list_all(cx: &Ctx, op: Request) -> Result<Reply<List>> {
+    let Request::Messages(treefork::verbs::Messages {
         stream,
         limit,
         upto,
@@ -70,7 +70,7 @@ fn list_all(cx: &Ctx, op: Op) -> Result<Reply<List>> {
     let mut after = after;
     let mut all = Vec::new();
     loop {
-        let r: Reply<List> = cx.session(Op::Messages(treefork::verbs::Messages {
+        let r: Reply<List> = cx.session(Request::Messages(treefork::verbs::Messages {
             stream: stream.clone(),
             limit,
             upto: upto.clone(),
@@ -120,8 +120,8 @@ impl Human for MessagesAnswer {
     }
 }
 
-fn list_op(a: &ListArgs) -> Op {
-    Op::Messages(treefork::verbs::Messages {
+fn list_op(a: &ListArgs) -> Request {
+    Request::Messages(treefork::verbs::Messages {
         stream: a.stream.clone(),
         limit: a.limit,
         upto: a.upto.clone(),
@@ -211,7 +211,7 @@ impl Append {
             },
             None => None,
         };
-        let op = Op::MessageAppend(treefork::verbs::MessageAppend {
+        let op = Request::MessageAppend(treefork::verbs::MessageAppend {
             role: self.role.clone(),
             content: self.content()?,
             tool_calls: self
@@ -227,7 +227,7 @@ impl Append {
         let r: Reply<Queued> = cx.session(op)?;
         if self.flush {
             let _: Reply<Ignored> =
-                cx.session(Op::MessageFlush(treefork::verbs::MessageFlush {}))?;
+                cx.session(Request::MessageFlush(treefork::verbs::MessageFlush {}))?;
         }
         Ok(r.into())
     }
@@ -279,10 +279,11 @@ impl Human for Exported {
 
 impl Export {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let _: Reply<Ignored> = cx.session(Op::MessageFlush(treefork::verbs::MessageFlush {}))?;
+        let _: Reply<Ignored> =
+            cx.session(Request::MessageFlush(treefork::verbs::MessageFlush {}))?;
         let r = list_all(
             cx,
-            Op::Messages(treefork::verbs::Messages {
+            Request::Messages(treefork::verbs::Messages {
                 stream: self.stream.clone(),
                 limit: None,
                 upto: None,
@@ -332,13 +333,13 @@ impl Human for Imported {
 }
 
 /// The append request of one exported line.
-fn line_op(n: usize, line: &str, stream: &Option<String>) -> Result<Op> {
+fn line_op(n: usize, line: &str, stream: &Option<String>) -> Result<Request> {
     let v = parse_json(&format!("line {n}"), line)?;
     let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
     let Some(role) = s("role") else {
         bail!("line {n}: no \"role\"");
     };
-    Ok(Op::MessageAppend(treefork::verbs::MessageAppend {
+    Ok(Request::MessageAppend(treefork::verbs::MessageAppend {
         role,
         content: v.get("content").cloned().unwrap_or(Value::Null),
         tool_calls: v.get("tool_calls").filter(|t| !t.is_null()).cloned(),
@@ -360,7 +361,7 @@ impl Import {
                 .with_context(|| format!("cannot read {}", self.file.display()))?
         };
         // Every line is checked before any is sent.
-        let ops: Vec<Op> = text
+        let ops: Vec<Request> = text
             .lines()
             .enumerate()
             .filter(|(_, l)| !l.trim().is_empty())
@@ -375,7 +376,8 @@ impl Import {
                 imported += 1;
             }
         }
-        let d: Reply<Durable> = cx.session(Op::MessageFlush(treefork::verbs::MessageFlush {}))?;
+        let d: Reply<Durable> =
+            cx.session(Request::MessageFlush(treefork::verbs::MessageFlush {}))?;
         let raw =
             json!({"imported": imported, "duplicates": duplicates, "durable": d.body.durable});
         Ok(Reply::<Imported>::parse(raw)?.into())
@@ -393,7 +395,8 @@ impl Human for Durable {
 
 impl Flush {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Durable> = cx.session(Op::MessageFlush(treefork::verbs::MessageFlush {}))?;
+        let r: Reply<Durable> =
+            cx.session(Request::MessageFlush(treefork::verbs::MessageFlush {}))?;
         Ok(r.into())
     }
 }
@@ -423,15 +426,16 @@ impl Human for MetaUpdated {
 
 impl MetaArgs {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let r: Reply<Answer<treefork::verbs::SessionMetaUpdate>> =
-            cx.session(Op::SessionMetaUpdate(treefork::verbs::SessionMetaUpdate {
+        let r: Reply<Answer<treefork::verbs::SessionMetaUpdate>> = cx.session(
+            Request::SessionMetaUpdate(treefork::verbs::SessionMetaUpdate {
                 model: self.model.clone(),
                 add_turns: self.add_turns,
                 add_cost: self.add_cost,
                 exit_reason: self.exit_reason.clone(),
                 runtime: None,
                 runtime_session: None,
-            }))?;
+            }),
+        )?;
         Ok(r.into())
     }
 }

@@ -53,7 +53,7 @@
 //!
 //!    impl Run for Frob {
 //!        fn run(&self, cx: &Ctx) -> Result<Outcome> {
-//!            let r: Reply<Frobbed> = cx.session(Op::Frob { level: self.level })?;
+//!            let r: Reply<Frobbed> = cx.session(Request::Frob { level: self.level })?;
 //!            Ok(r.into())
 //!        }
 //!    }
@@ -127,7 +127,7 @@ mod prelude {
 
     pub use super::Run;
     pub use super::output::{Human, Ignored, Outcome, Reply};
-    pub use super::plumbing::{Ctx, Op};
+    pub use super::plumbing::{Ctx, Request};
 
     /// The answer type of verb `V` (what its reply parses as).
     pub type Answer<V> = <V as treefork::control::Verb>::Response;

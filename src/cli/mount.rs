@@ -93,7 +93,7 @@ impl Run for Mount {
             ),
             None => None,
         };
-        let op = Op::Mount(treefork::verbs::Mount {
+        let op = Request::Mount(treefork::verbs::Mount {
             session: self.session.clone(),
             mountpoint: mp.clone(),
             from,
@@ -150,7 +150,7 @@ impl Human for Unmounted {
 impl Run for Umount {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let mp = paths::mountpoint(&self.mountpoint)?;
-        let op = Op::Umount(treefork::verbs::Umount {
+        let op = Request::Umount(treefork::verbs::Umount {
             mountpoint: mp.clone(),
         });
         let done = || {
@@ -245,7 +245,7 @@ impl Human for SessionList {
 impl Run for Sessions {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let r: Reply<SessionList> =
-            cx.store_op(Op::Sessions(treefork::verbs::Sessions {}), false)?;
+            cx.store_op(Request::Sessions(treefork::verbs::Sessions {}), false)?;
         Ok(r.into())
     }
 }

@@ -207,7 +207,7 @@ impl Run for Promote {
                 .map(|p| paths::workspace_relative(&ws, p))
                 .collect::<Result<_>>()?
         };
-        let op = Op::Promote(treefork::verbs::Promote {
+        let op = Request::Promote(treefork::verbs::Promote {
             paths: rel,
             strategy: self.strategy.clone(),
             message: self.message.clone(),

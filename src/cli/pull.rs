@@ -45,7 +45,7 @@ impl Human for Pulled {
 
 impl Run for Pull {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
-        let op = Op::Pull(treefork::verbs::Pull {
+        let op = Request::Pull(treefork::verbs::Pull {
             remote: self.remote.clone(),
             refs: self.refs.clone(),
         });

@@ -51,7 +51,7 @@ impl Human for Pushed {
 impl Run for Push {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let session = self.session.clone().or_else(|| cx.current_session());
-        let op = Op::Push(treefork::verbs::Push {
+        let op = Request::Push(treefork::verbs::Push {
             remote: self.remote.clone(),
             refs: self.refs.clone(),
             session,

@@ -62,22 +62,22 @@ impl Run for Branch {
             return list_branches(cx, true, treefork::verbs::Branches::default());
         };
         let r: Reply<Branched> = if let Some(with) = &self.share {
-            let op = Op::BranchShare(treefork::verbs::BranchShare {
+            let op = Request::BranchShare(treefork::verbs::BranchShare {
                 name,
                 with: with.clone(),
             });
             cx.session(op)?.map(Branched::Shared)
         } else if self.delete {
-            let op = Op::BranchDelete(treefork::verbs::BranchDelete { name });
+            let op = Request::BranchDelete(treefork::verbs::BranchDelete { name });
             cx.session(op)?.map(Branched::Deleted)
         } else if self.rename {
             let Some(new) = self.from.clone() else {
                 bail!("branch -m needs the old and the new name");
             };
-            let op = Op::BranchRename(treefork::verbs::BranchRename { old: name, new });
+            let op = Request::BranchRename(treefork::verbs::BranchRename { old: name, new });
             cx.session(op)?.map(Branched::Renamed)
         } else {
-            let op = Op::Branch(treefork::verbs::Branch {
+            let op = Request::Branch(treefork::verbs::Branch {
                 name,
                 from: self.from.clone(),
             });
@@ -138,7 +138,7 @@ impl Run for Branches {
 /// `current` (`branch` without a name), also that branch's name as the
 /// answer's `current` field.
 fn list_branches(cx: &Ctx, current: bool, which: treefork::verbs::Branches) -> Result<Outcome> {
-    let mut r: Reply<Answer<treefork::verbs::Branches>> = cx.session(Op::Branches(which))?;
+    let mut r: Reply<Answer<treefork::verbs::Branches>> = cx.session(Request::Branches(which))?;
     if current {
         let name = r
             .body
@@ -189,7 +189,7 @@ impl Human for treefork::ops::checkout::CheckedOut {
 impl Run for Checkout {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let r: Reply<Answer<treefork::verbs::Checkout>> =
-            cx.session(Op::Checkout(treefork::verbs::Checkout {
+            cx.session(Request::Checkout(treefork::verbs::Checkout {
                 target: self.target.clone(),
                 create: self.create.clone(),
             }))?;
@@ -234,7 +234,7 @@ impl Run for Restore {
             .map(|p| paths::workspace_relative(&ws, p))
             .collect::<Result<_>>()?;
         let r: Reply<Answer<treefork::verbs::Restore>> =
-            cx.session(Op::Restore(treefork::verbs::Restore {
+            cx.session(Request::Restore(treefork::verbs::Restore {
                 target: self.target.clone(),
                 paths: rel,
                 dry_run: self.dry_run,
@@ -292,7 +292,7 @@ impl Run for Fork {
         let mp = paths::mountpoint(&self.mountpoint)
             .or_else(|_| std::path::absolute(&self.mountpoint).map_err(anyhow::Error::from))?;
         let r: Reply<Answer<treefork::verbs::Fork>> =
-            cx.session(Op::Fork(treefork::verbs::Fork {
+            cx.session(Request::Fork(treefork::verbs::Fork {
                 name: self.name.clone(),
                 from: self.from.clone(),
                 mountpoint: mp.clone(),

@@ -155,7 +155,7 @@ impl Run for Remote {
                 region,
                 single_writer,
             } => {
-                let op = Op::RemoteAdd(treefork::verbs::RemoteAdd {
+                let op = Request::RemoteAdd(treefork::verbs::RemoteAdd {
                     name: name.clone(),
                     url: url.clone(),
                     endpoint: endpoint.clone(),
@@ -166,14 +166,17 @@ impl Run for Remote {
                 cx.store_op_creating::<RemoteAdded>(op, false)?.into()
             }
             RemoteCmd::List => cx
-                .store_op::<RemotesListed>(Op::RemoteList(treefork::verbs::RemoteList {}), false)?
+                .store_op::<RemotesListed>(
+                    Request::RemoteList(treefork::verbs::RemoteList {}),
+                    false,
+                )?
                 .into(),
             RemoteCmd::Rm { name } => {
-                let op = Op::RemoteRm(treefork::verbs::RemoteRm { name: name.clone() });
+                let op = Request::RemoteRm(treefork::verbs::RemoteRm { name: name.clone() });
                 cx.store_op::<RemoteRemoved>(op, false)?.into()
             }
             RemoteCmd::Trust { session } => {
-                let op = Op::RemoteTrust(treefork::verbs::RemoteTrust {
+                let op = Request::RemoteTrust(treefork::verbs::RemoteTrust {
                     name: session.clone(),
                 });
                 cx.store_op::<Trusted>(op, false)?.into()

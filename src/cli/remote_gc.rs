@@ -79,7 +79,7 @@ impl Human for Report {
 impl Run for RemoteGc {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let grace = treefork::lifecycle::parse_duration(&self.grace)?;
-        let op = Op::RemoteGc(treefork::verbs::RemoteGc {
+        let op = Request::RemoteGc(treefork::verbs::RemoteGc {
             remote: self.remote.clone(),
             dry_run: self.dry_run,
             grace_secs: Some(grace),

@@ -51,7 +51,7 @@ impl Human for Rewound {
 impl Run for Rewind {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let r: Reply<Answer<treefork::verbs::Rewind>> =
-            cx.session(Op::Rewind(treefork::verbs::Rewind {
+            cx.session(Request::Rewind(treefork::verbs::Rewind {
                 to: self.to.clone().unwrap_or_default(),
                 prompt: self.prompt,
                 what: Some(self.what.clone()),

@@ -82,7 +82,7 @@ fn split(what: &str) -> (String, Option<String>) {
 impl Run for Show {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let (target, path) = split(&self.what);
-        let op = Op::Show(treefork::verbs::Show { target, path });
+        let op = Request::Show(treefork::verbs::Show { target, path });
         let json = cx.json();
         let mut bytes = Vec::new();
         let mut hash = blake3::Hasher::new();

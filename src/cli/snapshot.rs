@@ -40,7 +40,7 @@ impl Human for treefork::ops::checkpoint::CheckpointAnswer {
 impl Run for Checkpoint {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let r: Reply<Answer<treefork::verbs::Checkpoint>> =
-            cx.session(Op::Checkpoint(treefork::verbs::Checkpoint {
+            cx.session(Request::Checkpoint(treefork::verbs::Checkpoint {
                 message: self.message.clone(),
                 trigger: self.trigger.clone(),
                 meta: self.meta.iter().cloned().collect(),
@@ -114,12 +114,13 @@ impl Run for Log {
             Some(p) => Some(super::paths::workspace_relative(&cx.workspace_root()?, p)?),
             None => None,
         };
-        let r: Reply<Answer<treefork::verbs::Log>> = cx.session(Op::Log(treefork::verbs::Log {
-            limit: Some(self.limit),
-            from: self.from.clone(),
-            path,
-            first_parent: self.first_parent,
-        }))?;
+        let r: Reply<Answer<treefork::verbs::Log>> =
+            cx.session(Request::Log(treefork::verbs::Log {
+                limit: Some(self.limit),
+                from: self.from.clone(),
+                path,
+                first_parent: self.first_parent,
+            }))?;
         let oneline = self.oneline;
         Ok(r.map(|log| History { log, oneline }).into())
     }
@@ -163,7 +164,7 @@ impl Human for treefork::ops::status::StatusAnswer {
 impl Run for Status {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let r: Reply<Answer<treefork::verbs::Status>> =
-            cx.session(Op::Status(treefork::verbs::Status {
+            cx.session(Request::Status(treefork::verbs::Status {
                 ignored: self.ignored,
             }))?;
         Ok(r.into())
@@ -290,7 +291,7 @@ impl Run for Diff {
         };
         let (sides, paths) = self.sides_and_paths(cx)?;
         let op = |stream| {
-            Op::Diff(treefork::verbs::Diff {
+            Request::Diff(treefork::verbs::Diff {
                 a: sides.first().cloned(),
                 b: sides.get(1).cloned(),
                 mode: Some(mode.wire().into()),
@@ -368,7 +369,7 @@ impl Diff {
 /// Run a streamed `diff --patch`: each file's patch is written to stdout as it
 /// arrives (for people), or collected into the reply's `patch` (for `--json`, whose
 /// document is then the same as an unstreamed reply's).
-fn stream_patch(cx: &Ctx, op: Op) -> Result<Reply<Answer<treefork::verbs::Diff>>> {
+fn stream_patch(cx: &Ctx, op: Request) -> Result<Reply<Answer<treefork::verbs::Diff>>> {
     let json = cx.json();
     let mut text = String::new();
     let mut failed: Option<io::Error> = None;

@@ -40,7 +40,8 @@ impl Human for Collected {
 impl Run for Gc {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let dry_run = self.dry_run;
-        let r: Reply<Collected> = cx.store_op(Op::Gc(treefork::verbs::Gc { dry_run }), true)?;
+        let r: Reply<Collected> =
+            cx.store_op(Request::Gc(treefork::verbs::Gc { dry_run }), true)?;
         Ok(r.into())
     }
 }
@@ -160,7 +161,7 @@ impl Run for Fsck {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let repair = self.repair;
         let r: Reply<treefork::verbs::fsck::Checked> =
-            cx.store_op(Op::Fsck(treefork::verbs::Fsck { repair }), true)?;
+            cx.store_op(Request::Fsck(treefork::verbs::Fsck { repair }), true)?;
         Ok(r.map(|c| Checked {
             fsck: c.fsck,
             repair,
@@ -215,7 +216,7 @@ impl Run for Session {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         match &self.cmd {
             SessionCmd::Rm { name } => {
-                let op = Op::SessionRm(treefork::verbs::SessionRm { name: name.clone() });
+                let op = Request::SessionRm(treefork::verbs::SessionRm { name: name.clone() });
                 let r: Reply<Removed> = cx.store_op(op, true)?;
                 Ok(r.into())
             }

@@ -73,7 +73,7 @@ impl Run for Timeline {
         let now = treefork::clock::unix_secs();
         let since = self.since.map(|s| s.at(now));
         let r: Reply<Answer<treefork::verbs::Timeline>> =
-            cx.session(Op::Timeline(treefork::verbs::Timeline {
+            cx.session(Request::Timeline(treefork::verbs::Timeline {
                 since,
                 actor: self.actor.clone(),
                 limit: self.limit,
@@ -104,7 +104,7 @@ impl Human for Noted {
 impl Run for Note {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let r: Reply<Answer<treefork::verbs::Note>> =
-            cx.session(Op::Note(treefork::verbs::Note {
+            cx.session(Request::Note(treefork::verbs::Note {
                 text: self.text.clone(),
                 kind: Some(self.kind.clone()),
             }))?;

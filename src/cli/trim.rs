@@ -73,7 +73,7 @@ impl Run for Store {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         match &self.cmd {
             StoreCmd::Trim(t) => {
-                let op = Op::StoreTrim(treefork::verbs::StoreTrim {
+                let op = Request::StoreTrim(treefork::verbs::StoreTrim {
                     older_than: t.older_than.clone(),
                     keep_sessions: t.keep_sessions,
                     dry_run: t.dry_run,

@@ -53,14 +53,14 @@ impl Human for Moved {
 /// acts first (of two concurrent undos exactly one wins).
 fn newest(cx: &Ctx) -> Result<Option<u64>> {
     let r: Reply<Answer<treefork::verbs::OpLog>> =
-        cx.session(Op::OpLog(treefork::verbs::OpLog { limit: Some(1) }))?;
+        cx.session(Request::OpLog(treefork::verbs::OpLog { limit: Some(1) }))?;
     Ok(r.body.operations.first().map(|o| o.record.seq))
 }
 
 impl Run for Undo {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let if_last = newest(cx)?;
-        let r: Reply<Moved> = cx.session(Op::Undo(treefork::verbs::Undo {
+        let r: Reply<Moved> = cx.session(Request::Undo(treefork::verbs::Undo {
             what: what(self.what),
             if_last,
         }))?;
@@ -71,7 +71,7 @@ impl Run for Undo {
 impl Run for Redo {
     fn run(&self, cx: &Ctx) -> Result<Outcome> {
         let if_last = newest(cx)?;
-        let r: Reply<Moved> = cx.session(Op::Redo(treefork::verbs::Redo {
+        let r: Reply<Moved> = cx.session(Request::Redo(treefork::verbs::Redo {
             what: what(self.what),
             if_last,
         }))?;
@@ -133,14 +133,15 @@ impl Run for OpCmd {
         match &self.cmd {
             OpSub::Log { limit } => {
                 let r: Reply<Answer<treefork::verbs::OpLog>> =
-                    cx.session(Op::OpLog(treefork::verbs::OpLog { limit: *limit }))?;
+                    cx.session(Request::OpLog(treefork::verbs::OpLog { limit: *limit }))?;
                 Ok(r.into())
             }
             OpSub::Restore { op, what: w } => {
-                let r: Reply<Moved> = cx.session(Op::OpRestore(treefork::verbs::OpRestore {
-                    seq: *op,
-                    what: what(*w),
-                }))?;
+                let r: Reply<Moved> =
+                    cx.session(Request::OpRestore(treefork::verbs::OpRestore {
+                        seq: *op,
+                        what: what(*w),
+                    }))?;
                 Ok(r.into())
             }
         }

@@ -27,7 +27,7 @@ impl Client {
         })
     }
 
-    /// Send `op` (a `verbs::Op`) with this process's explanation; feed event lines
+    /// Send `op` (a `verbs::Request`) with this process's explanation; feed event lines
     /// to `on_event`; return the final response.
     pub fn call<T: Serialize + ?Sized>(
         &mut self,

@@ -1,5 +1,5 @@
 //! Protocol: request parsing (bounded, never panics) into the verb table's op
-//! type (`crate::verbs::Op`), encoding and response framing, and the protocol
+//! type (`crate::verbs::Request`), encoding and response framing, and the protocol
 //! version.
 //!
 //! A request is one line `{"v":1,"op":"...",...}`; the server may send event lines
@@ -15,7 +15,7 @@ pub const PROTOCOL_VERSION: u64 = 1;
 /// Largest request line accepted, in bytes.
 pub const MAX_REQUEST: usize = 1 << 20;
 
-/// A request: an op (`T`: `verbs::Op`), optionally aimed at a session by name
+/// A request: an op (`T`: `verbs::Request`), optionally aimed at a session by name
 /// (on the store socket; a session socket implies its session).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request<T> {
@@ -115,7 +115,7 @@ pub fn parse<T: DeserializeOwned>(line: &[u8]) -> std::result::Result<Request<T>
     })
 }
 
-/// Encode a request line (`op`: a `verbs::Op`), with the free text recorded with
+/// Encode a request line (`op`: a `verbs::Request`), with the free text recorded with
 /// the operation in the session's log, if any.
 pub fn encode_request<T: Serialize + ?Sized>(op: &T, explanation: Option<&str>) -> Vec<u8> {
     let mut v = serde_json::to_value(op).expect("op serializes");

@@ -78,7 +78,7 @@ pub struct MountRecord {
     /// The id of the mount made there (from `statx` right after the mount): what
     /// identifies it as ours once its daemon died (see `daemon::mountpoint`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mount_id: Option<crate::fs::outside::MountId>,
+    pub mount_id: Option<crate::mount_id::MountId>,
 }
 
 /// The control socket of the session mounted at `mp`.

@@ -12,7 +12,7 @@ use super::table::{Claim, State};
 use crate::control::AgentSocket;
 use crate::error::{Error, Result};
 use crate::fs::ring::Transport;
-use crate::ops::{Host, Target};
+use crate::host::{Host, Mounted, Target};
 use crate::session::SessionRecord;
 use crate::store::ObjectStore;
 
@@ -48,13 +48,13 @@ impl Host for Daemon {
                 (State::Live(m), Some(mp)) => Some(Target {
                     session: m.session.clone(),
                     mountpoint: mp.clone(),
-                    mount: Arc::new(crate::ops::KernelMount::new(
+                    mount: Arc::new(crate::fs::KernelMount::new(
                         m.mount.clone(),
                         m.kernel.clone(),
                     )),
                     last_auto_ms: m.last_auto_ms.clone(),
                     transport: m.transport,
-                    scope: crate::ops::Scope::All,
+                    scope: crate::visibility::Scope::All,
                     agent_uid: None,
                 }),
                 _ => None,
@@ -80,7 +80,7 @@ impl Host for Daemon {
         dir: MountDir,
         rec: SessionRecord,
         agent: Option<AgentSocket>,
-    ) -> Result<crate::ops::views::Mounted> {
+    ) -> Result<Mounted> {
         self.mount_dir(
             claim,
             dir,

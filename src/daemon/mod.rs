@@ -48,7 +48,7 @@ use crate::control::{self, MountFor, Role};
 use crate::error::{Error, Result};
 use crate::lock::StoreLock;
 use crate::store::PackStore;
-use crate::verbs::Op;
+use crate::verbs::Request;
 use server::SocketCtx;
 use table::MountTable;
 
@@ -87,7 +87,7 @@ pub struct DaemonOptions {
     /// Store directory (absolute).
     pub store: PathBuf,
     /// Mount to perform before serving (foreground mode).
-    pub initial: Option<Op>,
+    pub initial: Option<Request>,
     /// Create the store when there is none (only `mount` may: a mistyped `--store`
     /// must not become an empty store that reports "clean").
     pub create: bool,
@@ -146,7 +146,7 @@ impl Daemon {
     }
 
     /// Serve until the last mount is gone or a stop is requested.
-    pub fn serve(self: &Arc<Self>, initial: Option<Op>) -> Result<()> {
+    pub fn serve(self: &Arc<Self>, initial: Option<Request>) -> Result<()> {
         use std::os::unix::fs::PermissionsExt;
         let listener = std::os::unix::net::UnixListener::bind(&self.socket)
             .map_err(|e| Error::io(&self.socket, e))?;
@@ -232,7 +232,7 @@ impl Daemon {
     /// Run one op as the user. The daemon does not exit while an op runs; once it
     /// has decided to exit, mount requests get `shutting_down` (the client starts a
     /// new daemon).
-    pub fn handle(&self, op: Op, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    pub fn handle(&self, op: Request, events: &mut dyn FnMut(Value)) -> Result<Value> {
         let me = crate::oplog::Actor::peer("user", unsafe_euid(), std::process::id());
         self.handle_request(MountFor::User, &me, None, None, op, events)
     }
@@ -245,12 +245,12 @@ impl Daemon {
         actor: &crate::oplog::Actor,
         explanation: Option<&str>,
         session: Option<&str>,
-        op: Op,
+        op: Request,
         events: &mut dyn FnMut(Value),
     ) -> Result<Value> {
         {
             let _m = self.table.lock();
-            if self.stop.load(Ordering::SeqCst) && matches!(op, Op::Mount(_)) {
+            if self.stop.load(Ordering::SeqCst) && matches!(op, Request::Mount(_)) {
                 return Err(Error::ShuttingDown);
             }
             self.pending.fetch_add(1, Ordering::SeqCst);
@@ -266,7 +266,7 @@ impl Daemon {
         actor: &crate::oplog::Actor,
         explanation: Option<&str>,
         session: Option<&str>,
-        op: Op,
+        op: Request,
         events: &mut dyn FnMut(Value),
     ) -> Result<Value> {
         crate::verbs::run(self, who, actor, explanation, session, op, events)
@@ -322,7 +322,8 @@ pub fn ping(store: &Path) -> Option<Value> {
     let sock = control::daemon_socket(store).ok()?;
     let mut c = control::Client::connect(&sock).ok()?;
     c.set_timeout(Some(Duration::from_secs(10)));
-    c.call(&Op::Ping(crate::verbs::Ping {}), &mut |_| {}).ok()
+    c.call(&Request::Ping(crate::verbs::Ping {}), &mut |_| {})
+        .ok()
 }
 
 fn unsafe_euid() -> u32 {

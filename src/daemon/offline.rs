@@ -31,7 +31,7 @@ use crate::verbs::session_discard::Discarded;
 use crate::verbs::session_sweep::Swept;
 use crate::verbs::shutdown::Stopping;
 use crate::verbs::umount::Unmounted;
-use crate::verbs::{self, Mount, Op, Server, needs_daemon};
+use crate::verbs::{self, Mount, Request, Server, needs_daemon};
 
 /// A store no daemon serves, opened by the caller under the store lock.
 pub struct Offline {
@@ -60,31 +60,31 @@ impl Offline {
     }
 
     /// Whether `op` is served without a daemon.
-    pub fn serves(op: &Op) -> bool {
+    pub fn serves(op: &Request) -> bool {
         matches!(
             op,
-            Op::Sessions(_)
-                | Op::Gc(_)
-                | Op::Fsck(_)
-                | Op::SessionRm(_)
-                | Op::SessionShow(verbs::SessionShow { name: Some(_) })
-                | Op::SessionExtend(_)
-                | Op::SessionDiscard(_)
-                | Op::SessionSweep(_)
-                | Op::Limits(_)
-                | Op::RemoteAdd(_)
-                | Op::RemoteList(_)
-                | Op::RemoteRm(_)
-                | Op::RemoteTrust(_)
-                | Op::RemoteGc(_)
-                | Op::Push(_)
-                | Op::StoreTrim(_)
+            Request::Sessions(_)
+                | Request::Gc(_)
+                | Request::Fsck(_)
+                | Request::SessionRm(_)
+                | Request::SessionShow(verbs::SessionShow { name: Some(_) })
+                | Request::SessionExtend(_)
+                | Request::SessionDiscard(_)
+                | Request::SessionSweep(_)
+                | Request::Limits(_)
+                | Request::RemoteAdd(_)
+                | Request::RemoteList(_)
+                | Request::RemoteRm(_)
+                | Request::RemoteTrust(_)
+                | Request::RemoteGc(_)
+                | Request::Push(_)
+                | Request::StoreTrim(_)
         )
     }
 
     /// Run `op` as the user of this process would on the daemon; its answer
     /// without `ok`. Event lines (progress) go to `events`.
-    pub fn run(&self, op: Op, events: &mut dyn FnMut(Value)) -> Result<Value> {
+    pub fn run(&self, op: Request, events: &mut dyn FnMut(Value)) -> Result<Value> {
         if !Offline::serves(&op) {
             return Err(needs_daemon(op.name()));
         }
@@ -240,29 +240,29 @@ mod tests {
         crate::session::create_record(&store, "s", root, 0, 0).unwrap();
         let h = Offline::new(store);
         let mut events = Vec::new();
-        let mut run = |op: Op| h.run(op, &mut |e| events.push(e));
+        let mut run = |op: Request| h.run(op, &mut |e| events.push(e));
 
-        let v = run(Op::Sessions(verbs::Sessions {})).unwrap();
+        let v = run(Request::Sessions(verbs::Sessions {})).unwrap();
         assert_eq!(v["sessions"][0]["name"], "s");
         assert_eq!(v["sessions"][0]["state"], "stopped");
         assert_eq!(v["sessions"][0]["mountpoint"], Value::Null);
-        let v = run(Op::SessionRm(verbs::SessionRm { name: "s".into() })).unwrap();
+        let v = run(Request::SessionRm(verbs::SessionRm { name: "s".into() })).unwrap();
         assert_eq!(v, json!({"removed": "s"}));
-        let v = run(Op::Sessions(verbs::Sessions {})).unwrap();
+        let v = run(Request::Sessions(verbs::Sessions {})).unwrap();
         assert_eq!(v["sessions"], json!([]));
-        let v = run(Op::Gc(verbs::Gc { dry_run: false })).unwrap();
+        let v = run(Request::Gc(verbs::Gc { dry_run: false })).unwrap();
         assert_eq!(v["operations_pruned"], 0);
         assert_eq!(v["gc"]["dry_run"], false);
 
-        let ping = run(Op::Ping(verbs::Ping {})).unwrap_err();
+        let ping = run(Request::Ping(verbs::Ping {})).unwrap_err();
         assert_eq!(ping.to_string(), "ping needs a running treefork daemon");
-        let pull = Op::Pull(verbs::Pull {
+        let pull = Request::Pull(verbs::Pull {
             remote: None,
             refs: vec![],
         });
         let e = run(pull).unwrap_err();
         assert_eq!(e.to_string(), "pull needs a running treefork daemon");
-        let unnamed = Op::SessionShow(verbs::SessionShow { name: None });
+        let unnamed = Request::SessionShow(verbs::SessionShow { name: None });
         assert!(!Offline::serves(&unnamed));
         // gc's phases, as the daemon's event lines.
         assert!(!events.is_empty());

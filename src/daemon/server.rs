@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::Daemon;
 use crate::control::{self, MountFor, Role};
 use crate::error::{Error, Result};
-use crate::verbs::Op;
+use crate::verbs::Request;
 
 /// What one listening control socket serves.
 pub(crate) struct SocketCtx {
@@ -177,7 +177,7 @@ impl Daemon {
                 control::RATE_BURST
             )));
         }
-        let req = match control::parse::<Op>(line.trim_ascii()) {
+        let req = match control::parse::<Request>(line.trim_ascii()) {
             Ok(r) => r,
             Err(e) => return Ok(control::error_response(e.code, &e.message)),
         };
@@ -213,7 +213,7 @@ impl Daemon {
             (Some(b), _) => Some(b.clone()),
             (None, s) => s.clone(),
         };
-        let is_ping = matches!(req.op, Op::Ping(_));
+        let is_ping = matches!(req.op, Request::Ping(_));
         let mut ev_out = out.try_clone().ok();
         let mut events = |v: Value| {
             if let Some(o) = ev_out.as_mut() {

@@ -13,12 +13,20 @@
 //! write through such a path would land in an orphan. An epoch increment takes no
 //! lock: sent under the gate, right after the swap, it makes every cached entry of
 //! the mount stale at once, so the next path walk looks each name up again.
+//!
+//! [`KernelMount`] is the real [`crate::host::Mount`] ops reach the kernel through:
+//! `syncfs` through the mount's identity ([`crate::fs::outside`]), invalidations
+//! and epochs through this channel.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::outside::MountRef;
+use crate::host::Mount;
 
 /// `FUSE_NOTIFY_INC_EPOCH` (include/uapi/linux/fuse.h, protocol 7.44).
 const FUSE_NOTIFY_INC_EPOCH: i32 = 8;
@@ -78,5 +86,43 @@ impl KernelCache {
             );
         }
         false
+    }
+}
+
+/// A real mount: `syncfs` through the mount's identity (see
+/// [`crate::fs::outside`]), invalidations through its `/dev/fuse` channel.
+pub struct KernelMount {
+    mount: Arc<MountRef>,
+    kernel: KernelCache,
+}
+
+impl KernelMount {
+    /// The mount `mount`, whose kernel caches `kernel` reaches.
+    pub fn new(mount: Arc<MountRef>, kernel: KernelCache) -> KernelMount {
+        KernelMount { mount, kernel }
+    }
+}
+
+impl Mount for KernelMount {
+    fn path(&self) -> &Path {
+        self.mount.path()
+    }
+    fn syncfs(&self) -> io::Result<()> {
+        self.mount.syncfs()
+    }
+    fn inval_entry(&self, parent: u64, name: &[u8]) -> io::Result<()> {
+        self.kernel.inval_entry(parent, name)
+    }
+    fn inval_inode(&self, ino: u64) -> io::Result<()> {
+        self.kernel.inval_inode(ino)
+    }
+    fn inc_epoch(&self) -> bool {
+        self.kernel.inc_epoch()
+    }
+    fn entry(&self) -> Option<crate::hostdir::Entry> {
+        self.mount
+            .entry()
+            .inspect_err(|e| log::warn!("{}: {e}", self.mount.path().display()))
+            .ok()
     }
 }

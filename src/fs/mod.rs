@@ -17,7 +17,8 @@
 //! adapter: fuser's `Filesystem` over the core, INIT's capability negotiation, and
 //! the only file naming fuser's reply types; `convert.rs` holds its conversions
 //! between fuser's types and the session's (and the caller's credentials, shared).
-//! `kernel.rs` (invalidations, epochs) and `outside.rs` (the mount from outside)
+//! `kernel.rs` (invalidations, epochs; [`KernelMount`], the daemon's
+//! `host::Mount`) and `outside.rs` (the mount from outside)
 //! keep their own fuser and syscall use.
 //!
 //! Panics: every operation (but `ioctl`, which only refuses) runs under
@@ -221,4 +222,4 @@ pub mod ring;
 mod tests;
 
 pub use dev::DevFs;
-pub use kernel::KernelCache;
+pub use kernel::{KernelCache, KernelMount};

@@ -5,12 +5,12 @@ use super::*;
 
 pub(super) fn protocol(bytes: &[u8]) {
     use crate::control::protocol::{encode_request, parse};
-    match parse::<crate::verbs::Op>(bytes) {
+    match parse::<crate::verbs::Request>(bytes) {
         Ok(req) => {
             accepted();
             // What parses re-encodes (the client's encoder) to the same op.
             let line = encode_request(&req.op, None);
-            let again = parse::<crate::verbs::Op>(line.strip_suffix(b"\n").unwrap_or(&line))
+            let again = parse::<crate::verbs::Request>(line.strip_suffix(b"\n").unwrap_or(&line))
                 .unwrap_or_else(|e| panic!("re-encoded {:?} does not parse: {e:?}", req.op));
             assert_eq!(again.op, req.op, "parse(encode(op)) != op");
         }
@@ -30,7 +30,7 @@ pub(super) fn protocol(bytes: &[u8]) {
 
 pub(super) fn protocol_seeds() -> Vec<Vec<u8>> {
     use crate::control::protocol::encode_request;
-    use crate::verbs::Op;
+    use crate::verbs::Request;
     let mut v: Vec<Vec<u8>> = [
         r#"{"v":1,"op":"ping"}"#,
         r#"{"v":1,"op":"status","session":"s"}"#,
@@ -44,7 +44,7 @@ pub(super) fn protocol_seeds() -> Vec<Vec<u8>> {
     .iter()
     .map(|s| s.as_bytes().to_vec())
     .collect();
-    let mut line = encode_request(&Op::Ping(crate::verbs::Ping {}), None);
+    let mut line = encode_request(&Request::Ping(crate::verbs::Ping {}), None);
     line.pop();
     v.push(line);
     v

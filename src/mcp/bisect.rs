@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use serde_json::Value;
 use treefork::command::bisect::{self as drive, Bisected, ForkAt, Forks, Plan, Point, Step, Stop};
 use treefork::ops::views::CheckpointView;
-use treefork::verbs::{self, Op};
+use treefork::verbs::{self, Request};
 
 use super::bridge::{Outcome, ToolError};
 use super::run::{place, run_at, timeout};
@@ -77,7 +77,7 @@ pub fn bisect(cx: &Call, v: Value) -> Outcome {
 
 /// `log` from `from` (default HEAD), at most `limit`, newest first.
 fn log(cx: &Call, from: Option<&str>, limit: usize) -> Result<Vec<CheckpointView>, ToolError> {
-    let op = Op::from(verbs::Log {
+    let op = Request::from(verbs::Log {
         limit: Some(limit),
         from: from.map(str::to_string),
         path: None,
@@ -137,7 +137,7 @@ struct McpForks<'a, 'b> {
 
 impl McpForks<'_, '_> {
     fn end(&self, req: verbs::BisectEnd) -> Result<Value, ToolError> {
-        self.cx.bridge.call(&Op::from(req), None, &mut |_| {})
+        self.cx.bridge.call(&Request::from(req), None, &mut |_| {})
     }
 
     fn end_req(&self) -> verbs::BisectEnd {
@@ -154,7 +154,7 @@ impl Forks for McpForks<'_, '_> {
     type Error = ToolError;
 
     fn begin(&mut self, points: &[(u32, String)]) -> Result<Vec<ForkAt>, ToolError> {
-        let op = Op::from(verbs::BisectBegin {
+        let op = Request::from(verbs::BisectBegin {
             id: self.id.clone(),
             checkpoints: points.iter().map(|(_, c)| c.clone()).collect(),
             numbers: Some(points.iter().map(|(n, _)| *n).collect()),

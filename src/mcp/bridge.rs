@@ -3,7 +3,7 @@
 //! Every tool call becomes control requests on the one socket the server was
 //! started with (a session socket or an agent socket), so the daemon applies that
 //! socket's role to each of them; the bridge decides nothing itself. A request is
-//! a typed [`Op`] (a verb of the table in `treefork::verbs`), sent through
+//! a typed [`Request`] (a verb of the table in `treefork::verbs`), sent through
 //! [`Client`] (the CLI's client) with the request's own `explanation`, on a new
 //! connection per request; event lines go to a callback and the response comes
 //! back with `ok` removed.
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use treefork::control::{Client, Role};
-use treefork::verbs::Op;
+use treefork::verbs::Request;
 
 /// A failed tool call: the protocol's error object.
 #[derive(Debug, Clone)]
@@ -92,7 +92,7 @@ impl Bridge {
     /// `on_event`; the response without `ok`, or its error.
     pub fn call(
         &self,
-        op: &Op,
+        op: &Request,
         explanation: Option<&str>,
         on_event: &mut dyn FnMut(&Value),
     ) -> Outcome {
@@ -166,7 +166,7 @@ mod tests {
             root: PathBuf::new(),
         };
         let mut events = Vec::new();
-        let op = Op::from(treefork::verbs::OpLog { limit: Some(3) });
+        let op = Request::from(treefork::verbs::OpLog { limit: Some(3) });
         let r = b
             .call(&op, Some("why"), &mut |e| events.push(e.clone()))
             .unwrap();

@@ -6,7 +6,7 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 use treefork::control::{Verb, b64_decode};
-use treefork::verbs::{self, Op};
+use treefork::verbs::{self, Request};
 
 use super::bridge::{Outcome, ToolError};
 use super::schemas as s;
@@ -17,12 +17,12 @@ pub const DIFF_LIMIT: usize = 64 << 10;
 /// Default bytes returned by `show_file`.
 pub const SHOW_LIMIT: usize = 256 << 10;
 
-fn simple(cx: &Call, request: impl Into<Op>) -> Outcome {
+fn simple(cx: &Call, request: impl Into<Request>) -> Outcome {
     cx.bridge.call(&request.into(), None, &mut |_| {})
 }
 
 /// A tool whose arguments are its verb's request: parsed as that type, sent as is.
-pub fn request<V: Verb + Into<Op>>(cx: &Call, v: Value) -> Outcome {
+pub fn request<V: Verb + Into<Request>>(cx: &Call, v: Value) -> Outcome {
     simple(cx, args::<V>(v)?)
 }
 
@@ -58,7 +58,7 @@ pub fn diff(cx: &Call, v: Value) -> Outcome {
             }
         }
     };
-    let request = Op::from(verbs::Diff {
+    let request = Request::from(verbs::Diff {
         a: a.a,
         b: a.b,
         mode: Some(mode.wire().into()),
@@ -89,7 +89,7 @@ pub fn show_file(cx: &Call, v: Value) -> Outcome {
             None => bad = Some("not base64".to_string()),
         }
     };
-    let request = Op::from(verbs::Show {
+    let request = Request::from(verbs::Show {
         target: a.target.unwrap_or_else(|| "HEAD".into()),
         path: Some(a.path),
     });
@@ -121,7 +121,7 @@ fn utf8_prefix(bytes: &[u8], cut: bool) -> Option<String> {
 
 pub fn checkpoint(cx: &Call, v: Value) -> Outcome {
     let a: s::CheckpointArgs = args(v)?;
-    let request = Op::from(verbs::Checkpoint {
+    let request = Request::from(verbs::Checkpoint {
         message: a.message,
         trigger: a.trigger.unwrap_or_else(|| "manual".into()),
         meta: a.meta.unwrap_or_default(),
@@ -132,7 +132,7 @@ pub fn checkpoint(cx: &Call, v: Value) -> Outcome {
 
 pub fn fork(cx: &Call, v: Value) -> Outcome {
     let a: s::ForkArgs = args(v)?;
-    let request = Op::from(verbs::Fork {
+    let request = Request::from(verbs::Fork {
         name: a.name,
         from: a.from,
         mountpoint: a.mountpoint.into(),

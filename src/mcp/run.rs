@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use treefork::ops::exec::MAX_CAPTURE;
-use treefork::verbs::{self, Op};
+use treefork::verbs::{self, Request};
 
 use super::bridge::{Outcome, ToolError};
 use super::schemas as s;
@@ -109,7 +109,7 @@ pub fn exec(cx: &Call, v: Value) -> Outcome {
     }
     let t = timeout(a.timeout_s)?;
     let dir = place(&cx.bridge.root, &a.cwd)?;
-    let begin = Op::from(verbs::ExecBegin {
+    let begin = Request::from(verbs::ExecBegin {
         argv: a.argv.clone(),
         cwd: a.cwd.clone(),
     });
@@ -197,7 +197,7 @@ pub fn experiment(cx: &Call, v: Value) -> Outcome {
         })
         .collect();
     treefork::command::wire::label_runs(&mut specs);
-    let begin = Op::from(verbs::ExperimentBegin {
+    let begin = Request::from(verbs::ExperimentBegin {
         from: a.from.clone(),
         runs: specs.clone(),
         cwd: Some(a.cwd.clone()).filter(|c| !c.is_empty()),
@@ -226,7 +226,7 @@ pub fn experiment(cx: &Call, v: Value) -> Outcome {
     });
     let mut results = done.into_inner().unwrap_or_else(|p| p.into_inner());
     results.sort_by_key(|r| r.run);
-    let end = Op::from(verbs::ExperimentEnd {
+    let end = Request::from(verbs::ExperimentEnd {
         id: b.id,
         results: treefork::command::wire::fit_results(results),
         rank_by: a.rank_by,

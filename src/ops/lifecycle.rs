@@ -1,16 +1,11 @@
 //! What the daemon's lifecycle code (`daemon::sweep`) needs from the session ops:
-//! the eviction checkpoint (recorded as an operation of kind `evict`), `syncfs`,
-//! and whether a recorded command runs.
+//! the eviction checkpoint (recorded as an operation of kind `evict`) and
+//! whether a recorded command runs.
 
 use super::record::Call;
 use crate::error::Result;
 use crate::refs::Checkpoint;
 use crate::session::Session;
-
-/// Push the kernel's dirty pages of the mount `m` to the daemon.
-pub fn syncfs_at(m: &std::sync::Arc<dyn super::Mount>) -> Result<()> {
-    super::syncfs(m)
-}
 
 /// The eviction checkpoint of `s` (call with its op lock held, after `syncfs`):
 /// trigger `evict`, message `evicted: WHY` (the sweep's real reason), recorded in

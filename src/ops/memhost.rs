@@ -38,7 +38,7 @@ pub(crate) enum KernelCall {
     IncEpoch,
 }
 
-/// The in-memory twin of [`super::KernelMount`]: answers every call with success
+/// The in-memory twin of `fs::KernelMount`: answers every call with success
 /// and records it.
 pub(crate) struct MemMount {
     path: PathBuf,
@@ -222,7 +222,7 @@ impl Host for MemHost {
             mountpoint: dir.clone(),
             mount: mount.clone(),
             last_auto_ms: Arc::new(AtomicU64::new(crate::clock::unix_ms())),
-            transport: crate::fs::ring::InUse::Dev,
+            transport: crate::transport::InUse::Dev,
             scope: Scope::All,
             agent_uid: None,
         };

@@ -6,7 +6,8 @@
 //! Ops reach the daemon only through [`Host`] (find a mounted session, the store,
 //! the store-wide name lock, session name claims, mountpoints, mounting), so `ops`
 //! never imports `daemon`; and they reach the kernel only through each target's
-//! [`Mount`] (`syncfs`, cache invalidations). Both have an in-memory twin in the
+//! [`Mount`] (`syncfs`, cache invalidations). Both are defined in [`crate::host`]
+//! (below `ops` and `remote`, which use them) and re-exported here. Both have an in-memory twin in the
 //! tests (`memhost`), which runs ops and their model tests without FUSE.
 //!
 //! Each session op runs under its session's op lock (so a checkout waits for a
@@ -51,7 +52,6 @@ pub mod log;
 pub(crate) mod memhost;
 pub mod merge;
 pub mod messages;
-mod mount;
 pub mod oplog_list;
 pub mod oplog_words;
 pub mod promote;
@@ -69,100 +69,28 @@ pub mod views;
 #[cfg(test)]
 mod log_reads_tests;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::path::Path;
 
+/// `syncfs` of a target's mount, as the ops call it ([`syncfs_at`]).
+use crate::host::syncfs_at as syncfs;
+/// The host trait and the mount types, defined below `ops` and `remote` in
+/// [`crate::host`]; re-exported so `ops::Host`, `super::Target`, ... keep working.
+pub use crate::host::{Host, Mount, Target, syncfs_at};
 pub use auto::auto_checkpoints;
-pub use lifecycle::{command_running, evict_checkpoint, syncfs_at};
-pub use mount::{KernelMount, Mount};
+pub use lifecycle::{command_running, evict_checkpoint};
 pub(crate) use record::Call;
 pub(crate) use status::branch_notice;
 
-use crate::control::{AgentSocket, MountFor};
 use crate::error::{Error, Result};
 use crate::id::NodeId;
 use crate::oplog;
 use crate::refs::Checkpoint;
 use crate::session::snapshot::Inval;
-use crate::session::{Session, SessionRecord};
-use crate::store::ObjectStore;
 use crate::tree::Timespec;
 pub use crate::visibility::Scope;
 
 /// Default number of log entries.
 pub const DEFAULT_LOG_LIMIT: usize = 20;
-
-/// A mounted (live) session, as ops see it.
-#[derive(Clone)]
-pub struct Target {
-    /// The session.
-    pub session: Arc<Session>,
-    /// Where it is mounted.
-    pub mountpoint: PathBuf,
-    /// The mount: `syncfs` and kernel cache invalidations go through it (a
-    /// [`KernelMount`] in the daemon).
-    pub mount: Arc<dyn Mount>,
-    /// Unix ms of its last automatic checkpoint.
-    pub last_auto_ms: Arc<AtomicU64>,
-    /// How its mount talks to the kernel (shown by `sessions` and `session show`).
-    pub transport: crate::fs::ring::InUse,
-    /// What names and ids resolve to for this request: everything, or (on an
-    /// agent socket) what the session's lineage sees. Set by [`run`] from the
-    /// caller's role.
-    pub scope: Scope,
-    /// On an agent socket, the uid it was made for: what the agent's composing
-    /// operations (restore of paths, merges) are checked against
-    /// (`crate::merge::contain`). `None` for the user's sockets. Set with
-    /// `scope`, by `verbs::serve`.
-    pub agent_uid: Option<u32>,
-}
-
-/// What ops need from whoever serves the mounted sessions (the daemon).
-pub trait Host {
-    /// A checked mountpoint, resolved once.
-    type Dir;
-    /// A session name owned by the caller until dropped (or mounted).
-    type Claim<'a>
-    where
-        Self: 'a;
-    /// The store.
-    fn store(&self) -> Arc<dyn ObjectStore>;
-    /// The live session `name`, or the only one when `name` is `None`.
-    fn target(&self, name: Option<&str>) -> Result<Target>;
-    /// Every live session.
-    fn live(&self) -> Vec<Target>;
-    /// Held while a branch name is checked and written (store-wide).
-    fn name_lock(&self) -> std::sync::MutexGuard<'_, ()>;
-    /// Own session name `name` (refused while anyone else owns it: mounted,
-    /// being mounted, created, unmounted or removed).
-    fn claim(&self, name: &str) -> Result<Self::Claim<'_>>;
-    /// Resolve and check a mountpoint for `who`, creating it when missing.
-    fn open_mountpoint(&self, path: &Path, who: MountFor) -> Result<Self::Dir>;
-    /// Mount the session of `rec` (its name claimed by `claim`) on `dir`. On
-    /// success the name passes to the mount; on failure the caller still owns it.
-    fn mount_claimed(
-        &self,
-        claim: &mut Self::Claim<'_>,
-        dir: Self::Dir,
-        rec: SessionRecord,
-        agent: Option<AgentSocket>,
-    ) -> Result<views::Mounted>;
-    /// Flush and unmount the live session mounted at `mp`.
-    fn unmount_session(&self, mp: &Path) -> Result<()>;
-    /// Delete the record of session `name`, which must not be mounted (`session rm`).
-    fn remove_session(&self, name: &str) -> Result<()>;
-    /// The store's remotes changed (`remote add`, `remote rm`): reads of objects
-    /// missing here use the remotes configured now.
-    fn remotes_changed(&self) -> Result<()>;
-}
-
-/// Push the kernel's dirty pages of the mount `m` to the daemon (from a child
-/// process, through the mount's identity: see [`crate::fs::outside`]).
-fn syncfs(m: &Arc<dyn Mount>) -> Result<()> {
-    m.syncfs()
-        .map_err(|e| crate::fs::outside::mount_error(m.path(), e))
-}
 
 fn send_invals(t: &Target, inval: Vec<Inval>) {
     crate::failpoint::before_invalidations();

@@ -12,7 +12,6 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::path::PathBuf;
 
 use crate::diff::Change;
 use crate::oplog::Operation;
@@ -159,22 +158,6 @@ impl From<&crate::messages::Message> for MessageView {
     }
 }
 
-/// A session just mounted: the answer to `mount`, and the start of `fork`'s.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Mounted {
-    /// The session mounted.
-    pub session: String,
-    /// Where it is mounted.
-    pub mountpoint: PathBuf,
-    /// The agent-role socket serving it, when one was asked for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_socket: Option<PathBuf>,
-    /// Entries of the imported directory (`from`) that were not imported:
-    /// sockets and device nodes. Absent when nothing was imported.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub skipped: Option<u64>,
-    /// `from_remote`: the origin path the remote named, kept aside (not used)
-    /// until `remote_trust`. Absent when it named none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub untrusted_origin: Option<String>,
-}
+/// A session just mounted: the answer to `mount`, and the start of `fork`'s
+/// (defined beside [`crate::host::Host::mount_claimed`], which returns it).
+pub use crate::host::Mounted;

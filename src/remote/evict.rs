@@ -18,7 +18,7 @@
 //! `push SESSION` sends it).
 
 use crate::error::{Error, Result};
-use crate::ops::Host;
+use crate::host::Host;
 use crate::session::Session;
 
 /// What a push sent: the session's workspace root and HEAD.

@@ -17,7 +17,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use treefork::control::{Client, b64_decode};
-use treefork::verbs::Op;
+use treefork::verbs::Request;
 
 /// Verbs that read: what the pages show.
 pub(crate) const READS: &[&str] = &[
@@ -77,7 +77,8 @@ pub(crate) fn check(body: Value) -> Result<Checked, String> {
         }
         _ => {}
     }
-    let op: Op = serde_json::from_value(Value::Object(o)).map_err(|e| format!("{name}: {e}"))?;
+    let op: Request =
+        serde_json::from_value(Value::Object(o)).map_err(|e| format!("{name}: {e}"))?;
     let mut request = serde_json::to_value(&op).map_err(|e| e.to_string())?;
     if let (Some(s), Some(r)) = (session, request.as_object_mut()) {
         r.insert("session".into(), Value::String(s));

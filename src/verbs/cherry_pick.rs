@@ -1,72 +1,10 @@
 //! `cherry_pick`: Apply one checkpoint's changes (against its first parent) to the session.
 
 use super::prelude::*;
-use crate::ops::merge::start::MergeRequest;
 
-/// Apply one checkpoint's changes (against its first parent) to the session.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CherryPick {
-    /// The ref to bring in (required unless `continue` or `abort`).
-    #[serde(rename = "ref", default)]
-    pub target: Option<String>,
-    /// The checkpoint's message (default: says what was brought in).
-    #[serde(default)]
-    pub message: Option<String>,
-    /// Only report what would change and conflict.
-    #[serde(default)]
-    pub dry_run: bool,
-    /// Finish the one stopped on conflicts, once they are resolved.
-    #[serde(default, rename = "continue")]
-    pub cont: bool,
-    /// Put the workspace back as it was before the stopped one.
-    #[serde(default)]
-    pub abort: bool,
-}
-
-impl Verb for CherryPick {
-    const NAME: &'static str = "cherry_pick";
-    const KIND: Kind = Kind::Session;
-    const AGENT: Agent = Agent::Yes;
-    const RECORDS: bool = true;
-    type Response = ops::merge::MergeAnswer;
-
-    fn agent_may(&self) -> bool {
-        // Refs resolve in the agent's view; the session's own workspace changes.
-        let CherryPick {
-            target: _,
-            message: _,
-            dry_run: _,
-            cont: _,
-            abort: _,
-        } = self;
-        true
-    }
-}
-
-impl Handler for CherryPick {
-    fn before_lock(&self, t: &ops::Target) -> Result<()> {
-        // A message appended before this request is written with the state
-        // before it (the writer's queue drains first).
-        ops::messages::wait(t)
-    }
-
-    fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
-        let CherryPick {
-            target,
-            message,
-            dry_run,
-            cont,
-            abort,
-        } = self;
-        let req = MergeRequest {
-            target,
-            also: Vec::new(),
-            message,
-            dry_run,
-            cont,
-            abort,
-        };
-        ops::merge::start::cherry_pick(&cx.target(), &cx.call, &req)
-    }
+super::pick::pick_verb! {
+    /// Apply one checkpoint's changes (against its first parent) to the session.
+    CherryPick,
+    "cherry_pick",
+    ops::merge::start::cherry_pick
 }

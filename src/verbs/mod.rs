@@ -5,7 +5,7 @@
 //! served ([`Kind`]), whether it records an operation, and its handler
 //! ([`Handler`]), which calls the library (`ops`, `remote`, or the daemon through
 //! [`Server`]). The [`table!`] below generates from one line per verb the request
-//! enum [`Op`] (the wire form: `{"op": NAME, ...fields}`), the names, the role
+//! enum [`Request`] (the wire form: `{"op": NAME, ...fields}`), the names, the role
 //! check, the routing ([`run`]) and the list of schemas ([`schemas`]).
 //!
 //! What a new verb costs: its file here, its line in the table and its `mod` line,
@@ -114,6 +114,7 @@ mod answers_tests;
 mod answers_work_tests;
 #[cfg(test)]
 mod model_tests;
+mod pick;
 mod report;
 mod serve;
 #[cfg(test)]
@@ -138,16 +139,16 @@ macro_rules! table {
         /// request type (the wire form `{"op": NAME, ...fields}`).
         #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
         #[serde(tag = "op", rename_all = "snake_case")]
-        pub enum Op {
+        pub enum Request {
             $(
                 #[doc = concat!("`", stringify!($m), "`")]
                 $V($V),
             )*
         }
 
-        $(impl From<$V> for Op {
-            fn from(v: $V) -> Op {
-                Op::$V(v)
+        $(impl From<$V> for Request {
+            fn from(v: $V) -> Request {
+                Request::$V(v)
             }
         })*
 
@@ -162,11 +163,11 @@ macro_rules! table {
             None
         }
 
-        impl Op {
+        impl Request {
             /// The wire name (`"branch_delete"`, ...).
             pub fn name(&self) -> &'static str {
                 match self {
-                    $(Op::$V(_) => <$V as Verb>::NAME,)*
+                    $(Request::$V(_) => <$V as Verb>::NAME,)*
                 }
             }
 
@@ -174,14 +175,14 @@ macro_rules! table {
             /// ([`Verb::RECORDS`], checked by the crash model test).
             pub fn records(&self) -> bool {
                 match self {
-                    $(Op::$V(_) => <$V as Verb>::RECORDS,)*
+                    $(Request::$V(_) => <$V as Verb>::RECORDS,)*
                 }
             }
 
             /// How the daemon serves it.
             pub fn kind(&self) -> crate::control::Kind {
                 match self {
-                    $(Op::$V(_) => <$V as Verb>::KIND,)*
+                    $(Request::$V(_) => <$V as Verb>::KIND,)*
                 }
             }
 
@@ -189,14 +190,14 @@ macro_rules! table {
             pub fn allowed(&self, role: Role) -> bool {
                 match (role, self) {
                     (Role::User, _) => true,
-                    $((Role::Agent, Op::$V(r)) => r.agent_may(),)*
+                    $((Role::Agent, Request::$V(r)) => r.agent_may(),)*
                 }
             }
 
             /// The refusal of this request for `role`.
             pub fn refusal(&self) -> Error {
                 let what = match self {
-                    $(Op::$V(r) => r.refused_what(),)*
+                    $(Request::$V(r) => r.refused_what(),)*
                 };
                 Error::Forbidden(format!(
                     "{what} is not allowed on an agent socket (agent role: additive operations only)"
@@ -205,7 +206,7 @@ macro_rules! table {
 
             fn dispatch<H: Server>(self, h: &H, call: serve::Call<'_>) -> Result<Value> {
                 match self {
-                    $(Op::$V(r) => serve::serve(h, call, r),)*
+                    $(Request::$V(r) => serve::serve(h, call, r),)*
                 }
             }
         }
@@ -314,7 +315,7 @@ pub(crate) fn run<H: Server>(
     actor: &Actor,
     explanation: Option<&str>,
     session: Option<&str>,
-    op: Op,
+    op: Request,
     events: &mut dyn FnMut(Value),
 ) -> Result<Value> {
     let call = serve::Call {

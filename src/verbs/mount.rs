@@ -48,7 +48,7 @@ pub struct Mount {
     /// when the kernel allows it, else /dev/fuse), `uring` (fail if it cannot) or
     /// `dev`. Absent: the daemon's default (`TREEFORK_TRANSPORT`, else `auto`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transport: Option<crate::fs::ring::Transport>,
+    pub transport: Option<crate::transport::Transport>,
 }
 
 impl Verb for Mount {

@@ -2,7 +2,7 @@
 //! exec `n`: the `exec_output` and `exec_end` requests, the same from every client
 //! (`treefork exec`, the MCP server).
 
-use super::Op;
+use super::Request;
 use crate::command::runner::RunResult;
 use crate::control::b64_encode;
 
@@ -12,18 +12,18 @@ pub const EXEC_CHUNK: usize = 512 << 10;
 
 /// The requests that report run `r` as exec `n`: its captured output in
 /// `exec_output` chunks, then `exec_end` (what `treefork exec` and the MCP server send).
-pub fn exec_report(n: u64, r: &RunResult) -> Vec<Op> {
+pub fn exec_report(n: u64, r: &RunResult) -> Vec<Request> {
     let mut ops = Vec::new();
     for (stream, bytes) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
         for chunk in bytes.chunks(EXEC_CHUNK) {
-            ops.push(Op::ExecOutput(crate::verbs::ExecOutput {
+            ops.push(Request::ExecOutput(crate::verbs::ExecOutput {
                 exec: n,
                 stream: stream.into(),
                 data: b64_encode(chunk),
             }));
         }
     }
-    ops.push(Op::ExecEnd(crate::verbs::ExecEnd {
+    ops.push(Request::ExecEnd(crate::verbs::ExecEnd {
         exec: n,
         exit_code: r.exit_code,
         signal: r.signal,

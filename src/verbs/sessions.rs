@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::fs::ring::InUse;
 use crate::session::Session;
+use crate::transport::InUse;
 
 /// List sessions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::control::{encode_request, parse_request};
 
-fn p(line: &[u8]) -> Op {
+fn p(line: &[u8]) -> Request {
     parse_request(line).unwrap()
 }
 
@@ -14,7 +14,7 @@ fn p(line: &[u8]) -> Op {
 fn every_name_routes_to_its_verb() {
     for name in NAMES {
         let line = format!(r#"{{"v":1,"op":"{name}"}}"#);
-        match parse_request::<Op>(line.as_bytes()) {
+        match parse_request::<Request>(line.as_bytes()) {
             Ok(op) => assert_eq!(op.name(), *name),
             // Missing required arguments: the verb was found.
             Err(e) => assert_eq!(e.code, "bad_request", "{name}: {}", e.message),
@@ -40,7 +40,7 @@ fn schemas_are_objects() {
 
 #[test]
 fn round_trip() {
-    let op = Op::Mount(Mount {
+    let op = Request::Mount(Mount {
         session: "a".into(),
         mountpoint: "/m".into(),
         from: None,
@@ -71,10 +71,10 @@ fn errors_are_precise() {
         (br#"{"v":1,"op":"ping","extra":1}"#, "bad_request"),
     ];
     for (line, code) in cases {
-        let e = parse_request::<Op>(line).unwrap_err();
+        let e = parse_request::<Request>(line).unwrap_err();
         assert_eq!(e.code, code, "{}", String::from_utf8_lossy(line));
     }
-    assert_eq!(p(br#"{"v":1,"op":"ping"}"#), Op::Ping(Ping {}));
+    assert_eq!(p(br#"{"v":1,"op":"ping"}"#), Request::Ping(Ping {}));
 }
 
 #[test]
@@ -83,7 +83,7 @@ fn old_clients_and_old_daemons_interoperate() {
     let op = p(br#"{"v":1,"op":"mount","session":"a","mountpoint":"/m"}"#);
     assert!(matches!(
         op,
-        Op::Mount(Mount {
+        Request::Mount(Mount {
             agent_socket: None,
             agent_uid: None,
             ..
@@ -97,7 +97,7 @@ fn old_clients_and_old_daemons_interoperate() {
     );
     assert!(matches!(
         op,
-        Op::Fork(Fork {
+        Request::Fork(Fork {
             agent_uid: Some(7),
             ..
         })
@@ -108,11 +108,11 @@ fn old_clients_and_old_daemons_interoperate() {
 fn diff_stream_is_opt_in() {
     // Old clients (no `stream`) get the whole patch in the response.
     let op = p(br#"{"v":1,"op":"diff","mode":"patch"}"#);
-    assert!(matches!(op, Op::Diff(Diff { stream: false, .. })));
+    assert!(matches!(op, Request::Diff(Diff { stream: false, .. })));
     // Not streaming: the field is not sent (old daemons deny unknown fields).
     assert!(!String::from_utf8_lossy(&encode_request(&op, None)).contains("stream"));
     let op = p(br#"{"v":1,"op":"diff","mode":"patch","stream":true}"#);
-    assert!(matches!(op, Op::Diff(Diff { stream: true, .. })));
+    assert!(matches!(op, Request::Diff(Diff { stream: true, .. })));
     assert_eq!(p(encode_request(&op, None).trim_ascii_end()), op);
 }
 
@@ -180,7 +180,7 @@ fn agent_constants_agree_with_the_rules() {
     // send allows the request with no arguments (where that parses).
     for s in schemas() {
         let line = format!(r#"{{"v":1,"op":"{}"}}"#, s.name);
-        if let Ok(op) = parse_request::<Op>(line.as_bytes()) {
+        if let Ok(op) = parse_request::<Request>(line.as_bytes()) {
             match s.agent {
                 Agent::No => assert!(!op.allowed(Role::Agent), "{}", s.name),
                 Agent::Yes | Agent::Some => assert!(op.allowed(Role::Agent), "{}", s.name),
@@ -192,11 +192,11 @@ fn agent_constants_agree_with_the_rules() {
 proptest! {
     #[test]
     fn parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
-        let _ = parse_request::<Op>(&bytes);
+        let _ = parse_request::<Request>(&bytes);
     }
 
     #[test]
     fn parser_never_panics_on_jsonish(s in r#"\{"v":1,"op":"[a-z_]{0,8}"(,"[a-z]{1,10}":("[^"]{0,10}"|[0-9]{1,5}|null|\[\]))*\}"#) {
-        let _ = parse_request::<Op>(s.as_bytes());
+        let _ = parse_request::<Request>(s.as_bytes());
     }
 }

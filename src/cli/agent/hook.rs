@@ -196,16 +196,16 @@ impl Workspace {
         match p.event.clone() {
             Event::Ignored(_) => Ok(()),
             Event::SessionStart => {
-                let _: Reply<Value> =
-                    self.cx
-                        .session(Op::SessionMetaUpdate(treefork::verbs::SessionMetaUpdate {
-                            model: None,
-                            add_turns: None,
-                            add_cost: None,
-                            exit_reason: None,
-                            runtime: Some(rt.name().into()),
-                            runtime_session: p.session_id.clone(),
-                        }))?;
+                let _: Reply<Value> = self.cx.session(Request::SessionMetaUpdate(
+                    treefork::verbs::SessionMetaUpdate {
+                        model: None,
+                        add_turns: None,
+                        add_cost: None,
+                        exit_reason: None,
+                        runtime: Some(rt.name().into()),
+                        runtime_session: p.session_id.clone(),
+                    },
+                ))?;
                 Ok(())
             }
             Event::SubagentStop => self.settle(rt, p.agent.clone()),
@@ -216,21 +216,25 @@ impl Workspace {
                 summary,
             } => {
                 let _: Reply<Answer<treefork::verbs::ToolBegin>> =
-                    self.cx.session(Op::ToolBegin(treefork::verbs::ToolBegin {
-                        runtime: rt.name().into(),
-                        call,
-                        tool,
-                        summary,
-                        agent: p.agent.clone(),
-                        cwd: self.rel(),
-                        client_pid: runtime_pid(),
-                    }))?;
+                    self.cx
+                        .session(Request::ToolBegin(treefork::verbs::ToolBegin {
+                            runtime: rt.name().into(),
+                            call,
+                            tool,
+                            summary,
+                            agent: p.agent.clone(),
+                            cwd: self.rel(),
+                            client_pid: runtime_pid(),
+                        }))?;
                 Ok(())
             }
             Event::PostTool { call, ok, error } => {
-                let r: Result<Reply<Answer<treefork::verbs::ToolEnd>>> = self
-                    .cx
-                    .session(Op::ToolEnd(treefork::verbs::ToolEnd { call, ok, error }));
+                let r: Result<Reply<Answer<treefork::verbs::ToolEnd>>> =
+                    self.cx.session(Request::ToolEnd(treefork::verbs::ToolEnd {
+                        call,
+                        ok,
+                        error,
+                    }));
                 match r {
                     // Begun before the hooks were installed, or settled: nothing open.
                     Err(e) if is_code(&e, &treefork::Error::NotFound(String::new())) => Ok(()),
@@ -252,7 +256,7 @@ impl Workspace {
             }
             Event::WorktreeRemove(path) => {
                 let _: Reply<Value> = self.cx.store_op(
-                    Op::Umount(treefork::verbs::Umount {
+                    Request::Umount(treefork::verbs::Umount {
                         mountpoint: std::path::absolute(&path)?,
                     }),
                     false,
@@ -272,13 +276,13 @@ impl Workspace {
     ) -> Result<()> {
         self.settle(rt, None)?;
         let n = self.prompts()? + 1;
-        let _: Reply<Value> = self
-            .cx
-            .session(Op::Checkpoint(treefork::verbs::Checkpoint {
-                message: format!("before prompt {n}"),
-                trigger: "before-prompt".into(),
-                meta: meta(&[("prompt", json!(n))]),
-            }))?;
+        let _: Reply<Value> =
+            self.cx
+                .session(Request::Checkpoint(treefork::verbs::Checkpoint {
+                    message: format!("before prompt {n}"),
+                    trigger: "before-prompt".into(),
+                    meta: meta(&[("prompt", json!(n))]),
+                }))?;
         self.append("user", text, meta(&[("prompt", json!(n))]))
     }
 
@@ -291,7 +295,7 @@ impl Workspace {
             bail!("WorktreeCreate: the name {name:?} has nothing usable for a session name");
         }
         let pong: Reply<Answer<treefork::verbs::Ping>> =
-            self.cx.session(Op::Ping(treefork::verbs::Ping {}))?;
+            self.cx.session(Request::Ping(treefork::verbs::Ping {}))?;
         let session = pong.body.session.unwrap_or_else(|| "session".into());
         let base = self
             .root
@@ -299,7 +303,7 @@ impl Workspace {
             .and_then(|n| n.to_str())
             .unwrap_or("ws");
         let mp = self.root.with_file_name(format!("{base}.{safe}"));
-        let _: Reply<Value> = self.cx.session(Op::Fork(treefork::verbs::Fork {
+        let _: Reply<Value> = self.cx.session(Request::Fork(treefork::verbs::Fork {
             name: format!("{session}-{safe}"),
             from: None,
             mountpoint: mp.clone(),
@@ -316,12 +320,13 @@ impl Workspace {
         let mut n = 0;
         loop {
             let r: Reply<Answer<treefork::verbs::Messages>> =
-                self.cx.session(Op::Messages(treefork::verbs::Messages {
-                    stream: None,
-                    limit: None,
-                    upto: None,
-                    after: after.clone(),
-                }))?;
+                self.cx
+                    .session(Request::Messages(treefork::verbs::Messages {
+                        stream: None,
+                        limit: None,
+                        upto: None,
+                        after: after.clone(),
+                    }))?;
             n += r
                 .body
                 .messages
@@ -339,7 +344,7 @@ impl Workspace {
     fn settle(&self, rt: Runtime, agent: Option<String>) -> Result<()> {
         let _: Reply<Answer<treefork::verbs::ToolSettle>> =
             self.cx
-                .session(Op::ToolSettle(treefork::verbs::ToolSettle {
+                .session(Request::ToolSettle(treefork::verbs::ToolSettle {
                     runtime: Some(rt.name().into()),
                     agent,
                 }))?;
@@ -349,7 +354,7 @@ impl Workspace {
     fn append(&self, role: &str, text: String, meta: Map<String, Value>) -> Result<()> {
         let _: Reply<Value> =
             self.cx
-                .session(Op::MessageAppend(treefork::verbs::MessageAppend {
+                .session(Request::MessageAppend(treefork::verbs::MessageAppend {
                     role: role.into(),
                     content: Value::String(cut(text)),
                     tool_calls: None,
@@ -396,7 +401,7 @@ fn notify(cx: &Ctx, rt: Runtime, doc: &str) -> Result<()> {
     // a checkpoint of nothing would be one more step for `undo` to take.
     let st: Reply<Answer<treefork::verbs::Status>> = ws
         .cx
-        .session(Op::Status(treefork::verbs::Status { ignored: true }))?;
+        .session(Request::Status(treefork::verbs::Status { ignored: true }))?;
     if st.body.changes.is_empty() {
         return Ok(());
     }
@@ -406,11 +411,13 @@ fn notify(cx: &Ctx, rt: Runtime, doc: &str) -> Result<()> {
     if let Some(t) = v.get("thread-id") {
         meta.insert("runtime_session".into(), t.clone());
     }
-    let _: Reply<Value> = ws.cx.session(Op::Checkpoint(treefork::verbs::Checkpoint {
-        message: format!("{} turn {turn}", rt.name()).trim_end().to_string(),
-        trigger: "after-turn".into(),
-        meta,
-    }))?;
+    let _: Reply<Value> = ws
+        .cx
+        .session(Request::Checkpoint(treefork::verbs::Checkpoint {
+            message: format!("{} turn {turn}", rt.name()).trim_end().to_string(),
+            trigger: "after-turn".into(),
+            meta,
+        }))?;
     Ok(())
 }
 

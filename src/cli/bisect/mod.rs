@@ -205,7 +205,7 @@ impl RunArgs {
 /// The source session's mountpoint.
 fn mountpoint(cx: &Ctx) -> Result<PathBuf> {
     let pong: Reply<Answer<treefork::verbs::Ping>> =
-        cx.session(Op::Ping(treefork::verbs::Ping {}))?;
+        cx.session(Request::Ping(treefork::verbs::Ping {}))?;
     let p = pong.body;
     match (p.session, p.mountpoint) {
         (Some(_), Some(mountpoint)) => Ok(mountpoint),
@@ -215,12 +215,13 @@ fn mountpoint(cx: &Ctx) -> Result<PathBuf> {
 
 /// `log` from `from` (default HEAD), newest first, at most `limit`.
 fn log(cx: &Ctx, from: Option<String>, limit: usize) -> Result<Answer<treefork::verbs::Log>> {
-    let r: Reply<Answer<treefork::verbs::Log>> = cx.session(Op::Log(treefork::verbs::Log {
-        limit: Some(limit),
-        from,
-        path: None,
-        first_parent: true,
-    }))?;
+    let r: Reply<Answer<treefork::verbs::Log>> =
+        cx.session(Request::Log(treefork::verbs::Log {
+            limit: Some(limit),
+            from,
+            path: None,
+            first_parent: true,
+        }))?;
     Ok(r.body)
 }
 

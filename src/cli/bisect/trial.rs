@@ -21,7 +21,7 @@ pub struct CliForks<'a> {
 
 impl CliForks<'_> {
     fn end(&self, req: BisectEnd) -> Result<treefork::ops::bisect::end::BisectEnded> {
-        let r: Reply<Answer<BisectEnd>> = self.cx.session(Op::BisectEnd(req))?;
+        let r: Reply<Answer<BisectEnd>> = self.cx.session(Request::BisectEnd(req))?;
         Ok(r.body)
     }
 
@@ -34,7 +34,7 @@ impl Forks for CliForks<'_> {
     type Error = anyhow::Error;
 
     fn begin(&mut self, points: &[(u32, String)]) -> Result<Vec<ForkAt>> {
-        let op = Op::BisectBegin(BisectBegin {
+        let op = Request::BisectBegin(BisectBegin {
             id: self.id.clone(),
             checkpoints: points.iter().map(|(_, c)| c.clone()).collect(),
             numbers: Some(points.iter().map(|(n, _)| *n).collect()),

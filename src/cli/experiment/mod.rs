@@ -90,7 +90,7 @@ impl Run for Experiment {
         match &self.sub {
             Some(Sub::Adopt(a)) if !a.merge.is_empty() => adopt_merged(cx, a),
             Some(Sub::Adopt(a)) => {
-                let op = Op::ExperimentAdopt(treefork::verbs::ExperimentAdopt {
+                let op = Request::ExperimentAdopt(treefork::verbs::ExperimentAdopt {
                     id: a.id.clone(),
                     run: a.run,
                     winner: a.winner,
@@ -100,7 +100,7 @@ impl Run for Experiment {
             }
             Some(Sub::Show(s)) => {
                 let r: Reply<Answer<treefork::verbs::ExperimentShow>> =
-                    cx.session(Op::ExperimentShow(treefork::verbs::ExperimentShow {
+                    cx.session(Request::ExperimentShow(treefork::verbs::ExperimentShow {
                         id: s.id.clone(),
                     }))?;
                 Ok(r.into())
@@ -114,7 +114,7 @@ impl Run for Experiment {
 /// experiment's record), merged at once.
 fn adopt_merged(cx: &Ctx, a: &Adopt) -> Result<Outcome> {
     let shown: Reply<Answer<treefork::verbs::ExperimentShow>> =
-        cx.session(Op::ExperimentShow(treefork::verbs::ExperimentShow {
+        cx.session(Request::ExperimentShow(treefork::verbs::ExperimentShow {
             id: a.id.clone(),
         }))?;
     let d = &shown.body.recorded;
@@ -128,7 +128,7 @@ fn adopt_merged(cx: &Ctx, a: &Adopt) -> Result<Outcome> {
     let runs: Vec<String> = a.merge.iter().map(u32::to_string).collect();
     super::merge::send(
         cx,
-        Op::Merge(treefork::verbs::Merge {
+        Request::Merge(treefork::verbs::Merge {
             target: refs.first().cloned(),
             also: refs[1..].to_vec(),
             message: Some(format!(

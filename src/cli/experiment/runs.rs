@@ -131,7 +131,7 @@ impl RunArgs {
             .map(std::path::absolute)
             .transpose()?;
         let at = Placement::resolve(RunAt::parse(&self.run_at).unwrap_or_default(), &ws);
-        let begin = Op::ExperimentBegin(treefork::verbs::ExperimentBegin {
+        let begin = Request::ExperimentBegin(treefork::verbs::ExperimentBegin {
             from: self.from.clone(),
             runs: specs.clone(),
             cwd: Some(cwd.clone()).filter(|c| !c.is_empty()),
@@ -161,7 +161,7 @@ impl RunArgs {
             .rank_by
             .clone()
             .or_else(|| self.score.as_ref().map(|_| "score".to_string()));
-        let end = Op::ExperimentEnd(treefork::verbs::ExperimentEnd {
+        let end = Request::ExperimentEnd(treefork::verbs::ExperimentEnd {
             id: id.clone(),
             results: treefork::command::wire::fit_results(results),
             rank_by,
@@ -305,7 +305,7 @@ impl How<'_> {
 /// cannot be taken (the run's changes are then counted with the score's).
 fn checkpoint_fork(mp: &Path, id: &str, run: u32) -> Option<String> {
     let sock = treefork::control::session_socket(mp).ok()?;
-    let op = Op::Checkpoint(treefork::verbs::Checkpoint {
+    let op = Request::Checkpoint(treefork::verbs::Checkpoint {
         message: format!("experiment {id} run {run}: before the score command"),
         trigger: "experiment-run".into(),
         meta: Default::default(),

@@ -1,6 +1,6 @@
 //! Plumbing: the CLI's one way to the daemon, or to the store when no daemon
 //! serves it, so how a request travels is decided here and nowhere else. Commands
-//! build an [`Op`] and hand it to [`Ctx`]:
+//! build an [`Request`] and hand it to [`Ctx`]:
 //!
 //! - [`Ctx::session`]: a session op, sent to the explicit socket (`--socket`,
 //!   `$TREEFORK_SOCKET`) if there is one, else to the session socket of the
@@ -39,7 +39,7 @@ pub use spawn::{call_with_daemon, run_daemon, serve_foreground, wait_daemon_gone
 pub use treefork::command::runner;
 pub use treefork::command::{RunCommand, RunResult as ExpResult, RunSpec};
 pub use treefork::control::b64_decode;
-pub use treefork::verbs::{Op, exec_report};
+pub use treefork::verbs::{Request, exec_report};
 
 /// The `--explanation` of this invocation, sent with each of its requests.
 static EXPLANATION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -93,7 +93,7 @@ fn progress_of(ev: &Value) -> Option<Progress<'_>> {
 /// `on_progress`.
 fn call_socket<T: DeserializeOwned>(
     sock: &Path,
-    op: &Op,
+    op: &Request,
     on_progress: &mut dyn FnMut(Progress),
     no_answer: impl FnOnce() -> String,
 ) -> Result<Reply<T>> {
@@ -109,7 +109,7 @@ fn call_socket<T: DeserializeOwned>(
 /// arrives, and type the answer.
 fn call_socket_events<T: DeserializeOwned>(
     sock: &Path,
-    op: &Op,
+    op: &Request,
     on_event: &mut dyn FnMut(&Value),
     no_answer: impl FnOnce() -> String,
 ) -> Result<Reply<T>> {
@@ -118,7 +118,7 @@ fn call_socket_events<T: DeserializeOwned>(
     // Someone else moved the session's branch: every command says so (`status`
     // shows it in its own output).
     if let Some(m) = v.pointer("/branch_moved/message").and_then(Value::as_str)
-        && !matches!(op, Op::Status(_))
+        && !matches!(op, Request::Status(_))
     {
         eprintln!("treefork: warning: {m}");
     }
@@ -126,7 +126,7 @@ fn call_socket_events<T: DeserializeOwned>(
 }
 
 /// Call `op` on the control socket `sock` (another session's, e.g. a fork's).
-pub fn call_at<T: DeserializeOwned>(sock: &Path, op: &Op) -> Result<Reply<T>> {
+pub fn call_at<T: DeserializeOwned>(sock: &Path, op: &Request) -> Result<Reply<T>> {
     call_socket(sock, op, &mut |_| {}, || {
         format!("nothing answers on {}", sock.display())
     })
@@ -135,7 +135,7 @@ pub fn call_at<T: DeserializeOwned>(sock: &Path, op: &Op) -> Result<Reply<T>> {
 /// Call `op` on the daemon serving `store`.
 pub fn call<T: DeserializeOwned>(
     store: &Path,
-    op: &Op,
+    op: &Request,
     on_progress: &mut dyn FnMut(Progress),
 ) -> Result<Reply<T>> {
     let sock = control::daemon_socket(store)?;
@@ -203,7 +203,7 @@ impl Ctx {
     }
 
     /// Call `op` on the explicit socket, if one is named.
-    pub fn explicit<T: DeserializeOwned>(&self, op: &Op) -> Result<Option<Reply<T>>> {
+    pub fn explicit<T: DeserializeOwned>(&self, op: &Request) -> Result<Option<Reply<T>>> {
         let Some(sock) = self.explicit_socket() else {
             return Ok(None);
         };
@@ -305,7 +305,7 @@ impl Ctx {
     /// explicit socket's daemon, else found in the registry.
     pub fn workspace_root(&self) -> Result<PathBuf> {
         type Pong = <treefork::verbs::Ping as control::Verb>::Response;
-        if let Some(pong) = self.explicit::<Pong>(&Op::Ping(treefork::verbs::Ping {}))? {
+        if let Some(pong) = self.explicit::<Pong>(&Request::Ping(treefork::verbs::Ping {}))? {
             return pong.body.mountpoint.ok_or_else(|| {
                 let sock = self.explicit_socket().unwrap_or_default();
                 anyhow!("{} is not a session's control socket", sock.display())
@@ -329,7 +329,7 @@ impl Ctx {
 
     /// Send a session op to the explicit socket, else to the workspace's session
     /// socket.
-    pub fn session<T: DeserializeOwned>(&self, op: Op) -> Result<Reply<T>> {
+    pub fn session<T: DeserializeOwned>(&self, op: Request) -> Result<Reply<T>> {
         self.session_events(op, &mut |_| {})
     }
 
@@ -337,7 +337,7 @@ impl Ctx {
     /// `diff` patch) to `on_event` as it arrives.
     pub fn session_events<T: DeserializeOwned>(
         &self,
-        op: Op,
+        op: Request,
         on_event: &mut dyn FnMut(&Value),
     ) -> Result<Reply<T>> {
         if let Some(sock) = self.explicit_socket() {
@@ -362,7 +362,7 @@ impl Ctx {
     /// none (`remote add`: a new machine's first step before `mount --from-remote`).
     pub fn store_op_creating<T: DeserializeOwned>(
         &self,
-        op: Op,
+        op: Request,
         progress: bool,
     ) -> Result<Reply<T>> {
         if self.explicit_socket().is_none() && self.workspace().is_err() {
@@ -380,7 +380,7 @@ impl Ctx {
     /// else in this process holding the store lock. With `progress`, phases are
     /// shown as a bar on a terminal, else as a plain line on stderr every few
     /// seconds (`PlainProgress`; neither with `--json`).
-    pub fn store_op<T: DeserializeOwned>(&self, op: Op, progress: bool) -> Result<Reply<T>> {
+    pub fn store_op<T: DeserializeOwned>(&self, op: Request, progress: bool) -> Result<Reply<T>> {
         if let Some(r) = self.explicit(&op)? {
             return Ok(r);
         }

@@ -12,19 +12,19 @@ use serde_json::{Value, json};
 use treefork::daemon::offline::Offline;
 use treefork::store::PackStore;
 
-use super::{Op, Progress, progress_of};
+use super::{Progress, Request, progress_of};
 
 /// Run `op` on the store at `store` (no daemon serves it).
-pub fn run(store: &Path, op: &Op, progress: &mut dyn FnMut(Progress)) -> Result<Value> {
+pub fn run(store: &Path, op: &Request, progress: &mut dyn FnMut(Progress)) -> Result<Value> {
     // `sessions` opens (so makes) a store not made yet: an empty list, no error.
-    if !matches!(op, Op::Sessions(_)) && !store.join(treefork::store::STORE_FILE).exists() {
+    if !matches!(op, Request::Sessions(_)) && !store.join(treefork::store::STORE_FILE).exists() {
         bail!("{} is not a treefork store", store.display());
     }
     let _lock = treefork::lock::StoreLock::acquire(store)?;
     if !Offline::serves(op) {
         bail!("{} needs a running treefork daemon", op.name());
     }
-    let host = if matches!(op, Op::Fsck(treefork::verbs::Fsck { repair: true })) {
+    let host = if matches!(op, Request::Fsck(treefork::verbs::Fsck { repair: true })) {
         let (s, rebuilt) = PackStore::open_for_repair(store)?;
         Offline::repaired(s, rebuilt)
     } else {

@@ -17,7 +17,7 @@ use treefork::daemon::{self, DaemonOptions};
 
 use super::super::Exit;
 use super::super::output::Reply;
-use super::{DaemonError, Op, Progress, call, daemon_running, offline};
+use super::{DaemonError, Progress, Request, call, daemon_running, offline};
 
 /// Exit status of `treefork daemon` when another daemon holds the store lock
 /// (EX_TEMPFAIL).
@@ -117,7 +117,7 @@ fn locked(e: &anyhow::Error) -> bool {
 /// reached it.
 pub fn call_with_daemon<T: DeserializeOwned>(
     store: &Path,
-    op: &Op,
+    op: &Request,
     on_progress: &mut dyn FnMut(Progress),
 ) -> Result<Reply<T>> {
     let mut attempt = 0;
@@ -140,7 +140,7 @@ pub fn call_with_daemon<T: DeserializeOwned>(
 /// the lock, or answers that it is shutting down, gets the op tried again.
 pub fn call_or_offline<T: DeserializeOwned>(
     store: &Path,
-    op: &Op,
+    op: &Request,
     on_progress: &mut dyn FnMut(Progress),
 ) -> Result<Reply<T>> {
     let mut attempt = 0;
@@ -275,7 +275,7 @@ pub fn run_daemon(store: std::path::PathBuf) -> Result<()> {
 }
 
 /// Serve `store` in this process, performing `mount` first (`mount --foreground`).
-pub fn serve_foreground(store: std::path::PathBuf, mount: Op) -> Result<()> {
+pub fn serve_foreground(store: std::path::PathBuf, mount: Request) -> Result<()> {
     if daemon_running(&store) {
         bail!(
             "a treefork daemon already serves store {}; mount without --foreground",

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::*;
+use crate::host::Unserved;
 use crate::id::NodeId;
 use crate::meta::TrackKind;
 use crate::oplog::{Actor, NewOp, View};
@@ -14,7 +15,7 @@ use crate::remote::client::Client;
 use crate::remote::config::RemoteConfig;
 use crate::remote::index::RemoteIndex;
 use crate::remote::packidx::Idx;
-use crate::remote::push::{Env, PushRequest, push_env};
+use crate::remote::push::{PushRequest, push_env};
 use crate::store::{Kind as ObjKind, MemStore};
 use crate::tree::{Attr, Content, DirNode, Entry, FileNode, Kind, Record, RootNode, Timespec};
 
@@ -90,19 +91,12 @@ fn remote_over(client: Client) -> (Remote, tempfile::TempDir) {
 }
 
 fn push(store: &dyn ObjectStore, remote: &Remote, refs: &[&str]) {
-    let target = |_: Option<&str>| Err(Error::NotFound("none mounted".into()));
-    let with_claim = |_: &str, f: &mut dyn FnMut() -> Result<()>| f();
-    let env = Env {
-        store,
-        target: &target,
-        with_claim: &with_claim,
-    };
     let req = PushRequest {
         refs: refs.iter().map(|s| s.to_string()).collect(),
         session: None,
         force: false,
     };
-    push_env(&env, remote, &req, &mut |_| {}).unwrap();
+    push_env(store, &Unserved, remote, &req, &mut |_| {}).unwrap();
 }
 
 fn run(remote: &Remote, dry_run: bool, grace_secs: u64) -> GcReport {

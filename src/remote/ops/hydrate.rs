@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::ops::Host;
+use crate::host::Host;
 use crate::remote::pull::hydrate::{self, HydrateReport};
 use crate::store::ObjectStore;
 

@@ -6,7 +6,7 @@
 //! the report of the `remote` module it calls), never a `json!` value.
 //!
 //! `store_trim` needs the store's packs and the mounted sessions' live ids (gc's
-//! protocol), which [`crate::ops::Host`] does not give: the daemon calls
+//! protocol), which [`crate::host::Host`] does not give: the daemon calls
 //! [`store_trim::run`] itself (beside `gc`), the CLI's offline path likewise.
 //!
 //! Invariants: every verb here is user-only (their `agent_may`); none carries or

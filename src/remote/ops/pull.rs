@@ -3,8 +3,9 @@
 use serde_json::Value;
 
 use crate::error::Result;
-use crate::ops::Host;
-use crate::remote::pull::{self, Env, PullReport, PullRequest};
+use crate::host::Host;
+use crate::host::Unserved;
+use crate::remote::pull::{self, PullReport, PullRequest};
 use crate::store::ObjectStore;
 
 /// Serve `pull` for the daemon `h`.
@@ -31,16 +32,7 @@ pub fn run_store(
 ) -> Result<PullReport> {
     let name = super::push::remote_name(store, remote)?;
     let remote = crate::remote::open(store, &name)?;
-    let mounted = |_: &str| false;
-    let with_claim = |_: &str, f: &mut dyn FnMut() -> Result<()>| f();
-    let with_names = |f: &mut dyn FnMut() -> Result<()>| f();
-    let env = Env {
-        store,
-        mounted: &mounted,
-        with_claim: &with_claim,
-        with_names: &with_names,
-    };
-    pull::pull_env(&env, &remote, &PullRequest { refs }, events)
+    pull::pull_env(store, &Unserved, &remote, &PullRequest { refs }, events)
 }
 
 /// Before the daemon mounts `session` with `from_remote: "REMOTE/REF"`: create

@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::error::Result;
-use crate::ops::Host;
+use crate::host::Host;
 use crate::remote::push::{self, PushReport, PushRequest};
 use crate::store::ObjectStore;
 

@@ -118,7 +118,7 @@ fn prepare_with(mut config: RemoteConfig, client: &Client) -> Result<Ready> {
 
 /// Serve `remote_add` on `h`: probe outside its name lock, store under it, then
 /// let lazy reads use the new remote.
-pub fn run<H: crate::ops::Host>(
+pub fn run<H: crate::host::Host>(
     h: &H,
     config: RemoteConfig,
     given: Option<Credentials>,

@@ -21,7 +21,7 @@ pub struct RemoteRemoved {
 }
 
 /// Serve `remote_rm` on `h` (lazy reads then forget the remote).
-pub fn run_live<H: crate::ops::Host>(h: &H, name: &str) -> Result<RemoteRemoved> {
+pub fn run_live<H: crate::host::Host>(h: &H, name: &str) -> Result<RemoteRemoved> {
     let v = run(&*h.store(), name)?;
     h.remotes_changed()?;
     Ok(v)

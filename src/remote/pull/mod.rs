@@ -31,9 +31,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::Result;
+use crate::host::{Host, Serving};
 use crate::id::{NodeId, ObjectId};
 use crate::meta::{self, MetaOp};
-use crate::ops::Host;
 use crate::reach::{ChunkCheck, Walk};
 use crate::refs::RefRecord;
 use crate::refs::tracking::{self, Tracking};
@@ -87,23 +87,6 @@ pub struct PullReport {
     pub seconds: f64,
 }
 
-/// A piece of work run under a lock ([`Env`]).
-pub type Task<'a> = &'a mut dyn FnMut() -> Result<()>;
-
-/// What a pull needs besides the store: whether a session is mounted, and the
-/// locks a local change takes (a daemon's, or nothing when no daemon serves the
-/// store: the caller then holds the store lock).
-pub struct Env<'a> {
-    /// The store.
-    pub store: &'a dyn ObjectStore,
-    /// Whether session `name` is mounted.
-    pub mounted: &'a dyn Fn(&str) -> bool,
-    /// Run `f` owning session name `name` (refused while anyone else owns it).
-    pub with_claim: &'a dyn Fn(&str, Task<'_>) -> Result<()>,
-    /// Run `f` holding the store-wide branch-name lock.
-    pub with_names: &'a dyn Fn(Task<'_>) -> Result<()>,
-}
-
 /// Pull `req` from `remote` into the store of daemon `h`.
 pub fn pull<H: Host>(
     h: &H,
@@ -111,34 +94,20 @@ pub fn pull<H: Host>(
     req: &PullRequest,
     progress: &mut dyn FnMut(Value),
 ) -> Result<PullReport> {
-    let store = h.store();
-    let mounted = |n: &str| h.target(Some(n)).is_ok();
-    let with_claim = |n: &str, f: &mut dyn FnMut() -> Result<()>| {
-        let _c = h.claim(n)?;
-        f()
-    };
-    let with_names = |f: &mut dyn FnMut() -> Result<()>| {
-        let _g = h.name_lock();
-        f()
-    };
-    let env = Env {
-        store: &*store,
-        mounted: &mounted,
-        with_claim: &with_claim,
-        with_names: &with_names,
-    };
-    pull_env(&env, remote, req, progress)
+    pull_env(&*h.store(), h, remote, req, progress)
 }
 
-/// Pull `req` from `remote` (see the module docs).
+/// Pull `req` from `remote` into the store `store` served by `env` (see the
+/// module docs): a session is moved only when `env` has it unmounted, under its
+/// claim; a branch under `env`'s branch-name lock.
 pub fn pull_env(
-    env: &Env<'_>,
+    store: &dyn ObjectStore,
+    env: &dyn Serving,
     remote: &Remote,
     req: &PullRequest,
     progress: &mut dyn FnMut(Value),
 ) -> Result<PullReport> {
     let t0 = Instant::now();
-    let store = env.store;
     let c = &remote.client;
     remote.index.refresh(c)?;
     let fetched = if req.refs.is_empty() {
@@ -182,7 +151,7 @@ pub fn pull_env(
     );
     let mut out = Vec::new();
     for f in &fetched {
-        out.push(update_local(env, remote, f)?);
+        out.push(update_local(store, env, remote, f)?);
     }
     Ok(PullReport {
         remote: remote.config.name.clone(),
@@ -217,8 +186,12 @@ fn tree_roots(store: &dyn ObjectStore, fetched: &[refs::Fetched]) -> Result<Vec<
 
 /// Move the local counterpart of `f` when that is a fast-forward, and write its
 /// tracking ref.
-fn update_local(env: &Env<'_>, remote: &Remote, f: &refs::Fetched) -> Result<RefPulled> {
-    let store = env.store;
+fn update_local(
+    store: &dyn ObjectStore,
+    env: &dyn Serving,
+    remote: &Remote,
+    f: &refs::Fetched,
+) -> Result<RefPulled> {
     let rname = &remote.config.name;
     let old = tracking::get(store, rname, f.kind, &f.name)?;
     let new = f.checkpoint();
@@ -241,13 +214,13 @@ fn update_local(env: &Env<'_>, remote: &Remote, f: &refs::Fetched) -> Result<Ref
         store.commit(ops)
     };
     match &f.value {
-        RefValue::Branch(_) => (env.with_names)(&mut run)?,
-        RefValue::Session(_) if (env.mounted)(&f.name) => {
+        RefValue::Branch(_) => env.with_names(&mut run)?,
+        RefValue::Session(_) if env.mounted(Some(&f.name)).is_ok() => {
             store.commit(vec![seen.op(rname, f.kind, &f.name)])?
         }
         RefValue::Session(_) => {
             let exists = crate::session::load_record(store, &f.name)?.is_some();
-            match (exists, (env.with_claim)(&f.name, &mut run)) {
+            match (exists, env.with_claim(&f.name, &mut run)) {
                 (_, Ok(())) => {}
                 // Owned by someone else right now (being mounted): only track.
                 (true, Err(crate::error::Error::Busy(_) | crate::error::Error::Conflict(_))) => {

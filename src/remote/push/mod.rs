@@ -29,9 +29,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::host::{Host, Serving};
 use crate::id::{NodeId, ObjectId};
 use crate::meta::{MetaOp, TrackKind};
-use crate::ops::{Host, Target};
 use crate::refs::tracking;
 use crate::remote::Remote;
 use crate::store::{Kind as ObjKind, ObjectStore};
@@ -92,20 +92,6 @@ pub struct PushReport {
     pub seconds: f64,
 }
 
-/// Work run while owning a session name (see [`Env::with_claim`]).
-pub type Job<'a> = &'a mut dyn FnMut() -> Result<()>;
-
-/// What a push needs of whoever serves the sessions (the daemon, or an offline
-/// caller holding the store lock).
-pub struct Env<'a> {
-    /// The store.
-    pub store: &'a dyn ObjectStore,
-    /// The live session `name`, or the only one when `None` (an error when none).
-    pub target: &'a dyn Fn(Option<&str>) -> Result<Target>,
-    /// Run the closure while owning session name `name` (no mount meanwhile).
-    pub with_claim: &'a dyn Fn(&str, Job<'_>) -> Result<()>,
-}
-
 /// Push what `req` names to `remote`; progress events go to `progress`.
 pub fn push<H: Host>(
     h: &H,
@@ -113,18 +99,7 @@ pub fn push<H: Host>(
     req: &PushRequest,
     progress: &mut dyn FnMut(Value),
 ) -> Result<PushReport> {
-    let target = |n: Option<&str>| h.target(n);
-    let with_claim = |name: &str, f: &mut dyn FnMut() -> Result<()>| {
-        let _claim = h.claim(name)?;
-        f()
-    };
-    let store = h.store();
-    let env = Env {
-        store: &*store,
-        target: &target,
-        with_claim: &with_claim,
-    };
-    push_env(&env, remote, req, progress)
+    push_env(&*h.store(), h, remote, req, progress)
 }
 
 /// Push session `session` to its upstream on `remote` (or to the same name),
@@ -144,21 +119,22 @@ pub fn push_session<H: Host>(
     push(h, remote, &req, progress)
 }
 
-/// [`push`] over an [`Env`] (offline callers build their own).
+/// [`push`] of the store `store` served by `env` (a test's store nobody serves:
+/// [`crate::host::Unserved`]).
 pub fn push_env(
-    env: &Env<'_>,
+    store: &dyn ObjectStore,
+    env: &dyn Serving,
     remote: &Remote,
     req: &PushRequest,
     progress: &mut dyn FnMut(Value),
 ) -> Result<PushReport> {
     let t0 = Instant::now();
-    let items = resolve(env, remote, req)?;
+    let items = resolve(store, env, remote, req)?;
     remote.index.refresh(&remote.client)?;
     let mut plan = Plan::default();
     for it in items {
-        prepare(env, remote, req.force, it, &mut plan)?;
+        prepare(store, env, remote, req.force, it, &mut plan)?;
     }
-    let store = env.store;
     let listed = listed_checkpoints(remote)?;
     let ckpts = closure::checkpoints(store, &listed, &plan.required, &plan.optional)?;
     let mut roots: Vec<NodeId> = Vec::new();
@@ -227,12 +203,16 @@ struct Item {
 }
 
 /// Resolve the request's refs (see [`PushRequest::refs`]).
-fn resolve(env: &Env<'_>, remote: &Remote, req: &PushRequest) -> Result<Vec<Item>> {
-    let store = env.store;
+fn resolve(
+    store: &dyn ObjectStore,
+    env: &dyn Serving,
+    remote: &Remote,
+    req: &PushRequest,
+) -> Result<Vec<Item>> {
     if req.refs.is_empty() {
         let name = match &req.session {
             Some(s) => s.clone(),
-            None => (env.target)(None)?.session.name().to_string(),
+            None => env.mounted(None)?.session.name().to_string(),
         };
         let rec = crate::session::load_record(store, &name)?
             .ok_or_else(|| Error::NotFound(format!("no session named {name}")))?;
@@ -277,7 +257,8 @@ fn resolve(env: &Env<'_>, remote: &Remote, req: &PushRequest) -> Result<Vec<Item
                 what: What::Session { local: src.into() },
             }
         } else if let Some(dst) = dst {
-            let head = (env.target)(req.session.as_deref())
+            let head = env
+                .mounted(req.session.as_deref())
                 .ok()
                 .and_then(|t| t.session.record().head);
             let c = crate::refs::resolve(store, head, src)?;
@@ -327,8 +308,14 @@ struct Plan {
 
 /// Read `it`'s remote ref, apply the fast-forward rules, and add what it needs
 /// to `plan`.
-fn prepare(env: &Env<'_>, remote: &Remote, force: bool, it: Item, plan: &mut Plan) -> Result<()> {
-    let store = env.store;
+fn prepare(
+    store: &dyn ObjectStore,
+    env: &dyn Serving,
+    remote: &Remote,
+    force: bool,
+    it: Item,
+    plan: &mut Plan,
+) -> Result<()> {
     let rname = &remote.config.name;
     match &it.what {
         What::Branch { checkpoint } => {
@@ -371,7 +358,7 @@ fn prepare(env: &Env<'_>, remote: &Remote, force: bool, it: Item, plan: &mut Pla
         What::Session { local } => {
             let kind = TrackKind::Session;
             let base = refs::read(&remote.client, kind, &it.dst)?;
-            let rec = session::load(env, local, (rname, &it.dst))?;
+            let rec = session::load(store, env, local, (rname, &it.dst))?;
             // Ours: the remote ref is still what this session took in last (pushed
             // from here or pulled into it) — not merely what a pull last saw.
             let track = tracking::get(store, rname, kind, &it.dst)?;

@@ -15,8 +15,8 @@
 
 use serde_json::{Value, json};
 
-use super::Env;
 use crate::error::{Error, Result};
+use crate::host::Serving;
 use crate::messages::Stream;
 use crate::meta::{self, KeyRange};
 use crate::remote::segment::{SegEntry, Segment};
@@ -38,7 +38,12 @@ pub fn upstream(rec: &SessionRecord) -> Option<(String, String)> {
 
 /// The durable record of session `name` (a live one flushed first, under its op
 /// lock). When it has no upstream yet, `(remote, dst)` becomes it.
-pub fn load(env: &Env<'_>, name: &str, first_upstream: (&str, &str)) -> Result<SessionRecord> {
+pub fn load(
+    store: &dyn ObjectStore,
+    env: &dyn Serving,
+    name: &str,
+    first_upstream: (&str, &str),
+) -> Result<SessionRecord> {
     let set = |rec: &mut SessionRecord| {
         if upstream(rec).is_none() {
             rec.meta.insert(
@@ -47,17 +52,16 @@ pub fn load(env: &Env<'_>, name: &str, first_upstream: (&str, &str)) -> Result<S
             );
         }
     };
-    if let Ok(t) = (env.target)(Some(name)) {
+    if let Ok(t) = env.mounted(Some(name)) {
         let s = &t.session;
         let _lock = s.op_lock.lock().unwrap_or_else(|e| e.into_inner());
-        crate::ops::syncfs_at(&t.mount)?;
+        crate::host::syncfs_at(&t.mount)?;
         let (_, rec) = s.flush_with(Some(&mut |rec: &mut SessionRecord, _| {
             set(rec);
             Ok(vec![])
         }))?;
         return Ok(rec);
     }
-    let store = env.store;
     let missing = || Error::NotFound(format!("no session named {name}"));
     let rec = session::load_record(store, name)?.ok_or_else(missing)?;
     if upstream(&rec).is_some() {
@@ -65,7 +69,7 @@ pub fn load(env: &Env<'_>, name: &str, first_upstream: (&str, &str)) -> Result<S
     }
     // Unmounted: write the upstream while owning the name (no mount meanwhile).
     let mut out = None;
-    (env.with_claim)(name, &mut || {
+    env.with_claim(name, &mut || {
         let mut rec = session::load_record(store, name)?.ok_or_else(missing)?;
         set(&mut rec);
         store.commit(vec![session::record_op(&rec)])?;

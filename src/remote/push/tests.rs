@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::host::Unserved;
 use crate::id::NodeId;
 use crate::oplog::{Actor, NewOp, View};
 use crate::refs::{Checkpoint, RefRecord};
@@ -91,19 +92,12 @@ fn remote_over(client: Client) -> (Remote, tempfile::TempDir) {
 }
 
 fn run(store: &dyn ObjectStore, remote: &Remote, refs: &[&str], force: bool) -> Result<PushReport> {
-    let target = |_: Option<&str>| Err(Error::NotFound("none mounted".into()));
-    let with_claim = |_: &str, f: &mut dyn FnMut() -> Result<()>| f();
-    let env = Env {
-        store,
-        target: &target,
-        with_claim: &with_claim,
-    };
     let req = PushRequest {
         refs: refs.iter().map(|s| s.to_string()).collect(),
         session: None,
         force,
     };
-    push_env(&env, remote, &req, &mut |_| {})
+    push_env(store, &Unserved, remote, &req, &mut |_| {})
 }
 
 #[test]

@@ -29,7 +29,7 @@ use crate::ops::Host;
 use crate::ops::memhost::{self, MemHost};
 use crate::session::Session;
 use crate::store::{MemStore, ObjectStore};
-use crate::verbs::{NAMES, Op};
+use crate::verbs::{NAMES, Request};
 
 const SESSION: &str = "m";
 
@@ -192,7 +192,7 @@ fn reopened(store: Arc<dyn ObjectStore>) -> BTreeMap<String, Vec<u8>> {
 /// appended a record.
 fn measured(host: &MemHost, mem: &MemStore, name: &str, req: &Value) -> bool {
     let store = host.store();
-    let op: Op = serde_json::from_value(req.clone()).unwrap();
+    let op: Request = serde_json::from_value(req.clone()).unwrap();
     let verb = op.name();
     let live = host.target(Some(SESSION)).unwrap();
     let files_before = memhost::files(&live.session).unwrap();

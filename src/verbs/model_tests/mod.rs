@@ -1,7 +1,7 @@
 //! Model tests of the ops that move a session along its history — `checkpoint`,
 //! `branch`, `checkout`, `undo`, `redo`, `op restore` (all, files, refs) — on
 //! the in-memory host ([`crate::ops::memhost`]), in-process and without FUSE. Each
-//! request goes through the verb table (`verbs::run`) with an `Op` value (so dispatch is tested too);
+//! request goes through the verb table (`verbs::run`) with an `Request` value (so dispatch is tested too);
 //! workspace writes go through the session as the FUSE layer's would.
 //!
 //! After every step the workspace (files and root id), HEAD, its branch, the
@@ -33,7 +33,7 @@ use crate::ops::Host;
 use crate::ops::memhost::{self, KernelCall, MemHost};
 use crate::remote::trim::{TrimReport, TrimRequest};
 use crate::session::model_tests::cases;
-use crate::verbs::{self, Op, needs_daemon};
+use crate::verbs::{self, Request, needs_daemon};
 
 /// The in-memory host serves no store-wide verb of the daemon's own.
 impl crate::verbs::Server for MemHost {
@@ -71,7 +71,7 @@ impl crate::verbs::Server for MemHost {
 
 /// Run `op` on session `session` of `host` as the user would (`treefork OP`),
 /// through the verb table; event lines are dropped.
-fn serve(host: &MemHost, session: &str, op: Op) -> crate::error::Result<Value> {
+fn serve(host: &MemHost, session: &str, op: Request) -> crate::error::Result<Value> {
     let actor = crate::oplog::Actor::peer("user", 0, 1);
     crate::verbs::run(
         host,
@@ -159,32 +159,32 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-// One function per op kind: the only places that build an `Op`.
+// One function per op kind: the only places that build an `Request`.
 
-fn checkpoint_op() -> Op {
-    Op::Checkpoint(crate::verbs::Checkpoint {
+fn checkpoint_op() -> Request {
+    Request::Checkpoint(crate::verbs::Checkpoint {
         message: "model".into(),
         trigger: "manual".into(),
         meta: serde_json::Map::new(),
     })
 }
 
-fn branch_op(name: &str) -> Op {
-    Op::Branch(crate::verbs::Branch {
+fn branch_op(name: &str) -> Request {
+    Request::Branch(crate::verbs::Branch {
         name: name.into(),
         from: None,
     })
 }
 
-fn checkout_op(spec: &str) -> Op {
-    Op::Checkout(crate::verbs::Checkout {
+fn checkout_op(spec: &str) -> Request {
+    Request::Checkout(crate::verbs::Checkout {
         target: Some(spec.into()),
         create: None,
     })
 }
 
-fn fork_op(name: &str) -> Op {
-    Op::Fork(crate::verbs::Fork {
+fn fork_op(name: &str) -> Request {
+    Request::Fork(crate::verbs::Fork {
         name: name.into(),
         from: None,
         mountpoint: std::path::Path::new("/memhost").join(name),
@@ -194,22 +194,22 @@ fn fork_op(name: &str) -> Op {
     })
 }
 
-fn undo_op(what: What) -> Op {
-    Op::Undo(crate::verbs::Undo {
+fn undo_op(what: What) -> Request {
+    Request::Undo(crate::verbs::Undo {
         what: what.wire(),
         if_last: None,
     })
 }
 
-fn redo_op(what: What) -> Op {
-    Op::Redo(crate::verbs::Redo {
+fn redo_op(what: What) -> Request {
+    Request::Redo(crate::verbs::Redo {
         what: what.wire(),
         if_last: None,
     })
 }
 
-fn op_restore_op(seq: u64, what: What) -> Op {
-    Op::OpRestore(crate::verbs::OpRestore {
+fn op_restore_op(seq: u64, what: What) -> Request {
+    Request::OpRestore(crate::verbs::OpRestore {
         seq,
         what: what.wire(),
     })
@@ -364,7 +364,7 @@ impl Run {
         }
     }
 
-    fn request(&self, op: Op) -> Result<Value, Error> {
+    fn request(&self, op: Request) -> Result<Value, Error> {
         serve(&self.host, SESSION, op)
     }
 

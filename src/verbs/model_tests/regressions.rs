@@ -115,7 +115,7 @@ fn regression_undo_of_a_revert_moves_the_attached_branch_back() {
     memhost::write_file(&s, "f0", b"one").unwrap();
     r.request(checkpoint_op()).unwrap();
     let two = s.record().head;
-    r.request(crate::verbs::Op::Revert(crate::verbs::Revert {
+    r.request(crate::verbs::Request::Revert(crate::verbs::Revert {
         target: Some("HEAD".into()),
         message: None,
         dry_run: false,

@@ -4,16 +4,12 @@
 //! replaced), the mountpoint's path (for messages) and its directory as an entry
 //! of its parent's kept descriptor (to remove it after the unmount).
 //!
-//! [`KernelMount`] is the real one (the daemon's identified mount and its kernel
+//! `fs::KernelMount` is the real one (the daemon's identified mount and its kernel
 //! cache channel); the in-memory host of the tests (`ops::memhost`) has a twin
 //! that records what it was asked. Ops reach the kernel only through this trait.
 
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
-
-use crate::fs::KernelCache;
-use crate::fs::outside::MountRef;
 
 /// The kernel side of one mounted session, as ops see it.
 pub trait Mount: Send + Sync {
@@ -33,42 +29,4 @@ pub trait Mount: Send + Sync {
     /// once the mount is gone, never by path); `None` when the mount has no
     /// directory of the host.
     fn entry(&self) -> Option<crate::hostdir::Entry>;
-}
-
-/// A real mount: `syncfs` through the mount's identity (see
-/// [`crate::fs::outside`]), invalidations through its `/dev/fuse` channel.
-pub struct KernelMount {
-    mount: Arc<MountRef>,
-    kernel: KernelCache,
-}
-
-impl KernelMount {
-    /// The mount `mount`, whose kernel caches `kernel` reaches.
-    pub fn new(mount: Arc<MountRef>, kernel: KernelCache) -> KernelMount {
-        KernelMount { mount, kernel }
-    }
-}
-
-impl Mount for KernelMount {
-    fn path(&self) -> &Path {
-        self.mount.path()
-    }
-    fn syncfs(&self) -> io::Result<()> {
-        self.mount.syncfs()
-    }
-    fn inval_entry(&self, parent: u64, name: &[u8]) -> io::Result<()> {
-        self.kernel.inval_entry(parent, name)
-    }
-    fn inval_inode(&self, ino: u64) -> io::Result<()> {
-        self.kernel.inval_inode(ino)
-    }
-    fn inc_epoch(&self) -> bool {
-        self.kernel.inc_epoch()
-    }
-    fn entry(&self) -> Option<crate::hostdir::Entry> {
-        self.mount
-            .entry()
-            .inspect_err(|e| log::warn!("{}: {e}", self.mount.path().display()))
-            .ok()
-    }
 }

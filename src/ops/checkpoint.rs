@@ -98,7 +98,11 @@ fn checkpoint_views(b: &SessionRecord, a: &SessionRecord, c: &Checkpoint) -> (Vi
     let mut after = view_of(a, c.root);
     if let Some(br) = &b.branch {
         before.branches.insert(br.clone(), b.head);
-        let now = if a.branch.is_some() { Some(c.id) } else { b.head };
+        let now = if a.branch.is_some() {
+            Some(c.id)
+        } else {
+            b.head
+        };
         after.branches.insert(br.clone(), now);
     }
     (before, after)

@@ -20,7 +20,7 @@ impl Verb for Pull {
     const NAME: &'static str = "pull";
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
-    const RECORDS: bool = false;
+    const RECORDS: bool = true;
     type Response = crate::remote::pull::PullReport;
 
     fn agent_may(&self) -> bool {
@@ -33,6 +33,18 @@ impl Verb for Pull {
 
 impl Handler for Pull {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
-        crate::remote::ops::pull::run(cx.host, self.remote, self.refs, cx.events)
+        // Recorded in the caller's session when it is one this store has.
+        let session = cx.session.map(str::to_string).or_else(|| {
+            cx.host
+                .target(None)
+                .ok()
+                .map(|t| t.session.name().to_string())
+        });
+        let by = crate::remote::pull::PulledBy {
+            actor: cx.call.actor.clone(),
+            explanation: cx.call.explanation.clone(),
+            session,
+        };
+        crate::remote::ops::pull::run(cx.host, self.remote, self.refs, by, cx.events)
     }
 }

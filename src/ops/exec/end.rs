@@ -138,7 +138,13 @@ fn commit_end(
             if let Some(br) = a.branch.clone().filter(|b| !moved.contains(b)) {
                 record::touch(&mut after, &*store, &br)?;
             }
-            let mut op = NewOp::new(&r.actor, super::KIND, request.clone(), r.before.clone(), after);
+            let mut op = NewOp::new(
+                &r.actor,
+                super::KIND,
+                request.clone(),
+                r.before.clone(),
+                after,
+            );
             op.explanation = r.explanation.clone();
             op.meta.insert("exec".into(), meta_value.clone());
             Ok((op, Vec::new()))

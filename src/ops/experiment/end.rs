@@ -141,7 +141,13 @@ pub fn end<H: Host>(
     let mut tx = s.txn();
     let root = tx.flush()?;
     let rec = txn::Op::begin(t, KIND).commit(&mut tx, Log::Next, &mut |b, a| {
-        let mut op = NewOp::new(actor, KIND, request.clone(), view_of(b, root), view_of(a, root));
+        let mut op = NewOp::new(
+            actor,
+            KIND,
+            request.clone(),
+            view_of(b, root),
+            view_of(a, root),
+        );
         op.meta = meta.clone();
         Ok((op, Vec::new()))
     })?;

@@ -159,12 +159,16 @@ pub(crate) fn run<H: Host>(
     ops.extend(copied);
     // The source's metrics count the fork, and the new session's log starts with
     // where it came from: one batch.
-    ops.extend(lifecycle::manage::bump_ops(&*store, &src, &|m| m.forks += 1)?);
+    ops.extend(lifecycle::manage::bump_ops(&*store, &src, &|m| {
+        m.forks += 1
+    })?);
     let view = |r: &session::SessionRecord| crate::ops::record::view_of(r, r.root);
     let mut op = call.op("continue", view(&from), view(&rec));
     op.inert = true;
-    op.meta
-        .insert("continue".into(), serde_json::json!({"from": src, "project": project}));
+    op.meta.insert(
+        "continue".into(),
+        serde_json::json!({"from": src, "project": project}),
+    );
     ops.extend(op.build(name, 1).ops());
     store.commit(ops)?;
     spawn.committed();

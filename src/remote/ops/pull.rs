@@ -13,13 +13,15 @@ pub fn run<H: Host>(
     h: &H,
     remote: Option<String>,
     refs: Vec<String>,
+    by: pull::PulledBy,
     events: &mut dyn FnMut(Value),
 ) -> Result<PullReport> {
     let store = h.store();
     let name = super::push::remote_name(&*store, remote)?;
     let remote = crate::remote::open(&*store, &name)?;
     crate::remote::lazy::install(&store)?;
-    pull::pull(h, &remote, &PullRequest { refs }, events)
+    let req = PullRequest { refs, by: Some(by) };
+    pull::pull(h, &remote, &req, events)
 }
 
 /// Serve `pull` without a daemon (no session is mounted; the caller holds the
@@ -32,7 +34,13 @@ pub fn run_store(
 ) -> Result<PullReport> {
     let name = super::push::remote_name(store, remote)?;
     let remote = crate::remote::open(store, &name)?;
-    pull::pull_env(store, &Unserved, &remote, &PullRequest { refs }, events)
+    pull::pull_env(
+        store,
+        &Unserved,
+        &remote,
+        &PullRequest { refs, by: None },
+        events,
+    )
 }
 
 /// Before the daemon mounts `session` with `from_remote: "REMOTE/REF"`: create

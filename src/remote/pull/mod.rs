@@ -7,7 +7,9 @@
 //! records of their ancestry (verified); walk each ref's trees, fetching a
 //! missing node's whole node pack (`fetch::NodeFetcher`) and never descending
 //! into what was local before; then, per ref, move a local branch of the same
-//! name if that is a fast-forward, fast-forward an unmounted local session whose
+//! name if that is a fast-forward (a session's branch: recorded as a `pull`
+//! operation of that session in the same batch, so undo moves it back),
+//! fast-forward an unmounted local session whose
 //! state equals its tracking ref (record + new log segments), and write the
 //! tracking ref. The parts: `refs` (remote refs, checkpoint records), `fetch`
 //! (batched, verified range reads), `import` (segments -> local keys),
@@ -47,6 +49,20 @@ use crate::store::{Kind, ObjectStore};
 pub struct PullRequest {
     /// Remote ref names (a branch, else a session); empty: every ref.
     pub refs: Vec<String>,
+    /// Who asked, and from which session: a store-wide branch the pull moves is
+    /// recorded in that session's log (a session's own branch, in its owner's).
+    pub by: Option<PulledBy>,
+}
+
+/// Who asked for a pull (see [`PullRequest::by`]).
+#[derive(Debug, Clone)]
+pub struct PulledBy {
+    /// The caller.
+    pub actor: crate::oplog::Actor,
+    /// The explanation given with the request.
+    pub explanation: Option<String>,
+    /// The session it was asked from, if any.
+    pub session: Option<String>,
 }
 
 /// One ref pulled.
@@ -151,7 +167,7 @@ pub fn pull_env(
     );
     let mut out = Vec::new();
     for f in &fetched {
-        out.push(update_local(store, env, remote, f)?);
+        out.push(update_local(store, env, remote, req.by.as_ref(), f)?);
     }
     Ok(PullReport {
         remote: remote.config.name.clone(),
@@ -190,6 +206,7 @@ fn update_local(
     store: &dyn ObjectStore,
     env: &dyn Serving,
     remote: &Remote,
+    by: Option<&PulledBy>,
     f: &refs::Fetched,
 ) -> Result<RefPulled> {
     let rname = &remote.config.name;
@@ -201,6 +218,12 @@ fn update_local(
     let mut status = "tracking-only";
     let mut run = || -> Result<()> {
         let mut ops = Vec::new();
+        // The local branch's value before, under the name lock (`branch_ff`
+        // guards its move with the same read).
+        let old_branch = match f.value {
+            RefValue::Branch(_) => crate::refs::get_ref(store, &f.name)?.map(|r| r.checkpoint),
+            RefValue::Session(_) => None,
+        };
         status = match &f.value {
             RefValue::Branch(_) => branch_ff(store, &f.name, new.as_deref(), &mut ops)?,
             RefValue::Session(_) => session_ff(store, remote, f, old.as_ref(), &mut ops)?,
@@ -211,7 +234,17 @@ fn update_local(
             &took
         };
         ops.push(track.op(rname, f.kind, &f.name));
-        store.commit(ops)
+        match (status, &f.value) {
+            // A session's branch moved: an operation of its session, in the
+            // same batch (undo moves it back).
+            ("fast-forward", RefValue::Branch(_)) => {
+                match ff_record(store, by, rname, &f.name, old_branch, new.as_deref())? {
+                    Some((owner, op)) => crate::oplog::append(store, &owner, op, ops).map(|_| ()),
+                    None => store.commit(ops),
+                }
+            }
+            _ => store.commit(ops),
+        }
     };
     match &f.value {
         RefValue::Branch(_) => env.with_names(&mut run)?,
@@ -300,6 +333,45 @@ fn branch_ff(
     Ok("fast-forward")
 }
 
+/// The operation recording the fast-forward of branch `name` from `old` to `new`
+/// by a pull from `remote`, for the log of the session that owns the branch
+/// (`SESSION:NAME`), or for a store-wide branch the session the pull was asked
+/// from (`by`); `None` when there is neither. HEAD and the workspace are that
+/// session's as stored, the same on both sides (undo then moves only the
+/// branch).
+fn ff_record(
+    store: &dyn ObjectStore,
+    by: Option<&PulledBy>,
+    remote: &str,
+    name: &str,
+    old: Option<crate::id::CheckpointId>,
+    new: Option<&str>,
+) -> Result<Option<(String, crate::oplog::NewOp)>> {
+    let owner = match crate::refs::names::split(name) {
+        (Some(owner), _) => owner,
+        (None, _) => match by.and_then(|b| b.session.as_deref()) {
+            Some(s) => s,
+            None => return Ok(None),
+        },
+    };
+    let Some(rec) = crate::session::load_record(store, owner)? else {
+        return Ok(None);
+    };
+    let view = |at: Option<crate::id::CheckpointId>| crate::oplog::View {
+        head: rec.head,
+        branch: rec.branch.clone(),
+        workspace: rec.root,
+        branches: [(name.to_string(), at)].into(),
+    };
+    let new = new.and_then(crate::id::CheckpointId::from_hex);
+    let daemon = crate::oplog::Actor::daemon();
+    let actor = by.map_or(&daemon, |b| &b.actor);
+    let request = json!({"op": "pull", "remote": remote, "ref": name});
+    let mut op = crate::oplog::NewOp::new(actor, "pull", request, view(old), view(new));
+    op.explanation = by.and_then(|b| b.explanation.clone());
+    Ok(Some((owner.to_string(), op)))
+}
+
 /// Root and HEAD of a session record (JSON or typed).
 fn state_of(v: &Value) -> (Value, Value) {
     let r = v.get("record").unwrap_or(&Value::Null);
@@ -374,4 +446,63 @@ fn session_ff(
     ops.extend(imp.ops);
     ops.push(crate::session::record_op(&rec));
     Ok("fast-forward")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::id::CheckpointId;
+    use crate::store::MemStore;
+
+    fn session(store: &MemStore, name: &str) {
+        let root = crate::session::empty_root(store, 0, 0).unwrap();
+        let rec = crate::session::new_record(name, root, 0, 1).unwrap();
+        store.commit(vec![crate::session::record_op(&rec)]).unwrap();
+    }
+
+    #[test]
+    fn a_fast_forward_is_recorded_in_the_owner_or_the_asking_session() {
+        let store = MemStore::default();
+        session(&store, "s");
+        session(&store, "asker");
+        let (a, b) = (CheckpointId([1; 32]), CheckpointId([2; 32]));
+        let by = PulledBy {
+            actor: crate::oplog::Actor::peer("user", 0, 1),
+            explanation: Some("why".into()),
+            session: Some("asker".into()),
+        };
+        // A session's own branch: its owner's log, whoever asked.
+        let (owner, op) = ff_record(
+            &store,
+            Some(&by),
+            "origin",
+            "s:feat",
+            Some(a),
+            Some(&b.to_hex()),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(owner, "s");
+        assert_eq!(op.before.branches["s:feat"], Some(a));
+        assert_eq!(op.after.branches["s:feat"], Some(b));
+        assert_eq!(op.before.workspace, op.after.workspace);
+        assert_eq!(op.before.head, op.after.head);
+        assert_eq!(op.explanation.as_deref(), Some("why"));
+        // A store-wide branch: the asking session's; none without one.
+        let (owner, _) = ff_record(&store, Some(&by), "origin", "feat", None, Some(&b.to_hex()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(owner, "asker");
+        assert!(
+            ff_record(&store, None, "origin", "feat", None, Some(&b.to_hex()))
+                .unwrap()
+                .is_none()
+        );
+        // An owner without a record: nothing to record in.
+        assert!(
+            ff_record(&store, Some(&by), "origin", "gone:feat", None, None)
+                .unwrap()
+                .is_none()
+        );
+    }
 }

@@ -50,15 +50,39 @@ const ELSEWHERE: &[(&str, &str)] = &[
         "experiment_begin",
         "makes fork directories on the host; tests/it/experiment*.rs, tests/it/txn.rs",
     ),
-    ("experiment_end", "after experiment_begin; tests/it/experiment*.rs"),
-    ("experiment_show", "after experiment_begin; tests/it/experiment*.rs"),
-    ("experiment_adopt", "after experiment_end; tests/it/experiment*.rs"),
-    ("bisect_begin", "makes fork directories on the host; tests/it/bisect.rs"),
+    (
+        "experiment_end",
+        "after experiment_begin; tests/it/experiment*.rs",
+    ),
+    (
+        "experiment_show",
+        "after experiment_begin; tests/it/experiment*.rs",
+    ),
+    (
+        "experiment_adopt",
+        "after experiment_end; tests/it/experiment*.rs",
+    ),
+    (
+        "bisect_begin",
+        "makes fork directories on the host; tests/it/bisect.rs",
+    ),
     ("bisect_end", "after bisect_begin; tests/it/bisect.rs"),
-    ("rebase", "needs a git baseline (a mount --from a git work tree); tests/it/rebase.rs"),
-    ("promote", "needs a git repository on the host; tests/it/promote*.rs"),
-    ("continue", "needs a project imported from the host; tests/it/continue.rs"),
-    ("history_show", "needs a finished exec's number; tests/it/exec.rs"),
+    (
+        "rebase",
+        "needs a git baseline (a mount --from a git work tree); tests/it/rebase.rs",
+    ),
+    (
+        "promote",
+        "needs a git repository on the host; tests/it/promote*.rs",
+    ),
+    (
+        "continue",
+        "needs a project imported from the host; tests/it/continue.rs",
+    ),
+    (
+        "history_show",
+        "needs a finished exec's number; tests/it/exec.rs",
+    ),
     ("exec_output", "needs a running exec; tests/it/exec.rs"),
     ("remote_add", "needs a remote (S3); tests/it/remote*.rs"),
     ("remote_list", "remote tier; tests/it/remote*.rs"),
@@ -114,7 +138,10 @@ fn case(name: &str) -> Option<Vec<Value>> {
         ],
         "tool_begin" => vec![tool_begin],
         "tool_end" => vec![tool_begin, json!({"op": "tool_end", "call": "c1"})],
-        "tool_settle" => vec![tool_begin, json!({"op": "tool_settle", "runtime": "claude"})],
+        "tool_settle" => vec![
+            tool_begin,
+            json!({"op": "tool_settle", "runtime": "claude"}),
+        ],
         "history" => vec![json!({"op": "history"})],
         "message_append" => vec![append],
         "message_flush" => vec![append, json!({"op": "message_flush"})],
@@ -207,9 +234,17 @@ fn measured(host: &MemHost, mem: &MemStore, name: &str, req: &Value) -> bool {
     }
     assert_eq!(seq1, seq0 + 1, "{name}: {verb} appends one record");
     let records = op.records() || begun_by(verb).is_some_and(records);
-    assert!(records, "{verb} appended a record but its RECORDS says it does not");
+    assert!(
+        records,
+        "{verb} appended a record but its RECORDS says it does not"
+    );
     let batches: Vec<_> = (b0..b1).map(|k| mem.batch_keys(k)).collect();
-    assert_eq!(b1 - b0, 1, "{verb} committed {} batches, not one: {batches:?}", b1 - b0);
+    assert_eq!(
+        b1 - b0,
+        1,
+        "{verb} committed {} batches, not one: {batches:?}",
+        b1 - b0
+    );
     let after = state(&*store);
     let files_after = memhost::files(&live.session).unwrap();
     for k in 0..=(b1 - b0) {
@@ -233,10 +268,17 @@ fn measured(host: &MemHost, mem: &MemStore, name: &str, req: &Value) -> bool {
         // (A record whose op changes nothing else, like a note, has before ==
         // after: then only its presence tells the two apart.)
         if present {
-            assert!(now == after, "{verb}, crash after batch {k}: the record without the state after");
+            assert!(
+                now == after,
+                "{verb}, crash after batch {k}: the record without the state after"
+            );
         }
         let want = if present { &files_after } else { &files_before };
-        assert_eq!(&reopened(durable), want, "{verb}: files after a crash at {k}");
+        assert_eq!(
+            &reopened(durable),
+            want,
+            "{verb}: files after a crash at {k}"
+        );
     }
     true
 }
@@ -246,7 +288,10 @@ fn every_verb_is_run_here_or_said_where() {
     for name in NAMES {
         let here = case(name).is_some();
         let there = ELSEWHERE.iter().any(|(n, _)| n == name);
-        assert!(here != there, "verb {name}: run here {here}, named elsewhere {there}");
+        assert!(
+            here != there,
+            "verb {name}: run here {here}, named elsewhere {there}"
+        );
     }
 }
 
@@ -262,7 +307,10 @@ fn every_recording_verb_commits_one_batch_and_survives_a_crash_after_it() {
             any |= measured(&host, &mem, name, req);
         }
         if records(name) {
-            assert!(any, "{name}: its RECORDS says it records, and nothing was recorded");
+            assert!(
+                any,
+                "{name}: its RECORDS says it records, and nothing was recorded"
+            );
         }
     }
 }

@@ -149,7 +149,7 @@ pub(crate) fn make<H: Host>(
         .map(|spec| super::refctx::resolve(t, spec))
         .transpose()?;
     let kind = if attach { "checkout" } else { "branch" };
-    let txn = txn::Op::begin(t, kind);
+    let txn = txn::Transaction::begin(t, kind);
     syncfs(&t.mount)?;
     let s = &t.session;
     let mut tx = s.txn();
@@ -305,7 +305,7 @@ pub(crate) fn delete<H: Host>(
             op: None,
         });
     };
-    let txn = txn::Op::begin(t, "branch-delete");
+    let txn = txn::Transaction::begin(t, "branch-delete");
     syncfs(&t.mount)?;
     let mut tx = t.session.txn();
     let root = tx.flush()?;
@@ -349,7 +349,7 @@ pub(crate) fn rename<H: Host>(
     refs::validate_ref_name(new)?;
     let store = h.store();
     let (old_shown, new_shown) = (old, new);
-    let txn = txn::Op::begin(t, "branch-rename");
+    let txn = txn::Transaction::begin(t, "branch-rename");
     syncfs(&t.mount)?;
     let s = &t.session;
     let moved = {

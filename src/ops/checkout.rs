@@ -64,7 +64,7 @@ pub(crate) fn run<H: Host>(
         (Some(spec), _) => spec,
         (None, None) => return Err(Error::Invalid("checkout needs a ref".into())),
     };
-    let txn = txn::Op::begin(t, "checkout");
+    let txn = txn::Transaction::begin(t, "checkout");
     let s = &t.session;
     let store = s.store().clone();
     // `-b NAME` makes the session's own branch NAME (stored `SESSION:NAME`).

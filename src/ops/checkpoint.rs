@@ -81,7 +81,7 @@ fn take_once(
 ) -> Result<(Checkpoint, Operation)> {
     let mut tx = s.txn();
     let c = tx.checkpoint_with(message, trigger, &[], meta)?;
-    let txn = txn::Op::on(s, kind);
+    let txn = txn::Transaction::on(s, kind);
     let op = txn.commit(&mut tx, Log::Next, &mut |b, a| {
         let (before, after) = checkpoint_views(b, a, &c);
         Ok((call.op(kind, before, after), Vec::new()))

@@ -41,7 +41,7 @@ pub(crate) fn run(
         }
         let new = cfg.clone();
         let old = s.record().config;
-        let txn = txn::Op::begin(t, "config");
+        let txn = txn::Transaction::begin(t, "config");
         let mut tx = s.txn();
         let root = tx.flush()?;
         tx.edit(&mut |rec| rec.config = new.clone());

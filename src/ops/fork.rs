@@ -169,7 +169,7 @@ pub(crate) fn run<H: Host>(
         fork["message"] = json!(m);
     }
     // Counted in the source's metrics in the same batch.
-    let txn = txn::Op::begin(t, "fork").counting(|m| m.forks += 1);
+    let txn = txn::Transaction::begin(t, "fork").counting(|m| m.forks += 1);
     txn.commit(&mut tx, Log::Next, &mut |_, after| {
         let mut branches = before.branches.clone();
         if let (Some(b), Some(h)) = (&after.branch, &after.head) {

@@ -134,7 +134,7 @@ fn save_pending(tx: &mut crate::session::Txn<'_>, kind: &str, what: &str) -> Res
 /// batch (the saved pending changes and the touched paths in it, its record naming
 /// the grafted tree) and the workspace roots before and after the swap, it sets
 /// the state change and commits the batch with the operation record
-/// ([`txn::Op::commit`]).
+/// ([`txn::Transaction::commit`]).
 type Grafted<'a> =
     &'a mut dyn FnMut(&mut crate::session::Txn<'_>, NodeId, NodeId) -> Result<oplog::Operation>;
 

@@ -120,8 +120,8 @@ pub(crate) fn resolve_or_session(t: &Target, spec: &str) -> Result<Checkpoint> {
     };
     let seen = spec != t.session.name() && agent_view(t).map_or(Ok(true), |v| v.session(spec))?;
     let head = seen
-        .then(|| crate::session::load_record(&**t.session.store(), spec).ok())
-        .flatten()
+        .then(|| crate::session::load_record(&**t.session.store(), spec))
+        .transpose()?
         .flatten()
         .and_then(|r| r.head);
     match head.map(|h| resolve(t, &h.to_hex())) {

@@ -89,7 +89,7 @@ pub(crate) fn run(
             op: None,
         });
     }
-    let txn = txn::Op::begin(t, "restore");
+    let txn = txn::Transaction::begin(t, "restore");
     let (saved, _, op) = save_and_graft(
         t,
         "before-restore",

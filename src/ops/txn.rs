@@ -3,7 +3,7 @@
 //! root), the ref moves (branches, `auto/...` refs and the checkpoint of the saved
 //! pending changes), the touched paths and the operation record — or fails with a
 //! typed error and nothing durable changed. The batch is a [`crate::session::Txn`]
-//! (built under the session's flush lock); [`Op::commit`] adds the record.
+//! (built under the session's flush lock); [`Transaction::commit`] adds the record.
 //!
 //! Preconditions, checked by the store inside the batch commit (`MetaOp::Expect`):
 //! - the op log's slot after the newest record the op read is empty, so the
@@ -24,9 +24,9 @@
 //! record names it, see every branch the op moved. A builder's own entry for a
 //! branch wins.
 //!
-//! The session's metrics the op counts ([`Op::counting`]; the checkpoints HEAD
+//! The session's metrics the op counts ([`Transaction::counting`]; the checkpoints HEAD
 //! moved to in the batch are always counted) and attachments keyed
-//! by the record's number ([`Op::attaching`]) join the same batch: a crash leaves
+//! by the record's number ([`Transaction::attaching`]) join the same batch: a crash leaves
 //! all of them or none. A batch refused because the session's info record
 //! changed meanwhile (another op's metrics; a guard the builder put on it) is
 //! built again, like one refused for the log.
@@ -119,7 +119,7 @@ type Count<'a> = Box<dyn Fn(&mut Metrics) + 'a>;
 type Attach<'a> = Box<dyn Fn(u64) -> Vec<MetaOp> + 'a>;
 
 /// One recording operation of a live session (see the module docs).
-pub(crate) struct Op<'a> {
+pub(crate) struct Transaction<'a> {
     s: &'a Session,
     kind: &'a str,
     /// Metadata commits of this thread when the op began.
@@ -133,17 +133,17 @@ pub(crate) struct Op<'a> {
 pub(crate) type Build<'b> =
     &'b mut dyn FnMut(&SessionRecord, &SessionRecord) -> Result<(NewOp, Vec<MetaOp>)>;
 
-impl<'a> Op<'a> {
+impl<'a> Transaction<'a> {
     /// Begin an op of kind `kind` on `t`.
-    pub fn begin(t: &'a Target, kind: &'a str) -> Op<'a> {
-        Op::on(&t.session, kind)
+    pub fn begin(t: &'a Target, kind: &'a str) -> Transaction<'a> {
+        Transaction::on(&t.session, kind)
     }
 
     /// Begin an op of kind `kind` on session `s` (the daemon's own ops: automatic
     /// and eviction checkpoints).
-    pub fn on(s: &'a Session, kind: &'a str) -> Op<'a> {
+    pub fn on(s: &'a Session, kind: &'a str) -> Transaction<'a> {
         crate::failpoint::txn_step(kind, BEGUN);
-        Op {
+        Transaction {
             s,
             kind,
             commits: meta::applied_here(),
@@ -153,13 +153,13 @@ impl<'a> Op<'a> {
     }
 
     /// Count `f` in the session's metrics, in the op's batch.
-    pub fn counting(mut self, f: impl Fn(&mut Metrics) + 'a) -> Op<'a> {
+    pub fn counting(mut self, f: impl Fn(&mut Metrics) + 'a) -> Transaction<'a> {
         self.count = Some(Box::new(f));
         self
     }
 
     /// Store what `f` returns for the record's number in the op's batch.
-    pub fn attaching(mut self, f: impl Fn(u64) -> Vec<MetaOp> + 'a) -> Op<'a> {
+    pub fn attaching(mut self, f: impl Fn(u64) -> Vec<MetaOp> + 'a) -> Transaction<'a> {
         self.attach = Some(Box::new(f));
         self
     }

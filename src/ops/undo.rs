@@ -453,7 +453,7 @@ fn apply<H: Host>(
     let store = s.store().clone();
     let mut notes = Vec::new();
     let target_root = goal.workspace;
-    let txn = txn::Op::begin(t, kind);
+    let txn = txn::Transaction::begin(t, kind);
     // The state change, the branch moves (each guarded by the value checked), the
     // conversation's ranges and the record: one batch, committed under the gate
     // right after the swap when the workspace moves.

@@ -119,7 +119,7 @@ fn commit_end(
     let duration = meta.duration_ms;
     let session = s.name().to_string();
     let out = &r.out;
-    let txn = txn::Op::begin(t, super::KIND)
+    let txn = txn::Transaction::begin(t, super::KIND)
         .counting(move |m| {
             m.commands += 1;
             m.command_ms += duration;

@@ -19,7 +19,7 @@ use crate::diff::Tree;
 use crate::error::{Error, Result};
 use crate::oplog::{Actor, NewOp, View};
 use crate::ops::record::view_of;
-use crate::ops::txn::{Log, Op as Txn};
+use crate::ops::txn::{Log, Transaction as Txn};
 use crate::ops::views::{CheckpointView, Saved};
 use crate::ops::{Host, Target, save_and_graft};
 use crate::refs;
@@ -67,7 +67,15 @@ pub fn adopt<H: Host>(
     let s = &t.session;
     let store = h.store();
     let op = recorded_or_err(&*store, s.name(), req.id.as_deref())?;
-    let id = op.meta["id"].as_str().unwrap_or_default().to_string();
+    let field = |v: &serde_json::Value, k: &str| -> Result<String> {
+        v[k].as_str().map(str::to_string).ok_or_else(|| {
+            Error::corrupt(
+                format!("experiment operation {} of session {}", op.seq, s.name()),
+                format!("no {k}"),
+            )
+        })
+    };
+    let id = field(&serde_json::Value::Object(op.meta.clone()), "id")?;
     let run = match (req.run, req.winner) {
         (Some(r), false) => r,
         (None, true) => op.meta["winner"]
@@ -96,7 +104,8 @@ pub fn adopt<H: Host>(
             "experiment {id} has no winner (its recorded winner, run {run}, did not exit 0)"
         )));
     }
-    let cid = entry["checkpoint"].as_str().unwrap_or_default();
+    let cid = field(&entry, "checkpoint")?;
+    let cid = cid.as_str();
     let gone = || {
         Error::NotFound(format!(
             "run {run} of experiment {id}: its final state is gone (removed with its fork, \
@@ -107,7 +116,8 @@ pub fn adopt<H: Host>(
     // A state only the removed fork had is reclaimable: refused even before a gc
     // reclaims it, so the answer does not depend on when gc ran. Until then its
     // checkpoint still reads (diff, show, restore), and the refusal says so.
-    let fork = entry["fork"].as_str().unwrap_or_default();
+    let fork = field(&entry, "fork")?;
+    let fork = fork.as_str();
     if c.session == fork && crate::session::load_record(&*store, fork)?.is_none() {
         let short = c.id.short();
         return Err(Error::NotFound(format!(

@@ -294,12 +294,21 @@ fn commit_begin<H: Host>(
     });
     let mut ops = Vec::new();
     for (i, spec) in req.runs.iter().enumerate() {
-        let rec = fork_record(t, &c, &data, i as u32 + 1, spec, call.actor.is_agent())?;
+        let name = fork_name(s.name(), id, i as u32 + 1);
+        let rec = fork_record(
+            t,
+            &c,
+            &data,
+            &name,
+            i as u32 + 1,
+            spec,
+            call.actor.is_agent(),
+        )?;
         ops.push(crate::visibility::lineage_op(s.name(), &rec.name));
         spawn.set(i, rec, None);
     }
     ops.extend(spawn.ops()?);
-    let txn = txn::Op::begin(t, BEGIN_KIND);
+    let txn = txn::Transaction::begin(t, BEGIN_KIND);
     txn.commit(&mut tx, Log::Next, &mut |_, a| {
         let mut op = call.op(BEGIN_KIND, before.clone(), view_of(a, root));
         op.meta.insert(
@@ -320,14 +329,14 @@ fn fork_record(
     t: &Target,
     c: &Checkpoint,
     data: &Value,
+    name: &str,
     i: u32,
     spec: &RunSpec,
     by_agent: bool,
 ) -> Result<SessionRecord> {
     let s = &t.session;
-    let name = fork_name(s.name(), data["id"].as_str().unwrap_or_default(), i);
     let (bytes, inodes) = c.usage.map_or(s.usage(), |u| (u.bytes, u.inodes));
-    let mut rec = session::new_record(&name, c.root, bytes, inodes)?;
+    let mut rec = session::new_record(name, c.root, bytes, inodes)?;
     rec.head = Some(c.id);
     rec.config = s.record().config;
     let mut m = data.clone();

@@ -111,13 +111,12 @@ pub fn end<H: Host>(
         .zip(&finals)
         .map(|(r, f)| run_entry(r, f))
         .collect::<Result<_>>()?;
-    let m = &forks[0].1.meta[META_KEY];
-    let text = |k: &str| m[k].as_str().map(str::to_string);
+    let first = &forks[0].1;
     let doc = Recorded {
-        id: text("id").unwrap_or_default(),
-        source: text("source").unwrap_or_default(),
-        base: text("base").unwrap_or_default(),
-        cwd: text("cwd"),
+        id: req.id.clone(),
+        source: s.name().to_string(),
+        base: meta_text(first, "base")?,
+        cwd: first.meta[META_KEY]["cwd"].as_str().map(str::to_string),
         rank_by: by,
         keep: req.keep,
         aborted: req.abort,
@@ -140,7 +139,7 @@ pub fn end<H: Host>(
     syncfs(&t.mount)?;
     let mut tx = s.txn();
     let root = tx.flush()?;
-    let rec = txn::Op::begin(t, KIND).commit(&mut tx, Log::Next, &mut |b, a| {
+    let rec = txn::Transaction::begin(t, KIND).commit(&mut tx, Log::Next, &mut |b, a| {
         let mut op = NewOp::new(
             actor,
             KIND,
@@ -156,6 +155,19 @@ pub fn end<H: Host>(
     let mut out = doc.answer(rec.seq);
     out.cleanup = Some(cleanup);
     Ok(out)
+}
+
+/// Field `k` of a fork's `meta.experiment` (a record without it is corrupt).
+fn meta_text(rec: &SessionRecord, k: &str) -> Result<String> {
+    rec.meta[META_KEY][k]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| {
+            Error::corrupt(
+                format!("session record {}", rec.name),
+                format!("meta.{META_KEY} has no {k}"),
+            )
+        })
 }
 
 /// Every fork's result, in run order: those reported (checked, each run at most
@@ -213,13 +225,16 @@ fn final_state<H: Host>(
         Err(_) => refs::resolve(store, rec.head, "HEAD")?,
     };
     let root = c.root;
-    let base = rec.meta[META_KEY]["base"].as_str().unwrap_or_default();
-    let base_root = refs::resolve(store, None, base)?.root;
+    let base = meta_text(rec, "base")?;
+    let base_root = refs::resolve(store, None, &base)?.root;
     // The run's own changes end where the CLI checkpointed the fork before the
-    // score command: only a checkpoint of this very fork counts.
-    let mid = before_score
-        .and_then(|hex| refs::resolve(store, None, hex).ok())
-        .filter(|m| m.session == rec.name);
+    // score command: only a checkpoint of this very fork counts (the client's
+    // word: one that names nothing is ignored; one that does not read fails).
+    let mid = match before_score.map(|hex| refs::resolve(store, None, hex)) {
+        Some(Ok(m)) if m.session == rec.name => Some(m),
+        Some(Err(e)) if !matches!(e, Error::NotFound(_) | Error::Invalid(_)) => return Err(e),
+        _ => None,
+    };
     let (files_changed, score_files_changed) = match mid {
         Some(m) => (
             diff::diff_count(store, base_root, m.root)?,

@@ -97,7 +97,7 @@ pub(crate) fn cont(t: &Target, call: &Call, op: &str) -> Result<MergeAnswer> {
         return Ok(out);
     }
     syncfs(&t.mount)?;
-    let txn = txn::Op::begin(t, op);
+    let txn = txn::Transaction::begin(t, op);
     let mut tx = t.session.txn();
     let before_root = tx.flush()?;
     let before = view_of(tx.before(), before_root);
@@ -152,7 +152,7 @@ pub(crate) fn abort(t: &Target, call: &Call, op: &str) -> Result<MergeAnswer> {
         .iter()
         .map(crate::ops::views::PathChange::from)
         .collect();
-    let txn = txn::Op::begin(t, op);
+    let txn = txn::Transaction::begin(t, op);
     let (saved, _, rec) = save_and_graft(
         t,
         &format!("before-{op}-abort"),

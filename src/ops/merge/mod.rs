@@ -240,7 +240,7 @@ fn graft_result(
     merged: &merge::Merged,
     out: &mut MergeAnswer,
 ) -> Result<bool> {
-    let txn = txn::Op::begin(t, job.op);
+    let txn = txn::Transaction::begin(t, job.op);
     let mut raced = false;
     let mut checkpoint = None;
     let conflicts = &merged.conflicts;

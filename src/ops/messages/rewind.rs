@@ -182,7 +182,7 @@ pub(crate) fn run(
         What::Conversation => "conversation",
         What::Both => "both",
     };
-    let txn = txn::Op::begin(t, "rewind");
+    let txn = txn::Transaction::begin(t, "rewind");
     // The files, the conversation's hidden ranges and the record: one batch.
     let mut commit = |tx: &mut Txn<'_>, before_root: NodeId, after_root: NodeId| {
         let before = view_of(tx.before(), before_root);

@@ -27,7 +27,7 @@ pub(super) fn record_result(
     let s = &t.session;
     let store = s.store().clone();
     let mut tx = s.txn();
-    txn::Op::begin(t, "promote").commit(&mut tx, Log::Next, &mut |b, a| {
+    txn::Transaction::begin(t, "promote").commit(&mut tx, Log::Next, &mut |b, a| {
         let mut op = op.clone();
         op.before = view_of(b, root);
         op.after = view_of(a, root);

@@ -69,12 +69,22 @@ fn advanced_baseline(t: &Target, origin: &Origin, c: &Committed) -> Option<(Stri
         return None;
     }
     let git = Git::new(&origin.path);
-    let changes = crate::ops::merge::rebase::git_changes(&git, &c.parent, &c.sha).ok()?;
     let base = NodeId::from_hex(&origin.baseline_root)?;
-    let root = merge::merge(&t.session, base, &changes, Theirs::Blobs)
-        .ok()?
-        .root;
-    Some((c.sha.clone(), root))
+    let r = crate::ops::merge::rebase::git_changes(&git, &c.parent, &c.sha)
+        .and_then(|changes| merge::merge(&t.session, base, &changes, Theirs::Blobs));
+    match r {
+        Ok(m) => Some((c.sha.clone(), m.root)),
+        // The promote has landed; the baseline stays where it was (a later
+        // rebase takes the commit in).
+        Err(e) => {
+            ::log::warn!(
+                "session {}: promote: the baseline does not move to {}: {e}",
+                t.session.name(),
+                c.sha
+            );
+            None
+        }
+    }
 }
 
 /// The most object bytes a promote takes into the workspace's repository (the

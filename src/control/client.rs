@@ -87,3 +87,71 @@ impl Client {
         let _ = self.stream.get_ref().set_read_timeout(d);
     }
 }
+
+/// Why a typed request ([`send`]) got no answer of its type.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// The daemon answered with an error (`{"ok": false, "error": {...}}`).
+    #[error("{message}")]
+    Refused {
+        /// The error's code (`invalid`, `not_found`, ...).
+        code: String,
+        /// Its message.
+        message: String,
+        /// The whole error object (with any extra fields).
+        error: Value,
+    },
+    /// The socket failed, or the answer was not the verb's response.
+    #[error(transparent)]
+    Transport(#[from] Error),
+}
+
+/// A typed answer and the raw one it was read from (notices such as
+/// `branch_moved` beside the response's own fields).
+#[derive(Debug)]
+pub struct Answered<R> {
+    /// The verb's response.
+    pub response: R,
+    /// The answer as sent (`ok` included).
+    pub raw: Value,
+}
+
+/// Send request `req` of verb `V` on `client` and type its answer (the CLI's and
+/// the MCP server's one typed call).
+pub fn send<V: crate::control::Verb>(
+    client: &mut Client,
+    req: &V,
+) -> std::result::Result<V::Response, SendError> {
+    send_with(client, req, None, &mut |_| {}).map(|a| a.response)
+}
+
+/// Like [`send`], with an explanation recorded with the operation, event lines
+/// fed to `on_event`, and the raw answer kept.
+pub fn send_with<V: crate::control::Verb>(
+    client: &mut Client,
+    req: &V,
+    explanation: Option<&str>,
+    on_event: &mut dyn FnMut(&Value),
+) -> std::result::Result<Answered<V::Response>, SendError> {
+    let mut op = serde_json::to_value(req)
+        .map_err(|e| Error::Invalid(format!("{}: request: {e}", V::NAME)))?;
+    match op.as_object_mut() {
+        Some(o) => o.insert("op".into(), Value::from(V::NAME)),
+        None => {
+            return Err(Error::Invalid(format!("{}: a request is an object", V::NAME)).into());
+        }
+    };
+    let raw = client.call_explained(&op, explanation, on_event)?;
+    if raw.get("ok").and_then(Value::as_bool) != Some(true) {
+        let s = |p: &str| raw.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+        return Err(SendError::Refused {
+            code: s("/error/code"),
+            message: s("/error/message"),
+            error: raw.get("error").cloned().unwrap_or(Value::Null),
+        });
+    }
+    let response = serde_json::from_value(raw.clone()).map_err(|e| {
+        Error::corrupt(format!("{} answer", V::NAME), format!("{e}: {raw}"))
+    })?;
+    Ok(Answered { response, raw })
+}

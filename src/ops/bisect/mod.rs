@@ -1,15 +1,20 @@
-//! `bisect_begin`, `bisect_end`: the forks of a bisect, made and removed by the
-//! daemon, and its one record.
+//! `bisect_begin`, `bisect_step`, `bisect_end`: the search of a bisect, its
+//! forks, made and removed by the daemon, and its one record.
 //!
-//! A bisect is run by a client (the CLI's `bisect run`, the MCP `bisect` tool,
-//! the Python client), round by round: `bisect_begin` makes one fork per
-//! candidate checkpoint, the client runs its command in each, `bisect_end`
-//! removes them; the final `bisect_end` carries the result, recorded as one
-//! inert `bisect` operation in the source session's log. Nothing else is
-//! recorded: the forks add no operation of their own.
+//! A bisect's command is run by a client (the CLI's `bisect run`, the MCP
+//! `bisect` tool, the Python client); the search is the daemon's: `bisect_begin`
+//! with `search` finds the candidates, keeps the search state and makes the first
+//! round's forks; the client runs its command in each and reports the outcomes
+//! with `bisect_step`, which answers the next round's forks or the end; the final
+//! `bisect_end` records the daemon's result as one inert `bisect` operation in
+//! the source session's log. Nothing else is recorded: the forks add no
+//! operation of their own. (`bisect_begin` without `search` and `bisect_end`
+//! with a client's `result` are the older, client-driven form, still served.)
 //!
-//! Split: [`begin`] (check, build the records, write them in one commit, mount),
-//! [`end`] (remove the named forks, record the result).
+//! Split: [`search`] (the pure k-ary search), [`state`] (its stored state, the
+//! range), [`searching`] (search begin and `bisect_step`), [`begin`] (check,
+//! build the records, write them in one commit, mount), [`end`] (remove the
+//! named forks, record the result).
 //!
 //! Invariants:
 //! - fork `n` of bisect `ID` of session `S` is the session `S-bID-n` (the part
@@ -23,9 +28,13 @@
 
 pub mod begin;
 pub mod end;
+pub mod search;
+pub mod searching;
+pub mod state;
 
 pub use begin::begin;
 pub use end::end;
+pub use searching::step;
 
 use crate::error::{Error, Result};
 use crate::oplog::{self, Operation};

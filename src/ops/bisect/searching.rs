@@ -1,0 +1,367 @@
+//! A bisect whose search the daemon keeps: `bisect_begin` with `search` finds
+//! the candidates (the first-parent chain of `bad` from `good` on), makes the
+//! first round's forks and stores the state ([`super::state`]) in the same
+//! commit; each `bisect_step` takes the results of the pending candidates,
+//! removes their forks (unless `keep`), advances the pure search
+//! ([`super::search`]) and makes the next round's forks, or ends it. The client
+//! only runs the command in the forks it is given and reports what it did.
+//!
+//! Ends: a first bad candidate, or a command passing at the bad end, is kept in
+//! the state as the result document, which the final `bisect_end` records; a
+//! command failing at the good end (a wrong range) or one that cannot start ends
+//! the bisect here: every fork removed (even with `keep`), the state deleted,
+//! nothing recorded.
+//!
+//! Invariants: a result is taken once: validated against the pending candidates
+//! (an unknown candidate, a duplicate, one not pending, a pending one left out
+//! are `Invalid`, naming it) and the state written with the round answered
+//! before the op lock is released; the next write expects that very state
+//! (`MetaOp::Expect`), so a concurrent `bisect_end` (abort) is never undone.
+
+use std::sync::MutexGuard;
+use std::time::{Duration, Instant};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::begin::{BisectBegin, BisectBegun, BisectFork, make};
+use super::search::{Found, Next as Asked, Search};
+use super::state::{self, State};
+use super::{check_id, end};
+use crate::command::bisect::{
+    Bisected, MAX_ARGV, MAX_TEXT, Next, Outcome, Reported, SearchSpec, Step, Stepped,
+};
+use crate::control::MountFor;
+use crate::error::{Error, Result};
+use crate::meta::{self, MetaOp};
+use crate::ops::{Host, Target, refctx};
+
+/// How long a fork that cannot be removed (busy: a process the command left
+/// behind) is retried before it is reported as not removed.
+const UNMOUNT_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Report the results of the pending candidates; get the next ones or the end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BisectStep {
+    /// The bisect id (from `bisect_begin` with `search`).
+    pub id: String,
+    /// One result per pending candidate.
+    pub results: Vec<Reported>,
+}
+
+/// Check a search's spec: jobs, the command's bounds.
+fn check_spec(req: &BisectBegin, spec: &SearchSpec) -> Result<()> {
+    if req.id.is_some() || !req.checkpoints.is_empty() || req.numbers.is_some() {
+        return Err(Error::Invalid(
+            "bisect_begin with search takes no id, checkpoints nor numbers: \
+             the daemon chooses them"
+                .into(),
+        ));
+    }
+    if spec.jobs == 0 {
+        return Err(Error::Invalid("jobs must be at least 1".into()));
+    }
+    if spec.command.is_empty() || spec.command.len() > MAX_ARGV {
+        return Err(Error::Invalid(format!(
+            "the command needs 1 to {MAX_ARGV} arguments"
+        )));
+    }
+    if spec.command.iter().any(|a| a.len() > MAX_TEXT) {
+        return Err(Error::Invalid(format!(
+            "a command argument longer than {MAX_TEXT} bytes"
+        )));
+    }
+    Ok(())
+}
+
+/// `bisect_begin` with `search`.
+pub(super) fn begin<H: Host>(
+    h: &H,
+    t: &Target,
+    op_lock: MutexGuard<'_, ()>,
+    who: MountFor,
+    req: &BisectBegin,
+    spec: &SearchSpec,
+    by_agent: bool,
+) -> Result<BisectBegun> {
+    check_spec(req, spec)?;
+    let store = h.store();
+    let bad_name = spec.bad.as_deref().unwrap_or("HEAD");
+    if spec.bad.is_none() && t.session.record().head.is_none() {
+        return Err(Error::Invalid(
+            "HEAD names no checkpoint: the session has none yet (`treefork checkpoint`)".into(),
+        ));
+    }
+    let bad = refctx::resolve(t, bad_name)?;
+    let good = match &spec.good {
+        Some(g) => Some((g.as_str(), refctx::resolve(t, g)?)),
+        None => None,
+    };
+    let good_ref = good.as_ref().map(|(n, c)| (*n, c));
+    let (len, good_end) = state::range(&*store, &bad, good_ref, bad_name)?;
+    let st = State {
+        v: state::VERSION,
+        command: spec.command.clone(),
+        keep: spec.keep,
+        cwd: req.cwd.clone(),
+        forks_dir: req.forks_dir.clone(),
+        started_ms: crate::clock::unix_ms(),
+        good: state::point(&good_end),
+        bad: state::point(&bad),
+        search: Search::new(len, spec.jobs),
+        forks: Vec::new(),
+        steps: Vec::new(),
+        result: None,
+    };
+    let id = crate::ops::experiment::new_id();
+    let forks = next_round(h, t, op_lock, who, &id, &st, None, by_agent)?;
+    let search = stepped(&id, &st, Vec::new(), Next::Test { round: 1, forks });
+    let forks = match &search.next {
+        Next::Test { forks, .. } => forks.clone(),
+        _ => Vec::new(),
+    };
+    Ok(BisectBegun {
+        id,
+        forks,
+        search: Some(Box::new(search)),
+    })
+}
+
+/// Make the forks of `st`'s pending candidates and store `st` naming them, in
+/// one commit (expecting the stored state to be `before`, when given). On
+/// failure the state is left as it was (or, at begin, absent).
+#[allow(clippy::too_many_arguments)]
+fn next_round<H: Host>(
+    h: &H,
+    t: &Target,
+    op_lock: MutexGuard<'_, ()>,
+    who: MountFor,
+    id: &str,
+    st: &State,
+    before: Option<Vec<u8>>,
+    by_agent: bool,
+) -> Result<Vec<BisectFork>> {
+    let store = h.store();
+    let points = &st.search.pending;
+    let cps = state::candidates(&*store, &st.bad.id, st.search.len, points)?;
+    let req = BisectBegin {
+        id: Some(id.to_string()),
+        checkpoints: cps.iter().map(|(_, c)| c.id.to_hex()).collect(),
+        numbers: Some(cps.iter().map(|(i, _)| *i as u32).collect()),
+        cwd: st.cwd.clone(),
+        forks_dir: st.forks_dir.clone(),
+        search: None,
+    };
+    let session = t.session.name();
+    let made = make(h, t, op_lock, who, id, &req, by_agent, |pending| {
+        let mut next = st.clone();
+        next.forks = pending.to_vec();
+        let key = meta::bisect_key(session, id);
+        Ok(vec![MetaOp::Expect(key, before), next.put(session, id)?])
+    });
+    if made.is_err() {
+        // What a failed round made is removed by `make`; a state that named
+        // forks no longer there would only be aborted.
+        if let Err(e) = end::remove_all(h, t, id) {
+            log::error!("bisect {id}: cannot remove its forks: {e}");
+        }
+    }
+    made
+}
+
+/// The answer naming `st`'s range.
+fn stepped(id: &str, st: &State, steps: Vec<Step>, next: Next) -> Stepped {
+    Stepped {
+        id: id.to_string(),
+        candidates: st.search.len,
+        good: st.good.clone(),
+        bad: st.bad.clone(),
+        steps,
+        next,
+    }
+}
+
+/// The outcomes of `results`, in the order of `search`'s pending candidates:
+/// every pending candidate answered once, nothing else.
+pub(super) fn answers<'a>(search: &Search, results: &'a [Reported]) -> Result<Vec<&'a Outcome>> {
+    let bad = |what: String| Err(Error::Invalid(format!("bisect_step: {what}")));
+    let mut seen = std::collections::BTreeMap::new();
+    for r in results {
+        let n = r.candidate as usize;
+        if n >= search.len {
+            return bad(format!(
+                "candidate {n} is unknown (this bisect has {} candidates, 0 to {})",
+                search.len,
+                search.len.saturating_sub(1)
+            ));
+        }
+        if seen.contains_key(&n) {
+            return bad(format!("candidate {n} has two results"));
+        }
+        if !search.pending.contains(&n) {
+            return bad(format!(
+                "candidate {n} is not pending (pending: {:?})",
+                search.pending
+            ));
+        }
+        r.outcome.check()?;
+        seen.insert(n, &r.outcome);
+    }
+    search
+        .pending
+        .iter()
+        .map(|p| match seen.get(p) {
+            Some(o) => Ok(*o),
+            None => bad(format!("no result for pending candidate {p}")),
+        })
+        .collect()
+}
+
+/// `bisect_step`.
+pub fn step<H: Host>(
+    h: &H,
+    t: &Target,
+    op_lock: MutexGuard<'_, ()>,
+    who: MountFor,
+    req: &BisectStep,
+    by_agent: bool,
+) -> Result<Stepped> {
+    check_id(&req.id)?;
+    let store = h.store();
+    let name = t.session.name();
+    let id = req.id.as_str();
+    let mut st = state::load(&*store, name, id)?.ok_or_else(|| {
+        Error::NotFound(format!(
+            "bisect {id} of session {name} keeps no search (begun without search, or over)"
+        ))
+    })?;
+    if st.result.is_some() {
+        return Err(Error::Invalid(format!(
+            "bisect {id} is over: send bisect_end to record it"
+        )));
+    }
+    let outcomes = answers(&st.search, &req.results)?;
+    let round = st.search.rounds;
+    let cps = state::candidates(&*store, &st.bad.id, st.search.len, &st.search.pending)?;
+    let mut made = Vec::new();
+    for ((i, c), o) in cps.iter().zip(&outcomes) {
+        let fork = st.forks.iter().find(|f| f.n as usize == *i);
+        let session = fork.map_or(String::new(), |f| f.session.clone());
+        let mut s = Step::new(&state::point(c), *i, round, o, session);
+        s.kept_at = fork.filter(|_| st.keep).map(|f| f.mountpoint.clone());
+        if let Some(e) = &o.error {
+            let message = format!(
+                "{} could not start in the fork of {} ({}): {e}",
+                st.command.first().map_or("", String::as_str),
+                s.short,
+                s.message
+            );
+            store.commit(vec![state::delete(name, id)])?;
+            drop(op_lock);
+            end::remove_all(h, t, id)?;
+            return Ok(stepped(id, &st, Vec::new(), Next::CannotStart { message }));
+        }
+        made.push(s);
+    }
+    let fails: Vec<bool> = made.iter().map(|s| s.failed).collect();
+    let asked = st.search.answer(&fails);
+    let tested = std::mem::take(&mut st.forks);
+    st.steps.extend(made);
+    // The round answered, before the lock is released: a second report of it
+    // finds nothing pending.
+    let put = st.put(name, id)?;
+    let answered = match &put {
+        MetaOp::Put(_, v) => v.clone(),
+        _ => unreachable!("State::put is a put"),
+    };
+    store.commit(vec![put])?;
+    drop(op_lock);
+    if !st.keep {
+        let names: Vec<String> = tested.iter().map(|f| f.session.clone()).collect();
+        for (fork, error) in remove_patiently(h, t, id, names)? {
+            if let Some(s) = st.steps.iter_mut().rev().find(|s| s.fork == fork) {
+                s.not_removed = Some(error);
+            }
+        }
+    }
+    let round_steps = st.steps[st.steps.len() - fails.len()..].to_vec();
+    let key = meta::bisect_key(name, id);
+    match asked {
+        Asked::Done(Found::FailsAtGood) => {
+            end::remove_all(h, t, id)?;
+            store.commit(vec![MetaOp::Expect(key, Some(answered)), state::delete(name, id)])?;
+            let good = st.good.clone();
+            Ok(stepped(id, &st, round_steps, Next::GoodEndFails { good }))
+        }
+        Asked::Done(found) => {
+            let doc = result(&*store, &st, found)?;
+            st.result = Some(doc.clone());
+            let _lock = t.session.op_lock.lock().unwrap_or_else(|p| p.into_inner());
+            store.commit(vec![MetaOp::Expect(key, Some(answered)), st.put(name, id)?])?;
+            let next = Next::Found {
+                result: Box::new(doc),
+            };
+            Ok(stepped(id, &st, round_steps, next))
+        }
+        Asked::Test(_) => {
+            let lock = t.session.op_lock.lock().unwrap_or_else(|p| p.into_inner());
+            let forks = next_round(h, t, lock, who, id, &st, Some(answered), by_agent)?;
+            let next = Next::Test {
+                round: st.search.rounds,
+                forks,
+            };
+            Ok(stepped(id, &st, round_steps, next))
+        }
+    }
+}
+
+/// The result document of `st`'s search, ended as `found`.
+fn result(store: &dyn crate::store::ObjectStore, st: &State, found: Found) -> Result<Bisected> {
+    let (first_bad, last_good) = match found {
+        Found::FirstBad {
+            first_bad,
+            last_good,
+        } => {
+            let cps = state::candidates(store, &st.bad.id, st.search.len, &[last_good, first_bad])?;
+            let p = |i: usize| cps.iter().find(|(j, _)| *j == i).map(|(_, c)| state::point(c));
+            (p(first_bad), p(last_good))
+        }
+        Found::PassesAtBad | Found::FailsAtGood => (None, None),
+    };
+    Ok(Bisected {
+        command: st.command.clone(),
+        first_bad,
+        last_good,
+        good: st.good.clone(),
+        bad: st.bad.clone(),
+        candidates: st.search.len,
+        jobs: st.search.jobs,
+        rounds: st.search.rounds,
+        wall_ms: crate::clock::unix_ms().saturating_sub(st.started_ms),
+        steps: st.steps.clone(),
+    })
+}
+
+/// Remove these forks of bisect `id`, retrying those that could not be (a
+/// process the command left behind may still hold a fork busy) for up to
+/// [`UNMOUNT_PATIENCE`]; the errors of those left.
+fn remove_patiently<H: Host>(
+    h: &H,
+    t: &Target,
+    id: &str,
+    names: Vec<String>,
+) -> Result<Vec<(String, String)>> {
+    let t0 = Instant::now();
+    let mut left = names;
+    loop {
+        let live = super::forks(&*h.store(), t.session.name(), id)?;
+        let (_, errors) = end::remove_forks(h, t, &live, left)?;
+        let errors: Vec<(String, String)> = errors.into_iter().map(|c| (c.fork, c.error)).collect();
+        if errors.is_empty() || t0.elapsed() >= UNMOUNT_PATIENCE {
+            return Ok(errors);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        left = errors.into_iter().map(|(n, _)| n).collect();
+    }
+}

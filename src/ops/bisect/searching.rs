@@ -185,25 +185,25 @@ fn stepped(id: &str, st: &State, steps: Vec<Step>, next: Next) -> Stepped {
 /// The outcomes of `results`, in the order of `search`'s pending candidates:
 /// every pending candidate answered once, nothing else.
 pub(super) fn answers<'a>(search: &Search, results: &'a [Reported]) -> Result<Vec<&'a Outcome>> {
-    let bad = |what: String| Err(Error::Invalid(format!("bisect_step: {what}")));
+    let bad = |what: String| Error::Invalid(format!("bisect_step: {what}"));
     let mut seen = std::collections::BTreeMap::new();
     for r in results {
         let n = r.candidate as usize;
         if n >= search.len {
-            return bad(format!(
+            return Err(bad(format!(
                 "candidate {n} is unknown (this bisect has {} candidates, 0 to {})",
                 search.len,
                 search.len.saturating_sub(1)
-            ));
+            )));
         }
         if seen.contains_key(&n) {
-            return bad(format!("candidate {n} has two results"));
+            return Err(bad(format!("candidate {n} has two results")));
         }
         if !search.pending.contains(&n) {
-            return bad(format!(
+            return Err(bad(format!(
                 "candidate {n} is not pending (pending: {:?})",
                 search.pending
-            ));
+            )));
         }
         r.outcome.check()?;
         seen.insert(n, &r.outcome);
@@ -213,7 +213,7 @@ pub(super) fn answers<'a>(search: &Search, results: &'a [Reported]) -> Result<Ve
         .iter()
         .map(|p| match seen.get(p) {
             Some(o) => Ok(*o),
-            None => bad(format!("no result for pending candidate {p}")),
+            None => Err(bad(format!("no result for pending candidate {p}"))),
         })
         .collect()
 }
@@ -363,5 +363,62 @@ fn remove_patiently<H: Host>(
         }
         std::thread::sleep(Duration::from_millis(100));
         left = errors.into_iter().map(|(n, _)| n).collect();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reported(candidate: u32, exit: i32) -> Reported {
+        Reported {
+            candidate,
+            outcome: Outcome {
+                exit: Some(exit),
+                ..Outcome::default()
+            },
+        }
+    }
+
+    fn refusal(search: &Search, results: &[Reported]) -> String {
+        match answers(search, results) {
+            Err(Error::Invalid(m)) => m,
+            r => panic!("{results:?}: {r:?}"),
+        }
+    }
+
+    #[test]
+    fn bisect_step_takes_each_pending_candidate_once_and_nothing_else() {
+        // Ten candidates, three jobs: the first round is 0, 4, 9.
+        let s = Search::new(10, 3);
+        assert_eq!(s.pending, vec![0, 4, 9]);
+        let ok = [reported(9, 1), reported(0, 0), reported(4, 0)];
+        let got = answers(&s, &ok).unwrap();
+        let exits: Vec<Option<i32>> = got.iter().map(|o| o.exit).collect();
+        assert_eq!(exits, vec![Some(0), Some(0), Some(1)], "in pending order");
+        let m = refusal(&s, &[reported(0, 0), reported(4, 0), reported(12, 1)]);
+        assert!(m.contains("candidate 12 is unknown"), "{m}");
+        let m = refusal(&s, &[reported(0, 0), reported(0, 0), reported(9, 1)]);
+        assert!(m.contains("candidate 0 has two results"), "{m}");
+        let m = refusal(&s, &[reported(0, 0), reported(5, 0), reported(9, 1)]);
+        assert!(m.contains("candidate 5 is not pending"), "{m}");
+        let m = refusal(&s, &[reported(0, 0), reported(9, 1)]);
+        assert!(m.contains("no result for pending candidate 4"), "{m}");
+        let long = Reported {
+            candidate: 4,
+            outcome: Outcome {
+                error: Some("x".repeat(MAX_TEXT + 1)),
+                ..Outcome::default()
+            },
+        };
+        assert!(matches!(
+            answers(&s, &[reported(0, 0), long, reported(9, 1)]),
+            Err(Error::Invalid(_))
+        ));
+        // Once answered, the round's candidates are no longer pending.
+        let mut s = s;
+        s.answer(&[false, false, true]);
+        let m = refusal(&s, &[reported(4, 0)]);
+        assert!(m.contains("candidate 4 is not pending"), "{m}");
     }
 }

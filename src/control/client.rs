@@ -143,15 +143,19 @@ pub fn send_with<V: crate::control::Verb>(
     };
     let raw = client.call_explained(&op, explanation, on_event)?;
     if raw.get("ok").and_then(Value::as_bool) != Some(true) {
-        let s = |p: &str| raw.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+        let s = |p: &str| {
+            raw.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
         return Err(SendError::Refused {
             code: s("/error/code"),
             message: s("/error/message"),
             error: raw.get("error").cloned().unwrap_or(Value::Null),
         });
     }
-    let response = serde_json::from_value(raw.clone()).map_err(|e| {
-        Error::corrupt(format!("{} answer", V::NAME), format!("{e}: {raw}"))
-    })?;
+    let response = serde_json::from_value(raw.clone())
+        .map_err(|e| Error::corrupt(format!("{} answer", V::NAME), format!("{e}: {raw}")))?;
     Ok(Answered { response, raw })
 }

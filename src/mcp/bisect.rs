@@ -101,7 +101,10 @@ impl Daemon for McpDaemon<'_, '_> {
             search: Some(spec.clone()),
         })?;
         b.search.map(|s| *s).ok_or_else(|| {
-            ToolError::new("corrupt", format!("bisect {} began without its search", b.id))
+            ToolError::new(
+                "corrupt",
+                format!("bisect {} began without its search", b.id),
+            )
         })
     }
 
@@ -112,9 +115,9 @@ impl Daemon for McpDaemon<'_, '_> {
 
     fn finish(&mut self, id: &str) -> Result<Bisected, ToolError> {
         let e = self.cx.bridge.send(&end(id, false))?;
-        e.result.map(|r| *r).ok_or_else(|| {
-            ToolError::new("corrupt", format!("bisect {id}: no result recorded"))
-        })
+        e.result
+            .map(|r| *r)
+            .ok_or_else(|| ToolError::new("corrupt", format!("bisect {id}: no result recorded")))
     }
 
     fn abort(&mut self, id: &str) {
@@ -128,7 +131,10 @@ impl Daemon for McpDaemon<'_, '_> {
         (self.cx.progress)(
             0.0,
             None,
-            format!("bisect: {} checkpoints, {} at a time", at.candidates, self.jobs),
+            format!(
+                "bisect: {} checkpoints, {} at a time",
+                at.candidates, self.jobs
+            ),
         );
     }
 

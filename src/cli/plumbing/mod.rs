@@ -353,7 +353,11 @@ impl Ctx {
         let explanation = EXPLANATION.get().map(String::as_str);
         match control::send_with(&mut c, req, explanation, &mut |_| {}) {
             Ok(a) => {
-                if let Some(m) = a.raw.pointer("/branch_moved/message").and_then(Value::as_str) {
+                if let Some(m) = a
+                    .raw
+                    .pointer("/branch_moved/message")
+                    .and_then(Value::as_str)
+                {
                     eprintln!("treefork: warning: {m}");
                 }
                 Ok(a.response)

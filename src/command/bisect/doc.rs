@@ -9,7 +9,6 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::wire::Outcome;
 use crate::error::{Error, Result};
 
 /// Most steps a recorded bisect may carry.
@@ -67,25 +66,6 @@ pub struct Step {
 }
 
 impl Step {
-    /// The step of candidate `index` (`c`) in `round`, ended as `r`, in `fork`.
-    pub fn new(c: &Point, index: usize, round: usize, r: &Outcome, fork: String) -> Step {
-        Step {
-            round,
-            checkpoint: c.id.clone(),
-            short: c.short.clone(),
-            message: c.message.clone(),
-            index,
-            exit: r.exit,
-            signal: r.signal,
-            timed_out: r.timed_out,
-            failed: r.failed(),
-            duration_ms: r.duration_ms,
-            fork,
-            kept_at: None,
-            not_removed: None,
-        }
-    }
-
     /// `0`, `1`, `timeout`, `sig9`.
     pub fn exit_text(&self) -> String {
         match (self.timed_out, self.exit, self.signal) {

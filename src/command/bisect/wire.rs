@@ -90,6 +90,25 @@ impl Outcome {
         self.exit != Some(0) || self.timed_out
     }
 
+    /// The step of candidate `index` (`c`) in `round` that ended so, in `fork`.
+    pub fn step(&self, c: &Point, index: usize, round: usize, fork: String) -> Step {
+        Step {
+            round,
+            checkpoint: c.id.clone(),
+            short: c.short.clone(),
+            message: c.message.clone(),
+            index,
+            exit: self.exit,
+            signal: self.signal,
+            timed_out: self.timed_out,
+            failed: self.failed(),
+            duration_ms: self.duration_ms,
+            fork,
+            kept_at: None,
+            not_removed: None,
+        }
+    }
+
     /// Bounded texts.
     pub fn check(&self) -> Result<()> {
         match &self.error {

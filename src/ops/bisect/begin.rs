@@ -6,7 +6,7 @@
 //! commit; release the source's op lock; mount each. A failure at any step
 //! removes what this request made. Nothing is recorded in the operation log.
 //!
-//! With `search` the daemon keeps the search (`super::searching`): it finds the
+//! With `search` the daemon keeps the search (`ops::bisect::searching`): it finds the
 //! candidates itself, chooses the first round's and stores the search state in
 //! the same commit as those forks' records ([`make`] takes the extra ops).
 
@@ -138,7 +138,7 @@ fn check(t: &Target, req: &BisectBegin, live: usize, by_agent: bool) -> Result<(
     check_cwd(req.cwd.as_deref())
 }
 
-/// `bisect_begin`.
+/// `bisect_begin` without `search`: the forks asked.
 pub fn begin<H: Host>(
     h: &H,
     t: &Target,
@@ -147,9 +147,6 @@ pub fn begin<H: Host>(
     req: &BisectBegin,
     by_agent: bool,
 ) -> Result<BisectBegun> {
-    if let Some(spec) = &req.search {
-        return super::searching::begin(h, t, op_lock, who, req, spec, by_agent);
-    }
     let id = match &req.id {
         Some(id) => id.clone(),
         None => crate::ops::experiment::new_id(),

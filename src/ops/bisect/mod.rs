@@ -32,12 +32,15 @@ pub mod search;
 pub mod searching;
 pub mod state;
 
-pub use begin::begin;
 pub use end::end;
 pub use searching::step;
 
+use std::sync::MutexGuard;
+
+use crate::control::MountFor;
 use crate::error::{Error, Result};
 use crate::oplog::{self, Operation};
+use crate::ops::{Host, Target};
 use crate::session::{self, SessionRecord};
 use crate::store::ObjectStore;
 
@@ -49,6 +52,22 @@ pub const META_KEY: &str = "bisect";
 const MAX_SESSION_NAME: usize = 64;
 /// Highest fork number (the names leave room for six digits).
 pub const MAX_N: u32 = 999_999;
+
+/// `bisect_begin`: a search the daemon keeps (with `search`), or the forks
+/// asked.
+pub fn begin<H: Host>(
+    h: &H,
+    t: &Target,
+    op_lock: MutexGuard<'_, ()>,
+    who: MountFor,
+    req: &begin::BisectBegin,
+    by_agent: bool,
+) -> Result<begin::BisectBegun> {
+    match &req.search {
+        Some(spec) => searching::begin(h, t, op_lock, who, req, spec, by_agent),
+        None => begin::begin(h, t, op_lock, who, req, by_agent),
+    }
+}
 
 /// The name of fork `n` of bisect `id` of `session`: `<session>-b<id>-<n>`, the
 /// session part cut so that every fork name fits.

@@ -35,6 +35,7 @@ use crate::control::MountFor;
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
 use crate::ops::{Host, Target, refctx};
+use crate::store::ObjectStore;
 
 /// How long a fork that cannot be removed (busy: a process the command left
 /// behind) is retried before it is reported as not removed.
@@ -231,51 +232,28 @@ pub fn step<H: Host>(
     let store = h.store();
     let name = t.session.name();
     let id = req.id.as_str();
-    let mut st = state::load(&*store, name, id)?.ok_or_else(|| {
-        Error::NotFound(format!(
-            "bisect {id} of session {name} keeps no search (begun without search, or over)"
-        ))
-    })?;
-    if st.result.is_some() {
-        return Err(Error::Invalid(format!(
-            "bisect {id} is over: send bisect_end to record it"
-        )));
-    }
+    let mut st = running(&*store, name, id)?;
     let outcomes = answers(&st.search, &req.results)?;
-    let round = st.search.rounds;
-    let cps = state::candidates(&*store, &st.bad.id, st.search.len, &st.search.pending)?;
-    let mut made = Vec::new();
-    for ((i, c), o) in cps.iter().zip(&outcomes) {
-        let fork = st.forks.iter().find(|f| f.n as usize == *i);
-        let session = fork.map_or(String::new(), |f| f.session.clone());
-        let mut s = Step::new(&state::point(c), *i, round, o, session);
-        s.kept_at = fork.filter(|_| st.keep).map(|f| f.mountpoint.clone());
-        if let Some(e) = &o.error {
-            let message = format!(
-                "{} could not start in the fork of {} ({}): {e}",
-                st.command.first().map_or("", String::as_str),
-                s.short,
-                s.message
-            );
+    let made = match steps(&*store, &st, &outcomes)? {
+        Ok(made) => made,
+        Err(message) => {
             store.commit(vec![state::delete(name, id)])?;
             drop(op_lock);
             end::remove_all(h, t, id)?;
             return Ok(stepped(id, &st, Vec::new(), Next::CannotStart { message }));
         }
-        made.push(s);
-    }
+    };
     let fails: Vec<bool> = made.iter().map(|s| s.failed).collect();
     let asked = st.search.answer(&fails);
     let tested = std::mem::take(&mut st.forks);
     st.steps.extend(made);
     // The round answered, before the lock is released: a second report of it
     // finds nothing pending.
-    let put = st.put(name, id)?;
-    let answered = match &put {
-        MetaOp::Put(_, v) => v.clone(),
-        _ => unreachable!("State::put is a put"),
-    };
-    store.commit(vec![put])?;
+    let answered = st.encode(id)?;
+    store.commit(vec![MetaOp::Put(
+        meta::bisect_key(name, id),
+        answered.clone(),
+    )])?;
     drop(op_lock);
     if !st.keep {
         let names: Vec<String> = tested.iter().map(|f| f.session.clone()).collect();
@@ -285,46 +263,114 @@ pub fn step<H: Host>(
             }
         }
     }
-    let round_steps = st.steps[st.steps.len() - fails.len()..].to_vec();
+    let round = st.steps[st.steps.len() - fails.len()..].to_vec();
+    let next = advance(h, t, who, id, &mut st, asked, answered, by_agent)?;
+    Ok(stepped(id, &st, round, next))
+}
+
+/// The state of bisect `id` of `session`, its search still going.
+fn running(store: &dyn ObjectStore, session: &str, id: &str) -> Result<State> {
+    let st = state::load(store, session, id)?.ok_or_else(|| {
+        Error::NotFound(format!(
+            "bisect {id} of session {session} keeps no search (begun without search, or over)"
+        ))
+    })?;
+    if st.result.is_some() {
+        return Err(Error::Invalid(format!(
+            "bisect {id} is over: send bisect_end to record it"
+        )));
+    }
+    Ok(st)
+}
+
+/// The steps of the pending round ended with `outcomes` (in pending order), or
+/// what could not start where.
+fn steps(
+    store: &dyn ObjectStore,
+    st: &State,
+    outcomes: &[&Outcome],
+) -> Result<std::result::Result<Vec<Step>, String>> {
+    let round = st.search.rounds;
+    let cps = state::candidates(store, &st.bad.id, st.search.len, &st.search.pending)?;
+    let mut made = Vec::new();
+    for ((i, c), o) in cps.iter().zip(outcomes) {
+        let fork = st.forks.iter().find(|f| f.n as usize == *i);
+        let session = fork.map_or(String::new(), |f| f.session.clone());
+        let mut s = o.step(&state::point(c), *i, round, session);
+        s.kept_at = fork.filter(|_| st.keep).map(|f| f.mountpoint.clone());
+        if let Some(e) = &o.error {
+            return Ok(Err(format!(
+                "{} could not start in the fork of {} ({}): {e}",
+                st.command.first().map_or("", String::as_str),
+                s.short,
+                s.message
+            )));
+        }
+        made.push(s);
+    }
+    Ok(Ok(made))
+}
+
+/// After a round was answered (the state stored as `answered`): end the
+/// bisect, keep its result, or make the next round's forks.
+#[allow(clippy::too_many_arguments)]
+fn advance<H: Host>(
+    h: &H,
+    t: &Target,
+    who: MountFor,
+    id: &str,
+    st: &mut State,
+    asked: Asked,
+    answered: Vec<u8>,
+    by_agent: bool,
+) -> Result<Next> {
+    let store = h.store();
+    let name = t.session.name();
     let key = meta::bisect_key(name, id);
     match asked {
         Asked::Done(Found::FailsAtGood) => {
             end::remove_all(h, t, id)?;
-            store.commit(vec![MetaOp::Expect(key, Some(answered)), state::delete(name, id)])?;
-            let good = st.good.clone();
-            Ok(stepped(id, &st, round_steps, Next::GoodEndFails { good }))
+            store.commit(vec![
+                MetaOp::Expect(key, Some(answered)),
+                state::delete(name, id),
+            ])?;
+            Ok(Next::GoodEndFails {
+                good: st.good.clone(),
+            })
         }
         Asked::Done(found) => {
-            let doc = result(&*store, &st, found)?;
+            let doc = result(&*store, st, found)?;
             st.result = Some(doc.clone());
             let _lock = t.session.op_lock.lock().unwrap_or_else(|p| p.into_inner());
             store.commit(vec![MetaOp::Expect(key, Some(answered)), st.put(name, id)?])?;
-            let next = Next::Found {
+            Ok(Next::Found {
                 result: Box::new(doc),
-            };
-            Ok(stepped(id, &st, round_steps, next))
+            })
         }
         Asked::Test(_) => {
             let lock = t.session.op_lock.lock().unwrap_or_else(|p| p.into_inner());
-            let forks = next_round(h, t, lock, who, id, &st, Some(answered), by_agent)?;
-            let next = Next::Test {
+            let forks = next_round(h, t, lock, who, id, st, Some(answered), by_agent)?;
+            Ok(Next::Test {
                 round: st.search.rounds,
                 forks,
-            };
-            Ok(stepped(id, &st, round_steps, next))
+            })
         }
     }
 }
 
 /// The result document of `st`'s search, ended as `found`.
-fn result(store: &dyn crate::store::ObjectStore, st: &State, found: Found) -> Result<Bisected> {
+fn result(store: &dyn ObjectStore, st: &State, found: Found) -> Result<Bisected> {
     let (first_bad, last_good) = match found {
         Found::FirstBad {
             first_bad,
             last_good,
         } => {
             let cps = state::candidates(store, &st.bad.id, st.search.len, &[last_good, first_bad])?;
-            let p = |i: usize| cps.iter().find(|(j, _)| *j == i).map(|(_, c)| state::point(c));
+            let p = |i: usize| {
+                cps.iter()
+                    .find(|(j, _)| *j == i)
+                    .map(|(_, c)| state::point(c))
+            };
             (p(first_bad), p(last_good))
         }
         Found::PassesAtBad | Found::FailsAtGood => (None, None),

@@ -75,6 +75,11 @@ pub struct State {
 impl State {
     /// The metadata op that stores this state.
     pub fn put(&self, session: &str, id: &str) -> Result<MetaOp> {
+        Ok(MetaOp::Put(meta::bisect_key(session, id), self.encode(id)?))
+    }
+
+    /// This state as stored (bounded).
+    pub fn encode(&self, id: &str) -> Result<Vec<u8>> {
         if self.steps.len() > MAX_STEPS {
             return Err(Error::Invalid(format!(
                 "bisect {id}: more than {MAX_STEPS} steps"
@@ -88,7 +93,7 @@ impl State {
                 v.len()
             )));
         }
-        Ok(MetaOp::Put(meta::bisect_key(session, id), v))
+        Ok(v)
     }
 }
 
@@ -176,7 +181,7 @@ pub fn candidates(
     };
     if points.iter().any(|&p| p >= len) {
         return Err(Error::Invalid(format!(
-            "bisect: a candidate past the {len} of the range"
+            "bisect: a candidate past the end of the range ({len} candidates)"
         )));
     }
     let id = CheckpointId::from_hex(bad)
@@ -191,9 +196,9 @@ pub fn candidates(
         if i == lowest {
             break;
         }
-        let p = at.parent().ok_or_else(|| {
-            Error::corrupt("bisect state", "the range is longer than its chain")
-        })?;
+        let p = at
+            .parent()
+            .ok_or_else(|| Error::corrupt("bisect state", "the range is longer than its chain"))?;
         at = refs::load(store, &p)?;
         i -= 1;
     }

@@ -159,3 +159,91 @@ pub fn send_with<V: crate::control::Verb>(
         .map_err(|e| Error::corrupt(format!("{} answer", V::NAME), format!("{e}: {raw}")))?;
     Ok(Answered { response, raw })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::net::UnixListener;
+
+    use super::*;
+
+    /// A daemon that answers each request line with the next of `answers`;
+    /// the requests it read.
+    fn daemon(dir: &Path, answers: Vec<Value>) -> std::thread::JoinHandle<Vec<Value>> {
+        let l = UnixListener::bind(dir.join("s.sock")).unwrap();
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for a in answers {
+                let (s, _) = l.accept().unwrap();
+                let mut r = BufReader::new(s);
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                seen.push(serde_json::from_str(&line).unwrap());
+                let mut out = serde_json::to_vec(&a).unwrap();
+                out.push(b'\n');
+                r.get_mut().write_all(&out).unwrap();
+            }
+            seen
+        })
+    }
+
+    #[derive(Serialize, serde::Deserialize, schemars::JsonSchema)]
+    struct Probe {
+        id: String,
+    }
+
+    #[derive(Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
+    struct Probed {
+        n: u32,
+    }
+
+    impl crate::control::Verb for Probe {
+        const NAME: &'static str = "probe";
+        const KIND: crate::control::Kind = crate::control::Kind::Store;
+        const AGENT: crate::control::Agent = crate::control::Agent::Yes;
+        const RECORDS: bool = false;
+        type Response = Probed;
+
+        fn agent_may(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn send_names_the_verb_and_types_the_answer_or_the_refusal() {
+        let dir = tempfile::tempdir().unwrap();
+        let answers = vec![
+            serde_json::json!({"ok": true, "n": 7}),
+            serde_json::json!({"ok": true, "n": "seven"}),
+            serde_json::json!({"ok": false,
+                "error": {"code": "not_found", "message": "no such bisect", "extra": 1}}),
+        ];
+        let t = daemon(dir.path(), answers);
+        let sock = dir.path().join("s.sock");
+        let probe = || Probe {
+            id: "3fa2c1".into(),
+        };
+        let mut sent = Vec::new();
+        for _ in 0..3 {
+            let mut c = Client::connect(&sock).unwrap();
+            sent.push(send(&mut c, &probe()));
+        }
+        let seen = t.join().unwrap();
+        assert!(
+            seen.iter()
+                .all(|v| v["op"] == "probe" && v["id"] == "3fa2c1" && v["v"] == 1)
+        );
+        let mut sent = sent.into_iter();
+        assert_eq!(sent.next().unwrap().unwrap().n, 7);
+        assert!(matches!(
+            sent.next().unwrap(),
+            Err(SendError::Transport(Error::Corrupt { .. }))
+        ));
+        match sent.next().unwrap() {
+            Err(SendError::Refused { code, error, .. }) => {
+                assert_eq!(code, "not_found");
+                assert_eq!(error["extra"], 1);
+            }
+            r => panic!("{r:?}"),
+        }
+    }
+}

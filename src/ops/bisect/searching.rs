@@ -131,7 +131,7 @@ pub(super) fn begin<H: Host>(
 
 /// Make the forks of `st`'s pending candidates and store `st` naming them, in
 /// one commit (expecting the stored state to be `before`, when given). On
-/// failure the state is left as it was (or, at begin, absent).
+/// failure every fork of the bisect is removed and its state deleted.
 #[allow(clippy::too_many_arguments)]
 fn next_round<H: Host>(
     h: &H,
@@ -162,10 +162,14 @@ fn next_round<H: Host>(
         Ok(vec![MetaOp::Expect(key, before), next.put(session, id)?])
     });
     if made.is_err() {
-        // What a failed round made is removed by `make`; a state that named
-        // forks no longer there would only be aborted.
+        // What a failed round made is removed by `make`; the bisect cannot go
+        // on: its other forks and its state go too (at begin the client has no
+        // id to abort with).
         if let Err(e) = end::remove_all(h, t, id) {
             log::error!("bisect {id}: cannot remove its forks: {e}");
+        }
+        if let Err(e) = store.commit(vec![state::delete(session, id)]) {
+            log::error!("bisect {id}: cannot delete its search state: {e}");
         }
     }
     made

@@ -24,7 +24,10 @@
 //!   its record's `meta.bisect` = `{id, source, n, checkpoint, cwd}`, so forks
 //!   left by a crash are found, listed by `sessions` and removable by `session rm`;
 //! - `bisect_end` removes only forks whose `meta.bisect` names that id and this
-//!   session as the source; a bisect is recorded once.
+//!   session as the source; a bisect is recorded once;
+//! - a search's state (`state`) is written in the same commit as the forks it
+//!   names; a round's results are taken once (validated against the pending
+//!   candidates); the result a search records is the daemon's, never a client's.
 
 pub mod begin;
 pub mod end;

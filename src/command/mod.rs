@@ -7,8 +7,8 @@
 //! runner (spawn, tee or capture with caps, timeout over the process group, signal
 //! forwarding) that `treefork exec`, `treefork experiment` and the MCP server's
 //! `exec` and `experiment` tools use, and [`bisect`], the bisect both the CLI's
-//! `bisect run` and the MCP `bisect` tool run (the pure search, the rounds over
-//! the client's `bisect_begin`/`bisect_end`, the result document), [`place`],
+//! `bisect run` and the MCP `bisect` tool run (what the bisect verbs carry, the
+//! client's loop over the daemon's search, the result document), [`place`],
 //! where a run sees its fork (at the workspace's own path, through a private mount
 //! namespace, or at the fork's mountpoint), [`watch`], the runs in flight (what
 //! a client shows as a sign of life), and [`shell`],

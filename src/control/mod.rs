@@ -3,7 +3,8 @@
 //! Owns: [`protocol`] (parsing, framing, versions), [`verb`] (what the protocol
 //! knows of a verb: the [`Verb`] trait its request type implements), [`roles`]
 //! (roles, rate bound, connection cap, who a mount is for), [`registry`] (runtime
-//! directory, socket paths, mount records) and [`client`] (the CLI's side).
+//! directory, socket paths, mount records) and [`client`] (the clients' side: the
+//! connection, and [`send`], the one typed call of the CLI and the MCP server).
 //! Everything is re-exported here, so callers write `control::parse`,
 //! `control::find_mount`, ... The verbs themselves are in `crate::verbs`. See
 //! docs/protocol.md.
@@ -16,7 +17,7 @@ pub mod verb;
 
 mod b64;
 pub use b64::{b64_decode, b64_encode};
-pub use client::Client;
+pub use client::{Answered, Client, SendError, send, send_with};
 pub use protocol::*;
 pub use registry::*;
 pub use roles::*;

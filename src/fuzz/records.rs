@@ -159,7 +159,8 @@ pub(super) fn meta_keys(k: &[u8]) {
         || session_name(k).is_some()
         || ref_name(k).is_some()
         || lost_original(k).is_some()
-        || touched_path(k).is_some();
+        || touched_path(k).is_some()
+        || bisect_parts(k).is_some();
     if parsed {
         accepted();
     }
@@ -196,6 +197,9 @@ pub(super) fn meta_keys(k: &[u8]) {
     if let Some(p) = lost_original(k) {
         assert_eq!(lost_key(p), k);
     }
+    if let Some((s, id)) = bisect_parts(k) {
+        assert_eq!(bisect_key(s, id), k);
+    }
     let _ = touched_path(k);
 }
 
@@ -212,5 +216,6 @@ pub(super) fn meta_keys_seeds() -> Vec<Vec<u8>> {
         ref_key("main"),
         lost_key(b"o/xyz"),
         touched_key("s", b"dir/file"),
+        bisect_key("s", "3fa2c1"),
     ]
 }

@@ -333,9 +333,12 @@ pub fn list(store: &dyn ObjectStore) -> Result<Vec<SessionInfo>> {
 }
 
 /// The ops deleting `session`'s info record, touched set, conversation log,
-/// branch grants and lineage records (`session rm`).
+/// branch grants, lineage records and bisect search states (`session rm`).
 pub fn delete_ops(store: &dyn ObjectStore, session: &str) -> Result<Vec<MetaOp>> {
     let mut ops = vec![MetaOp::Delete(meta::info_key(session))];
+    for (k, _) in store.meta_scan(&meta::bisect_session_prefix(session))? {
+        ops.push(MetaOp::Delete(k));
+    }
     ops.extend(touched::delete_ops(store, session)?);
     ops.extend(crate::messages::delete_ops(store, session)?);
     ops.extend(crate::visibility::delete_ops(store, session)?);

@@ -1,25 +1,24 @@
-//! The `bisect` tool: the rounds of `treefork::command::bisect` (the same search,
-//! forks and runs as `treefork bisect run`), the forks made and removed by the
-//! daemon (`bisect_begin` / `bisect_end`), the command run here, a progress
-//! notification per round; the answer is the document `treefork --json bisect
-//! run` prints, and the final `bisect_end` records it as one `bisect` operation.
+//! The `bisect` tool: the loop of `treefork::command::bisect::drive` (the same
+//! forks and runs as `treefork bisect run`; the search is the daemon's:
+//! `bisect_begin` with `search`, `bisect_step`), the command run here, a progress
+//! notification at the start and per round; the answer is the document
+//! `treefork --json bisect run` prints, which the final `bisect_end` records as
+//! one `bisect` operation.
 
 use std::ffi::OsString;
 
 use serde_json::Value;
-use treefork::command::bisect::{self as drive, Bisected, ForkAt, Forks, Plan, Point, Step, Stop};
-use treefork::ops::views::CheckpointView;
-use treefork::verbs::{self, Request};
+use treefork::command::bisect::{
+    self as drive, Bisected, Daemon, Plan, Reported, SearchSpec, Step, Stepped, Stop,
+};
+use treefork::verbs;
 
 use super::bridge::{Outcome, ToolError};
 use super::run::{place, run_at, timeout};
 use super::schemas as s;
 use super::tools::{Call, args};
 
-/// Most checkpoints read along the first-parent chain of `bad`.
-const MAX_CANDIDATES: usize = 1_000_000;
-
-/// `bisect`: candidates from `log`, then the rounds.
+/// `bisect`: the loop over the daemon's search.
 pub fn bisect(cx: &Call, v: Value) -> Outcome {
     let a: s::BisectArgs = args(v)?;
     let argv: Vec<String> = match (&a.command, &a.argv) {
@@ -38,9 +37,10 @@ pub fn bisect(cx: &Call, v: Value) -> Outcome {
     }
     let t = timeout(a.timeout_s)?;
     place(&cx.bridge.root, &a.cwd)?;
-    let candidates = candidates(cx, a.good.as_deref(), a.bad.as_deref())?;
     let plan = Plan {
         argv: argv.into_iter().map(OsString::from).collect(),
+        good: a.good.clone(),
+        bad: a.bad.clone(),
         cwd: a.cwd.clone(),
         timeout: t,
         jobs,
@@ -48,154 +48,94 @@ pub fn bisect(cx: &Call, v: Value) -> Outcome {
         place: run_at(&cx.bridge.root, a.run_at.as_deref())?,
         watch: Default::default(),
     };
-    let mut forks = McpForks {
+    let mut daemon = McpDaemon {
         cx,
-        id: None,
         cwd: Some(a.cwd.clone()).filter(|c| !c.is_empty()),
+        jobs,
         tested: 0,
-        total: candidates.len(),
+        total: 0,
     };
-    (cx.progress)(
-        0.0,
-        None,
-        format!("bisect: {} checkpoints, {jobs} at a time", candidates.len()),
-    );
-    match drive::run(&mut forks, &plan, &candidates) {
+    match drive::run(&mut daemon, &plan) {
         Ok(doc) => serde_json::to_value(&doc).map_err(ToolError::bad_args),
-        Err((Stop::Client(e), _)) => Err(e),
-        Err((Stop::CannotStart(e), _)) => Err(ToolError::new("cannot_start", e)),
-        Err((Stop::GoodEndFails(good), _)) => Err(ToolError::new(
+        Err(Stop::Client(e)) => Err(e),
+        Err(Stop::CannotStart(e)) => Err(ToolError::new("cannot_start", e)),
+        Err(Stop::GoodEndFails(good)) => Err(ToolError::new(
             "good_end_fails",
             drive::good_end_fails_message(&good, "good"),
         )),
-        Err((Stop::Interrupted(sig), _)) => Err(ToolError::new(
+        Err(Stop::Interrupted(sig)) => Err(ToolError::new(
             "interrupted",
             format!("bisect interrupted by signal {sig}"),
         )),
     }
 }
 
-/// `log` from `from` (default HEAD), at most `limit`, newest first.
-fn log(cx: &Call, from: Option<&str>, limit: usize) -> Result<Vec<CheckpointView>, ToolError> {
-    let op = Request::from(verbs::Log {
-        limit: Some(limit),
-        from: from.map(str::to_string),
-        path: None,
-        first_parent: true,
-    });
-    let r = cx.bridge.call(&op, None, &mut |_| {})?;
-    let l: <verbs::Log as treefork::control::Verb>::Response =
-        serde_json::from_value(r).map_err(ToolError::bad_args)?;
-    Ok(l.checkpoints)
-}
-
-/// The checkpoints from `good` to `bad` along `bad`'s first parents, oldest first.
-fn candidates(cx: &Call, good: Option<&str>, bad: Option<&str>) -> Result<Vec<Point>, ToolError> {
-    let mut chain = log(cx, bad, MAX_CANDIDATES)?;
-    let bad = bad.unwrap_or("HEAD");
-    if chain.is_empty() {
-        return Err(ToolError::new(
-            "invalid",
-            format!("{bad} names no checkpoint: the session has none yet"),
-        ));
-    }
-    if let Some(good) = good {
-        let Some(g) = log(cx, Some(good), 1)?.pop() else {
-            return Err(ToolError::new(
-                "invalid",
-                format!("good {good} names no checkpoint"),
-            ));
-        };
-        let Some(at) = chain.iter().position(|c| c.id == g.id) else {
-            return Err(ToolError::new(
-                "invalid",
-                format!("good {good} is not on the first-parent chain of bad {bad}"),
-            ));
-        };
-        chain.truncate(at + 1);
-    }
-    chain.reverse();
-    Ok(chain
-        .into_iter()
-        .map(|c| Point {
-            id: c.id,
-            short: c.short,
-            message: c.message,
-            time: c.time,
-        })
-        .collect())
-}
-
-/// The bisect's forks, through the session's socket.
-struct McpForks<'a, 'b> {
+/// The bisect verbs, through the session's socket.
+struct McpDaemon<'a, 'b> {
     cx: &'a Call<'b>,
-    id: Option<String>,
     cwd: Option<String>,
+    jobs: usize,
     tested: usize,
     total: usize,
 }
 
-impl McpForks<'_, '_> {
-    fn end(&self, req: verbs::BisectEnd) -> Result<Value, ToolError> {
-        self.cx.bridge.call(&Request::from(req), None, &mut |_| {})
-    }
-
-    fn end_req(&self) -> verbs::BisectEnd {
-        verbs::BisectEnd {
-            id: self.id.clone().unwrap_or_default(),
-            remove: Default::default(),
-            result: None,
-            abort: false,
-        }
+fn end(id: &str, abort: bool) -> verbs::BisectEnd {
+    verbs::BisectEnd {
+        id: id.to_string(),
+        remove: Default::default(),
+        result: None,
+        abort,
     }
 }
 
-impl Forks for McpForks<'_, '_> {
+impl Daemon for McpDaemon<'_, '_> {
     type Error = ToolError;
 
-    fn begin(&mut self, points: &[(u32, String)]) -> Result<Vec<ForkAt>, ToolError> {
-        let op = Request::from(verbs::BisectBegin {
-            id: self.id.clone(),
-            checkpoints: points.iter().map(|(_, c)| c.clone()).collect(),
-            numbers: Some(points.iter().map(|(n, _)| *n).collect()),
+    fn begin(&mut self, spec: &SearchSpec) -> Result<Stepped, ToolError> {
+        let b = self.cx.bridge.send(&verbs::BisectBegin {
+            id: None,
+            checkpoints: Vec::new(),
+            numbers: None,
             cwd: self.cwd.clone(),
             forks_dir: None,
-        });
-        let r = self.cx.bridge.call(&op, None, &mut |_| {})?;
-        let b: <verbs::BisectBegin as treefork::control::Verb>::Response =
-            serde_json::from_value(r).map_err(ToolError::bad_args)?;
-        self.id = Some(b.id);
-        Ok(b.forks
-            .into_iter()
-            .map(|f| ForkAt {
-                n: f.n,
-                session: f.session,
-                mountpoint: f.mountpoint,
-            })
-            .collect())
+            search: Some(spec.clone()),
+        })?;
+        b.search.map(|s| *s).ok_or_else(|| {
+            ToolError::new(
+                "corrupt",
+                format!("bisect {} began without its search", b.id),
+            )
+        })
     }
 
-    fn remove(&mut self, forks: &[String]) -> Result<Vec<(String, String)>, ToolError> {
-        let mut req = self.end_req();
-        req.remove = treefork::ops::bisect::end::Remove::Names(forks.to_vec());
-        let r = self.end(req)?;
-        let e: <verbs::BisectEnd as treefork::control::Verb>::Response =
-            serde_json::from_value(r).map_err(ToolError::bad_args)?;
-        Ok(e.errors.into_iter().map(|c| (c.fork, c.error)).collect())
+    fn step(&mut self, id: &str, results: Vec<Reported>) -> Result<Stepped, ToolError> {
+        let id = id.to_string();
+        self.cx.bridge.send(&verbs::BisectStep { id, results })
     }
 
-    fn finish(&mut self, doc: &Bisected) -> Result<(), ToolError> {
-        let mut req = self.end_req();
-        req.result = Some(Box::new(doc.clone()));
-        self.end(req).map(|_| ())
+    fn finish(&mut self, id: &str) -> Result<Bisected, ToolError> {
+        let e = self.cx.bridge.send(&end(id, false))?;
+        e.result
+            .map(|r| *r)
+            .ok_or_else(|| ToolError::new("corrupt", format!("bisect {id}: no result recorded")))
     }
 
-    fn abort(&mut self) {
-        if self.id.is_some() {
-            let mut req = self.end_req();
-            req.abort = true;
-            let _ = self.end(req);
+    fn abort(&mut self, id: &str) {
+        if let Err(e) = self.cx.bridge.send(&end(id, true)) {
+            log::warn!("bisect {id}: cannot remove its forks: {}", e.message());
         }
+    }
+
+    fn begun(&mut self, at: &Stepped) {
+        self.total = at.candidates;
+        (self.cx.progress)(
+            0.0,
+            None,
+            format!(
+                "bisect: {} checkpoints, {} at a time",
+                at.candidates, self.jobs
+            ),
+        );
     }
 
     fn progress(&mut self, round: usize, steps: &[Step]) {

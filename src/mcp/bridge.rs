@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use treefork::control::{Client, Role};
+use treefork::control::{Client, Role, SendError};
 use treefork::verbs::Request;
 
 /// A failed tool call: the protocol's error object.
@@ -110,6 +110,26 @@ impl Bridge {
                 .call_explained(op, explanation, on_event)
                 .map_err(failed)?,
         )
+    }
+}
+
+impl Bridge {
+    /// Send request `req` of verb `V` (no explanation, events dropped) through
+    /// the typed call `control::send`: its response, or its error.
+    pub fn send<V: treefork::control::Verb>(&self, req: &V) -> Result<V::Response, ToolError> {
+        let mut client = Client::connect(&self.socket).map_err(|e| {
+            ToolError::new(
+                "io",
+                format!("control socket {}: connect: {e}", self.socket.display()),
+            )
+        })?;
+        treefork::control::send(&mut client, req).map_err(|e| match e {
+            SendError::Refused { error, .. } if error.is_object() => ToolError { error },
+            SendError::Refused { code, message, .. } => ToolError::new(&code, message),
+            SendError::Transport(e) => {
+                ToolError::new(e.code(), format!("{}: {e}", self.socket.display()))
+            }
+        })
     }
 }
 

@@ -162,17 +162,8 @@ fn record(cx: &Call, n: u64, r: &RunResult) -> Outcome {
     Ok(answer.expect("exec_end is always sent"))
 }
 
-#[derive(Deserialize)]
-struct ExpBegun {
-    id: String,
-    forks: Vec<ExpFork>,
-}
-
-#[derive(Deserialize)]
-struct ExpFork {
-    run: u32,
-    mountpoint: PathBuf,
-}
+type ExpBegun = treefork::ops::experiment::begin::Begun;
+type ExpFork = treefork::ops::experiment::begin::ForkMade;
 
 /// `experiment`: begin, every command at once in its fork, end.
 pub fn experiment(cx: &Call, v: Value) -> Outcome {
@@ -197,14 +188,12 @@ pub fn experiment(cx: &Call, v: Value) -> Outcome {
         })
         .collect();
     treefork::command::wire::label_runs(&mut specs);
-    let begin = Request::from(verbs::ExperimentBegin {
+    let b: ExpBegun = cx.bridge.send(&verbs::ExperimentBegin {
         from: a.from.clone(),
         runs: specs.clone(),
         cwd: Some(a.cwd.clone()).filter(|c| !c.is_empty()),
         forks_dir: None,
-    });
-    let r = cx.bridge.call(&begin, None, &mut |_| {})?;
-    let b: ExpBegun = serde_json::from_value(r).map_err(ToolError::bad_args)?;
+    })?;
     let total = b.forks.len() as f64;
     (cx.progress)(
         0.0,

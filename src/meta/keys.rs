@@ -27,6 +27,7 @@
 //! | `q/` | remote name, NUL, `b` or `s`, NUL, ref name | a remote tracking ref: a remote branch or session as last seen (owned by `refs::tracking`) |
 //! | `a/` | session name, NUL, branch name | a branch given to a session: created in it or shared with it by the user (owned by `visibility`) |
 //! | `h/` | session name, NUL, session name | a session created by another one: a fork or an experiment run (owned by `visibility`) |
+//! | `b/` | session name, NUL, bisect id | the state of a bisect's search (owned by `ops::bisect::state`) |
 //!
 //! Invariants: no prefix is a prefix of another, so a prefix range holds exactly one
 //! record kind; integers inside keys, when added, are big-endian so that sled's byte
@@ -109,6 +110,7 @@ const KINDS: &[(&[u8], &str)] = &[
     (TRACKING_PREFIX, "tracking refs"),
     (GRANT_PREFIX, "branch grants"),
     (LINEAGE_PREFIX, "lineage links"),
+    (BISECT_PREFIX, "bisect searches"),
 ];
 
 /// The kind of record `key` is, as a plural noun ("sessions", "branches", ...;
@@ -227,6 +229,26 @@ pub fn message_id_key(session: &str, id: &str) -> Vec<u8> {
 pub const GRANT_PREFIX: &[u8] = b"a/";
 /// Prefix of session lineage records (`f/<parent>\0<child>`).
 pub const LINEAGE_PREFIX: &[u8] = b"h/";
+
+/// Prefix of bisect search states (`b/<session>\0<bisect id>`).
+pub const BISECT_PREFIX: &[u8] = b"b/";
+
+/// Key of the search state of bisect `id` of `session`.
+pub fn bisect_key(session: &str, id: &str) -> Vec<u8> {
+    pair_key(BISECT_PREFIX, session, id)
+}
+
+/// The prefix of every bisect search state of `session`.
+pub fn bisect_session_prefix(session: &str) -> Vec<u8> {
+    let mut k = key(BISECT_PREFIX, session.as_bytes());
+    k.push(0);
+    k
+}
+
+/// The session and bisect id of a bisect state key.
+pub fn bisect_parts(key: &[u8]) -> Option<(&str, &str)> {
+    pair_second(BISECT_PREFIX, key)
+}
 
 fn pair_key(prefix: &[u8], a: &str, b: &str) -> Vec<u8> {
     let mut k = key(prefix, a.as_bytes());

@@ -27,6 +27,7 @@ impl Verb for BisectBegin {
             numbers: _,
             cwd: _,
             forks_dir,
+            search: _,
         } = self;
         // Where the forks are mounted on the host is the user's choice (the
         // request's `forks_dir` or the `forks_dir` setting), never an agent's.

@@ -38,6 +38,7 @@ mod prelude {
 // every tool that follows `mod` see them).
 pub mod bisect_begin;
 pub mod bisect_end;
+pub mod bisect_step;
 pub mod branch;
 pub mod branch_delete;
 pub mod branch_rename;
@@ -266,6 +267,7 @@ table! {
     experiment_show::ExperimentShow,
     experiment_adopt::ExperimentAdopt,
     bisect_begin::BisectBegin,
+    bisect_step::BisectStep,
     bisect_end::BisectEnd,
     exec_begin::ExecBegin,
     exec_output::ExecOutput,

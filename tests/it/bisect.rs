@@ -549,3 +549,91 @@ fn bisect_end_checks_the_result_and_records_it_once() {
     assert_eq!(r["error"]["code"], "conflict", "{r:#}");
     assert_clean(&m);
 }
+
+#[test]
+fn bisect_step_checks_the_results_and_the_daemon_records_its_own_result() {
+    let m = Mount::new();
+    let ids = twenty(&m);
+    let kinds = op_kinds(&m);
+    let send = |v: Value| raw(&m, &v.to_string());
+    let begin = serde_json::json!({"v": 1, "op": "bisect_begin",
+        "search": {"good": ids[0], "jobs": 2, "command": ["grep", "-q", "good", "f"]}});
+    let b = send(begin);
+    assert_eq!(b["ok"], true, "{b:#}");
+    let id = b["id"].as_str().unwrap().to_string();
+    assert_eq!(b["search"]["candidates"], 20, "{b:#}");
+    assert_eq!(b["search"]["next"]["kind"], "test", "{b:#}");
+    let ns = |v: &Value| -> Vec<u64> {
+        v["forks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["n"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(ns(&b["search"]["next"]), vec![0, 19]);
+    assert_eq!(ns(&b), vec![0, 19]);
+    let result = |n: u64| {
+        let exit = if n as usize >= FIRST_BAD { 1 } else { 0 };
+        serde_json::json!({"candidate": n, "outcome": {"exit": exit, "duration_ms": 1}})
+    };
+    let step = |results: Vec<Value>| {
+        send(serde_json::json!({"v": 1, "op": "bisect_step", "id": id, "results": results}))
+    };
+    // Refused whole, naming the candidate: unknown, twice, not pending, left out.
+    for (results, says) in [
+        (
+            vec![result(0), result(19), result(25)],
+            "candidate 25 is unknown",
+        ),
+        (
+            vec![result(0), result(0), result(19)],
+            "candidate 0 has two results",
+        ),
+        (vec![result(0), result(7)], "candidate 7 is not pending"),
+        (vec![result(0)], "no result for pending candidate 19"),
+    ] {
+        let r = step(results);
+        assert_eq!(r["ok"], false, "{r:#}");
+        assert_eq!(r["error"]["code"], "invalid", "{r:#}");
+        let msg = r["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(says), "{msg}");
+    }
+    // The client's word is no result for a search the daemon keeps.
+    let point =
+        serde_json::json!({"id": ids[0], "short": &ids[0][..12], "message": "cp 0", "time": 0});
+    let doc = serde_json::json!({"command": ["true"], "first_bad": null, "last_good": null,
+        "good": point, "bad": point, "candidates": 1, "jobs": 1, "rounds": 1,
+        "wall_ms": 1, "steps": []});
+    let r = send(serde_json::json!({"v": 1, "op": "bisect_end", "id": id, "result": doc}));
+    assert_eq!(r["error"]["code"], "invalid", "{r:#}");
+    // The truth, round by round, until the daemon's search ends.
+    let mut pending = vec![0, 19];
+    let mut rounds = 0;
+    let found = loop {
+        let r = step(pending.iter().map(|&n| result(n)).collect());
+        assert_eq!(r["ok"], true, "{r:#}");
+        rounds += 1;
+        assert!(rounds <= ceil_log(3, 20) + 1, "{r:#}");
+        match r["next"]["kind"].as_str().unwrap() {
+            "test" => pending = ns(&r["next"]),
+            "found" => break r["next"]["result"].clone(),
+            k => panic!("{k}: {r:#}"),
+        }
+    };
+    assert_eq!(found["first_bad"]["id"], ids[FIRST_BAD], "{found:#}");
+    // Over: no more results taken; bisect_end records the daemon's document.
+    let r = step(vec![result(0)]);
+    assert_eq!(r["error"]["code"], "invalid", "{r:#}");
+    let r = send(serde_json::json!({"v": 1, "op": "bisect_end", "id": id}));
+    assert_eq!(r["ok"], true, "{r:#}");
+    assert!(r["seq"].is_u64(), "{r:#}");
+    assert_eq!(r["result"]["steps"], found["steps"], "{r:#}");
+    let after = op_kinds(&m);
+    assert_eq!(after.len(), kinds.len() + 1);
+    assert_eq!(after[0], "bisect");
+    // The state is gone with the record.
+    let r = step(vec![result(0)]);
+    assert_eq!(r["error"]["code"], "not_found", "{r:#}");
+    assert_clean(&m);
+}

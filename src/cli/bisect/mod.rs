@@ -4,15 +4,17 @@
 //! The command runs here, in the CLI (as `exec` and `experiment` do: the daemon
 //! never runs agent-supplied commands), once per candidate tested, each time in a
 //! throwaway fork of that checkpoint the daemon makes (`bisect_begin`) and
-//! removes after the round (`bisect_end`) unless `--keep`. With `--jobs N` a
-//! round tests N candidates at once (the k-ary search and the rounds are
-//! `treefork::command::bisect`'s, shared with the MCP `bisect` tool). The session
+//! removes after the round (`bisect_step`) unless `--keep`. With `--jobs N` a
+//! round tests N candidates at once. The search is the daemon's (`bisect_begin`
+//! with `search` finds the candidates, `bisect_step` answers each round's); the
+//! loop that runs what it names is `treefork::command::bisect::drive`'s, shared
+//! with the MCP `bisect` tool. The session
 //! itself is never changed: its HEAD and files stay where they are, and its
 //! operation log gets one inert `bisect` record (the final `bisect_end`). It
 //! works on an agent socket too (the bisect verbs are an agent's).
 //!
-//! Files: [`trial`] (the forks through the bisect verbs, progress), [`render`]
-//! (the human form of the result), this file (the arguments and the candidates).
+//! Files: [`trial`] (the bisect verbs on the session's socket, progress),
+//! [`render`] (the human form of the result), this file (the arguments).
 //!
 //! Interruption: SIGINT, SIGTERM or SIGHUP are caught from the start (the shared
 //! runner's handler) and forwarded to the running commands' process groups; no
@@ -30,12 +32,8 @@ use std::time::Duration;
 use super::Exit;
 use super::plumbing::runner;
 use super::prelude::*;
-use treefork::command::bisect::{self as drive, Plan, Point, Stop};
+use treefork::command::bisect::{self as drive, Plan, Stop};
 use treefork::command::place::{Placement, RunAt};
-use treefork::ops::views::CheckpointView;
-
-/// Most checkpoints read along the first-parent chain of `--bad`.
-const MAX_CANDIDATES: usize = 1_000_000;
 
 /// Find the first checkpoint where a command fails (`bisect run`).
 #[derive(clap::Args)]
@@ -119,12 +117,13 @@ impl RunArgs {
         let timeout = self.timeout;
         runner::install_signal_handlers();
         let mountpoint = mountpoint(cx)?;
-        let candidates: Vec<Point> = self.candidates(cx)?.iter().map(render::point).collect();
         let cwd = caller_place(&mountpoint);
         let run_at = RunAt::parse(&self.run_at).unwrap_or_default();
         let forks_dir = self.forks_dir.as_deref().map(absolute).transpose()?;
         let plan = Plan {
             argv: self.command.clone(),
+            good: self.good.clone(),
+            bad: self.bad.clone(),
             cwd: cwd.clone(),
             timeout,
             jobs: self.jobs,
@@ -132,14 +131,13 @@ impl RunArgs {
             place: Placement::resolve(run_at, &mountpoint),
             watch: Default::default(),
         };
-        let mut forks = trial::CliForks {
+        let mut daemon = trial::CliDaemon {
             cx,
-            id: None,
             cwd: Some(cwd).filter(|c| !c.is_empty()),
             forks_dir,
         };
         let ticker = super::ticker::Ticker::start("bisect".into(), plan.watch.clone(), cx.json());
-        let r = drive::run(&mut forks, &plan, &candidates);
+        let r = drive::run(&mut daemon, &plan);
         drop(ticker);
         let sig = runner::interrupted();
         if sig != 0 {
@@ -151,15 +149,15 @@ impl RunArgs {
         }
         let doc = match r {
             Ok(doc) => doc,
-            Err((Stop::Client(e), _)) => return Err(e),
-            Err((Stop::CannotStart(e), _)) => bail!("{e}"),
-            Err((Stop::GoodEndFails(good), _)) => {
+            Err(Stop::Client(e)) => return Err(e),
+            Err(Stop::CannotStart(e)) => bail!("{e}"),
+            Err(Stop::GoodEndFails(good)) => {
                 return Err(super::failure::Failure::coded(
                     "good_end_fails",
                     drive::good_end_fails_message(&good, "--good"),
                 ));
             }
-            Err((Stop::Interrupted(sig), _)) => {
+            Err(Stop::Interrupted(sig)) => {
                 return Err(Exit {
                     status: 128 + sig,
                     error: anyhow!(
@@ -172,57 +170,15 @@ impl RunArgs {
         let raw = serde_json::to_value(&doc)?;
         Ok(Reply::new(raw, doc).into())
     }
-
-    /// The checkpoints from `--good` to `--bad` along `--bad`'s first parents,
-    /// oldest first (at least one).
-    fn candidates(&self, cx: &Ctx) -> Result<Vec<CheckpointView>> {
-        let mut chain = log(cx, self.bad.clone(), MAX_CANDIDATES)?.checkpoints;
-        let bad = self.bad.as_deref().unwrap_or("HEAD");
-        if chain.is_empty() {
-            bail!("{bad} names no checkpoint: the session has none yet (`treefork checkpoint`)");
-        }
-        if let Some(good) = &self.good {
-            let Some(g) = log(cx, Some(good.clone()), 1)?.checkpoints.pop() else {
-                bail!("--good {good} names no checkpoint");
-            };
-            let Some(at) = chain.iter().position(|c| c.id == g.id) else {
-                return Err(super::failure::Failure::coded(
-                    "invalid",
-                    format!(
-                        "--good {good} ({}) is not on the first-parent chain of --bad {bad} ({}); \
-                         bisect walks first parents from the bad end back to the good one",
-                        g.short, chain[0].short
-                    ),
-                ));
-            };
-            chain.truncate(at + 1);
-        }
-        chain.reverse();
-        Ok(chain)
-    }
 }
 
 /// The source session's mountpoint.
 fn mountpoint(cx: &Ctx) -> Result<PathBuf> {
-    let pong: Reply<Answer<treefork::verbs::Ping>> =
-        cx.session(Request::Ping(treefork::verbs::Ping {}))?;
-    let p = pong.body;
+    let p = cx.send(&treefork::verbs::Ping {})?;
     match (p.session, p.mountpoint) {
         (Some(_), Some(mountpoint)) => Ok(mountpoint),
         _ => bail!("the control socket does not serve a mounted session"),
     }
-}
-
-/// `log` from `from` (default HEAD), newest first, at most `limit`.
-fn log(cx: &Ctx, from: Option<String>, limit: usize) -> Result<Answer<treefork::verbs::Log>> {
-    let r: Reply<Answer<treefork::verbs::Log>> =
-        cx.session(Request::Log(treefork::verbs::Log {
-            limit: Some(limit),
-            from,
-            path: None,
-            first_parent: true,
-        }))?;
-    Ok(r.body)
 }
 
 /// `p` made absolute against the current directory (a forks directory as given).

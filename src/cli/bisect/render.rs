@@ -1,6 +1,6 @@
 //! The result of `bisect run`: the document `--json` prints
-//! (`treefork::command::bisect::Bisected`, built in this process and recorded by
-//! the final `bisect_end`) and its human form, one
+//! (`treefork::command::bisect::Bisected`, built by the daemon's search and
+//! recorded by the final `bisect_end`) and its human form, one
 //! row per step (round, checkpoint, exit, duration, message), then the first bad
 //! checkpoint, the steps count and the wall time. A command that passes at the
 //! bad end is a failure after printing (code `no_first_bad`); one that fails at
@@ -9,18 +9,7 @@
 use super::super::failure::Failure;
 use super::super::output::short;
 use super::super::prelude::*;
-use treefork::command::bisect::{Bisected, Point};
-use treefork::ops::views::CheckpointView;
-
-/// The result's point for checkpoint `c`.
-pub fn point(c: &CheckpointView) -> Point {
-    Point {
-        id: c.id.clone(),
-        short: c.short.clone(),
-        message: c.message.clone(),
-        time: c.time,
-    }
-}
+use treefork::command::bisect::Bisected;
 
 /// `1.234s` or `12ms`.
 fn duration(ms: u64) -> String {

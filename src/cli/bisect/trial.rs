@@ -1,90 +1,62 @@
-//! The CLI's side of the rounds (`treefork::command::bisect::drive`): forks
-//! made and removed by the daemon with `bisect_begin` / `bisect_end` on the
-//! session's socket (so it works on an agent socket too), the result recorded by
-//! the final `bisect_end`, a line per step on a terminal's stderr.
+//! The CLI's side of the loop (`treefork::command::bisect::drive`): the bisect
+//! verbs on the session's socket through the typed call (`Ctx::send`), so it
+//! works on an agent socket too; a line per step on a terminal's stderr.
 
 use super::super::prelude::*;
-use treefork::command::bisect::{Bisected, ForkAt, Forks, Step};
-use treefork::verbs::{BisectBegin, BisectEnd};
+use treefork::command::bisect::{Bisected, Daemon, Reported, SearchSpec, Step, Stepped};
+use treefork::verbs::{BisectBegin, BisectEnd, BisectStep};
 
-/// The bisect's forks, through the session's control socket.
-pub struct CliForks<'a> {
+/// The bisect verbs, through the session's control socket.
+pub struct CliDaemon<'a> {
     /// The invocation's context.
     pub cx: &'a Ctx,
-    /// The bisect id, once the daemon chose it.
-    pub id: Option<String>,
     /// The caller's place relative to the workspace root (stored in the forks).
     pub cwd: Option<String>,
     /// `--forks-dir` (absolute).
     pub forks_dir: Option<std::path::PathBuf>,
 }
 
-impl CliForks<'_> {
-    fn end(&self, req: BisectEnd) -> Result<treefork::ops::bisect::end::BisectEnded> {
-        let r: Reply<Answer<BisectEnd>> = self.cx.session(Request::BisectEnd(req))?;
-        Ok(r.body)
-    }
-
-    fn id(&self) -> String {
-        self.id.clone().unwrap_or_default()
+fn end(id: &str, abort: bool) -> BisectEnd {
+    BisectEnd {
+        id: id.to_string(),
+        remove: Default::default(),
+        result: None,
+        abort,
     }
 }
 
-impl Forks for CliForks<'_> {
+impl Daemon for CliDaemon<'_> {
     type Error = anyhow::Error;
 
-    fn begin(&mut self, points: &[(u32, String)]) -> Result<Vec<ForkAt>> {
-        let op = Request::BisectBegin(BisectBegin {
-            id: self.id.clone(),
-            checkpoints: points.iter().map(|(_, c)| c.clone()).collect(),
-            numbers: Some(points.iter().map(|(n, _)| *n).collect()),
+    fn begin(&mut self, spec: &SearchSpec) -> Result<Stepped> {
+        let b = self.cx.send(&BisectBegin {
+            id: None,
+            checkpoints: Vec::new(),
+            numbers: None,
             cwd: self.cwd.clone(),
             forks_dir: self.forks_dir.clone(),
-        });
-        let r: Reply<Answer<BisectBegin>> = self.cx.session(op)?;
-        let b = r.body;
-        self.id = Some(b.id);
-        Ok(b.forks
-            .into_iter()
-            .map(|f| ForkAt {
-                n: f.n,
-                session: f.session,
-                mountpoint: f.mountpoint,
-            })
-            .collect())
-    }
-
-    fn remove(&mut self, forks: &[String]) -> Result<Vec<(String, String)>> {
-        let e = self.end(BisectEnd {
-            id: self.id(),
-            remove: treefork::ops::bisect::end::Remove::Names(forks.to_vec()),
-            result: None,
-            abort: false,
+            search: Some(spec.clone()),
         })?;
-        Ok(e.errors.into_iter().map(|c| (c.fork, c.error)).collect())
+        b.search
+            .map(|s| *s)
+            .ok_or_else(|| anyhow!("the daemon began bisect {} without its search", b.id))
     }
 
-    fn finish(&mut self, doc: &Bisected) -> Result<()> {
-        if self.id.is_none() {
-            return Ok(());
-        }
-        self.end(BisectEnd {
-            id: self.id(),
-            remove: Default::default(),
-            result: Some(Box::new(doc.clone())),
-            abort: false,
-        })?;
-        Ok(())
+    fn step(&mut self, id: &str, results: Vec<Reported>) -> Result<Stepped> {
+        let id = id.to_string();
+        self.cx.send(&BisectStep { id, results })
     }
 
-    fn abort(&mut self) {
-        if self.id.is_some() {
-            let _ = self.end(BisectEnd {
-                id: self.id(),
-                remove: Default::default(),
-                result: None,
-                abort: true,
-            });
+    fn finish(&mut self, id: &str) -> Result<Bisected> {
+        let e = self.cx.send(&end(id, false))?;
+        e.result
+            .map(|r| *r)
+            .ok_or_else(|| anyhow!("bisect {id}: the daemon recorded no result"))
+    }
+
+    fn abort(&mut self, id: &str) {
+        if let Err(e) = self.cx.send(&end(id, true)) {
+            eprintln!("treefork: bisect {id}: cannot remove its forks: {e:#}");
         }
     }
 

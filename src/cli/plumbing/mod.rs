@@ -340,22 +340,58 @@ impl Ctx {
         op: Request,
         on_event: &mut dyn FnMut(&Value),
     ) -> Result<Reply<T>> {
+        let (sock, no_answer) = self.session_endpoint()?;
+        call_socket_events(&sock, &op, on_event, || no_answer)
+    }
+
+    /// Send request `req` of verb `V` to the session's socket (as
+    /// [`session`](Self::session)) through the typed call `control::send_with`:
+    /// its response.
+    pub fn send<V: control::Verb>(&self, req: &V) -> Result<V::Response> {
+        let (sock, no_answer) = self.session_endpoint()?;
+        let mut c = Client::connect(&sock).with_context(|| no_answer)?;
+        let explanation = EXPLANATION.get().map(String::as_str);
+        match control::send_with(&mut c, req, explanation, &mut |_| {}) {
+            Ok(a) => {
+                if let Some(m) = a
+                    .raw
+                    .pointer("/branch_moved/message")
+                    .and_then(Value::as_str)
+                {
+                    eprintln!("treefork: warning: {m}");
+                }
+                Ok(a.response)
+            }
+            Err(control::SendError::Refused {
+                code,
+                message,
+                error,
+            }) => Err(DaemonError {
+                code,
+                message,
+                error,
+            }
+            .into()),
+            Err(control::SendError::Transport(e)) => Err(e.into()),
+        }
+    }
+
+    /// The socket session ops go to, and what to say when nothing answers there.
+    fn session_endpoint(&self) -> Result<(PathBuf, String)> {
         if let Some(sock) = self.explicit_socket() {
-            return call_socket_events(&sock, &op, on_event, || {
-                format!("cannot connect to control socket {}", sock.display())
-            });
+            let msg = format!("cannot connect to control socket {}", sock.display());
+            return Ok((sock, msg));
         }
         let ws = self.workspace()?;
         let sock = match &ws.socket {
             Some(s) => s.clone(),
             None => control::session_socket(&ws.mountpoint)?,
         };
-        call_socket_events(&sock, &op, on_event, || {
-            format!(
-                "the daemon serving {} does not answer (is it still mounted?)",
-                ws.mountpoint.display()
-            )
-        })
+        let msg = format!(
+            "the daemon serving {} does not answer (is it still mounted?)",
+            ws.mountpoint.display()
+        );
+        Ok((sock, msg))
     }
 
     /// Like [`store_op`](Self::store_op), creating the store first when there is

@@ -1,14 +1,14 @@
 //! The result of a bisect: the document `treefork --json bisect run` prints, the
 //! MCP `bisect` tool answers and `bisect_end` records (bounded and checked there,
-//! [`Bisected::check`]: it comes from a client).
+//! [`Bisected::check`]: one a client sends, in the legacy `bisect_end` with
+//! `result`). In a search the daemon builds it from its own state
+//! (`ops::bisect::state`) and the client's reported outcomes.
 
 use std::path::PathBuf;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::search::Found;
-use crate::command::runner::RunResult;
 use crate::error::{Error, Result};
 
 /// Most steps a recorded bisect may carry.
@@ -66,25 +66,6 @@ pub struct Step {
 }
 
 impl Step {
-    /// The step of candidate `index` (`c`) in `round`, ended as `r`, in `fork`.
-    pub fn new(c: &Point, index: usize, round: usize, r: &RunResult, fork: String) -> Step {
-        Step {
-            round,
-            checkpoint: c.id.clone(),
-            short: c.short.clone(),
-            message: c.message.clone(),
-            index,
-            exit: r.exit_code,
-            signal: r.signal,
-            timed_out: r.timed_out,
-            failed: r.exit_code != Some(0) || r.timed_out,
-            duration_ms: r.duration.as_millis() as u64,
-            fork,
-            kept_at: None,
-            not_removed: None,
-        }
-    }
-
     /// `0`, `1`, `timeout`, `sig9`.
     pub fn exit_text(&self) -> String {
         match (self.timed_out, self.exit, self.signal) {
@@ -105,7 +86,7 @@ pub struct Bisected {
     pub first_bad: Option<Point>,
     /// The checkpoint right before it, where it passed (`null` when there is no
     /// first bad). A command failing at the good end is no result: the range is
-    /// wrong ([`Found::FailsAtGood`], `Stop::GoodEndFails`).
+    /// wrong (`Next::GoodEndFails`).
     pub last_good: Option<Point>,
     /// The good end (the oldest candidate).
     pub good: Point,
@@ -124,38 +105,6 @@ pub struct Bisected {
 }
 
 impl Bisected {
-    /// The document of a search over `candidates` (oldest first, at least one)
-    /// that ended as `found` after `rounds`.
-    pub fn new(
-        command: Vec<String>,
-        candidates: &[Point],
-        (found, rounds): (Found, usize),
-        jobs: usize,
-        wall_ms: u64,
-        steps: Vec<Step>,
-    ) -> Bisected {
-        let point = |i: usize| candidates[i].clone();
-        let (first_bad, last_good) = match found {
-            Found::FirstBad {
-                first_bad,
-                last_good,
-            } => (Some(point(first_bad)), Some(point(last_good))),
-            Found::PassesAtBad | Found::FailsAtGood => (None, None),
-        };
-        Bisected {
-            command,
-            first_bad,
-            last_good,
-            good: point(0),
-            bad: point(candidates.len() - 1),
-            candidates: candidates.len(),
-            jobs,
-            rounds,
-            wall_ms,
-            steps,
-        }
-    }
-
     /// Check a document a client sent (`bisect_end`): well-formed checkpoint ids,
     /// bounded counts and texts.
     pub fn check(&self) -> Result<()> {

@@ -1,61 +1,48 @@
-//! The rounds of a bisect, as a client runs them: per round of the search, the
-//! daemon makes one fork per candidate ([`Forks::begin`]: `bisect_begin`), the
-//! command runs here in each (through [`runner`]: own process group, stdin from
+//! A bisect as a client runs it (the CLI's `bisect run`, the MCP `bisect`
+//! tool): the daemon keeps the search (`bisect_begin` with `search`,
+//! `bisect_step`), the client only evaluates: per round it runs the command in
+//! each fork the daemon made (through [`runner`]: own process group, stdin from
 //! /dev/null, output captured, at the caller's place in the fork, the source's
 //! control socket hidden, `TREEFORK_BISECT_CHECKPOINT` set; at the workspace's
-//! own path or the fork's, [`Plan::place`]), at most `jobs` at
-//! once, then the round's forks are removed ([`Forks::remove`]: `bisect_end`;
-//! one still busy is retried for 5 s, then reported in its step) unless `keep`. The result is recorded once at the end ([`Forks::finish`]).
+//! own path or the fork's, [`Plan::place`]), at most `jobs` at once, and
+//! reports what each did ([`Daemon::step`]); the daemon removes the round's
+//! forks (unless `keep`) and answers the next round or the end, which the final
+//! `bisect_end` records ([`Daemon::finish`]). No search here.
 //!
-//! A command that fails at the good end is no result ([`Stop::GoodEndFails`]):
-//! every fork is removed and nothing is recorded.
+//! A command that fails at the good end, or cannot start, ends the bisect in the
+//! daemon ([`Stop::GoodEndFails`], [`Stop::CannotStart`]): every fork removed,
+//! nothing recorded.
 //!
 //! Interruption (the runner's signal handler, when the client installed it): no
-//! fork is made after one, and, as after any failure, every fork of the bisect is
-//! removed ([`Forks::abort`]), even with `keep`. A command that cannot start
-//! (missing program, the caller's directory missing in an old checkpoint) is no
-//! verdict: it ends the bisect with that error.
+//! round is reported after one, and, as after any failure of the client, every
+//! fork of the bisect is removed ([`Daemon::abort`]), even with `keep`.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::doc::{Bisected, Point, Step};
-use super::search;
+use super::wire::{BisectFork, Next, Outcome, Reported, SearchSpec, Stepped};
 use crate::command::place::Placement;
 use crate::command::runner::{self, Mode, RunResult, Spec};
 use crate::command::watch::Watch;
 
-/// How long a fork that cannot be removed (busy) is retried before it is
-/// reported as not removed.
-const UNMOUNT_PATIENCE: Duration = Duration::from_secs(5);
-
-/// A fork the daemon made for candidate `n`.
-#[derive(Debug, Clone)]
-pub struct ForkAt {
-    /// The candidate's position (0 = the good end).
-    pub n: u32,
-    /// The fork's session name.
-    pub session: String,
-    /// Where it is mounted.
-    pub mountpoint: PathBuf,
-}
-
-/// What a client does for the rounds, over its own transport.
-pub trait Forks {
+/// What a client asks of the daemon, over its own transport.
+pub trait Daemon {
     /// The client's error.
     type Error;
-    /// Make and mount one fork per `(n, checkpoint id)` (`bisect_begin`).
-    fn begin(&mut self, points: &[(u32, String)]) -> Result<Vec<ForkAt>, Self::Error>;
-    /// Unmount and remove these forks; per fork that could not be, its error
-    /// (`bisect_end` with `remove`).
-    fn remove(&mut self, forks: &[String]) -> Result<Vec<(String, String)>, Self::Error>;
-    /// Record the result (`bisect_end` with `result`).
-    fn finish(&mut self, doc: &Bisected) -> Result<(), Self::Error>;
+    /// Start the search (`bisect_begin` with `search`): the range and the first
+    /// round.
+    fn begin(&mut self, spec: &SearchSpec) -> Result<Stepped, Self::Error>;
+    /// Report a round's outcomes (`bisect_step`): the next round or the end.
+    fn step(&mut self, id: &str, results: Vec<Reported>) -> Result<Stepped, Self::Error>;
+    /// Record the result (the final `bisect_end`): the document recorded.
+    fn finish(&mut self, id: &str) -> Result<Bisected, Self::Error>;
     /// Remove every fork of the bisect, best effort (`bisect_end` with `abort`).
-    fn abort(&mut self);
+    fn abort(&mut self, id: &str);
+    /// The search began (its range is known).
+    fn begun(&mut self, _at: &Stepped) {}
     /// A round ended with these steps (progress).
     fn progress(&mut self, _round: usize, _steps: &[Step]) {}
 }
@@ -65,6 +52,10 @@ pub trait Forks {
 pub struct Plan {
     /// The command (an argument vector, not through a shell).
     pub argv: Vec<OsString>,
+    /// Where the command passes (a ref; default: the oldest checkpoint).
+    pub good: Option<String>,
+    /// Where it fails (a ref; default: HEAD).
+    pub bad: Option<String>,
     /// The caller's place relative to the workspace root (in each fork).
     pub cwd: String,
     /// Per-run timeout (the whole process group).
@@ -105,119 +96,70 @@ pub fn good_end_fails_message(good: &Point, flag: &str) -> String {
     )
 }
 
-/// Bisect `candidates` (oldest first, at least one): every fork made is removed
-/// (unless `plan.keep`), the result recorded through `f`. Also returns the steps
-/// run when it stopped early.
-pub fn run<F: Forks>(
-    f: &mut F,
-    plan: &Plan,
-    candidates: &[Point],
-) -> Result<Bisected, (Stop<F::Error>, Vec<Step>)> {
-    let t0 = Instant::now();
-    let mut steps = Vec::new();
-    let mut round = 0;
-    let r = search::search(candidates.len(), plan.jobs, |points| {
-        round += 1;
-        one_round(f, plan, candidates, points, round, &mut steps)
-    });
-    let found = match r {
-        Ok((search::Found::FailsAtGood, _)) => {
-            f.abort();
-            return Err((Stop::GoodEndFails(Box::new(candidates[0].clone())), steps));
-        }
-        Ok(found) => found,
-        Err(e) => {
-            f.abort();
-            return Err((e, steps));
-        }
-    };
-    let command = plan
-        .argv
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let wall = t0.elapsed().as_millis() as u64;
-    let doc = Bisected::new(command, candidates, found, plan.jobs, wall, steps);
-    match f.finish(&doc) {
-        Ok(()) => Ok(doc),
-        Err(e) => Err((Stop::Client(e), doc.steps)),
-    }
-}
-
-/// One round: fork, run, remove; whether the command failed at each point.
-fn one_round<F: Forks>(
-    f: &mut F,
-    plan: &Plan,
-    candidates: &[Point],
-    points: &[usize],
-    round: usize,
-    steps: &mut Vec<Step>,
-) -> Result<Vec<bool>, Stop<F::Error>> {
+/// Bisect as `plan` says: ask the daemon, run its candidates, report, until it
+/// ends; the document recorded.
+pub fn run<D: Daemon>(d: &mut D, plan: &Plan) -> Result<Bisected, Stop<D::Error>> {
     interrupted()?;
-    let asked: Vec<(u32, String)> = points
-        .iter()
-        .map(|&i| (i as u32, candidates[i].id.clone()))
-        .collect();
-    let forks = f.begin(&asked).map_err(Stop::Client)?;
-    let answered =
-        forks.len() == points.len() && forks.iter().all(|k| points.contains(&(k.n as usize)));
-    if !answered {
-        return Err(Stop::CannotStart(
-            "the daemon made other forks than the ones asked".into(),
-        ));
-    }
-    let results = run_all(plan, &forks, candidates);
-    let keep = plan.keep && runner::interrupted() == 0;
-    let errors = if keep {
-        Vec::new()
-    } else {
-        let names: Vec<String> = forks.iter().map(|k| k.session.clone()).collect();
-        remove_patiently(f, &names).map_err(Stop::Client)?
-    };
-    interrupted()?;
-    let mut made = Vec::new();
-    for (k, r) in forks.iter().zip(&results) {
-        let c = &candidates[k.n as usize];
-        if let Some(e) = &r.error {
-            return Err(Stop::CannotStart(format!(
-                "{} could not start in the fork of {} ({}): {e}",
-                plan.argv.first().map_or("".into(), |a| a.to_string_lossy()),
-                c.short,
-                c.message
-            )));
-        }
-        let mut s = Step::new(c, k.n as usize, round, r, k.session.clone());
-        s.kept_at = keep.then(|| k.mountpoint.clone());
-        s.not_removed = errors
+    let spec = SearchSpec {
+        good: plan.good.clone(),
+        bad: plan.bad.clone(),
+        jobs: plan.jobs,
+        command: plan
+            .argv
             .iter()
-            .find(|(n, _)| *n == k.session)
-            .map(|(_, e)| e.clone());
-        made.push(s);
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        keep: plan.keep,
+    };
+    let mut at = d.begin(&spec).map_err(Stop::Client)?;
+    d.begun(&at);
+    let id = at.id.clone();
+    loop {
+        at = match at.next {
+            Next::Test { round, forks } => {
+                let results = match run_round(plan, &forks) {
+                    Ok(r) => r,
+                    Err(sig) => {
+                        d.abort(&id);
+                        return Err(Stop::Interrupted(sig));
+                    }
+                };
+                let next = d.step(&id, results).map_err(|e| {
+                    d.abort(&id);
+                    Stop::Client(e)
+                })?;
+                d.progress(round, &next.steps);
+                next
+            }
+            Next::Found { .. } => {
+                return d.finish(&id).map_err(|e| {
+                    d.abort(&id);
+                    Stop::Client(e)
+                });
+            }
+            Next::GoodEndFails { good } => return Err(Stop::GoodEndFails(Box::new(good))),
+            Next::CannotStart { message } => return Err(Stop::CannotStart(message)),
+        };
     }
-    made.sort_by_key(|s| s.index);
-    f.progress(round, &made);
-    let verdicts = points
-        .iter()
-        .map(|&i| made.iter().find(|s| s.index == i).is_none_or(|s| s.failed))
-        .collect();
-    steps.extend(made);
-    Ok(verdicts)
 }
 
-/// Remove `names`, retrying those that could not be (a process the command
-/// left behind may still hold a fork busy) for up to [`UNMOUNT_PATIENCE`].
-fn remove_patiently<F: Forks>(
-    f: &mut F,
-    names: &[String],
-) -> Result<Vec<(String, String)>, F::Error> {
-    let t0 = Instant::now();
-    let mut errors = f.remove(names)?;
-    while !errors.is_empty() && t0.elapsed() < UNMOUNT_PATIENCE {
-        std::thread::sleep(Duration::from_millis(100));
-        let left: Vec<String> = errors.iter().map(|(n, _)| n.clone()).collect();
-        errors = f.remove(&left)?;
+/// Run one round; the outcome per fork, or the signal that interrupted it.
+fn run_round(plan: &Plan, forks: &[BisectFork]) -> Result<Vec<Reported>, i32> {
+    if runner::interrupted() != 0 {
+        return Err(runner::interrupted());
     }
-    Ok(errors)
+    let results = run_all(plan, forks);
+    match runner::interrupted() {
+        0 => Ok(forks
+            .iter()
+            .zip(&results)
+            .map(|(k, r)| Reported {
+                candidate: k.n,
+                outcome: Outcome::of(r),
+            })
+            .collect()),
+        sig => Err(sig),
+    }
 }
 
 fn interrupted<E>() -> Result<(), Stop<E>> {
@@ -229,7 +171,7 @@ fn interrupted<E>() -> Result<(), Stop<E>> {
 
 /// Run the command in every fork, at most `plan.jobs` at once; results in
 /// `forks` order.
-fn run_all(plan: &Plan, forks: &[ForkAt], candidates: &[Point]) -> Vec<RunResult> {
+fn run_all(plan: &Plan, forks: &[BisectFork]) -> Vec<RunResult> {
     let next = AtomicUsize::new(0);
     let out: Mutex<Vec<(usize, RunResult)>> = Mutex::new(Vec::new());
     std::thread::scope(|sc| {
@@ -238,11 +180,11 @@ fn run_all(plan: &Plan, forks: &[ForkAt], candidates: &[Point]) -> Vec<RunResult
                 loop {
                     let at = next.fetch_add(1, Ordering::SeqCst);
                     let Some(k) = forks.get(at) else { break };
-                    let c = &candidates[k.n as usize];
+                    let short: String = k.checkpoint.chars().take(12).collect();
                     let r = if runner::interrupted() == 0 {
-                        plan.watch.started(&c.short);
-                        let r = runner::run(&spec(plan, k, c));
-                        plan.watch.finished(&c.short);
+                        plan.watch.started(&short);
+                        let r = runner::run(&spec(plan, k));
+                        plan.watch.finished(&short);
                         r
                     } else {
                         RunResult {
@@ -261,8 +203,8 @@ fn run_all(plan: &Plan, forks: &[ForkAt], candidates: &[Point]) -> Vec<RunResult
     v.into_iter().map(|(_, r)| r).collect()
 }
 
-/// The run of the command in fork `k` of checkpoint `c`.
-fn spec(plan: &Plan, k: &ForkAt, c: &Point) -> Spec {
+/// The run of the command in fork `k`.
+fn spec(plan: &Plan, k: &BisectFork) -> Spec {
     Spec::new(plan.argv.clone())
         .placed(&plan.place, &k.mountpoint, &plan.cwd)
         .mode(Mode::Capture)
@@ -270,5 +212,5 @@ fn spec(plan: &Plan, k: &ForkAt, c: &Point) -> Spec {
         .null_stdin(true)
         .timeout(plan.timeout)
         .env("TREEFORK_SOCKET", "")
-        .env("TREEFORK_BISECT_CHECKPOINT", &c.id)
+        .env("TREEFORK_BISECT_CHECKPOINT", &k.checkpoint)
 }

@@ -1,8 +1,8 @@
-//! The rounds against a fake daemon: forks are temporary directories holding a
-//! file `ok` up to the last good candidate; every round's forks are removed
-//! before the next round begins, the result is recorded once, a failure aborts.
+//! The client's loop against a fake daemon whose "search" tests every candidate
+//! one round at a time: forks are temporary directories holding a file `ok` up to
+//! the last good candidate; the outcomes reported are the command's; the result
+//! is recorded once; a client failure aborts.
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -11,72 +11,110 @@ use super::*;
 #[derive(Default)]
 struct Fake {
     root: PathBuf,
-    last_good: usize,
-    live: BTreeMap<String, PathBuf>,
-    made: usize,
-    finished: Vec<Bisected>,
+    len: u32,
+    last_good: u32,
+    next: u32,
+    reported: Vec<Reported>,
+    finished: usize,
     aborted: bool,
-    max_live: usize,
+    fail_step: bool,
 }
 
-impl Forks for Fake {
-    type Error = String;
+fn point(i: u32) -> Point {
+    Point {
+        id: format!("{i:064x}"),
+        short: format!("{i:012x}"),
+        message: format!("cp {i}"),
+        time: i as i64,
+    }
+}
 
-    fn begin(&mut self, points: &[(u32, String)]) -> Result<Vec<ForkAt>, String> {
-        let mut out = Vec::new();
-        for (n, _) in points {
-            let session = format!("s-bfake-{n}");
-            let mountpoint = self.root.join(&session);
+impl Fake {
+    fn doc(&self) -> Bisected {
+        Bisected {
+            command: vec!["test".into()],
+            first_bad: Some(point(self.last_good + 1)),
+            last_good: Some(point(self.last_good)),
+            good: point(0),
+            bad: point(self.len - 1),
+            candidates: self.len as usize,
+            jobs: 1,
+            rounds: self.len as usize,
+            wall_ms: 0,
+            steps: Vec::new(),
+        }
+    }
+
+    fn answer(&mut self) -> Stepped {
+        let next = if self.next == self.len {
+            Next::Found {
+                result: Box::new(self.doc()),
+            }
+        } else {
+            let n = self.next;
+            let mountpoint = self.root.join(format!("s-bfake-{n}"));
             std::fs::create_dir_all(&mountpoint).unwrap();
-            if *n as usize <= self.last_good {
+            if n <= self.last_good {
                 std::fs::write(mountpoint.join("ok"), b"").unwrap();
             }
-            self.live.insert(session.clone(), mountpoint.clone());
-            out.push(ForkAt {
-                n: *n,
-                session,
-                mountpoint,
-            });
+            self.next += 1;
+            Next::Test {
+                round: n as usize + 1,
+                forks: vec![BisectFork {
+                    n,
+                    checkpoint: point(n).id,
+                    session: format!("s-bfake-{n}"),
+                    mountpoint,
+                }],
+            }
+        };
+        Stepped {
+            id: "fa4e".into(),
+            candidates: self.len as usize,
+            good: point(0),
+            bad: point(self.len - 1),
+            steps: Vec::new(),
+            next,
         }
-        self.made += points.len();
-        self.max_live = self.max_live.max(self.live.len());
-        Ok(out)
-    }
-
-    fn remove(&mut self, forks: &[String]) -> Result<Vec<(String, String)>, String> {
-        for f in forks {
-            let mp = self.live.remove(f).ok_or(format!("{f} is not live"))?;
-            std::fs::remove_dir_all(mp).unwrap();
-        }
-        Ok(Vec::new())
-    }
-
-    fn finish(&mut self, doc: &Bisected) -> Result<(), String> {
-        self.finished.push(doc.clone());
-        Ok(())
-    }
-
-    fn abort(&mut self) {
-        self.aborted = true;
-        let names: Vec<String> = self.live.keys().cloned().collect();
-        let _ = self.remove(&names);
     }
 }
 
-fn candidates(n: usize) -> Vec<Point> {
-    (0..n)
-        .map(|i| Point {
-            id: format!("{i:064x}"),
-            short: format!("{i:012x}"),
-            message: format!("cp {i}"),
-            time: i as i64,
-        })
-        .collect()
+impl Daemon for Fake {
+    type Error = String;
+
+    fn begin(&mut self, _spec: &SearchSpec) -> Result<Stepped, String> {
+        Ok(self.answer())
+    }
+
+    fn step(&mut self, id: &str, results: Vec<Reported>) -> Result<Stepped, String> {
+        assert_eq!(id, "fa4e");
+        if self.fail_step {
+            return Err("refused".into());
+        }
+        if let Some(e) = results.iter().find_map(|r| r.outcome.error.clone()) {
+            let mut s = self.answer();
+            s.next = Next::CannotStart { message: e };
+            return Ok(s);
+        }
+        self.reported.extend(results);
+        Ok(self.answer())
+    }
+
+    fn finish(&mut self, _id: &str) -> Result<Bisected, String> {
+        self.finished += 1;
+        Ok(self.doc())
+    }
+
+    fn abort(&mut self, _id: &str) {
+        self.aborted = true;
+    }
 }
 
 fn plan(argv: &[&str], jobs: usize) -> Plan {
     Plan {
         argv: argv.iter().map(OsString::from).collect(),
+        good: None,
+        bad: None,
         cwd: String::new(),
         timeout: None,
         jobs,
@@ -90,55 +128,53 @@ fn plan(argv: &[&str], jobs: usize) -> Plan {
 }
 
 #[test]
-fn rounds_remove_their_forks_and_the_result_is_recorded_once() {
-    let tmp = tempfile::tempdir().unwrap();
-    for jobs in [1, 3] {
-        let mut f = Fake {
-            root: tmp.path().into(),
-            last_good: 6,
-            ..Fake::default()
-        };
-        let cands = candidates(12);
-        let doc = run(&mut f, &plan(&["test", "-f", "ok"], jobs), &cands).unwrap();
-        assert_eq!(doc.first_bad.as_ref().unwrap().id, cands[7].id);
-        assert_eq!(doc.last_good.as_ref().unwrap().id, cands[6].id);
-        assert_eq!(f.finished, vec![doc.clone()]);
-        assert!(f.live.is_empty() && !f.aborted);
-        assert_eq!(f.made, doc.steps.len());
-        assert!(f.max_live <= jobs.max(2), "{} forks at once", f.max_live);
-        assert!(doc.steps.iter().all(|s| s.failed == (s.index > 6)));
-        doc.check().unwrap();
-    }
-}
-
-#[test]
-fn a_command_that_cannot_start_aborts_and_records_nothing() {
+fn the_loop_reports_what_the_command_did_and_records_once() {
     let tmp = tempfile::tempdir().unwrap();
     let mut f = Fake {
         root: tmp.path().into(),
+        len: 5,
+        last_good: 2,
         ..Fake::default()
     };
-    let r = run(&mut f, &plan(&["/no/such/program-7f3a"], 2), &candidates(5));
-    assert!(matches!(r, Err((Stop::CannotStart(_), _))));
-    assert!(f.aborted && f.live.is_empty() && f.finished.is_empty());
+    let doc = run(&mut f, &plan(&["test", "-f", "ok"], 2)).unwrap();
+    assert_eq!(doc, f.doc());
+    assert_eq!(f.finished, 1);
+    assert!(!f.aborted);
+    let verdicts: Vec<(u32, bool)> = f
+        .reported
+        .iter()
+        .map(|r| (r.candidate, r.outcome.failed()))
+        .collect();
+    let want: Vec<(u32, bool)> = (0..5).map(|n| (n, n > 2)).collect();
+    assert_eq!(verdicts, want);
 }
 
 #[test]
-fn a_good_end_that_fails_aborts_and_records_nothing() {
+fn a_command_that_cannot_start_is_reported_and_ends_the_bisect() {
     let tmp = tempfile::tempdir().unwrap();
     let mut f = Fake {
         root: tmp.path().into(),
+        len: 3,
         ..Fake::default()
     };
-    let cands = candidates(6);
-    let r = run(&mut f, &plan(&["false"], 2), &cands);
-    let Err((Stop::GoodEndFails(good), steps)) = r else {
-        panic!("{r:?}")
+    let r = run(&mut f, &plan(&["/no/such/program-7f3a"], 1));
+    assert!(matches!(r, Err(Stop::CannotStart(_))), "{r:?}");
+    assert_eq!(f.finished, 0);
+}
+
+#[test]
+fn a_refused_step_aborts_and_records_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut f = Fake {
+        root: tmp.path().into(),
+        len: 3,
+        fail_step: true,
+        ..Fake::default()
     };
-    assert_eq!(good.id, cands[0].id);
-    assert!(!steps.is_empty());
-    assert!(f.aborted && f.live.is_empty() && f.finished.is_empty());
-    let m = good_end_fails_message(&good, "--good");
+    let r = run(&mut f, &plan(&["test", "-f", "ok"], 1));
+    assert!(matches!(r, Err(Stop::Client(_))), "{r:?}");
+    assert!(f.aborted && f.finished == 0);
+    let m = good_end_fails_message(&point(0), "--good");
     assert!(
         m.contains("the range is wrong") && m.contains("treefork log"),
         "{m}"

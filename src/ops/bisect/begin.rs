@@ -5,6 +5,10 @@
 //! open (create) every mountpoint; write all records and lineage keys in one
 //! commit; release the source's op lock; mount each. A failure at any step
 //! removes what this request made. Nothing is recorded in the operation log.
+//!
+//! With `search` the daemon keeps the search (`ops::bisect::searching`): it finds the
+//! candidates itself, chooses the first round's and stores the search state in
+//! the same commit as those forks' records ([`make`] takes the extra ops).
 
 use std::path::{Path, PathBuf};
 use std::sync::MutexGuard;
@@ -13,7 +17,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::state::PendingFork;
 use super::{MAX_N, META_KEY, check_id, fork_name, forks};
+pub use crate::command::bisect::BisectFork;
+use crate::command::bisect::{SearchSpec, Stepped};
 use crate::control::MountFor;
 use crate::error::{Error, Result};
 use crate::meta::MetaOp;
@@ -33,7 +40,8 @@ pub struct BisectBegin {
     #[serde(default)]
     pub id: Option<String>,
     /// The checkpoints to fork (ids; at least one, at most the
-    /// `experiment_max_runs` setting).
+    /// `experiment_max_runs` setting). None with `search`.
+    #[serde(default)]
     pub checkpoints: Vec<String>,
     /// The forks' numbers `n` (names `S-bID-n`), one per checkpoint: the
     /// candidates' positions (default: counting on from the highest live fork's).
@@ -47,6 +55,11 @@ pub struct BisectBegin {
     /// setting, else the workspace's parent). Refused on an agent socket.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forks_dir: Option<PathBuf>,
+    /// Start a search the daemon keeps (no `id`, `checkpoints` nor `numbers`):
+    /// it finds the candidates, makes the first round's forks and answers what
+    /// to run (`search` in the answer); then `bisect_step` per round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchSpec>,
 }
 
 /// The answer to `bisect_begin`.
@@ -56,19 +69,10 @@ pub struct BisectBegun {
     pub id: String,
     /// One mounted fork per checkpoint, in request order.
     pub forks: Vec<BisectFork>,
-}
-
-/// One fork of a bisect, mounted.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct BisectFork {
-    /// The fork's number.
-    pub n: u32,
-    /// The checkpoint it starts at (hex).
-    pub checkpoint: String,
-    /// The fork's session name.
-    pub session: String,
-    /// Where it is mounted.
-    pub mountpoint: PathBuf,
+    /// With `search`: the range and the first round to run (`next.kind` is
+    /// `test`, its forks those above; or the search is over at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<Box<Stepped>>,
 }
 
 /// A fork prepared (claimed, record built, mountpoint open), not yet mounted.
@@ -134,7 +138,7 @@ fn check(t: &Target, req: &BisectBegin, live: usize, by_agent: bool) -> Result<(
     check_cwd(req.cwd.as_deref())
 }
 
-/// `bisect_begin`.
+/// `bisect_begin` without `search`: the forks asked.
 pub fn begin<H: Host>(
     h: &H,
     t: &Target,
@@ -143,26 +147,55 @@ pub fn begin<H: Host>(
     req: &BisectBegin,
     by_agent: bool,
 ) -> Result<BisectBegun> {
-    let s = &t.session;
-    let store = h.store();
     let id = match &req.id {
         Some(id) => id.clone(),
         None => crate::ops::experiment::new_id(),
     };
-    check_id(&id)?;
-    let live = forks(&*store, s.name(), &id)?;
+    let forks = make(h, t, op_lock, who, &id, req, by_agent, |_| Ok(Vec::new()))?;
+    Ok(BisectBegun {
+        id,
+        forks,
+        search: None,
+    })
+}
+
+/// Make and mount the forks `req` asks for bisect `id`; `extra` gives the ops
+/// committed with their records (a search's state, from the forks it names).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn make<H: Host>(
+    h: &H,
+    t: &Target,
+    op_lock: MutexGuard<'_, ()>,
+    who: MountFor,
+    id: &str,
+    req: &BisectBegin,
+    by_agent: bool,
+    extra: impl FnOnce(&[PendingFork]) -> Result<Vec<MetaOp>>,
+) -> Result<Vec<BisectFork>> {
+    let s = &t.session;
+    let store = h.store();
+    check_id(id)?;
+    let live = forks(&*store, s.name(), id)?;
     check(t, req, live.len(), by_agent)?;
     let ns = numbers(req, &live)?;
     let dir = forks_dir_for(t, req.forks_dir.as_deref(), "bisect")?;
     let mut claims = Vec::new();
-    let made = match prepare(h, t, &dir, &id, req, &ns, who, by_agent, &mut claims) {
+    let made = match prepare(h, t, &dir, id, req, &ns, who, by_agent, &mut claims) {
         Ok(m) => m,
         Err(e) => {
-            remove_dirs(&dir, s.name(), &id, &ns);
+            remove_dirs(&dir, s.name(), id, &ns);
             return Err(e);
         }
     };
-    let ops: Vec<MetaOp> = made
+    let pending: Vec<PendingFork> = made
+        .iter()
+        .map(|p| PendingFork {
+            n: p.n,
+            session: p.rec.name.clone(),
+            mountpoint: p.mp.clone(),
+        })
+        .collect();
+    let mut ops: Vec<MetaOp> = made
         .iter()
         .flat_map(|p| {
             [
@@ -171,8 +204,12 @@ pub fn begin<H: Host>(
             ]
         })
         .collect();
-    if let Err(e) = store.commit(ops) {
-        remove_dirs(&dir, s.name(), &id, &ns);
+    let committed = extra(&pending).and_then(|more| {
+        ops.extend(more);
+        store.commit(ops)
+    });
+    if let Err(e) = committed {
+        remove_dirs(&dir, s.name(), id, &ns);
         return Err(e);
     }
     drop(op_lock);
@@ -180,9 +217,9 @@ pub fn begin<H: Host>(
     for (p, claim) in made.into_iter().zip(claims.iter_mut()) {
         let (name, mp) = (p.rec.name.clone(), p.mp.clone());
         if let Err(e) = h.mount_claimed(claim, p.dir, p.rec, None) {
-            undo(h, s.name(), &id, &ns, &forks);
+            undo(h, s.name(), id, &ns, &forks);
             drop(claims);
-            remove_dirs(&dir, s.name(), &id, &ns);
+            remove_dirs(&dir, s.name(), id, &ns);
             return Err(e);
         }
         forks.push(BisectFork {
@@ -192,7 +229,7 @@ pub fn begin<H: Host>(
             mountpoint: mp,
         });
     }
-    Ok(BisectBegun { id, forks })
+    Ok(forks)
 }
 
 /// Resolve every checkpoint, claim every fork name, refuse existing records,

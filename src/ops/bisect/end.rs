@@ -5,6 +5,11 @@
 //! `remove` is checked to be one before anything is removed (a request naming
 //! any other session is refused whole). With `abort` every fork of the bisect
 //! is removed and nothing is recorded.
+//!
+//! A bisect whose search the daemon keeps (`bisect_begin` with `search`) is
+//! recorded from that state: the final `bisect_end` carries no `result` (one
+//! that does is refused), the document recorded is the daemon's, and the state is
+//! deleted with the record (or with `abort`).
 
 use std::sync::MutexGuard;
 
@@ -12,7 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{KIND, META_KEY, check_id, forks, recorded};
+use super::{KIND, META_KEY, check_id, forks, recorded, state};
 use crate::command::bisect::Bisected;
 use crate::error::{Error, Result};
 use crate::oplog::Actor;
@@ -58,7 +63,9 @@ pub struct BisectEnd {
     /// The forks to unmount and remove: their session names, or `"all"`.
     #[serde(default)]
     pub remove: Remove,
-    /// The final call: what the bisect found, recorded as one `bisect` operation.
+    /// The final call of a bisect that keeps no search: what the bisect found,
+    /// recorded as one `bisect` operation. (A search's final call has none: the
+    /// daemon records its own result.)
     #[serde(default)]
     pub result: Option<Box<Bisected>>,
     /// The bisect was interrupted: remove every fork, record nothing.
@@ -75,8 +82,11 @@ pub struct BisectEnded {
     pub removed: Vec<String>,
     /// The forks that could not be removed, and why.
     pub errors: Vec<CleanupError>,
-    /// The operation recorded (with `result`).
+    /// The operation recorded (with `result`, or a search's result).
     pub seq: Option<u64>,
+    /// The document recorded, when it is the daemon's (a search's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Box<Bisected>>,
 }
 
 /// `bisect_end`.
@@ -95,13 +105,53 @@ pub fn end<H: Host>(
             "an aborted bisect records no result (abort with result)".into(),
         ));
     }
+    let kept = state::load(&*store, s.name(), &req.id)?;
+    if kept.is_some() && req.result.is_some() {
+        return Err(Error::Invalid(format!(
+            "bisect {} keeps its search: the daemon records its own result \
+             (send bisect_end without result)",
+            req.id
+        )));
+    }
     let live = forks(&*store, s.name(), &req.id)?;
     let chosen = chosen(&req, &live, s.name())?;
-    let result = match &req.result {
+    let doc: Option<Bisected> = match (&req.result, &kept) {
+        (Some(r), _) => Some((**r).clone()),
+        (None, Some(st)) if !req.abort => st.result.clone(),
+        _ => None,
+    };
+    let result = match &doc {
         Some(r) => Some(checked(h, t, &req.id, r, actor)?),
         None => None,
     };
     drop(op_lock);
+    let (removed, errors) = remove_forks(h, t, &live, chosen)?;
+    let seq = match result {
+        Some(meta) => Some(record_result(t, actor, &req.id, meta)?),
+        None => None,
+    };
+    if kept.is_some() && (req.abort || seq.is_some()) {
+        store.commit(vec![state::delete(s.name(), &req.id)])?;
+    }
+    let from_state = kept.is_some() && seq.is_some();
+    Ok(BisectEnded {
+        id: req.id,
+        removed,
+        errors,
+        seq,
+        result: doc.filter(|_| from_state).map(Box::new),
+    })
+}
+
+/// Remove `chosen` (of the bisect's `live` forks) and, once every live fork is
+/// gone, the directory they were made in. Returns the forks removed and those
+/// that could not be.
+pub(super) fn remove_forks<H: Host>(
+    h: &H,
+    t: &Target,
+    live: &[(u32, SessionRecord)],
+    chosen: Vec<String>,
+) -> Result<(Vec<String>, Vec<CleanupError>)> {
     let mut removed = Vec::new();
     let mut errors = Vec::new();
     for name in chosen {
@@ -126,16 +176,18 @@ pub fn end<H: Host>(
             crate::ops::experiment::begin::remove_forks_dirs(&dir, std::iter::empty());
         }
     }
-    let seq = match result {
-        Some(meta) => Some(record_result(t, actor, &req.id, meta)?),
-        None => None,
-    };
-    Ok(BisectEnded {
-        id: req.id,
-        removed,
-        errors,
-        seq,
-    })
+    Ok((removed, errors))
+}
+
+/// Remove every fork of bisect `id` of the target's session.
+pub(super) fn remove_all<H: Host>(
+    h: &H,
+    t: &Target,
+    id: &str,
+) -> Result<(Vec<String>, Vec<CleanupError>)> {
+    let live = forks(&*h.store(), t.session.name(), id)?;
+    let all = live.iter().map(|(_, r)| r.name.clone()).collect();
+    remove_forks(h, t, &live, all)
 }
 
 /// The forks to remove: every name asked must be a live fork of this bisect of

@@ -1,15 +1,20 @@
-//! `bisect_begin`, `bisect_end`: the forks of a bisect, made and removed by the
-//! daemon, and its one record.
+//! `bisect_begin`, `bisect_step`, `bisect_end`: the search of a bisect, its
+//! forks, made and removed by the daemon, and its one record.
 //!
-//! A bisect is run by a client (the CLI's `bisect run`, the MCP `bisect` tool,
-//! the Python client), round by round: `bisect_begin` makes one fork per
-//! candidate checkpoint, the client runs its command in each, `bisect_end`
-//! removes them; the final `bisect_end` carries the result, recorded as one
-//! inert `bisect` operation in the source session's log. Nothing else is
-//! recorded: the forks add no operation of their own.
+//! A bisect's command is run by a client (the CLI's `bisect run`, the MCP
+//! `bisect` tool, the Python client); the search is the daemon's: `bisect_begin`
+//! with `search` finds the candidates, keeps the search state and makes the first
+//! round's forks; the client runs its command in each and reports the outcomes
+//! with `bisect_step`, which answers the next round's forks or the end; the final
+//! `bisect_end` records the daemon's result as one inert `bisect` operation in
+//! the source session's log. Nothing else is recorded: the forks add no
+//! operation of their own. (`bisect_begin` without `search` and `bisect_end`
+//! with a client's `result` are the older, client-driven form, still served.)
 //!
-//! Split: [`begin`] (check, build the records, write them in one commit, mount),
-//! [`end`] (remove the named forks, record the result).
+//! Split: [`search`] (the pure k-ary search), [`state`] (its stored state, the
+//! range), [`searching`] (search begin and `bisect_step`), [`begin`] (check,
+//! build the records, write them in one commit, mount), [`end`] (remove the
+//! named forks, record the result).
 //!
 //! Invariants:
 //! - fork `n` of bisect `ID` of session `S` is the session `S-bID-n` (the part
@@ -19,16 +24,26 @@
 //!   its record's `meta.bisect` = `{id, source, n, checkpoint, cwd}`, so forks
 //!   left by a crash are found, listed by `sessions` and removable by `session rm`;
 //! - `bisect_end` removes only forks whose `meta.bisect` names that id and this
-//!   session as the source; a bisect is recorded once.
+//!   session as the source; a bisect is recorded once;
+//! - a search's state (`state`) is written in the same commit as the forks it
+//!   names; a round's results are taken once (validated against the pending
+//!   candidates); the result a search records is the daemon's, never a client's.
 
 pub mod begin;
 pub mod end;
+pub mod search;
+pub mod searching;
+pub mod state;
 
-pub use begin::begin;
 pub use end::end;
+pub use searching::step;
 
+use std::sync::MutexGuard;
+
+use crate::control::MountFor;
 use crate::error::{Error, Result};
 use crate::oplog::{self, Operation};
+use crate::ops::{Host, Target};
 use crate::session::{self, SessionRecord};
 use crate::store::ObjectStore;
 
@@ -40,6 +55,22 @@ pub const META_KEY: &str = "bisect";
 const MAX_SESSION_NAME: usize = 64;
 /// Highest fork number (the names leave room for six digits).
 pub const MAX_N: u32 = 999_999;
+
+/// `bisect_begin`: a search the daemon keeps (with `search`), or the forks
+/// asked.
+pub fn begin<H: Host>(
+    h: &H,
+    t: &Target,
+    op_lock: MutexGuard<'_, ()>,
+    who: MountFor,
+    req: &begin::BisectBegin,
+    by_agent: bool,
+) -> Result<begin::BisectBegun> {
+    match &req.search {
+        Some(spec) => searching::begin(h, t, op_lock, who, req, spec, by_agent),
+        None => begin::begin(h, t, op_lock, who, req, by_agent),
+    }
+}
 
 /// The name of fork `n` of bisect `id` of `session`: `<session>-b<id>-<n>`, the
 /// session part cut so that every fork name fits.

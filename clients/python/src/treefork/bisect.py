@@ -1,32 +1,29 @@
 """``Session.bisect``: find the first checkpoint where a command fails, like the
 CLI's ``bisect run`` (``src/cli/bisect/``, ``treefork::command::bisect``).
 
-The candidates are the checkpoints on the first-parent chain of ``bad`` (default
-HEAD) from ``good`` (default: the oldest) on. Per round of the k-ary search,
-``bisect_begin`` makes one fork per candidate (the daemon chooses names and
-mountpoints), the command runs here in each (own process group, stdin from
-/dev/null, output captured, at the caller's place in the fork,
-``TREEFORK_SOCKET`` cleared, ``TREEFORK_BISECT_CHECKPOINT`` set), at most
-``jobs`` at once, then ``bisect_end`` removes the round's forks. The final
-``bisect_end`` records the result as one ``bisect`` operation. A command that
-already fails at the good end raises :class:`GoodEndFails` (nothing recorded,
-every fork removed). An exception
-(``KeyboardInterrupt``) removes every fork (``abort``) before it propagates.
+The search is the daemon's (``ops::bisect``): ``bisect_begin`` with ``search``
+finds the candidates (the checkpoints on the first-parent chain of ``bad``,
+default HEAD, from ``good``, default the oldest, on) and makes the first
+round's forks; this client only runs the command in each fork it is given (own
+process group, stdin from /dev/null, output captured, at the caller's place in
+the fork, ``TREEFORK_SOCKET`` cleared, ``TREEFORK_BISECT_CHECKPOINT`` set), at
+most ``jobs`` at once, and reports what each did with ``bisect_step``, which
+removes those forks and answers the next round or the end. The final
+``bisect_end`` records the daemon's result as one ``bisect`` operation. A
+command that already fails at the good end raises :class:`GoodEndFails`
+(nothing recorded, every fork removed). An exception (``KeyboardInterrupt``)
+removes every fork (``abort``) before it propagates.
 """
 
 import os
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import place, runner
 from ._base import _Base
-from .errors import GoodEndFails
-from .types import Bisected, Checkpoint
-
-#: Most checkpoints read along the first-parent chain of ``bad``.
-MAX_CANDIDATES = 1_000_000
+from .errors import GoodEndFails, Invalid, ProtocolError
+from .types import Bisected
 
 
 def _split(lo: int, hi: int, n: int) -> List[int]:
@@ -43,10 +40,11 @@ def _narrow(lo: int, hi: int, points: List[int], fails: List[bool]) -> Tuple[int
 
 
 def search(length: int, jobs: int, test: Callable[[List[int]], List[bool]]) -> Tuple[Optional[Tuple[int, Optional[int]]], int]:
-    """The k-ary search of ``treefork::command::bisect::search``: ``((first_bad,
-    last_good), rounds)``, ``(None, rounds)`` when the command passes at the
-    bad end, ``((0, None), 1)`` when it already fails at the good end (a wrong
-    range: ``Session.bisect`` raises :class:`GoodEndFails`)."""
+    """A model of the daemon's k-ary search (``treefork::ops::bisect::search``),
+    checked against brute force by the tests; :meth:`Session.bisect` does not use
+    it (the daemon decides). ``((first_bad, last_good), rounds)``, ``(None,
+    rounds)`` when the command passes at the bad end, ``((0, None), 1)`` when it
+    already fails at the good end."""
     jobs = max(jobs, 1)
     if length == 0:
         return None, 0
@@ -64,10 +62,6 @@ def search(length: int, jobs: int, test: Callable[[List[int]], List[bool]]) -> T
         lo, hi = _narrow(lo, hi, points, test(points))
         rounds += 1
     return (hi, lo), rounds
-
-
-def _point(c: Checkpoint) -> Dict[str, Any]:
-    return {"id": c.id, "short": c.short, "message": c.message, "time": c.time}
 
 
 class _BisectMixin(_Base):
@@ -95,112 +89,73 @@ class _BisectMixin(_Base):
         args: List[str] = ["sh", "-c", command] if command is not None else [str(a) for a in argv or []]
         _, rel = self._place(cwd)  # type: ignore[attr-defined]
         ws = str(self._root()) if place.resolve(run_at) else None  # type: ignore[attr-defined]
-        cands = self._candidates(good, bad)
-        t0 = time.monotonic()
-        state: Dict[str, Any] = {"id": None, "round": 0, "steps": []}
-
-        def test(points: List[int]) -> List[bool]:
-            state["round"] += 1
-            return self._bisect_round(state, args, cands, points, rel, timeout, jobs, ws)
-
+        spec = {"good": good, "bad": bad, "jobs": jobs, "command": args, "keep": False}
         try:
-            found, rounds = search(len(cands), jobs, test)
+            begun = self._call("bisect_begin", cwd=rel or None, search=spec)
+        except Invalid as e:
+            # A range that is no range (good not behind bad, no checkpoint).
+            raise ValueError(e.message) from e
+        at: Dict[str, Any] = begun["search"]
+        bid = str(begun["id"])
+        over = False  # the daemon ended the bisect itself (its forks removed)
+        try:
+            while True:
+                nxt = at["next"]
+                if nxt["kind"] == "test":
+                    results = self._bisect_round(bid, args, nxt["forks"], rel, timeout, jobs, ws)
+                    at = self._call("bisect_step", id=bid, results=results)
+                elif nxt["kind"] == "found":
+                    ended = self._call("bisect_end", id=bid)
+                    return Bisected.from_json(ended["result"])
+                elif nxt["kind"] == "good_end_fails":
+                    over = True
+                    g = nxt["good"]
+                    raise GoodEndFails(
+                        f"the command already fails at the good end {g['short']} ({g['message']}): "
+                        "the range is wrong, nothing in it can be the first bad one; give good a "
+                        "checkpoint where the command passes (an older one: see `treefork log`, then good=REF)"
+                    )
+                elif nxt["kind"] == "cannot_start":
+                    over = True
+                    raise RuntimeError(nxt["message"])
+                else:
+                    raise ProtocolError(f"bisect_step: unknown next {nxt['kind']!r}")
         except BaseException:
-            if state["id"] is not None:
-                self._call("bisect_end", id=state["id"], abort=True)
+            if not over:
+                self._call("bisect_end", id=bid, abort=True)
             raise
-        first_bad, last_good = found if found else (None, None)
-        if first_bad is not None and last_good is None:
-            if state["id"] is not None:
-                self._call("bisect_end", id=state["id"], abort=True)
-            g = cands[0]
-            raise GoodEndFails(
-                f"the command already fails at the good end {g['short']} ({g['message']}): "
-                "the range is wrong, nothing in it can be the first bad one; give good a "
-                "checkpoint where the command passes (an older one: see `treefork log`, then good=REF)"
-            )
-        doc: Dict[str, Any] = {
-            "command": args,
-            "first_bad": None if first_bad is None else cands[first_bad],
-            "last_good": None if last_good is None else cands[last_good],
-            "good": cands[0],
-            "bad": cands[-1],
-            "candidates": len(cands),
-            "jobs": jobs,
-            "rounds": rounds,
-            "wall_ms": int((time.monotonic() - t0) * 1000),
-            "steps": state["steps"],
-        }
-        if state["id"] is not None:
-            self._call("bisect_end", id=state["id"], result=doc)
-        return Bisected.from_json(doc)
-
-    def _candidates(self, good: Optional[str], bad: Optional[str]) -> List[Dict[str, Any]]:
-        chain = self.log(limit=MAX_CANDIDATES, from_=bad)  # type: ignore[attr-defined]
-        if not chain:
-            raise ValueError(f"{bad or 'HEAD'} names no checkpoint: the session has none yet")
-        if good is not None:
-            g = self.log(limit=1, from_=good)  # type: ignore[attr-defined]
-            at = next((i for i, c in enumerate(chain) if g and c.id == g[0].id), None)
-            if at is None:
-                raise ValueError(f"good {good} is not on the first-parent chain of bad {bad or 'HEAD'}")
-            chain = chain[: at + 1]
-        return [_point(c) for c in reversed(chain)]
 
     def _bisect_round(
         self,
-        state: Dict[str, Any],
+        bid: str,
         argv: List[str],
-        cands: List[Dict[str, Any]],
-        points: List[int],
+        forks: List[Dict[str, Any]],
         rel: str,
         timeout: Optional[float],
         jobs: int,
         workspace: Optional[str],
-    ) -> List[bool]:
-        begun = self._call(
-            "bisect_begin",
-            id=state["id"],
-            checkpoints=[cands[i]["id"] for i in points],
-            numbers=points,
-            cwd=rel or None,
-        )
-        state["id"] = str(begun["id"])
-        forks = list(begun.get("forks") or [])
+    ) -> List[Dict[str, Any]]:
+        """Run the command in every fork, at most ``jobs`` at once; what each did."""
 
         def one(f: Dict[str, Any]) -> Any:
             mp = Path(f["mountpoint"])
             env = {"TREEFORK_SOCKET": "", "TREEFORK_BISECT_CHECKPOINT": str(f["checkpoint"])}
             at = (str(mp), workspace, rel) if workspace else None
             return runner.run(
-                argv, cwd=mp / rel if rel else mp, env=env, timeout=timeout, own_group=True, tag=state["id"], place=at
+                argv, cwd=mp / rel if rel else mp, env=env, timeout=timeout, own_group=True, tag=bid, place=at
             )
 
         with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(forks)))) as pool:
-            results = list(pool.map(one, forks))
-        end = self._call("bisect_end", id=state["id"], remove=[f["session"] for f in forks])
-        errors = {e["fork"]: e["error"] for e in end.get("errors") or []}
-        verdicts: List[bool] = []
-        for f, r in zip(forks, results):
-            c = cands[int(f["n"])]
-            if r.error:
-                raise RuntimeError(f"{argv[0]} could not start in the fork of {c['short']} ({c['message']}): {r.error}")
-            step: Dict[str, Any] = {
-                "round": state["round"],
-                "checkpoint": c["id"],
-                "short": c["short"],
-                "message": c["message"],
-                "index": int(f["n"]),
+            runs = list(pool.map(one, forks))
+        results: List[Dict[str, Any]] = []
+        for f, r in zip(forks, runs):
+            outcome: Dict[str, Any] = {
                 "exit": r.exit_code,
+                "signal": r.signal,
                 "timed_out": r.timed_out,
-                "failed": r.exit_code != 0 or r.timed_out,
                 "duration_ms": r.duration_ms,
-                "fork": f["session"],
             }
-            if r.signal is not None:
-                step["signal"] = r.signal
-            if f["session"] in errors:
-                step["not_removed"] = errors[f["session"]]
-            state["steps"].append(step)
-            verdicts.append(step["failed"])
-        return verdicts
+            if r.error:
+                outcome["error"] = r.error
+            results.append({"candidate": int(f["n"]), "outcome": outcome})
+        return results

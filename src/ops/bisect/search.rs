@@ -1,7 +1,9 @@
-//! The k-ary search of a bisect, pure: candidates are indices `0..len`
-//! (oldest first), a *round* tests a batch of them at once (the caller runs the
-//! batch, up to `jobs` at a time) and answers, per index, whether the command
-//! failed there. No I/O here.
+//! The k-ary search of a bisect, pure, as the state the daemon keeps between
+//! `bisect_step`s (in the manner of jj's `Bisector::next_step`: the search
+//! decides, the client only evaluates): candidates are indices `0..len` (oldest
+//! first), a *round* tests a batch of them at once ([`Search::pending`]) and the
+//! client answers, per index, whether the command failed there
+//! ([`Search::answer`]). No I/O here.
 //!
 //! Invariants: the first round tests both bounds (`0`, the good end, and
 //! `len - 1`, the bad end) and, with three jobs or more, `jobs - 2` split points
@@ -11,8 +13,11 @@
 //! ends on an adjacent pass/fail pair even when the results are not monotone
 //! (a flaky command), and after at most `ceil(log_{jobs+1}(len)) + 1` rounds.
 
+use serde::{Deserialize, Serialize};
+
 /// How the search ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "found", rename_all = "snake_case")]
 pub enum Found {
     /// The command fails at `first_bad` and passed at `last_good`.
     FirstBad {
@@ -28,46 +33,122 @@ pub enum Found {
     PassesAtBad,
 }
 
-/// Search `0..len` (`len >= 1`) for the first candidate where the command fails,
-/// `jobs` points a round (at least 1). `test` runs one round: for each index
-/// given (ascending), whether the command failed there; its error ends the
-/// search. Returns how it ended and the number of rounds.
+/// What the search asks next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// Test these candidates (ascending).
+    Test(Vec<usize>),
+    /// The search ended.
+    Done(Found),
+}
+
+/// A search over `0..len`, `jobs` points a round.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Search {
+    /// Candidates.
+    pub len: usize,
+    /// Points a round (at least 1).
+    pub jobs: usize,
+    /// The last pass known (before `hi`).
+    pub lo: usize,
+    /// The first failure known.
+    pub hi: usize,
+    /// Rounds asked so far (the pending one included).
+    pub rounds: usize,
+    /// The candidates of the round asked and not answered yet, ascending.
+    pub pending: Vec<usize>,
+    /// How it ended, once it did.
+    pub found: Option<Found>,
+}
+
+impl Search {
+    /// A new search of `len` candidates, its first round pending (`len == 0`:
+    /// nothing to find, no round).
+    pub fn new(len: usize, jobs: usize) -> Search {
+        let jobs = jobs.max(1);
+        let mut s = Search {
+            len,
+            jobs,
+            lo: 0,
+            hi: len.saturating_sub(1),
+            rounds: 0,
+            pending: Vec::new(),
+            found: None,
+        };
+        if len == 0 {
+            s.found = Some(Found::PassesAtBad);
+            return s;
+        }
+        let (lo, hi) = (s.lo, s.hi);
+        s.pending.push(lo);
+        if hi > lo {
+            s.pending.extend(split(lo, hi, jobs.saturating_sub(2)));
+            s.pending.push(hi);
+        }
+        s.rounds = 1;
+        s
+    }
+
+    /// What the search asks now.
+    pub fn next(&self) -> Next {
+        match self.found {
+            Some(f) => Next::Done(f),
+            None => Next::Test(self.pending.clone()),
+        }
+    }
+
+    /// The answers to the pending round: per pending candidate, in order, whether
+    /// the command failed there (a missing answer counts as a failure). Returns
+    /// what the search asks next.
+    pub fn answer(&mut self, fails: &[bool]) -> Next {
+        let points = std::mem::take(&mut self.pending);
+        if self.found.is_some() || points.is_empty() {
+            return self.next();
+        }
+        let failed = |k: usize| fails.get(k).copied().unwrap_or(true);
+        if self.rounds == 1 {
+            if !failed(points.len() - 1) {
+                self.found = Some(Found::PassesAtBad);
+                return self.next();
+            }
+            if failed(0) {
+                self.found = Some(Found::FailsAtGood);
+                return self.next();
+            }
+        }
+        (self.lo, self.hi) = narrow(self.lo, self.hi, &points, fails);
+        if self.hi - self.lo > 1 {
+            self.pending = split(self.lo, self.hi, self.jobs);
+            self.rounds += 1;
+        } else {
+            self.found = Some(Found::FirstBad {
+                first_bad: self.hi,
+                last_good: self.lo,
+            });
+        }
+        self.next()
+    }
+}
+
+/// Run a whole search with `test` answering each round (for each index given,
+/// ascending, whether the command failed there); its error ends the search.
+/// Returns how it ended and the number of rounds.
 pub fn search<E>(
     len: usize,
     jobs: usize,
     mut test: impl FnMut(&[usize]) -> Result<Vec<bool>, E>,
 ) -> Result<(Found, usize), E> {
-    let jobs = jobs.max(1);
-    if len == 0 {
-        return Ok((Found::PassesAtBad, 0));
+    let mut s = Search::new(len, jobs);
+    let mut next = s.next();
+    loop {
+        match next {
+            Next::Done(f) => return Ok((f, s.rounds)),
+            Next::Test(points) => {
+                let fails = test(&points)?;
+                next = s.answer(&fails);
+            }
+        }
     }
-    let (mut lo, mut hi) = (0, len - 1);
-    let mut first: Vec<usize> = vec![lo];
-    if hi > lo {
-        first.extend(split(lo, hi, jobs.saturating_sub(2)));
-        first.push(hi);
-    }
-    let fails = test(&first)?;
-    let fails_at = |i: usize| fails.get(i).copied().unwrap_or(true);
-    if !fails_at(first.len() - 1) {
-        return Ok((Found::PassesAtBad, 1));
-    }
-    if fails_at(0) {
-        return Ok((Found::FailsAtGood, 1));
-    }
-    (lo, hi) = narrow(lo, hi, &first, &fails);
-    let mut rounds = 1;
-    while hi - lo > 1 {
-        let points = split(lo, hi, jobs);
-        let fails = test(&points)?;
-        (lo, hi) = narrow(lo, hi, &points, &fails);
-        rounds += 1;
-    }
-    let found = Found::FirstBad {
-        first_bad: hi,
-        last_good: lo,
-    };
-    Ok((found, rounds))
 }
 
 /// Up to `n` points strictly between `lo` and `hi`, ascending, cutting the gap
@@ -213,6 +294,35 @@ mod tests {
                     prop_assert!(fails[first_bad] && !fails[g]);
                 }
             }
+        }
+
+        #[test]
+        fn a_search_kept_as_json_between_rounds_asks_the_same(
+            fails in proptest::collection::vec(any::<bool>(), 1..120),
+            jobs in 1usize..=6,
+        ) {
+            // The daemon stores the search between `bisect_step`s: a search
+            // decoded from its JSON each round asks what one kept in memory does.
+            let (want, want_rounds, _) = run(&fails, jobs);
+            let mut s = Search::new(fails.len(), jobs);
+            let mut asked = 0;
+            let got = loop {
+                let json = serde_json::to_vec(&s).unwrap();
+                s = serde_json::from_slice(&json).unwrap();
+                match s.next() {
+                    Next::Done(f) => break f,
+                    Next::Test(points) => {
+                        asked += 1;
+                        prop_assert!(!points.is_empty() && points.iter().all(|&p| p < fails.len()));
+                        let answers: Vec<bool> = points.iter().map(|&p| fails[p]).collect();
+                        s.answer(&answers);
+                    }
+                }
+            };
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(asked, want_rounds);
+            prop_assert_eq!(s.rounds, want_rounds);
+            prop_assert!(s.pending.is_empty());
         }
     }
 }

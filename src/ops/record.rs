@@ -1,20 +1,19 @@
-//! Recording operations: the views before and after an op, and the append to the
-//! session's operation log (`crate::oplog`).
+//! Recording operations: who asked ([`Call`]) and the views an op's record is
+//! made of ([`view_of`], [`touch`]). The record is appended only by the
+//! operation transaction (`super::txn`), in the op's own batch.
 //!
-//! A view's workspace is the root of the live tree: taking it flushes (after
-//! `syncfs`, so what programs wrote is in it). Ops that change state take the
-//! before view in their own batch (`super::txn`; under `save_and_graft` when the
-//! workspace changes), so no write falls between the recorded state and the
-//! change, and the record is committed with the change.
+//! A view's workspace is the root of the live tree, taken by a flush inside the
+//! op's batch (after `syncfs`, so what programs wrote is in it; under
+//! `save_and_graft` when the workspace changes), so no write falls between the
+//! recorded state and the change.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{Target, syncfs};
 use crate::error::Result;
 use crate::id::NodeId;
-use crate::oplog::{self, Actor, NewOp, Operation, View};
+use crate::oplog::{Actor, NewOp, View};
 use crate::session::SessionRecord;
 
 /// The view of `rec` with the workspace at `root`.
@@ -25,21 +24,6 @@ pub(crate) fn view_of(rec: &SessionRecord, root: NodeId) -> View {
         workspace: root,
         branches: BTreeMap::new(),
     }
-}
-
-/// The view of a live session now (syncfs + flush), with the value of the
-/// branch HEAD is attached to: an op recorded from two of these (before and
-/// after a checkpoint that moved the branch) carries the branch move, so undo
-/// moves the branch back with HEAD.
-pub(crate) fn view_now(t: &Target) -> Result<View> {
-    syncfs(&t.mount)?;
-    let root = t.session.flush()?;
-    let rec = t.session.record();
-    let mut v = view_of(&rec, root);
-    if let Some(b) = &rec.branch {
-        touch(&mut v, &**t.session.store(), b)?;
-    }
-    Ok(v)
 }
 
 /// Record the current value of `branch` in `view` (as touched by the op). A ref
@@ -53,27 +37,6 @@ pub(crate) fn touch(
     let v = crate::refs::get_ref(store, branch)?.map(|r| r.checkpoint);
     view.branches.insert(branch.to_string(), v);
     Ok(())
-}
-
-/// An operation record's header, for ops that record on their own (experiment).
-pub(crate) struct Rec<'a> {
-    /// Who asked.
-    pub actor: &'a Actor,
-    /// Operation kind.
-    pub kind: &'a str,
-    /// The request (protocol form).
-    pub request: Value,
-    /// Explanation given with it.
-    pub explanation: Option<String>,
-}
-
-impl Rec<'_> {
-    /// The operation record for `before` → `after`.
-    pub fn op(self, before: View, after: View) -> NewOp {
-        let mut op = NewOp::new(self.actor, self.kind, self.request, before, after);
-        op.explanation = self.explanation;
-        op
-    }
 }
 
 /// Who asked for an op, and how: what its operation record is made from.
@@ -93,14 +56,4 @@ impl Call<'_> {
         op.explanation = self.explanation.clone();
         op
     }
-}
-
-/// Append `op` to the log of `t`'s session, on its own: for ops whose record is
-/// the whole change (exec and experiment ends, whose state was committed when
-/// they began). Ops that change state commit their record with it (`super::txn`).
-/// A failure is logged and returned.
-pub(crate) fn append(t: &Target, op: NewOp) -> Result<Operation> {
-    let s = &t.session;
-    oplog::append(&**s.store(), s.name(), op, Vec::new())
-        .inspect_err(|e| ::log::error!("session {}: recording an operation failed: {e}", s.name()))
 }

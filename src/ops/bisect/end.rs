@@ -20,11 +20,13 @@ use serde_json::{Value, json};
 use super::{KIND, META_KEY, check_id, forks, recorded, state};
 use crate::command::bisect::Bisected;
 use crate::error::{Error, Result};
-use crate::oplog::Actor;
+use crate::meta::MetaOp;
+use crate::oplog::{Actor, NewOp};
 use crate::ops::experiment::answer::CleanupError;
 use crate::ops::experiment::end::remove_fork;
-use crate::ops::record::{self, Rec};
-use crate::ops::{Host, Target};
+use crate::ops::record::view_of;
+use crate::ops::txn::{Log, Transaction};
+use crate::ops::{Host, Target, syncfs};
 use crate::session::SessionRecord;
 
 /// Largest recorded result (its JSON).
@@ -126,12 +128,19 @@ pub fn end<H: Host>(
     };
     drop(op_lock);
     let (removed, errors) = remove_forks(h, t, &live, chosen)?;
+    // The search's state goes with the record that ends it (one batch).
+    let forget = || -> Vec<MetaOp> {
+        match kept {
+            Some(_) => vec![state::delete(s.name(), &req.id)],
+            None => Vec::new(),
+        }
+    };
     let seq = match result {
-        Some(meta) => Some(record_result(t, actor, &req.id, meta)?),
+        Some(meta) => Some(record_result(t, actor, &req.id, meta, forget())?),
         None => None,
     };
-    if kept.is_some() && (req.abort || seq.is_some()) {
-        store.commit(vec![state::delete(s.name(), &req.id)])?;
+    if req.abort && kept.is_some() {
+        store.commit(forget())?;
     }
     let from_state = kept.is_some() && seq.is_some();
     Ok(BisectEnded {
@@ -263,21 +272,23 @@ fn checked<H: Host>(
 }
 
 /// Record the bisect: one inert operation (the session's state before and after
-/// is the same), the result in its `meta`.
+/// is the same), the result in its `meta`, with `extra` (the search's state
+/// deleted), in one batch (`crate::ops::txn`).
 fn record_result(
     t: &Target,
     actor: &Actor,
     id: &str,
     meta: serde_json::Map<String, Value>,
+    extra: Vec<MetaOp>,
 ) -> Result<u64> {
-    let v = record::view_now(t)?;
-    let mut op = Rec {
-        actor,
-        kind: KIND,
-        request: json!({"op": "bisect_end", "id": id}),
-        explanation: None,
-    }
-    .op(v.clone(), v);
-    op.meta = meta;
-    Ok(record::append(t, op)?.seq)
+    syncfs(&t.mount)?;
+    let mut tx = t.session.txn();
+    let root = tx.flush()?;
+    let request = json!({"op": "bisect_end", "id": id});
+    let op = Transaction::begin(t, KIND).commit(&mut tx, Log::Next, &mut |b, a| {
+        let mut op = NewOp::new(actor, KIND, request.clone(), view_of(b, root), view_of(a, root));
+        op.meta = meta.clone();
+        Ok((op, extra.clone()))
+    })?;
+    Ok(op.seq)
 }

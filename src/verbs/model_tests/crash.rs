@@ -66,6 +66,7 @@ const ELSEWHERE: &[(&str, &str)] = &[
         "bisect_begin",
         "makes fork directories on the host; tests/it/bisect.rs",
     ),
+    ("bisect_step", "after bisect_begin; tests/it/bisect.rs"),
     ("bisect_end", "after bisect_begin; tests/it/bisect.rs"),
     (
         "rebase",

@@ -1,10 +1,11 @@
 //! `bisect_begin`: make and mount one fork per candidate checkpoint of a bisect.
 //!
-//! Order (as `experiment_begin`): check the request; resolve every checkpoint
-//! (in the caller's scope); claim every fork name and refuse existing records;
-//! open (create) every mountpoint; write all records and lineage keys in one
-//! commit; release the source's op lock; mount each. A failure at any step
-//! removes what this request made. Nothing is recorded in the operation log.
+//! Order (as `experiment_begin`, through `crate::ops::spawn::Spawn`): check the
+//! request; resolve every checkpoint (in the caller's scope); claim every fork
+//! name, refuse existing records and open (create) every mountpoint; write all
+//! records and lineage keys in one batch; release the source's op lock; mount
+//! each. A failure at any step removes what this request made. Nothing is
+//! recorded in the operation log (the result is, at `bisect_end`).
 //!
 //! With `search` the daemon keeps the search (`ops::bisect::searching`): it finds the
 //! candidates itself, chooses the first round's and stores the search state in
@@ -25,7 +26,7 @@ use crate::control::MountFor;
 use crate::error::{Error, Result};
 use crate::meta::MetaOp;
 use crate::ops::experiment::begin::{check_cwd, forks_dir_for};
-use crate::ops::experiment::end::remove_fork;
+use crate::ops::spawn::Spawn;
 use crate::ops::{Host, Target, refctx};
 use crate::session::{self, SessionRecord};
 
@@ -73,15 +74,6 @@ pub struct BisectBegun {
     /// `test`, its forks those above; or the search is over at once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<Box<Stepped>>,
-}
-
-/// A fork prepared (claimed, record built, mountpoint open), not yet mounted.
-struct Prepared<D> {
-    rec: SessionRecord,
-    dir: D,
-    mp: PathBuf,
-    n: u32,
-    checkpoint: String,
 }
 
 /// The numbers of the forks asked: given (distinct, bounded, one per
@@ -179,89 +171,69 @@ pub(super) fn make<H: Host>(
     check(t, req, live.len(), by_agent)?;
     let ns = numbers(req, &live)?;
     let dir = forks_dir_for(t, req.forks_dir.as_deref(), "bisect")?;
-    let mut claims = Vec::new();
-    let made = match prepare(h, t, &dir, id, req, &ns, who, by_agent, &mut claims) {
+    let mut spawn = Spawn::new(h, "bisect");
+    // (On any failure the spawn takes back what it made, then the directories go.)
+    let (made, checkpoints) = match prepare(t, &mut spawn, &dir, id, req, &ns, who, by_agent) {
         Ok(m) => m,
         Err(e) => {
+            drop(spawn);
             remove_dirs(&dir, s.name(), id, &ns);
             return Err(e);
         }
     };
-    let pending: Vec<PendingFork> = made
-        .iter()
-        .map(|p| PendingFork {
-            n: p.n,
-            session: p.rec.name.clone(),
-            mountpoint: p.mp.clone(),
-        })
-        .collect();
     let mut ops: Vec<MetaOp> = made
         .iter()
-        .flat_map(|p| {
-            [
-                session::record_op(&p.rec),
-                crate::visibility::lineage_op(s.name(), &p.rec.name),
-            ]
-        })
+        .map(|p| crate::visibility::lineage_op(s.name(), &p.session))
         .collect();
-    let committed = extra(&pending).and_then(|more| {
-        ops.extend(more);
+    let committed = spawn.ops().and_then(|recs| {
+        ops.extend(recs);
+        ops.extend(extra(&made)?);
         store.commit(ops)
     });
     if let Err(e) = committed {
+        drop(spawn);
         remove_dirs(&dir, s.name(), id, &ns);
         return Err(e);
     }
+    spawn.committed();
     drop(op_lock);
-    let mut forks = Vec::new();
-    for (p, claim) in made.into_iter().zip(claims.iter_mut()) {
-        let (name, mp) = (p.rec.name.clone(), p.mp.clone());
-        if let Err(e) = h.mount_claimed(claim, p.dir, p.rec, None) {
-            undo(h, s.name(), id, &ns, &forks);
-            drop(claims);
-            remove_dirs(&dir, s.name(), id, &ns);
-            return Err(e);
-        }
-        forks.push(BisectFork {
-            n: p.n,
-            checkpoint: p.checkpoint,
-            session: name,
-            mountpoint: mp,
-        });
+    if let Err(e) = spawn.mount() {
+        remove_dirs(&dir, s.name(), id, &ns);
+        return Err(e);
     }
-    Ok(forks)
+    Ok(made
+        .into_iter()
+        .zip(checkpoints)
+        .map(|(p, checkpoint)| BisectFork {
+            n: p.n,
+            checkpoint,
+            session: p.session,
+            mountpoint: p.mountpoint,
+        })
+        .collect())
 }
 
-/// Resolve every checkpoint, claim every fork name, refuse existing records,
-/// open every mountpoint and build every record.
+/// Resolve every checkpoint and, through `spawn`, claim every fork name, refuse
+/// existing records, open every mountpoint and build every record.
 #[allow(clippy::too_many_arguments)]
-fn prepare<'h, H: Host>(
-    h: &'h H,
+fn prepare<H: Host>(
     t: &Target,
+    spawn: &mut Spawn<'_, H>,
     dir: &Path,
     id: &str,
     req: &BisectBegin,
     ns: &[u32],
     who: MountFor,
     by_agent: bool,
-    claims: &mut Vec<H::Claim<'h>>,
-) -> Result<Vec<Prepared<H::Dir>>> {
+) -> Result<(Vec<PendingFork>, Vec<String>)> {
     let s = &t.session;
-    let store = h.store();
     let mut made = Vec::new();
+    let mut checkpoints = Vec::new();
     for (&n, spec) in ns.iter().zip(&req.checkpoints) {
         let c = refctx::resolve(t, spec)?;
         let name = fork_name(s.name(), id, n);
-        session::validate_session_name(&name)?;
-        let claim = h
-            .claim(&name)
-            .map_err(|e| Error::Conflict(format!("session {name} already exists ({e})")))?;
-        claims.push(claim);
-        if session::load_record(&*store, &name)?.is_some() {
-            return Err(Error::Conflict(format!("session {name} already exists")));
-        }
         let mp = dir.join(&name);
-        let md = h.open_mountpoint(&mp, who)?;
+        let i = spawn.claim(&name, &mp, who)?;
         let (bytes, inodes) = c.usage.map_or(s.usage(), |u| (u.bytes, u.inodes));
         let mut rec = session::new_record(&name, c.root, bytes, inodes)?;
         rec.head = Some(c.id);
@@ -275,15 +247,15 @@ fn prepare<'h, H: Host>(
             rec.meta
                 .insert(crate::quota::AGENT_OF.into(), json!(s.name()));
         }
-        made.push(Prepared {
-            rec,
-            dir: md,
-            mp,
+        spawn.set(i, rec, None);
+        made.push(PendingFork {
             n,
-            checkpoint: c.id.to_hex(),
+            session: name,
+            mountpoint: mp,
         });
+        checkpoints.push(c.id.to_hex());
     }
-    Ok(made)
+    Ok((made, checkpoints))
 }
 
 /// Remove the (empty) mountpoints of these forks, and their directory once empty
@@ -291,28 +263,4 @@ fn prepare<'h, H: Host>(
 fn remove_dirs(dir: &Path, session: &str, id: &str, ns: &[u32]) {
     let names = ns.iter().map(|n| fork_name(session, id, *n));
     crate::ops::experiment::begin::remove_forks_dirs(dir, names);
-}
-
-/// Remove what a failed begin made: the forks mounted (unmounted and removed),
-/// the records of the others.
-fn undo<H: Host>(h: &H, session: &str, id: &str, ns: &[u32], mounted: &[BisectFork]) {
-    for f in mounted {
-        if let Err(e) = remove_fork(h, &f.session, true) {
-            log::error!("bisect {id}: cannot remove fork {}: {e}", f.session);
-        }
-    }
-    let store = h.store();
-    for n in ns {
-        let name = fork_name(session, id, *n);
-        if mounted.iter().any(|f| f.session == name) {
-            continue;
-        }
-        let r = store.commit(vec![
-            MetaOp::Delete(crate::meta::session_key(&name)),
-            MetaOp::Delete(crate::meta::lineage_key(session, &name)),
-        ]);
-        if let Err(e) = r {
-            log::error!("bisect {id}: cannot remove fork {name}: {e}");
-        }
-    }
 }

@@ -286,7 +286,13 @@ fn record_result(
     let root = tx.flush()?;
     let request = json!({"op": "bisect_end", "id": id});
     let op = Transaction::begin(t, KIND).commit(&mut tx, Log::Next, &mut |b, a| {
-        let mut op = NewOp::new(actor, KIND, request.clone(), view_of(b, root), view_of(a, root));
+        let mut op = NewOp::new(
+            actor,
+            KIND,
+            request.clone(),
+            view_of(b, root),
+            view_of(a, root),
+        );
         op.meta = meta.clone();
         Ok((op, extra.clone()))
     })?;

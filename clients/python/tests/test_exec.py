@@ -127,19 +127,37 @@ def test_an_interrupted_exec_is_recorded_and_frees_the_session(session: treefork
     assert session.exec(["true"]).ok  # not refused as busy
 
 
-def test_an_interrupted_experiment_stops_its_runs_and_removes_its_forks(session: treefork.Session) -> None:
+def test_an_interrupted_experiment_stops_its_runs_and_removes_its_forks(
+    session: treefork.Session, tmp_path: Path
+) -> None:
     import signal
     import threading
     import time
 
-    # Ctrl-C (SIGINT to this process) once both runs are going.
-    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    # Ctrl-C (SIGINT to this process) once both runs are going: each run says so
+    # in a file outside the workspace (a fixed delay raced a slow begin under load).
+    started = [tmp_path / "1", tmp_path / "2"]
+
+    returned = threading.Event()
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 60
+        while not all(p.exists() for p in started):
+            if returned.is_set() or time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Thread(target=interrupt)
     timer.start()
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        session.experiment(["sleep 30", "sleep 30"])
+        cmp = session.experiment([f'touch {tmp_path}/"$TREEFORK_RUN"; sleep 30'] * 2)
+        # Not reached unless the runs ended by themselves: say how.
+        returned.set()
+        pytest.fail(f"the experiment ended before the interrupt: {[(r.exit, r.signal, r.error, r.stderr) for r in cmp.runs]}")
     timer.join()
-    assert time.monotonic() - t0 < 20, "the runs were not stopped"
+    assert time.monotonic() - t0 < 60, "the runs were not stopped"
     cmp = session.experiment_show()
     assert cmp.aborted and all(r.signal is not None for r in cmp.runs)
     forks = session.mountpoint.parent / (session.mountpoint.name + ".experiments")

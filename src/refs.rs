@@ -28,6 +28,7 @@
 //! range (at most a few), never every checkpoint.
 
 pub mod names;
+pub mod origin;
 pub mod remote_names;
 mod rules;
 pub mod session_record;

@@ -20,6 +20,7 @@ use super::{Host, Target, syncfs};
 use crate::control::{AgentSocket, MountFor};
 use crate::error::{Error, Result};
 use crate::oplog::View;
+use crate::refs::origin::Origin;
 use crate::session;
 
 // The `fork` verb's request, taken by `run` as it came over the wire; re-exported
@@ -137,8 +138,9 @@ pub(crate) fn run<H: Host>(
     let mut info = crate::lifecycle::SessionInfo::forked(src_info.as_ref(), name);
     // Same baseline, so the source's touched paths are the fork's too.
     let src_touched = crate::lifecycle::touched::list(&*store, s.name())?;
-    // The fork is of the source's lineage: the source's agent sees its history.
-    let mut ops = vec![crate::visibility::lineage_op(s.name(), name)];
+    // The fork is of the source's lineage (`Spawn::ops`): the source's agent
+    // sees its history.
+    let mut ops = Vec::new();
     ops.extend(crate::lifecycle::touched::add_ops(
         name,
         src_touched.iter().map(Vec::as_slice),
@@ -158,7 +160,10 @@ pub(crate) fn run<H: Host>(
         name,
         upto,
     )?);
-    spawn.set(new, rec, agent);
+    let origin = Origin::Fork {
+        source: s.name().to_string(),
+    };
+    spawn.set(new, rec, origin, agent);
     ops.extend(spawn.ops()?);
     ops.push(info.op());
     // The source's log says where the fork came from (its HEAD moved only if

@@ -6,7 +6,9 @@
 //! Order, each step failing without leaving anything another request won:
 //! [`Spawn::claim`] owns each new name store-wide (`Host::claim`), refuses an
 //! existing record and resolves and checks its mountpoint once; the caller builds
-//! each record ([`Spawn::set`]) and commits [`Spawn::ops`] in its batch, then says
+//! each record and says where it came from, a typed [`Origin`] ([`Spawn::set`]:
+//! the one writer of a record's origin, which also puts the new session in its
+//! source's lineage), and commits [`Spawn::ops`] in its batch, then says
 //! so ([`Spawn::committed`]); [`Spawn::mount`] mounts each through its checked
 //! descriptor.
 //!
@@ -25,6 +27,7 @@ use super::views::Mounted;
 use crate::control::{AgentSocket, MountFor};
 use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
+use crate::refs::origin::Origin;
 use crate::session::{self, SessionRecord};
 use crate::store::ObjectStore;
 
@@ -87,14 +90,24 @@ impl<'h, H: Host> Spawn<'h, H> {
         Ok(self.new.len() - 1)
     }
 
-    /// The record of new session `i`, and the agent socket to serve it on.
-    pub fn set(&mut self, i: usize, rec: SessionRecord, agent: Option<AgentSocket>) {
+    /// The record of new session `i`, where it came from (written into the
+    /// record: the only place an origin is written) and the agent socket to
+    /// serve it on.
+    pub fn set(
+        &mut self,
+        i: usize,
+        mut rec: SessionRecord,
+        origin: Origin,
+        agent: Option<AgentSocket>,
+    ) {
+        rec.origin = Some(origin);
         self.new[i].rec = Some(rec);
         self.new[i].agent = agent;
     }
 
-    /// The ops writing every new record, each guarded by its absence: for the
-    /// caller's batch (which adds what else the new sessions are given).
+    /// The ops writing every new record, each guarded by its absence, and its
+    /// place in its origin's lineage: for the caller's batch (which adds what
+    /// else the new sessions are given).
     pub fn ops(&self) -> Result<Vec<MetaOp>> {
         let mut ops = Vec::new();
         for n in &self.new {
@@ -103,6 +116,9 @@ impl<'h, H: Host> Spawn<'h, H> {
             })?;
             ops.push(MetaOp::Expect(meta::session_key(&n.name), None));
             ops.push(session::record_op(rec));
+            if let Some(parent) = rec.origin.as_ref().and_then(Origin::lineage) {
+                ops.push(crate::visibility::lineage_op(parent, &n.name));
+            }
         }
         Ok(ops)
     }

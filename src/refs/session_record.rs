@@ -12,15 +12,18 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::origin::Origin;
 use crate::error::{Error, Result};
 use crate::id::{CheckpointId, NodeId};
 use crate::meta;
 use crate::store::ObjectStore;
 use crate::tree::Timespec;
 
-/// Version of the session record format. 2 added `meta`; older records are read
-/// as the current version and written back as it at the next flush.
-pub const SESSION_RECORD_VERSION: u32 = 2;
+/// Version of the session record format. 2 added `meta`; 3 added `origin` (which
+/// 2 kept in `meta.experiment` / `meta.bisect`, see [`crate::refs::origin`]); older
+/// records are read as the current version and written back as it at the next
+/// flush.
+pub const SESSION_RECORD_VERSION: u32 = 3;
 
 /// Default of [`SessionConfig::auto_ref_retention_days`]: keep auto refs 7 days...
 pub const AUTO_REF_DEFAULT_DAYS: u64 = 7;
@@ -69,6 +72,10 @@ pub struct SessionRecord {
     /// Request- and feature-defined data (rules: `refs::validate_meta`).
     #[serde(default)]
     pub meta: serde_json::Map<String, serde_json::Value>,
+    /// Where the session came from, when the daemon made it from another
+    /// (`ops::spawn`); never written by a request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
     /// A merge, cherry-pick or rebase stopped on conflicts, waiting for
     /// `--continue` or `--abort` (`ops::merge`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -202,6 +209,9 @@ impl SessionRecord {
         if !(1..=SESSION_RECORD_VERSION).contains(&r.version) {
             return Err(bad(format!("unsupported version {}", r.version)));
         }
+        if r.version < 3 && r.origin.is_none() {
+            r.origin = super::origin::from_legacy_meta(&mut r.meta);
+        }
         r.version = SESSION_RECORD_VERSION;
         Ok(r)
     }
@@ -266,6 +276,7 @@ pub fn new_record(name: &str, root: NodeId, bytes: i64, inodes: i64) -> Result<S
         branch_moved: None,
         config: SessionConfig::default(),
         meta: serde_json::Map::new(),
+        origin: None,
         merging: None,
     })
 }

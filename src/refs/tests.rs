@@ -133,6 +133,32 @@ fn version_1_records_upgrade_and_keep_their_id() {
 }
 
 #[test]
+fn version_2_fork_origin_in_meta_becomes_typed_and_version_3_meta_stays_data() {
+    use crate::refs::session_record::SessionRecord;
+    let rec = |v: u32| {
+        format!(
+            r#"{{"version":{v},"name":"s-xab-1","root":"{z}","base":"{z}","created":0,"updated":0,
+            "meta":{{"experiment":{{"id":"ab","source":"s","run":1,"runs":1,"base":"{z}",
+            "dir":"/w","label":"1","command":"true","env":{{}}}}}}}}"#,
+            z = "00".repeat(32)
+        )
+    };
+    let old = SessionRecord::decode("s-xab-1", rec(2).as_bytes()).unwrap();
+    assert_eq!(
+        old.origin
+            .as_ref()
+            .and_then(|o| o.experiment())
+            .map(|r| r.run),
+        Some(1)
+    );
+    assert!(old.meta.is_empty());
+    // Written by this version, the same meta is request data, never an origin.
+    let new = SessionRecord::decode("s-xab-1", rec(3).as_bytes()).unwrap();
+    assert_eq!(new.origin, None);
+    assert!(new.meta.contains_key("experiment"));
+}
+
+#[test]
 fn version_1_session_record_upgrades() {
     use crate::refs::session_record::{SESSION_RECORD_VERSION, SessionRecord};
     // As 22a34dd wrote it (tests/fixtures/store-v2.tar.gz, session main).
@@ -142,10 +168,10 @@ fn version_1_session_record_upgrades() {
     assert!(r.meta.is_empty());
     assert_eq!(r.bytes, 5800038);
     let written: Value = serde_json::to_value(&r).unwrap();
-    assert_eq!(written["version"], 2);
+    assert_eq!(written["version"], 3);
     assert!(written["meta"].is_object());
     let mut newer = written.clone();
-    newer["version"] = 3.into();
+    newer["version"] = 4.into();
     assert!(SessionRecord::decode("main", &serde_json::to_vec(&newer).unwrap()).is_err());
 }
 
@@ -380,7 +406,7 @@ fn records_written_with_hex_string_ids_read_and_write_back_unchanged() {
     use crate::refs::session_record::SessionRecord;
     let checkpoint = r#"{"version":2,"id":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e","session":"main","root":"2976e7134e1a737f42044329d39b7cdc6dee1aa0fd397f4ea5beeaa83fdf6b48","parents":["5139efda4d6b7740d29878e26c7fc1732f8685dec3880924a7ee4324c30be403","c8579cb1d9be71ee768ddfed58f84c980d455a94caae2649647fa35000db2fb1"],"time_ns":1795446060054634806,"message":"merge","trigger":"manual","files_changed":3,"meta":{},"usage":{"bytes":10,"inodes":4}}"#;
     let branch = r#"{"checkpoint":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e","created":1795446060}"#;
-    let session = r#"{"version":2,"name":"main","root":"2976e7134e1a737f42044329d39b7cdc6dee1aa0fd397f4ea5beeaa83fdf6b48","base":"11159aa7c15931429837dc08b6a403afc6ce30598077bbbd389e860a02343083","created":1795446000,"updated":1795446060,"bytes":10,"inodes":4,"head":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e","branch_moved":{"branch":"main","to":"5139efda4d6b7740d29878e26c7fc1732f8685dec3880924a7ee4324c30be403","head":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e"},"config":{"auto_checkpoint_ops":0,"auto_checkpoint_idle_secs":0,"auto_checkpoint_min_interval_secs":30,"op_retention_days":30,"op_retention_count":10000,"experiment_max_runs":32,"auto_checkpoint_commands":0,"auto_ref_retention_days":7,"auto_ref_retention_count":100,"auto_checkpoint_on":"","forks_dir":""},"meta":{}}"#;
+    let session = r#"{"version":3,"name":"main","root":"2976e7134e1a737f42044329d39b7cdc6dee1aa0fd397f4ea5beeaa83fdf6b48","base":"11159aa7c15931429837dc08b6a403afc6ce30598077bbbd389e860a02343083","created":1795446000,"updated":1795446060,"bytes":10,"inodes":4,"head":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e","branch_moved":{"branch":"main","to":"5139efda4d6b7740d29878e26c7fc1732f8685dec3880924a7ee4324c30be403","head":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e"},"config":{"auto_checkpoint_ops":0,"auto_checkpoint_idle_secs":0,"auto_checkpoint_min_interval_secs":30,"op_retention_days":30,"op_retention_count":10000,"experiment_max_runs":32,"auto_checkpoint_commands":0,"auto_ref_retention_days":7,"auto_ref_retention_count":100,"auto_checkpoint_on":"","forks_dir":""},"meta":{}}"#;
     let operation = r#"{"version":1,"session":"main","seq":2,"parent":1,"time_ns":"1795446060054634999","actor":{"role":"daemon"},"kind":"checkout","request":null,"before":{"head":"5139efda4d6b7740d29878e26c7fc1732f8685dec3880924a7ee4324c30be403","branch":"main","workspace":"11159aa7c15931429837dc08b6a403afc6ce30598077bbbd389e860a02343083","branches":{"gone":null,"main":"5139efda4d6b7740d29878e26c7fc1732f8685dec3880924a7ee4324c30be403"}},"after":{"head":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e","branch":"main","workspace":"2976e7134e1a737f42044329d39b7cdc6dee1aa0fd397f4ea5beeaa83fdf6b48","branches":{"gone":null,"main":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e"}}}"#;
     let message = r#"{"version":1,"id":"123e4567-e89b-12d3-a456-426614174000","seq":1,"time_ns":"1795446060054635000","role":"user","content":null,"op":2,"checkpoint":"3bfa5ef2c6e1e5d8c42dec3117f8a3dd498618718ae1e6c43b8ad80cdfc1c33e","workspace":"2976e7134e1a737f42044329d39b7cdc6dee1aa0fd397f4ea5beeaa83fdf6b48"}"#;
     // How the writer made them.

@@ -84,7 +84,8 @@ pub struct SessionRef {
 }
 
 impl SessionRef {
-    /// The session record, parsed and checked (`SessionRecord::decode`).
+    /// The session record, parsed and checked (`SessionRecord::decode`), without
+    /// an origin.
     pub fn session_record(&self) -> Result<crate::session::SessionRecord> {
         let bytes = serde_json::to_vec(&self.record).map_err(|e| {
             Error::corrupt(
@@ -92,7 +93,11 @@ impl SessionRef {
                 e.to_string(),
             )
         })?;
-        crate::session::SessionRecord::decode(&self.session, &bytes)
+        let mut rec = crate::session::SessionRecord::decode(&self.session, &bytes)?;
+        // Where a session came from is the local daemon's word only
+        // (`refs::origin`): a remote's is dropped.
+        rec.origin = None;
+        Ok(rec)
     }
 
     /// The workspace root (`record.root`, hex).

@@ -16,10 +16,10 @@ use std::sync::MutexGuard;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::state::PendingFork;
-use super::{MAX_N, META_KEY, check_id, fork_name, forks};
+use super::{MAX_N, check_id, fork_name, forks};
 pub use crate::command::bisect::BisectFork;
 use crate::command::bisect::{SearchSpec, Stepped};
 use crate::control::MountFor;
@@ -28,6 +28,7 @@ use crate::meta::MetaOp;
 use crate::ops::experiment::begin::{check_cwd, forks_dir_for};
 use crate::ops::spawn::Spawn;
 use crate::ops::{Host, Target, refctx};
+use crate::refs::origin::{BisectCandidate, Origin};
 use crate::session::{self, SessionRecord};
 
 /// Most forks of one bisect alive at once.
@@ -181,12 +182,7 @@ pub(super) fn make<H: Host>(
             return Err(e);
         }
     };
-    let mut ops: Vec<MetaOp> = made
-        .iter()
-        .map(|p| crate::visibility::lineage_op(s.name(), &p.session))
-        .collect();
-    let committed = spawn.ops().and_then(|recs| {
-        ops.extend(recs);
+    let committed = spawn.ops().and_then(|mut ops| {
         ops.extend(extra(&made)?);
         store.commit(ops)
     });
@@ -238,16 +234,19 @@ fn prepare<H: Host>(
         let mut rec = session::new_record(&name, c.root, bytes, inodes)?;
         rec.head = Some(c.id);
         rec.config = s.record().config;
-        let m: Value = json!({
-            "id": id, "source": s.name(), "n": n, "checkpoint": c.id.to_hex(), "cwd": req.cwd,
-            "dir": dir,
+        let origin = Origin::Bisect(BisectCandidate {
+            id: id.to_string(),
+            source: s.name().to_string(),
+            n,
+            checkpoint: c.id,
+            cwd: req.cwd.clone(),
+            dir: dir.to_path_buf(),
         });
-        rec.meta.insert(META_KEY.into(), m);
         if by_agent {
             rec.meta
                 .insert(crate::quota::AGENT_OF.into(), json!(s.name()));
         }
-        spawn.set(i, rec, None);
+        spawn.set(i, rec, origin, None);
         made.push(PendingFork {
             n,
             session: name,

@@ -17,7 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{KIND, META_KEY, check_id, forks, recorded, state};
+use super::{KIND, check_id, forks, recorded, state};
 use crate::command::bisect::Bisected;
 use crate::error::{Error, Result};
 use crate::meta::MetaOp;
@@ -178,7 +178,7 @@ pub(super) fn remove_forks<H: Host>(
         let ours = crate::ops::experiment::begin::forks_dir_for(t, None, "bisect")?;
         let dirs: std::collections::BTreeSet<std::path::PathBuf> = live
             .iter()
-            .filter_map(|(_, r)| r.meta.get(META_KEY)?["dir"].as_str().map(Into::into))
+            .filter_map(|(_, r)| Some(r.origin.as_ref()?.bisect()?.dir.clone()))
             .filter(|d: &std::path::PathBuf| d.file_name() == ours.file_name())
             .collect();
         for dir in dirs {

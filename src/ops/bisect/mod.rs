@@ -21,9 +21,9 @@
 //!   of `S` cut so the name fits), created at the candidate's checkpoint and
 //!   mounted at `<parent of S's mountpoint>/.<its name>.bisect/S-bID-n`, under
 //!   the agent ownership rule (`daemon::mountpoint`), as experiment forks are;
-//!   its record's `meta.bisect` = `{id, source, n, checkpoint, cwd}`, so forks
+//!   its record's `origin` (`refs::origin::BisectCandidate`), so forks
 //!   left by a crash are found, listed by `sessions` and removable by `session rm`;
-//! - `bisect_end` removes only forks whose `meta.bisect` names that id and this
+//! - `bisect_end` removes only forks whose `origin` names that id and this
 //!   session as the source; a bisect is recorded once;
 //! - a search's state (`state`) is written in the same commit as the forks it
 //!   names; a round's results are taken once (validated against the pending
@@ -49,8 +49,6 @@ use crate::store::ObjectStore;
 
 /// The operation kind of a recorded bisect.
 pub const KIND: &str = "bisect";
-/// Key of the bisect's data in a fork's session record `meta`.
-pub const META_KEY: &str = "bisect";
 /// Longest session name (`session::validate_session_name`).
 const MAX_SESSION_NAME: usize = 64;
 /// Highest fork number (the names leave room for six digits).
@@ -90,14 +88,13 @@ fn check_id(id: &str) -> Result<()> {
 }
 
 /// The forks of bisect `id` of `session` that exist, by number: records whose
-/// `meta.bisect` names that id and session and whose name is that fork's.
+/// `origin` names that id and session and whose name is that fork's.
 fn forks(store: &dyn ObjectStore, session: &str, id: &str) -> Result<Vec<(u32, SessionRecord)>> {
     let mut out: Vec<(u32, SessionRecord)> = session::list_records(store)?
         .into_iter()
         .filter_map(|r| {
-            let m = r.meta.get(META_KEY)?;
-            let ours = m["id"].as_str() == Some(id) && m["source"].as_str() == Some(session);
-            let n = u32::try_from(m["n"].as_u64()?).ok()?;
+            let m = r.origin.as_ref()?.bisect()?;
+            let (ours, n) = (m.id == id && m.source == session, m.n);
             // Only the canonical name: never the source itself, nor a session
             // whose record was copied from a fork's.
             let named = r.name == fork_name(session, id, n);

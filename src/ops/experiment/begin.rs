@@ -4,7 +4,7 @@
 //! Order (as `fork`, for N names at once, through `crate::ops::spawn::Spawn`):
 //! check the request; claim every fork name, refuse existing records and open
 //! (create) every mountpoint; then ONE batch of the source: the checkpoint of its
-//! pending changes the runs start from (or `from`), every fork's record and
+//! pending changes the runs start from (or `from`), every fork's record (with its origin) and
 //! lineage, and the `experiment-begin` operation; release the source's op lock;
 //! mount each. A failure at any step removes what this request made (the spawn
 //! unmounts and removes the forks, then the directories go). Forks are root
@@ -17,9 +17,9 @@ use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::{META_KEY, check_id, fork_name, new_id};
+use super::{check_id, fork_name, new_id};
 use crate::command::wire::{RunCommand, RunSpec, check_spec};
 use crate::control::MountFor;
 use crate::error::{Error, Result};
@@ -28,6 +28,7 @@ use crate::ops::spawn::Spawn;
 use crate::ops::txn::{self, Log};
 use crate::ops::{Host, Target, syncfs};
 use crate::refs::Checkpoint;
+use crate::refs::origin::{ExperimentRun, Origin};
 use crate::session::{self, SessionRecord};
 
 /// Start an experiment: save the state, create and mount one fork per run.
@@ -288,24 +289,24 @@ fn commit_begin<H: Host>(
         }
         None => crate::ops::refctx::resolve(t, "HEAD")?,
     };
-    let data = json!({
-        "id": id, "source": s.name(), "runs": req.runs.len(), "base": c.id,
-        "cwd": req.cwd, "dir": dir,
-    });
     let mut ops = Vec::new();
     for (i, spec) in req.runs.iter().enumerate() {
-        let name = fork_name(s.name(), id, i as u32 + 1);
-        let rec = fork_record(
-            t,
-            &c,
-            &data,
-            &name,
-            i as u32 + 1,
-            spec,
-            call.actor.is_agent(),
-        )?;
-        ops.push(crate::visibility::lineage_op(s.name(), &rec.name));
-        spawn.set(i, rec, None);
+        let run = i as u32 + 1;
+        let name = fork_name(s.name(), id, run);
+        let origin = Origin::Experiment(ExperimentRun {
+            id: id.to_string(),
+            source: s.name().to_string(),
+            run,
+            runs: req.runs.len() as u32,
+            base: c.id,
+            cwd: req.cwd.clone(),
+            dir: dir.to_path_buf(),
+            label: spec.label.clone(),
+            command: json!(spec.command),
+            env: spec.env.clone(),
+        });
+        let rec = fork_record(t, &c, &name, call.actor.is_agent())?;
+        spawn.set(i, rec, origin, None);
     }
     ops.extend(spawn.ops()?);
     let txn = txn::Transaction::begin(t, BEGIN_KIND);
@@ -324,27 +325,14 @@ fn commit_begin<H: Host>(
 /// The kind of the operation recording an experiment's start.
 pub const BEGIN_KIND: &str = "experiment-begin";
 
-/// The record of run `i`'s fork (`data`: the experiment's part of its meta).
-fn fork_record(
-    t: &Target,
-    c: &Checkpoint,
-    data: &Value,
-    name: &str,
-    i: u32,
-    spec: &RunSpec,
-    by_agent: bool,
-) -> Result<SessionRecord> {
+/// The record of a run's fork `name`, at checkpoint `c` (its origin is
+/// [`Spawn::set`]'s).
+fn fork_record(t: &Target, c: &Checkpoint, name: &str, by_agent: bool) -> Result<SessionRecord> {
     let s = &t.session;
     let (bytes, inodes) = c.usage.map_or(s.usage(), |u| (u.bytes, u.inodes));
     let mut rec = session::new_record(name, c.root, bytes, inodes)?;
     rec.head = Some(c.id);
     rec.config = s.record().config;
-    let mut m = data.clone();
-    m["run"] = json!(i);
-    m["label"] = json!(spec.label);
-    m["command"] = json!(spec.command);
-    m["env"] = json!(spec.env);
-    rec.meta.insert(META_KEY.into(), m);
     if by_agent {
         rec.meta
             .insert(crate::quota::AGENT_OF.into(), json!(s.name()));

@@ -21,7 +21,7 @@ use super::answer::{
     Cleanup, CleanupError, Comparison, FileDiff, KeptFork, Pair, Recorded, RunEntry,
 };
 use super::compare::{self, RankBy};
-use super::{KIND, META_KEY, forks, recorded};
+use super::{KIND, forks, recorded};
 use crate::command::wire::{RunResult, check_result};
 use crate::diff::{self, Change, DiffEntry};
 use crate::error::{Error, Result};
@@ -31,6 +31,7 @@ use crate::ops::record::view_of;
 use crate::ops::txn::{self, Log};
 use crate::ops::{Host, Target, ref_or_fresh, syncfs};
 use crate::refs;
+use crate::refs::origin::ExperimentRun;
 use crate::session::SessionRecord;
 use crate::store::ObjectStore;
 use crate::tree::{Content, Record};
@@ -115,8 +116,8 @@ pub fn end<H: Host>(
     let doc = Recorded {
         id: req.id.clone(),
         source: s.name().to_string(),
-        base: meta_text(first, "base")?,
-        cwd: first.meta[META_KEY]["cwd"].as_str().map(str::to_string),
+        base: run_of(first)?.base.to_hex(),
+        cwd: run_of(first)?.cwd.clone(),
         rank_by: by,
         keep: req.keep,
         aborted: req.abort,
@@ -157,15 +158,15 @@ pub fn end<H: Host>(
     Ok(out)
 }
 
-/// Field `k` of a fork's `meta.experiment` (a record without it is corrupt).
-fn meta_text(rec: &SessionRecord, k: &str) -> Result<String> {
-    rec.meta[META_KEY][k]
-        .as_str()
-        .map(str::to_string)
+/// The experiment run fork `rec` is (`forks` names only those).
+fn run_of(rec: &SessionRecord) -> Result<&ExperimentRun> {
+    rec.origin
+        .as_ref()
+        .and_then(|o| o.experiment())
         .ok_or_else(|| {
             Error::corrupt(
                 format!("session record {}", rec.name),
-                format!("meta.{META_KEY} has no {k}"),
+                "an experiment's fork whose origin is not an experiment run",
             )
         })
 }
@@ -225,7 +226,7 @@ fn final_state<H: Host>(
         Err(_) => refs::resolve(store, rec.head, "HEAD")?,
     };
     let root = c.root;
-    let base = meta_text(rec, "base")?;
+    let base = run_of(rec)?.base.to_hex();
     let base_root = refs::resolve(store, None, &base)?.root;
     // The run's own changes end where the CLI checkpointed the fork before the
     // score command: only a checkpoint of this very fork counts (the client's
@@ -260,21 +261,20 @@ fn run_checkpoint(results: &[RunResult], run: u32) -> Option<&str> {
 }
 
 /// A run's stored entry: its result and its fork's facts (from the fork's
-/// session record, written by `begin`).
+/// record's origin, written by `begin`).
 fn run_entry(r: &RunResult, f: &Final) -> Result<RunEntry> {
-    fn field<T: serde::de::DeserializeOwned>(f: &Final, k: &str) -> Result<T> {
-        serde_json::from_value(f.rec.meta[META_KEY][k].clone()).map_err(|e| {
-            Error::corrupt(
-                format!("session record {}", f.rec.name),
-                format!("experiment {k}: {e}"),
-            )
-        })
-    }
+    let run = run_of(&f.rec)?;
+    let command = serde_json::from_value(run.command.clone()).map_err(|e| {
+        Error::corrupt(
+            format!("session record {}", f.rec.name),
+            format!("experiment run command: {e}"),
+        )
+    })?;
     Ok(RunEntry {
         result: r.clone(),
-        label: field(f, "label")?,
-        command: field(f, "command")?,
-        env: field(f, "env")?,
+        label: run.label.clone(),
+        command,
+        env: run.env.clone(),
         fork: f.rec.name.clone(),
         checkpoint: f.checkpoint.to_hex(),
         files_changed: f.files_changed,

@@ -5,11 +5,11 @@
 //! no longer active (discarded, expired), for the daemon's sweep.
 //!
 //! Invariants: a session counts as a fork of `S` only when its record's
-//! `meta.experiment` (written by the daemon at `experiment_begin`, never by a
-//! request) names `S` as its source *and* its name is that experiment's fork name
+//! origin (`refs::origin`, written by the daemon at `experiment_begin`, never by
+//! a request) is a run of an experiment of `S` *and* its name is that experiment's fork name
 //! (`S-xID-RUN`); mounted forks are the caller's to skip (removal refuses them).
 
-use super::{META_KEY, fork_name};
+use super::fork_name;
 use crate::error::Result;
 use crate::lifecycle::{self, State};
 use crate::session::{self, SessionRecord};
@@ -17,11 +17,8 @@ use crate::store::ObjectStore;
 
 /// The source session `rec` is an experiment fork of, if it is one.
 fn source_of(rec: &SessionRecord) -> Option<&str> {
-    let m = rec.meta.get(META_KEY)?;
-    let source = m["source"].as_str()?;
-    let id = m["id"].as_str()?;
-    let run = u32::try_from(m["run"].as_u64()?).ok()?;
-    (rec.name == fork_name(source, id, run)).then_some(source)
+    let m = rec.origin.as_ref()?.experiment()?;
+    (rec.name == fork_name(&m.source, &m.id, m.run)).then_some(&m.source)
 }
 
 /// The experiment forks of session `source` in the store, by name.
@@ -68,8 +65,13 @@ mod tests {
         let mut rec =
             crate::refs::session_record::new_record(name, crate::id::NodeId([0; 32]), 0, 0)
                 .unwrap();
-        if let Some(m) = meta {
-            rec.meta.insert(META_KEY.into(), m);
+        if let Some(mut m) = meta {
+            m["runs"] = json!(2);
+            m["base"] = json!("00".repeat(32));
+            m["dir"] = json!("/w");
+            m["command"] = json!("true");
+            let run = serde_json::from_value(m).unwrap();
+            rec.origin = Some(crate::refs::origin::Origin::Experiment(run));
         }
         s.commit(vec![crate::refs::session_record::record_op(&rec)])
             .unwrap();

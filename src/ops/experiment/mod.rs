@@ -20,7 +20,7 @@
 //!   at `<parent of S's mountpoint>/.<its name>.experiments/S-xID-i`, a directory the
 //!   daemon creates (for an agent of another uid: under the rule of
 //!   `daemon::mountpoint`, owned by the agent); its session record carries
-//!   `meta.experiment` = `{id, source, run, label, ...}`, so forks left by a daemon
+//!   `origin` (`refs::origin::ExperimentRun`: id, source, run, label, ...), so forks left by a daemon
 //!   crash are found, listed by `sessions` and removable by `session rm`;
 //! - an experiment is recorded once (`experiment_end` refuses an id already
 //!   recorded); its record's `meta` holds every run's result, the ranking, the
@@ -53,8 +53,6 @@ use crate::store::ObjectStore;
 pub const KIND: &str = "experiment";
 /// The operation kind of an adopt.
 pub const ADOPT_KIND: &str = "adopt";
-/// Key of the experiment's data in a fork's session record `meta`.
-pub const META_KEY: &str = "experiment";
 
 /// The name of fork `run` of experiment `id` of `session`.
 pub fn fork_name(session: &str, id: &str, run: u32) -> String {
@@ -88,10 +86,9 @@ fn forks(store: &dyn ObjectStore, session: &str, id: &str) -> Result<Vec<(u32, S
     let mut out: Vec<(u32, SessionRecord)> = session::list_records(store)?
         .into_iter()
         .filter_map(|r| {
-            let m = r.meta.get(META_KEY)?;
-            let ours = m["id"].as_str() == Some(id) && m["source"].as_str() == Some(session);
-            let run = u32::try_from(m["run"].as_u64()?).ok()?;
-            ours.then_some((run, r))
+            let m = r.origin.as_ref()?.experiment()?;
+            let ours = m.id == id && m.source == session && r.name == fork_name(session, id, m.run);
+            ours.then_some((m.run, r))
         })
         .collect();
     out.sort_by_key(|(run, _)| *run);

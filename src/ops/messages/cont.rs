@@ -149,7 +149,10 @@ pub(crate) fn run<H: Host>(
     // The conversation is shared, not copied (`messages::share`).
     let copied = messages::share::fork_ops(&*store, &src, name, None)?;
     let n = messages::visible_count(&*store, &src)?;
-    spawn.set(new, rec.clone(), None);
+    let origin = crate::refs::origin::Origin::Continue {
+        source: src.to_string(),
+    };
+    spawn.set(new, rec.clone(), origin, None);
     let mut ops = spawn.ops()?;
     ops.push(info.op());
     ops.extend(lifecycle::touched::add_ops(

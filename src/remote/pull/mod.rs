@@ -430,6 +430,7 @@ fn session_ff(
     rec.name = local.name.clone();
     rec.branch = local.branch.clone().filter(|_| rec.branch == local.branch);
     rec.meta = local.meta.clone();
+    rec.origin = local.origin.clone();
     // The remote's config is not trusted (see `session`): the local one stays,
     // the remote's is kept for display when it differs.
     let theirs = std::mem::replace(&mut rec.config, local.config.clone());

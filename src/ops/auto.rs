@@ -44,8 +44,7 @@ fn logged_checkpoint(
         explanation: None,
         request: serde_json::json!({"op": "checkpoint", "trigger": trigger, "message": msg}),
     };
-    let (c, _) =
-        super::checkpoint::take(s, &call, "checkpoint", msg, trigger, serde_json::Map::new())?;
+    let (c, _) = super::checkpoint::take(s, &call, &super::checkpoint::Taking::new(msg, trigger))?;
     Ok(c)
 }
 

@@ -33,7 +33,11 @@ pub(crate) fn run(
     refs::validate_requested_trigger(trigger)?;
     syncfs(&t.mount)?;
     refs::validate_meta(&meta)?;
-    let (c, _) = take(&t.session, call, "checkpoint", message, trigger, meta)?;
+    let what = Taking {
+        meta,
+        ..Taking::new(message, trigger)
+    };
+    let (c, _) = take(&t.session, call, &what)?;
     let rec = t.session.record();
     Ok(CheckpointAnswer {
         checkpoint: CheckpointView::from(&c),
@@ -43,25 +47,45 @@ pub(crate) fn run(
     })
 }
 
+/// What a checkpoint of the live state is: its message and trigger, the
+/// checkpoint's own `meta`, and the kind of the operation recording it
+/// (`checkpoint` unless said).
+pub(crate) struct Taking<'a> {
+    pub message: &'a str,
+    pub trigger: &'a str,
+    pub kind: &'a str,
+    pub meta: serde_json::Map<String, Value>,
+}
+
+impl<'a> Taking<'a> {
+    /// A checkpoint with this message and trigger, recorded as `checkpoint`.
+    pub fn new(message: &'a str, trigger: &'a str) -> Taking<'a> {
+        Taking {
+            message,
+            trigger,
+            kind: "checkpoint",
+            meta: serde_json::Map::new(),
+        }
+    }
+
+    /// Recorded as an operation of kind `kind`.
+    pub fn recorded_as(self, kind: &'a str) -> Taking<'a> {
+        Taking { kind, ..self }
+    }
+}
+
 /// Take a checkpoint of the live state of `s` (call after `syncfs`) that HEAD and
-/// its attached branch move to, recorded as an operation of kind `kind` (asked
-/// by `call`; the metrics count it), in ONE batch (`super::txn`).
+/// its attached branch move to, recorded as an operation of kind `what.kind`
+/// (asked by `call`; the metrics count it), in ONE batch (`super::txn`).
 /// Every checkpoint an op takes of the live state goes through here: the
 /// `checkpoint` verb, automatic, message, eviction, before-exec and save-first
 /// checkpoints. A batch refused because the attached branch moved meanwhile is
 /// tried again (the branch is then left alone and HEAD detached: see
 /// `session::Txn::checkpoint`).
-pub(crate) fn take(
-    s: &Session,
-    call: &Call,
-    kind: &str,
-    message: &str,
-    trigger: &str,
-    meta: serde_json::Map<String, Value>,
-) -> Result<(Checkpoint, Operation)> {
+pub(crate) fn take(s: &Session, call: &Call, what: &Taking) -> Result<(Checkpoint, Operation)> {
     let mut tries = 0;
     loop {
-        match take_once(s, call, kind, message, trigger, meta.clone()) {
+        match take_once(s, call, what) {
             Err(Error::Conflict(e)) if tries < 3 => {
                 tries += 1;
                 ::log::info!("session {}: checkpoint raced ({e}); retrying", s.name());
@@ -71,20 +95,13 @@ pub(crate) fn take(
     }
 }
 
-fn take_once(
-    s: &Session,
-    call: &Call,
-    kind: &str,
-    message: &str,
-    trigger: &str,
-    meta: serde_json::Map<String, Value>,
-) -> Result<(Checkpoint, Operation)> {
+fn take_once(s: &Session, call: &Call, what: &Taking) -> Result<(Checkpoint, Operation)> {
     let mut tx = s.txn();
-    let c = tx.checkpoint_with(message, trigger, &[], meta)?;
-    let txn = txn::Transaction::on(s, kind);
+    let c = tx.checkpoint_with(what.message, what.trigger, &[], what.meta.clone())?;
+    let txn = txn::Transaction::on(s, what.kind);
     let op = txn.commit(&mut tx, Log::Next, &mut |b, a| {
         let (before, after) = checkpoint_views(b, a, &c);
-        Ok((call.op(kind, before, after), Vec::new()))
+        Ok((call.op(what.kind, before, after), Vec::new()))
     })?;
     Ok((c, op))
 }

@@ -20,10 +20,7 @@ pub fn evict_checkpoint(s: &Session, why: &str) -> Result<Checkpoint> {
     let (c, _) = super::checkpoint::take(
         s,
         &call,
-        "evict",
-        &format!("evicted: {why}"),
-        "evict",
-        serde_json::Map::new(),
+        &super::checkpoint::Taking::new(&format!("evicted: {why}"), "evict").recorded_as("evict"),
     )?;
     Ok(c)
 }

@@ -312,14 +312,7 @@ fn ref_or_fresh(
             explanation: call.explanation.clone(),
             request: serde_json::json!({"op": "checkpoint", "trigger": trigger, "message": message}),
         };
-        let (c, _) = checkpoint::take(
-            s,
-            &call,
-            "checkpoint",
-            message,
-            trigger,
-            serde_json::Map::new(),
-        )?;
+        let (c, _) = checkpoint::take(s, &call, &checkpoint::Taking::new(message, trigger))?;
         Ok(c)
     } else {
         refctx::resolve(t, "HEAD")

@@ -40,11 +40,12 @@ use crate::error::{Error, Result};
 use crate::id::CheckpointId;
 use crate::lifecycle::{Metrics, manage};
 use crate::meta::{self, MetaOp};
-use crate::oplog::{self, NewOp, Operation};
+use crate::oplog::{self, Actor, NewOp, Operation};
 use crate::refs::{self, names};
 use crate::session::{Session, SessionRecord, Txn};
 
 use super::Target;
+use super::record::view_of;
 
 /// Put the attached branch moves of the batch's checkpoints (`moves`) in the
 /// record's views, where the op did not record that branch itself: without them
@@ -244,4 +245,27 @@ impl<'a> Transaction<'a> {
             self.kind
         )))
     }
+}
+
+/// Record the end of something that changes no state by itself (an experiment's
+/// comparison, a bisect's result), as one operation of `kind` with `meta`, its
+/// batch also holding `extra`: the mount's writes are synced and flushed (not
+/// checkpointed) first, and both views are the session's state now.
+pub(crate) fn record_result(
+    t: &Target,
+    actor: &Actor,
+    kind: &str,
+    request: serde_json::Value,
+    meta: serde_json::Map<String, serde_json::Value>,
+    extra: Vec<MetaOp>,
+) -> Result<Operation> {
+    super::syncfs(&t.mount)?;
+    let mut tx = t.session.txn();
+    let root = tx.flush()?;
+    Transaction::begin(t, kind).commit(&mut tx, Log::Next, &mut |b, a| {
+        let (before, after) = (view_of(b, root), view_of(a, root));
+        let mut op = NewOp::new(actor, kind, request.clone(), before, after);
+        op.meta = meta.clone();
+        Ok((op, extra.clone()))
+    })
 }

@@ -21,12 +21,11 @@ use super::{KIND, check_id, forks, recorded, state};
 use crate::command::bisect::Bisected;
 use crate::error::{Error, Result};
 use crate::meta::MetaOp;
-use crate::oplog::{Actor, NewOp};
+use crate::oplog::Actor;
 use crate::ops::experiment::answer::CleanupError;
 use crate::ops::experiment::end::remove_fork;
-use crate::ops::record::view_of;
-use crate::ops::txn::{Log, Transaction};
-use crate::ops::{Host, Target, syncfs};
+use crate::ops::txn;
+use crate::ops::{Host, Target};
 use crate::session::SessionRecord;
 
 /// Largest recorded result (its JSON).
@@ -136,7 +135,10 @@ pub fn end<H: Host>(
         }
     };
     let seq = match result {
-        Some(meta) => Some(record_result(t, actor, &req.id, meta, forget())?),
+        Some(meta) => {
+            let request = json!({"op": "bisect_end", "id": req.id});
+            Some(txn::record_result(t, actor, KIND, request, meta, forget())?.seq)
+        }
         None => None,
     };
     if req.abort && kept.is_some() {
@@ -269,32 +271,4 @@ fn checked<H: Host>(
         )));
     }
     Ok(meta)
-}
-
-/// Record the bisect: one inert operation (the session's state before and after
-/// is the same), the result in its `meta`, with `extra` (the search's state
-/// deleted), in one batch (`crate::ops::txn`).
-fn record_result(
-    t: &Target,
-    actor: &Actor,
-    id: &str,
-    meta: serde_json::Map<String, Value>,
-    extra: Vec<MetaOp>,
-) -> Result<u64> {
-    syncfs(&t.mount)?;
-    let mut tx = t.session.txn();
-    let root = tx.flush()?;
-    let request = json!({"op": "bisect_end", "id": id});
-    let op = Transaction::begin(t, KIND).commit(&mut tx, Log::Next, &mut |b, a| {
-        let mut op = NewOp::new(
-            actor,
-            KIND,
-            request.clone(),
-            view_of(b, root),
-            view_of(a, root),
-        );
-        op.meta = meta.clone();
-        Ok((op, extra.clone()))
-    })?;
-    Ok(op.seq)
 }

@@ -121,10 +121,7 @@ pub(super) fn start(
                 let (c, _) = crate::ops::checkpoint::take(
                     s,
                     &call,
-                    "checkpoint",
-                    &msg,
-                    "before-exec",
-                    serde_json::Map::new(),
+                    &crate::ops::checkpoint::Taking::new(&msg, "before-exec"),
                 )?;
                 (c.id.to_hex(), c.root)
             }

@@ -26,10 +26,9 @@ use crate::command::wire::{RunResult, check_result};
 use crate::diff::{self, Change, DiffEntry};
 use crate::error::{Error, Result};
 use crate::id::{CheckpointId, NodeId};
-use crate::oplog::{Actor, NewOp};
-use crate::ops::record::view_of;
-use crate::ops::txn::{self, Log};
-use crate::ops::{Host, Target, ref_or_fresh, syncfs};
+use crate::oplog::Actor;
+use crate::ops::txn;
+use crate::ops::{Host, Target, ref_or_fresh};
 use crate::refs;
 use crate::refs::origin::ExperimentRun;
 use crate::session::SessionRecord;
@@ -137,21 +136,7 @@ pub fn end<H: Host>(
     // One batch of the source: the record (its state as it is now on both sides:
     // the experiment's own state change, the checkpoint the runs started from,
     // is `experiment-begin`'s record).
-    syncfs(&t.mount)?;
-    let mut tx = s.txn();
-    let root = tx.flush()?;
-    let rec = txn::Transaction::begin(t, KIND).commit(&mut tx, Log::Next, &mut |b, a| {
-        let mut op = NewOp::new(
-            actor,
-            KIND,
-            request.clone(),
-            view_of(b, root),
-            view_of(a, root),
-        );
-        op.meta = meta.clone();
-        Ok((op, Vec::new()))
-    })?;
-    drop(tx);
+    let rec = txn::record_result(t, actor, KIND, request, meta, Vec::new())?;
     let cleanup = cleanup(h, &forks, winner, &req);
     let mut out = doc.answer(rec.seq);
     out.cleanup = Some(cleanup);

@@ -18,7 +18,7 @@ use super::record::Call;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::views::MessageView;
 use super::{Target, syncfs};
@@ -222,10 +222,7 @@ fn user_checkpoint(t: &Target) -> Result<()> {
     crate::ops::checkpoint::take(
         s,
         &call,
-        "checkpoint",
-        "auto: at user message",
-        "message",
-        Map::new(),
+        &crate::ops::checkpoint::Taking::new("auto: at user message", "message"),
     )?;
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! Debug-build failpoints: make one chosen step fail on purpose, so tests can drive
 //! the error paths of a real mount (like the `user.treefork.debug-panic` xattr hook
-//! in `session::ops`). Release builds compile every check to nothing and ignore the
+//! in `session::posix`). Release builds compile every check to nothing and ignore the
 //! environment.
 //!
 //! `TREEFORK_DEBUG_FAILPOINT=graft-after:N`, read once by the daemon process: every

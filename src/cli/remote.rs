@@ -6,10 +6,10 @@
 use super::prelude::*;
 use treefork::remote::RemoteConfig;
 
-type RemoteAdded = treefork::remote::ops::remote_add::RemoteAdded;
-type RemotesListed = treefork::remote::ops::remote_list::RemotesListed;
-type RemoteRemoved = treefork::remote::ops::remote_rm::RemoteRemoved;
-type Trusted = treefork::remote::ops::remote_trust::Trusted;
+type RemoteAdded = treefork::remote::serve::remote_add::RemoteAdded;
+type RemotesListed = treefork::remote::serve::remote_list::RemotesListed;
+type RemoteRemoved = treefork::remote::serve::remote_rm::RemoteRemoved;
+type Trusted = treefork::remote::serve::remote_trust::Trusted;
 
 /// Manage remotes (S3-compatible object storage for push, pull and lazy mounts).
 #[derive(clap::Args)]

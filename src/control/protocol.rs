@@ -15,10 +15,11 @@ pub const PROTOCOL_VERSION: u64 = 1;
 /// Largest request line accepted, in bytes.
 pub const MAX_REQUEST: usize = 1 << 20;
 
-/// A request: an op (`T`: `verbs::Request`), optionally aimed at a session by name
-/// (on the store socket; a session socket implies its session).
+/// The envelope of one request line: its op (`T`: `verbs::Request`), optionally aimed
+/// at a session by name (on the store socket; a session socket implies its session),
+/// and its explanation.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Request<T> {
+pub struct Envelope<T> {
     /// Target session.
     pub session: Option<String>,
     /// The operation.
@@ -42,7 +43,7 @@ pub fn parse_request<T: DeserializeOwned>(line: &[u8]) -> std::result::Result<T,
 }
 
 /// Parse one request line with its optional session. Never panics.
-pub fn parse<T: DeserializeOwned>(line: &[u8]) -> std::result::Result<Request<T>, ProtoError> {
+pub fn parse<T: DeserializeOwned>(line: &[u8]) -> std::result::Result<Envelope<T>, ProtoError> {
     let err = |code, message: String| ProtoError { code, message };
     if line.len() > MAX_REQUEST {
         return Err(err(
@@ -108,7 +109,7 @@ pub fn parse<T: DeserializeOwned>(line: &[u8]) -> std::result::Result<Request<T>
             err("bad_request", format!("bad arguments for {op:?}: {m}"))
         }
     })?;
-    Ok(Request {
+    Ok(Envelope {
         session,
         op,
         explanation,

@@ -81,7 +81,7 @@ impl Daemon {
             .maintenance
             .try_lock()
             .map_err(|_| Error::Conflict("a gc or fsck is already running on this store".into()))?;
-        crate::remote::ops::store_trim::run(&*self.store, self, req, events)
+        crate::remote::serve::store_trim::run(&*self.store, self, req, events)
     }
 
     pub(crate) fn session_rm(&self, name: &str) -> Result<SessionRemoved> {

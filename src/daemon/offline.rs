@@ -221,7 +221,7 @@ impl Server for Offline {
     }
 
     fn store_trim(&self, req: TrimRequest, events: &mut dyn FnMut(Value)) -> Result<TrimReport> {
-        crate::remote::ops::store_trim::run(&*self.store, &crate::gc::Offline, req, events)
+        crate::remote::serve::store_trim::run(&*self.store, &crate::gc::Offline, req, events)
     }
 }
 

@@ -66,7 +66,7 @@ impl Server for Daemon {
                     "--from and --from-remote cannot be combined".into(),
                 ));
             }
-            untrusted = crate::remote::ops::pull::mount_from_remote(self, &session, spec)?;
+            untrusted = crate::remote::serve::pull::mount_from_remote(self, &session, spec)?;
         }
         let change = crate::lifecycle::manage::PolicyChange {
             task,

@@ -9,7 +9,7 @@ use fuser::{Errno, FileAttr, FileType, INodeNo, TimeOrNow};
 use super::request::{Req, SetTime};
 use crate::error::Error;
 use crate::session::Stat;
-use crate::session::ops::Caller;
+use crate::session::posix::Caller;
 use crate::tree::{Kind, Timespec};
 
 /// The credentials a chown's set-group-id rule needs: the caller's groups (primary

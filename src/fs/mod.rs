@@ -26,7 +26,7 @@
 //! arguments and answered EIO (the operation returns `Err(EIO)`); the session's locks
 //! survive poisoning (`Session::lock` repairs the table), so the mount keeps
 //! serving. Debug builds panic on purpose on `setxattr` of
-//! [`crate::session::ops::DEBUG_PANIC_XATTR`] (tests only).
+//! [`crate::session::posix::DEBUG_PANIC_XATTR`] (tests only).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -7,7 +7,7 @@ use super::convert::caller;
 use super::request::{Created, FOPEN_KEEP_CACHE, Looked, Req, SetattrIn, Stat};
 use super::{TreeforkFs, show};
 use crate::error::Error;
-use crate::session::ops::{NewNode, SetAttr};
+use crate::session::posix::{NewNode, SetAttr};
 use crate::tree::Kind;
 
 impl TreeforkFs {

@@ -228,7 +228,7 @@ fn write_read_and_the_rest_answer_plain_values() {
 fn a_panic_is_eio_and_the_core_keeps_serving() {
     let fs = core();
     let ino = fs.create(&ME, 1, b"f", 0o644, 0).unwrap().stat.ino;
-    let hook = crate::session::ops::DEBUG_PANIC_XATTR;
+    let hook = crate::session::posix::DEBUG_PANIC_XATTR;
     let r = fs.setxattr(&ME, ino, hook, b"x", 0, 0);
     assert_eq!(errno(r), libc::EIO);
     assert_eq!(fs.getattr(&ME, ino, None).unwrap().ino, ino);

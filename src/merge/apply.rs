@@ -11,7 +11,7 @@ use super::Theirs;
 use super::resolve::{Action, Body, Owner};
 use crate::error::{Error, Result};
 use crate::session::Session;
-use crate::session::ops::{NewNode, SetAttr};
+use crate::session::posix::{NewNode, SetAttr};
 use crate::tree::Kind;
 
 /// Bytes written per call.

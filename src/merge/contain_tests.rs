@@ -15,7 +15,7 @@ use crate::dirs::load_dir;
 use crate::error::Error;
 use crate::id::NodeId;
 use crate::merge::{Theirs, merge, tree_changes};
-use crate::session::ops::{NewNode, SetAttr};
+use crate::session::posix::{NewNode, SetAttr};
 use crate::session::{Session, create_record, empty_root};
 use crate::store::{MemStore, ObjectStore};
 use crate::tree::{Kind, Record};

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use super::{ConflictKind, Theirs, merge, merge_within, tree_changes};
 use crate::diff::{Tree, read_file};
 use crate::id::NodeId;
-use crate::session::ops::NewNode;
+use crate::session::posix::NewNode;
 use crate::session::{Session, create_record, empty_root};
 use crate::store::{MemStore, ObjectStore};
 

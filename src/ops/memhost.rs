@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::{Host, Mount, Scope, Target};
 use crate::control::{AgentSocket, MountFor};
 use crate::error::{Error, Result};
-use crate::session::ops::{NewNode, SetAttr};
+use crate::session::posix::{NewNode, SetAttr};
 use crate::session::{self, Session, SessionRecord};
 use crate::store::{MemStore, ObjectStore};
 

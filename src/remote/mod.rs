@@ -7,7 +7,7 @@
 //! configured in `config` (`y/` records), credentialed by `creds`, probed by
 //! `probe`, opened through the per-process `registry`; tracking refs (`q/`) and
 //! the remote name rules are below, in `crate::refs::{tracking, remote_names}`;
-//! the remote ops served by the daemon are dispatched by `ops`.
+//! the remote ops served by the daemon are dispatched by `serve`.
 
 pub mod client;
 pub mod config;
@@ -19,7 +19,6 @@ pub mod held;
 pub mod index;
 pub mod layout;
 pub mod lazy;
-pub mod ops;
 pub mod packidx;
 pub mod probe;
 pub mod pull;
@@ -27,6 +26,7 @@ pub mod push;
 pub mod refval;
 pub mod registry;
 pub mod segment;
+pub mod serve;
 pub mod trim;
 
 pub use config::RemoteConfig;

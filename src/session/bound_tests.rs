@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::ops::NewNode;
+use super::posix::NewNode;
 use super::{LINK_TABLE_MAX, Session, XATTR_BYTES_MAX, XATTR_COUNT_MAX, create_record, empty_root};
 use crate::error::Error;
 use crate::store::{MemStore, ObjectStore};

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::ops::NewNode;
+use super::posix::NewNode;
 use super::{Session, create_record, empty_root};
 use crate::diff::{self, Change};
 use crate::store::{MemStore, ObjectStore};

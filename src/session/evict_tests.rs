@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::ops::NewNode;
+use super::posix::NewNode;
 use super::{Session, Stat, create_record, empty_root};
 use crate::store::{MemStore, ObjectStore};
 use crate::tree::Kind;
@@ -306,7 +306,7 @@ fn listings_survive_unloads() {
         s.forget(f, 1);
     }
     s.flush().unwrap();
-    let names = |p: &[(u64, super::ops::DirEntry, Option<Stat>)]| -> Vec<Vec<u8>> {
+    let names = |p: &[(u64, super::posix::DirEntry, Option<Stat>)]| -> Vec<Vec<u8>> {
         p.iter().map(|(_, e, _)| e.name.clone()).collect()
     };
     // `d` stays held (being listed); read half the listing, unload, read on.

@@ -406,7 +406,7 @@ impl Graft<'_> {
             return Ok(());
         }
         if kind != Kind::Dir {
-            super::ops::drop_link(self.st, ino, Timespec::now());
+            super::posix::drop_link(self.st, ino, Timespec::now());
             self.replaced(ino);
             return Ok(());
         }
@@ -453,7 +453,7 @@ impl Graft<'_> {
                             None => {}
                         }
                     }
-                    super::ops::drop_link(self.st, ino, now);
+                    super::posix::drop_link(self.st, ino, now);
                     self.replaced(ino);
                     dir
                 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::session::ops::NewNode;
+use crate::session::posix::NewNode;
 use crate::session::{Session, create_record, empty_root};
 use crate::store::{MemStore, ObjectStore};
 

@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::ops::{NewNode, SetAttr};
+use super::posix::{NewNode, SetAttr};
 use super::{Session, create_record, empty_root};
 use crate::error::Result;
 use crate::meta::MetaOp;

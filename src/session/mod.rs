@@ -1,7 +1,7 @@
 //! One workspace session: a live, mutable view of a Merkle tree.
 //!
 //! Owns: the inode table ([`inode::State`]) of one session, the POSIX operations on it
-//! (`ops`, `data`), turning it back into immutable tree nodes (`flush`, `encode`),
+//! (`posix`, `data`), turning it back into immutable tree nodes (`flush`, `encode`),
 //! checkpoints and grafting another tree in (`snapshot`, `graft`), evicting
 //! forgotten clean inodes from it (`evict`), collecting touched paths (`touch`) and
 //! the writer watch of a recorded command (`watch`).
@@ -41,7 +41,7 @@ mod link_index;
 mod lock_tests;
 #[cfg(test)]
 pub(crate) mod model_tests;
-pub mod ops;
+pub mod posix;
 #[cfg(test)]
 mod seal_tests;
 pub mod snapshot;

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::inode::{Block, Data};
-use super::ops::NewNode;
+use super::posix::NewNode;
 use super::{SEAL_FRESH, Session, create_record, empty_root, seal_threshold};
 use crate::store::{MemStore, ObjectStore};
 use crate::tree::BLOCK_SIZE;

@@ -336,7 +336,7 @@ mod tests {
     use std::collections::BTreeSet;
     use std::sync::Arc;
 
-    use crate::session::ops::NewNode;
+    use crate::session::posix::NewNode;
     use crate::session::{Session, create_record, empty_root};
     use crate::store::{MemStore, ObjectStore};
 

@@ -8,7 +8,7 @@ use super::{Session, create_record, empty_root, load_record};
 use crate::error::Error;
 use crate::meta::MetaOp;
 use crate::refs::{self, Checkpoint};
-use crate::session::ops::NewNode;
+use crate::session::posix::NewNode;
 use crate::store::{MemStore, ObjectStore};
 
 fn session() -> Session {

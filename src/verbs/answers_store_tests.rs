@@ -282,7 +282,7 @@ fn remote_config_answers() {
     let cfg =
         crate::remote::RemoteConfig::new("origin", "s3://bkt/p", "http://127.0.0.1:9", None, false)
             .unwrap();
-    let a = crate::remote::ops::remote_add::RemoteAdded {
+    let a = crate::remote::serve::remote_add::RemoteAdded {
         remote: cfg.clone(),
         conditional_writes: true,
         probe_failures: vec![],
@@ -298,14 +298,14 @@ fn remote_config_answers() {
     ];
     let v = check::<R<RemoteAdd>>(&a, &keys);
     assert_eq!(v["remote"]["url"], "s3://bkt/p");
-    let l = crate::remote::ops::remote_list::RemotesListed { remotes: vec![cfg] };
+    let l = crate::remote::serve::remote_list::RemotesListed { remotes: vec![cfg] };
     check::<R<RemoteList>>(&l, &["remotes"]);
-    let r = crate::remote::ops::remote_rm::RemoteRemoved {
+    let r = crate::remote::serve::remote_rm::RemoteRemoved {
         removed: "origin".into(),
         tracking_refs: 2,
     };
     check::<R<RemoteRm>>(&r, &["removed", "tracking_refs"]);
-    let t = crate::remote::ops::remote_trust::Trusted {
+    let t = crate::remote::serve::remote_trust::Trusted {
         session: "a".into(),
         remote: Some("origin".into()),
         origin: None,

@@ -38,6 +38,6 @@ impl Verb for Hydrate {
 impl Handler for Hydrate {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
         let session = self.session.or(cx.session.map(str::to_string));
-        crate::remote::ops::hydrate::run(cx.host, session, self.remote, cx.events)
+        crate::remote::serve::hydrate::run(cx.host, session, self.remote, cx.events)
     }
 }

@@ -13,7 +13,7 @@
 //! (`src/cli/`), its Python method (`clients/python`), and an MCP tool entry if
 //! agents should call it as a tool.
 //!
-//! Layering: `daemon` → `verbs` → `remote::ops`, `ops` → `control`. The daemon
+//! Layering: `daemon` → `verbs` → `remote::serve`, `ops` → `control`. The daemon
 //! implements [`Server`] (what store-wide verbs ask of it); nothing here imports
 //! `daemon`.
 //!

@@ -45,6 +45,6 @@ impl Handler for Pull {
             explanation: cx.call.explanation.clone(),
             session,
         };
-        crate::remote::ops::pull::run(cx.host, self.remote, self.refs, by, cx.events)
+        crate::remote::serve::pull::run(cx.host, self.remote, self.refs, by, cx.events)
     }
 }

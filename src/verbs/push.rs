@@ -56,6 +56,6 @@ impl Handler for Push {
             session: session.or(cx.session.map(str::to_string)),
             force,
         };
-        crate::remote::ops::push::run(cx.host, remote, &req, cx.events)
+        crate::remote::serve::push::run(cx.host, remote, &req, cx.events)
     }
 }

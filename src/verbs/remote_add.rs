@@ -69,7 +69,7 @@ impl Verb for RemoteAdd {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = crate::remote::ops::remote_add::RemoteAdded;
+    type Response = crate::remote::serve::remote_add::RemoteAdded;
 
     fn agent_may(&self) -> bool {
         // Remotes: configuring them reaches the network with the daemon's
@@ -106,6 +106,6 @@ impl Handler for RemoteAdd {
         let given = credentials
             .map(RemoteCredentials::into_client)
             .transpose()?;
-        crate::remote::ops::remote_add::run(cx.host, config, given)
+        crate::remote::serve::remote_add::run(cx.host, config, given)
     }
 }

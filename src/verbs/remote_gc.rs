@@ -41,7 +41,7 @@ impl Verb for RemoteGc {
 
 impl Handler for RemoteGc {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
-        crate::remote::ops::remote_gc::run_store(
+        crate::remote::serve::remote_gc::run_store(
             &*cx.host.store(),
             self.remote,
             self.dry_run,

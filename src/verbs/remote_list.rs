@@ -12,7 +12,7 @@ impl Verb for RemoteList {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = crate::remote::ops::remote_list::RemotesListed;
+    type Response = crate::remote::serve::remote_list::RemotesListed;
 
     fn agent_may(&self) -> bool {
         // Remotes: configuring them reaches the network with the daemon's
@@ -24,6 +24,6 @@ impl Verb for RemoteList {
 
 impl Handler for RemoteList {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
-        crate::remote::ops::remote_list::run(&*cx.host.store())
+        crate::remote::serve::remote_list::run(&*cx.host.store())
     }
 }

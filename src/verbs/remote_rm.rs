@@ -17,7 +17,7 @@ impl Verb for RemoteRm {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = crate::remote::ops::remote_rm::RemoteRemoved;
+    type Response = crate::remote::serve::remote_rm::RemoteRemoved;
 
     fn agent_may(&self) -> bool {
         // Remotes: configuring them reaches the network with the daemon's
@@ -29,6 +29,6 @@ impl Verb for RemoteRm {
 
 impl Handler for RemoteRm {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
-        crate::remote::ops::remote_rm::run_live(cx.host, &self.name)
+        crate::remote::serve::remote_rm::run_live(cx.host, &self.name)
     }
 }

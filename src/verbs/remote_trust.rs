@@ -17,7 +17,7 @@ impl Verb for RemoteTrust {
     const KIND: Kind = Kind::Store;
     const AGENT: Agent = Agent::No;
     const RECORDS: bool = false;
-    type Response = crate::remote::ops::remote_trust::Trusted;
+    type Response = crate::remote::serve::remote_trust::Trusted;
 
     fn agent_may(&self) -> bool {
         // Trusting a pulled origin lets promote write to that repository.
@@ -28,6 +28,6 @@ impl Verb for RemoteTrust {
 
 impl Handler for RemoteTrust {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
-        crate::remote::ops::remote_trust::run(&*cx.host.store(), &self.name)
+        crate::remote::serve::remote_trust::run(&*cx.host.store(), &self.name)
     }
 }

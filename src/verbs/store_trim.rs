@@ -41,7 +41,7 @@ impl Verb for StoreTrim {
 
 impl Handler for StoreTrim {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
-        let req = crate::remote::ops::store_trim::request(
+        let req = crate::remote::serve::store_trim::request(
             self.older_than.as_deref(),
             self.keep_sessions,
             self.dry_run,

@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::harness::*;
 
 /// The debug-build panic hook (`setxattr user.treefork.debug-panic`, see
-/// `session::ops::DEBUG_PANIC_XATTR`) panics holding the table lock: the request
+/// `session::posix::DEBUG_PANIC_XATTR`) panics holding the table lock: the request
 /// gets EIO, the panic is logged with the request, and reads, writes, creates and
 /// fsync keep working (before: every later request panicked on the poisoned lock).
 #[test]

@@ -41,7 +41,7 @@ use crate::lifecycle::Origin;
 use crate::merge::{self, Theirs};
 use crate::ops::Target;
 use crate::session::Session;
-use crate::session::ops::NewNode;
+use crate::session::posix::NewNode;
 use crate::tree::Kind;
 
 /// After a landed promote: the new baseline (a `commit` promote built on the

@@ -18,7 +18,7 @@ use super::model::{Model, Node, leaf, parent, under};
 use crate::error::Error;
 use crate::id::{ChunkId, NodeId};
 use crate::refs::Checkpoint;
-use crate::session::ops::{NewNode, SetAttr};
+use crate::session::posix::{NewNode, SetAttr};
 use crate::session::{Session, Stat, create_record, empty_root, new_record, record_op};
 use crate::store::{MemStore, ObjectStore, PackStore};
 use crate::tree::Kind;

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
-use super::ops::{NewNode, SetAttr};
+use super::posix::{NewNode, SetAttr};
 use super::{Session, create_record, empty_root};
 use crate::store::{MemStore, ObjectStore};
 

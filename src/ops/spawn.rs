@@ -19,6 +19,10 @@
 //! still held, so nobody else can have taken the names meanwhile. A rollback that
 //! fails is logged at error level naming the session, never dropped silently.
 //! The claims are released last.
+//!
+//! The other way round, [`Removing`] takes sessions an op made earlier (an
+//! experiment's forks) out in the op's own batch: unmounted and claimed first,
+//! deleted by the batch, released after it.
 
 use std::path::{Path, PathBuf};
 
@@ -193,16 +197,98 @@ impl<H: Host> Drop for Spawn<'_, H> {
     }
 }
 
+/// Sessions an op made earlier and removes in its own batch (an experiment's
+/// forks at its end or adopt): each is unmounted and then claimed
+/// ([`Removing::take`]), so nobody mounts or makes it again before the batch;
+/// [`Removing::ops`] delete it (its record guarded by its value as read) in the
+/// op's batch; the claims are released when this drops, after the commit.
+pub(crate) struct Removing<'h, H: Host> {
+    h: &'h H,
+    taken: Vec<(String, H::Claim<'h>)>,
+}
+
+impl<'h, H: Host> Removing<'h, H> {
+    /// Nothing taken yet.
+    pub fn new(h: &'h H) -> Removing<'h, H> {
+        Removing {
+            h,
+            taken: Vec::new(),
+        }
+    }
+
+    /// Unmount session `name` when it is mounted (its mountpoint directory
+    /// removed through the descriptor of its parent kept since it was mounted:
+    /// never by a path), then own its name. A session that cannot be unmounted
+    /// or claimed is not taken (the error says why).
+    pub fn take(&mut self, name: &str) -> Result<()> {
+        unmount(self.h, name)?;
+        let claim = self.h.claim(name)?;
+        self.taken.push((name.to_string(), claim));
+        Ok(())
+    }
+
+    /// The sessions taken, by name.
+    pub fn names(&self) -> Vec<String> {
+        self.taken.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// The ops deleting every session taken: record (guarded), info, touched
+    /// paths, messages, grants and operation records.
+    pub fn ops(&self) -> Result<Vec<MetaOp>> {
+        let store = self.h.store();
+        let mut ops = Vec::new();
+        for (name, _) in &self.taken {
+            ops.extend(removal_ops(&*store, name)?);
+        }
+        Ok(ops)
+    }
+}
+
+/// Unmount session `name` if it is mounted, and remove its (empty) mountpoint
+/// through the descriptor of the mountpoint's parent kept since it was mounted.
+pub(crate) fn unmount<H: Host>(h: &H, name: &str) -> Result<()> {
+    if let Ok(ft) = h.target(Some(name)) {
+        let mp: PathBuf = ft.mountpoint.clone();
+        let entry = ft.mount.entry();
+        drop(ft);
+        h.unmount_session(&mp)?;
+        if let Some(e) = entry
+            && let Err(err) = e.remove_dir(true)
+        {
+            log::warn!(
+                "session {name}: cannot remove its mountpoint {}: {err}",
+                e.path().display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Unmount session `name` ([`unmount`]) and remove it now (`session rm`'s
+/// batches), outside any op's batch.
+pub(crate) fn remove_now<H: Host>(h: &H, name: &str) -> Result<()> {
+    unmount(h, name)?;
+    h.remove_session(name)
+}
+
+/// The ops deleting session `name` (not mounted) and everything it has: its
+/// record, guarded by its value now, and its info, touched paths, messages,
+/// grants and operation records.
+fn removal_ops(store: &dyn ObjectStore, name: &str) -> Result<Vec<MetaOp>> {
+    let key = meta::session_key(name);
+    let mut ops = vec![MetaOp::Expect(key.clone(), store.meta_get(&key)?)];
+    ops.extend(crate::lifecycle::manage::removal_ops(store, name)?);
+    ops.push(MetaOp::Delete(key));
+    Ok(ops)
+}
+
 /// Delete everything the new session `name` (never mounted) was given: its
 /// record, info, touched paths, messages, grants and operation records, in one
 /// batch. `what` names the op, for the log. Returns whether it was removed: a
 /// failure is logged at error level, naming what is left behind (`session rm`
 /// removes it), and the caller answers its own error.
 pub(crate) fn remove_unmounted(store: &dyn ObjectStore, what: &str, name: &str) -> bool {
-    let r = crate::lifecycle::manage::removal_ops(store, name).and_then(|mut ops| {
-        ops.push(MetaOp::Delete(meta::session_key(name)));
-        store.commit(ops)
-    });
+    let r = removal_ops(store, name).and_then(|ops| store.commit(ops));
     match r {
         Ok(()) => true,
         Err(e) => {

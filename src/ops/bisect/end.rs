@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::meta::MetaOp;
 use crate::oplog::Actor;
 use crate::ops::experiment::answer::CleanupError;
-use crate::ops::experiment::end::remove_fork;
+use crate::ops::spawn;
 use crate::ops::txn;
 use crate::ops::{Host, Target};
 use crate::session::SessionRecord;
@@ -166,7 +166,7 @@ pub(super) fn remove_forks<H: Host>(
     let mut removed = Vec::new();
     let mut errors = Vec::new();
     for name in chosen {
-        match remove_fork(h, &name, true) {
+        match spawn::remove_now(h, &name) {
             Ok(()) => removed.push(name),
             Err(e) => errors.push(CleanupError {
                 fork: name,

@@ -13,7 +13,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::end::remove_fork;
 use super::{ADOPT_KIND, recorded_or_err};
 use crate::diff::Tree;
 use crate::error::{Error, Result};
@@ -21,6 +20,7 @@ use crate::oplog::{Actor, NewOp, View};
 use crate::ops::record::view_of;
 use crate::ops::txn::{Log, Transaction as Txn};
 use crate::ops::views::{CheckpointView, Saved};
+use crate::ops::spawn::Removing;
 use crate::ops::{Host, Target, save_and_graft};
 use crate::refs;
 
@@ -129,6 +129,16 @@ pub fn adopt<H: Host>(
     }
     let root = c.root;
     Tree::load(&*store, root).map_err(|_| gone())?;
+    // The adopted run's fork goes (unless the experiment kept its forks): it is
+    // unmounted and claimed now and deleted in the adopt's batch.
+    let mut removing = Removing::new(h);
+    if op.meta["keep"].as_bool() != Some(true)
+        && crate::session::load_record(&*store, fork)?.is_some()
+        && let Err(e) = removing.take(fork)
+    {
+        log::warn!("adopt: fork {fork} not removed: {e}");
+    }
+    let removal = removing.ops()?;
     // HEAD moves to the run's state; the branch it is attached to moves with it
     // (guarded by its value; undo moves it back), in the commit under the gate.
     let txn = Txn::begin(t, ADOPT_KIND);
@@ -141,7 +151,7 @@ pub fn adopt<H: Host>(
         &mut |tx, before_root, live| {
             let rec = tx.before().clone();
             let mut before = view_of(&rec, before_root);
-            let mut extra = Vec::new();
+            let mut extra = removal.clone();
             let mut after_branch = None;
             if let Some(b) = &rec.branch {
                 let key = crate::meta::ref_key(b);
@@ -182,22 +192,12 @@ pub fn adopt<H: Host>(
             })
         },
     )?;
-    let mut removed = None;
-    if op.meta["keep"].as_bool() != Some(true)
-        && let Some(fork) = entry["fork"].as_str()
-        && crate::session::load_record(&*store, fork)?.is_some()
-    {
-        match remove_fork(h, fork, true) {
-            Ok(()) => removed = Some(fork.to_string()),
-            Err(e) => log::warn!("adopt: fork {fork} not removed: {e}"),
-        }
-    }
     Ok(Adopted {
         id,
         run,
         checkpoint: CheckpointView::from(&c),
         saved: Saved::of(&saved),
         op: rec.seq,
-        removed,
+        removed: removing.names().pop(),
     })
 }

@@ -10,7 +10,6 @@
 //! the experiment is shown.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::sync::MutexGuard;
 
 use schemars::JsonSchema;
@@ -27,6 +26,7 @@ use crate::diff::{self, Change, DiffEntry};
 use crate::error::{Error, Result};
 use crate::id::{CheckpointId, NodeId};
 use crate::oplog::Actor;
+use crate::ops::spawn::{self, Removing};
 use crate::ops::txn;
 use crate::ops::{Host, Target, ref_or_fresh};
 use crate::refs;
@@ -136,8 +136,11 @@ pub fn end<H: Host>(
     // One batch of the source: the record (its state as it is now on both sides:
     // the experiment's own state change, the checkpoint the runs started from,
     // is `experiment-begin`'s record).
-    let rec = txn::record_result(t, actor, KIND, request, meta, Vec::new())?;
-    let cleanup = cleanup(h, &forks, winner, &req);
+    // The forks that go are unmounted and claimed first, and deleted in it.
+    let mut removing = Removing::new(h);
+    let mut cleanup = take_forks(h, &forks, winner, &req, &mut removing);
+    let rec = txn::record_result(t, actor, KIND, request, meta, removing.ops()?)?;
+    cleanup.removed = removing.names();
     let mut out = doc.answer(rec.seq);
     out.cleanup = Some(cleanup);
     Ok(out)
@@ -325,15 +328,18 @@ fn tree_pairs(
     Ok(out)
 }
 
-/// Unmount the forks (unless `keep`) and remove all but the winner's (all with
-/// `abort`). Failures are reported, not raised: the experiment is recorded.
-fn cleanup<H: Host>(
-    h: &H,
+/// Which forks stay and which go once experiment `req` is recorded: every fork
+/// stays (mounted) with `keep`; else the winner's stays, unmounted, and the others
+/// are unmounted and claimed into `removing`, for the record's batch to delete
+/// (`removed` is filled in after it). A fork that cannot be unmounted or claimed
+/// stays, with its error.
+fn take_forks<'h, H: Host>(
+    h: &'h H,
     forks: &[(u32, SessionRecord)],
     winner: Option<u32>,
     req: &ExperimentEnd,
+    removing: &mut Removing<'h, H>,
 ) -> Cleanup {
-    let mut removed = Vec::new();
     let mut kept = Vec::new();
     let mut errors = Vec::new();
     if req.keep && !req.abort {
@@ -341,9 +347,14 @@ fn cleanup<H: Host>(
     } else {
         for (run, rec) in forks {
             let keep = winner == Some(*run) && !req.abort;
-            match remove_fork(h, &rec.name, !keep) {
+            let r = if keep {
+                spawn::unmount(h, &rec.name)
+            } else {
+                removing.take(&rec.name)
+            };
+            match r {
                 Ok(()) if keep => kept.push(rec.name.clone()),
-                Ok(()) => removed.push(rec.name.clone()),
+                Ok(()) => {}
                 Err(e) => errors.push(CleanupError {
                     fork: rec.name.clone(),
                     error: e.to_string(),
@@ -362,34 +373,9 @@ fn cleanup<H: Host>(
         })
         .collect();
     Cleanup {
-        removed,
+        removed: Vec::new(),
         kept,
         errors,
         kept_at,
     }
-}
-
-/// Unmount fork `name` if it is mounted (removing its mountpoint directory, and
-/// the experiment directory once empty, through the descriptor of the
-/// mountpoint's parent kept since the fork was mounted: never by a path, which an
-/// agent can point elsewhere); with `remove`, delete its record too.
-pub(crate) fn remove_fork<H: Host>(h: &H, name: &str, remove: bool) -> Result<()> {
-    if let Ok(ft) = h.target(Some(name)) {
-        let mp: PathBuf = ft.mountpoint.clone();
-        let entry = ft.mount.entry();
-        drop(ft);
-        h.unmount_session(&mp)?;
-        if let Some(e) = entry
-            && let Err(err) = e.remove_dir(true)
-        {
-            log::warn!(
-                "fork {name}: cannot remove its mountpoint {}: {err}",
-                e.path().display()
-            );
-        }
-    }
-    if remove {
-        h.remove_session(name)?;
-    }
-    Ok(())
 }

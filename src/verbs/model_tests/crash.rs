@@ -8,8 +8,8 @@
 //! - a request that appends an operation record (in any session's log:
 //!   `continue` starts the new session's) commits exactly ONE batch, but for
 //!   the verbs named, with what else they commit, in [`SAVES_FIRST`] (a save
-//!   of the pending changes first, its own record and batch) and
-//!   [`REMOVES_AFTER`] (sessions removed after the record);
+//!   of the pending changes first, its own record and batch; the forks an
+//!   experiment's end or adopt removes go in its one batch);
 //! - the record appears in the session's log only for verbs whose
 //!   [`Verb::RECORDS`] says so (or for the end of something a recording verb
 //!   began: `exec_end` after `exec_begin`), and a verb that says so appends one
@@ -63,24 +63,6 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("pull", "needs a remote (S3); tests/it/pull*.rs"),
     ("hydrate", "needs a remote (S3); tests/it/lazy*.rs"),
     ("remote_gc", "needs a remote (S3); tests/it/remote_gc.rs"),
-];
-
-/// Verbs whose request, after the ONE batch holding its record and the state it
-/// records, removes sessions it made (forks the record's own state does not
-/// name), each by `session rm`'s two batches (`retention::remove_session`: the
-/// record, then the rest). A crash after the record leaves those sessions
-/// behind (`treefork session rm` removes them). Checked: the record is the
-/// first batch, every later one only deletes keys of a session the request
-/// removed, and the crash check sets those keys aside.
-const REMOVES_AFTER: &[(&str, &str)] = &[
-    (
-        "experiment_end",
-        "the losing runs' forks (`experiment::end::cleanup`)",
-    ),
-    (
-        "experiment_adopt",
-        "the adopted run's fork (`experiment::adopt`)",
-    ),
 ];
 
 /// Verbs whose request saves the pending changes first as a `checkpoint`
@@ -428,20 +410,6 @@ fn measured(host: &MemHost, mem: &MemStore, name: &str, req: &Value) -> (bool, V
     );
     let batches: Vec<_> = (b0..b1).map(|k| mem.batch_keys(k)).collect();
     let after = state(&*store);
-    // Sessions the request removed (after its record, if it is one of
-    // `REMOVES_AFTER`): their keys are set aside in the crash check.
-    let gone: Vec<Vec<u8>> = before
-        .keys()
-        .filter(|k| k.starts_with(meta::SESSION_PREFIX) && !after.contains_key(*k))
-        .map(|k| k[meta::SESSION_PREFIX.len()..].to_vec())
-        .collect();
-    let of_gone = |k: &[u8]| gone.iter().any(|g| k.windows(g.len()).any(|w| w == &g[..]));
-    let kept = |m: &BTreeMap<Vec<u8>, Vec<u8>>| -> BTreeMap<Vec<u8>, Vec<u8>> {
-        m.iter()
-            .filter(|(k, _)| !of_gone(k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
-    };
     if saves_first {
         let puts = |b: &[String]| {
             let put = |r: &Vec<u8>| format!("put {}", String::from_utf8_lossy(r));
@@ -453,22 +421,6 @@ fn measured(host: &MemHost, mem: &MemStore, name: &str, req: &Value) -> (bool, V
             batches.len() == new.len() && batches.iter().all(|b| puts(b) == 1),
             "{verb}: one batch per record: {batches:?}"
         );
-    } else if REMOVES_AFTER.iter().any(|(n, _)| *n == verb) {
-        let put = format!("put {}", String::from_utf8_lossy(record));
-        assert!(
-            batches[0].contains(&put),
-            "{verb}: its record is not its first batch: {batches:?}"
-        );
-        for op in batches[1..].iter().flatten() {
-            let removal = op
-                .strip_prefix("delete ")
-                .is_some_and(|k| of_gone(k.as_bytes()));
-            assert!(
-                removal,
-                "{verb}: after its record, {op} (only removals of the sessions it removes): \
-                 {batches:?}"
-            );
-        }
     } else {
         assert_eq!(
             b1 - b0,
@@ -506,7 +458,7 @@ fn measured(host: &MemHost, mem: &MemStore, name: &str, req: &Value) -> (bool, V
         // after: then only its presence tells the two apart.)
         if present {
             assert!(
-                kept(&now) == kept(&after),
+                now == after,
                 "{verb}, crash after batch {k}: the record without the state after"
             );
         }

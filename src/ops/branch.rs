@@ -8,11 +8,11 @@
 //! Creating a branch is atomic store-wide: the name is checked and written under
 //! the host's name lock, so of two concurrent creations of one name exactly one
 //! wins and the other gets `conflict` (never a silent overwrite). A rename moves
-//! the record in one batch guarded by [`MetaOp::Expect`] on both names, and the
-//! sessions attached to the old name follow it (the session it was aimed at and
-//! the stored ones in that batch, other live ones right after). Each is recorded
-//! as an operation of the session it was aimed at, in the batch that moves the ref
-//! (`super::txn`).
+//! the record in one batch guarded by [`MetaOp::Expect`] on both names, and every
+//! session attached to the old name follows it in that batch, live or stored
+//! ([`rename`](mod@rename), which says how it takes the live followers' locks
+//! without deadlock). Each is recorded as an operation of the session it was
+//! aimed at, in the batch that moves the ref (`super::txn`).
 //!
 //! A branch created in a session is given to it (a grant, written in the same
 //! batch: see `crate::visibility`), so that session's agent sees it; `share` gives
@@ -20,8 +20,6 @@
 //! lists only what the agent sees.
 //!
 //! The answers: [`Made`], [`Listed`], [`Shared`], [`Deleted`], [`Renamed`].
-
-use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -33,10 +31,15 @@ use crate::error::{Error, Result};
 use crate::meta::{self, MetaOp};
 use crate::oplog::View;
 use crate::refs;
-use crate::session::snapshot::StateChange;
 use crate::store::ObjectStore;
 use crate::tree::Timespec;
 use crate::visibility::AgentView;
+
+mod rename;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use rename::rename;
 
 /// The answer to `branch`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -337,136 +340,4 @@ fn branch_raw(store: &dyn ObjectStore, name: &str) -> Result<Vec<u8>> {
     store
         .meta_get(&meta::ref_key(name))?
         .ok_or_else(|| Error::NotFound(format!("no branch named {name:?}")))
-}
-
-pub(crate) fn rename<H: Host>(
-    h: &H,
-    t: &Target,
-    call: &Call,
-    old: &str,
-    new: &str,
-) -> Result<Renamed> {
-    refs::validate_ref_name(new)?;
-    let store = h.store();
-    let (old_shown, new_shown) = (old, new);
-    let txn = txn::Transaction::begin(t, "branch-rename");
-    syncfs(&t.mount)?;
-    let s = &t.session;
-    let moved = {
-        let mut tx = s.txn();
-        let root = tx.flush()?;
-        let mut before = view_of(tx.before(), root);
-        let _names = h.name_lock();
-        // The new name is in the old one's owner's namespace; a store-wide
-        // branch moves into this session's (its way into per-session names).
-        let (old_full, _) = super::refctx::find_branch(t, old)?
-            .ok_or_else(|| Error::NotFound(format!("no branch named {old:?}")))?;
-        let owner = refs::names::split(&old_full)
-            .0
-            .unwrap_or(s.name())
-            .to_string();
-        refs::names::refuse_taken(&*store, &owner, new, Some(&old_full))?;
-        let new_full = refs::names::owned(&owner, new);
-        let (old, new) = (&old_full[..], &new_full[..]);
-        let raw = branch_raw(&*store, old)?;
-        let r = refs::RefRecord::decode(old, &raw)?;
-        // This session follows the rename in the batch, and so do the stored
-        // (unmounted) sessions attached to it, each guarded by its record.
-        if tx.record().branch.as_deref() == Some(old) {
-            tx.edit(&mut |rec| rec.branch = Some(new.to_string()));
-        }
-        let mut ops = vec![
-            MetaOp::Expect(meta::ref_key(old), Some(raw)),
-            MetaOp::Expect(meta::ref_key(new), None),
-            refs::delete_ref_op(old),
-            refs::ref_op(new, &r),
-        ];
-        ops.extend(stored_follow_ops(h, old, new)?);
-        // The owner's agent keeps seeing it under its new name.
-        ops.push(crate::visibility::grant_op(
-            &owner, new, r.created, "created",
-        ));
-        before.branches.insert(old.to_string(), Some(r.checkpoint));
-        before.branches.insert(new.to_string(), None);
-        let op = txn.commit(&mut tx, Log::Next, &mut |_, rec| {
-            let mut after = View {
-                head: rec.head,
-                branch: rec.branch.clone(),
-                workspace: before.workspace,
-                branches: BTreeMap::new(),
-            };
-            after.branches.insert(old.to_string(), None);
-            after.branches.insert(new.to_string(), Some(r.checkpoint));
-            Ok((call.op("branch-rename", before.clone(), after), ops.clone()))
-        })?;
-        (r.checkpoint, op, old_full.clone(), new_full.clone())
-    };
-    let (moved, op, old_full, new_full) = moved;
-    follow_rename_live(h, s.name(), &old_full, &new_full)?;
-    Ok(Renamed {
-        renamed: old_shown.to_string(),
-        to: new_shown.to_string(),
-        checkpoint: moved.to_hex(),
-        op: op.seq,
-    })
-}
-
-/// The other live sessions attached to `old` are attached to `new`, each through
-/// its session (under its flush lock); after the rename's batch.
-fn follow_rename_live<H: Host>(h: &H, this: &str, old: &str, new: &str) -> Result<()> {
-    for t in h.live() {
-        let s = &t.session;
-        if s.name() == this {
-            continue;
-        }
-        let rec = s.record();
-        if rec.branch.as_deref() == Some(old) {
-            let change = StateChange {
-                head: rec.head,
-                branch: Some(new.to_string()),
-                base: s.base_root(),
-                root: None,
-            };
-            s.commit_state(change, &mut |_, _| Ok(Vec::new()))?;
-        }
-    }
-    Ok(())
-}
-
-/// The ops attaching the stored (not mounted) sessions attached to `old` to `new`,
-/// each guarded by its record as read.
-fn stored_follow_ops<H: Host>(h: &H, old: &str, new: &str) -> Result<Vec<MetaOp>> {
-    let store = h.store();
-    let live: std::collections::HashSet<String> = h
-        .live()
-        .iter()
-        .map(|t| t.session.name().to_string())
-        .collect();
-    let mut ops = Vec::new();
-    for (k, v) in store.meta_scan(meta::SESSION_PREFIX)? {
-        let Some(name) = meta::session_name(&k) else {
-            continue;
-        };
-        if live.contains(name) {
-            continue;
-        }
-        // A record that does not decode is not this rename's to fail on (fsck
-        // reports it), but it is said: if it was attached to `old`, it is not now.
-        let mut rec = match crate::session::SessionRecord::decode(name, &v) {
-            Ok(rec) => rec,
-            Err(e) => {
-                ::log::warn!(
-                    "branch rename {old} -> {new}: session record {name} does not decode ({e}); \
-                     it does not follow the rename"
-                );
-                continue;
-            }
-        };
-        if rec.branch.as_deref() == Some(old) {
-            rec.branch = Some(new.to_string());
-            ops.push(MetaOp::Expect(k.clone(), Some(v)));
-            ops.push(crate::session::record_op(&rec));
-        }
-    }
-    Ok(ops)
 }

@@ -13,7 +13,9 @@
 //!   appended meanwhile by someone else only renumbers this one);
 //! - every ref the op moves, creates or deletes still holds the value the op read
 //!   (each op adds its own `Expect`s; a moved branch fails the op with `conflict`);
-//! - other sessions' records the op rewrites (a branch rename) are unchanged.
+//! - other sessions' records the op rewrites (a branch rename's followers,
+//!   the live ones through their own `Txn` joined to the batch,
+//!   `Txn::joining_ops`) are unchanged.
 //!
 //! The record's views are worked out from the batch, not only from what the op's
 //! builder wrote in them: the branch moves of the batch's own checkpoints

@@ -17,9 +17,8 @@ use crate::diff::{self, Tree};
 use crate::error::{Error, Result};
 use crate::id::{CheckpointId, NodeId};
 use crate::refs::{self, Checkpoint};
-use crate::tree::Timespec;
 
-/// What [`Session::commit_state`] sets.
+/// What [`super::Txn::set_state`] sets.
 #[derive(Debug, Clone)]
 pub struct StateChange {
     /// HEAD's checkpoint.
@@ -104,7 +103,7 @@ impl Session {
         let mut tx = self.txn();
         let c = tx.checkpoint(message, trigger)?;
         if let Some(b) = branch {
-            let created = Timespec::now().sec;
+            let created = crate::tree::Timespec::now().sec;
             let r = refs::RefRecord {
                 checkpoint: c.id,
                 created,
@@ -123,48 +122,18 @@ impl Session {
     /// table is not re-encoded here: it equals `root` in content (grafted paths only
     /// got fresh inode numbers), and the next flush writes it.
     pub fn commit_checkout(&self, head: CheckpointId, root: NodeId) -> Result<SessionRecord> {
-        let branch = self.record().branch;
-        self.commit_state(
-            StateChange {
-                head: Some(head),
-                branch,
-                base: root,
-                root: Some(root),
-            },
-            &mut |_, _| Ok(Vec::new()),
-        )
-    }
-
-    /// Set HEAD, the attached branch, the base and (after a whole-tree graft) the
-    /// durable root, committing in the same batch what `extra` returns for (record
-    /// before, record after): ref moves and the operation record.
-    pub fn commit_state(
-        &self,
-        change: StateChange,
-        extra: &mut dyn FnMut(&SessionRecord, &SessionRecord) -> Result<Vec<crate::meta::MetaOp>>,
-    ) -> Result<SessionRecord> {
-        let _g = super::relock(self.flush_lock.lock());
-        let before = self.record();
-        let mut rec = before.clone();
-        rec.head = change.head;
-        rec.branch = change.branch;
-        rec.branch_moved = None;
-        rec.base = change.base;
-        if let Some(root) = change.root {
-            let (bytes, inodes) = {
-                let st = self.lock();
-                (st.total_bytes, st.total_inodes)
-            };
-            rec.root = root;
-            rec.bytes = bytes;
-            rec.inodes = inodes;
-        }
-        rec.updated = Timespec::now().sec;
-        let mut ops = extra(&before, &rec)?;
-        ops.push(super::record_op(&rec));
-        self.store().commit(ops)?;
-        *super::relock(self.record.lock()) = rec.clone();
-        Ok(rec)
+        // The attached branch is read under the flush lock (the batch's), so a
+        // branch rename that made this session follow is never written back.
+        let mut tx = self.txn();
+        let (branch, merging) = (tx.record().branch.clone(), tx.record().merging.clone());
+        tx.set_state(StateChange {
+            head: Some(head),
+            branch,
+            base: root,
+            root: Some(root),
+        });
+        tx.edit(&mut |r| r.merging = merging.clone());
+        tx.try_commit(Vec::new())
     }
 
     /// Whether the working state differs from the base (flushes first).

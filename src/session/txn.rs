@@ -15,9 +15,15 @@
 //!   writes the tree again, with its touched paths).
 //! - The live-table graft ([`Txn::graft`]) is in memory; the caller undoes it
 //!   ([`Txn::graft`] back to the root before) when the commit fails.
+//! - A `Txn` that changes nothing but the record may *join* another session's
+//!   batch ([`Txn::joining_ops`], then [`Txn::joined`]; a branch rename's live
+//!   followers): its flush lock is held until after that batch commits and the
+//!   in-memory record follows, so no commit of the session in between writes the
+//!   record as it was. Such a `Txn` is taken with [`Session::try_txn`], which
+//!   never waits (a batch holding other locks must not wait for this one's).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::MutexGuard;
+use std::sync::{MutexGuard, TryLockError};
 
 use super::snapshot::{Inval, StateChange};
 use super::{Session, SessionRecord};
@@ -59,9 +65,27 @@ impl Session {
     /// Begin one operation's metadata batch (takes the flush lock; see [`Txn`]).
     pub fn txn(&self) -> Txn<'_> {
         let g = super::relock(self.flush_lock.lock());
-        let before = self.record();
+        Txn::new(self, g)
+    }
+
+    /// [`txn`](Self::txn) if the flush lock is free now; `None` while another
+    /// flush or batch of this session holds it. Never waits: for a batch that
+    /// already holds locks of its own (see the module docs).
+    pub fn try_txn(&self) -> Option<Txn<'_>> {
+        let g = match self.flush_lock.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::WouldBlock) => return None,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        };
+        Some(Txn::new(self, g))
+    }
+}
+
+impl<'a> Txn<'a> {
+    fn new(s: &'a Session, g: MutexGuard<'a, ()>) -> Txn<'a> {
+        let before = s.record();
         Txn {
-            s: self,
+            s,
             _flush: g,
             rec: before.clone(),
             before,
@@ -266,7 +290,8 @@ impl Txn<'_> {
     }
 
     /// Set HEAD, its branch, the base and (after a whole-tree graft) the durable
-    /// root, as [`Session::commit_state`] does, in this batch.
+    /// root in this batch; the session was told of a branch moved under it
+    /// (`branch_moved` cleared) and a merge stopped on conflicts ends.
     pub fn set_state(&mut self, change: StateChange) {
         self.rec.head = change.head;
         self.rec.branch = change.branch;
@@ -298,6 +323,35 @@ impl Txn<'_> {
     /// Add ops to the batch.
     pub fn push(&mut self, ops: impl IntoIterator<Item = MetaOp>) {
         self.ops.extend(ops);
+    }
+
+    /// The ops that write this batch's record in *another* session's batch (a
+    /// branch rename's live followers): the record as edited, guarded
+    /// ([`MetaOp::Expect`]) by the stored record as it is now, read under this
+    /// batch's flush lock. Only a batch that changed nothing but the record
+    /// ([`edit`](Self::edit)) can join another (`invalid` otherwise: its flushes,
+    /// checkpoints and touched paths are this session's to commit). Once that
+    /// batch is committed, [`joined`](Self::joined); if it is not, drop `self`.
+    pub fn joining_ops(&self) -> Result<Vec<MetaOp>> {
+        if self.done || self.flushed || !self.ops.is_empty() || !self.touched.is_empty() {
+            return Err(Error::Invalid(format!(
+                "session {}: only a batch that changes nothing but the record joins another",
+                self.s.name()
+            )));
+        }
+        let key = crate::meta::session_key(self.s.name());
+        let stored = self.s.store().meta_get(&key)?;
+        Ok(vec![
+            MetaOp::Expect(key, stored),
+            super::record_op(&self.rec),
+        ])
+    }
+
+    /// The batch that took [`joining_ops`](Self::joining_ops) is committed: the
+    /// in-memory record follows (the flush lock still held), and this batch is done.
+    pub fn joined(&mut self) {
+        self.done = true;
+        *super::relock(self.s.record.lock()) = self.rec.clone();
     }
 
     /// Commit the batch with `extra` (the op's own ops and preconditions) in one

@@ -37,7 +37,7 @@ pub(crate) fn run(
         super::messages::check_setting(&cfg.auto_checkpoint_on)?;
         if !cfg.forks_dir.is_empty() {
             let p = std::path::Path::new(&cfg.forks_dir);
-            super::experiment::begin::check_forks_base(p, "setting forks_dir")?;
+            super::forkdir::check_forks_base(p, "setting forks_dir")?;
         }
         let new = cfg.clone();
         let old = s.record().config;

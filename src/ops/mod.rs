@@ -46,6 +46,7 @@ pub mod diff;
 pub mod exec;
 pub mod experiment;
 pub mod fork;
+pub(crate) mod forkdir;
 pub(crate) mod lifecycle;
 pub mod log;
 #[cfg(test)]

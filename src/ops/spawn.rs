@@ -264,13 +264,6 @@ pub(crate) fn unmount<H: Host>(h: &H, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Unmount session `name` ([`unmount`]) and remove it now (`session rm`'s
-/// batches), outside any op's batch.
-pub(crate) fn remove_now<H: Host>(h: &H, name: &str) -> Result<()> {
-    unmount(h, name)?;
-    h.remove_session(name)
-}
-
 /// The ops deleting session `name` (not mounted) and everything it has: its
 /// record, guarded by its value now, and its info, touched paths, messages,
 /// grants and operation records.

@@ -331,7 +331,8 @@ fn store_of_the_previous_release_opens_and_upgrades() {
         assert!(new.get("parent").is_none());
         let main = record(&s, &meta::session_key("main"));
         assert_eq!(
-            main["version"], 2,
+            main["version"],
+            treefork::refs::session_record::SESSION_RECORD_VERSION,
             "session record rewritten in the new format"
         );
         assert_eq!(main["head"], Value::from(new_id.clone()));

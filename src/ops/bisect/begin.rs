@@ -25,7 +25,7 @@ use crate::command::bisect::{SearchSpec, Stepped};
 use crate::control::MountFor;
 use crate::error::{Error, Result};
 use crate::meta::MetaOp;
-use crate::ops::experiment::begin::{check_cwd, forks_dir_for};
+use crate::ops::forkdir::{check_cwd, forks_dir_for};
 use crate::ops::spawn::Spawn;
 use crate::ops::{Host, Target, refctx};
 use crate::refs::origin::{BisectCandidate, Origin};
@@ -261,5 +261,5 @@ fn prepare<H: Host>(
 /// (never through a symbolic link).
 fn remove_dirs(dir: &Path, session: &str, id: &str, ns: &[u32]) {
     let names = ns.iter().map(|n| fork_name(session, id, *n));
-    crate::ops::experiment::begin::remove_forks_dirs(dir, names);
+    crate::ops::forkdir::remove_forks_dirs(dir, names);
 }

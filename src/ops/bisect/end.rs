@@ -20,10 +20,9 @@ use serde_json::{Value, json};
 use super::{KIND, check_id, forks, recorded, state};
 use crate::command::bisect::Bisected;
 use crate::error::{Error, Result};
-use crate::meta::MetaOp;
 use crate::oplog::Actor;
 use crate::ops::experiment::answer::CleanupError;
-use crate::ops::spawn;
+use crate::ops::spawn::Removing;
 use crate::ops::txn;
 use crate::ops::{Host, Target};
 use crate::session::SessionRecord;
@@ -126,24 +125,28 @@ pub fn end<H: Host>(
         None => None,
     };
     drop(op_lock);
-    let (removed, errors) = remove_forks(h, t, &live, chosen)?;
-    // The search's state goes with the record that ends it (one batch).
-    let forget = || -> Vec<MetaOp> {
-        match kept {
-            Some(_) => vec![state::delete(s.name(), &req.id)],
-            None => Vec::new(),
-        }
-    };
+    // The forks go in the batch of the record that ends the bisect, and the
+    // search's state with them (one batch; unmounted and claimed first).
+    let mut removing = Removing::new(h);
+    let errors = take(&mut removing, chosen);
+    let mut extra = removing.ops()?;
+    if kept.is_some() && (result.is_some() || req.abort) {
+        extra.push(state::delete(s.name(), &req.id));
+    }
     let seq = match result {
         Some(meta) => {
             let request = json!({"op": "bisect_end", "id": req.id});
-            Some(txn::record_result(t, actor, KIND, request, meta, forget())?.seq)
+            Some(txn::record_result(t, actor, KIND, request, meta, extra)?.seq)
         }
-        None => None,
+        None if extra.is_empty() => None,
+        None => {
+            store.commit(extra)?;
+            None
+        }
     };
-    if req.abort && kept.is_some() {
-        store.commit(forget())?;
-    }
+    let removed = removing.names();
+    drop(removing);
+    remove_dir_when_done(t, &live, removed.len())?;
     let from_state = kept.is_some() && seq.is_some();
     Ok(BisectEnded {
         id: req.id,
@@ -154,40 +157,59 @@ pub fn end<H: Host>(
     })
 }
 
-/// Remove `chosen` (of the bisect's `live` forks) and, once every live fork is
-/// gone, the directory they were made in. Returns the forks removed and those
-/// that could not be.
+/// Remove `chosen` (of the bisect's `live` forks) in one batch, then, once every
+/// live fork is gone, the directory they were made in. Returns the forks removed
+/// and those that could not be.
 pub(super) fn remove_forks<H: Host>(
     h: &H,
     t: &Target,
     live: &[(u32, SessionRecord)],
     chosen: Vec<String>,
 ) -> Result<(Vec<String>, Vec<CleanupError>)> {
-    let mut removed = Vec::new();
+    let mut removing = Removing::new(h);
+    let errors = take(&mut removing, chosen);
+    let ops = removing.ops()?;
+    if !ops.is_empty() {
+        h.store().commit(ops)?;
+    }
+    let removed = removing.names();
+    drop(removing);
+    remove_dir_when_done(t, live, removed.len())?;
+    Ok((removed, errors))
+}
+
+/// Unmount and claim each of `chosen` into `removing` (`spawn::Removing`); the
+/// errors of those that could not be.
+fn take<H: Host>(removing: &mut Removing<'_, H>, chosen: Vec<String>) -> Vec<CleanupError> {
     let mut errors = Vec::new();
     for name in chosen {
-        match spawn::remove_now(h, &name) {
-            Ok(()) => removed.push(name),
-            Err(e) => errors.push(CleanupError {
+        if let Err(e) = removing.take(&name) {
+            errors.push(CleanupError {
                 fork: name,
                 error: e.to_string(),
-            }),
+            });
         }
     }
-    if live.len() == removed.len() {
-        // The directory the forks were made in (recorded by `bisect_begin`;
-        // only one named as this bisect's kind).
-        let ours = crate::ops::experiment::begin::forks_dir_for(t, None, "bisect")?;
-        let dirs: std::collections::BTreeSet<std::path::PathBuf> = live
-            .iter()
-            .filter_map(|(_, r)| Some(r.origin.as_ref()?.bisect()?.dir.clone()))
-            .filter(|d: &std::path::PathBuf| d.file_name() == ours.file_name())
-            .collect();
-        for dir in dirs {
-            crate::ops::experiment::begin::remove_forks_dirs(&dir, std::iter::empty());
-        }
+    errors
+}
+
+/// Once every one of the bisect's `live` forks is removed (`removed` of them),
+/// the directory they were made in (recorded by `bisect_begin`; only one named
+/// as this bisect's kind).
+fn remove_dir_when_done(t: &Target, live: &[(u32, SessionRecord)], removed: usize) -> Result<()> {
+    if live.len() != removed {
+        return Ok(());
     }
-    Ok((removed, errors))
+    let ours = crate::ops::forkdir::forks_dir_for(t, None, "bisect")?;
+    let dirs: std::collections::BTreeSet<std::path::PathBuf> = live
+        .iter()
+        .filter_map(|(_, r)| Some(r.origin.as_ref()?.bisect()?.dir.clone()))
+        .filter(|d: &std::path::PathBuf| d.file_name() == ours.file_name())
+        .collect();
+    for dir in dirs {
+        crate::ops::forkdir::remove_forks_dirs(&dir, std::iter::empty());
+    }
+    Ok(())
 }
 
 /// Remove every fork of bisect `id` of the target's session.

@@ -18,9 +18,9 @@ use crate::diff::Tree;
 use crate::error::{Error, Result};
 use crate::oplog::{Actor, NewOp, View};
 use crate::ops::record::view_of;
+use crate::ops::spawn::Removing;
 use crate::ops::txn::{Log, Transaction as Txn};
 use crate::ops::views::{CheckpointView, Saved};
-use crate::ops::spawn::Removing;
 use crate::ops::{Host, Target, save_and_graft};
 use crate::refs;
 

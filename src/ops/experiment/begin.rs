@@ -10,7 +10,7 @@
 //! unmounts and removes the forks, then the directories go). Forks are root
 //! swaps: no tree is copied, so setup is one batch and one mount per run.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::MutexGuard;
 
 use std::collections::BTreeMap;
@@ -23,6 +23,7 @@ use super::{check_id, fork_name, new_id};
 use crate::command::wire::{RunCommand, RunSpec, check_spec};
 use crate::control::MountFor;
 use crate::error::{Error, Result};
+use crate::ops::forkdir::{check_cwd, forks_dir_for, remove_forks_dirs};
 use crate::ops::record::{Call, view_of};
 use crate::ops::spawn::Spawn;
 use crate::ops::txn::{self, Log};
@@ -50,9 +51,6 @@ pub struct ExperimentBegin {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forks_dir: Option<PathBuf>,
 }
-
-/// Longest `cwd`.
-const MAX_CWD: usize = 4096;
 
 /// Check the request: at least one run, at most the session's limit, each run
 /// well formed, `cwd` relative without `..`.
@@ -87,83 +85,10 @@ fn check(t: &Target, req: &ExperimentBegin, by_agent: bool) -> Result<()> {
     check_cwd(req.cwd.as_deref())
 }
 
-/// A `cwd` from a request: relative, inside the workspace, without `..`.
-pub(crate) fn check_cwd(cwd: Option<&str>) -> Result<()> {
-    if let Some(cwd) = cwd {
-        let p = Path::new(cwd);
-        let ok = cwd.len() <= MAX_CWD
-            && !cwd.contains('\0')
-            && p.components().all(|c| matches!(c, Component::Normal(_)));
-        if !ok {
-            return Err(Error::Invalid(format!(
-                "cwd {cwd:?} must be a relative path inside the workspace"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// Where the forks of the session `t` go: `<base>/<name>.experiments`
 /// ([`forks_dir_for`]).
 pub(super) fn forks_dir(t: &Target, asked: Option<&Path>) -> Result<PathBuf> {
     forks_dir_for(t, asked, "experiments")
-}
-
-/// Longest forks directory (asked or set).
-const MAX_FORKS_DIR: usize = 4096;
-
-/// `<base>/<name>.<what>` (`what`: `experiments`, `bisect`): where the forks of
-/// the session `t` (mounted at `.../<name>`) go. `base` is `asked` (a request of
-/// the user socket: agents may not choose), else the session's `forks_dir`
-/// setting, else the workspace's parent. No component is added that starts with
-/// a dot, so a program in a fork sees no dot-directory the workspace has not.
-/// A chosen base must be absolute, without `.` or `..`.
-pub(crate) fn forks_dir_for(t: &Target, asked: Option<&Path>, what: &str) -> Result<PathBuf> {
-    let mp = &t.mountpoint;
-    let set = t.session.record().config.forks_dir;
-    let chosen = asked
-        .map(|p| (p.to_path_buf(), "--forks-dir"))
-        .or_else(|| (!set.is_empty()).then(|| (PathBuf::from(&set), "setting forks_dir")));
-    let base = match chosen {
-        Some((p, what)) => {
-            check_forks_base(&p, what)?;
-            p
-        }
-        None => mp.parent().map(Path::to_path_buf).ok_or_else(|| {
-            Error::Invalid(format!(
-                "the workspace at {} has no parent directory for its forks",
-                mp.display()
-            ))
-        })?,
-    };
-    let Some(name) = mp.file_name() else {
-        return Err(Error::Invalid(format!(
-            "the workspace at {} has no name to name its forks' directory",
-            mp.display()
-        )));
-    };
-    let mut n = name.to_os_string();
-    n.push(".");
-    n.push(what);
-    Ok(base.join(n))
-}
-
-/// A forks directory asked or set: absolute, only normal components, bounded.
-pub(crate) fn check_forks_base(p: &Path, what: &str) -> Result<()> {
-    let s = p.as_os_str();
-    let ok = p.is_absolute()
-        && s.len() <= MAX_FORKS_DIR
-        && !s.as_encoded_bytes().contains(&0)
-        && p.components()
-            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::Invalid(format!(
-            "{what} {}: give an absolute directory without `.` or `..`",
-            p.display()
-        )))
-    }
 }
 
 /// The answer to `experiment_begin`.
@@ -346,19 +271,4 @@ fn fork_record(t: &Target, c: &Checkpoint, name: &str, by_agent: bool) -> Result
 pub(super) fn remove_dirs(dir: &Path, session: &str, id: &str, n: u32) {
     let names = (1..=n).map(|i| fork_name(session, id, i));
     remove_forks_dirs(dir, names);
-}
-
-/// Remove the (empty) directories `names` of `dir`, then `dir` once empty, never
-/// through a symbolic link.
-pub(crate) fn remove_forks_dirs(dir: &Path, names: impl Iterator<Item = String>) {
-    for n in names {
-        remove_empty(&dir.join(n));
-    }
-    remove_empty(dir);
-}
-
-fn remove_empty(p: &Path) {
-    if let Err(e) = crate::hostdir::remove_empty_dir(p) {
-        log::warn!("cannot remove {}: {e}", p.display());
-    }
 }

@@ -204,32 +204,65 @@ impl<H: Host> Drop for Spawn<'_, H> {
 /// op's batch; the claims are released when this drops, after the commit.
 pub(crate) struct Removing<'h, H: Host> {
     h: &'h H,
-    taken: Vec<(String, H::Claim<'h>)>,
+    /// The op, for messages (`experiment`, `bisect`).
+    what: &'static str,
+    /// Each session taken: its name, its claim and its record as read under
+    /// the claim (the batch's guard).
+    taken: Vec<(String, H::Claim<'h>, Vec<u8>)>,
 }
+
+/// What a session must be for an op to remove it ([`Removing::take`]): e.g. a
+/// fork of this very experiment (its origin and canonical name).
+pub(crate) type Ours<'a> = &'a dyn Fn(&SessionRecord) -> bool;
 
 impl<'h, H: Host> Removing<'h, H> {
     /// Nothing taken yet.
-    pub fn new(h: &'h H) -> Removing<'h, H> {
+    pub fn new(h: &'h H, what: &'static str) -> Removing<'h, H> {
         Removing {
             h,
+            what,
             taken: Vec::new(),
         }
     }
 
-    /// Unmount session `name` when it is mounted (its mountpoint directory
-    /// removed through the descriptor of its parent kept since it was mounted:
-    /// never by a path), then own its name. A session that cannot be unmounted
-    /// or claimed is not taken (the error says why).
-    pub fn take(&mut self, name: &str) -> Result<()> {
+    /// Take session `name`, which must be `ours` (checked on its record before
+    /// anything is done, and again on the record read once its name is owned,
+    /// whose bytes then guard the batch: a session replaced under that name
+    /// meanwhile is refused, never removed): unmount it when it is mounted (its
+    /// mountpoint directory removed through the descriptor of its parent kept
+    /// since it was mounted: never by a path), then own its name. A session that
+    /// is not ours, or cannot be unmounted or claimed, is not taken (the error
+    /// says why).
+    pub fn take(&mut self, name: &str, ours: Ours<'_>) -> Result<()> {
+        let store = self.h.store();
+        let check = |raw: Option<&[u8]>| -> Result<()> {
+            let rec = match raw {
+                Some(v) => SessionRecord::decode(name, v)?,
+                None => return Err(Error::NotFound(format!("session {name} is gone"))),
+            };
+            if ours(&rec) {
+                Ok(())
+            } else {
+                Err(Error::Conflict(format!(
+                    "session {name} is not one of this {}'s sessions: not removed",
+                    self.what
+                )))
+            }
+        };
+        let key = meta::session_key(name);
+        check(store.meta_get(&key)?.as_deref())?;
         unmount(self.h, name)?;
         let claim = self.h.claim(name)?;
-        self.taken.push((name.to_string(), claim));
+        let raw = store.meta_get(&key)?;
+        check(raw.as_deref())?;
+        let raw = raw.unwrap_or_default();
+        self.taken.push((name.to_string(), claim, raw));
         Ok(())
     }
 
     /// The sessions taken, by name.
     pub fn names(&self) -> Vec<String> {
-        self.taken.iter().map(|(n, _)| n.clone()).collect()
+        self.taken.iter().map(|(n, _, _)| n.clone()).collect()
     }
 
     /// The ops deleting every session taken: record (guarded), info, touched
@@ -237,8 +270,11 @@ impl<'h, H: Host> Removing<'h, H> {
     pub fn ops(&self) -> Result<Vec<MetaOp>> {
         let store = self.h.store();
         let mut ops = Vec::new();
-        for (name, _) in &self.taken {
-            ops.extend(removal_ops(&*store, name)?);
+        for (name, _, raw) in &self.taken {
+            let key = meta::session_key(name);
+            ops.push(MetaOp::Expect(key.clone(), Some(raw.clone())));
+            ops.extend(crate::lifecycle::manage::removal_ops(&*store, name)?);
+            ops.push(MetaOp::Delete(key));
         }
         Ok(ops)
     }
@@ -291,5 +327,64 @@ pub(crate) fn remove_unmounted(store: &dyn ObjectStore, what: &str, name: &str) 
             );
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::memhost::MemHost;
+
+    fn is_fork(r: &SessionRecord) -> bool {
+        r.origin.as_ref().is_some_and(|o| o.source() == "src")
+    }
+
+    /// Make session `name` (live on the host), then unmount it so only its
+    /// record stays, with `origin`.
+    fn stored(h: &MemHost, name: &str, origin: Option<Origin>) {
+        let t = h.create(name).unwrap();
+        let mp = t.mountpoint.clone();
+        drop(t);
+        h.unmount_session(&mp).unwrap();
+        let store = h.store();
+        let mut rec = session::load_record(&*store, name).unwrap().unwrap();
+        rec.origin = origin;
+        store.commit(vec![session::record_op(&rec)]).unwrap();
+    }
+
+    #[test]
+    fn removing_takes_only_its_own_sessions_and_guards_the_record_it_checked() {
+        let h = MemHost::new();
+        let fork = Origin::Fork {
+            source: "src".into(),
+        };
+        stored(&h, "mine", Some(fork));
+        stored(&h, "theirs", None);
+        let mut r = Removing::new(&h, "experiment");
+        // A session that is not ours (a name a record merely gave) is refused.
+        let e = r.take("theirs", &is_fork).unwrap_err();
+        assert!(matches!(e, Error::Conflict(_)), "{e}");
+        assert!(e.to_string().contains("theirs"), "{e}");
+        r.take("mine", &is_fork).unwrap();
+        assert_eq!(r.names(), ["mine"]);
+        // Its name is owned until the batch: nobody mounts or makes it meanwhile.
+        assert!(h.claim("mine").is_err());
+        let ops = r.ops().unwrap();
+        // A record replaced meanwhile fails the batch: never removed unseen.
+        let store = h.store();
+        let mut rec = session::load_record(&*store, "mine").unwrap().unwrap();
+        rec.bytes += 1;
+        store.commit(vec![session::record_op(&rec)]).unwrap();
+        assert!(store.commit(ops).is_err());
+        assert!(session::load_record(&*store, "mine").unwrap().is_some());
+        // As read, it is removed, and the claim goes with the Removing.
+        drop(r);
+        let mut r = Removing::new(&h, "experiment");
+        r.take("mine", &is_fork).unwrap();
+        store.commit(r.ops().unwrap()).unwrap();
+        drop(r);
+        assert!(session::load_record(&*store, "mine").unwrap().is_none());
+        assert!(session::load_record(&*store, "theirs").unwrap().is_some());
+        assert!(h.claim("mine").is_ok());
     }
 }

@@ -252,7 +252,9 @@ impl<'a> Transaction<'a> {
 /// Record the end of something that changes no state by itself (an experiment's
 /// comparison, a bisect's result), as one operation of `kind` with `meta`, its
 /// batch also holding `extra`: the mount's writes are synced and flushed (not
-/// checkpointed) first, and both views are the session's state now.
+/// checkpointed) first, and both views are the session's state now. `again`
+/// checks, under the session's flush lock (so after any such record committed
+/// before), that the result is not recorded already.
 pub(crate) fn record_result(
     t: &Target,
     actor: &Actor,
@@ -260,11 +262,13 @@ pub(crate) fn record_result(
     request: serde_json::Value,
     meta: serde_json::Map<String, serde_json::Value>,
     extra: Vec<MetaOp>,
+    again: &dyn Fn() -> Result<()>,
 ) -> Result<Operation> {
     super::syncfs(&t.mount)?;
     let mut tx = t.session.txn();
     let root = tx.flush()?;
     Transaction::begin(t, kind).commit(&mut tx, Log::Next, &mut |b, a| {
+        again()?;
         let (before, after) = (view_of(b, root), view_of(a, root));
         let mut op = NewOp::new(actor, kind, request.clone(), before, after);
         op.meta = meta.clone();

@@ -80,13 +80,16 @@ pub struct ExperimentRun {
     pub id: String,
     pub source: String,
     pub run: u32,
+    #[serde(default)]
     pub runs: u32,
     /// The checkpoint every run starts from.
     pub base: CheckpointId,
     /// The runs' directory, relative to the workspace root.
     #[serde(default)]
     pub cwd: Option<String>,
-    /// The host directory the forks were mounted in.
+    /// The host directory the forks were mounted in (empty in records written
+    /// before it was kept).
+    #[serde(default)]
     pub dir: PathBuf,
     /// The run's label, command and environment as the request gave them (the
     /// command is the request's JSON: `command::wire::RunCommand` is above this
@@ -107,25 +110,39 @@ pub struct BisectCandidate {
     pub checkpoint: CheckpointId,
     #[serde(default)]
     pub cwd: Option<String>,
-    /// The host directory the candidates were mounted in.
+    /// The host directory the candidates were mounted in (empty in records
+    /// written before it was kept).
+    #[serde(default)]
     pub dir: PathBuf,
 }
 
 /// The origin that a record of format version 2 or older kept in its `meta`
 /// (`experiment` or `bisect`), taken out of it; `None` (and `meta` untouched)
-/// when there is none or it does not read as one (then it is just data).
-pub fn from_legacy_meta(meta: &mut Map<String, Value>) -> Option<Origin> {
-    let run = meta
-        .get("experiment")
-        .and_then(|v| serde_json::from_value::<ExperimentRun>(v.clone()).ok());
-    if let Some(r) = run {
+/// when there is none. One that does not read as an origin stays in `meta` and
+/// is logged (warn): that record is no longer taken for a fork (`session rm`
+/// removes it).
+pub fn from_legacy_meta(name: &str, meta: &mut Map<String, Value>) -> Option<Origin> {
+    fn read<T: serde::de::DeserializeOwned>(
+        name: &str,
+        meta: &Map<String, Value>,
+        k: &str,
+    ) -> Option<T> {
+        let v = meta.get(k)?;
+        match serde_json::from_value(v.clone()) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                log::warn!(
+                    "session record {name}: meta.{k} of an older version does not read as its                      origin ({e}); the session is not taken for a fork of anything"
+                );
+                None
+            }
+        }
+    }
+    if let Some(r) = read::<ExperimentRun>(name, meta, "experiment") {
         meta.remove("experiment");
         return Some(Origin::Experiment(r));
     }
-    let cand = meta
-        .get("bisect")
-        .and_then(|v| serde_json::from_value::<BisectCandidate>(v.clone()).ok());
-    if let Some(b) = cand {
+    if let Some(b) = read::<BisectCandidate>(name, meta, "bisect") {
         meta.remove("bisect");
         return Some(Origin::Bisect(b));
     }
@@ -149,7 +166,7 @@ mod tests {
         .as_object()
         .unwrap()
         .clone();
-        let o = from_legacy_meta(&mut m).unwrap();
+        let o = from_legacy_meta("s-x7f-2", &mut m).unwrap();
         assert_eq!(o.source(), "s");
         assert_eq!(o.experiment().unwrap().run, 2);
         assert_eq!(o.lineage(), Some("s"));
@@ -160,12 +177,19 @@ mod tests {
         .as_object()
         .unwrap()
         .clone();
-        assert_eq!(from_legacy_meta(&mut b).unwrap().bisect().unwrap().n, 1);
+        assert_eq!(
+            from_legacy_meta("s-b1-1", &mut b)
+                .unwrap()
+                .bisect()
+                .unwrap()
+                .n,
+            1
+        );
         let mut junk = json!({"experiment": {"id": 1}})
             .as_object()
             .unwrap()
             .clone();
-        assert_eq!(from_legacy_meta(&mut junk), None);
+        assert_eq!(from_legacy_meta("j", &mut junk), None);
         assert!(junk.contains_key("experiment"));
     }
 

@@ -210,7 +210,7 @@ impl SessionRecord {
             return Err(bad(format!("unsupported version {}", r.version)));
         }
         if r.version < 3 && r.origin.is_none() {
-            r.origin = super::origin::from_legacy_meta(&mut r.meta);
+            r.origin = super::origin::from_legacy_meta(name, &mut r.meta);
         }
         r.version = SESSION_RECORD_VERSION;
         Ok(r)

@@ -102,6 +102,7 @@ fn experiment_adopt_answer() {
         saved: None,
         op: 5,
         removed: Some("s-xe1-2".into()),
+        not_removed: None,
     };
     assert_eq!(
         wire(&a),

@@ -81,6 +81,9 @@ impl Human for Adopted {
         if let Some(f) = &self.removed {
             writeln!(out, "removed fork {f}")?;
         }
+        if let Some(e) = &self.not_removed {
+            writeln!(out, "its fork was not removed: {e}")?;
+        }
         Ok(())
     }
 }

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use super::{KIND, check_id, forks, recorded, state};
 use crate::command::bisect::Bisected;
 use crate::error::{Error, Result};
+use crate::meta::MetaOp;
 use crate::oplog::Actor;
 use crate::ops::experiment::answer::CleanupError;
 use crate::ops::spawn::Removing;
@@ -127,8 +128,8 @@ pub fn end<H: Host>(
     drop(op_lock);
     // The forks go in the batch of the record that ends the bisect, and the
     // search's state with them (one batch; unmounted and claimed first).
-    let mut removing = Removing::new(h);
-    let errors = take(&mut removing, chosen);
+    let mut removing = Removing::new(h, "bisect");
+    let errors = take(&mut removing, s.name(), &req.id, chosen);
     let mut extra = removing.ops()?;
     if kept.is_some() && (result.is_some() || req.abort) {
         extra.push(state::delete(s.name(), &req.id));
@@ -136,7 +137,14 @@ pub fn end<H: Host>(
     let seq = match result {
         Some(meta) => {
             let request = json!({"op": "bisect_end", "id": req.id});
-            Some(txn::record_result(t, actor, KIND, request, meta, extra)?.seq)
+            let again = || match recorded(&*store, s.name(), &req.id)? {
+                Some(_) => Err(Error::Conflict(format!(
+                    "bisect {} has already ended",
+                    req.id
+                ))),
+                None => Ok(()),
+            };
+            Some(txn::record_result(t, actor, KIND, request, meta, extra, &again)?.seq)
         }
         None if extra.is_empty() => None,
         None => {
@@ -157,18 +165,22 @@ pub fn end<H: Host>(
     })
 }
 
-/// Remove `chosen` (of the bisect's `live` forks) in one batch, then, once every
-/// live fork is gone, the directory they were made in. Returns the forks removed
-/// and those that could not be.
+/// Remove `chosen` (of bisect `id`'s `live` forks) in one batch with `extra`
+/// (the search state's change that goes with it), then, once every live fork is
+/// gone, the directory they were made in. Returns the forks removed and those
+/// that could not be.
 pub(super) fn remove_forks<H: Host>(
     h: &H,
     t: &Target,
+    id: &str,
     live: &[(u32, SessionRecord)],
     chosen: Vec<String>,
+    extra: Vec<MetaOp>,
 ) -> Result<(Vec<String>, Vec<CleanupError>)> {
-    let mut removing = Removing::new(h);
-    let errors = take(&mut removing, chosen);
-    let ops = removing.ops()?;
+    let mut removing = Removing::new(h, "bisect");
+    let errors = take(&mut removing, t.session.name(), id, chosen);
+    let mut ops = removing.ops()?;
+    ops.extend(extra);
     if !ops.is_empty() {
         h.store().commit(ops)?;
     }
@@ -178,12 +190,18 @@ pub(super) fn remove_forks<H: Host>(
     Ok((removed, errors))
 }
 
-/// Unmount and claim each of `chosen` into `removing` (`spawn::Removing`); the
-/// errors of those that could not be.
-fn take<H: Host>(removing: &mut Removing<'_, H>, chosen: Vec<String>) -> Vec<CleanupError> {
+/// Unmount and claim each of `chosen`, candidates of bisect `id` of `session`,
+/// into `removing` (`spawn::Removing`); the errors of those that could not be.
+fn take<H: Host>(
+    removing: &mut Removing<'_, H>,
+    session: &str,
+    id: &str,
+    chosen: Vec<String>,
+) -> Vec<CleanupError> {
+    let ours = |r: &SessionRecord| super::candidate_of(r, session, id).is_some();
     let mut errors = Vec::new();
     for name in chosen {
-        if let Err(e) = removing.take(&name) {
+        if let Err(e) = removing.take(&name, &ours) {
             errors.push(CleanupError {
                 fork: name,
                 error: e.to_string(),
@@ -212,15 +230,17 @@ fn remove_dir_when_done(t: &Target, live: &[(u32, SessionRecord)], removed: usiz
     Ok(())
 }
 
-/// Remove every fork of bisect `id` of the target's session.
+/// Remove every fork of bisect `id` of the target's session, in one batch with
+/// `extra`.
 pub(super) fn remove_all<H: Host>(
     h: &H,
     t: &Target,
     id: &str,
+    extra: Vec<MetaOp>,
 ) -> Result<(Vec<String>, Vec<CleanupError>)> {
     let live = forks(&*h.store(), t.session.name(), id)?;
     let all = live.iter().map(|(_, r)| r.name.clone()).collect();
-    remove_forks(h, t, &live, all)
+    remove_forks(h, t, id, &live, all, extra)
 }
 
 /// The forks to remove: every name asked must be a live fork of this bisect of

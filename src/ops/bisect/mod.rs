@@ -87,19 +87,21 @@ fn check_id(id: &str) -> Result<()> {
     }
 }
 
+/// The number of the candidate `rec` is in bisect `id` of `session`, if it is
+/// one: its origin says so and its name is that candidate's (never the source
+/// itself, nor a session whose record was copied from a fork's).
+fn candidate_of(rec: &SessionRecord, session: &str, id: &str) -> Option<u32> {
+    let m = rec.origin.as_ref()?.bisect()?;
+    let ours = m.id == id && m.source == session && rec.name == fork_name(session, id, m.n);
+    ours.then_some(m.n)
+}
+
 /// The forks of bisect `id` of `session` that exist, by number: records whose
 /// `origin` names that id and session and whose name is that fork's.
 fn forks(store: &dyn ObjectStore, session: &str, id: &str) -> Result<Vec<(u32, SessionRecord)>> {
     let mut out: Vec<(u32, SessionRecord)> = session::list_records(store)?
         .into_iter()
-        .filter_map(|r| {
-            let m = r.origin.as_ref()?.bisect()?;
-            let (ours, n) = (m.id == id && m.source == session, m.n);
-            // Only the canonical name: never the source itself, nor a session
-            // whose record was copied from a fork's.
-            let named = r.name == fork_name(session, id, n);
-            (ours && named).then_some((n, r))
-        })
+        .filter_map(|r| Some((candidate_of(&r, session, id)?, r)))
         .collect();
     out.sort_by_key(|(n, _)| *n);
     Ok(out)

@@ -165,11 +165,9 @@ fn next_round<H: Host>(
         // What a failed round made is removed by `make`; the bisect cannot go
         // on: its other forks and its state go too (at begin the client has no
         // id to abort with).
-        if let Err(e) = end::remove_all(h, t, id) {
-            log::error!("bisect {id}: cannot remove its forks: {e}");
-        }
-        if let Err(e) = store.commit(vec![state::delete(session, id)]) {
-            log::error!("bisect {id}: cannot delete its search state: {e}");
+        // (One batch: the forks and the state.)
+        if let Err(e) = end::remove_all(h, t, id, vec![state::delete(session, id)]) {
+            log::error!("bisect {id}: cannot remove its forks and search state: {e}");
         }
     }
     made
@@ -241,9 +239,10 @@ pub fn step<H: Host>(
     let made = match steps(&*store, &st, &outcomes)? {
         Ok(made) => made,
         Err(message) => {
-            store.commit(vec![state::delete(name, id)])?;
+            // The forks and the state go in one batch, under the lock (a
+            // second report finds no search).
+            end::remove_all(h, t, id, vec![state::delete(name, id)])?;
             drop(op_lock);
-            end::remove_all(h, t, id)?;
             return Ok(stepped(id, &st, Vec::new(), Next::CannotStart { message }));
         }
     };
@@ -333,11 +332,8 @@ fn advance<H: Host>(
     let key = meta::bisect_key(name, id);
     match asked {
         Asked::Done(Found::FailsAtGood) => {
-            end::remove_all(h, t, id)?;
-            store.commit(vec![
-                MetaOp::Expect(key, Some(answered)),
-                state::delete(name, id),
-            ])?;
+            let forget = vec![MetaOp::Expect(key, Some(answered)), state::delete(name, id)];
+            end::remove_all(h, t, id, forget)?;
             Ok(Next::GoodEndFails {
                 good: st.good.clone(),
             })
@@ -406,7 +402,7 @@ fn remove_patiently<H: Host>(
     let mut left = names;
     loop {
         let live = super::forks(&*h.store(), t.session.name(), id)?;
-        let (_, errors) = end::remove_forks(h, t, &live, left)?;
+        let (_, errors) = end::remove_forks(h, t, id, &live, left, Vec::new())?;
         let errors: Vec<(String, String)> = errors.into_iter().map(|c| (c.fork, c.error)).collect();
         if errors.is_empty() || t0.elapsed() >= UNMOUNT_PATIENCE {
             return Ok(errors);

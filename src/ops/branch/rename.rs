@@ -86,7 +86,7 @@ pub(crate) fn rename<H: Host>(
     }
     let why = match last {
         Some(Again::Busy(s)) => format!(
-            "session {s} is attached to {old:?} and stayed busy (a flush or another operation held it)"
+            "session {s} is attached to {old:?} and stayed busy (a flush, a mount or unmount, or another operation held it)"
         ),
         Some(Again::Moved(s)) => format!("session {s}'s record kept changing"),
         None => "no attempt was made".into(),
@@ -152,7 +152,7 @@ fn attempt_once<H: Host>(
         refs::delete_ref_op(old),
         refs::ref_op(new, &r),
     ];
-    let mut f = match followers(&*store, &live, s.name(), old, new)? {
+    let mut f = match followers(h, &*store, &live, s.name(), old, new)? {
         Ok(f) => f,
         Err(again) => return Ok(Err(again)),
     };
@@ -203,11 +203,16 @@ fn attempt_once<H: Host>(
 }
 
 /// What the other sessions add to the rename's batch.
-struct Followers<'a> {
+struct Followers<'a, H: Host + 'a> {
     /// Their records' ops and guards.
     ops: Vec<MetaOp>,
     /// The live followers' batches (their flush locks), held until after the commit.
     held: Vec<Txn<'a>>,
+    /// The stored followers' names, owned until after the commit: one being
+    /// mounted or unmounted (not live, its record loaded or about to be
+    /// written back by its last flush) is never rewritten under it.
+    #[allow(dead_code)]
+    claims: Vec<H::Claim<'a>>,
     /// The other live sessions' stored records as read: (name, key, value).
     guards: Vec<(String, Vec<u8>, Vec<u8>)>,
 }
@@ -215,18 +220,21 @@ struct Followers<'a> {
 /// Every session record but `this` one's, in name order: the sessions attached
 /// to `old` attached to `new`, each guarded by its record (a live one's through
 /// its `Txn`, tried, never waited for); the other live sessions' guarded as read.
-/// `Err(Busy)` when a live follower's flush lock is held; `corrupt` for a record
-/// that does not decode.
-fn followers<'a>(
+/// `Err(Busy)` when a live follower's flush lock is held or a stored follower's
+/// name is owned (being mounted or unmounted); `corrupt` for a record that does
+/// not decode.
+fn followers<'a, H: Host>(
+    h: &'a H,
     store: &dyn ObjectStore,
     live: &'a BTreeMap<String, Target>,
     this: &str,
     old: &str,
     new: &str,
-) -> Result<std::result::Result<Followers<'a>, Again>> {
+) -> Result<std::result::Result<Followers<'a, H>, Again>> {
     let mut f = Followers {
         ops: Vec::new(),
         held: Vec::new(),
+        claims: Vec::new(),
         guards: Vec::new(),
     };
     for (k, v) in store.meta_scan(meta::SESSION_PREFIX)? {
@@ -263,6 +271,10 @@ fn followers<'a>(
                 f.guards.push((name.to_string(), k, v));
             }
             None if attached => {
+                let Ok(claim) = h.claim(name) else {
+                    return Ok(Err(Again::Busy(name.to_string())));
+                };
+                f.claims.push(claim);
                 rec.branch = Some(new.to_string());
                 f.ops.push(MetaOp::Expect(k.clone(), Some(v)));
                 f.ops.push(crate::session::record_op(&rec));

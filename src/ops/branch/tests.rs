@@ -136,6 +136,18 @@ fn the_renaming_session_and_a_stored_follower_move_in_the_same_batch() {
     assert_eq!(mem.batches(), before + 1);
     assert_eq!(stored_branch(&*host.store(), "b").as_deref(), Some("b:w"));
     attached_names_exist(&mem);
+    // b being mounted or unmounted (its name owned, not live): it is not
+    // rewritten under its mount's feet; the rename is busy, then goes through.
+    let owned = host.claim("b").unwrap();
+    let before = mem.batches();
+    match rename_in(&host, &a, "b/w", "v") {
+        Err(Error::Busy(m)) => assert!(m.contains("session b"), "{m}"),
+        other => panic!("rename with a stored follower's name owned: {other:?}"),
+    }
+    assert_eq!(mem.batches(), before, "nothing committed");
+    drop(owned);
+    rename_in(&host, &a, "b/w", "v").unwrap();
+    assert_eq!(stored_branch(&*host.store(), "b").as_deref(), Some("b:v"));
 }
 
 #[test]

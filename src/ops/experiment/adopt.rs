@@ -54,6 +54,9 @@ pub struct Adopted {
     pub op: u64,
     /// The run's fork, when the adopt removed it.
     pub removed: Option<String>,
+    /// Why the run's fork, which should have gone, was not removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_removed: Option<String>,
 }
 
 /// Adopt a run of a recorded experiment.
@@ -131,12 +134,18 @@ pub fn adopt<H: Host>(
     Tree::load(&*store, root).map_err(|_| gone())?;
     // The adopted run's fork goes (unless the experiment kept its forks): it is
     // unmounted and claimed now and deleted in the adopt's batch.
-    let mut removing = Removing::new(h);
+    // Only a fork of this very run of this experiment (its origin and name):
+    // never a session a record, possibly pulled from a remote, merely names.
+    let mut removing = Removing::new(h, "experiment");
+    let mut not_removed = None;
+    let ours =
+        |r: &crate::session::SessionRecord| super::run_of_fork(r, s.name(), &id) == Some(run);
     if op.meta["keep"].as_bool() != Some(true)
         && crate::session::load_record(&*store, fork)?.is_some()
-        && let Err(e) = removing.take(fork)
+        && let Err(e) = removing.take(fork, &ours)
     {
         log::warn!("adopt: fork {fork} not removed: {e}");
+        not_removed = Some(e.to_string());
     }
     let removal = removing.ops()?;
     // HEAD moves to the run's state; the branch it is attached to moves with it
@@ -199,5 +208,6 @@ pub fn adopt<H: Host>(
         saved: Saved::of(&saved),
         op: rec.seq,
         removed: removing.names().pop(),
+        not_removed,
     })
 }

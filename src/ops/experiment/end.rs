@@ -137,9 +137,17 @@ pub fn end<H: Host>(
     // the experiment's own state change, the checkpoint the runs started from,
     // is `experiment-begin`'s record).
     // The forks that go are unmounted and claimed first, and deleted in it.
-    let mut removing = Removing::new(h);
-    let mut cleanup = take_forks(h, &forks, winner, &req, &mut removing);
-    let rec = txn::record_result(t, actor, KIND, request, meta, removing.ops()?)?;
+    let mut removing = Removing::new(h, "experiment");
+    let mut cleanup = take_forks(h, s.name(), &forks, winner, &req, &mut removing);
+    let again = || match recorded(&*store, s.name(), Some(&req.id))? {
+        Some(_) => Err(Error::Conflict(format!(
+            "experiment {} has already ended",
+            req.id
+        ))),
+        None => Ok(()),
+    };
+    let extra = removing.ops()?;
+    let rec = txn::record_result(t, actor, KIND, request, meta, extra, &again)?;
     cleanup.removed = removing.names();
     let mut out = doc.answer(rec.seq);
     out.cleanup = Some(cleanup);
@@ -335,6 +343,7 @@ fn tree_pairs(
 /// stays, with its error.
 fn take_forks<'h, H: Host>(
     h: &'h H,
+    session: &str,
     forks: &[(u32, SessionRecord)],
     winner: Option<u32>,
     req: &ExperimentEnd,
@@ -350,7 +359,8 @@ fn take_forks<'h, H: Host>(
             let r = if keep {
                 spawn::unmount(h, &rec.name)
             } else {
-                removing.take(&rec.name)
+                let ours = |r: &SessionRecord| super::run_of_fork(r, session, &req.id).is_some();
+                removing.take(&rec.name, &ours)
             };
             match r {
                 Ok(()) if keep => kept.push(rec.name.clone()),

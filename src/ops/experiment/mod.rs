@@ -81,15 +81,19 @@ fn check_id(id: &str) -> Result<()> {
     }
 }
 
+/// The run whose fork `rec` is in experiment `id` of `session`, if it is one: its
+/// origin says so and its name is that run's fork name.
+fn run_of_fork(rec: &SessionRecord, session: &str, id: &str) -> Option<u32> {
+    let m = rec.origin.as_ref()?.experiment()?;
+    let ours = m.id == id && m.source == session && rec.name == fork_name(session, id, m.run);
+    ours.then_some(m.run)
+}
+
 /// The forks of experiment `id` of `session` that still exist, by run number.
 fn forks(store: &dyn ObjectStore, session: &str, id: &str) -> Result<Vec<(u32, SessionRecord)>> {
     let mut out: Vec<(u32, SessionRecord)> = session::list_records(store)?
         .into_iter()
-        .filter_map(|r| {
-            let m = r.origin.as_ref()?.experiment()?;
-            let ours = m.id == id && m.source == session && r.name == fork_name(session, id, m.run);
-            ours.then_some((m.run, r))
-        })
+        .filter_map(|r| Some((run_of_fork(&r, session, id)?, r)))
         .collect();
     out.sort_by_key(|(run, _)| *run);
     Ok(out)

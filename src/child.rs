@@ -73,8 +73,9 @@ impl Limits {
 }
 
 /// Make `cmd` a hardened child: a built environment (see [`ALLOWED_ENV`]), no
-/// inherited descriptors, a process group of its own, stdin from `/dev/null`
-/// unless the caller pipes it.
+/// inherited descriptors, a process group of its own, the descriptor limit the
+/// daemon was started with (`crate::fdlimit`), stdin from `/dev/null` unless the
+/// caller pipes it.
 pub fn harden(cmd: &mut Command) {
     cmd.env_clear();
     for name in ALLOWED_ENV {
@@ -84,13 +85,16 @@ pub fn harden(cmd: &mut Command) {
     }
     cmd.stdin(Stdio::null());
     // SAFETY: only async-signal-safe calls (setpgid, close_range, fcntl,
-    // getrlimit) between fork and exec; no allocation.
+    // getrlimit, setrlimit) between fork and exec; no allocation.
     unsafe {
         cmd.pre_exec(|| {
             if libc::setpgid(0, 0) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             cloexec_from(3);
+            // The descriptor limit the daemon was started with, not the one it
+            // raised itself to.
+            crate::fdlimit::restore_in_child();
             Ok(())
         });
     }

@@ -30,6 +30,7 @@ pub mod dirs;
 pub mod durable;
 pub mod error;
 pub mod failpoint;
+pub mod fdlimit;
 pub mod files;
 pub mod fs;
 pub mod fsck;

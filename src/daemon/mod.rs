@@ -24,6 +24,7 @@
 //! `umount`, SIGTERM/SIGINT), flushing every session first.
 
 mod agent_socket;
+mod fds;
 mod host;
 pub mod maintenance;
 pub mod mounting;
@@ -77,6 +78,8 @@ pub struct Daemon {
     maintenance: Mutex<()>,
     /// Held while a branch name is checked and written (store-wide name creation).
     names: Mutex<()>,
+    /// Descriptors reserved by mounts being made ([`fds`]).
+    fds: fds::Reserved,
     /// Access clock and eviction sweeps ([`sweep`]).
     upkeep: sweep::Upkeep,
     _lock: StoreLock,
@@ -113,6 +116,11 @@ impl Daemon {
         }
         let lock = StoreLock::acquire(store_dir)?;
         let store = Arc::new(PackStore::open(store_dir)?);
+        // Pack read descriptors: at most an eighth of the limit (mounts need the rest).
+        if let Ok(limit) = crate::fdlimit::limit() {
+            let n = (limit / 8).min(crate::store::fds::DEFAULT_CAPACITY as u64);
+            store.limit_pack_fds(n as usize);
+        }
         let socket = control::daemon_socket(store_dir)?;
         // We hold the store lock, so any socket file left here is stale.
         let _ = std::fs::remove_file(&socket);
@@ -128,6 +136,7 @@ impl Daemon {
             publish: std::sync::RwLock::new(()),
             maintenance: Mutex::new(()),
             names: Mutex::new(()),
+            fds: fds::Reserved::default(),
             upkeep: sweep::Upkeep::default(),
             _lock: lock,
         });
@@ -312,6 +321,13 @@ pub fn run(opts: DaemonOptions) -> Result<()> {
     crate::child::seal_inherited_descriptors();
     crate::remote::creds::hold_from_environment();
     pin_mmap_threshold();
+    // Every mount costs descriptors (`mounting::fd_need`): all the hard limit
+    // allows, before any thread.
+    match crate::fdlimit::raise() {
+        Ok((was, now)) if was != now => log::info!("descriptor limit raised from {was} to {now}"),
+        Ok(_) => {}
+        Err(e) => log::warn!("descriptor limit not raised: {e}"),
+    }
     install_signal_handlers();
     let d = Daemon::start(&opts.store, opts.create)?;
     d.serve(opts.initial)

@@ -145,6 +145,9 @@ impl Daemon {
         events: &mut dyn FnMut(Value),
     ) -> Result<crate::verbs::mount::Mounted> {
         let _publishing = self.publish.read().unwrap_or_else(|p| p.into_inner());
+        // The descriptors it will hold, reserved before anything is made (a
+        // mount the daemon cannot serve is refused here, leaving nothing).
+        let _fds = self.hold_fds(transport, agent.is_some())?;
         // Bound first, so a bad agent socket leaves nothing created or mounted
         // (its file goes when it is dropped, on any failure below).
         let agent_listener = match &agent {

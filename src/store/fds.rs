@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::error::{Error, Result};
@@ -19,7 +19,7 @@ pub const DEFAULT_CAPACITY: usize = 256;
 
 /// LRU of open pack files, by pack number.
 pub struct PackFds {
-    capacity: usize,
+    capacity: AtomicUsize,
     /// Pack number → (file, last use).
     open: RwLock<HashMap<u32, (Arc<File>, AtomicU64)>>,
     clock: AtomicU64,
@@ -29,7 +29,7 @@ impl PackFds {
     /// A cache holding at most `capacity` fds (at least 1).
     pub fn new(capacity: usize) -> PackFds {
         PackFds {
-            capacity: capacity.max(1),
+            capacity: AtomicUsize::new(capacity.max(1)),
             open: RwLock::new(HashMap::new()),
             clock: AtomicU64::new(0),
         }
@@ -49,7 +49,7 @@ impl PackFds {
         if let Some((f, _)) = g.get(&n) {
             return Ok(f.clone());
         }
-        while g.len() >= self.capacity {
+        while g.len() >= self.capacity.load(Ordering::Relaxed) {
             let Some(victim) = g
                 .iter()
                 .min_by_key(|(_, (_, used))| used.load(Ordering::Relaxed))
@@ -66,6 +66,19 @@ impl PackFds {
     /// Close pack `n`'s fd (the pack is being deleted).
     pub fn forget(&self, n: u32) {
         self.open.write().unwrap().remove(&n);
+    }
+
+    /// Fds this cache may still open before it closes one to open another.
+    pub fn headroom(&self) -> usize {
+        self.capacity
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.len())
+    }
+
+    /// Hold at most `capacity` fds (at least 1) from the next open on (a
+    /// process whose descriptor limit is low keeps fewer).
+    pub fn set_capacity(&self, capacity: usize) {
+        self.capacity.store(capacity.max(1), Ordering::Relaxed);
     }
 
     /// Fds held.

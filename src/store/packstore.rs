@@ -203,6 +203,17 @@ impl PackStore {
         Ok(())
     }
 
+    /// Keep at most `n` pack read descriptors open ([`super::fds`]).
+    pub fn limit_pack_fds(&self, n: usize) {
+        self.fds.set_capacity(n);
+    }
+
+    /// Pack read descriptors the store may still open (its bounded LRU's
+    /// headroom, [`super::fds`]).
+    pub fn pack_fds_unopened(&self) -> usize {
+        self.fds.headroom()
+    }
+
     /// The read fd of pack `n` (bounded LRU; see [`super::fds`]).
     pub(super) fn reader(&self, n: u32) -> Result<Arc<File>> {
         self.fds.get(n, || pack_path(&self.dir, n))

@@ -21,6 +21,7 @@ mod evict;
 mod eviction;
 mod exec;
 mod experiment;
+mod fdlimit;
 mod forkplace;
 mod fulldisk;
 mod gcrace;

@@ -65,17 +65,7 @@ fn under_a_low_descriptor_limit_mounts_beyond_it_are_refused_and_nothing_is_half
         let name = format!("k{i}");
         let dir = m.tmp.path().join(&name);
         std::fs::create_dir_all(&dir).unwrap();
-        let o = tf(
-            &m.store,
-            &[
-                "-C",
-                m.mp.to_str().unwrap(),
-                "fork",
-                &name,
-                "--mount",
-                dir.to_str().unwrap(),
-            ],
-        );
+        let o = fork_at(&m, &name, &dir);
         if o.status.success() {
             made.push(dir);
         } else {
@@ -115,18 +105,13 @@ fn under_a_low_descriptor_limit_mounts_beyond_it_are_refused_and_nothing_is_half
         umount_ok(&m.store, d);
     }
     // With room again, the same fork mounts.
-    let o = tf(
-        &m.store,
-        &[
-            "-C",
-            m.mp.to_str().unwrap(),
-            "fork",
-            &name,
-            "--mount",
-            dir.to_str().unwrap(),
-        ],
-    );
+    let o = fork_at(&m, &name, &dir);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     umount_ok(&m.store, &dir);
     m.umount();
+}
+
+/// `treefork fork NAME --mount DIR` from the workspace of `m`.
+fn fork_at(m: &Mount, name: &str, dir: &Path) -> std::process::Output {
+    ws(m, &["fork", name, "--mount", dir.to_str().unwrap()])
 }

@@ -31,6 +31,7 @@ pub mod mounting;
 pub mod mountpoint;
 pub mod offline;
 pub mod server;
+mod serving;
 pub mod sweep;
 pub mod table;
 mod transport;

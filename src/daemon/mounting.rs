@@ -24,12 +24,13 @@ use super::Daemon;
 use super::agent_socket::{self, SocketFile};
 use super::mountpoint::{self, MountDir, MountFor};
 use super::server::SocketCtx;
+use super::serving::{Server, join_bounded};
 use super::table::{Claim, Mounted, State};
 use crate::control::{self, AgentSocket, Role};
 use crate::error::{Error, Result};
+use crate::fs::TreeforkFs;
 use crate::fs::outside::{MountId, MountRef};
 use crate::fs::ring::Transport;
-use crate::fs::{DevFs, TreeforkFs};
 use crate::ops::Host;
 use crate::session::{self, Session, SessionRecord};
 use crate::store::ObjectStore;
@@ -341,11 +342,6 @@ impl Daemon {
         session: Arc<Session>,
         transport: Transport,
     ) -> Result<Spawned> {
-        let mut cfg = fuser::Config::default();
-        // 4 threads: measured per-request latency (access(2) of a missing name, one
-        // LOOKUP) ~100 us with 1 thread, 35-40 us with 2, 4 or 8 on this 2-core VM.
-        cfg.n_threads = Some(4);
-        cfg.clone_fd = true;
         let notifier = Arc::new(std::sync::OnceLock::new());
         // The core the transports share (each holds a clone of the Arc).
         let core = TreeforkFs::new(session, notifier.clone());
@@ -362,7 +358,7 @@ impl Daemon {
                 dir.path().display()
             );
         })?;
-        // A second descriptor of the connection, for notifications fuser lacks.
+        // A second descriptor of the connection, for notifications.
         let dev2 = match dev.try_clone() {
             Ok(d) => d,
             Err(e) => {
@@ -372,17 +368,14 @@ impl Daemon {
         };
         // A third for the ring's commands, taken only if INIT negotiated it.
         let dev3 = || dev2.try_clone();
-        let fs = DevFs::new(core.clone()).offer_io_uring(prepared.is_some());
-        let bg = fuser::Session::from_fd(fs, dev, fuser::SessionACL::All, cfg)
-            .and_then(fuser::Session::spawn);
-        let bg = match bg {
+        let bg = match super::serving::serve(name, dev, &core, prepared.is_some()) {
             Ok(bg) => bg,
             Err(e) => {
                 if let Some(p) = prepared {
                     p.abandon();
                 }
                 detach(&mount);
-                return Err(Error::io(dir.path(), e));
+                return Err(e);
             }
         };
         let (rings, in_use) = match super::transport::start(name, transport, prepared, &core, dev3)
@@ -398,8 +391,8 @@ impl Daemon {
                 return Err(e);
             }
         };
-        let _ = notifier.set(bg.notifier());
-        let kernel = crate::fs::KernelCache::new(bg.notifier(), dev2);
+        let kernel = crate::fs::KernelCache::new(dev2);
+        let _ = notifier.set(kernel.clone());
         Ok(Spawned {
             bg,
             kernel,
@@ -488,7 +481,7 @@ impl Daemon {
             .lock()
             .values()
             .filter(|e| match &e.state {
-                State::Live(m) => m.bg.as_ref().is_some_and(|b| b.guard.is_finished()),
+                State::Live(m) => m.bg.as_ref().is_some_and(Server::is_finished),
                 _ => false,
             })
             .filter_map(|e| e.mountpoint.clone())
@@ -532,7 +525,7 @@ impl Daemon {
 
 /// A mount being served: what `spawn_fuse` hands to the mount table.
 struct Spawned {
-    bg: fuser::BackgroundSession,
+    bg: Server,
     kernel: crate::fs::KernelCache,
     mount: MountRef,
     /// The io_uring queues, when INIT negotiated them.
@@ -552,24 +545,6 @@ fn detach(m: &MountRef) -> bool {
             log::error!("{}: lazy detach refused: {e}", m.path().display());
             false
         }
-    }
-}
-
-/// Join the FUSE loop `bg` of session `name` if it ends within `wait`; else report
-/// it and leave its thread running (it ends when its mount is finally released).
-fn join_bounded(name: &str, bg: fuser::BackgroundSession, wait: Duration) {
-    let t = Instant::now();
-    while !bg.guard.is_finished() && t.elapsed() < wait {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    if !bg.guard.is_finished() {
-        log::error!(
-            "session {name}: its FUSE loop did not end within {wait:?} of the unmount (the mount is still referenced); left running"
-        );
-        return;
-    }
-    if let Err(e) = bg.join() {
-        log::error!("session {name}: FUSE loop ended with an error: {e}");
     }
 }
 

@@ -33,7 +33,7 @@ pub(crate) struct Mounted {
     /// The mount, as identified when it was made: every syncfs and unmount goes
     /// through it, never through the path.
     pub(crate) mount: Arc<crate::fs::outside::MountRef>,
-    pub(crate) bg: Option<fuser::BackgroundSession>,
+    pub(crate) bg: Option<super::serving::Server>,
     /// The io_uring queues serving the mount (joined with `bg` at the unmount).
     pub(crate) rings: Option<crate::fs::ring::Rings>,
     /// The transport serving the mount.

@@ -1,8 +1,8 @@
 //! The daemon's channel to the kernel's caches of one mount.
 //!
-//! Owns: entry and inode invalidations (through fuser's notifier) and epoch
-//! increments (`FUSE_NOTIFY_INC_EPOCH`, Linux 6.16+), which fuser 0.18 does not
-//! offer: that notification is a bare 16-byte `fuse_out_header` written to a
+//! Owns: entry and inode invalidations and epoch increments
+//! (`FUSE_NOTIFY_INC_EPOCH`, Linux 6.16+), each one notification (a
+//! `fuse_out_header` with unique 0 and the code, then its struct) written to a
 //! duplicate of the mount's `/dev/fuse` descriptor.
 //!
 //! Why an epoch: an entry invalidation needs the parent directory's lock in the
@@ -19,46 +19,71 @@
 //! and epochs through this channel.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::outside::MountRef;
-use crate::host::Mount;
+use zerocopy::IntoBytes;
 
-/// `FUSE_NOTIFY_INC_EPOCH` (include/uapi/linux/fuse.h, protocol 7.44).
-const FUSE_NOTIFY_INC_EPOCH: i32 = 8;
+use super::devpool::wire;
+use super::outside::MountRef;
+use super::ring::abi::{self, notify};
+use crate::host::Mount;
 
 /// Invalidations and epoch increments for one mount. Cheap to clone.
 #[derive(Clone)]
 pub struct KernelCache {
-    notifier: fuser::Notifier,
     dev: Arc<OwnedFd>,
     /// Cleared once the kernel refused an epoch increment (older kernels).
     epochs: Arc<AtomicBool>,
 }
 
 impl KernelCache {
-    /// From fuser's notifier and a duplicate of the mount's `/dev/fuse` descriptor.
-    pub fn new(notifier: fuser::Notifier, dev: OwnedFd) -> KernelCache {
+    /// Over a duplicate of the mount's `/dev/fuse` descriptor.
+    pub fn new(dev: OwnedFd) -> KernelCache {
         KernelCache {
-            notifier,
             dev: Arc::new(dev),
             epochs: Arc::new(AtomicBool::new(true)),
         }
     }
 
+    /// One notification: `fuse_out_header` (unique 0, the code as its error),
+    /// then `parts`.
+    fn notify(&self, code: i32, parts: &[&[u8]]) -> io::Result<()> {
+        let body: usize = parts.iter().map(|p| p.len()).sum();
+        let out = abi::OutHeader {
+            len: (size_of::<abi::OutHeader>() + body) as u32,
+            error: code,
+            unique: 0,
+        };
+        let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
+        all.push(out.as_bytes());
+        all.extend_from_slice(parts);
+        wire::send(self.dev.as_fd(), &all)
+    }
+
     /// Forget the entry `name` of directory `parent`.
     pub fn inval_entry(&self, parent: u64, name: &[u8]) -> io::Result<()> {
-        self.notifier
-            .inval_entry(fuser::INodeNo(parent), std::ffi::OsStr::from_bytes(name))
+        let a = abi::NotifyInvalEntry {
+            parent,
+            namelen: name.len() as u32,
+            flags: 0,
+        };
+        self.notify(notify::INVAL_ENTRY, &[a.as_bytes(), name, &[0]])
     }
 
     /// Forget the attributes and cached pages of `ino`.
     pub fn inval_inode(&self, ino: u64) -> io::Result<()> {
-        self.notifier.inval_inode(fuser::INodeNo(ino), 0, 0)
+        self.inval_range(ino, 0, 0)
+    }
+
+    /// Forget the attributes of `ino` and its cached pages from `off` for `len`
+    /// bytes (0: to the end); a negative `off` drops only the attributes (it takes
+    /// no page-cache lock: safe inside a request).
+    pub(crate) fn inval_range(&self, ino: u64, off: i64, len: i64) -> io::Result<()> {
+        let a = abi::NotifyInvalInode { ino, off, len };
+        self.notify(notify::INVAL_INODE, &[a.as_bytes()])
     }
 
     /// Make every entry the kernel cached for this mount stale at once. Returns
@@ -68,17 +93,9 @@ impl KernelCache {
         if !self.epochs.load(Ordering::Relaxed) {
             return false;
         }
-        // struct fuse_out_header { u32 len; i32 error (the notify code); u64 unique = 0 }
-        let mut msg = [0u8; 16];
-        msg[0..4].copy_from_slice(&16u32.to_ne_bytes());
-        msg[4..8].copy_from_slice(&FUSE_NOTIFY_INC_EPOCH.to_ne_bytes());
-        // SAFETY: `msg` is a live 16-byte buffer; the fd is an open /dev/fuse
-        // descriptor owned by `self.dev`.
-        let n = unsafe { libc::write(self.dev.as_raw_fd(), msg.as_ptr().cast(), msg.len()) };
-        if n == msg.len() as isize {
+        let Err(e) = self.notify(notify::INC_EPOCH, &[]) else {
             return true;
-        }
-        let e = io::Error::last_os_error();
+        };
         if self.epochs.swap(false, Ordering::Relaxed) {
             log::warn!(
                 "the kernel refused FUSE_NOTIFY_INC_EPOCH ({e}); a path opened between a checkout's tree swap \

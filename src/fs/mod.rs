@@ -4,8 +4,8 @@
 //! Every operation is an inherent method taking the caller ([`request::Req`]) and
 //! plain parsed arguments and returning its answer (`Result<_, Error>`); it calls
 //! `Session` methods, and errors become errnos in the transport through
-//! `Error::errno` (the single mapping). No fuser request or reply type appears in
-//! the core (only fuser's notifier, to drop cached attributes): the types it takes
+//! `Error::errno` (the single mapping). No fuser type appears in the core: the
+//! types it takes
 //! and answers live in `request.rs`; the encoding of an answer is each transport's
 //! job. `tests.rs` drives the core without a mount.
 //!
@@ -50,7 +50,7 @@ pub struct TreeforkFs {
     session: Arc<Session>,
     /// Set once the mount exists; used to drop the kernel's cached attributes when
     /// they go stale without a request the kernel would see (allocation after fsync).
-    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
+    notifier: Arc<std::sync::OnceLock<KernelCache>>,
     /// The kernel supports FUSE_NO_OPEN_SUPPORT: `open` answers ENOSYS once and the
     /// kernel stops sending OPEN/RELEASE for files (two round trips per open(2)).
     /// Set by INIT ([`TreeforkFs::negotiated`]).
@@ -86,7 +86,7 @@ impl TreeforkFs {
     /// by the transports: give a clone to each ([`DevFs::new`] for /dev/fuse).
     pub fn new(
         session: Arc<Session>,
-        notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
+        notifier: Arc<std::sync::OnceLock<KernelCache>>,
     ) -> Arc<Self> {
         Arc::new(TreeforkFs {
             session,
@@ -137,7 +137,7 @@ impl TreeforkFs {
     /// request).
     fn inval_attr(&self, ino: u64) {
         if let Some(n) = self.notifier.get() {
-            let _ = n.inval_inode(fuser::INodeNo(ino), -1, 0);
+            let _ = n.inval_range(ino, -1, 0);
         }
     }
 }
@@ -211,6 +211,7 @@ impl TreeforkFs {
 mod convert;
 mod data;
 mod dev;
+pub(crate) mod devpool;
 mod dir;
 mod kernel;
 mod misc;

@@ -8,8 +8,9 @@
 //! pointer casts. Each size is pinned by a test against the kernel's. Integers are
 //! in the machine's byte order (the kernel's own), not a wire order.
 //!
-//! Only what a request or reply of the ops treefork serves needs is here; INIT and
-//! everything that stays on /dev/fuse (FORGET, INTERRUPT, notifications) is fuser's.
+//! Only what a request or reply of the ops treefork serves needs is here, and what
+//! only /dev/fuse carries (INIT, FORGET, INTERRUPT, notifications), which the
+//! shared /dev/fuse pool (`fs::devpool`) and the kernel channel (`fs::kernel`) use.
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -349,10 +350,83 @@ abi! {
     }
 }
 
-/// `enum fuse_opcode`: the opcodes the ring can carry (FORGET, BATCH_FORGET and
-/// INTERRUPT never come on it: the kernel sends them over /dev/fuse).
+abi! {
+    // ---- /dev/fuse only: INIT, forgets, notifications (never on the ring) ----
+
+    /// `struct fuse_init_in` (protocol 7.36+; older kernels send the first 16 bytes).
+    pub struct InitIn {
+        pub major: u32,
+        pub minor: u32,
+        pub max_readahead: u32,
+        pub flags: u32,
+        pub flags2: u32,
+        pub unused: [u32; 11],
+    }
+
+    /// `struct fuse_init_out`.
+    pub struct InitOut {
+        pub major: u32,
+        pub minor: u32,
+        pub max_readahead: u32,
+        pub flags: u32,
+        pub max_background: u16,
+        pub congestion_threshold: u16,
+        pub max_write: u32,
+        pub time_gran: u32,
+        pub max_pages: u16,
+        pub map_alignment: u16,
+        pub flags2: u32,
+        pub max_stack_depth: u32,
+        pub request_timeout: u16,
+        pub unused: [u16; 11],
+    }
+
+    /// `struct fuse_forget_in`.
+    pub struct ForgetIn {
+        pub nlookup: u64,
+    }
+
+    /// `struct fuse_batch_forget_in`, followed by `count` [`ForgetOne`].
+    pub struct BatchForgetIn {
+        pub count: u32,
+        pub dummy: u32,
+    }
+
+    /// `struct fuse_forget_one`.
+    pub struct ForgetOne {
+        pub nodeid: u64,
+        pub nlookup: u64,
+    }
+
+    /// `struct fuse_notify_inval_inode_out`.
+    pub struct NotifyInvalInode {
+        pub ino: u64,
+        pub off: i64,
+        pub len: i64,
+    }
+
+    /// `struct fuse_notify_inval_entry_out`, followed by the name and a NUL.
+    pub struct NotifyInvalEntry {
+        pub parent: u64,
+        pub namelen: u32,
+        pub flags: u32,
+    }
+}
+
+/// `enum fuse_notify_code`: the notifications treefork sends.
+pub mod notify {
+    pub const INVAL_INODE: i32 = 2;
+    pub const INVAL_ENTRY: i32 = 3;
+    /// `FUSE_NOTIFY_INC_EPOCH` (protocol 7.44, Linux 6.16+).
+    pub const INC_EPOCH: i32 = 8;
+}
+
+/// `enum fuse_opcode`: the opcodes treefork serves (INIT, FORGET, BATCH_FORGET
+/// and INTERRUPT never come on the ring: the kernel sends them over /dev/fuse).
 pub mod op {
     pub const LOOKUP: u32 = 1;
+    /// /dev/fuse only.
+    pub const FORGET: u32 = 2;
     pub const GETATTR: u32 = 3;
     pub const SETATTR: u32 = 4;
     pub const READLINK: u32 = 5;
@@ -374,14 +448,20 @@ pub mod op {
     pub const LISTXATTR: u32 = 23;
     pub const REMOVEXATTR: u32 = 24;
     pub const FLUSH: u32 = 25;
+    /// /dev/fuse only.
+    pub const INIT: u32 = 26;
     pub const OPENDIR: u32 = 27;
     pub const READDIR: u32 = 28;
     pub const RELEASEDIR: u32 = 29;
     pub const FSYNCDIR: u32 = 30;
     pub const ACCESS: u32 = 34;
     pub const CREATE: u32 = 35;
+    /// /dev/fuse only.
+    pub const INTERRUPT: u32 = 36;
     pub const DESTROY: u32 = 38;
     pub const IOCTL: u32 = 39;
+    /// /dev/fuse only.
+    pub const BATCH_FORGET: u32 = 42;
     pub const FALLOCATE: u32 = 43;
     pub const READDIRPLUS: u32 = 44;
     pub const RENAME2: u32 = 45;
@@ -410,6 +490,13 @@ mod tests {
     #[test]
     fn sizes_match_the_kernel() {
         assert_eq!(size_of::<EntInOut>(), 32);
+        assert_eq!(size_of::<InitIn>(), 64);
+        assert_eq!(size_of::<InitOut>(), 64);
+        assert_eq!(size_of::<ForgetIn>(), 8);
+        assert_eq!(size_of::<BatchForgetIn>(), 8);
+        assert_eq!(size_of::<ForgetOne>(), 16);
+        assert_eq!(size_of::<NotifyInvalInode>(), 24);
+        assert_eq!(size_of::<NotifyInvalEntry>(), 16);
         assert_eq!(REQ_HEADER_SZ, 288);
         assert_eq!(size_of::<UringCmdReq>(), 24);
         assert_eq!(size_of::<InHeader>(), 40);

@@ -1,0 +1,414 @@
+//! The shared /dev/fuse server: one pool of worker threads, sized to the machine,
+//! serves every mount's /dev/fuse connection (issue 42). A mount is data (a
+//! [`Conn`] in the pool's table and its descriptor in one epoll set), not threads:
+//! an idle mount costs a descriptor and a few hundred bytes.
+//!
+//! How a request is served: each descriptor is in the epoll set with
+//! `EPOLLONESHOT`. A worker woken for a connection reads one request (the
+//! descriptor is non-blocking), re-arms the descriptor so another worker can read
+//! the next request of the same mount, and serves its request through the ring's
+//! dispatcher (`wire.rs` lays the message out as a ring entry). FORGET and
+//! BATCH_FORGET (no reply), INTERRUPT (ENOSYS, as fuser answered: the kernel then
+//! stops sending them) and DESTROY are answered here.
+//!
+//! Fairness: a connection is re-armed only while fewer than [`Pool::share`] of its
+//! requests are in flight; the rest of the pool stays free for the other mounts
+//! (the completion of one of its requests re-arms it). Epoll hands ready
+//! descriptors out in the order they became ready, so busy mounts take turns.
+//!
+//! Invariants: a connection's state (`inflight`, `armed`, `ended`) changes only
+//! under its lock, and it is armed at most once at a time; it ends once (ENODEV:
+//! the kernel let go of the mount), and once its last request in flight is
+//! answered the core's `destroy` runs (the final flush) and [`Served::is_finished`]
+//! turns true, exactly once. A panic while serving is the dispatcher's to catch (it
+//! answers EIO); a worker never dies with a request.
+
+pub(crate) mod wire;
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
+use std::time::Duration;
+
+use crate::fs::TreeforkFs;
+use crate::fs::ring::Serve;
+use crate::fs::ring::abi::{self, op};
+use crate::fs::ring::dispatch::Dispatch;
+use crate::fs::ring::parse::HeaderArea;
+use zerocopy::FromBytes;
+
+/// The pool's workers: `TREEFORK_FUSE_WORKERS`, else 4 per CPU, within 4..=64.
+fn workers() -> usize {
+    std::env::var("TREEFORK_FUSE_WORKERS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            (4 * cpus).clamp(4, 64)
+        })
+}
+
+/// One mount's /dev/fuse connection.
+struct Conn {
+    name: String,
+    fd: OwnedFd,
+    core: Arc<TreeforkFs>,
+    dispatch: Dispatch,
+    state: Mutex<ConnState>,
+    finished: Condvar,
+}
+
+#[derive(Default)]
+struct ConnState {
+    /// Requests read and not yet answered.
+    inflight: usize,
+    /// In the epoll set and armed (a worker will be woken for its next request).
+    armed: bool,
+    /// The kernel ended the connection (no more reads).
+    ended: bool,
+    /// Ended, its last request answered and the core destroyed.
+    finished: bool,
+}
+
+/// The server of every mount's /dev/fuse connection (one per process: [`pool`]).
+pub(crate) struct Pool {
+    ep: OwnedFd,
+    conns: RwLock<HashMap<u64, Arc<Conn>>>,
+    next: AtomicU64,
+    /// At most this many requests of one connection in flight.
+    share: usize,
+}
+
+/// A served connection, held by the mount's table entry.
+pub struct Served {
+    conn: Arc<Conn>,
+}
+
+impl Served {
+    /// Whether the kernel ended the connection and its last request was answered.
+    pub fn is_finished(&self) -> bool {
+        self.conn
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .finished
+    }
+
+    /// Wait up to `wait` for [`Served::is_finished`]; returns it.
+    pub fn wait(&self, wait: Duration) -> bool {
+        let s = self.conn.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (s, _) = self
+            .conn
+            .finished
+            .wait_timeout_while(s, wait, |s| !s.finished)
+            .unwrap_or_else(|p| p.into_inner());
+        s.finished
+    }
+}
+
+/// The process's pool, started (its workers spawned) on first use.
+pub(crate) fn pool() -> io::Result<&'static Arc<Pool>> {
+    static POOL: OnceLock<Arc<Pool>> = OnceLock::new();
+    static START: Mutex<()> = Mutex::new(());
+    if let Some(p) = POOL.get() {
+        return Ok(p);
+    }
+    let _g = START.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(p) = POOL.get() {
+        return Ok(p);
+    }
+    let p = Pool::start(workers())?;
+    Ok(POOL.get_or_init(|| p))
+}
+
+impl Pool {
+    fn start(threads: usize) -> io::Result<Arc<Pool>> {
+        // SAFETY: epoll_create1 has no memory arguments; the fd is checked.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor nothing else owns.
+        let ep = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(ep) };
+        let pool = Arc::new(Pool {
+            ep,
+            conns: RwLock::new(HashMap::new()),
+            next: AtomicU64::new(1),
+            share: (threads - threads / 4).max(1),
+        });
+        for i in 0..threads {
+            let p = pool.clone();
+            std::thread::Builder::new()
+                .name(format!("fuse-{i}"))
+                .spawn(move || p.work())?;
+        }
+        log::info!(
+            "serving /dev/fuse with {threads} workers (at most {} per mount at once)",
+            pool.share
+        );
+        Ok(pool)
+    }
+
+    /// Serve the connection `fd` (INIT already answered) with `core`, as session
+    /// `name` (for logs).
+    pub(crate) fn serve(
+        &self,
+        name: &str,
+        fd: OwnedFd,
+        core: Arc<TreeforkFs>,
+    ) -> io::Result<Served> {
+        set_nonblocking(&fd)?;
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let conn = Arc::new(Conn {
+            name: name.to_string(),
+            fd,
+            dispatch: Dispatch::new(core.clone()),
+            core,
+            state: Mutex::new(ConnState {
+                armed: true,
+                ..Default::default()
+            }),
+            finished: Condvar::new(),
+        });
+        self.conns
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, conn.clone());
+        if let Err(e) = self.ctl(libc::EPOLL_CTL_ADD, &conn, id) {
+            self.conns
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+            return Err(e);
+        }
+        Ok(Served { conn })
+    }
+
+    fn ctl(&self, what: libc::c_int, conn: &Conn, id: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLONESHOT) as u32,
+            u64: id,
+        };
+        // SAFETY: both descriptors are live; `ev` is a live epoll_event.
+        let r = unsafe { libc::epoll_ctl(self.ep.as_raw_fd(), what, conn.fd.as_raw_fd(), &mut ev) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Arm `conn` again (under its lock, with `armed` false).
+    fn arm(&self, conn: &Conn, id: u64, s: &mut ConnState) {
+        match self.ctl(libc::EPOLL_CTL_MOD, conn, id) {
+            Ok(()) => s.armed = true,
+            Err(e) => log::error!(
+                "session {}: cannot wait for the next /dev/fuse request: {e}",
+                conn.name
+            ),
+        }
+    }
+
+    fn work(&self) {
+        let mut buf = vec![0u8; wire::BUF];
+        let mut header = Box::new([0u8; abi::REQ_HEADER_SZ]);
+        let mut ev = [libc::epoll_event { events: 0, u64: 0 }];
+        loop {
+            // SAFETY: `ev` is a live array of one event.
+            let n = unsafe { libc::epoll_wait(self.ep.as_raw_fd(), ev.as_mut_ptr(), 1, -1) };
+            if n <= 0 {
+                continue;
+            }
+            let id = ev[0].u64;
+            let conn = self
+                .conns
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&id)
+                .cloned();
+            if let Some(c) = conn {
+                self.turn(&c, id, &mut buf, &mut header);
+            }
+        }
+    }
+
+    /// One wakeup for `conn`: read a request, re-arm, serve it.
+    fn turn(&self, conn: &Conn, id: u64, buf: &mut [u8], header: &mut HeaderArea) {
+        let lock = || conn.state.lock().unwrap_or_else(|p| p.into_inner());
+        lock().armed = false;
+        // SAFETY: `buf` is a live, writable buffer of its length.
+        let n = unsafe { libc::read(conn.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                // Another worker took it, or it was interrupted before it was read.
+                Some(libc::EAGAIN | libc::EINTR | libc::ENOENT) => {
+                    let mut s = lock();
+                    if !s.ended && !s.armed {
+                        self.arm(conn, id, &mut s);
+                    }
+                }
+                Some(libc::ENODEV) => self.end(conn, id),
+                _ => {
+                    log::error!(
+                        "session {}: reading /dev/fuse: {e}; the mount is no longer served",
+                        conn.name
+                    );
+                    self.end(conn, id)
+                }
+            }
+            return;
+        }
+        {
+            let mut s = lock();
+            s.inflight += 1;
+            if !s.ended && s.inflight < self.share {
+                self.arm(conn, id, &mut s);
+            }
+        }
+        self.serve_one(conn, id, buf, n as usize, header);
+        let mut s = lock();
+        s.inflight -= 1;
+        if s.ended {
+            if s.inflight == 0 {
+                drop(s);
+                self.finish(conn, id);
+            }
+        } else if !s.armed {
+            self.arm(conn, id, &mut s);
+        }
+    }
+
+    /// Answer one request (`buf[..n]`).
+    fn serve_one(&self, conn: &Conn, id: u64, buf: &mut [u8], n: usize, header: &mut HeaderArea) {
+        let fd = conn.fd.as_fd();
+        let Some(h) = buf.get(..n).and_then(wire::in_header) else {
+            log::warn!(
+                "session {}: a malformed /dev/fuse message ({n} bytes) ignored",
+                conn.name
+            );
+            return;
+        };
+        let sent = match h.opcode {
+            op::FORGET => {
+                if let Some(a) = fixed::<abi::ForgetIn>(&buf[..n]) {
+                    conn.core.forget(h.nodeid, a.nlookup);
+                }
+                return;
+            }
+            op::BATCH_FORGET => {
+                forget_batch(&conn.core, &buf[..n]);
+                return;
+            }
+            op::INTERRUPT => wire::send_status(fd, h.unique, libc::ENOSYS),
+            op::INIT => {
+                log::error!("session {}: a second INIT answered EIO", conn.name);
+                wire::send_status(fd, h.unique, libc::EIO)
+            }
+            op::DESTROY => {
+                let r = wire::send_status(fd, h.unique, 0);
+                self.end(conn, id);
+                r
+            }
+            _ => match wire::as_entry(buf, n, header) {
+                Ok(payload) => {
+                    conn.dispatch.serve(header, payload);
+                    wire::send_entry_reply(fd, header, payload)
+                }
+                Err(m) => {
+                    log::warn!(
+                        "session {}: malformed request (opcode {}, unique {}): answered {}",
+                        conn.name,
+                        h.opcode,
+                        h.unique,
+                        io::Error::from_raw_os_error(m.errno)
+                    );
+                    wire::send_status(fd, h.unique, m.errno)
+                }
+            },
+        };
+        if let Err(e) = sent {
+            // ENOENT: the kernel gave up on the request (interrupted); ENODEV: the
+            // connection ended. Neither loses anything the request did.
+            if !matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENODEV)) {
+                log::error!(
+                    "session {}: answering request {} (opcode {}): {e}",
+                    conn.name,
+                    h.unique,
+                    h.opcode
+                );
+            }
+        }
+    }
+
+    /// The kernel ended `conn`: read no more; finish once nothing is in flight.
+    fn end(&self, conn: &Conn, id: u64) {
+        let mut s = conn.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.ended {
+            return;
+        }
+        s.ended = true;
+        s.armed = false;
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: both descriptors are live; `ev` is ignored by DEL but must be valid.
+        unsafe {
+            libc::epoll_ctl(
+                self.ep.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                conn.fd.as_raw_fd(),
+                &mut ev,
+            )
+        };
+        if s.inflight == 0 {
+            drop(s);
+            self.finish(conn, id);
+        }
+    }
+
+    /// The last act of a connection: the final flush, then finished.
+    fn finish(&self, conn: &Conn, id: u64) {
+        conn.core.destroy();
+        self.conns
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        let mut s = conn.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.finished = true;
+        conn.finished.notify_all();
+        log::debug!("session {}: /dev/fuse connection finished", conn.name);
+    }
+}
+
+/// The fixed argument after the in header of `msg`.
+fn fixed<T: FromBytes>(msg: &[u8]) -> Option<T> {
+    let rest = msg.get(size_of::<abi::InHeader>()..)?;
+    T::read_from_prefix(rest).ok().map(|(v, _)| v)
+}
+
+/// A BATCH_FORGET: `count` nodes after its fixed argument (as many as are there).
+fn forget_batch(core: &TreeforkFs, msg: &[u8]) {
+    let Some(a) = fixed::<abi::BatchForgetIn>(msg) else {
+        return;
+    };
+    let off = size_of::<abi::InHeader>() + size_of::<abi::BatchForgetIn>();
+    let mut rest = msg.get(off..).unwrap_or(&[]);
+    for _ in 0..a.count {
+        let Ok((one, r)) = abi::ForgetOne::read_from_prefix(rest) else {
+            break;
+        };
+        core.forget(one.nodeid, one.nlookup);
+        rest = r;
+    }
+}
+
+fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: fcntl on a live descriptor, no memory arguments.
+    let fl = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    // SAFETY: as above.
+    if fl < 0 || unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -23,6 +23,7 @@
 //! the daemon exits when its last mount goes away (umount request, external
 //! `umount`, SIGTERM/SIGINT), flushing every session first.
 
+mod acceptor;
 mod agent_socket;
 mod fds;
 mod host;
@@ -64,6 +65,8 @@ pub struct Daemon {
     table: MountTable,
     socket: PathBuf,
     me: std::sync::OnceLock<std::sync::Weak<Daemon>>,
+    /// The one acceptor of every mount's sockets (started with the first mount).
+    acceptor: std::sync::OnceLock<Arc<acceptor::Acceptor>>,
     stop: AtomicBool,
     /// Requests in progress (the daemon does not exit while one runs).
     pending: AtomicUsize,
@@ -127,6 +130,7 @@ impl Daemon {
         let _ = std::fs::remove_file(&socket);
         let d = Arc::new(Daemon {
             me: std::sync::OnceLock::new(),
+            acceptor: std::sync::OnceLock::new(),
             store_dir: store_dir.to_path_buf(),
             store,
             table: MountTable::default(),

@@ -304,7 +304,7 @@ impl Daemon {
                 extra_uid: None,
                 conns: AtomicUsize::new(0),
             };
-            me.clone().accept(listener, ctx, true);
+            me.clone().accept_shared(listener, ctx);
             if let (Some(l), Some(a)) = (agent_listener, agent) {
                 let ctx = SocketCtx {
                     bound: Some(name.to_string()),
@@ -312,7 +312,7 @@ impl Daemon {
                     extra_uid: a.uid,
                     conns: AtomicUsize::new(0),
                 };
-                me.accept(l, ctx, true);
+                me.accept_shared(l, ctx);
             }
         }
         (ctl_fd, agent_ctl)

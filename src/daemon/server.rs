@@ -1,7 +1,7 @@
 //! The control server: listening sockets, connections and requests.
 //!
-//! Owns: one acceptor thread per listening socket (the store's, each session's, and
-//! optional agent-role sockets) with a connection cap; per connection the peer
+//! Owns: the acceptor of the store's socket (a thread of its own; every mount's
+//! session and agent sockets share one, `acceptor.rs`), with a connection cap; per connection the peer
 //! check (uid from `SO_PEERCRED`), the rate bound and the request size bound; per
 //! request parsing, the session binding of session sockets and the role check, then
 //! [`Daemon::handle_request`]. (Agent socket files are bound by
@@ -69,33 +69,61 @@ impl Daemon {
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 match stream {
-                    Ok(mut stream) => {
-                        if ctx.conns.fetch_add(1, Ordering::SeqCst) >= control::MAX_CONNECTIONS {
-                            ctx.conns.fetch_sub(1, Ordering::SeqCst);
-                            let e = Error::Busy(format!(
-                                "this socket already serves {} connections; retry later",
-                                control::MAX_CONNECTIONS
-                            ));
-                            log::warn!("control connection refused: {e}");
-                            let _ = control::write_line(
-                                &mut stream,
-                                &control::error_response(e.code(), &e.to_string()),
-                            );
-                            continue;
-                        }
-                        let d = self.clone();
-                        let ctx = ctx.clone();
-                        std::thread::spawn(move || {
-                            d.connection(stream, &ctx);
-                            ctx.conns.fetch_sub(1, Ordering::SeqCst);
-                        });
-                    }
+                    Ok(stream) => self.take(stream, &ctx),
                     Err(_) if stop_on_error => break,
                     Err(e) => log::warn!("accept: {e}"),
                 }
             }
         });
         served
+    }
+
+    /// Serve a mount's `listener` through the daemon's one acceptor (started on
+    /// first use); should that fail, on a thread of its own.
+    pub(crate) fn accept_shared(self: Arc<Self>, listener: UnixListener, ctx: SocketCtx) {
+        let acceptor = match self.acceptor.get() {
+            Some(a) => Ok(a.clone()),
+            None => super::acceptor::Acceptor::start(Arc::downgrade(&self))
+                .map(|a| self.acceptor.get_or_init(|| a).clone()),
+        };
+        let (e, listener, ctx) = match acceptor {
+            Ok(a) => match a.add(listener, Arc::new(ctx)) {
+                Ok(()) => return,
+                Err((e, l, ctx)) => (e, l, Arc::into_inner(ctx)),
+            },
+            Err(e) => (e, listener, Some(ctx)),
+        };
+        log::warn!("the shared acceptor cannot take a session socket ({e}); it gets a thread");
+        if let (Ok(()), Some(ctx)) = (listener.set_nonblocking(false), ctx) {
+            self.accept(listener, ctx, true);
+        }
+    }
+
+    /// Serve one accepted connection on a thread of its own, unless its socket
+    /// already serves [`control::MAX_CONNECTIONS`] (it then gets `busy`).
+    pub(crate) fn take(self: &Arc<Self>, mut stream: UnixStream, ctx: &Arc<SocketCtx>) {
+        if ctx.conns.fetch_add(1, Ordering::SeqCst) >= control::MAX_CONNECTIONS {
+            ctx.conns.fetch_sub(1, Ordering::SeqCst);
+            let e = Error::Busy(format!(
+                "this socket already serves {} connections; retry later",
+                control::MAX_CONNECTIONS
+            ));
+            log::warn!("control connection refused: {e}");
+            let _ = control::write_line(
+                &mut stream,
+                &control::error_response(e.code(), &e.to_string()),
+            );
+            return;
+        }
+        // An accepted stream may inherit the listener's O_NONBLOCK (the shared
+        // acceptor's listeners are non-blocking); connections block.
+        let _ = stream.set_nonblocking(false);
+        let d = self.clone();
+        let ctx = ctx.clone();
+        std::thread::spawn(move || {
+            d.connection(stream, &ctx);
+            ctx.conns.fetch_sub(1, Ordering::SeqCst);
+        });
     }
 
     fn connection(&self, stream: UnixStream, ctx: &SocketCtx) {

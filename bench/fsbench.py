@@ -219,6 +219,18 @@ class TreeforkNoWb(Treefork):
         without_writeback(super().start)
 
 
+class TreeforkFuser(Treefork):
+    """Comparison: the same build with each mount served by a fuser session of its
+    own (TREEFORK_FUSE_SERVER=fuser: 4 threads a mount, the server before issue 42)."""
+    name = "treefork-fuser"
+    def start(self):
+        os.environ["TREEFORK_FUSE_SERVER"] = "fuser"
+        try:
+            super().start()
+        finally:
+            del os.environ["TREEFORK_FUSE_SERVER"]
+
+
 class TreeforkUring(Treefork):
     """treefork served over FUSE over io_uring (`mount --transport uring`); turns
     /sys/module/fuse/parameters/enable_uring on for the run and restores it."""
@@ -768,7 +780,7 @@ def update_section(path, name, text):
 
 ALL_TARGETS = ["native", "fuse-overlayfs", "bindfs", "treefork", "treefork-uring"]
 # Not in a default run: treefork variants for experiments (see bench/README.md).
-EXTRA_TARGETS = ["treefork-nowb", "treefork-uring-nowb", "treefork-base"]
+EXTRA_TARGETS = ["treefork-nowb", "treefork-uring-nowb", "treefork-fuser", "treefork-base"]
 ALL_WORKLOADS = ["seq", "rand", "fiofiles", "smallfiles", "tree", "tree2", "build", "rm", "storage"]
 
 
@@ -820,6 +832,7 @@ def main():
         cls = {"native": Native, "fuse-overlayfs": Overlay, "bindfs": Bindfs, "treefork": lambda w: Treefork(w, bin_),
                "treefork-uring": lambda w: TreeforkUring(w, bin_),
                "treefork-nowb": lambda w: TreeforkNoWb(w, bin_),
+               "treefork-fuser": lambda w: TreeforkFuser(w, bin_),
                "treefork-uring-nowb": lambda w: TreeforkUringNoWb(w, bin_),
                "treefork-base": lambda w: TreeforkBase(w, os.path.abspath(a.bin_base))}
         for n in tnames:

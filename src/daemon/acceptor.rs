@@ -17,6 +17,9 @@ use std::sync::{Arc, Mutex, Weak};
 use super::Daemon;
 use super::server::SocketCtx;
 
+/// Connections accepted from one listener before the others get their turn.
+const BURST: usize = 16;
+
 /// Every mount's listening sockets, served by one thread.
 pub(crate) struct Acceptor {
     ep: OwnedFd,
@@ -94,9 +97,11 @@ impl Acceptor {
         }
     }
 
-    /// Accept everything pending on `fd`; false once the listener is done for.
+    /// Accept what is pending on `fd`, at most [`BURST`] (level-triggered: the
+    /// rest comes back at the next wait, after the other listeners' turn); false
+    /// once the listener is done for (shut down at its unmount).
     fn drain(&self, d: &Arc<Daemon>, fd: i32) -> bool {
-        loop {
+        for _ in 0..BURST {
             let got = {
                 let l = self.listening.lock().unwrap_or_else(|p| p.into_inner());
                 let Some((listener, ctx)) = l.get(&fd) else {
@@ -115,10 +120,46 @@ impl Acceptor {
                             std::thread::sleep(std::time::Duration::from_millis(20));
                             true
                         }
-                        _ => false,
+                        // Shut down (its unmount) or closed.
+                        Some(libc::EINVAL | libc::EBADF) => false,
+                        _ => {
+                            log::warn!("accept: {e}");
+                            true
+                        }
                     };
                 }
             }
+        }
+        true
+    }
+}
+
+impl Daemon {
+    /// Serve a mount's `listener` through the daemon's one acceptor (started on
+    /// first use); should that fail, on a thread of its own.
+    pub(crate) fn accept_shared(self: Arc<Self>, listener: UnixListener, ctx: SocketCtx) {
+        static START: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let acceptor = match self.acceptor.get() {
+            Some(a) => Ok(a.clone()),
+            None => {
+                let _g = START.lock().unwrap_or_else(|p| p.into_inner());
+                match self.acceptor.get() {
+                    Some(a) => Ok(a.clone()),
+                    None => Acceptor::start(Arc::downgrade(&self))
+                        .map(|a| self.acceptor.get_or_init(|| a).clone()),
+                }
+            }
+        };
+        let (e, listener, ctx) = match acceptor {
+            Ok(a) => match a.add(listener, Arc::new(ctx)) {
+                Ok(()) => return,
+                Err((e, l, ctx)) => (e, l, Arc::into_inner(ctx)),
+            },
+            Err(e) => (e, listener, Some(ctx)),
+        };
+        log::warn!("the shared acceptor cannot take a session socket ({e}); it gets a thread");
+        if let (Ok(()), Some(ctx)) = (listener.set_nonblocking(false), ctx) {
+            self.accept(listener, ctx, true);
         }
     }
 }

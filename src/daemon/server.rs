@@ -78,27 +78,6 @@ impl Daemon {
         served
     }
 
-    /// Serve a mount's `listener` through the daemon's one acceptor (started on
-    /// first use); should that fail, on a thread of its own.
-    pub(crate) fn accept_shared(self: Arc<Self>, listener: UnixListener, ctx: SocketCtx) {
-        let acceptor = match self.acceptor.get() {
-            Some(a) => Ok(a.clone()),
-            None => super::acceptor::Acceptor::start(Arc::downgrade(&self))
-                .map(|a| self.acceptor.get_or_init(|| a).clone()),
-        };
-        let (e, listener, ctx) = match acceptor {
-            Ok(a) => match a.add(listener, Arc::new(ctx)) {
-                Ok(()) => return,
-                Err((e, l, ctx)) => (e, l, Arc::into_inner(ctx)),
-            },
-            Err(e) => (e, listener, Some(ctx)),
-        };
-        log::warn!("the shared acceptor cannot take a session socket ({e}); it gets a thread");
-        if let (Ok(()), Some(ctx)) = (listener.set_nonblocking(false), ctx) {
-            self.accept(listener, ctx, true);
-        }
-    }
-
     /// Serve one accepted connection on a thread of its own, unless its socket
     /// already serves [`control::MAX_CONNECTIONS`] (it then gets `busy`).
     pub(crate) fn take(self: &Arc<Self>, mut stream: UnixStream, ctx: &Arc<SocketCtx>) {
@@ -119,11 +98,17 @@ impl Daemon {
         // acceptor's listeners are non-blocking); connections block.
         let _ = stream.set_nonblocking(false);
         let d = self.clone();
-        let ctx = ctx.clone();
-        std::thread::spawn(move || {
-            d.connection(stream, &ctx);
-            ctx.conns.fetch_sub(1, Ordering::SeqCst);
+        let c = ctx.clone();
+        let spawned = std::thread::Builder::new().spawn(move || {
+            d.connection(stream, &c);
+            c.conns.fetch_sub(1, Ordering::SeqCst);
         });
+        // Out of threads (a pids limit): this connection is closed, the acceptor
+        // (shared by every mount) goes on.
+        if let Err(e) = spawned {
+            ctx.conns.fetch_sub(1, Ordering::SeqCst);
+            log::error!("control connection dropped: cannot start its thread: {e}");
+        }
     }
 
     fn connection(&self, stream: UnixStream, ctx: &SocketCtx) {

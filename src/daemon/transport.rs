@@ -1,7 +1,7 @@
 //! A mount's transport: /dev/fuse alone, or FUSE over io_uring beside it.
 //!
-//! Two steps around INIT ([`plan`] before the mount, [`start`] once fuser's
-//! `Session::from_fd` answered INIT). `auto` takes the ring only when the kernel
+//! Two steps around INIT ([`plan`] before the mount, [`start`] once the /dev/fuse
+//! server answered INIT, `serving.rs`). `auto` takes the ring only when the kernel
 //! allows it (`enable_uring` Y) and every queue could be prepared, and otherwise
 //! serves over /dev/fuse after one info line naming the reason (and the switch);
 //! `uring` fails the mount with that reason instead. The daemon never changes the

@@ -13,10 +13,12 @@
 //! negotiated, the notes before a change), `destroy` and the panic guard. The
 //! operations live in the file of their concern: `namespace.rs` (names and
 //! attributes), `data.rs` (file contents and open files), `dir.rs` (listings) and
-//! `misc.rs` (extended attributes, statfs, ioctl). `dev.rs` is the /dev/fuse
-//! adapter: fuser's `Filesystem` over the core, INIT's capability negotiation, and
-//! the only file naming fuser's reply types; `convert.rs` holds its conversions
-//! between fuser's types and the session's (and the caller's credentials, shared).
+//! `misc.rs` (extended attributes, statfs, ioctl). `devpool/` serves every mount's
+//! /dev/fuse connection from one pool of threads through the ring's dispatcher
+//! (`ring::dispatch`), and answers INIT. `dev.rs` is the older per-mount adapter
+//! (fuser's `Filesystem` over the core, kept behind `TREEFORK_FUSE_SERVER=fuser` for
+//! comparison) and the only file naming fuser's reply types; `convert.rs` holds its
+//! conversions between fuser's types and the session's.
 //! `kernel.rs` (invalidations, epochs; [`KernelMount`], the daemon's
 //! `host::Mount`) and `outside.rs` (the mount from outside)
 //! keep their own fuser and syscall use.

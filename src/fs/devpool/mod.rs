@@ -11,10 +11,15 @@
 //! BATCH_FORGET (no reply), INTERRUPT (ENOSYS, as fuser answered: the kernel then
 //! stops sending them) and DESTROY are answered here.
 //!
-//! Fairness: a connection is re-armed only while fewer than [`Pool::share`] of its
+//! Fairness: a connection is re-armed only while fewer than `Pool::share` of its
 //! requests are in flight; the rest of the pool stays free for the other mounts
 //! (the completion of one of its requests re-arms it). Epoll hands ready
-//! descriptors out in the order they became ready, so busy mounts take turns.
+//! descriptors out in the order they became ready, so busy mounts take turns, and a
+//! worker goes back to the set after [`STREAK`] requests of one mount. Known limit:
+//! requests that block in the core (a write gate held by a checkout, an fsync, a
+//! remote fetch) hold their workers, so two mounts whose requests all block can
+//! take the whole pool for that long; an elastic pool (a spare worker when none is
+//! idle) is the next step.
 //!
 //! Invariants: a connection's state (`inflight`, `armed`, `ended`) changes only
 //! under its lock, and it is armed at most once at a time; it ends once (ENODEV:
@@ -51,6 +56,9 @@ fn workers() -> usize {
         })
 }
 
+/// Requests one worker serves of one connection before it goes back to epoll.
+const STREAK: usize = 32;
+
 /// One mount's /dev/fuse connection.
 struct Conn {
     name: String,
@@ -69,6 +77,8 @@ struct ConnState {
     armed: bool,
     /// The kernel ended the connection (no more reads).
     ended: bool,
+    /// The final `destroy` was started (by exactly one worker).
+    finishing: bool,
     /// Ended, its last request answered and the core destroyed.
     finished: bool,
 }
@@ -160,6 +170,8 @@ impl Pool {
         fd: OwnedFd,
         core: Arc<TreeforkFs>,
     ) -> io::Result<Served> {
+        // The flag is the open file's: the connection's other descriptors (the
+        // notifications' duplicate, the ring's) share it; nothing reads them.
         set_nonblocking(&fd)?;
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let conn = Arc::new(Conn {
@@ -204,10 +216,15 @@ impl Pool {
     fn arm(&self, conn: &Conn, id: u64, s: &mut ConnState) {
         match self.ctl(libc::EPOLL_CTL_MOD, conn, id) {
             Ok(()) => s.armed = true,
-            Err(e) => log::error!(
-                "session {}: cannot wait for the next /dev/fuse request: {e}",
-                conn.name
-            ),
+            // Unserved and never ending would hang its programs: end it (they
+            // get ENOTCONN once the kernel's connection is aborted at unmount).
+            Err(e) => {
+                log::error!(
+                    "session {}: cannot wait for the next /dev/fuse request: {e}; the mount is no longer served",
+                    conn.name
+                );
+                s.ended = true;
+            }
         }
     }
 
@@ -234,50 +251,88 @@ impl Pool {
         }
     }
 
-    /// One wakeup for `conn`: read a request, re-arm, serve it.
+    /// One wakeup for `conn`: read a request, re-arm, serve it; then read the next
+    /// one straight away (no epoll round trip, no handoff to another worker) while
+    /// there is one and the connection is under its share, up to [`STREAK`]
+    /// requests, after which the worker goes back to the epoll set (other mounts'
+    /// turn). Measured: without the direct reads, 8 threads doing LOOKUPs on one
+    /// mount got 60,000/s against 108,000/s with fuser's 4 blocking readers.
     fn turn(&self, conn: &Conn, id: u64, buf: &mut [u8], header: &mut HeaderArea) {
         let lock = || conn.state.lock().unwrap_or_else(|p| p.into_inner());
-        lock().armed = false;
-        // SAFETY: `buf` is a live, writable buffer of its length.
-        let n = unsafe { libc::read(conn.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                // Another worker took it, or it was interrupted before it was read.
-                Some(libc::EAGAIN | libc::EINTR | libc::ENOENT) => {
-                    let mut s = lock();
-                    if !s.ended && !s.armed {
-                        self.arm(conn, id, &mut s);
-                    }
-                }
-                Some(libc::ENODEV) => self.end(conn, id),
-                _ => {
-                    log::error!(
-                        "session {}: reading /dev/fuse: {e}; the mount is no longer served",
-                        conn.name
-                    );
-                    self.end(conn, id)
-                }
-            }
-            return;
-        }
         {
             let mut s = lock();
+            s.armed = false;
+            // An event taken from the set just before `end` removed it.
+            if s.ended {
+                return;
+            }
+            // The slot of the read below (an event comes only under the share).
             s.inflight += 1;
-            if !s.ended && s.inflight < self.share {
-                self.arm(conn, id, &mut s);
-            }
         }
-        self.serve_one(conn, id, buf, n as usize, header);
-        let mut s = lock();
-        s.inflight -= 1;
-        if s.ended {
-            if s.inflight == 0 {
-                drop(s);
-                self.finish(conn, id);
+        for streak in 1..=STREAK {
+            // SAFETY: `buf` is a live, writable buffer of its length.
+            let n = unsafe { libc::read(conn.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                let mut s = lock();
+                s.inflight -= 1;
+                match e.raw_os_error() {
+                    // None pending (another worker took it), or it was interrupted
+                    // before it was read.
+                    Some(libc::EAGAIN | libc::EINTR | libc::ENOENT) => {
+                        if !s.ended && !s.armed && s.inflight < self.share {
+                            self.arm(conn, id, &mut s);
+                        }
+                        if s.ended && s.inflight == 0 && !s.finishing {
+                            s.finishing = true;
+                            drop(s);
+                            self.finish(conn, id);
+                        }
+                    }
+                    errno => {
+                        drop(s);
+                        if errno != Some(libc::ENODEV) {
+                            log::error!(
+                                "session {}: reading /dev/fuse: {e}; the mount is no longer served",
+                                conn.name
+                            );
+                        }
+                        self.end(conn, id)
+                    }
+                }
+                return;
             }
-        } else if !s.armed {
-            self.arm(conn, id, &mut s);
+            {
+                let mut s = lock();
+                if !s.ended && !s.armed && s.inflight < self.share {
+                    self.arm(conn, id, &mut s);
+                }
+            }
+            self.serve_one(conn, id, buf, n as usize, header);
+            let mut s = lock();
+            s.inflight -= 1;
+            if s.ended {
+                if s.inflight == 0 && !s.finishing {
+                    s.finishing = true;
+                    drop(s);
+                    self.finish(conn, id);
+                }
+                return;
+            }
+            if streak == STREAK || s.inflight >= self.share {
+                // At the share, a request in flight re-arms it when it is done.
+                if !s.armed && s.inflight < self.share {
+                    self.arm(conn, id, &mut s);
+                }
+                if s.ended && s.inflight == 0 && !s.finishing {
+                    s.finishing = true;
+                    drop(s);
+                    self.finish(conn, id);
+                }
+                return;
+            }
+            // The slot of the next direct read.
+            s.inflight += 1;
         }
     }
 
@@ -346,22 +401,22 @@ impl Pool {
     /// The kernel ended `conn`: read no more; finish once nothing is in flight.
     fn end(&self, conn: &Conn, id: u64) {
         let mut s = conn.state.lock().unwrap_or_else(|p| p.into_inner());
-        if s.ended {
-            return;
+        if !s.ended {
+            s.ended = true;
+            s.armed = false;
+            let mut ev = libc::epoll_event { events: 0, u64: 0 };
+            // SAFETY: both descriptors are live; `ev` is ignored by DEL but must be valid.
+            unsafe {
+                libc::epoll_ctl(
+                    self.ep.as_raw_fd(),
+                    libc::EPOLL_CTL_DEL,
+                    conn.fd.as_raw_fd(),
+                    &mut ev,
+                )
+            };
         }
-        s.ended = true;
-        s.armed = false;
-        let mut ev = libc::epoll_event { events: 0, u64: 0 };
-        // SAFETY: both descriptors are live; `ev` is ignored by DEL but must be valid.
-        unsafe {
-            libc::epoll_ctl(
-                self.ep.as_raw_fd(),
-                libc::EPOLL_CTL_DEL,
-                conn.fd.as_raw_fd(),
-                &mut ev,
-            )
-        };
-        if s.inflight == 0 {
+        if s.inflight == 0 && !s.finishing {
+            s.finishing = true;
             drop(s);
             self.finish(conn, id);
         }

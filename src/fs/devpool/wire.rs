@@ -221,15 +221,20 @@ pub(crate) fn handshake(
 ) -> Result<(), Error> {
     let dev_err = |e: io::Error| Error::io("/dev/fuse", e);
     let mut buf = vec![0u8; BUF];
+    let deadline = std::time::Instant::now() + wait;
     let n = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
         let mut p = libc::pollfd {
             fd: fd.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         };
         // SAFETY: one live pollfd.
-        let r = unsafe { libc::poll(&mut p, 1, wait.as_millis() as libc::c_int) };
-        if r == 0 {
+        let r = unsafe { libc::poll(&mut p, 1, left.as_millis() as libc::c_int) };
+        if r < 0 && !left.is_zero() {
+            continue;
+        }
+        if r <= 0 {
             return Err(dev_err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!("no INIT from the kernel within {wait:?}"),
@@ -272,7 +277,8 @@ pub(crate) fn handshake(
     let writeback = std::env::var("TREEFORK_WRITEBACK").map_or(true, |v| v != "0");
     let (flags, settled) = settle(offered, offer_io_uring, writeback);
     let max_write = crate::fs::ring::MAX_WRITE as u32;
-    let page = 4096u32;
+    // SAFETY: sysconf has no memory arguments.
+    let page = (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).clamp(4096, 1 << 20) as u32;
     let out = abi::InitOut {
         major: 7,
         minor: MINOR,

@@ -9,8 +9,9 @@
 //! core call (`dispatch.rs`). The transport's names ([`Transport`], [`InUse`], [`RingUnavailable`]) are the leaf
 //! [`crate::transport`]'s, re-exported here.
 //!
-//! Names no fuser type: INIT, FORGET, INTERRUPT and notifications stay with
-//! fuser's session on /dev/fuse. Never changes a kernel setting: whether the ring
+//! Names no fuser type: INIT, FORGET, INTERRUPT and notifications stay on
+//! /dev/fuse, served by the shared pool (`fs::devpool`), which also serves every
+//! /dev/fuse request through this module's dispatcher. Never changes a kernel setting: whether the ring
 //! may be used is root's choice through [`ENABLE_URING`]. See docs/design.md, "FUSE
 //! over io_uring".
 

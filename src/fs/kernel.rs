@@ -57,10 +57,12 @@ impl KernelCache {
             error: code,
             unique: 0,
         };
-        let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
-        all.push(out.as_bytes());
-        all.extend_from_slice(parts);
-        wire::send(self.dev.as_fd(), &all)
+        match parts {
+            [] => wire::send(self.dev.as_fd(), &[out.as_bytes()]),
+            [a] => wire::send(self.dev.as_fd(), &[out.as_bytes(), a]),
+            [a, b, c] => wire::send(self.dev.as_fd(), &[out.as_bytes(), a, b, c]),
+            _ => Err(io::Error::other("a notification of unexpected shape")),
+        }
     }
 
     /// Forget the entry `name` of directory `parent`.

@@ -27,13 +27,7 @@ fn is_mounted(p: &Path) -> bool {
 
 #[test]
 fn under_a_low_descriptor_limit_mounts_beyond_it_are_refused_and_nothing_is_half_made() {
-    let tmp = tempfile::Builder::new()
-        .prefix("tf-test-")
-        .tempdir()
-        .unwrap();
-    let store = tmp.path().join("store");
-    let mp = tmp.path().join("mnt");
-    let m = Mount::at(tmp, store, mp, "s");
+    let m = Mount::unmounted("s");
     // The daemon starts under soft 128, hard 256: it raises itself to 256.
     let o = Command::new("prlimit")
         .arg("--nofile=128:256")

@@ -178,6 +178,18 @@ impl Mount {
         }
     }
 
+    /// A fresh temporary directory with `store` and `mnt` paths in it, session
+    /// `session`: nothing made or mounted yet.
+    pub fn unmounted(session: &str) -> Mount {
+        let tmp = tempfile::Builder::new()
+            .prefix("tf-test-")
+            .tempdir()
+            .unwrap();
+        let store = tmp.path().join("store");
+        let mp = tmp.path().join("mnt");
+        Mount::at(tmp, store, mp, session)
+    }
+
     /// A fresh store whose daemon runs with the debug failpoint `spec`
     /// (`TREEFORK_DEBUG_FAILPOINT`, see `src/failpoint.rs`), session `s` mounted.
     pub fn with_failpoint(spec: &str) -> Mount {
@@ -187,13 +199,7 @@ impl Mount {
     /// A fresh store whose daemon runs with the environment variables `env` set,
     /// session `s` mounted.
     pub fn with_env(env: &[(&str, &str)]) -> Mount {
-        let tmp = tempfile::Builder::new()
-            .prefix("tf-test-")
-            .tempdir()
-            .unwrap();
-        let store = tmp.path().join("store");
-        let mp = tmp.path().join("mnt");
-        let m = Mount::at(tmp, store, mp, "s");
+        let m = Mount::unmounted("s");
         let o = Command::new(bin())
             .arg("--store")
             .arg(&m.store)

@@ -114,20 +114,30 @@ pub(crate) fn as_entry<'b>(
     Ok(&mut buf[start..])
 }
 
-/// Write one message (its parts in one `writev`). A reply to a request the kernel
+/// The most parts one message is written from.
+const MAX_PARTS: usize = 4;
+
+/// Write one message (its parts in one `writev`; at most [`MAX_PARTS`]). A reply to a request the kernel
 /// already dropped (interrupted, or the connection ended) is refused with ENOENT or
 /// ENODEV; the caller decides whether that matters.
 pub(crate) fn send(fd: BorrowedFd<'_>, parts: &[&[u8]]) -> io::Result<()> {
-    let iov: Vec<libc::iovec> = parts
-        .iter()
-        .map(|p| libc::iovec {
+    // No allocation: every reply is sent from here (header, body) and a
+    // notification has at most four parts.
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX_PARTS];
+    let parts = &parts[..parts.len().min(MAX_PARTS)];
+    for (v, p) in iov.iter_mut().zip(parts) {
+        *v = libc::iovec {
             iov_base: p.as_ptr() as *mut libc::c_void,
             iov_len: p.len(),
-        })
-        .collect();
+        };
+    }
     let total: usize = parts.iter().map(|p| p.len()).sum();
-    // SAFETY: each iovec points into a live slice of `parts` for the call's duration.
-    let n = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int) };
+    // SAFETY: the first `parts.len()` iovecs point into live slices of `parts`
+    // for the call's duration.
+    let n = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), parts.len() as libc::c_int) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }

@@ -98,6 +98,28 @@ class Run:
     def stats(self):
         return proc_stats(self.pid)
 
+    def peak_threads(self, fn, *args):
+        """Run fn(*args), sampling the daemon's thread count every 20 ms: (result, peak)."""
+        stop, peak = threading.Event(), [0]
+
+        def sample():
+            while not stop.is_set():
+                peak[0] = max(peak[0], proc_stats(self.pid)["Threads"])
+                time.sleep(0.02)
+
+        t = threading.Thread(target=sample)
+        t.start()
+        try:
+            return fn(*args), peak[0]
+        finally:
+            stop.set()
+            t.join()
+
+    def timed(self, *args):
+        t = time.perf_counter()
+        self.cli(*args)
+        return time.perf_counter() - t
+
     def remount(self, k):
         """Unmount and mount again the first k forks: latencies of each."""
         um, mo = [], []
@@ -208,16 +230,17 @@ def main():
                     rows.append((server, len(r.mounts) + 1, s, lat))
                     print(server, len(r.mounts) + 1, s, file=sys.stderr)
                 if server == "pool":
-                    t = time.perf_counter()
-                    r.cli("--store", r.store, "sessions")
-                    t_sessions = time.perf_counter() - t
+                    t_sessions = (r.timed("--store", r.store, "sessions"),
+                                  r.timed("--store", r.store, "sessions", "--json"),
+                                  r.timed("--store", r.store, "session", "sweep"))
                     um, mo = r.remount(50)
-                    tput, cl = r.write_and_checkpoint_all()
+                    (tput, cl), p1 = r.peak_threads(r.write_and_checkpoint_all)
                     s_after = r.stats()
-                    g = r.cold_greps()
+                    g, p2 = r.peak_threads(r.cold_greps)
                     s_grep = r.stats()
-                    alone, loaded = r.fairness()
-                    extra = (t_sessions, um, mo, tput, cl, s_after, g, s_grep, alone, loaded)
+                    (alone, loaded), p3 = r.peak_threads(r.fairness)
+                    peaks = (p1, p2, p3)
+                    extra = (t_sessions, um, mo, tput, cl, s_after, g, s_grep, alone, loaded, peaks)
             finally:
                 r.close()
     finally:
@@ -227,9 +250,13 @@ def main():
     for server, n, s, lat in rows:
         out.append(f"| {server} | {n} | {s['VmRSS'] / 1024:.0f} | {s['Threads']} | {s['fds']} | "
                    f"{ms(lat) if lat else '-'} |")
-    t_sessions, um, mo, tput, cl, s_after, g, s_grep, alone, loaded = extra
+    t_sessions, um, mo, tput, cl, s_after, g, s_grep, alone, loaded, peaks = extra
     out.append("")
-    out.append(f"- `treefork sessions` with {a.mounts} mounted: {t_sessions * 1e3:.0f} ms")
+    out.append(f"- with {a.mounts} mounted: `treefork sessions` {t_sessions[0] * 1e3:.0f} ms, "
+               f"`sessions --json` (the web UI's sessions page) {t_sessions[1] * 1e3:.0f} ms, "
+               f"`session sweep` (the eviction sweep over every session) {t_sessions[2] * 1e3:.0f} ms")
+    out.append(f"- peak daemon threads (spares included): checkpoint-all {peaks[0]}, "
+               f"cold greps {peaks[1]}, fairness hammer {peaks[2]}")
     out.append(f"- unmount / mount of 50 forks at {a.mounts}: unmount {ms(um)}, mount {ms(mo)}")
     out.append(f"- every session writes a file and checkpoints (32 at once): {tput:.0f} checkpoints/s, "
                f"latency {ms(cl)}; RSS after {s_after['VmRSS'] / 1024:.0f} MiB")

@@ -16,10 +16,11 @@ use super::Daemon;
 use crate::error::{Error, Result};
 use crate::transport::Transport;
 
-/// Descriptors a mount served over /dev/fuse holds: the device and its clones
-/// for the worker threads, the notification clone, its control socket and the
-/// mountpoint's parent (7 measured; rounded up).
-const OVER_DEV: u64 = 10;
+/// Descriptors a mount served over /dev/fuse holds: the device, the
+/// notifications' duplicate, its control socket and the mountpoint's parent (4
+/// measured with the shared pool, 7 with `TREEFORK_FUSE_SERVER=fuser`, whose
+/// workers clone the device; rounded up to cover either).
+const OVER_DEV: u64 = 8;
 /// Over the ring: the above and the ring's queues and event descriptors (12
 /// measured; rounded up).
 const OVER_RING: u64 = 16;

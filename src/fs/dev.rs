@@ -1,5 +1,8 @@
-//! The /dev/fuse transport: [`DevFs`], fuser's `Filesystem` over the shared core
-//! [`TreeforkFs`].
+//! The fuser-session server of /dev/fuse: [`DevFs`], fuser's `Filesystem` over the
+//! shared core [`TreeforkFs`], with fuser's worker threads per mount. Not the
+//! default: every mount's /dev/fuse connection is served by the shared pool
+//! (`fs::devpool`); this one is kept for side-by-side comparisons
+//! (`TREEFORK_FUSE_SERVER=fuser`, `bench/fsbench.py`'s `treefork-fuser`, `bench/scale.py`).
 //!
 //! Owns: INIT's capability negotiation (what the kernel is asked for, and the facts
 //! it settles, written into the core), `destroy`, and per request the translation

@@ -37,6 +37,7 @@ mod metadamage;
 mod newuser;
 mod outcomes;
 mod persistence;
+mod pool;
 mod posix;
 mod powercut;
 mod programs;

@@ -15,11 +15,15 @@
 //! requests are in flight; the rest of the pool stays free for the other mounts
 //! (the completion of one of its requests re-arms it). Epoll hands ready
 //! descriptors out in the order they became ready, so busy mounts take turns, and a
-//! worker goes back to the set after [`STREAK`] requests of one mount. Known limit:
-//! requests that block in the core (a write gate held by a checkout, an fsync, a
-//! remote fetch) hold their workers, so two mounts whose requests all block can
-//! take the whole pool for that long; an elastic pool (a spare worker when none is
-//! idle) is the next step.
+//! worker goes back to the set after [`STREAK`] requests of one mount.
+//!
+//! Elastic: requests that block in the core (a write gate held by a checkout, an
+//! fsync, a remote fetch) hold their workers. So that blocked mounts cannot stall
+//! the others, the worker that leaves the set as its last idle one starts a spare
+//! (up to [`SPARES`] beyond the base count); a spare that waits [`SPARE_IDLE`]
+//! with nothing to do exits, unless it is the last idle worker. So there is a
+//! worker waiting in the set whenever the thread bound allows, and the daemon's
+//! threads stay within base + [`SPARES`].
 //!
 //! Invariants: a connection's state (`inflight`, `armed`, `ended`) changes only
 //! under its lock, and it is armed at most once at a time; it ends once (ENODEV:
@@ -33,7 +37,7 @@ pub(crate) mod wire;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -58,6 +62,12 @@ fn workers() -> usize {
 
 /// Requests one worker serves of one connection before it goes back to epoll.
 const STREAK: usize = 32;
+
+/// Workers the pool may start beyond its base count while every worker is busy.
+pub(crate) const SPARES: usize = 16;
+
+/// How long a spare worker waits for work before it exits.
+const SPARE_IDLE: Duration = Duration::from_secs(10);
 
 /// One mount's /dev/fuse connection.
 struct Conn {
@@ -90,6 +100,14 @@ pub(crate) struct Pool {
     next: AtomicU64,
     /// At most this many requests of one connection in flight.
     share: usize,
+    /// Workers that never exit.
+    base: usize,
+    /// Live workers (base and spares).
+    live: AtomicUsize,
+    /// Workers waiting in the epoll set.
+    idle: AtomicUsize,
+    /// Spares started, ever (for names and the log).
+    spares_started: AtomicU64,
 }
 
 /// A served connection, held by the mount's table entry.
@@ -148,18 +166,45 @@ impl Pool {
             conns: RwLock::new(HashMap::new()),
             next: AtomicU64::new(1),
             share: (threads - threads / 4).max(1),
+            base: threads,
+            live: AtomicUsize::new(threads),
+            idle: AtomicUsize::new(0),
+            spares_started: AtomicU64::new(0),
         });
         for i in 0..threads {
             let p = pool.clone();
             std::thread::Builder::new()
                 .name(format!("fuse-{i}"))
-                .spawn(move || p.work())?;
+                .spawn(move || p.work(false))?;
         }
         log::info!(
-            "serving /dev/fuse with {threads} workers (at most {} per mount at once)",
+            "serving /dev/fuse with {threads} workers (at most {} per mount at once, up to {SPARES} spares while all are busy)",
             pool.share
         );
         Ok(pool)
+    }
+
+    /// The last idle worker just left the set: start a spare, within the bound.
+    fn spare(self: &Arc<Self>) {
+        let live = self.live.fetch_add(1, Ordering::AcqRel);
+        if live >= self.base + SPARES {
+            self.live.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        let n = self.spares_started.fetch_add(1, Ordering::Relaxed);
+        let p = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("fuse-spare-{n}"))
+            .spawn(move || p.work(true));
+        if let Err(e) = spawned {
+            self.live.fetch_sub(1, Ordering::AcqRel);
+            log::warn!("cannot start a spare /dev/fuse worker ({live} live): {e}");
+        } else {
+            log::debug!(
+                "every /dev/fuse worker is busy: spare {n} started ({} live)",
+                live + 1
+            );
+        }
     }
 
     /// Serve the connection `fd` (INIT already answered) with `core`, as session
@@ -228,15 +273,31 @@ impl Pool {
         }
     }
 
-    fn work(&self) {
+    /// A worker's life: wait in the set, serve a turn, again. A spare exits after
+    /// [`SPARE_IDLE`] without work unless it is the last idle worker.
+    fn work(self: Arc<Self>, spare: bool) {
         let mut buf = vec![0u8; wire::BUF];
         let mut header = Box::new([0u8; abi::REQ_HEADER_SZ]);
         let mut ev = [libc::epoll_event { events: 0, u64: 0 }];
+        let timeout = if spare {
+            SPARE_IDLE.as_millis() as libc::c_int
+        } else {
+            -1
+        };
         loop {
+            self.idle.fetch_add(1, Ordering::AcqRel);
             // SAFETY: `ev` is a live array of one event.
-            let n = unsafe { libc::epoll_wait(self.ep.as_raw_fd(), ev.as_mut_ptr(), 1, -1) };
+            let n = unsafe { libc::epoll_wait(self.ep.as_raw_fd(), ev.as_mut_ptr(), 1, timeout) };
+            let still_idle = self.idle.fetch_sub(1, Ordering::AcqRel) - 1;
+            if n == 0 && spare && still_idle > 0 {
+                self.live.fetch_sub(1, Ordering::AcqRel);
+                return;
+            }
             if n <= 0 {
                 continue;
+            }
+            if still_idle == 0 {
+                self.spare();
             }
             let id = ev[0].u64;
             let conn = self

@@ -13,7 +13,10 @@
 //! - Memory a request can make the daemon hold is bounded by constants of the
 //!   code (pages of `messages`, see `crate::messages::PAGE_COUNT`), never by a
 //!   setting: no limit here is the only thing between an agent and the daemon's
-//!   memory.
+//!   memory. Two limits size the daemon's shared memory budgets instead
+//!   (`unsealed_bytes`, `read_cache_bytes`, 0 = derived from the machine): they
+//!   are applied at daemon start and at every change ([`apply_memory`]) and shown
+//!   with what is in use ([`Memory`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -53,7 +56,19 @@ pub struct Limits {
     /// ... refers to its parent's messages, see `crate::messages::share`); a
     /// fork past it is refused. Default 16, at most [`MAX_FORK_DEPTH`].
     pub fork_depth: u64,
+    /// Bytes of written data every session together may hold in memory before
+    /// it is sealed into the store (`crate::budget::unsealed`); past half of
+    /// it the sessions holding the most seal first, past all of it every writer
+    /// holding data seals before writing. 0 (the default): 1/16 of RAM, 256 MiB
+    /// to 4 GiB. At least 16 MiB when set.
+    pub unsealed_bytes: u64,
+    /// Bytes of decoded file blocks the daemon keeps for reads, every session
+    /// together. 0 (the default): 1/64 of RAM, 32 to 256 MiB.
+    pub read_cache_bytes: u64,
 }
+
+/// The smallest `unsealed_bytes` that may be set (a seal per few writes below).
+pub const MIN_UNSEALED: u64 = 16 << 20;
 
 impl Default for Limits {
     fn default() -> Limits {
@@ -64,6 +79,8 @@ impl Default for Limits {
             agent_sessions: 64,
             experiment_runs: 32,
             fork_depth: 16,
+            unsealed_bytes: 0,
+            read_cache_bytes: 0,
         }
     }
 }
@@ -119,6 +136,11 @@ pub fn set(store: &dyn ObjectStore, set: &Map<String, Value>) -> Result<Limits> 
             "limit fork_depth is at most {MAX_FORK_DEPTH}"
         )));
     }
+    if new.unsealed_bytes != 0 && new.unsealed_bytes < MIN_UNSEALED {
+        return Err(Error::Invalid(format!(
+            "limit unsealed_bytes is 0 (from the machine) or at least {MIN_UNSEALED}"
+        )));
+    }
     let rec = Stored {
         version: LIMITS_VERSION,
         limits: new.clone(),
@@ -144,6 +166,60 @@ pub struct LimitsShown {
     /// The store's limits (after the change, with `set`).
     #[serde(deserialize_with = "known_limits")]
     pub limits: Limits,
+    /// The daemon's memory budgets in effect and what is in use (absent from an
+    /// older daemon's answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
+}
+
+/// The daemon's shared memory budgets, as in effect now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Memory {
+    /// The budget of unsealed data, every session together (bytes).
+    pub unsealed_limit: u64,
+    /// Unsealed data held now.
+    pub unsealed_used: u64,
+    /// Sessions holding unsealed data now.
+    pub unsealed_sessions: u64,
+    /// Seals the daemon's sealer made for the budget since it started.
+    pub sealer_seals: u64,
+    /// Writes that first sealed their session because the budget was spent.
+    pub forced_seals: u64,
+    /// One session's own seal mark (bytes): it seals past this whatever the rest.
+    pub session_seal: u64,
+    /// The read cache's capacity and what it holds (bytes).
+    pub read_cache_limit: u64,
+    pub read_cache_used: u64,
+}
+
+/// Apply the memory limits of `l` to this process's budgets (the daemon at
+/// start and after `limits set`): a 0 limit means the machine's default.
+pub fn apply_memory(store: &dyn ObjectStore, l: &Limits) {
+    use crate::budget::unsealed;
+    unsealed::ledger().set_limit(match l.unsealed_bytes {
+        0 => unsealed::default_limit(),
+        n => n,
+    });
+    store.set_read_cache(match l.read_cache_bytes {
+        0 => crate::store::packstore::read_cache_bytes(),
+        n => n as usize,
+    });
+}
+
+/// The budgets in effect now.
+pub fn memory(store: &dyn ObjectStore, session_seal: u64) -> Memory {
+    let u = crate::budget::unsealed::ledger().usage();
+    let (cap, held) = store.read_cache();
+    Memory {
+        unsealed_limit: u.limit,
+        unsealed_used: u.used,
+        unsealed_sessions: u.active,
+        sealer_seals: u.sealer_seals,
+        forced_seals: u.forced,
+        session_seal,
+        read_cache_limit: cap as u64,
+        read_cache_used: held as u64,
+    }
 }
 
 /// [`Limits`] read from an answer: a limit this version does not know (a newer
@@ -156,13 +232,24 @@ fn known_limits<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<L
 }
 
 /// The `limits` op: show the limits, and with `set` change them first (the
-/// user role only; the verb's role rule refuses `set` on an agent socket).
-pub fn run(store: &dyn ObjectStore, change: Option<&Map<String, Value>>) -> Result<LimitsShown> {
+/// user role only; the verb's role rule refuses `set` on an agent socket) and
+/// apply the memory ones. `session_seal` is one session's own seal mark (the
+/// session layer's, above this one).
+pub fn run(
+    store: &dyn ObjectStore,
+    change: Option<&Map<String, Value>>,
+    session_seal: u64,
+) -> Result<LimitsShown> {
     let limits = match change {
-        Some(c) => set(store, c)?,
+        Some(c) => {
+            let l = set(store, c)?;
+            apply_memory(store, &l);
+            l
+        }
         None => load(store)?,
     };
-    Ok(LimitsShown { limits })
+    let memory = Some(memory(store, session_seal));
+    Ok(LimitsShown { limits, memory })
 }
 
 /// The key, in the meta of a session record, naming the session whose agent

@@ -1,6 +1,9 @@
 //! Memory budgets that scale with the machine: a share of physical RAM between a
 //! floor and a ceiling, or a size from the environment (diagnostics and the
-//! bench). Owns no state; callers read a budget once and keep it.
+//! bench); and the daemon-wide budget of unsealed data every session draws on
+//! ([`unsealed`], the one piece of state here).
+
+pub mod unsealed;
 
 /// Physical RAM in bytes (0 when unknown).
 pub fn ram_bytes() -> u64 {

@@ -17,13 +17,19 @@ type Settings = treefork::ops::config::ConfigAnswer;
 
 impl Human for Settings {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        if let Value::Object(m) = serde_json::to_value(&self.config).unwrap_or_default() {
-            for (k, val) in &m {
-                writeln!(out, "{k}={val}")?;
-            }
-        }
+        key_values(out, &self.config)?;
         Ok(())
     }
+}
+
+/// The fields of `v` as `KEY=VALUE` lines, values as JSON.
+fn key_values(out: &mut dyn Write, v: &impl serde::Serialize) -> io::Result<()> {
+    if let Value::Object(m) = serde_json::to_value(v).unwrap_or_default() {
+        for (k, val) in &m {
+            writeln!(out, "{k}={val}")?;
+        }
+    }
+    Ok(())
 }
 
 /// `KEY=VALUE` arguments as a JSON object; a value that is not JSON is a string.
@@ -65,10 +71,19 @@ type LimitList = treefork::quota::LimitsShown;
 
 impl Human for LimitList {
     fn human(&self, out: &mut dyn Write) -> io::Result<()> {
-        if let Value::Object(m) = serde_json::to_value(&self.limits).unwrap_or_default() {
-            for (k, val) in &m {
-                writeln!(out, "{k}={val}")?;
-            }
+        key_values(out, &self.limits)?;
+        if let Some(m) = &self.memory {
+            let b = |n: u64| super::output::human_bytes(n as f64);
+            writeln!(
+                out,
+                "# in effect: unsealed data {} for every session together ({} held by {} sessions; one session seals past {}), read cache {} ({} held)",
+                b(m.unsealed_limit),
+                b(m.unsealed_used),
+                m.unsealed_sessions,
+                b(m.session_seal),
+                b(m.read_cache_limit),
+                b(m.read_cache_used),
+            )?;
         }
         Ok(())
     }

@@ -125,6 +125,11 @@ impl Daemon {
             let n = (limit / 8).min(crate::store::fds::DEFAULT_CAPACITY as u64);
             store.limit_pack_fds(n as usize);
         }
+        // The memory budgets the store's limits set (a bad record: the defaults).
+        match crate::quota::load(&*store) {
+            Ok(l) => crate::quota::apply_memory(&*store, &l),
+            Err(e) => log::warn!("store limits unreadable ({e}); memory budgets from the machine"),
+        }
         let socket = control::daemon_socket(store_dir)?;
         // We hold the store lock, so any socket file left here is stale.
         let _ = std::fs::remove_file(&socket);

@@ -229,6 +229,7 @@ impl Daemon {
         let t0 = Instant::now();
         let store: Arc<dyn ObjectStore> = self.store.clone();
         let session = Arc::new(Session::open(store, rec)?);
+        session.join_budget();
         let t_open = t0.elapsed();
         let Spawned {
             bg,

@@ -389,10 +389,13 @@ impl Session {
             .checked_add(data.len() as u64)
             .filter(|e| *e <= MAX_FILE_SIZE)
             .ok_or(crate::error::Error::Posix(libc::EFBIG))?;
+        let budget = crate::budget::unsealed::ledger();
         if self.dirty_fresh.load(Ordering::Relaxed) > 2 * SEAL_FRESH
             || self.dirty_bytes.load(Ordering::Relaxed) > 2 * seal_threshold()
+            || budget.must_seal(self.charged.load(Ordering::Relaxed))
         {
-            // The last seal failed (disk full), or writers outran a long flush:
+            // The last seal failed (disk full), writers outran a long flush, or
+            // the daemon-wide budget is spent and this session holds part of it:
             // seal before taking more data into memory, and refuse this write
             // while sealing keeps failing.
             self.seal()?;
@@ -405,8 +408,9 @@ impl Session {
             return Ok(0);
         };
         let fresh = self.dirty_fresh.fetch_add(fresh, Ordering::Relaxed) + fresh;
+        let charged = self.charge(all);
         let all = self.dirty_bytes.fetch_add(all, Ordering::Relaxed) + all;
-        if fresh > SEAL_FRESH || all > seal_threshold() {
+        if fresh > SEAL_FRESH || all > seal_threshold() || budget.should_seal(charged) {
             self.try_seal()?;
         }
         Ok(data.len() as u32)

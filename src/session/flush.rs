@@ -120,7 +120,36 @@ impl Session {
         self.seal_locked()
     }
 
+    /// [`try_seal`](Self::try_seal) for the daemon-wide budget's sealer: whether
+    /// it sealed (false: a seal or flush was running).
+    pub(crate) fn try_seal_now(&self) -> Result<bool> {
+        let _g = match self.flush_lock.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        };
+        self.seal_locked().map(|()| true)
+    }
+
+    /// Charge `n` bytes of new unsealed blocks to the daemon-wide budget; returns
+    /// this session's charge after it.
+    pub(crate) fn charge(&self, n: u64) -> u64 {
+        let before = self.charged.fetch_add(n, Ordering::Relaxed);
+        crate::budget::unsealed::ledger().grew(before, n);
+        before + n
+    }
+
+    /// Seal, then give back to the budget what was charged before the seal began
+    /// (its blocks are stored now, or freed; a failed seal keeps its charge).
     fn seal_locked(&self) -> Result<()> {
+        let covered = self.charged.load(Ordering::Relaxed);
+        self.seal_blocks()?;
+        let after = self.charged.fetch_sub(covered, Ordering::Relaxed) - covered;
+        crate::budget::unsealed::ledger().released(covered, after);
+        Ok(())
+    }
+
+    fn seal_blocks(&self) -> Result<()> {
         self.dirty_bytes.store(0, Ordering::Relaxed);
         self.dirty_fresh.store(0, Ordering::Relaxed);
         let store = self.store();
@@ -463,4 +492,26 @@ pub(super) fn canonical_block(d: &[u8], idx: u64, size: u64) -> Vec<u8> {
     let mut v = d[..d.len().min(len)].to_vec();
     v.resize(len, 0);
     v
+}
+
+impl crate::budget::unsealed::Holder for Session {
+    fn charged(&self) -> u64 {
+        self.charged.load(Ordering::Relaxed)
+    }
+
+    fn seal_for_budget(&self) -> Result<bool> {
+        self.try_seal_now()
+    }
+
+    fn holder_name(&self) -> String {
+        self.name.clone()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Whatever it still holds is freed with it.
+        let n = self.charged.swap(0, Ordering::Relaxed);
+        crate::budget::unsealed::ledger().released(n, 0);
+    }
 }

@@ -192,6 +192,10 @@ pub struct Session {
     dirty_bytes: AtomicU64,
     /// The part of `dirty_bytes` that is new data: see [`SEAL_FRESH`].
     dirty_fresh: AtomicU64,
+    /// What this session has charged to the daemon-wide budget of unsealed data
+    /// (`budget::unsealed`): counted like `dirty_bytes`, given back when a seal has
+    /// stored what it covered (not when the seal starts), and at drop.
+    charged: AtomicU64,
     /// Serializes control operations (checkpoint, checkout, restore, ...).
     pub(crate) op_lock: Mutex<()>,
     /// Mutating operations hold it shared; a checkout/restore holds it exclusively
@@ -238,6 +242,7 @@ impl Session {
             flush_lock: Mutex::new(()),
             dirty_bytes: AtomicU64::new(0),
             dirty_fresh: AtomicU64::new(0),
+            charged: AtomicU64::new(0),
             op_lock: Mutex::new(()),
             gate: std::sync::RwLock::new(()),
             watch: watch::WriterWatch::default(),
@@ -251,6 +256,13 @@ impl Session {
     /// Session name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Let the daemon-wide sealer seal this session when the budget of unsealed
+    /// data runs low (a mounted session; see `budget::unsealed`).
+    pub fn join_budget(self: &Arc<Self>) {
+        let h: Arc<dyn crate::budget::unsealed::Holder> = self.clone();
+        crate::budget::unsealed::ledger().register(Arc::downgrade(&h));
     }
 
     /// The store this session writes to.

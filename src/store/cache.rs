@@ -6,6 +6,7 @@
 
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::id::ObjectId;
@@ -13,7 +14,7 @@ use crate::id::ObjectId;
 /// Byte-bounded FIFO cache with a second chance for entries hit since insertion.
 pub struct ObjectCache {
     inner: Mutex<Inner>,
-    capacity: usize,
+    capacity: AtomicUsize,
 }
 
 /// An object decoded into its in-memory form (a directory node's entries): a
@@ -49,8 +50,25 @@ impl ObjectCache {
                 order: VecDeque::new(),
                 bytes: 0,
             }),
-            capacity,
+            capacity: AtomicUsize::new(capacity),
         }
+    }
+
+    /// The capacity in bytes.
+    pub fn capacity(&self) -> usize {
+        self.capacity.load(Ordering::Relaxed)
+    }
+
+    /// Change the capacity (the store's `read_cache_bytes`), evicting down to it.
+    pub fn set_capacity(&self, bytes: usize) {
+        self.capacity.store(bytes, Ordering::Relaxed);
+        let mut g = self.inner.lock().unwrap();
+        self.evict(&mut g);
+    }
+
+    /// Bytes held now.
+    pub fn held(&self) -> usize {
+        self.inner.lock().unwrap().bytes
     }
 
     /// Look up an object.
@@ -87,7 +105,7 @@ impl ObjectCache {
 
     /// Insert a verified object.
     pub fn insert(&self, id: ObjectId, data: Arc<Vec<u8>>) {
-        if data.len() > self.capacity / 4 {
+        if data.len() > self.capacity() / 4 {
             return;
         }
         let mut g = self.inner.lock().unwrap();
@@ -109,7 +127,7 @@ impl ObjectCache {
 
     /// Evict (FIFO, a second chance for entries hit) down to the capacity.
     fn evict(&self, g: &mut Inner) {
-        while g.bytes > self.capacity {
+        while g.bytes > self.capacity() {
             let Some(victim) = g.order.pop_front() else {
                 break;
             };

@@ -114,6 +114,13 @@ pub trait ObjectStore: Send + Sync {
     fn dir(&self) -> Option<&std::path::Path> {
         None
     }
+    /// The read cache of file blocks: (capacity, bytes held); (0, 0) for a store
+    /// without one.
+    fn read_cache(&self) -> (usize, usize) {
+        (0, 0)
+    }
+    /// Change the read cache's capacity (the store's `read_cache_bytes` limit).
+    fn set_read_cache(&self, _bytes: usize) {}
     /// Install (or remove, with `None`) the [`Fallback`] asked on a local miss.
     /// Stores without one ignore it.
     fn set_fallback(&self, fallback: Option<Arc<dyn Fallback>>) {

@@ -60,7 +60,7 @@ pub(super) struct Writer {
 /// and decompresses its whole 64 KiB block, and the kernel keeps only the page it
 /// asked for; this cache makes the other 15 pages of the block a memory copy when
 /// asked next (measured in docs/design.md "Write path and flush").
-fn read_cache_bytes() -> usize {
+pub fn read_cache_bytes() -> usize {
     let ram = crate::budget::ram_bytes();
     crate::budget::ram_share("TREEFORK_READ_CACHE_MB", ram, 64, 32 << 20, 256 << 20) as usize
 }
@@ -603,6 +603,14 @@ impl ObjectStore for PackStore {
 
     fn dir(&self) -> Option<&Path> {
         Some(&self.dir)
+    }
+
+    fn read_cache(&self) -> (usize, usize) {
+        (self.reads.capacity(), self.reads.held())
+    }
+
+    fn set_read_cache(&self, bytes: usize) {
+        self.reads.set_capacity(bytes);
     }
 
     fn set_fallback(&self, fallback: Option<Arc<dyn Fallback>>) {

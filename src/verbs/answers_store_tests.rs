@@ -239,8 +239,9 @@ fn session_show_and_sessions_rows() {
 fn limits_answer_every_limit_and_ignore_a_newer_daemon_s() {
     let l = crate::quota::LimitsShown {
         limits: crate::quota::Limits::default(),
+        memory: Some(crate::quota::memory(&crate::store::MemStore::default(), 1)),
     };
-    let v = check::<R<Limits>>(&l, &["limits"]);
+    let v = check::<R<Limits>>(&l, &["limits", "memory"]);
     assert_eq!(v["limits"]["fork_depth"], 16);
     let mut newer = v.clone();
     newer["limits"]["a_newer_limit"] = json!(3);

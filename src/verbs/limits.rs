@@ -32,6 +32,10 @@ impl Verb for Limits {
 
 impl Handler for Limits {
     fn handle<H: Server>(self, cx: &mut Cx<'_, H>) -> Result<Self::Response> {
-        crate::quota::run(&*cx.host.store(), self.set.as_ref())
+        crate::quota::run(
+            &*cx.host.store(),
+            self.set.as_ref(),
+            crate::session::seal_threshold(),
+        )
     }
 }

@@ -31,6 +31,7 @@ mod ignores;
 mod lifecycle;
 mod maintenance;
 mod mcp;
+mod membudget;
 mod merge;
 mod messages;
 mod metadamage;

@@ -84,14 +84,25 @@ fn write_for(rig: &Rig, fork_mp: &Path, cycle: u32, dur: Duration, r: &mut Rng, 
 }
 
 /// Unacknowledged background writes under `u/` (never fsync'd, never checked), so the
-/// cut lands while the daemon is busy with more than the acknowledged writer.
-fn background_writer(mp: PathBuf, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+/// cut lands while the daemon is busy with more than the acknowledged writer; files
+/// of `big` bytes each when `big` is not 0.
+fn background_writer(
+    mp: PathBuf,
+    stop: Arc<AtomicBool>,
+    big: usize,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let dir = mp.join("u");
         let _ = fs::create_dir_all(&dir);
         let mut i = 0u64;
         while !stop.load(Ordering::Relaxed) {
-            let data = pattern(4096 + (i as usize % 7) * 5000, i);
+            // Big files repeat 16 contents: sealed, they deduplicate, so the
+            // store's disk does not fill up; unsealed, each is charged again.
+            let data = if big > 0 {
+                pattern(big, i % 16)
+            } else {
+                pattern(4096 + (i as usize % 7) * 5000, i)
+            };
             let _ = fs::write(dir.join(format!("f{}", i % 8)), &data);
             i += 1;
             std::thread::sleep(Duration::from_millis(20));
@@ -323,9 +334,20 @@ fn cycles(default: u32) -> u32 {
 /// Run `n` cut cycles with the live daemon's environment `env`; returns, per cycle,
 /// the problem its cut showed (if any). With `stop_at_loss`, stops at the first.
 fn run_cycles(env: &[(&str, &str)], n: u32, seed: u64, stop_at_loss: bool) -> Vec<Option<String>> {
+    run_cycles_with(env, n, seed, stop_at_loss, 0)
+}
+
+/// [`run_cycles`], the background writer's files `big` bytes each (0: small ones).
+fn run_cycles_with(
+    env: &[(&str, &str)],
+    n: u32,
+    seed: u64,
+    stop_at_loss: bool,
+    big: usize,
+) -> Vec<Option<String>> {
     let mut rig = Rig::new(env);
     let stop = Arc::new(AtomicBool::new(false));
-    let bg = background_writer(rig.mp(), stop.clone());
+    let bg = background_writer(rig.mp(), stop.clone(), big);
     let mut r = Rng(seed | 1);
     let mut m = Model::default();
     let mut out = Vec::new();
@@ -372,7 +394,25 @@ fn run_cycles(env: &[(&str, &str)], n: u32, seed: u64, stop_at_loss: bool) -> Ve
 /// Everything fsync'd or checkpointed survives every cut.
 #[test]
 fn powercut_keeps_everything_acknowledged() {
-    let res = run_cycles(&[], cycles(8), 0x5eed_0001, false);
+    must_lose_nothing(run_cycles(&[], cycles(8), 0x5eed_0001, false));
+}
+
+/// Issue 45: the same while the daemon-wide budget of unsealed data is spent all
+/// the time (16 MiB, and the background writer writes 2 MiB files unsynced), so
+/// cuts land amid the sealer's seals and writes that seal first.
+#[test]
+fn powercut_under_a_spent_memory_budget_keeps_everything_acknowledged() {
+    let env = [("TREEFORK_UNSEALED_MB", "16")];
+    must_lose_nothing(run_cycles_with(
+        &env,
+        cycles(8).div_ceil(2),
+        0x5eed_0003,
+        false,
+        2 << 20,
+    ));
+}
+
+fn must_lose_nothing(res: Vec<Option<String>>) {
     let lost: Vec<String> = res
         .iter()
         .enumerate()

@@ -554,10 +554,14 @@ fn write_step(
             Some(Block::Stored(c)) => fetched[&c].clone(),
             None => Arc::new(super::bufpool::take()),
         };
+        // A block in memory that a running seal also holds: `make_mut` copies
+        // it, and until the seal ends both copies are in memory.
+        let copied = was_mem && Arc::strong_count(&buf) > 1;
         let v = Arc::make_mut(&mut buf);
         // Memory this block holds beyond what was already counted: all of
-        // it when it enters memory, its growth when it was in memory.
-        let before = if was_mem { v.capacity() } else { 0 };
+        // it when it enters memory (or is copied), its growth when it was in
+        // memory.
+        let before = if was_mem && !copied { v.capacity() } else { 0 };
         let need = in_block + src.len();
         if whole && v.len() > need && to >= fsize {
             v.truncate(need);
@@ -572,7 +576,7 @@ fn write_step(
         v.extend_from_slice(&src[overlap..]);
         let g = v.capacity().saturating_sub(before) as u64;
         grown.all += g;
-        if !refetched {
+        if !refetched && !copied {
             grown.fresh += g;
         }
         blocks_mut(st, ino)?.insert(idx, Block::Mem(buf));

@@ -141,10 +141,15 @@ pub fn set(store: &dyn ObjectStore, set: &Map<String, Value>) -> Result<Limits> 
             "limit unsealed_bytes is 0 (from the machine) or at least {MIN_UNSEALED}"
         )));
     }
-    let rec = Stored {
-        version: LIMITS_VERSION,
-        limits: new.clone(),
-    };
+    // The memory limits are left out while 0 (their default), so a daemon from
+    // before them still reads the record.
+    let mut limits = serde_json::to_value(&new).expect("limits serialize");
+    for k in ["unsealed_bytes", "read_cache_bytes"] {
+        if limits.get(k).and_then(Value::as_u64) == Some(0) {
+            limits.as_object_mut().map(|m| m.remove(k));
+        }
+    }
+    let rec = serde_json::json!({"version": LIMITS_VERSION, "limits": limits});
     store.commit(vec![MetaOp::Put(
         meta::LIMITS_KEY.to_vec(),
         serde_json::to_vec(&rec).expect("limits serialize"),
@@ -323,6 +328,18 @@ mod tests {
         let mut m = Map::new();
         m.insert("op_records".into(), json!(-1));
         assert!(matches!(set(&s, &m), Err(Error::Invalid(_))));
+        // The memory limits: left out of the record while 0 (an older daemon reads
+        // it), at least MIN_UNSEALED when set.
+        let raw = s.meta_get(meta::LIMITS_KEY).unwrap().unwrap();
+        let v: Value = serde_json::from_slice(&raw).unwrap();
+        assert!(v["limits"].get("unsealed_bytes").is_none(), "{v}");
+        assert_eq!(v["limits"]["agent_sessions"], 3);
+        let mut m = Map::new();
+        m.insert("unsealed_bytes".into(), json!(1000));
+        assert!(matches!(set(&s, &m), Err(Error::Invalid(_))));
+        m.insert("unsealed_bytes".into(), json!(MIN_UNSEALED));
+        assert_eq!(set(&s, &m).unwrap().unsealed_bytes, MIN_UNSEALED);
+        assert_eq!(load(&s).unwrap().unsealed_bytes, MIN_UNSEALED);
         assert!(check("message_count", 10, 9, 1, "records").is_ok());
         let e = check("message_count", 10, 10, 1, "records").unwrap_err();
         assert_eq!(e.code(), "quota");

@@ -200,7 +200,7 @@ impl Ledger {
             self.wake.notify_one();
         }
         drop(k);
-        if !self.sealer.swap(true, Ordering::AcqRel) {
+        if !self.sealer.load(Ordering::Acquire) && !self.sealer.swap(true, Ordering::AcqRel) {
             // Only the process-wide ledger has a sealer thread (it lives forever).
             if std::ptr::eq(self, ledger()) {
                 let spawned = std::thread::Builder::new()
@@ -216,8 +216,10 @@ impl Ledger {
     }
 
     /// The sealer: on each wake, seal the largest holders until the total is
-    /// back under the soft mark.
+    /// back under the soft mark. A panic in a round ends the thread and lets the
+    /// next kick start another (writers still seal past the limit meanwhile).
     fn seal_loop(&self) {
+        let _restart = Restart(self);
         loop {
             {
                 let k = self.kicked.lock().unwrap_or_else(|p| p.into_inner());
@@ -240,17 +242,22 @@ impl Ledger {
     /// the total is under the soft mark. Returns false when a seal failed and
     /// nothing was sealed.
     pub fn seal_round(&self) -> bool {
-        let mut hs: Vec<_> = {
+        // Each charge read once (a sort must see a fixed order); each holder
+        // held only while it is sealed (an unmounted session is not kept alive).
+        let mut hs: Vec<(u64, Weak<dyn Holder>)> = {
             let mut hs = self.holders.lock().unwrap_or_else(|p| p.into_inner());
             hs.retain(|w| w.strong_count() > 0);
-            hs.iter().filter_map(Weak::upgrade).collect()
+            hs.iter()
+                .filter_map(|w| Some((w.upgrade()?.charged(), w.clone())))
+                .collect()
         };
-        hs.sort_by_key(|h| std::cmp::Reverse(h.charged()));
+        hs.sort_by_key(|(c, _)| std::cmp::Reverse(*c));
         let (mut sealed, mut failed) = (false, false);
-        for h in hs {
-            if self.used() <= self.soft() || h.charged() == 0 {
+        for (c, w) in hs {
+            if self.used() <= self.soft() || c == 0 {
                 break;
             }
+            let Some(h) = w.upgrade() else { continue };
             match h.seal_for_budget() {
                 Ok(true) => {
                     sealed = true;
@@ -267,6 +274,19 @@ impl Ledger {
             }
         }
         sealed || !failed
+    }
+}
+
+/// Clears the sealer's flag when its thread ends (a panic included), so the
+/// next [`Ledger::kick`] starts a new one.
+struct Restart<'a>(&'a Ledger);
+
+impl Drop for Restart<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            log::error!("the sealer thread panicked; the next need starts another");
+        }
+        self.0.sealer.store(false, Ordering::Release);
     }
 }
 

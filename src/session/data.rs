@@ -92,12 +92,14 @@ fn set_size(st: &mut State, ino: u64, size: u64) -> Result<()> {
 }
 
 /// Truncate or extend `ino` to `size` (table lock held, file loaded). A cut into a
-/// stored block needs its bytes: `Need` when they are not in `fetched`.
-fn truncate_step(st: &mut State, fetched: &Fetched, ino: u64, size: u64) -> Result<Step<()>> {
+/// stored block needs its bytes: `Need` when they are not in `fetched`. Returns the
+/// bytes of the block it brought into memory (charged by the caller).
+fn truncate_step(st: &mut State, fetched: &Fetched, ino: u64, size: u64) -> Result<Step<u64>> {
     if size > MAX_FILE_SIZE {
         return posix(libc::EFBIG);
     }
     let old = st.get(ino)?.attr.size;
+    let mut pulled = 0;
     if size < old {
         let tail_idx = size / BLOCK_SIZE;
         let tail_len = (size % BLOCK_SIZE) as usize;
@@ -120,6 +122,7 @@ fn truncate_step(st: &mut State, fetched: &Fetched, ino: u64, size: u64) -> Resu
             f.touch(tail_idx, tail_idx);
             let blocks = f.blocks.as_mut().expect("file loaded");
             if let Some(d) = tail_data {
+                pulled = d.len() as u64;
                 blocks.insert(tail_idx, Block::Mem(d));
             }
             if let Some(Block::Mem(d)) = blocks.get_mut(&tail_idx) {
@@ -136,7 +139,7 @@ fn truncate_step(st: &mut State, fetched: &Fetched, ino: u64, size: u64) -> Resu
         i.attr.ctime = now;
         content_changed(st, ino);
     }
-    Ok(Step::Done(()))
+    Ok(Step::Done(pulled))
 }
 
 /// A file's block map as read from its node, ready to install.
@@ -299,8 +302,11 @@ impl Session {
                 _ => return posix(libc::EINVAL),
             }
         }
-        let (st, ()) =
+        let (st, pulled) =
             self.with_chunks(ino, |st, fetched| truncate_step(st, fetched, ino, size))?;
+        // A stored tail block cut in memory is unsealed data like a write's.
+        self.charge(pulled);
+        self.dirty_bytes.fetch_add(pulled, Ordering::Relaxed);
         Ok(st)
     }
 
@@ -403,12 +409,13 @@ impl Session {
         let (st, grown) = self.with_chunks(ino, |st, fetched| {
             write_step(st, fetched, ino, offset, data)
         })?;
+        // Charged under the table lock, where a seal takes its snapshot.
+        let charged = grown.as_ref().map(|g| self.charge(g.all));
         drop(st);
-        let Some(Grown { all, fresh }) = grown else {
+        let (Some(Grown { all, fresh }), Some(charged)) = (grown, charged) else {
             return Ok(0);
         };
         let fresh = self.dirty_fresh.fetch_add(fresh, Ordering::Relaxed) + fresh;
-        let charged = self.charge(all);
         let all = self.dirty_bytes.fetch_add(all, Ordering::Relaxed) + all;
         if fresh > SEAL_FRESH || all > seal_threshold() || budget.should_seal(charged) {
             self.try_seal()?;
@@ -552,6 +559,9 @@ fn write_step(
             Some(Block::Mem(d)) => d,
             Some(Block::Stored(_)) if whole => Arc::new(super::bufpool::take()),
             Some(Block::Stored(c)) => fetched[&c].clone(),
+            // A small file's only block (an inline file, kept in memory as its
+            // content): its size, not a pooled 64 KiB buffer held for it.
+            None if idx == 0 && end <= INLINE_MAX => Arc::new(Vec::with_capacity(end as usize)),
             None => Arc::new(super::bufpool::take()),
         };
         // A block in memory that a running seal also holds: `make_mut` copies

@@ -139,22 +139,27 @@ impl Session {
         before + n
     }
 
-    /// Seal, then give back to the budget what was charged before the seal began
-    /// (its blocks are stored now, or freed; a failed seal keeps its charge).
+    /// Seal, then give back to the budget what was charged when the seal took its
+    /// snapshot (those blocks are stored now, or freed; a failed seal keeps its
+    /// charge). Small files' blocks (inline, at most 4 KiB each) are not sealed but
+    /// encoded by the next flush; their charge is given back here too.
     fn seal_locked(&self) -> Result<()> {
-        let covered = self.charged.load(Ordering::Relaxed);
-        self.seal_blocks()?;
+        let covered = self.seal_blocks()?;
         let after = self.charged.fetch_sub(covered, Ordering::Relaxed) - covered;
         crate::budget::unsealed::ledger().released(covered, after);
         Ok(())
     }
 
-    fn seal_blocks(&self) -> Result<()> {
+    /// The seal; returns this session's charge as of its snapshot (read under the
+    /// table lock, where writers charge, so a write is wholly before or after it).
+    fn seal_blocks(&self) -> Result<u64> {
         self.dirty_bytes.store(0, Ordering::Relaxed);
         self.dirty_fresh.store(0, Ordering::Relaxed);
         let store = self.store();
+        let covered;
         let work: Vec<SealWork> = {
             let st = self.lock();
+            covered = self.charged.load(Ordering::Relaxed);
             let mut w = Vec::new();
             for &ino in &st.dirty_files {
                 let Some(i) = st.inodes.get(&ino) else {
@@ -184,7 +189,7 @@ impl Session {
             }
         }
         if work.is_empty() {
-            return Ok(());
+            return Ok(covered);
         }
         let sealed_bytes: usize = work.iter().map(|w| w.3).sum();
         // Hash + compress on every core; only the pack append is serialized.
@@ -286,7 +291,7 @@ impl Session {
                 libc::malloc_trim(0);
             }
         }
-        Ok(())
+        Ok(covered)
     }
 
     /// Make the whole working state durable; returns the new root node id.

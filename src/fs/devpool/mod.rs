@@ -108,6 +108,8 @@ pub(crate) struct Pool {
     idle: AtomicUsize,
     /// Spares started, ever (for names and the log).
     spares_started: AtomicU64,
+    /// Spares that could not be started (the log says so now and then).
+    spawn_failures: AtomicU64,
 }
 
 /// A served connection, held by the mount's table entry.
@@ -170,6 +172,7 @@ impl Pool {
             live: AtomicUsize::new(threads),
             idle: AtomicUsize::new(0),
             spares_started: AtomicU64::new(0),
+            spawn_failures: AtomicU64::new(0),
         });
         for i in 0..threads {
             let p = pool.clone();
@@ -198,7 +201,14 @@ impl Pool {
             .spawn(move || p.work(true));
         if let Err(e) = spawned {
             self.live.fetch_sub(1, Ordering::AcqRel);
-            log::warn!("cannot start a spare /dev/fuse worker ({live} live): {e}");
+            // Once per 1,024 failures (the thread limit is reached while it lasts).
+            if self
+                .spawn_failures
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(1024)
+            {
+                log::warn!("cannot start a spare /dev/fuse worker ({live} live): {e}");
+            }
         } else {
             log::debug!(
                 "every /dev/fuse worker is busy: spare {n} started ({} live)",
@@ -284,19 +294,38 @@ impl Pool {
         } else {
             -1
         };
+        // Whether this worker is counted in `idle` (it stays counted across a
+        // timeout or an EINTR, while it goes on waiting).
+        let mut counted = false;
         loop {
-            self.idle.fetch_add(1, Ordering::AcqRel);
+            if !counted {
+                self.idle.fetch_add(1, Ordering::AcqRel);
+                counted = true;
+            }
             // SAFETY: `ev` is a live array of one event.
             let n = unsafe { libc::epoll_wait(self.ep.as_raw_fd(), ev.as_mut_ptr(), 1, timeout) };
-            let still_idle = self.idle.fetch_sub(1, Ordering::AcqRel) - 1;
-            if n == 0 && spare && still_idle > 0 {
+            if n == 0 && spare {
+                // Leave only if another worker stays idle: `live` first, so a
+                // worker that then leaves the set as the last idle one may start
+                // a spare in this one's place.
                 self.live.fetch_sub(1, Ordering::AcqRel);
-                return;
+                let left = self
+                    .idle
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |k| {
+                        (k >= 2).then(|| k - 1)
+                    })
+                    .is_ok();
+                if left {
+                    return;
+                }
+                self.live.fetch_add(1, Ordering::AcqRel);
+                continue;
             }
             if n <= 0 {
                 continue;
             }
-            if still_idle == 0 {
+            counted = false;
+            if self.idle.fetch_sub(1, Ordering::AcqRel) == 1 {
                 self.spare();
             }
             let id = ev[0].u64;

@@ -383,6 +383,13 @@ fn run_cycles_with(
     }
     stop.store(true, Ordering::Relaxed);
     bg.join().unwrap();
+    if big > 0 {
+        // The cuts landed amid seals made for the budget.
+        let l = tf_json(&rig.store, &["limits"]).unwrap_or_else(|e| panic!("{e}"));
+        let m = &l["memory"];
+        let seals = m["sealer_seals"].as_u64().unwrap() + m["forced_seals"].as_u64().unwrap();
+        assert!(seals > 0, "the budget was never spent: {l}");
+    }
     eprintln!(
         "{} cycles in {:.1} s",
         out.len(),

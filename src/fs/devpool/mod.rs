@@ -17,6 +17,11 @@
 //! descriptors out in the order they became ready, so busy mounts take turns, and a
 //! worker goes back to the set after [`STREAK`] requests of one mount.
 //!
+//! Latency: after answering, a worker that finds nothing queued waits up to
+//! [`SPIN`] for the connection's next request without sleeping (only while another
+//! worker is idle in the set), since waking a sleeping worker on an idle vCPU cost
+//! more than a whole request (see [`spin`]).
+//!
 //! Elastic: requests that block in the core (a write gate held by a checkout, an
 //! fsync, a remote fetch) hold their workers. So that blocked mounts cannot stall
 //! the others, the worker that leaves the set as its last idle one starts a spare
@@ -62,6 +67,10 @@ fn workers() -> usize {
 
 /// Requests one worker serves of one connection before it goes back to epoll.
 const STREAK: usize = 32;
+
+/// How long a worker that just answered a connection waits for its next request
+/// without sleeping (see [`spin`]).
+const SPIN: Duration = Duration::from_micros(50);
 
 /// Workers the pool may start beyond its base count while every worker is busy.
 pub(crate) const SPARES: usize = 16;
@@ -364,6 +373,17 @@ impl Pool {
             let n = unsafe { libc::read(conn.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
             if n < 0 {
                 let e = io::Error::last_os_error();
+                // Nothing queued: wait a moment for the connection's next request
+                // without sleeping, while another worker waits in the set for the
+                // other mounts (see `spin`).
+                if e.raw_os_error() == Some(libc::EAGAIN)
+                    && streak < STREAK
+                    && self.idle.load(Ordering::Acquire) > 0
+                    && spin(&conn.fd)
+                {
+                    // A request came: read it (the slot is still ours).
+                    continue;
+                }
                 let mut s = lock();
                 s.inflight -= 1;
                 match e.raw_os_error() {
@@ -546,6 +566,44 @@ fn forget_batch(core: &TreeforkFs, msg: &[u8]) {
         core.forget(one.nodeid, one.nlookup);
         rest = r;
     }
+}
+
+/// Wait up to [`SPIN`] (`TREEFORK_FUSE_SPIN_US` overrides it, 0 turns it off) for
+/// a request on `fd` without sleeping; true when one is there. Why: a program
+/// issuing requests one after another (a shell, `tar`, `git`, a build) sends the
+/// next one tens of microseconds after its answer, and a worker that went to sleep
+/// in the meantime is woken on an idle vCPU, which costs more than the request:
+/// a LOOKUP took 58-86 us through the pool against 30-45 us with fuser's blocked
+/// readers (which a wakeup reaches on the waker's CPU more often); spinning 50 us
+/// it took 28-30 us, and the bench's metadata rows went from 1.2x slower than
+/// fuser to even (bench/RESULTS.md, "Issue 42: single-session A/B"). The cost is
+/// CPU: up to [`SPIN`] per burst of requests, spent only while another worker is
+/// idle (the caller checks), so no other mount waits for it.
+fn spin(fd: &OwnedFd) -> bool {
+    static US: OnceLock<u64> = OnceLock::new();
+    let us = *US.get_or_init(|| {
+        std::env::var("TREEFORK_FUSE_SPIN_US")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(SPIN.as_micros() as u64)
+    });
+    if us == 0 {
+        return false;
+    }
+    let until = std::time::Instant::now() + Duration::from_micros(us);
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    while std::time::Instant::now() < until {
+        // SAFETY: one live pollfd; a zero timeout does not block.
+        if unsafe { libc::poll(&mut p, 1, 0) } > 0 {
+            return true;
+        }
+        std::hint::spin_loop();
+    }
+    false
 }
 
 fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {

@@ -118,17 +118,30 @@ impl WriterWatch {
         if pid == 0 {
             return;
         }
+        let roots = {
+            let g = relock(self.inner.lock());
+            if !self.active.load(Ordering::Relaxed) || g.seen.contains_key(&pid) {
+                return;
+            }
+            g.roots.clone()
+        };
+        // Unlocked: reading another process's /proc files can block (while that
+        // process execs or holds its memory map, e.g. in a page fault on this very
+        // mount), and with the lock held every other mutating request of the
+        // session would wait behind it: the faulting process's own request among
+        // them, a deadlock (seen in CI: a worker in `do_task_stat`, another on this
+        // lock, the mount's writeback stuck).
+        let w = classify(pid, &roots);
         let mut g = relock(self.inner.lock());
         if !self.active.load(Ordering::Relaxed) || g.seen.contains_key(&pid) {
             return;
         }
         if g.seen.len() >= MAX_WRITERS {
-            if classify(pid, &g.roots).is_some() {
+            if w.is_some() {
                 g.overflow += 1;
             }
             return;
         }
-        let w = classify(pid, &g.roots);
         g.seen.insert(pid, w);
     }
 }

@@ -112,12 +112,7 @@ impl Session {
     /// other requests of the mount keep being served). Writers block in
     /// [`seal`](Self::seal) only past twice the threshold (see `Session::write`).
     pub(crate) fn try_seal(&self) -> Result<()> {
-        let _g = match self.flush_lock.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-        };
-        self.seal_locked()
+        self.try_seal_now().map(|_| ())
     }
 
     /// [`try_seal`](Self::try_seal) for the daemon-wide budget's sealer: whether

@@ -115,12 +115,24 @@ class Run:
         before = status(self.pid, "VmRSS")
         stop, peak, lat = threading.Event(), [0], []
 
+        held = [0, 0]  # the ledger's peak (unsealed + parked) and the read cache's, sampled
+
         def sample():
             while not stop.is_set():
                 peak[0] = max(peak[0], status(self.pid, "VmRSS"))
                 time.sleep(0.1)
 
-        ts = [threading.Thread(target=sample), threading.Thread(target=self.probe, args=(stop, lat))]
+        def sample_held():
+            while not stop.is_set():
+                r = self.cli("--store", self.store, "limits", "--json", check=False)
+                if r.returncode == 0:
+                    m = json.loads(r.stdout).get("memory") or {}
+                    held[0] = max(held[0], m.get("unsealed_used", 0))
+                    held[1] = max(held[1], m.get("read_cache_used", 0))
+                time.sleep(0.5)
+
+        ts = [threading.Thread(target=sample), threading.Thread(target=sample_held),
+              threading.Thread(target=self.probe, args=(stop, lat))]
         for t in ts:
             t.start()
         t0 = time.perf_counter()
@@ -136,7 +148,7 @@ class Run:
         lim = self.cli("--store", self.store, "limits", "--json", check=False)
         mem = json.loads(lim.stdout).get("memory") if lim.returncode == 0 else None
         return dict(before=before, peak=max(peak[0], hwm), after=after, wall=wall,
-                    results=res, lat=lat, memory=mem)
+                    results=res, lat=lat, memory=mem, held=held)
 
     def close(self):
         for d in [*self.forks, self.idle, self.base]:
@@ -151,7 +163,9 @@ def row(tag, n, r):
     spread = (statistics.pstdev(per) / statistics.mean(per)) if len(per) > 1 else 0
     mem = r["memory"] or {}
     lat = r["lat"]
-    return (f"| {tag} | {n} | {r['before'] / MIB:.0f} | {r['peak'] / MIB:.0f} | {r['after'] / MIB:.0f} | "
+    held = r.get("held") or [0, 0]
+    return (f"| {tag} | {n} | {r['before'] / MIB:.0f} | {r['peak'] / MIB:.0f} | "
+            f"{held[0] / MIB:.0f} + {held[1] / MIB:.0f} | {r['after'] / MIB:.0f} | "
             f"{sum(per) / MIB:.0f} | {statistics.median(per) / MIB if per else 0:.2f} "
             f"({min(per) / MIB if per else 0:.2f}..{max(per) / MIB if per else 0:.2f}, cv {spread:.2f}) | "
             f"{statistics.median(rand) / 1024 if rand else 0:.0f} | "
@@ -180,10 +194,10 @@ def main():
            f"64 MB file, {a.seconds} s, end_fsync. Budget set with `treefork limits "
            f"unsealed_bytes={a.unsealed_mb} MiB read_cache_bytes={a.read_cache_mb} MiB` (the before build "
            f"has neither: per-session seal marks). RSS in MiB; throughput MiB/s; random MiB/s is KiB/s "
-           f"of 4 KiB overwrites (median); idle = stat + 4 KiB read on an idle fork, ms p50 / p99.\n",
-           "| build | sessions | RSS before | peak RSS | 10 s after | total MiB/s | per session median (min..max, cv) "
+           f"of 4 KiB overwrites (median); peak held = the highest `treefork limits` showed (sampled every 0.5 s); idle = stat + 4 KiB read on an idle fork, ms p50 / p99.\n",
+           "| build | sessions | RSS before | peak RSS | peak held (unsealed + cache) | 10 s after | total MiB/s | per session median (min..max, cv) "
            "| rand KiB/s | idle p50 / p99 | sealer / forced seals | failed |",
-           "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
+           "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
     fails = []
     for tag, tf, n in plan:
         top = tempfile.mkdtemp(prefix="membudget.", dir="/var/tmp")

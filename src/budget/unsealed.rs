@@ -13,10 +13,14 @@
 //!   than its **fair share** (the soft mark over the holders holding something)
 //!   starts a seal of its session (without waiting for one already running), and
 //!   the sealer is woken to seal the largest holders, idle ones included, until
-//!   the total is back under the soft mark;
+//!   the total is back under the soft mark; a writer seals only in one of
+//!   [`writer_slots`] slots (one per CPU), else it leaves the seal to the sealer;
 //! - past the **limit**, a writer whose session holds anything seals it before
 //!   its write takes more memory (backpressure on the writers of every session
-//!   that holds data; a session holding nothing adds one write at most).
+//!   that holds data; a session holding nothing adds one write at most). The
+//!   /dev/fuse pool lets only half its workers wait so ([`Ledger::over_limit`] asked
+//!   before a write is served) and parks the other such writes, one per mount,
+//!   so a session that writes nothing still finds a worker.
 //!
 //! So the total stays under the limit plus one write per writer in flight (the
 //! FUSE workers bound those: at most `MAX_WRITE` plus a block each), whatever the
@@ -27,7 +31,7 @@
 //! is dropped ([`Ledger::released`]); `active` counts holders whose charge is
 //! above zero (each 0 -> more transition is matched by one more -> 0).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, LazyLock, Mutex, Weak};
 use std::time::Duration;
 
@@ -76,6 +80,23 @@ pub struct Ledger {
     sealer_seals: AtomicU64,
     /// Writers that sealed their session before writing, past the limit.
     forced: AtomicU64,
+    /// Writers sealing their own session in a slot ([`Ledger::writer_slot`]).
+    writer_seals: AtomicUsize,
+}
+
+/// Writers that may seal their own sessions at once below the limit: one per CPU
+/// (sealing is CPU work: more would only share the CPUs and hold FUSE workers).
+pub fn writer_slots() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// A writer's seal slot; given back when dropped.
+pub struct WriterSlot<'a>(&'a Ledger);
+
+impl Drop for WriterSlot<'_> {
+    fn drop(&mut self) {
+        self.0.writer_seals.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// A snapshot of the ledger (shown by `treefork limits`).
@@ -101,6 +122,7 @@ impl Ledger {
             sealer: AtomicBool::new(false),
             sealer_seals: AtomicU64::new(0),
             forced: AtomicU64::new(0),
+            writer_seals: AtomicUsize::new(0),
         }
     }
 
@@ -185,11 +207,55 @@ impl Ledger {
     /// Whether a writer of a holder charged `own` must seal before its write
     /// takes more memory: past the limit and holding anything. Counted.
     pub fn must_seal(&self, own: u64) -> bool {
-        let must = own > 0 && self.used() > self.limit();
+        let must = self.over_limit(own);
         if must {
             self.forced.fetch_add(1, Ordering::Relaxed);
         }
         must
+    }
+
+    /// [`must_seal`](Self::must_seal) without counting (the FUSE pool asks it
+    /// before it serves a write, to park writes that would wait).
+    pub fn over_limit(&self, own: u64) -> bool {
+        own > 0 && self.used() > self.limit()
+    }
+
+    /// A slot for a writer's own seal below the limit (past the soft mark or its
+    /// session's threshold), or `None` when [`writer_slots`] writers are sealing
+    /// already: the writer then goes on and the sealer is woken instead. So the
+    /// seals made inside FUSE requests are few, whatever the number of sessions
+    /// writing, and the other requests keep finding workers.
+    pub fn writer_slot(&self) -> Option<WriterSlot<'_>> {
+        let cap = writer_slots();
+        self.writer_seals
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |k| {
+                (k < cap).then_some(k + 1)
+            })
+            .ok()?;
+        Some(WriterSlot(self))
+    }
+
+    /// Charge `n` bytes of parked writes (copies of WRITE requests the /dev/fuse
+    /// pool holds until a worker may serve them): they count against the limit
+    /// like unsealed data, so the sealer frees room for them; no holder owns them.
+    pub fn parked(&self, n: u64) {
+        let used = self.used.fetch_add(n, Ordering::Relaxed) + n;
+        if used > self.soft() {
+            self.kick();
+        }
+    }
+
+    /// Give back `n` bytes of [`Ledger::parked`] (the write was served).
+    pub fn unparked(&self, n: u64) {
+        self.used.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// Wake the sealer when the total is past the soft mark (a writer that found
+    /// no [`writer_slot`](Self::writer_slot)).
+    pub fn nudge(&self) {
+        if self.used() > self.soft() {
+            self.kick();
+        }
     }
 
     /// Wake the sealer (started on first use).
@@ -387,6 +453,17 @@ mod tests {
             hs.iter().map(|h| h.charged()).collect::<Vec<_>>(),
             [70, 0, 0, 0]
         );
+    }
+
+    #[test]
+    fn writer_slots_are_bounded_and_given_back() {
+        let led = Ledger::new(100);
+        let slots: Vec<_> = (0..writer_slots()).map(|_| led.writer_slot()).collect();
+        assert!(slots.iter().all(Option::is_some));
+        assert!(led.writer_slot().is_none(), "every slot is taken");
+        drop(slots);
+        assert!(led.writer_slot().is_some(), "dropped slots are free again");
+        assert!(!led.over_limit(0) && !led.over_limit(1));
     }
 
     #[test]

@@ -198,6 +198,12 @@ impl TreeforkFs {
 }
 
 impl TreeforkFs {
+    /// Whether a WRITE served now would first wait for a seal (the pool parks
+    /// such writes beyond a share of its workers; see `devpool::park`).
+    pub(crate) fn write_would_wait(&self) -> bool {
+        self.session.write_would_wait()
+    }
+
     /// The connection ends (unmount or abort): flush what is pending.
     pub(crate) fn destroy(&self) {
         let _ = guarded!(self, "destroy", [], {

@@ -396,10 +396,7 @@ impl Session {
             .filter(|e| *e <= MAX_FILE_SIZE)
             .ok_or(crate::error::Error::Posix(libc::EFBIG))?;
         let budget = crate::budget::unsealed::ledger();
-        if self.dirty_fresh.load(Ordering::Relaxed) > 2 * SEAL_FRESH
-            || self.dirty_bytes.load(Ordering::Relaxed) > 2 * seal_threshold()
-            || budget.must_seal(self.charged.load(Ordering::Relaxed))
-        {
+        if self.past_own_marks() || budget.must_seal(self.charged.load(Ordering::Relaxed)) {
             // The last seal failed (disk full), writers outran a long flush, or
             // the daemon-wide budget is spent and this session holds part of it:
             // seal before taking more data into memory, and refuse this write
@@ -418,9 +415,28 @@ impl Session {
         let fresh = self.dirty_fresh.fetch_add(fresh, Ordering::Relaxed) + fresh;
         let all = self.dirty_bytes.fetch_add(all, Ordering::Relaxed) + all;
         if fresh > SEAL_FRESH || all > seal_threshold() || budget.should_seal(charged) {
-            self.try_seal()?;
+            // In a slot (few at once), else the sealer's or the next writer's to do.
+            match budget.writer_slot() {
+                Some(_slot) => self.try_seal()?,
+                None => budget.nudge(),
+            }
         }
         Ok(data.len() as u32)
+    }
+
+    /// Whether this session's unsealed data is past twice its own marks (fresh or
+    /// all blocks): its writers seal before writing more.
+    fn past_own_marks(&self) -> bool {
+        self.dirty_fresh.load(Ordering::Relaxed) > 2 * SEAL_FRESH
+            || self.dirty_bytes.load(Ordering::Relaxed) > 2 * seal_threshold()
+    }
+
+    /// Whether a write would seal before it is served (its session past its own
+    /// marks, or the daemon-wide budget spent while it holds part of it): the
+    /// /dev/fuse pool asks, to bound how many of its workers wait so.
+    pub(crate) fn write_would_wait(&self) -> bool {
+        self.past_own_marks()
+            || crate::budget::unsealed::ledger().over_limit(self.charged.load(Ordering::Relaxed))
     }
 
     /// fallocate(2): mode 0, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE, ZERO_RANGE.

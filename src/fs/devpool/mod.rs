@@ -17,6 +17,11 @@
 //! descriptors out in the order they became ready, so busy mounts take turns, and a
 //! worker goes back to the set after [`STREAK`] requests of one mount.
 //!
+//! Memory: a WRITE that would wait for a seal (the daemon-wide budget spent, or
+//! its session past its own marks) is served by one of at most half the base
+//! workers; beyond them it is parked and its mount is not re-armed until a waiter
+//! answers it (`park.rs`), so sessions that do not write keep their workers.
+//!
 //! Latency: after answering, a worker that finds nothing queued waits up to
 //! [`SPIN`] for the connection's next request without sleeping (only while another
 //! worker is idle in the set), since waking a sleeping worker on an idle vCPU cost
@@ -37,6 +42,7 @@
 //! turns true, exactly once. A panic while serving is the dispatcher's to catch (it
 //! answers EIO); a worker never dies with a request.
 
+mod park;
 pub(crate) mod wire;
 
 use std::collections::HashMap;
@@ -96,6 +102,8 @@ struct ConnState {
     armed: bool,
     /// The kernel ended the connection (no more reads).
     ended: bool,
+    /// A write of it is parked (`park.rs`): not re-armed until it is answered.
+    parked: bool,
     /// The final `destroy` was started (by exactly one worker).
     finishing: bool,
     /// Ended, its last request answered and the core destroyed.
@@ -119,6 +127,8 @@ pub(crate) struct Pool {
     spares_started: AtomicU64,
     /// Spares that could not be started (the log says so now and then).
     spawn_failures: AtomicU64,
+    /// Writes that would wait for memory: half the base workers at most.
+    park: park::Park<Arc<Conn>>,
 }
 
 /// A served connection, held by the mount's table entry.
@@ -182,6 +192,7 @@ impl Pool {
             idle: AtomicUsize::new(0),
             spares_started: AtomicU64::new(0),
             spawn_failures: AtomicU64::new(0),
+            park: park::Park::new(threads / 2),
         });
         for i in 0..threads {
             let p = pool.clone();
@@ -276,6 +287,11 @@ impl Pool {
         Ok(())
     }
 
+    /// Whether a connection in state `s` is to be armed again.
+    fn may_arm(&self, s: &ConnState) -> bool {
+        !s.ended && !s.armed && !s.parked && s.inflight < self.share
+    }
+
     /// Arm `conn` again (under its lock, with `armed` false).
     fn arm(&self, conn: &Conn, id: u64, s: &mut ConnState) {
         match self.ctl(libc::EPOLL_CTL_MOD, conn, id) {
@@ -356,7 +372,7 @@ impl Pool {
     /// requests, after which the worker goes back to the epoll set (other mounts'
     /// turn). Measured: without the direct reads, 8 threads doing LOOKUPs on one
     /// mount got 60,000/s against 108,000/s with fuser's 4 blocking readers.
-    fn turn(&self, conn: &Conn, id: u64, buf: &mut [u8], header: &mut HeaderArea) {
+    fn turn(&self, conn: &Arc<Conn>, id: u64, buf: &mut [u8], header: &mut HeaderArea) {
         let lock = || conn.state.lock().unwrap_or_else(|p| p.into_inner());
         {
             let mut s = lock();
@@ -390,7 +406,7 @@ impl Pool {
                     // None pending (another worker took it), or it was interrupted
                     // before it was read.
                     Some(libc::EAGAIN | libc::EINTR | libc::ENOENT) => {
-                        if !s.ended && !s.armed && s.inflight < self.share {
+                        if self.may_arm(&s) {
                             self.arm(conn, id, &mut s);
                         }
                         if s.ended && s.inflight == 0 && !s.finishing {
@@ -412,13 +428,35 @@ impl Pool {
                 }
                 return;
             }
+            let n = n as usize;
+            let waits = wire::in_header(&buf[..n]).is_some_and(|h| h.opcode == op::WRITE)
+                && conn.core.write_would_wait();
             {
                 let mut s = lock();
-                if !s.ended && !s.armed && s.inflight < self.share {
+                if waits {
+                    // Marked before a waiter can take it (it clears the mark
+                    // under this lock once it has answered).
+                    s.parked = true;
+                    if !self.park.enter_or_park(conn, id, &buf[..n]) {
+                        // Parked: its slot stays in flight; a waiter answers it.
+                        return;
+                    }
+                    s.parked = false;
+                }
+                if self.may_arm(&s) {
                     self.arm(conn, id, &mut s);
                 }
             }
-            self.serve_one(conn, id, buf, n as usize, header);
+            self.serve_one(conn, id, buf, n, header);
+            if waits {
+                // A waiter: answer the parked writes too, then back to the set.
+                self.answered(conn, id, false);
+                while let Some(mut p) = self.park.next() {
+                    self.serve_one(&p.conn, p.id, &mut p.msg, p.n, header);
+                    self.answered(&p.conn, p.id, true);
+                }
+                return;
+            }
             let mut s = lock();
             s.inflight -= 1;
             if s.ended {
@@ -431,7 +469,7 @@ impl Pool {
             }
             if streak == STREAK || s.inflight >= self.share {
                 // At the share, a request in flight re-arms it when it is done.
-                if !s.armed && s.inflight < self.share {
+                if self.may_arm(&s) {
                     self.arm(conn, id, &mut s);
                 }
                 if s.ended && s.inflight == 0 && !s.finishing {
@@ -443,6 +481,24 @@ impl Pool {
             }
             // The slot of the next direct read.
             s.inflight += 1;
+        }
+    }
+
+    /// One request of `conn` was answered outside a streak (a parked one when
+    /// `unparked`): its slot is free; re-arm, or finish an ended connection.
+    fn answered(&self, conn: &Conn, id: u64, unparked: bool) {
+        let mut s = conn.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.inflight -= 1;
+        if unparked {
+            s.parked = false;
+        }
+        if self.may_arm(&s) {
+            self.arm(conn, id, &mut s);
+        }
+        if s.ended && s.inflight == 0 && !s.finishing {
+            s.finishing = true;
+            drop(s);
+            self.finish(conn, id);
         }
     }
 
